@@ -1,0 +1,46 @@
+# One entry point for humans and CI. Everything the project needs is installed from here.
+SHELL := /bin/bash
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export DO_NOT_TRACK := 1
+export UV_PYTHON := 3.11
+export ERASURE_HOME ?= $(CURDIR)/.erasure
+export PREFECT_HOME ?= $(ERASURE_HOME)/prefect
+
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := python3 -m uv
+
+.PHONY: help bootstrap demo test lint typecheck contracts unit serve bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.synced: pyproject.toml uv.lock
+	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
+	$(UV) sync --frozen --all-groups --quiet
+	@touch $@
+
+bootstrap: $(VENV)/.synced ## create .venv from the lock file
+
+lint: bootstrap ## ruff
+	$(VENV)/bin/ruff check .
+
+typecheck: bootstrap ## mypy strict on erasure/, probes/, proof/
+	$(VENV)/bin/mypy
+
+contracts: bootstrap ## import-linter contracts (the import rules of DESIGN.md)
+	$(VENV)/bin/lint-imports
+
+unit: bootstrap ## the whole test suite
+	$(VENV)/bin/pytest -q
+
+test: lint typecheck contracts unit ## everything CI runs
+
+demo: bootstrap ## build a demo store, submit a request, erase, verify, sign, attest, verify offline
+	$(VENV)/bin/python -m cli.demo
+
+bench: bootstrap ## the benchmark tables (slow: builds large stores)
+	$(PY) bench/build_store.py
+
+clean: ## remove local state (not evidence)
+	rm -rf $(ERASURE_HOME)

@@ -1,0 +1,118 @@
+"""The engine database (`<home>/engine/engine.db`): ours, kept apart from the store on purpose.
+
+It holds the request vault (the only place a subject's identifiers are kept, for as long as the
+request is evidence), request state and clock, the subject footprint (ids only), step records,
+exceptions, subprocessor receipts and the engine's own event log. Nothing here is erased by a
+cascade; after an erasure the vault still names whom the request was for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+
+from erasure.sqlite import connect, transaction
+
+ENGINE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS requests(
+  request_id      TEXT PRIMARY KEY,
+  tenant_id       TEXT NOT NULL,
+  legal_basis     TEXT NOT NULL,
+  data_classes    TEXT NOT NULL,         -- JSON list of tier names
+  received_at     TEXT NOT NULL,         -- ISO 8601 UTC
+  envelope_sha256 TEXT NOT NULL,         -- canonical envelope digest: same id + other body = conflict
+  state           TEXT NOT NULL,
+  state_detail    TEXT,                  -- e.g. 'held: 12 items'; never an identifier
+  deadline        TEXT NOT NULL,         -- legal deadline, ISO 8601 UTC (pauses and extensions applied)
+  target          TEXT NOT NULL,         -- internal target before the deadline
+  created_at      TEXT NOT NULL,
+  updated_at      TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ix_requests_state ON requests(state);
+
+-- The vault: the validated envelope, identifiers included. Only this table names the subject.
+CREATE TABLE IF NOT EXISTS vault(
+  request_id    TEXT PRIMARY KEY REFERENCES requests(request_id),
+  envelope_json TEXT NOT NULL,
+  salt          BLOB NOT NULL              -- per-request salt for the pack's commitments
+);
+
+-- Clock events: pauses (identity verification) and extensions.
+CREATE TABLE IF NOT EXISTS clock_events(
+  event_id   INTEGER PRIMARY KEY,
+  request_id TEXT NOT NULL REFERENCES requests(request_id),
+  kind       TEXT NOT NULL CHECK (kind IN ('pause', 'resume', 'extend')),
+  at         TEXT NOT NULL,
+  reason     TEXT NOT NULL,
+  detail     TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS ix_clock_events_request ON clock_events(request_id);
+
+-- The subject's footprint in the store, resolved before the first deletion: ids only. Later steps
+-- reach items whose links an earlier step removed (chunk vectors after their frames) through it,
+-- including after a crash. It only ever grows.
+CREATE TABLE IF NOT EXISTS footprint(
+  request_id TEXT NOT NULL,
+  tier       TEXT NOT NULL,
+  kind       TEXT NOT NULL,               -- e.g. frame, chunk, entity, blob, example, session
+  item_key   TEXT NOT NULL,
+  PRIMARY KEY (request_id, tier, kind, item_key)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS step_records(
+  request_id     TEXT NOT NULL,
+  step           TEXT NOT NULL,
+  status         TEXT NOT NULL,           -- running | erased | skipped | blocked | failed | exception
+  before_count   INTEGER,
+  after_count    INTEGER,
+  started_at     TEXT NOT NULL,
+  ended_at       TEXT,
+  removed_digest TEXT,                    -- sha256 over sorted, length-prefixed removed ids
+  detail         TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (request_id, step)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS exceptions(
+  exception_id INTEGER PRIMARY KEY,
+  request_id   TEXT NOT NULL,
+  tier         TEXT NOT NULL,
+  kind         TEXT NOT NULL,             -- model_trained_on_subject | subprocessor_failed | residue ...
+  item_key     TEXT NOT NULL,
+  detail       TEXT NOT NULL DEFAULT '{}',
+  ground       TEXT,                      -- Art.17(3) ground, when one applies
+  opened_at    TEXT NOT NULL,
+  closed_at    TEXT,
+  UNIQUE (request_id, tier, kind, item_key)
+);
+
+CREATE TABLE IF NOT EXISTS receipts(
+  request_id   TEXT NOT NULL,
+  processor    TEXT NOT NULL,
+  ticket_id    TEXT,
+  status       TEXT NOT NULL,             -- done | pending | failed
+  requested_at TEXT NOT NULL,
+  completed_at TEXT,
+  attempts     INTEGER NOT NULL DEFAULT 0,
+  detail       TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (request_id, processor)
+) WITHOUT ROWID;
+
+-- The engine's own event log (intake, state changes, attestations): ids and counts only.
+CREATE TABLE IF NOT EXISTS engine_events(
+  seq        INTEGER PRIMARY KEY,
+  at         TEXT NOT NULL,
+  request_id TEXT,
+  event      TEXT NOT NULL,
+  detail     TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS ix_engine_events_request ON engine_events(request_id);
+"""
+
+
+def open_engine(path: Path) -> apsw.Connection:
+    """Open (creating if needed) the engine database at `path`."""
+    conn = connect(path)
+    with transaction(conn):
+        conn.execute(ENGINE_SCHEMA)
+    return conn

@@ -1,0 +1,58 @@
+"""One error hierarchy. Every message is written for the person at the terminal; the CLI catches
+`ErasureError` once, prints `error: <message>` and exits with the error's `exit_code`."""
+
+from __future__ import annotations
+
+
+class ErasureError(Exception):
+    """Base of every error the user may see. `str(err)` is a one-line, user-facing message."""
+
+    exit_code = 1
+
+
+class ConfigError(ErasureError):
+    """The environment is not usable (missing key, missing SQLite feature, bad home)."""
+
+    exit_code = 3
+
+
+class InputError(ErasureError):
+    """Bad input from the user: a file, an argument, a request envelope. Nothing was written."""
+
+    exit_code = 2
+
+
+class NotFound(ErasureError):
+    """A request, subject, hold or key that was named does not exist."""
+
+    exit_code = 4
+
+
+class Conflict(ErasureError):
+    """The operation contradicts what is already recorded (same request id, different body)."""
+
+    exit_code = 5
+
+
+class HoldActive(ErasureError):
+    """A litigation hold covers the subject: nothing is erased."""
+
+    exit_code = 6
+
+
+class RequestBlocked(ErasureError):
+    """The request cannot run now (closed, wrong tenant, reason names the subject...)."""
+
+    exit_code = 6
+
+
+class VerificationFailed(ErasureError):
+    """Independent probes found residue, or ran no probe at all."""
+
+    exit_code = 7
+
+
+class StoreError(ErasureError):
+    """The agent-memory store is missing, corrupt or of another tenant."""
+
+    exit_code = 8

@@ -1,0 +1,116 @@
+"""The one way to open a SQLite database in this project.
+
+The interpreter's own `sqlite3` here is SQLite 3.40 without extension loading, so sqlite-vec cannot
+load and FTS5 `secure-delete` (3.44+) does not exist. We use apsw, which bundles a current SQLite.
+Every connection gets `foreign_keys=ON`, `secure_delete=ON`, a busy timeout and sqlite-vec; new
+databases start in WAL mode; an existing database keeps the journal mode it was created with (the
+byte-level tests run both WAL and rollback-journal stores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote
+
+import apsw
+import sqlite_vec
+
+from erasure.errors import ConfigError, StoreError
+
+BUSY_TIMEOUT_MS = 30_000
+MIN_SQLITE = (3, 44, 0)  # FTS5 secure-delete
+JournalMode = Literal["wal", "delete"]
+
+Connection = apsw.Connection
+
+
+def _check_features(conn: apsw.Connection) -> None:
+    version = tuple(int(p) for p in apsw.sqlite_lib_version().split("."))
+    if version < MIN_SQLITE:
+        raise ConfigError(
+            f"SQLite {apsw.sqlite_lib_version()} is too old: FTS5 secure-delete needs 3.44 or newer"
+        )
+    options = {row[0] for row in conn.execute("PRAGMA compile_options")}
+    if "ENABLE_FTS5" not in options:
+        raise ConfigError("this SQLite build has no FTS5")
+    (secure,) = conn.execute("PRAGMA secure_delete").fetchone() or (0,)
+    if secure != 1:
+        raise ConfigError("this SQLite build refuses PRAGMA secure_delete=ON")
+
+
+def connect(path: str | Path, *, readonly: bool = False,
+            journal_mode: JournalMode | None = None) -> apsw.Connection:
+    """Open `path` with the project's settings and sqlite-vec loaded.
+
+    `readonly=True` opens a `file:...?mode=ro` URI (the probes' handles): nothing can be written
+    through it. `journal_mode` is applied to a writable connection; left `None`, a new file starts
+    in WAL and an existing one keeps its mode. Raises `ConfigError` when the SQLite build lacks
+    sqlite-vec, FTS5, FTS5 secure-delete or `secure_delete`, `StoreError` when a read-only target is
+    missing.
+    """
+    p = Path(path)
+    if readonly:
+        if not p.exists():
+            raise StoreError(f"no database at {p}")
+        uri = f"file:{quote(str(p.resolve()))}?mode=ro"
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        conn = apsw.Connection(uri, flags=flags)
+    else:
+        is_new = not p.exists() or p.stat().st_size == 0
+        p.parent.mkdir(parents=True, exist_ok=True)
+        conn = apsw.Connection(str(p))
+        if journal_mode is None and is_new:
+            journal_mode = "wal"
+    conn.setbusytimeout(BUSY_TIMEOUT_MS)
+    try:
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.enable_load_extension(False)
+    except apsw.Error as exc:  # pragma: no cover - depends on the build
+        raise ConfigError(f"sqlite-vec could not be loaded: {exc}") from exc
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA secure_delete=ON")
+    _check_features(conn)
+    if not readonly:
+        if journal_mode is not None:
+            conn.execute(f"PRAGMA journal_mode={journal_mode}")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+@contextmanager
+def transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` on any exception.
+
+    Immediate, because two writers that both start deferred and then upgrade get SQLITE_BUSY at once
+    instead of waiting on the busy timeout.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def checkpoint_truncate(conn: apsw.Connection) -> tuple[int, int, int]:
+    """`wal_checkpoint(TRUNCATE)`: copy the WAL into the database and cut the WAL to zero bytes, so
+    frames written before an erasure leave the -wal file. Returns (busy, log frames, checkpointed)."""
+    row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    assert row is not None
+    return (int(row[0]), int(row[1]), int(row[2]))
+
+
+def journal_mode(conn: apsw.Connection) -> str:
+    row = conn.execute("PRAGMA journal_mode").fetchone()
+    return str(row[0]) if row else "unknown"
+
+
+def scalar(conn: apsw.Connection, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> Any:
+    """The first column of the first row, or None."""
+    row = conn.execute(sql, params).fetchone()
+    return None if row is None else row[0]
