@@ -25,7 +25,7 @@ from erasure.sqlite import JournalMode, connect, scalar, transaction
 SCHEMA_VERSION = 1
 EMBEDDING_DIM = 128
 
-TABLES_SQL = f"""
+TABLES_SQL = """
 CREATE TABLE IF NOT EXISTS store_meta(
   key   TEXT PRIMARY KEY,
   value TEXT NOT NULL
@@ -102,7 +102,7 @@ CREATE TABLE IF NOT EXISTS kg_entities(
   entity_id  INTEGER PRIMARY KEY,
   kind       TEXT NOT NULL,            -- person | email | phone | topic | org
   name       TEXT NOT NULL,
-  properties TEXT NOT NULL DEFAULT '{{}}',
+  properties TEXT NOT NULL DEFAULT '{}',
   created_at TEXT NOT NULL,
   UNIQUE (kind, name)
 );
@@ -113,7 +113,7 @@ CREATE TABLE IF NOT EXISTS kg_relations(
   src_entity_id INTEGER NOT NULL REFERENCES kg_entities(entity_id),
   dst_entity_id INTEGER NOT NULL REFERENCES kg_entities(entity_id),
   predicate     TEXT NOT NULL,
-  properties    TEXT NOT NULL DEFAULT '{{}}',
+  properties    TEXT NOT NULL DEFAULT '{}',
   frame_id      INTEGER,               -- provenance: the frame that asserted it (no FK)
   created_at    TEXT NOT NULL
 );
@@ -217,7 +217,7 @@ CREATE TABLE IF NOT EXISTS audit_log(
   at         TEXT NOT NULL,
   event      TEXT NOT NULL,
   actor      TEXT NOT NULL,
-  fields     TEXT NOT NULL,            -- canonical JSON; personal fields as {{"commit": "<hex>"}}
+  fields     TEXT NOT NULL,            -- canonical JSON; personal fields as {"commit": "<hex>"}
   prev_hash  TEXT NOT NULL,
   entry_hash TEXT NOT NULL UNIQUE
 );
