@@ -1,0 +1,459 @@
+"""The store's hash-chained audit log (tier 9): commitments, chain, checkpoints, redaction evidence."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from erasure.config import Home
+from erasure.errors import StoreError
+from erasure.sqlite import checkpoint_truncate, connect, transaction
+from memory import audit, schema
+
+ALICE = "subj-alice"
+BOB = "subj-bob"
+ALICE_EMAIL = "alice.liddell@example.org"
+ALICE_NAME = "Alice Pleasance Liddell"
+BOB_EMAIL = "bob.bystander@example.net"
+
+
+@pytest.fixture
+def store(home: Home) -> Iterator[apsw.Connection]:
+    conn = schema.create(home.store_dir)
+    yield conn
+    conn.close()
+
+
+def _populate(conn: apsw.Connection) -> list[int]:
+    """Seven entries: Alice personal at seqs 2 and 5, Bob at 3, plain events elsewhere."""
+    seqs = []
+    with transaction(conn):
+        seqs.append(audit.append(conn, "store.created", "system", {"tenant": "default"}))
+        seqs.append(audit.append(conn, "ingest", "ingest-worker", {"items": 3},
+                                 {"email": (ALICE, ALICE_EMAIL), "name": (ALICE, ALICE_NAME)}))
+        seqs.append(audit.append(conn, "ingest", "ingest-worker", {"items": 1},
+                                 {"email": (BOB, BOB_EMAIL)}))
+        seqs.append(audit.append(conn, "hold.placed", "compliance", {"hold_id": 1}))
+        seqs.append(audit.append(conn, "export", "api", {"rows": 2}, {"email": (ALICE, ALICE_EMAIL)}))
+        seqs.append(audit.append(conn, "ingest", "ingest-worker", {"items": 5}))
+        seqs.append(audit.append(conn, "ingest", "ingest-worker", {"items": 6},
+                                 {"operator": (None, "Dana Operator")}))
+    return seqs
+
+
+def _one(conn: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def _log_rows(conn: apsw.Connection) -> list[tuple[Any, ...]]:
+    return list(conn.execute("SELECT * FROM audit_log ORDER BY seq"))
+
+
+def _db_bytes(store_dir: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(store_dir.glob("memory.db*")))
+
+
+def _raw_tamper(store_dir: Path, sql: str, params: tuple[Any, ...] = ()) -> None:
+    """What an attacker with file access does: drop the append-only triggers and edit rows."""
+    raw = connect(schema.db_path(store_dir))
+    raw.execute("PRAGMA foreign_keys=OFF")
+    raw.execute("DROP TRIGGER audit_log_no_update")
+    raw.execute("DROP TRIGGER audit_log_no_delete")
+    raw.execute(sql, params)
+    raw.close()
+
+
+# --- append ---------------------------------------------------------------------------------------
+
+def test_append_keeps_personal_values_out_of_the_log(store: apsw.Connection) -> None:
+    seqs = _populate(store)
+    assert seqs == [1, 2, 3, 4, 5, 6, 7]
+    log_text = json.dumps(_log_rows(store))
+    for value in (ALICE_EMAIL, ALICE_NAME, BOB_EMAIL, ALICE, BOB, "Dana Operator"):
+        assert value not in log_text
+    fields = json.loads(_one(store, "SELECT fields FROM audit_log WHERE seq = 2")[0])
+    assert fields["items"] == 3
+    assert set(fields["email"]) == {"commit"} and len(fields["email"]["commit"]) == 64
+    # the commitment opens with the vault's salt and value
+    salt, value = _one(store, "SELECT salt, value FROM audit_vault WHERE commitment = ?",
+                       (fields["email"]["commit"],))
+    assert value == ALICE_EMAIL and len(salt) == audit.SALT_BYTES
+    assert audit.commitment(salt, value) == fields["email"]["commit"]
+    # the same value gets a fresh salt each time: two entries do not link by commitment
+    again = json.loads(_one(store, "SELECT fields FROM audit_log WHERE seq = 5")[0])
+    assert again["email"]["commit"] != fields["email"]["commit"]
+    assert audit.vault_count(store, ALICE) == 3
+    assert audit.vault_count(store, BOB) == 1
+
+
+def test_append_hashes_the_documented_body(store: apsw.Connection) -> None:
+    at = datetime(2024, 2, 29, 12, 30, 5, 123456, tzinfo=UTC)
+    with transaction(store):
+        audit.append(store, "a", "system", {"n": 1}, at=at)
+        audit.append(store, "b", "system", {"ü": "ß"}, at=at)
+    rows = _log_rows(store)
+    assert rows[0][1] == "2024-02-29T12:30:05.123456Z"
+    prev = "0" * 64
+    for seq, at_s, event, actor, fields, prev_hash, digest in rows:
+        assert prev_hash == prev
+        body = json.dumps({"seq": seq, "at": at_s, "event": event, "actor": actor,
+                           "fields": json.loads(fields)},
+                          sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        assert digest == hashlib.sha256(prev.encode() + b"\n" + body).hexdigest()
+        prev = digest
+
+
+def test_append_refuses_a_field_both_plain_and_personal(store: apsw.Connection) -> None:
+    with pytest.raises(ValueError, match="email"), transaction(store):
+        audit.append(store, "x", "system", {"email": "x"}, {"email": (ALICE, ALICE_EMAIL)})
+    assert _log_rows(store) == []
+
+
+def test_append_rolls_back_with_the_callers_transaction(store: apsw.Connection) -> None:
+    with pytest.raises(RuntimeError), transaction(store):
+        audit.append(store, "x", "system", {}, {"email": (ALICE, ALICE_EMAIL)})
+        raise RuntimeError("the step failed")
+    assert _log_rows(store) == [] and audit.vault_count(store, ALICE) == 0
+
+
+def test_log_is_append_only(store: apsw.Connection) -> None:
+    _populate(store)
+    with pytest.raises(apsw.ConstraintError):
+        store.execute("UPDATE audit_log SET event = 'x' WHERE seq = 1")
+    with pytest.raises(apsw.ConstraintError):
+        store.execute("DELETE FROM audit_log WHERE seq = 1")
+
+
+# --- chain verification ----------------------------------------------------------------------------
+
+def test_chain_verifies(store: apsw.Connection) -> None:
+    assert audit.verify_chain(store) == audit.ChainStatus(True, 0, "0" * 64, None, 0)
+    _populate(store)
+    status = audit.verify_chain(store)
+    assert status.ok and status.entries == 7 and status.first_bad_seq is None
+    assert status.head_hash == _log_rows(store)[-1][6]
+
+
+def test_tampered_fields_are_detected_at_their_seq(home: Home, store: apsw.Connection) -> None:
+    _populate(store)
+    _raw_tamper(home.store_dir, "UPDATE audit_log SET fields = ? WHERE seq = 4", ('{"hold_id":2}',))
+    status = audit.verify_chain(store)
+    assert not status.ok and status.first_bad_seq == 4
+
+
+def test_non_canonical_fields_are_detected(home: Home, store: apsw.Connection) -> None:
+    _populate(store)
+    _raw_tamper(home.store_dir, "UPDATE audit_log SET fields = ? WHERE seq = 6", ('{"items": 5}',))
+    assert audit.verify_chain(store).first_bad_seq == 6
+
+
+def test_deleted_entry_breaks_the_link_after_it(home: Home, store: apsw.Connection) -> None:
+    _populate(store)
+    _raw_tamper(home.store_dir, "DELETE FROM audit_log WHERE seq = 3")
+    status = audit.verify_chain(store)
+    assert not status.ok and status.first_bad_seq == 4 and status.entries == 6
+
+
+def test_rewritten_tail_is_caught_by_a_checkpoint(home: Home, store: apsw.Connection) -> None:
+    """An attacker who recomputes every hash after the edit passes the chain walk, not the checkpoint."""
+    _populate(store)
+    cp = audit.checkpoint(store, home.store_dir)
+    rows = _log_rows(store)
+    raw = connect(schema.db_path(home.store_dir))
+    raw.execute("DROP TRIGGER audit_log_no_update")
+    prev = rows[4][5]
+    for seq, at, event, actor, fields, _prev, _digest in rows[4:]:
+        if seq == 5:
+            fields = '{"rows":99}'
+        digest = audit.entry_hash(prev, {"seq": seq, "at": at, "event": event, "actor": actor,
+                                         "fields": json.loads(fields)})
+        raw.execute("UPDATE audit_log SET fields = ?, prev_hash = ?, entry_hash = ? WHERE seq = ?",
+                    (fields, prev, digest, seq))
+        prev = digest
+    raw.close()
+    status = audit.verify_chain(store)
+    assert not status.ok and status.first_bad_seq == cp.seq == 7
+    assert not audit.verify_checkpoint(store, home.store_dir, cp)
+
+
+def test_truncated_tail_is_caught_by_a_checkpoint(home: Home, store: apsw.Connection) -> None:
+    _populate(store)
+    audit.checkpoint(store, home.store_dir)
+    _raw_tamper(home.store_dir, "DELETE FROM audit_log WHERE seq >= 6")
+    status = audit.verify_chain(store)
+    assert not status.ok and status.first_bad_seq == 7 and status.entries == 5
+
+
+# --- checkpoints -----------------------------------------------------------------------------------
+
+def test_checkpoint_key_is_private_and_stable(home: Home, store: apsw.Connection) -> None:
+    cp1 = audit.checkpoint(store, home.store_dir)
+    key_file = home.store_dir / schema.AUDIT_KEY_FILE
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert not [p for p in home.store_dir.iterdir() if p.name.startswith(".audit-key-")]
+    _populate(store)
+    cp2 = audit.checkpoint(store, home.store_dir)
+    assert cp1.key_id == cp2.key_id and len(cp1.key_id) == 64
+    assert (cp1.seq, cp1.head_hash) == (0, "0" * 64)
+    assert cp2.seq == 7 and cp2.head_hash == audit.verify_chain(store).head_hash
+    assert audit.checkpoints(store) == [cp1, cp2]
+    assert audit.verify_checkpoint(store, home.store_dir, cp1)
+    assert audit.verify_checkpoint(store, home.store_dir, cp2)
+    forged = audit.Checkpoint(cp2.checkpoint_id, cp2.seq, "f" * 64, cp2.at, cp2.key_id, cp2.signature)
+    assert not audit.verify_checkpoint(store, home.store_dir, forged)
+
+
+def test_checkpoint_key_readable_by_others_is_refused(home: Home, store: apsw.Connection) -> None:
+    from erasure.errors import ConfigError
+
+    audit.checkpoint(store, home.store_dir)
+    os.chmod(home.store_dir / schema.AUDIT_KEY_FILE, 0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        audit.checkpoint(store, home.store_dir)
+
+
+# --- redaction -------------------------------------------------------------------------------------
+
+def _redact_alice(home: Home, store: apsw.Connection) -> tuple[audit.Checkpoint, audit.Checkpoint,
+                                                                audit.RedactionResult]:
+    _populate(store)
+    with transaction(store):
+        before = audit.checkpoint(store, home.store_dir)
+        result = audit.redact_subject(store, ALICE)
+        audit.append(store, "erasure.audit_log", "erasure-engine", {"redacted": result.count,
+                                                                     "request": "req-1"})
+        after = audit.checkpoint(store, home.store_dir)
+    checkpoint_truncate(store)
+    return before, after, result
+
+
+def test_redaction_destroys_values_and_keeps_the_chain(home: Home, store: apsw.Connection) -> None:
+    _populate(store)
+    log_before = _log_rows(store)
+    before = audit.checkpoint(store, home.store_dir)
+    with transaction(store):
+        result = audit.redact_subject(store, ALICE)
+    checkpoint_truncate(store)
+    assert [(r.seq, r.field) for r in result.redacted] == [(2, "email"), (2, "name"), (5, "email")]
+    commits = {json.loads(r[4])[f]["commit"] for r in log_before if r[0] in (2, 5)
+               for f in json.loads(r[4]) if isinstance(json.loads(r[4])[f], dict)}
+    assert {r.commitment for r in result.redacted} == commits
+    assert audit.vault_count(store, ALICE) == 0 and audit.vault_count(store, BOB) == 1
+    assert _log_rows(store) == log_before
+    assert audit.verify_chain(store).ok
+    after = audit.checkpoint(store, home.store_dir)
+    assert audit.verify_checkpoint(store, home.store_dir, before)
+    assert audit.verify_checkpoint(store, home.store_dir, after)
+    assert before.head_hash == after.head_hash
+    raw = _db_bytes(home.store_dir)
+    assert ALICE_EMAIL.encode() not in raw and ALICE_NAME.encode() not in raw
+    assert BOB_EMAIL.encode() in raw
+    with transaction(store):
+        assert audit.redact_subject(store, ALICE).count == 0
+
+
+# --- redaction evidence ----------------------------------------------------------------------------
+
+@pytest.fixture
+def evidence(home: Home, store: apsw.Connection) -> dict[str, Any]:
+    before, after, result = _redact_alice(home, store)
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, subject_id=ALICE)
+    audit.check_redaction_evidence(doc)
+    return doc
+
+
+def _resign(home: Home, doc: dict[str, Any]) -> None:
+    """Re-link every entry and re-sign both checkpoints with the store's own key: a forger with the key."""
+    key = audit.checkpoint_key(home.store_dir)
+    prev = "0" * 64
+    for e in doc["entries"]:
+        e["prev_hash"] = prev
+        e["entry_hash"] = prev = audit.entry_hash(prev, {k: e[k] for k in ("seq", "at", "event", "actor",
+                                                                          "fields")})
+    by_seq = {e["seq"]: e["entry_hash"] for e in doc["entries"]}
+    for name in ("before", "after"):
+        cp = doc[name]
+        cp["head_hash"] = by_seq[cp["seq"]]
+        sig = key.sign(audit.checkpoint_statement(cp["seq"], cp["head_hash"], cp["at"]))
+        cp["signature"] = base64.b64encode(sig).decode()
+
+
+def test_evidence_has_the_documented_shape(evidence: dict[str, Any]) -> None:
+    assert set(evidence) == {"format", "hash", "checkpoint_key", "before", "after", "entries",
+                             "redacted", "vault_remaining_for_subject"}
+    assert evidence["format"] == "audit-log-redaction/v1"
+    assert evidence["hash"] == "sha256(prev_hash + '\\n' + canonical_json(body))"
+    assert evidence["checkpoint_key"]["algorithm"] == "ed25519"
+    assert evidence["checkpoint_key"]["public_key_pem"].startswith("-----BEGIN PUBLIC KEY-----")
+    assert set(evidence["before"]) == {"seq", "head_hash", "at", "signature"}
+    assert (evidence["before"]["seq"], evidence["after"]["seq"]) == (7, 8)
+    assert [e["seq"] for e in evidence["entries"]] == list(range(1, 9))
+    assert set(evidence["entries"][0]) == {"seq", "at", "event", "actor", "fields", "prev_hash",
+                                           "entry_hash"}
+    assert [(r["seq"], r["field"]) for r in evidence["redacted"]] == [(2, "email"), (2, "name"),
+                                                                      (5, "email")]
+    assert evidence["vault_remaining_for_subject"] == 0
+    text = json.dumps(evidence)
+    for value in (ALICE_EMAIL, ALICE_NAME, ALICE, BOB_EMAIL, "Dana Operator"):
+        assert value not in text
+
+
+def test_evidence_round_trips_through_json(evidence: dict[str, Any]) -> None:
+    audit.check_redaction_evidence(json.loads(json.dumps(evidence)))
+
+
+def test_changed_entry_field_fails(evidence: dict[str, Any]) -> None:
+    doc = copy.deepcopy(evidence)
+    doc["entries"][3]["fields"]["hold_id"] = 2
+    with pytest.raises(ValueError, match="entry 4 hash does not recompute"):
+        audit.check_redaction_evidence(doc)
+
+
+def test_changed_event_name_fails(evidence: dict[str, Any]) -> None:
+    doc = copy.deepcopy(evidence)
+    doc["entries"][0]["event"] = "store.deleted"
+    with pytest.raises(ValueError, match="entry 1 hash"):
+        audit.check_redaction_evidence(doc)
+
+
+def test_dropped_entry_breaks_the_link(evidence: dict[str, Any]) -> None:
+    doc = copy.deepcopy(evidence)
+    del doc["entries"][2]
+    with pytest.raises(ValueError, match="not consecutive at seq 4"):
+        audit.check_redaction_evidence(doc)
+
+
+def test_broken_link_fails(evidence: dict[str, Any]) -> None:
+    doc = copy.deepcopy(evidence)
+    e = doc["entries"][4]
+    e["prev_hash"] = "1" * 64
+    e["entry_hash"] = audit.entry_hash(e["prev_hash"], {k: e[k] for k in ("seq", "at", "event", "actor",
+                                                                          "fields")})
+    with pytest.raises(ValueError, match="broken link at seq 5"):
+        audit.check_redaction_evidence(doc)
+
+
+def test_bad_checkpoint_signature_fails(evidence: dict[str, Any]) -> None:
+    for name in ("before", "after"):
+        doc = copy.deepcopy(evidence)
+        sig = bytearray(base64.b64decode(doc[name]["signature"]))
+        sig[0] ^= 1
+        doc[name]["signature"] = base64.b64encode(bytes(sig)).decode()
+        with pytest.raises(ValueError, match=f"{name} checkpoint signature"):
+            audit.check_redaction_evidence(doc)
+
+
+def test_checkpoint_moved_to_another_head_fails(evidence: dict[str, Any]) -> None:
+    doc = copy.deepcopy(evidence)
+    doc["before"]["seq"] = 6
+    with pytest.raises(ValueError, match="before checkpoint signature"):
+        audit.check_redaction_evidence(doc)
+
+
+def test_swapped_public_key_fails(evidence: dict[str, Any]) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    doc = copy.deepcopy(evidence)
+    other = Ed25519PrivateKey.generate().public_key()
+    doc["checkpoint_key"]["public_key_pem"] = other.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    with pytest.raises(ValueError, match="key_id"):
+        audit.check_redaction_evidence(doc)
+    doc["checkpoint_key"]["key_id"] = audit.key_id(other)
+    with pytest.raises(ValueError, match="signature does not verify"):
+        audit.check_redaction_evidence(doc)
+
+
+def test_redacted_field_holding_a_value_fails(home: Home, evidence: dict[str, Any]) -> None:
+    """Even a forger with the checkpoint key, who re-links and re-signs, cannot hide a plain value."""
+    doc = copy.deepcopy(evidence)
+    _resign(home, doc)
+    audit.check_redaction_evidence(doc)  # the forger's re-signing itself is consistent
+    doc["entries"][1]["fields"]["email"] = "leaked@example.org"
+    _resign(home, doc)
+    with pytest.raises(ValueError, match="entry 2 field 'email' does not hold the redacted commitment"):
+        audit.check_redaction_evidence(doc)
+
+
+def test_redacted_commitment_mismatch_fails(evidence: dict[str, Any]) -> None:
+    doc = copy.deepcopy(evidence)
+    doc["redacted"][2]["commitment"] = "a" * 64
+    with pytest.raises(ValueError, match="entry 5 field 'email'"):
+        audit.check_redaction_evidence(doc)
+
+
+def test_vault_remaining_fails(evidence: dict[str, Any]) -> None:
+    doc = copy.deepcopy(evidence)
+    doc["vault_remaining_for_subject"] = 1
+    with pytest.raises(ValueError, match="vault still holds"):
+        audit.check_redaction_evidence(doc)
+
+
+def test_malformed_document_raises_value_error(evidence: dict[str, Any]) -> None:
+    doc = copy.deepcopy(evidence)
+    del doc["entries"][0]["prev_hash"]
+    with pytest.raises(ValueError, match="malformed"):
+        audit.check_redaction_evidence(doc)
+
+
+def test_evidence_counts_values_left_in_the_vault(home: Home, store: apsw.Connection) -> None:
+    _populate(store)
+    before = audit.checkpoint(store, home.store_dir)
+    with transaction(store):
+        result = audit.redact_subject(store, ALICE)
+        audit.append(store, "late", "ingest-worker", {}, {"email": (ALICE, ALICE_EMAIL)})
+    after = audit.checkpoint(store, home.store_dir)
+    with pytest.raises(StoreError, match="vault still holds"):
+        audit.redaction_evidence(store, home.store_dir, before, after, result, subject_id=ALICE)
+    # without the subject id it counts only the redacted commitments, which are gone
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result)
+    assert doc["vault_remaining_for_subject"] == 0
+
+
+def test_evidence_refuses_a_tampered_log(home: Home, store: apsw.Connection) -> None:
+    before, after, result = _redact_alice(home, store)
+    _raw_tamper(home.store_dir, "UPDATE audit_log SET actor = 'someone' WHERE seq = 3")
+    with pytest.raises(StoreError, match="entry 3 hash"):
+        audit.redaction_evidence(store, home.store_dir, before, after, result)
+
+
+def test_large_log_evidence_starts_at_the_first_redacted_entry(home: Home, store: apsw.Connection) -> None:
+    n = audit.FULL_ENTRIES_LIMIT + 20
+    with transaction(store):
+        for i in range(1, n + 1):
+            personal: dict[str, tuple[str | None, str]] | None = (
+                {"email": (ALICE, ALICE_EMAIL)} if i in (4000, 5010) else None)
+            audit.append(store, "ingest", "ingest-worker", {"i": i}, personal)
+        before = audit.checkpoint(store, home.store_dir)
+        result = audit.redact_subject(store, ALICE)
+        after = audit.checkpoint(store, home.store_dir)
+    assert audit.verify_chain(store).ok
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, subject_id=ALICE)
+    seqs = [e["seq"] for e in doc["entries"]]
+    assert seqs[0] == 4000 and seqs[-1] == n and len(seqs) == n - 3999
+    audit.check_redaction_evidence(doc)
+    cut = copy.deepcopy(doc)
+    cut["entries"] = cut["entries"][1:]  # drops the first redacted entry
+    with pytest.raises(ValueError, match="start at seq 4001"):
+        audit.check_redaction_evidence(cut)
+
+
+def test_small_log_evidence_must_start_at_genesis(evidence: dict[str, Any]) -> None:
+    doc = copy.deepcopy(evidence)
+    doc["entries"] = doc["entries"][1:]
+    with pytest.raises(ValueError, match="start at seq 2, not 1"):
+        audit.check_redaction_evidence(doc)
