@@ -1,0 +1,281 @@
+"""Domain models of intake and the cascade: the request envelope, the step record, and their checks.
+
+The envelope is the only object that carries a subject's identifiers; it lives in the engine's vault
+and nowhere else. Everything derived from it (request rows, events, step records, the pack) carries
+ids, counts and digests only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from erasure.errors import InputError
+from erasure.subject import Subject
+from erasure.tiers import CASCADE_ORDER, Tier
+
+SAFE_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""Request and tenant ids: they become file names and Prefect parameters (use `fullmatch`)."""
+
+CLOCK_SKEW = timedelta(minutes=5)
+"""How far in the future a `received_at` may be before it is refused."""
+
+MAX_ENVELOPE_BYTES = 1_000_000
+_TOKEN_RULE = "must be 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+_MIN_TOKEN = 3  # name tokens and email local parts shorter than this would refuse most texts
+
+
+class LegalBasis(StrEnum):
+    """The law under which the subject asked for erasure; it decides the clock."""
+
+    GDPR = "GDPR"
+    CCPA = "CCPA"
+    POPIA = "POPIA"
+    KE_DPA = "KE_DPA"
+
+
+class StepStatus(StrEnum):
+    """The outcome of one cascade step, as written in its step record."""
+
+    running = "running"
+    erased = "erased"
+    skipped = "skipped"
+    blocked = "blocked"
+    failed = "failed"
+    exception = "exception"
+
+
+def is_safe_token(value: str) -> bool:
+    """True when `value` may be used as a request or tenant id (and so as a path component)."""
+    return SAFE_TOKEN.fullmatch(value) is not None
+
+
+def _check_token(value: str) -> str:
+    if not is_safe_token(value):
+        raise ValueError(_TOKEN_RULE)
+    return value
+
+
+def _aware_utc(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("must include a timezone offset (e.g. Z or +02:00)")
+    return value.astimezone(UTC)
+
+
+def identifier_needles(subject: Subject) -> list[tuple[str, str]]:
+    """(kind, lowercase needle) pairs that a free text must not contain: every identifier, the
+    email's local part and each name token of at least three characters."""
+    needles: list[tuple[str, str]] = [("id", subject.id.lower())]
+    if subject.email:
+        needles.append(("email", subject.email.lower()))
+        local = subject.email.split("@", 1)[0].lower()
+        if len(local) >= _MIN_TOKEN:
+            needles.append(("email", local))
+    if subject.name:
+        needles.append(("name", subject.name.lower()))
+        needles.extend(("name", tok) for tok in re.split(r"[\W_]+", subject.name.lower())
+                       if len(tok) >= _MIN_TOKEN)
+    if subject.phone:
+        needles.append(("phone", subject.phone.lower()))
+    return needles
+
+
+def mentions_subject(text: str, subject: Subject) -> str | None:
+    """The kind of identifier ('id', 'email', 'name', 'phone') that `text` contains, case-insensitively,
+    or None. Phone numbers also match with separators removed (+1 555-0100 in '15550100')."""
+    low = text.lower()
+    for kind, needle in identifier_needles(subject):
+        if needle and needle in low:
+            return kind
+    if subject.phone:
+        digits = re.sub(r"\D", "", subject.phone)
+        if len(digits) >= 7 and digits in re.sub(r"[\s().+/-]", "", low):
+            return "phone"
+    return None
+
+
+def refuse_if_mentions_subject(field: str, text: str, subject: Subject) -> None:
+    """Raise `InputError` naming only the field and the kind of identifier, never its value."""
+    kind = mentions_subject(text, subject)
+    if kind is not None:
+        raise InputError(f"{field}: must not contain the subject's identifiers (found the subject's {kind})")
+
+
+class ErasureRequestEnvelope(BaseModel):
+    """One erasure request as submitted: who, what, under which law, received when, and why."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_id: str
+    tenant_id: str
+    subject: Subject
+    data_classes: tuple[Tier, ...] = CASCADE_ORDER
+    legal_basis: LegalBasis
+    received_at: datetime
+    requester_identity_proof_ref: str = Field(min_length=1, max_length=512)
+    reason: str = Field(min_length=1, max_length=2000)
+
+    @field_validator("request_id", "tenant_id")
+    @classmethod
+    def _safe_token(cls, v: str) -> str:
+        return _check_token(v)
+
+    @field_validator("subject", mode="before")
+    @classmethod
+    def _subject_not_empty(cls, v: Any) -> Any:
+        if v is None or (isinstance(v, dict) and not any(x not in (None, "") for x in v.values())):
+            raise ValueError("must name the subject (at least an id)")
+        return v
+
+    @field_validator("data_classes")
+    @classmethod
+    def _cascade_order(cls, v: tuple[Tier, ...]) -> tuple[Tier, ...]:
+        if not v:
+            raise ValueError("must name at least one tier")
+        wanted = set(v)
+        return tuple(t for t in CASCADE_ORDER if t in wanted)
+
+    @field_validator("received_at", mode="before")
+    @classmethod
+    def _iso_text(cls, v: Any) -> Any:
+        if not isinstance(v, str | datetime):
+            raise ValueError("must be an ISO 8601 date-time with a timezone offset")
+        return v
+
+    @field_validator("received_at")
+    @classmethod
+    def _received_at(cls, v: datetime, info: ValidationInfo) -> datetime:
+        v = _aware_utc(v)
+        ctx = info.context if isinstance(info.context, dict) else {}
+        now = ctx.get("now") or datetime.now(UTC)
+        if v > now + CLOCK_SKEW:
+            raise ValueError("is in the future")
+        return v
+
+    @field_validator("reason")
+    @classmethod
+    def _reason_names_nobody(cls, v: str, info: ValidationInfo) -> str:
+        subject = info.data.get("subject")
+        if isinstance(subject, Subject):
+            kind = mentions_subject(v, subject)
+            if kind is not None:
+                raise ValueError(f"must not contain the subject's identifiers (found the subject's {kind})")
+        return v
+
+    def canonical_dict(self) -> dict[str, Any]:
+        """The envelope as plain JSON data (datetimes as ISO 8601 UTC): what the vault stores and
+        what the envelope digest is computed over."""
+        return self.model_dump(mode="json")
+
+
+class StepRecord(BaseModel):
+    """The record one cascade step leaves: counts before and after, and a digest of what it removed.
+    `detail` holds ids and counts only, never identifiers or content."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_id: str
+    step: str
+    status: StepStatus
+    before_count: int | None = Field(default=None, ge=0)
+    after_count: int | None = Field(default=None, ge=0)
+    started_at: datetime
+    ended_at: datetime | None = None
+    removed_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("request_id", "step")
+    @classmethod
+    def _safe_token(cls, v: str) -> str:
+        return _check_token(v)
+
+    @field_validator("started_at", "ended_at")
+    @classmethod
+    def _utc(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else _aware_utc(v)
+
+
+def removed_digest(ids: Iterable[str | int]) -> str:
+    """SHA-256 hex over the ids sorted as strings, each UTF-8 encoded and prefixed by its byte length
+    as 8-byte big-endian. Duplicates are kept (hash a set if the ids may repeat)."""
+    h = hashlib.sha256()
+    for s in sorted(str(i) for i in ids):
+        b = s.encode("utf-8")
+        h.update(len(b).to_bytes(8, "big"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def _one_line(source: str, exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "envelope"
+    if first["type"] == "extra_forbidden":
+        what = "unknown field"
+    elif first["type"] == "missing":
+        what = "required field is missing"
+    else:
+        what = str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{source}: {loc}: {what}{more}"
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}" if is_safe_token(k) else "duplicate key")
+        out[k] = v
+    return out
+
+
+def parse_envelope(data: str | bytes, *, source: str = "envelope",
+                   now: datetime | None = None) -> ErasureRequestEnvelope:
+    """Parse and validate envelope JSON. Raises `InputError` with one line "SOURCE: field: what is
+    wrong" (malformed JSON: "SOURCE: line L column C: ..."); the message never quotes a value."""
+    if len(data) > MAX_ENVELOPE_BYTES:
+        raise InputError(f"{source}: envelope is larger than {MAX_ENVELOPE_BYTES} bytes")
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{source}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        obj = json.loads(data, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except ValueError as exc:
+        raise InputError(f"{source}: {exc}") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{source}: envelope: must be a JSON object")
+    try:
+        return ErasureRequestEnvelope.model_validate(obj, context={"now": now or datetime.now(UTC)})
+    except ValidationError as exc:
+        raise InputError(_one_line(source, exc)) from None
+
+
+def load_envelope_file(path: str | Path, *, now: datetime | None = None) -> ErasureRequestEnvelope:
+    """Read and validate an envelope file; `InputError` "FILE: field: what is wrong" on bad input."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_ENVELOPE_BYTES:
+            raise InputError(f"{p}: envelope is larger than {MAX_ENVELOPE_BYTES} bytes")
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    return parse_envelope(raw, source=str(p), now=now)
