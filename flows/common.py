@@ -1,0 +1,48 @@
+"""What the flows share: the home, the per-request run lock, the cache key of a step."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from erasure.config import Home
+from erasure.errors import Conflict, InputError
+from erasure.models import is_safe_token
+
+
+def home() -> Home:
+    """The home named by the environment (the CLI and the worker export it)."""
+    return Home.resolve().ensure()
+
+
+def checked_request_id(request_id: str) -> str:
+    if not is_safe_token(request_id):
+        raise InputError("request_id: not a safe token (letters, digits, '.', '_', '-'; at most 128)")
+    return request_id
+
+
+@contextmanager
+def request_lock(h: Home, request_id: str) -> Iterator[None]:
+    """One run per request at a time. An OS file lock: a run killed with -9 releases it with its
+    process, so a dead run never blocks the next one."""
+    lock_dir = h.engine_dir / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"{request_id}.lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise Conflict(f"request {request_id} is already being run by another process") from exc
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def step_cache_key(context: Any, parameters: dict[str, Any]) -> str:
+    """Cache key of a cascade step: (request_id, step), scoped to this engine database so two homes
+    (two deployments, or two tests) never share a key."""
+    scope = hashlib.sha256(str(home().engine_db).encode()).hexdigest()[:16]
+    return f"erasure-step/{scope}/{parameters['request_id']}/{parameters['step']}"

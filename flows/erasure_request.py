@@ -1,0 +1,121 @@
+"""The `erasure-request` flow: preflight, fingerprint, footprint, nine cached steps, verification (its
+own flow run), proof pack. Its only parameter is the request id: the subject is read from the vault
+inside the tasks, and only ids and counts come back out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.states import Completed, Failed, State
+
+from erasure import requests
+from erasure.engine import open_engine
+from erasure.errors import ConfigError
+from erasure.states import RequestState
+from erasure.tiers import CASCADE_ORDER
+from flows.common import checked_request_id, home, request_lock, step_cache_key
+from flows.verification import verification
+from tasks import runner
+from tasks.preflight import preflight
+
+
+def _set_state(request_id: str, state: RequestState, detail: str | None = None) -> None:
+    engine = open_engine(home().engine_db)
+    try:
+        requests.set_state(engine, request_id, state, detail)
+    finally:
+        engine.close()
+
+
+@task(name="preflight", retries=0)
+def preflight_task(request_id: str) -> dict[str, Any]:
+    pf = preflight(request_id, home())
+    return {"action": pf.action, "state": pf.state, "holds": pf.holds}
+
+
+@task(name="footprint", retries=0)
+def footprint_task(request_id: str) -> dict[str, int]:
+    """Resolve the subject's items in every tier before the first deletion (ids into the engine)."""
+    return runner.prepare(request_id, home())
+
+
+@task(name="fingerprint", retries=0)
+def fingerprint_task(request_id: str) -> dict[str, Any]:
+    """The probes' own fingerprint, sealed to disk under a key the verification destroys."""
+    from flows.verification import take_and_seal_fingerprint
+
+    return take_and_seal_fingerprint(request_id, home())
+
+
+@task(name="cascade-step", task_run_name="step-{step}", cache_key_fn=step_cache_key, persist_result=True,
+      retries=0)
+def cascade_step(request_id: str, step: str) -> dict[str, Any]:
+    """One tier's step. Cached by (request_id, step): a new run skips finished steps."""
+    from erasure.tiers import Tier
+
+    record = runner.run_step(request_id, Tier(step), home())
+    get_run_logger().info("step %s: %s, before %s, after %s", step, record["status"],
+                          record["before_count"], record["after_count"])
+    return record
+
+
+@task(name="proof-pack", retries=0)
+def proof_task(request_id: str) -> dict[str, Any]:
+    from flows.proof import write_engine_pack
+
+    return write_engine_pack(request_id, home())
+
+
+def _engine_key_present() -> None:
+    key = home().keys_dir / "engine.pem"
+    if not key.exists():
+        raise ConfigError(f"no engine signing key at {key}: run `erasure keys generate --role engine` first")
+
+
+@flow(name="erasure-request", flow_run_name="erasure-{request_id}", persist_result=False, log_prints=False)
+def erasure_request(request_id: str) -> State:
+    """Erase one request's subject from every tier, verify independently, and write the signed pack."""
+    checked_request_id(request_id)
+    log = get_run_logger()
+    h = home()
+    with request_lock(h, request_id):
+        _engine_key_present()
+        pf = preflight_task(request_id)
+        if pf["action"] == "noop":
+            log.info("request %s already completed (%s): nothing to do", request_id, pf["state"])
+            return Completed(message=f"already completed ({pf['state']}): nothing to do",
+                             data={"request_id": request_id, "noop": True, "state": pf["state"]})
+        if pf["action"] == "blocked":
+            counts = footprint_task(request_id)
+            held = sum(counts.values())
+            detail = f"litigation hold: {held} item(s) held under {pf['holds']} hold(s); nothing erased"
+            _set_state(request_id, RequestState.blocked, detail)
+            log.warning("request %s blocked: %s", request_id, detail)
+            return Failed(name="Blocked", message=detail, data={"request_id": request_id, "held": held})
+        _set_state(request_id, RequestState.running)
+        fingerprint_task(request_id)
+        footprint_task(request_id)
+        failed: list[str] = []
+        records: list[dict[str, Any]] = []
+        for tier in CASCADE_ORDER:
+            state = cascade_step(request_id, tier.value, return_state=True)
+            if state.is_completed():
+                records.append(state.result())
+            else:
+                failed.append(tier.value)
+        v_state = verification(request_id, return_state=True)
+        v = v_state.result(raise_on_failure=False) if v_state.is_completed() else None
+        all_clear = bool(isinstance(v, dict) and v.get("all_clear"))
+        exceptions = any(r.get("status") == "exception" for r in records)
+        pack = proof_task(request_id)
+        if failed or not all_clear:
+            why = (f"steps not finished: {', '.join(failed)}" if failed else "verification found residue")
+            _set_state(request_id, RequestState.exception, why)
+            return Failed(message=why, data={"request_id": request_id, "failed_steps": failed,
+                                             "all_clear": all_clear, "pack": pack.get("pack")})
+        _set_state(request_id, RequestState.awaiting_attestation,
+                   "erased with exceptions: see the pack" if exceptions else None)
+        return Completed(message="erased, verified all clear, awaiting DPO attestation",
+                         data={"request_id": request_id, "all_clear": True, "exceptions": exceptions,
+                               "pack": pack.get("pack")})

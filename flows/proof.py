@@ -1,0 +1,70 @@
+"""The proof writer: gathers the request's evidence files (identifiers only as salted commitments) and
+has `proof.pack.write_pack` sign the pack with the engine key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def write_evidence(request_id: str, h: Home) -> Path:
+    """Write request.json and subprocessor-receipts.jsonl beside the steps and probe results."""
+    engine = open_engine(h.engine_db)
+    try:
+        row = requests.get(engine, request_id)
+        env = requests.load_envelope(engine, request_id)
+        salt = requests.subject_salt(engine, request_id)
+        subject = env.subject
+        commitments = {k: requests.commit_identifier(salt, v) for k, v in
+                       (("id", subject.id), ("email", subject.email), ("name", subject.name),
+                        ("phone", subject.phone)) if v}
+        doc = {
+            "request_id": row.request_id, "tenant_id": row.tenant_id, "legal_basis": row.legal_basis.value,
+            "received_at": row.received_at.isoformat().replace("+00:00", "Z"),
+            "deadline": row.deadline.isoformat().replace("+00:00", "Z"),
+            "data_classes": [t.value for t in row.data_classes],
+            "subject_commitments": commitments,
+            "commitment_rule": "sha256(salt || utf8(value)) hex; the salt stays in the request vault",
+            "reason_digest": hashlib.sha256(env.reason.encode()).hexdigest(),
+            "requester_identity_proof_digest": hashlib.sha256(env.requester_identity_proof_ref.encode()).hexdigest(),
+        }
+        out = h.evidence_dir(request_id)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "request.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        _jsonl(out / "subprocessor-receipts.jsonl", [
+            {"processor": r.processor, "ticket_id": r.ticket_id, "status": r.status,
+             "requested_at": r.requested_at.isoformat().replace("+00:00", "Z"),
+             "completed_at": None if r.completed_at is None else r.completed_at.isoformat().replace("+00:00", "Z"),
+             "attempts": r.attempts}
+            for r in requests.receipts(engine, request_id)])
+        return out
+    finally:
+        engine.close()
+
+
+def forbidden_strings(request_id: str, h: Home) -> list[str]:
+    """The subject's identifiers, in memory only: the pack writer refuses a pack that contains any."""
+    engine = open_engine(h.engine_db)
+    try:
+        return requests.load_envelope(engine, request_id).subject.identifiers()
+    finally:
+        engine.close()
+
+
+def write_engine_pack(request_id: str, h: Home) -> dict[str, Any]:
+    """Evidence files, then the engine-signed pack. Returns the pack path (no identifiers)."""
+    from proof.pack import write_pack
+
+    out = write_evidence(request_id, h)
+    pack = write_pack(out, h.keys_dir / "engine.pem", forbidden=forbidden_strings(request_id, h))
+    return {"request_id": request_id, "pack": str(pack)}

@@ -1,0 +1,97 @@
+"""The `verification` flow: independent probes after the cascade, in a flow run of its own (and its own
+deployment, so a past request can be re-verified later).
+
+The fingerprint (needles: identifiers, distinctive content, raw vector bytes) is taken by the probes'
+own code before the cascade and sealed to disk under a fresh key (AES-GCM); a run that crashes between
+cascade and verification unseals it on the rerun. Verification destroys key and ciphertext when it
+ends all clear. Re-verifying later, without a fingerprint, probes with the identifiers from the vault.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.states import Completed, Failed, State
+
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.states import RequestState
+from flows.common import checked_request_id, home
+
+
+def _fp_paths(h: Home, request_id: str) -> tuple[Path, Path]:
+    d = h.engine_dir / "fingerprints"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{request_id}.sealed", h.keys_dir / f"fingerprint-{request_id}.key"
+
+
+def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
+    """Take the fingerprint before the cascade, unless a sealed one from an earlier run exists."""
+    from probes.fingerprint import take_fingerprint
+
+    ct, key = _fp_paths(h, request_id)
+    if ct.exists() and key.exists():
+        return {"request_id": request_id, "fingerprint": "reused"}
+    engine = open_engine(h.engine_db)
+    try:
+        subject = requests.load_envelope(engine, request_id).subject
+    finally:
+        engine.close()
+    fp = take_fingerprint(h.store_dir, subject)
+    fp.seal(ct, key)
+    return {"request_id": request_id, "fingerprint": "taken", "needles": len(fp.needles)}
+
+
+@task(name="probes", retries=0)
+def probes_task(request_id: str) -> dict[str, Any]:
+    """Run every probe; write verification.json; return it (ids and counts only)."""
+    from probes.fingerprint import Fingerprint, destroy, take_fingerprint
+    from probes.run import run_probes, to_json
+
+    h = home()
+    engine = open_engine(h.engine_db)
+    try:
+        subject = requests.load_envelope(engine, request_id).subject
+        ct, key = _fp_paths(h, request_id)
+        sealed = ct.exists() and key.exists()
+        fp = Fingerprint.unseal(ct, key) if sealed else take_fingerprint(h.store_dir, subject)
+        result = run_probes(h.store_dir, subject, fp)
+        doc = to_json(result, request_id, datetime.now(UTC))
+        doc["fingerprint"] = "sealed-before-cascade" if sealed else "taken-at-verification"
+        evidence = h.evidence_dir(request_id)
+        evidence.mkdir(parents=True, exist_ok=True)
+        (evidence / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        if not doc["all_clear"]:
+            for tier in doc.get("failing_tiers", []):
+                requests.open_exception(engine, request_id, tier, "residue", "verification",
+                                        {"probe": "independent", "tier": tier})
+        elif sealed:
+            destroy(ct, key)
+        return doc
+    finally:
+        engine.close()
+
+
+@flow(name="verification", flow_run_name="verify-{request_id}", persist_result=False)
+def verification(request_id: str) -> State:
+    """Probe every tier for the request's subject; all clear or a Failed state naming the tiers."""
+    checked_request_id(request_id)
+    doc = probes_task(request_id)
+    log = get_run_logger()
+    for p in doc["probes"]:
+        log.info("probe %s/%s: residue %s, bystanders %s -> %s", p["tier"], p["method"], p["residue"],
+                 p["bystanders_before"], p["bystanders_after"])
+    if doc["all_clear"]:
+        return Completed(message="all clear", data=doc)
+    tiers = ", ".join(doc.get("failing_tiers", [])) or "no probe ran"
+    engine = open_engine(home().engine_db)
+    try:
+        requests.set_state(engine, request_id, RequestState.exception, f"residue in: {tiers}")
+    finally:
+        engine.close()
+    return Failed(message=f"residue found in: {tiers}", data=doc)

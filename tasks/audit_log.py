@@ -1,0 +1,61 @@
+"""Step 9, audit-log redaction: destroy the subject's values and salts in the audit vault; the hash
+chain and its signed checkpoints still verify. Entries are never deleted: they are the evidence that
+the erasure happened. The redaction evidence for the pack (checkpoints before and after, the chain
+segment, the redacted commitments) is written to `audit-log-redaction.json`.
+
+What a crash could lose is written to the engine first: the before-checkpoint's id and the
+(seq, field, commitment) triples about to be destroyed."""
+
+from __future__ import annotations
+
+import json
+from typing import ClassVar
+
+from erasure import requests
+from erasure.sqlite import checkpoint_truncate, transaction
+from erasure.tiers import Tier
+from memory import audit
+from tasks.base import BaseStep, Keys, StepContext
+
+EVIDENCE_FILE = "audit-log-redaction.json"
+
+
+class AuditLogStep(BaseStep):
+    tier: ClassVar[Tier] = Tier.audit_log
+    transactional: ClassVar[bool] = False
+
+    def resolve(self, ctx: StepContext) -> Keys:
+        rows = ctx.store.execute("SELECT seq, field, commitment FROM audit_vault WHERE subject_id = ?",
+                                 (ctx.subject.id,))
+        return {"redacted": {f"{r[0]}|{r[1]}|{r[2]}" for r in rows}}
+
+    def count(self, ctx: StepContext, keys: Keys) -> int:
+        left = audit.vault_count(ctx.store, ctx.subject.id)
+        return left + (0 if (ctx.evidence_dir / EVIDENCE_FILE).exists() else 1)
+
+    def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
+        before_ids = requests.footprint(ctx.engine, ctx.request_id, self.tier, "checkpoint_before")
+        if not before_ids:
+            with transaction(ctx.store):
+                cp = audit.checkpoint(ctx.store, ctx.store_dir)
+            requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "checkpoint_before", [cp.checkpoint_id])
+            before_ids = {str(cp.checkpoint_id)}
+        requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "redacted", keys.get("redacted", set()))
+        with transaction(ctx.store):
+            result = audit.redact_subject(ctx.store, ctx.subject.id)
+            audit.append(ctx.store, "erasure.audit_redaction", "erasure-engine",
+                         {"request_id": ctx.request_id, "redacted": result.count})
+        checkpoint_truncate(ctx.store)
+        with transaction(ctx.store):
+            after = audit.checkpoint(ctx.store, ctx.store_dir)
+        by_id = {c.checkpoint_id: c for c in audit.checkpoints(ctx.store)}
+        before = by_id[int(min(before_ids, key=int))]
+        redacted = sorted(
+            (int(s), f, c) for s, f, c in
+            (k.split("|", 2) for k in requests.footprint(ctx.engine, ctx.request_id, self.tier, "redacted")))
+        doc = audit.redaction_evidence(ctx.store, ctx.store_dir, before, after, redacted, subject_id=ctx.subject.id)
+        ctx.evidence_dir.mkdir(parents=True, exist_ok=True)
+        (ctx.evidence_dir / EVIDENCE_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        ctx.add_detail(vault_values_destroyed=result.count, redacted_total=len(redacted),
+                       checkpoint_before=before.seq, checkpoint_after=after.seq)
+        return result.count

@@ -1,0 +1,143 @@
+"""Step 5, fine-tune corpora: a new corpus version without the subject, the old versions' bytes
+removed, and every model trained on an affected version reported as an exception.
+
+The model still holds what it learned: we never hide that. Each such model is an exception (retrain,
+or a documented Art.17(3) ground), so the request ends `erasedWithExceptions`, never silently clean.
+Files are written before and removed after the transaction that records them, so a crash at any point
+leaves either the old state or a state the next run completes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar
+
+from erasure.sqlite import transaction
+from erasure.tiers import Tier
+from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+class FineTuneStep(BaseStep):
+    tier: ClassVar[Tier] = Tier.fine_tune
+    transactional: ClassVar[bool] = False
+
+    def _examples(self, ctx: StepContext) -> list[tuple[int, int]]:
+        """(example_id, corpus_id) of the subject's live examples."""
+        rows = set(ctx.store.execute(
+            "SELECT example_id, corpus_id FROM ft_examples WHERE subject_id = ?", (ctx.subject.id,)))
+        for source, ref in ctx.sources:
+            rows |= set(ctx.store.execute(
+                "SELECT example_id, corpus_id FROM ft_examples WHERE source = ? AND source_ref = ?",
+                (source, ref)))
+        return sorted((int(a), int(b)) for a, b in rows)
+
+    def resolve(self, ctx: StepContext) -> Keys:
+        ex = self._examples(ctx)
+        return {"example": {str(e) for e, _ in ex}, "corpus": {str(c) for _, c in ex}}
+
+    def _corpus(self, ctx: StepContext, corpus_id: int) -> tuple[str, int, Path, str | None] | None:
+        row = ctx.store.execute("SELECT name, version, path, removed_at FROM ft_corpora WHERE corpus_id = ?",
+                                (corpus_id,)).fetchone()
+        if row is None:
+            return None
+        return str(row[0]), int(row[1]), ctx.store_dir / str(row[2]), row[3]
+
+    def _files_left(self, ctx: StepContext, keys: Keys) -> list[Path]:
+        out = []
+        for cid in ints(keys, "corpus"):
+            c = self._corpus(ctx, cid)
+            if c is not None and c[2].exists():
+                out.append(c[2])
+        return out
+
+    def count(self, ctx: StepContext, keys: Keys) -> int:
+        return len(self._examples(ctx)) + len(self._files_left(ctx, keys))
+
+    def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
+        removed = 0
+        sources = set(ctx.sources)
+        affected = sorted({c for _, c in self._examples(ctx)} | set(ints(keys, "corpus")))
+        names = sorted({c[0] for cid in affected if (c := self._corpus(ctx, cid)) is not None})
+        for name in names:
+            latest = ctx.store.execute(
+                "SELECT corpus_id, version, path FROM ft_corpora WHERE name = ? AND removed_at IS NULL "
+                "ORDER BY version DESC LIMIT 1", (name,)).fetchone()
+            doomed = [cid for cid in affected if (c := self._corpus(ctx, cid)) and c[0] == name and c[3] is None]
+            if latest is not None and int(latest[0]) in doomed:
+                removed += self._rewrite_without_subject(ctx, name, int(latest[0]), int(latest[1]),
+                                                         ctx.store_dir / str(latest[2]), sources)
+            with transaction(ctx.store):
+                for cid in doomed:
+                    ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (cid,))
+                    removed += ctx.store.changes()
+                    ctx.store.execute("UPDATE ft_corpora SET removed_at = ? WHERE corpus_id = ?", (_now(), cid))
+        # Bytes last: the rows above already say these versions are removed; a crash here is finished
+        # by the next run through the footprint's corpus ids.
+        for path in self._files_left(ctx, keys):
+            path.unlink()
+            removed += 1
+            ctx.add_detail(corpus_files_removed=1)
+        return removed
+
+    def _rewrite_without_subject(self, ctx: StepContext, name: str, corpus_id: int, version: int,
+                                 path: Path, sources: set[tuple[str, str]]) -> int:
+        subject_refs = sources | {(str(r[0]), str(r[1])) for r in ctx.store.execute(
+            "SELECT source, source_ref FROM ft_examples WHERE corpus_id = ? AND subject_id = ?",
+            (corpus_id, ctx.subject.id))}
+        kept: list[str] = []
+        dropped = 0
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            if (item.get("source"), item.get("source_ref")) in subject_refs:
+                dropped += 1
+            else:
+                kept.append(line)
+        new_version = version + 1
+        rel = f"corpora/{name}/v{new_version}.jsonl"
+        new_path = ctx.store_dir / rel
+        new_path.parent.mkdir(parents=True, exist_ok=True)
+        body = "".join(k + "\n" for k in kept).encode("utf-8")
+        tmp = new_path.with_suffix(".tmp")
+        tmp.write_bytes(body)
+        os.replace(tmp, new_path)
+        owners = {(str(r[1]), str(r[2])): r[0] for r in ctx.store.execute(
+            "SELECT subject_id, source, source_ref FROM ft_examples WHERE corpus_id = ?", (corpus_id,))}
+        with transaction(ctx.store):
+            ctx.store.execute(
+                "INSERT INTO ft_corpora(name, version, path, sha256, examples, created_at) VALUES (?,?,?,?,?,?)"
+                " ON CONFLICT(name, version) DO UPDATE SET sha256 = excluded.sha256, examples = excluded.examples",
+                (name, new_version, rel, hashlib.sha256(body).hexdigest(), len(kept), _now()))
+            new_id = int(ctx.store.execute("SELECT corpus_id FROM ft_corpora WHERE name = ? AND version = ?",
+                                           (name, new_version)).fetchone()[0])
+            ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (new_id,))
+            for i, line in enumerate(kept):
+                item = json.loads(line)
+                src, ref = str(item.get("source")), str(item.get("source_ref"))
+                ctx.store.execute(
+                    "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref) VALUES (?,?,?,?,?)",
+                    (new_id, i, owners.get((src, ref)), src, ref))
+        ctx.add_detail(corpus_versions_written=1, examples_dropped=dropped, examples_kept=len(kept))
+        return dropped
+
+    def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
+        ids = ints(keys, "corpus")
+        out: list[ExceptionSpec] = []
+        for i in range(0, len(ids), 500):
+            b = ids[i:i + 500]
+            for model_id, cid, base, trained_at in ctx.store.execute(
+                    f"SELECT m.model_id, m.corpus_id, m.base_model, m.trained_at FROM model_lineage m "
+                    f"WHERE m.corpus_id IN ({in_list(len(b))})", b):
+                out.append(ExceptionSpec(
+                    kind="model_trained_on_subject", item_key=str(model_id),
+                    detail={"corpus_id": int(cid), "base_model": str(base), "trained_at": str(trained_at),
+                            "action": "retrain without the subject, or record an Art.17(3) ground"}))
+        return out

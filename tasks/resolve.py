@@ -1,0 +1,94 @@
+"""Reaching the subject through every key the store has (reference 000: three keys and a fixpoint).
+
+- subject_id: summary frames, archive rows, sessions, blobs, examples, processor records, audit vault;
+- (source, source_ref) of the subject's items: archive rows, sessions, blobs, examples, and the
+  verbatim turn frames through turn_key = '<source>/<source_ref>' (they carry no archive link);
+- archive_id: summary frames linked to the subject's archive rows;
+- frame_refs: derived frames that reference an erased frame, to a fixpoint;
+- FTS MATCH of the subject's identifiers: derived frames that quote the subject without a reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import apsw
+
+from erasure.subject import Subject
+from tasks.base import in_list
+
+
+def subject_sources(conn: apsw.Connection, subject_id: str) -> set[tuple[str, str]]:
+    """Every (source, source_ref) under which the store filed something of the subject."""
+    out: set[tuple[str, str]] = set()
+    for table in ("raw_archive", "working_sessions", "blobs", "ft_examples", "subprocessor_records"):
+        out |= {(r[0], r[1]) for r in conn.execute(
+            f"SELECT source, source_ref FROM {table} WHERE subject_id = ? AND source IS NOT NULL",
+            (subject_id,))}
+    return out
+
+
+def _by_sources(conn: apsw.Connection, sql: str, sources: Iterable[tuple[str, str]]) -> set[int]:
+    out: set[int] = set()
+    for source, ref in sources:
+        out |= {int(r[0]) for r in conn.execute(sql, (source, ref))}
+    return out
+
+
+def archive_ids(conn: apsw.Connection, subject_id: str, sources: Iterable[tuple[str, str]]) -> set[int]:
+    """Archive rows of the subject that are not yet redacted."""
+    ids = {int(r[0]) for r in conn.execute(
+        "SELECT archive_id FROM raw_archive WHERE subject_id = ? AND erased_at IS NULL", (subject_id,))}
+    return ids | _by_sources(
+        conn, "SELECT archive_id FROM raw_archive WHERE source = ? AND source_ref = ? AND erased_at IS NULL",
+        sources)
+
+
+def primary_frames(conn: apsw.Connection, subject_id: str, sources: Iterable[tuple[str, str]],
+                   archives: Iterable[int]) -> set[int]:
+    """Summary frames (by subject and by archive link) and verbatim turn frames (by turn key)."""
+    srcs = list(sources)
+    ids = {int(r[0]) for r in conn.execute("SELECT frame_id FROM frames WHERE subject_id = ?", (subject_id,))}
+    a = list(archives)
+    for i in range(0, len(a), 500):
+        b = a[i:i + 500]
+        ids |= {int(r[0]) for r in conn.execute(
+            f"SELECT frame_id FROM frames WHERE archive_id IN ({in_list(len(b))})", b)}
+    for source, ref in srcs:
+        ids |= {int(r[0]) for r in conn.execute(
+            "SELECT frame_id FROM frames WHERE turn_key = ?", (f"{source}/{ref}",))}
+    return ids
+
+
+def fts_phrase(text: str) -> str:
+    """An FTS5 phrase query matching `text` literally (double quotes doubled)."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def quoting_frames(conn: apsw.Connection, subject: Subject) -> set[int]:
+    """Derived frames whose text names the subject (email, name, phone, id) without a reference."""
+    ids: set[int] = set()
+    for ident in subject.identifiers():
+        rows = conn.execute(
+            "SELECT f.frame_id FROM frames_fts JOIN frames f ON f.frame_id = frames_fts.rowid "
+            "WHERE frames_fts MATCH ? AND f.kind = 'derived'", (fts_phrase(ident),))
+        ids |= {int(r[0]) for r in rows}
+    return ids
+
+
+def derived_closure(conn: apsw.Connection, seeds: Iterable[int]) -> set[int]:
+    """Derived frames that reference any frame in `seeds`, then frames referencing those, to a fixpoint."""
+    seen: set[int] = set()
+    frontier = list(set(seeds))
+    all_frames = set(frontier)
+    while frontier:
+        nxt: set[int] = set()
+        for i in range(0, len(frontier), 500):
+            b = frontier[i:i + 500]
+            nxt |= {int(r[0]) for r in conn.execute(
+                f"SELECT frame_id FROM frame_refs WHERE ref_frame_id IN ({in_list(len(b))})", b)}
+        nxt -= all_frames
+        seen |= nxt
+        all_frames |= nxt
+        frontier = list(nxt)
+    return seen

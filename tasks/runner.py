@@ -1,0 +1,231 @@
+"""Runs one cascade step for one request: resolve, count, erase in bounded batches, record.
+
+Each batch is one store transaction holding the deletes, the audit entry and the `erased_subjects`
+rows; after its commit the WAL is checkpointed (TRUNCATE) so the erased bytes leave the -wal file.
+A step is done when its residue is 0. Rerunning a step after a crash anywhere reaches the same end
+state with exactly one record per step: the record is upserted, the footprint only grows, and each
+erase starts from what still exists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.errors import ErasureError
+from erasure.models import StepRecord, StepStatus, removed_digest
+from erasure.sqlite import checkpoint_truncate, transaction
+from erasure.tiers import ALWAYS_RUN, CASCADE_ORDER, Tier
+from memory import audit, suppression
+from memory.schema import open_store
+from tasks.audit_log import AuditLogStep
+from tasks.base import Keys, StepContext, TierStep
+from tasks.crash import maybe_crash
+from tasks.derivatives import DerivativesStep
+from tasks.episodic import EpisodicStep
+from tasks.fine_tune import FineTuneStep
+from tasks.resolve import archive_ids, derived_closure, primary_frames, quoting_frames, subject_sources
+from tasks.semantic import SemanticStep
+from tasks.subprocessors import SubprocessorsStep
+from tasks.uploads import UploadsStep
+from tasks.vectors import VectorsStep
+from tasks.working import WorkingStep
+
+STEPS: dict[Tier, TierStep] = {
+    Tier.working: WorkingStep(),
+    Tier.episodic: EpisodicStep(),
+    Tier.semantic: SemanticStep(),
+    Tier.vectors: VectorsStep(),
+    Tier.fine_tune: FineTuneStep(),
+    Tier.uploads: UploadsStep(),
+    Tier.derivatives: DerivativesStep(),
+    Tier.subprocessors: SubprocessorsStep(),
+    Tier.audit_log: AuditLogStep(),
+}
+MAX_BATCHES = 100_000
+ACTOR = "erasure-engine"
+
+
+class StepIncomplete(ErasureError):
+    """A step ended with residue or a retryable exception: the run must not count it as done."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@contextmanager
+def open_context(request_id: str, home: Home, *, batch_size: int = 10_000) -> Iterator[StepContext]:
+    """Open the engine and the store, load the subject from the vault, and gather what is known of
+    the subject's sources and frames (footprint first, then a live resolution)."""
+    engine = open_engine(home.engine_db)
+    store = open_store(home.store_dir)
+    try:
+        envelope = requests.load_envelope(engine, request_id)
+        subject = envelope.subject
+        stored = {tuple(json.loads(k)) for k in requests.footprint(engine, request_id, Tier.episodic, "source")}
+        live = subject_sources(store, subject.id)
+        if live - stored:
+            requests.add_footprint(engine, request_id, Tier.episodic, "source",
+                                   [json.dumps(list(s)) for s in sorted(live - stored)])
+        sources = sorted(stored | live)
+        ctx = StepContext(request_id=request_id, subject=subject, store_dir=home.store_dir, store=store,
+                          engine=engine, evidence_dir=home.evidence_dir(request_id),
+                          sources=[(str(a), str(b)) for a, b in sources], batch_size=batch_size)
+        known = {int(f) for f in requests.footprint(engine, request_id, Tier.episodic, "frame")}
+        known |= {int(f) for f in requests.footprint(engine, request_id, Tier.derivatives, "derived")}
+        primary = primary_frames(store, subject.id, ctx.sources, archive_ids(store, subject.id, ctx.sources))
+        quoted = quoting_frames(store, subject)
+        ctx.frames = known | primary | quoted | derived_closure(store, known | primary | quoted)
+        yield ctx
+    finally:
+        store.close()
+        engine.close()
+
+
+def _tier_keys(ctx: StepContext, tier: Tier, step: TierStep) -> Keys:
+    """Footprint ∪ live resolution for one tier; new keys are added to the footprint."""
+    live = step.resolve(ctx)
+    keys: Keys = {}
+    for kind in sorted(set(live) | _kinds(ctx, tier)):
+        stored = requests.footprint(ctx.engine, ctx.request_id, tier, kind)
+        new = live.get(kind, set()) - stored
+        if new:
+            requests.add_footprint(ctx.engine, ctx.request_id, tier, kind, sorted(new))
+        keys[kind] = stored | live.get(kind, set())
+    return keys
+
+
+def _kinds(ctx: StepContext, tier: Tier) -> set[str]:
+    return {r[0] for r in ctx.engine.execute(
+        "SELECT DISTINCT kind FROM footprint WHERE request_id = ? AND tier = ?", (ctx.request_id, tier.value))}
+
+
+def prepare(request_id: str, home: Home) -> dict[str, int]:
+    """Resolve the subject's whole footprint before the first deletion; returns item counts per tier."""
+    envelope_tiers = set(_data_classes(request_id, home))
+    with open_context(request_id, home) as ctx:
+        requests.add_footprint(ctx.engine, request_id, Tier.episodic, "frame",
+                               sorted(str(f) for f in ctx.frames))
+        out: dict[str, int] = {}
+        for tier in CASCADE_ORDER:
+            if tier in envelope_tiers or tier in ALWAYS_RUN:
+                step = STEPS[tier]
+                out[tier.value] = step.count(ctx, _tier_keys(ctx, tier, step))
+        return out
+
+
+def _data_classes(request_id: str, home: Home) -> tuple[Tier, ...]:
+    engine = open_engine(home.engine_db)
+    try:
+        return requests.get(engine, request_id).data_classes
+    finally:
+        engine.close()
+
+
+def _record_batch(ctx: StepContext, tier: Tier, batch: int, removed: int) -> None:
+    """Inside the batch's transaction: sticky-erasure rows and the audit entry (ids and counts only)."""
+    for source, ref in ctx.sources:
+        suppression.record(ctx.store, source, ref, ctx.request_id)
+    audit.append(ctx.store, "erasure.step", ACTOR,
+                 {"request_id": ctx.request_id, "step": tier.value, "batch": batch, "removed": removed})
+
+
+def _digest(keys: Keys) -> str:
+    return removed_digest(f"{kind}:{k}" for kind, ks in keys.items() for k in ks)
+
+
+def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_000) -> dict[str, Any]:
+    """Run one tier's step to completion and return its record (ids and counts only).
+
+    Raises `StepIncomplete` after recording when residue remains or a retryable exception (a
+    processor that did not confirm) is open, so the orchestrator does not treat it as finished.
+    """
+    if tier not in _data_classes(request_id, home) and tier not in ALWAYS_RUN:
+        return _skip(request_id, tier, home)
+    step = STEPS[tier]
+    with open_context(request_id, home, batch_size=batch_size) as ctx:
+        keys = _tier_keys(ctx, tier, step)
+        prev = {s.step: s for s in requests.steps(ctx.engine, request_id)}.get(tier.value)
+        before = step.count(ctx, keys)
+        if prev is not None and prev.before_count is not None and prev.status != StepStatus.erased:
+            before = max(before, prev.before_count)  # a resumed step keeps its first count
+        started = _now()
+        requests.upsert_step(ctx.engine, StepRecord(request_id=request_id, step=tier.value,
+                                                    status=StepStatus.running, before_count=before,
+                                                    started_at=started))
+        maybe_crash(f"start:{tier.value}")
+        removed = 0
+        if getattr(step, "transactional", True):
+            for batch in range(MAX_BATCHES):
+                with transaction(ctx.store):
+                    n = step.erase(ctx, keys, ctx.batch_size)
+                    if n:
+                        _record_batch(ctx, tier, batch, n)
+                    maybe_crash(f"mid:{tier.value}:{batch}")
+                checkpoint_truncate(ctx.store)
+                maybe_crash(f"batch:{tier.value}:{batch}")
+                removed += n
+                if n == 0:
+                    break
+        else:
+            removed = step.erase(ctx, keys, ctx.batch_size)
+            with transaction(ctx.store):
+                _record_batch(ctx, tier, 0, removed)
+            checkpoint_truncate(ctx.store)
+        after = step.count(ctx, keys)
+        specs = step.exceptions(ctx, keys)
+        for spec in specs:
+            requests.open_exception(ctx.engine, request_id, tier, spec.kind, spec.item_key, spec.detail, spec.ground)
+        if after > 0 or any(s.retryable for s in specs):
+            status = StepStatus.failed
+        elif specs:
+            status = StepStatus.exception
+        else:
+            status = StepStatus.erased
+        detail = {**ctx.detail, "removed_this_run": removed, "exceptions": len(specs),
+                  "items": {k: len(v) for k, v in sorted(keys.items())}}
+        record = StepRecord(request_id=request_id, step=tier.value, status=status, before_count=before,
+                            after_count=after, started_at=started, ended_at=_now(),
+                            removed_digest=_digest(keys), detail=detail)
+        requests.upsert_step(ctx.engine, record)
+        write_steps_jsonl(ctx.engine, request_id, ctx.evidence_dir)
+        maybe_crash(f"end:{tier.value}")
+        if status == StepStatus.failed:
+            raise StepIncomplete(f"step {tier.value} left {after} item(s) or an unconfirmed processor")
+        return record.model_dump(mode="json")
+
+
+def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
+    engine = open_engine(home.engine_db)
+    try:
+        now = _now()
+        record = StepRecord(request_id=request_id, step=tier.value, status=StepStatus.skipped,
+                            started_at=now, ended_at=now, detail={"reason": "not in the request's data classes"})
+        requests.upsert_step(engine, record)
+        write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
+        return record.model_dump(mode="json")
+    finally:
+        engine.close()
+
+
+def write_steps_jsonl(engine: Any, request_id: str, evidence_dir: Any) -> None:
+    """Rewrite `steps.jsonl` from the engine's records: one line per step, in cascade order."""
+    evidence_dir.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(s.model_dump(mode="json"), sort_keys=True) for s in requests.steps(engine, request_id)]
+    tmp = evidence_dir / "steps.jsonl.tmp"
+    tmp.write_text("".join(line + "\n" for line in lines))
+    tmp.replace(evidence_dir / "steps.jsonl")
+
+
+def run_cascade(request_id: str, home: Home, *, batch_size: int = 10_000) -> list[dict[str, Any]]:
+    """The nine steps in order without Prefect (tests, crash drills, benches). Stops at the first
+    step that cannot finish, after recording it."""
+    prepare(request_id, home)
+    return [run_step(request_id, tier, home, batch_size=batch_size) for tier in CASCADE_ORDER]

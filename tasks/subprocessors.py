@@ -1,0 +1,79 @@
+"""Step 8, subprocessors: ask every processor that holds the subject's records to delete them, over
+real HTTP, and keep its receipt (ticket id, status, times). Asynchronous deletions are polled;
+transient errors are retried with backoff; a processor that keeps failing is an exception, never a
+success. No HTTP call runs inside a store transaction: each processor's local records are dropped in
+a short transaction of their own once its receipt says done."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from erasure import requests
+from erasure.sqlite import transaction
+from erasure.tiers import Tier
+from memory import subprocessors as sp
+from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext
+
+
+class SubprocessorsStep(BaseStep):
+    tier: ClassVar[Tier] = Tier.subprocessors
+    transactional: ClassVar[bool] = False
+
+    def resolve(self, ctx: StepContext) -> Keys:
+        names = {r[0] for r in ctx.store.execute(
+            "SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id = ?", (ctx.subject.id,))}
+        return {"processor": set(names)}
+
+    def _done(self, ctx: StepContext) -> set[str]:
+        return {r.processor for r in requests.receipts(ctx.engine, ctx.request_id) if r.status == "done"}
+
+    def _records_left(self, ctx: StepContext, name: str) -> int:
+        row = ctx.store.execute("SELECT count(*) FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
+                                (name, ctx.subject.id)).fetchone()
+        return int(row[0]) if row else 0
+
+    def count(self, ctx: StepContext, keys: Keys) -> int:
+        done = self._done(ctx)
+        return sum(1 for n in keys.get("processor", set())
+                   if n not in done or self._records_left(ctx, n) > 0)
+
+    def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
+        inventory = {p.name: p for p in sp.inventory(ctx.store)}
+        done = self._done(ctx)
+        finished = 0
+        for name in sorted(keys.get("processor", set())):
+            if name not in done:
+                proc = inventory.get(name)
+                if proc is None:
+                    self._fail(ctx, name, "processor missing from the inventory")
+                    continue
+                try:
+                    receipt = sp.request_deletion(proc.base_url, ctx.subject.id)
+                    if receipt.status != "done":
+                        receipt = sp.poll_job(proc.base_url, receipt.ticket_id)
+                except sp.SubprocessorError as exc:
+                    self._fail(ctx, name, str(exc))
+                    continue
+                requests.upsert_receipt(ctx.engine, ctx.request_id, name, receipt.status,
+                                        ticket_id=receipt.ticket_id, completed_at=receipt.completed_at,
+                                        attempts=receipt.attempts, detail={"http_status": receipt.http_status})
+                if receipt.status != "done":
+                    continue
+            if self._records_left(ctx, name):
+                with transaction(ctx.store):
+                    ctx.store.execute("DELETE FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
+                                      (name, ctx.subject.id))
+                finished += 1
+                ctx.add_detail(processors_confirmed=1)
+        return finished
+
+    def _fail(self, ctx: StepContext, name: str, why: str) -> None:
+        # `why` comes from our HTTP client (status codes, timeouts), never from the subject's data.
+        requests.upsert_receipt(ctx.engine, ctx.request_id, name, "failed", detail={"error": why[:300]})
+        ctx.add_detail(processors_failed=1)
+
+    def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
+        done = self._done(ctx)
+        return [ExceptionSpec(kind="subprocessor_not_confirmed", item_key=name,
+                              detail={"action": "retry the request; escalate to the processor"}, retryable=True)
+                for name in sorted(keys.get("processor", set())) if name not in done]
