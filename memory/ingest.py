@@ -1,0 +1,498 @@
+"""Ingest: the fan-out of one memory item into every tier, as a real agent platform does it.
+
+For each item, in one transaction per batch of items (`BATCH_ITEMS`):
+1. the suppression guard FIRST (fail-closed), then the duplicate check on `(source, source_ref)`;
+2. episodic: a raw_archive row; one summary frame (subject_id, archive_id) that names the subject and
+   quotes the first sentence; one verbatim turn frame per sentence/turn (no subject, no archive link:
+   `turn_key = '<source>/<source_ref>'`, `turn_seq` 0..);
+3. every frame: chunks of <= `CHUNK_CHARS` characters, an FTS row (rowid = frame_id), a frame vector,
+   and a vector per chunk;
+4. semantic: person / email / phone entities of the subject, topic entities (SHARED by everyone who
+   mentions the topic), relations person->topic 'discussed', person->email 'has_email',
+   person->phone 'has_phone' (frame_id = the summary frame) and a link from EVERY entity to the
+   summary frame (no entity is born unlinked);
+5. working: one working_sessions row and its session file;
+6. uploads: every attachment in every blob location; blobs + blob_locations rows;
+7. fine-tune: when `training`, one example line appended to the open version of `assistant-sft`;
+8. subprocessors: one pending subprocessor_records row per named processor;
+9. audit: one 'memory.ingest' entry (subject id and source_ref only as vault commitments).
+After the transactions, pending subprocessor records are synced if `memory.subprocessors` is there.
+
+Row ids of archive rows, frames, chunks, entities and relations come from high-water marks in
+`store_meta` (`hwm.<table>`), so an id freed by an erasure is never handed to new data: stale
+references that an erasure missed can never point at someone else's row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from erasure.errors import ErasureError, InputError
+from erasure.sqlite import transaction
+from erasure.subject import Subject
+from memory import audit, blobs, corpora, sessions, suppression
+from memory.embedder import Embedder, HashingEmbedder, to_blob
+from memory.items import MemoryItem
+
+BATCH_ITEMS = 500
+CHUNK_CHARS = 300
+SUMMARY_QUOTE_CHARS = 200
+INGEST_EVENT = "memory.ingest"
+
+TOPICS: tuple[str, ...] = (
+    "billing", "shipping", "refund", "password", "invoice", "subscription", "delivery", "warranty",
+    "account", "privacy", "travel", "insurance", "mortgage", "pharmacy", "appointment", "vaccination",
+    "taxes", "payroll", "pension", "gardening", "football", "cooking", "photography", "hiking",
+    "music", "chess", "astronomy", "cycling", "knitting", "painting", "budget", "holiday", "wedding",
+    "recipe", "marathon", "laptop", "printer", "router", "headphones", "parking", "rent", "loan",
+)
+"""The fixed topic vocabulary: a topic entity is created for each term an item mentions."""
+_TOPIC_RE = re.compile(r"\b(" + "|".join(TOPICS) + r")\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+# --- text helpers ----------------------------------------------------------------------------------
+
+def split_turns(content: str) -> list[str]:
+    """Sentences/turns of `content`: lines, then sentences ending in . ! or ?; empty parts dropped."""
+    out: list[str] = []
+    for line in content.splitlines():
+        out += [s.strip() for s in _SENTENCE_END.split(line) if s.strip()]
+    return out or [content.strip()]
+
+
+def chunk_text(text: str, size: int = CHUNK_CHARS) -> list[str]:
+    """Split `text` into chunks of at most `size` characters, at spaces where possible."""
+    if len(text) <= size:
+        return [text]
+    chunks: list[str] = []
+    rest = text
+    while len(rest) > size:
+        cut = rest.rfind(" ", 0, size + 1)
+        if cut <= 0:
+            cut = size
+        chunks.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if rest:
+        chunks.append(rest)
+    return chunks
+
+
+def topics_of(content: str) -> list[str]:
+    """Topic terms mentioned in `content`, lowercase, in order of first mention."""
+    seen: dict[str, None] = {}
+    for m in _TOPIC_RE.finditer(content):
+        seen.setdefault(m.group(1).lower(), None)
+    return list(seen)
+
+
+def person_name(subject: Subject) -> str:
+    """The name of the subject's person entity: their name, else their id."""
+    return subject.name or subject.id
+
+
+def summary_text(subject: Subject, source: str, first_sentence: str, topics: Sequence[str]) -> str:
+    """A short summary that names the subject and quotes the first sentence."""
+    quote = first_sentence if len(first_sentence) <= SUMMARY_QUOTE_CHARS else (
+        first_sentence[:SUMMARY_QUOTE_CHARS].rstrip() + "...")
+    about = ", ".join(topics[:3]) if topics else "general matters"
+    return f'{person_name(subject)} discussed {about} in {source}. They said: "{quote}"'
+
+
+# --- inputs and report -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IngestSource:
+    """One item ready for the fan-out (attachments as `BlobData`). `keep_session=False` leaves the
+    working tier out (the demo generator uses it for expired sessions of old items)."""
+
+    source: str
+    source_ref: str
+    subject: Subject
+    content: str
+    attachments: tuple[blobs.BlobData, ...] = ()
+    training: bool = False
+    subprocessors: tuple[str, ...] = ()
+    keep_session: bool = True
+
+    @classmethod
+    def from_item(cls, item: MemoryItem) -> IngestSource:
+        """Convert a validated ingest line; a missing attachment file is an `InputError`."""
+        files: list[blobs.BlobData] = []
+        for i, name in enumerate(item.attachments):
+            path = Path(name).resolve()
+            if not path.is_file():
+                raise InputError(f"{item.source}: attachments.{i}: file not found")
+            files.append(blobs.BlobData(filename=path.name, path=path))
+        return cls(item.source, item.source_ref, item.subject, item.content, tuple(files),
+                   item.training, tuple(item.subprocessors))
+
+
+@dataclass
+class IngestReport:
+    """Counts of what an ingest wrote (never content). `entities` counts entities created (topics
+    already known are shared, not created); `vectors` = frame vectors + chunk vectors."""
+
+    ingested: int = 0
+    skipped_suppressed: int = 0
+    skipped_duplicate: int = 0
+    frames: int = 0
+    chunks: int = 0
+    vectors: int = 0
+    entities: int = 0
+    blobs: int = 0
+    examples: int = 0
+    subprocessor_records: int = 0
+    audit_entries: int = 0
+    elapsed: float = 0.0
+    archive_rows: int = 0
+    relations: int = 0
+    entity_links: int = 0
+    sessions: int = 0
+    blob_copies: int = 0
+    suppression_unreadable: int = 0
+    subprocessor_sync: str = "not-needed"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict."""
+        return asdict(self)
+
+    def add(self, other: IngestReport) -> None:
+        """Add another report's counts (not elapsed/sync) into this one."""
+        for k, v in asdict(other).items():
+            if isinstance(v, int) and not isinstance(v, bool):
+                setattr(self, k, getattr(self, k) + v)
+
+
+# --- id allocation ---------------------------------------------------------------------------------
+
+_ID_COLUMNS = {"raw_archive": "archive_id", "frames": "frame_id", "frame_chunks": "chunk_id",
+               "kg_entities": "entity_id", "kg_relations": "relation_id"}
+
+
+class IdAllocator:
+    """Hands out row ids above both the table's max and its high-water mark `store_meta.hwm.<table>`.
+    Create and `save()` inside the writing transaction."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self._next: dict[str, int] = {}
+        for table, col in _ID_COLUMNS.items():
+            top = conn.execute(f"SELECT coalesce(max({col}), 0) FROM {table}").fetchone()
+            hwm = conn.execute("SELECT value FROM store_meta WHERE key=?", (f"hwm.{table}",)).fetchone()
+            self._next[table] = max(int(top[0]) if top else 0, int(hwm[0]) if hwm else 0) + 1
+
+    def take(self, table: str, n: int = 1) -> int:
+        """Reserve `n` consecutive ids of `table`; returns the first."""
+        first = self._next[table]
+        self._next[table] = first + n
+        return first
+
+    def save(self, conn: apsw.Connection) -> None:
+        """Persist the high-water marks."""
+        conn.executemany("INSERT OR REPLACE INTO store_meta(key, value) VALUES (?, ?)",
+                         [(f"hwm.{t}", str(n - 1)) for t, n in self._next.items()])
+
+
+class EntityCache:
+    """(kind, name) -> entity_id, creating entities on a miss. Valid within one transaction."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, str], int] = {}
+        self.created = 0
+
+    def get(self, conn: apsw.Connection, ids: IdAllocator, kind: str, name: str, now: str) -> int:
+        """The id of entity (kind, name), created if it does not exist."""
+        key = (kind, name)
+        hit = self._ids.get(key)
+        if hit is not None:
+            return hit
+        row = conn.execute("SELECT entity_id FROM kg_entities WHERE kind=? AND name=?", key).fetchone()
+        if row is not None:
+            eid = int(row[0])
+        else:
+            eid = ids.take("kg_entities")
+            conn.execute("INSERT INTO kg_entities(entity_id, kind, name, created_at) VALUES (?,?,?,?)",
+                         (eid, kind, name, now))
+            self.created += 1
+        self._ids[key] = eid
+        return eid
+
+
+# --- the batch writer ------------------------------------------------------------------------------
+
+@dataclass
+class _Rows:
+    archive: list[tuple[Any, ...]] = field(default_factory=list)
+    frames: list[tuple[Any, ...]] = field(default_factory=list)
+    chunks: list[tuple[Any, ...]] = field(default_factory=list)
+    vec_frames: list[tuple[int, str]] = field(default_factory=list)   # (frame_id, text)
+    vec_chunks: list[tuple[int, int, str | None]] = field(default_factory=list)  # (chunk, frame, text|None)
+    relations: list[tuple[Any, ...]] = field(default_factory=list)
+    links: list[tuple[int, int]] = field(default_factory=list)
+    sessions: list[tuple[Any, ...]] = field(default_factory=list)
+    session_files: list[tuple[str, str]] = field(default_factory=list)
+    blob_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    blob_locs: list[tuple[str, str]] = field(default_factory=list)
+    blob_files: list[tuple[str, blobs.BlobData]] = field(default_factory=list)
+    examples: list[corpora.Example] = field(default_factory=list)
+    sub_records: list[tuple[Any, ...]] = field(default_factory=list)
+    audits: list[tuple[dict[str, Any], dict[str, tuple[str | None, str]]]] = field(default_factory=list)
+
+
+def add_frame(rows: _Rows, ids: IdAllocator, frame: tuple[str, str | None, int | None, str | None,
+                                                          int | None, str], now: str) -> tuple[int, int]:
+    """Queue one frame (kind, subject_id, archive_id, turn_key, turn_seq, content) with its chunks,
+    FTS row and vectors. Returns (frame_id, number of chunks)."""
+    kind, subject_id, archive_id, turn_key, turn_seq, content = frame
+    fid = ids.take("frames")
+    rows.frames.append((fid, kind, subject_id, archive_id, turn_key, turn_seq, content, now))
+    rows.vec_frames.append((fid, content))
+    parts = chunk_text(content)
+    first = ids.take("frame_chunks", len(parts))
+    for seq, part in enumerate(parts):
+        rows.chunks.append((first + seq, fid, seq, part))
+        # a single chunk equal to its frame reuses the frame's vector
+        rows.vec_chunks.append((first + seq, fid, None if len(parts) == 1 else part))
+    return fid, len(parts)
+
+
+def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: EntityCache,
+             src: IngestSource, locations: list[str], token: Callable[[], str], now: str,
+             report: IngestReport) -> None:
+    sid = src.subject.id
+    archive_id = ids.take("raw_archive")
+    rows.archive.append((archive_id, token(), src.source, src.source_ref, sid, src.content, now))
+    turns = split_turns(src.content)
+    topics = topics_of(src.content)
+    summary = summary_text(src.subject, src.source, turns[0], topics)
+    summary_id, n = add_frame(rows, ids, ("summary", sid, archive_id, None, None, summary), now)
+    frames, chunks = 1, n
+    turn_key = f"{src.source}/{src.source_ref}"
+    for seq, turn in enumerate(turns):
+        _, n = add_frame(rows, ids, ("turn", None, None, turn_key, seq, turn), now)
+        frames += 1
+        chunks += n
+
+    person = entities.get(conn, ids, "person", person_name(src.subject), now)
+    linked = [person]
+    for kind, value, predicate in (("email", src.subject.email, "has_email"),
+                                   ("phone", src.subject.phone, "has_phone")):
+        if value:
+            eid = entities.get(conn, ids, kind, value, now)
+            linked.append(eid)
+            rows.relations.append((ids.take("kg_relations"), person, eid, predicate, summary_id, now))
+    for topic in topics:
+        eid = entities.get(conn, ids, "topic", topic, now)
+        linked.append(eid)
+        rows.relations.append((ids.take("kg_relations"), person, eid, "discussed", summary_id, now))
+    rows.links += [(eid, summary_id) for eid in dict.fromkeys(linked)]
+
+    if src.keep_session:
+        session_id = token()
+        state = sessions.state_json(sessions.session_state(src.source, src.source_ref, turns, now))
+        rows.sessions.append((session_id, sid, src.source, src.source_ref, state, now))
+        rows.session_files.append((session_id, state))
+        report.sessions += 1
+
+    for blob in src.attachments:
+        key = token()
+        digest, size = blobs.digest_and_size(blob)
+        rows.blob_rows.append((key, sid, src.source, src.source_ref, blob.filename, size, digest, now))
+        rows.blob_locs += [(key, loc) for loc in locations]
+        rows.blob_files.append((key, blob))
+
+    if src.training:
+        completion = " ".join(turns[1:]) or summary
+        rows.examples.append(corpora.Example(sid, src.source, src.source_ref, corpora.example_line(
+            src.source, src.source_ref, turns[0], completion)))
+
+    rows.sub_records += [(name, sid, src.source, src.source_ref, now) for name in src.subprocessors]
+    rows.audits.append((
+        {"source": src.source, "frames": frames, "chunks": chunks, "blobs": len(src.attachments),
+         "training": src.training, "subprocessors": len(src.subprocessors)},
+        {"subject_id": (sid, sid), "source_ref": (sid, src.source_ref)},
+    ))
+    report.ingested += 1
+    report.archive_rows += 1
+    report.frames += frames
+    report.chunks += chunks
+
+
+def _write(conn: apsw.Connection, store_dir: Path, rows: _Rows, embedder: Embedder, locations: list[str],
+           actor: str, at: datetime | None, now: str, undo: list[Callable[[], object]],
+           report: IngestReport) -> None:
+    ex = conn.executemany
+    ex("INSERT INTO raw_archive(archive_id, archive_uid, source, source_ref, subject_id, content, created_at)"
+       " VALUES (?,?,?,?,?,?,?)", rows.archive)
+    ex("INSERT INTO frames(frame_id, kind, subject_id, archive_id, turn_key, turn_seq, content, created_at)"
+       " VALUES (?,?,?,?,?,?,?,?)", rows.frames)
+    ex("INSERT INTO frame_chunks(chunk_id, frame_id, seq, content) VALUES (?,?,?,?)", rows.chunks)
+    ex("INSERT INTO frames_fts(rowid, content) VALUES (?,?)", [(f[0], f[6]) for f in rows.frames])
+
+    frame_vecs = embedder.embed([t for _, t in rows.vec_frames]) if rows.vec_frames else None
+    row_of = {fid: i for i, (fid, _) in enumerate(rows.vec_frames)}
+    own = [(cid, t) for cid, _, t in rows.vec_chunks if t is not None]
+    chunk_vecs = embedder.embed([t for _, t in own]) if own else None
+    own_row = {cid: i for i, (cid, _) in enumerate(own)}
+    if frame_vecs is not None:
+        ex("INSERT INTO frame_vectors(frame_id, embedding) VALUES (?,?)",
+           [(fid, to_blob(frame_vecs[i])) for i, (fid, _) in enumerate(rows.vec_frames)])
+        ex("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES (?,?)",
+           [(cid, to_blob(chunk_vecs[own_row[cid]] if t is not None and chunk_vecs is not None
+                          else frame_vecs[row_of[fid]])) for cid, fid, t in rows.vec_chunks])
+    report.vectors += len(rows.vec_frames) + len(rows.vec_chunks)
+
+    ex("INSERT INTO kg_relations(relation_id, src_entity_id, dst_entity_id, predicate, frame_id, created_at)"
+       " VALUES (?,?,?,?,?,?)", rows.relations)
+    ex("INSERT OR IGNORE INTO kg_entity_frames(entity_id, frame_id) VALUES (?,?)", rows.links)
+    report.relations += len(rows.relations)
+    report.entity_links += len(rows.links)
+    ex("INSERT INTO working_sessions(session_id, subject_id, source, source_ref, state, updated_at)"
+       " VALUES (?,?,?,?,?,?)", rows.sessions)
+    ex("INSERT INTO blobs(blob_key, subject_id, source, source_ref, filename, size, sha256, created_at)"
+       " VALUES (?,?,?,?,?,?,?,?)", rows.blob_rows)
+    ex("INSERT INTO blob_locations(blob_key, location) VALUES (?,?)", rows.blob_locs)
+    ex("INSERT INTO subprocessor_records(processor, subject_id, source, source_ref, created_at)"
+       " VALUES (?,?,?,?,?)", rows.sub_records)
+    report.blobs += len(rows.blob_rows)
+    report.subprocessor_records += len(rows.sub_records)
+    for fields, personal in rows.audits:
+        audit.append(conn, INGEST_EVENT, actor, fields, personal, at=at)
+    report.audit_entries += len(rows.audits)
+
+    # Files last: a failure here rolls the rows back and `undo` removes what was written.
+    for session_id, state in rows.session_files:
+        path = sessions.write_session(store_dir, session_id, state)
+        undo.append(partial(path.unlink, missing_ok=True))
+    for key, blob in rows.blob_files:
+        for loc in locations:
+            blobs.put_blob(store_dir, loc, key, blob)
+            undo.append(partial(blobs.delete_blob, store_dir, loc, key))
+            report.blob_copies += 1
+    if rows.examples:
+        before = corpora.latest(conn, corpora.SFT_CORPUS)
+        version = corpora.open_version(conn, store_dir, corpora.SFT_CORPUS, now)
+        path = Path(store_dir) / version.path
+        if before is None or before.corpus_id != version.corpus_id:
+            undo.append(partial(path.unlink, missing_ok=True))  # the version was started here
+        size = corpora.append_examples(conn, store_dir, version, rows.examples)
+        undo.append(partial(_truncate, path, size))
+        report.examples += len(rows.examples)
+
+
+def _quiet(fn: Callable[..., object], *args: object) -> None:
+    # best effort: undo after a failed batch must not mask the first error
+    with contextlib.suppress(Exception):
+        fn(*args)
+
+
+def _truncate(path: Path, size: int) -> None:
+    with path.open("r+b") as f:
+        f.truncate(size)
+
+
+def _check_processors(conn: apsw.Connection, sources: Sequence[IngestSource]) -> None:
+    wanted = {p for s in sources for p in s.subprocessors}
+    if not wanted:
+        return
+    known = {str(r[0]) for r in conn.execute("SELECT name FROM subprocessors")}
+    unknown = sorted(wanted - known)
+    if unknown:
+        raise InputError(f"unknown subprocessor(s) {', '.join(unknown)}: register them first")
+
+
+def _sync_subprocessors(conn: apsw.Connection) -> str:
+    if importlib.util.find_spec("memory.subprocessors") is None:
+        return "unavailable"
+    module = importlib.import_module("memory.subprocessors")
+    sync = getattr(module, "sync_pending", None)
+    if sync is None:
+        return "unavailable"
+    try:
+        sync(conn)
+    except ErasureError:
+        return "failed"  # records stay pending (remote_ref NULL); a later sync retries them
+    return "synced"
+
+
+def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[IngestSource], *,
+                   embedder: Embedder | None = None, now: datetime | None = None, actor: str = "ingest",
+                   batch_items: int = BATCH_ITEMS, token: Callable[[], str] | None = None,
+                   sync: bool = True, progress: Callable[[int], None] | None = None) -> IngestReport:
+    """The fan-out of prepared items, `batch_items` per transaction (see the module docstring).
+
+    `token` makes the opaque ids (archive uid, session id, blob key); default: random. `progress`
+    is called with the number of items handled after each batch.
+    """
+    started = time.perf_counter()
+    emb = embedder or HashingEmbedder()
+    items = list(sources)
+    _check_processors(conn, items)
+    make_token = token or (lambda: secrets.token_hex(16))
+    report = IngestReport()
+    store_dir = Path(store_dir)
+    for start in range(0, len(items), batch_items):
+        batch = items[start:start + batch_items]
+        stamp = corpora.iso(now)
+        undo: list[Callable[[], object]] = []
+        try:
+            with transaction(conn):
+                part = IngestReport()
+                locations = blobs.locations(conn)
+                ids = IdAllocator(conn)
+                entities = EntityCache()
+                rows = _Rows()
+                seen: set[tuple[str, str]] = set()
+                for src in batch:
+                    verdict = suppression.check(conn, src.source, src.source_ref)
+                    if verdict is not suppression.Guard.allowed:
+                        part.skipped_suppressed += 1
+                        if verdict is suppression.Guard.unreadable:
+                            part.suppression_unreadable += 1
+                        continue
+                    key = (src.source, src.source_ref)
+                    if key in seen or conn.execute(
+                            "SELECT 1 FROM raw_archive WHERE source=? AND source_ref=? LIMIT 1", key
+                    ).fetchone():
+                        part.skipped_duplicate += 1
+                        continue
+                    seen.add(key)
+                    _fan_out(conn, rows, ids, entities, src, locations, make_token, stamp, part)
+                _write(conn, store_dir, rows, emb, locations, actor, now, stamp, undo, part)
+                part.entities = entities.created
+                ids.save(conn)
+        except BaseException:
+            for action in reversed(undo):
+                _quiet(action)
+            raise
+        report.add(part)
+        if progress is not None:
+            progress(len(batch))
+    if sync and report.subprocessor_records:
+        report.subprocessor_sync = _sync_subprocessors(conn)
+    report.elapsed = round(time.perf_counter() - started, 6)
+    return report
+
+
+def ingest(conn: apsw.Connection, store_dir: Path, items: Iterable[MemoryItem], *,
+           embedder: Embedder | None = None, now: datetime | None = None) -> IngestReport:
+    """Ingest validated memory items into the store at `store_dir` (see the module docstring).
+
+    Every item is prepared (attachments checked, processors known) before the first write; items
+    already erased (`erased_subjects`) or already archived are skipped and counted.
+    """
+    sources = [IngestSource.from_item(item) for item in items]
+    return ingest_sources(conn, store_dir, sources, embedder=embedder, now=now)
