@@ -244,6 +244,10 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in JSON")
+
+
 def parse_envelope(data: str | bytes, *, source: str = "envelope",
                    now: datetime | None = None) -> ErasureRequestEnvelope:
     """Parse and validate envelope JSON. Raises `InputError` with one line "SOURCE: field: what is
@@ -256,7 +260,7 @@ def parse_envelope(data: str | bytes, *, source: str = "envelope",
         except UnicodeDecodeError as exc:
             raise InputError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     try:
-        obj = json.loads(data, object_pairs_hook=_no_duplicate_keys)
+        obj = json.loads(data, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
         raise InputError(f"{source}: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except ValueError as exc:
