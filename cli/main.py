@@ -26,6 +26,8 @@ _GROUPS: list[tuple[str, str, str]] = [
     ("cli.store", "app", "store"),
     ("cli.request", "app", "request"),
 ]
+# Modules that add commands to a group above (e.g. `request run`) are imported for that effect.
+_EXTENSIONS: list[str] = ["cli.run"]
 _COMMANDS: list[tuple[str, str]] = [
     # (module, function) registered as top-level commands
     ("cli.store", "ingest"),
@@ -35,6 +37,8 @@ _COMMANDS: list[tuple[str, str]] = [
 def _register() -> None:
     import importlib
 
+    for module in _EXTENSIONS:
+        importlib.import_module(module)
     for module, attr, name in _GROUPS:
         sub = getattr(importlib.import_module(module), attr)
         app.add_typer(sub, name=name)

@@ -1,0 +1,125 @@
+"""`erasure request run ID`: run the erasure-request flow with live per-step progress.
+
+On `PREFECT_API_URL` when it is set (a long-lived server, e.g. `make serve`), else on a local
+ephemeral Prefect server started for this process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.request import app as request_app
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.errors import ConfigError, ErasureError, RequestBlocked, VerificationFailed
+from erasure.tiers import CASCADE_ORDER
+
+
+class RunFailed(ErasureError):
+    """The cascade did not complete."""
+
+
+def steps_table(h: Home, request_id: str, title: str = "cascade") -> Table:
+    """Per-tier before/after table from the engine's step records (counts only)."""
+    engine = open_engine(h.engine_db)
+    try:
+        recs = {s.step: s for s in requests.steps(engine, request_id)}
+    finally:
+        engine.close()
+    t = Table(title=f"{title}: {request_id}")
+    for col in ("#", "tier", "status", "before", "after", "removed digest"):
+        t.add_column(col, justify="right" if col in ("#", "before", "after") else "left")
+    for i, tier in enumerate(CASCADE_ORDER, 1):
+        r = recs.get(tier.value)
+        if r is None:
+            t.add_row(str(i), tier.value, "[dim]pending[/dim]", "", "", "")
+            continue
+        style = {"erased": "green", "exception": "yellow", "failed": "red", "running": "cyan"}.get(r.status.value, "")
+        t.add_row(str(i), tier.value, f"[{style}]{r.status.value}[/{style}]" if style else r.status.value,
+                  "" if r.before_count is None else str(r.before_count),
+                  "" if r.after_count is None else str(r.after_count), (r.removed_digest or "")[:16])
+    return t
+
+
+def verification_table(doc: dict[str, Any]) -> Table:
+    t = Table(title=f"verification: all_clear: {str(doc.get('all_clear')).lower()}")
+    for col in ("tier", "method", "residue", "bystanders before", "bystanders after"):
+        t.add_column(col, justify="right" if col not in ("tier", "method") else "left")
+    for p in doc.get("probes", []):
+        t.add_row(p["tier"], p["method"], str(p["residue"]), str(p["bystanders_before"]), str(p["bystanders_after"]))
+    return t
+
+
+def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
+    """Run the flow in this process, refreshing the step table while it runs. Returns its final state."""
+    from flows.erasure_request import erasure_request
+
+    if not (h.keys_dir / "engine.pem").exists():
+        raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
+                          "run `erasure keys generate --role engine` first")
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["state"] = erasure_request(request_id, return_state=True)
+        except BaseException as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, name="erasure-flow", daemon=True)
+    thread.start()
+    if live:
+        with Live(steps_table(h, request_id), console=console, refresh_per_second=4, transient=False) as view:
+            while thread.is_alive():
+                time.sleep(0.3)
+                view.update(steps_table(h, request_id))
+            view.update(steps_table(h, request_id))
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["state"]
+
+
+@request_app.command("run")
+def run(
+    request_id: Annotated[str, typer.Argument(help="The request to erase.")],
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run the erasure: cascade, independent verification, engine-signed proof pack.
+
+    Exits 0 only when the cascade completed and verification is all clear (the request then awaits the
+    DPO's attestation); 6 when a litigation hold blocks it; 7 when probes found residue; 1 otherwise.
+    """
+    h = home_of(home)
+    state = run_flow(request_id, h, live=not json_out)
+    ver_path = h.evidence_dir(request_id) / "verification.json"
+    doc = __import__("json").loads(ver_path.read_text()) if ver_path.exists() else {}
+    engine = open_engine(h.engine_db)
+    try:
+        row = requests.get(engine, request_id)
+    finally:
+        engine.close()
+    if json_out:
+        print_json({"request_id": request_id, "flow_state": state.name, "message": state.message,
+                    "state": row.state.value, "state_detail": row.state_detail,
+                    "all_clear": doc.get("all_clear"), "verification": doc.get("probes", [])})
+    else:
+        if doc:
+            console.print(verification_table(doc))
+        console.print(f"flow state: {state.name}: {state.message or ''}")
+        console.print(f"request state: {row.state.value}" + (f" ({row.state_detail})" if row.state_detail else ""))
+    if state.name == "Blocked":
+        raise RequestBlocked(state.message or "blocked by a litigation hold")
+    if not state.is_completed():
+        if doc and not doc.get("all_clear", False):
+            raise VerificationFailed(state.message or "verification found residue")
+        raise RunFailed(state.message or "the cascade did not complete")
+
+
