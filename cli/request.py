@@ -60,9 +60,9 @@ def submit(
         print_json(out)
         return
     verb = "submitted" if res.created else "already present (identical envelope)"
-    console.print(f"request {res.request_id} {verb}", markup=False, highlight=False)
+    console.print(f"request {res.request_id} {verb}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"  legal basis {out['legal_basis']}  deadline {out['deadline']}  target {out['target']}",
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -133,7 +133,8 @@ def _clock_command(kind: str, request_id: str, reason: str, home: Path | None, j
         print_json(out)
         return
     console.print(f"request {request_id}: clock {_DONE[kind]}; deadline {out['deadline']} "
-                  f"({out['days_left']} days left), target {out['target']}", markup=False, highlight=False)
+                  f"({out['days_left']} days left), target {out['target']}",
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
