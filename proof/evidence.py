@@ -1,0 +1,128 @@
+"""Reading the evidence the flows write into `evidence/erasure/<request_id>/`, and scanning a pack
+for plaintext identifiers before it is signed."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from proof.errors import EvidenceInvalid, IdentifierInPack
+from proof.status import TIERS
+
+EVIDENCE_ROLES: dict[str, str] = {
+    "request.json": "request",
+    "steps.jsonl": "steps",
+    "verification.json": "verification",
+    "subprocessor-receipts.jsonl": "subprocessor-receipts",
+    "audit-log-redaction.json": "audit-log-redaction",
+}
+"""The files the flows write, each with its role in the manifest. All five are required."""
+
+REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A request id usable as a directory name inside a USTAR archive."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The raw bytes of the five evidence files and the parsed records the pack is derived from."""
+
+    files: dict[str, bytes]
+    request: dict[str, Any]
+    steps: list[dict[str, Any]]
+    verification: dict[str, Any]
+
+    @property
+    def request_id(self) -> str:
+        return str(self.request["request_id"])
+
+
+def _obj(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise EvidenceInvalid(f"{what} is not a JSON object")
+    return value
+
+
+def _parse(name: str, data: bytes) -> Any:
+    try:
+        text = data.decode("utf-8")
+        if name.endswith(".jsonl"):
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return json.loads(text)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise EvidenceInvalid(f"evidence file {name} is not valid UTF-8 JSON") from exc
+
+
+def _count_ok(v: Any, nullable: bool) -> bool:
+    return (v is None and nullable) or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+
+
+def _check_records(request: dict[str, Any], steps: list[dict[str, Any]], verification: dict[str, Any]) -> None:
+    rid = request.get("request_id")
+    if not isinstance(rid, str) or not REQUEST_ID.fullmatch(rid):
+        raise EvidenceInvalid("request.json has no valid request_id (1-64 of A-Z a-z 0-9 . _ -)")
+    for field in ("legal_basis", "received_at"):
+        if not isinstance(request.get(field), str):
+            raise EvidenceInvalid(f"request.json has no {field}")
+    for rec in steps:
+        if rec.get("request_id") != rid:
+            raise EvidenceInvalid("steps.jsonl holds a record of another request")
+        if rec.get("step") not in TIERS or not isinstance(rec.get("status"), str):
+            raise EvidenceInvalid("steps.jsonl holds a record without a known step or a status")
+        if not (_count_ok(rec.get("before_count"), True) and _count_ok(rec.get("after_count"), True)):
+            raise EvidenceInvalid(f"step {rec['step']}: counts must be non-negative integers or null")
+    if verification.get("request_id") != rid:
+        raise EvidenceInvalid("verification.json is of another request")
+    if not isinstance(verification.get("verified_at"), str) or not isinstance(verification.get("all_clear"), bool):
+        raise EvidenceInvalid("verification.json has no verified_at or all_clear")
+    probes, exceptions = verification.get("probes"), verification.get("exceptions")
+    if not isinstance(probes, list) or not isinstance(exceptions, list):
+        raise EvidenceInvalid("verification.json has no probes or exceptions list")
+    for p in probes:
+        p = _obj(p, "a probe in verification.json")
+        if not isinstance(p.get("tier"), str) or not isinstance(p.get("method"), str) \
+                or not _count_ok(p.get("residue"), False):
+            raise EvidenceInvalid("verification.json holds a probe without tier, method or residue count")
+
+
+def load_evidence(evidence_dir: Path) -> Evidence:
+    """Read and check the five evidence files. `EvidenceInvalid` names the first problem."""
+    files: dict[str, bytes] = {}
+    for name in EVIDENCE_ROLES:
+        path = Path(evidence_dir) / name
+        if path.is_symlink() or not path.is_file():
+            raise EvidenceInvalid(f"evidence file {name} is missing from {evidence_dir}")
+        files[name] = path.read_bytes()
+    request = _obj(_parse("request.json", files["request.json"]), "request.json")
+    steps = [_obj(s, "a line of steps.jsonl") for s in _parse("steps.jsonl", files["steps.jsonl"])]
+    verification = _obj(_parse("verification.json", files["verification.json"]), "verification.json")
+    for r in _parse("subprocessor-receipts.jsonl", files["subprocessor-receipts.jsonl"]):
+        _obj(r, "a line of subprocessor-receipts.jsonl")
+    _obj(_parse("audit-log-redaction.json", files["audit-log-redaction.json"]), "audit-log-redaction.json")
+    _check_records(request, steps, verification)
+    return Evidence(files, request, steps, verification)
+
+
+def _needles(forbidden: Sequence[str]) -> list[str]:
+    out: set[str] = set()
+    for ident in forbidden:
+        if not ident or not ident.strip():
+            continue
+        for form in (ident, json.dumps(ident)[1:-1], json.dumps(ident, ensure_ascii=False)[1:-1]):
+            out.add(form.casefold())
+    return sorted(out)
+
+
+def scan_identifiers(files: Mapping[str, bytes], forbidden: Sequence[str]) -> None:
+    """Raise `IdentifierInPack` naming the first file whose text holds any identifier (case-folded,
+    raw or JSON-escaped). The message names the file, never the identifier."""
+    needles = _needles(forbidden)
+    if not needles:
+        return
+    for name in sorted(files):
+        text = files[name].decode("utf-8", "replace").casefold()
+        if any(n in text for n in needles):
+            raise IdentifierInPack(f"{name} would hold a subject identifier in plaintext: pack not written")

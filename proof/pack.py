@@ -1,0 +1,273 @@
+"""The proof pack: write and sign it (engine), attest it (DPO), and summarise it for review.
+
+`write_pack` adds to `evidence/erasure/<request_id>/`: attestation.txt, manifest.json, SHA256SUMS
+and signatures/engine.intoto.json, then packs everything into a reproducible proof.tar.gz.
+`attest` adds signatures/dpo.intoto.json and rewrites proof.tar.gz. Every pack is checked with the
+offline verifier (`proof.verify`) before it is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from proof import verify
+from proof.attestation import render
+from proof.dsse import envelope_bytes, sign_envelope
+from proof.errors import AlreadyAttested, EvidenceInvalid, PackRejected, SameKeyRefused
+from proof.evidence import EVIDENCE_ROLES, Evidence, load_evidence, scan_identifiers
+from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
+from proof.statement import (
+    DPO_ENVELOPE,
+    DPO_PREDICATE,
+    ENGINE_ENVELOPE,
+    ERASURE_PREDICATE,
+    STATEMENT_TYPE,
+    dpo_statement,
+    erasure_statement,
+)
+from proof.status import all_clear_problems, overall_status, tiers_table
+from proof.tarball import tar_gz_bytes, write_atomic
+
+PACK_NAME = "proof.tar.gz"
+ATTESTATION, MANIFEST, SUMS = "attestation.txt", "manifest.json", "SHA256SUMS"
+MANIFEST_FORMAT = "erasure-proof-manifest/v1"
+DEFAULT_OUT_OF_SCOPE: tuple[str, ...] = (
+    "backups and snapshots of the store taken before the erasure (they expire on their own schedule)",
+    "replicas and copies not listed in the store configuration or the subprocessor inventory",
+    "weights of models trained on the subject's data (flagged in the fine_tune tier, not retrained)",
+    "data held by subprocessors beyond what their deletion receipts cover",
+)
+
+
+def tool_version() -> str:
+    """The installed version of erasure-cascade (recorded in the manifest and the certificate)."""
+    try:
+        return metadata.version("erasure-cascade")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def build_predicate(ev: Evidence, engine_keyid: str, out_of_scope: Sequence[str]) -> dict[str, Any]:
+    """The erasure-proof predicate, derived from the records (see `proof.status` for the rules)."""
+    probes, exceptions = ev.verification["probes"], ev.verification["exceptions"]
+    tiers = tiers_table(ev.steps, probes)
+    all_clear = bool(ev.verification["all_clear"])
+    status = overall_status(tiers, probes, all_clear, exceptions)
+    return {
+        "request_id": ev.request_id,
+        "legal_basis": ev.request["legal_basis"],
+        "received_at": ev.request["received_at"],
+        "verified_at": ev.verification["verified_at"],
+        "all_clear": all_clear,
+        "status": status,
+        "tiers": tiers,
+        "exceptions": exceptions,
+        "out_of_scope": list(out_of_scope),
+        "engine_keyid": engine_keyid,
+    }
+
+
+def _manifest(files: Mapping[str, bytes], predicate: Mapping[str, Any], algorithm: str,
+              audit_format: Any) -> bytes:
+    roles = {**EVIDENCE_ROLES, ATTESTATION: "attestation"}
+    doc = {
+        "format": MANIFEST_FORMAT,
+        "request_id": predicate["request_id"],
+        "status": predicate["status"],
+        "all_clear": predicate["all_clear"],
+        "engine_keyid": predicate["engine_keyid"],
+        "engine_key_algorithm": algorithm,
+        "files": [{"path": name, "size": len(files[name]), "sha256": hashlib.sha256(files[name]).hexdigest(),
+                   "role": roles[name]} for name in sorted(files)],
+        "signatures": {"engine": ENGINE_ENVELOPE, "dpo": DPO_ENVELOPE},
+        "versions": {"tool": "erasure-cascade", "tool_version": tool_version(), "manifest": MANIFEST_FORMAT,
+                     "statement": STATEMENT_TYPE, "predicate": ERASURE_PREDICATE, "dpo_predicate": DPO_PREDICATE,
+                     "envelope": "DSSEv1", "audit_log_redaction": audit_format},
+    }
+    return (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode("utf-8")
+
+
+def _sums(files: Mapping[str, bytes]) -> bytes:
+    return "".join(f"{hashlib.sha256(files[n]).hexdigest()}  {n}\n" for n in sorted(files)).encode("ascii")
+
+
+def seal_files(evidence_files: Mapping[str, bytes], predicate: Mapping[str, Any],
+               key: PrivateKey) -> dict[str, bytes]:
+    """Every file of an engine-signed pack from the evidence files and a predicate: adds the
+    certificate, manifest.json, SHA256SUMS and the engine's envelope. Checks nothing."""
+    files = dict(evidence_files)
+    files[ATTESTATION] = render(predicate, tool_version=tool_version()).encode("utf-8")
+    audit = json.loads(files["audit-log-redaction.json"]).get("format")
+    files[MANIFEST] = _manifest(files, predicate, algorithm_of(key), audit)
+    files[SUMS] = _sums(files)
+    files[ENGINE_ENVELOPE] = envelope_bytes(sign_envelope(erasure_statement(files, predicate), key))
+    return files
+
+
+def _keep_dpo(evidence_dir: Path, files: Mapping[str, bytes]) -> bytes | None:
+    """A DPO envelope already in the dir, if it still covers exactly these files (a rerun that
+    produced identical bytes); otherwise None: a stale attestation is dropped, never carried over."""
+    path = evidence_dir / DPO_ENVELOPE
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    try:
+        _, payload, _ = verify.unverified_payload(data, DPO_ENVELOPE)
+        subjects = json.loads(payload)["subject"]
+        named = {s["name"]: s["digest"]["sha256"] for s in subjects}
+    except (verify.PackError, ValueError, KeyError, TypeError):
+        return None
+    covered = {n: hashlib.sha256(b).hexdigest() for n, b in files.items()
+               if not n.startswith("signatures/") or n == ENGINE_ENVELOPE}
+    return data if named == covered else None
+
+
+def _self_check(tar: bytes, engine_pem: bytes, dpo_pem: bytes | None) -> None:
+    try:
+        verify.verify_bytes(tar, engine_pem, dpo_pem, require_dpo=dpo_pem is not None)
+    except verify.PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
+
+
+def write_pack(evidence_dir: Path, engine_key_path: Path, *, passphrase: str | bytes | None = None,
+               out: Path | None = None, forbidden: Sequence[str] = (),
+               out_of_scope: Sequence[str] = DEFAULT_OUT_OF_SCOPE) -> Path:
+    """Derive the status per tier, sign with the engine key, write the pack files into
+    `evidence_dir` and `proof.tar.gz` (or `out`); return the tar's path.
+
+    `forbidden` are the subject's identifiers (in memory, from the vault): if any file would hold
+    one, `IdentifierInPack` is raised before anything is written. `EvidenceInvalid` when evidence is
+    missing or contradicts itself (e.g. all_clear with residue); `ConfigError` for an unusable key.
+    """
+    evidence_dir = Path(evidence_dir)
+    key = load_private_key(engine_key_path, passphrase)
+    ev = load_evidence(evidence_dir)
+    if ev.verification["all_clear"]:
+        problems = all_clear_problems(ev.steps, ev.verification["probes"])
+        if problems:
+            raise EvidenceInvalid(f"verification.json says all clear, but {problems[0]}: pack not written")
+    predicate = build_predicate(ev, keyid(key), out_of_scope)
+    if ev.verification["all_clear"] and predicate["status"] == "notErased":
+        bad = [t for t, row in predicate["tiers"].items() if row["status"] == "notErased"]
+        raise EvidenceInvalid(f"verification.json says all clear, but tier {bad[0]} is not erased:"
+                              " pack not written")
+    files = seal_files(ev.files, predicate, key)
+    scan_identifiers({**files, "(signed statement)": erasure_statement(files, predicate)}, forbidden)
+    dpo = _keep_dpo(evidence_dir, files)
+    if dpo is not None:
+        files[DPO_ENVELOPE] = dpo
+    tar = tar_gz_bytes(ev.request_id, files)
+    _self_check(tar, public_key_pem(key.public_key()), None)
+    for name in (ATTESTATION, MANIFEST, SUMS, ENGINE_ENVELOPE):
+        write_atomic(evidence_dir / name, files[name])
+    if dpo is None:
+        (evidence_dir / DPO_ENVELOPE).unlink(missing_ok=True)
+    target = Path(out) if out is not None else evidence_dir / PACK_NAME
+    write_atomic(target, tar)
+    return target
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def attest(pack_path: Path, dpo_key_path: Path, *, engine_pub: bytes | Path | None = None,
+           passphrase: str | bytes | None = None, attested_at: str | None = None,
+           force: bool = False) -> Path:
+    """Sign the DPO's attestation over a pack and rewrite `pack_path` with it; return the path.
+
+    With `engine_pub` (PEM bytes or a file) the pack must first verify under that engine key;
+    without it, only its contents are checked. Refuses the engine's own key (`SameKeyRefused`) and
+    an already attested pack unless `force` (`AlreadyAttested`). When `pack_path` sits in its
+    evidence dir, signatures/dpo.intoto.json is written there too.
+    """
+    pack_path = Path(pack_path)
+    key = load_private_key(dpo_key_path, passphrase)
+    data = verify.read_pack(pack_path)
+    engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
+    try:
+        result = (verify.verify_bytes(data, engine_pem, None, require_dpo=False) if engine_pem is not None
+                  else verify.verify_contents(data))
+    except verify.PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
+    dpo_keyid = keyid(key)
+    if dpo_keyid == result.engine_keyid:
+        raise SameKeyRefused(f"the DPO key {dpo_keyid[:16]}... is the engine's key: the DPO must attest"
+                             " with a key of their own")
+    top, files = verify.extract(data)
+    if DPO_ENVELOPE in files and not force:
+        raise AlreadyAttested(f"{pack_path} is already attested: pass --force to replace the attestation")
+    statement = dpo_statement(files, request_id=result.request_id, attested_at=attested_at or _now(),
+                              dpo_keyid=dpo_keyid, engine_keyid=result.engine_keyid, status=result.status)
+    files[DPO_ENVELOPE] = envelope_bytes(sign_envelope(statement, key))
+    tar = tar_gz_bytes(top, files)
+    if engine_pem is not None:
+        _self_check(tar, engine_pem, public_key_pem(key.public_key()))
+    write_atomic(pack_path, tar)
+    beside = pack_path.parent
+    if (beside / MANIFEST).is_file() and (beside / MANIFEST).read_bytes() == files[MANIFEST]:
+        write_atomic(beside / DPO_ENVELOPE, files[DPO_ENVELOPE])
+    return pack_path
+
+
+def _predicate_of(envelope: bytes, name: str) -> dict[str, Any]:
+    _, payload, _ = verify.unverified_payload(envelope, name)
+    pred = json.loads(payload).get("predicate")
+    return pred if isinstance(pred, dict) else {}
+
+
+def summary(pack_path: Path, *, engine_pub: bytes | Path | None = None) -> dict[str, Any]:
+    """What the DPO is shown before attesting: per-tier table, exceptions, scope, verification result,
+    receipts by status, keys. Counts and ids only. The pack is checked first (signatures too when
+    `engine_pub` is given; `signatures_verified` says which); `PackRejected` if it fails."""
+    pack_path = Path(pack_path)
+    if pack_path.is_dir():
+        pack_path = pack_path / PACK_NAME
+    data = verify.read_pack(pack_path)
+    try:
+        result = (verify.verify_bytes(data, public_key_pem(load_public_key(engine_pub)), None, require_dpo=False)
+                  if engine_pub is not None else verify.verify_contents(data))
+    except verify.PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
+    _, files = verify.extract(data)
+    pred = _predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE)
+    ver = json.loads(files["verification.json"])
+    probes = ver["probes"]
+    receipts: dict[str, int] = {}
+    for line in files["subprocessor-receipts.jsonl"].decode("utf-8").splitlines():
+        if line.strip():
+            st = str(json.loads(line).get("status"))
+            receipts[st] = receipts.get(st, 0) + 1
+    dpo = _predicate_of(files[DPO_ENVELOPE], DPO_ENVELOPE) if DPO_ENVELOPE in files else None
+    return {
+        "request_id": result.request_id,
+        "legal_basis": pred["legal_basis"],
+        "received_at": pred["received_at"],
+        "verified_at": pred["verified_at"],
+        "status": result.status,
+        "all_clear": result.all_clear,
+        "tiers": [{"tier": t, **pred["tiers"][t]} for t in verify.TIERS],
+        "exceptions": pred["exceptions"],
+        "out_of_scope": pred["out_of_scope"],
+        "verification": {
+            "all_clear": ver["all_clear"],
+            "probes": len(probes),
+            "residue": sum(int(p["residue"]) for p in probes),
+            "methods": sorted({f"{p['tier']}/{p['method']}" for p in probes}),
+            "bystanders_before": sum(int(p.get("bystanders_before") or 0) for p in probes),
+            "bystanders_after": sum(int(p.get("bystanders_after") or 0) for p in probes),
+        },
+        "receipts": dict(sorted(receipts.items())),
+        "engine_keyid": result.engine_keyid,
+        "attested": dpo is not None,
+        "dpo_keyid": dpo.get("dpo_keyid") if dpo else None,
+        "attested_at": dpo.get("attested_at") if dpo else None,
+        "signatures_verified": result.signatures_verified,
+        "pack_sha256": hashlib.sha256(data).hexdigest(),
+    }

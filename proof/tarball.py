@@ -1,0 +1,72 @@
+"""Reproducible `proof.tar.gz`: same files in, same bytes out.
+
+Entries sorted by path under one top directory; mtime fixed ($SOURCE_DATE_EPOCH, else 0); uid/gid 0,
+empty user/group names; mode 0644 files, 0755 dirs; USTAR headers; gzip header with mtime 0 and no
+file name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import tarfile
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def source_date_epoch() -> int:
+    """The fixed mtime of every entry: `$SOURCE_DATE_EPOCH` when set to an integer, else 0."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH", "")
+    return int(raw) if raw.isdigit() else 0
+
+
+def _info(name: str, mtime: int, *, size: int = 0, directory: bool = False) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE if directory else tarfile.REGTYPE
+    info.mode = 0o755 if directory else 0o644
+    info.size = 0 if directory else size
+    info.mtime = mtime
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def tar_gz_bytes(top: str, files: Mapping[str, bytes], *, mtime: int | None = None) -> bytes:
+    """The gzipped tar of `files` (relative path -> bytes) under `top/`, with its directories."""
+    when = source_date_epoch() if mtime is None else mtime
+    dirs = {top}
+    for rel in files:
+        parts = rel.split("/")[:-1]
+        dirs.update(f"{top}/{'/'.join(parts[:i])}" for i in range(1, len(parts) + 1))
+    entries = sorted([(d, None) for d in dirs] + [(f"{top}/{rel}", data) for rel, data in files.items()],
+                     key=lambda e: e[0])
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in entries:
+            if data is None:
+                tar.addfile(_info(name, when, directory=True))
+            else:
+                tar.addfile(_info(name, when, size=len(data)), io.BytesIO(data))
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, filename="", compresslevel=9) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Replace `path` with `data` in one rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

@@ -1,0 +1,283 @@
+"""Synthetic evidence, keys and archive surgery for the proof-pack tests (and bench/proof.py).
+
+The evidence follows the formats the flows write (request.json, steps.jsonl, verification.json,
+subprocessor-receipts.jsonl, audit-log-redaction.json). The audit-log document is built here with
+its own hashing and an Ed25519 checkpoint key, independently of memory/audit.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from proof.evidence import Evidence
+from proof.keys import generate_keypair, load_private_key
+from proof.pack import DEFAULT_OUT_OF_SCOPE, build_predicate, seal_files
+from proof.tarball import tar_gz_bytes
+
+TIERS = ("working", "episodic", "semantic", "vectors", "fine_tune", "uploads", "derivatives",
+         "subprocessors", "audit_log")
+SUBJECT = {"id": "subj-alice-7731", "email": "alice.liddell@example.org", "name": "Alice Pleasance Liddell",
+           "phone": "+44 7700 900123"}
+IDENTIFIERS = list(SUBJECT.values())
+SCENARIOS = ("erased", "exceptions", "residue", "skipped")
+GENESIS = "0" * 64
+
+
+def canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def commit(salt: bytes, value: str) -> str:
+    return hashlib.sha256(salt + value.encode()).hexdigest()
+
+
+# --- the audit-log redaction document -------------------------------------------------------------
+
+def _checkpoint(key: Ed25519PrivateKey, seq: int, head: str, at: str) -> dict[str, Any]:
+    statement = canonical({"type": "audit-checkpoint/v1", "seq": seq, "head_hash": head, "at": at})
+    return {"seq": seq, "head_hash": head, "at": at, "signature": base64.b64encode(key.sign(statement)).decode()}
+
+
+def sign_checkpoint(doc: dict[str, Any], which: str, key: Ed25519PrivateKey) -> None:
+    """Re-sign the `before` or `after` checkpoint of `doc` in place (for tamper tests)."""
+    cp = doc[which]
+    doc[which] = _checkpoint(key, cp["seq"], cp["head_hash"], cp["at"])
+
+
+def audit_key(seed: int = 0) -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"audit-key-%d" % seed).digest())
+
+
+def entry_hash(prev: str, body: dict[str, Any]) -> str:
+    return hashlib.sha256(prev.encode("ascii") + b"\n" + canonical(body)).hexdigest()
+
+
+def audit_document(n_entries: int = 20, *, key: Ed25519PrivateKey | None = None) -> dict[str, Any]:
+    """A chain of `n_entries` (>= 4); every 5th entry holds the subject's email as a commitment.
+    The `before` checkpoint is at n-2 (before the erasure's own events), `after` at n."""
+    key = key or audit_key()
+    entries, redacted, prev = [], [], GENESIS
+    for seq in range(1, n_entries + 1):
+        at = f"2024-01-{1 + seq % 28:02d}T10:{seq % 60:02d}:00.000000Z"
+        fields: dict[str, Any] = {"items": seq % 7}
+        if seq % 5 == 0 and seq <= n_entries - 2:
+            c = commit(b"salt-%d" % seq, SUBJECT["email"])
+            fields["email"] = {"commit": c}
+            redacted.append({"seq": seq, "field": "email", "commitment": c})
+        if seq % 7 == 0:
+            fields["operator"] = {"commit": commit(b"op-%d" % seq, "Dana Operator")}
+        event = "erasure.step" if seq > n_entries - 2 else "ingest"
+        body = {"seq": seq, "at": at, "event": event, "actor": "ingest-worker", "fields": fields}
+        h = entry_hash(prev, body)
+        entries.append({**body, "prev_hash": prev, "entry_hash": h})
+        prev = h
+    before, after = entries[n_entries - 3], entries[-1]
+    public = key.public_key()
+    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    pem = public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return {
+        "format": "audit-log-redaction/v1",
+        "checkpoint_key": {"key_id": hashlib.sha256(der).hexdigest(), "public_key_pem": pem.decode(),
+                           "algorithm": "ed25519"},
+        "before": _checkpoint(key, before["seq"], before["entry_hash"], "2024-02-01T09:00:00.000000Z"),
+        "after": _checkpoint(key, after["seq"], after["entry_hash"], "2024-02-01T09:05:00.000000Z"),
+        "entries": entries,
+        "redacted": redacted,
+        "vault_remaining_for_subject": 0,
+    }
+
+
+def rehash_chain(doc: dict[str, Any], key: Ed25519PrivateKey | None = None) -> None:
+    """Recompute every entry hash and link, then re-sign both checkpoints (a forger with the key)."""
+    key = key or audit_key()
+    prev = GENESIS
+    by_seq = {}
+    for e in doc["entries"]:
+        body = {k: e[k] for k in ("seq", "at", "event", "actor", "fields")}
+        e["prev_hash"], e["entry_hash"] = prev, entry_hash(prev, body)
+        prev = e["entry_hash"]
+        by_seq[e["seq"]] = e["entry_hash"]
+    for which in ("before", "after"):
+        doc[which]["head_hash"] = by_seq[doc[which]["seq"]]
+        sign_checkpoint(doc, which, key)
+
+
+# --- the evidence directory ----------------------------------------------------------------------
+
+def _steps(request_id: str, scenario: str) -> list[dict[str, Any]]:
+    rows = []
+    for i, tier in enumerate(TIERS):
+        before = 3 + i
+        status, after = "erased", 0
+        if scenario == "exceptions" and tier == "fine_tune":
+            status = "exception"
+        if scenario == "skipped" and tier == "uploads":
+            status, before = "skipped", 0
+        rows.append({"request_id": request_id, "step": tier, "status": status, "before_count": before,
+                     "after_count": after, "started_at": f"2024-02-01T09:0{i}:00Z",
+                     "ended_at": f"2024-02-01T09:0{i}:30Z",
+                     "removed_digest": hashlib.sha256(f"{tier}-{before}".encode()).hexdigest(),
+                     "detail": {"batches": 1}})
+    return rows
+
+
+def _verification(request_id: str, scenario: str) -> dict[str, Any]:
+    probes = [{"tier": t, "method": m, "residue": 0, "bystanders_before": 40, "bystanders_after": 40}
+              for t in TIERS for m in (("rows", "bytes") if t != "subprocessors" else ("status",))]
+    exceptions: list[dict[str, Any]] = []
+    all_clear = True
+    if scenario == "residue":
+        probes[[p["tier"] for p in probes].index("vectors")]["residue"] = 2
+        all_clear = False
+    if scenario == "exceptions":
+        exceptions.append({"tier": "fine_tune", "kind": "model_trained_on_subject", "item_key": "model-3",
+                           "ground": None})
+    return {"request_id": request_id, "verified_at": "2024-02-01T09:30:00Z", "all_clear": all_clear,
+            "probes": probes, "exceptions": exceptions}
+
+
+def evidence_files(request_id: str = "req-0001", scenario: str = "erased", *, n_receipts: int = 3,
+                   n_audit: int = 20) -> dict[str, bytes]:
+    """The five evidence files of a synthetic request, as bytes."""
+    salt = b"vault-salt-" + request_id.encode()
+    request = {"request_id": request_id, "tenant_id": "tenant-a", "legal_basis": "gdpr-art17",
+               "received_at": "2024-01-31T09:00:00Z", "deadline": "2024-02-29T23:59:59Z",
+               "data_classes": list(TIERS),
+               "subject_commitments": {k: commit(salt, v) for k, v in SUBJECT.items()},
+               "reason_digest": hashlib.sha256(b"withdrawn consent").hexdigest()}
+    receipts = [{"processor": f"proc-{i % 7}", "ticket_id": f"T-{i:06d}", "status": "done",
+                 "requested_at": "2024-02-01T09:07:00Z", "completed_at": "2024-02-01T09:08:00Z"}
+                for i in range(n_receipts)]
+    return {
+        "request.json": (json.dumps(request, indent=2, sort_keys=True) + "\n").encode(),
+        "steps.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in _steps(request_id, scenario)).encode(),
+        "verification.json": (json.dumps(_verification(request_id, scenario), indent=2, sort_keys=True)
+                              + "\n").encode(),
+        "subprocessor-receipts.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in receipts).encode(),
+        "audit-log-redaction.json": (json.dumps(audit_document(n_audit), indent=2, sort_keys=True)
+                                     + "\n").encode(),
+    }
+
+
+def make_evidence(root: Path, request_id: str = "req-0001", scenario: str = "erased", *,
+                  n_receipts: int = 3, n_audit: int = 20) -> Path:
+    """Write the evidence dir `root/evidence/erasure/<request_id>/` and return it."""
+    out = root / "evidence" / "erasure" / request_id
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in evidence_files(request_id, scenario, n_receipts=n_receipts, n_audit=n_audit).items():
+        (out / name).write_bytes(data)
+    return out
+
+
+# --- keys ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Keys:
+    engine: Path
+    engine_pub: Path
+    dpo: Path
+    dpo_pub: Path
+
+    @property
+    def engine_pem(self) -> bytes:
+        return self.engine_pub.read_bytes()
+
+    @property
+    def dpo_pem(self) -> bytes:
+        return self.dpo_pub.read_bytes()
+
+
+def make_keys(directory: Path, algorithm: str = "ecdsa-p256", dpo_algorithm: str | None = None) -> Keys:
+    e = generate_keypair("engine", directory, algorithm=algorithm)
+    d = generate_keypair("dpo", directory, algorithm=dpo_algorithm or algorithm)
+    return Keys(e.private, e.public, d.private, d.public)
+
+
+# --- archive surgery -----------------------------------------------------------------------------
+
+def read_members(pack: Path | bytes) -> tuple[str, dict[str, bytes]]:
+    """(top dir, {relative path: bytes}) of a pack, read with tarfile directly (no checks)."""
+    data = pack if isinstance(pack, bytes) else pack.read_bytes()
+    files: dict[str, bytes] = {}
+    top = ""
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for m in tar.getmembers():
+            top = m.name.split("/")[0]
+            if m.isfile():
+                fh = tar.extractfile(m)
+                assert fh is not None
+                files[m.name.split("/", 1)[1]] = fh.read()
+    return top, files
+
+
+def repack(top: str, files: dict[str, bytes]) -> bytes:
+    """A well-formed tar.gz of `files` under `top/` (no re-signing)."""
+    return tar_gz_bytes(top, files)
+
+
+def raw_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]]) -> bytes:
+    """A tar.gz of arbitrary entries: TarInfo objects (links, devices...) or (name, bytes) files."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for e in entries:
+            if isinstance(e, tarfile.TarInfo):
+                tar.addfile(e)
+            else:
+                info = tarfile.TarInfo(e[0])
+                info.size = len(e[1])
+                tar.addfile(info, io.BytesIO(e[1]))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def pack_entries(top: str, files: dict[str, bytes]) -> list[tarfile.TarInfo | tuple[str, bytes]]:
+    """The entries of a pack, for `raw_tar` with extra hostile ones."""
+    return [(f"{top}/{name}", data) for name, data in sorted(files.items())]
+
+
+def reseal(files: dict[str, bytes], engine_key: Path, *,
+           edit: Callable[[dict[str, Any]], None] | None = None) -> dict[str, bytes]:
+    """Re-derive and RE-SIGN an engine pack from (possibly tampered) evidence files with the real
+    engine key, bypassing the writer's consistency checks: an insider with the key. `edit` may
+    change the predicate before signing."""
+    ev = Evidence(files={k: files[k] for k in ("request.json", "steps.jsonl", "verification.json",
+                                               "subprocessor-receipts.jsonl", "audit-log-redaction.json")},
+                  request=json.loads(files["request.json"]),
+                  steps=[json.loads(x) for x in files["steps.jsonl"].decode().splitlines() if x.strip()],
+                  verification=json.loads(files["verification.json"]))
+    key = load_private_key(engine_key)
+    from proof.keys import keyid
+
+    predicate = build_predicate(ev, keyid(key), DEFAULT_OUT_OF_SCOPE)
+    if edit is not None:
+        edit(predicate)
+    return seal_files(ev.files, predicate, key)
+
+
+def json_edit(data: bytes, change: Callable[[Any], None]) -> bytes:
+    """Apply `change` to a JSON document's parsed form and re-serialise it."""
+    doc = json.loads(data)
+    change(doc)
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+
+
+def jsonl_edit(data: bytes, change: Callable[[list[dict[str, Any]]], None]) -> bytes:
+    rows = [json.loads(x) for x in data.decode().splitlines() if x.strip()]
+    change(rows)
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
+
+
+def deep(obj: Any) -> Any:
+    return copy.deepcopy(obj)
