@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from erasure.errors import ConfigError, StoreError
+from erasure.sqlite import transaction
 
 GENESIS_HASH = "0" * 64
 SALT_BYTES = 16
@@ -86,13 +87,17 @@ def _head(conn: apsw.Connection) -> tuple[int, str]:
 def append(conn: apsw.Connection, event: str, actor: str, fields: dict[str, Any],
            personal: dict[str, tuple[str | None, str]] | None = None, *,
            at: datetime | None = None) -> int:
-    """Append one entry and return its seq. Runs inside the caller's transaction (opens none).
+    """Append one entry and return its seq. Runs inside the caller's transaction (outside any, it
+    opens its own so the entry and its vault rows commit together).
 
     `fields` are stored as given (ids, counts, digests: never personal data). Each item of
     `personal` is `field -> (subject_id or None, value)`: the entry holds only `{"commit": hex}` for
     it, and the value with its fresh random salt goes to `audit_vault`. `actor` should name a role
     or service; a person as actor belongs in `personal`.
     """
+    if not conn.in_transaction:  # the entry and its vault rows must land together
+        with transaction(conn):
+            return append(conn, event, actor, fields, personal, at=at)
     personal = personal or {}
     clash = sorted(set(fields) & set(personal))
     if clash:

@@ -129,6 +129,12 @@ def test_append_rolls_back_with_the_callers_transaction(store: apsw.Connection) 
     assert _log_rows(store) == [] and audit.vault_count(store, ALICE) == 0
 
 
+def test_append_outside_a_transaction_commits_entry_and_vault_together(store: apsw.Connection) -> None:
+    seq = audit.append(store, "x", "system", {}, {"email": (ALICE, ALICE_EMAIL)})
+    assert seq == 1 and not store.in_transaction
+    assert audit.vault_count(store, ALICE) == 1 and audit.verify_chain(store).ok
+
+
 def test_log_is_append_only(store: apsw.Connection) -> None:
     _populate(store)
     with pytest.raises(apsw.ConstraintError):
