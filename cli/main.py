@@ -31,6 +31,8 @@ _EXTENSIONS: list[str] = ["cli.run"]
 _COMMANDS: list[tuple[str, str]] = [
     # (module, function) registered as top-level commands
     ("cli.store", "ingest"),
+    ("cli.attest", "attest"),
+    ("cli.attest", "export"),
 ]
 
 
