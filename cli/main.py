@@ -25,6 +25,8 @@ _GROUPS: list[tuple[str, str, str]] = [
     # (module, attribute, name)
     ("cli.store", "app", "store"),
     ("cli.request", "app", "request"),
+    ("cli.keys", "app", "keys"),
+    ("cli.pack", "app", "pack"),
 ]
 # Modules that add commands to a group above (e.g. `request run`) are imported for that effect.
 _EXTENSIONS: list[str] = ["cli.run"]

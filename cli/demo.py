@@ -1,0 +1,115 @@
+"""`make demo`: the whole path of one request on the embedded default store.
+
+Builds a demo store (with three local subprocessors on 127.0.0.1), creates the engine and DPO keys,
+submits a GDPR request for one demo subject, runs the erasure-request flow (cascade, independent
+verification, engine-signed pack), has the DPO attest, and verifies the sealed pack offline with
+`python -m proof.verify`. Rerunnable: the demo's store, engine and evidence are rebuilt each time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from cli.attest import notify_requester, summary_table
+from cli.common import console, home_of
+from cli.run import run_flow, steps_table, verification_table
+from erasure import requests
+from erasure.engine import open_engine
+from erasure.errors import ErasureError
+from erasure.models import ErasureRequestEnvelope
+from erasure.states import RequestState
+from memory.demo import build_demo, write_subjects_file
+from memory.schema import create
+from memory.subprocessor_service import start_demo_processors
+from memory.subprocessors import register_demo
+from proof.keys import generate_keypair
+from proof.pack import attest, summary
+
+FRAMES = 5000
+SUBJECTS = 3
+SEED = 7
+REQUEST_ID = "req-demo-0001"
+
+
+def main() -> int:
+    h = home_of(None)
+    for d in (h.store_dir, h.engine_dir, h.services_dir, h.evidence_dir(REQUEST_ID)):
+        shutil.rmtree(d, ignore_errors=True)
+    h.ensure()
+    console.rule("1. the agent-memory store")
+    services = start_demo_processors(h.services_dir)
+    try:
+        conn = create(h.store_dir)
+        register_demo(conn, services)
+        with Progress(TextColumn("building demo store"), BarColumn(), TextColumn("{task.completed}/{task.total} frames"),
+                      TimeElapsedColumn(), console=console) as bar:
+            task = bar.add_task("build", total=FRAMES)
+            result = build_demo(conn, h.store_dir, frames=FRAMES, subjects=SUBJECTS, seed=SEED,
+                                on_progress=lambda done, total: bar.update(task, completed=done, total=total))
+        conn.close()
+        write_subjects_file(h.root / "demo-subjects.json", result.subjects, seed=SEED, tenant="default")
+        console.print(f"{result.frames} frames, {result.people} people ({SUBJECTS} demo subjects), "
+                      f"{len(services)} subprocessors on 127.0.0.1, in {result.elapsed:.1f} s")
+
+        console.rule("2. keys")
+        for role in ("engine", "dpo"):
+            if not (h.keys_dir / f"{role}.pem").exists():
+                generate_keypair(role, h.keys_dir)
+        console.print(f"engine and DPO keys in {h.keys_dir} (ECDSA P-256)")
+
+        console.rule("3. the request")
+        subject = result.subjects[0]
+        env = ErasureRequestEnvelope.model_validate({
+            "request_id": REQUEST_ID, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
+            "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=3)).isoformat(),
+            "requester_identity_proof_ref": "idv/demo-0001", "reason": "Art.17 request via the privacy portal"})
+        engine = open_engine(h.engine_db)
+        sub = requests.submit(engine, env, now=datetime.now(UTC))
+        engine.close()
+        console.print(f"{REQUEST_ID}: GDPR, legal deadline {sub.deadline.isoformat()}, target {sub.target.isoformat()}")
+
+        console.rule("4. erasure-request flow: cascade, verification, engine-signed pack")
+        state = run_flow(REQUEST_ID, h)
+        console.print(steps_table(h, REQUEST_ID, "per-tier before/after"))
+        ver = json.loads((h.evidence_dir(REQUEST_ID) / "verification.json").read_text())
+        console.print(verification_table(ver))
+        console.print(f"all_clear: {str(ver['all_clear']).lower()}")
+        if not state.is_completed():
+            console.print(f"[red]flow ended {state.name}: {state.message}[/red]")
+            return 1
+    finally:
+        for s in services:
+            s.stop()
+
+    console.rule("5. DPO attestation")
+    pack = h.evidence_dir(REQUEST_ID) / "proof.tar.gz"
+    engine_pub, dpo_pub = h.keys_dir / "engine.pub.pem", h.keys_dir / "dpo.pub.pem"
+    console.print(summary_table(summary(pack, engine_pub=engine_pub)))
+    attest(pack, h.keys_dir / "dpo.pem", engine_pub=engine_pub)
+    sealed = summary(pack, engine_pub=engine_pub)
+    engine = open_engine(h.engine_db)
+    requests.set_state(engine, REQUEST_ID, RequestState.sealed)
+    engine.close()
+    if sealed["all_clear"]:
+        notify_requester(h, REQUEST_ID, sealed["pack_sha256"], sealed["verified_at"])
+    console.print(f"sealed pack: {pack} ({sealed['status']}); requester notified via {h.outbox_dir}")
+
+    console.rule("6. offline verification (python -m proof.verify)")
+    out = subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key", str(engine_pub),
+                          "--dpo-key", str(dpo_pub)], capture_output=True, text=True, check=False)
+    console.print(out.stdout.strip() or out.stderr.strip())
+    return out.returncode
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except ErasureError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
