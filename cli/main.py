@@ -1,7 +1,8 @@
 """`erasure`: erase one data subject from every tier of an agent's memory, verify, and prove it.
 
 Exit codes: 0 ok; 1 failure; 2 bad input; 3 configuration; 4 not found; 5 conflict;
-6 blocked (hold, closed request); 7 verification found residue; 8 store problem.
+6 blocked (hold, closed request); 7 verification found residue; 8 store problem;
+9 a subprocessor refused or kept failing.
 """
 
 from __future__ import annotations

@@ -209,6 +209,8 @@ CREATE TABLE IF NOT EXISTS subprocessor_records(
 );
 CREATE INDEX IF NOT EXISTS ix_subprocessor_records_subject ON subprocessor_records(subject_id);
 CREATE INDEX IF NOT EXISTS ix_subprocessor_records_source ON subprocessor_records(source, source_ref);
+CREATE INDEX IF NOT EXISTS ix_subprocessor_records_pending ON subprocessor_records(record_id)
+  WHERE remote_ref IS NULL;
 
 -- Tier 9: the audit log. A hash chain over entries whose personal fields are salted commitments;
 -- the values and salts live in audit_vault. Redaction deletes vault rows: the chain still verifies.
