@@ -73,6 +73,10 @@ class BaseStep:
     transactional: ClassVar[bool] = True
     """False for steps that manage their own store transactions (HTTP calls must not run inside one)."""
 
+    resolvable_kinds: ClassVar[frozenset[str]] = frozenset()
+    """Exception kinds a later run of this step can resolve (a processor that confirms at last): an open
+    one the step no longer reports is closed by the runner, kept as evidence."""
+
     def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
         return []
 

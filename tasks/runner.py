@@ -25,7 +25,7 @@ from erasure.tiers import ALWAYS_RUN, CASCADE_ORDER, Tier
 from memory import audit, suppression
 from memory.schema import open_store
 from tasks.audit_log import AuditLogStep
-from tasks.base import Keys, StepContext, TierStep
+from tasks.base import ExceptionSpec, Keys, StepContext, TierStep
 from tasks.crash import maybe_crash
 from tasks.derivatives import DerivativesStep
 from tasks.episodic import EpisodicStep
@@ -183,6 +183,7 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
         specs = step.exceptions(ctx, keys)
         for spec in specs:
             requests.open_exception(ctx.engine, request_id, tier, spec.kind, spec.item_key, spec.detail, spec.ground)
+        _close_resolved(ctx, tier, step, specs)
         if after > 0 or any(s.retryable for s in specs):
             status = StepStatus.failed
         elif specs:
@@ -200,6 +201,15 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
         if status == StepStatus.failed:
             raise StepIncomplete(f"step {tier.value} left {after} item(s) or an unconfirmed processor")
         return record.model_dump(mode="json")
+
+
+def _close_resolved(ctx: StepContext, tier: Tier, step: TierStep, specs: list[ExceptionSpec]) -> None:
+    """Close the open exceptions of kinds this step can resolve that it no longer reports."""
+    kinds: frozenset[str] = getattr(step, "resolvable_kinds", frozenset())
+    reported = {(s.kind, s.item_key) for s in specs}
+    for row in requests.exceptions(ctx.engine, ctx.request_id, open_only=True):
+        if row.tier == tier.value and row.kind in kinds and (row.kind, row.item_key) not in reported:
+            requests.close_exception(ctx.engine, row.exception_id)
 
 
 def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:

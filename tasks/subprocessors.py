@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from erasure import requests
+from erasure.clocks import parse_utc
 from erasure.sqlite import transaction
 from erasure.tiers import Tier
 from memory import subprocessors as sp
@@ -18,6 +19,7 @@ from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext
 class SubprocessorsStep(BaseStep):
     tier: ClassVar[Tier] = Tier.subprocessors
     transactional: ClassVar[bool] = False
+    resolvable_kinds: ClassVar[frozenset[str]] = frozenset({"subprocessor_not_confirmed"})
 
     def resolve(self, ctx: StepContext) -> Keys:
         names = {r[0] for r in ctx.store.execute(
@@ -48,15 +50,19 @@ class SubprocessorsStep(BaseStep):
                     self._fail(ctx, name, "processor missing from the inventory")
                     continue
                 try:
-                    receipt = sp.request_deletion(proc.base_url, ctx.subject.id)
-                    if receipt.status != "done":
-                        receipt = sp.poll_job(proc.base_url, receipt.ticket_id)
+                    first = sp.request_deletion(proc.base_url, ctx.subject.id)
+                    receipt = first if first.status == "done" else sp.poll_job(proc.base_url, first.ticket_id)
                 except sp.SubprocessorError as exc:
                     self._fail(ctx, name, str(exc))
                     continue
+                # The receipt keeps when WE asked (a polled job reports the processor's own clock) and
+                # counts every HTTP request: the deletion call with its retries, then the polls.
+                completed = parse_utc(receipt.completed_at) if receipt.completed_at else None
+                attempts = first.attempts + (receipt.attempts if receipt is not first else 0)
                 requests.upsert_receipt(ctx.engine, ctx.request_id, name, receipt.status,
-                                        ticket_id=receipt.ticket_id, completed_at=receipt.completed_at,
-                                        attempts=receipt.attempts, detail={"http_status": receipt.http_status})
+                                        ticket_id=receipt.ticket_id, completed_at=completed, attempts=attempts,
+                                        detail={"http_status": receipt.http_status},
+                                        now=parse_utc(first.requested_at))
                 if receipt.status != "done":
                     continue
             if self._records_left(ctx, name):
