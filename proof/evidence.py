@@ -122,7 +122,7 @@ def scan_identifiers(files: Mapping[str, bytes], forbidden: Sequence[str]) -> No
     needles = _needles(forbidden)
     if not needles:
         return
-    for name in sorted(files):
+    for name in files:  # in the caller's order: evidence first, so the message names the source
         text = files[name].decode("utf-8", "replace").casefold()
         if any(n in text for n in needles):
             raise IdentifierInPack(f"{name} would hold a subject identifier in plaintext: pack not written")

@@ -27,9 +27,10 @@ first that fails raises its error, a `PackError` subclass whose `check` names it
  5 checksums      ChecksumError     manifest.json (sizes, sha256, engine keyid) and SHA256SUMS agree
                                     with the files and with each other.
  6 distinct-keys  SameKeyError      The engine key and the DPO key differ.
- 7 audit-log      AuditLogError     audit-log-redaction.json: checkpoint signatures, chain links,
-                                    recomputed entry hashes, before/after heads, redacted fields
-                                    hold commitments, nothing of the subject left in the vault.
+ 7 audit-log      AuditLogError     audit-log-redaction.json: checkpoint signatures (by the audit
+                                    key given with --audit-key, else the key the document names),
+                                    chain links, recomputed entry hashes, before/after heads,
+                                    redacted fields hold commitments, nothing left in the vault.
  8 consistency    ConsistencyError  One request id throughout; the predicate repeats the records;
                                     all_clear, every tier's status and the overall status follow
                                     from the step records and the probes (rules below).
@@ -565,13 +566,17 @@ def _audit_entries(entries: Any) -> dict[int, dict[str, Any]]:
     return by_seq
 
 
-def check_audit_log(data: bytes) -> None:
-    """Check 7: the audit-log redaction evidence (see the module docstring)."""
+def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> None:
+    """Check 7: the audit-log redaction evidence (see the module docstring). The checkpoint key is
+    the one the document names, covered by the engine's signature; `pinned` (the store's checkpoint
+    key, known to the verifier) must then be that key."""
     doc = _obj(_json(data, "audit-log-redaction.json", AuditLogError), "audit-log-redaction.json",
                AuditLogError)
     if doc.get("format") != AUDIT_FORMAT:
         _fail(AuditLogError, f"format is not {AUDIT_FORMAT}")
     key = _audit_key(doc)
+    if pinned is not None and keyid_of(pinned) != keyid_of(key):
+        _fail(AuditLogError, "the checkpoints are signed by another key than the audit key given")
     cps: dict[str, dict[str, Any]] = {}
     for which in ("before", "after"):
         cp = _obj(doc.get(which), f"{which} checkpoint", AuditLogError)
@@ -730,7 +735,7 @@ def check_consistency(files: Mapping[str, bytes], manifest: Mapping[str, Any], p
 # --- the whole verification ----------------------------------------------------------------------
 
 def _run(data: bytes, engine_key: PublicKey | None, dpo_key: PublicKey | None,
-         require_dpo: bool) -> VerifyResult:
+         require_dpo: bool, audit_key: Ed25519PublicKey | None = None) -> VerifyResult:
     checks: list[str] = []
     top, files = extract(data)
     manifest = check_file_set(top, files, require_dpo=require_dpo)
@@ -772,7 +777,7 @@ def _run(data: bytes, engine_key: PublicKey | None, dpo_key: PublicKey | None,
         if dpo_keyid == engine_keyid:
             _fail(SameKeyError, "the DPO attestation is signed with the engine's key")
         checks.append(SameKeyError.check)
-    check_audit_log(files["audit-log-redaction.json"])
+    check_audit_log(files["audit-log-redaction.json"], audit_key)
     checks.append(AuditLogError.check)
     check_consistency(files, manifest, predicate, dpo_predicate)
     checks.append(ConsistencyError.check)
@@ -790,20 +795,25 @@ def read_pack(pack_path: str | Path) -> bytes:
 
 
 def verify_bytes(data: bytes, engine_pub_pem: bytes, dpo_pub_pem: bytes | None, *,
-                 require_dpo: bool = True) -> VerifyResult:
+                 require_dpo: bool = True, audit_pub_pem: bytes | None = None) -> VerifyResult:
     """`verify_pack` on the bytes of a pack."""
     engine_key = load_public_key(engine_pub_pem, "engine")
     dpo_key = load_public_key(dpo_pub_pem, "DPO") if dpo_pub_pem is not None else None
+    audit_key = load_public_key(audit_pub_pem, "audit") if audit_pub_pem is not None else None
+    if audit_key is not None and not isinstance(audit_key, Ed25519PublicKey):
+        _fail(KeyArgumentError, "the audit key is not an Ed25519 key")
     if dpo_key is not None and keyid_of(dpo_key) == keyid_of(engine_key):
         _fail(SameKeyError, "the engine key and the DPO key given are the same key")
-    return _run(data, engine_key, dpo_key, require_dpo)
+    return _run(data, engine_key, dpo_key, require_dpo, audit_key)
 
 
 def verify_pack(pack_path: str | Path, engine_pub_pem: bytes, dpo_pub_pem: bytes | None, *,
-                require_dpo: bool = True) -> VerifyResult:
+                require_dpo: bool = True, audit_pub_pem: bytes | None = None) -> VerifyResult:
     """Run checks 1-8 on `proof.tar.gz` with the trusted keys given; raise the first `PackError`.
-    With `require_dpo=False` a pack not yet attested passes on its engine signature alone."""
-    return verify_bytes(read_pack(pack_path), engine_pub_pem, dpo_pub_pem, require_dpo=require_dpo)
+    With `require_dpo=False` a pack not yet attested passes on its engine signature alone;
+    `audit_pub_pem` pins the store's audit checkpoint key (else the one in the pack is used)."""
+    return verify_bytes(read_pack(pack_path), engine_pub_pem, dpo_pub_pem, require_dpo=require_dpo,
+                        audit_pub_pem=audit_pub_pem)
 
 
 def verify_contents(data: bytes) -> VerifyResult:
@@ -830,6 +840,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dpo-key", help="the DPO's trusted public key (PEM); required unless --no-dpo")
     parser.add_argument("--no-dpo", action="store_true",
                         help="accept a pack the DPO has not attested yet (its engine signature only)")
+    parser.add_argument("--audit-key", help="the store's audit checkpoint public key (PEM), to pin it")
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of one line")
     args = parser.parse_args(argv)
     if args.dpo_key is None and not args.no_dpo:
@@ -837,7 +848,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         engine = _read_key(args.engine_key, "engine")
         dpo = _read_key(args.dpo_key, "DPO") if args.dpo_key else None
-        result = verify_pack(args.pack, engine, dpo, require_dpo=not args.no_dpo)
+        audit = _read_key(args.audit_key, "audit") if args.audit_key else None
+        result = verify_pack(args.pack, engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit)
     except PackError as exc:
         if args.json:
             print(json.dumps({"ok": False, "check": exc.check, "error": str(exc)}, sort_keys=True))

@@ -8,7 +8,6 @@ its own hashing and an Ed25519 checkpoint key, independently of memory/audit.py.
 from __future__ import annotations
 
 import base64
-import copy
 import gzip
 import hashlib
 import io
@@ -279,5 +278,18 @@ def jsonl_edit(data: bytes, change: Callable[[list[dict[str, Any]]], None]) -> b
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
 
 
-def deep(obj: Any) -> Any:
-    return copy.deepcopy(obj)
+def resign_statement(files: dict[str, bytes], engine_key: Path) -> None:
+    """Re-sign the engine envelope over the current files, keeping its predicate (in place)."""
+    from proof.dsse import envelope_bytes, sign_envelope
+    from proof.statement import erasure_statement
+
+    env = json.loads(files["signatures/engine.intoto.json"])
+    predicate = json.loads(base64.b64decode(env["payload"]))["predicate"]
+    statement = erasure_statement(files, predicate)
+    files["signatures/engine.intoto.json"] = envelope_bytes(sign_envelope(statement, load_private_key(engine_key)))
+
+
+def sums_of(files: dict[str, bytes]) -> bytes:
+    """A SHA256SUMS over manifest.json and the files it lists."""
+    listed = [e["path"] for e in json.loads(files["manifest.json"])["files"]] + ["manifest.json"]
+    return "".join(f"{hashlib.sha256(files[p]).hexdigest()}  {p}\n" for p in sorted(listed)).encode()

@@ -1,0 +1,95 @@
+"""`erasure keys ...`: create the engine's and the DPO's signing keys; show a key's fingerprint.
+
+The DPO's key is meant to be generated on the DPO's own machine: the engine never holds it.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from erasure.errors import ConfigError
+from proof.keys import algorithm_of, generate_keypair, keyid, load_private_key, load_public_key
+
+app = typer.Typer(help="Create signing keys (engine, DPO) and show key fingerprints.", no_args_is_help=True)
+
+
+class Role(StrEnum):
+    engine = "engine"
+    dpo = "dpo"
+
+
+class Algorithm(StrEnum):
+    ecdsa_p256 = "ecdsa-p256"
+    ed25519 = "ed25519"
+
+
+PassphraseEnvOpt = Annotated[
+    str | None,
+    typer.Option("--passphrase-env", metavar="VAR",
+                 help="Name of an environment variable holding the key's passphrase (never the passphrase "
+                      "itself on the command line).", show_default=False),
+]
+
+
+def passphrase_from_env(var: str | None) -> str | None:
+    """The passphrase held by environment variable `var` (None when no variable is named)."""
+    if var is None:
+        return None
+    value = os.environ.get(var)
+    if not value:
+        raise ConfigError(f"environment variable {var} is not set or empty: it should hold the passphrase")
+    return value
+
+
+@app.command()
+def generate(
+    role: Annotated[Role, typer.Option("--role", help="Whose key: the engine's or the DPO's.",
+                                       show_default=False)],
+    out: Annotated[Path | None, typer.Option("--out", help="Directory for the key files "
+                                             "(default: the home's keys/ directory).", show_default=False)] = None,
+    algorithm: Annotated[Algorithm, typer.Option("--algorithm", help="Key type.")] = Algorithm.ecdsa_p256,
+    passphrase_env: PassphraseEnvOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace existing key files.")] = False,
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Write <role>.pem (PKCS8, mode 0600) and <role>.pub.pem; print the key id (sha256 of the public DER)."""
+    out_dir = out if out is not None else home_of(home).keys_dir
+    files = generate_keypair(role.value, out_dir, algorithm=algorithm.value,
+                             passphrase=passphrase_from_env(passphrase_env), force=force)
+    result = {"role": role.value, "algorithm": files.algorithm, "keyid": files.keyid,
+              "private_key": str(files.private), "public_key": str(files.public),
+              "encrypted": passphrase_env is not None}
+    if json_out:
+        print_json(result)
+        return
+    console.print(f"{role.value} key ({files.algorithm}) keyid {files.keyid}", markup=False, highlight=False,
+                  soft_wrap=True)
+    console.print(f"  private: {files.private} (keep it secret)", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"  public:  {files.public} (give it to verifiers)", markup=False, highlight=False,
+                  soft_wrap=True)
+
+
+@app.command()
+def fingerprint(
+    key: Annotated[Path, typer.Argument(help="A PEM key file, public or private.", show_default=False)],
+    passphrase_env: PassphraseEnvOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Print a key's id: sha256 of its public key's SubjectPublicKeyInfo DER (as in the pack)."""
+    try:
+        text = key.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {key}: {exc.strerror}") from exc
+    loaded = (load_private_key(key, passphrase_from_env(passphrase_env)) if b"PRIVATE KEY" in text
+              else load_public_key(text))
+    if json_out:
+        print_json({"keyid": keyid(loaded), "algorithm": algorithm_of(loaded)})
+        return
+    console.print(keyid(loaded), markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,168 @@
+"""`erasure pack ...`: build the engine-signed proof pack, show it, attest it as the DPO, verify it.
+
+`verify` is the same verifier as `python -m proof.verify`; it trusts only the keys given to it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.keys import PassphraseEnvOpt, passphrase_from_env
+from erasure.errors import ConfigError
+from proof import verify as verifier
+from proof.pack import PACK_NAME, attest, summary, write_pack
+
+app = typer.Typer(help="Build, show, attest and verify signed proof packs.", no_args_is_help=True)
+
+PackArg = Annotated[Path, typer.Argument(help="The proof.tar.gz (or its evidence directory).",
+                                         show_default=False)]
+EngineKeyOpt = Annotated[Path, typer.Option("--engine-key", help="The engine's trusted public key (PEM).",
+                                            show_default=False)]
+
+
+def _pack_file(path: Path) -> Path:
+    return path / PACK_NAME if path.is_dir() else path
+
+
+def _read_key(path: Path, role: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the {role} key {path}: {exc.strerror}") from exc
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    def line(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    line(f"request {s['request_id']}  legal basis {s['legal_basis']}  received {s['received_at']}"
+         f"  verified {s['verified_at']}")
+    v = s["verification"]
+    line(f"status {s['status']}  ({'all clear' if s['all_clear'] else 'NOT all clear'}: {v['probes']} probes,"
+         f" residue {v['residue']}, bystanders {v['bystanders_before']} -> {v['bystanders_after']})")
+    table = Table("tier", "status", "before", "after", "residue")
+    for row in s["tiers"]:
+        table.add_row(*(str("-" if row[k] is None else row[k]) for k in ("tier", "status", "before", "after",
+                                                                         "residue")))
+    console.print(table)
+    line("exceptions: " + ("none" if not s["exceptions"] else str(len(s["exceptions"]))))
+    for exc in s["exceptions"]:
+        line(f"  - {exc}")
+    line("out of scope:")
+    for item in s["out_of_scope"]:
+        line(f"  - {item}")
+    receipts = ", ".join(f"{k} {n}" for k, n in s["receipts"].items()) or "none"
+    line(f"subprocessor receipts: {receipts}")
+    line(f"engine key {s['engine_keyid']}"
+         + ("" if s["signatures_verified"] else "  (signature NOT checked: pass --engine-key)"))
+    line(f"DPO attestation: {s['dpo_keyid'] + ' at ' + str(s['attested_at']) if s['attested'] else 'none yet'}")
+
+
+@app.command()
+def build(
+    target: Annotated[str, typer.Argument(help="An evidence directory, or a request id (its directory under "
+                                          "the evidence root).", show_default=False)],
+    key: Annotated[Path | None, typer.Option("--key", help="The engine's private key "
+                                             "(default: the home's keys/engine.pem).", show_default=False)] = None,
+    passphrase_env: PassphraseEnvOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Where to write the tar.gz "
+                                             "(default: proof.tar.gz in the evidence directory).",
+                                             show_default=False)] = None,
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Sign the evidence of one request with the engine key and write proof.tar.gz (reproducibly)."""
+    path = Path(target)
+    h = None
+    if not path.is_dir():
+        h = home_of(home)
+        path = h.evidence_dir(target)
+    if key is None:
+        key = (h or home_of(home)).keys_dir / "engine.pem"
+    pack = write_pack(path, key, passphrase=passphrase_from_env(passphrase_env), out=out)
+    s = summary(pack)
+    if json_out:
+        print_json({"pack": str(pack), "request_id": s["request_id"], "status": s["status"],
+                    "all_clear": s["all_clear"], "engine_keyid": s["engine_keyid"], "sha256": s["pack_sha256"]})
+        return
+    console.print(f"wrote {pack}  status {s['status']}  sha256 {s['pack_sha256']}", markup=False,
+                  highlight=False, soft_wrap=True)
+
+
+@app.command()
+def show(
+    pack: PackArg,
+    engine_key: Annotated[Path | None, typer.Option("--engine-key", help="Also check the engine signature "
+                                                    "with this trusted public key.", show_default=False)] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """What the DPO reviews: status per tier, exceptions, scope, probes, receipts, keys (no identifiers)."""
+    s = summary(_pack_file(pack), engine_pub=_read_key(engine_key, "engine") if engine_key else None)
+    if json_out:
+        print_json(s)
+        return
+    _print_summary(s)
+
+
+@app.command("attest")
+def attest_cmd(
+    pack: PackArg,
+    key: Annotated[Path, typer.Option("--key", help="The DPO's private key (never the engine's).",
+                                      show_default=False)],
+    engine_key: EngineKeyOpt,
+    passphrase_env: PassphraseEnvOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Attest without asking (after review elsewhere).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing attestation.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """As the DPO: review the pack, then sign the attestation with your own key (rewrites the pack)."""
+    path = _pack_file(pack)
+    engine_pem = _read_key(engine_key, "engine")
+    s = summary(path, engine_pub=engine_pem)
+    if not json_out:
+        _print_summary(s)
+    if not yes and not typer.confirm(f"Attest request {s['request_id']} ({s['status']}) with your key?"):
+        raise typer.Abort()
+    attest(path, key, engine_pub=engine_pem, passphrase=passphrase_from_env(passphrase_env), force=force)
+    after = summary(path, engine_pub=engine_pem)
+    if json_out:
+        print_json({"pack": str(path), "request_id": after["request_id"], "dpo_keyid": after["dpo_keyid"],
+                    "attested_at": after["attested_at"], "sha256": after["pack_sha256"]})
+        return
+    console.print(f"attested {path}  dpo key {after['dpo_keyid']}", markup=False, highlight=False,
+                  soft_wrap=True)
+
+
+@app.command("verify")
+def verify_cmd(
+    pack: PackArg,
+    engine_key: EngineKeyOpt,
+    dpo_key: Annotated[Path | None, typer.Option("--dpo-key", help="The DPO's trusted public key (PEM); "
+                                                 "required unless --no-dpo.", show_default=False)] = None,
+    no_dpo: Annotated[bool, typer.Option("--no-dpo", help="Accept a pack not yet attested by the DPO.")] = False,
+    audit_key: Annotated[Path | None, typer.Option("--audit-key", help="Pin the store's audit checkpoint "
+                                                   "public key (PEM).", show_default=False)] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Verify a pack offline with trusted keys: prints OK, or FAIL: <check>: <why> and exits 1."""
+    if dpo_key is None and not no_dpo:
+        raise typer.BadParameter("--dpo-key is required (or --no-dpo for a pack awaiting attestation)")
+    try:
+        result = verifier.verify_pack(_pack_file(pack), _read_key(engine_key, "engine"),
+                                      _read_key(dpo_key, "DPO") if dpo_key else None, require_dpo=not no_dpo,
+                                      audit_pub_pem=_read_key(audit_key, "audit") if audit_key else None)
+    except verifier.PackError as exc:
+        if json_out:
+            print_json({"ok": False, "check": exc.check, "error": str(exc)})
+        else:
+            console.print(f"FAIL: {exc.check}: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    if json_out:
+        print_json({"ok": True, **result.as_dict()})
+    else:
+        console.print("OK", markup=False, highlight=False)

@@ -1,0 +1,413 @@
+"""Attacks on a proof pack, one test per attack, each rejected by the named check of proof.verify.
+
+Baseline: a real, attested pack (ECDSA P-256 engine key, Ed25519 DPO key). "Re-signed" attacks are
+those of an insider who holds the engine key: only the later checks can catch them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from proof import verify
+from proof.dsse import envelope_bytes, sign_envelope
+from proof.keys import load_private_key
+from proof.pack import attest, write_pack
+from proof.statement import canonical_json
+from tests.proof_fixtures import (
+    Keys,
+    audit_key,
+    json_edit,
+    jsonl_edit,
+    make_evidence,
+    make_keys,
+    pack_entries,
+    raw_tar,
+    read_members,
+    rehash_chain,
+    repack,
+    reseal,
+    resign_statement,
+    sign_checkpoint,
+    sums_of,
+)
+
+ENGINE_ENV, DPO_ENV = "signatures/engine.intoto.json", "signatures/dpo.intoto.json"
+
+
+@dataclass
+class Pack:
+    keys: Keys
+    path: Path
+    top: str
+    files: dict[str, bytes]
+    tmp: Path
+
+    def check_of(self, data: bytes, *, dpo: bool = True, why: str = "", **kw: Any) -> str:
+        """The name of the check that rejects `data` (fails the test if it verifies); `why` must
+        appear in the message, so the rejection is for the reason the attack is about."""
+        with pytest.raises(verify.PackError) as err:
+            verify.verify_bytes(data, self.keys.engine_pem, self.keys.dpo_pem if dpo else None,
+                                require_dpo=dpo, **kw)
+        assert why in str(err.value)
+        return err.value.check
+
+    def resealed(self, files: dict[str, bytes], **kw: Any) -> bytes:
+        """Evidence files re-derived and re-signed with the real engine key (no DPO envelope)."""
+        return repack(self.top, reseal(files, self.keys.engine, **kw))
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Pack:
+    """Built once per module: every attack works on copies of `files`, never on the pack itself."""
+    tmp_path = tmp_path_factory.mktemp("tamper")
+    keys = make_keys(tmp_path / "keys", "ecdsa-p256", dpo_algorithm="ed25519")
+    path = write_pack(make_evidence(tmp_path), keys.engine)
+    attest(path, keys.dpo, engine_pub=keys.engine_pub, attested_at="2024-02-02T10:00:00Z")
+    top, files = read_members(path)
+    verify.verify_pack(path, keys.engine_pem, keys.dpo_pem)  # the baseline verifies
+    return Pack(keys, path, top, files, tmp_path)
+
+
+def _bump_first_digit(data: bytes) -> bytes:
+    """Change one byte: the first ASCII digit goes up by one (9 down to 8); JSON stays valid."""
+    i = next(i for i, b in enumerate(data) if 0x30 <= b <= 0x39)
+    return data[:i] + bytes([data[i] + 1 if data[i] != 0x39 else 0x38]) + data[i + 1:]
+
+
+# --- single changed bytes ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "check"), [
+    ("request.json", "subjects"), ("steps.jsonl", "subjects"), ("verification.json", "subjects"),
+    ("subprocessor-receipts.jsonl", "subjects"), ("audit-log-redaction.json", "subjects"),
+    ("attestation.txt", "subjects"), ("manifest.json", "subjects"), ("SHA256SUMS", "subjects"),
+    (ENGINE_ENV, "signature"), (DPO_ENV, "signature"),
+])
+def test_changed_byte_in_file(pack: Pack, name: str, check: str) -> None:
+    files = {**pack.files, name: _bump_first_digit(pack.files[name])}
+    assert files[name] != pack.files[name]
+    assert pack.check_of(repack(pack.top, files)) == check
+
+
+# --- files added, removed, renamed ---------------------------------------------------------------
+
+def test_file_added(pack: Pack) -> None:
+    files = {**pack.files, "notes.txt": b"nothing to see\n"}
+    assert pack.check_of(repack(pack.top, files), why="unexpected file notes.txt") == "archive"
+
+
+def test_file_added_under_signatures(pack: Pack) -> None:
+    extra = {**pack.files, "signatures/other.intoto.json": pack.files[ENGINE_ENV]}
+    assert pack.check_of(repack(pack.top, extra), why="unexpected file signatures/other") == "archive"
+
+
+def test_file_removed(pack: Pack) -> None:
+    files = {k: v for k, v in pack.files.items() if k != "verification.json"}
+    assert pack.check_of(repack(pack.top, files), why="missing file verification.json") == "archive"
+
+
+def test_file_renamed(pack: Pack) -> None:
+    files = {k: v for k, v in pack.files.items() if k != "steps.jsonl"}
+    files["steps.json"] = pack.files["steps.jsonl"]
+    assert pack.check_of(repack(pack.top, files), why="missing file steps.jsonl") == "archive"
+
+
+def test_dpo_attestation_removed_when_required(pack: Pack) -> None:
+    files = {k: v for k, v in pack.files.items() if k != DPO_ENV}
+    assert pack.check_of(repack(pack.top, files), why="missing file signatures/dpo") == "archive"
+
+
+# --- hostile archive entries ---------------------------------------------------------------------
+
+def _with(pack: Pack, *extra: tarfile.TarInfo | tuple[str, bytes]) -> bytes:
+    return raw_tar([*pack_entries(pack.top, pack.files), *extra])
+
+
+def test_tar_with_dotdot_path(pack: Pack) -> None:
+    assert pack.check_of(_with(pack, (f"{pack.top}/../../evil.sh", b"echo owned\n")), why="'..'") == "archive"
+
+
+def test_tar_with_absolute_path(pack: Pack) -> None:
+    assert pack.check_of(_with(pack, ("/tmp/evil.sh", b"echo owned\n")), why="absolute path") == "archive"
+
+
+def test_tar_with_symlink(pack: Pack) -> None:
+    link = tarfile.TarInfo(f"{pack.top}/notes.txt")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    assert pack.check_of(_with(pack, link), why="symlink") == "archive"
+
+
+def test_tar_with_hard_link(pack: Pack) -> None:
+    link = tarfile.TarInfo(f"{pack.top}/notes.txt")
+    link.type, link.linkname = tarfile.LNKTYPE, f"{pack.top}/request.json"
+    assert pack.check_of(_with(pack, link), why="hard link") == "archive"
+
+
+def test_tar_with_device(pack: Pack) -> None:
+    dev = tarfile.TarInfo(f"{pack.top}/null")
+    dev.type, dev.devmajor, dev.devminor = tarfile.CHRTYPE, 1, 3
+    assert pack.check_of(_with(pack, dev), why="device") == "archive"
+
+
+def test_tar_with_fifo(pack: Pack) -> None:
+    fifo = tarfile.TarInfo(f"{pack.top}/pipe")
+    fifo.type = tarfile.FIFOTYPE
+    assert pack.check_of(_with(pack, fifo), why="fifo") == "archive"
+
+
+def test_tar_with_second_top_directory(pack: Pack) -> None:
+    assert pack.check_of(_with(pack, ("other-request/request.json", b"{}")), why="top-level directory") == "archive"
+
+
+def test_tar_with_duplicate_entry_overriding_a_file(pack: Pack) -> None:
+    assert pack.check_of(_with(pack, (f"{pack.top}/verification.json", b"{}")), why="duplicate") == "archive"
+
+
+def test_tar_with_oversized_file(pack: Pack, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify, "MAX_FILE_BYTES", 4096)  # the audit document is larger than this
+    assert pack.check_of(pack.path.read_bytes(), why="larger than") == "archive"
+
+
+def test_tar_with_too_many_entries(pack: Pack) -> None:
+    many = [(f"{pack.top}/junk/{i}", b"") for i in range(verify.MAX_ENTRIES + 1)]
+    assert pack.check_of(_with(pack, *many), why="entries") == "archive"
+
+
+def test_not_a_gzip(pack: Pack) -> None:
+    assert pack.check_of(b"PK\x03\x04 this is a zip, not a pack", why="not a readable tar.gz") == "archive"
+
+
+def test_truncated_pack(pack: Pack) -> None:
+    data = pack.path.read_bytes()
+    assert pack.check_of(data[: len(data) // 2], why="not a readable tar.gz") == "archive"
+
+
+def test_top_directory_renamed(pack: Pack) -> None:
+    assert pack.check_of(repack("req-9999", pack.files), why="top directory") == "archive"
+
+
+# --- envelopes and keys --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def other_pack(pack: Pack) -> dict[str, bytes]:
+    """Another request's pack, signed by the same engine key."""
+    root = pack.tmp / "other"
+    path = write_pack(make_evidence(root, request_id=pack.top, scenario="exceptions"), pack.keys.engine)
+    return read_members(path)[1]
+
+
+def test_envelope_payload_swapped_from_another_pack(pack: Pack, other_pack: dict[str, bytes]) -> None:
+    env = json.loads(pack.files[ENGINE_ENV])
+    env["payload"] = json.loads(other_pack[ENGINE_ENV])["payload"]
+    files = {**pack.files, ENGINE_ENV: envelope_bytes(env)}
+    assert pack.check_of(repack(pack.top, files)) == "signature"
+
+
+def test_envelope_replaced_by_another_packs_valid_envelope(pack: Pack, other_pack: dict[str, bytes]) -> None:
+    files = {**pack.files, ENGINE_ENV: other_pack[ENGINE_ENV]}
+    assert pack.check_of(repack(pack.top, files), dpo=False) == "subjects"
+
+
+@pytest.fixture(scope="module")
+def mallory(pack: Pack) -> Keys:
+    """Keys of someone who is neither the engine nor the DPO."""
+    return make_keys(pack.tmp / "mallory")
+
+
+def test_signature_by_the_wrong_key(pack: Pack, mallory: Keys) -> None:
+    forged = reseal(dict(pack.files), mallory.engine)
+    assert pack.check_of(repack(pack.top, forged), dpo=False) == "signature"
+
+
+def test_signature_with_the_right_keyid_but_a_forged_sig(pack: Pack, mallory: Keys) -> None:
+    env = json.loads(pack.files[ENGINE_ENV])
+    forged_sig = sign_envelope(base64.b64decode(env["payload"]), load_private_key(mallory.engine))
+    env["signatures"][0]["sig"] = forged_sig["signatures"][0]["sig"]
+    files = {**pack.files, ENGINE_ENV: envelope_bytes(env)}
+    assert pack.check_of(repack(pack.top, files)) == "signature"
+
+
+def test_dpo_envelope_signed_with_the_engine_key(pack: Pack) -> None:
+    env = json.loads(pack.files[DPO_ENV])
+    forged = sign_envelope(base64.b64decode(env["payload"]), load_private_key(pack.keys.engine))
+    files = {**pack.files, DPO_ENV: envelope_bytes(forged)}
+    assert pack.check_of(repack(pack.top, files)) == "signature"
+
+
+def test_engine_key_given_as_the_dpo_key(pack: Pack) -> None:
+    with pytest.raises(verify.SameKeyError) as err:
+        verify.verify_pack(pack.path, pack.keys.engine_pem, pack.keys.engine_pem)
+    assert err.value.check == "distinct-keys"
+
+
+def test_payload_type_changed_and_resigned(pack: Pack) -> None:
+    env = json.loads(pack.files[ENGINE_ENV])
+    forged = sign_envelope(base64.b64decode(env["payload"]), load_private_key(pack.keys.engine),
+                           payload_type="application/json")
+    files = {**pack.files, ENGINE_ENV: envelope_bytes(forged)}
+    assert pack.check_of(repack(pack.top, files), dpo=False) == "statement"
+
+
+def test_predicate_type_changed_and_resigned(pack: Pack) -> None:
+    env = json.loads(pack.files[ENGINE_ENV])
+    statement = json.loads(base64.b64decode(env["payload"]))
+    statement["predicateType"] = "https://slsa.dev/provenance/v1"
+    forged = sign_envelope(canonical_json(statement), load_private_key(pack.keys.engine))
+    files = {**pack.files, ENGINE_ENV: envelope_bytes(forged)}
+    assert pack.check_of(repack(pack.top, files), dpo=False) == "statement"
+
+
+def test_file_left_out_of_the_statement_and_resigned(pack: Pack) -> None:
+    env = json.loads(pack.files[ENGINE_ENV])
+    statement = json.loads(base64.b64decode(env["payload"]))
+    statement["subject"] = [s for s in statement["subject"] if s["name"] != "subprocessor-receipts.jsonl"]
+    forged = sign_envelope(canonical_json(statement), load_private_key(pack.keys.engine))
+    files = {**pack.files, ENGINE_ENV: envelope_bytes(forged)}
+    assert pack.check_of(repack(pack.top, files), dpo=False) == "subjects"
+
+
+# --- manifest and SHA256SUMS (re-signed) ---------------------------------------------------------
+
+def test_manifest_lies_about_a_size_and_is_resigned(pack: Pack) -> None:
+    files = {k: v for k, v in pack.files.items() if k != DPO_ENV}
+    files["manifest.json"] = json_edit(files["manifest.json"], lambda m: m["files"][0].update(size=1))
+    files["SHA256SUMS"] = sums_of(files)
+    resign_statement(files, pack.keys.engine)
+    assert pack.check_of(repack(pack.top, files), dpo=False) == "checksums"
+
+
+def test_sha256sums_disagrees_and_is_resigned(pack: Pack) -> None:
+    files = {k: v for k, v in pack.files.items() if k != DPO_ENV}
+    files["SHA256SUMS"] = files["SHA256SUMS"].replace(b"  steps.jsonl\n", b"  steps.jsonl\n" + b"0" * 64
+                                                      + b"  notes.txt\n")
+    resign_statement(files, pack.keys.engine)
+    assert pack.check_of(repack(pack.top, files), dpo=False) == "checksums"
+
+
+# --- audit-log redaction evidence (re-signed) ----------------------------------------------------
+
+def _audit_attack(pack: Pack, change: Any) -> str:
+    files = {**pack.files, "audit-log-redaction.json": json_edit(pack.files["audit-log-redaction.json"], change)}
+    return pack.check_of(pack.resealed(files), dpo=False)
+
+
+def test_audit_entry_rewritten(pack: Pack) -> None:
+    assert _audit_attack(pack, lambda d: d["entries"][3]["fields"].update(items=99)) == "audit-log"
+
+
+def test_audit_entry_removed_from_the_chain(pack: Pack) -> None:
+    assert _audit_attack(pack, lambda d: d["entries"].pop(6)) == "audit-log"
+
+
+def test_audit_chain_rehashed_under_a_forged_checkpoint_key(pack: Pack) -> None:
+    def forge(d: dict[str, Any]) -> None:
+        d["entries"][3]["fields"]["items"] = 99
+        rehash_chain(d, audit_key(seed=666))  # checkpoints re-signed, but not by the store's key
+    assert _audit_attack(pack, forge) == "audit-log"
+
+
+def test_audit_checkpoint_signature_forged(pack: Pack) -> None:
+    def forge(d: dict[str, Any]) -> None:
+        d["after"]["at"] = "2030-01-01T00:00:00.000000Z"
+    assert _audit_attack(pack, forge) == "audit-log"
+
+
+def test_audit_checkpoint_head_moved(pack: Pack) -> None:
+    def forge(d: dict[str, Any]) -> None:
+        d["before"]["head_hash"] = d["entries"][0]["entry_hash"]
+        sign_checkpoint(d, "before", audit_key())  # validly signed, but not the chain's head at its seq
+    assert _audit_attack(pack, forge) == "audit-log"
+
+
+def test_audit_checkpoint_key_swapped_and_chain_rehashed(pack: Pack) -> None:
+    forger = audit_key(seed=666)
+    store_key = audit_key().public_key().public_bytes(serialization.Encoding.PEM,
+                                                      serialization.PublicFormat.SubjectPublicKeyInfo)
+
+    def forge(d: dict[str, Any]) -> None:
+        d["entries"][3]["fields"]["items"] = 99
+        public = forger.public_key()
+        d["checkpoint_key"]["public_key_pem"] = public.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+        d["checkpoint_key"]["key_id"] = hashlib.sha256(public.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)).hexdigest()
+        rehash_chain(d, forger)
+    files = {**pack.files, "audit-log-redaction.json": json_edit(pack.files["audit-log-redaction.json"], forge)}
+    # Self-consistent under the forger's key: only pinning the store's audit key catches it.
+    assert pack.check_of(pack.resealed(files), dpo=False, audit_pub_pem=store_key,
+                         why="another key than the audit key given") == "audit-log"
+
+
+def test_audit_redacted_field_holds_plaintext(pack: Pack) -> None:
+    def forge(d: dict[str, Any]) -> None:
+        seq = d["redacted"][0]["seq"]
+        d["entries"][seq - 1]["fields"]["email"] = "someone@example.org"
+        rehash_chain(d)  # even with the store's real checkpoint key the chain verifies...
+    assert _audit_attack(pack, forge) == "audit-log"  # ...but the redacted field is no commitment
+
+
+def test_audit_vault_still_holds_the_subject(pack: Pack) -> None:
+    assert _audit_attack(pack, lambda d: d.update(vault_remaining_for_subject=2)) == "audit-log"
+
+
+# --- claims against the records (re-signed: only check 8 can catch them) --------------------------
+
+def test_steps_with_residue_under_all_clear(pack: Pack) -> None:
+    steps = jsonl_edit(pack.files["steps.jsonl"], lambda rows: rows[3].update(after_count=3))  # vectors
+    files = {**pack.files, "steps.jsonl": steps}
+    assert pack.check_of(pack.resealed(files), dpo=False) == "consistency"
+
+
+def test_probe_residue_under_all_clear(pack: Pack) -> None:
+    ver = json_edit(pack.files["verification.json"], lambda d: d["probes"][0].update(residue=2))
+    files = {**pack.files, "verification.json": ver}
+    assert pack.check_of(pack.resealed(files), dpo=False) == "consistency"
+
+
+def test_all_clear_with_no_probe(pack: Pack) -> None:
+    ver = json_edit(pack.files["verification.json"], lambda d: d.update(probes=[]))
+    files = {**pack.files, "verification.json": ver}
+    assert pack.check_of(pack.resealed(files), dpo=False) == "consistency"
+
+
+def test_residue_pack_claims_erased(pack: Pack) -> None:
+    ver = json_edit(pack.files["verification.json"],
+                    lambda d: (d["probes"][6].update(residue=4), d.update(all_clear=False)))
+    files = {**pack.files, "verification.json": ver}
+    honest = verify.verify_bytes(pack.resealed(files), pack.keys.engine_pem, None, require_dpo=False)
+    assert honest.status == "notErased"
+
+    def lie(p: dict[str, Any]) -> None:
+        p["status"] = "erased"
+        for row in p["tiers"].values():
+            row["status"] = "erased"
+    assert pack.check_of(pack.resealed(files, edit=lie), dpo=False) == "consistency"
+
+
+def test_tier_status_upgraded(pack: Pack) -> None:
+    steps = jsonl_edit(pack.files["steps.jsonl"], lambda rows: rows[1].update(status="failed"))  # episodic
+    ver = json_edit(pack.files["verification.json"], lambda d: d.update(all_clear=False))
+    files = {**pack.files, "steps.jsonl": steps, "verification.json": ver}
+    assert pack.check_of(pack.resealed(files, edit=lambda p: p["tiers"]["episodic"].update(status="erased")),
+                         dpo=False) == "consistency"
+
+
+def test_predicate_all_clear_differs_from_verification(pack: Pack) -> None:
+    ver = json_edit(pack.files["verification.json"], lambda d: d.update(all_clear=False))
+    files = {**pack.files, "verification.json": ver}
+    assert pack.check_of(pack.resealed(files, edit=lambda p: p.update(all_clear=True)),
+                         dpo=False) == "consistency"
+
+
+def test_records_of_another_request(pack: Pack) -> None:
+    steps = jsonl_edit(pack.files["steps.jsonl"], lambda rows: rows[0].update(request_id="req-other"))
+    files = {**pack.files, "steps.jsonl": steps}
+    assert pack.check_of(pack.resealed(files), dpo=False) == "consistency"
