@@ -1,0 +1,154 @@
+"""Prometheus metrics of the SLA table (`erasure.sla`): seconds to deadline per open request, counts by
+state, overdue and at-risk totals. Labels carry request ids, legal bases and states only.
+
+Two ways out:
+- a textfile (node_exporter's textfile collector format), written atomically by the sla-monitor flow
+  after each run; default `<ERASURE_HOME>/metrics/erasure_sla.prom`;
+- an HTTP endpoint that recomputes on every scrape: `python -m flows.metrics --port 9464`, or
+  `erasure serve --metrics-port 9464`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from erasure.clocks import ClockPolicy
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise
+
+TEXTFILE_NAME = "erasure_sla.prom"
+_REQ_LABELS = ["request_id", "legal_basis", "state", "extended", "paused"]
+
+
+def default_textfile(h: Home) -> Path:
+    """Where the sla-monitor flow writes the metrics unless told otherwise."""
+    return h.root / "metrics" / TEXTFILE_NAME
+
+
+def families(rows: Sequence[SlaRow], counts: dict[str, int], *, now: datetime,
+             at_risk_days: int = DEFAULT_AT_RISK_DAYS) -> list[Metric]:
+    """The metric families for one SLA snapshot."""
+    seconds = GaugeMetricFamily("erasure_request_seconds_to_deadline",
+                                "Seconds from now to the request's legal deadline (negative when overdue).",
+                                labels=_REQ_LABELS)
+    deadline = GaugeMetricFamily("erasure_request_deadline_timestamp_seconds",
+                                 "The request's legal deadline (pauses and extensions applied), Unix time.",
+                                 labels=_REQ_LABELS)
+    days = GaugeMetricFamily("erasure_request_days_left",
+                             "Calendar days left before the deadline in the legal timezone.", labels=_REQ_LABELS)
+    for r in rows:
+        labels = [r.request_id, r.legal_basis.value, r.state.value, str(r.extended).lower(), str(r.paused).lower()]
+        seconds.add_metric(labels, r.seconds_left)
+        deadline.add_metric(labels, r.deadline.timestamp())
+        days.add_metric(labels, r.days_left)
+    by_state = GaugeMetricFamily("erasure_requests", "Requests by state (all requests, open or not).",
+                                 labels=["state"])
+    for state, n in sorted(counts.items()):
+        by_state.add_metric([state], n)
+    s = summarise(rows)
+    totals = [
+        GaugeMetricFamily("erasure_requests_open", "Open requests (not yet notified).", value=s.open),
+        GaugeMetricFamily("erasure_requests_overdue", "Open requests past their legal deadline.", value=s.breached),
+        GaugeMetricFamily("erasure_requests_at_risk", "Open requests not overdue with at most the at-risk "
+                          "threshold of days left.", value=s.at_risk),
+        GaugeMetricFamily("erasure_requests_paused", "Open requests whose clock is paused.", value=s.paused),
+        GaugeMetricFamily("erasure_sla_at_risk_days", "The at-risk threshold in days.", value=at_risk_days),
+        GaugeMetricFamily("erasure_sla_generated_timestamp_seconds", "When this snapshot was computed.",
+                          value=now.timestamp()),
+    ]
+    return [seconds, deadline, days, by_state, *totals]
+
+
+class _Snapshot(Collector):
+    def __init__(self, metrics: list[Metric]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._metrics
+
+
+class SlaCollector(Collector):
+    """Recomputes the SLA table from the engine database on every collection (for a live endpoint)."""
+
+    def __init__(self, h: Home, *, at_risk_days: int = DEFAULT_AT_RISK_DAYS,
+                 policy: ClockPolicy | None = None) -> None:
+        self._home = h
+        self._at_risk_days = at_risk_days
+        self._policy = policy
+
+    def collect(self) -> Iterator[Metric]:
+        """The current metric families."""
+        now = datetime.now(UTC)
+        engine = open_engine(self._home.engine_db)
+        try:
+            rows = sla_rows(engine, now=now, policy=self._policy, at_risk_days=self._at_risk_days)
+            counts = state_counts(engine)
+        finally:
+            engine.close()
+        yield from families(rows, counts, now=now, at_risk_days=self._at_risk_days)
+
+
+def write_textfile(path: Path, rows: Sequence[SlaRow], counts: dict[str, int], *, now: datetime,
+                   at_risk_days: int = DEFAULT_AT_RISK_DAYS) -> Path:
+    """Write one snapshot in the Prometheus text format, atomically (temp file, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(families(rows, counts, now=now, at_risk_days=at_risk_days)))
+    write_to_textfile(str(path), registry)
+    return path
+
+
+def serve_metrics(h: Home, port: int, *, addr: str = "127.0.0.1",
+                  at_risk_days: int = DEFAULT_AT_RISK_DAYS) -> Any:
+    """Serve live metrics on `addr:port` in a daemon thread; returns the server (call `.shutdown()`)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SlaCollector(h, at_risk_days=at_risk_days))
+    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m flows.metrics`: serve live metrics on a port, or write the textfile once."""
+    p = argparse.ArgumentParser(prog="python -m flows.metrics", description=__doc__.splitlines()[0])
+    p.add_argument("--port", type=int, help="serve on this port until interrupted")
+    p.add_argument("--addr", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--textfile", type=Path, help="write the textfile here once (default: under ERASURE_HOME)")
+    p.add_argument("--at-risk-days", type=int, default=DEFAULT_AT_RISK_DAYS)
+    args = p.parse_args(argv)
+    h = Home.resolve().ensure()
+    if args.port is None:
+        now = datetime.now(UTC)
+        engine = open_engine(h.engine_db)
+        try:
+            rows = sla_rows(engine, now=now, at_risk_days=args.at_risk_days)
+            counts = state_counts(engine)
+        finally:
+            engine.close()
+        out = write_textfile(args.textfile or default_textfile(h), rows, counts, now=now,
+                             at_risk_days=args.at_risk_days)
+        print(out)
+        return 0
+    server = serve_metrics(h, args.port, addr=args.addr, at_risk_days=args.at_risk_days)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"metrics on http://{args.addr}:{args.port}/metrics", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+    server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,293 @@
+"""The compliance team's operations as thin Prefect flows (deployments in `prefect.yaml`): place and
+release a litigation hold, allow re-ingest (re-consent), extend, pause and resume a request's clock,
+and drain the inbox of request envelopes into the vault.
+
+Forms take request ids, never a subject's identifiers (invariant 6): a hold is placed on *the subject
+of request X*, read from the vault inside the run. Free text (reasons, actor) is refused when it
+names the subject. Each operation is audited: the store's audit log for holds and re-consent, the
+engine's event log for every operation on a request. Results hold ids and counts only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import apsw
+from prefect import flow, get_run_logger
+from pydantic import Field
+
+from erasure import requests
+from erasure.clocks import ClockPolicy, Deadline, iso_utc
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.errors import ErasureError, NotFound
+from erasure.models import ErasureRequestEnvelope, load_envelope_file, refuse_if_mentions_subject
+from erasure.states import RequestState
+from flows.common import checked_request_id, home
+from memory import holds, suppression
+from memory.schema import open_store
+
+
+def described(description: str, **constraints: Any) -> Any:
+    """A pydantic `Field` for a flow parameter whose description reaches the UI form.
+
+    Prefect 3.9.1 builds the parameter schema with an outer `Field(description=<docstring or None>)`
+    that overrides the description of a `Field` inside `Annotated` (constraints survive); a
+    `json_schema_extra` description is merged instead, so we set both."""
+    return Field(description=description, json_schema_extra={"description": description}, **constraints)
+
+
+RequestId = Annotated[str, described(
+    min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+    description="The request id (as given by `erasure request submit` or the inbox). Never an email or a name.")]
+Reason = Annotated[str, described(
+    min_length=1, max_length=2000,
+    description="Why (kept as evidence). Must not name the data subject: a reason that contains the "
+                "subject's identifiers is refused.")]
+Actor = Annotated[str, described(
+    min_length=1, max_length=200,
+    description="Who authorises this (a staff member or role), recorded in the audit log.")]
+
+INBOX_GLOB = "*.json"
+REJECTED_DIR = "rejected"
+
+
+# --- library functions (no Prefect): the flows below are thin wrappers ----------------------------
+
+
+@contextlib.contextmanager
+def _engine(h: Home) -> Iterator[apsw.Connection]:
+    conn = open_engine(h.engine_db)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def _subject_checked(engine: apsw.Connection, request_id: str, texts: dict[str, str]) -> str:
+    """The request's subject id (from the vault), after refusing texts that name the subject."""
+    subject = requests.load_envelope(engine, request_id).subject
+    for name, text in texts.items():
+        refuse_if_mentions_subject(name, text, subject)
+    return subject.id
+
+
+def place_hold(h: Home, request_id: str, reason: str, actor: str) -> dict[str, Any]:
+    """Place a litigation hold on the subject of `request_id`; returns the hold id."""
+    checked_request_id(request_id)
+    with _engine(h) as engine:
+        subject_id = _subject_checked(engine, request_id, {"reason": reason, "actor": actor})
+        store = open_store(h.store_dir)
+        try:
+            hold_id = holds.place(store, subject_id, reason, actor)
+            active = holds.active_holds(store, subject_id)
+        finally:
+            store.close()
+        requests.log_event(engine, request_id, "hold.placed", {"hold_id": hold_id, "active_holds": active})
+    return {"request_id": request_id, "hold_id": hold_id, "active_holds": active}
+
+
+def release_hold(h: Home, request_id: str, reason: str, actor: str) -> dict[str, Any]:
+    """Release every active hold on the subject of `request_id`. A request blocked by the hold goes
+    back to 'submitted' (a new run erases). `NotFound` if the subject has no active hold."""
+    checked_request_id(request_id)
+    with _engine(h) as engine:
+        subject_id = _subject_checked(engine, request_id, {"reason": reason, "actor": actor})
+        store = open_store(h.store_dir)
+        try:
+            released = holds.release(store, subject_id, reason, actor)
+            active = holds.active_holds(store, subject_id)
+        finally:
+            store.close()
+        requests.log_event(engine, request_id, "hold.released", {"hold_ids": released, "active_holds": active})
+        if active == 0 and requests.get(engine, request_id).state is RequestState.blocked:
+            requests.set_state(engine, request_id, RequestState.submitted, "hold released: run again to erase")
+    return {"request_id": request_id, "released": released, "active_holds": active}
+
+
+def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: str | None = None) -> dict[str, Any]:
+    """Re-consent: remove the suppression keys that `request_id`'s erasure recorded (optionally only
+    those of one `source`), so the subject's items may be ingested again. `NotFound` if none."""
+    checked_request_id(request_id)
+    with _engine(h) as engine:
+        _subject_checked(engine, request_id, {"reason": reason, "actor": actor})
+        store = open_store(h.store_dir)
+        try:
+            keys = [k for k in suppression.list_suppressed(store)
+                    if k.request_ref == request_id and (source is None or k.source == source)]
+            if not keys:
+                raise NotFound(f"no suppressed keys recorded for request {request_id}"
+                               + (f" and source {source!r}" if source else ""))
+            allowed = sum(suppression.allow(store, k.source, k.source_ref, reason, actor) for k in keys)
+        finally:
+            store.close()
+        requests.log_event(engine, request_id, "suppression.allowed", {"keys": allowed, "source": source})
+    return {"request_id": request_id, "allowed": allowed}
+
+
+def _clock(request_id: str, clock: Deadline) -> dict[str, Any]:
+    return {"request_id": request_id, "deadline": iso_utc(clock.deadline), "target": iso_utc(clock.target),
+            "days_left": clock.days_left, "paused": clock.paused, "extended": clock.extended}
+
+
+def clock_operation(h: Home, kind: str, request_id: str, reason: str, *, until: date | None = None,
+                    now: datetime | None = None) -> dict[str, Any]:
+    """Extend, pause or resume a request's clock (`erasure.requests`; audited there as
+    'request.extended' / 'request.paused' / 'request.resumed'). Returns the new clock."""
+    checked_request_id(request_id)
+    now = now or datetime.now(UTC)
+    policy = ClockPolicy.from_env()
+    with _engine(h) as engine:
+        if kind == "extend":
+            clock = requests.extend(engine, request_id, reason, now=now, until=until, policy=policy)
+        elif kind == "pause":
+            clock = requests.pause(engine, request_id, reason, now=now, policy=policy)
+        elif kind == "resume":
+            clock = requests.resume(engine, request_id, reason, now=now, policy=policy)
+        else:
+            raise ValueError(f"unknown clock operation {kind!r}")
+    return _clock(request_id, clock)
+
+
+@dataclass
+class IntakeResult:
+    """What one drain of the inbox did (request ids and counts only)."""
+
+    vaulted: list[str] = field(default_factory=list)
+    already_present: list[str] = field(default_factory=list)
+    rejected: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"vaulted": self.vaulted, "already_present": self.already_present, "rejected": self.rejected}
+
+
+def _shred(path: Path) -> None:
+    """Overwrite the file with zeros, then unlink it (best effort on copy-on-write file systems)."""
+    with contextlib.suppress(FileNotFoundError):
+        size = path.stat().st_size
+        with open(path, "r+b") as fh:
+            fh.write(b"\0" * size)
+            fh.flush()
+            os.fsync(fh.fileno())
+        path.unlink()
+
+
+def _reject(path: Path, message: str) -> None:
+    """Move a bad envelope aside with its one-line error beside it (local files, never Prefect)."""
+    rejected = path.parent / REJECTED_DIR
+    rejected.mkdir(exist_ok=True)
+    os.replace(path, rejected / path.name)
+    (rejected / f"{path.name}.error.txt").write_text(message + "\n", encoding="utf-8")
+
+
+def drain_inbox(h: Home, *, now: datetime | None = None, policy: ClockPolicy | None = None,
+                limit: int | None = None) -> IntakeResult:
+    """Vault every `*.json` envelope in the inbox (oldest name first) and delete each file once vaulted
+    (also when the identical envelope was already vaulted). A bad or conflicting envelope is moved to
+    `inbox/rejected/` with its error in a `.error.txt` beside it. One drain at a time (a file lock)."""
+    inbox = h.inbox_dir
+    inbox.mkdir(parents=True, exist_ok=True)
+    policy = policy or ClockPolicy.from_env()
+    result = IntakeResult()
+    with open(inbox / ".intake.lock", "a+") as lock, _engine(h) as engine:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        files = sorted(p for p in inbox.glob(INBOX_GLOB) if p.is_file() and not p.name.startswith("."))
+        for path in files[:limit]:
+            at = now or datetime.now(UTC)
+            try:
+                envelope: ErasureRequestEnvelope = load_envelope_file(path, now=at)
+                res = requests.submit(engine, envelope, now=at, policy=policy)
+            except ErasureError as exc:
+                _reject(path, str(exc))
+                result.rejected += 1
+                continue
+            (result.vaulted if res.created else result.already_present).append(res.request_id)
+            _shred(path)
+    return result
+
+
+# --- flows ------------------------------------------------------------------------------------------
+
+
+@flow(name="hold-place", flow_run_name="hold-place-{request_id}", persist_result=False)
+def hold_place(request_id: RequestId, reason: Reason, actor: Actor) -> dict[str, Any]:
+    """Place a litigation hold on the subject of a request: while it is active, nothing of the subject
+    is erased (an erasure run ends blocked)."""
+    out = place_hold(home(), request_id, reason, actor)
+    get_run_logger().info("hold %s placed for the subject of request %s (%s active)", out["hold_id"],
+                          request_id, out["active_holds"])
+    return out
+
+
+@flow(name="hold-release", flow_run_name="hold-release-{request_id}", persist_result=False)
+def hold_release(request_id: RequestId, reason: Reason, actor: Actor) -> dict[str, Any]:
+    """Release every active litigation hold on the subject of a request."""
+    out = release_hold(home(), request_id, reason, actor)
+    get_run_logger().info("released %d hold(s) for the subject of request %s", len(out["released"]), request_id)
+    return out
+
+
+@flow(name="suppression-allow", flow_run_name="suppression-allow-{request_id}", persist_result=False)
+def suppression_allow(
+    request_id: RequestId,
+    reason: Reason,
+    actor: Actor,
+    source: Annotated[str | None, described(
+        max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+        description="Only re-allow items of this source (e.g. chat, email); empty: every source.")] = None,
+) -> dict[str, Any]:
+    """Re-consent: let the subject of an erased request be ingested again (removes the request's
+    suppression keys)."""
+    out = allow_reingest(home(), request_id, reason, actor, source)
+    get_run_logger().info("re-allowed %d key(s) of request %s", out["allowed"], request_id)
+    return out
+
+
+@flow(name="request-extend", flow_run_name="extend-{request_id}", persist_result=False)
+def request_extend(
+    request_id: RequestId,
+    reason: Reason,
+    until: Annotated[date | None, described(
+        description="New deadline day; empty: the legal maximum (GDPR two further months, CCPA 45 days). "
+                    "Only once, and only before the original deadline.")] = None,
+) -> dict[str, Any]:
+    """Extend a request's legal deadline once, with notice to the subject."""
+    out = clock_operation(home(), "extend", request_id, reason, until=until)
+    get_run_logger().info("request %s extended: deadline %s", request_id, out["deadline"])
+    return out
+
+
+@flow(name="request-pause", flow_run_name="pause-{request_id}", persist_result=False)
+def request_pause(request_id: RequestId, reason: Reason) -> dict[str, Any]:
+    """Pause a submitted request's clock while the subject's identity is verified."""
+    out = clock_operation(home(), "pause", request_id, reason)
+    get_run_logger().info("request %s paused", request_id)
+    return out
+
+
+@flow(name="request-resume", flow_run_name="resume-{request_id}", persist_result=False)
+def request_resume(request_id: RequestId, reason: Reason) -> dict[str, Any]:
+    """Resume a paused clock: the deadline moves by the whole paused time."""
+    out = clock_operation(home(), "resume", request_id, reason)
+    get_run_logger().info("request %s resumed: deadline %s", request_id, out["deadline"])
+    return out
+
+
+@flow(name="intake", persist_result=False)
+def intake(
+    limit: Annotated[int | None, described(
+        ge=1, description="Vault at most this many envelopes in this run; empty: all.")] = None,
+) -> dict[str, Any]:
+    """Drain the inbox: vault each request envelope dropped into `<ERASURE_HOME>/inbox/` and delete
+    its file; bad envelopes go to `inbox/rejected/` with their error."""
+    out = drain_inbox(home(), limit=limit)
+    get_run_logger().info("intake: %d vaulted, %d already present, %d rejected", len(out.vaulted),
+                          len(out.already_present), out.rejected)
+    return out.as_dict()

@@ -1,0 +1,102 @@
+"""The `sla-monitor` flow (hourly in `prefect.yaml`): every open request against its legal deadline.
+
+Each run reads `erasure.sla` rows and
+- publishes a keyed table artifact `erasure-sla` and a keyed markdown artifact `erasure-sla-report`
+  (the Artifacts page of the Prefect UI keeps their history);
+- emits the Prefect events `erasure.request.deadline.at-risk` and `erasure.request.deadline.breached`,
+  one per request, on the resource `erasure.request.<request_id>` (automations can catch them);
+- writes the Prometheus textfile (`flows.metrics`).
+Rows, artifacts, events and metrics hold request ids, dates and flags: never the subject.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.events import emit_event
+
+from erasure.clocks import ClockPolicy, iso_utc
+from erasure.engine import open_engine
+from erasure.models import LegalBasis
+from erasure.sla import COLUMNS, DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise, to_markdown
+from flows.common import home
+from flows.metrics import default_textfile, write_textfile
+from flows.operations import described
+
+TABLE_KEY = "erasure-sla"
+MARKDOWN_KEY = "erasure-sla-report"
+EVENT_AT_RISK = "erasure.request.deadline.at-risk"
+EVENT_BREACHED = "erasure.request.deadline.breached"
+
+
+def resource_id(request_id: str) -> str:
+    """The Prefect resource id of a request in events."""
+    return f"erasure.request.{request_id}"
+
+
+def table_rows(rows: Sequence[SlaRow]) -> list[dict[str, Any]]:
+    """The table artifact's rows: the SLA columns, in order."""
+    return [{k: r.as_dict()[k] for k in COLUMNS} for r in rows]
+
+
+def emit_deadline_events(rows: Sequence[SlaRow]) -> dict[str, int]:
+    """One event per at-risk or breached request; returns how many of each were emitted."""
+    sent = {EVENT_AT_RISK: 0, EVENT_BREACHED: 0}
+    for r in rows:
+        if not (r.at_risk or r.breached):
+            continue
+        name = EVENT_BREACHED if r.breached else EVENT_AT_RISK
+        d = r.as_dict()
+        emit_event(
+            event=name,
+            resource={"prefect.resource.id": resource_id(r.request_id), "prefect.resource.name": r.request_id,
+                      "erasure.legal-basis": r.legal_basis.value, "erasure.state": r.state.value},
+            payload={k: d[k] for k in ("request_id", "legal_basis", "state", "deadline", "target", "days_left",
+                                       "seconds_left", "extended", "paused")},
+        )
+        sent[name] += 1
+    return sent
+
+
+@flow(name="sla-monitor", persist_result=False)
+def sla_monitor(
+    at_risk_days: Annotated[int, described(
+        ge=0, le=365, description="Flag a request as at risk when this many calendar days or fewer are left "
+                                  "before its legal deadline.")] = DEFAULT_AT_RISK_DAYS,
+    legal_bases: Annotated[list[LegalBasis] | None, described(
+        description="Only requests under these laws; empty: every law.")] = None,
+    emit_events: Annotated[bool, described(
+        description="Emit erasure.request.deadline.at-risk / .breached events for automations.")] = True,
+    metrics_textfile: Annotated[str | None, described(
+        description="Write the Prometheus textfile here; empty: <ERASURE_HOME>/metrics/erasure_sla.prom.")] = None,
+) -> dict[str, Any]:
+    """List every open erasure request against its legal deadline: table and markdown artifacts,
+    deadline events, Prometheus metrics."""
+    log = get_run_logger()
+    h = home()
+    now = datetime.now(UTC)
+    engine = open_engine(h.engine_db)
+    try:
+        rows = sla_rows(engine, now=now, policy=ClockPolicy.from_env(), at_risk_days=at_risk_days,
+                        legal_bases=legal_bases)
+        counts = state_counts(engine)
+    finally:
+        engine.close()
+    s = summarise(rows)
+    create_table_artifact(key=TABLE_KEY, table=table_rows(rows),
+                          description=f"Open erasure requests against their legal deadlines, {iso_utc(now)}: "
+                                      f"{s.open} open, {s.breached} breached, {s.at_risk} at risk.")
+    create_markdown_artifact(key=MARKDOWN_KEY, markdown=to_markdown(rows, now=now, at_risk_days=at_risk_days),
+                             description="Erasure SLA report")
+    sent = emit_deadline_events(rows) if emit_events else {EVENT_AT_RISK: 0, EVENT_BREACHED: 0}
+    textfile = Path(metrics_textfile) if metrics_textfile else default_textfile(h)
+    write_textfile(textfile, rows, counts, now=now, at_risk_days=at_risk_days)
+    log.info("sla: %d open, %d breached, %d at risk; events %d at-risk, %d breached", s.open, s.breached,
+             s.at_risk, sent[EVENT_AT_RISK], sent[EVENT_BREACHED])
+    return {"open": s.open, "at_risk": s.at_risk, "breached": s.breached, "paused": s.paused,
+            "extended": s.extended, "events": sent, "metrics_textfile": str(textfile)}
