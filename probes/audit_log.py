@@ -1,0 +1,40 @@
+"""Tier 9 (audit log): the vault of personal values, and the entries that must all remain.
+
+Residue: vault rows of the subject (by subject id or by the fingerprint's commitments), and entries
+whose fields hold one of the subject's identifiers in plaintext (personal fields must be commitments).
+Bystanders: other people's vault rows, and the number of log entries: redaction never deletes an
+entry, so a drop means the log itself was cut.
+"""
+
+from __future__ import annotations
+
+from probes.model import Measurement, ProbeContext, ProbeResult, to_results
+from probes.needles import NeedleKind
+from probes.store import count, ids_in, json_list, open_store
+
+TIER = "audit_log"
+
+
+def measure(ctx: ProbeContext) -> list[Measurement]:
+    """The subject's vault rows and plaintext mentions left; bystanders' vault rows; entry count."""
+    sid, commitments = ctx.subject.id, json_list(ctx.fingerprint.keys.audit_commitments)
+    idents = [n.data.decode() for n in ctx.fingerprint.needles if n.kind is NeedleKind.identifier]
+    with open_store(ctx.store_dir) as conn:
+        vault_others = count(conn, f"SELECT count(*) FROM audit_vault WHERE subject_id IS NOT ?1"
+                                   f" AND commitment NOT {ids_in('?2')}", (sid, commitments))
+        entries = count(conn, "SELECT count(*) FROM audit_log")
+        plaintext = sum(count(conn, "SELECT count(*) FROM audit_log WHERE instr(fields, ?)", (i,)) for i in idents)
+        return [
+            Measurement("vault-by-subject-id",
+                        count(conn, "SELECT count(*) FROM audit_vault WHERE subject_id = ?", (sid,)),
+                        "vault", vault_others),
+            Measurement("vault-by-commitment",
+                        count(conn, f"SELECT count(*) FROM audit_vault WHERE commitment {ids_in()}",
+                              (commitments,)), "vault", vault_others),
+            Measurement("plaintext-in-entries", plaintext, "entries", entries),
+        ]
+
+
+def probe(ctx: ProbeContext) -> list[ProbeResult]:
+    """Probe the audit log."""
+    return to_results(TIER, measure(ctx), ctx.fingerprint)

@@ -1,0 +1,204 @@
+"""The subject's fingerprint, taken by the probes' own code BEFORE the cascade, and its sealing.
+
+What it holds: the keys that reach the subject in every tier (`probes.keys.SubjectKeys`), the byte-scan
+needles (identifiers, distinctive content windows, raw float32 vector pieces, blob pieces, and
+bystander canaries), the subject's vectors for the nearest-neighbour probe, and a baseline measured by
+the same tier probes that verify afterwards: per tier and method, the subject's residue before (what
+the probe could see then) and the size of every bystander population (what must survive).
+
+Needles never reach disk in plaintext. The lifecycle, designed for a crash anywhere:
+1. before the cascade the flow calls `take_fingerprint` and `fp.seal(ciphertext_path, key_path)`: the
+   whole fingerprint is encrypted with AES-256-GCM under a fresh random key; the key goes to its own
+   file (mode 0600), then the ciphertext (0600), each written atomically (temp file, fsync, rename).
+   `seal` refuses to replace a complete sealed pair (`Conflict`): a rerun must never trade the
+   before-cascade fingerprint for one taken from a half-erased store.
+2. the cascade runs; it may crash. A rerun finds both files and calls `Fingerprint.unseal(...)`
+   instead of taking a new fingerprint (the subject's data may already be partly gone).
+3. verification runs the probes and finally calls `destroy(ciphertext_path, key_path)`: the key file
+   is overwritten with random bytes, fsynced and unlinked first (that alone makes the ciphertext
+   unreadable), then the ciphertext likewise. `destroy` is idempotent.
+A crash between 1's two writes leaves a key without ciphertext: `sealed_pair_exists` is false, and a
+new `seal` replaces the leftover.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from erasure.errors import Conflict, ErasureError, InputError
+from erasure.subject import Subject
+from probes.harvest import VectorRef, harvest
+from probes.keys import SubjectKeys
+from probes.model import DEFAULT_HTTP_TIMEOUT, ProbeContext, population_key
+from probes.needles import Needle, NeedleKind
+from probes.registry import MEASURES
+from probes.resolve import resolve_keys
+from probes.store import open_store
+
+FORMAT: Literal["probe-fingerprint/v1"] = "probe-fingerprint/v1"
+_MAGIC = b"PFP1"
+_NONCE = 12
+
+
+class FingerprintError(ErasureError):
+    """A sealed fingerprint is missing, unreadable or was tampered with."""
+
+
+class Fingerprint(BaseModel):
+    """Everything the probes need to re-probe after the cascade. Sensitive: seal it, never log it
+    (its repr shows counts only)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+
+    format: Literal["probe-fingerprint/v1"] = FORMAT
+    subject_id: str = Field(repr=False)
+    taken_at: datetime
+    keys: SubjectKeys = Field(repr=False)
+    needles: list[Needle] = Field(default_factory=list, repr=False)
+    vectors: list[VectorRef] = Field(default_factory=list, repr=False)
+    needle_stats: dict[str, int] = Field(default_factory=dict)
+    bystanders: dict[str, int] = Field(default_factory=dict)
+    """`<tier>/<population>` -> size before the cascade."""
+    subject_before: dict[str, int] = Field(default_factory=dict)
+    """`<tier>/<method>` -> the subject's residue as each probe saw it before the cascade."""
+
+    def needle_bytes(self) -> list[bytes]:
+        """The needles' bytes, in order (index = needle index in a scan report)."""
+        return [n.data for n in self.needles]
+
+    def subject_counts(self) -> dict[str, int]:
+        """Per tier, the subject's items before the cascade (the largest count any method saw)."""
+        out: dict[str, int] = {}
+        for key, n in self.subject_before.items():
+            tier = key.split("/", 1)[0]
+            out[tier] = max(out.get(tier, 0), n)
+        return out
+
+    def bystander_counts(self) -> dict[str, int]:
+        """Per tier, the bystanders' items before the cascade (sum over populations)."""
+        out: dict[str, int] = {}
+        for key, n in self.bystanders.items():
+            tier = key.split("/", 1)[0]
+            out[tier] = out.get(tier, 0) + n
+        return out
+
+    def seal(self, path_ciphertext: Path, key_path: Path) -> None:
+        """Encrypt the whole fingerprint to `path_ciphertext` under a fresh key written to `key_path`."""
+        path_ciphertext, key_path = Path(path_ciphertext), Path(key_path)
+        if path_ciphertext.resolve() == key_path.resolve():
+            raise InputError("the fingerprint and its key must be separate files")
+        if sealed_pair_exists(path_ciphertext, key_path):
+            raise Conflict("a sealed fingerprint already exists for this request: unseal it instead")
+        destroy(path_ciphertext, key_path)
+        key = AESGCM.generate_key(bit_length=256)
+        nonce = os.urandom(_NONCE)
+        sealed = AESGCM(key).encrypt(nonce, self.model_dump_json().encode(), _MAGIC)
+        _write_private(key_path, key)
+        _write_private(path_ciphertext, _MAGIC + nonce + sealed)
+
+    @classmethod
+    def unseal(cls, path_ciphertext: Path, key_path: Path) -> Fingerprint:
+        """Load a fingerprint sealed by `seal` (`FingerprintError` if missing, altered or unreadable)."""
+        try:
+            key = Path(key_path).read_bytes()
+            blob = Path(path_ciphertext).read_bytes()
+        except FileNotFoundError as exc:
+            raise FingerprintError("the sealed fingerprint or its key is missing") from exc
+        if not blob.startswith(_MAGIC) or len(key) != 32:
+            raise FingerprintError("the sealed fingerprint is not in a known format")
+        nonce, sealed = blob[len(_MAGIC):len(_MAGIC) + _NONCE], blob[len(_MAGIC) + _NONCE:]
+        try:
+            plain = AESGCM(key).decrypt(nonce, sealed, _MAGIC)
+            return cls.model_validate_json(plain)
+        except (InvalidTag, ValidationError) as exc:
+            raise FingerprintError("the sealed fingerprint failed authentication") from exc
+
+    @staticmethod
+    def destroy(path_ciphertext: Path, key_path: Path) -> None:
+        """Overwrite and remove both files (key first); see the module function."""
+        destroy(path_ciphertext, key_path)
+
+
+def sealed_pair_exists(path_ciphertext: Path, key_path: Path) -> bool:
+    """Both files of a sealed fingerprint are present."""
+    return Path(path_ciphertext).is_file() and Path(key_path).is_file()
+
+
+def destroy(path_ciphertext: Path, key_path: Path) -> None:
+    """Overwrite with random bytes, fsync and unlink the key, then the ciphertext. Idempotent.
+
+    On copy-on-write or wear-levelled storage the old blocks may survive the overwrite; destroying the
+    key is what makes the ciphertext useless.
+    """
+    for path in (Path(key_path), Path(path_ciphertext)):
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            with open(path, "r+b", buffering=0) as f:
+                f.write(os.urandom(size))
+                os.fsync(f.fileno())
+            path.unlink()
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def take_fingerprint(store_dir: Path, subject: Subject, *, http_timeout: float = DEFAULT_HTTP_TIMEOUT,
+                     byte_baseline: bool = True) -> Fingerprint:
+    """Resolve the subject's keys, harvest the needles and measure the baseline, before the cascade.
+
+    `byte_baseline` also runs the byte scan now, so the baseline says how many needle groups and
+    canaries the scan could see before anything was erased (costs one pass over the store's files).
+    Subprocessors are asked over HTTP (bystanders' counts) with `http_timeout`.
+    """
+    store_dir = Path(store_dir)
+    with open_store(store_dir) as conn:
+        keys = resolve_keys(conn, subject)
+        found = harvest(conn, store_dir, subject, keys)
+    fp = Fingerprint(subject_id=subject.id, taken_at=datetime.now(UTC), keys=keys,
+                     needles=found.needles.needles, vectors=found.vectors, needle_stats=found.needles.stats)
+    ctx = ProbeContext(store_dir=store_dir, subject=subject, fingerprint=fp, http_timeout=http_timeout)
+    bystanders: dict[str, int] = {}
+    before: dict[str, int] = {}
+    for tier, measure in MEASURES.items():
+        if tier == "bytes" and not byte_baseline:
+            continue
+        for m in measure(ctx):
+            bystanders[population_key(tier, m.population)] = m.bystanders
+            before[f"{tier}/{m.method}"] = m.residue
+    return fp.model_copy(update={"bystanders": bystanders, "subject_before": before})
+
+
+def kinds_count(fp: Fingerprint) -> dict[NeedleKind, int]:
+    """Distinct needle groups per kind."""
+    out: dict[NeedleKind, int] = {}
+    seen: set[int] = set()
+    for n in fp.needles:
+        if n.group not in seen:
+            seen.add(n.group)
+            out[n.kind] = out.get(n.kind, 0) + 1
+    return out

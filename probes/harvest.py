@@ -1,0 +1,203 @@
+"""Harvest the byte-scan needles from the store before the cascade (see `probes.needles` for the rules).
+
+Everything is read through the probes' read-only handle and the files under the store directory.
+Bounded: at most `MAX_CONTENT_GROUPS` content windows, `MAX_VECTOR_GROUPS` vectors (sampled evenly)
+and `MAX_CANARIES` canaries, so a subject with thousands of frames still compiles and scans quickly;
+what was left out is counted in the stats (`*_not_sampled`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apsw
+from pydantic import BaseModel, ConfigDict, Field
+
+from erasure.subject import Subject
+from probes.keys import SubjectKeys
+from probes.needles import (
+    MIN_IDENTIFIER_BYTES,
+    NeedleKind,
+    NeedleSet,
+    blob_pieces,
+    plain_windows,
+    vector_pieces,
+)
+from probes.resolve import IN_IDS, fts_hits
+from probes.store import column, json_list, local_blob_roots
+
+MAX_CONTENT_GROUPS = 256
+MAX_VECTOR_GROUPS = 128
+MAX_CANARIES = 16
+CANARY_CANDIDATES = 400
+TWIN_K = 8
+SUBJECT_ID_TABLES = ("raw_archive", "frames", "working_sessions", "blobs", "ft_examples",
+                     "subprocessor_records", "audit_vault")
+
+
+class VectorRef(BaseModel):
+    """One of the subject's vectors, kept for the nearest-neighbour probe."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64",
+                              val_json_bytes="base64")
+
+    table: str
+    """`frame_vectors` or `chunk_vectors`."""
+    id: int
+    embedding: bytes = Field(repr=False)
+
+
+@dataclass
+class Harvest:
+    """The needles and the vectors chosen for one subject."""
+
+    needles: NeedleSet = field(default_factory=NeedleSet)
+    vectors: list[VectorRef] = field(default_factory=list)
+
+
+def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: SubjectKeys) -> Harvest:
+    """Choose needles: identifiers, content windows, vector pieces, blob pieces, bystander canaries."""
+    h = Harvest()
+    mine = set(keys.all_frame_ids())
+    _identifiers(conn, subject, keys, h.needles)
+    _content(conn, keys, mine, h.needles)
+    _vectors(conn, keys, mine, h)
+    _blobs(conn, store_dir, subject, keys, h.needles)
+    _canaries(conn, subject, mine, h.needles)
+    return h
+
+
+def _identifiers(conn: apsw.Connection, subject: Subject, keys: SubjectKeys, out: NeedleSet) -> None:
+    for ident in subject.identifiers():
+        if len(ident.encode()) < MIN_IDENTIFIER_BYTES:
+            out.bump("identifier_withheld_short")
+        elif _survives_elsewhere(conn, ident, subject.id, keys):
+            out.bump("identifier_withheld_shared")
+        else:
+            out.add_group(NeedleKind.identifier, [ident.encode()])
+
+
+def _survives_elsewhere(conn: apsw.Connection, ident: str, subject_id: str, keys: SubjectKeys) -> bool:
+    """Whether the identifier's bytes also sit in data meant to survive the erasure: kept
+    (source, source_ref) keys (anyone's, the subject's included), other subjects' ids, other
+    entities' names, bystanders' frames and archive content (a substring scan, once per identifier)."""
+    checks: list[tuple[str, tuple[object, ...]]] = [
+        ("SELECT 1 FROM raw_archive WHERE instr(source, ?1) OR instr(source_ref, ?1) LIMIT 1", (ident,)),
+        ("SELECT 1 FROM erased_subjects WHERE instr(source, ?1) OR instr(source_ref, ?1) LIMIT 1", (ident,)),
+        ("SELECT 1 FROM kg_entities WHERE instr(name, ?1) AND entity_id NOT IN (SELECT value FROM json_each(?2))"
+         " LIMIT 1", (ident, json_list(keys.entity_ids))),
+        ("SELECT 1 FROM frames WHERE instr(content, ?1) AND frame_id NOT IN (SELECT value FROM json_each(?2))"
+         " LIMIT 1", (ident, json_list(keys.all_frame_ids()))),
+        ("SELECT 1 FROM raw_archive WHERE instr(content, ?1) AND archive_id NOT IN (SELECT value FROM json_each(?2))"
+         " LIMIT 1", (ident, json_list(keys.archive_ids))),
+    ]
+    checks += [(f"SELECT 1 FROM (SELECT DISTINCT subject_id FROM {t}) WHERE subject_id != ?2"
+                " AND instr(subject_id, ?1) LIMIT 1", (ident, subject_id)) for t in SUBJECT_ID_TABLES]
+    return any(conn.execute(sql, params).fetchone() for sql, params in checks)
+
+
+def _content(conn: apsw.Connection, keys: SubjectKeys, mine: set[int], out: NeedleSet) -> None:
+    texts = column(conn, f"SELECT content FROM raw_archive WHERE archive_id {IN_IDS} AND content IS NOT NULL"
+                   " ORDER BY archive_id", (json_list(keys.archive_ids),))
+    texts += column(conn, f"SELECT content FROM frames WHERE frame_id {IN_IDS} AND kind = 'summary'"
+                    " ORDER BY frame_id", (json_list(keys.frame_ids),))
+    kept = 0
+    for text in texts:
+        for window in plain_windows(str(text)):
+            if kept >= MAX_CONTENT_GROUPS:
+                out.bump("content_not_sampled")
+            elif fts_hits(conn, window) - mine:
+                out.bump("content_withheld_shared")
+            elif out.add_group(NeedleKind.content, [window.encode()]):
+                kept += 1
+
+
+def _even_sample(items: Sequence[tuple[str, int]], n: int) -> list[tuple[str, int]]:
+    if len(items) <= n:
+        return list(items)
+    step = len(items) / n
+    return [items[int(i * step)] for i in range(n)]
+
+
+def _vectors(conn: apsw.Connection, keys: SubjectKeys, mine: set[int], h: Harvest) -> None:
+    refs = [("frame_vectors", i) for i in keys.all_frame_ids()] + [("chunk_vectors", i) for i in keys.chunk_ids]
+    picked = _even_sample(refs, MAX_VECTOR_GROUPS)
+    h.needles.bump("vector_not_sampled", len(refs) - len(picked))
+    own = {"frame_vectors": mine, "chunk_vectors": set(keys.chunk_ids)}
+    for table, rid in picked:
+        key = "frame_id" if table == "frame_vectors" else "chunk_id"
+        row = conn.execute(f"SELECT embedding FROM {table} WHERE {key} = ?", (rid,)).fetchone()
+        if row is None:
+            h.needles.bump("vector_missing")
+            continue
+        emb = bytes(row[0])
+        if _has_bystander_twin(conn, emb, own):
+            h.needles.bump("vector_withheld_twin")
+            continue
+        h.vectors.append(VectorRef(table=table, id=rid, embedding=emb))
+        pieces = vector_pieces(emb)
+        if not pieces:
+            h.needles.bump("vector_withheld_sparse")
+        elif not h.needles.add_group(NeedleKind.vector, pieces):
+            h.needles.bump("vector_duplicate")
+
+
+def _has_bystander_twin(conn: apsw.Connection, emb: bytes, own: dict[str, set[int]]) -> bool:
+    """An identical vector that is not the subject's (same text embedded for someone else)."""
+    for table, mine in own.items():
+        key = "frame_id" if table == "frame_vectors" else "chunk_id"
+        for rid, distance in conn.execute(
+                f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?", (emb, TWIN_K)):
+            if distance == 0.0 and int(rid) not in mine:
+                return True
+    return False
+
+
+def _blobs(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: SubjectKeys, out: NeedleSet) -> None:
+    roots, _remote = local_blob_roots(conn, store_dir)
+    for key in keys.blob_keys:
+        shared = conn.execute(
+            "SELECT 1 FROM blobs b JOIN blobs o ON o.sha256 = b.sha256 AND o.blob_key != b.blob_key"
+            " WHERE b.blob_key = ? AND o.subject_id IS NOT ? LIMIT 1", (key, subject.id)).fetchone()
+        if shared:
+            out.bump("blob_withheld_shared")
+            continue
+        pieces = _read_blob_pieces(roots, key)
+        if pieces is None:
+            out.bump("blob_unreadable")
+        elif not pieces or not out.add_group(NeedleKind.blob, pieces):
+            out.bump("blob_withheld_plain")
+
+
+def _read_blob_pieces(roots: Sequence[Path], key: str) -> list[bytes] | None:
+    for root in roots:
+        path = root / key[:2] / key
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4096)
+                size = f.seek(0, 2)
+                f.seek(size // 2)
+                middle = f.read(4096)
+        except OSError:
+            continue
+        return blob_pieces(head, middle)
+    return None
+
+
+def _canaries(conn: apsw.Connection, subject: Subject, mine: set[int], out: NeedleSet) -> None:
+    """Windows of bystanders' short frames (short: stored in one page, never split)."""
+    rows = [(int(fid), str(text)) for fid, text in conn.execute(
+        "SELECT frame_id, content FROM frames WHERE kind != 'derived' AND length(content) BETWEEN 40 AND 2000"
+        " AND subject_id IS NOT ? ORDER BY frame_id LIMIT ?", (subject.id, CANARY_CANDIDATES))]
+    idents = subject.identifiers()
+    candidates = []
+    for fid, text in rows:
+        if fid in mine:
+            continue
+        windows = [w for w in plain_windows(text, limit=1) if not any(i in w for i in idents)]
+        candidates += windows
+    step = max(1, len(candidates) // MAX_CANARIES)
+    for window in candidates[::step][:MAX_CANARIES]:
+        out.add_group(NeedleKind.canary, [window.encode()])

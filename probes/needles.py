@@ -1,0 +1,155 @@
+"""Needles for the byte scan, and how they are cut from the subject's data.
+
+A needle is a byte string whose presence anywhere in the store's files is residue. Several needles can
+stand for one thing (a `group`): a 512-byte float32 vector is cut into 128-byte pieces, because a
+vector stored in a SQLite blob can straddle an overflow page (4 bytes of page pointer in the middle)
+and at most one piece of it can; the group counts as found when any of its pieces is.
+
+Selection rules, so that a hit means the subject and not a bystander:
+- identifiers (utf-8) of at least `MIN_IDENTIFIER_BYTES`, unless they also occur in data that is meant
+  to survive (the subject's own (source, source_ref) keys kept by sticky erasure, other subjects' ids
+  that contain them, bystanders' frames per FTS); such identifiers are withheld and counted;
+- content windows: runs of plain ASCII text (no quote or backslash, so the bytes are the same in the
+  database, JSON session files and JSONL corpora) of `MIN_WINDOW_CHARS`..`MAX_WINDOW_CHARS`, cut at
+  word boundaries, that FTS does not find in any bystander frame;
+- vector pieces with at least `MIN_NONZERO_FLOATS` non-zero floats (a sparse hashed embedding has
+  long runs of zeros that match anything), from vectors with no identical bystander twin;
+- canaries: windows of bystanders' frames, expected to SURVIVE (a byte-level bystander count).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from enum import StrEnum
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+MIN_IDENTIFIER_BYTES = 4
+MIN_WINDOW_CHARS = 24
+MAX_WINDOW_CHARS = 48
+MIN_WINDOW_WORDS = 4
+VECTOR_PIECE_BYTES = 128
+MIN_NONZERO_FLOATS = 4
+MIN_BLOB_PIECE_DISTINCT = 16
+BLOB_PIECE_BYTES = 64
+
+_PLAIN_RUN = re.compile(r"[A-Za-z0-9 .,;:!?'()\-]+")
+_FTS_TOKEN = re.compile(r"[^\W_]+")
+
+
+class NeedleKind(StrEnum):
+    """What a needle was cut from."""
+
+    identifier = "identifier"
+    content = "content"
+    vector = "vector"
+    blob = "blob"
+    canary = "canary"
+
+
+SUBJECT_KINDS: tuple[NeedleKind, ...] = (NeedleKind.identifier, NeedleKind.content, NeedleKind.vector,
+                                         NeedleKind.blob)
+"""Needle kinds whose presence after the cascade is residue (canaries are the opposite)."""
+
+
+class Needle(BaseModel):
+    """One byte string to look for; `group` ties the pieces of one thing together."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64",
+                              val_json_bytes="base64")
+
+    kind: NeedleKind
+    group: int
+    data: bytes = Field(repr=False)
+
+
+def fts_phrase(text: str) -> str | None:
+    """`text` as one FTS5 phrase query (tokens as the unicode61 tokenizer splits them), or None if
+    it has no token. The tokens are bare alphanumerics, so nothing in them needs escaping."""
+    tokens = _FTS_TOKEN.findall(text)
+    return '"' + " ".join(tokens) + '"' if tokens else None
+
+
+def plain_windows(text: str, *, limit: int = 2) -> list[str]:
+    """Up to `limit` distinctive-looking windows of plain ASCII text from `text`, longest runs first."""
+    runs = sorted((m.group(0) for m in _PLAIN_RUN.finditer(text)), key=len, reverse=True)
+    out: list[str] = []
+    for run in runs:
+        window = _cut_words(run)
+        if window and window not in out:
+            out.append(window)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _cut_words(run: str) -> str | None:
+    words = run.split()
+    picked: list[str] = []
+    for word in words:
+        if len(" ".join([*picked, word])) > MAX_WINDOW_CHARS:
+            break
+        picked.append(word)
+    window = " ".join(picked)
+    if len(window) < MIN_WINDOW_CHARS or len(picked) < MIN_WINDOW_WORDS:
+        return None
+    # The bytes must appear as written: a single space joins words, so the run must have had them so.
+    return window if window in run else None
+
+
+def vector_pieces(embedding: bytes) -> list[bytes]:
+    """The pieces of a float32 vector worth looking for (enough non-zero floats each)."""
+    out = []
+    for start in range(0, len(embedding) - VECTOR_PIECE_BYTES + 1, VECTOR_PIECE_BYTES):
+        piece = embedding[start:start + VECTOR_PIECE_BYTES]
+        floats = np.frombuffer(piece, dtype="<f4")
+        if int(np.count_nonzero(floats)) >= MIN_NONZERO_FLOATS:
+            out.append(piece)
+    return out
+
+
+def blob_pieces(head: bytes, middle: bytes) -> list[bytes]:
+    """Pieces of an upload's bytes (its start and its middle) varied enough to be distinctive."""
+    out = []
+    for piece in (head[:BLOB_PIECE_BYTES], middle[:BLOB_PIECE_BYTES]):
+        if len(piece) == BLOB_PIECE_BYTES and len(set(piece)) >= MIN_BLOB_PIECE_DISTINCT and piece not in out:
+            out.append(piece)
+    return out
+
+
+class NeedleSet:
+    """Builds the needle list, numbering groups and counting what was kept and withheld."""
+
+    def __init__(self) -> None:
+        self.needles: list[Needle] = []
+        self.stats: dict[str, int] = {}
+        self._group = 0
+        self._seen: set[bytes] = set()
+
+    def add_group(self, kind: NeedleKind, pieces: Iterable[bytes]) -> bool:
+        """Add one group (pieces already seen are skipped); False if nothing new was added."""
+        fresh = [p for p in pieces if p and p not in self._seen]
+        if not fresh:
+            return False
+        for p in fresh:
+            self._seen.add(p)
+            self.needles.append(Needle(kind=kind, group=self._group, data=p))
+        self._group += 1
+        self.bump(kind.value)
+        return True
+
+    def bump(self, stat: str, n: int = 1) -> None:
+        """Count something about the selection (kept per kind, withheld per reason)."""
+        self.stats[stat] = self.stats.get(stat, 0) + n
+
+
+def groups(needles: Iterable[Needle], kinds: Iterable[NeedleKind]) -> Iterator[int]:
+    """The distinct group numbers of needles of the given kinds."""
+    wanted = set(kinds)
+    seen: set[int] = set()
+    for n in needles:
+        if n.kind in wanted and n.group not in seen:
+            seen.add(n.group)
+            yield n.group

@@ -1,0 +1,139 @@
+"""Resolve the subject's keys in every tier with the probes' own queries (read-only handle).
+
+The subject is reached through: `subject_id` columns; the (source, source_ref) pairs of every row that
+carries the subject's id; summary frames by archive link; verbatim turn frames by
+`turn_key = '<source>/<source_ref>'`; derived frames that reference those frames through frame_refs (to
+a fixpoint) or quote an identifier (FTS phrase); chunks of all those frames; person/email/phone
+entities named by an identifier; entities linked only to the subject's frames; relations asserted by
+the subject's frames or touching the subject's entities.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from erasure.subject import Subject
+from probes.keys import SubjectKeys
+from probes.needles import fts_phrase
+from probes.store import PERSONAL_ENTITY_KINDS, column, ids_in, json_list, json_pairs, pairs_in
+
+IN_IDS = ids_in()
+BYSTANDER_SAMPLE = 3
+
+
+def subject_pairs(conn: apsw.Connection, subject_id: str) -> set[tuple[str, str]]:
+    """(source, source_ref) of every row that names the subject."""
+    pairs: set[tuple[str, str]] = set()
+    for table in ("raw_archive", "working_sessions", "blobs", "ft_examples", "subprocessor_records"):
+        for src, ref in conn.execute(
+                f"SELECT source, source_ref FROM {table} WHERE subject_id = ?", (subject_id,)):
+            if src is not None and ref is not None:
+                pairs.add((str(src), str(ref)))
+    return pairs
+
+
+def _ids(conn: apsw.Connection, sql: str, *params: object) -> set[int]:
+    return {int(v) for v in column(conn, sql, tuple(params))}
+
+
+def _strs(conn: apsw.Connection, sql: str, *params: object) -> set[str]:
+    return {str(v) for v in column(conn, sql, tuple(params))}
+
+
+def episodic_frames(conn: apsw.Connection, subject_id: str, archive_ids: set[int],
+                    turn_keys: set[str]) -> set[int]:
+    """Summary frames by subject or archive link, turn frames by turn key."""
+    frames = _ids(conn, "SELECT frame_id FROM frames WHERE subject_id = ? AND kind != 'derived'", subject_id)
+    frames |= _ids(conn, f"SELECT frame_id FROM frames WHERE archive_id {IN_IDS} AND kind != 'derived'",
+                   json_list(archive_ids))
+    frames |= _ids(conn, f"SELECT frame_id FROM frames WHERE turn_key {IN_IDS} AND kind != 'derived'",
+                   json_list(turn_keys))
+    return frames
+
+
+def fts_hits(conn: apsw.Connection, text: str) -> set[int]:
+    """Rowids (frame ids) of FTS rows matching `text` as a phrase."""
+    phrase = fts_phrase(text)
+    if phrase is None:
+        return set()
+    return _ids(conn, "SELECT rowid FROM frames_fts WHERE frames_fts MATCH ?", phrase)
+
+
+def derived_closure(conn: apsw.Connection, seeds: set[int], quoting: set[int]) -> set[int]:
+    """Derived frames referencing `seeds` or each other (fixpoint), plus the `quoting` ones."""
+    found = set(quoting)
+    frontier = set(seeds) | set(quoting)
+    while frontier:
+        refs = _ids(conn, f"SELECT r.frame_id FROM frame_refs r WHERE r.ref_frame_id {IN_IDS}",
+                    json_list(frontier))
+        frontier = refs - found - seeds
+        found |= frontier
+    return found
+
+
+def quoting_derived(conn: apsw.Connection, subject: Subject) -> set[int]:
+    """Derived frames whose text contains one of the identifiers (FTS phrase)."""
+    hits: set[int] = set()
+    for ident in subject.identifiers():
+        hits |= fts_hits(conn, ident)
+    return _ids(conn, f"SELECT frame_id FROM frames WHERE kind = 'derived' AND frame_id {IN_IDS}",
+                json_list(hits))
+
+
+def subject_entities(conn: apsw.Connection, subject: Subject, frames: set[int]) -> set[int]:
+    """Personal entities named by an identifier, and entities whose every link is to `frames`."""
+    kinds = ",".join(f"'{k}'" for k in PERSONAL_ENTITY_KINDS)
+    named = _ids(conn, f"SELECT entity_id FROM kg_entities WHERE name {IN_IDS} AND kind IN ({kinds})",
+                 json_list(subject.identifiers()))
+    linked = _ids(conn, f"SELECT DISTINCT entity_id FROM kg_entity_frames WHERE frame_id {IN_IDS}",
+                  json_list(frames))
+    exclusive = _ids(
+        conn,
+        f"SELECT entity_id FROM kg_entity_frames WHERE entity_id {IN_IDS} GROUP BY entity_id"
+        f" HAVING sum(frame_id NOT {IN_IDS}) = 0",
+        json_list(linked), json_list(frames))
+    return named | exclusive
+
+
+def resolve_keys(conn: apsw.Connection, subject: Subject) -> SubjectKeys:
+    """Every key that reaches the subject, from the store as it is now."""
+    sid = subject.id
+    pairs = subject_pairs(conn, sid)
+    pj = json_pairs(pairs)
+    archive_ids = _ids(conn, "SELECT archive_id FROM raw_archive WHERE subject_id = ?", sid)
+    archive_ids |= _ids(conn, f"SELECT archive_id FROM raw_archive WHERE {pairs_in()}", pj)
+    turn_keys = {f"{s}/{r}" for s, r in pairs}
+    frames = episodic_frames(conn, sid, archive_ids, turn_keys)
+    derived = derived_closure(conn, frames, quoting_derived(conn, subject))
+    all_frames = frames | derived
+    fj = json_list(all_frames)
+    entities = subject_entities(conn, subject, all_frames)
+    ej = json_list(entities)
+    processors = _strs(conn, "SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id = ?", sid)
+    return SubjectKeys(
+        source_refs=sorted(pairs),
+        archive_ids=sorted(archive_ids),
+        frame_ids=sorted(frames),
+        turn_keys=sorted(turn_keys),
+        derived_frame_ids=sorted(derived),
+        chunk_ids=sorted(_ids(conn, f"SELECT chunk_id FROM frame_chunks WHERE frame_id {IN_IDS}", fj)),
+        entity_ids=sorted(entities),
+        relation_ids=sorted(_ids(
+            conn,
+            f"SELECT relation_id FROM kg_relations WHERE frame_id {IN_IDS} OR src_entity_id {IN_IDS}"
+            f" OR dst_entity_id {IN_IDS}", fj, ej, ej)),
+        blob_keys=sorted(_strs(conn, "SELECT blob_key FROM blobs WHERE subject_id = ?", sid)
+                         | _strs(conn, f"SELECT blob_key FROM blobs WHERE {pairs_in()}", pj)),
+        example_ids=sorted(_ids(conn, "SELECT example_id FROM ft_examples WHERE subject_id = ?", sid)
+                           | _ids(conn, f"SELECT example_id FROM ft_examples WHERE {pairs_in()}", pj)),
+        session_ids=sorted(_strs(conn, "SELECT session_id FROM working_sessions WHERE subject_id = ?", sid)
+                           | _strs(conn, f"SELECT session_id FROM working_sessions WHERE {pairs_in()}", pj)),
+        audit_commitments=sorted(_strs(conn, "SELECT commitment FROM audit_vault WHERE subject_id = ?", sid)),
+        recall_cache_ids=sorted(_ids(conn, f"SELECT cache_id FROM recall_cache WHERE frame_id {IN_IDS}", fj)),
+        subprocessors=sorted(processors),
+        subprocessor_bystanders={p: sorted(_strs(
+            conn,
+            "SELECT DISTINCT subject_id FROM subprocessor_records WHERE processor = ? AND subject_id != ?"
+            " AND remote_ref IS NOT NULL ORDER BY subject_id LIMIT ?", p, sid, BYSTANDER_SAMPLE))
+            for p in _strs(conn, "SELECT name FROM subprocessors")},
+    )
