@@ -55,12 +55,12 @@ class SlaRow:
         return self.seconds_left < (self.deadline - self.target).total_seconds()
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready: enums as their values, datetimes as ISO 8601 UTC with a 'Z'."""
+        """JSON-ready (the `COLUMNS` first): enums as their values, datetimes as ISO 8601 UTC with a 'Z'."""
         return {
             "request_id": self.request_id, "legal_basis": self.legal_basis.value, "state": self.state.value,
             "deadline": iso_utc(self.deadline), "target": iso_utc(self.target), "days_left": self.days_left,
-            "seconds_left": round(self.seconds_left, 3), "extended": self.extended, "paused": self.paused,
-            "at_risk": self.at_risk, "breached": self.breached, "past_target": self.past_target,
+            "extended": self.extended, "paused": self.paused, "at_risk": self.at_risk, "breached": self.breached,
+            "seconds_left": round(self.seconds_left, 3), "past_target": self.past_target,
         }
 
 
