@@ -1,0 +1,246 @@
+"""The offline verifier: API, `python -m proof.verify`, a standalone copy of verify.py, `erasure pack`
+commands, and the audit-log check against the store's real producer (memory/audit.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.pack import app as pack_app
+from erasure.config import Home
+from proof import verify
+from proof.errors import PackRejected
+from proof.pack import attest, summary, write_pack
+from tests.proof_fixtures import (
+    IDENTIFIERS,
+    Keys,
+    audit_document,
+    evidence_files,
+    make_evidence,
+    make_keys,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _attested(tmp: Path, keys: Keys, scenario: str = "erased") -> Path:
+    pack = write_pack(make_evidence(tmp, scenario=scenario), keys.engine)
+    attest(pack, keys.dpo, engine_pub=keys.engine_pub, attested_at="2024-02-02T10:00:00Z")
+    return pack
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Keys:
+    return make_keys(tmp_path / "keys")
+
+
+@pytest.mark.parametrize(("engine_alg", "dpo_alg"), [("ecdsa-p256", "ecdsa-p256"), ("ed25519", "ed25519"),
+                                                     ("ecdsa-p256", "ed25519")])
+def test_attested_pack_verifies_with_every_key_type(tmp_path: Path, engine_alg: str, dpo_alg: str) -> None:
+    keys = make_keys(tmp_path / "keys", engine_alg, dpo_alg)
+    result = verify.verify_pack(_attested(tmp_path, keys), keys.engine_pem, keys.dpo_pem)
+    assert result.checks == ("archive", "signature", "statement", "subjects", "checksums", "distinct-keys",
+                             "audit-log", "consistency")
+    assert (result.request_id, result.status, result.all_clear, result.files) == ("req-0001", "erased", True, 10)
+    assert result.engine_keyid == verify.keyid_of(verify.load_public_key(keys.engine_pem, "engine"))
+    assert result.dpo_keyid == verify.keyid_of(verify.load_public_key(keys.dpo_pem, "DPO"))
+
+
+def test_unattested_pack_passes_only_when_the_dpo_is_not_required(tmp_path: Path, keys: Keys) -> None:
+    pack = write_pack(make_evidence(tmp_path), keys.engine)
+    assert verify.verify_pack(pack, keys.engine_pem, None, require_dpo=False).dpo_keyid is None
+    with pytest.raises(verify.ArchiveError, match="missing file signatures/dpo.intoto.json"):
+        verify.verify_pack(pack, keys.engine_pem, keys.dpo_pem)
+
+
+def test_key_arguments_are_checked(tmp_path: Path, keys: Keys) -> None:
+    pack = _attested(tmp_path, keys)
+    with pytest.raises(verify.KeyArgumentError):
+        verify.verify_pack(pack, b"not a key", keys.dpo_pem)
+    with pytest.raises(verify.KeyArgumentError):  # a private key is not a trusted public key
+        verify.verify_pack(pack, keys.engine.read_bytes(), keys.dpo_pem)
+
+
+def test_verify_contents_checks_everything_but_origin(tmp_path: Path) -> None:
+    stranger = make_keys(tmp_path / "stranger")
+    pack = write_pack(make_evidence(tmp_path), stranger.engine)
+    result = verify.verify_contents(pack.read_bytes())
+    assert not result.signatures_verified and "signature" not in result.checks and result.status == "erased"
+
+
+# --- python -m proof.verify, and verify.py on its own --------------------------------------------
+
+def _run(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_module_cli_prints_ok_or_fail_with_exit_codes(tmp_path: Path, keys: Keys) -> None:
+    pack = _attested(tmp_path, keys)
+    ok = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.engine_pub),
+               "--dpo-key", str(keys.dpo_pub)])
+    assert (ok.returncode, ok.stdout) == (0, "OK\n")
+    as_json = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.engine_pub),
+                    "--dpo-key", str(keys.dpo_pub), "--json"])
+    doc = json.loads(as_json.stdout)
+    assert as_json.returncode == 0 and doc["ok"] is True and doc["status"] == "erased"
+    swapped = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.dpo_pub),
+                    "--dpo-key", str(keys.engine_pub)])
+    assert swapped.returncode == 1 and swapped.stdout.startswith("FAIL: signature: ")
+    bad = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.dpo_pub), "--dpo-key",
+                str(keys.engine_pub), "--json"])
+    assert bad.returncode == 1 and json.loads(bad.stdout)["check"] == "signature"
+    usage = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.engine_pub)])
+    assert usage.returncode == 2 and "--dpo-key is required" in usage.stderr
+    missing_key = _run(["-m", "proof.verify", str(pack), "--engine-key", str(tmp_path / "nope.pem"),
+                        "--dpo-key", str(keys.dpo_pub)])
+    assert missing_key.returncode == 1 and missing_key.stdout.startswith("FAIL: keys: ")
+
+
+def test_module_cli_no_dpo_for_a_pack_awaiting_attestation(tmp_path: Path, keys: Keys) -> None:
+    pack = write_pack(make_evidence(tmp_path), keys.engine)
+    res = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.engine_pub), "--no-dpo"])
+    assert (res.returncode, res.stdout) == (0, "OK\n")
+
+
+def test_verify_py_runs_alone_with_only_the_stdlib_and_cryptography(tmp_path: Path, keys: Keys) -> None:
+    pack = _attested(tmp_path, keys)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(ROOT / "proof" / "verify.py", alone / "verify.py")
+    res = _run(["-I", "verify.py", str(pack), "--engine-key", str(keys.engine_pub), "--dpo-key",
+                str(keys.dpo_pub)], cwd=alone)
+    assert (res.returncode, res.stdout) == (0, "OK\n"), res.stderr
+    probe = ("import sys, verify; "
+             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('erasure', 'proof', 'pydantic', 'apsw', 'typer', 'rich', 'prefect')); print(bad)")
+    res = _run(["-I", "-c", f"import sys; sys.path.insert(0, '.'); {probe}"], cwd=alone)
+    assert res.stdout.strip() == "[]", res.stderr
+
+
+# --- erasure pack ... -----------------------------------------------------------------------------
+
+def test_pack_verify_command(tmp_path: Path, keys: Keys) -> None:
+    pack = _attested(tmp_path, keys)
+    runner = CliRunner()
+    ok = runner.invoke(pack_app, ["verify", str(pack), "--engine-key", str(keys.engine_pub),
+                                  "--dpo-key", str(keys.dpo_pub)])
+    assert (ok.exit_code, ok.output) == (0, "OK\n")
+    ok_dir = runner.invoke(pack_app, ["verify", str(pack.parent), "--engine-key", str(keys.engine_pub),
+                                      "--dpo-key", str(keys.dpo_pub), "--json"])
+    assert ok_dir.exit_code == 0 and json.loads(ok_dir.output)["ok"] is True
+    fail = runner.invoke(pack_app, ["verify", str(pack), "--engine-key", str(keys.engine_pub),
+                                    "--dpo-key", str(keys.engine_pub)])
+    assert fail.exit_code == 1 and fail.output.startswith("FAIL: distinct-keys: ")
+    usage = runner.invoke(pack_app, ["verify", str(pack), "--engine-key", str(keys.engine_pub)])
+    assert usage.exit_code == 2
+
+
+def test_pack_show_command_names_no_identifier(tmp_path: Path, keys: Keys) -> None:
+    pack = write_pack(make_evidence(tmp_path, scenario="exceptions"), keys.engine, forbidden=IDENTIFIERS)
+    res = CliRunner().invoke(pack_app, ["show", str(pack), "--engine-key", str(keys.engine_pub)])
+    assert res.exit_code == 0, res.output
+    assert "erasedWithExceptions" in res.output and "fine_tune" in res.output and "model_trained" in res.output
+    assert "NOT checked" not in res.output and "DPO attestation: none yet" in res.output
+    unchecked = CliRunner().invoke(pack_app, ["show", str(pack)])
+    assert "signature NOT checked" in unchecked.output
+    as_json = CliRunner().invoke(pack_app, ["show", str(pack), "--json"])
+    doc = json.loads(as_json.output)
+    assert doc["status"] == "erasedWithExceptions" and doc["receipts"] == {"done": 3}
+    assert doc["verification"]["probes"] == 17 and doc["verification"]["bystanders_after"] == 17 * 40
+    for text in (res.output, as_json.output):
+        assert all(ident.casefold() not in text.casefold() for ident in IDENTIFIERS)
+
+
+def test_pack_build_and_attest_commands(home: Home, keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
+    evidence = home.evidence_dir("req-0001")
+    evidence.mkdir(parents=True)
+    for name, data in evidence_files().items():
+        (evidence / name).write_bytes(data)
+    home.keys_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(keys.engine, home.keys_dir / "engine.pem")
+    runner = CliRunner()
+    built = runner.invoke(pack_app, ["build", "req-0001", "--json"])
+    assert built.exit_code == 0, built.output
+    assert Path(json.loads(built.output)["pack"]) == evidence / "proof.tar.gz"
+    before = (evidence / "proof.tar.gz").read_bytes()
+    declined = runner.invoke(pack_app, ["attest", str(evidence), "--key", str(keys.dpo), "--engine-key",
+                                        str(keys.engine_pub)], input="n\n")
+    assert declined.exit_code != 0 and (evidence / "proof.tar.gz").read_bytes() == before
+    refused = runner.invoke(pack_app, ["attest", str(evidence), "--key", str(keys.engine), "--engine-key",
+                                       str(keys.engine_pub), "--yes"])
+    assert refused.exit_code != 0 and "DPO must attest" in str(refused.exception)
+    done = runner.invoke(pack_app, ["attest", str(evidence), "--key", str(keys.dpo), "--engine-key",
+                                    str(keys.engine_pub)], input="y\n")
+    assert done.exit_code == 0, done.output
+    verify.verify_pack(evidence / "proof.tar.gz", keys.engine_pem, keys.dpo_pem)
+
+
+def test_summary_of_a_tampered_pack_is_refused(tmp_path: Path, keys: Keys) -> None:
+    pack = write_pack(make_evidence(tmp_path), keys.engine)
+    other = make_keys(tmp_path / "other")
+    with pytest.raises(PackRejected, match="signature"):
+        summary(pack, engine_pub=other.engine_pem)
+
+
+# --- check 7 in detail, and against the store's own producer --------------------------------------
+
+def _audit(doc: dict[str, Any]) -> None:
+    verify.check_audit_log(json.dumps(doc).encode())
+
+
+def test_audit_entries_may_start_mid_chain_when_anchored() -> None:
+    doc = audit_document(30)
+    doc["entries"] = doc["entries"][4:]  # seqs 5..30, anchored by entry 5's prev_hash
+    doc["redacted"] = [r for r in doc["redacted"] if r["seq"] >= 5]
+    _audit(doc)
+    doc["entries"] = doc["entries"][25:]  # only seq 30: the before checkpoint (28) is out of reach
+    doc["redacted"] = []
+    with pytest.raises(verify.AuditLogError, match="do not reach the before checkpoint"):
+        _audit(doc)
+
+
+def test_audit_of_an_empty_log_verifies() -> None:
+    doc = audit_document(4)
+    zero = {"seq": 0, "head_hash": "0" * 64, "at": "2024-02-01T09:00:00.000000Z"}
+    from tests.proof_fixtures import audit_key, sign_checkpoint
+
+    doc.update(before=dict(zero, signature=""), after=dict(zero, signature=""), entries=[], redacted=[])
+    sign_checkpoint(doc, "before", audit_key())
+    sign_checkpoint(doc, "after", audit_key())
+    _audit(doc)
+
+
+def test_audit_evidence_of_the_real_store_verifies(home: Home) -> None:
+    from erasure.sqlite import transaction
+    from memory import audit, schema
+
+    conn = schema.create(home.store_dir)
+    try:
+        with transaction(conn):
+            audit.append(conn, "store.created", "system", {"tenant": "default"})
+            audit.append(conn, "ingest", "ingest-worker", {"items": 3},
+                         {"email": ("subj-alice-7731", IDENTIFIERS[1]), "name": ("subj-alice-7731", IDENTIFIERS[2])})
+            audit.append(conn, "ingest", "ingest-worker", {"items": 1}, {"email": ("subj-bob", "bob@example.net")})
+        with transaction(conn):
+            before = audit.checkpoint(conn, home.store_dir)
+            result = audit.redact_subject(conn, "subj-alice-7731")
+            audit.append(conn, "erasure.step", "engine", {"step": "audit_log", "redacted": result.count})
+            after = audit.checkpoint(conn, home.store_dir)
+        doc = audit.redaction_evidence(conn, home.store_dir, before, after, result, subject_id="subj-alice-7731")
+    finally:
+        conn.close()
+    data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    verify.check_audit_log(data)
+    assert all(ident.encode() not in data for ident in IDENTIFIERS)
+    doc["entries"][1]["fields"]["name"] = {"commit": "f" * 64}
+    with pytest.raises(verify.AuditLogError):
+        _audit(doc)
