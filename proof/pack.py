@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from erasure.errors import NotFound
 from proof import verify
 from proof.attestation import render
 from proof.dsse import envelope_bytes, sign_envelope
@@ -173,6 +174,15 @@ def write_pack(evidence_dir: Path, engine_key_path: Path, *, passphrase: str | b
     return target
 
 
+def _read_pack(pack_path: Path) -> bytes:
+    if not pack_path.is_file():
+        raise NotFound(f"no proof pack at {pack_path}")
+    try:
+        return verify.read_pack(pack_path)
+    except verify.PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -189,7 +199,7 @@ def attest(pack_path: Path, dpo_key_path: Path, *, engine_pub: bytes | Path | No
     """
     pack_path = Path(pack_path)
     key = load_private_key(dpo_key_path, passphrase)
-    data = verify.read_pack(pack_path)
+    data = _read_pack(pack_path)
     engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     try:
         result = (verify.verify_bytes(data, engine_pem, None, require_dpo=False) if engine_pem is not None
@@ -229,7 +239,7 @@ def summary(pack_path: Path, *, engine_pub: bytes | Path | None = None) -> dict[
     pack_path = Path(pack_path)
     if pack_path.is_dir():
         pack_path = pack_path / PACK_NAME
-    data = verify.read_pack(pack_path)
+    data = _read_pack(pack_path)
     try:
         result = (verify.verify_bytes(data, public_key_pem(load_public_key(engine_pub)), None, require_dpo=False)
                   if engine_pub is not None else verify.verify_contents(data))

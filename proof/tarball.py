@@ -2,7 +2,7 @@
 
 Entries sorted by path under one top directory; mtime fixed ($SOURCE_DATE_EPOCH, else 0); uid/gid 0,
 empty user/group names; mode 0644 files, 0755 dirs; USTAR headers; gzip header with mtime 0 and no
-file name.
+file name; compression level 6 (bytes are identical for the same zlib).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def tar_gz_bytes(top: str, files: Mapping[str, bytes], *, mtime: int | None = No
             else:
                 tar.addfile(_info(name, when, size=len(data)), io.BytesIO(data))
     out = io.BytesIO()
-    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, filename="", compresslevel=9) as gz:
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, filename="", compresslevel=6) as gz:
         gz.write(raw.getvalue())
     return out.getvalue()
 

@@ -271,13 +271,32 @@ def _member_kind(member: tarfile.TarInfo, name: str) -> str:
         _fail(ArchiveError, f"hard link in archive: {name!r}")
     if member.isdir():
         return "dir"
-    if member.isreg():
+    if member.isreg() and not member.issparse():
         return "file"
     _fail(ArchiveError, f"device, fifo or other special entry in archive: {name!r}")
 
 
+class _Capped(io.RawIOBase):
+    """A reader that stops a decompression bomb: at most `cap` bytes, headers included."""
+
+    def __init__(self, inner: gzip.GzipFile, cap: int) -> None:
+        self._inner, self._left = inner, cap
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._inner.read(size if size >= 0 else self._left + 1)
+        self._left -= len(chunk)
+        if self._left < 0:
+            _fail(ArchiveError, f"the archive unpacks to more than {MAX_TOTAL_BYTES} bytes")
+        return chunk
+
+
 def extract(data: bytes) -> tuple[str, dict[str, bytes]]:
     """Check 1, safety part: read the pack in memory; return (top directory, {relative path: bytes})."""
+    if len(data) > MAX_TOTAL_BYTES:
+        _fail(ArchiveError, f"the pack is larger than {MAX_TOTAL_BYTES} bytes")
     top: str | None = None
     files: dict[str, bytes] = {}
     dirs: set[str] = set()
@@ -285,7 +304,7 @@ def extract(data: bytes) -> tuple[str, dict[str, bytes]]:
     total = count = 0
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as gz, \
-                tarfile.open(fileobj=gz, mode="r|") as tar:
+                tarfile.open(fileobj=_Capped(gz, MAX_TOTAL_BYTES + 1024 * (MAX_ENTRIES + 2)), mode="r|") as tar:
             for member in tar:
                 count += 1
                 if count > MAX_ENTRIES:
@@ -751,7 +770,7 @@ def _run(data: bytes, engine_key: PublicKey | None, dpo_key: PublicKey | None,
     if has_dpo and dpo_key is not None:
         d_payload = check_signature(files[DPO_ENVELOPE], DPO_ENVELOPE, dpo_key, "DPO")
     elif require_dpo:
-        _fail(SignatureError, "no DPO key was given to check the DPO's attestation")
+        _fail(KeyArgumentError, "no DPO key was given to check the DPO's attestation")
     if engine_key is not None:
         checks.append(SignatureError.check)
     statement = check_statement(e_type, e_payload, ENGINE_ENVELOPE, ERASURE_PREDICATE, _ENGINE_FIELDS)

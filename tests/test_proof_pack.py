@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from erasure.errors import ConfigError
+from erasure.errors import ConfigError, NotFound
 from erasure.tiers import CASCADE_ORDER
 from proof import verify
 from proof.errors import AlreadyAttested, EvidenceInvalid, IdentifierInPack, SameKeyRefused
@@ -150,6 +150,13 @@ def test_missing_key_and_missing_evidence_are_refused(tmp_path: Path, keys: Keys
     with pytest.raises(EvidenceInvalid, match=re.escape("subprocessor-receipts.jsonl")):
         write_pack(ev, keys.engine)
     assert not any((ev / name).exists() for name in WRITTEN)
+
+
+def test_attest_and_summary_of_a_missing_pack_are_not_found(tmp_path: Path, keys: Keys) -> None:
+    with pytest.raises(NotFound):
+        attest(tmp_path / "none.tar.gz", keys.dpo)
+    with pytest.raises(NotFound):
+        summary(tmp_path)
 
 
 def test_attest_refuses_the_engine_key(tmp_path: Path, keys: Keys) -> None:

@@ -7,7 +7,9 @@ those of an insider who holds the engine key: only the later checks can catch th
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
+import io
 import json
 import tarfile
 from dataclasses import dataclass
@@ -179,6 +181,18 @@ def test_tar_with_oversized_file(pack: Pack, monkeypatch: pytest.MonkeyPatch) ->
 def test_tar_with_too_many_entries(pack: Pack) -> None:
     many = [(f"{pack.top}/junk/{i}", b"") for i in range(verify.MAX_ENTRIES + 1)]
     assert pack.check_of(_with(pack, *many), why="entries") == "archive"
+
+
+def test_tar_with_decompression_bomb_in_a_pax_header(pack: Pack, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify, "MAX_TOTAL_BYTES", 256 * 1024)
+    bomb = tarfile.TarInfo(f"{pack.top}/notes.txt")
+    bomb.pax_headers = {"comment": "A" * (2 * 1024 * 1024)}  # 2 MiB of header, a few KiB gzipped
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(bomb, io.BytesIO(b""))
+    data = gzip.compress(raw.getvalue(), mtime=0)
+    assert len(data) < 64 * 1024
+    assert pack.check_of(data, why="unpacks to more than") == "archive"
 
 
 def test_not_a_gzip(pack: Pack) -> None:
