@@ -78,9 +78,9 @@ def _check_records(request: dict[str, Any], steps: list[dict[str, Any]], verific
         raise EvidenceInvalid("verification.json is of another request")
     if not isinstance(verification.get("verified_at"), str) or not isinstance(verification.get("all_clear"), bool):
         raise EvidenceInvalid("verification.json has no verified_at or all_clear")
-    probes, exceptions = verification.get("probes"), verification.get("exceptions")
+    probes, exceptions = verification.get("probes"), verification.get("exceptions", [])
     if not isinstance(probes, list) or not isinstance(exceptions, list):
-        raise EvidenceInvalid("verification.json has no probes or exceptions list")
+        raise EvidenceInvalid("verification.json has no probes list, or exceptions is not a list")
     for p in probes:
         p = _obj(p, "a probe in verification.json")
         if not isinstance(p.get("tier"), str) or not isinstance(p.get("method"), str) \

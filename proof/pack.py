@@ -56,7 +56,7 @@ def tool_version() -> str:
 
 def build_predicate(ev: Evidence, engine_keyid: str, out_of_scope: Sequence[str]) -> dict[str, Any]:
     """The erasure-proof predicate, derived from the records (see `proof.status` for the rules)."""
-    probes, exceptions = ev.verification["probes"], ev.verification["exceptions"]
+    probes, exceptions = ev.verification["probes"], ev.verification.get("exceptions", [])
     tiers = tiers_table(ev.steps, probes)
     all_clear = bool(ev.verification["all_clear"])
     status = overall_status(tiers, probes, all_clear, exceptions)

@@ -42,7 +42,7 @@ skipped with after_count 0|null and residue 0 -> skipped; erased with after_coun
 erasedWithExceptions tier -> notErased; else an erasedWithExceptions tier or any exception ->
 erasedWithExceptions; else erased if all_clear, notErased if not. all_clear true requires at least
 one probe, every probe residue 0, every step after_count 0 (null for a skipped one) unless its
-status is an exception status.
+status is an exception status. A verification.json without `exceptions` has none.
 """
 
 from __future__ import annotations
@@ -658,8 +658,8 @@ def _records(files: Mapping[str, bytes]) -> tuple[dict[str, Any], list[dict[str,
         _count(s.get("after_count"), f"step {s['step']} after_count", C, nullable=True)
     probes = verification.get("probes")
     if not isinstance(probes, list) or not isinstance(verification.get("all_clear"), bool) \
-            or not isinstance(verification.get("exceptions"), list):
-        _fail(C, "verification.json lacks probes, all_clear or exceptions")
+            or not isinstance(verification.setdefault("exceptions", []), list):
+        _fail(C, "verification.json lacks probes or all_clear, or its exceptions are not a list")
     for p in probes:
         p = _obj(p, "a probe", C)
         if not isinstance(p.get("tier"), str) or not isinstance(p.get("method"), str):

@@ -230,3 +230,35 @@ def test_out_path_and_evidence_dir_are_independent(tmp_path: Path, keys: Keys) -
 
 def test_tier_lists_agree_with_the_domain() -> None:
     assert TIERS == tuple(t.value for t in CASCADE_ORDER) == verify.TIERS
+
+
+@pytest.mark.parametrize(("lost_bystander", "overall"), [(False, "erased"), (True, "notErased")])
+def test_records_in_the_shape_the_flows_write(tmp_path: Path, keys: Keys, lost_bystander: bool,
+                                              overall: str) -> None:
+    """steps.jsonl from `StepRecord`, verification.json from `probes.run.to_json` (no `exceptions`
+    key, extra `failing_tiers`, a `bytes` probe): the writer and the verifier accept them."""
+    from datetime import UTC, datetime
+
+    from erasure.models import StepRecord, StepStatus
+    from probes.model import ProbeResult
+    from probes.run import Verification, to_json
+
+    ev = make_evidence(tmp_path)
+    at = datetime(2024, 2, 1, 9, 0, tzinfo=UTC)
+    steps = [StepRecord(request_id="req-0001", step=t, status=StepStatus.skipped, started_at=at, ended_at=at,
+                        detail={"reason": "not in the request's data classes"}) if t == "uploads" else
+             StepRecord(request_id="req-0001", step=t, status=StepStatus.erased, before_count=4, after_count=0,
+                        started_at=at, ended_at=at, removed_digest="ab" * 32) for t in TIERS]
+    (ev / "steps.jsonl").write_text("".join(json.dumps(s.model_dump(mode="json"), sort_keys=True) + "\n"
+                                            for s in steps))
+    probes = [ProbeResult(tier=t, method="rows", residue=0, bystanders_before=10,
+                          bystanders_after=9 if lost_bystander and t == "semantic" else 10) for t in TIERS]
+    probes.append(ProbeResult(tier="bytes", method="scan", residue=0, bystanders_before=3, bystanders_after=3))
+    doc = to_json(Verification(probes=probes), "req-0001", at)
+    assert "exceptions" not in doc and doc["all_clear"] is not lost_bystander
+    (ev / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    pack = write_pack(ev, keys.engine, forbidden=IDENTIFIERS)
+    s = summary(pack, engine_pub=keys.engine_pem)
+    assert s["status"] == overall and s["exceptions"] == []
+    assert {r["tier"]: r["status"] for r in s["tiers"]}["uploads"] == "skipped"
+    assert verify.verify_pack(pack, keys.engine_pem, None, require_dpo=False).status == overall
