@@ -62,9 +62,16 @@ def cascade_step(request_id: str, step: str) -> dict[str, Any]:
 
 @task(name="proof-pack", retries=0)
 def proof_task(request_id: str) -> dict[str, Any]:
+    """Write the engine-signed pack. Evidence that is missing (a step that never finished) or that
+    contradicts itself leaves no pack: the request stays in exception until a rerun completes it."""
     from flows.proof import write_engine_pack
+    from proof.errors import EvidenceInvalid
 
-    return write_engine_pack(request_id, home())
+    try:
+        return write_engine_pack(request_id, home())
+    except EvidenceInvalid as exc:
+        get_run_logger().warning("no pack for %s: %s", request_id, exc)
+        return {"request_id": request_id, "pack": None, "error": str(exc)}
 
 
 def _engine_key_present() -> None:

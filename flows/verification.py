@@ -63,14 +63,17 @@ def probes_task(request_id: str) -> dict[str, Any]:
         result = run_probes(h.store_dir, subject, fp)
         doc = to_json(result, request_id, datetime.now(UTC))
         doc["fingerprint"] = "sealed-before-cascade" if sealed else "taken-at-verification"
-        evidence = h.evidence_dir(request_id)
-        evidence.mkdir(parents=True, exist_ok=True)
-        (evidence / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         if not doc["all_clear"]:
             for tier in doc.get("failing_tiers", []):
                 requests.open_exception(engine, request_id, tier, "residue", "verification",
                                         {"probe": "independent", "tier": tier})
-        elif sealed:
+        # Every open exception of the request (ids only) travels into the signed pack.
+        doc["exceptions"] = [{"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
+                             for e in requests.exceptions(engine, request_id, open_only=True)]
+        evidence = h.evidence_dir(request_id)
+        evidence.mkdir(parents=True, exist_ok=True)
+        (evidence / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        if doc["all_clear"] and sealed:
             destroy(ct, key)
         return doc
     finally:
