@@ -67,6 +67,10 @@ def probes_task(request_id: str) -> dict[str, Any]:
             for tier in doc.get("failing_tiers", []):
                 requests.open_exception(engine, request_id, tier, "residue", "verification",
                                         {"probe": "independent", "tier": tier})
+        else:
+            for e in requests.exceptions(engine, request_id, open_only=True):
+                if e.kind == "residue":
+                    requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
         # Every open exception of the request (ids only) travels into the signed pack.
         doc["exceptions"] = [{"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
                              for e in requests.exceptions(engine, request_id, open_only=True)]

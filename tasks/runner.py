@@ -49,6 +49,7 @@ STEPS: dict[Tier, TierStep] = {
     Tier.audit_log: AuditLogStep(),
 }
 MAX_BATCHES = 100_000
+FINISHED = frozenset({StepStatus.erased, StepStatus.exception})
 ACTOR = "erasure-engine"
 
 
@@ -154,7 +155,11 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
         keys = _tier_keys(ctx, tier, step)
         prev = {s.step: s for s in requests.steps(ctx.engine, request_id)}.get(tier.value)
         before = step.count(ctx, keys)
-        if prev is not None and prev.before_count is not None and prev.status != StepStatus.erased:
+        if prev is not None and prev.status in FINISHED and before == 0:
+            kept = _keep_finished(ctx, tier, step, keys, prev)
+            if kept is not None:
+                return kept
+        if prev is not None and prev.before_count is not None:
             before = max(before, prev.before_count)  # a resumed step keeps its first count
         started = _now()
         requests.upsert_step(ctx.engine, StepRecord(request_id=request_id, step=tier.value,
@@ -183,13 +188,12 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
         specs = step.exceptions(ctx, keys)
         for spec in specs:
             requests.open_exception(ctx.engine, request_id, tier, spec.kind, spec.item_key, spec.detail, spec.ground)
+        current = {(s.kind, s.item_key) for s in specs}
+        for row in requests.exceptions(ctx.engine, request_id, open_only=True):
+            if row.tier == tier.value and (row.kind, row.item_key) not in current:
+                requests.close_exception(ctx.engine, row.exception_id)  # resolved by this run
         _close_resolved(ctx, tier, step, specs)
-        if after > 0 or any(s.retryable for s in specs):
-            status = StepStatus.failed
-        elif specs:
-            status = StepStatus.exception
-        else:
-            status = StepStatus.erased
+        status = _status(after, specs)
         detail = {**ctx.detail, "removed_this_run": removed, "exceptions": len(specs),
                   "items": {k: len(v) for k, v in sorted(keys.items())}}
         record = StepRecord(request_id=request_id, step=tier.value, status=status, before_count=before,
@@ -201,6 +205,26 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
         if status == StepStatus.failed:
             raise StepIncomplete(f"step {tier.value} left {after} item(s) or an unconfirmed processor")
         return record.model_dump(mode="json")
+
+
+def _status(after: int, specs: list[ExceptionSpec]) -> StepStatus:
+    if after > 0 or any(s.retryable for s in specs):
+        return StepStatus.failed
+    return StepStatus.exception if specs else StepStatus.erased
+
+
+def _keep_finished(ctx: StepContext, tier: Tier, step: TierStep, keys: Keys, prev: StepRecord) -> dict[str, Any] | None:
+    """A finished step that finds nothing left keeps the record of the run that did the work (its
+    counts, digest and times): a rerun after a crash past the record must not rewrite it as "0 of 0".
+    Returns None when the step's status would change (a new exception): then it runs normally."""
+    specs = step.exceptions(ctx, keys)
+    if _status(0, specs) != prev.status:
+        return None
+    for spec in specs:
+        requests.open_exception(ctx.engine, ctx.request_id, tier, spec.kind, spec.item_key, spec.detail, spec.ground)
+    _close_resolved(ctx, tier, step, specs)
+    write_steps_jsonl(ctx.engine, ctx.request_id, ctx.evidence_dir)
+    return prev.model_dump(mode="json")
 
 
 def _close_resolved(ctx: StepContext, tier: Tier, step: TierStep, specs: list[ExceptionSpec]) -> None:
