@@ -331,12 +331,9 @@ def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: Ent
     report.chunks += chunks
 
 
-def _write(conn: apsw.Connection, store_dir: Path, rows: _Rows, embedder: Embedder, locations: list[str],
-           actor: str, at: datetime | None, now: str, undo: list[Callable[[], object]],
-           report: IngestReport) -> None:
+def _write_frames(conn: apsw.Connection, rows: _Rows, embedder: Embedder) -> int:
+    """Insert queued frames, chunks, FTS rows and vectors; returns the number of vectors written."""
     ex = conn.executemany
-    ex("INSERT INTO raw_archive(archive_id, archive_uid, source, source_ref, subject_id, content, created_at)"
-       " VALUES (?,?,?,?,?,?,?)", rows.archive)
     ex("INSERT INTO frames(frame_id, kind, subject_id, archive_id, turn_key, turn_seq, content, created_at)"
        " VALUES (?,?,?,?,?,?,?,?)", rows.frames)
     ex("INSERT INTO frame_chunks(chunk_id, frame_id, seq, content) VALUES (?,?,?,?)", rows.chunks)
@@ -353,8 +350,16 @@ def _write(conn: apsw.Connection, store_dir: Path, rows: _Rows, embedder: Embedd
         ex("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES (?,?)",
            [(cid, to_blob(chunk_vecs[own_row[cid]] if t is not None and chunk_vecs is not None
                           else frame_vecs[row_of[fid]])) for cid, fid, t in rows.vec_chunks])
-    report.vectors += len(rows.vec_frames) + len(rows.vec_chunks)
+    return len(rows.vec_frames) + len(rows.vec_chunks)
 
+
+def _write(conn: apsw.Connection, store_dir: Path, rows: _Rows, embedder: Embedder, locations: list[str],
+           actor: str, at: datetime | None, now: str, undo: list[Callable[[], object]],
+           report: IngestReport) -> None:
+    ex = conn.executemany
+    ex("INSERT INTO raw_archive(archive_id, archive_uid, source, source_ref, subject_id, content, created_at)"
+       " VALUES (?,?,?,?,?,?,?)", rows.archive)
+    report.vectors += _write_frames(conn, rows, embedder)
     ex("INSERT INTO kg_relations(relation_id, src_entity_id, dst_entity_id, predicate, frame_id, created_at)"
        " VALUES (?,?,?,?,?,?)", rows.relations)
     ex("INSERT OR IGNORE INTO kg_entity_frames(entity_id, frame_id) VALUES (?,?)", rows.links)
@@ -414,7 +419,9 @@ def _check_processors(conn: apsw.Connection, sources: Sequence[IngestSource]) ->
         raise InputError(f"unknown subprocessor(s) {', '.join(unknown)}: register them first")
 
 
-def _sync_subprocessors(conn: apsw.Connection) -> str:
+def sync_subprocessors(conn: apsw.Connection) -> str:
+    """Push pending subprocessor records with `memory.subprocessors.sync_pending` when that module is
+    installed. Returns "synced", "failed" (records stay pending for a later sync) or "unavailable"."""
     if importlib.util.find_spec("memory.subprocessors") is None:
         return "unavailable"
     module = importlib.import_module("memory.subprocessors")
@@ -482,7 +489,7 @@ def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[Ing
         if progress is not None:
             progress(len(batch))
     if sync and report.subprocessor_records:
-        report.subprocessor_sync = _sync_subprocessors(conn)
+        report.subprocessor_sync = sync_subprocessors(conn)
     report.elapsed = round(time.perf_counter() - started, 6)
     return report
 
@@ -496,3 +503,23 @@ def ingest(conn: apsw.Connection, store_dir: Path, items: Iterable[MemoryItem], 
     """
     sources = [IngestSource.from_item(item) for item in items]
     return ingest_sources(conn, store_dir, sources, embedder=embedder, now=now)
+
+
+def add_derived_frames(conn: apsw.Connection, frames: Sequence[tuple[str, Sequence[int]]], *,
+                       embedder: Embedder | None = None, now: datetime | None = None) -> list[int]:
+    """Write derived frames (tier 7), each `(content, referenced frame ids)`, with their frame_refs,
+    chunks, FTS rows and vectors, as the agent's summariser does. Runs inside the caller's
+    transaction; returns the new frame ids (ids from the high-water marks, never reused)."""
+    stamp = corpora.iso(now)
+    ids = IdAllocator(conn)
+    rows = _Rows()
+    refs: list[tuple[int, int]] = []
+    out: list[int] = []
+    for content, refd in frames:
+        fid, _ = add_frame(rows, ids, ("derived", None, None, None, None, content), stamp)
+        refs += [(fid, int(r)) for r in dict.fromkeys(refd)]
+        out.append(fid)
+    _write_frames(conn, rows, embedder or HashingEmbedder())
+    conn.executemany("INSERT INTO frame_refs(frame_id, ref_frame_id) VALUES (?,?)", refs)
+    ids.save(conn)
+    return out
