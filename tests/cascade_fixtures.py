@@ -164,3 +164,10 @@ def store_bytes(home: Home) -> bytes:
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=str)
+
+
+def memory_items(tmp: Path, processors: list[str] | None = None) -> list[MemoryItem]:
+    """The four items `build_store` ingests (the subject's two, then the bystander's two, in store
+    order), for re-ingest tests."""
+    items = _items(tmp, processors or [])
+    return [items[0], items[1], items[2], items[3]]
