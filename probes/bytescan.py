@@ -17,11 +17,15 @@ The report names needles by their index only: it never contains the needle bytes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Empty, Queue
 from typing import cast
 
 import hyperscan
@@ -32,6 +36,8 @@ from erasure.errors import InputError
 MIB = 1 << 20
 GIB = 1 << 30
 DEFAULT_BUFFER = 8 * MIB
+DEFAULT_SEGMENT = 64 * MIB
+MAX_WORKERS = 4
 MAX_NEEDLE_BYTES = 2048
 """Hyperscan refuses longer patterns (its limit on the escaped expression is a little under 4 KiB of
 needle); the fingerprint cuts long strings into pieces below this."""
@@ -133,56 +139,147 @@ def compile_needles(needles: Sequence[bytes]) -> hyperscan.Database:
     return db
 
 
-def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAULT_BUFFER) -> ScanReport:
-    """Scan every regular file under `root` for all `needles` in one pass; report hits by index."""
-    if buffer_size < 1:
-        raise InputError("buffer_size must be positive")
+@dataclass(frozen=True)
+class _Segment:
+    """Bytes [start, end) of one file (end None: to EOF, for the file's last segment)."""
+
+    path: Path
+    rel: str
+    start: int
+    end: int | None
+
+
+@dataclass
+class _Partial:
+    """What one worker found: per needle, hits and files; per file, failures."""
+
+    counts: dict[int, int] = field(default_factory=dict)
+    where: dict[int, set[str]] = field(default_factory=dict)
+    bytes_read: int = 0
+    failed: dict[str, bool] = field(default_factory=dict)
+    """rel -> True when unreadable, False when it vanished during the scan."""
+
+
+def _segments(walk: _Walk, segment_size: int) -> list[_Segment]:
+    out = []
+    for path, rel in walk.files():
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        starts = list(range(0, size, segment_size)) or [0]
+        out += [_Segment(path, rel, a, None if a == starts[-1] else a + segment_size) for a in starts]
+    return out
+
+
+def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAULT_BUFFER,
+              segment_size: int = DEFAULT_SEGMENT, workers: int | None = None) -> ScanReport:
+    """Scan every regular file under `root` for all `needles` in one pass; report hits by index.
+
+    Files are cut into segments of `segment_size` scanned by `workers` threads (default: one per CPU,
+    at most 4); reads and hyperscan both release the GIL. Each segment is its own stream that starts
+    `longest needle - 1` bytes early and counts only matches ending inside the segment, so a needle
+    across a segment boundary is counted exactly once, and one across a read buffer is found by the
+    stream.
+    """
+    if buffer_size < 1 or segment_size < 1:
+        raise InputError("buffer_size and segment_size must be positive")
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"{root} is not a directory")
     db = compile_needles(needles) if needles else None
-    counts = [0] * len(needles)
-    where: list[set[str]] = [set() for _ in needles]
-    current = [""]
-
-    def on_match(needle_id: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
-        counts[needle_id] += 1
-        where[needle_id].add(current[0])
-
-    buf = bytearray(buffer_size)
-    view = memoryview(buf)
+    overlap = max((len(n) for n in needles), default=1) - 1
     walk = _Walk(root)
-    files = total = 0
     started = time.perf_counter()
-    for path, rel in walk.files():
-        current[0] = rel
+    todo = _segments(walk, segment_size)
+    queue: Queue[_Segment] = Queue()
+    for seg in todo:
+        queue.put(seg)
+    n_workers = max(1, min(workers or min(os.cpu_count() or 1, MAX_WORKERS), len(todo) or 1))
+    scratches = [db.scratch.clone() if db is not None else None for _ in range(n_workers)]
+    parts = [_Partial() for _ in range(n_workers)]
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
         try:
-            size = _scan_file(path, db, on_match, view)
-        except FileNotFoundError:
-            continue
-        except OSError:
-            walk.unreadable.append(rel)
-            continue
-        files += 1
-        total += size
+            _drain(queue, db, scratches[k], parts[k], bytearray(buffer_size), overlap)
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,), name=f"bytescan-{k}") for k in range(1, n_workers)]
+    for t in threads:
+        t.start()
+    work(0)
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
     seconds = time.perf_counter() - started
-    return _report(len(needles), counts, where, walk, files, total, seconds)
+    return _merge(len(needles), parts, walk, {s.rel for s in todo}, seconds)
 
 
-def _scan_file(path: Path, db: hyperscan.Database | None, on_match: hyperscan.match_event_callback,
-               view: memoryview) -> int:
-    size = 0
-    with open(path, "rb", buffering=0) as f:
-        if db is None:
-            while n := f.readinto(view):
-                size += n
-            return size
-        with db.stream(match_event_handler=on_match) as stream:
-            while n := f.readinto(view):
+def _drain(queue: Queue[_Segment], db: hyperscan.Database | None, scratch: hyperscan.Scratch | None,
+           part: _Partial, buf: bytearray, overlap: int) -> None:
+    view = memoryview(buf)
+    while True:
+        try:
+            seg = queue.get_nowait()
+        except Empty:
+            return
+        if seg.rel in part.failed:
+            continue
+        try:
+            part.bytes_read += _scan_segment(seg, db, scratch, part, view, overlap)
+        except FileNotFoundError:
+            part.failed[seg.rel] = False
+        except OSError:
+            part.failed[seg.rel] = True
+
+
+def _scan_segment(seg: _Segment, db: hyperscan.Database | None, scratch: hyperscan.Scratch | None,
+                  part: _Partial, view: memoryview, overlap: int) -> int:
+    """Scan one segment; returns the bytes of the segment itself (not the overlap) that were read."""
+    begin = max(0, seg.start - overlap)
+    own = 0
+
+    def on_match(needle_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+        if begin + end > seg.start:  # ends inside this segment: the one before did not count it
+            part.counts[needle_id] = part.counts.get(needle_id, 0) + 1
+            part.where.setdefault(needle_id, set()).add(seg.rel)
+
+    with open(seg.path, "rb", buffering=0) as f, contextlib.ExitStack() as stack:
+        f.seek(begin)
+        pos = begin
+        # Scans use this worker's scratch. Closing uses the database's own scratch (the binding's
+        # close(scratch=...) is broken), which is safe: close holds the GIL, so no two run at once,
+        # and no scan ever uses the database's scratch.
+        stream = stack.enter_context(db.stream(match_event_handler=on_match)) if db is not None else None
+        while True:
+            want = len(view) if seg.end is None else min(len(view), seg.end - pos)
+            n = f.readinto(view[:want]) if want > 0 else 0
+            if not n:
+                break
+            if stream is not None:
                 # the stub says AnyStr; the C API takes any buffer (y*), so no copy is made
-                stream.scan(cast(bytes, view[:n]))
-                size += n
-    return size
+                stream.scan(cast(bytes, view[:n]), scratch=scratch)
+            own += max(0, min(n, pos + n - seg.start))
+            pos += n
+    return own
+
+
+def _merge(n_needles: int, parts: list[_Partial], walk: _Walk, files: set[str], seconds: float) -> ScanReport:
+    counts = [0] * n_needles
+    where: list[set[str]] = [set() for _ in range(n_needles)]
+    failed: dict[str, bool] = {}
+    for part in parts:
+        for i, c in part.counts.items():
+            counts[i] += c
+            where[i] |= part.where[i]
+        for rel, unreadable in part.failed.items():
+            failed[rel] = failed.get(rel, False) or unreadable
+    walk.unreadable += [rel for rel, unreadable in failed.items() if unreadable]
+    total = sum(p.bytes_read for p in parts)
+    return _report(n_needles, counts, where, walk, len(files - set(failed)), total, seconds)
 
 
 def _report(n_needles: int, counts: list[int], where: list[set[str]], walk: _Walk, files: int,

@@ -29,7 +29,7 @@ from probes.resolve import IN_IDS, fts_hits
 from probes.store import column, json_list, local_blob_roots
 
 MAX_CONTENT_GROUPS = 256
-MAX_VECTOR_GROUPS = 128
+MAX_VECTOR_GROUPS = 64
 MAX_CANARIES = 16
 CANARY_CANDIDATES = 400
 TWIN_K = 8

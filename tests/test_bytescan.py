@@ -46,6 +46,16 @@ def test_needle_straddling_the_read_buffer_is_found(tmp_path: Path) -> None:
     assert len(report.found[0].files) == len(needle) - 1
 
 
+def test_needles_across_segment_boundaries_are_counted_once(tmp_path: Path) -> None:
+    needle = b"segment-straddler"
+    data = b"".join(os.urandom(40) + needle for _ in range(50))
+    _write(tmp_path, "big", data)
+    for segment_size in (7, 16, 17, 64, 1000):
+        report = scan_tree(tmp_path, [needle, b"segment"], buffer_size=5, segment_size=segment_size, workers=3)
+        assert (report.hit_count(0), report.hit_count(1)) == (50, 50)
+        assert report.bytes_scanned == len(data) and report.files_scanned == 1
+
+
 def test_needle_longer_than_the_buffer_is_found(tmp_path: Path) -> None:
     needle = os.urandom(300)
     _write(tmp_path, "f", os.urandom(1000) + needle + os.urandom(10))
@@ -117,13 +127,14 @@ _text = st.lists(_alphabet, max_size=300).map(b"".join)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(files=st.lists(_text, min_size=1, max_size=4),
        needles=st.lists(st.lists(_alphabet, min_size=1, max_size=6).map(b"".join), min_size=1, max_size=8),
-       buffer_size=st.integers(min_value=1, max_value=40))
+       buffer_size=st.integers(min_value=1, max_value=40), segment_size=st.integers(min_value=1, max_value=90),
+       workers=st.integers(min_value=1, max_value=3))
 def test_matches_naive_find(tmp_path_factory: pytest.TempPathFactory, files: list[bytes], needles: list[bytes],
-                            buffer_size: int) -> None:
+                            buffer_size: int, segment_size: int, workers: int) -> None:
     root = tmp_path_factory.mktemp("prop")
     for i, data in enumerate(files):
         _write(root, f"f{i}", data)
-    fast = scan_tree(root, needles, buffer_size=buffer_size)
+    fast = scan_tree(root, needles, buffer_size=buffer_size, segment_size=segment_size, workers=workers)
     slow = naive_scan_tree(root, needles, buffer_size=buffer_size)
     assert fast.found == slow.found
     expected = [sum(_overlapping(d, n) for d in files) for n in needles]

@@ -1,0 +1,160 @@
+"""Benchmark the byte scanner: hyperscan (streaming, all needles in one pass) vs naive per-needle find.
+
+    .venv/bin/python bench/probe.py                    # ~1 GiB synthetic store in /tmp/probe-bench
+    .venv/bin/python bench/probe.py --store DIR        # scan an existing store directory instead
+    .venv/bin/python bench/probe.py --size-mib 2048 --needles 300 --runs 7
+
+The synthetic store looks like one: a database-like file of text rows and float32 vectors, a WAL,
+blobs of random bytes in two locations and a JSONL corpus; a few needles are planted (one straddling
+every file's first 8 MiB read boundary). Needles: identifier-like strings, 40-byte content windows
+and 128-byte float32 vector pieces. The naive baseline runs on a sample of the tree (the first
+`--naive-mib` of files) and is scaled to GiB/s; all numbers are medians over `--runs` (the naive
+scan: at most 3). Files are
+read from the page cache (warm: they were just written or read); cold-disk numbers will be lower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from probes.bytescan import DEFAULT_BUFFER, GIB, MIB, compile_needles, naive_scan_tree, scan_tree
+
+WORDS = ["refund", "parcel", "courier", "billing", "address", "appointment", "pharmacy", "clinic", "hiking",
+         "cabin", "router", "antenna", "recipe", "wedding", "pension", "payroll", "chess", "printer",
+         "telescope", "course", "delivery", "invoice", "subscription"]
+
+
+def make_needles(n: int, rng: np.random.Generator) -> list[bytes]:
+    """n needles: 1/6 identifiers, 1/3 content windows, 1/2 vector pieces."""
+    ids = [f"user-{rng.integers(1 << 40):x}@example.org".encode() for _ in range(n // 6)]
+    content = [" ".join(rng.choice(WORDS, 6)).encode()[:40] + f" {i}".encode() for i in range(n // 3)]
+    vectors = [rng.standard_normal(32).astype("<f4").tobytes() for _ in range(n - len(ids) - len(content))]
+    return ids + content + vectors
+
+
+def _text_block(rng: np.random.Generator, size: int) -> bytes:
+    words = rng.choice(WORDS, size // 6)
+    return (" ".join(words).encode() * 2)[:size]
+
+
+def build_store(root: Path, size_mib: int, needles: list[bytes], rng: np.random.Generator) -> None:
+    """Write ~size_mib of store-like files under root and plant a few needles."""
+    if root.exists():
+        shutil.rmtree(root)
+    parts = {"memory.db": 0.45, "memory.db-wal": 0.1, "blobs/primary/ab/blob-a": 0.15,
+             "blobs/replica-1/ab/blob-a": 0.15, "corpora/assistant-sft/v1.jsonl": 0.15}
+    for rel, share in parts.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        total = int(size_mib * MIB * share)
+        with open(path, "wb") as f:
+            written = 0
+            while written < total:
+                if rel.startswith("blobs"):
+                    block = rng.bytes(4 * MIB)
+                elif rel.endswith(".jsonl"):
+                    block = _text_block(rng, 4 * MIB)
+                else:  # pages of text rows and vectors
+                    block = _text_block(rng, 2 * MIB) + rng.standard_normal(MIB // 2).astype("<f4").tobytes()
+                f.write(block[:total - written])
+                written += min(len(block), total - written)
+    for i, rel in enumerate(parts):  # plant needle i across the first read boundary of file i
+        needle = needles[i * 7 % len(needles)]
+        with open(root / rel, "r+b") as f:
+            f.seek(DEFAULT_BUFFER - len(needle) // 2)
+            f.write(needle)
+
+
+def _sample(root: Path, limit_mib: int) -> Path:
+    """A temporary copy of the first files of root, up to limit_mib in total (for the naive scan)."""
+    out = Path(tempfile.mkdtemp(prefix="probe-naive-"))
+    total = 0
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if total >= limit_mib * MIB:
+            break
+        target = out / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        size = min(path.stat().st_size, limit_mib * MIB - total)
+        with open(path, "rb") as src, open(target, "wb") as dst:
+            dst.write(src.read(size))
+        total += size
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, build or reuse the store, run both scanners, print the table."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", type=Path, help="scan this existing store directory (no synthetic data)")
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "probe-bench")
+    ap.add_argument("--size-mib", type=int, default=1024)
+    ap.add_argument("--needles", type=int, default=120)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--naive-mib", type=int, default=64)
+    ap.add_argument("--keep", action="store_true", help="keep the synthetic store for the next run")
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(20250301)
+    needles = make_needles(args.needles, rng)
+    root = args.store
+    if root is None:
+        root = args.work
+        marker = root / ".bench-size"
+        if not (marker.exists() and marker.read_text() == f"{args.size_mib}:{args.needles}"):
+            print(f"building a {args.size_mib} MiB synthetic store in {root} ...", flush=True)
+            build_store(root, args.size_mib, needles, rng)
+            marker.write_text(f"{args.size_mib}:{args.needles}")
+
+    started = time.perf_counter()
+    compile_needles(needles)
+    compile_s = time.perf_counter() - started
+    fast = [scan_tree(root, needles) for _ in range(args.runs)]
+    single = [scan_tree(root, needles, workers=1) for _ in range(args.runs)]
+    sample = _sample(root, args.naive_mib)
+    try:
+        slow = [naive_scan_tree(sample, needles) for _ in range(max(1, min(args.runs, 3)))]
+        check = scan_tree(sample, needles)
+    finally:
+        shutil.rmtree(sample)
+    agree = all(s.found == check.found for s in slow)
+
+    hs = statistics.median(r.gib_per_s for r in fast)
+    hs1 = statistics.median(r.gib_per_s for r in single)
+    naive = statistics.median(r.gib_per_s for r in slow)
+    rows = [
+        ("store", str(root)),
+        ("files scanned", f"{fast[0].files_scanned}"),
+        ("bytes scanned", f"{fast[0].bytes_scanned / GIB:.3f} GiB"),
+        ("needles", f"{len(needles)}"),
+        ("needles found (hyperscan)", f"{len(fast[0].found)}"),
+        ("hyperscan compile", f"{compile_s * 1000:.1f} ms"),
+        (f"hyperscan scan, median of {len(fast)}", f"{statistics.median(r.seconds for r in fast):.3f} s"),
+        (f"hyperscan throughput ({os.cpu_count()} CPUs, default threads)", f"{hs:.2f} GiB/s"),
+        ("hyperscan throughput, 1 thread", f"{hs1:.2f} GiB/s"),
+        (f"naive per-needle find, median of {len(slow)}",
+         f"{statistics.median(r.seconds for r in slow):.3f} s on a {slow[0].bytes_scanned / MIB:.0f} MiB sample"),
+        ("naive throughput (scaled from the sample)", f"{naive:.3f} GiB/s"),
+        ("speed-up", f"{hs / naive:.0f}x" if naive else "n/a"),
+        ("naive and hyperscan agree on the sample", "yes" if agree else "NO"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    print(f"{'measure':<{width}}  value")
+    print(f"{'-' * width}  {'-' * 40}")
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    if args.store is None and not args.keep:
+        shutil.rmtree(root)
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
