@@ -1,0 +1,88 @@
+"""`erasure hold ...`: litigation holds on a subject. Output shows hold ids and a prefix of the keyed
+hash that names the subject in the store, never the subject id."""
+
+from __future__ import annotations
+
+import getpass
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from memory import holds
+from memory.schema import open_store
+
+app = typer.Typer(help="Litigation holds: while one is active on a subject, nothing of them is erased.",
+                  no_args_is_help=True)
+
+KEY_PREFIX = 12
+SubjectOpt = Annotated[str, typer.Option("--subject-id", help="The subject's platform id (never printed).",
+                                         show_default=False)]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (audited; must not contain the subject id).",
+                                        show_default=False)]
+ActorOpt = Annotated[str | None, typer.Option("--actor", help="Who does it (default: login name).",
+                                              show_default=False)]
+
+
+def _actor(actor: str | None) -> str:
+    if actor:
+        return actor
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in some containers
+        return "cli"
+
+
+@app.command()
+def place(subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None,
+          json_out: JsonOpt = False) -> None:
+    """Place a hold on a subject."""
+    conn = open_store(home_of(home).store_dir)
+    try:
+        hold_id = holds.place(conn, subject_id, reason, _actor(actor))
+        active = holds.active_holds(conn, subject_id)
+    finally:
+        conn.close()
+    if json_out:
+        print_json({"hold_id": hold_id, "active_holds": active})
+    else:
+        console.print(f"hold {hold_id} placed; {active} active hold(s) on that subject")
+
+
+@app.command()
+def release(subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None,
+            json_out: JsonOpt = False) -> None:
+    """Release every active hold on a subject."""
+    conn = open_store(home_of(home).store_dir)
+    try:
+        released = holds.release(conn, subject_id, reason, _actor(actor))
+    finally:
+        conn.close()
+    if json_out:
+        print_json({"released": released})
+    else:
+        console.print(f"released hold(s): {', '.join(map(str, released))}")
+
+
+@app.command("list")
+def list_holds(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
+    """Every hold: id, subject key prefix, dates, status."""
+    conn = open_store(home_of(home).store_dir)
+    try:
+        rows = holds.list_holds(conn)
+    finally:
+        conn.close()
+    if json_out:
+        print_json([{"hold_id": h.hold_id, "subject_key_prefix": h.subject_key[:KEY_PREFIX],
+                     "active": h.active, "reason": h.reason, "placed_at": h.placed_at, "placed_by": h.placed_by,
+                     "released_at": h.released_at, "release_reason": h.release_reason,
+                     "released_by": h.released_by} for h in rows])
+        return
+    t = Table(title=f"holds ({sum(h.active for h in rows)} active)")
+    for col in ("id", "subject key", "status", "placed", "released", "reason"):
+        t.add_column(col)
+    for h in rows:
+        t.add_row(str(h.hold_id), h.subject_key[:KEY_PREFIX] + "…", "active" if h.active else "released",
+                  h.placed_at, h.released_at or "", h.reason)
+    console.print(t)
