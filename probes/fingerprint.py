@@ -138,7 +138,10 @@ def destroy(path_ciphertext: Path, key_path: Path) -> None:
     On copy-on-write or wear-levelled storage the old blocks may survive the overwrite; destroying the
     key is what makes the ciphertext useless.
     """
-    for path in (Path(key_path), Path(path_ciphertext)):
+    paths = [Path(key_path), Path(path_ciphertext)]
+    for p in list(paths):  # temp files a crash inside `_write_private` may have left
+        paths += sorted(p.parent.glob(f".{p.name}.*.tmp")) if p.parent.is_dir() else []
+    for path in paths:
         try:
             size = path.stat().st_size
         except FileNotFoundError:

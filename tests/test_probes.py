@@ -413,8 +413,10 @@ def test_destroy_removes_both_and_is_idempotent(built: Built, tmp_path: Path) ->
     fp = take_fingerprint(built.store_dir, SUBJECT)
     ct, key = _paths(tmp_path)
     fp.seal(ct, key)
+    leftover = key.with_name(f".{key.name}.999.tmp")  # a crash between writing and renaming
+    leftover.write_bytes(b"k" * 32)
     destroy(ct, key)
-    assert not ct.exists() and not key.exists()
+    assert not ct.exists() and not key.exists() and not leftover.exists()
     destroy(ct, key)
     Fingerprint.destroy(ct, key)
 
