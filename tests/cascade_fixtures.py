@@ -171,3 +171,14 @@ def memory_items(tmp: Path, processors: list[str] | None = None) -> list[MemoryI
     order), for re-ingest tests."""
     items = _items(tmp, processors or [])
     return [items[0], items[1], items[2], items[3]]
+
+
+def set_journal_mode(home: Home, mode: str) -> None:
+    """Put the built store in `mode` ("wal" or "delete"). `memory.schema.create` on an existing store
+    switches it to its default (WAL), and the builders above open the store through it: call this
+    after them, and open the store with `erasure.sqlite.connect` (not `create`) afterwards."""
+    from erasure.sqlite import connect
+    from memory.schema import db_path
+
+    conn = connect(db_path(home.store_dir), journal_mode=mode)  # type: ignore[arg-type]
+    conn.close()
