@@ -18,11 +18,11 @@ from typing import Any
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import ErasureError
+from erasure.errors import ErasureError, HoldActive
 from erasure.models import StepRecord, StepStatus, removed_digest
 from erasure.sqlite import checkpoint_truncate, transaction
 from erasure.tiers import ALWAYS_RUN, CASCADE_ORDER, Tier
-from memory import audit, suppression
+from memory import audit, holds, suppression
 from memory.schema import open_store
 from tasks.audit_log import AuditLogStep
 from tasks.base import ExceptionSpec, Keys, StepContext, TierStep
@@ -146,12 +146,17 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
     """Run one tier's step to completion and return its record (ids and counts only).
 
     Raises `StepIncomplete` after recording when residue remains or a retryable exception (a
-    processor that did not confirm) is open, so the orchestrator does not treat it as finished.
+    processor that did not confirm) is open, so the orchestrator does not treat it as finished, and
+    `HoldActive` before touching anything when the subject is under a litigation hold.
     """
     if tier not in _data_classes(request_id, home) and tier not in ALWAYS_RUN:
         return _skip(request_id, tier, home)
     step = STEPS[tier]
     with open_context(request_id, home, batch_size=batch_size) as ctx:
+        held = holds.active_holds(ctx.store, ctx.subject.id)
+        if held:  # hold wins, also over a run that passed preflight before the hold was placed
+            raise HoldActive(f"step {tier.value} refused: {held} active litigation hold(s) on the subject; "
+                             "nothing erased")
         keys = _tier_keys(ctx, tier, step)
         prev = {s.step: s for s in requests.steps(ctx.engine, request_id)}.get(tier.value)
         before = step.count(ctx, keys)
