@@ -165,6 +165,7 @@ class IngestReport:
     blob_copies: int = 0
     suppression_unreadable: int = 0
     subprocessor_sync: str = "not-needed"
+    subprocessor_pending: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready dict."""
@@ -419,20 +420,26 @@ def _check_processors(conn: apsw.Connection, sources: Sequence[IngestSource]) ->
         raise InputError(f"unknown subprocessor(s) {', '.join(unknown)}: register them first")
 
 
-def sync_subprocessors(conn: apsw.Connection) -> str:
+def sync_subprocessors(conn: apsw.Connection) -> tuple[str, int]:
     """Push pending subprocessor records with `memory.subprocessors.sync_pending` when that module is
-    installed. Returns "synced", "failed" (records stay pending for a later sync) or "unavailable"."""
+    installed. Returns (status, records still pending): status is "synced" (none pending), "pending"
+    (a processor did not take them: a later sync retries), "failed" or "unavailable"."""
+    def pending() -> int:
+        row = conn.execute("SELECT count(*) FROM subprocessor_records WHERE remote_ref IS NULL").fetchone()
+        return int(row[0]) if row else 0
+
     if importlib.util.find_spec("memory.subprocessors") is None:
-        return "unavailable"
+        return "unavailable", pending()
     module = importlib.import_module("memory.subprocessors")
     sync = getattr(module, "sync_pending", None)
     if sync is None:
-        return "unavailable"
+        return "unavailable", pending()
     try:
         sync(conn)
     except ErasureError:
-        return "failed"  # records stay pending (remote_ref NULL); a later sync retries them
-    return "synced"
+        return "failed", pending()  # records stay pending (remote_ref NULL); a later sync retries them
+    left = pending()
+    return ("synced" if left == 0 else "pending"), left
 
 
 def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[IngestSource], *,
@@ -489,7 +496,7 @@ def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[Ing
         if progress is not None:
             progress(len(batch))
     if sync and report.subprocessor_records:
-        report.subprocessor_sync = sync_subprocessors(conn)
+        report.subprocessor_sync, report.subprocessor_pending = sync_subprocessors(conn)
     report.elapsed = round(time.perf_counter() - started, 6)
     return report
 
