@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
+from erasure import requests
 from erasure.sqlite import transaction
 from erasure.tiers import Tier
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
@@ -50,8 +51,12 @@ class FineTuneStep(BaseStep):
         return str(row[0]), int(row[1]), ctx.store_dir / str(row[2]), row[3]
 
     def _files_left(self, ctx: StepContext, keys: Keys) -> list[Path]:
+        """Files of the corpora this request reached (its keys, and every version an erase of it
+        touched since) that are still on disk."""
+        ids = set(ints(keys, "corpus")) | {int(c) for c in requests.footprint(ctx.engine, ctx.request_id,
+                                                                              self.tier, "corpus")}
         out = []
-        for cid in ints(keys, "corpus"):
+        for cid in sorted(ids):
             c = self._corpus(ctx, cid)
             if c is not None and c[2].exists():
                 out.append(c[2])
@@ -62,22 +67,23 @@ class FineTuneStep(BaseStep):
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
         removed = 0
-        sources = set(ctx.sources)
-        affected = sorted({c for _, c in self._examples(ctx)} | set(ints(keys, "corpus")))
-        names = sorted({c[0] for cid in affected if (c := self._corpus(ctx, cid)) is not None})
-        for name in names:
-            latest = ctx.store.execute(
-                "SELECT corpus_id, version, path FROM ft_corpora WHERE name = ? AND removed_at IS NULL "
-                "ORDER BY version DESC LIMIT 1", (name,)).fetchone()
-            doomed = [cid for cid in affected if (c := self._corpus(ctx, cid)) and c[0] == name and c[3] is None]
-            if latest is not None and int(latest[0]) in doomed:
-                removed += self._rewrite_without_subject(ctx, name, int(latest[0]), int(latest[1]),
-                                                         ctx.store_dir / str(latest[2]), sources)
+        written: list[Path] = []
+        try:
+            # One write lock from reading the latest version to marking the old ones removed: another
+            # request's erase (or an ingest append) must not rewrite the same corpus in between, or
+            # its new version would bring this subject back (or keep the other's subject).
             with transaction(ctx.store):
-                for cid in doomed:
-                    ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (cid,))
-                    removed += ctx.store.changes()
-                    ctx.store.execute("UPDATE ft_corpora SET removed_at = ? WHERE corpus_id = ?", (_now(), cid))
+                affected = sorted({c for _, c in self._examples(ctx)} | set(ints(keys, "corpus")))
+                # Write-ahead: a version found live here (another erase may have written it after this
+                # step resolved) must have its bytes removed below, and by a rerun after a crash.
+                requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "corpus", [str(c) for c in affected])
+                names = sorted({c[0] for cid in affected if (c := self._corpus(ctx, cid)) is not None})
+                for name in names:
+                    removed += self._erase_from(ctx, name, affected, written)
+        except BaseException:
+            for path in written:  # rolled back: no row points at the new version's file
+                path.unlink(missing_ok=True)
+            raise
         # Bytes last: the rows above already say these versions are removed; a crash here is finished
         # by the next run through the footprint's corpus ids.
         for path in self._files_left(ctx, keys):
@@ -86,8 +92,26 @@ class FineTuneStep(BaseStep):
             ctx.add_detail(corpus_files_removed=1)
         return removed
 
+    def _erase_from(self, ctx: StepContext, name: str, affected: list[int], written: list[Path]) -> int:
+        """Inside the caller's transaction: a new version of corpus `name` without the subject when its
+        latest version is affected, then the affected versions' rows marked removed."""
+        removed = 0
+        latest = ctx.store.execute(
+            "SELECT corpus_id, version, path FROM ft_corpora WHERE name = ? AND removed_at IS NULL "
+            "ORDER BY version DESC LIMIT 1", (name,)).fetchone()
+        doomed = [cid for cid in affected if (c := self._corpus(ctx, cid)) and c[0] == name and c[3] is None]
+        if latest is not None and int(latest[0]) in doomed:
+            removed += self._rewrite_without_subject(ctx, name, int(latest[0]), int(latest[1]),
+                                                     ctx.store_dir / str(latest[2]), set(ctx.sources), written)
+        for cid in doomed:
+            ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (cid,))
+            removed += ctx.store.changes()
+            ctx.store.execute("UPDATE ft_corpora SET removed_at = ? WHERE corpus_id = ?", (_now(), cid))
+        return removed
+
     def _rewrite_without_subject(self, ctx: StepContext, name: str, corpus_id: int, version: int,
-                                 path: Path, sources: set[tuple[str, str]]) -> int:
+                                 path: Path, sources: set[tuple[str, str]], written: list[Path]) -> int:
+        """Inside the caller's transaction: write version+1 of the corpus without the subject's lines."""
         subject_refs = sources | {(str(r[0]), str(r[1])) for r in ctx.store.execute(
             "SELECT source, source_ref FROM ft_examples WHERE corpus_id = ? AND subject_id = ?",
             (corpus_id, ctx.subject.id))}
@@ -109,22 +133,22 @@ class FineTuneStep(BaseStep):
         tmp = new_path.with_suffix(".tmp")
         tmp.write_bytes(body)
         os.replace(tmp, new_path)
+        written.append(new_path)
         owners = {(str(r[1]), str(r[2])): r[0] for r in ctx.store.execute(
             "SELECT subject_id, source, source_ref FROM ft_examples WHERE corpus_id = ?", (corpus_id,))}
-        with transaction(ctx.store):
+        ctx.store.execute(
+            "INSERT INTO ft_corpora(name, version, path, sha256, examples, created_at) VALUES (?,?,?,?,?,?)"
+            " ON CONFLICT(name, version) DO UPDATE SET sha256 = excluded.sha256, examples = excluded.examples",
+            (name, new_version, rel, hashlib.sha256(body).hexdigest(), len(kept), _now()))
+        new_id = int(ctx.store.execute("SELECT corpus_id FROM ft_corpora WHERE name = ? AND version = ?",
+                                       (name, new_version)).fetchone()[0])
+        ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (new_id,))
+        for i, line in enumerate(kept):
+            item = json.loads(line)
+            src, ref = str(item.get("source")), str(item.get("source_ref"))
             ctx.store.execute(
-                "INSERT INTO ft_corpora(name, version, path, sha256, examples, created_at) VALUES (?,?,?,?,?,?)"
-                " ON CONFLICT(name, version) DO UPDATE SET sha256 = excluded.sha256, examples = excluded.examples",
-                (name, new_version, rel, hashlib.sha256(body).hexdigest(), len(kept), _now()))
-            new_id = int(ctx.store.execute("SELECT corpus_id FROM ft_corpora WHERE name = ? AND version = ?",
-                                           (name, new_version)).fetchone()[0])
-            ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (new_id,))
-            for i, line in enumerate(kept):
-                item = json.loads(line)
-                src, ref = str(item.get("source")), str(item.get("source_ref"))
-                ctx.store.execute(
-                    "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref) VALUES (?,?,?,?,?)",
-                    (new_id, i, owners.get((src, ref)), src, ref))
+                "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref) VALUES (?,?,?,?,?)",
+                (new_id, i + 1, owners.get((src, ref)), src, ref))  # 1-based, as ingest numbers lines
         ctx.add_detail(corpus_versions_written=1, examples_dropped=dropped, examples_kept=len(kept))
         return dropped
 
