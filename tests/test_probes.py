@@ -217,6 +217,31 @@ def test_orphan_entity_named_by_the_subject(built: Built) -> None:
     assert _result(v, "semantic", "entities-by-identifier").residue == 1
 
 
+def test_corpus_file_nobody_lists_is_parsed(built: Built) -> None:
+    fp = take_fingerprint(built.store_dir, SUBJECT)
+    erase_by_hand(built)
+    stray = built.store_dir / "corpora" / "export-2024" / "part-0.jsonl"
+    stray.parent.mkdir(parents=True)
+    src, ref = fp.keys.source_refs[0]
+    stray.write_text(f'{{"source": "{src}", "source_ref": "{ref}", "prompt": "p", "completion": "c"}}\n'
+                     f'not json at all, but it names {ref}\n'
+                     '{"source": "chat", "source_ref": "someone-else", "prompt": "p", "completion": "c"}\n')
+    v = run_probes(built.store_dir, SUBJECT, fp)
+    corpus = _result(v, "fine_tune", "corpus-files")
+    assert corpus.residue == 2
+    assert corpus.bystanders_after == corpus.bystanders_before + 1
+
+
+def test_remote_blob_location_is_residue_unknown(built: Built) -> None:
+    with transaction(built.conn):
+        built.conn.execute("UPDATE store_meta SET value = ? WHERE key = 'blob_locations'",
+                           ('["blobs/primary", "blobs/replica-1", "s3://backup-bucket/blobs"]',))
+    fp = take_fingerprint(built.store_dir, SUBJECT)
+    erase_by_hand(built)
+    v = run_probes(built.store_dir, SUBJECT, fp)
+    assert _residue(v) == {("uploads", "location-unverifiable"): 1}
+
+
 # --- subprocessors over real HTTP ------------------------------------------------------------------
 
 def test_subprocessor_that_still_answers_for_the_subject(home: Home, service: RunningService) -> None:
