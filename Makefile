@@ -44,3 +44,12 @@ bench: bootstrap ## the benchmark tables (slow: builds large stores)
 
 clean: ## remove local state (not evidence)
 	rm -rf $(ERASURE_HOME)
+
+.PHONY: browser
+serve: bootstrap ## the compliance team's console: Prefect server + UI on 127.0.0.1:4200, deployments, worker (Ctrl-C stops)
+	$(PY) -m cli.serve
+
+browser: ## Debian's chromium for the real-browser UI test (installed only when /usr/bin/chromium is missing)
+	@test -x /usr/bin/chromium || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
+	@/usr/bin/chromium --version

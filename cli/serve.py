@@ -167,12 +167,14 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
     try:
         server = stack.start("server", prefect_cmd("server", "start", "--host", host, "--port", str(port)),
                              project_dir)
+        t0 = time.monotonic()
         _say(f"starting the Prefect server (PREFECT_HOME={h.prefect_home}) ...")
         wait_healthy(api, alive=lambda: server.poll() is None)
+        _say(f"server healthy after {time.monotonic() - t0:.1f} s; creating the pool and deploying prefect.yaml ...")
         stack.run("work-pool", prefect_cmd("work-pool", "create", POOL, "--type", "process", "--overwrite"),
                   project_dir)
-        _say("deploying prefect.yaml ...")
         stack.run("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), project_dir)
+        _say(f"deployed after {time.monotonic() - t0:.1f} s")
         stack.start("worker", prefect_cmd("worker", "start", "--pool", POOL, "--type", "process"), project_dir)
         if metrics_port:
             from flows.metrics import serve_metrics

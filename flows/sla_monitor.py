@@ -23,7 +23,7 @@ from prefect.events import emit_event
 from erasure.clocks import ClockPolicy, iso_utc
 from erasure.engine import open_engine
 from erasure.models import LegalBasis
-from erasure.sla import COLUMNS, DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise, to_markdown
+from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise, to_markdown
 from flows.common import home
 from flows.metrics import default_textfile, write_textfile
 from flows.operations import described
@@ -32,6 +32,9 @@ TABLE_KEY = "erasure-sla"
 MARKDOWN_KEY = "erasure-sla-report"
 EVENT_AT_RISK = "erasure.request.deadline.at-risk"
 EVENT_BREACHED = "erasure.request.deadline.breached"
+TABLE_COLUMNS = ("request_id", "legal_basis", "state", "deadline", "days_left", "status", "extended", "paused",
+                 "at_risk", "breached", "target")
+"""The table artifact's columns: `erasure.sla.COLUMNS` plus a status, the most read ones first."""
 
 
 def resource_id(request_id: str) -> str:
@@ -39,9 +42,20 @@ def resource_id(request_id: str) -> str:
     return f"erasure.request.{request_id}"
 
 
+def _minute(iso: str) -> str:
+    return iso[:16].replace("T", " ")
+
+
 def table_rows(rows: Sequence[SlaRow]) -> list[dict[str, Any]]:
-    """The table artifact's rows: the SLA columns, in order."""
-    return [{k: r.as_dict()[k] for k in COLUMNS} for r in rows]
+    """The table artifact's rows (`TABLE_COLUMNS`), `deadline`/`target` to the minute in UTC: the table
+    must fit the UI's width; `erasure sla --json` has the exact instants."""
+    out = []
+    for r in rows:
+        d = r.as_dict()
+        d["deadline"], d["target"] = _minute(d["deadline"]), _minute(d["target"])
+        d["status"] = "BREACHED" if r.breached else "at risk" if r.at_risk else "ok"
+        out.append({k: d[k] for k in TABLE_COLUMNS})
+    return out
 
 
 def emit_deadline_events(rows: Sequence[SlaRow]) -> dict[str, int]:
@@ -73,7 +87,7 @@ def sla_monitor(
     emit_events: Annotated[bool, described(
         description="Emit erasure.request.deadline.at-risk / .breached events for automations.")] = True,
     metrics_textfile: Annotated[str | None, described(
-        description="Write the Prometheus textfile here; empty: <ERASURE_HOME>/metrics/erasure_sla.prom.")] = None,
+        description="Write the Prometheus textfile here; empty: metrics/erasure_sla.prom in ERASURE_HOME.")] = None,
 ) -> dict[str, Any]:
     """List every open erasure request against its legal deadline: table and markdown artifacts,
     deadline events, Prometheus metrics."""

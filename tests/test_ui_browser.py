@@ -1,0 +1,144 @@
+"""A real browser on the compliance team's console: Debian's chromium (`make browser` installs it),
+driven by Playwright, against the UI served exactly as `make serve` serves it (`python -m cli.serve`,
+here on a free port with its home in a temp dir). Screenshots go to evidence/ui/.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from erasure.config import PROJECT_ROOT, Home
+from tests.test_deployments import Console, envelope, start_console, stop_console, vault
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = PROJECT_ROOT / "evidence" / "ui"
+TIMEOUT_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    """The console with three open requests; `erasure serve` runs sla-monitor once at start-up."""
+    tmp = tmp_path_factory.mktemp("ui")
+    h = Home.resolve(tmp / "home", tmp / "evidence").ensure()
+    vault(h, envelope("ui-late", "CCPA", 50))
+    vault(h, envelope("ui-risk", "CCPA", 41))
+    vault(h, envelope("ui-ok", "GDPR", 1))
+    c = start_console(h, tmp / "serve.out", sla_now=True)
+    try:
+        yield c
+    finally:
+        stop_console(c)
+
+
+@pytest.fixture(scope="module")
+def page(console: Console) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM.exists(), "Debian's chromium is missing: run `make browser`"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+        ctx = pw.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
+                                                    args=CHROMIUM_ARGS, viewport={"width": 1600, "height": 1000})
+        ctx.set_default_timeout(TIMEOUT_MS)
+        try:
+            yield ctx.new_page()
+        finally:
+            ctx.close()
+
+
+def ui(console: Console) -> str:
+    return console.api.removesuffix("/api")
+
+
+def deployment_id(console: Console, name: str) -> str:
+    r = httpx.get(f"{console.api}/deployments/name/{name}/{name}", timeout=10)
+    r.raise_for_status()
+    return str(r.json()["id"])
+
+
+def flow_runs_of(console: Console, name: str) -> int:
+    body = {"deployments": {"id": {"any_": [deployment_id(console, name)]}}}
+    return int(httpx.post(f"{console.api}/flow_runs/count", json=body, timeout=10).json())
+
+
+def test_erasure_request_form_has_our_fields(console: Console, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{ui(console)}/deployments", wait_until="networkidle")
+    link = page.get_by_role("link", name="erasure-request", exact=True).first
+    expect(link).to_be_visible()
+    href = link.get_attribute("href")
+    assert href and href.endswith(deployment_id(console, "erasure-request"))
+    page.goto(f"{ui(console)}{href}/run", wait_until="networkidle")
+    expect(page.get_by_text("Parameters", exact=True)).to_be_visible()
+    expect(page.get_by_text("request_id", exact=True)).to_be_visible()
+    boxes = page.locator("textarea")
+    expect(boxes).to_have_count(1)  # the request id, and nothing that could carry an identifier
+    boxes.first.fill("req-ann-1")
+    expect(page.get_by_text("erasure-local").first).to_be_visible()
+    page.screenshot(path=str(SHOTS / "erasure-request-form.png"), full_page=True)
+
+
+def test_hold_form_describes_its_fields_and_refuses_an_email(console: Console, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{ui(console)}/deployments/deployment/{deployment_id(console, 'hold-place')}/run",
+              wait_until="networkidle")
+    for label, words in (("request_id", "Never an email or a name"), ("reason", "Must not name the data subject"),
+                         ("actor", "recorded in the audit log")):
+        expect(page.get_by_text(label, exact=True)).to_be_visible()
+        expect(page.get_by_text(words)).to_be_visible()
+    boxes = page.locator("textarea")
+    expect(boxes).to_have_count(3)
+    boxes.nth(0).fill("someone@example.org")
+    boxes.nth(1).fill("litigation hold, case 17")
+    boxes.nth(2).fill("legal team")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.get_by_text("does not match").first).to_be_visible()
+    page.screenshot(path=str(SHOTS / "hold-place-refuses-an-email.png"), full_page=True)
+    assert flow_runs_of(console, "hold-place") == 0
+
+
+def test_sla_artifact_table_in_the_ui(console: Console, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    deadline = time.monotonic() + 120
+    while True:  # the start-up sla-monitor run, executed by the worker
+        arts = httpx.post(f"{console.api}/artifacts/filter", json={"artifacts": {"key": {"any_": ["erasure-sla"]}}},
+                          timeout=10).json()
+        if arts:
+            break
+        assert time.monotonic() < deadline, "no erasure-sla artifact: did the sla-monitor run?"
+        time.sleep(1.0)
+    assert {r["request_id"] for r in json.loads(arts[0]["data"])} == {"ui-late", "ui-risk", "ui-ok"}
+    page.goto(f"{ui(console)}/artifacts/key/erasure-sla", wait_until="networkidle")
+    expect(page.get_by_text("3 open, 1 breached, 1 at risk").first).to_be_visible()
+    page.get_by_role("link", name=arts[0]["id"][:8]).first.click()
+    page.wait_for_url(f"**/artifacts/artifact/{arts[0]['id']}")
+    table = page.locator("table").first
+    expect(table).to_be_visible()
+    headers = [h.strip() for h in table.locator("th").all_inner_texts()]
+    assert {"request_id", "legal_basis", "state", "deadline", "days_left", "extended", "paused", "at_risk",
+            "breached", "status"} <= set(headers)
+    cells = {}
+    for rid in ("ui-late", "ui-risk", "ui-ok"):
+        texts = [t.strip() for t in table.locator("tr", has_text=rid).locator("td").all_inner_texts()]
+        cells[rid] = dict(zip(headers, texts, strict=True))
+    assert cells["ui-late"]["legal_basis"] == "CCPA" and cells["ui-late"]["days_left"] == "-5"
+    assert (cells["ui-late"]["breached"], cells["ui-late"]["status"]) == ("true", "BREACHED")
+    assert (cells["ui-risk"]["days_left"], cells["ui-risk"]["at_risk"], cells["ui-risk"]["status"]) == (
+        "4", "true", "at risk")
+    assert (cells["ui-ok"]["at_risk"], cells["ui-ok"]["breached"], cells["ui-ok"]["status"]) == ("false", "false", "ok")
+    page.screenshot(path=str(SHOTS / "sla-artifact-table.png"), full_page=True)
