@@ -38,7 +38,7 @@ from erasure.subject import Subject
 from probes.harvest import VectorRef, harvest
 from probes.keys import SubjectKeys
 from probes.model import DEFAULT_HTTP_TIMEOUT, ProbeContext, population_key
-from probes.needles import Needle, NeedleKind
+from probes.needles import Needle
 from probes.registry import MEASURES
 from probes.resolve import resolve_keys
 from probes.store import open_store
@@ -194,14 +194,3 @@ def take_fingerprint(store_dir: Path, subject: Subject, *, http_timeout: float =
             bystanders[population_key(tier, m.population)] = m.bystanders
             before[f"{tier}/{m.method}"] = m.residue
     return fp.model_copy(update={"bystanders": bystanders, "subject_before": before})
-
-
-def kinds_count(fp: Fingerprint) -> dict[NeedleKind, int]:
-    """Distinct needle groups per kind."""
-    out: dict[NeedleKind, int] = {}
-    seen: set[int] = set()
-    for n in fp.needles:
-        if n.group not in seen:
-            seen.add(n.group)
-            out[n.kind] = out.get(n.kind, 0) + 1
-    return out

@@ -20,7 +20,7 @@ Selection rules, so that a hit means the subject and not a bystander:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from enum import StrEnum
 
 import numpy as np
@@ -143,13 +143,3 @@ class NeedleSet:
     def bump(self, stat: str, n: int = 1) -> None:
         """Count something about the selection (kept per kind, withheld per reason)."""
         self.stats[stat] = self.stats.get(stat, 0) + n
-
-
-def groups(needles: Iterable[Needle], kinds: Iterable[NeedleKind]) -> Iterator[int]:
-    """The distinct group numbers of needles of the given kinds."""
-    wanted = set(kinds)
-    seen: set[int] = set()
-    for n in needles:
-        if n.kind in wanted and n.group not in seen:
-            seen.add(n.group)
-            yield n.group
