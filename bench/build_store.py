@@ -55,8 +55,9 @@ def build_once(home_dir: Path, frames: int, subjects: int, seed: int, journal: s
     seconds = time.perf_counter() - started
     write_subjects_file(home.root / "demo-subjects.json", result.subjects, seed=seed, tenant="default")
     size = store_bytes(home.store_dir)
-    info = {"frames": result.frames, "seconds": seconds, "bytes": size, "people": result.people,
-            "items": result.items, "subjects": subjects, "seed": seed, "journal": journal}
+    info: dict[str, float] = {"frames": result.frames, "seconds": seconds, "bytes": size,
+                              "people": result.people, "items": result.items, "subjects": subjects,
+                              "seed": seed}
     (home_dir / "build.json").write_text(json.dumps(info, indent=2) + "\n")
     return info
 
