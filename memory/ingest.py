@@ -1,7 +1,9 @@
 """Ingest: the fan-out of one memory item into every tier, as a real agent platform does it.
 
 For each item, in one transaction per batch of items (`BATCH_ITEMS`):
-1. the suppression guard FIRST (fail-closed), then the duplicate check on `(source, source_ref)`;
+1. the suppression guard FIRST (fail-closed), then the duplicate check on `(source, source_ref)`
+   against live archive rows (a redacted skeleton of an erased item is not a duplicate: after an
+   explicit re-consent the item is imported again);
 2. episodic: a raw_archive row; one summary frame (subject_id, archive_id) that names the subject and
    quotes the first sentence; one verbatim turn frame per sentence/turn (no subject, no archive link:
    `turn_key = '<source>/<source_ref>'`, `turn_seq` 0..);
@@ -479,7 +481,8 @@ def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[Ing
                         continue
                     key = (src.source, src.source_ref)
                     if key in seen or conn.execute(
-                            "SELECT 1 FROM raw_archive WHERE source=? AND source_ref=? LIMIT 1", key
+                            "SELECT 1 FROM raw_archive WHERE source=? AND source_ref=? AND erased_at IS NULL"
+                            " LIMIT 1", key
                     ).fetchone():
                         part.skipped_duplicate += 1
                         continue

@@ -110,3 +110,19 @@ def test_cli_lists_and_allows(home: Home) -> None:
                                          "dpo", "--home", str(home.root)])
     assert ok.exit_code == 0, ok.output
     assert suppression.list_suppressed(conn) == []
+
+
+def test_reconsented_item_is_imported_again_over_its_redacted_skeleton(home: Home) -> None:
+    conn = _store(home)
+    ingest(conn, home.store_dir, read_jsonl(ONE))
+    with transaction(conn):  # what the episodic erase leaves: a skeleton row, and the sticky key
+        conn.execute("UPDATE raw_archive SET content=NULL, subject_id=NULL, erased_at='2025-01-01T00:00:00Z'")
+        suppression.record(conn, "chat", "conv-0001", "req-test-1")
+    assert ingest(conn, home.store_dir, read_jsonl(ONE)).skipped_suppressed == 1
+    suppression.allow(conn, "chat", "conv-0001", "re-consent", "dpo")
+    report = ingest(conn, home.store_dir, read_jsonl(ONE))
+    assert (report.ingested, report.skipped_duplicate) == (1, 0)
+    assert conn.execute("SELECT count(*) FROM raw_archive WHERE source_ref='conv-0001' AND erased_at IS NULL"
+                        ).fetchone()[0] == 1
+    assert ingest(conn, home.store_dir, read_jsonl(ONE)).skipped_duplicate == 1
+
