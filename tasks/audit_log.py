@@ -55,7 +55,9 @@ class AuditLogStep(BaseStep):
             (k.split("|", 2) for k in requests.footprint(ctx.engine, ctx.request_id, self.tier, "redacted")))
         doc = audit.redaction_evidence(ctx.store, ctx.store_dir, before, after, redacted, subject_id=ctx.subject.id)
         ctx.evidence_dir.mkdir(parents=True, exist_ok=True)
-        (ctx.evidence_dir / EVIDENCE_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        # Compact: the chain segment grows with the log, and an indented dump runs in pure Python
+        # (about 8x slower than the C encoder, and a third bigger).
+        (ctx.evidence_dir / EVIDENCE_FILE).write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
         ctx.add_detail(vault_values_destroyed=result.count, redacted_total=len(redacted),
                        checkpoint_before=before.seq, checkpoint_after=after.seq)
         return result.count
