@@ -215,3 +215,43 @@ def test_clock_operations_are_audited_and_shown_in_every_sla_view(engine: apsw.C
 
 def by_id_now(conn: apsw.Connection, now: datetime) -> dict[str, Any]:
     return {r.request_id: r for r in sla_rows(conn, now=now)}
+
+
+def test_grafana_dashboard_reads_only_metrics_we_export(mixed: apsw.Connection) -> None:
+    import re
+
+    from erasure.config import PROJECT_ROOT
+
+    dash = json.loads((PROJECT_ROOT / "dashboards" / "grafana-erasure-sla.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    used = {m for e in exprs for m in re.findall(r"\berasure_[a-z_]+\b", e)}
+    exported = {f.name for f in families(sla_rows(mixed, now=NOW, policy=POLICY), state_counts(mixed), now=NOW)}
+    assert used and used <= exported, used - exported
+    labels = {m for e in exprs for m in re.findall(r"by \(([^)]*)\)", e)}
+    assert {lab.strip() for group in labels for lab in group.split(",")} <= {
+        "request_id", "legal_basis", "state", "extended", "paused"}
+
+
+def test_live_metrics_endpoint_recomputes_on_every_scrape(home: Home, engine: apsw.Connection) -> None:
+    import socket
+
+    import httpx
+
+    from flows.metrics import serve_metrics
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = serve_metrics(home, port)
+    try:
+        def scrape() -> dict[str, Any]:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            return {f.name: f for f in text_string_to_metric_families(text)}
+
+        assert scrape()["erasure_requests_open"].samples[0].value == 0
+        submit(engine, "r-live", LegalBasis.CCPA, 50, now=datetime.now(UTC))
+        fams = scrape()
+        assert fams["erasure_requests_overdue"].samples[0].value == 1
+        assert [s.labels["request_id"] for s in fams["erasure_request_seconds_to_deadline"].samples] == ["r-live"]
+    finally:
+        server.shutdown()
