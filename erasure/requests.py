@@ -40,7 +40,7 @@ from erasure.models import (
 )
 from erasure.sqlite import transaction
 from erasure.states import OPEN_STATES, RequestState
-from erasure.tiers import CASCADE_ORDER, Tier
+from erasure.tiers import CASCADE_ORDER, Tier, scope_name
 
 SALT_BYTES = 32
 MAX_REASON = 2000
@@ -412,7 +412,7 @@ def open_exception(conn: apsw.Connection, request_id: str, tier: Tier | str, kin
                    now: datetime | None = None) -> int:
     """Open an exception (idempotent on (request, tier, kind, item_key): an existing one is kept as
     it is). Returns its id."""
-    t = Tier(tier).value
+    t = scope_name(tier)
     with _writing(conn):
         conn.execute(
             "INSERT INTO exceptions(request_id, tier, kind, item_key, detail, ground, opened_at) "

@@ -27,7 +27,7 @@ import contextlib
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -35,10 +35,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from erasure.errors import Conflict, ErasureError, InputError
 from erasure.subject import Subject
+from probes.bytescan import scan_tree
 from probes.harvest import VectorRef, harvest
 from probes.keys import SubjectKeys
 from probes.model import DEFAULT_HTTP_TIMEOUT, ProbeContext, population_key
-from probes.needles import Needle
+from probes.needles import Needle, NeedleKind
 from probes.registry import MEASURES
 from probes.resolve import resolve_keys
 from probes.store import open_store
@@ -170,6 +171,38 @@ def _write_private(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def _own_embeddings(conn: Any, keys: SubjectKeys) -> list[bytes]:
+    out: list[bytes] = []
+    for table, column, ids in (("frame_vectors", "frame_id", keys.all_frame_ids()),
+                               ("chunk_vectors", "chunk_id", keys.chunk_ids)):
+        for rid in ids:
+            row = conn.execute(f"SELECT embedding FROM {table} WHERE {column} = ?", (rid,)).fetchone()
+            if row is not None:
+                out.append(bytes(row[0]))
+    return out
+
+
+def _without_shared_vector_pieces(conn: Any, store_dir: Path, keys: SubjectKeys, needles: list[Needle],
+                                  stats: dict[str, int]) -> list[Needle]:
+    """Drop vector pieces that the store holds more often than the subject's own vectors do.
+
+    A hashed embedding is sparse, so two texts can share a 128-byte piece; such a piece would still be
+    found after a correct erasure (in a bystander's vector) and prove nothing. One scan of the store
+    counts each piece; the subject's own vectors say how many of those hits are theirs. Copies in an
+    un-checkpointed WAL count as extra hits too, which withholds the piece: the safe direction (the
+    logical vector probes still look up every vector by id and by nearest neighbour).
+    """
+    pieces = [(i, n) for i, n in enumerate(needles) if n.kind is NeedleKind.vector]
+    if not pieces:
+        return needles
+    own = _own_embeddings(conn, keys)
+    report = scan_tree(store_dir, [n.data for _, n in pieces])
+    shared = {i for j, (i, n) in enumerate(pieces) if report.hit_count(j) > sum(e.count(n.data) for e in own)}
+    if shared:
+        stats["vector_piece_withheld_shared"] = stats.get("vector_piece_withheld_shared", 0) + len(shared)
+    return [n for i, n in enumerate(needles) if i not in shared]
+
+
 def take_fingerprint(store_dir: Path, subject: Subject, *, http_timeout: float = DEFAULT_HTTP_TIMEOUT,
                      byte_baseline: bool = True) -> Fingerprint:
     """Resolve the subject's keys, harvest the needles and measure the baseline, before the cascade.
@@ -182,8 +215,10 @@ def take_fingerprint(store_dir: Path, subject: Subject, *, http_timeout: float =
     with open_store(store_dir) as conn:
         keys = resolve_keys(conn, subject)
         found = harvest(conn, store_dir, subject, keys)
+        stats = dict(found.needles.stats)
+        needles = _without_shared_vector_pieces(conn, store_dir, keys, found.needles.needles, stats)
     fp = Fingerprint(subject_id=subject.id, taken_at=datetime.now(UTC), keys=keys,
-                     needles=found.needles.needles, vectors=found.vectors, needle_stats=found.needles.stats)
+                     needles=needles, vectors=found.vectors, needle_stats=stats)
     ctx = ProbeContext(store_dir=store_dir, subject=subject, fingerprint=fp, http_timeout=http_timeout)
     bystanders: dict[str, int] = {}
     before: dict[str, int] = {}

@@ -438,3 +438,13 @@ def test_envelope_model_directly() -> None:
     assert env.received_at.tzinfo is UTC
     with pytest.raises(ValidationError):
         env.reason = "x"  # frozen: the vaulted envelope is not edited in place
+
+
+def test_an_exception_can_name_the_byte_scope_but_no_made_up_tier(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from erasure.engine import open_engine
+
+    conn = open_engine(tmp_path / "engine.db")
+    requests.open_exception(conn, "req-1", "bytes", "residue", "verification")
+    assert [e.tier for e in requests.exceptions(conn, "req-1")] == ["bytes"]
+    with pytest.raises(ValueError):
+        requests.open_exception(conn, "req-1", "bytez", "residue", "verification")

@@ -488,3 +488,28 @@ def test_a_probe_that_cannot_run_is_residue(built: Built, tmp_path: Path) -> Non
     assert {p.tier for p in errors} == set(NINE)
     assert all(p.residue == 1 for p in errors)
     assert not v.all_clear
+
+
+def test_a_vector_piece_a_bystander_shares_is_not_a_needle(built: Built) -> None:
+    """A hashed embedding is sparse: two different texts can share a 128-byte piece of a vector (seen on
+    the demo store). A piece that bystander data also holds proves nothing about the subject."""
+    import numpy as np
+
+    from erasure.sqlite import checkpoint_truncate
+
+    conn = built.conn
+    fid = int(conn.execute("SELECT min(frame_id) FROM frames WHERE subject_id = ?", (SUBJECT.id,)).fetchone()[0])
+    own = np.frombuffer(bytes(conn.execute("SELECT embedding FROM frame_vectors WHERE frame_id = ?",
+                                           (fid,)).fetchone()[0]), dtype="<f4").copy()
+    twin = own.copy()
+    twin[32:] = np.roll(own[32:], 7) * 0.5  # same first 128 bytes, different everywhere else
+    bystander = add_frame(conn, "turn", "An unrelated bystander sentence about a parking permit.")
+    with transaction(conn):
+        conn.execute("INSERT INTO frame_vectors(frame_id, embedding) VALUES (?, ?)", (bystander, twin.tobytes()))
+    checkpoint_truncate(conn)
+    fp = take_fingerprint(built.store_dir, SUBJECT)
+    assert own[:32].tobytes() not in fp.needle_bytes()
+    erase_by_hand(built)
+    v = run_probes(built.store_dir, SUBJECT, fp)
+    assert _residue(v) == {}
+    assert v.all_clear
