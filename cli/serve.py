@@ -173,11 +173,12 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
         _say(f"server healthy after {time.monotonic() - t0:.1f} s; creating the pool and deploying prefect.yaml ...")
         stack.run("work-pool", prefect_cmd("work-pool", "create", POOL, "--type", "process", "--overwrite"),
                   project_dir)
+        # The worker starts while prefect.yaml deploys: both take seconds, and runs wait for the worker.
+        stack.start("worker", prefect_cmd("worker", "start", "--pool", POOL, "--type", "process"), project_dir)
         stack.run("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), project_dir)
         _say(f"deployed after {time.monotonic() - t0:.1f} s")
-        stack.start("worker", prefect_cmd("worker", "start", "--pool", POOL, "--type", "process"), project_dir)
         if metrics_port:
-            from flows.metrics import serve_metrics
+            from flows.metrics import serve_metrics, stop_metrics
 
             metrics_server = serve_metrics(h, metrics_port, addr=host)
             _say(f"metrics: http://{host}:{metrics_port}/metrics")
@@ -192,7 +193,7 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
         return 0
     finally:
         if metrics_server is not None:
-            metrics_server.shutdown()
+            stop_metrics(metrics_server)
         stack.stop()
         _say("stopped")
 

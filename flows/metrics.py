@@ -112,11 +112,17 @@ def write_textfile(path: Path, rows: Sequence[SlaRow], counts: dict[str, int], *
 
 def serve_metrics(h: Home, port: int, *, addr: str = "127.0.0.1",
                   at_risk_days: int = DEFAULT_AT_RISK_DAYS) -> Any:
-    """Serve live metrics on `addr:port` in a daemon thread; returns the server (call `.shutdown()`)."""
+    """Serve live metrics on `addr:port` in a daemon thread; returns the server (`stop_metrics` it)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SlaCollector(h, at_risk_days=at_risk_days))
     server, _thread = start_http_server(port, addr=addr, registry=registry)
     return server
+
+
+def stop_metrics(server: Any) -> None:
+    """Stop a server from `serve_metrics` and close its socket."""
+    server.shutdown()
+    server.server_close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"metrics on http://{args.addr}:{args.port}/metrics", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         stop.wait()
-    server.shutdown()
+    stop_metrics(server)
     return 0
 
 

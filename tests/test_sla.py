@@ -237,7 +237,7 @@ def test_live_metrics_endpoint_recomputes_on_every_scrape(home: Home, engine: ap
 
     import httpx
 
-    from flows.metrics import serve_metrics
+    from flows.metrics import serve_metrics, stop_metrics
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -254,4 +254,4 @@ def test_live_metrics_endpoint_recomputes_on_every_scrape(home: Home, engine: ap
         assert fams["erasure_requests_overdue"].samples[0].value == 1
         assert [s.labels["request_id"] for s in fams["erasure_request_seconds_to_deadline"].samples] == ["r-live"]
     finally:
-        server.shutdown()
+        stop_metrics(server)
