@@ -8,6 +8,7 @@ cascade; after an erasure the vault still names whom the request was for.
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 import apsw
@@ -15,6 +16,11 @@ import apsw
 from erasure.sqlite import connect, transaction
 
 ENGINE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS engine_meta(
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+
 CREATE TABLE IF NOT EXISTS requests(
   request_id      TEXT PRIMARY KEY,
   tenant_id       TEXT NOT NULL,
@@ -115,4 +121,14 @@ def open_engine(path: Path) -> apsw.Connection:
     conn = connect(path)
     with transaction(conn):
         conn.execute(ENGINE_SCHEMA)
+        conn.execute("INSERT OR IGNORE INTO engine_meta(key, value) VALUES ('engine_id', ?)",
+                      (secrets.token_hex(16),))
     return conn
+
+
+def engine_id(conn: apsw.Connection) -> str:
+    """This engine database's random identity, fixed at creation. A database rebuilt at the same path
+    gets a new one, so nothing keyed on it (Prefect's step cache) outlives the database."""
+    row = conn.execute("SELECT value FROM engine_meta WHERE key = 'engine_id'").fetchone()
+    assert row is not None
+    return str(row[0])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fcntl
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -42,7 +41,16 @@ def request_lock(h: Home, request_id: str) -> Iterator[None]:
 
 
 def step_cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """Cache key of a cascade step: (request_id, step), scoped to this engine database so two homes
-    (two deployments, or two tests) never share a key."""
-    scope = hashlib.sha256(str(home().engine_db).encode()).hexdigest()[:16]
-    return f"erasure-step/{scope}/{parameters['request_id']}/{parameters['step']}"
+    """Cache key of a cascade step: (request_id, step), scoped to this engine database's identity and
+    to the request's envelope digest, so a rebuilt engine or a resubmitted request with the same id
+    never reuses another run's finished steps."""
+    from erasure import requests
+    from erasure.engine import engine_id, open_engine
+
+    request_id = parameters["request_id"]
+    conn = open_engine(home().engine_db)
+    try:
+        scope = f"{engine_id(conn)}/{requests.get(conn, request_id).envelope_sha256[:16]}"
+    finally:
+        conn.close()
+    return f"erasure-step/{scope}/{request_id}/{parameters['step']}"

@@ -81,3 +81,21 @@ def test_a_held_subject_blocks_the_run_and_nothing_is_erased(ready) -> None:  # 
     assert owned_counts(ready, SUBJECT) == before
     engine = open_engine(ready.engine_db)
     assert requests.get(engine, "req-ann-1").state.value == "blocked"
+
+
+def test_a_rebuilt_engine_never_reuses_another_runs_cached_steps(ready, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Seen in the demo: the same home rebuilt, the same request id, and every step came from the
+    cache of the previous run while the new store still held the subject."""
+    import shutil
+
+    from flows.erasure_request import erasure_request
+
+    assert erasure_request("req-ann-1", return_state=True).is_completed()
+    for d in (ready.store_dir, ready.engine_dir, ready.evidence_dir("req-ann-1")):
+        shutil.rmtree(d)
+    ready.ensure()
+    build_store(ready, tmp_path / "again")
+    submit(ready)
+    state = erasure_request("req-ann-1", return_state=True)
+    assert state.is_completed(), state.message
+    assert all(v == 0 for v in owned_counts(ready, SUBJECT).values())
