@@ -32,13 +32,6 @@ class BlobData:
     path: Path | None = None
     data: bytes | None = None
 
-    def read(self) -> bytes:
-        """The upload's bytes."""
-        if self.data is not None:
-            return self.data
-        assert self.path is not None
-        return self.path.read_bytes()
-
 
 def new_blob_key() -> str:
     """A fresh opaque blob key (32 hex digits)."""

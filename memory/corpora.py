@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import apsw
 
@@ -69,9 +70,8 @@ def relative_path(name: str, version: int) -> str:
     return f"{CORPORA_DIR}/{name}/v{version}.jsonl"
 
 
-def _row(r: tuple[object, ...]) -> CorpusVersion:
-    return CorpusVersion(int(r[0]), str(r[1]), int(r[2]), str(r[3]), int(r[4]),  # type: ignore[call-overload]
-                         None if r[5] is None else str(r[5]))
+def _row(r: tuple[Any, ...]) -> CorpusVersion:
+    return CorpusVersion(int(r[0]), str(r[1]), int(r[2]), str(r[3]), int(r[4]), None if r[5] is None else str(r[5]))
 
 
 def latest(conn: apsw.Connection, name: str) -> CorpusVersion | None:
@@ -120,8 +120,10 @@ def append_examples(conn: apsw.Connection, store_dir: Path, version: CorpusVersi
     caller's transaction; returns the file size before the append (to truncate back on rollback)."""
     path = Path(store_dir) / version.path
     before = path.stat().st_size if path.exists() else 0
-    first = int(conn.execute("SELECT examples FROM ft_corpora WHERE corpus_id=?",
-                             (version.corpus_id,)).fetchone()[0]) + 1  # type: ignore[index]
+    row = conn.execute("SELECT examples FROM ft_corpora WHERE corpus_id=?", (version.corpus_id,)).fetchone()
+    if row is None:
+        raise StoreError(f"corpus version {version.corpus_id} is gone")
+    first = int(row[0]) + 1
     with path.open("ab") as f:
         f.write("".join(e.line + "\n" for e in examples).encode("utf-8"))
     conn.executemany(

@@ -390,8 +390,11 @@ COUNTED_TABLES = (
 
 def table_counts(conn: apsw.Connection) -> dict[str, int]:
     """Row count of every store table."""
-    return {t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[index]
-            for t in COUNTED_TABLES}
+    out: dict[str, int] = {}
+    for t in COUNTED_TABLES:
+        row = conn.execute(f"SELECT count(*) FROM {t}").fetchone()
+        out[t] = int(row[0]) if row else 0
+    return out
 
 
 def write_subjects_file(path: Path, subjects: list[Subject], *, seed: int, tenant: str) -> Path:
