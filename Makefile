@@ -34,7 +34,7 @@ contracts: bootstrap ## import-linter contracts (the import rules of DESIGN.md)
 unit: bootstrap ## the whole test suite
 	$(VENV)/bin/pytest -q
 
-test: lint typecheck contracts unit ## everything CI runs
+test: lint typecheck contracts browser unit ## everything CI runs
 
 demo: bootstrap ## build a demo store, submit a request, erase, verify, sign, attest, verify offline
 	$(VENV)/bin/python -m cli.demo

@@ -36,6 +36,8 @@ _COMMANDS: list[tuple[str, str]] = [
     ("cli.store", "ingest"),
     ("cli.attest", "attest"),
     ("cli.attest", "export"),
+    ("cli.sla", "sla"),
+    ("cli.serve", "serve"),
 ]
 
 

@@ -5,11 +5,27 @@ from __future__ import annotations
 import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from erasure.config import Home
 from erasure.errors import Conflict, InputError
 from erasure.models import is_safe_token
+
+
+def described(description: str, **constraints: Any) -> Any:
+    """A pydantic `Field` for a flow parameter whose description reaches the UI form.
+
+    Prefect 3.9.1 builds the parameter schema with an outer `Field(description=<docstring or None>)`
+    that overrides the description of a `Field` inside `Annotated` (constraints survive); a
+    `json_schema_extra` description is merged instead, so we set both."""
+    return Field(description=description, json_schema_extra={"description": description}, **constraints)
+
+
+RequestId = Annotated[str, described(
+    min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+    description="The request id (as given by `erasure request submit` or the inbox). Never an email or a name.")]
 
 
 def home() -> Home:

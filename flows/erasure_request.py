@@ -14,7 +14,7 @@ from erasure.engine import open_engine
 from erasure.errors import ConfigError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from flows.common import checked_request_id, home, request_lock, step_cache_key
+from flows.common import RequestId, checked_request_id, home, request_lock, step_cache_key
 from flows.verification import verification
 from tasks import runner
 from tasks.preflight import preflight
@@ -64,7 +64,7 @@ def cascade_step(request_id: str, step: str) -> dict[str, Any]:
 def proof_task(request_id: str) -> dict[str, Any]:
     """Write the engine-signed pack. Evidence that is missing (a step that never finished) or that
     contradicts itself leaves no pack: the request stays in exception until a rerun completes it."""
-    from flows.proof import write_engine_pack
+    from flows.pack_writer import write_engine_pack
     from proof.errors import EvidenceInvalid
 
     try:
@@ -81,7 +81,7 @@ def _engine_key_present() -> None:
 
 
 @flow(name="erasure-request", flow_run_name="erasure-{request_id}", persist_result=False, log_prints=False)
-def erasure_request(request_id: str) -> State:
+def erasure_request(request_id: RequestId) -> State:
     """Erase one request's subject from every tier, verify independently, and write the signed pack."""
     checked_request_id(request_id)
     log = get_run_logger()
@@ -99,7 +99,7 @@ def erasure_request(request_id: str) -> State:
             detail = f"litigation hold: {held} item(s) held under {pf['holds']} hold(s); nothing erased"
             _set_state(request_id, RequestState.blocked, detail)
             log.warning("request %s blocked: %s", request_id, detail)
-            return Failed(name="Blocked", message=detail, data={"request_id": request_id, "held": held})
+            return Failed(name="Blocked", message=detail)
         _set_state(request_id, RequestState.running)
         fingerprint_task(request_id)
         footprint_task(request_id)
@@ -119,8 +119,7 @@ def erasure_request(request_id: str) -> State:
         if failed or not all_clear:
             why = (f"steps not finished: {', '.join(failed)}" if failed else "verification found residue")
             _set_state(request_id, RequestState.exception, why)
-            return Failed(message=why, data={"request_id": request_id, "failed_steps": failed,
-                                             "all_clear": all_clear, "pack": pack.get("pack")})
+            return Failed(message=why)
         _set_state(request_id, RequestState.awaiting_attestation,
                    "erased with exceptions: see the pack" if exceptions else None)
         return Completed(message="erased, verified all clear, awaiting DPO attestation",

@@ -21,7 +21,6 @@ from typing import Annotated, Any
 
 import apsw
 from prefect import flow, get_run_logger
-from pydantic import Field
 
 from erasure import requests
 from erasure.clocks import ClockPolicy, Deadline, iso_utc
@@ -30,23 +29,10 @@ from erasure.engine import open_engine
 from erasure.errors import ErasureError, NotFound
 from erasure.models import ErasureRequestEnvelope, load_envelope_file, refuse_if_mentions_subject
 from erasure.states import RequestState
-from flows.common import checked_request_id, home
+from flows.common import RequestId, checked_request_id, described, home
 from memory import holds, suppression
 from memory.schema import open_store
 
-
-def described(description: str, **constraints: Any) -> Any:
-    """A pydantic `Field` for a flow parameter whose description reaches the UI form.
-
-    Prefect 3.9.1 builds the parameter schema with an outer `Field(description=<docstring or None>)`
-    that overrides the description of a `Field` inside `Annotated` (constraints survive); a
-    `json_schema_extra` description is merged instead, so we set both."""
-    return Field(description=description, json_schema_extra={"description": description}, **constraints)
-
-
-RequestId = Annotated[str, described(
-    min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
-    description="The request id (as given by `erasure request submit` or the inbox). Never an email or a name.")]
 Reason = Annotated[str, described(
     min_length=1, max_length=2000,
     description="Why (kept as evidence). Must not name the data subject: a reason that contains the "

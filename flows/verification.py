@@ -21,7 +21,8 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.states import RequestState
-from flows.common import checked_request_id, home
+from erasure.tiers import Tier
+from flows.common import RequestId, checked_request_id, home
 
 
 def _fp_paths(h: Home, request_id: str) -> tuple[Path, Path]:
@@ -48,8 +49,9 @@ def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
 
 
 @task(name="probes", retries=0)
-def probes_task(request_id: str) -> dict[str, Any]:
-    """Run every probe; write verification.json; return it (ids and counts only)."""
+def probes_task(request_id: str, tiers: list[str] | None = None) -> dict[str, Any]:
+    """Run the probes (every tier, or `tiers` and the byte scan); write verification.json; return it
+    (ids and counts only)."""
     from probes.fingerprint import Fingerprint, destroy, take_fingerprint
     from probes.run import run_probes, to_json
 
@@ -60,7 +62,7 @@ def probes_task(request_id: str) -> dict[str, Any]:
         ct, key = _fp_paths(h, request_id)
         sealed = ct.exists() and key.exists()
         fp = Fingerprint.unseal(ct, key) if sealed else take_fingerprint(h.store_dir, subject)
-        result = run_probes(h.store_dir, subject, fp)
+        result = run_probes(h.store_dir, subject, fp, tiers=tiers)
         doc = to_json(result, request_id, datetime.now(UTC))
         doc["fingerprint"] = "sealed-before-cascade" if sealed else "taken-at-verification"
         if not doc["all_clear"]:
@@ -85,20 +87,20 @@ def probes_task(request_id: str) -> dict[str, Any]:
 
 
 @flow(name="verification", flow_run_name="verify-{request_id}", persist_result=False)
-def verification(request_id: str) -> State:
+def verification(request_id: RequestId, tiers: list[Tier] | None = None) -> State:
     """Probe every tier for the request's subject; all clear or a Failed state naming the tiers."""
     checked_request_id(request_id)
-    doc = probes_task(request_id)
+    doc = probes_task(request_id, [*(t.value for t in tiers), "bytes"] if tiers else None)
     log = get_run_logger()
     for p in doc["probes"]:
         log.info("probe %s/%s: residue %s, bystanders %s -> %s", p["tier"], p["method"], p["residue"],
                  p["bystanders_before"], p["bystanders_after"])
     if doc["all_clear"]:
         return Completed(message="all clear", data=doc)
-    tiers = ", ".join(doc.get("failing_tiers", [])) or "no probe ran"
+    failing = ", ".join(doc.get("failing_tiers", [])) or "no probe ran"
     engine = open_engine(home().engine_db)
     try:
-        requests.set_state(engine, request_id, RequestState.exception, f"residue in: {tiers}")
+        requests.set_state(engine, request_id, RequestState.exception, f"residue in: {failing}")
     finally:
         engine.close()
-    return Failed(message=f"residue found in: {tiers}", data=doc)
+    return Failed(message=f"residue found in: {failing}")
