@@ -116,15 +116,18 @@ class FineTuneStep(BaseStep):
             "SELECT source, source_ref FROM ft_examples WHERE corpus_id = ? AND subject_id = ?",
             (corpus_id, ctx.subject.id))}
         kept: list[str] = []
+        refs: list[tuple[str, str]] = []
         dropped = 0
         for line in path.read_text(encoding="utf-8").splitlines():
             if not line.strip():
                 continue
             item = json.loads(line)
+            ref = (str(item.get("source")), str(item.get("source_ref")))
             if (item.get("source"), item.get("source_ref")) in subject_refs:
                 dropped += 1
             else:
                 kept.append(line)
+                refs.append(ref)
         new_version = version + 1
         rel = f"corpora/{name}/v{new_version}.jsonl"
         new_path = ctx.store_dir / rel
@@ -143,12 +146,9 @@ class FineTuneStep(BaseStep):
         new_id = int(ctx.store.execute("SELECT corpus_id FROM ft_corpora WHERE name = ? AND version = ?",
                                        (name, new_version)).fetchone()[0])
         ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (new_id,))
-        for i, line in enumerate(kept):
-            item = json.loads(line)
-            src, ref = str(item.get("source")), str(item.get("source_ref"))
-            ctx.store.execute(
-                "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref) VALUES (?,?,?,?,?)",
-                (new_id, i + 1, owners.get((src, ref)), src, ref))  # 1-based, as ingest numbers lines
+        ctx.store.executemany(  # line numbers are 1-based, as ingest numbers them
+            "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref) VALUES (?,?,?,?,?)",
+            [(new_id, i + 1, owners.get(ref), ref[0], ref[1]) for i, ref in enumerate(refs)])
         ctx.add_detail(corpus_versions_written=1, examples_dropped=dropped, examples_kept=len(kept))
         return dropped
 
