@@ -28,6 +28,8 @@ _GROUPS: list[tuple[str, str, str]] = [
     ("cli.request", "app", "request"),
     ("cli.keys", "app", "keys"),
     ("cli.pack", "app", "pack"),
+    ("cli.hold", "app", "hold"),
+    ("cli.suppression", "app", "suppression"),
 ]
 # Modules that add commands to a group above (e.g. `request run`) are imported for that effect.
 _EXTENSIONS: list[str] = ["cli.run"]

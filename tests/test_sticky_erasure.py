@@ -85,9 +85,6 @@ def test_reconsent_is_audited_and_opens_only_its_own_key(built: Home, tmp_path: 
     assert _suppressed(built) == [("email", "msg-2002", REQUEST)]
 
 
-@pytest.mark.xfail(strict=True, reason="memory/ingest.py counts the erased skeleton archive row of the key as a "
-                   "duplicate, so a re-consented item is never re-imported (fix: duplicate check "
-                   "'AND erased_at IS NULL'); strict: this fails loudly once ingest is fixed")
 def test_reconsent_lets_the_item_be_imported_again(built: Home, tmp_path: Path) -> None:
     report, _ = _reconsent_and_reingest(built, tmp_path)
     assert report.ingested == 1
