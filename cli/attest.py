@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.pack import print_summary
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
@@ -47,16 +47,6 @@ def _pack_path(h: Home, request_id: str) -> Path:
     return p
 
 
-def summary_table(s: dict[str, Any]) -> Table:
-    t = Table(title=f"proof pack {s['request_id']}: {s['status']} (all clear: {str(s['all_clear']).lower()})")
-    for col in ("tier", "status", "before", "after", "residue"):
-        t.add_column(col)
-    for row in s["tiers"]:
-        t.add_row(row["tier"], str(row.get("status")), str(row.get("before")), str(row.get("after")),
-                  str(row.get("residue")))
-    return t
-
-
 def notify_requester(h: Home, request_id: str, pack_sha256: str, verified_at: str) -> Path | None:
     """Tell the requester the erasure is done: an outbox file by default (0600, the message itself must
     reach them, so it names them), SMTP when ERASURE_SMTP_HOST is set. Only for sealed, all-clear packs."""
@@ -88,6 +78,41 @@ def notify_requester(h: Home, request_id: str, pack_sha256: str, verified_at: st
         engine.close()
 
 
+def seal(h: Home, request_id: str, dpo_key: Path, *, passphrase: str | None = None) -> dict[str, Any]:
+    """The DPO's signature over a request awaiting attestation: attest the pack (refusing the engine's
+    key), record the request as sealed, and notify the requester when the pack is all clear. Returns
+    the sealed pack's summary, plus the outbox file when one was written."""
+    engine = open_engine(h.engine_db)
+    try:
+        row = requests.get(engine, request_id)
+    finally:
+        engine.close()
+    if row.state != RequestState.awaiting_attestation:
+        raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
+    pack = _pack_path(h, request_id)
+    engine_pub = _engine_pub(h)
+    sign_attestation(pack, dpo_key, engine_pub=engine_pub, passphrase=passphrase)
+    sealed = summary(pack, engine_pub=engine_pub)
+    engine = open_engine(h.engine_db)
+    try:
+        requests.set_state(engine, request_id, RequestState.sealed)
+        requests.log_event(engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"],
+                                                                 "pack_sha256": sealed["pack_sha256"]})
+    finally:
+        engine.close()
+    outbox = None
+    if sealed["all_clear"]:
+        outbox = notify_requester(h, request_id, sealed["pack_sha256"], sealed["verified_at"])
+    return {**sealed, "pack": str(pack), "outbox": str(outbox) if outbox else None}
+
+
+def _engine_pub(h: Home) -> Path:
+    pub = h.keys_dir / "engine.pub.pem"
+    if not pub.exists():
+        raise ConfigError(f"no engine public key at {pub}")
+    return pub
+
+
 def attest(
     request_id: Annotated[str, typer.Argument(help="The request whose pack the DPO attests.")],
     dpo_key: Annotated[Path, typer.Option("--dpo-key", help="The DPO's private key (PEM), never the engine's.")],
@@ -98,47 +123,23 @@ def attest(
 ) -> None:
     """Show the DPO what they sign (per-tier table, exceptions, verification), then add their signature.
 
-    The request must be awaiting attestation. A key equal to the engine's is refused. Once sealed and
-    all clear, the requester is notified.
+    The request must be awaiting attestation; a key equal to the engine's is refused. Once sealed and
+    all clear, the requester is notified. (A DPO signing on their own machine, with only the pack file,
+    uses `erasure pack attest`.)
     """
     h = home_of(home)
-    engine = open_engine(h.engine_db)
-    try:
-        row = requests.get(engine, request_id)
-    finally:
-        engine.close()
-    if row.state != RequestState.awaiting_attestation:
-        raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
-    pack = _pack_path(h, request_id)
-    engine_pub = h.keys_dir / "engine.pub.pem"
-    if not engine_pub.exists():
-        raise ConfigError(f"no engine public key at {engine_pub}")
-    s = summary(pack, engine_pub=engine_pub)
+    s = summary(_pack_path(h, request_id), engine_pub=_engine_pub(h))
     if not json_out:
-        console.print(summary_table(s))
-        for e in s["exceptions"]:
-            console.print(f"[yellow]exception[/yellow] {e}")
-        console.print(f"verification: {s['verification']}")
+        print_summary(s)
     if not yes and not typer.confirm("Sign this attestation as DPO?", default=False):
         raise typer.Abort()
-    passphrase = os.environ.get(passphrase_env) if passphrase_env else None
-    sign_attestation(pack, dpo_key, engine_pub=engine_pub, passphrase=passphrase)
-    sealed = summary(pack, engine_pub=engine_pub)
-    engine = open_engine(h.engine_db)
-    try:
-        requests.set_state(engine, request_id, RequestState.sealed)
-        requests.log_event(engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"],
-                                                                 "pack_sha256": sealed["pack_sha256"]})
-    finally:
-        engine.close()
-    notified = None
-    if sealed["all_clear"]:
-        notified = notify_requester(h, request_id, sealed["pack_sha256"], sealed["verified_at"])
+    sealed = seal(h, request_id, dpo_key, passphrase=os.environ.get(passphrase_env) if passphrase_env else None)
     if json_out:
-        print_json({"request_id": request_id, "sealed": True, "pack": str(pack), "pack_sha256": sealed["pack_sha256"],
-                    "notified": sealed["all_clear"], "outbox": str(notified) if notified else None})
+        print_json({"request_id": request_id, "sealed": True, "pack": sealed["pack"],
+                    "pack_sha256": sealed["pack_sha256"], "notified": sealed["all_clear"],
+                    "outbox": sealed["outbox"]})
     else:
-        console.print(f"sealed: {pack} (sha256 {sealed['pack_sha256'][:16]}...)"
+        console.print(f"sealed: {sealed['pack']} (sha256 {sealed['pack_sha256'][:16]}...)"
                       + ("; requester notified" if sealed["all_clear"] else "; not all clear: requester NOT notified"))
 
 

@@ -16,20 +16,20 @@ from datetime import UTC, datetime, timedelta
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cli.attest import notify_requester, summary_table
+from cli.attest import seal
 from cli.common import console, home_of
+from cli.pack import print_summary
 from cli.run import run_flow, steps_table, verification_table
 from erasure import requests
 from erasure.engine import open_engine
 from erasure.errors import ErasureError
 from erasure.models import ErasureRequestEnvelope
-from erasure.states import RequestState
 from memory.demo import build_demo, write_subjects_file
 from memory.schema import create
 from memory.subprocessor_service import start_demo_processors
 from memory.subprocessors import register_demo
 from proof.keys import generate_keypair
-from proof.pack import attest, summary
+from proof.pack import summary
 
 FRAMES = 5000
 SUBJECTS = 3
@@ -47,8 +47,9 @@ def main() -> int:
     try:
         conn = create(h.store_dir)
         register_demo(conn, services)
-        with Progress(TextColumn("building demo store"), BarColumn(), TextColumn("{task.completed}/{task.total} frames"),
-                      TimeElapsedColumn(), console=console) as bar:
+        columns = (TextColumn("building demo store"), BarColumn(),
+                   TextColumn("{task.completed}/{task.total} frames"), TimeElapsedColumn())
+        with Progress(*columns, console=console) as bar:
             task = bar.add_task("build", total=FRAMES)
             result = build_demo(conn, h.store_dir, frames=FRAMES, subjects=SUBJECTS, seed=SEED,
                                 on_progress=lambda done, total: bar.update(task, completed=done, total=total))
@@ -90,15 +91,10 @@ def main() -> int:
     console.rule("5. DPO attestation")
     pack = h.evidence_dir(REQUEST_ID) / "proof.tar.gz"
     engine_pub, dpo_pub = h.keys_dir / "engine.pub.pem", h.keys_dir / "dpo.pub.pem"
-    console.print(summary_table(summary(pack, engine_pub=engine_pub)))
-    attest(pack, h.keys_dir / "dpo.pem", engine_pub=engine_pub)
-    sealed = summary(pack, engine_pub=engine_pub)
-    engine = open_engine(h.engine_db)
-    requests.set_state(engine, REQUEST_ID, RequestState.sealed)
-    engine.close()
-    if sealed["all_clear"]:
-        notify_requester(h, REQUEST_ID, sealed["pack_sha256"], sealed["verified_at"])
-    console.print(f"sealed pack: {pack} ({sealed['status']}); requester notified via {h.outbox_dir}")
+    print_summary(summary(pack, engine_pub=engine_pub))
+    sealed = seal(h, REQUEST_ID, h.keys_dir / "dpo.pem")
+    console.print(f"sealed pack: {pack} ({sealed['status']})"
+                  + (f"; requester notified ({sealed['outbox']})" if sealed["outbox"] else ""))
 
     console.rule("6. offline verification (python -m proof.verify)")
     out = subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key", str(engine_pub),

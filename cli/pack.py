@@ -36,7 +36,7 @@ def _read_key(path: Path, role: str) -> bytes:
         raise ConfigError(f"cannot read the {role} key {path}: {exc.strerror}") from exc
 
 
-def _print_summary(s: dict[str, Any]) -> None:
+def print_summary(s: dict[str, Any]) -> None:
     def line(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
 
@@ -106,7 +106,7 @@ def show(
     if json_out:
         print_json(s)
         return
-    _print_summary(s)
+    print_summary(s)
 
 
 @app.command("attest")
@@ -125,7 +125,7 @@ def attest_cmd(
     engine_pem = _read_key(engine_key, "engine")
     s = summary(path, engine_pub=engine_pem)
     if not json_out:
-        _print_summary(s)
+        print_summary(s)
     if not yes and not typer.confirm(f"Attest request {s['request_id']} ({s['status']}) with your key?"):
         raise typer.Abort()
     attest(path, key, engine_pub=engine_pem, passphrase=passphrase_from_env(passphrase_env), force=force)
