@@ -60,6 +60,12 @@ def cascade_step(request_id: str, step: str) -> dict[str, Any]:
     return record
 
 
+@task(name="byte-hygiene", retries=0)
+def scrub_task(request_id: str) -> dict[str, Any]:
+    """Rebuild the store's pages so no stale copy of an erased cell outlives it (see tasks/scrub.py)."""
+    return runner.scrub(request_id, home())
+
+
 @task(name="proof-pack", retries=0)
 def proof_task(request_id: str) -> dict[str, Any]:
     """Write the engine-signed pack. Evidence that is missing (a step that never finished) or that
@@ -111,6 +117,7 @@ def erasure_request(request_id: RequestId) -> State:
                 records.append(state.result())
             else:
                 failed.append(tier.value)
+        scrub_task(request_id)
         v_state = verification(request_id, return_state=True)
         v = v_state.result(raise_on_failure=False) if v_state.is_completed() else None
         all_clear = bool(isinstance(v, dict) and v.get("all_clear"))

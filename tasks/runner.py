@@ -31,6 +31,7 @@ from tasks.derivatives import DerivativesStep
 from tasks.episodic import EpisodicStep
 from tasks.fine_tune import FineTuneStep
 from tasks.resolve import archive_ids, derived_closure, primary_frames, quoting_frames, subject_sources
+from tasks.scrub import scrub_store
 from tasks.semantic import SemanticStep
 from tasks.subprocessors import SubprocessorsStep
 from tasks.uploads import UploadsStep
@@ -264,7 +265,20 @@ def write_steps_jsonl(engine: Any, request_id: str, evidence_dir: Any) -> None:
 
 
 def run_cascade(request_id: str, home: Home, *, batch_size: int = 10_000) -> list[dict[str, Any]]:
-    """The nine steps in order without Prefect (tests, crash drills, benches). Stops at the first
-    step that cannot finish, after recording it."""
+    """The nine steps in order, then the byte scrub, without Prefect (tests, crash drills, benches).
+    Stops at the first step that cannot finish, after recording it."""
     prepare(request_id, home)
-    return [run_step(request_id, tier, home, batch_size=batch_size) for tier in CASCADE_ORDER]
+    records = [run_step(request_id, tier, home, batch_size=batch_size) for tier in CASCADE_ORDER]
+    scrub(request_id, home)
+    return records
+
+
+def scrub(request_id: str, home: Home) -> dict[str, Any]:
+    """The byte-hygiene epilogue (`tasks.scrub`), recorded as an engine event (sizes and seconds)."""
+    report = scrub_store(home.store_dir)
+    engine = open_engine(home.engine_db)
+    try:
+        requests.log_event(engine, request_id, "store.scrubbed", report)
+    finally:
+        engine.close()
+    return report
