@@ -169,7 +169,7 @@ def reference(template: Home, scratch: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def drills(template: Home, scratch: Path) -> dict[str, tuple[Home, dict[str, int]]]:
+def drills(template: Home, scratch: Path) -> dict[str, tuple[Home, dict[str, Any]]]:
     """Every drill's home after its crash and its rerun, with the two processes' exit statuses."""
     homes: dict[str, Home] = {}
     for point in BOUNDARY + MID:
@@ -180,15 +180,16 @@ def drills(template: Home, scratch: Path) -> dict[str, tuple[Home, dict[str, int
     proc = subprocess.run([sys.executable, "-c", DRIVER, REQUEST, str(BATCH), str(PARALLEL)], cwd=ROOT, env=env,
                           input=json.dumps(spec).encode(), capture_output=True, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    statuses: dict[str, dict[str, int]] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
-    assert proc.stderr == b"", proc.stderr.decode()[-3000:]  # no rerun raised
+    statuses: dict[str, dict[str, Any]] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    for status in statuses.values():
+        status["stderr"] = proc.stderr.decode()[-3000:]  # a rerun that raised printed its traceback here
     return {p: (h, statuses[p]) for p, h in homes.items()}
 
 
-def check_drill(point: str, drills: dict[str, tuple[Home, dict[str, int]]], template: Home,
+def check_drill(point: str, drills: dict[str, tuple[Home, dict[str, Any]]], template: Home,
                 reference: dict[str, Any]) -> None:
     h, status = drills[point]
-    assert status == {"crash": -signal.SIGKILL, "rerun": 0}
+    assert (status["crash"], status["rerun"]) == (-signal.SIGKILL, 0), status["stderr"]
     state = end_state(h)
     assert state["subject"] == dict.fromkeys(state["subject"], 0)
     assert state["bystander"] == owned_counts(template, BYSTANDER)
@@ -210,12 +211,12 @@ def test_reference_run_erases_everything(reference: dict[str, Any], template: Ho
 
 
 @pytest.mark.parametrize("point", BOUNDARY)
-def test_kill_at_a_step_boundary_then_rerun(point: str, drills: dict[str, tuple[Home, dict[str, int]]],
+def test_kill_at_a_step_boundary_then_rerun(point: str, drills: dict[str, tuple[Home, dict[str, Any]]],
                                             template: Home, reference: dict[str, Any]) -> None:
     check_drill(point, drills, template, reference)
 
 
 @pytest.mark.parametrize("point", MID)
-def test_kill_inside_a_batch_transaction_then_rerun(point: str, drills: dict[str, tuple[Home, dict[str, int]]],
+def test_kill_inside_a_batch_transaction_then_rerun(point: str, drills: dict[str, tuple[Home, dict[str, Any]]],
                                                      template: Home, reference: dict[str, Any]) -> None:
     check_drill(point, drills, template, reference)
