@@ -3,6 +3,13 @@
     .venv/bin/python bench/probe.py                    # ~1 GiB synthetic store in /tmp/probe-bench
     .venv/bin/python bench/probe.py --store DIR        # scan an existing store directory instead
     .venv/bin/python bench/probe.py --size-mib 2048 --needles 300 --runs 7
+    .venv/bin/python bench/probe.py --store /tmp/erasure-bench/1000000/store --verify
+                                                       # + fingerprint and verification time per tier
+
+With `--verify`, the store must be a demo store (built by bench/build_store.py or `erasure store init
+--demo`) with `demo-subjects.json` beside it: the first demo subject is fingerprinted with the probes'
+real needles and every tier's probes are timed (medians), before any erasure (a worst case: every
+probe finds the subject and counts it).
 
 The synthetic store looks like one: a database-like file of text rows and float32 vectors, a WAL,
 blobs of random bytes in two locations and a JSONL corpus; a few needles are planted (one straddling
@@ -102,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--naive-mib", type=int, default=64)
     ap.add_argument("--keep", action="store_true", help="keep the synthetic store for the next run")
+    ap.add_argument("--verify", action="store_true",
+                    help="also time the fingerprint and each tier's probes on a demo store (--store)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(20250301)
     needles = make_needles(args.needles, rng)
@@ -154,9 +163,41 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'-' * width}  {'-' * 40}")
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
+    if args.verify and args.store is not None:
+        verification_times(args.store, max(1, min(args.runs, 5)))
     if args.store is None and not args.keep:
         shutil.rmtree(root)
     return 0 if agree else 1
+
+
+def verification_times(store: Path, runs: int) -> None:
+    """Fingerprint time and per-tier probe time for the first demo subject (medians of `runs`)."""
+    import json
+
+    from erasure.subject import Subject
+    from probes.fingerprint import take_fingerprint
+    from probes.run import PROBE_TIERS, run_probes
+
+    subjects = json.loads((store.parent / "demo-subjects.json").read_text())["subjects"]
+    subject = Subject.model_validate(subjects[0])
+    t = time.perf_counter()
+    fp = take_fingerprint(store, subject)
+    fp_s = time.perf_counter() - t
+    rows = [("fingerprint (keys, needles, baseline incl. one byte scan)", fp_s, len(fp.needles))]
+    for tier in PROBE_TIERS:
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            v = run_probes(store, subject, fp, tiers=[tier])
+            times.append(time.perf_counter() - t)
+        rows.append((f"probe {tier}", statistics.median(times), len(v.probes)))
+    total = sum(r[1] for r in rows[1:])
+    print()
+    print(f"verification on {store} ({len(fp.needles)} needles; medians of {runs})")
+    print(f"{'phase':<58}  {'seconds':>8}  {'methods':>7}")
+    for name, sec, n in rows:
+        print(f"{name:<58}  {sec:>8.3f}  {n:>7}")
+    print(f"{'all probes':<58}  {total:>8.3f}")
 
 
 if __name__ == "__main__":
