@@ -32,6 +32,7 @@ contracts: bootstrap ## import-linter contracts (the import rules of DESIGN.md)
 	$(VENV)/bin/lint-imports
 
 unit: bootstrap ## the whole test suite
+	@mkdir -p $(PREFECT_HOME)
 	$(VENV)/bin/pytest -q
 
 test: lint typecheck contracts browser unit ## everything CI runs
