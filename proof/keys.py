@@ -7,10 +7,7 @@ signatures are deterministic (RFC 6979), so the same pack signed twice has the s
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from erasure.errors import ConfigError, Conflict, InputError
+from proof.tarball import write_atomic
 
 PrivateKey = ec.EllipticCurvePrivateKey | Ed25519PrivateKey
 PublicKey = ec.EllipticCurvePublicKey | Ed25519PublicKey
@@ -55,24 +53,11 @@ def _new_private(algorithm: str) -> PrivateKey:
 
 
 def _write_new(path: Path, data: bytes, mode: int, replace: bool) -> None:
-    """Write `data` to `path` atomically with `mode`; without `replace`, never overwrite."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    """Write `data` to `path` atomically with `mode`; without `replace`, never overwrite a key."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), mode)
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if replace:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)  # fails if the target appeared meanwhile: never clobber a key
-            except FileExistsError as exc:
-                raise Conflict(f"{path} already exists: pass --force to replace it") from exc
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        write_atomic(path, data, mode, replace=replace)
+    except FileExistsError as exc:
+        raise Conflict(f"{path} already exists: pass --force to replace it") from exc
 
 
 def generate_keypair(role: str, out_dir: Path, *, algorithm: str = "ecdsa-p256",

@@ -56,8 +56,10 @@ def tar_gz_bytes(top: str, files: Mapping[str, bytes], *, mtime: int | None = No
     return out.getvalue()
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Replace `path` with `data` in one rename, so a reader never sees half a file."""
+def write_atomic(path: Path, data: bytes, mode: int = 0o644, *, replace: bool = True) -> None:
+    """Write `path` with `data` and `mode` in one rename, so a reader never sees half a file. Without
+    `replace`, an existing file is never overwritten (`FileExistsError`), even one that appears
+    meanwhile: the new file is hard-linked into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     try:
@@ -66,7 +68,10 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
