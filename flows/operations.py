@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,13 +34,69 @@ from flows.common import RequestId, checked_request_id, described, home
 from memory import holds, suppression
 from memory.schema import open_store
 
-Reason = Annotated[str, described(
-    min_length=1, max_length=2000,
-    description="Why (kept as evidence). Must not name the data subject: a reason that contains the "
-                "subject's identifiers is refused.")]
+# UI forms take no free text: Prefect keeps every parameter in its database before a run could refuse
+# one, so a reason typed as "hold for <name>" would put an identifier there (invariant 6). A form
+# takes a reason code and a case reference (a token: no spaces, no "@"); the CLI, which checks free
+# text before anything is stored, still takes a free-text reason.
+CaseRef = Annotated[str, described(
+    min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}$",
+    description="Case or ticket reference (letters, digits, . _ : / -). Never an email or a name.")]
 Actor = Annotated[str, described(
-    min_length=1, max_length=200,
-    description="Who authorises this (a staff member or role), recorded in the audit log.")]
+    min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$",
+    description="Staff id or role that authorises this (a token, e.g. legal-team), recorded in the audit log.")]
+
+
+class HoldReason(StrEnum):
+    """Why a litigation hold is placed (GDPR Art.17(3)(e): legal claims)."""
+
+    litigation = "litigation"
+    regulatory_investigation = "regulatory-investigation"
+    law_enforcement_request = "law-enforcement-request"
+    internal_investigation = "internal-investigation"
+
+
+class ReleaseReason(StrEnum):
+    """Why the holds on a subject are released."""
+
+    matter_closed = "matter-closed"
+    lifted_by_counsel = "lifted-by-counsel"
+    placed_in_error = "placed-in-error"
+
+
+class ReconsentReason(StrEnum):
+    """Why an erased subject's items may be ingested again."""
+
+    subject_reconsented = "subject-reconsented"
+    erased_in_error = "erased-in-error"
+
+
+class ExtendReason(StrEnum):
+    """GDPR Art.12(3) / CCPA grounds for extending the deadline."""
+
+    complexity = "complexity-of-the-request"
+    number_of_requests = "number-of-requests"
+
+
+class ClockReason(StrEnum):
+    """Why a clock is paused or resumed."""
+
+    identity_verification = "identity-verification"
+    identity_verified = "identity-verified"
+    identity_not_verified = "identity-could-not-be-verified"
+
+
+HoldWhy = Annotated[HoldReason, described(
+    description="Why the hold is placed (a code; details stay in the case file).")]
+ReleaseWhy = Annotated[ReleaseReason, described(description="Why the holds are released.")]
+ReconsentWhy = Annotated[ReconsentReason, described(description="Why the subject's items may be ingested again.")]
+ExtendWhy = Annotated[ExtendReason, described(
+    description="The ground for the extension (GDPR Art.12(3): complexity or number of requests).")]
+ClockWhy = Annotated[ClockReason, described(description="Why the clock is paused or resumed.")]
+
+
+def _reason(code: StrEnum, reference: str) -> str:
+    return f"{code.value} ({reference})"
+
 
 INBOX_GLOB = "*.json"
 REJECTED_DIR = "rejected"
@@ -203,19 +260,21 @@ def drain_inbox(h: Home, *, now: datetime | None = None, policy: ClockPolicy | N
 
 
 @flow(name="hold-place", flow_run_name="hold-place-{request_id}", persist_result=False)
-def hold_place(request_id: RequestId, reason: Reason, actor: Actor) -> dict[str, Any]:
+def hold_place(request_id: RequestId, reference: CaseRef, actor: Actor,
+               reason: HoldWhy = HoldReason.litigation) -> dict[str, Any]:
     """Place a litigation hold on the subject of a request: while it is active, nothing of the subject
     is erased (an erasure run ends blocked)."""
-    out = place_hold(home(), request_id, reason, actor)
+    out = place_hold(home(), request_id, _reason(reason, reference), actor)
     get_run_logger().info("hold %s placed for the subject of request %s (%s active)", out["hold_id"],
                           request_id, out["active_holds"])
     return out
 
 
 @flow(name="hold-release", flow_run_name="hold-release-{request_id}", persist_result=False)
-def hold_release(request_id: RequestId, reason: Reason, actor: Actor) -> dict[str, Any]:
+def hold_release(request_id: RequestId, reference: CaseRef, actor: Actor,
+                 reason: ReleaseWhy = ReleaseReason.matter_closed) -> dict[str, Any]:
     """Release every active litigation hold on the subject of a request."""
-    out = release_hold(home(), request_id, reason, actor)
+    out = release_hold(home(), request_id, _reason(reason, reference), actor)
     get_run_logger().info("released %d hold(s) for the subject of request %s", len(out["released"]), request_id)
     return out
 
@@ -223,15 +282,16 @@ def hold_release(request_id: RequestId, reason: Reason, actor: Actor) -> dict[st
 @flow(name="suppression-allow", flow_run_name="suppression-allow-{request_id}", persist_result=False)
 def suppression_allow(
     request_id: RequestId,
-    reason: Reason,
+    reference: CaseRef,
     actor: Actor,
+    reason: ReconsentWhy = ReconsentReason.subject_reconsented,
     source: Annotated[str | None, described(
         max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
         description="Only re-allow items of this source (e.g. chat, email); empty: every source.")] = None,
 ) -> dict[str, Any]:
     """Re-consent: let the subject of an erased request be ingested again (removes the request's
     suppression keys)."""
-    out = allow_reingest(home(), request_id, reason, actor, source)
+    out = allow_reingest(home(), request_id, _reason(reason, reference), actor, source)
     get_run_logger().info("re-allowed %d key(s) of request %s", out["allowed"], request_id)
     return out
 
@@ -239,29 +299,32 @@ def suppression_allow(
 @flow(name="request-extend", flow_run_name="extend-{request_id}", persist_result=False)
 def request_extend(
     request_id: RequestId,
-    reason: Reason,
+    reference: CaseRef,
+    reason: ExtendWhy = ExtendReason.complexity,
     until: Annotated[date | None, described(
         description="New deadline day; empty: the legal maximum (GDPR two further months, CCPA 45 days). "
                     "Only once, and only before the original deadline.")] = None,
 ) -> dict[str, Any]:
     """Extend a request's legal deadline once, with notice to the subject."""
-    out = clock_operation(home(), "extend", request_id, reason, until=until)
+    out = clock_operation(home(), "extend", request_id, _reason(reason, reference), until=until)
     get_run_logger().info("request %s extended: deadline %s", request_id, out["deadline"])
     return out
 
 
 @flow(name="request-pause", flow_run_name="pause-{request_id}", persist_result=False)
-def request_pause(request_id: RequestId, reason: Reason) -> dict[str, Any]:
+def request_pause(request_id: RequestId, reference: CaseRef,
+                  reason: ClockWhy = ClockReason.identity_verification) -> dict[str, Any]:
     """Pause a submitted request's clock while the subject's identity is verified."""
-    out = clock_operation(home(), "pause", request_id, reason)
+    out = clock_operation(home(), "pause", request_id, _reason(reason, reference))
     get_run_logger().info("request %s paused", request_id)
     return out
 
 
 @flow(name="request-resume", flow_run_name="resume-{request_id}", persist_result=False)
-def request_resume(request_id: RequestId, reason: Reason) -> dict[str, Any]:
+def request_resume(request_id: RequestId, reference: CaseRef,
+                   reason: ClockWhy = ClockReason.identity_verified) -> dict[str, Any]:
     """Resume a paused clock: the deadline moves by the whole paused time."""
-    out = clock_operation(home(), "resume", request_id, reason)
+    out = clock_operation(home(), "resume", request_id, _reason(reason, reference))
     get_run_logger().info("request %s resumed: deadline %s", request_id, out["deadline"])
     return out
 

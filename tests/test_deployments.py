@@ -156,8 +156,8 @@ def runs(console: Console) -> dict[str, Any]:
         first = {
             "erasure": trigger("erasure-request/erasure-request", request_id="req-ann-1"),
             "sla": trigger("sla-monitor/sla-monitor", at_risk_days=7),
-            "hold": trigger("hold-place/hold-place", request_id="req-hold", reason="litigation: case 2026-17",
-                            actor="legal team"),
+            "hold": trigger("hold-place/hold-place", request_id="req-hold", reason="litigation",
+                            reference="case-2026-17", actor="legal-team"),
             "intake": trigger("intake/intake"),
         }
         done = wait_final(client, {"hold": first["hold"]})
@@ -190,7 +190,13 @@ def test_every_deployment_comes_from_prefect_yaml_with_form_fields(console: Cons
     assert sla_schema["definitions"]["LegalBasis"]["enum"] == ["GDPR", "CCPA", "POPIA", "KE_DPA"]
     until = deps["request-extend"].parameter_openapi_schema["properties"]["until"]
     assert {"type": "string", "format": "date"} in until["anyOf"]
-    assert deps["hold-place"].parameter_openapi_schema["required"] == ["request_id", "reason", "actor"]
+    assert deps["hold-place"].parameter_openapi_schema["required"] == ["request_id", "reference", "actor"]
+    for name, d in deps.items():  # no free text in any form: every string is an enum or a pattern-checked token
+        for field, prop in d.parameter_openapi_schema["properties"].items():
+            if prop.get("type") == "string" and "format" not in prop:
+                assert "pattern" in prop or "enum" in prop, (name, field)
+    hold_schema = deps["hold-place"].parameter_openapi_schema
+    assert hold_schema["definitions"]["HoldReason"]["enum"][0] == "litigation"
 
 
 def test_erasure_request_by_deployment_completes_on_the_worker(console: Console, runs: dict[str, Any]) -> None:

@@ -96,15 +96,16 @@ def test_hold_form_describes_its_fields_and_refuses_an_email(console: Console, p
 
     page.goto(f"{ui(console)}/deployments/deployment/{deployment_id(console, 'hold-place')}/run",
               wait_until="networkidle")
-    for label, words in (("request_id", "Never an email or a name"), ("reason", "Must not name the data subject"),
-                         ("actor", "recorded in the audit log")):
+    for label, words in (("request_id", "as given by"), ("reason (Optional)", "Why the hold is placed"),
+                         ("reference", "Case or ticket reference"), ("actor", "recorded in the audit log")):
         expect(page.get_by_text(label, exact=True)).to_be_visible()
         expect(page.get_by_text(words)).to_be_visible()
+    expect(page.get_by_role("button", name="litigation")).to_be_visible()  # a reason code, not free text
     boxes = page.locator("textarea")
     expect(boxes).to_have_count(3)
     boxes.nth(0).fill("someone@example.org")
-    boxes.nth(1).fill("litigation hold, case 17")
-    boxes.nth(2).fill("legal team")
+    boxes.nth(1).fill("case-17")
+    boxes.nth(2).fill("legal-team")
     page.get_by_role("button", name="Submit").click()
     expect(page.get_by_text("does not match").first).to_be_visible()
     page.screenshot(path=str(SHOTS / "hold-place-refuses-an-email.png"), full_page=True)
