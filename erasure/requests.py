@@ -410,13 +410,13 @@ def footprint(conn: apsw.Connection, request_id: str, tier: Tier | str, kind: st
 def open_exception(conn: apsw.Connection, request_id: str, tier: Tier | str, kind: str, item_key: str,
                    detail: Mapping[str, Any] | None = None, ground: str | None = None, *,
                    now: datetime | None = None) -> int:
-    """Open an exception (idempotent on (request, tier, kind, item_key): an existing one is kept as
-    it is). Returns its id."""
+    """Open an exception (idempotent on (request, tier, kind, item_key): an existing one keeps its id,
+    detail and opening time, and is open again if it had been closed). Returns its id."""
     t = scope_name(tier)
     with _writing(conn):
         conn.execute(
             "INSERT INTO exceptions(request_id, tier, kind, item_key, detail, ground, opened_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(request_id, tier, kind, item_key) DO NOTHING",
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(request_id, tier, kind, item_key) DO UPDATE SET closed_at = NULL",
             (request_id, t, kind, item_key, _json_text(detail), ground, iso_utc(_now(now))))
         r = conn.execute("SELECT exception_id FROM exceptions WHERE request_id = ? AND tier = ? AND kind = ? "
                          "AND item_key = ?", (request_id, t, kind, item_key)).fetchone()

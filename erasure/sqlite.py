@@ -97,12 +97,21 @@ def transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     conn.execute("COMMIT")
 
 
-def checkpoint_truncate(conn: apsw.Connection) -> tuple[int, int, int]:
+def checkpoint_truncate(conn: apsw.Connection, *, attempts: int = 20, pause: float = 0.05) -> tuple[int, int, int]:
     """`wal_checkpoint(TRUNCATE)`: copy the WAL into the database and cut the WAL to zero bytes, so
-    frames written before an erasure leave the -wal file. Returns (busy, log frames, checkpointed)."""
-    row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    assert row is not None
-    return (int(row[0]), int(row[1]), int(row[2]))
+    frames written before an erasure leave the -wal file. A reader of another process can hold it back
+    (busy = 1): it is retried `attempts` times. Returns (busy, log frames, checkpointed); a caller that
+    needs the bytes gone must check `busy` (the independent byte probe checks the -wal file too)."""
+    import time
+
+    for i in range(attempts):
+        row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert row is not None
+        result = (int(row[0]), int(row[1]), int(row[2]))
+        if result[0] == 0:
+            return result
+        time.sleep(pause * (i + 1))
+    return result
 
 
 def journal_mode(conn: apsw.Connection) -> str:

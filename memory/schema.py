@@ -294,15 +294,19 @@ def db_path(store_dir: Path) -> Path:
 
 
 def create(store_dir: Path, *, tenant_id: str = "default",
-           journal_mode: JournalMode = "wal") -> apsw.Connection:
+           journal_mode: JournalMode | None = None) -> apsw.Connection:
     """Create (or open and check) the store in `store_dir`; returns a writable connection.
 
-    Idempotent: on an existing store it checks the schema version and the tenant and returns.
-    FTS5 secure-delete is switched on here; it is a persistent property of the FTS table.
+    Idempotent: on an existing store it checks the schema version and the tenant and returns without
+    writing (its journal mode is kept unless `journal_mode` is given; a new store starts in WAL).
+    FTS5 secure-delete is switched on at creation; it is a persistent property of the FTS table.
     """
     store_dir = Path(store_dir)
     store_dir.mkdir(parents=True, exist_ok=True)
     conn = connect(db_path(store_dir), journal_mode=journal_mode)
+    if scalar(conn, "SELECT count(*) FROM sqlite_master WHERE name = 'store_meta'") == 1:
+        _check_existing(conn, store_dir, tenant_id)
+        return conn
     with transaction(conn):
         conn.execute(TABLES_SQL)
         conn.execute(VIRTUAL_SQL)
@@ -321,6 +325,17 @@ def create(store_dir: Path, *, tenant_id: str = "default",
              _default_blob_locations(store_dir)),
         )
     return conn
+
+
+def _check_existing(conn: apsw.Connection, store_dir: Path, tenant_id: str) -> None:
+    existing = scalar(conn, "SELECT value FROM store_meta WHERE key='tenant_id'")
+    if existing is not None and existing != tenant_id:
+        conn.close()
+        raise StoreError(f"the store at {store_dir} belongs to tenant {existing!r}, not {tenant_id!r}")
+    version = scalar(conn, "SELECT value FROM store_meta WHERE key='schema_version'")
+    if version is not None and int(version) != SCHEMA_VERSION:
+        conn.close()
+        raise StoreError(f"store schema version {version} is not {SCHEMA_VERSION}")
 
 
 def open_store(store_dir: Path) -> apsw.Connection:

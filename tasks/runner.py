@@ -139,6 +139,12 @@ def _record_batch(ctx: StepContext, tier: Tier, batch: int, removed: int) -> Non
                  {"request_id": ctx.request_id, "step": tier.value, "batch": batch, "removed": removed})
 
 
+def _checkpoint(ctx: StepContext) -> None:
+    """Checkpoint after a commit; a checkpoint a reader kept busy is counted in the step's detail."""
+    if checkpoint_truncate(ctx.store)[0]:
+        ctx.add_detail(checkpoint_busy=1)
+
+
 def _digest(keys: Keys) -> str:
     return removed_digest(f"{kind}:{k}" for kind, ks in keys.items() for k in ks)
 
@@ -180,7 +186,7 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
                     if n:
                         _record_batch(ctx, tier, batch, n)
                     maybe_crash(f"mid:{tier.value}:{batch}")
-                checkpoint_truncate(ctx.store)
+                _checkpoint(ctx)
                 maybe_crash(f"batch:{tier.value}:{batch}")
                 removed += n
                 if n == 0:
@@ -189,7 +195,7 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
             removed = step.erase(ctx, keys, ctx.batch_size)
             with transaction(ctx.store):
                 _record_batch(ctx, tier, 0, removed)
-            checkpoint_truncate(ctx.store)
+            _checkpoint(ctx)
         after = step.count(ctx, keys)
         specs = step.exceptions(ctx, keys)
         for spec in specs:

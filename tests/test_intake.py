@@ -448,3 +448,15 @@ def test_an_exception_can_name_the_byte_scope_but_no_made_up_tier(tmp_path) -> N
     assert [e.tier for e in requests.exceptions(conn, "req-1")] == ["bytes"]
     with pytest.raises(ValueError):
         requests.open_exception(conn, "req-1", "bytez", "residue", "verification")
+
+
+def test_an_exception_that_recurs_after_it_was_closed_is_open_again(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from erasure.engine import open_engine
+
+    conn = open_engine(tmp_path / "engine.db")
+    eid = requests.open_exception(conn, "req-1", "bytes", "residue", "verification")
+    requests.close_exception(conn, eid)
+    assert requests.exceptions(conn, "req-1", open_only=True) == []
+    again = requests.open_exception(conn, "req-1", "bytes", "residue", "verification")
+    assert again == eid
+    assert [e.exception_id for e in requests.exceptions(conn, "req-1", open_only=True)] == [eid]

@@ -105,3 +105,17 @@ def test_raw_archive_is_append_only(conn: apsw.Connection) -> None:
         conn.execute("DELETE FROM raw_archive")
     with pytest.raises(apsw.ConstraintError, match="redacted"):
         conn.execute("UPDATE raw_archive SET content='changed'")
+
+
+def test_opening_an_existing_store_keeps_its_journal_mode_and_bytes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from erasure.sqlite import journal_mode
+    from memory.schema import create
+
+    conn = create(tmp_path / "s", journal_mode="delete")
+    conn.close()
+    db = tmp_path / "s" / "memory.db"
+    before = db.read_bytes()
+    again = create(tmp_path / "s")
+    assert journal_mode(again) == "delete"
+    again.close()
+    assert db.read_bytes() == before
