@@ -99,3 +99,49 @@ def test_a_rebuilt_engine_never_reuses_another_runs_cached_steps(ready, tmp_path
     state = erasure_request("req-ann-1", return_state=True)
     assert state.is_completed(), state.message
     assert all(v == 0 for v in owned_counts(ready, SUBJECT).values())
+
+
+def test_request_run_prints_the_table_and_exits_0(ready) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    result = CliRunner().invoke(app, ["request", "run", "req-ann-1"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    for tier in ("working", "episodic", "semantic", "vectors", "fine_tune", "uploads", "derivatives",
+                 "subprocessors", "audit_log"):
+        assert tier in result.output
+    assert "all_clear: true" in result.output
+    for needle in SUBJECT.identifiers():
+        assert needle not in result.output
+
+
+def test_request_run_under_a_hold_exits_6_and_erases_nothing(ready) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from erasure.errors import RequestBlocked
+    from memory import holds
+    from memory.schema import open_store
+
+    store = open_store(ready.store_dir)
+    holds.place(store, SUBJECT.id, "litigation: case 2026-114", "legal-team")
+    store.close()
+    before = owned_counts(ready, SUBJECT)
+    result = CliRunner().invoke(app, ["request", "run", "req-ann-1"])
+    assert isinstance(result.exception, RequestBlocked) and result.exception.exit_code == 6
+    assert owned_counts(ready, SUBJECT) == before
+
+
+def test_request_run_without_an_engine_key_refuses_before_erasing(home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from erasure.errors import ConfigError
+
+    build_store(home, tmp_path)
+    submit(home)
+    before = owned_counts(home, SUBJECT)
+    result = CliRunner().invoke(app, ["request", "run", "req-ann-1"])
+    assert isinstance(result.exception, ConfigError) and "erasure keys generate" in str(result.exception)
+    assert owned_counts(home, SUBJECT) == before
