@@ -22,6 +22,7 @@ import os
 import stat
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,11 @@ GIB = 1 << 30
 DEFAULT_BUFFER = 8 * MIB
 DEFAULT_SEGMENT = 64 * MIB
 MAX_WORKERS = 4
+SMALL_FILE = 256 * 1024
+"""Files up to this size are scanned in batches (one block-mode scan per batch): a store holds tens of
+thousands of small blobs and session files, and one stream per file costs more than reading it."""
+SMALL_BATCH_BYTES = 8 * MIB
+SMALL_BATCH_FILES = 4096
 MAX_NEEDLE_BYTES = 2048
 """Hyperscan refuses longer patterns (its limit on the escaped expression is a little under 4 KiB of
 needle); the fingerprint cuts long strings into pieces below this."""
@@ -77,40 +83,44 @@ class ScanReport(BaseModel):
 
 
 class _Walk:
-    """The files of a tree, in a stable order, with what could not be scanned set aside."""
+    """The files of a tree, in a stable order, with what could not be scanned set aside. Paths are
+    strings: a store holds tens of thousands of small files, and Path objects per file cost more than
+    the stat."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._prefix = len(str(root)) + 1
         self.skipped_not_regular = 0
         self.unreadable: list[str] = []
 
-    def files(self) -> Iterator[tuple[Path, str]]:
-        """(absolute path, posix path relative to the root) of every regular file, sorted per dir."""
-        stack = [self.root]
+    def files(self) -> Iterator[tuple[str, str, int]]:
+        """(absolute path, posix path relative to the root, size) of every regular file, sorted per dir."""
+        stack = [str(self.root)]
         while stack:
             current = stack.pop()
             try:
-                entries = sorted(os.scandir(current), key=lambda e: e.name)
+                with os.scandir(current) as it:
+                    entries = sorted(it, key=lambda e: e.name)
             except OSError:
                 self.unreadable.append(self._rel(current) + "/")
                 continue
-            subdirs: list[Path] = []
+            subdirs: list[str] = []
             for entry in entries:
                 try:
-                    mode = entry.stat(follow_symlinks=False).st_mode
+                    st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
+                mode = st.st_mode
                 if stat.S_ISDIR(mode):
-                    subdirs.append(Path(entry.path))
+                    subdirs.append(entry.path)
                 elif stat.S_ISREG(mode):
-                    yield Path(entry.path), self._rel(Path(entry.path))
+                    yield entry.path, entry.path[self._prefix:], st.st_size
                 else:  # symlinks, fifos, sockets, devices: reading them could loop or block
                     self.skipped_not_regular += 1
             stack.extend(reversed(subdirs))
 
-    def _rel(self, path: Path) -> str:
-        rel = path.relative_to(self.root).as_posix()
-        return "." if rel == "." else rel
+    def _rel(self, path: str) -> str:
+        return path[self._prefix:] or "."
 
 
 def _check_needles(needles: Sequence[bytes]) -> None:
@@ -139,11 +149,24 @@ def compile_needles(needles: Sequence[bytes]) -> hyperscan.Database:
     return db
 
 
+def _compile_block(needles: Sequence[bytes]) -> hyperscan.Database:
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=[_escape(bytes(n)) for n in needles], ids=list(range(len(needles))), flags=0)
+    return db
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """Small files scanned as one buffer: a match is counted only inside one file's bytes."""
+
+    files: list[tuple[str, str]]
+
+
 @dataclass(frozen=True)
 class _Segment:
     """Bytes [start, end) of one file (end None: to EOF, for the file's last segment)."""
 
-    path: Path
+    path: str
     rel: str
     start: int
     end: int | None
@@ -160,16 +183,24 @@ class _Partial:
     """rel -> True when unreadable, False when it vanished during the scan."""
 
 
-def _segments(walk: _Walk, segment_size: int) -> list[_Segment]:
-    out = []
-    for path, rel in walk.files():
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
+def _segments(walk: _Walk, segment_size: int) -> tuple[list[_Segment], list[_Batch]]:
+    segments: list[_Segment] = []
+    batches: list[_Batch] = []
+    batch: list[tuple[str, str]] = []
+    batch_bytes = 0
+    for path, rel, size in walk.files():
+        if size <= SMALL_FILE:
+            batch.append((path, rel))
+            batch_bytes += size
+            if batch_bytes >= SMALL_BATCH_BYTES or len(batch) >= SMALL_BATCH_FILES:
+                batches.append(_Batch(batch))
+                batch, batch_bytes = [], 0
             continue
         starts = list(range(0, size, segment_size)) or [0]
-        out += [_Segment(path, rel, a, None if a == starts[-1] else a + segment_size) for a in starts]
-    return out
+        segments += [_Segment(path, rel, a, None if a == starts[-1] else a + segment_size) for a in starts]
+    if batch:
+        batches.append(_Batch(batch))
+    return segments, batches
 
 
 def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAULT_BUFFER,
@@ -188,21 +219,29 @@ def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAUL
     if not root.is_dir():
         raise InputError(f"{root} is not a directory")
     db = compile_needles(needles) if needles else None
-    overlap = max((len(n) for n in needles), default=1) - 1
+    block_db = _compile_block(needles) if needles else None
+    lengths = [len(n) for n in needles]
+    overlap = max(lengths, default=1) - 1
     walk = _Walk(root)
     started = time.perf_counter()
-    todo = _segments(walk, segment_size)
-    queue: Queue[_Segment] = Queue()
-    for seg in todo:
+    segments, batches = _segments(walk, segment_size)
+    queue: Queue[_Segment | _Batch] = Queue()
+    for seg in segments:
         queue.put(seg)
-    n_workers = max(1, min(workers or min(os.cpu_count() or 1, MAX_WORKERS), len(todo) or 1))
+    for batch in batches:
+        queue.put(batch)
+    n_items = len(segments) + len(batches)
+    n_workers = max(1, min(workers or min(os.cpu_count() or 1, MAX_WORKERS), n_items or 1))
     scratches = [db.scratch.clone() if db is not None else None for _ in range(n_workers)]
+    block_scratches = [block_db.scratch.clone() if block_db is not None else None for _ in range(n_workers)]
     parts = [_Partial() for _ in range(n_workers)]
     errors: list[BaseException] = []
+    files = {s.rel for s in segments} | {rel for b in batches for _, rel in b.files}
 
     def work(k: int) -> None:
         try:
-            _drain(queue, db, scratches[k], parts[k], bytearray(buffer_size), overlap)
+            _drain(queue, (db, scratches[k]), (block_db, block_scratches[k], lengths), parts[k],
+                   bytearray(buffer_size), overlap)
         except BaseException as exc:  # re-raised in the caller's thread
             errors.append(exc)
 
@@ -215,25 +254,74 @@ def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAUL
     if errors:
         raise errors[0]
     seconds = time.perf_counter() - started
-    return _merge(len(needles), parts, walk, {s.rel for s in todo}, seconds)
+    return _merge(len(needles), parts, walk, files, seconds)
 
 
-def _drain(queue: Queue[_Segment], db: hyperscan.Database | None, scratch: hyperscan.Scratch | None,
-           part: _Partial, buf: bytearray, overlap: int) -> None:
+_Stream = tuple["hyperscan.Database | None", "hyperscan.Scratch | None"]
+_Block = tuple["hyperscan.Database | None", "hyperscan.Scratch | None", list[int]]
+
+
+def _drain(queue: Queue[_Segment | _Batch], stream: _Stream, block: _Block, part: _Partial, buf: bytearray,
+           overlap: int) -> None:
     view = memoryview(buf)
     while True:
         try:
-            seg = queue.get_nowait()
+            item = queue.get_nowait()
         except Empty:
             return
-        if seg.rel in part.failed:
+        if isinstance(item, _Batch):
+            part.bytes_read += _scan_batch(item, block, part)
+            continue
+        if item.rel in part.failed:
             continue
         try:
-            part.bytes_read += _scan_segment(seg, db, scratch, part, view, overlap)
+            part.bytes_read += _scan_segment(item, stream[0], stream[1], part, view, overlap)
         except FileNotFoundError:
-            part.failed[seg.rel] = False
+            part.failed[item.rel] = False
         except OSError:
-            part.failed[seg.rel] = True
+            part.failed[item.rel] = True
+
+
+def _scan_batch(batch: _Batch, block: _Block, part: _Partial) -> int:
+    """Read the batch's files into one buffer and scan it once; a match counts for the file that holds
+    all of its bytes (needles are literals, so its start is its end minus its length); one across two
+    files' bytes is no match. Returns the bytes read."""
+    db, scratch, lengths = block
+    buf = bytearray()
+    starts: list[int] = []
+    rels: list[str] = []
+    for path, rel in batch.files:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            chunks: list[bytes] = []
+            try:
+                while chunk := os.read(fd, MIB):  # to EOF, even if the file grew since the walk
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+            data = b"".join(chunks)
+        except FileNotFoundError:
+            part.failed[rel] = False
+            continue
+        except OSError:
+            part.failed[rel] = True
+            continue
+        if data:
+            starts.append(len(buf))
+            rels.append(rel)
+            buf += data
+    if db is None or not buf:
+        return len(buf)
+    ends = [*starts[1:], len(buf)]
+
+    def on_match(needle_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+        i = bisect_right(starts, end - lengths[needle_id]) - 1
+        if i >= 0 and end <= ends[i]:
+            part.counts[needle_id] = part.counts.get(needle_id, 0) + 1
+            part.where.setdefault(needle_id, set()).add(rels[i])
+
+    db.scan(bytes(buf), match_event_handler=on_match, scratch=scratch)
+    return len(buf)
 
 
 def _scan_segment(seg: _Segment, db: hyperscan.Database | None, scratch: hyperscan.Scratch | None,
@@ -312,7 +400,7 @@ def naive_scan_tree(root: Path, needles: Sequence[bytes], *,
     walk = _Walk(root)
     files = total = 0
     started = time.perf_counter()
-    for path, rel in walk.files():
+    for path, rel, _size in walk.files():
         try:
             with open(path, "rb", buffering=0) as f:
                 tail = b""

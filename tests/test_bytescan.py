@@ -143,3 +143,22 @@ def test_matches_naive_find(tmp_path_factory: pytest.TempPathFactory, files: lis
 
 def _overlapping(data: bytes, needle: bytes) -> int:
     return sum(1 for i in range(len(data) - len(needle) + 1) if data[i:i + len(needle)] == needle)
+
+
+def test_small_files_are_scanned_in_batches_without_matches_across_two_files(tmp_path: Path) -> None:
+    """Small files share one scan buffer: a needle made of one file's tail and the next file's head is
+    in no file, and must not be reported; each real hit names its own file."""
+    from probes.bytescan import SMALL_BATCH_FILES
+
+    root = tmp_path / "store"
+    (root / "blobs").mkdir(parents=True)
+    (root / "blobs" / "a").write_bytes(b"xx tail-of-a:")
+    (root / "blobs" / "b").write_bytes(b"head-of-b yy needle-in-b")
+    (root / "blobs" / "empty").write_bytes(b"")
+    for i in range(SMALL_BATCH_FILES + 10):  # more than one batch
+        (root / "blobs" / f"f{i:05d}").write_bytes(b"filler %d " % i + (b"\x00needle-late\x00" if i == 4100 else b""))
+    report = scan_tree(root, [b"tail-of-a:head-of-b", b"needle-in-b", b"\x00needle-late\x00"])
+    assert report.hit_count(0) == 0
+    assert report.hit_count(1) == 1 and report.found[0].files == ["blobs/b"]
+    assert report.hit_count(2) == 1 and [h.files for h in report.found if h.index == 2] == [["blobs/f04100"]]
+    assert report.files_scanned == SMALL_BATCH_FILES + 10 + 3
