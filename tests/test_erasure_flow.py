@@ -145,3 +145,22 @@ def test_request_run_without_an_engine_key_refuses_before_erasing(home, tmp_path
     result = CliRunner().invoke(app, ["request", "run", "req-ann-1"])
     assert isinstance(result.exception, ConfigError) and "erasure keys generate" in str(result.exception)
     assert owned_counts(home, SUBJECT) == before
+
+
+def test_a_run_that_died_before_verification_verifies_on_rerun_with_the_sealed_fingerprint(ready) -> None:  # type: ignore[no-untyped-def]
+    """The first run sealed the fingerprint and finished the cascade, then died: the rerun's probes use
+    the needles taken before the cascade (the subject's content is gone by now), and destroy them."""
+    from flows.erasure_request import erasure_request
+    from flows.verification import _fp_paths, take_and_seal_fingerprint
+    from tasks.runner import run_cascade
+
+    assert take_and_seal_fingerprint("req-ann-1", ready)["fingerprint"] == "taken"
+    run_cascade("req-ann-1", ready)
+    sealed, key = _fp_paths(ready, "req-ann-1")
+    assert sealed.exists() and key.exists()
+    assert SUBJECT_PHRASE.encode() not in sealed.read_bytes()  # encrypted at rest
+    state = erasure_request("req-ann-1", return_state=True)
+    assert state.is_completed(), state.message
+    ver = json.loads((ready.evidence_dir("req-ann-1") / "verification.json").read_text())
+    assert ver["fingerprint"] == "sealed-before-cascade" and ver["all_clear"] is True
+    assert not sealed.exists() and not key.exists()
