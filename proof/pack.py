@@ -43,6 +43,11 @@ DEFAULT_OUT_OF_SCOPE: tuple[str, ...] = (
     "replicas and copies not listed in the store configuration or the subprocessor inventory",
     "weights of models trained on the subject's data (flagged in the fine_tune tier, not retrained)",
     "data held by subprocessors beyond what their deletion receipts cover",
+    "the storage medium under removed files: blob, corpus and session files are unlinked, not overwritten"
+    " (on SSDs and journaling or copy-on-write filesystems an overwrite is not reliable); database pages are"
+    " rebuilt and freed pages zeroed",
+    "the engine's request vault, which keeps the identifiers named in the request as evidence of the"
+    " request itself, for its retention period",
 )
 
 
