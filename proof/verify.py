@@ -9,7 +9,7 @@ first that fails raises its error, a `PackError` subclass whose `check` names it
  1 archive        ArchiveError      Safe extraction, in memory: a gzipped tar of regular files and
                                     directories only (no symlinks, hard links, devices, fifos), no
                                     absolute path, no `..`, one top directory named after the
-                                    request, at most 256 entries, 64 MiB per file, 256 MiB in all.
+                                    request, at most 256 entries, 1 GiB per file, 2 GiB in all.
                                     Then the files are exactly those manifest.json lists, plus
                                     manifest.json, SHA256SUMS, signatures/engine.intoto.json and
                                     signatures/dpo.intoto.json (the last one optional only when the
@@ -84,8 +84,11 @@ EXCEPTION_STEP = ("exception", "erasedWithExceptions")
 AUDIT_FORMAT, CHECKPOINT_TYPE, GENESIS = "audit-log-redaction/v1", "audit-checkpoint/v1", "0" * 64
 
 MAX_ENTRIES = 256
-MAX_FILE_BYTES = 64 * 1024 * 1024
-MAX_TOTAL_BYTES = 256 * 1024 * 1024
+# The audit-log redaction evidence carries the hash-chain segment from the subject's first entry to the
+# head (about 530 bytes an entry): about 100 MB for a 1M-frame store. The limits leave room for ten
+# times that; inclusion proofs over a Merkle tree of the log would make it O(log n) instead.
+MAX_FILE_BYTES = 1024 * 1024 * 1024
+MAX_TOTAL_BYTES = 2 * 1024 * 1024 * 1024
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _SUMS_LINE = re.compile(r"([0-9a-f]{64})  ([^\n]+)")
