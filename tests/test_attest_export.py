@@ -109,3 +109,34 @@ def test_export_writes_a_pack_the_regulator_verifies_with_the_exported_keys(awai
     note = (out / "VERIFY.md").read_text()
     for needle in SUBJECT.identifiers():
         assert needle not in note
+
+
+def test_with_smtp_configured_the_requester_is_mailed_and_no_outbox_file_is_kept(
+        awaiting: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real SMTP server on 127.0.0.1 (the stdlib's, in Python 3.11) receives the notification."""
+    import asyncore
+    import smtpd
+    import threading
+
+    received: list[tuple[list[str], bytes]] = []
+
+    class Sink(smtpd.SMTPServer):
+        def process_message(self, peer, mailfrom, rcpttos, data, **kwargs):  # type: ignore[no-untyped-def]
+            received.append((rcpttos, data))
+
+    server = Sink(("127.0.0.1", 0), None)
+    loop = threading.Thread(target=asyncore.loop, kwargs={"timeout": 0.05}, daemon=True)
+    loop.start()
+    try:
+        monkeypatch.setenv("ERASURE_SMTP_HOST", "127.0.0.1")
+        monkeypatch.setenv("ERASURE_SMTP_PORT", str(server.socket.getsockname()[1]))
+        result = CliRunner().invoke(app, ["attest", REQ, "--dpo-key", str(awaiting.keys_dir / "dpo.pem"), "--yes"])
+        assert result.exit_code == 0, result.output
+    finally:
+        server.close()
+        loop.join(timeout=5)
+    assert len(received) == 1
+    rcpt, data = received[0]
+    assert rcpt == [SUBJECT.email] and b"sha256:" in data
+    assert not (awaiting.outbox_dir / f"{REQ}.eml").exists()
+    assert _state(awaiting) == "notified"
