@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from cli.attest import seal
 from cli.common import console, home_of
 from cli.pack import print_summary
-from cli.run import run_flow, steps_table, verification_table
+from cli.run import run_flow, verification_table
 from erasure import requests
 from erasure.engine import open_engine
 from erasure.errors import ErasureError
@@ -77,7 +77,6 @@ def main() -> int:
 
         console.rule("4. erasure-request flow: cascade, verification, engine-signed pack")
         state = run_flow(REQUEST_ID, h)
-        console.print(steps_table(h, REQUEST_ID, "per-tier before/after"))
         ver = json.loads((h.evidence_dir(REQUEST_ID) / "verification.json").read_text())
         console.print(verification_table(ver))
         console.print(f"all_clear: {str(ver['all_clear']).lower()}")
