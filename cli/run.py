@@ -5,6 +5,7 @@ ephemeral Prefect server started for this process."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Annotated, Any
@@ -100,7 +101,7 @@ def run(
     h = home_of(home)
     state = run_flow(request_id, h, live=not json_out)
     ver_path = h.evidence_dir(request_id) / "verification.json"
-    doc = __import__("json").loads(ver_path.read_text()) if ver_path.exists() else {}
+    doc = json.loads(ver_path.read_text()) if ver_path.exists() else {}
     engine = open_engine(h.engine_db)
     try:
         row = requests.get(engine, request_id)

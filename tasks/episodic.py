@@ -8,19 +8,15 @@ and derivatives tiers, so later steps still reach what hung off them, even after
 from __future__ import annotations
 
 import secrets
+from datetime import UTC, datetime
 from typing import ClassVar
 
 from erasure import requests
+from erasure.clocks import iso_utc
 from erasure.tiers import Tier
 from memory.frames import chunk_ids_of, delete_frame_rows
 from tasks.base import BaseStep, Keys, StepContext, existing, ints
 from tasks.resolve import archive_ids, primary_frames
-
-
-def _now() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 class EpisodicStep(BaseStep):
@@ -52,7 +48,7 @@ class EpisodicStep(BaseStep):
             ctx.add_detail(frames=len(frames), chunks=len(chunks))
         room = limit - len(frames)
         archives = sorted(self._live_archives(ctx, keys))[:max(room, 0)]
-        at = _now()
+        at = iso_utc(datetime.now(UTC))
         for aid in archives:
             ctx.store.execute(
                 "UPDATE raw_archive SET content = NULL, subject_id = NULL, archive_uid = ?, erased_at = ?,"

@@ -16,13 +16,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from erasure import requests
+from erasure.clocks import iso_utc
 from erasure.sqlite import transaction
 from erasure.tiers import Tier
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 class FineTuneStep(BaseStep):
@@ -106,7 +103,8 @@ class FineTuneStep(BaseStep):
         for cid in doomed:
             ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (cid,))
             removed += ctx.store.changes()
-            ctx.store.execute("UPDATE ft_corpora SET removed_at = ? WHERE corpus_id = ?", (_now(), cid))
+            ctx.store.execute("UPDATE ft_corpora SET removed_at = ? WHERE corpus_id = ?",
+                              (iso_utc(datetime.now(UTC)), cid))
         return removed
 
     def _rewrite_without_subject(self, ctx: StepContext, name: str, corpus_id: int, version: int,
@@ -142,7 +140,7 @@ class FineTuneStep(BaseStep):
         ctx.store.execute(
             "INSERT INTO ft_corpora(name, version, path, sha256, examples, created_at) VALUES (?,?,?,?,?,?)"
             " ON CONFLICT(name, version) DO UPDATE SET sha256 = excluded.sha256, examples = excluded.examples",
-            (name, new_version, rel, hashlib.sha256(body).hexdigest(), len(kept), _now()))
+            (name, new_version, rel, hashlib.sha256(body).hexdigest(), len(kept), iso_utc(datetime.now(UTC))))
         new_id = int(ctx.store.execute("SELECT corpus_id FROM ft_corpora WHERE name = ? AND version = ?",
                                        (name, new_version)).fetchone()[0])
         ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (new_id,))

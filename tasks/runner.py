@@ -13,7 +13,10 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+
+import apsw
 
 from erasure import requests
 from erasure.config import Home
@@ -261,7 +264,7 @@ def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
         engine.close()
 
 
-def write_steps_jsonl(engine: Any, request_id: str, evidence_dir: Any) -> None:
+def write_steps_jsonl(engine: apsw.Connection, request_id: str, evidence_dir: Path) -> None:
     """Rewrite `steps.jsonl` from the engine's records: one line per step, in cascade order."""
     evidence_dir.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(s.model_dump(mode="json"), sort_keys=True) for s in requests.steps(engine, request_id)]
