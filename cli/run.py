@@ -60,11 +60,14 @@ def verification_table(doc: dict[str, Any]) -> Table:
 
 def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
     """Run the flow in this process, refreshing the step table while it runs. Returns its final state."""
-    from flows.erasure_request import erasure_request
+    from cli import prefect_api
 
     if not (h.keys_dir / "engine.pem").exists():
         raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
                           "run `erasure keys generate --role engine` first")
+    prefect_api.prepare(h)
+    from flows.erasure_request import erasure_request
+
     result: dict[str, Any] = {}
 
     def target() -> None:
@@ -83,7 +86,7 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
             view.update(steps_table(h, request_id))
     thread.join()
     if "error" in result:
-        raise result["error"]
+        raise prefect_api.explain_start_failure(result["error"]) or result["error"]
     return result["state"]
 
 

@@ -1,0 +1,106 @@
+"""Which Prefect API a command that runs a flow talks to, made ready before the flow starts.
+
+Either `PREFECT_API_URL` names a server (a long-lived one), which must answer its health check, or
+Prefect starts a temporary server for this process. A temporary server migrates a brand-new
+Prefect database inside its start-up window (20 s by default), which a busy 2-core machine misses:
+so we migrate the home's database first, once per Prefect version, and give the temporary server a
+start-up window that fits a busy machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from erasure.config import Home
+from erasure.errors import ConfigError
+
+#: Seconds a temporary server may take to answer (Prefect's default, 20, is missed on a busy machine).
+EPHEMERAL_STARTUP_SECONDS = "180"
+MIGRATE_TIMEOUT = 600.0
+
+
+def _prefect_version() -> str:
+    from importlib.metadata import version
+
+    return version("prefect")
+
+
+def prefect_home(h: Home) -> Path:
+    """Prefect's home in effect: `PREFECT_HOME` (the CLI sets it to `<home>/prefect` unless given)."""
+    return Path(os.environ.get("PREFECT_HOME") or h.prefect_home)
+
+
+def database_url_is_default() -> bool:
+    """True when Prefect's server database is the SQLite file inside PREFECT_HOME (ours to migrate)."""
+    return not os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL") and not os.environ.get(
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL")
+
+
+def migrate_database(h: Home, *, say: bool = True) -> bool:
+    """Create or upgrade the Prefect database of this home, once per Prefect version.
+
+    Returns True when it ran the migrations, False when they were already done."""
+    ph = prefect_home(h)
+    marker = ph / f".migrated-{_prefect_version()}"
+    if marker.exists() and (ph / "prefect.db").exists():
+        return False
+    ph.mkdir(parents=True, exist_ok=True)
+    if say:
+        sys.stderr.write("preparing Prefect's database in this home (first run only) ...\n")
+        sys.stderr.flush()
+    env = dict(os.environ, PREFECT_HOME=str(ph), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               DO_NOT_TRACK="1")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
+                              env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=MIGRATE_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise ConfigError(f"Prefect's database migrations did not finish within {MIGRATE_TIMEOUT:.0f} s "
+                          f"(PREFECT_HOME={ph}): retry when the machine is less busy") from exc
+    if proc.returncode != 0:
+        last = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["no output"]
+        raise ConfigError(f"Prefect's database migrations failed (exit {proc.returncode}): {last[0]}")
+    marker.write_text("migrated\n")
+    return True
+
+
+def api_healthy(api_url: str, timeout: float = 3.0) -> bool:
+    """True when `<api_url>/health` answers true."""
+    import httpx
+
+    try:
+        r = httpx.get(f"{api_url.rstrip('/')}/health", timeout=timeout)
+        return r.status_code == 200 and r.json() is True
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+def prepare(h: Home) -> str | None:
+    """Make the Prefect API ready for a flow run in this process.
+
+    Returns the API URL when a server is set, or None when a temporary server will be started.
+    `ConfigError` (exit 3) when `PREFECT_API_URL` names a server that does not answer."""
+    api_url = os.environ.get("PREFECT_API_URL")
+    if api_url:
+        if not api_healthy(api_url):
+            raise ConfigError(f"the Prefect API at {api_url} does not answer: start it "
+                              "(`erasure serve`), or unset PREFECT_API_URL to use a temporary server")
+        return api_url
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_SECONDS)
+    if database_url_is_default():
+        migrate_database(h)
+    return None
+
+
+def explain_start_failure(exc: BaseException) -> ConfigError | None:
+    """A one-line `ConfigError` for Prefect's "could not start/reach the server" errors, else None."""
+    text = str(exc)
+    if isinstance(exc, RuntimeError) and "ephemeral Prefect API server" in text:
+        timeout = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20")
+        return ConfigError(f"Prefect's temporary server did not start within {timeout} s: retry, raise "
+                           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or run a long-lived server "
+                           "(`erasure serve`) and set PREFECT_API_URL")
+    return None
