@@ -21,6 +21,7 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ConfigError, ErasureError, RequestBlocked, VerificationFailed
 from erasure.tiers import CASCADE_ORDER
+from tasks.preflight import preflight
 
 
 class RunFailed(ErasureError):
@@ -66,6 +67,9 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
         raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
                           "run `erasure keys generate --role engine` first")
     prefect_api.prepare(h)
+    # Refusals that need no flow (unknown request, another tenant's, a reason naming the subject):
+    # raised here, with their own exit codes, before a flow run exists. The flow checks again.
+    preflight(request_id, h)
     from flows.erasure_request import erasure_request
 
     result: dict[str, Any] = {}
