@@ -229,3 +229,19 @@ def test_an_unknown_request_exits_4_before_any_flow_starts(
     assert res.code == 4, res
     assert res.err.strip().count("\n") == 0 and "Traceback" not in res.err + res.out
     assert _flow_runs(migrated_prefect_home) == 0
+
+
+@pytest.mark.parametrize("until", ["9999-12-31", "0001-01-01"])
+def test_an_extension_to_the_calendars_edge_is_bad_input(cli_home: Home, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch, until: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    monkeypatch.setenv("ERASURE_LEGAL_TZ", "America/New_York" if until.startswith("9999") else "Asia/Tokyo")
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(_envelope(received_at=(datetime.now(UTC) - timedelta(hours=1)).isoformat())))
+    h = str(cli_home.root)
+    assert erasure("request", "submit", str(path), "--home", h).code == 0
+    res = erasure("request", "extend", "req-gdpr-0001", "--reason", "complex request", "--until", until,
+                  "--home", h)
+    assert res.code == 2, res
+    assert res.err.startswith("error: ") and "Traceback" not in res.err, res.err
