@@ -1,0 +1,164 @@
+"""Ingest attachments: an attachment is a regular file inside the JSONL file's folder after resolving
+symlinks. Anything else (an absolute path, `../`, a symlink out of the folder, a process's files
+under /proc, a directory, a FIFO) rejects the whole file with exit 2 and writes nothing. Blob copies
+are private: files 0600, their folders 0700."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from erasure.config import Home
+from erasure.errors import InputError
+from memory.items import read_jsonl
+
+ALICE = {"id": "user-0001", "email": "alice@example.org", "name": "Alice Example"}
+SECRET = "contents-of-a-file-outside-the-folder"
+
+
+def erasure(*args: str) -> tuple[int, str, str]:
+    """`erasure ARGS` through the real entry point, in this process: (exit code, stdout, stderr)."""
+    from cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    argv, sys.argv = sys.argv, ["erasure", *args]
+    code: int | str | None = 0
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            main()
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        sys.argv = argv
+    assert isinstance(code, int) or code is None
+    return code or 0, out.getvalue(), err.getvalue()
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under `root` (symlinks as their target text) with its bytes."""
+    out: dict[str, bytes] = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath) / name
+            out[str(p.relative_to(root))] = os.readlink(p).encode() if p.is_symlink() else p.read_bytes()
+    return out
+
+
+def blob_files(home: Home) -> list[Path]:
+    return [p for p in (home.store_dir / "blobs").rglob("*") if p.is_file()] if (
+        home.store_dir / "blobs").exists() else []
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """tmp/items/ holds the JSONL file and its attachments; tmp/secret is outside it."""
+    items = tmp_path / "items"
+    (items / "files").mkdir(parents=True)
+    (items / "files" / "receipt.txt").write_text("a receipt")
+    (tmp_path / "secret").write_text(SECRET)
+    return items
+
+
+@pytest.fixture
+def store_home(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    code, _, err = erasure("store", "init", "--home", str(home.root))
+    assert code == 0, err
+    return home
+
+
+def _line(ref: str, attachments: list[str]) -> str:
+    return json.dumps({"source": "chat", "source_ref": ref, "subject": ALICE, "content": "About billing.",
+                       "attachments": attachments})
+
+
+def _hostile(folder: Path) -> dict[str, str]:
+    """name -> the attachment string a hostile line carries (symlinks are made here)."""
+    outside = folder.parent / "secret"
+    (folder / "files" / "link-out").symlink_to(outside)
+    (folder / "files" / "link-environ").symlink_to("/proc/self/environ")
+    (folder / "files" / "link-dir").symlink_to(folder.parent)
+    (folder / "loop-a").symlink_to(folder / "loop-b")
+    (folder / "loop-b").symlink_to(folder / "loop-a")
+    (folder / "files" / "sub").mkdir()
+    os.mkfifo(folder / "files" / "fifo")
+    return {
+        "absolute path to the password file": "/etc/passwd",
+        "dot-dot out of the folder": "../secret",
+        "dot-dot that comes back through the parent": f"../{folder.name}/../secret",
+        "symlink out of the folder": "files/link-out",
+        "symlink to the process environment": "files/link-environ",
+        "the process environment under proc": "/proc/self/environ",
+        "a file through a symlinked folder": "files/link-dir/secret",
+        "a directory": "files/sub",
+        "the folder itself": ".",
+        "a fifo": "files/fifo",
+        "a symlink loop": "loop-a",
+        "a missing file": "files/missing.txt",
+        "a NUL byte": "files/receipt.txt\x00.pdf",
+    }
+
+
+HOSTILE = ["absolute path to the password file", "dot-dot out of the folder",
+           "dot-dot that comes back through the parent", "symlink out of the folder",
+           "symlink to the process environment", "the process environment under proc",
+           "a file through a symlinked folder", "a directory", "the folder itself", "a fifo", "a symlink loop",
+           "a missing file", "a NUL byte"]
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_a_hostile_attachment_rejects_the_whole_file_and_writes_nothing(store_home: Home, folder: Path,
+                                                                        case: str) -> None:
+    attachment = _hostile(folder)[case]
+    path = folder / "items.jsonl"
+    path.write_text(_line("conv-1", ["files/receipt.txt"]) + "\n" + _line("conv-2", [attachment]) + "\n")
+    before = snapshot(store_home.root)
+
+    code, out, err = erasure("ingest", str(path), "--home", str(store_home.root))
+
+    assert code == 2, (out, err)
+    assert err.startswith(f"error: {path}:2: attachments.0: "), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert SECRET not in out + err and "alice" not in (out + err).lower()
+    assert snapshot(store_home.root) == before
+    assert blob_files(store_home) == []
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_read_jsonl_refuses_a_hostile_attachment(folder: Path, case: str) -> None:
+    attachment = _hostile(folder)[case]
+    path = folder / "items.jsonl"
+    path.write_text(_line("conv-1", [attachment]) + "\n")
+    with pytest.raises(InputError, match=rf"^{path}:1: attachments\.0: "):
+        read_jsonl(path)
+
+
+def test_a_symlink_or_an_absolute_path_that_stays_inside_the_folder_is_an_attachment(folder: Path) -> None:
+    (folder / "alias.txt").symlink_to(folder / "files" / "receipt.txt")
+    path = folder / "items.jsonl"
+    path.write_text(_line("conv-1", ["alias.txt", "./files/../files/receipt.txt",
+                                     str(folder / "files" / "receipt.txt")]) + "\n")
+    [item] = read_jsonl(path)
+    real = str((folder / "files" / "receipt.txt").resolve())
+    assert item.attachments == [real, real, real]
+
+
+def test_blob_copies_are_private(store_home: Home, folder: Path) -> None:
+    path = folder / "items.jsonl"
+    path.write_text(_line("conv-1", ["files/receipt.txt"]) + "\n")
+    code, _out, err = erasure("ingest", str(path), "--home", str(store_home.root), "--json")
+    assert code == 0, err
+    copies = blob_files(store_home)
+    assert len(copies) == 2  # primary and replica
+    for copy in copies:
+        assert copy.read_text() == "a receipt"
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o600, copy
+        for d in (copy.parent, copy.parent.parent, copy.parent.parent.parent):  # ab/, primary/, blobs/
+            assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
