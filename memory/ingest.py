@@ -32,6 +32,7 @@ import importlib
 import importlib.util
 import re
 import secrets
+import stat
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -135,10 +136,17 @@ class IngestSource:
         """Convert a validated ingest line; a missing attachment file is an `InputError`."""
         files: list[blobs.BlobData] = []
         for i, name in enumerate(item.attachments):
-            path = Path(name).resolve()
-            if not path.is_file():
-                raise InputError(f"{item.source}: attachments.{i}: file not found")
-            files.append(blobs.BlobData(filename=path.name, path=path))
+            # `read_jsonl` resolved and confined it; it must still be that symlink-free regular file,
+            # and the file copied later must be this one (`identity`).
+            path = Path(name)
+            try:
+                st = path.stat()
+                unchanged = path.is_absolute() and path.resolve(strict=True) == path
+            except (OSError, RuntimeError, ValueError):
+                raise InputError(f"{item.source}: attachments.{i}: file not found") from None
+            if not unchanged or not stat.S_ISREG(st.st_mode):
+                raise InputError(f"{item.source}: attachments.{i}: not a regular file with a resolved path")
+            files.append(blobs.BlobData(filename=path.name, path=path, identity=(st.st_dev, st.st_ino)))
         return cls(item.source, item.source_ref, item.subject, item.content, tuple(files),
                    item.training, tuple(item.subprocessors))
 

@@ -162,3 +162,32 @@ def test_blob_copies_are_private(store_home: Home, folder: Path) -> None:
         assert stat.S_IMODE(copy.stat().st_mode) == 0o600, copy
         for d in (copy.parent, copy.parent.parent, copy.parent.parent.parent):  # ab/, primary/, blobs/
             assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+
+
+@pytest.mark.parametrize("swap", ["symlink out", "folder symlinked out"])
+def test_an_attachment_swapped_after_the_check_is_refused_and_nothing_is_written(
+        store_home: Home, folder: Path, swap: str) -> None:
+    from memory.demo import table_counts
+    from memory.ingest import ingest
+    from memory.schema import open_store
+
+    path = folder / "items.jsonl"
+    path.write_text(_line("conv-1", ["files/receipt.txt"]) + "\n")
+    items = read_jsonl(path)  # checked: a regular file inside the folder
+    receipt = folder / "files" / "receipt.txt"
+    if swap == "symlink out":
+        receipt.unlink()
+        receipt.symlink_to(folder.parent / "secret")
+    else:
+        (folder / "files").rename(folder / "files-old")
+        (folder.parent / "elsewhere").mkdir()
+        (folder.parent / "elsewhere" / "receipt.txt").write_text(SECRET)
+        (folder / "files").symlink_to(folder.parent / "elsewhere")
+    conn = open_store(store_home.store_dir)
+    try:
+        with pytest.raises(InputError, match=r"attachments\.0"):
+            ingest(conn, store_home.store_dir, items)
+        assert all(v == 0 for v in table_counts(conn).values())
+    finally:
+        conn.close()
+    assert blob_files(store_home) == []
