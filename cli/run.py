@@ -103,7 +103,8 @@ def run(
     """Run the erasure: cascade, independent verification, engine-signed proof pack.
 
     Exits 0 only when the cascade completed and verification is all clear (the request then awaits the
-    DPO's attestation); 6 when a litigation hold blocks it; 7 when probes found residue; 1 otherwise.
+    DPO's attestation); 6 when a litigation hold blocks it or the request is another tenant's; 4 when
+    there is no such request; 7 when probes found residue; 1 otherwise.
     """
     h = home_of(home)
     state = run_flow(request_id, h, live=not json_out)

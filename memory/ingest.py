@@ -78,19 +78,26 @@ def split_turns(content: str) -> list[str]:
 
 
 def chunk_text(text: str, size: int = CHUNK_CHARS) -> list[str]:
-    """Split `text` into chunks of at most `size` characters, at spaces where possible."""
-    if len(text) <= size:
+    """Split `text` into chunks of at most `size` characters, at spaces where possible.
+
+    Each chunk ends at the last space within `size` characters of its start (else at `size`), loses
+    its trailing whitespace, and the next one starts after the whitespace that follows. Linear in the
+    length: it walks an offset through `text` instead of copying the rest of it per chunk."""
+    n = len(text)
+    if n <= size:
         return [text]
     chunks: list[str] = []
-    rest = text
-    while len(rest) > size:
-        cut = rest.rfind(" ", 0, size + 1)
+    pos = 0
+    while n - pos > size:
+        cut = text.rfind(" ", pos, pos + size + 1) - pos
         if cut <= 0:
             cut = size
-        chunks.append(rest[:cut].rstrip())
-        rest = rest[cut:].lstrip()
-    if rest:
-        chunks.append(rest)
+        chunks.append(text[pos:pos + cut].rstrip())
+        pos += cut
+        while pos < n and text[pos].isspace():
+            pos += 1
+    if pos < n:
+        chunks.append(text[pos:])
     return chunks
 
 
