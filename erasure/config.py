@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from erasure.files import private_dirs, tighten
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -69,9 +71,14 @@ class Home:
         return self.evidence_root / "erasure" / request_id
 
     def ensure(self) -> Home:
-        for d in (self.root, self.store_dir, self.engine_dir, self.keys_dir, self.outbox_dir,
-                  self.inbox_dir, self.services_dir, self.prefect_home):
-            d.mkdir(parents=True, exist_ok=True)
+        """Create the home and its folders, each 0700 when this call makes it. Folders inside the home
+        that are ours but readable by others (an older version made them 0755) are made 0700; the home
+        folder itself keeps the mode it has when it already existed (`--home` may name a shared one)."""
+        private_dirs(self.root)
+        for d in (self.store_dir, self.engine_dir, self.keys_dir, self.outbox_dir, self.inbox_dir,
+                  self.services_dir, self.prefect_home):
+            private_dirs(d)
+            tighten(d)
         return self
 
     def export_env(self) -> None:

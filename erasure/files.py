@@ -7,6 +7,7 @@ with `--home /srv/x`, an agent's own database) keeps its mode."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 DIR_MODE = 0o700
@@ -31,6 +32,17 @@ def private_dirs(path: Path) -> Path:
             continue  # another process made it meanwhile
         os.chmod(d, DIR_MODE)  # the umask may have taken more; never less than the owner's rwx
     return path
+
+
+def tighten(path: Path) -> None:
+    """Take group and other permissions away from `path` when this user owns it (a file or folder
+    of ours that an older version left readable by others). Anything else is left alone."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if st.st_uid == os.geteuid() and st.st_mode & 0o077 and not stat.S_ISLNK(st.st_mode):
+        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
 
 
 def create_private_file(path: Path) -> bool:
