@@ -7,14 +7,11 @@ all memory before the fix run in a subprocess with an address-space limit."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import resource
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,34 +19,11 @@ import pytest
 from erasure import requests
 from erasure.config import PROJECT_ROOT, Home
 from erasure.engine import open_engine
+from tests.cli_fixtures import erasure
 
 FIXTURES = Path(__file__).parent / "fixtures" / "requests"
 
 
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-def erasure(*args: str) -> Result:
-    """`erasure ARGS` through the real entry point, in this process."""
-    from cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    argv = sys.argv
-    sys.argv = ["erasure", *args]
-    code: int | str | None = 0
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            main()
-    except SystemExit as exc:
-        code = exc.code
-    finally:
-        sys.argv = argv
-    assert isinstance(code, int) or code is None, code
-    return Result(code or 0, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

@@ -4,11 +4,8 @@ follows a symlink and always writes 0600."""
 
 from __future__ import annotations
 
-import io
 import os
 import stat
-import sys
-from contextlib import redirect_stderr, redirect_stdout
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +17,7 @@ from erasure.engine import open_engine
 from erasure.errors import ConfigError
 from erasure.models import parse_envelope
 from erasure.sqlite import connect
+from tests.cli_fixtures import erasure
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RID = "req-gdpr-0001"
@@ -28,23 +26,6 @@ RID = "req-gdpr-0001"
 def mode(p: Path) -> int:
     return stat.S_IMODE(p.lstat().st_mode)
 
-
-def erasure(*args: str) -> tuple[int, str, str]:
-    """`erasure ARGS` through the real entry point, in this process: (exit code, stdout, stderr)."""
-    from cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    argv, sys.argv = sys.argv, ["erasure", *args]
-    code: int | str | None = 0
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            main()
-    except SystemExit as exc:
-        code = exc.code
-    finally:
-        sys.argv = argv
-    assert isinstance(code, int) or code is None
-    return code or 0, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
@@ -81,9 +62,8 @@ def test_an_existing_home_folder_keeps_its_mode_and_gets_private_folders(tmp_pat
 
 
 def test_submit_creates_the_engine_database_0600(new_home: Path) -> None:
-    code, _out, err = erasure("request", "submit", str(FIXTURES / "requests" / "gdpr.json"), "--home",
-                              str(new_home))
-    assert code == 0, err
+    res = erasure("request", "submit", str(FIXTURES / "requests" / "gdpr.json"), "--home", str(new_home))
+    assert res.code == 0, res.err
     h = Home.resolve(new_home)
     assert mode(h.root) == 0o700 and mode(h.engine_dir) == 0o700
     files = sorted(h.engine_dir.iterdir())
@@ -115,12 +95,12 @@ def test_an_engine_database_made_readable_by_others_is_made_private_again(tmp_pa
 
 
 def test_store_init_and_ingest_keep_the_store_private(new_home: Path) -> None:
-    code, _out, err = erasure("store", "init", "--home", str(new_home))
-    assert code == 0, err
+    res = erasure("store", "init", "--home", str(new_home))
+    assert res.code == 0, res.err
     h = Home.resolve(new_home)
     assert mode(h.store_dir) == 0o700 and mode(h.store_db) == 0o600
-    code, _out, err = erasure("ingest", str(FIXTURES / "ingest" / "one_item.jsonl"), "--home", str(new_home))
-    assert code == 0, err
+    res = erasure("ingest", str(FIXTURES / "ingest" / "one_item.jsonl"), "--home", str(new_home))
+    assert res.code == 0, res.err
     conn = connect(h.store_db)  # while a connection is open its -wal and -shm exist
     try:
         conn.execute("SELECT count(*) FROM frames").fetchone()

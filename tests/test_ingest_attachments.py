@@ -5,12 +5,9 @@ are private: files 0600, their folders 0700."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import stat
-import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -18,27 +15,11 @@ import pytest
 from erasure.config import Home
 from erasure.errors import InputError
 from memory.items import read_jsonl
+from tests.cli_fixtures import erasure
 
 ALICE = {"id": "user-0001", "email": "alice@example.org", "name": "Alice Example"}
 SECRET = "contents-of-a-file-outside-the-folder"
 
-
-def erasure(*args: str) -> tuple[int, str, str]:
-    """`erasure ARGS` through the real entry point, in this process: (exit code, stdout, stderr)."""
-    from cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    argv, sys.argv = sys.argv, ["erasure", *args]
-    code: int | str | None = 0
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            main()
-    except SystemExit as exc:
-        code = exc.code
-    finally:
-        sys.argv = argv
-    assert isinstance(code, int) or code is None
-    return code or 0, out.getvalue(), err.getvalue()
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -69,8 +50,8 @@ def folder(tmp_path: Path) -> Path:
 @pytest.fixture
 def store_home(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
-    code, _, err = erasure("store", "init", "--home", str(home.root))
-    assert code == 0, err
+    res = erasure("store", "init", "--home", str(home.root))
+    assert res.code == 0, res.err
     return home
 
 
@@ -121,12 +102,13 @@ def test_a_hostile_attachment_rejects_the_whole_file_and_writes_nothing(store_ho
     path.write_text(_line("conv-1", ["files/receipt.txt"]) + "\n" + _line("conv-2", [attachment]) + "\n")
     before = snapshot(store_home.root)
 
-    code, out, err = erasure("ingest", str(path), "--home", str(store_home.root))
+    res = erasure("ingest", str(path), "--home", str(store_home.root))
 
-    assert code == 2, (out, err)
-    assert err.startswith(f"error: {path}:2: attachments.0: "), err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert SECRET not in out + err and "alice" not in (out + err).lower()
+
+    assert res.code == 2, res
+    assert res.err.startswith(f"error: {path}:2: attachments.0: "), res.err
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
+    assert SECRET not in res.out + res.err and "alice" not in (res.out + res.err).lower()
     assert snapshot(store_home.root) == before
     assert blob_files(store_home) == []
 
@@ -153,8 +135,8 @@ def test_a_symlink_or_an_absolute_path_that_stays_inside_the_folder_is_an_attach
 def test_blob_copies_are_private(store_home: Home, folder: Path) -> None:
     path = folder / "items.jsonl"
     path.write_text(_line("conv-1", ["files/receipt.txt"]) + "\n")
-    code, _out, err = erasure("ingest", str(path), "--home", str(store_home.root), "--json")
-    assert code == 0, err
+    res = erasure("ingest", str(path), "--home", str(store_home.root), "--json")
+    assert res.code == 0, res.err
     copies = blob_files(store_home)
     assert len(copies) == 2  # primary and replica
     for copy in copies:

@@ -4,10 +4,7 @@ The chunker is linear (timings in bench/chunking.py) and cuts exactly as it alwa
 
 from __future__ import annotations
 
-import io
 import json
-import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -18,26 +15,10 @@ from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import InputError
 from memory.ingest import CHUNK_CHARS, chunk_text
 from memory.items import MAX_LINE_BYTES, read_jsonl
+from tests.cli_fixtures import erasure
 
 SUBJECT = {"id": "user-0042", "email": "grace@example.org", "name": "Grace Example"}
 
-
-def erasure(*args: str) -> tuple[int, str, str]:
-    """`erasure ARGS` through the real entry point, in this process: (exit code, stdout, stderr)."""
-    from cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    argv, sys.argv = sys.argv, ["erasure", *args]
-    code: int | str | None = 0
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            main()
-    except SystemExit as exc:
-        code = exc.code
-    finally:
-        sys.argv = argv
-    assert isinstance(code, int) or code is None
-    return code or 0, out.getvalue(), err.getvalue()
 
 
 def line_of(n_bytes: int, ref: str = "conv-1") -> bytes:
@@ -58,8 +39,8 @@ def snapshot(root: Path) -> dict[str, bytes]:
 @pytest.fixture
 def store_home(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
-    code, _, err = erasure("store", "init", "--home", str(home.root))
-    assert code == 0, err
+    res = erasure("store", "init", "--home", str(home.root))
+    assert res.code == 0, res.err
     return home
 
 
@@ -68,9 +49,10 @@ def test_a_line_longer_than_the_maximum_rejects_the_file_and_writes_nothing(stor
     path = tmp_path / "items.jsonl"
     path.write_bytes(line_of(1000) + b"\n" + line_of(MAX_LINE_BYTES + 1, "conv-2") + b"\n" + line_of(900, "c3"))
     before = snapshot(store_home.root)
-    code, out, err = erasure("ingest", str(path), "--home", str(store_home.root))
-    assert code == 2, (out, err)
-    assert err == f"error: {path}:2: line is longer than {MAX_LINE_BYTES:,} bytes (the maximum of one memory item)\n"
+    res = erasure("ingest", str(path), "--home", str(store_home.root))
+    assert res.code == 2, res
+    assert res.err == (f"error: {path}:2: line is longer than {MAX_LINE_BYTES:,} bytes "
+                       "(the maximum of one memory item)\n")
     assert snapshot(store_home.root) == before
 
 
@@ -84,9 +66,9 @@ def test_read_jsonl_refuses_a_long_last_line_without_a_newline(tmp_path: Path) -
 def test_a_line_of_exactly_the_maximum_is_ingested(store_home: Home, tmp_path: Path) -> None:
     path = tmp_path / "items.jsonl"
     path.write_bytes(line_of(MAX_LINE_BYTES) + b"\n")
-    code, out, err = erasure("ingest", str(path), "--home", str(store_home.root), "--json")
-    assert code == 0, err
-    report = json.loads(out)
+    res = erasure("ingest", str(path), "--home", str(store_home.root), "--json")
+    assert res.code == 0, res.err
+    report = json.loads(res.out)
     assert report["ingested"] == 1 and report["chunks"] > MAX_LINE_BYTES // CHUNK_CHARS
 
 
