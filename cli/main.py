@@ -7,9 +7,10 @@ Exit codes: 0 ok; 1 failure; 2 bad input or usage; 3 configuration; 4 not found;
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
@@ -63,13 +64,20 @@ def _register() -> None:
 _register()
 
 
+@functools.cache
+def _command() -> Any:
+    """The click command tree of `app`, built once per process (building it takes ~50 ms)."""
+    return typer.main.get_command(app)
+
+
 def run(args: Sequence[str] | None = None) -> int:
     """Run `erasure ARGS` (default: the process's arguments) and return its exit code.
 
     Every `ErasureError` is one line, `error: <message>`, and its exit code; a usage error (unknown
     option or command, missing argument, bad value) prints click's usage and message and exits 2."""
     try:
-        rc = app(args=list(args) if args is not None else None, prog_name="erasure", standalone_mode=False)
+        rc = _command().main(args=list(args) if args is not None else None, prog_name="erasure",
+                             standalone_mode=False)
         return rc if isinstance(rc, int) else 0
     except ErasureError as exc:
         typer.echo(f"error: {exc}", err=True)
