@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from erasure.config import Home
@@ -233,6 +233,7 @@ def test_every_generated_file_is_ingested_or_refused_with_exit_2_and_nothing_wri
     path.write_bytes(b"\n".join(lines) + b"\n")
     try:
         res = erasure("ingest", str(path), "--home", str(home), "--json")
+        event(f"exit {res.code}")
         assert res.code in (0, 2), res
         assert MARK not in (res.out + res.err).lower()
         assert SECRET_BYTES.decode() not in res.out + res.err
