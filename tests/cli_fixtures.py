@@ -3,9 +3,12 @@ its exit code, stdout and stderr. No subprocess per call, so a test can run it t
 
 from __future__ import annotations
 
+import hashlib
 import io
+import os
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -31,3 +34,18 @@ def erasure(*args: str) -> CliResult:
         code = exc.code
     assert isinstance(code, int) or code is None, code
     return CliResult(code or 0, out.getvalue(), err.getvalue())
+
+
+def snapshot(root: Path) -> dict[str, str | None]:
+    """Every folder (None), file (the sha256 of its bytes) and symlink ("-> target") under `root`:
+    equal snapshots mean nothing under `root` was written, created or removed."""
+    out: dict[str, str | None] = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs:
+            p = Path(dirpath) / name
+            out[str(p.relative_to(root))] = f"-> {os.readlink(p)}" if p.is_symlink() else None
+        for name in files:
+            p = Path(dirpath) / name
+            out[str(p.relative_to(root))] = (f"-> {os.readlink(p)}" if p.is_symlink()
+                                             else hashlib.sha256(p.read_bytes()).hexdigest())
+    return out

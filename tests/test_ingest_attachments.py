@@ -15,21 +15,13 @@ import pytest
 from erasure.config import Home
 from erasure.errors import InputError
 from memory.items import read_jsonl
-from tests.cli_fixtures import erasure
+from tests.cli_fixtures import erasure, snapshot
 
 ALICE = {"id": "user-0001", "email": "alice@example.org", "name": "Alice Example"}
 SECRET = "contents-of-a-file-outside-the-folder"
 
 
 
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under `root` (symlinks as their target text) with its bytes."""
-    out: dict[str, bytes] = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            p = Path(dirpath) / name
-            out[str(p.relative_to(root))] = os.readlink(p).encode() if p.is_symlink() else p.read_bytes()
-    return out
 
 
 def blob_files(home: Home) -> list[Path]:

@@ -29,7 +29,7 @@ from erasure.sqlite import transaction
 from memory import subprocessors
 from memory.schema import create
 from memory.subprocessor_service import start_service
-from tests.cli_fixtures import erasure
+from tests.cli_fixtures import erasure, snapshot
 
 MARK = "zqxmark"  # in every identifier and every content: no output may contain it
 ATTACHMENT_BYTES = b"the folder's own attachment"
@@ -47,21 +47,11 @@ class World:
     """The prepared home (store with one live processor registered, engine) and the JSONL folder."""
 
     template: Path
-    snapshot: dict[str, bytes | None]
+    snapshot: dict[str, str | None]
     folder: Path
     cases: Path
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every folder (None) and file (its bytes) under `root`; symlinks as their target text."""
-    out: dict[str, bytes | None] = {}
-    for dirpath, dirs, files in os.walk(root):
-        for name in dirs:
-            out[str((Path(dirpath) / name).relative_to(root))] = None
-        for name in files:
-            p = Path(dirpath) / name
-            out[str(p.relative_to(root))] = os.readlink(p).encode() if p.is_symlink() else p.read_bytes()
-    return out
 
 
 @pytest.fixture(scope="module")

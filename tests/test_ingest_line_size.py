@@ -15,7 +15,7 @@ from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import InputError
 from memory.ingest import CHUNK_CHARS, chunk_text
 from memory.items import MAX_LINE_BYTES, read_jsonl
-from tests.cli_fixtures import erasure
+from tests.cli_fixtures import erasure, snapshot
 
 SUBJECT = {"id": "user-0042", "email": "grace@example.org", "name": "Grace Example"}
 
@@ -32,8 +32,6 @@ def line_of(n_bytes: int, ref: str = "conv-1") -> bytes:
     return out
 
 
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from erasure.engine import open_engine
 from erasure.models import MAX_ENVELOPE_BYTES
 from erasure.tiers import CASCADE_ORDER
 from memory.schema import create
-from tests.cli_fixtures import erasure
+from tests.cli_fixtures import erasure, snapshot
 
 MARK = "zqxmark"  # in every identifier of the subject: no output may contain it
 FIELDS = ["request_id", "tenant_id", "subject", "data_classes", "legal_basis", "received_at",
@@ -40,19 +39,10 @@ NOW = datetime.now(UTC)
 @dataclass(frozen=True)
 class World:
     template: Path
-    snapshot: dict[str, bytes | None]
+    snapshot: dict[str, str | None]
     cases: Path
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every folder (None) and file (its bytes) under `root`."""
-    out: dict[str, bytes | None] = {}
-    for dirpath, dirs, files in os.walk(root):
-        for name in dirs:
-            out[str((Path(dirpath) / name).relative_to(root))] = None
-        for name in files:
-            out[str((Path(dirpath) / name).relative_to(root))] = (Path(dirpath) / name).read_bytes()
-    return out
 
 
 @pytest.fixture(scope="module")
