@@ -219,3 +219,15 @@ def test_an_extension_to_the_calendars_edge_is_bad_input(cli_home: Home, tmp_pat
                   "--home", h)
     assert res.code == 2, res
     assert res.err.startswith("error: ") and "Traceback" not in res.err, res.err
+
+
+@pytest.mark.parametrize("where", ["under a file", "a file"])
+def test_a_home_that_cannot_be_made_is_a_configuration_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             where: str) -> None:
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    home = blocker / "home" if where == "under a file" else blocker
+    res = erasure("request", "list", "--home", str(home))
+    assert res.code == 3, res
+    assert res.err.startswith("error: ") and res.err.count("\n") == 1 and "Traceback" not in res.err, res.err
