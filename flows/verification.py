@@ -25,6 +25,13 @@ from erasure.tiers import Tier
 from flows.common import RequestId, checked_request_id, home
 
 
+def home_scan_roots(h: Home) -> list[Path]:
+    """Every folder of the home besides the store that the byte scan covers: all but the request vault
+    (engine/) and the keys."""
+    skip = {h.store_dir.name, h.engine_dir.name, h.keys_dir.name}
+    return sorted(p for p in h.root.iterdir() if p.is_dir() and p.name not in skip) if h.root.is_dir() else []
+
+
 def _fp_paths(h: Home, request_id: str) -> tuple[Path, Path]:
     d = h.engine_dir / "fingerprints"
     d.mkdir(parents=True, exist_ok=True)
@@ -83,7 +90,7 @@ def probes_task(request_id: str, tiers: list[str] | None = None) -> dict[str, An
         ct, key = _fp_paths(h, request_id)
         sealed = ct.exists() and key.exists()
         fp = Fingerprint.unseal(ct, key) if sealed else take_fingerprint(h.store_dir, subject)
-        result = run_probes(h.store_dir, subject, fp, tiers=tiers)
+        result = run_probes(h.store_dir, subject, fp, tiers=tiers, extra_roots=home_scan_roots(h))
         doc = to_json(result, request_id, datetime.now(UTC))
         doc["fingerprint"] = ("taken-at-verification" if not sealed else
                               "sealed-before-cascade; bystander baseline retaken after another erasure"

@@ -68,6 +68,9 @@ class ProbeContext:
     subject: Subject
     fingerprint: Fingerprint
     http_timeout: float = DEFAULT_HTTP_TIMEOUT
+    extra_roots: tuple[Path, ...] = ()
+    """Other folders of the home the byte scan covers (inbox, outbox, services, Prefect's home): all
+    of it but the request vault and the keys."""
 
     @property
     def ids(self) -> list[str]:
