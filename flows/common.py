@@ -56,22 +56,6 @@ def request_lock(h: Home, request_id: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def step_cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """Cache key of a cascade step: (request_id, step), scoped to this engine database's identity and
-    to the request's envelope digest, so a rebuilt engine or a resubmitted request with the same id
-    never reuses another run's finished steps."""
-    from erasure import requests
-    from erasure.engine import engine_id, open_engine
-
-    request_id = parameters["request_id"]
-    conn = open_engine(home().engine_db)
-    try:
-        scope = f"{engine_id(conn)}/{requests.get(conn, request_id).envelope_sha256[:16]}"
-    finally:
-        conn.close()
-    return f"erasure-step/{scope}/{request_id}/{parameters['step']}"
-
-
 @contextmanager
 def store_lock(h: Home) -> Iterator[None]:
     """One erasure of a store at a time, from its fingerprint to its verification, so that no other

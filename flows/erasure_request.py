@@ -7,14 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed, State
 
 from erasure import requests
 from erasure.engine import open_engine
-from erasure.errors import ConfigError
+from erasure.errors import ConfigError, ErasureError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from flows.common import RequestId, checked_request_id, home, request_lock, step_cache_key, store_lock
+from flows.common import RequestId, checked_request_id, home, request_lock, store_lock
 from flows.verification import verification
 from tasks import runner
 from tasks.preflight import preflight
@@ -48,10 +49,10 @@ def fingerprint_task(request_id: str) -> dict[str, Any]:
     return take_and_seal_fingerprint(request_id, home())
 
 
-@task(name="cascade-step", task_run_name="step-{step}", cache_key_fn=step_cache_key, persist_result=True,
-      retries=0)
+@task(name="cascade-step", task_run_name="step-{step}", cache_policy=NO_CACHE, retries=0)
 def cascade_step(request_id: str, step: str) -> dict[str, Any]:
-    """One tier's step. Cached by (request_id, step): a new run skips finished steps."""
+    """One tier's step. Never cached: the runner is idempotent (a finished step that finds nothing
+    left keeps its record), so a rerun after a fix re-resolves and re-erases instead of replaying."""
     from erasure.tiers import Tier
 
     record = runner.run_step(request_id, Tier(step), home())
@@ -111,8 +112,15 @@ def erasure_request(request_id: RequestId) -> State:
             log.warning("request %s blocked: %s", request_id, detail)
             return Failed(name="Blocked", message=detail)
         _set_state(request_id, RequestState.running)
-        with store_lock(h):
-            return _erase_verify_prove(request_id)
+        try:
+            with store_lock(h):
+                return _erase_verify_prove(request_id)
+        except Exception as exc:
+            # Never leave a request in `running`: the SLA monitor shows the recorded state. Our own
+            # errors carry user-facing messages without identifiers; others are named by type only.
+            why = str(exc) if isinstance(exc, ErasureError) else f"unexpected {type(exc).__name__}: see the run's logs"
+            _set_state(request_id, RequestState.exception, why[:300])
+            raise
 
 
 def _erase_verify_prove(request_id: str) -> State:
