@@ -40,6 +40,8 @@ class ProbeResult(BaseModel):
     residue: int
     bystanders_before: int
     bystanders_after: int
+    target: str | None = None
+    """The target probed (None: the reference store)."""
 
     def lost_bystanders(self) -> bool:
         """True when the population this method watches shrank: someone else's data went too."""
