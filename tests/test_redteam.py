@@ -114,7 +114,7 @@ scenarios = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(s=scenarios)
 def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,7 +170,7 @@ def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]
         gone = Subject(id=SUBJECT.id, email=SUBJECT.email) if s["namesake"] else SUBJECT
         assert home_hits(home, gone) == [], s
         if s["alias"]:
-            assert home_hits(home, SUBJECT.model_copy(update={"id": "ann-second-77"})) == [], s
+            assert home_hits(home, gone.model_copy(update={"id": "ann-second-77"})) == [], s
         assert people_state(home, watched) == before, s
         if s["concurrent"]:
             assert results["other"] is True, s
