@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -12,6 +13,7 @@ from pydantic import Field
 from erasure.config import Home
 from erasure.errors import Conflict, InputError
 from erasure.models import is_safe_token
+from erasure.targets import Targets, load_targets
 
 
 def described(description: str, **constraints: Any) -> Any:
@@ -69,3 +71,12 @@ def store_lock(h: Home) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def targets_of(h: Home) -> Targets:
+    """The home's targets: `ERASURE_TARGETS` (the CLI's --targets), else `<home>/targets.toml`, else
+    the reference store alone."""
+    import os
+
+    file = os.environ.get("ERASURE_TARGETS")
+    return load_targets(h.root, h.store_dir, Path(file) if file else None)
