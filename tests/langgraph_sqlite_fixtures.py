@@ -17,6 +17,7 @@ The pyenv interpreter's `sqlite3` cannot load extensions, which the store's vect
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -130,18 +131,24 @@ def connect_sqlite(path: Path, *, timeout: float = 30.0, extensions: bool = True
 
 
 def index_config(embeddings: HashEmbeddings | None = None) -> dict[str, Any]:
-    """The store's vector index: our local embedding function, the `text` field of every item."""
-    return {"dims": DIMS, "embed": (embeddings or HashEmbeddings()).embed_documents, "fields": ["text"]}
+    """The store's vector index: our local embedding function, the `text` field of every item.
+    (SqliteStore reads `text_fields`; the documented `fields` is ignored by it, which embeds the
+    whole JSON value instead.)"""
+    return {"dims": DIMS, "embed": (embeddings or HashEmbeddings()).embed_documents, "text_fields": ["text"]}
 
 
 @contextmanager
-def open_store(path: Path, *, wal: bool = False, timeout: float = 30.0) -> Iterator[Any]:
-    """The framework's `SqliteStore` on `path`, with the vector index (set up on first use)."""
+def open_store(path: Path, *, wal: bool = False, timeout: float = 30.0, fast: bool = False) -> Iterator[Any]:
+    """The framework's `SqliteStore` on `path`, with the vector index (set up on first use). `wal` puts
+    a new database in WAL mode (SqliteStore leaves SQLite's default, a rollback journal); `fast` skips
+    fsync while a test builds its memory."""
     from langgraph.store.sqlite import SqliteStore
 
     conn = connect_sqlite(path, timeout=timeout)
     if wal:
         conn.execute("PRAGMA journal_mode=WAL")
+    if fast:
+        conn.execute("PRAGMA synchronous=OFF")
     try:
         store = SqliteStore(conn, index=index_config())  # type: ignore[arg-type]
         store.setup()
@@ -151,11 +158,13 @@ def open_store(path: Path, *, wal: bool = False, timeout: float = 30.0) -> Itera
 
 
 @contextmanager
-def open_saver(path: Path, *, timeout: float = 30.0) -> Iterator[Any]:
+def open_saver(path: Path, *, timeout: float = 30.0, fast: bool = False) -> Iterator[Any]:
     """The framework's `SqliteSaver` on `path` (it puts the database in WAL mode itself)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = connect_sqlite(path, timeout=timeout, extensions=False)
+    if fast:
+        conn.execute("PRAGMA synchronous=OFF")
     try:
         saver = SqliteSaver(conn)
         saver.setup()
@@ -200,6 +209,21 @@ class Memory:
     def target(self) -> Target:
         return make_target(self.root, self.store_path.name, self.checkpoints_path.name)
 
+    def dump(self, path: Path) -> None:
+        """Write what was built as JSON (keep it outside `root`: it names the subject)."""
+        path.write_text(json.dumps({
+            "root": str(self.root), "store": self.store_path.name, "checkpoints": self.checkpoints_path.name,
+            "items": {p: [[list(ns), k, v] for ns, k, v in items] for p, items in self.items.items()},
+            "threads": self.threads}))
+
+    @classmethod
+    def load(cls, path: Path) -> Memory:
+        doc = json.loads(path.read_text())
+        root = Path(doc["root"])
+        return cls(root=root, store_path=root / doc["store"], checkpoints_path=root / doc["checkpoints"],
+                   items={p: [(tuple(ns), k, v) for ns, k, v in items] for p, items in doc["items"].items()},
+                   threads=doc["threads"])
+
 
 def make_target(root: Path, store: str = "store.sqlite", checkpoints: str = "checkpoints.sqlite",
                 **extra: Any) -> Target:
@@ -225,14 +249,19 @@ def person_items(person: Subject, topics: list[str], copies: int) -> list[tuple[
 
 
 def build_memory(root: Path, *, copies: int = 12, turns: int = 4, threads_per_person: int = 3,
-                 store_wal: bool = False, analyze: bool = True) -> Memory:
-    """Build the memory with the framework (see the module docstring). `copies` scales the items."""
+                 store_wal: bool = False, analyze: bool = True, mentions: bool = True) -> Memory:
+    """Build the memory with the framework (see the module docstring). `copies` scales the items;
+    `mentions` adds a bystander's item and a bystander's thread that name the subject. The subject
+    also has one item and one thread under their id in capitals (an app that did not normalise it)."""
     root.mkdir(parents=True, exist_ok=True)
     mem = Memory(root=root, store_path=root / "store.sqlite", checkpoints_path=root / "checkpoints.sqlite")
     people = (SUBJECT, *BYSTANDERS)
-    with open_store(mem.store_path, wal=store_wal) as store:
+    with open_store(mem.store_path, wal=store_wal, fast=True) as store:
         for person in people:
             items = person_items(person, _TOPICS[person.id], copies)
+            if person is SUBJECT:
+                items.append((("users", person.id.upper(), "memories"), "imported",
+                              {"text": f"Imported from the old CRM: {_TOPICS[person.id][3]}"}))
             for ns, key, value in items:
                 store.put(ns, key, value)
             mem.items[person.id] = items
@@ -246,44 +275,52 @@ def build_memory(root: Path, *, copies: int = 12, turns: int = 4, threads_per_pe
         for ns, key, value in shared:
             store.put(ns, key, value)
         mem.items[""] = shared
-        # A bystander's memory that names the subject: a mention, reported, not erased.
-        mention = (("users", BYSTANDERS[0].id, "memories"), "referral", {"text": MENTION_TEXT, "kind": "fact"})
-        store.put(*mention)
-        mem.items[BYSTANDERS[0].id].append(mention)
+        if mentions:  # a bystander's memory that names the subject: a mention, reported, not erased
+            mention = (("users", BYSTANDERS[0].id, "memories"), "referral", {"text": MENTION_TEXT, "kind": "fact"})
+            store.put(*mention)
+            mem.items[BYSTANDERS[0].id].append(mention)
         # The team already deleted one bystander item with the framework's own delete (its vectors stay).
         ns, key, _ = mem.items[BYSTANDERS[1].id].pop(1)
         store.delete(ns, key)
         mem.deleted_by_framework.append((ns, key))
         if analyze:
             store.conn.execute("PRAGMA optimize=0x10002")  # what a long-running agent's close does (ANALYZE)
-    with open_saver(mem.checkpoints_path) as saver:
+    with open_saver(mem.checkpoints_path, fast=True) as saver:
         graph = chat_graph(saver)
         for person in people:
             mem.threads[person.id] = []
             for t in range(threads_per_person):
                 tid = f"thread-{person.id}-{t}"
                 mem.threads[person.id].append(tid)
+                user = person.id.upper() if person is SUBJECT and t == threads_per_person - 1 else person.id
                 for turn in range(turns):
                     topic = _TOPICS[person.id][(t + turn) % len(_TOPICS[person.id])]
                     text = f"Hi, this is {person.name} ({person.email}). {topic}, turn {turn}."
-                    graph.invoke({"messages": [("user", text)]}, thread_config(tid, person.id))
-        # A bystander's thread that names the subject: a mention.
-        tid = f"thread-{BYSTANDERS[1].id}-mention"
-        graph.invoke({"messages": [("user", MENTION_TEXT)]}, thread_config(tid, BYSTANDERS[1].id))
-        mem.threads[BYSTANDERS[1].id].append(tid)
+                    graph.invoke({"messages": [("user", text)]}, thread_config(tid, user))
+        if mentions:  # a bystander's thread that names the subject: a mention
+            tid = f"thread-{BYSTANDERS[1].id}-mention"
+            graph.invoke({"messages": [("user", MENTION_TEXT)]}, thread_config(tid, BYSTANDERS[1].id))
+            mem.threads[BYSTANDERS[1].id].append(tid)
     return mem
 
 
-def framework_delete(mem: Memory, person: Subject) -> None:
+def framework_delete(mem: Memory, person: Subject, *, store: Any = None, saver: Any = None) -> None:
     """What a team does with the framework alone: `store.delete` for every item under the person's
-    namespace (found with `store.search`) and `delete_thread` for every thread of theirs."""
-    with open_store(mem.store_path) as store:
-        for item in store.search(("users", person.id), limit=100_000):
-            store.delete(item.namespace, item.key)
-    with open_saver(mem.checkpoints_path) as saver:
-        threads = {c.config["configurable"]["thread_id"] for c in saver.list(None, filter={THREAD_KEY: person.id})}
-        for tid in threads:
-            saver.delete_thread(tid)
+    namespace (found with `store.search`) and `delete_thread` for every thread whose metadata names
+    them. Through the agent's own `store` / `saver` when given (its connections stay open), else
+    through new ones closed at the end."""
+    if store is None:
+        with open_store(mem.store_path) as own:
+            return framework_delete(mem, person, store=own, saver=saver)
+    if saver is None:
+        with open_saver(mem.checkpoints_path) as own:
+            return framework_delete(mem, person, store=store, saver=own)
+    for item in store.search(("users", person.id), limit=1_000_000):
+        store.delete(item.namespace, item.key)
+    threads = {c.config["configurable"]["thread_id"] for c in saver.list(None, filter={THREAD_KEY: person.id})}
+    for tid in threads:
+        saver.delete_thread(tid)
+    return None
 
 
 def subject_strings(person: Subject) -> list[str]:
@@ -291,3 +328,35 @@ def subject_strings(person: Subject) -> list[str]:
     out = [s for s in (person.id, person.email, person.name, person.phone) if s]
     out += _TOPICS[person.id]
     return out
+
+
+def check_bystanders(mem: Memory, *, store: Any = None, saver: Any = None) -> None:
+    """Every bystander item, search and thread answers through LangGraph; nothing of the subject does."""
+    if store is None:
+        with open_store(mem.store_path) as own:
+            return check_bystanders(mem, store=own, saver=saver)
+    if saver is None:
+        with open_saver(mem.checkpoints_path) as own:
+            return check_bystanders(mem, store=store, saver=own)
+    for person, items in mem.items.items():
+        if person == SUBJECT.id:
+            continue
+        for ns, key, value in items:
+            got = store.get(ns, key)
+            assert got is not None and got.value == value, (ns, key)
+    for b in BYSTANDERS:
+        hits = store.search(("users", b.id), query=_TOPICS[b.id][2], limit=3)
+        assert hits and _TOPICS[b.id][2] in hits[0].value["text"]
+    docs = store.search(("docs",), query="parcels lost in transit are refunded", limit=1)
+    assert docs and docs[0].key == "doc-0"
+    anywhere = store.search((), query=_TOPICS[SUBJECT.id][0], limit=50)
+    assert anywhere and all(SUBJECT.id.lower() not in ".".join(h.namespace).lower() for h in anywhere)
+    assert all(ns[1].lower() != SUBJECT.id.lower() for ns in store.list_namespaces(prefix=("users",)))
+    graph = chat_graph(saver)
+    for b in BYSTANDERS:
+        for tid in mem.threads[b.id]:
+            messages = graph.get_state(thread_config(tid, b.id)).values["messages"]
+            assert messages and messages[-1].content.startswith("Noted: ")
+    for tid in mem.threads[SUBJECT.id]:
+        assert graph.get_state(thread_config(tid, SUBJECT.id)).values == {}
+    return None
