@@ -249,17 +249,19 @@ def person_items(person: Subject, topics: list[str], copies: int) -> list[tuple[
 
 
 def build_memory(root: Path, *, copies: int = 12, turns: int = 4, threads_per_person: int = 3,
-                 store_wal: bool = False, analyze: bool = True, mentions: bool = True) -> Memory:
+                 store_wal: bool = False, analyze: bool = True, mentions: bool = True,
+                 case_variants: bool = True) -> Memory:
     """Build the memory with the framework (see the module docstring). `copies` scales the items;
-    `mentions` adds a bystander's item and a bystander's thread that name the subject. The subject
-    also has one item and one thread under their id in capitals (an app that did not normalise it)."""
+    `mentions` adds a bystander's item and a bystander's thread that name the subject; with
+    `case_variants` the subject also has one item and one thread under their id in capitals (an app
+    that did not normalise it)."""
     root.mkdir(parents=True, exist_ok=True)
     mem = Memory(root=root, store_path=root / "store.sqlite", checkpoints_path=root / "checkpoints.sqlite")
     people = (SUBJECT, *BYSTANDERS)
     with open_store(mem.store_path, wal=store_wal, fast=True) as store:
         for person in people:
             items = person_items(person, _TOPICS[person.id], copies)
-            if person is SUBJECT:
+            if person is SUBJECT and case_variants:
                 items.append((("users", person.id.upper(), "memories"), "imported",
                               {"text": f"Imported from the old CRM: {_TOPICS[person.id][3]}"}))
             for ns, key, value in items:
@@ -292,7 +294,8 @@ def build_memory(root: Path, *, copies: int = 12, turns: int = 4, threads_per_pe
             for t in range(threads_per_person):
                 tid = f"thread-{person.id}-{t}"
                 mem.threads[person.id].append(tid)
-                user = person.id.upper() if person is SUBJECT and t == threads_per_person - 1 else person.id
+                last = t == threads_per_person - 1
+                user = person.id.upper() if person is SUBJECT and case_variants and last else person.id
                 for turn in range(turns):
                     topic = _TOPICS[person.id][(t + turn) % len(_TOPICS[person.id])]
                     text = f"Hi, this is {person.name} ({person.email}). {topic}, turn {turn}."
