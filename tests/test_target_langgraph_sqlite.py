@@ -370,3 +370,20 @@ def test_a_subject_id_with_a_dot_is_refused_not_matched_elsewhere(base: Memory, 
     with pytest.raises(InputError, match=r"'\.'"):
         ERASER.erase(mem.target, Subject(id=f"{SUBJECT.id}.memories"))
     assert ERASER.count(mem.target, SUBJECT)[Tier.semantic] > 0
+
+
+def test_a_persistent_rollback_journal_of_the_agent_is_not_left_holding_the_subject(
+        base: Memory, tmp_path: Path) -> None:
+    """An agent in `journal_mode=PERSIST` leaves `-journal` behind with the pre-images of its last
+    transaction's pages: the subject's items, after the agent rewrote one of theirs."""
+    mem = copy_of(base, tmp_path / "m")
+    vectors = subject_vectors(mem)
+    with open_store(mem.store_path) as store:
+        assert store.conn.execute("PRAGMA journal_mode=PERSIST").fetchone() == ("persist",)
+        ns, key, value = mem.items[SUBJECT.id][5]
+        store.put(ns, key, {**value, "seen": True})
+    journal = mem.store_path.with_name(mem.store_path.name + "-journal")
+    assert SUBJECT.id.encode() in journal.read_bytes()
+    ERASER.erase(mem.target, SUBJECT)
+    assert_no_byte_of_the_subject(mem, vectors)
+    check_bystanders(mem)

@@ -36,6 +36,10 @@ what they leave, measured on stores built with langgraph 1.2 / langgraph-checkpo
   keys, namespaces and keys of the subject among them: we re-run `ANALYZE` where it exists, which
   resamples from the rows that are left.
 
+- a rollback journal kept by an agent in `journal_mode=PERSIST` holds the pre-images of its last
+  transaction's pages (the subject's items among them): our connection writes in DELETE mode (SQLite's
+  default, per connection), so our commit removes the `-journal` file.
+
 We wait on the agent's locks (busy timeout, and retries of the whole step on SQLITE_BUSY for up to
 `WAIT_SECONDS`), never change its journal mode, and leave its schema as it was. Every run ends with
 ANALYZE (where present) + VACUUM + TRUNCATE checkpoint, even when nothing was found: a rerun after a
@@ -263,27 +267,32 @@ def _waiting(fn: Callable[[], T], what: Path) -> T:
             pause = min(pause * 2, 5.0)
 
 
-def _delete_items(conn: apsw.Connection, prefixes: dict[str, Tier]) -> dict[str, int]:
-    """Delete every row under the subject's prefixes: vectors first (the framework leaves them), then
-    the items; one transaction."""
-    tables = _item_tables(conn)
-    ordered = [t for t in ("store_vectors",) if t in tables] + [t for t in tables if t != "store_vectors"]
-    ids = json.dumps(sorted(prefixes))
+def _delete_items(conn: apsw.Connection, matcher: _Matcher) -> tuple[dict[str, Tier], dict[str, int]]:
+    """In one write transaction (so an item the agent writes meanwhile is either seen or waits):
+    resolve the subject's prefixes, delete their vectors (the framework leaves them), then the items."""
     removed: dict[str, int] = {}
     with transaction(conn):
-        for table in ordered:
-            conn.execute(f'DELETE FROM "{table}" WHERE prefix IN (SELECT value FROM json_each(?))', (ids,))
-            removed[table] = conn.changes()
-    return removed
+        prefixes = _subject_prefixes(conn, matcher)
+        if prefixes:
+            tables = _item_tables(conn)
+            ordered = [t for t in ("store_vectors",) if t in tables] + [t for t in tables if t != "store_vectors"]
+            ids = json.dumps(sorted(prefixes))
+            for table in ordered:
+                conn.execute(f'DELETE FROM "{table}" WHERE prefix IN (SELECT value FROM json_each(?))', (ids,))
+                removed[table] = conn.changes()
+    return prefixes, removed
 
 
-def _delete_threads(conn: apsw.Connection, threads: list[str]) -> dict[str, int]:
-    ids = json.dumps(threads)
+def _delete_threads(conn: apsw.Connection, thread_key: str, subject: Subject) -> dict[str, int]:
+    """In one write transaction: resolve the subject's threads, delete every row of them."""
     removed: dict[str, int] = {}
     with transaction(conn):
-        for table in _thread_tables(conn):
-            conn.execute(f'DELETE FROM "{table}" WHERE thread_id IN (SELECT value FROM json_each(?))', (ids,))
-            removed[table] = conn.changes()
+        threads = _subject_threads(conn, thread_key, subject)
+        if threads:
+            ids = json.dumps(threads)
+            for table in _thread_tables(conn):
+                conn.execute(f'DELETE FROM "{table}" WHERE thread_id IN (SELECT value FROM json_each(?))', (ids,))
+                removed[table] = conn.changes()
     return removed
 
 
@@ -307,9 +316,7 @@ def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[str, T
     conn = _open(path, "store", readonly=False)
     try:
         matcher = _Matcher(cfg, subject)
-        prefixes = _waiting(lambda: _subject_prefixes(conn, matcher), path)
-        removed = _waiting(lambda: _delete_items(conn, prefixes), path) if prefixes else {}
-        return prefixes, removed
+        return _waiting(lambda: _delete_items(conn, matcher), path)
     finally:
         conn.close()
 
@@ -317,8 +324,7 @@ def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[str, T
 def _erase_threads(cfg: Config, subject: Subject, path: Path) -> dict[str, int]:
     conn = _open(path, "checkpoints", readonly=False)
     try:
-        threads = _waiting(lambda: _subject_threads(conn, cfg.thread_key, subject), path)
-        return _waiting(lambda: _delete_threads(conn, threads), path) if threads else {}
+        return _waiting(lambda: _delete_threads(conn, cfg.thread_key, subject), path)
     finally:
         conn.close()
 
