@@ -387,3 +387,14 @@ def test_a_persistent_rollback_journal_of_the_agent_is_not_left_holding_the_subj
     ERASER.erase(mem.target, SUBJECT)
     assert_no_byte_of_the_subject(mem, vectors)
     check_bystanders(mem)
+
+
+def test_a_target_with_only_a_store_erases_items_and_leaves_the_threads_alone(base: Memory, tmp_path: Path) -> None:
+    mem = copy_of(base, tmp_path / "m")
+    target = make_target(mem.root, checkpoints=None, thread_key=None)  # type: ignore[arg-type]
+    threads_before = mem.checkpoints_path.read_bytes()
+    out = ERASER.erase(target, SUBJECT)
+    assert out[Tier.working].before == 0 and out[Tier.semantic].before > 0
+    assert ERASER.count(target, SUBJECT) == dict.fromkeys(TIERS, 0)
+    assert mem.checkpoints_path.read_bytes() == threads_before
+    assert ERASER.files(target) == [mem.store_path]
