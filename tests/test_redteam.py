@@ -114,7 +114,7 @@ scenarios = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(s=scenarios)
 def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
