@@ -88,11 +88,9 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
         raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
                           "run `erasure keys generate --role engine` first")
     prefect_api.prepare(h)
-    from flows.common import targets_of
-
     # Refusals that need no flow (unknown request, another tenant's, a reason naming the subject):
     # raised here, with their own exit codes, before a flow run exists. The flow checks again.
-    found = targets_of(h)
+    found = targets_of_home(h)
     preflight(request_id, h, reference=found.reference() is not None, tenant=found.tenant)
     from flows.erasure_request import erasure_request
 
