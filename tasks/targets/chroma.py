@@ -732,8 +732,15 @@ def _in(ids: Iterable[int]) -> str:
 
 
 def _sql_delete(conn: apsw.Connection, found: Found, collections: list[Collection]) -> dict[str, int]:
-    """What Chroma's Delete does to the metadata segment, plus the log: one transaction."""
-    out = {"records_deleted": 0, "queue_rows_deleted": 0, "queue_rows_purged": 0, "queue_row_blanked": 0}
+    """What Chroma's Delete does to the metadata segment, then the log: one transaction.
+
+    Log rows go when they are the subject's, when every segment of their collection applied them
+    (Chroma's own purge), when their collection was dropped, and when the metadata segment applied
+    them and their record no longer exists (the deletes the framework logged name the erased ids; the
+    vector segment is rewritten without those ids next, so replaying none of their rows is what
+    replaying all of them would do)."""
+    out = {"records_deleted": 0, "queue_rows_deleted": 0, "queue_rows_purged": 0, "queue_rows_of_gone_records": 0,
+           "queue_row_blanked": 0}
     with transaction(conn):
         rows = _in(found.rows)
         conn.execute("DELETE FROM embedding_fulltext_search WHERE rowid IN (SELECT value FROM json_each(?))", (rows,))
@@ -743,32 +750,42 @@ def _sql_delete(conn: apsw.Connection, found: Found, collections: list[Collectio
         conn.execute("DELETE FROM embeddings WHERE id IN (SELECT value FROM json_each(?))", (rows,))
         out["records_deleted"] = conn.changes()
         newest = conn.execute("SELECT max(seq_id) FROM embeddings_queue").fetchone()
-        top = int(newest[0]) if newest and newest[0] is not None else None
-        queue = [s for s in found.queue if s != top]
-        conn.execute("DELETE FROM embeddings_queue WHERE seq_id IN (SELECT value FROM json_each(?))", (_in(queue),))
+        top = int(newest[0]) if newest and newest[0] is not None else -1
+        conn.execute("DELETE FROM embeddings_queue WHERE seq_id IN (SELECT value FROM json_each(?)) AND seq_id != ?",
+                     (_in(found.queue), top))
         out["queue_rows_deleted"] = conn.changes()
-        if top is not None and top in found.queue:
+        applied = {str(sid): int(seq) for sid, seq in conn.execute("SELECT segment_id, seq_id FROM max_seq_id")}
+        by_id = {c.id: c for c in collections}
+        blank = top in found.queue
+        for (topic,) in list(conn.execute("SELECT DISTINCT topic FROM embeddings_queue")):
+            col = by_id.get(_topic_collection(str(topic)))
+            if col is None:
+                conn.execute("DELETE FROM embeddings_queue WHERE topic = ? AND seq_id != ?", (topic, top))
+                out["queue_rows_purged"] += conn.changes()
+                blank = blank or bool(conn.execute("SELECT 1 FROM embeddings_queue WHERE seq_id = ? AND topic = ?",
+                                                   (top, topic)).fetchone())
+                continue
+            segs = (*col.metadata_segments, *col.vector_segments)
+            if segs and all(s in applied for s in segs):
+                conn.execute("DELETE FROM embeddings_queue WHERE topic = ? AND seq_id < ? AND seq_id != ?",
+                             (topic, min(applied[s] for s in segs), top))
+                out["queue_rows_purged"] += conn.changes()
+            if not col.metadata_segments or any(s not in applied for s in col.metadata_segments):
+                continue
+            upto = min(applied[s] for s in col.metadata_segments)
+            gone = ("topic = ? AND seq_id <= ? AND id NOT IN (SELECT embedding_id FROM embeddings"
+                    " WHERE segment_id IN (SELECT value FROM json_each(?)))")
+            params = (topic, upto, json.dumps(list(col.metadata_segments)))
+            blank = blank or bool(conn.execute(f"SELECT 1 FROM embeddings_queue WHERE seq_id = ? AND {gone}",
+                                               (top, *params)).fetchone())
+            conn.execute(f"DELETE FROM embeddings_queue WHERE seq_id != ? AND {gone}", (top, *params))
+            out["queue_rows_of_gone_records"] += conn.changes()
+        if blank:
             # Chroma numbers the next write max(seq_id)+1: the newest row stays, as a delete of no record.
             conn.execute("UPDATE embeddings_queue SET operation = ?, id = '', vector = NULL, encoding = NULL,"
-                         " metadata = NULL WHERE seq_id = ?", (OP_DELETE, top))
-            out["queue_row_blanked"] = 1
-        applied = {str(sid): int(seq) for sid, seq in conn.execute("SELECT segment_id, seq_id FROM max_seq_id")}
-        known = {c.id for c in collections}
-        for (topic,) in list(conn.execute("SELECT DISTINCT topic FROM embeddings_queue")):
-            cid = _topic_collection(str(topic))
-            col = next((c for c in collections if c.id == cid), None)
-            if cid not in known:
-                conn.execute("DELETE FROM embeddings_queue WHERE topic = ? AND seq_id != ?", (topic, top or -1))
-            elif col is not None:
-                segs = (*col.metadata_segments, *col.vector_segments)
-                if not segs or any(s not in applied for s in segs):
-                    continue
-                upto = min(applied[s] for s in segs)
-                conn.execute("DELETE FROM embeddings_queue WHERE topic = ? AND seq_id < ? AND seq_id != ?",
-                             (topic, upto, top or -1))
-            else:
-                continue
-            out["queue_rows_purged"] += conn.changes()
+                         " metadata = NULL WHERE seq_id = ? AND NOT (operation = ? AND id = '' AND vector IS NULL"
+                         " AND metadata IS NULL)", (OP_DELETE, top, OP_DELETE))
+            out["queue_row_blanked"] = conn.changes()
     return out
 
 
