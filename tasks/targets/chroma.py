@@ -521,14 +521,24 @@ def _compact(h: Hnsw, keep: np.ndarray, space: str) -> tuple[Hnsw, int]:
             picked = [others[i] for i in np.argsort(dist, kind="stable")[:cap]]
         return good + [int(new_id[x]) for x in picked]
 
-    stride = h.stride
-    data = np.zeros((kept.size, stride), dtype=np.uint8)
-    data[:] = h.data[kept]
+    data = np.ascontiguousarray(h.data[kept])
+    # Level 0, vectorised for the elements that lost no neighbour; the others are relinked one by one.
+    width = h.max_m0
+    slots = np.arange(width)[None, :] < counts0[kept][:, None]
+    mapped = np.where(slots, new_id[np.minimum(links0[kept], n - 1)], 0)
+    lost = (slots & ((mapped < 0) | (links0[kept] >= n))).any(axis=1)
+    rows = np.zeros((kept.size, 1 + width), dtype="<u4")
+    rows[:, 0] = counts0[kept]
+    rows[:, 1:] = np.where(slots, mapped, 0)
+    for new in np.nonzero(lost)[0].tolist():
+        old = int(kept[new])
+        l0 = relink(old, links0[old, :counts0[old]].tolist(), 0, width)
+        rows[new] = 0
+        rows[new, 0] = len(l0)
+        rows[new, 1:1 + len(l0)] = l0
+    data[:, 0:4 * (1 + width)] = rows.view(np.uint8).reshape(kept.size, 4 * (1 + width))
     upper: list[bytes] = []
-    for new, old in enumerate(kept.tolist()):
-        l0 = relink(old, links0[old, :counts0[old]].tolist(), 0, h.max_m0)
-        block = struct.pack(f"<I{len(l0)}I", len(l0), *l0).ljust(4 + 4 * h.max_m0, b"\0")
-        data[new, 0:len(block)] = np.frombuffer(block, dtype=np.uint8)
+    for old in kept.tolist():
         levels = []
         for lvl in range(1, h.level(old) + 1):
             ll = relink(old, h.upper_links(old, lvl), lvl, h.max_m)
@@ -846,24 +856,31 @@ def _hygiene(conn: apsw.Connection) -> dict[str, int]:
 
 @dataclass
 class _Counts:
+    """What `count` reports. Besides the subject's own items, deleted data still on disk counts: HNSW
+    elements of records that no longer exist (tombstoned, or still live on disk because the index was
+    not persisted since the delete), log rows of records that no longer exist, orphaned segment
+    folders. Once its record id is gone nothing shows whose it was, and an erasure removes it all."""
+
     records: int = 0
     queue_rows: int = 0
+    queue_rows_of_deleted: int = 0
     queue_vectors: int = 0
     hnsw_subject: int = 0
-    hnsw_tombstones: int = 0
+    hnsw_deleted: int = 0
     orphan_folders: int = 0
     fts_rows: int = 0
 
     def tiers(self) -> dict[Tier, int]:
-        return {Tier.episodic: self.records + self.queue_rows,
-                Tier.vectors: self.hnsw_subject + self.hnsw_tombstones + self.queue_vectors + self.orphan_folders,
+        return {Tier.episodic: self.records + self.queue_rows + self.queue_rows_of_deleted,
+                Tier.vectors: self.hnsw_subject + self.hnsw_deleted + self.queue_vectors + self.orphan_folders,
                 Tier.derivatives: self.fts_rows}
 
     def detail(self, tier: Tier) -> dict[str, int]:
         if tier is Tier.episodic:
-            return {"records": self.records, "queue_rows": self.queue_rows}
+            return {"records": self.records, "queue_rows": self.queue_rows,
+                    "queue_rows_of_deleted_records": self.queue_rows_of_deleted}
         if tier is Tier.vectors:
-            return {"hnsw_subject": self.hnsw_subject, "hnsw_tombstones": self.hnsw_tombstones,
+            return {"hnsw_subject": self.hnsw_subject, "hnsw_deleted_elements": self.hnsw_deleted,
                     "queue_vectors": self.queue_vectors, "orphan_folders": self.orphan_folders}
         return {"fts_rows": self.fts_rows}
 
@@ -875,14 +892,25 @@ def _count(conn: apsw.Connection, cfg: Config, subject: Subject) -> _Counts:
     row = conn.execute("SELECT count(*) FROM embedding_fulltext_search_content WHERE id IN"
                        " (SELECT value FROM json_each(?))", (_in(found.rows),)).fetchone()
     c.fts_rows = int(row[0]) if row else 0
+    applied = {str(sid): int(seq) for sid, seq in conn.execute("SELECT segment_id, seq_id FROM max_seq_id")}
+    mine = _in(found.queue)
     for col in collections:
+        live = (_live_ids(conn, col) | _pending_ids(conn, col)) if col.metadata_segments else None
         for seg in col.vector_segments:
             h = _read_hnsw(cfg.root / seg)
             if h is None:
                 continue
-            _keep, hc = _classify(h, found.ids.get(col.id, set()), None)
+            _keep, hc = _classify(h, found.ids.get(col.id, set()), live)
             c.hnsw_subject += hc.subject
-            c.hnsw_tombstones += hc.tombstones
+            c.hnsw_deleted += hc.tombstones + hc.unmapped
+        if col.metadata_segments and all(s in applied for s in col.metadata_segments):
+            r = conn.execute(
+                "SELECT count(*) FROM embeddings_queue WHERE topic LIKE ? AND seq_id <= ? AND id != ''"
+                " AND seq_id NOT IN (SELECT value FROM json_each(?)) AND id NOT IN (SELECT embedding_id"
+                " FROM embeddings WHERE segment_id IN (SELECT value FROM json_each(?)))",
+                (f"%/{col.id}", min(applied[s] for s in col.metadata_segments), mine,
+                 json.dumps(list(col.metadata_segments)))).fetchone()
+            c.queue_rows_of_deleted += int(r[0]) if r else 0
     segments = {str(r[0]) for r in conn.execute("SELECT id FROM segments")}
     c.orphan_folders = len(_orphan_folders(cfg.root, segments)) + sum(
         1 for p in cfg.root.iterdir() if p.is_dir() and p.name.endswith((NEW_SUFFIX, OLD_SUFFIX)))
