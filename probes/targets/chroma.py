@@ -15,8 +15,9 @@ full-text index. Methods, after the erasure (each one's residue counts the subje
   (cosine similarity above 1 - 1e-5: a cosine space stores vectors normalised, so bytes alone would
   miss them); bystander twins (the same vector for someone else) are left out of the fingerprint.
 - vectors `log:vectors`: log rows whose float32 vector has such a direction.
-- vectors `hnsw:orphan-folders`: segment folders no segment row names that still hold index files
-  (a dropped collection's vectors, whose ids are gone: nobody can show they are not the subject's).
+- vectors `hnsw:orphan-folders`: folders holding index files that no vector segment row names (a
+  dropped collection's folder, the leftovers of an interrupted rewrite): their ids are gone or stale,
+  and nobody can show their vectors are not the subject's.
 - derivatives `fts:rows`: full-text rows of the subject's records; bystanders: the other rows.
 - derivatives `fts:postings`: the subject's record rowids in any doclist of any leaf page of the
   FTS5 index (decoded here: the trigrams of a deleted document stay in older segments until a full
@@ -69,7 +70,6 @@ MAX_VECTOR_GROUPS = 64
 MAX_STATE_VECTORS = 2048
 """Vectors of the subject kept (per dimension) for the direction probes, sampled evenly."""
 SAME_DIRECTION = 1.0 - 1e-5
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _HEADER = struct.Struct("<iQQQQQQiiQQQdQ")
 _FTS_DATA = "embedding_fulltext_search_data"
 _FTS_CONTENT = "embedding_fulltext_search_content"
@@ -545,14 +545,13 @@ class ChromaProbe:
         # vectors
         subject_vectors = {int(d): _dec(v, int(d)) for d, v in (state.get("vectors") or {}).items()}
         id_hits = live_byst = direction_hits = orphans = 0
-        segments = set(seen.layout.vector_segment) | set(seen.layout.metadata_segment)
         all_ids: set[str] = set().union(*seen.ids.values()) if seen.ids else set()
         for folder in _index_folders(root):
             idx = _index(folder)
             if idx is None:
                 continue
             cid = seen.layout.vector_segment.get(folder.name)
-            if cid is None and _UUID.match(folder.name) and folder.name[:36] not in segments:
+            if cid is None:
                 orphans += 1
             id_hits += len(idx.id_names & all_ids)
             for i in range(len(idx.labels)):

@@ -36,9 +36,11 @@ What this module does, every run (so a rerun after a crash anywhere finishes the
 2. in one transaction on chroma.sqlite3 (`secure_delete=ON`): deletes the subject's remaining rows
    (embeddings, embedding_metadata, embedding_metadata_array, full-text rows), every log row of the
    subject (their ids, or metadata naming them), log rows every segment has applied (what Chroma's own
-   purge does, which it only does per collection on the next write) and log rows of dropped
-   collections. The log's newest row is kept (Chroma numbers the next write after it) and blanked to
-   a delete of no record when it was the subject's.
+   purge does, which it only does per collection on the next write), log rows of dropped collections,
+   and log rows the metadata segment applied whose record no longer exists (the deletes the framework
+   logged carry the erased ids; step 3 drops those ids from the index, so replaying none of their
+   rows is what replaying all of them would do). The log's newest row is kept (Chroma numbers the
+   next write after it) and blanked to a delete of no record (id '') when it was one of those.
 3. rewrites each collection's HNSW segment without the subject's elements, without tombstones (deleted
    elements, whoever's) and without elements whose id no longer exists: the survivors keep their
    labels, vectors and links; a survivor that lost a neighbour is relinked to the nearest survivors
@@ -57,6 +59,12 @@ across `PersistentClient(...)` calls): after an erasure it still answers queries
 wait on its SQLite locks, never fail on them, and leave the files loadable; the agent must then drop
 its client: `chromadb.api.client.SharedSystemClient.clear_system_cache()` and a new `PersistentClient`
 (or a restart), before it writes again. The same holds for this process: step 1 closes its client.
+
+`count` reports the subject's items and, beside them, deleted data still on disk whoever it was
+(HNSW elements and log rows of records that no longer exist, orphaned folders): once a record id is
+gone nothing shows whose it was, so the framework's delete leaves a non-zero count and an erasure
+leaves zero. What `count` cannot attribute is the full-text postings of deleted rows (the index would
+have to be decoded): step 5 rebuilds the index on every run instead, and the probe decodes it.
 
 Other people's records that name the subject (document or metadata) are counted (`mentions`), never
 changed. Counts only in what is returned.
@@ -711,23 +719,29 @@ def _api_delete(cfg: Config, found: Found, collections: list[Collection]) -> int
             return -1
     finally:
         conn.close()
+    names = {c.id: c.name for c in collections}
+    return _retry_locked(lambda: _api_session(cfg.root, names, found.ids))
+
+
+def _api_session(root: Path, names: dict[str, str], ids: dict[str, set[str]]) -> int:
+    """One client session: open, delete by id in batches, close (a rerun after "database is locked"
+    anywhere, even while the client starts, deletes what is left: deletes by id are idempotent)."""
     import chromadb
     from chromadb.config import Settings
 
-    names = {c.id: c.name for c in collections}
-    client = chromadb.PersistentClient(path=str(cfg.root), settings=Settings(anonymized_telemetry=False))
+    client = chromadb.PersistentClient(path=str(root), settings=Settings(anonymized_telemetry=False))
     deleted = 0
     try:
-        for cid, ids in sorted(found.ids.items()):
-            if cid not in names or not ids:
+        for cid, wanted in sorted(ids.items()):
+            if cid not in names or not wanted:
                 continue
-            # No embedding function is needed to delete by id; passing None keeps chromadb from
-            # building the agent's own (its config is kept in the store).
+            # No embedding function is needed to delete by id; None keeps chromadb from building the
+            # agent's own (its configuration stays in the store as it was).
             col = client.get_collection(names[cid], embedding_function=None)
-            batch = sorted(ids)
+            batch = sorted(wanted)
             before = col.count()
             for s in range(0, len(batch), DELETE_BATCH):
-                _retry_locked(lambda c=col, part=batch[s:s + DELETE_BATCH]: c.delete(ids=part))
+                col.delete(ids=batch[s:s + DELETE_BATCH])
             deleted += before - col.count()
     finally:
         client.close()
