@@ -9,6 +9,9 @@ import typer
 from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
 from erasure.errors import NotFound
 from memory import suppression
 from memory.schema import open_store
@@ -22,6 +25,16 @@ def _actor() -> str:
         return getpass.getuser()
     except Exception:  # no login name in some containers
         return "cli"
+
+
+def _checked(h: Home, texts: dict[str, str], request_ref: str | None) -> None:
+    """Refuse (exit 2) free text naming the erased request's subject or anyone in the request vault,
+    before the store's append-only audit log sees it."""
+    engine = open_engine(h.engine_db)
+    try:
+        requests.refuse_if_names_a_subject(engine, texts, requests.subject_of(engine, request_ref))
+    finally:
+        engine.close()
 
 
 @app.command("list")
@@ -53,9 +66,12 @@ def allow(
     home: HomeOpt = None,
 ) -> None:
     """Re-consent: remove one key from the list so the item may be ingested again (audited)."""
-    conn = open_store(home_of(home).store_dir)
+    h = home_of(home)
+    who = actor or _actor()
+    conn = open_store(h.store_dir)
     try:
-        if not suppression.allow(conn, source, source_ref, reason, actor or _actor()):
+        _checked(h, {"reason": reason, "actor": who}, suppression.request_ref_of(conn, source, source_ref))
+        if not suppression.allow(conn, source, source_ref, reason, who):
             raise NotFound("that key is not on the suppression list")
     finally:
         conn.close()

@@ -31,6 +31,7 @@ from erasure.clocks import (
     parse_utc,
 )
 from erasure.errors import Conflict, InputError, NotFound
+from erasure.identity import fold
 from erasure.models import (
     CLOCK_SKEW,
     ErasureRequestEnvelope,
@@ -246,6 +247,24 @@ def vault_subjects(conn: apsw.Connection) -> list[Subject]:
     for (text,) in conn.execute("SELECT envelope_json FROM vault ORDER BY request_id"):
         seen.setdefault(Subject.model_validate(json.loads(text)["subject"]), None)
     return list(seen)
+
+
+def subject_by_id(conn: apsw.Connection, subject_id: str) -> Subject:
+    """The vaulted subject whose id is `subject_id` (NFKC + case folding), with every identifier their
+    request gave; a subject the vault does not know is returned with its id only."""
+    want = fold(subject_id)
+    for subject in vault_subjects(conn):
+        if fold(subject.id) == want:
+            return subject
+    return Subject(id=subject_id)
+
+
+def subject_of(conn: apsw.Connection, request_id: str | None) -> Subject | None:
+    """The subject of `request_id` from the vault, or None when there is no such request."""
+    if request_id is None:
+        return None
+    r = conn.execute("SELECT envelope_json FROM vault WHERE request_id = ?", (request_id,)).fetchone()
+    return None if r is None else Subject.model_validate(json.loads(r[0])["subject"])
 
 
 def refuse_if_names_a_subject(conn: apsw.Connection, texts: Mapping[str, str],

@@ -28,7 +28,7 @@ from erasure.clocks import ClockPolicy, Deadline, iso_utc
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError, NotFound
-from erasure.models import ErasureRequestEnvelope, load_envelope_file, refuse_if_mentions_subject
+from erasure.models import ErasureRequestEnvelope, load_envelope_file
 from erasure.states import RequestState
 from flows.common import RequestId, checked_request_id, described, home
 from memory import holds, suppression
@@ -115,10 +115,10 @@ def _engine(h: Home) -> Iterator[apsw.Connection]:
 
 
 def _subject_checked(engine: apsw.Connection, request_id: str, texts: dict[str, str]) -> str:
-    """The request's subject id (from the vault), after refusing texts that name the subject."""
+    """The request's subject id (from the vault), after refusing texts (reasons with their case
+    reference, actors) that name the subject or anyone else in the vault."""
     subject = requests.load_envelope(engine, request_id).subject
-    for name, text in texts.items():
-        refuse_if_mentions_subject(name, text, subject)
+    requests.refuse_if_names_a_subject(engine, texts, subject)
     return subject.id
 
 

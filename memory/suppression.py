@@ -56,6 +56,13 @@ def is_suppressed(conn: apsw.Connection, source: str, source_ref: str) -> bool:
     return check(conn, source, source_ref) is not Guard.allowed
 
 
+def request_ref_of(conn: apsw.Connection, source: str, source_ref: str) -> str | None:
+    """The id of the request whose erasure suppressed `(source, source_ref)`, or None."""
+    row = conn.execute("SELECT request_ref FROM erased_subjects WHERE source=? AND source_ref=?",
+                       (source, source_ref)).fetchone()
+    return None if row is None else row[0]
+
+
 def record(conn: apsw.Connection, source: str, source_ref: str, request_ref: str | None) -> bool:
     """Add `(source, source_ref)` to the list (INSERT OR IGNORE). Runs inside the caller's erase
     transaction; returns True if a row was added."""
