@@ -157,7 +157,8 @@ def release_hold(h: Home, request_id: str, reason: str, actor: str) -> dict[str,
 
 def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: str | None = None) -> dict[str, Any]:
     """Re-consent: remove the suppression keys that `request_id`'s erasure recorded (optionally only
-    those of one `source`), so the subject's items may be ingested again. `NotFound` if none."""
+    those of one `source`), so the subject's items may be ingested again; without a `source`, also the
+    erased-identity hashes it recorded. `NotFound` if there are no keys."""
     checked_request_id(request_id)
     with _engine(h) as engine:
         _subject_checked(engine, request_id, {"reason": reason, "actor": actor})
@@ -169,10 +170,13 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
                 raise NotFound(f"no suppressed keys recorded for request {request_id}"
                                + (f" and source {source!r}" if source else ""))
             allowed = sum(suppression.allow(store, k.source, k.source_ref, reason, actor) for k in keys)
+            # the whole re-consent (no source named) also releases the identity the erasure recorded
+            identities = 0 if source else suppression.allow_identities_of(store, request_id, reason, actor)
         finally:
             store.close()
-        requests.log_event(engine, request_id, "suppression.allowed", {"keys": allowed, "source": source})
-    return {"request_id": request_id, "allowed": allowed}
+        requests.log_event(engine, request_id, "suppression.allowed",
+                           {"keys": allowed, "source": source, "identities": identities})
+    return {"request_id": request_id, "allowed": allowed, "identities": identities}
 
 
 def _clock(request_id: str, clock: Deadline) -> dict[str, Any]:
