@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -23,12 +22,13 @@ from typing import Annotated, Any
 import apsw
 from prefect import flow, get_run_logger
 
+from erasure import inbox as inbox_mod
 from erasure import requests
 from erasure.clocks import ClockPolicy, Deadline, iso_utc
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import ErasureError, NotFound
-from erasure.models import ErasureRequestEnvelope, load_envelope_file
+from erasure.errors import ErasureError, InputError, NotFound
+from erasure.models import ErasureRequestEnvelope, parse_envelope
 from erasure.states import RequestState
 from flows.common import RequestId, checked_request_id, described, home
 from memory import holds, suppression
@@ -99,7 +99,7 @@ def _reason(code: StrEnum, reference: str) -> str:
 
 
 INBOX_GLOB = "*.json"
-REJECTED_DIR = "rejected"
+REJECTED_DIR = inbox_mod.REJECTED_DIR
 
 
 # --- library functions (no Prefect): the flows below are thin wrappers ----------------------------
@@ -210,53 +210,54 @@ class IntakeResult:
     vaulted: list[str] = field(default_factory=list)
     already_present: list[str] = field(default_factory=list)
     rejected: int = 0
+    purged: int = 0
+    """Rejected envelopes removed because they were older than the retention."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"vaulted": self.vaulted, "already_present": self.already_present, "rejected": self.rejected}
+        return {"vaulted": self.vaulted, "already_present": self.already_present, "rejected": self.rejected,
+                "purged": self.purged}
 
 
-def _shred(path: Path) -> None:
-    """Overwrite the file with zeros, then unlink it (best effort on copy-on-write file systems)."""
-    with contextlib.suppress(FileNotFoundError):
-        size = path.stat().st_size
-        with open(path, "r+b") as fh:
-            fh.write(b"\0" * size)
-            fh.flush()
-            os.fsync(fh.fileno())
-        path.unlink()
-
-
-def _reject(path: Path, message: str) -> None:
-    """Move a bad envelope aside with its one-line error beside it (local files, never Prefect)."""
-    rejected = path.parent / REJECTED_DIR
-    rejected.mkdir(exist_ok=True)
-    os.replace(path, rejected / path.name)
-    (rejected / f"{path.name}.error.txt").write_text(message + "\n", encoding="utf-8")
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror or exc})") from None
 
 
 def drain_inbox(h: Home, *, now: datetime | None = None, policy: ClockPolicy | None = None,
                 limit: int | None = None) -> IntakeResult:
     """Vault every `*.json` envelope in the inbox (oldest name first) and delete each file once vaulted
-    (also when the identical envelope was already vaulted). A bad or conflicting envelope is moved to
-    `inbox/rejected/` with its error in a `.error.txt` beside it. One drain at a time (a file lock)."""
+    (also when the identical envelope was already vaulted). A bad or conflicting envelope is kept
+    encrypted in `inbox/rejected/` under a random name, with its error in a `.error.txt` beside it
+    (`erasure.inbox`), and its file is deleted. Rejected envelopes older than
+    `ERASURE_INBOX_RETENTION_DAYS` are purged, and plaintext ones left by older versions sealed, on
+    every drain. One drain at a time (a file lock)."""
     inbox = h.inbox_dir
     inbox.mkdir(parents=True, exist_ok=True)
     policy = policy or ClockPolicy.from_env()
     result = IntakeResult()
     with open(inbox / ".intake.lock", "a+") as lock, _engine(h) as engine:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        inbox_mod.seal_legacy(h)
+        result.purged = inbox_mod.purge_expired(h, now=now)
         files = sorted(p for p in inbox.glob(INBOX_GLOB) if p.is_file() and not p.name.startswith("."))
         for path in files[:limit]:
             at = now or datetime.now(UTC)
+            name = inbox_mod.new_name()  # errors name the envelope by this, never by its file name
+            raw = b""
             try:
-                envelope: ErasureRequestEnvelope = load_envelope_file(path, now=at)
+                raw = _read(path)
+                envelope: ErasureRequestEnvelope = parse_envelope(raw, source=f"envelope {name}", now=at)
                 res = requests.submit(engine, envelope, now=at, policy=policy)
             except ErasureError as exc:
-                _reject(path, str(exc))
+                message = str(exc) if str(exc).startswith(f"envelope {name}") else f"envelope {name}: {exc}"
+                inbox_mod.keep_rejected(h, raw, message, name=name, now=at)
+                inbox_mod.shred(path)
                 result.rejected += 1
                 continue
             (result.vaulted if res.created else result.already_present).append(res.request_id)
-            _shred(path)
+            inbox_mod.shred(path)
     return result
 
 
@@ -339,8 +340,9 @@ def intake(
         ge=1, description="Vault at most this many envelopes in this run; empty: all.")] = None,
 ) -> dict[str, Any]:
     """Drain the inbox: vault each request envelope dropped into `<ERASURE_HOME>/inbox/` and delete
-    its file; bad envelopes go to `inbox/rejected/` with their error."""
+    its file; bad envelopes are kept encrypted in `inbox/rejected/` (random names) with their error,
+    and purged after the retention."""
     out = drain_inbox(home(), limit=limit)
-    get_run_logger().info("intake: %d vaulted, %d already present, %d rejected", len(out.vaulted),
-                          len(out.already_present), out.rejected)
+    get_run_logger().info("intake: %d vaulted, %d already present, %d rejected, %d expired rejected purged",
+                          len(out.vaulted), len(out.already_present), out.rejected, out.purged)
     return out.as_dict()
