@@ -44,6 +44,14 @@ CREATE TABLE IF NOT EXISTS vault(
   salt          BLOB NOT NULL              -- per-request salt for the pack's commitments
 );
 
+-- The subject's ids as the store spells them (case variants, confirmed aliases), resolved before the
+-- first deletion: identifiers, so they live beside the vault and go with it.
+CREATE TABLE IF NOT EXISTS vault_store_ids(
+  request_id TEXT NOT NULL REFERENCES requests(request_id),
+  subject_id TEXT NOT NULL,
+  PRIMARY KEY (request_id, subject_id)
+) WITHOUT ROWID;
+
 -- Clock events: pauses (identity verification) and extensions.
 CREATE TABLE IF NOT EXISTS clock_events(
   event_id   INTEGER PRIMARY KEY,

@@ -287,6 +287,31 @@ def subject_salt(conn: apsw.Connection, request_id: str) -> bytes:
     return bytes(r[0])
 
 
+def store_ids(conn: apsw.Connection, request_id: str) -> set[str]:
+    """The subject's ids as the store spells them, recorded before the first deletion (vault data)."""
+    return {str(r[0]) for r in conn.execute("SELECT subject_id FROM vault_store_ids WHERE request_id = ?",
+                                            (request_id,))}
+
+
+def add_store_ids(conn: apsw.Connection, request_id: str, ids: Iterable[str]) -> None:
+    """Record more of the subject's store ids (it only grows, like the footprint)."""
+    with _writing(conn):
+        conn.executemany("INSERT OR IGNORE INTO vault_store_ids(request_id, subject_id) VALUES (?, ?)",
+                         [(request_id, i) for i in ids])
+
+
+def confirm_aliases(conn: apsw.Connection, request_id: str, count: int) -> None:
+    """The team reviewed `count` other store ids sharing the subject's email and confirmed them."""
+    log_event(conn, request_id, "identity.aliases_confirmed", {"count": count})
+
+
+def confirmed_aliases(conn: apsw.Connection, request_id: str) -> int | None:
+    """The latest alias count the team confirmed for this request, or None."""
+    r = conn.execute("SELECT detail FROM engine_events WHERE request_id = ? AND event = ?"
+                     " ORDER BY seq DESC LIMIT 1", (request_id, "identity.aliases_confirmed")).fetchone()
+    return int(json.loads(r[0])["count"]) if r else None
+
+
 def commit_identifier(salt: bytes, value: str) -> str:
     """Salted commitment to one identifier: sha256(salt + value as UTF-8), hex."""
     return hashlib.sha256(salt + value.encode("utf-8")).hexdigest()

@@ -31,7 +31,7 @@ def _set_state(request_id: str, state: RequestState, detail: str | None = None) 
 @task(name="preflight", retries=0)
 def preflight_task(request_id: str) -> dict[str, Any]:
     pf = preflight(request_id, home())
-    return {"action": pf.action, "state": pf.state, "holds": pf.holds}
+    return {"action": pf.action, "state": pf.state, "holds": pf.holds, "detail": pf.detail}
 
 
 @task(name="footprint", retries=0)
@@ -99,6 +99,10 @@ def erasure_request(request_id: RequestId) -> State:
             log.info("request %s already completed (%s): nothing to do", request_id, pf["state"])
             return Completed(message=f"already completed ({pf['state']}): nothing to do",
                              data={"request_id": request_id, "noop": True, "state": pf["state"]})
+        if pf["action"] == "conflict":
+            _set_state(request_id, RequestState.exception, pf["detail"])
+            log.warning("request %s refused: %s", request_id, pf["detail"])
+            return Failed(name="IdentityConflict", message=pf["detail"])
         if pf["action"] == "blocked":
             counts = footprint_task(request_id)
             held = sum(counts.values())

@@ -17,7 +17,8 @@ TIER = BYTES
 def measure(ctx: ProbeContext) -> list[Measurement]:
     """Scan the whole store directory once with all needles."""
     needles = ctx.fingerprint.needles
-    report = scan_tree(ctx.store_dir, [n.data for n in needles])
+    report = scan_tree(ctx.store_dir, [n.data for n in needles],
+                       caseless={i for i, n in enumerate(needles) if n.caseless})
     found_groups: dict[NeedleKind, set[int]] = {}
     all_groups: dict[NeedleKind, set[int]] = {}
     found = report.found_indexes()
@@ -28,6 +29,10 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     out = [Measurement(f"scan:{kind.value}", len(found_groups.get(kind, ())), "none", 0)
            for kind in SUBJECT_KINDS if kind in all_groups]
     out.append(Measurement("canaries", 0, "canaries", len(found_groups.get(NeedleKind.canary, ()))))
+    if NeedleKind.shared_identifier in all_groups:
+        # Another subject's own identifiers (a namesake): explained, and expected to survive.
+        out.append(Measurement("shared-identifiers", 0, "shared-identifiers",
+                               len(found_groups.get(NeedleKind.shared_identifier, ()))))
     out.append(Measurement("unreadable-files", len(report.unreadable), "none", 0))
     return out
 

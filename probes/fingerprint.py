@@ -37,6 +37,7 @@ from erasure.errors import Conflict, ErasureError, InputError
 from erasure.subject import Subject
 from probes.bytescan import scan_tree
 from probes.harvest import VectorRef, harvest
+from probes.identity import store_ids
 from probes.keys import SubjectKeys
 from probes.model import DEFAULT_HTTP_TIMEOUT, ProbeContext, population_key
 from probes.needles import Needle, NeedleKind
@@ -61,6 +62,8 @@ class Fingerprint(BaseModel):
 
     format: Literal["probe-fingerprint/v1"] = FORMAT
     subject_id: str = Field(repr=False)
+    subject_ids: list[str] = Field(default_factory=list, repr=False)
+    """The subject's ids as the store spelled them before the cascade (`probes.identity.store_ids`)."""
     taken_at: datetime
     keys: SubjectKeys = Field(repr=False)
     needles: list[Needle] = Field(default_factory=list, repr=False)
@@ -213,11 +216,12 @@ def take_fingerprint(store_dir: Path, subject: Subject, *, http_timeout: float =
     """
     store_dir = Path(store_dir)
     with open_store(store_dir) as conn:
-        keys = resolve_keys(conn, subject)
-        found = harvest(conn, store_dir, subject, keys)
+        ids = store_ids(conn, subject)
+        keys = resolve_keys(conn, subject, ids)
+        found = harvest(conn, store_dir, subject, keys, ids)
         stats = dict(found.needles.stats)
         needles = _without_shared_vector_pieces(conn, store_dir, keys, found.needles.needles, stats)
-    fp = Fingerprint(subject_id=subject.id, taken_at=datetime.now(UTC), keys=keys,
+    fp = Fingerprint(subject_id=subject.id, subject_ids=ids, taken_at=datetime.now(UTC), keys=keys,
                      needles=needles, vectors=found.vectors, needle_stats=stats)
     ctx = ProbeContext(store_dir=store_dir, subject=subject, fingerprint=fp, http_timeout=http_timeout)
     bystanders: dict[str, int] = {}

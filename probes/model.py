@@ -69,6 +69,18 @@ class ProbeContext:
     fingerprint: Fingerprint
     http_timeout: float = DEFAULT_HTTP_TIMEOUT
 
+    @property
+    def ids(self) -> list[str]:
+        """The subject's ids as the store spelled them before the cascade (at least the request's)."""
+        return sorted({self.subject.id, *self.fingerprint.subject_ids})
+
+    @property
+    def ids_json(self) -> str:
+        """`ids` as a JSON array for `json_each(?)`."""
+        import json
+
+        return json.dumps(self.ids)
+
 
 def population_key(tier: str, population: str) -> str:
     """How a bystander population is named in the fingerprint's baseline."""

@@ -9,21 +9,25 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import RequestBlocked
+from erasure.identity import Identity
 from erasure.models import refuse_if_mentions_subject
 from erasure.states import RequestState
 from memory import holds
 from memory.schema import meta, open_store
+from tasks.identity import IdentityConflict, resolve_store_ids
 
 DONE_STATES = frozenset({RequestState.awaiting_attestation, RequestState.sealed, RequestState.notified})
 
 
 @dataclass(frozen=True)
 class Preflight:
-    """What the flow should do: `run`, `noop` (already completed) or `blocked` (held)."""
+    """What the flow should do: `run`, `noop` (already completed), `blocked` (held) or `conflict` (the
+    request's email also belongs to other store ids the team has not confirmed; `detail` says so)."""
 
     action: str
     state: str
     holds: int = 0
+    detail: str | None = None
 
 
 def preflight(request_id: str, home: Home) -> Preflight:
@@ -41,7 +45,12 @@ def preflight(request_id: str, home: Home) -> Preflight:
             if tenant != row.tenant_id:
                 raise RequestBlocked(f"request {request_id} is for tenant {row.tenant_id!r}; this store belongs "
                                      f"to {tenant!r}: refused")
-            held = holds.active_holds(store, envelope.subject.id)
+            try:
+                ids = resolve_store_ids(store, Identity.of(envelope.subject),
+                                        confirmed_aliases=requests.confirmed_aliases(engine, request_id))
+            except IdentityConflict as exc:
+                return Preflight("conflict", row.state.value, 0, str(exc))
+            held = sum(holds.active_holds(store, sid) for sid in {envelope.subject.id, *ids.all()})
         finally:
             store.close()
         return Preflight("blocked" if held else "run", row.state.value, held)

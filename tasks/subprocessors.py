@@ -22,17 +22,17 @@ class SubprocessorsStep(BaseStep):
     resolvable_kinds: ClassVar[frozenset[str]] = frozenset({"subprocessor_not_confirmed"})
 
     def resolve(self, ctx: StepContext) -> Keys:
-        names = {r[0] for r in ctx.store.execute(
-            "SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id = ?", (ctx.subject.id,))}
+        names = {r[0] for sid in ctx.ids() for r in ctx.store.execute(
+            "SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id = ?", (sid,))}
         return {"processor": set(names)}
 
     def _done(self, ctx: StepContext) -> set[str]:
         return {r.processor for r in requests.receipts(ctx.engine, ctx.request_id) if r.status == "done"}
 
     def _records_left(self, ctx: StepContext, name: str) -> int:
-        row = ctx.store.execute("SELECT count(*) FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
-                                (name, ctx.subject.id)).fetchone()
-        return int(row[0]) if row else 0
+        return sum(int(ctx.store.execute(
+            "SELECT count(*) FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
+            (name, sid)).fetchone()[0]) for sid in ctx.ids())
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
         done = self._done(ctx)
@@ -49,9 +49,15 @@ class SubprocessorsStep(BaseStep):
                 if proc is None:
                     self._fail(ctx, name, "processor missing from the inventory")
                     continue
+                held_under = [sid for sid in ctx.ids() if ctx.store.execute(
+                    "SELECT 1 FROM subprocessor_records WHERE processor = ? AND subject_id = ? LIMIT 1",
+                    (name, sid)).fetchone()] or [ctx.subject.id]
                 try:
-                    first = sp.request_deletion(proc.base_url, ctx.subject.id)
-                    receipt = first if first.status == "done" else sp.poll_job(proc.base_url, first.ticket_id)
+                    for sid in held_under:  # one deletion per id the processor knows the subject by
+                        first = sp.request_deletion(proc.base_url, sid)
+                        receipt = first if first.status == "done" else sp.poll_job(proc.base_url, first.ticket_id)
+                        if receipt.status != "done":
+                            break
                 except sp.SubprocessorError as exc:
                     self._fail(ctx, name, str(exc))
                     continue
@@ -67,8 +73,9 @@ class SubprocessorsStep(BaseStep):
                     continue
             if self._records_left(ctx, name):
                 with transaction(ctx.store):
-                    ctx.store.execute("DELETE FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
-                                      (name, ctx.subject.id))
+                    for sid in ctx.ids():
+                        ctx.store.execute("DELETE FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
+                                          (name, sid))
                 finished += 1
                 ctx.add_detail(processors_confirmed=1)
         return finished
