@@ -17,12 +17,13 @@ and must not be held.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import apsw
 
-from erasure.identity import Identity, national_digits, phone_digits, salted_hash
+from erasure.identity import Identity, fold, national_digits, phone_digits, salted_hash
 from erasure.sqlite import transaction
 from erasure.subject import Subject
 from memory import audit
@@ -143,14 +144,20 @@ def identity_digests(secret: bytes, subject: Subject) -> list[tuple[str, str]]:
     return out
 
 
-def record_identity(conn: apsw.Connection, subject: Subject, erasure_ref: str) -> int:
-    """Record the erased subject's identity hashes (id, email, phone spellings; INSERT OR IGNORE).
-    Runs inside the caller's erase transaction, beside `record`; returns how many rows were added."""
+def record_identity(conn: apsw.Connection, subject: Subject, erasure_ref: str, *,
+                    also_ids: Iterable[str] = ()) -> int:
+    """Record the erased subject's identity hashes (id, email, phone spellings; INSERT OR IGNORE), and
+    the id hash of each of `also_ids` (the other ids the store knew the subject by: case variants,
+    confirmed aliases). Runs inside the caller's erase transaction, beside `record`; returns how many
+    rows were added."""
+    secret = identity_secret(conn)
+    pairs = identity_digests(secret, subject)
+    pairs += [("id", salted_hash(secret, "id", fold(i))) for i in also_ids if fold(i)]
     now = _now()
     before = conn.total_changes()
     conn.executemany(
         "INSERT OR IGNORE INTO erased_identities(kind, digest, erasure_ref, created_at) VALUES (?,?,?,?)",
-        [(kind, digest, erasure_ref, now) for kind, digest in identity_digests(identity_secret(conn), subject)])
+        [(kind, digest, erasure_ref, now) for kind, digest in dict.fromkeys(pairs)])
     return int(conn.total_changes() - before)
 
 

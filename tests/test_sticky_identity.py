@@ -228,3 +228,25 @@ def test_matching_is_by_identity_and_never_by_name(home: Home) -> None:
             assert (suppression.check_identity(conn, s) is suppression.Guard.suppressed) is held, s
     finally:
         conn.close()
+
+
+def test_confirmed_aliases_are_sticky_by_id_too(home: Home, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from erasure import requests
+    from erasure.engine import open_engine
+
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    build_store(home, tmp_path)
+    alias = {"id": "acct-ann-2", "email": SUBJECT.email}
+    conn = create(home.store_dir)
+    ingest(conn, home.store_dir, [MemoryItem.model_validate(item("chat", "conv-8001", alias, 8))])
+    conn.close()
+    submit(home, REQUEST)
+    engine = open_engine(home.engine_db)
+    requests.confirm_aliases(engine, REQUEST, 1)
+    engine.close()
+    run_cascade(REQUEST, home)
+    # the alias id alone (no email) comes back under a new ref: held
+    report = json.loads(cli(home, "ingest", str(jsonl(tmp_path, [item("chat", "conv-8002", {"id": "ACCT-ANN-2"}, 9)])),
+                            "--json").stdout)
+    assert (report["held_erased_identity"], report["ingested"]) == (1, 0)
