@@ -19,7 +19,7 @@ from cli.request import app as request_app
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import Conflict, ConfigError, ErasureError, RequestBlocked, VerificationFailed
+from erasure.errors import BystandersLost, ConfigError, Conflict, ErasureError, RequestBlocked, VerificationFailed
 from erasure.tiers import CASCADE_ORDER
 
 
@@ -135,6 +135,9 @@ def run(
     if state.name == "IdentityConflict":
         raise Conflict(state.message or "the request's identifiers also belong to other subjects")
     if not state.is_completed():
+        if state.name == "BystandersLost" or (doc and not doc.get("all_clear", False)
+                                              and not doc.get("residue_tiers") and doc.get("lost_bystander_tiers")):
+            raise BystandersLost(state.message or "other people's data was lost")
         if doc and not doc.get("all_clear", False):
             raise VerificationFailed(state.message or "verification found residue")
         raise RunFailed(state.message or "the cascade did not complete")

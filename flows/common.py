@@ -70,3 +70,18 @@ def step_cache_key(context: Any, parameters: dict[str, Any]) -> str:
     finally:
         conn.close()
     return f"erasure-step/{scope}/{request_id}/{parameters['step']}"
+
+
+@contextmanager
+def store_lock(h: Home) -> Iterator[None]:
+    """One erasure of a store at a time, from its fingerprint to its verification, so that no other
+    subject's erasure changes the bystander populations in between. Waits (an OS file lock, released
+    with its process if that dies)."""
+    lock_dir = h.engine_dir / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / "store.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

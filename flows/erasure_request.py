@@ -14,7 +14,7 @@ from erasure.engine import open_engine
 from erasure.errors import ConfigError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from flows.common import RequestId, checked_request_id, home, request_lock, step_cache_key
+from flows.common import RequestId, checked_request_id, home, request_lock, step_cache_key, store_lock
 from flows.verification import verification
 from tasks import runner
 from tasks.preflight import preflight
@@ -111,28 +111,35 @@ def erasure_request(request_id: RequestId) -> State:
             log.warning("request %s blocked: %s", request_id, detail)
             return Failed(name="Blocked", message=detail)
         _set_state(request_id, RequestState.running)
-        fingerprint_task(request_id)
-        footprint_task(request_id)
-        failed: list[str] = []
-        records: list[dict[str, Any]] = []
-        for tier in CASCADE_ORDER:
-            state = cascade_step(request_id, tier.value, return_state=True)
-            if state.is_completed():
-                records.append(state.result())
-            else:
-                failed.append(tier.value)
-        scrub_task(request_id)
-        v_state = verification(request_id, return_state=True)
-        v = v_state.result(raise_on_failure=False) if v_state.is_completed() else None
-        all_clear = bool(isinstance(v, dict) and v.get("all_clear"))
-        exceptions = any(r.get("status") == "exception" for r in records)
-        pack = proof_task(request_id)
-        if failed or not all_clear:
-            why = (f"steps not finished: {', '.join(failed)}" if failed else "verification found residue")
+        with store_lock(h):
+            return _erase_verify_prove(request_id)
+
+
+def _erase_verify_prove(request_id: str) -> State:
+    """Fingerprint, cascade, byte hygiene, verification and pack, under the store's lock. Stops at the
+    first step that cannot finish (the same rule as `tasks.runner.run_cascade`): a rerun resumes it."""
+    fingerprint_task(request_id)
+    footprint_task(request_id)
+    records: list[dict[str, Any]] = []
+    for tier in CASCADE_ORDER:
+        state = cascade_step(request_id, tier.value, return_state=True)
+        if not state.is_completed():
+            why = f"step {tier.value} did not finish: rerun the request to resume it"
             _set_state(request_id, RequestState.exception, why)
             return Failed(message=why)
-        _set_state(request_id, RequestState.awaiting_attestation,
-                   "erased with exceptions: see the pack" if exceptions else None)
-        return Completed(message="erased, verified all clear, awaiting DPO attestation",
-                         data={"request_id": request_id, "all_clear": True, "exceptions": exceptions,
-                               "pack": pack.get("pack")})
+        records.append(state.result())
+    scrub_task(request_id)
+    v_state = verification(request_id, return_state=True)
+    v = v_state.result(raise_on_failure=False) if v_state.is_completed() else None
+    all_clear = bool(isinstance(v, dict) and v.get("all_clear"))
+    exceptions = any(r.get("status") == "exception" for r in records)
+    pack = proof_task(request_id)
+    if not all_clear:
+        why = v_state.message or "verification did not end all clear"
+        _set_state(request_id, RequestState.exception, why)
+        return Failed(name="BystandersLost" if v_state.name == "BystandersLost" else "Failed", message=why)
+    _set_state(request_id, RequestState.awaiting_attestation,
+               "erased with exceptions: see the pack" if exceptions else None)
+    return Completed(message="erased, verified all clear, awaiting DPO attestation",
+                     data={"request_id": request_id, "all_clear": True, "exceptions": exceptions,
+                           "pack": pack.get("pack")})

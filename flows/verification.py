@@ -33,19 +33,40 @@ def _fp_paths(h: Home, request_id: str) -> tuple[Path, Path]:
 
 def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
     """Take the fingerprint before the cascade, unless a sealed one from an earlier run exists."""
-    from probes.fingerprint import take_fingerprint
+    from probes.fingerprint import Fingerprint, destroy, take_fingerprint
 
     ct, key = _fp_paths(h, request_id)
-    if ct.exists() and key.exists():
-        return {"request_id": request_id, "fingerprint": "reused"}
     engine = open_engine(h.engine_db)
     try:
         subject = requests.load_envelope(engine, request_id).subject
+        if ct.exists() and key.exists():
+            old = Fingerprint.unseal(ct, key)
+            if not _other_erasure_since(engine, request_id, old.taken_at):
+                return {"request_id": request_id, "fingerprint": "reused"}
+            # Another subject's erasure changed the store after this baseline (a crash fell in between):
+            # keep the subject's needles and keys from before the cascade, measure the bystanders anew.
+            fresh = take_fingerprint(h.store_dir, subject)
+            fp = old.model_copy(update={"bystanders": fresh.bystanders, "taken_at": fresh.taken_at,
+                                        "baseline": "retaken-after-another-erasure"})
+            destroy(ct, key)
+            fp.seal(ct, key)
+            requests.log_event(engine, request_id, "fingerprint.baseline_retaken", {})
+            return {"request_id": request_id, "fingerprint": "baseline-retaken"}
     finally:
         engine.close()
     fp = take_fingerprint(h.store_dir, subject)
     fp.seal(ct, key)
     return {"request_id": request_id, "fingerprint": "taken", "needles": len(fp.needles)}
+
+
+def _other_erasure_since(engine: Any, request_id: str, since: datetime) -> bool:
+    """Whether another request's erasure scrubbed this home's store after `since`."""
+    for (at,) in engine.execute("SELECT at FROM engine_events WHERE event = 'store.scrubbed' AND request_id != ?",
+                                (request_id,)):
+        when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+        if when > since:
+            return True
+    return False
 
 
 @task(name="probes", retries=0)
@@ -64,7 +85,10 @@ def probes_task(request_id: str, tiers: list[str] | None = None) -> dict[str, An
         fp = Fingerprint.unseal(ct, key) if sealed else take_fingerprint(h.store_dir, subject)
         result = run_probes(h.store_dir, subject, fp, tiers=tiers)
         doc = to_json(result, request_id, datetime.now(UTC))
-        doc["fingerprint"] = "sealed-before-cascade" if sealed else "taken-at-verification"
+        doc["fingerprint"] = ("taken-at-verification" if not sealed else
+                              "sealed-before-cascade; bystander baseline retaken after another erasure"
+                              if fp.baseline != "before-cascade" else "sealed-before-cascade")
+        doc["needles"] = fp.needle_stats
         if not doc["all_clear"]:
             for tier in doc.get("failing_tiers", []):
                 requests.open_exception(engine, request_id, tier, "residue", "verification",
@@ -97,10 +121,17 @@ def verification(request_id: RequestId, tiers: list[Tier] | None = None) -> Stat
                  p["bystanders_before"], p["bystanders_after"])
     if doc["all_clear"]:
         return Completed(message="all clear", data=doc)
-    failing = ", ".join(doc.get("failing_tiers", [])) or "no probe ran"
+    residue = ", ".join(doc.get("residue_tiers", []))
+    lost = ", ".join(doc.get("lost_bystander_tiers", []))
+    if residue:
+        why, name = f"residue found in: {residue}", "Residue"
+    elif lost:
+        why, name = f"other people's data lost in: {lost} (no residue of the subject)", "BystandersLost"
+    else:
+        why, name = "no probe ran", "Residue"
     engine = open_engine(home().engine_db)
     try:
-        requests.set_state(engine, request_id, RequestState.exception, f"residue in: {failing}")
+        requests.set_state(engine, request_id, RequestState.exception, why)
     finally:
         engine.close()
-    return Failed(message=f"residue found in: {failing}")
+    return Failed(name=name, message=why)

@@ -69,6 +69,10 @@ class Fingerprint(BaseModel):
     needles: list[Needle] = Field(default_factory=list, repr=False)
     vectors: list[VectorRef] = Field(default_factory=list, repr=False)
     needle_stats: dict[str, int] = Field(default_factory=dict)
+    """What the needles hold and what was withheld, by kind and reason (counts only)."""
+    baseline: str = "before-cascade"
+    """`before-cascade`, or `retaken-after-another-erasure` when a rerun found that another subject's
+    erasure changed the store after this fingerprint was sealed (the bystander baseline is new)."""
     bystanders: dict[str, int] = Field(default_factory=dict)
     """`<tier>/<population>` -> size before the cascade."""
     subject_before: dict[str, int] = Field(default_factory=dict)

@@ -40,6 +40,14 @@ class Verification(BaseModel):
         """Tiers with residue or lost bystanders, in probe order, each once."""
         return list(dict.fromkeys(p.tier for p in self.probes if p.failing()))
 
+    def residue_tiers(self) -> list[str]:
+        """Tiers where a probe found something of the subject."""
+        return list(dict.fromkeys(p.tier for p in self.probes if p.residue > 0))
+
+    def lost_bystander_tiers(self) -> list[str]:
+        """Tiers where a population of other people's data shrank (over-erasure)."""
+        return list(dict.fromkeys(p.tier for p in self.probes if p.lost_bystanders()))
+
 
 def _tiers(tiers: Iterable[str | Tier] | None) -> list[str]:
     if tiers is None:
@@ -78,4 +86,6 @@ def to_json(verification: Verification, request_id: str, verified_at: datetime) 
         "all_clear": verification.all_clear,
         "probes": [p.model_dump() for p in verification.probes],
         "failing_tiers": verification.failing_tiers(),
+        "residue_tiers": verification.residue_tiers(),
+        "lost_bystander_tiers": verification.lost_bystander_tiers(),
     }

@@ -61,7 +61,8 @@ def bystander_state(home: Home, subject_id: str) -> dict[str, int]:
     conn = create(home.store_dir)
     try:
         return {
-            "archive": conn.execute("SELECT count(*) FROM raw_archive WHERE subject_id = ?", (subject_id,)).fetchone()[0],
+            "archive": conn.execute("SELECT count(*) FROM raw_archive WHERE subject_id = ?",
+                                    (subject_id,)).fetchone()[0],
             "frames": conn.execute("SELECT count(*) FROM frames WHERE subject_id = ?", (subject_id,)).fetchone()[0],
             "links": conn.execute(
                 "SELECT count(*) FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
@@ -154,6 +155,11 @@ def test_case_6_a_namesake_keeps_shared_entities_and_links(store: Home) -> None:
     submit(store, "req-case-6")
     state, ver = run(store, "req-case-6")
     assert state.is_completed(), state.message  # type: ignore[attr-defined]
+    assert ver["all_clear"] is True
+    shared = [p for p in ver["probes"] if p["method"] == "shared-identifiers"]  # type: ignore[attr-defined]
+    assert shared and shared[0]["bystanders_after"] == shared[0]["bystanders_before"] > 0
+    # The subject's own id and email are gone; the namesake's name and phone are theirs and stay.
+    assert home_hits(store, Subject(id=SUBJECT.id, email=SUBJECT.email)) == {}
     assert bystander_state(store, NAMESAKE.id) == namesake_before
     conn = create(store.store_dir)
     try:
@@ -189,3 +195,57 @@ def test_case_3_a_second_id_for_the_same_person_needs_confirmation(store: Home) 
     assert state.is_completed(), state.message  # type: ignore[attr-defined]
     assert ver["all_clear"] is True
     assert home_hits(store, alias) == {}
+
+
+def test_case_7_a_stale_sealed_baseline_is_retaken_after_another_erasure(store: Home) -> None:
+    """A crash just after A's fingerprint was sealed, then B erased: A's rerun converges, and says so."""
+    from flows.verification import take_and_seal_fingerprint
+
+    submit(store, "req-case-7a")
+    submit(store, "req-case-7b", subject=BYSTANDER)
+    assert take_and_seal_fingerprint("req-case-7a", store)["fingerprint"] == "taken"  # then "crash"
+    state_b, ver_b = run(store, "req-case-7b")
+    assert state_b.is_completed() and ver_b["all_clear"] is True, state_b.message  # type: ignore[attr-defined]
+    state_a, ver_a = run(store, "req-case-7a")
+    assert state_a.is_completed(), state_a.message  # type: ignore[attr-defined]
+    assert ver_a["all_clear"] is True
+    assert "retaken" in str(ver_a["fingerprint"])
+    assert home_hits(store, SUBJECT) == {} and home_hits(store, BYSTANDER) == {}
+
+
+def test_case_7_two_subjects_erased_at_once_both_end_all_clear(store: Home) -> None:
+    import threading
+
+    submit(store, "req-case-7c")
+    submit(store, "req-case-7d", subject=BYSTANDER)
+    results: dict[str, tuple[object, dict[str, object]]] = {}
+
+    def go(rid: str) -> None:
+        results[rid] = run(store, rid)
+
+    threads = [threading.Thread(target=go, args=(rid,)) for rid in ("req-case-7c", "req-case-7d")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    for rid in ("req-case-7c", "req-case-7d"):
+        state, ver = results[rid]
+        assert state.is_completed(), (rid, state.message)  # type: ignore[attr-defined]
+        assert ver["all_clear"] is True
+    assert home_hits(store, SUBJECT) == {} and home_hits(store, BYSTANDER) == {}
+
+
+def test_a_bystander_loss_is_its_own_verdict_not_residue(store: Home) -> None:
+    """Over-erasure (someone else's frame deleted behind the cascade's back) fails as BystandersLost."""
+    from probes.fingerprint import take_fingerprint
+    from probes.run import run_probes
+
+    fp = take_fingerprint(store.store_dir, SUBJECT)
+    conn = create(store.store_dir)
+    try:
+        fid = conn.execute("SELECT max(frame_id) FROM frames WHERE subject_id = ?", (BYSTANDER.id,)).fetchone()[0]
+        conn.execute("DELETE FROM frames WHERE frame_id = ?", (fid,))
+    finally:
+        conn.close()
+    v = run_probes(store.store_dir, SUBJECT, fp, tiers=["episodic"])
+    assert v.lost_bystander_tiers() == ["episodic"]
