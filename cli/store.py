@@ -135,6 +135,7 @@ def ingest(
         console.print(_table("ingest", report.as_dict()))
     if report.held_erased_identity:
         err_console.print(f"{report.held_erased_identity} item(s) held_erased_identity: their subject's id, "
-                          "email or phone was erased; they were stored nowhere. After re-consent, release one "
-                          "with `erasure suppression allow --identity-of FILE.jsonl:LINE --reason ...` and "
-                          "ingest the file again.", markup=False, highlight=False)
+                          "email or phone was erased; they were stored nowhere. `erasure suppression check "
+                          "FILE.jsonl` lists their lines; after re-consent, release one with `erasure "
+                          "suppression allow --identity-of FILE.jsonl:LINE --reason ...` and ingest the file "
+                          "again.", markup=False, highlight=False)

@@ -18,6 +18,7 @@ from erasure.engine import open_engine
 from erasure.errors import InputError, NotFound
 from erasure.subject import Subject
 from memory import suppression
+from memory.items import parse_line
 from memory.schema import open_store
 
 app = typer.Typer(help="Sticky erasure: list suppressed (source, source_ref) keys and erased identities, "
@@ -97,6 +98,44 @@ def allow(
     finally:
         conn.close()
     console.print("allowed: the key may be ingested again")
+
+
+@app.command()
+def check(
+    file: Annotated[Path, typer.Argument(help="JSONL file of memory items (as for `erasure ingest`).",
+                                         show_default=False)],
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Which lines of an ingest file the suppression guard would stop, by line number (nothing is
+    written): `skipped` (an erased source key) or `held` (an erased id, email or phone)."""
+    h = home_of(home)
+    conn = open_store(h.store_dir)
+    rows: list[dict[str, object]] = []
+    try:
+        guard = suppression.IdentityGuard(conn)
+        base = file.resolve().parent
+        try:
+            raw = file.read_bytes()
+        except OSError as exc:
+            raise InputError(f"{file}: cannot read ({exc.strerror})") from None
+        for lineno, line in enumerate(raw.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            item = parse_line(line.decode("utf-8", errors="replace"), f"{file}:{lineno}", base)
+            if suppression.check(conn, item.source, item.source_ref) is not suppression.Guard.allowed:
+                rows.append({"line": lineno, "verdict": "skipped_suppressed"})
+            elif guard.check(item.subject) is not suppression.Guard.allowed:
+                rows.append({"line": lineno, "verdict": "held_erased_identity"})
+    finally:
+        conn.close()
+    if json_out:
+        print_json(rows)
+        return
+    if not rows:
+        console.print("no line of that file is stopped by the suppression guard")
+    for r in rows:
+        console.print(f"line {r['line']}: {r['verdict']}", highlight=False)
 
 
 def subject_of_line(spec: str) -> tuple[Subject, str, str]:

@@ -128,6 +128,14 @@ def test_erasure_ingest_says_how_many_were_held(erased: Home, tmp_path: Path) ->
     assert "Annabel" not in result.output and "acct-55" not in result.output
 
 
+def test_suppression_check_names_the_held_lines_by_number(erased: Home, tmp_path: Path) -> None:
+    path = jsonl(tmp_path, LINES)
+    result = cli(erased, "suppression", "check", str(path), "--json")
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert json.loads(result.stdout) == [{"line": n, "verdict": "held_erased_identity"} for n in HELD_LINES]
+    assert counts(erased)["raw_archive"] == 4  # nothing written
+
+
 def test_allow_identity_of_one_line_lets_only_that_identity_in(erased: Home, tmp_path: Path) -> None:
     path = jsonl(tmp_path, LINES)
     ok = cli(erased, "suppression", "allow", "--identity-of", f"{path}:3", "--reason",
