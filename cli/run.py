@@ -16,6 +16,7 @@ from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.request import app as request_app
+from cli.targets import TargetsOpt, targets_for
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
@@ -95,6 +96,7 @@ def run(
     request_id: Annotated[str, typer.Argument(help="The request to erase.")],
     home: HomeOpt = None,
     json_out: JsonOpt = False,
+    targets: TargetsOpt = None,
     confirm_aliases: Annotated[int | None, typer.Option(
         "--confirm-aliases", min=1, show_default=False,
         help="The request's email also belongs to this many other subject ids in the store, which you "
@@ -106,6 +108,7 @@ def run(
     DPO's attestation); 6 when a litigation hold blocks it; 7 when probes found residue; 1 otherwise.
     """
     h = home_of(home)
+    targets_for(h, targets)  # validates the file (exit 3 naming the key) and exports it to the flow
     if confirm_aliases is not None:
         engine = open_engine(h.engine_db)
         try:

@@ -33,7 +33,17 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
         # Another subject's own identifiers (a namesake): explained, and expected to survive.
         out.append(Measurement("shared-identifiers", 0, "shared-identifiers",
                                len(found_groups.get(NeedleKind.shared_identifier, ()))))
-    out.append(Measurement("unreadable-files", len(report.unreadable), "none", 0))
+    unreadable = len(report.unreadable)
+    subject_needles = [(i, n) for i, n in enumerate(needles) if n.kind in (NeedleKind.identifier, NeedleKind.content)]
+    for root in ctx.extra_roots:
+        if not root.is_dir() or not subject_needles:
+            continue
+        extra = scan_tree(root, [n.data for _, n in subject_needles],
+                          caseless={j for j, (_, n) in enumerate(subject_needles) if n.caseless})
+        groups = {subject_needles[j][1].group for j in extra.found_indexes()}
+        out.append(Measurement(f"scan-home:{root.name}", len(groups), "none", 0))
+        unreadable += len(extra.unreadable)
+    out.append(Measurement("unreadable-files", unreadable, "none", 0))
     return out
 
 

@@ -39,6 +39,7 @@ from probes.bytescan import scan_tree
 from probes.harvest import VectorRef, harvest
 from probes.identity import store_ids
 from probes.keys import SubjectKeys
+from probes.targets.base import TargetFingerprint
 from probes.model import DEFAULT_HTTP_TIMEOUT, ProbeContext, population_key
 from probes.needles import Needle, NeedleKind
 from probes.registry import MEASURES
@@ -70,6 +71,8 @@ class Fingerprint(BaseModel):
     vectors: list[VectorRef] = Field(default_factory=list, repr=False)
     needle_stats: dict[str, int] = Field(default_factory=dict)
     """What the needles hold and what was withheld, by kind and reason (counts only)."""
+    targets: dict[str, TargetFingerprint] = Field(default_factory=dict, repr=False)
+    """The other targets' fingerprints, by target name (`probes.targets`)."""
     baseline: str = "before-cascade"
     """`before-cascade`, or `retaken-after-another-erasure` when a rerun found that another subject's
     erasure changed the store after this fingerprint was sealed (the bystander baseline is new)."""

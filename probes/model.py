@@ -40,6 +40,8 @@ class ProbeResult(BaseModel):
     residue: int
     bystanders_before: int
     bystanders_after: int
+    target: str | None = None
+    """The target probed (None: the reference store)."""
 
     def lost_bystanders(self) -> bool:
         """True when the population this method watches shrank: someone else's data went too."""
@@ -68,6 +70,9 @@ class ProbeContext:
     subject: Subject
     fingerprint: Fingerprint
     http_timeout: float = DEFAULT_HTTP_TIMEOUT
+    extra_roots: tuple[Path, ...] = ()
+    """Other folders of the home the byte scan covers (inbox, outbox, services, Prefect's home): all
+    of it but the request vault and the keys."""
 
     @property
     def ids(self) -> list[str]:

@@ -61,12 +61,13 @@ def _tiers(tiers: Iterable[str | Tier] | None) -> list[str]:
 
 def run_probes(store_dir: Path, subject: Subject, fingerprint: Fingerprint, *,
                tiers: Iterable[str | Tier] | None = None,
-               http_timeout: float = DEFAULT_HTTP_TIMEOUT) -> Verification:
-    """Probe `tiers` (default: all nine and the byte scan) for the subject's residue."""
+               http_timeout: float = DEFAULT_HTTP_TIMEOUT,
+               extra_roots: Iterable[Path] = ()) -> Verification:
+    """Probe `tiers` (default: all nine and the byte scan, which also covers `extra_roots`)."""
     if fingerprint.subject_id != subject.id:
         raise InputError("the fingerprint was taken for another subject")
     ctx = ProbeContext(store_dir=Path(store_dir), subject=subject, fingerprint=fingerprint,
-                       http_timeout=http_timeout)
+                       http_timeout=http_timeout, extra_roots=tuple(Path(r) for r in extra_roots))
     results: list[ProbeResult] = []
     for tier in _tiers(tiers):
         try:

@@ -13,6 +13,7 @@ from erasure.clocks import parse_utc
 from erasure.sqlite import transaction
 from erasure.tiers import Tier
 from memory import subprocessors as sp
+from tasks import mentions
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext
 
 
@@ -24,7 +25,42 @@ class SubprocessorsStep(BaseStep):
     def resolve(self, ctx: StepContext) -> Keys:
         names = {r[0] for sid in ctx.ids() for r in ctx.store.execute(
             "SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id = ?", (sid,))}
-        return {"processor": set(names)}
+        return {"processor": set(names), "mention_record": self._mention_records(ctx)}
+
+    def _mention_records(self, ctx: StepContext) -> set[str]:
+        """Processors' copies of other people's items whose text named the subject (the episodic step
+        found and redacted those archive rows): they are rectified with the redacted text."""
+        if mentions.policy() != "redact":
+            return set()
+        out: set[str] = set()
+        for aid in sorted(requests.footprint(ctx.engine, ctx.request_id, Tier.episodic, "mention_archive")):
+            for (rid,) in ctx.store.execute(
+                    "SELECT r.record_id FROM raw_archive a JOIN subprocessor_records r"
+                    " ON r.source = a.source AND r.source_ref = a.source_ref"
+                    " WHERE a.archive_id = ? AND r.remote_ref IS NOT NULL", (int(aid),)):
+                out.add(str(rid))
+        return out
+
+    def _unrectified(self, ctx: StepContext, keys: Keys) -> list[str]:
+        done = requests.footprint(ctx.engine, ctx.request_id, self.tier, "rectified")
+        return sorted(set(keys.get("mention_record", set())) - done, key=int)
+
+    def _rectify(self, ctx: StepContext, keys: Keys) -> None:
+        inventory = {p.name: p for p in sp.inventory(ctx.store)}
+        for rid in self._unrectified(ctx, keys):
+            row = ctx.store.execute(
+                "SELECT r.processor, r.remote_ref, a.content FROM subprocessor_records r JOIN raw_archive a"
+                " ON a.source = r.source AND a.source_ref = r.source_ref AND a.erased_at IS NULL"
+                " WHERE r.record_id = ?", (int(rid),)).fetchone()
+            if row is None or row[0] not in inventory:
+                continue
+            try:
+                confirmed = sp.rectify(inventory[row[0]].base_url, str(row[1]), str(row[2] or ""))
+            except sp.SubprocessorError as exc:
+                self._fail(ctx, str(row[0]), str(exc))
+                continue
+            requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "rectified", [rid])
+            ctx.add_detail(mentions_rectified=1 if confirmed else 0, mention_records_unknown=0 if confirmed else 1)
 
     def _done(self, ctx: StepContext) -> set[str]:
         return {r.processor for r in requests.receipts(ctx.engine, ctx.request_id) if r.status == "done"}
@@ -37,9 +73,10 @@ class SubprocessorsStep(BaseStep):
     def count(self, ctx: StepContext, keys: Keys) -> int:
         done = self._done(ctx)
         return sum(1 for n in keys.get("processor", set())
-                   if n not in done or self._records_left(ctx, n) > 0)
+                   if n not in done or self._records_left(ctx, n) > 0) + len(self._unrectified(ctx, keys))
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
+        self._rectify(ctx, keys)
         inventory = {p.name: p for p in sp.inventory(ctx.store)}
         done = self._done(ctx)
         finished = 0

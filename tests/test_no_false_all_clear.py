@@ -249,3 +249,26 @@ def test_a_bystander_loss_is_its_own_verdict_not_residue(store: Home) -> None:
         conn.close()
     v = run_probes(store.store_dir, SUBJECT, fp, tiers=["episodic"])
     assert v.lost_bystander_tiers() == ["episodic"]
+
+
+def test_case_2_a_processors_copy_of_the_mention_is_rectified(home: Home, tmp_path: Path,
+                                                               prefect_harness: None) -> None:
+    from memory.subprocessor_service import start_service
+    from proof.keys import generate_keypair
+
+    with start_service("crm-sync", home.services_dir) as svc:
+        build_store(home, tmp_path, processors=[svc])
+        generate_keypair("engine", home.keys_dir)
+        add_items(home, [{
+            "source": "chat", "source_ref": "conv-8008", "subject": BYSTANDER.model_dump(),
+            "content": f"Forwarding {SUBJECT.email} to sales, call back on {COMPACT_PHONE}.",
+            "subprocessors": ["crm-sync"]}])
+        assert svc.db_path.is_relative_to(home.root)
+        held = b"".join(p.read_bytes() for p in home.services_dir.rglob("*") if p.is_file()).lower()
+        assert any(held.count(s) for s in spellings(SUBJECT))  # the processor got the mention
+        submit(home, "req-case-2b")
+        state, ver = run(home, "req-case-2b")
+        assert state.is_completed(), state.message  # type: ignore[attr-defined]
+        assert ver["all_clear"] is True
+        assert steps_detail(home, "req-case-2b")["subprocessors"].get("mentions_rectified") == 1
+        assert home_hits(home, SUBJECT) == {}
