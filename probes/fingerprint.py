@@ -39,12 +39,12 @@ from probes.bytescan import scan_tree
 from probes.harvest import VectorRef, harvest
 from probes.identity import store_ids
 from probes.keys import SubjectKeys
-from probes.targets.base import TargetFingerprint
 from probes.model import DEFAULT_HTTP_TIMEOUT, ProbeContext, population_key
 from probes.needles import Needle, NeedleKind
 from probes.registry import MEASURES
 from probes.resolve import resolve_keys
 from probes.store import open_store
+from probes.targets.base import TargetFingerprint
 
 FORMAT: Literal["probe-fingerprint/v1"] = "probe-fingerprint/v1"
 _MAGIC = b"PFP1"
