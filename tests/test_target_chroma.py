@@ -229,8 +229,8 @@ def test_framework_delete_leaves_the_subject_on_disk_and_the_probe_catches_it(me
     assert any(f == "chroma.sqlite3" for f in vectors), vectors
     assert not _fts_matches_content(memory.path)
     results = {r.method: r for r in run.probe(target, SUBJECT, fp)}
-    for method in ("scan:content", "scan:vector", "sqlite:log", "hnsw:ids", "hnsw:vectors", "log:vectors",
-                   "hnsw:orphan-folders", "fts:postings", "sqlite:records"):
+    for method in ("scan:identifier", "scan:content", "scan:vector", "sqlite:log", "hnsw:ids", "hnsw:vectors",
+                   "log:vectors", "hnsw:orphan-folders", "fts:postings", "sqlite:records"):
         assert results[method].residue > 0, method
     counts = ERASER.count(target, SUBJECT)
     assert all(counts[t] > 0 for t in (Tier.episodic, Tier.vectors))

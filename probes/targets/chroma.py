@@ -142,19 +142,29 @@ class Rec:
     id: str
     owner: str | None
     document: str | None
+    texts: list[str] = field(default_factory=list)
+    """Every string of the record but its owner: the document and the other metadata values."""
 
 
 def _records(conn: apsw.Connection, layout: Layout, key: str) -> list[Rec]:
-    """Every live record: its rowid, collection, id, owner (`key` metadata) and document."""
+    """Every live record: its rowid, collection, id, owner (`key` metadata), document and strings."""
     owners: dict[int, str] = {}
-    for rid, s, i in conn.execute("SELECT id, string_value, int_value FROM embedding_metadata WHERE key = ?", (key,)):
-        v = s if s is not None else i
-        if v is not None:
-            owners[int(rid)] = str(v)
-    docs = {int(rid): str(d) for rid, d in conn.execute(
-        "SELECT id, string_value FROM embedding_metadata WHERE key = ? AND string_value IS NOT NULL", (DOC_KEY,))}
+    docs: dict[int, str] = {}
+    texts: dict[int, list[str]] = {}
+    for rid, k, sv, iv in conn.execute("SELECT id, key, string_value, int_value FROM embedding_metadata"):
+        r = int(rid)
+        if k == key:
+            v = sv if sv is not None else iv
+            if v is not None:
+                owners[r] = str(v)
+            continue
+        if sv is None:
+            continue
+        if k == DOC_KEY:
+            docs[r] = str(sv)
+        texts.setdefault(r, []).append(str(sv))
     return [Rec(int(rid), layout.metadata_segment.get(str(seg), "?"), str(eid), owners.get(int(rid)),
-                docs.get(int(rid)))
+                docs.get(int(rid)), texts.get(int(rid), []))
             for rid, seg, eid in conn.execute("SELECT id, segment_id, embedding_id FROM embeddings")]
 
 
@@ -383,17 +393,18 @@ def _see(conn: apsw.Connection, key: str, subject: Subject, known: dict[str, lis
     return Seen(layout, records, mine, log, log_mine, ids)
 
 
-def _mentions(seen: Seen, words: list[str]) -> int:
+def _mentions(seen: Seen, words: list[str]) -> list[str]:
+    """The strings (lower-cased) of other people's records that name the subject, one per record."""
     mine = {r.rowid for r in seen.mine}
-    n = 0
+    out = []
     for r in seen.records:
-        if r.rowid in mine or not r.document:
+        if r.rowid in mine or not r.texts:
             continue
-        low = r.document.lower()
+        low = "\n".join(r.texts).lower()
         digits = re.sub(r"\D", "", low)
         if any(w in low or (w.lstrip("+").isdigit() and w.lstrip("+") in digits) for w in words):
-            n += 1
-    return n
+            out.append(low)
+    return out
 
 
 class ChromaProbe:
@@ -469,12 +480,15 @@ class ChromaProbe:
                  "vectors": {str(d): _enc(_even(vs, MAX_STATE_VECTORS)) for d, vs in state_vectors.items()},
                  "words": words}
         before = self._measure(root, conn, subject, key_of(target), state)
+        mentions = _mentions(seen, words)
+        mentioned = [n.group for n in needles.needles if n.kind is NeedleKind.identifier
+                     and any(n.data.decode().lower() in text for text in mentions)]
         return TargetFingerprint(
             target=target.name, needles=needles.needles,
             bystanders={"records": len(seen.records) - len(seen.mine), "hnsw-live": live_byst,
                         "fts-rows": fts_rows - subject_fts, "collections": len(seen.layout.space)},
             subject_before={m.method: m.residue for _t, m in before},
-            mentions=_mentions(seen, words), state=state)
+            mentions=len(mentions), mentioned_groups=mentioned, state=state)
 
     @staticmethod
     def _content(conn: apsw.Connection, docs: list[str], bystander_docs: list[str], out: NeedleSet) -> None:
