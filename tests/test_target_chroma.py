@@ -395,3 +395,31 @@ def test_configuration_errors_name_the_key(tmp_path: Path) -> None:
 def test_embed_is_deterministic_and_dense() -> None:
     a, b = embed("Ada Lovelace lighthouse"), embed("Ada Lovelace lighthouse")
     assert np.array_equal(a, b) and np.count_nonzero(a) == DIM
+
+
+def test_a_collection_that_held_only_the_subject_is_left_empty_and_usable(tmp_path: Path) -> None:
+    path = tmp_path / "chroma"
+    with opened(path) as client:
+        for space in ("cosine", "l2"):
+            col = client.get_or_create_collection(f"only-{space}", embedding_function=hash_embedding(),
+                                                  configuration={"hnsw": {"space": space}})
+            docs = [f"{SUBJECT.name} private note {i} zebra{i}" for i in range(1000)]
+            col.add(ids=[f"n{i}" for i in range(1000)], documents=docs, metadatas=[{SUBJECT_KEY: SUBJECT.id}] * 1000)
+    target = target_for(path)
+
+    out = ERASER.erase(target, SUBJECT)
+
+    assert all(o.before > 0 and o.after == 0 for o in out.values())
+    assert _hnsw_elements(path) == 0
+    with opened(path) as client:
+        for space in ("cosine", "l2"):
+            col = client.get_collection(f"only-{space}", embedding_function=hash_embedding())
+            assert col.count() == 0 and col.query(query_texts=["zebra5"], n_results=1)["ids"] == [[]]
+            col.add(ids=[f"b{i}" for i in range(1100)], documents=[f"bob note {i} walrus{i}" for i in range(1100)],
+                    metadatas=[{SUBJECT_KEY: "user-bob-0002"}] * 1100)
+    with opened(path) as client:
+        for space in ("cosine", "l2"):
+            col = client.get_collection(f"only-{space}", embedding_function=hash_embedding())
+            assert col.count() == 1100
+            assert col.query(query_texts=["bob note 1050 walrus1050"], n_results=1)["ids"] == [["b1050"]]
+    assert ERASER.count(target, SUBJECT) == {Tier.episodic: 0, Tier.vectors: 0, Tier.derivatives: 0}
