@@ -49,8 +49,9 @@ What this module does, every run (so a rerun after a crash anywhere finishes the
    one and swapped in by two renames (a crash in between is finished by the next run), while a write
    lock on chroma.sqlite3 keeps Chroma writers out.
 4. removes orphaned segment folders (no segment row names them: dropped collections).
-5. rebuilds the full-text index (`'rebuild'`: from the remaining documents only), then `VACUUM` (freed
-   pages and b-tree gaps) and, for a WAL store, a TRUNCATE checkpoint.
+5. rebuilds the full-text index (`'rebuild'`: from the remaining documents only), re-runs `ANALYZE`
+   where `sqlite_stat4` keeps sampled index keys, then `VACUUM` (freed pages and b-tree gaps) and, for
+   a WAL store, a TRUNCATE checkpoint.
 
 The agent: Chroma is not process-safe (its docs; chroma-core/chroma#3792). A process that keeps a
 PersistentClient open holds each collection's HNSW index in memory (chromadb caches it per path even
@@ -856,11 +857,15 @@ def _rewrite_indexes(conn: apsw.Connection, cfg: Config, found: Found,
 
 def _hygiene(conn: apsw.Connection) -> dict[str, int]:
     """Step 5: the full-text index rebuilt from what is left, freed pages and b-tree gaps rebuilt."""
-    out = {"fts_rebuilt": 0, "vacuumed": 0, "checkpoint_busy": 0}
+    out = {"fts_rebuilt": 0, "analyzed": 0, "vacuumed": 0, "checkpoint_busy": 0}
     if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'embedding_fulltext_search'").fetchone():
         with transaction(conn):
             conn.execute("INSERT INTO embedding_fulltext_search(embedding_fulltext_search) VALUES ('rebuild')")
         out["fts_rebuilt"] = 1
+    if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'sqlite_stat4'").fetchone():
+        # Planner samples keep index keys (the subject's metadata values among them): resample.
+        _retry(lambda: conn.execute("ANALYZE"))
+        out["analyzed"] = 1
     _retry(lambda: conn.execute("VACUUM"))
     out["vacuumed"] = 1
     if journal_mode(conn) == "wal":
