@@ -149,14 +149,14 @@ def _parse(collection: str, blob: bytes) -> StoredPoint | None:
 class _Paths:
     history_db: Path
     qdrant_path: Path
-    collection: str
 
 
 def _paths(target: Target) -> _Paths:
+    """The target's files (the probe reads every collection of the folder, whatever `collection` says)."""
     history = target.path("history_db", required=True)
     qdrant = target.path("qdrant_path", required=True)
     assert history is not None and qdrant is not None
-    return _Paths(history, qdrant, target.text("collection", "mem0") or "mem0")
+    return _Paths(history, qdrant)
 
 
 def _sql_rows(conn: apsw.Connection, table: str, columns: str) -> list[tuple[Any, ...]]:
@@ -245,8 +245,7 @@ class _Split:
     mentions: int = 0
 
 
-def _split(view: _View, who: _Who, point_ids: dict[str, set[str]], memory_ids: set[str],
-           collection: str) -> _Split:
+def _split(view: _View, who: _Who, point_ids: dict[str, set[str]], memory_ids: set[str]) -> _Split:
     s = _Split()
     for p in view.points:
         if who.owns(p.user_id) or p.point_id in point_ids.get(p.collection, set()):
@@ -254,7 +253,12 @@ def _split(view: _View, who: _Who, point_ids: dict[str, set[str]], memory_ids: s
         else:
             s.other_points.append(p)
             s.mentions += who.names(p.payload.get("data"), p.payload.get("actor_id"))
-    s.memory_ids = memory_ids | {p.point_id for p in s.points if p.collection == collection}
+    # Their memories: the ids seen before, their points (in any collection: one history database may
+    # serve several), and the memories their entity records link.
+    s.memory_ids = memory_ids | {p.point_id for p in s.points}
+    for p in s.points:
+        linked = p.payload.get("linked_memory_ids")
+        s.memory_ids |= {str(m) for m in linked if isinstance(m, str | int)} if isinstance(linked, list) else set()
     live = {p.point_id for p in view.points}
     bystander_memories = {p.point_id for p in s.other_points}
     for row in view.history:
@@ -287,10 +291,9 @@ class Mem0Probe:
         return [p.history_db, p.qdrant_path]
 
     def fingerprint(self, target: Target, subject: Subject) -> TargetFingerprint:
-        p = _paths(target)
         view = _View.load(target)
         who = _Who(subject, view, [])
-        s = _split(view, who, {}, set(), p.collection)
+        s = _split(view, who, {}, set())
         needles = NeedleSet()
         self._identifiers(needles, who, view)
         self._content(needles, s)
@@ -382,12 +385,11 @@ class Mem0Probe:
         return out
 
     def measure(self, target: Target, subject: Subject, fp: TargetFingerprint) -> list[tuple[str, Measurement]]:
-        p = _paths(target)
         view = _View.load(target)
         state = fp.state
         who = _Who(subject, view, [str(i) for i in state.get("ids", [])])
         point_ids = {str(c): {str(i) for i in ids} for c, ids in dict(state.get("point_ids", {})).items()}
-        s = _split(view, who, point_ids, {str(i) for i in state.get("memory_ids", [])}, p.collection)
+        s = _split(view, who, point_ids, {str(i) for i in state.get("memory_ids", [])})
         digests = {str(d) for d in state.get("vector_digests", [])}
         pops = self._populations(view, s, digests)
         out: list[tuple[str, Measurement]] = []

@@ -14,8 +14,9 @@ The subject is mem0's `user_id` (case variants of the request's id included). Ti
 - semantic = their memories (points of `collection` whose payload `user_id` is theirs) and their
   entity records (points of `<collection>_entities`, the store mem0 2.x links memories through);
 - vectors = the dense vectors of those points (pickled float64 in the collection's `storage.sqlite`);
-- audit_log = the `history` rows of their memories (ADD, UPDATE and DELETE rows: each keeps the text),
-  and orphaned history rows (their memory is gone) whose text or actor names the subject.
+- audit_log = the `history` rows of their memories (ADD, UPDATE and DELETE rows: each keeps the text;
+  their memories are their points and the memories their entity records link), and orphaned history
+  rows (their memory is gone) whose text or actor names the subject.
 
 What mem0's own `delete_all(user_id=...)` leaves (measured with mem0ai 2.2.1 / qdrant-client 1.20):
 - every `history` row of the deleted memories (text in `new_memory`/`old_memory`), and one new
@@ -51,8 +52,10 @@ Order, so that a crash anywhere leaves a rerun able to finish: the subject's poi
 deleted next, the points last; then every file is rebuilt (VACUUM; a TRUNCATE checkpoint if the file
 is in WAL; ANALYZE first where `sqlite_stat4` keeps sampled keys), also when nothing was found, since
 nothing on disk says whether an earlier run died before its VACUUM. History rows of memories that were
-deleted before we ran (e.g. by the team's own `delete_all`) carry no user id: we erase those whose
-text or actor names the subject and cannot attribute the others; the probe reports what remains.
+deleted before we ran (e.g. by the team's own `delete_all`) carry no user id: we find them through the
+entity records `delete_all` left (their `linked_memory_ids`) and by the subject's identifiers in their
+text or actor; the rest cannot be attributed, and the probe (whose fingerprint saw the memory ids
+before) reports them.
 
 Other people's memories, entities, history and messages that name the subject are counted
 (`mentions`), never changed.
@@ -254,7 +257,12 @@ class Footprint:
 
     @property
     def memory_ids(self) -> set[str]:
-        return {p.point_id for p in self.memories}
+        """Their memories' ids: their points, and the memories their entity records link (which
+        outlive the memories when mem0's `delete_all` ran in a process that never used the entity
+        store)."""
+        linked = {str(m) for p in self.entities for m in p.payload.get("linked_memory_ids") or []
+                  if isinstance(m, str | int)}
+        return {p.point_id for p in self.memories} | linked
 
 
 class Resolver:
