@@ -448,10 +448,14 @@ class Mem0Eraser:
                 # 2. History and messages first: a crash after this leaves the points to find them again.
                 before, hist, orphans, msgs = _busy_retry(lambda: self._erase_rows(conn, resolver, fp))
                 # 3. The points, then each storage file rebuilt while the folder is still ours.
+                started = time.perf_counter()
                 deleted = {name: self._erase_points(cfg.storage(name), points) for name, points in
                            ((cfg.collection, fp.memories), (cfg.entity_collection, fp.entities))}
+                points_ms = round((time.perf_counter() - started) * 1000)
                 # 4. The history database rebuilt too; then what is left, counted afresh.
+                started = time.perf_counter()
                 _busy_retry(lambda: rebuild(conn))
+                history_ms = round((time.perf_counter() - started) * 1000)
                 after_fp = resolver.points(cfg, read_points)
                 resolver.rows(conn, after_fp)
             finally:
@@ -463,9 +467,10 @@ class Mem0Eraser:
                                        {"memories": deleted[cfg.collection],
                                         "entities": deleted[cfg.entity_collection]}),
             Tier.vectors: TierOutcome(before[Tier.vectors], after[Tier.vectors],
-                                      {"points": sum(deleted.values())}),
+                                      {"points": sum(deleted.values()), "delete_and_vacuum_ms": points_ms}),
             Tier.audit_log: TierOutcome(before[Tier.audit_log], after[Tier.audit_log],
-                                        {"history_rows": hist, "orphaned_rows_naming_subject": orphans}),
+                                        {"history_rows": hist, "orphaned_rows_naming_subject": orphans,
+                                         "vacuum_ms": history_ms}),
         }
 
     def _erase_rows(self, conn: apsw.Connection, resolver: Resolver,
