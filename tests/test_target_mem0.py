@@ -5,6 +5,8 @@ independent probe (`probes.targets.run`). No Prefect here: the flow's use of tar
 from __future__ import annotations
 
 import os
+import pickle
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -359,3 +361,49 @@ def test_files_and_tiers(memory: Built) -> None:
     assert ERASER.files(target) == [memory.root / "mem0/history.db", memory.root / "qdrant"]
     assert PROBE.files(target) == ERASER.files(target)
     assert ERASER.tiers == (Tier.working, Tier.semantic, Tier.vectors, Tier.audit_log)
+
+
+def test_a_rerun_after_a_crash_between_history_and_points_finishes(memory: Built) -> None:
+    """The eraser deletes history and messages first, points last: a crash in between leaves the points,
+    which still lead a rerun to everything (here the first transaction's effect is made by hand)."""
+    target = memory.target()
+    fp = run.take(target, SUBJECT)
+    mine = memory.memory_ids[SUBJECT.id]
+    conn = sqlite3.connect(memory.root / "mem0/history.db")
+    with conn:
+        conn.executemany("DELETE FROM history WHERE memory_id = ?", [(m,) for m in mine])
+        conn.execute("DELETE FROM messages WHERE session_scope LIKE ?", (f"%user_id={SUBJECT.id}",))
+    conn.close()
+
+    out = ERASER.erase(target, SUBJECT)
+
+    assert out[Tier.semantic].before > 0 and all(o.after == 0 for o in out.values())
+    assert found_strings(memory.root, IDENTIFIERS + CONTENT) == {}
+    assert_all_clear(run.probe(target, SUBJECT, fp))
+
+
+class _Planted:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_stored_row_that_is_not_a_qdrant_point_is_never_run_and_fails_closed(memory: Built,
+                                                                              tmp_path: Path) -> None:
+    """Both sides read pickles with restricted unpicklers: a planted row runs nothing; the probe counts it
+    as residue (whose it is cannot be known), the eraser refuses to touch that collection."""
+    target = memory.target()
+    marker = tmp_path / "executed"
+    fp = run.take(target, SUBJECT)
+    conn = sqlite3.connect(memory.root / "qdrant/collection/mem0/storage.sqlite")
+    with conn:
+        conn.execute("INSERT INTO points VALUES (?, ?)", ("planted", pickle.dumps(_Planted(marker))))
+    conn.close()
+
+    results = by_method(run.probe(target, SUBJECT, fp))
+    assert results["qdrant:unreadable-points"].residue == 1
+    with pytest.raises(StoreError, match="could not be read"):
+        ERASER.erase(target, SUBJECT)
+    assert not marker.exists()

@@ -95,7 +95,6 @@ META_FILE = "meta.json"
 STORAGE_FILE = "storage.sqlite"
 WAIT_SECONDS = 120.0
 """How long a step retries on SQLITE_BUSY beyond SQLite's own busy timeout."""
-_SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 _QDRANT_MODELS = "qdrant_client.http.models.models"
 _ALLOWED_CLASSES = frozenset({"PointStruct", "SparseVector", "Record"})
 
@@ -376,7 +375,7 @@ def _busy_retry(step: Callable[[], T]) -> T:
             return step()
         except apsw.BusyError:
             if time.monotonic() >= deadline:
-                raise StoreError("the mem0 history database stayed locked by another process") from None
+                raise StoreError("a database of the mem0 target stayed locked by another process") from None
             time.sleep(0.2)
 
 
@@ -388,7 +387,7 @@ def rebuild(conn: apsw.Connection) -> None:
     if journal_mode(conn) == "wal":
         busy, _, _ = checkpoint_truncate(conn, attempts=40)
         if busy:
-            raise StoreError("a reader kept the mem0 history database's WAL from being truncated")
+            raise StoreError("a reader kept a mem0 database's WAL from being truncated")
 
 
 def _delete_ids(conn: apsw.Connection, table: str, key: str, ids: list[str] | list[int]) -> int:
