@@ -30,6 +30,7 @@ _GROUPS: list[tuple[str, str, str]] = [
     ("cli.pack", "app", "pack"),
     ("cli.hold", "app", "hold"),
     ("cli.suppression", "app", "suppression"),
+    ("cli.targets", "app", "targets"),
 ]
 # Modules that add commands to a group above (e.g. `request run`) are imported for that effect.
 _EXTENSIONS: list[str] = ["cli.run"]

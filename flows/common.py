@@ -12,6 +12,7 @@ from pydantic import Field
 from erasure.config import Home
 from erasure.errors import Conflict, InputError
 from erasure.models import is_safe_token
+from erasure.targets import Targets, home_targets
 
 
 def described(description: str, **constraints: Any) -> Any:
@@ -69,3 +70,8 @@ def store_lock(h: Home) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def targets_of(h: Home) -> Targets:
+    """The home's targets (`erasure.targets.home_targets`)."""
+    return home_targets(h.root, h.store_dir)

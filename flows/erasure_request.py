@@ -15,7 +15,7 @@ from erasure.engine import open_engine
 from erasure.errors import ConfigError, ErasureError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from flows.common import RequestId, checked_request_id, home, request_lock, store_lock
+from flows.common import RequestId, checked_request_id, home, request_lock, store_lock, targets_of
 from flows.verification import verification
 from tasks import runner
 from tasks.preflight import preflight
@@ -31,7 +31,9 @@ def _set_state(request_id: str, state: RequestState, detail: str | None = None) 
 
 @task(name="preflight", retries=0)
 def preflight_task(request_id: str) -> dict[str, Any]:
-    pf = preflight(request_id, home())
+    h = home()
+    targets = targets_of(h)
+    pf = preflight(request_id, h, reference=targets.reference() is not None, tenant=targets.tenant)
     return {"action": pf.action, "state": pf.state, "holds": pf.holds, "detail": pf.detail}
 
 
@@ -59,6 +61,17 @@ def cascade_step(request_id: str, step: str) -> dict[str, Any]:
     get_run_logger().info("step %s: %s, before %s, after %s", step, record["status"],
                           record["before_count"], record["after_count"])
     return record
+
+
+@task(name="target", task_run_name="target-{target_name}", cache_policy=NO_CACHE, retries=0)
+def target_task(request_id: str, target_name: str) -> dict[str, Any]:
+    """Erase the subject from one target of targets.toml (one step record per tier); counts only."""
+    from tasks.targets.runner import erase_target
+
+    h = home()
+    result = erase_target(request_id, targets_of(h).by_name(target_name), h)
+    get_run_logger().info("target %s (%s): %s", target_name, result["kind"], result["tiers"])
+    return result
 
 
 @task(name="byte-hygiene", retries=0)
@@ -126,17 +139,26 @@ def erasure_request(request_id: RequestId) -> State:
 def _erase_verify_prove(request_id: str) -> State:
     """Fingerprint, cascade, byte hygiene, verification and pack, under the store's lock. Stops at the
     first step that cannot finish (the same rule as `tasks.runner.run_cascade`): a rerun resumes it."""
+    targets = targets_of(home())
     fingerprint_task(request_id)
-    footprint_task(request_id)
     records: list[dict[str, Any]] = []
-    for tier in CASCADE_ORDER:
-        state = cascade_step(request_id, tier.value, return_state=True)
-        if not state.is_completed():
-            why = f"step {tier.value} did not finish: rerun the request to resume it"
+    if targets.reference() is not None:
+        footprint_task(request_id)
+        for tier in CASCADE_ORDER:
+            state = cascade_step(request_id, tier.value, return_state=True)
+            if not state.is_completed():
+                why = f"step {tier.value} did not finish: rerun the request to resume it"
+                _set_state(request_id, RequestState.exception, why)
+                return Failed(message=why)
+            records.append(state.result())
+        scrub_task(request_id)
+    for target in targets.external():
+        t_state = target_task(request_id, target.name, return_state=True)
+        if not t_state.is_completed():
+            why = f"target {target.name} did not finish: rerun the request to resume it"
             _set_state(request_id, RequestState.exception, why)
             return Failed(message=why)
-        records.append(state.result())
-    scrub_task(request_id)
+        records.append({"status": "exception" if t_state.result().get("mentions") else "erased"})
     v_state = verification(request_id, return_state=True)
     v = v_state.result(raise_on_failure=False) if v_state.is_completed() else None
     all_clear = bool(isinstance(v, dict) and v.get("all_clear"))

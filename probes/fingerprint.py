@@ -44,6 +44,7 @@ from probes.needles import Needle, NeedleKind
 from probes.registry import MEASURES
 from probes.resolve import resolve_keys
 from probes.store import open_store
+from probes.targets.base import TargetFingerprint
 
 FORMAT: Literal["probe-fingerprint/v1"] = "probe-fingerprint/v1"
 _MAGIC = b"PFP1"
@@ -70,6 +71,8 @@ class Fingerprint(BaseModel):
     vectors: list[VectorRef] = Field(default_factory=list, repr=False)
     needle_stats: dict[str, int] = Field(default_factory=dict)
     """What the needles hold and what was withheld, by kind and reason (counts only)."""
+    targets: dict[str, TargetFingerprint] = Field(default_factory=dict, repr=False)
+    """The other targets' fingerprints, by target name (`probes.targets`)."""
     baseline: str = "before-cascade"
     """`before-cascade`, or `retaken-after-another-erasure` when a rerun found that another subject's
     erasure changed the store after this fingerprint was sealed (the bystander baseline is new)."""

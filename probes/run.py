@@ -85,7 +85,7 @@ def to_json(verification: Verification, request_id: str, verified_at: datetime) 
         "request_id": request_id,
         "verified_at": at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "all_clear": verification.all_clear,
-        "probes": [p.model_dump() for p in verification.probes],
+        "probes": [p.model_dump(exclude={"target"} if p.target is None else set()) for p in verification.probes],
         "failing_tiers": verification.failing_tiers(),
         "residue_tiers": verification.residue_tiers(),
         "lost_bystander_tiers": verification.lost_bystander_tiers(),

@@ -30,8 +30,11 @@ class Preflight:
     detail: str | None = None
 
 
-def preflight(request_id: str, home: Home) -> Preflight:
-    """Check the request before anything is erased; raises `RequestBlocked`/`NotFound` on refusal."""
+def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: str | None = None) -> Preflight:
+    """Check the request before anything is erased; raises `RequestBlocked`/`NotFound` on refusal.
+
+    `reference` False: the home has no reference store (its targets.toml lists only other stores),
+    whose `tenant` the request must then belong to."""
     engine = open_engine(home.engine_db)
     try:
         row = requests.get(engine, request_id)
@@ -39,6 +42,11 @@ def preflight(request_id: str, home: Home) -> Preflight:
             return Preflight("noop", row.state.value)
         envelope = requests.load_envelope(engine, request_id)
         refuse_if_mentions_subject("reason", envelope.reason, envelope.subject)
+        if not reference:
+            if tenant != row.tenant_id:
+                raise RequestBlocked(f"request {request_id} is for tenant {row.tenant_id!r}; these targets belong "
+                                     f"to {tenant!r}: refused")
+            return Preflight("run", row.state.value)
         store = open_store(home.store_dir)
         try:
             tenant = meta(store, "tenant_id")

@@ -278,9 +278,12 @@ def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
 
 
 def write_steps_jsonl(engine: apsw.Connection, request_id: str, evidence_dir: Path) -> None:
-    """Rewrite `steps.jsonl` from the engine's records: one line per step, in cascade order."""
+    """Rewrite `steps.jsonl` from the engine's records: one line per step of the reference store, in
+    cascade order, then one per (target, step) of the other targets, each with its `target`."""
     evidence_dir.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(s.model_dump(mode="json"), sort_keys=True) for s in requests.steps(engine, request_id)]
+    lines = [json.dumps(s.model_dump(mode="json", exclude={"target"}), sort_keys=True)
+             for s in requests.steps(engine, request_id)]
+    lines += [json.dumps(s.model_dump(mode="json"), sort_keys=True) for s in requests.target_steps(engine, request_id)]
     tmp = evidence_dir / "steps.jsonl.tmp"
     tmp.write_text("".join(line + "\n" for line in lines))
     tmp.replace(evidence_dir / "steps.jsonl")
