@@ -16,7 +16,10 @@ id as a session scope escapes it), caseless; content windows of the subject's te
 texts, history, raw turns) found in no bystander text; and the subject's vectors as local Qdrant stores
 them: each float a pickle BINFLOAT (`G` + 8 bytes big-endian float64), cut into pieces of
 `FLOATS_PER_PIECE` floats (a point of a large vector spans SQLite overflow pages), pieces that occur in
-a bystander's stored point withheld, vectors with a bystander twin withheld whole.
+a bystander's stored point withheld, vectors with a bystander twin withheld whole. Identifier groups
+found inside other people's records are `mentioned_groups` (their hits are explained by the reported
+mentions); a spelling inside another person's record but not as a whole token there, or equal to
+another person's id, is a shared identifier.
 
 Logical probes, after: per collection, the subject's points (by user_id, and by the point ids seen
 before); stored vectors equal to one of the subject's (by digest of their encoding); history rows of
@@ -44,10 +47,12 @@ from erasure.sqlite import connect
 from erasure.subject import Subject
 from erasure.targets import Target
 from erasure.tiers import Tier
+from probes.bytescan import scan_tree
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, MIN_NONZERO_FLOATS, NeedleKind, NeedleSet, plain_windows
 from probes.targets.base import TargetFingerprint
+from probes.targets.run import scan_roots
 
 KIND = "mem0"
 FLOATS_PER_PIECE = 16
@@ -279,6 +284,25 @@ def _split(view: _View, who: _Who, point_ids: dict[str, set[str]], memory_ids: s
     return s
 
 
+def _strings(value: object) -> list[str]:
+    """Every string in a payload (keys and values, nested)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in (*_strings(k), *_strings(v))]
+    if isinstance(value, list | tuple):
+        return [x for v in value for x in _strings(v)]
+    return []
+
+
+def _their_text(view: _View, s: _Split) -> list[str]:
+    """Every string of other people's records: their points' payloads, history rows and messages."""
+    out = [x for p in s.other_points for x in _strings(p.payload)]
+    out += [str(t) for row in s.other_history for t in row if isinstance(t, str)]
+    out += [str(t) for row in s.other_messages for t in row if isinstance(t, str)]
+    return out
+
+
 def _digest(encoding: bytes) -> str:
     return hashlib.sha256(encoding).hexdigest()
 
@@ -295,19 +319,29 @@ class Mem0Probe:
         who = _Who(subject, view, [])
         s = _split(view, who, {}, set())
         needles = NeedleSet()
-        self._identifiers(needles, who, view)
-        self._content(needles, s)
+        theirs = _their_text(view, s)
+        mentioned = self._identifiers(needles, who, view, theirs)
+        self._content(needles, s, "\n".join(theirs))
         digests = self._vectors(needles, s)
+        bystanders = self._populations(view, s, set(digests))
+        shared = [n for n in needles.needles if n.kind is NeedleKind.shared_identifier]
+        if shared:
+            hit: set[int] = set()
+            for root in scan_roots(self.files(target)):
+                report = scan_tree(root, [n.data for n in shared], caseless=set(range(len(shared))))
+                hit |= {shared[i].group for i in report.found_indexes()}
+            bystanders["shared-identifiers"] = len(hit)
         return TargetFingerprint(
             target=target.name,
             needles=needles.needles,
-            bystanders=self._populations(view, s, set(digests)),
+            bystanders=bystanders,
             subject_before={
                 "qdrant:points-of-subject": len(s.points), "qdrant:unreadable-points": view.unreadable,
                 "qdrant:subject-vectors": len(digests), "history:rows-of-subject-memories": len(s.history),
                 "history:orphans-naming-subject": len(s.orphans), "messages:subject-scopes": len(s.messages),
             },
             mentions=s.mentions,
+            mentioned_groups=mentioned,
             state={"ids": who.ids, "memory_ids": sorted(s.memory_ids),
                    "point_ids": {c: sorted(p.point_id for p in s.points if p.collection == c)
                                  for c in view.collections},
@@ -315,28 +349,34 @@ class Mem0Probe:
         )
 
     @staticmethod
-    def _identifiers(needles: NeedleSet, who: _Who, view: _View) -> None:
+    def _identifiers(needles: NeedleSet, who: _Who, view: _View, theirs: list[str]) -> list[int]:
+        """Identifier needles; returns the groups found inside other people's records (their byte hits
+        are explained by the reported mentions). A spelling found inside another person's record but
+        not as a whole token there (a longer id containing it), or equal to another person's id, is a
+        shared identifier: its hits prove nothing about the subject."""
         others = {_fold(u) for u in view.user_ids() if not who.owns(u)}
-        texts = [s for _, s in who.spellings] + [_scope_escape(i) for i in who.ids]
-        for text in dict.fromkeys(texts):
+        low = [t.lower() for t in theirs]
+        mentioned: list[int] = []
+        for text in dict.fromkeys([s for _, s in who.spellings] + [_scope_escape(i) for i in who.ids]):
             data = text.encode()
             if len(data) < MIN_IDENTIFIER_BYTES:
                 needles.bump("identifier_too_short")
                 continue
-            kind = NeedleKind.shared_identifier if _fold(text) in others else NeedleKind.identifier
-            needles.add_group(kind, [data], caseless=True)
+            inside = [t for t, t_low in zip(theirs, low, strict=True) if text.lower() in t_low]
+            bounded = re.compile(rf"(?<!{_WORD}){re.escape(text)}(?!{_WORD})", re.IGNORECASE)
+            if _fold(text) in others or not all(bounded.search(t) for t in inside):
+                needles.add_group(NeedleKind.shared_identifier, [data], caseless=True)
+                continue
+            if needles.add_group(NeedleKind.identifier, [data], caseless=True) and inside:
+                mentioned.append(needles.needles[-1].group)
+        return mentioned
 
     @staticmethod
-    def _content(needles: NeedleSet, s: _Split) -> None:
+    def _content(needles: NeedleSet, s: _Split, corpus: str) -> None:
         mine: list[str] = [str(p.payload.get("data")) for p in s.points if isinstance(p.payload.get("data"), str)]
         for row in (*s.history, *s.orphans):
             mine += [t for t in row[2:4] if isinstance(t, str)]
         mine += [row[2] for row in s.messages if isinstance(row[2], str)]
-        theirs: list[str] = [str(p.payload.get("data")) for p in s.other_points]
-        for row in s.other_history:
-            theirs += [t for t in row[2:4] if isinstance(t, str)]
-        theirs += [row[2] for row in s.other_messages if isinstance(row[2], str)]
-        corpus = "\n".join(theirs)
         for text in dict.fromkeys(mine):
             for window in plain_windows(text):
                 if window in corpus:
