@@ -4,6 +4,7 @@ independent probe (`probes.targets.run`). No Prefect here: the flow's use of tar
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import sqlite3
@@ -411,3 +412,53 @@ def test_a_stored_row_that_is_not_a_qdrant_point_is_never_run_and_fails_closed(m
     with pytest.raises(StoreError, match="could not be read"):
         ERASER.erase(target, SUBJECT)
     assert not marker.exists()
+
+
+def test_erase_needs_neither_mem0_nor_qdrant_client(memory: Built) -> None:
+    """The team's agent has its own environment: our side erases with mem0 and qdrant-client not importable."""
+    code = (
+        "import json, sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('mem0', 'qdrant_client', 'portalocker'):\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from pathlib import Path\n"
+        "from erasure.subject import Subject\n"
+        "from erasure.targets import Target\n"
+        "from tasks.targets.mem0 import ERASER\n"
+        "t = Target.model_validate({'name': 'm', 'kind': 'mem0', 'base_dir': Path(sys.argv[1]),\n"
+        "                           'history_db': 'mem0/history.db', 'qdrant_path': 'qdrant'})\n"
+        "out = ERASER.erase(t, Subject.model_validate_json(sys.argv[2]))\n"
+        "print(json.dumps({k.value: [o.before, o.after] for k, o in out.items()}))\n"
+        "assert not any(m.split('.')[0] in ('mem0', 'qdrant_client') for m in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(memory.root), SUBJECT.model_dump_json()], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    counts = json.loads(done.stdout)
+    assert counts["semantic"][0] > 0 and all(after == 0 for _before, after in counts.values())
+    assert found_strings(memory.root, IDENTIFIERS + CONTENT) == {}
+    read_back_bystanders(memory)
+
+
+def test_a_persistent_rollback_journal_of_the_agent_is_not_left_holding_the_subject(memory: Built) -> None:
+    """An agent whose history connection runs in `journal_mode=PERSIST` leaves `history.db-journal`
+    with the pre-images of its last transaction's pages; our connection writes in DELETE mode (per
+    connection), so our commit removes the file."""
+    m = open_memory(memory.root)
+    try:
+        assert m.db.connection.execute("PRAGMA journal_mode=PERSIST").fetchone() == ("persist",)
+        m.update(memory.memory_ids[SUBJECT.id][1], text="Noor Haddad sold the dented silver hatchback")
+        # The next transaction journals the page now holding that UPDATE row.
+        m.update(memory.memory_ids[SUBJECT.id][1], text="Noor Haddad now takes the number 62 bus")
+    finally:
+        close_memory(m)
+    journal = memory.root / "mem0/history.db-journal"
+    assert b"Quarry Lane" in journal.read_bytes()
+
+    ERASER.erase(memory.target(), SUBJECT)
+
+    assert not journal.exists()
+    assert found_strings(memory.root, [*IDENTIFIERS, *CONTENT, "hatchback", "number 62 bus"]) == {}
+    read_back_bystanders(memory)
