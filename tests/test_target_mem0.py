@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from erasure.errors import ConfigError, StoreError
+from erasure.subject import Subject
 from erasure.targets import Target
 from erasure.tiers import Tier
 from probes.model import ProbeResult
@@ -25,6 +26,7 @@ from probes.targets import run
 from probes.targets.mem0 import PROBE
 from tasks.targets.mem0 import ERASER
 from tests.mem0_fixtures import (
+    AGENT,
     AGENT_FACT,
     BYSTANDERS,
     FACTS,
@@ -461,4 +463,29 @@ def test_a_persistent_rollback_journal_of_the_agent_is_not_left_holding_the_subj
 
     assert not journal.exists()
     assert found_strings(memory.root, [*IDENTIFIERS, *CONTENT, "hatchback", "number 62 bus"]) == {}
+    read_back_bystanders(memory)
+
+
+def test_case_variants_of_the_id_and_escaped_session_scopes_are_the_subject(memory: Built) -> None:
+    """mem0 keeps user_id as given: the same person under another case is theirs too (as in the reference
+    store); a user_id with `&`, `=` or `%` is escaped in the messages' session scope."""
+    odd = Subject(id="m0-ops&team=7%", name="Ops Team Seven")
+    m = open_memory(memory.root)
+    try:
+        m.add([{"role": "user", "content": "Please remember: the canal permit renewal is due in March"}],
+              user_id=SUBJECT.id.upper(), agent_id=AGENT)
+        m.add([{"role": "user", "content": "Please remember: the rota spreadsheet lives in the blue folder"}],
+              user_id=odd.id, run_id="night-shift")
+    finally:
+        close_memory(m)
+    scopes = [r[1] for r in raw_rows(memory.root)["messages"]]
+    assert "run_id=night-shift&user_id=m0-ops%26team%3D7%25" in scopes
+
+    for subject in (SUBJECT, odd):  # one request after the other
+        fp = run.take(memory.target(), subject)
+        out = ERASER.erase(memory.target(), subject)
+        assert out[Tier.working].detail["messages"] > 0
+        assert_all_clear(run.probe(memory.target(), subject, fp))
+
+    assert found_strings(memory.root, [*IDENTIFIERS, "canal permit", "rota spreadsheet", "m0-ops%26team"]) == {}
     read_back_bystanders(memory)
