@@ -21,6 +21,7 @@ writes, and releases it on a schedule (see `agent_main`).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -263,6 +264,7 @@ def built_copy(dest: Path, *, mentions: bool = False) -> Built:
     """A copy of a memory built once per test session (building takes a few seconds)."""
     if mentions not in _TEMPLATES:
         base = Path(tempfile.mkdtemp(prefix="erasure-mem0-template-"))
+        atexit.register(shutil.rmtree, base, True)
         _TEMPLATES[mentions] = base
         _BUILT[mentions] = build_memory(base, mentions=mentions)
     shutil.copytree(_TEMPLATES[mentions], dest, ignore=shutil.ignore_patterns(".lock"))

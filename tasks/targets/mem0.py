@@ -27,8 +27,10 @@ What mem0's own `delete_all(user_id=...)` leaves (measured with mem0ai 2.2.1 / q
   used the entity store: `_remove_memory_from_entity_store` is a no-op until the entity store was
   initialised in that process, so a `delete_all` from a fresh process (an admin script, a new agent
   run) leaves all of them;
-- freed pages and b-tree gaps of `storage.sqlite` and `history.db` where the SQLite build does not
-  zero freed space (the python.org build does not), and copies a page rebuild left behind.
+- freed pages and b-tree gaps of `storage.sqlite` and `history.db` where the agent's SQLite build does
+  not zero freed space (`SQLITE_SECURE_DELETE` is a compile-time default some builds set; the pyenv
+  build here does, so our measurements found the deleted points' bytes gone from `storage.sqlite`),
+  and old cells left in the gaps of pages SQLite rebuilt (see tasks/scrub.py), which no build zeroes.
 - `delete_all` also sends `md5(user_id)` to mem0's telemetry (PostHog) unless `MEM0_TELEMETRY` is off.
 
 Why SQL on the files and not `Memory.delete_all`: constructing `Memory` here would run OUR mem0
