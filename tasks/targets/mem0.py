@@ -45,9 +45,13 @@ payloads with a restricted unpickler that builds inert records and refuses any o
 Locks: qdrant-client's local mode takes an exclusive `flock` on `<qdrant_path>/.lock` for as long as a
 client is open, and refuses (it does not wait) when another holds it: mem0 local mode is
 single-process. We take the same lock, waiting up to `lock_timeout` seconds for the agent to close its
-`Memory`, then fail with a StoreError that says so; while we hold it (a short while: read, delete,
-VACUUM) an agent starting up gets qdrant-client's "already accessed" error and must retry. The
-history database is waited on with SQLite's busy timeout and retries on SQLITE_BUSY.
+`Memory`, then fail with a StoreError that says so; while we hold it (read, delete, VACUUM: about 2 s
+at 10k memories and 20 s at 100k on this machine) an agent starting up gets qdrant-client's "already
+accessed" error and must retry. Reading (`count`, `mentions`) takes no lock: SQLite's own locking
+makes the read consistent, and the agent keeps running. The history database is waited on with
+SQLite's busy timeout and retries on SQLITE_BUSY. Our connections write in DELETE journal mode (a
+rollback journal's mode is per connection), so an agent's `journal_mode=PERSIST` journal, with the
+pre-images of its last transaction, is removed by our commit.
 
 Order, so that a crash anywhere leaves a rerun able to finish: the subject's points are read first
 (they are the only link from the subject to their memory ids), their history and messages rows are
