@@ -114,7 +114,7 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
     # audit: one entry whose subject fields are commitments; the values sit in the vault
     event, fields = conn.execute("SELECT event, fields FROM audit_log").fetchone()
     assert event == "memory.ingest" and "user-0001" not in fields and "conv-0001" not in fields
-    assert conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id='user-0001'").fetchone()[0] == 2
+    assert conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id='user-0001'").fetchone()[0] == 3
 
 
 def test_topic_entities_are_shared_between_subjects(home: Home) -> None:
