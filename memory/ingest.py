@@ -328,9 +328,11 @@ def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: Ent
 
     rows.sub_records += [(name, sid, src.source, src.source_ref, now) for name in src.subprocessors]
     rows.audits.append((
-        {"source": src.source, "frames": frames, "chunks": chunks, "blobs": len(src.attachments),
+        {"frames": frames, "chunks": chunks, "blobs": len(src.attachments),
          "training": src.training, "subprocessors": len(src.subprocessors)},
-        {"subject_id": (sid, sid), "source_ref": (sid, src.source_ref)},
+        # A source key can name the person (`whatsapp-447958331277`, a ref ending in an email): both
+        # halves of the key go to the vault, so the redaction of the subject's vault rows reaches them.
+        {"subject_id": (sid, sid), "source": (sid, src.source), "source_ref": (sid, src.source_ref)},
     ))
     report.ingested += 1
     report.archive_rows += 1

@@ -56,12 +56,37 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+PROTECTED = "hmac:"
+"""Prefix of a source key half that named the erased subject, kept as a keyed hash instead."""
+
+
+def protect(conn: apsw.Connection, value: str) -> str:
+    """The keyed-hash form of one half of a source key (`hmac:<hex>`, under the store's secret)."""
+    return PROTECTED + salted_hash(identity_secret(conn), "source-key", value)
+
+
+def protected_key(conn: apsw.Connection, identity: Identity, source: str, source_ref: str) -> tuple[str, str]:
+    """`(source, source_ref)` with each half that names the subject (any identifier, any spelling)
+    replaced by its keyed hash: what the suppression list and the archive skeleton keep."""
+    return (protect(conn, source) if identity.found_in(source) else source,
+            protect(conn, source_ref) if identity.found_in(source_ref) else source_ref)
+
+
+def _key_forms(conn: apsw.Connection, source: str, source_ref: str) -> list[tuple[str, str]]:
+    hs, hr = protect(conn, source), protect(conn, source_ref)
+    return [(source, source_ref), (hs, source_ref), (source, hr), (hs, hr)]
+
+
 def check(conn: apsw.Connection, source: str, source_ref: str) -> Guard:
-    """The guard's verdict. Any error while reading the list gives `Guard.unreadable`."""
+    """The guard's verdict, for the key as given and in its protected forms. Any error while reading
+    the list gives `Guard.unreadable`."""
     try:
-        row = conn.execute(
-            "SELECT 1 FROM erased_subjects WHERE source=? AND source_ref=? LIMIT 1", (source, source_ref)
-        ).fetchone()
+        row = None
+        for s, r in _key_forms(conn, source, source_ref):
+            row = conn.execute("SELECT 1 FROM erased_subjects WHERE source=? AND source_ref=? LIMIT 1",
+                               (s, r)).fetchone()
+            if row is not None:
+                break
     except Exception:  # fail-closed on anything: a missing table, corruption, I/O
         return Guard.unreadable
     return Guard.allowed if row is None else Guard.suppressed
@@ -74,9 +99,12 @@ def is_suppressed(conn: apsw.Connection, source: str, source_ref: str) -> bool:
 
 def request_ref_of(conn: apsw.Connection, source: str, source_ref: str) -> str | None:
     """The id of the request whose erasure suppressed `(source, source_ref)`, or None."""
-    row = conn.execute("SELECT request_ref FROM erased_subjects WHERE source=? AND source_ref=?",
-                       (source, source_ref)).fetchone()
-    return None if row is None else row[0]
+    for s, r in _key_forms(conn, source, source_ref):
+        row = conn.execute("SELECT request_ref FROM erased_subjects WHERE source=? AND source_ref=?",
+                           (s, r)).fetchone()
+        if row is not None:
+            return str(row[0]) if row[0] is not None else None
+    return None
 
 
 def record(conn: apsw.Connection, source: str, source_ref: str, request_ref: str | None) -> bool:
@@ -93,13 +121,16 @@ def allow(conn: apsw.Connection, source: str, source_ref: str, reason: str, acto
     """Re-consent: remove `(source, source_ref)` from the list so it may be ingested again, and audit
     it ('suppression.allow'). Opens its own transaction. Returns False when the key was not listed."""
     with transaction(conn):
-        conn.execute("DELETE FROM erased_subjects WHERE source=? AND source_ref=?", (source, source_ref))
-        if conn.changes() == 0:
+        removed = 0
+        for s, r in _key_forms(conn, source, source_ref):
+            conn.execute("DELETE FROM erased_subjects WHERE source=? AND source_ref=?", (s, r))
+            removed += conn.changes()
+        if removed == 0:
             return False
         audit.append(
             conn, "suppression.allow", "suppression",
-            {"source": source, "reason": reason},
-            {"source_ref": (None, source_ref), "allowed_by": (None, actor)},
+            {"reason": reason},
+            {"source": (None, source), "source_ref": (None, source_ref), "allowed_by": (None, actor)},
         )
     return True
 

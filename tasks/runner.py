@@ -150,7 +150,7 @@ def _data_classes(request_id: str, home: Home) -> tuple[Tier, ...]:
 def _record_batch(ctx: StepContext, tier: Tier, batch: int, removed: int) -> None:
     """Inside the batch's transaction: sticky-erasure rows and the audit entry (ids and counts only)."""
     for source, ref in ctx.sources:
-        suppression.record(ctx.store, source, ref, ctx.request_id)
+        suppression.record(ctx.store, *suppression.protected_key(ctx.store, ctx.who(), source, ref), ctx.request_id)
     suppression.record_identity(ctx.store, ctx.subject, ctx.request_id, also_ids=ctx.ids())
     audit.append(ctx.store, "erasure.step", ACTOR,
                  {"request_id": ctx.request_id, "step": tier.value, "batch": batch, "removed": removed})

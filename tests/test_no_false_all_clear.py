@@ -287,3 +287,25 @@ def test_case_5_a_rejected_inbox_envelope_of_the_subject_is_purged_by_the_erasur
     assert ver["all_clear"] is True
     assert home_hits(store, SUBJECT) == {}
     assert not [p for p in (store.inbox_dir / "rejected").iterdir() if p.suffix == ".rejected"]
+
+
+def test_case_3_identifiers_inside_source_keys_leave_no_trace(store: Home) -> None:
+    add_items(store, [
+        {"source": "email", "source_ref": f"inbox-{SUBJECT.email}", "subject": SUBJECT.model_dump(),
+         "content": "Forwarded receipt for the camera warranty claim."},
+        {"source": f"whatsapp-{COMPACT_PHONE.lstrip('+')}", "source_ref": "chat-0001",
+         "subject": SUBJECT.model_dump(), "content": "Voice note about the delivery window on Tuesday."}])
+    submit(store, "req-case-3b")
+    state, ver = run(store, "req-case-3b")
+    assert state.is_completed(), state.message  # type: ignore[attr-defined]
+    assert ver["all_clear"] is True
+    assert home_hits(store, SUBJECT) == {}
+    # still sticky: the same keys come back and are not ingested
+    from memory.suppression import Guard, check
+
+    conn = create(store.store_dir)
+    try:
+        assert check(conn, "email", f"inbox-{SUBJECT.email}") is Guard.suppressed
+        assert check(conn, f"whatsapp-{COMPACT_PHONE.lstrip('+')}", "chat-0001") is Guard.suppressed
+    finally:
+        conn.close()
