@@ -22,7 +22,7 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import BystandersLost, ConfigError, Conflict, ErasureError, RequestBlocked, VerificationFailed
 from erasure.tiers import CASCADE_ORDER
-from tasks.preflight import preflight
+from memory.schema import meta, open_store
 
 
 class RunFailed(ErasureError):
@@ -80,6 +80,25 @@ def verification_table(doc: dict[str, Any]) -> Table:
     return t
 
 
+def _refuse_before_the_flow(request_id: str, h: Home) -> None:
+    """An unknown request (exit 4) or another tenant's (exit 6) is refused here, before a flow run
+    exists; the flow's preflight checks everything again. The tenant is the reference store's, else
+    the one targets.toml names. Reads request rows and store metadata only, never the vault."""
+    found = targets_of_home(h)
+    tenant = found.tenant
+    if found.reference() is not None:
+        store = open_store(h.store_dir)
+        try:
+            tenant = meta(store, "tenant_id")
+        finally:
+            store.close()
+    engine = open_engine(h.engine_db)
+    try:
+        requests.check_tenant(engine, request_id, tenant)
+    finally:
+        engine.close()
+
+
 def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
     """Run the flow in this process, refreshing the step table while it runs. Returns its final state."""
     from cli import prefect_api
@@ -88,10 +107,7 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
         raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
                           "run `erasure keys generate --role engine` first")
     prefect_api.prepare(h)
-    # Refusals that need no flow (unknown request, another tenant's, a reason naming the subject):
-    # raised here, with their own exit codes, before a flow run exists. The flow checks again.
-    found = targets_of_home(h)
-    preflight(request_id, h, reference=found.reference() is not None, tenant=found.tenant)
+    _refuse_before_the_flow(request_id, h)
     from flows.erasure_request import erasure_request
 
     result: dict[str, Any] = {}

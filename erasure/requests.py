@@ -30,7 +30,7 @@ from erasure.clocks import (
     iso_utc,
     parse_utc,
 )
-from erasure.errors import Conflict, InputError, NotFound
+from erasure.errors import Conflict, InputError, NotFound, RequestBlocked
 from erasure.identity import fold
 from erasure.models import (
     CLOCK_SKEW,
@@ -216,6 +216,17 @@ def get(conn: apsw.Connection, request_id: str) -> RequestRow:
     if r is None:
         raise NotFound(f"no request {request_id!r}")
     return _row(r)
+
+
+def check_tenant(conn: apsw.Connection, request_id: str, tenant: str) -> RequestRow:
+    """The request's row when it belongs to `tenant` (the tenant of the stores it would erase);
+    `NotFound` when there is no such request, `RequestBlocked` when it is another tenant's. Reads the
+    request row only (no identifier leaves the vault)."""
+    row = get(conn, request_id)
+    if row.tenant_id != tenant:
+        raise RequestBlocked(f"request {request_id} is for tenant {row.tenant_id!r}; these stores belong to "
+                             f"{tenant!r}: refused")
+    return row
 
 
 def list_requests(conn: apsw.Connection,
