@@ -227,10 +227,10 @@ def repack(top: str, files: dict[str, bytes]) -> bytes:
     return tar_gz_bytes(top, files)
 
 
-def raw_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]]) -> bytes:
+def raw_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]], fmt: int = tarfile.USTAR_FORMAT) -> bytes:
     """A tar.gz of arbitrary entries: TarInfo objects (links, devices...) or (name, bytes) files."""
     raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+    with tarfile.open(fileobj=raw, mode="w", format=fmt) as tar:
         for e in entries:
             if isinstance(e, tarfile.TarInfo):
                 tar.addfile(e)
@@ -239,6 +239,43 @@ def raw_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]]) -> bytes:
                 info.size = len(e[1])
                 tar.addfile(info, io.BytesIO(e[1]))
     return gzip.compress(raw.getvalue(), mtime=0)
+
+
+BLOCK = 512
+END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
+
+
+def tar_member(name: str, data: bytes = b"", *, kind: bytes = tarfile.REGTYPE, fmt: int = tarfile.USTAR_FORMAT,
+               pax: dict[str, str] | None = None) -> bytes:
+    """One tar member as raw blocks (header(s), data, zero padding), with no end-of-archive."""
+    info = tarfile.TarInfo(name)
+    info.type, info.size, info.mode = kind, len(data) if kind == tarfile.REGTYPE else 0, 0o644
+    info.uname = info.gname = ""
+    if pax:
+        info.pax_headers = pax
+    pad = (-len(data)) % BLOCK
+    return info.tobuf(fmt, "utf-8", "surrogateescape") + data + b"\0" * pad
+
+
+def tar_blocks(top: str, files: dict[str, bytes]) -> bytes:
+    """The members of a pack (directories and files, sorted as the writer sorts them), no end-of-archive."""
+    raw = gzip.decompress(tar_gz_bytes(top, files))
+    pos = 0
+    while raw[pos:pos + BLOCK].strip(b"\0"):
+        size = int(raw[pos + 124:pos + 136].strip(b"\0 ") or b"0", 8)
+        pos += BLOCK + -(-size // BLOCK) * BLOCK
+    return raw[:pos]
+
+
+def finish_tar(blocks: bytes) -> bytes:
+    """`blocks`, the end-of-archive marker and zero padding to a 10 KiB record, as the writer ends a tar."""
+    out = blocks + END_OF_ARCHIVE
+    return out + b"\0" * ((-len(out)) % tarfile.RECORDSIZE)
+
+
+def gz(data: bytes) -> bytes:
+    """One gzip member of `data`, with the writer's header (mtime 0, no name)."""
+    return gzip.compress(data, compresslevel=6, mtime=0)
 
 
 def pack_entries(top: str, files: dict[str, bytes]) -> list[tarfile.TarInfo | tuple[str, bytes]]:
