@@ -64,9 +64,11 @@ def entry_hash(prev: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(prev.encode("ascii") + b"\n" + canonical(body)).hexdigest()
 
 
-def audit_document(n_entries: int = 20, *, key: Ed25519PrivateKey | None = None) -> dict[str, Any]:
+def audit_document(n_entries: int = 20, *, key: Ed25519PrivateKey | None = None,
+                   request_id: str = "req-0001") -> dict[str, Any]:
     """A chain of `n_entries` (>= 4); every 5th entry holds the subject's email as a commitment.
-    The `before` checkpoint is at n-2 (before the erasure's own events), `after` at n."""
+    The `before` checkpoint is at n-2 (before the erasure's own events), `after` at n; entry n-1 is
+    the audit-log step's `erasure.audit_redaction` event naming `request_id`."""
     key = key or audit_key()
     entries, redacted, prev = [], [], GENESIS
     for seq in range(1, n_entries + 1):
@@ -79,6 +81,8 @@ def audit_document(n_entries: int = 20, *, key: Ed25519PrivateKey | None = None)
         if seq % 7 == 0:
             fields["operator"] = {"commit": commit(b"op-%d" % seq, "Dana Operator")}
         event = "erasure.step" if seq > n_entries - 2 else "ingest"
+        if seq == n_entries - 1:
+            event, fields = "erasure.audit_redaction", {"request_id": request_id, "redacted": len(redacted)}
         body = {"seq": seq, "at": at, "event": event, "actor": "ingest-worker", "fields": fields}
         h = entry_hash(prev, body)
         entries.append({**body, "prev_hash": prev, "entry_hash": h})
@@ -157,8 +161,8 @@ def evidence_files(request_id: str = "req-0001", scenario: str = "erased", *, n_
                "data_classes": list(TIERS),
                "subject_commitments": {k: commit(salt, v) for k, v in SUBJECT.items()},
                "reason_digest": hashlib.sha256(b"withdrawn consent").hexdigest()}
-    receipts = [{"processor": f"proc-{i % 7}", "ticket_id": f"T-{i:06d}", "status": "done",
-                 "requested_at": "2024-02-01T09:07:00Z", "completed_at": "2024-02-01T09:08:00Z"}
+    receipts = [{"request_id": request_id, "processor": f"proc-{i:04d}", "ticket_id": f"T-{i:06d}",
+                 "status": "done", "requested_at": "2024-02-01T09:07:00Z", "completed_at": "2024-02-01T09:08:00Z"}
                 for i in range(n_receipts)]
     return {
         "request.json": (json.dumps(request, indent=2, sort_keys=True) + "\n").encode(),
@@ -166,7 +170,8 @@ def evidence_files(request_id: str = "req-0001", scenario: str = "erased", *, n_
         "verification.json": (json.dumps(_verification(request_id, scenario), indent=2, sort_keys=True)
                               + "\n").encode(),
         "subprocessor-receipts.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in receipts).encode(),
-        "audit-log-redaction.json": (json.dumps(audit_document(n_audit), indent=2, sort_keys=True)
+        "audit-log-redaction.json": (json.dumps(audit_document(n_audit, request_id=request_id), indent=2,
+                                                sort_keys=True)
                                      + "\n").encode(),
     }
 

@@ -211,7 +211,9 @@ def test_rewrite_keeps_a_still_valid_attestation_and_drops_a_stale_one(tmp_path:
     attest(pack, keys.dpo, engine_pub=keys.engine_pub)
     attested = pack.read_bytes()
     assert write_pack(ev, keys.engine).read_bytes() == attested  # idempotent rerun keeps the DPO's signature
-    (ev / "subprocessor-receipts.jsonl").write_bytes((ev / "subprocessor-receipts.jsonl").read_bytes() * 2)
+    late = {"request_id": "req-0001", "processor": "proc-late", "ticket_id": "T-9", "status": "done"}
+    (ev / "subprocessor-receipts.jsonl").write_bytes((ev / "subprocessor-receipts.jsonl").read_bytes()
+                                                     + json.dumps(late).encode() + b"\n")
     write_pack(ev, keys.engine)
     assert not (ev / "signatures/dpo.intoto.json").exists()
     assert "signatures/dpo.intoto.json" not in read_members(pack)[1]

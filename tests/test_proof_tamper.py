@@ -28,8 +28,8 @@ from proof.keys import load_private_key
 from proof.pack import attest, write_pack
 from proof.statement import canonical_json
 from tests.proof_fixtures import (
-    Keys,
     END_OF_ARCHIVE,
+    Keys,
     audit_key,
     finish_tar,
     gz,
@@ -182,7 +182,7 @@ def test_tar_with_duplicate_entry_overriding_a_file(pack: Pack) -> None:
 
 
 def test_tar_with_oversized_file(pack: Pack, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(verify, "MAX_FILE_BYTES", 4096)  # the audit document is larger than this
+    monkeypatch.setattr(verify, "MAX_AUDIT_BYTES", 4096)  # the audit document is larger than this
     assert pack.check_of(pack.path.read_bytes(), why="larger than") == "archive"
 
 
@@ -191,8 +191,8 @@ def test_tar_with_too_many_entries(pack: Pack) -> None:
     assert pack.check_of(_with(pack, *many), why="entries") == "archive"
 
 
-def test_tar_with_decompression_bomb_in_a_pax_header(pack: Pack, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(verify, "MAX_TOTAL_BYTES", 256 * 1024)
+def test_tar_with_decompression_bomb_in_a_pax_header(pack: Pack) -> None:
+    """Refused at its header, before a byte of the 2 MiB is unpacked."""
     bomb = tarfile.TarInfo(f"{pack.top}/notes.txt")
     bomb.pax_headers = {"comment": "A" * (2 * 1024 * 1024)}  # 2 MiB of header, a few KiB gzipped
     raw = io.BytesIO()
@@ -200,7 +200,7 @@ def test_tar_with_decompression_bomb_in_a_pax_header(pack: Pack, monkeypatch: py
         tar.addfile(bomb, io.BytesIO(b""))
     data = gzip.compress(raw.getvalue(), mtime=0)
     assert len(data) < 64 * 1024
-    assert pack.check_of(data, why="unpacks to more than") == "archive"
+    assert pack.check_of(data, why="pax") == "archive"
 
 
 def test_not_a_gzip(pack: Pack) -> None:
@@ -335,7 +335,7 @@ def test_tar_with_a_name_outside_the_pack_alphabet(pack: Pack) -> None:
 
 def test_tar_with_a_file_larger_than_the_limit_is_refused_before_reading(pack: Pack) -> None:
     member = bytearray(tar_member(f"{pack.top}/request.json", b""))
-    member[124:136] = b"%011o\0" % (64 * 1024 * 1024 * 1024)  # 64 GiB announced, nothing behind it
+    member[124:136] = b"%011o\0" % (7 * 1024 * 1024 * 1024)  # 7 GiB announced, nothing behind it
     chk = sum(member[:148]) + 8 * 32 + sum(member[156:512])
     member[148:156] = b"%06o\0 " % chk
     assert pack.check_of(gz(bytes(member)), why="larger than") == "archive"
