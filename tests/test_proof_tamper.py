@@ -24,12 +24,13 @@ from cryptography.hazmat.primitives import serialization
 
 from proof import verify
 from proof.dsse import envelope_bytes, sign_envelope
-from proof.keys import load_private_key
+from proof.keys import keyid, load_private_key
 from proof.pack import attest, write_pack
-from proof.statement import canonical_json
+from proof.statement import canonical_json, dpo_statement
 from tests.proof_fixtures import (
     END_OF_ARCHIVE,
     Keys,
+    audit_document,
     audit_key,
     finish_tar,
     gz,
@@ -558,3 +559,94 @@ def test_records_of_another_request(pack: Pack) -> None:
     steps = jsonl_edit(pack.files["steps.jsonl"], lambda rows: rows[0].update(request_id="req-other"))
     files = {**pack.files, "steps.jsonl": steps}
     assert pack.check_of(pack.resealed(files), dpo=False) == "consistency"
+
+
+# --- check 8 binds every evidence file to the request (re-signed: only check 8 can catch them) ----
+
+def _receipts_attack(pack: Pack, change: Any) -> str:
+    files = {**pack.files, "subprocessor-receipts.jsonl": jsonl_edit(pack.files["subprocessor-receipts.jsonl"],
+                                                                      change)}
+    return pack.check_of(pack.resealed(files), dpo=False, why="receipt")
+
+
+def test_receipt_of_another_request(pack: Pack) -> None:
+    assert _receipts_attack(pack, lambda rows: rows[0].update(request_id="req-other")) == "consistency"
+
+
+def test_receipt_without_a_request_id(pack: Pack) -> None:
+    assert _receipts_attack(pack, lambda rows: rows[1].pop("request_id")) == "consistency"
+
+
+def test_receipt_failed_under_an_erased_subprocessors_tier(pack: Pack) -> None:
+    assert _receipts_attack(pack, lambda rows: rows[2].update(status="failed")) == "consistency"
+
+
+def test_receipt_with_an_unknown_status(pack: Pack) -> None:
+    assert _receipts_attack(pack, lambda rows: rows[0].update(status="probably-deleted")) == "consistency"
+
+
+def test_two_receipts_of_one_processor(pack: Pack) -> None:
+    assert _receipts_attack(pack, lambda rows: rows.append({**rows[0], "status": "failed"})) == "consistency"
+
+
+def test_audit_evidence_of_another_request(pack: Pack) -> None:
+    """Another request's genuine audit evidence (signed by the store's checkpoint key) swapped in."""
+    other = (json.dumps(audit_document(20, request_id="req-other"), indent=2, sort_keys=True) + "\n").encode()
+    files = {**pack.files, "audit-log-redaction.json": other}
+    assert pack.check_of(pack.resealed(files), dpo=False, why="records no redaction for this request") \
+        == "consistency"
+
+
+def test_step_record_repeated_so_the_last_one_wins(pack: Pack) -> None:
+    """A failed vectors step hidden behind a later record of the same step that says erased."""
+    def hide(rows: list[dict[str, Any]]) -> None:
+        rows.insert(3, {**rows[3], "status": "failed", "after_count": 3})
+    files = {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], hide)}
+    assert pack.check_of(pack.resealed(files), dpo=False, why="repeats step vectors") == "consistency"
+
+
+def test_step_records_out_of_cascade_order(pack: Pack) -> None:
+    files = {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], lambda rows: rows.reverse())}
+    assert pack.check_of(pack.resealed(files), dpo=False, why="cascade order") == "consistency"
+
+
+def _dpo_signed(pack: Pack, *, status: str = "erased", attested_at: str = "2024-02-02T10:00:00Z") -> bytes:
+    """The pack with a DPO envelope the real DPO key signed over the given status and time."""
+    files = {k: v for k, v in pack.files.items() if k != DPO_ENV}
+    statement = dpo_statement(files, request_id=pack.top, attested_at=attested_at,
+                              dpo_keyid=keyid(load_private_key(pack.keys.dpo)),
+                              engine_keyid=keyid(load_private_key(pack.keys.engine)), status=status)
+    files[DPO_ENV] = envelope_bytes(sign_envelope(statement, load_private_key(pack.keys.dpo)))
+    return repack(pack.top, files)
+
+
+def test_dpo_signed_a_pack_with_our_own_statement_builder(pack: Pack) -> None:
+    verify.verify_bytes(_dpo_signed(pack), pack.keys.engine_pem, pack.keys.dpo_pem)  # the baseline of the next
+
+
+def test_dpo_statement_attests_another_status(pack: Pack) -> None:
+    assert pack.check_of(_dpo_signed(pack, status="erasedWithExceptions"), why="DPO's statement") == "consistency"
+
+
+def test_dpo_attested_before_the_verification(pack: Pack) -> None:
+    assert pack.check_of(_dpo_signed(pack, attested_at="2024-01-01T00:00:00Z"), why="before") == "consistency"
+
+
+def test_dpo_attested_in_the_future(pack: Pack) -> None:
+    assert pack.check_of(_dpo_signed(pack, attested_at="2999-01-01T00:00:00Z"), why="future") == "consistency"
+
+
+def test_dpo_attested_at_is_not_a_utc_time(pack: Pack) -> None:
+    assert pack.check_of(_dpo_signed(pack, attested_at="yesterday"), why="attested_at") == "statement"
+
+
+def test_no_dpo_key_with_a_dpo_envelope_present_says_it_was_not_checked(pack: Pack, mallory: Keys) -> None:
+    files = {**pack.files, DPO_ENV: envelope_bytes(sign_envelope(b"{}", load_private_key(mallory.dpo)))}
+    forged = repack(pack.top, files)
+    result = verify.verify_bytes(forged, pack.keys.engine_pem, None, require_dpo=False)
+    assert result.dpo_attestation == "not checked" and result.dpo_keyid is None
+    assert "NOT checked" in result.line()
+    with pytest.raises(verify.SignatureError):  # --no-dpo with --dpo-key: a present envelope is checked
+        verify.verify_bytes(forged, pack.keys.engine_pem, pack.keys.dpo_pem, require_dpo=False)
+    genuine = verify.verify_bytes(pack.path.read_bytes(), pack.keys.engine_pem, pack.keys.dpo_pem, require_dpo=False)
+    assert (genuine.dpo_attestation, genuine.line()) == ("verified", "OK")
