@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from erasure.errors import NotFound
+from erasure.errors import InputError, NotFound
 from proof import verify
 from proof.attestation import render
 from proof.dsse import envelope_bytes, sign_envelope
@@ -216,9 +216,16 @@ def attest(pack_path: Path, dpo_key_path: Path, *, engine_pub: bytes | Path | No
         raise SameKeyRefused(f"the DPO key {dpo_keyid[:16]}... is the engine's key: the DPO must attest"
                              " with a key of their own")
     top, files = verify.extract(data)
+    when = attested_at or _now()
+    at = verify.utc_time(when)
+    verified = verify.utc_time(_predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE).get("verified_at"))
+    if at is None:
+        raise InputError(f"attested_at {verify.printable(when)!r} is not a UTC time (YYYY-MM-DDTHH:MM:SSZ)")
+    if verified is not None and at < verified:
+        raise InputError(f"attested_at {when} is earlier than the verification the DPO attests")
     if DPO_ENVELOPE in files and not force:
         raise AlreadyAttested(f"{pack_path} is already attested: pass --force to replace the attestation")
-    statement = dpo_statement(files, request_id=result.request_id, attested_at=attested_at or _now(),
+    statement = dpo_statement(files, request_id=result.request_id, attested_at=when,
                               dpo_keyid=dpo_keyid, engine_keyid=result.engine_keyid, status=result.status)
     files[DPO_ENVELOPE] = envelope_bytes(sign_envelope(statement, key))
     tar = tar_gz_bytes(top, files)

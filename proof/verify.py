@@ -389,7 +389,7 @@ def _obj(v: Any, what: str, cls: type[PackError]) -> dict[str, Any]:
     return v
 
 
-def _utc_time(v: Any) -> datetime | None:
+def utc_time(v: Any) -> datetime | None:
     """The instant of a `YYYY-MM-DDTHH:MM:SS[.ffffff]Z` string, else None."""
     if not isinstance(v, str) or not _UTC_TIME.fullmatch(v):
         return None
@@ -840,7 +840,7 @@ _ENGINE_FIELDS: dict[str, Callable[[Any], bool]] = {
     "out_of_scope": lambda v: isinstance(v, list), "engine_keyid": lambda v: isinstance(v, str),
 }
 _DPO_FIELDS: dict[str, Callable[[Any], bool]] = {
-    "request_id": lambda v: isinstance(v, str), "attested_at": lambda v: _utc_time(v) is not None,
+    "request_id": lambda v: isinstance(v, str), "attested_at": lambda v: utc_time(v) is not None,
     "dpo_keyid": lambda v: isinstance(v, str), "statement": lambda v: isinstance(v, str) and bool(v),
     "engine_keyid": lambda v: isinstance(v, str),
 }
@@ -1335,7 +1335,7 @@ def _check_dpo(dpo: Mapping[str, Any], rid: str, engine_keyid: str, status: str,
     C = ConsistencyError
     if dpo["statement"] != dpo_statement_text(rid, engine_keyid, status):
         _fail(C, f"the DPO's statement does not attest this request's outcome as the pack states it ({status})")
-    attested = _utc_time(dpo["attested_at"])
+    attested = utc_time(dpo["attested_at"])
     assert attested is not None  # check 3
     if attested < verified_at:
         _fail(C, "the DPO attested before the verification ran (attested_at is earlier than verified_at)")
@@ -1366,7 +1366,7 @@ def check_consistency(data: Callable[[str], bytes], manifest: Mapping[str, Any],
                                ("exceptions", verification, "exceptions")):
         if predicate[fname] != source.get(key):
             _fail(C, f"the statement's {fname} differs from the records")
-    verified_at = _utc_time(predicate["verified_at"])
+    verified_at = utc_time(predicate["verified_at"])
     if verified_at is None:
         _fail(C, "verified_at is not a UTC time (YYYY-MM-DDTHH:MM:SS[.ffffff]Z)")
     probes = verification["probes"]
