@@ -221,7 +221,7 @@ def attest(pack_path: Path, dpo_key_path: Path, *, engine_pub: bytes | Path | No
     verified = verify.utc_time(_predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE).get("verified_at"))
     if at is None:
         raise InputError(f"attested_at {verify.printable(when)!r} is not a UTC time (YYYY-MM-DDTHH:MM:SSZ)")
-    if verified is not None and at < verified:
+    if verified is not None and at < verified.replace(microsecond=0):
         raise InputError(f"attested_at {when} is earlier than the verification the DPO attests")
     if DPO_ENVELOPE in files and not force:
         raise AlreadyAttested(f"{pack_path} is already attested: pass --force to replace the attestation")

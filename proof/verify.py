@@ -78,7 +78,7 @@ erased nor skipped. Between its before and after checkpoints the audit chain hol
 signs that binding). The DPO's statement text is "I have reviewed the evidence in this pack for
 erasure request <id>, signed by the engine key <engine keyid>, and attest that it records the outcome
 of the request as stated: <status>." with the pack's status; attested_at is not before verified_at
-and not more than a day ahead of this machine's clock.
+(to the second) and not more than a day ahead of this machine's clock.
 
 Without --dpo-key (--no-dpo), a DPO envelope in the pack is NOT checked and the result says so
 (`OK (... NOT checked ...)`); with --no-dpo and --dpo-key it is checked when present.
@@ -1337,7 +1337,7 @@ def _check_dpo(dpo: Mapping[str, Any], rid: str, engine_keyid: str, status: str,
         _fail(C, f"the DPO's statement does not attest this request's outcome as the pack states it ({status})")
     attested = utc_time(dpo["attested_at"])
     assert attested is not None  # check 3
-    if attested < verified_at:
+    if attested < verified_at.replace(microsecond=0):
         _fail(C, "the DPO attested before the verification ran (attested_at is earlier than verified_at)")
     if attested > now + CLOCK_SKEW:
         _fail(C, "the DPO's attested_at lies in the future")
