@@ -182,8 +182,10 @@ def test_attest_adds_the_dpo_envelope_and_the_pack_verifies(tmp_path: Path, keys
     assert {s["name"] for s in statement["subject"]} == {n for n in files if n != "signatures/dpo.intoto.json"}
     assert statement["predicate"]["attested_at"] == "2024-02-02T10:00:00Z"
     assert statement["predicate"]["statement"].startswith("I have reviewed")
-    s = summary(pack)
-    assert s["attested"] and s["dpo_keyid"] == result.dpo_keyid
+    unchecked = summary(pack)  # no trusted key: the envelope proves nothing, so it is not called attested
+    assert (unchecked["attested"], unchecked["dpo_attestation"], unchecked["dpo_keyid"]) == (False, "not checked", None)
+    s = summary(pack, engine_pub=keys.engine_pem, dpo_pub=keys.dpo_pem)
+    assert s["attested"] and s["dpo_keyid"] == result.dpo_keyid and s["attested_at"] == "2024-02-02T10:00:00Z"
     with pytest.raises(AlreadyAttested):
         attest(pack, keys.dpo, engine_pub=keys.engine_pub)
     attest(pack, keys.dpo, engine_pub=keys.engine_pub, attested_at="2024-02-02T10:00:00Z", force=True)
