@@ -31,10 +31,11 @@ def _pack_file(path: Path) -> Path:
 
 
 def _read_key(path: Path, role: str) -> bytes:
+    """A key file, read up to the verifier's cap (the zero device is refused, not read for ever)."""
     try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the {role} key {path}: {exc.strerror}") from exc
+        return verifier.read_key(path, role)
+    except verifier.PackError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def print_summary(s: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from cli.main import app as erasure_app
 from cli.pack import app as pack_app
+from erasure.errors import ConfigError
 from proof.pack import attest, write_pack
 from tests.proof_fixtures import (
     Keys,
@@ -314,3 +315,14 @@ def test_erasure_error_line_escapes_names(genuine: Genuine) -> None:
     assert res.exit_code != 0
     _no_terminal_controls(str(res.exception) + res.output)
 
+
+
+def test_erasure_pack_verify_with_the_zero_device(genuine: Genuine) -> None:
+    keys = ["--engine-key", str(genuine.keys.engine_pub), "--dpo-key", str(genuine.keys.dpo_pub)]
+    res = CliRunner().invoke(pack_app, ["verify", "/dev/zero", *keys])
+    assert res.exit_code == 1 and res.output.startswith("FAIL: archive: ")
+    res = CliRunner().invoke(pack_app, ["verify", str(genuine.path), "--engine-key", "/dev/zero",
+                                        "--dpo-key", str(genuine.keys.dpo_pub)])
+    assert isinstance(res.exception, ConfigError) and "larger than" in str(res.exception)
+    shown = CliRunner().invoke(pack_app, ["show", str(genuine.path), "--engine-key", "/dev/zero"])
+    assert shown.exit_code != 0 and "larger than" in str(shown.exception)
