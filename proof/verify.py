@@ -32,9 +32,11 @@ whose `check` names it:
                                     manifest.json, SHA256SUMS, signatures/engine.intoto.json and
                                     signatures/dpo.intoto.json (the last one optional only when the
                                     DPO's attestation is not required).
- 2 signature      SignatureError    Each DSSE envelope has a signature whose keyid is the sha256 of
-                                    the GIVEN key's SubjectPublicKeyInfo DER and which verifies
-                                    over PAE(payloadType, payload) with that key.
+ 2 signature      SignatureError    Each DSSE envelope is in the writer's canonical form (sorted keys,
+                                    two-space indent, ASCII, one final newline: no signature covers
+                                    the DPO's envelope, so its bytes may not vary) and has a signature
+                                    whose keyid is the sha256 of the GIVEN key's SubjectPublicKeyInfo
+                                    DER and which verifies over PAE(payloadType, payload) with that key.
  3 statement      StatementError    payloadType is application/vnd.in-toto+json; the payload is an
                                     in-toto Statement v1 with our predicateType (erasure proof for
                                     the engine, DPO attestation for the DPO); the predicates are
@@ -776,6 +778,11 @@ def check_file_set(top: str, names: set[str], manifest_data: bytes | None, *,
 
 def _envelope(data: bytes, name: str) -> tuple[dict[str, Any], bytes]:
     env = _obj(_json(data, name, SignatureError), name, SignatureError)
+    if (json.dumps(env, sort_keys=True, indent=2) + "\n").encode("ascii") != data:
+        # No signature covers the DPO's envelope (nor the engine's without it): only a canonical form
+        # keeps its bytes, and so the pack's digest, from changing while every check passes.
+        _fail(SignatureError, f"{name} is not in the canonical form the writer writes (sorted keys, two-space"
+                              " indent, ASCII, one final newline)")
     if not isinstance(env.get("payloadType"), str) or not isinstance(env.get("payload"), str) \
             or not isinstance(env.get("signatures"), list):
         _fail(SignatureError, f"{name} is not a DSSE envelope")
@@ -1417,7 +1424,7 @@ def _checking(cls: type[PackError]) -> Iterator[None]:
     except MemoryError:
         raise cls("the input needs more memory than this verifier allows") from None
     except Exception as exc:
-        raise cls(f"unexpected {type(exc).__name__} while checking the pack") from exc
+        raise cls(f"refused: the input broke this check ({type(exc).__name__})") from exc
 
 
 def _run(raw: IO[bytes], engine_key: PublicKey | None, dpo_key: PublicKey | None,

@@ -390,6 +390,16 @@ def test_dpo_envelope_signed_with_the_engine_key(pack: Pack) -> None:
     assert pack.check_of(repack(pack.top, files)) == "signature"
 
 
+@pytest.mark.parametrize("name", [DPO_ENV, ENGINE_ENV])
+def test_envelope_reformatted_around_its_signature(pack: Pack, name: str) -> None:
+    """No signature covers the DPO's envelope (nor, without it, the engine's): its bytes must still be
+    the writer's, or the pack's digest changes while every check passes. Found by the property tests."""
+    env = json.loads(pack.files[name])
+    for reformatted in (pack.files[name] + b" ", json.dumps(env).encode(), pack.files[name].replace(b"  ", b"\t")):
+        files = {**pack.files, name: reformatted}
+        assert pack.check_of(repack(pack.top, files), dpo=name == DPO_ENV, why="canonical form") == "signature"
+
+
 def test_engine_key_given_as_the_dpo_key(pack: Pack) -> None:
     with pytest.raises(verify.SameKeyError) as err:
         verify.verify_pack(pack.path, pack.keys.engine_pem, pack.keys.engine_pem)
