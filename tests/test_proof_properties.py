@@ -100,7 +100,7 @@ def run_main(g: Genuine, data: bytes, *, no_dpo: bool = False) -> tuple[int, str
 
 
 def assert_refused(g: Genuine, data: bytes, *, same_content: bool = False, no_dpo: bool = False,
-                   check: str | None = None, test: str = "") -> str:
+                   check: tuple[str, ...] = (), test: str = "") -> str:
     """One FAIL line and exit 1; OK only when `same_content` (the change kept the pack's content)."""
     RAN[test] = RAN.get(test, 0) + 1
     rc, out = run_main(g, data, no_dpo=no_dpo)
@@ -113,8 +113,8 @@ def assert_refused(g: Genuine, data: bytes, *, same_content: bool = False, no_dp
         return line
     assert rc == 1 and line.startswith("FAIL: "), line
     assert "broke this check" not in line, f"only the safety net caught it: {line}"
-    if check is not None:
-        assert line.startswith(f"FAIL: {check}: "), line
+    if check:
+        assert line.split(":")[1].strip() in check, line
     return line
 
 
@@ -169,7 +169,7 @@ def test_the_genuine_pack_verifies(genuine: Genuine) -> None:
 def test_random_changes_to_the_gzip_bytes(genuine: Genuine, edits: list[Edit]) -> None:
     mutated = apply_edits(genuine.data, edits)
     assume(mutated != genuine.data)
-    assert_refused(genuine, mutated, same_content=_gzip_content_same(genuine, mutated), check="archive",
+    assert_refused(genuine, mutated, same_content=_gzip_content_same(genuine, mutated), check=("archive",),
                    test="gzip bytes")
 
 
@@ -416,14 +416,19 @@ def insider_change(g: Genuine, change: tuple[str, int, str, str, str, str]
 
 @given(change=INSIDER_CHANGE)
 @examples(150)
+@example(change=("request-id", 0, "req-0002", "erased", "request.json", "working"))  # found: refused at check 1
+@example(change=("claim-status", 0, "req-0002", "skipped", "request.json", "working"))  # found: at check 3
 def test_insider_changes_resigned_with_the_engine_key(genuine: Genuine, change: tuple[str, int, str, str, str, str]
                                                       ) -> None:
     files, edit = insider_change(genuine, change)
     resealed = repack(genuine.top, reseal(files, genuine.keys.engine, edit=edit))
-    assert_refused(genuine, resealed, no_dpo=True, check="consistency", test="insider")
+    # a request id changed in request.json also renames the pack (the manifest follows it): check 1;
+    # a claimed status outside the three: check 3
+    assert_refused(genuine, resealed, no_dpo=True, check=("consistency", "archive", "statement"), test="insider")
 
 
 def test_at_least_a_thousand_cases_ran() -> None:
     if len(RAN) < 6:
         pytest.skip("run the whole module to count its cases")
+    print(f"\ngenerated cases: {sum(RAN.values())} {RAN}")
     assert sum(RAN.values()) >= 1000, RAN
