@@ -34,9 +34,10 @@ whose `check` names it:
                                     DPO's attestation is not required).
  2 signature      SignatureError    Each DSSE envelope is in the writer's canonical form (sorted keys,
                                     two-space indent, ASCII, one final newline: no signature covers
-                                    the DPO's envelope, so its bytes may not vary) and has a signature
-                                    whose keyid is the sha256 of the GIVEN key's SubjectPublicKeyInfo
-                                    DER and which verifies over PAE(payloadType, payload) with that key.
+                                    the DPO's envelope, so its bytes may not vary), holds only
+                                    payloadType, payload and ONE signature (keyid, sig), whose keyid
+                                    is the sha256 of the GIVEN key's SubjectPublicKeyInfo DER and
+                                    which verifies over PAE(payloadType, payload) with that key.
  3 statement      StatementError    payloadType is application/vnd.in-toto+json; the payload is an
                                     in-toto Statement v1 with our predicateType (erasure proof for
                                     the engine, DPO attestation for the DPO); the predicates are
@@ -786,6 +787,11 @@ def _envelope(data: bytes, name: str) -> tuple[dict[str, Any], bytes]:
     if not isinstance(env.get("payloadType"), str) or not isinstance(env.get("payload"), str) \
             or not isinstance(env.get("signatures"), list):
         _fail(SignatureError, f"{name} is not a DSSE envelope")
+    sigs = env["signatures"]
+    if set(env) != {"payloadType", "payload", "signatures"} or len(sigs) != 1 \
+            or not isinstance(sigs[0], dict) or set(sigs[0]) != {"keyid", "sig"}:
+        _fail(SignatureError, f"{name} is not an envelope as the writer writes it (payloadType, payload, and"
+                              " exactly one signature of keyid and sig)")
     try:
         env["payloadType"].encode("utf-8")
     except UnicodeEncodeError:

@@ -400,6 +400,19 @@ def test_envelope_reformatted_around_its_signature(pack: Pack, name: str) -> Non
         assert pack.check_of(repack(pack.top, files), dpo=name == DPO_ENV, why="canonical form") == "signature"
 
 
+@pytest.mark.parametrize("change", [
+    lambda env: env["signatures"].append(dict(env["signatures"][0])),  # the same signature twice
+    lambda env: env.update(note="signed on a Tuesday"),                  # a field the writer never writes
+    lambda env: env["signatures"][0].update(cert="x"),
+], ids=["repeated-signature", "extra-field", "extra-signature-field"])
+def test_dpo_envelope_padded_with_what_no_signature_covers(pack: Pack, change: Any) -> None:
+    """Found by the property tests: the DPO's envelope with its one signature repeated verified."""
+    env = json.loads(pack.files[DPO_ENV])
+    change(env)
+    files = {**pack.files, DPO_ENV: envelope_bytes(env)}
+    assert pack.check_of(repack(pack.top, files)) == "signature"
+
+
 def test_engine_key_given_as_the_dpo_key(pack: Pack) -> None:
     with pytest.raises(verify.SameKeyError) as err:
         verify.verify_pack(pack.path, pack.keys.engine_pem, pack.keys.engine_pem)
