@@ -7,7 +7,9 @@ Trusted public keys come from the command line, never from the pack. Every input
 `OK` (exit 0) or `FAIL: <check>: <why>` (exit 1; 2 for bad usage), never a traceback; every character
 outside printable ASCII in it is written as a \\x, \\u or \\U escape, so nothing taken from a pack can
 act on a terminal. The checks, in order; the first that fails raises its error, a `PackError` subclass
-whose `check` names it:
+whose `check` names it (anything else a hostile input breaks inside a check ends as that check's
+failure, "refused: the input broke this check (<error type>)"; the tests require a named reason for
+every input they know):
 
  0 keys           KeyArgumentError  Each key file is read up to 64 KiB and holds an ECDSA P-256 or
                                     Ed25519 public key (PEM); any other key (RSA, SM2, secp112r1...)
