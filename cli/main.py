@@ -2,7 +2,7 @@
 
 Exit codes: 0 ok; 1 failure; 2 bad input; 3 configuration; 4 not found; 5 conflict;
 6 blocked (hold, closed request); 7 verification found residue; 8 store problem;
-9 a subprocessor refused or kept failing.
+9 a subprocessor refused or kept failing; 10 other people's data lost (over-erasure).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ _GROUPS: list[tuple[str, str, str]] = [
     ("cli.pack", "app", "pack"),
     ("cli.hold", "app", "hold"),
     ("cli.suppression", "app", "suppression"),
+    ("cli.targets", "app", "targets"),
 ]
 # Modules that add commands to a group above (e.g. `request run`) are imported for that effect.
 _EXTENSIONS: list[str] = ["cli.run"]
