@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from proof.errors import EvidenceInvalid, IdentifierInPack
-from proof.status import TIERS
+from proof.status import TIERS, step_order
 
 EVIDENCE_ROLES: dict[str, str] = {
     "request.json": "request",
@@ -71,15 +71,20 @@ def _check_records(request: dict[str, Any], steps: list[dict[str, Any]], verific
     for field in ("legal_basis", "received_at"):
         if not isinstance(request.get(field), str):
             raise EvidenceInvalid(f"request.json has no {field}")
-    order = -1
+    order: tuple[int, str, int] | None = None
     for rec in steps:
         if rec.get("request_id") != rid:
             raise EvidenceInvalid("steps.jsonl holds a record of another request")
         if rec.get("step") not in TIERS or not isinstance(rec.get("status"), str):
             raise EvidenceInvalid("steps.jsonl holds a record without a known step or a status")
-        if TIERS.index(rec["step"]) <= order:
-            raise EvidenceInvalid(f"steps.jsonl repeats step {rec['step']} or lists it out of cascade order")
-        order = TIERS.index(rec["step"])
+        target = rec.get("target")
+        if target is not None and (not isinstance(target, str) or not target):
+            raise EvidenceInvalid("steps.jsonl holds a record whose target is not a name")
+        here = step_order(rec)
+        if order is not None and here <= order:
+            raise EvidenceInvalid(f"steps.jsonl repeats step {rec['step']} or lists it out of order (the reference"
+                                  " store's records, then each target's by name, tiers in cascade order)")
+        order = here
         if not (_count_ok(rec.get("before_count"), True) and _count_ok(rec.get("after_count"), True)):
             raise EvidenceInvalid(f"step {rec['step']}: counts must be non-negative integers or null")
     if verification.get("request_id") != rid:

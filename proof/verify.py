@@ -69,15 +69,18 @@ verifier reads), no NaN or Infinity, no lone UTF-16 surrogate, at most 65,536 ar
 file (the audit-log evidence: 1 MiB a value), nesting as deep as Python's parser goes (deeper is
 refused).
 
-Check 8 rules. steps.jsonl holds at most one record per tier, in cascade order (a repeated or
-reordered record is refused: no "last one wins"). Tier status, from the tier's step record and its
-probes' summed residue: no record -> notErased; step status exception|erasedWithExceptions ->
+Check 8 rules. steps.jsonl holds at most one record per (target, tier): the reference store's
+records first (no `target`), then each other target's (its name in `target`, in name order), tiers in
+cascade order; a repeated or reordered record is refused (no "last one wins"). A record's status,
+with its tier's summed probe residue: step status exception|erasedWithExceptions ->
 erasedWithExceptions; skipped with after_count 0|null and residue 0 -> skipped; erased with
-after_count 0 and residue 0 -> erased; else notErased. Overall: no probe, a tier notErased, or
-residue in a probe not of an erasedWithExceptions tier -> notErased; else an erasedWithExceptions tier
-or any exception -> erasedWithExceptions; else erased if all_clear, notErased if not. all_clear true
-requires at least one probe, every probe residue 0, every step after_count 0 (null for a skipped
-one) unless its status is an exception status. A verification.json without `exceptions` has none;
+after_count 0 and residue 0 -> erased; else notErased. Tier status: no record -> notErased; else the
+worst of its records' (notErased, then erasedWithExceptions), skipped only when all are skipped, else
+erased; its before/after are the sums of its records' counts (null when none has one). Overall: no
+probe, a tier notErased, or residue in a probe not of an erasedWithExceptions tier -> notErased; else an
+erasedWithExceptions tier or any exception -> erasedWithExceptions; else erased if all_clear,
+notErased if not. all_clear true requires at least one probe, every probe residue 0, every step
+after_count 0 (null for a skipped one) unless its status is an exception status. A verification.json without `exceptions` has none;
 verified_at is a UTC time. Each receipt of subprocessor-receipts.jsonl names this request, a processor
 (once) and a status done|pending|failed; a receipt not done means the subprocessors tier is neither
 erased nor skipped. Between its before and after checkpoints the audit chain holds an
@@ -1263,15 +1266,20 @@ def _records(data: Callable[[str], bytes]) -> tuple[dict[str, Any], list[dict[st
     verification = _obj(_json(data("verification.json"), "verification.json", C), "verification.json", C)
     receipts = [_obj(r, "a receipt", C) for r in _jsonl(data("subprocessor-receipts.jsonl"),
                                                           "subprocessor-receipts.jsonl", C)]
-    order = -1
+    order: tuple[int, str, int] | None = None
     for s in steps:
         if s.get("step") not in TIERS:
             _fail(C, "a step record names no known tier")
-        here = TIERS.index(s["step"])
-        if here == order:
-            _fail(C, f"steps.jsonl repeats step {s['step']} (one record per tier)")
-        if here < order:
-            _fail(C, f"steps.jsonl lists step {s['step']} after step {TIERS[order]} (not in cascade order)")
+        target = s.get("target")
+        if target is not None and (not isinstance(target, str) or not target):
+            _fail(C, "a step record's target is not a name")
+        here = (0, "", TIERS.index(s["step"])) if target is None else (1, target, TIERS.index(s["step"]))
+        if order is not None and here == order:
+            _fail(C, f"steps.jsonl repeats step {s['step']}" + (f" of target {target!r}" if target else "")
+                     + " (one record per target and tier)")
+        if order is not None and here < order:
+            _fail(C, f"steps.jsonl lists step {s['step']} out of order (the reference store's records, then each"
+                     " target's by name, tiers in cascade order)")
         order = here
         if not isinstance(s.get("status"), str):
             _fail(C, f"step {s['step']} has no status")
@@ -1289,27 +1297,41 @@ def _records(data: Callable[[str], bytes]) -> tuple[dict[str, Any], list[dict[st
     return request, steps, verification, receipts
 
 
+def _record_status(rec: Mapping[str, Any], residue: int) -> str:
+    if rec["status"] in EXCEPTION_STEP:
+        return "erasedWithExceptions"
+    if rec["status"] == "skipped" and rec.get("after_count") in (0, None) and residue == 0:
+        return "skipped"
+    if rec["status"] == "erased" and rec.get("after_count") == 0 and residue == 0:
+        return "erased"
+    return "notErased"
+
+
+def _total(values: Sequence[Any]) -> int | None:
+    counts = [v for v in values if _is_int(v)]
+    return sum(counts) if counts else None
+
+
 def _expected_tiers(steps: Sequence[Mapping[str, Any]],
                     probes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    record = {s["step"]: s for s in steps}  # one per tier: _records refuses repeats
+    records: dict[str, list[Mapping[str, Any]]] = {}
+    for s in steps:  # one per target and tier: _records refuses repeats
+        records.setdefault(s["step"], []).append(s)
     residue: dict[str, int] = {}
     for p in probes:
         residue[p["tier"]] = residue.get(p["tier"], 0) + p["residue"]
     table: dict[str, dict[str, Any]] = {}
     for tier in TIERS:
-        rec, res = record.get(tier), residue.get(tier, 0)
-        if rec is None:
+        mine, res = records.get(tier, []), residue.get(tier, 0)
+        statuses = [_record_status(r, res) for r in mine]
+        if not statuses or "notErased" in statuses:
             status = "notErased"
-        elif rec["status"] in EXCEPTION_STEP:
+        elif "erasedWithExceptions" in statuses:
             status = "erasedWithExceptions"
-        elif rec["status"] == "skipped" and rec.get("after_count") in (0, None) and res == 0:
-            status = "skipped"
-        elif rec["status"] == "erased" and rec.get("after_count") == 0 and res == 0:
-            status = "erased"
         else:
-            status = "notErased"
-        table[tier] = {"status": status, "before": None if rec is None else rec.get("before_count"),
-                       "after": None if rec is None else rec.get("after_count"), "residue": res}
+            status = "skipped" if all(st == "skipped" for st in statuses) else "erased"
+        table[tier] = {"status": status, "before": _total([r.get("before_count") for r in mine]),
+                       "after": _total([r.get("after_count") for r in mine]), "residue": res}
     return table
 
 

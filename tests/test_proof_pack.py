@@ -283,7 +283,8 @@ def test_attest_refuses_an_attested_at_the_verifier_would_refuse(tmp_path: Path,
 
 @pytest.mark.parametrize(("file", "change", "why"), [
     ("steps.jsonl", lambda rows: rows.append(dict(rows[3])), "repeats step vectors"),
-    ("steps.jsonl", lambda rows: rows.reverse(), "out of cascade order"),
+    ("steps.jsonl", lambda rows: rows.reverse(), "out of order"),
+    ("steps.jsonl", lambda rows: rows.append({**rows[0], "target": ""}), "target is not a name"),
     ("subprocessor-receipts.jsonl", lambda rows: rows[0].pop("request_id"), "another request"),
     ("subprocessor-receipts.jsonl", lambda rows: rows.append(dict(rows[0])), "two of one"),
     ("subprocessor-receipts.jsonl", lambda rows: rows[0].update(status="gone"), "status"),

@@ -673,3 +673,53 @@ def test_no_dpo_key_with_a_dpo_envelope_present_says_it_was_not_checked(pack: Pa
         verify.verify_bytes(forged, pack.keys.engine_pem, pack.keys.dpo_pem, require_dpo=False)
     genuine = verify.verify_bytes(pack.path.read_bytes(), pack.keys.engine_pem, pack.keys.dpo_pem, require_dpo=False)
     assert (genuine.dpo_attestation, genuine.line()) == ("verified", "OK")
+
+
+# --- several targets: one record per (target, tier), none hides another ---------------------------
+
+def _with_target(pack: Pack, change: Any = None, name: str = "agent-db") -> dict[str, bytes]:
+    """The pack's evidence plus a second target's nine step records (as the flow writes them: the
+    reference store's first, then each target's, tiers in cascade order)."""
+    def add(rows: list[dict[str, Any]]) -> None:
+        extra = [{**r, "target": name} for r in rows]
+        if change is not None:
+            change(extra)
+        rows.extend(extra)
+    return {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], add)}
+
+
+def test_a_second_target_verifies(pack: Pack) -> None:
+    result = verify.verify_bytes(pack.resealed(_with_target(pack)), pack.keys.engine_pem, None, require_dpo=False)
+    assert result.status == "erased"
+
+
+def test_a_failed_tier_of_the_last_target_decides_the_tier(pack: Pack) -> None:
+    """Before: the last record of a tier won, so whichever target came last decided it."""
+    files = _with_target(pack, lambda rows: rows[3].update(status="failed", after_count=2))  # vectors
+    files["verification.json"] = json_edit(files["verification.json"], lambda d: d.update(all_clear=False))
+    honest = verify.verify_bytes(pack.resealed(files), pack.keys.engine_pem, None, require_dpo=False)
+    assert honest.status == "notErased"
+    lie = pack.resealed(files, edit=lambda p: p["tiers"]["vectors"].update(status="erased"))
+    assert pack.check_of(lie, dpo=False, why="tier vectors") == "consistency"
+
+
+def test_a_failed_tier_of_the_reference_store_is_not_hidden_by_a_later_target(pack: Pack) -> None:
+    def fail_reference(rows: list[dict[str, Any]]) -> None:
+        rows[3].update(status="failed", after_count=2)
+    files = {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], fail_reference)}
+    files = _with_target(Pack(pack.keys, pack.path, pack.top, files, pack.tmp))
+    files["verification.json"] = json_edit(files["verification.json"], lambda d: d.update(all_clear=False))
+    assert verify.verify_bytes(pack.resealed(files), pack.keys.engine_pem, None,
+                               require_dpo=False).status == "notErased"
+
+
+def test_a_target_record_repeated(pack: Pack) -> None:
+    files = _with_target(pack, lambda rows: rows.insert(4, dict(rows[3])))
+    assert pack.check_of(pack.resealed(files), dpo=False, why="repeats step vectors") == "consistency"
+
+
+def test_target_records_before_the_reference_stores(pack: Pack) -> None:
+    files = _with_target(pack)
+    rows = [json.loads(x) for x in files["steps.jsonl"].decode().splitlines()]
+    files["steps.jsonl"] = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows[9:] + rows[:9]).encode()
+    assert pack.check_of(pack.resealed(files), dpo=False, why="order") == "consistency"
