@@ -70,25 +70,26 @@ file (the audit-log evidence: 1 MiB a value), nesting as deep as Python's parser
 refused).
 
 Check 8 rules. steps.jsonl holds at most one record per (target, tier): the reference store's
-records first (no `target`), then each other target's (its name in `target`, in name order), tiers in
-cascade order; a repeated or reordered record is refused (no "last one wins"). A record's status,
+records first (no `target`), then each other target's (its name in `target`, in name order), tiers
+in cascade order; a repeated or reordered record is refused (no "last one wins"). A record's status,
 with its tier's summed probe residue: step status exception|erasedWithExceptions ->
 erasedWithExceptions; skipped with after_count 0|null and residue 0 -> skipped; erased with
 after_count 0 and residue 0 -> erased; else notErased. Tier status: no record -> notErased; else the
-worst of its records' (notErased, then erasedWithExceptions), skipped only when all are skipped, else
-erased; its before/after are the sums of its records' counts (null when none has one). Overall: no
-probe, a tier notErased, or residue in a probe not of an erasedWithExceptions tier -> notErased; else an
-erasedWithExceptions tier or any exception -> erasedWithExceptions; else erased if all_clear,
-notErased if not. all_clear true requires at least one probe, every probe residue 0, every step
-after_count 0 (null for a skipped one) unless its status is an exception status. A verification.json without `exceptions` has none;
-verified_at is a UTC time. Each receipt of subprocessor-receipts.jsonl names this request, a processor
-(once) and a status done|pending|failed; a receipt not done means the subprocessors tier is neither
-erased nor skipped. Between its before and after checkpoints the audit chain holds an
-`erasure.audit_redaction` entry whose fields.request_id is this request (the store's checkpoint key
-signs that binding). The DPO's statement text is "I have reviewed the evidence in this pack for
-erasure request <id>, signed by the engine key <engine keyid>, and attest that it records the outcome
-of the request as stated: <status>." with the pack's status; attested_at is not before verified_at
-(to the second) and not more than a day ahead of this machine's clock.
+worst of its records' (notErased, then erasedWithExceptions), skipped only when all are skipped,
+else erased; its before/after are the sums of its records' counts (null when none has one). Overall:
+no probe, a tier notErased, or residue in a probe not of an erasedWithExceptions tier -> notErased;
+else an erasedWithExceptions tier or any exception -> erasedWithExceptions; else erased if
+all_clear, notErased if not. all_clear true requires at least one probe, every probe residue 0,
+every step after_count 0 (null for a skipped one) unless its status is an exception status. A
+verification.json without `exceptions` has none; verified_at is a UTC time. Each receipt of
+subprocessor-receipts.jsonl names this request, a processor (once) and a status done|pending|failed;
+a receipt not done means the subprocessors tier is neither erased nor skipped. Between its before
+and after checkpoints the audit chain holds an `erasure.audit_redaction` entry whose
+fields.request_id is this request (the store's checkpoint key signs that binding). The DPO's
+statement text is "I have reviewed the evidence in this pack for erasure request <id>, signed by the
+engine key <engine keyid>, and attest that it records the outcome of the request as stated:
+<status>." with the pack's status; attested_at is not before verified_at (to the second) and not
+more than a day ahead of this machine's clock.
 
 Without --dpo-key (--no-dpo), a DPO envelope in the pack is NOT checked and the result says so
 (`OK (... NOT checked ...)`); with --no-dpo and --dpo-key it is checked when present.
