@@ -1,6 +1,6 @@
 """Hostile input against the offline verifier as a regulator runs it (`python -m proof.verify` in a
 process of its own): every input ends in exactly one `FAIL: <check>: <why>` line on stdout and exit 1,
-never a traceback; memory and time stay bounded (peak RSS measured with getrusage); nothing taken from
+never a traceback; memory and time stay bounded (peak RSS of the process measured); nothing taken from
 a pack reaches the terminal unescaped, here and in `erasure pack`."""
 
 from __future__ import annotations
@@ -55,11 +55,18 @@ MFkwEwYHKoZIzj0CAQYIKoEcz1UBgi0DQgAEJO+WkrrFv5JfLsBgAkaeYeKWMDN5
 -----END PUBLIC KEY-----
 """
 TERMINAL_TRICK = "\x1b[2K\rOK\x1b[8m"  # erase the line, carriage return, "OK", then hide what follows
-_MEASURE = ("import resource, sys\n"
+# Peak RSS of the verifier's own process: VmHWM of its memory map (getrusage's ru_maxrss would also
+# count the pytest process it was spawned from: Linux carries the old map's high-water mark over exec).
+_MEASURE = ("import re, resource, sys\n"
             "from proof import verify\n"
             "rc = verify.main(sys.argv[1:])\n"
             "sys.stdout.flush()\n"
-            "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+            "try:\n"
+            "    with open('/proc/self/status') as fh:\n"
+            "        peak = int(re.search(r'VmHWM:\\s+(\\d+) kB', fh.read()).group(1))\n"
+            "except OSError:\n"
+            "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "print('MAXRSS', peak, file=sys.stderr)\n"
             "sys.exit(rc)\n")
 
 
@@ -73,7 +80,7 @@ class Run:
 
 def run_verifier(pack: Path | str, keys: Keys, *, engine: Path | str | None = None, dpo: Path | str | None = None,
                  no_dpo: bool = False, encoding: str | None = None, timeout: float = 60) -> Run:
-    """`python -m proof.verify` in its own process; its own peak RSS (KiB) read with getrusage."""
+    """`python -m proof.verify` in its own process, and its own peak RSS (KiB)."""
     args = [str(pack), "--engine-key", str(engine or keys.engine_pub)]
     args += ["--no-dpo"] if no_dpo else ["--dpo-key", str(dpo or keys.dpo_pub)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONIOENCODING")}
