@@ -5,7 +5,6 @@ from __future__ import annotations
 import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -13,7 +12,7 @@ from pydantic import Field
 from erasure.config import Home
 from erasure.errors import Conflict, InputError
 from erasure.models import is_safe_token
-from erasure.targets import Targets, load_targets
+from erasure.targets import Targets, home_targets
 
 
 def described(description: str, **constraints: Any) -> Any:
@@ -74,9 +73,5 @@ def store_lock(h: Home) -> Iterator[None]:
 
 
 def targets_of(h: Home) -> Targets:
-    """The home's targets: `ERASURE_TARGETS` (the CLI's --targets), else `<home>/targets.toml`, else
-    the reference store alone."""
-    import os
-
-    file = os.environ.get("ERASURE_TARGETS")
-    return load_targets(h.root, h.store_dir, Path(file) if file else None)
+    """The home's targets (`erasure.targets.home_targets`)."""
+    return home_targets(h.root, h.store_dir)
