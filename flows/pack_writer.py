@@ -42,7 +42,7 @@ def write_evidence(request_id: str, h: Home) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         (out / "request.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         _jsonl(out / "subprocessor-receipts.jsonl", [
-            {"processor": r.processor, "ticket_id": r.ticket_id, "status": r.status,
+            {"request_id": request_id, "processor": r.processor, "ticket_id": r.ticket_id, "status": r.status,
              "requested_at": r.requested_at.isoformat().replace("+00:00", "Z"),
              "completed_at": None if r.completed_at is None else r.completed_at.isoformat().replace("+00:00", "Z"),
              "attempts": r.attempts}
