@@ -3,6 +3,7 @@ requester's notification once a pack is sealed and all clear."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import smtplib
@@ -18,6 +19,7 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ConfigError, Conflict, InputError, NotFound, RequestBlocked
+from erasure.files import private_dirs
 from erasure.states import RequestState
 from proof.evidence import REQUEST_ID
 from proof.keys import load_private_key, public_key_pem
@@ -154,11 +156,32 @@ def notify_requester(h: Home, request_id: str, pack_sha256: str, verified_at: st
             with smtplib.SMTP(host, int(os.environ.get("ERASURE_SMTP_PORT", "25")), timeout=30) as smtp:
                 smtp.send_message(msg)
         else:
-            h.outbox_dir.mkdir(parents=True, exist_ok=True)
-            out = h.outbox_dir / f"{request_id}.eml"
-            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(bytes(msg))
+            # The message names the requester: written 0600, never through a symlink. The outbox
+            # folder itself must not be a symlink; the file is written under a temporary name
+            # (O_EXCL | O_NOFOLLOW) and renamed over `<id>.eml`, which replaces a symlink there
+            # instead of following it.
+            private_dirs(h.outbox_dir)
+            if h.outbox_dir.is_symlink() or not h.outbox_dir.is_dir():
+                raise ConfigError(f"the outbox {h.outbox_dir} is a symlink or not a folder: refused")
+            dir_fd = os.open(h.outbox_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                name, tmp = f"{request_id}.eml", f".{request_id}.eml.{os.getpid()}.tmp"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=dir_fd)
+                try:
+                    os.fchmod(fd, 0o600)
+                    with os.fdopen(fd, "wb") as fh:
+                        fh.write(bytes(msg))
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp, dir_fd=dir_fd)
+                    raise
+            finally:
+                os.close(dir_fd)
+            out = h.outbox_dir / name
         requests.set_state(engine, request_id, RequestState.notified)
         requests.log_event(engine, request_id, "requester.notified",
                            {"channel": "smtp" if host else "outbox", "pack_sha256": pack_sha256})

@@ -1,15 +1,21 @@
 """`erasure`: erase one data subject from every tier of an agent's memory, verify, and prove it.
 
-Exit codes: 0 ok; 1 failure; 2 bad input; 3 configuration; 4 not found; 5 conflict;
-6 blocked (hold, closed request); 7 verification found residue; 8 store problem;
+Exit codes: 0 ok; 1 failure; 2 bad input or usage; 3 configuration; 4 not found; 5 conflict;
+6 blocked (hold, closed request, other tenant); 7 verification found residue; 8 store problem;
 9 a subprocessor refused or kept failing; 10 other people's data lost (over-erasure).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import typer
+
+# typer vendors its own click: its usage errors are not `click.ClickException`s.
+from typer._click.exceptions import ClickException
 
 from erasure.errors import ErasureError
 
@@ -59,27 +65,37 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:
-    """Entry point: run the app, turning every `ErasureError` into one line and its exit code."""
+@functools.cache
+def _command() -> Any:
+    """The click command tree of `app`, built once per process (building it takes ~50 ms)."""
+    return typer.main.get_command(app)
+
+
+def run(args: Sequence[str] | None = None) -> int:
+    """Run `erasure ARGS` (default: the process's arguments) and return its exit code.
+
+    Every `ErasureError` is one line, `error: <message>`, and its exit code; a usage error (unknown
+    option or command, missing argument, bad value) prints click's usage and message and exits 2."""
     try:
-        rc = app(standalone_mode=False)
-        sys.exit(rc if isinstance(rc, int) else 0)
+        rc = _command().main(args=list(args) if args is not None else None, prog_name="erasure",
+                             standalone_mode=False)
+        return rc if isinstance(rc, int) else 0
     except ErasureError as exc:
         typer.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
+    except ClickException as exc:  # typer's own click: usage errors (exit 2) and file errors
+        exc.show()
+        return exc.exit_code
     except typer.Abort:
         typer.echo("aborted", err=True)
-        sys.exit(1)
-    except (typer.Exit, SystemExit) as exc:
-        code = getattr(exc, "exit_code", getattr(exc, "code", 0))
-        sys.exit(code or 0)
-    except Exception as exc:  # click usage errors
-        import click
+        return 1
+    except typer.Exit as exc:
+        return exc.exit_code
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+
+def main(args: Sequence[str] | None = None) -> NoReturn:
+    """Entry point: `run` and exit with its code."""
+    sys.exit(run(args))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import BystandersLost, ConfigError, Conflict, ErasureError, RequestBlocked, VerificationFailed
 from erasure.tiers import CASCADE_ORDER
+from tasks.preflight import preflight
 
 
 class RunFailed(ErasureError):
@@ -87,6 +88,10 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
         raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
                           "run `erasure keys generate --role engine` first")
     prefect_api.prepare(h)
+    # Refusals that need no flow (unknown request, another tenant's, a reason naming the subject):
+    # raised here, with their own exit codes, before a flow run exists. The flow checks again.
+    found = targets_of_home(h)
+    preflight(request_id, h, reference=found.reference() is not None, tenant=found.tenant)
     from flows.erasure_request import erasure_request
 
     result: dict[str, Any] = {}
@@ -125,7 +130,8 @@ def run(
     """Run the erasure: cascade, independent verification, engine-signed proof pack.
 
     Exits 0 only when the cascade completed and verification is all clear (the request then awaits the
-    DPO's attestation); 6 when a litigation hold blocks it; 7 when probes found residue; 1 otherwise.
+    DPO's attestation); 6 when a litigation hold blocks it or the request is another tenant's; 4 when
+    there is no such request; 7 when probes found residue; 1 otherwise.
     """
     h = home_of(home)
     targets_for(h, targets)  # validates the file (exit 3 naming the key) and exports it to the flow

@@ -163,8 +163,12 @@ def next_working_day(d: date, policy: ClockPolicy) -> date:
 
 
 def end_of_day(d: date, policy: ClockPolicy) -> datetime:
-    """23:59:59.999999 of `d` in the legal timezone, as UTC."""
-    return datetime.combine(d, END_OF_DAY, tzinfo=policy.tz).astimezone(UTC)
+    """23:59:59.999999 of `d` in the legal timezone, as UTC. `InputError` for a day at the calendar's
+    end that has no UTC time (9999-12-31 west of Greenwich)."""
+    try:
+        return datetime.combine(d, END_OF_DAY, tzinfo=policy.tz).astimezone(UTC)
+    except OverflowError:
+        raise InputError(f"{d.isoformat()}: out of range") from None
 
 
 def _receipt_day(received_at: datetime, policy: ClockPolicy) -> date:

@@ -3,9 +3,13 @@ the engine database, keys, the outbox, local services' data and Prefect's own ho
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from erasure.errors import ConfigError
+from erasure.files import private_dirs, tighten
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,9 +73,21 @@ class Home:
         return self.evidence_root / "erasure" / request_id
 
     def ensure(self) -> Home:
-        for d in (self.root, self.store_dir, self.engine_dir, self.keys_dir, self.outbox_dir,
-                  self.inbox_dir, self.services_dir, self.prefect_home):
-            d.mkdir(parents=True, exist_ok=True)
+        """Create the home and its folders, each 0700 when this call makes it. Folders inside the home
+        that are ours but readable by others (an older version made them 0755) are made 0700; the home
+        folder itself keeps the mode it has when it already existed (`--home` may name a shared one).
+        `ConfigError` when they cannot be made (the home is a file, or under one; no permission)."""
+        try:
+            private_dirs(self.root)
+            for d in (self.store_dir, self.engine_dir, self.keys_dir, self.outbox_dir, self.inbox_dir,
+                      self.services_dir, self.prefect_home):
+                private_dirs(d)
+                tighten(d)
+                if not d.is_dir():
+                    raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(d))
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(self.root) else ""
+            raise ConfigError(f"cannot use the home {self.root}{where}: {exc.strerror or type(exc).__name__}") from None
         return self
 
     def export_env(self) -> None:

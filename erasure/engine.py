@@ -13,6 +13,7 @@ from pathlib import Path
 
 import apsw
 
+from erasure.files import tighten
 from erasure.sqlite import connect, transaction
 
 ENGINE_SCHEMA = """
@@ -140,7 +141,10 @@ CREATE INDEX IF NOT EXISTS ix_engine_events_request ON engine_events(request_id)
 
 
 def open_engine(path: Path) -> apsw.Connection:
-    """Open (creating if needed) the engine database at `path`."""
+    """Open (creating if needed) the engine database at `path`. It is ours and its vault names
+    subjects: created 0600 (`connect`), and made 0600 again if it was left readable by others."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        tighten(Path(f"{path}{suffix}"))
     conn = connect(path)
     with transaction(conn):
         conn.execute(ENGINE_SCHEMA)

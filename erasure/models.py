@@ -32,12 +32,17 @@ from erasure.errors import InputError
 from erasure.identity import MIN_MATCH_CHARS, Identity, fold
 from erasure.subject import Subject
 from erasure.tiers import CASCADE_ORDER, Tier
+from erasure.untrusted import check_json_depth, read_capped
 
 SAFE_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """Request and tenant ids: they become file names and Prefect parameters (use `fullmatch`)."""
 
 CLOCK_SKEW = timedelta(minutes=5)
 """How far in the future a `received_at` may be before it is refused."""
+
+MIN_RECEIVED_AT = datetime(2000, 1, 1, tzinfo=UTC)
+"""The earliest `received_at` accepted: older than any law this engine knows (the deadline arithmetic
+of year 1 or 9999 would overflow the calendar)."""
 
 MAX_ENVELOPE_BYTES = 1_000_000
 _TOKEN_RULE = "must be 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit"
@@ -223,7 +228,12 @@ class ErasureRequestEnvelope(BaseModel):
     @field_validator("received_at")
     @classmethod
     def _received_at(cls, v: datetime, info: ValidationInfo) -> datetime:
-        v = _aware_utc(v)
+        try:
+            v = _aware_utc(v)
+        except OverflowError:  # year 1 or 9999 with an offset: not a UTC time at all
+            raise ValueError("is out of range (year 2000 to now)") from None
+        if v < MIN_RECEIVED_AT:
+            raise ValueError("is before 2000-01-01T00:00:00Z: out of range")
         ctx = info.context if isinstance(info.context, dict) else {}
         now = ctx.get("now") or datetime.now(UTC)
         if v > now + CLOCK_SKEW:
@@ -336,6 +346,7 @@ def parse_envelope(data: str | bytes, *, source: str = "envelope",
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"{source}: not UTF-8 text (byte {exc.start})") from None
+    check_json_depth(data, source)
     try:
         obj = json.loads(data, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
@@ -353,10 +364,5 @@ def parse_envelope(data: str | bytes, *, source: str = "envelope",
 def load_envelope_file(path: str | Path, *, now: datetime | None = None) -> ErasureRequestEnvelope:
     """Read and validate an envelope file; `InputError` "FILE: field: what is wrong" on bad input."""
     p = Path(path)
-    try:
-        if p.stat().st_size > MAX_ENVELOPE_BYTES:
-            raise InputError(f"{p}: envelope is larger than {MAX_ENVELOPE_BYTES} bytes")
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    raw = read_capped(p, MAX_ENVELOPE_BYTES, what="envelope")  # a device or pipe never read whole
     return parse_envelope(raw, source=str(p), now=now)

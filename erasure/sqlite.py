@@ -19,6 +19,7 @@ import apsw
 import sqlite_vec
 
 from erasure.errors import ConfigError, StoreError
+from erasure.files import create_private_file, private_dirs
 
 BUSY_TIMEOUT_MS = 30_000
 MIN_SQLITE = (3, 44, 0)  # FTS5 secure-delete
@@ -46,8 +47,9 @@ def connect(path: str | Path, *, readonly: bool = False,
     """Open `path` with the project's settings and sqlite-vec loaded.
 
     `readonly=True` opens a `file:...?mode=ro` URI (the probes' handles): nothing can be written
-    through it. `journal_mode` is applied to a writable connection; left `None`, a new file starts
-    in WAL and an existing one keeps its mode. Raises `ConfigError` when the SQLite build lacks
+    through it. A new database file is created 0600 (folders made for it 0700). `journal_mode` is
+    applied to a writable connection; left `None`, a new file starts in WAL and an existing one keeps
+    its mode. Raises `ConfigError` when the SQLite build lacks
     sqlite-vec, FTS5, FTS5 secure-delete or `secure_delete`, `StoreError` when a read-only target is
     missing.
     """
@@ -60,7 +62,10 @@ def connect(path: str | Path, *, readonly: bool = False,
         conn = apsw.Connection(uri, flags=flags)
     else:
         is_new = not p.exists() or p.stat().st_size == 0
-        p.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(p.parent)
+        # A new database is its owner's only: 0600 before SQLite writes a byte, and SQLite gives its
+        # -wal, -shm and -journal files the database file's mode.
+        create_private_file(p)
         conn = apsw.Connection(str(p))
         if journal_mode is None and is_new:
             journal_mode = "wal"

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import apsw
 import fsspec
 from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
-from erasure.errors import StoreError
+from erasure.errors import InputError, StoreError
+from erasure.files import open_private, private_dirs
 from memory.schema import meta
 
 COPY_CHUNK = 1 << 20
@@ -26,11 +31,32 @@ COPY_CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class BlobData:
-    """An upload to store: its file name and either a source path or the bytes themselves."""
+    """An upload to store: its file name and either a source path or the bytes themselves.
+
+    `identity` is the source file's (st_dev, st_ino) when it was checked: the file opened later to be
+    hashed and copied must be that same regular file (not a file swapped in after the check)."""
 
     filename: str
     path: Path | None = None
     data: bytes | None = None
+    identity: tuple[int, int] | None = None
+
+
+def open_source(blob: BlobData) -> BinaryIO:
+    """Open the upload's source file for reading: never through a symlink in its last component, a
+    regular file only, and the very file checked when `identity` is set. `InputError` otherwise (the
+    message names no file: a file name can name a person)."""
+    assert blob.path is not None
+    try:
+        fd = os.open(blob.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        raise InputError("an attachment could not be opened (it changed after it was checked?)") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (blob.identity is not None
+                                        and (st.st_dev, st.st_ino) != blob.identity):
+        os.close(fd)
+        raise InputError("an attachment is not the regular file that was checked: refused")
+    return os.fdopen(fd, "rb")
 
 
 def new_blob_key() -> str:
@@ -65,17 +91,25 @@ def blob_path(root: str, key: str) -> str:
     return f"{root}/{key[:2]}/{key}"
 
 
+def _open_target(fs: AbstractFileSystem, root: str, target: str, key: str) -> BinaryIO:
+    if isinstance(fs, LocalFileSystem):  # a private copy: folders 0700, the file 0600, no symlink
+        private_dirs(Path(root) / key[:2])
+        return os.fdopen(open_private(Path(target)), "wb")
+    fs.makedirs(f"{root}/{key[:2]}", exist_ok=True)
+    out: BinaryIO = fs.open(target, "wb")
+    return out
+
+
 def put_blob(store_dir: Path, location: str, key: str, blob: BlobData) -> str:
-    """Copy the upload's bytes to one location; returns the path written inside that filesystem."""
+    """Copy the upload's bytes to one location; returns the path written inside that filesystem.
+    On the local filesystem the copy is private (0600, in folders made 0700)."""
     fs, root = location_fs(store_dir, location)
     target = blob_path(root, key)
-    fs.makedirs(f"{root}/{key[:2]}", exist_ok=True)
     if blob.data is not None:
-        with fs.open(target, "wb") as out:
+        with _open_target(fs, root, target, key) as out:
             out.write(blob.data)
     else:
-        assert blob.path is not None
-        with blob.path.open("rb") as src, fs.open(target, "wb") as out:
+        with open_source(blob) as src, _open_target(fs, root, target, key) as out:
             while chunk := src.read(COPY_CHUNK):
                 out.write(chunk)
     return target
@@ -99,8 +133,7 @@ def digest_and_size(blob: BlobData) -> tuple[str, int]:
         h.update(blob.data)
         size = len(blob.data)
     else:
-        assert blob.path is not None
-        with blob.path.open("rb") as src:
+        with open_source(blob) as src:
             while chunk := src.read(COPY_CHUNK):
                 h.update(chunk)
                 size += len(chunk)

@@ -34,6 +34,7 @@ import importlib
 import importlib.util
 import re
 import secrets
+import stat
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -79,19 +80,26 @@ def split_turns(content: str) -> list[str]:
 
 
 def chunk_text(text: str, size: int = CHUNK_CHARS) -> list[str]:
-    """Split `text` into chunks of at most `size` characters, at spaces where possible."""
-    if len(text) <= size:
+    """Split `text` into chunks of at most `size` characters, at spaces where possible.
+
+    Each chunk ends at the last space within `size` characters of its start (else at `size`), loses
+    its trailing whitespace, and the next one starts after the whitespace that follows. Linear in the
+    length: it walks an offset through `text` instead of copying the rest of it per chunk."""
+    n = len(text)
+    if n <= size:
         return [text]
     chunks: list[str] = []
-    rest = text
-    while len(rest) > size:
-        cut = rest.rfind(" ", 0, size + 1)
+    pos = 0
+    while n - pos > size:
+        cut = text.rfind(" ", pos, pos + size + 1) - pos
         if cut <= 0:
             cut = size
-        chunks.append(rest[:cut].rstrip())
-        rest = rest[cut:].lstrip()
-    if rest:
-        chunks.append(rest)
+        chunks.append(text[pos:pos + cut].rstrip())
+        pos += cut
+        while pos < n and text[pos].isspace():
+            pos += 1
+    if pos < n:
+        chunks.append(text[pos:])
     return chunks
 
 
@@ -137,10 +145,17 @@ class IngestSource:
         """Convert a validated ingest line; a missing attachment file is an `InputError`."""
         files: list[blobs.BlobData] = []
         for i, name in enumerate(item.attachments):
-            path = Path(name).resolve()
-            if not path.is_file():
-                raise InputError(f"{item.source}: attachments.{i}: file not found")
-            files.append(blobs.BlobData(filename=path.name, path=path))
+            # `read_jsonl` resolved and confined it; it must still be that symlink-free regular file,
+            # and the file copied later must be this one (`identity`).
+            path = Path(name)
+            try:
+                st = path.stat()
+                unchanged = path.is_absolute() and path.resolve(strict=True) == path
+            except (OSError, RuntimeError, ValueError):
+                raise InputError(f"{item.source}: attachments.{i}: file not found") from None
+            if not unchanged or not stat.S_ISREG(st.st_mode):
+                raise InputError(f"{item.source}: attachments.{i}: not a regular file with a resolved path")
+            files.append(blobs.BlobData(filename=path.name, path=path, identity=(st.st_dev, st.st_ino)))
         return cls(item.source, item.source_ref, item.subject, item.content, tuple(files),
                    item.training, tuple(item.subprocessors))
 

@@ -8,6 +8,8 @@ A line looks like:
 from __future__ import annotations
 
 import json
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 from erasure.errors import InputError
 from erasure.subject import Subject
+from erasure.untrusted import check_json_depth
+
+MAX_LINE_BYTES = 1 << 20
+"""The longest ingest line accepted (1 MiB, newline excluded); a longer one rejects the file."""
 
 NonEmpty = Annotated[str, StringConstraints(strict=True, min_length=1, strip_whitespace=True)]
 # A source never contains "/": turn keys are "<source>/<source_ref>" and must not be ambiguous.
@@ -58,9 +64,35 @@ def _first_error(exc: ValidationError) -> str:
     return f"{loc}: {msg}"
 
 
+def resolve_attachment(name: str, base_dir: Path, where: str) -> Path:
+    """The real path of one attachment: a regular file inside `base_dir` (itself resolved) after
+    resolving symlinks. Relative names are relative to `base_dir`. Anything else (outside the folder,
+    a directory, a device, a FIFO, a loop, a missing file) raises `InputError("WHERE: why")`; the
+    message never repeats the name."""
+    if "\x00" in name:
+        raise InputError(f"{where}: not a file name")
+    try:
+        path = (base_dir / name).resolve(strict=True)  # an absolute name replaces base_dir here
+    except FileNotFoundError:
+        raise InputError(f"{where}: file not found") from None
+    except (OSError, RuntimeError):  # a symlink loop, a name too long, no permission
+        raise InputError(f"{where}: cannot be resolved") from None
+    if not path.is_relative_to(base_dir):
+        raise InputError(f"{where}: outside the JSONL file's folder (attachments must be inside it)")
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise InputError(f"{where}: cannot be read") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{where}: not a regular file")
+    return path
+
+
 def parse_line(text: str, where: str, base_dir: Path) -> MemoryItem:
     """Parse one JSONL line; `where` is "FILE:LINE" for messages. Attachments are resolved against
-    `base_dir` and must exist. Raises `InputError("FILE:LINE: ...")`."""
+    `base_dir` (a resolved path) and must be regular files inside it (`resolve_attachment`).
+    Raises `InputError("FILE:LINE: ...")`."""
+    check_json_depth(text, where)
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -71,33 +103,46 @@ def parse_line(text: str, where: str, base_dir: Path) -> MemoryItem:
         item = MemoryItem.model_validate(obj)
     except ValidationError as exc:
         raise InputError(f"{where}: {_first_error(exc)}") from None
-    resolved: list[str] = []
-    for i, name in enumerate(item.attachments):
-        path = Path(name)
-        if not path.is_absolute():
-            path = base_dir / path
-        if not path.is_file():
-            raise InputError(f"{where}: attachments.{i}: file not found")
-        resolved.append(str(path.resolve()))
+    resolved = [str(resolve_attachment(name, base_dir, f"{where}: attachments.{i}"))
+                for i, name in enumerate(item.attachments)]
     if resolved:
         item = item.model_copy(update={"attachments": resolved})
     return item
+
+
+def iter_lines(path: Path, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes without the newline) of every line of `path`, read one bounded line at a
+    time: a line longer than `max_line` bytes raises `InputError("FILE:LINE: ...")` before more
+    than `max_line` + 1 bytes of it are held (the zero device is one endless line)."""
+    try:
+        with open(path, "rb") as f:
+            lineno = 0
+            while True:
+                line = f.readline(max_line + 1)
+                if not line:
+                    return
+                lineno += 1
+                if line.endswith(b"\n"):
+                    line = line[:-1]
+                elif len(line) > max_line:
+                    raise InputError(f"{path}:{lineno}: line is longer than {max_line:,} bytes "
+                                     f"(the maximum of one memory item)")
+                yield lineno, line
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
 
 
 def read_jsonl(path: Path | str) -> list[MemoryItem]:
     """Read and validate a whole JSONL file of memory items (blank lines are ignored).
 
     Nothing is returned unless every line is valid: the first bad line raises
-    `InputError("FILE:LINE: what is wrong")`. Attachment paths are relative to the file's directory.
+    `InputError("FILE:LINE: what is wrong")`. Lines are at most `MAX_LINE_BYTES` long. Attachments
+    are relative to the file's folder and must be regular files inside it (`resolve_attachment`).
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read ({exc.strerror})") from None
     base = p.resolve().parent
     items: list[MemoryItem] = []
-    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+    for lineno, line in iter_lines(p):
         where = f"{p}:{lineno}"
         try:
             text = line.decode("utf-8")

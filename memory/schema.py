@@ -20,6 +20,7 @@ from pathlib import Path
 import apsw
 
 from erasure.errors import StoreError
+from erasure.files import private_dirs
 from erasure.sqlite import JournalMode, connect, scalar, transaction
 
 SCHEMA_VERSION = 1
@@ -331,7 +332,7 @@ def create(store_dir: Path, *, tenant_id: str = "default",
     FTS5 secure-delete is switched on at creation; it is a persistent property of the FTS table.
     """
     store_dir = Path(store_dir)
-    store_dir.mkdir(parents=True, exist_ok=True)
+    private_dirs(store_dir)  # 0700 when made here; the database file is made 0600 by `connect`
     conn = connect(db_path(store_dir), journal_mode=journal_mode)
     if scalar(conn, "SELECT count(*) FROM sqlite_master WHERE name = 'store_meta'") == 1:
         _check_existing(conn, store_dir, tenant_id)

@@ -1,0 +1,71 @@
+"""Private files and folders: what holds a subject's data (the engine's vault, the store, blobs,
+the outbox) is created readable by its owner only, whatever the umask: folders 0700, files 0600.
+
+Only what we create is tightened: an existing folder or file that someone else made (a home given
+with `--home /srv/x`, an agent's own database) keeps its mode."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_dirs(path: Path) -> Path:
+    """Create `path` and every missing parent, each 0700 (`os.makedirs` gives the mode to the last
+    level only). Existing levels are left as they are. Returns `path`."""
+    path = Path(path)
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue  # another process made it meanwhile
+        os.chmod(d, DIR_MODE)  # the umask may have taken more; never less than the owner's rwx
+    return path
+
+
+def tighten(path: Path) -> None:
+    """Take group and other permissions away from `path` when this user owns it (a file or folder
+    of ours that an older version left readable by others). Anything else is left alone."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if st.st_uid == os.geteuid() and st.st_mode & 0o077 and not stat.S_ISLNK(st.st_mode):
+        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+
+
+def create_private_file(path: Path) -> bool:
+    """Create `path` empty with mode 0600 unless it exists (never through a symlink). Returns True
+    when this call created it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+    return True
+
+
+def open_private(path: Path) -> int:
+    """Open `path` for writing (created or truncated) as a private file: 0600 even when it existed
+    with another mode; a symlink in its place is refused (`OSError` ELOOP). Returns the descriptor."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
