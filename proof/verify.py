@@ -56,7 +56,9 @@ every input they know):
                                     signatures (by the audit key given with --audit-key, else the key
                                     the document names), chain links, recomputed entry hashes,
                                     before/after heads, redacted fields (sorted by seq and field) hold
-                                    commitments, nothing left in the vault.
+                                    commitments, nothing left in the vault. A home whose targets hold
+                                    no reference store writes audit-log-redaction/none/v1 (format,
+                                    reason, request_id): then no step record may be the reference's.
  8 consistency    ConsistencyError  One request id throughout: manifest, request, every step record,
                                     verification, every receipt, the DPO's statement, and the audit
                                     chain (rules below); the predicate repeats the records; all_clear,
@@ -134,6 +136,9 @@ STATUSES = ("erased", "erasedWithExceptions", "notErased")
 EXCEPTION_STEP = ("exception", "erasedWithExceptions")
 RECEIPT_STATUSES = ("done", "pending", "failed")
 AUDIT_FORMAT, CHECKPOINT_TYPE, GENESIS = "audit-log-redaction/v1", "audit-checkpoint/v1", "0" * 64
+AUDIT_NONE_FORMAT = "audit-log-redaction/none/v1"
+"""A pack of a home whose targets include no reference store: it has no audit log of ours to redact;
+check 8 then requires that every step record names another target."""
 AUDIT_REDACTION_EVENT = "erasure.audit_redaction"
 """The audit entry the audit-log step appends after redacting; its fields name the request."""
 
@@ -1104,6 +1109,8 @@ class AuditSummary:
     entries between the before and after checkpoints name."""
 
     redaction_requests: set[str] = field(default_factory=set)
+    no_audit_log_for: str | None = None
+    """The request id of an `audit-log-redaction/none/v1` document (no reference store, no audit log)."""
 
 
 @dataclass
@@ -1211,6 +1218,11 @@ def check_audit_log(source: bytes | Blob, pinned: Ed25519PublicKey | None = None
         else:
             doc[key] = s.value(key)
     s.end()
+    if doc.get("format") == AUDIT_NONE_FORMAT:
+        if set(doc) != {"format", "reason", "request_id"} or chain is not None or redacted_at >= 0 \
+                or not isinstance(doc.get("request_id"), str) or not isinstance(doc.get("reason"), str):
+            _fail(AuditLogError, f"a {AUDIT_NONE_FORMAT} document holds exactly format, reason and request_id")
+        return AuditSummary(no_audit_log_for=doc["request_id"])
     if doc.get("format") != AUDIT_FORMAT:
         _fail(AuditLogError, f"format is not {AUDIT_FORMAT}")
     if chain is None:
@@ -1400,7 +1412,12 @@ def check_consistency(data: Callable[[str], bytes], manifest: Mapping[str, Any],
     for where, other in ids:
         if other != rid:
             _fail(C, f"{where} names another request than the signed statement")
-    if rid not in audit.redaction_requests:
+    if audit.no_audit_log_for is not None:
+        if audit.no_audit_log_for != rid:
+            _fail(C, f"{AUDIT} names another request than the signed statement")
+        if any(s.get("target") is None for s in steps):
+            _fail(C, f"{AUDIT} says there is no reference store, but steps.jsonl has records of one")
+    elif rid not in audit.redaction_requests:
         _fail(C, f"{AUDIT} records no redaction for this request between its checkpoints"
                  f" (no {AUDIT_REDACTION_EVENT} entry naming it)")
     for fname, source, key in (("legal_basis", request, "legal_basis"), ("received_at", request, "received_at"),
