@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from erasure.config import Home
-from erasure.errors import Conflict, InputError
+from erasure.errors import ConfigError, Conflict, InputError
 from erasure.models import is_safe_token
 
 
@@ -29,7 +29,15 @@ RequestId = Annotated[str, described(
 
 
 def home() -> Home:
-    """The home named by the environment (the CLI and the worker export it)."""
+    """The home named by the environment (the CLI and the worker export it, prefect.yaml passes it to every
+    run). `ConfigError` when a deployment carries a `{{ $ERASURE_... }}` placeholder that `prefect deploy`
+    could not fill in (it ran without that variable)."""
+    import os
+
+    for name in ("ERASURE_HOME", "ERASURE_EVIDENCE"):
+        if "{{" in os.environ.get(name, ""):
+            raise ConfigError(f"{name} is an unfilled placeholder ({os.environ[name]}): deploy with "
+                              "`erasure server start` or export it before `prefect deploy`")
     return Home.resolve().ensure()
 
 
