@@ -251,7 +251,7 @@ def next_runs(api_url: str, names: tuple[str, ...] = SCHEDULED) -> dict[str, dic
             r.raise_for_status()
             dep = r.json()
             schedules = [{"active": s.get("active", True),
-                          **{k: v for k, v in (s.get("schedule") or {}).items() if k in ("cron", "interval", "timezone")}}
+                          **{k: v for k, v in (s.get("schedule") or {}).items() if k in ("cron", "interval")}}
                          for s in dep.get("schedules") or []]
             runs = c.post("/flow_runs/filter", json={
                 "flow_runs": {"deployment_id": {"any_": [dep["id"]]}, "state": {"type": {"any_": ["SCHEDULED"]}}},
@@ -349,7 +349,8 @@ def status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
         alive = sum(1 for w in doc["workers"] if w["alive"])
         _say(f"workers: {alive} of {len(doc['workers'])} running")
         db = doc.get("postgres", {})
-        _say("database: " + (f"PostgreSQL ({'running' if db.get('running') else 'STOPPED'}, socket {db.get('socket_dir')})"
+        pg_state = "running" if db.get("running") else "STOPPED"
+        _say("database: " + (f"PostgreSQL ({pg_state}, socket {db.get('socket_dir')})"
                              if doc["database"] == "postgresql" else f"SQLite {doc.get('sqlite')}"))
         for name, info in (doc.get("scheduled") or {}).items():
             when = info.get("next_run")

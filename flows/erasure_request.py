@@ -14,7 +14,8 @@ from erasure.engine import open_engine
 from erasure.errors import ConfigError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from flows.common import RequestId, checked_request_id, home, request_lock, step_cache_key
+from flows import run_report
+from flows.common import RequestId, checked_request_id, home, request_lock, step_cache_key, store_writer
 from flows.verification import verification
 from tasks import runner
 from tasks.preflight import preflight
@@ -86,13 +87,14 @@ def _engine_key_present() -> None:
         raise ConfigError(f"no engine signing key at {key}: run `erasure keys generate --role engine` first")
 
 
-@flow(name="erasure-request", flow_run_name="erasure-{request_id}", persist_result=False, log_prints=False)
+@flow(name="erasure-request", flow_run_name="erasure-{request_id}", persist_result=False, log_prints=False,
+      on_completion=[run_report.publish], on_failure=[run_report.publish])
 def erasure_request(request_id: RequestId) -> State:
     """Erase one request's subject from every tier, verify independently, and write the signed pack."""
     checked_request_id(request_id)
     log = get_run_logger()
     h = home()
-    with request_lock(h, request_id):
+    with request_lock(h, request_id), store_writer(h):
         _engine_key_present()
         pf = preflight_task(request_id)
         if pf["action"] == "noop":
