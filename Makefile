@@ -35,7 +35,7 @@ unit: bootstrap ## the whole test suite
 	@mkdir -p $(PREFECT_HOME)
 	$(VENV)/bin/pytest -q
 
-test: lint typecheck contracts browser unit ## everything CI runs
+test: lint typecheck contracts browser postgres unit ## everything CI runs
 
 demo: bootstrap ## build a demo store, submit a request, erase, verify, sign, attest, verify offline
 	$(VENV)/bin/python -m cli.demo
@@ -46,11 +46,16 @@ bench: bootstrap ## the benchmark tables (slow: builds large stores)
 clean: ## remove local state (not evidence)
 	rm -rf $(ERASURE_HOME)
 
-.PHONY: browser
-serve: bootstrap ## the compliance team's console: Prefect server + UI on 127.0.0.1:4200, deployments, worker (Ctrl-C stops)
-	$(PY) -m cli.serve
+.PHONY: browser postgres
+serve: bootstrap ## the compliance team's console: Prefect server + UI on 127.0.0.1:4200, deployments, worker (Ctrl-C stops); POSTGRES=1: Prefect on PostgreSQL
+	$(PY) -m cli.serve $(if $(filter-out 0,$(POSTGRES)),--postgres)
 
 browser: ## Debian's chromium for the real-browser UI test (installed only when /usr/bin/chromium is missing)
 	@test -x /usr/bin/chromium || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
 	@/usr/bin/chromium --version
+
+postgres: ## Debian's PostgreSQL for Prefect's server (`erasure server start --postgres`; installed only when initdb is missing)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; }
+	@ls /usr/lib/postgresql/*/bin/initdb
