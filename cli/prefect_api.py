@@ -41,11 +41,12 @@ def database_url_is_default() -> bool:
         "PREFECT_SERVER_DATABASE_CONNECTION_URL")
 
 
-def migrate_database(h: Home, *, say: bool = True) -> bool:
-    """Create or upgrade the Prefect database of this home, once per Prefect version.
+def migrate_database(h: Home, *, say: bool = True, home_dir: Path | None = None) -> bool:
+    """Create or upgrade the Prefect database of this home (or of the Prefect home `home_dir`), once per
+    Prefect version.
 
     Returns True when it ran the migrations, False when they were already done."""
-    ph = prefect_home(h)
+    ph = home_dir or prefect_home(h)
     marker = ph / f".migrated-{_prefect_version()}"
     if marker.exists() and (ph / "prefect.db").exists():
         return False

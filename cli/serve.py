@@ -233,7 +233,7 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
                 env["PREFECT_API_DATABASE_CONNECTION_URL"] = pg.start(h).url
                 _say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
             else:
-                prefect_api.migrate_database(h)
+                prefect_api.migrate_database(h, home_dir=h.prefect_home)
             server = stack.start("server", prefect_cmd("server", "start", "--host", host, "--port", str(port)),
                                  project_dir)
             _say(f"starting the Prefect server (PREFECT_HOME={h.prefect_home}) ...")

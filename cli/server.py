@@ -185,7 +185,7 @@ def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers:
         else:
             env.pop("PREFECT_API_DATABASE_CONNECTION_URL", None)
             env.pop("PREFECT_SERVER_DATABASE_CONNECTION_URL", None)
-            prefect_api.migrate_database(h)
+            prefect_api.migrate_database(h, home_dir=h.prefect_home)
         t0 = time.monotonic()
         server = _spawn("server", prefect_cmd("server", "start", "--host", host, "--port", str(port)), env,
                         project_dir, logs)

@@ -271,13 +271,19 @@ def test_eight_requests_at_once_queue_on_the_store_and_all_complete(service: Ser
     # They waited on each other: several were running at once, yet their store writers never overlapped.
     spans = sorted((r.start_time, r.end_time) for r in runs.values())
     assert any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1)), "the runs never overlapped"
-    logs = logs_of(list(ids.values()))
-    slots: dict[Any, dict[str, datetime]] = {}
-    for rec in logs:
-        if "store writer slot" in rec.message:
-            slots.setdefault(rec.flow_run_id, {})["acquired" if "acquired" in rec.message else "released"] = \
-                rec.timestamp
-    assert len(slots) == 8 and all(set(s) == {"acquired", "released"} for s in slots.values()), slots
+    deadline = time.monotonic() + 120
+    while True:  # a run's last log lines reach the server shortly after its final state
+        logs = logs_of(list(ids.values()))
+        slots: dict[Any, dict[str, datetime]] = {}
+        for rec in logs:
+            if "store writer slot" in rec.message:
+                slots.setdefault(rec.flow_run_id, {})["acquired" if "acquired" in rec.message else "released"] = \
+                    rec.timestamp
+        complete = len(slots) == 8 and all(set(s) == {"acquired", "released"} for s in slots.values())
+        if complete or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert complete, slots
     held = sorted((s["acquired"], s["released"]) for s in slots.values())
     for (_a1, r1), (a2, _r2) in itertools.pairwise(held):
         assert a2 >= r1, "two requests wrote the store at the same time"
@@ -336,3 +342,30 @@ def test_request_run_uses_the_homes_server(service: Service) -> None:
     with get_client(sync_client=True) as client:
         found = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["erasure-req-cli-1"])))
     assert [r.state.type.value for r in found] == ["COMPLETED"]  # on this server, not a temporary one
+
+
+def test_serve_reuses_the_running_server_and_keeps_the_pool(service: Service) -> None:
+    """`make serve` in the foreground beside `erasure server start`: it deploys and runs a worker on the
+    running server, leaves the pool's settings alone (no --overwrite), and stops only its own worker."""
+    import httpx
+
+    pool = f"{service.api}/work_pools/erasure-local"
+    httpx.patch(pool, json={"concurrency_limit": 7}, timeout=30).raise_for_status()
+    out = service.root / "serve.out"
+    with open(out, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "cli.serve", "--home", str(service.home.root), "--port",
+                                 str(free_port()), "--no-sla-now"], cwd=PROJECT_ROOT, env=service.env, stdout=fh,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while "ready:" not in out.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, out.read_text()
+            time.sleep(0.5)
+        assert f"reusing the Prefect server at {service.api}" in out.read_text()
+        assert httpx.get(pool, timeout=30).json()["concurrency_limit"] == 7
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        httpx.patch(pool, json={"concurrency_limit": None}, timeout=30)
+    assert proc.returncode == 0, out.read_text()
+    assert httpx.get(f"{service.api}/health", timeout=10).json() is True  # the server it reused still runs
