@@ -215,10 +215,12 @@ def test_a_finished_run_shows_its_tier_table_and_summary(console: Console, page:
     from playwright.sync_api import expect
 
     page.goto(f"{ui(console)}/runs/flow-run/{finished_run}", wait_until="networkidle")
-    page.get_by_role("tab", name="Artifacts").click()
-    table_card = page.get_by_text("erasure-run-req-ann-1", exact=True).first
-    expect(table_card).to_be_visible()
-    expect(page.get_by_text("erasure-run-req-ann-1-summary", exact=True).first).to_be_visible()
+    page.get_by_text("Artifacts", exact=True).first.click()  # the run's tabs
+    cards = page.locator("a[href^='/artifacts/artifact/']")
+    table_card = cards.filter(has_text="TABLE").filter(has_text="erasure-run-req-ann-1")
+    summary_card = cards.filter(has_text="MARKDOWN").filter(has_text="erasure-run-req-ann-1-summary")
+    expect(table_card).to_have_count(1)
+    expect(summary_card).to_have_count(1)
     page.screenshot(path=str(SHOTS / "erasure-run-artifacts.png"), full_page=True)
     table_card.click()
     page.wait_for_url("**/artifacts/artifact/**")
@@ -234,8 +236,8 @@ def test_a_finished_run_shows_its_tier_table_and_summary(console: Console, page:
     assert row["status"] == "erased" and int(row["before"]) > 0 and row["after"] == "0" and row["residue"] == "0"
     page.screenshot(path=str(SHOTS / "erasure-run-tier-table.png"), full_page=True)
     page.go_back(wait_until="networkidle")
-    page.get_by_role("tab", name="Artifacts").click()
-    page.get_by_text("erasure-run-req-ann-1-summary", exact=True).first.click()
+    page.get_by_text("Artifacts", exact=True).first.click()
+    cards.filter(has_text="MARKDOWN").filter(has_text="erasure-run-req-ann-1-summary").click()
     page.wait_for_url("**/artifacts/artifact/**")
     expect(page.get_by_text("What the DPO must do next").first).to_be_visible()
     expect(page.get_by_text("all clear").first).to_be_visible()
