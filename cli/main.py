@@ -2,7 +2,7 @@
 
 Exit codes: 0 ok; 1 failure; 2 bad input; 3 configuration; 4 not found; 5 conflict;
 6 blocked (hold, closed request); 7 verification found residue; 8 store problem;
-9 a subprocessor refused or kept failing.
+9 a subprocessor refused or kept failing; 10 other people's data lost (over-erasure).
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ _LAZY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
              "erased."),
     "suppression": ("cli.suppression", "app", (), "Sticky erasure: list suppressed (source, source_ref) keys, "
                     "allow re-ingest."),
+    "targets": ("cli.targets", "app", (), "The agent memories a request erases from: list them, count a subject "
+                "in them."),
     "server": ("cli.server", "app", (), "The home's long-lived Prefect server and worker in the background: "
                "start, stop, status."),
 }

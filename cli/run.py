@@ -16,10 +16,11 @@ from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.request import app as request_app
+from cli.targets import TargetsOpt, targets_for
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import ConfigError, ErasureError, RequestBlocked, VerificationFailed
+from erasure.errors import BystandersLost, ConfigError, Conflict, ErasureError, RequestBlocked, VerificationFailed
 from erasure.tiers import CASCADE_ORDER
 
 
@@ -95,6 +96,11 @@ def run(
     request_id: Annotated[str, typer.Argument(help="The request to erase.")],
     home: HomeOpt = None,
     json_out: JsonOpt = False,
+    targets: TargetsOpt = None,
+    confirm_aliases: Annotated[int | None, typer.Option(
+        "--confirm-aliases", min=1, show_default=False,
+        help="The request's email also belongs to this many other subject ids in the store, which you "
+             "reviewed: erase them too, as the same person.")] = None,
 ) -> None:
     """Run the erasure: cascade, independent verification, engine-signed proof pack.
 
@@ -102,6 +108,14 @@ def run(
     DPO's attestation); 6 when a litigation hold blocks it; 7 when probes found residue; 1 otherwise.
     """
     h = home_of(home)
+    targets_for(h, targets)  # validates the file (exit 3 naming the key) and exports it to the flow
+    if confirm_aliases is not None:
+        engine = open_engine(h.engine_db)
+        try:
+            requests.get(engine, request_id)
+            requests.confirm_aliases(engine, request_id, confirm_aliases)
+        finally:
+            engine.close()
     state = run_flow(request_id, h, live=not json_out)
     ver_path = h.evidence_dir(request_id) / "verification.json"
     doc = json.loads(ver_path.read_text()) if ver_path.exists() else {}
@@ -121,7 +135,12 @@ def run(
         console.print(f"request state: {row.state.value}" + (f" ({row.state_detail})" if row.state_detail else ""))
     if state.name == "Blocked":
         raise RequestBlocked(state.message or "blocked by a litigation hold")
+    if state.name == "IdentityConflict":
+        raise Conflict(state.message or "the request's identifiers also belong to other subjects")
     if not state.is_completed():
+        if state.name == "BystandersLost" or (doc and not doc.get("all_clear", False)
+                                              and not doc.get("residue_tiers") and doc.get("lost_bystander_tiers")):
+            raise BystandersLost(state.message or "other people's data was lost")
         if doc and not doc.get("all_clear", False):
             raise VerificationFailed(state.message or "verification found residue")
         raise RunFailed(state.message or "the cascade did not complete")

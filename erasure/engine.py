@@ -44,6 +44,29 @@ CREATE TABLE IF NOT EXISTS vault(
   salt          BLOB NOT NULL              -- per-request salt for the pack's commitments
 );
 
+-- The subject's ids as the store spells them (case variants, confirmed aliases), resolved before the
+-- first deletion: identifiers, so they live beside the vault and go with it.
+CREATE TABLE IF NOT EXISTS vault_store_ids(
+  request_id TEXT NOT NULL REFERENCES requests(request_id),
+  subject_id TEXT NOT NULL,
+  PRIMARY KEY (request_id, subject_id)
+) WITHOUT ROWID;
+
+-- Step records of the targets other than the reference store: one row per (request, target, tier).
+CREATE TABLE IF NOT EXISTS target_step_records(
+  request_id     TEXT NOT NULL,
+  target         TEXT NOT NULL,
+  step           TEXT NOT NULL,
+  status         TEXT NOT NULL,
+  before_count   INTEGER,
+  after_count    INTEGER,
+  started_at     TEXT NOT NULL,
+  ended_at       TEXT,
+  removed_digest TEXT,
+  detail         TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (request_id, target, step)
+) WITHOUT ROWID;
+
 -- Clock events: pauses (identity verification) and extensions.
 CREATE TABLE IF NOT EXISTS clock_events(
   event_id   INTEGER PRIMARY KEY,

@@ -52,6 +52,12 @@ class VerificationFailed(ErasureError):
     exit_code = 7
 
 
+class BystandersLost(ErasureError):
+    """Probes found none of the subject, but other people's data shrank: over-erasure."""
+
+    exit_code = 10
+
+
 class StoreError(ErasureError):
     """The agent-memory store is missing, corrupt or of another tenant."""
 

@@ -198,6 +198,8 @@ class StepRecord(BaseModel):
     ended_at: datetime | None = None
     removed_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     detail: dict[str, Any] = Field(default_factory=dict)
+    target: str | None = None
+    """The target (from targets.toml) this step erased; None for the reference store."""
 
     @field_validator("request_id", "step")
     @classmethod

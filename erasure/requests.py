@@ -243,6 +243,31 @@ def subject_salt(conn: apsw.Connection, request_id: str) -> bytes:
     return bytes(r[0])
 
 
+def store_ids(conn: apsw.Connection, request_id: str) -> set[str]:
+    """The subject's ids as the store spells them, recorded before the first deletion (vault data)."""
+    return {str(r[0]) for r in conn.execute("SELECT subject_id FROM vault_store_ids WHERE request_id = ?",
+                                            (request_id,))}
+
+
+def add_store_ids(conn: apsw.Connection, request_id: str, ids: Iterable[str]) -> None:
+    """Record more of the subject's store ids (it only grows, like the footprint)."""
+    with _writing(conn):
+        conn.executemany("INSERT OR IGNORE INTO vault_store_ids(request_id, subject_id) VALUES (?, ?)",
+                         [(request_id, i) for i in ids])
+
+
+def confirm_aliases(conn: apsw.Connection, request_id: str, count: int) -> None:
+    """The team reviewed `count` other store ids sharing the subject's email and confirmed them."""
+    log_event(conn, request_id, "identity.aliases_confirmed", {"count": count})
+
+
+def confirmed_aliases(conn: apsw.Connection, request_id: str) -> int | None:
+    """The latest alias count the team confirmed for this request, or None."""
+    r = conn.execute("SELECT detail FROM engine_events WHERE request_id = ? AND event = ?"
+                     " ORDER BY seq DESC LIMIT 1", (request_id, "identity.aliases_confirmed")).fetchone()
+    return int(json.loads(r[0])["count"]) if r else None
+
+
 def commit_identifier(salt: bytes, value: str) -> str:
     """Salted commitment to one identifier: sha256(salt + value as UTF-8), hex."""
     return hashlib.sha256(salt + value.encode("utf-8")).hexdigest()
@@ -350,7 +375,10 @@ def extend(conn: apsw.Connection, request_id: str, reason: str, *, now: datetime
 
 
 def upsert_step(conn: apsw.Connection, record: StepRecord) -> None:
-    """Write the step's record: exactly one row per (request, step), the latest write wins."""
+    """Write the step's record: exactly one row per (request, [target,] step), the latest write wins."""
+    if record.target is not None:
+        _upsert_target_step(conn, record)
+        return
     with _writing(conn):
         conn.execute(
             "INSERT INTO step_records(request_id, step, status, before_count, after_count, started_at, "
@@ -363,6 +391,32 @@ def upsert_step(conn: apsw.Connection, record: StepRecord) -> None:
              iso_utc(record.started_at), None if record.ended_at is None else iso_utc(record.ended_at),
              record.removed_digest, _json_text(record.detail)),
         )
+
+
+def _upsert_target_step(conn: apsw.Connection, record: StepRecord) -> None:
+    with _writing(conn):
+        conn.execute(
+            "INSERT INTO target_step_records(request_id, target, step, status, before_count, after_count, "
+            "started_at, ended_at, removed_digest, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(request_id, target, step) DO UPDATE SET status = excluded.status, "
+            "before_count = excluded.before_count, after_count = excluded.after_count, "
+            "started_at = excluded.started_at, ended_at = excluded.ended_at, "
+            "removed_digest = excluded.removed_digest, detail = excluded.detail",
+            (record.request_id, record.target, record.step, record.status.value, record.before_count,
+             record.after_count, iso_utc(record.started_at),
+             None if record.ended_at is None else iso_utc(record.ended_at), record.removed_digest,
+             _json_text(record.detail)),
+        )
+
+
+def target_steps(conn: apsw.Connection, request_id: str) -> list[StepRecord]:
+    """The step records of the request's other targets: by target name, tiers in cascade order."""
+    cols = ("request_id", "target", "step", "status", "before_count", "after_count", "started_at", "ended_at",
+            "removed_digest", "detail")
+    cur = conn.execute(f"SELECT {', '.join(cols)} FROM target_step_records WHERE request_id = ?", (request_id,))
+    records = [StepRecord.model_validate({**dict(zip(cols, r, strict=True)), "detail": json.loads(r[9])})
+               for r in cur]
+    return sorted(records, key=lambda s: (s.target or "", _step_order(s.step)))
 
 
 def _step_order(step: str) -> int:

@@ -10,6 +10,7 @@ import hashlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -17,6 +18,7 @@ from pydantic import Field
 from erasure.config import Home
 from erasure.errors import ConfigError, Conflict, InputError
 from erasure.models import is_safe_token
+from erasure.targets import Targets, load_targets
 
 
 def described(description: str, **constraints: Any) -> Any:
@@ -138,17 +140,25 @@ def _run_logger() -> Any:
         return logging.getLogger("erasure.store_writer")
 
 
-def step_cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """Cache key of a cascade step: (request_id, step), scoped to this engine database's identity and
-    to the request's envelope digest, so a rebuilt engine or a resubmitted request with the same id
-    never reuses another run's finished steps."""
-    from erasure import requests
-    from erasure.engine import engine_id, open_engine
+@contextmanager
+def store_lock(h: Home) -> Iterator[None]:
+    """One erasure of a store at a time, from its fingerprint to its verification, so that no other
+    subject's erasure changes the bystander populations in between. Waits (an OS file lock, released
+    with its process if that dies)."""
+    lock_dir = h.engine_dir / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / "store.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
-    request_id = parameters["request_id"]
-    conn = open_engine(home().engine_db)
-    try:
-        scope = f"{engine_id(conn)}/{requests.get(conn, request_id).envelope_sha256[:16]}"
-    finally:
-        conn.close()
-    return f"erasure-step/{scope}/{request_id}/{parameters['step']}"
+
+def targets_of(h: Home) -> Targets:
+    """The home's targets: `ERASURE_TARGETS` (the CLI's --targets), else `<home>/targets.toml`, else
+    the reference store alone."""
+    import os
+
+    file = os.environ.get("ERASURE_TARGETS")
+    return load_targets(h.root, h.store_dir, Path(file) if file else None)

@@ -7,15 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed, State
 
 from erasure import requests
 from erasure.engine import open_engine
-from erasure.errors import ConfigError
+from erasure.errors import ConfigError, ErasureError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
 from flows import run_report
-from flows.common import RequestId, checked_request_id, home, request_lock, step_cache_key, store_writer
+from flows.common import RequestId, checked_request_id, home, request_lock, store_lock, store_writer, targets_of
 from flows.verification import verification
 from tasks import runner
 from tasks.preflight import preflight
@@ -31,8 +32,10 @@ def _set_state(request_id: str, state: RequestState, detail: str | None = None) 
 
 @task(name="preflight", retries=0)
 def preflight_task(request_id: str) -> dict[str, Any]:
-    pf = preflight(request_id, home())
-    return {"action": pf.action, "state": pf.state, "holds": pf.holds}
+    h = home()
+    targets = targets_of(h)
+    pf = preflight(request_id, h, reference=targets.reference() is not None, tenant=targets.tenant)
+    return {"action": pf.action, "state": pf.state, "holds": pf.holds, "detail": pf.detail}
 
 
 @task(name="footprint", retries=0)
@@ -49,16 +52,27 @@ def fingerprint_task(request_id: str) -> dict[str, Any]:
     return take_and_seal_fingerprint(request_id, home())
 
 
-@task(name="cascade-step", task_run_name="step-{step}", cache_key_fn=step_cache_key, persist_result=True,
-      retries=0)
+@task(name="cascade-step", task_run_name="step-{step}", cache_policy=NO_CACHE, retries=0)
 def cascade_step(request_id: str, step: str) -> dict[str, Any]:
-    """One tier's step. Cached by (request_id, step): a new run skips finished steps."""
+    """One tier's step. Never cached: the runner is idempotent (a finished step that finds nothing
+    left keeps its record), so a rerun after a fix re-resolves and re-erases instead of replaying."""
     from erasure.tiers import Tier
 
     record = runner.run_step(request_id, Tier(step), home())
     get_run_logger().info("step %s: %s, before %s, after %s", step, record["status"],
                           record["before_count"], record["after_count"])
     return record
+
+
+@task(name="target", task_run_name="target-{target_name}", cache_policy=NO_CACHE, retries=0)
+def target_task(request_id: str, target_name: str) -> dict[str, Any]:
+    """Erase the subject from one target of targets.toml (one step record per tier); counts only."""
+    from tasks.targets.runner import erase_target
+
+    h = home()
+    result = erase_target(request_id, targets_of(h).by_name(target_name), h)
+    get_run_logger().info("target %s (%s): %s", target_name, result["kind"], result["tiers"])
+    return result
 
 
 @task(name="byte-hygiene", retries=0)
@@ -94,13 +108,17 @@ def erasure_request(request_id: RequestId) -> State:
     checked_request_id(request_id)
     log = get_run_logger()
     h = home()
-    with request_lock(h, request_id), store_writer(h):
+    with request_lock(h, request_id):
         _engine_key_present()
         pf = preflight_task(request_id)
         if pf["action"] == "noop":
             log.info("request %s already completed (%s): nothing to do", request_id, pf["state"])
             return Completed(message=f"already completed ({pf['state']}): nothing to do",
                              data={"request_id": request_id, "noop": True, "state": pf["state"]})
+        if pf["action"] == "conflict":
+            _set_state(request_id, RequestState.exception, pf["detail"])
+            log.warning("request %s refused: %s", request_id, pf["detail"])
+            return Failed(name="IdentityConflict", message=pf["detail"])
         if pf["action"] == "blocked":
             counts = footprint_task(request_id)
             held = sum(counts.values())
@@ -109,28 +127,51 @@ def erasure_request(request_id: RequestId) -> State:
             log.warning("request %s blocked: %s", request_id, detail)
             return Failed(name="Blocked", message=detail)
         _set_state(request_id, RequestState.running)
-        fingerprint_task(request_id)
+        try:
+            with store_writer(h), store_lock(h):
+                return _erase_verify_prove(request_id)
+        except Exception as exc:
+            # Never leave a request in `running`: the SLA monitor shows the recorded state. Our own
+            # errors carry user-facing messages without identifiers; others are named by type only.
+            why = str(exc) if isinstance(exc, ErasureError) else f"unexpected {type(exc).__name__}: see the run's logs"
+            _set_state(request_id, RequestState.exception, why[:300])
+            raise
+
+
+def _erase_verify_prove(request_id: str) -> State:
+    """Fingerprint, cascade, byte hygiene, verification and pack, under the store's lock. Stops at the
+    first step that cannot finish (the same rule as `tasks.runner.run_cascade`): a rerun resumes it."""
+    targets = targets_of(home())
+    fingerprint_task(request_id)
+    records: list[dict[str, Any]] = []
+    if targets.reference() is not None:
         footprint_task(request_id)
-        failed: list[str] = []
-        records: list[dict[str, Any]] = []
         for tier in CASCADE_ORDER:
             state = cascade_step(request_id, tier.value, return_state=True)
-            if state.is_completed():
-                records.append(state.result())
-            else:
-                failed.append(tier.value)
+            if not state.is_completed():
+                why = f"step {tier.value} did not finish: rerun the request to resume it"
+                _set_state(request_id, RequestState.exception, why)
+                return Failed(message=why)
+            records.append(state.result())
         scrub_task(request_id)
-        v_state = verification(request_id, return_state=True)
-        v = v_state.result(raise_on_failure=False) if v_state.is_completed() else None
-        all_clear = bool(isinstance(v, dict) and v.get("all_clear"))
-        exceptions = any(r.get("status") == "exception" for r in records)
-        pack = proof_task(request_id)
-        if failed or not all_clear:
-            why = (f"steps not finished: {', '.join(failed)}" if failed else "verification found residue")
+    for target in targets.external():
+        t_state = target_task(request_id, target.name, return_state=True)
+        if not t_state.is_completed():
+            why = f"target {target.name} did not finish: rerun the request to resume it"
             _set_state(request_id, RequestState.exception, why)
             return Failed(message=why)
-        _set_state(request_id, RequestState.awaiting_attestation,
-                   "erased with exceptions: see the pack" if exceptions else None)
-        return Completed(message="erased, verified all clear, awaiting DPO attestation",
-                         data={"request_id": request_id, "all_clear": True, "exceptions": exceptions,
-                               "pack": pack.get("pack")})
+        records.append({"status": "exception" if t_state.result().get("mentions") else "erased"})
+    v_state = verification(request_id, return_state=True)
+    v = v_state.result(raise_on_failure=False) if v_state.is_completed() else None
+    all_clear = bool(isinstance(v, dict) and v.get("all_clear"))
+    exceptions = any(r.get("status") == "exception" for r in records)
+    pack = proof_task(request_id)
+    if not all_clear:
+        why = v_state.message or "verification did not end all clear"
+        _set_state(request_id, RequestState.exception, why)
+        return Failed(name="BystandersLost" if v_state.name == "BystandersLost" else "Failed", message=why)
+    _set_state(request_id, RequestState.awaiting_attestation,
+               "erased with exceptions: see the pack" if exceptions else None)
+    return Completed(message="erased, verified all clear, awaiting DPO attestation",
+                     data={"request_id": request_id, "all_clear": True, "exceptions": exceptions,
+                           "pack": pack.get("pack")})

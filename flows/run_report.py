@@ -69,27 +69,38 @@ def _verification(h: Home, request_id: str) -> dict[str, Any] | None:
 
 
 def tier_rows(h: Home, request_id: str, verification: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Per tier: the step's status and counts (engine step records) and the probes' residue."""
+    """Per tier: the step's status and counts (engine step records) and the probes' residue; the
+    reference store's nine tiers first, then each other target's tiers as `<target>/<tier>`."""
     engine = open_engine(h.engine_db)
     try:
-        recs = {s.step: s for s in requests.steps(engine, request_id)}
+        recs = requests.steps(engine, request_id)
     finally:
         engine.close()
-    residue: Counter[str] = Counter()
-    probed: set[str] = set()
+    residue: Counter[tuple[str | None, str]] = Counter()
+    probed: set[tuple[str | None, str]] = set()
     for p in (verification or {}).get("probes", []):
-        residue[str(p.get("tier"))] += int(p.get("residue") or 0)
-        probed.add(str(p.get("tier")))
-    rows: list[dict[str, Any]] = []
-    for i, tier in enumerate(CASCADE_ORDER, 1):
-        r = recs.get(tier.value)
-        rows.append({"#": i, "tier": tier.value, "status": r.status.value if r else "not run",
-                     "before": "" if r is None or r.before_count is None else r.before_count,
-                     "after": "" if r is None or r.after_count is None else r.after_count,
-                     "residue": residue[tier.value] if tier.value in probed else ""})
-    if "bytes" in probed:
+        key = (p.get("target"), str(p.get("tier")))
+        residue[key] += int(p.get("residue") or 0)
+        probed.add(key)
+    reference = {r.step: r for r in recs if r.target is None}
+    others = [r for r in recs if r.target is not None]
+    order = {t.value: i for i, t in enumerate(CASCADE_ORDER, 1)}
+
+    def row(n: int | str, target: str | None, tier: str, r: Any) -> dict[str, Any]:
+        key = (target, tier)
+        return {"#": n, "tier": tier if target is None else f"{target}/{tier}",
+                "status": r.status.value if r else "not run",
+                "before": "" if r is None or r.before_count is None else r.before_count,
+                "after": "" if r is None or r.after_count is None else r.after_count,
+                "residue": residue[key] if key in probed else ""}
+
+    rows = [row(i, None, t.value, reference.get(t.value)) for i, t in enumerate(CASCADE_ORDER, 1)
+            if reference or not others]
+    rows += [row(order.get(r.step, ""), r.target, r.step, r)
+             for r in sorted(others, key=lambda r: (str(r.target), order.get(r.step, 99)))]
+    if (None, "bytes") in probed:
         rows.append({"#": "", "tier": "bytes (every file)", "status": "scanned", "before": "", "after": "",
-                     "residue": residue["bytes"]})
+                     "residue": residue[(None, "bytes")]})
     return rows
 
 

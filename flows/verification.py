@@ -22,7 +22,14 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.states import RequestState
 from erasure.tiers import Tier
-from flows.common import RequestId, checked_request_id, home
+from flows.common import RequestId, checked_request_id, home, targets_of
+
+
+def home_scan_roots(h: Home) -> list[Path]:
+    """Every folder of the home besides the store that the byte scan covers: all but the request vault
+    (engine/) and the keys."""
+    skip = {h.store_dir.name, h.engine_dir.name, h.keys_dir.name}
+    return sorted(p for p in h.root.iterdir() if p.is_dir() and p.name not in skip) if h.root.is_dir() else []
 
 
 def _fp_paths(h: Home, request_id: str) -> tuple[Path, Path]:
@@ -33,27 +40,65 @@ def _fp_paths(h: Home, request_id: str) -> tuple[Path, Path]:
 
 def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
     """Take the fingerprint before the cascade, unless a sealed one from an earlier run exists."""
-    from probes.fingerprint import take_fingerprint
+    from probes.fingerprint import Fingerprint, destroy
 
     ct, key = _fp_paths(h, request_id)
-    if ct.exists() and key.exists():
-        return {"request_id": request_id, "fingerprint": "reused"}
     engine = open_engine(h.engine_db)
     try:
         subject = requests.load_envelope(engine, request_id).subject
+        if ct.exists() and key.exists():
+            old = Fingerprint.unseal(ct, key)
+            if not _other_erasure_since(engine, request_id, old.taken_at):
+                return {"request_id": request_id, "fingerprint": "reused"}
+            # Another subject's erasure changed the store after this baseline (a crash fell in between):
+            # keep the subject's needles and keys from before the cascade, measure the bystanders anew.
+            fresh = take_all(h, subject)
+            fp = old.model_copy(update={"bystanders": fresh.bystanders, "taken_at": fresh.taken_at,
+                                        "baseline": "retaken-after-another-erasure"})
+            destroy(ct, key)
+            fp.seal(ct, key)
+            requests.log_event(engine, request_id, "fingerprint.baseline_retaken", {})
+            return {"request_id": request_id, "fingerprint": "baseline-retaken"}
     finally:
         engine.close()
-    fp = take_fingerprint(h.store_dir, subject)
+    fp = take_all(h, subject)
     fp.seal(ct, key)
     return {"request_id": request_id, "fingerprint": "taken", "needles": len(fp.needles)}
+
+
+def take_all(h: Home, subject: Any) -> Any:
+    """The fingerprint of the reference store (when the home has one) and of every other target."""
+    from probes.fingerprint import Fingerprint, take_fingerprint
+    from probes.keys import SubjectKeys
+    from probes.targets import run as target_probes
+
+    targets = targets_of(h)
+    if targets.reference() is not None:
+        fp = take_fingerprint(h.store_dir, subject)
+    else:
+        fp = Fingerprint(subject_id=subject.id, subject_ids=[subject.id], taken_at=datetime.now(UTC),
+                         keys=SubjectKeys())
+    others = {t.name: target_probes.take(t, subject) for t in targets.external()}
+    return fp.model_copy(update={"targets": others}) if others else fp
+
+
+def _other_erasure_since(engine: Any, request_id: str, since: datetime) -> bool:
+    """Whether another request's erasure scrubbed this home's store after `since`."""
+    for (at,) in engine.execute("SELECT at FROM engine_events WHERE event = 'store.scrubbed' AND request_id != ?",
+                                (request_id,)):
+        when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+        if when > since:
+            return True
+    return False
 
 
 @task(name="probes", retries=0)
 def probes_task(request_id: str, tiers: list[str] | None = None) -> dict[str, Any]:
     """Run the probes (every tier, or `tiers` and the byte scan); write verification.json; return it
     (ids and counts only)."""
-    from probes.fingerprint import Fingerprint, destroy, take_fingerprint
-    from probes.run import run_probes, to_json
+    from probes.fingerprint import Fingerprint, destroy
+    from probes.run import Verification, run_probes, to_json
+    from probes.targets import run as target_probes
 
     h = home()
     engine = open_engine(h.engine_db)
@@ -61,10 +106,20 @@ def probes_task(request_id: str, tiers: list[str] | None = None) -> dict[str, An
         subject = requests.load_envelope(engine, request_id).subject
         ct, key = _fp_paths(h, request_id)
         sealed = ct.exists() and key.exists()
-        fp = Fingerprint.unseal(ct, key) if sealed else take_fingerprint(h.store_dir, subject)
-        result = run_probes(h.store_dir, subject, fp, tiers=tiers)
+        fp = Fingerprint.unseal(ct, key) if sealed else take_all(h, subject)
+        targets = targets_of(h)
+        found: list[Any] = []
+        if targets.reference() is not None:
+            found += run_probes(h.store_dir, subject, fp, tiers=tiers, extra_roots=home_scan_roots(h)).probes
+        for target in targets.external():
+            tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
+            found += target_probes.probe(target, subject, tfp)
+        result = Verification(probes=found)
         doc = to_json(result, request_id, datetime.now(UTC))
-        doc["fingerprint"] = "sealed-before-cascade" if sealed else "taken-at-verification"
+        doc["fingerprint"] = ("taken-at-verification" if not sealed else
+                              "sealed-before-cascade; bystander baseline retaken after another erasure"
+                              if fp.baseline != "before-cascade" else "sealed-before-cascade")
+        doc["needles"] = fp.needle_stats
         if not doc["all_clear"]:
             for tier in doc.get("failing_tiers", []):
                 requests.open_exception(engine, request_id, tier, "residue", "verification",
@@ -97,10 +152,17 @@ def verification(request_id: RequestId, tiers: list[Tier] | None = None) -> Stat
                  p["bystanders_before"], p["bystanders_after"])
     if doc["all_clear"]:
         return Completed(message="all clear", data=doc)
-    failing = ", ".join(doc.get("failing_tiers", [])) or "no probe ran"
+    residue = ", ".join(doc.get("residue_tiers", []))
+    lost = ", ".join(doc.get("lost_bystander_tiers", []))
+    if residue:
+        why, name = f"residue found in: {residue}", "Residue"
+    elif lost:
+        why, name = f"other people's data lost in: {lost} (no residue of the subject)", "BystandersLost"
+    else:
+        why, name = "no probe ran", "Residue"
     engine = open_engine(home().engine_db)
     try:
-        requests.set_state(engine, request_id, RequestState.exception, f"residue in: {failing}")
+        requests.set_state(engine, request_id, RequestState.exception, why)
     finally:
         engine.close()
-    return Failed(message=f"residue found in: {failing}")
+    return Failed(name=name, message=why)

@@ -59,9 +59,15 @@ CREATE INDEX IF NOT EXISTS ix_raw_archive_subject ON raw_archive(subject_id);
 CREATE INDEX IF NOT EXISTS ix_raw_archive_source ON raw_archive(source, source_ref);
 CREATE TRIGGER IF NOT EXISTS raw_archive_append_only BEFORE DELETE ON raw_archive
 BEGIN SELECT RAISE(ABORT, 'raw_archive is append-only: redact, never delete'); END;
-CREATE TRIGGER IF NOT EXISTS raw_archive_redact_only BEFORE UPDATE ON raw_archive
-WHEN NOT (NEW.content IS NULL AND NEW.subject_id IS NULL AND NEW.erased_at IS NOT NULL
-          AND NEW.source = OLD.source AND NEW.source_ref = OLD.source_ref)
+-- Two updates are allowed: the redaction of a row to a skeleton, and the redaction of a mention
+-- (another subject named in this row's text is replaced by '[redacted]'; nothing else changes).
+DROP TRIGGER IF EXISTS raw_archive_redact_only;
+CREATE TRIGGER IF NOT EXISTS raw_archive_redact_only_v2 BEFORE UPDATE ON raw_archive
+WHEN NOT ((NEW.content IS NULL AND NEW.subject_id IS NULL AND NEW.erased_at IS NOT NULL
+           AND NEW.source = OLD.source AND NEW.source_ref = OLD.source_ref)
+          OR (NEW.subject_id IS OLD.subject_id AND OLD.erased_at IS NULL AND NEW.erased_at IS NULL
+              AND NEW.source = OLD.source AND NEW.source_ref = OLD.source_ref
+              AND NEW.archive_uid = OLD.archive_uid AND instr(NEW.content, '[redacted]') > 0))
 BEGIN SELECT RAISE(ABORT, 'raw_archive rows may only be redacted'); END;
 
 -- Frames: summary frames (carry subject_id and the archive link), verbatim turn frames (carry

@@ -10,6 +10,9 @@ It keeps what it receives in its own SQLite file (`<data_dir>/<name>.db`) and an
   and lazily on every request).
 - `GET /v1/jobs/<ticket_id>` -> `{"ticket_id", "status", "deleted", "completed_at", "requested_at"}`.
 - `GET /v1/lookup?subject_ref=...` -> `{"subject_ref", "count"}` (what a probe asks).
+- `PUT /v1/records/<id> {"content"}` -> 200 `{"id", "rectified": true}` (rectification, GDPR
+  Art.16: how a mention of an erased subject leaves the processor's copy of someone else's item);
+  404 for an unknown id. Idempotent.
 - `GET /healthz` -> `{"ok": true, "name"}` (never delayed, never failed, not counted).
 
 Modes: `latency` seconds added to every request; `fail_every=N` answers 503 to every Nth counted
@@ -47,6 +50,7 @@ from erasure.sqlite import checkpoint_truncate, connect, transaction
 HOST = "127.0.0.1"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _JOB_PATH = re.compile(r"^/v1/jobs/([A-Za-z0-9_-]{1,64})$")
+_RECORD_PATH = re.compile(r"^/v1/records/([A-Za-z0-9_-]{1,64})$")
 MAX_BODY = 16 * 1024 * 1024
 
 SCHEMA = """
@@ -132,6 +136,15 @@ class ProcessorState:
                     (rid, subject_ref, ref, content, _now()))
                 ids.append(rid)
         return ids
+
+    def rectify(self, record_id: str, content: str) -> bool:
+        """Replace one record's content; False when there is no such record."""
+        with self._lock, transaction(self._conn):
+            self._conn.execute("UPDATE records SET content = ? WHERE id = ?", (content, record_id))
+            changed = self._conn.changes() > 0
+        if changed:
+            checkpoint_truncate(self._conn)
+        return changed
 
     def request_deletion(self, subject_ref: str | None, ids: list[str] | None) -> dict[str, Any]:
         """Open a deletion job; complete it now unless the mode is asynchronous. Returns the job."""
@@ -223,6 +236,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._handle("POST")
 
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
     def _send(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode("utf-8")
         self.send_response(status)
@@ -300,6 +316,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(404, {"error": "no such job"})
             else:
                 self._send(200, found)
+        elif method == "PUT" and (m := _RECORD_PATH.match(path)):
+            content = self._json_body().get("content")
+            if not isinstance(content, str):
+                raise _BadRequest("content (string) is required")
+            if state.rectify(m.group(1), content):
+                self._send(200, {"id": m.group(1), "rectified": True})
+            else:
+                self._send(404, {"error": "no such record"})
         elif method == "GET" and path == "/v1/lookup":
             refs = parse_qs(query).get("subject_ref", [])
             if len(refs) != 1 or not refs[0]:

@@ -173,6 +173,20 @@ def request_deletion(base_url: str, subject_ref: str, *, attempts: int = 5, back
                     http_status=resp.status_code)
 
 
+def rectify(base_url: str, remote_ref: str, content: str, *, attempts: int = 5, backoff: float = 0.2,
+            timeout: float = DEFAULT_TIMEOUT) -> bool:
+    """Replace the content of one record the processor holds (rectification): True when it confirmed,
+    False when it does not know the record. Raises `SubprocessorError` on a refusal or outage."""
+    url = base_url.rstrip("/") + f"/v1/records/{remote_ref}"
+    with _client(timeout, base_url) as client:
+        resp, _used = _call(client, "PUT", url, body={"content": content}, attempts=attempts, backoff=backoff)
+    if resp.status_code == 404:
+        return False
+    if resp.status_code != 200:
+        raise SubprocessorError(f"{url} refused the rectification: HTTP {resp.status_code}")
+    return True
+
+
 def poll_job(base_url: str, ticket_id: str, *, timeout: float = 30.0, interval: float = 0.2,
              request_timeout: float = DEFAULT_TIMEOUT) -> DeletionReceipt:
     """Poll `GET /v1/jobs/<ticket_id>` until the job is done or `timeout` seconds pass.

@@ -17,16 +17,18 @@ TIER = "audit_log"
 
 def measure(ctx: ProbeContext) -> list[Measurement]:
     """The subject's vault rows and plaintext mentions left; bystanders' vault rows; entry count."""
-    sid, commitments = ctx.subject.id, json_list(ctx.fingerprint.keys.audit_commitments)
-    idents = [n.data.decode() for n in ctx.fingerprint.needles if n.kind is NeedleKind.identifier]
+    sid, commitments = ctx.ids_json, json_list(ctx.fingerprint.keys.audit_commitments)
+    idents = [n.data.decode().lower() for n in ctx.fingerprint.needles if n.kind is NeedleKind.identifier]
     with open_store(ctx.store_dir) as conn:
-        vault_others = count(conn, f"SELECT count(*) FROM audit_vault WHERE subject_id IS NOT ?1"
-                                   f" AND commitment NOT {ids_in('?2')}", (sid, commitments))
+        vault_others = count(conn, "SELECT count(*) FROM audit_vault WHERE (subject_id IS NULL OR"
+                                   f" subject_id NOT {ids_in('?1')}) AND commitment NOT {ids_in('?2')}",
+                             (sid, commitments))
         entries = count(conn, "SELECT count(*) FROM audit_log")
-        plaintext = sum(count(conn, "SELECT count(*) FROM audit_log WHERE instr(fields, ?)", (i,)) for i in idents)
+        plaintext = sum(count(conn, "SELECT count(*) FROM audit_log WHERE instr(lower(fields), ?)", (i,))
+                        for i in idents)
         return [
             Measurement("vault-by-subject-id",
-                        count(conn, "SELECT count(*) FROM audit_vault WHERE subject_id = ?", (sid,)),
+                        count(conn, f"SELECT count(*) FROM audit_vault WHERE subject_id {ids_in()}", (sid,)),
                         "vault", vault_others),
             Measurement("vault-by-commitment",
                         count(conn, f"SELECT count(*) FROM audit_vault WHERE commitment {ids_in()}",

@@ -23,7 +23,7 @@ import stat
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty, Queue
@@ -137,21 +137,27 @@ def _escape(needle: bytes) -> bytes:
     return "".join(f"\\x{b:02x}" for b in needle).encode("ascii")
 
 
-def compile_needles(needles: Sequence[bytes]) -> hyperscan.Database:
-    """A streaming hyperscan database matching each needle literally; pattern id = needle index."""
+def _flags(n: int, caseless: Collection[int]) -> list[int]:
+    return [hyperscan.HS_FLAG_CASELESS if i in caseless else 0 for i in range(n)]
+
+
+def compile_needles(needles: Sequence[bytes], caseless: Collection[int] = ()) -> hyperscan.Database:
+    """A streaming hyperscan database matching each needle literally (those whose index is in
+    `caseless` in any ASCII letter case); pattern id = needle index."""
     _check_needles(needles)
     db = hyperscan.Database(mode=hyperscan.HS_MODE_STREAM)
     db.compile(
         expressions=[_escape(bytes(n)) for n in needles],
         ids=list(range(len(needles))),
-        flags=0,
+        flags=_flags(len(needles), caseless),
     )
     return db
 
 
-def _compile_block(needles: Sequence[bytes]) -> hyperscan.Database:
+def _compile_block(needles: Sequence[bytes], caseless: Collection[int] = ()) -> hyperscan.Database:
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=[_escape(bytes(n)) for n in needles], ids=list(range(len(needles))), flags=0)
+    db.compile(expressions=[_escape(bytes(n)) for n in needles], ids=list(range(len(needles))),
+               flags=_flags(len(needles), caseless))
     return db
 
 
@@ -204,7 +210,8 @@ def _segments(walk: _Walk, segment_size: int) -> tuple[list[_Segment], list[_Bat
 
 
 def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAULT_BUFFER,
-              segment_size: int = DEFAULT_SEGMENT, workers: int | None = None) -> ScanReport:
+              segment_size: int = DEFAULT_SEGMENT, workers: int | None = None,
+              caseless: Collection[int] = ()) -> ScanReport:
     """Scan every regular file under `root` for all `needles` in one pass; report hits by index.
 
     Files are cut into segments of `segment_size` scanned by `workers` threads (default: one per CPU,
@@ -218,8 +225,8 @@ def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAUL
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"{root} is not a directory")
-    db = compile_needles(needles) if needles else None
-    block_db = _compile_block(needles) if needles else None
+    db = compile_needles(needles, caseless) if needles else None
+    block_db = _compile_block(needles, caseless) if needles else None
     lengths = [len(n) for n in needles]
     overlap = max(lengths, default=1) - 1
     walk = _Walk(root)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import apsw
 
+from probes.identity import spellings
 from probes.model import Measurement, ProbeContext, ProbeResult, to_results
 from probes.needles import NeedleKind, fts_phrase
 from probes.store import column, count, ids_in, json_list, open_store
@@ -41,8 +42,8 @@ def _fts(conn: apsw.Connection, text: str) -> set[int]:
 
 def _identifier_hits(conn: apsw.Connection, ctx: ProbeContext, mine: set[int]) -> int:
     hits: set[int] = set()
-    for ident in ctx.subject.identifiers():
-        hits |= _fts(conn, ident)
+    for _kind, spelling in spellings(ctx.subject, ctx.ids):
+        hits |= _fts(conn, spelling)
     if not hits:
         return 0
     live = {int(fid): str(kind) for fid, kind in conn.execute(

@@ -12,15 +12,15 @@ from probes.store import count, ids_in, json_list, json_pairs, open_store, outsi
 
 TIER = "episodic"
 
-_FRAMES_MINE = (f"(frame_id {ids_in('?2')} OR subject_id = ?1 OR archive_id {ids_in('?3')}"
+_FRAMES_MINE = (f"(frame_id {ids_in('?2')} OR subject_id {ids_in('?1')} OR archive_id {ids_in('?3')}"
                 f" OR turn_key {ids_in('?4')})")
-_ARCHIVE_MINE = f"(archive_id {ids_in('?2')} OR subject_id = ?1 OR {pairs_in('?3')})"
+_ARCHIVE_MINE = f"(archive_id {ids_in('?2')} OR subject_id {ids_in('?1')} OR {pairs_in('?3')})"
 
 
 def measure(ctx: ProbeContext) -> list[Measurement]:
     """The subject's frames, chunks and archive content; bystanders' frames, chunks and archive rows."""
     keys = ctx.fingerprint.keys
-    sid = ctx.subject.id
+    sid = ctx.ids_json
     frames, archive = json_list(keys.frame_ids), json_list(keys.archive_ids)
     turns, pairs, chunks = json_list(keys.turn_keys), json_pairs(keys.source_refs), json_list(keys.chunk_ids)
     with open_store(ctx.store_dir) as conn:
@@ -35,7 +35,7 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
                            sid, archive, pairs)
         return [
             Measurement("frames-by-subject-id",
-                        n("SELECT count(*) FROM frames WHERE subject_id = ?", sid), "frames", frame_others),
+                        n(f"SELECT count(*) FROM frames WHERE subject_id {ids_in()}", sid), "frames", frame_others),
             Measurement("frames-by-fingerprint-id",
                         n(f"SELECT count(*) FROM frames WHERE frame_id {ids_in()}", frames), "frames", frame_others),
             Measurement("frames-by-archive-link",
@@ -47,7 +47,8 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
                         n(f"SELECT count(*) FROM frame_chunks WHERE chunk_id {ids_in()}", chunks),
                         "chunks", chunk_others),
             Measurement("archive-by-subject-id",
-                        n("SELECT count(*) FROM raw_archive WHERE subject_id = ?", sid), "archive", archive_others),
+                        n(f"SELECT count(*) FROM raw_archive WHERE subject_id {ids_in()}", sid), "archive",
+                        archive_others),
             Measurement("archive-content-by-source-ref",
                         n(f"SELECT count(*) FROM raw_archive WHERE content IS NOT NULL AND {pairs_in()}", pairs),
                         "archive", archive_others),

@@ -31,17 +31,17 @@ from probes.store import (
 )
 
 TIER = "fine_tune"
-_MINE = f"(subject_id = ?1 OR example_id {ids_in('?2')} OR {pairs_in('?3')})"
+_MINE = f"(subject_id {ids_in('?1')} OR example_id {ids_in('?2')} OR {pairs_in('?3')})"
 
 
 def measure(ctx: ProbeContext) -> list[Measurement]:
     """The subject's examples left in the table and in corpus files; bystanders' examples."""
     keys = ctx.fingerprint.keys
-    sid, ids, pairs = ctx.subject.id, json_list(keys.example_ids), json_pairs(keys.source_refs)
+    sid, ids, pairs = ctx.ids_json, json_list(keys.example_ids), json_pairs(keys.source_refs)
     with open_store(ctx.store_dir) as conn:
         others = count(conn, f"SELECT count(*) FROM (SELECT DISTINCT source, source_ref FROM ft_examples"
                              f" WHERE {outside(_MINE)})", (sid, ids, pairs))
-        by_subject = count(conn, "SELECT count(*) FROM ft_examples WHERE subject_id = ?", (sid,))
+        by_subject = count(conn, f"SELECT count(*) FROM ft_examples WHERE subject_id {ids_in()}", (sid,))
         by_id = count(conn, f"SELECT count(*) FROM ft_examples WHERE example_id {ids_in()}", (ids,))
         by_ref = count(conn, f"SELECT count(*) FROM ft_examples WHERE {pairs_in()}", (pairs,))
         files = _corpus_files(conn, ctx.store_dir)
@@ -67,7 +67,7 @@ def _corpus_files(conn: apsw.Connection, store_dir: Path) -> list[Path]:
 def _scan_corpora(files: list[Path], ctx: ProbeContext) -> tuple[int, int]:
     """(lines naming the subject, distinct bystander pairs) over every corpus file."""
     pairs = {(s, r) for s, r in ctx.fingerprint.keys.source_refs}
-    raw_marks = [ctx.subject.id.encode(), *(r.encode() for _, r in pairs)]
+    raw_marks = [*(sid.encode() for sid in ctx.ids), *(r.encode() for _, r in pairs)]
     mine = 0
     others: set[tuple[str, str]] = set()
     for path in files:
@@ -81,7 +81,7 @@ def _scan_corpora(files: list[Path], ctx: ProbeContext) -> tuple[int, int]:
                     mine += any(m in line for m in raw_marks)
                     continue
                 found = _line_pairs(doc)
-                if found & pairs or any(o.get("subject_id") == ctx.subject.id for o in json_objects(doc)):
+                if found & pairs or any(o.get("subject_id") in ctx.ids for o in json_objects(doc)):
                     mine += 1
                 else:
                     others |= found

@@ -37,12 +37,14 @@ from erasure.errors import Conflict, ErasureError, InputError
 from erasure.subject import Subject
 from probes.bytescan import scan_tree
 from probes.harvest import VectorRef, harvest
+from probes.identity import store_ids
 from probes.keys import SubjectKeys
 from probes.model import DEFAULT_HTTP_TIMEOUT, ProbeContext, population_key
 from probes.needles import Needle, NeedleKind
 from probes.registry import MEASURES
 from probes.resolve import resolve_keys
 from probes.store import open_store
+from probes.targets.base import TargetFingerprint
 
 FORMAT: Literal["probe-fingerprint/v1"] = "probe-fingerprint/v1"
 _MAGIC = b"PFP1"
@@ -61,11 +63,19 @@ class Fingerprint(BaseModel):
 
     format: Literal["probe-fingerprint/v1"] = FORMAT
     subject_id: str = Field(repr=False)
+    subject_ids: list[str] = Field(default_factory=list, repr=False)
+    """The subject's ids as the store spelled them before the cascade (`probes.identity.store_ids`)."""
     taken_at: datetime
     keys: SubjectKeys = Field(repr=False)
     needles: list[Needle] = Field(default_factory=list, repr=False)
     vectors: list[VectorRef] = Field(default_factory=list, repr=False)
     needle_stats: dict[str, int] = Field(default_factory=dict)
+    """What the needles hold and what was withheld, by kind and reason (counts only)."""
+    targets: dict[str, TargetFingerprint] = Field(default_factory=dict, repr=False)
+    """The other targets' fingerprints, by target name (`probes.targets`)."""
+    baseline: str = "before-cascade"
+    """`before-cascade`, or `retaken-after-another-erasure` when a rerun found that another subject's
+    erasure changed the store after this fingerprint was sealed (the bystander baseline is new)."""
     bystanders: dict[str, int] = Field(default_factory=dict)
     """`<tier>/<population>` -> size before the cascade."""
     subject_before: dict[str, int] = Field(default_factory=dict)
@@ -213,11 +223,12 @@ def take_fingerprint(store_dir: Path, subject: Subject, *, http_timeout: float =
     """
     store_dir = Path(store_dir)
     with open_store(store_dir) as conn:
-        keys = resolve_keys(conn, subject)
-        found = harvest(conn, store_dir, subject, keys)
+        ids = store_ids(conn, subject)
+        keys = resolve_keys(conn, subject, ids)
+        found = harvest(conn, store_dir, subject, keys, ids)
         stats = dict(found.needles.stats)
         needles = _without_shared_vector_pieces(conn, store_dir, keys, found.needles.needles, stats)
-    fp = Fingerprint(subject_id=subject.id, taken_at=datetime.now(UTC), keys=keys,
+    fp = Fingerprint(subject_id=subject.id, subject_ids=ids, taken_at=datetime.now(UTC), keys=keys,
                      needles=needles, vectors=found.vectors, needle_stats=stats)
     ctx = ProbeContext(store_dir=store_dir, subject=subject, fingerprint=fp, http_timeout=http_timeout)
     bystanders: dict[str, int] = {}

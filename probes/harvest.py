@@ -16,6 +16,7 @@ import apsw
 from pydantic import BaseModel, ConfigDict, Field
 
 from erasure.subject import Subject
+from probes.identity import spellings
 from probes.keys import SubjectKeys
 from probes.needles import (
     MIN_IDENTIFIER_BYTES,
@@ -57,45 +58,48 @@ class Harvest:
     vectors: list[VectorRef] = field(default_factory=list)
 
 
-def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: SubjectKeys) -> Harvest:
+def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: SubjectKeys,
+            ids: list[str] | None = None) -> Harvest:
     """Choose needles: identifiers, content windows, vector pieces, blob pieces, bystander canaries."""
     h = Harvest()
     mine = set(keys.all_frame_ids())
-    _identifiers(conn, subject, keys, h.needles)
+    _identifiers(conn, subject, ids or [subject.id], h.needles)
     _content(conn, keys, mine, h.needles)
     _vectors(conn, keys, mine, h)
     _blobs(conn, store_dir, subject, keys, h.needles)
-    _canaries(conn, subject, mine, h.needles)
+    _canaries(conn, subject, ids or [subject.id], mine, h.needles)
     return h
 
 
-def _identifiers(conn: apsw.Connection, subject: Subject, keys: SubjectKeys, out: NeedleSet) -> None:
-    for ident in subject.identifiers():
-        if len(ident.encode()) < MIN_IDENTIFIER_BYTES:
-            out.bump("identifier_withheld_short")
-        elif _survives_elsewhere(conn, ident, subject.id, keys):
-            out.bump("identifier_withheld_shared")
+def _identifiers(conn: apsw.Connection, subject: Subject, ids: list[str], out: NeedleSet) -> None:
+    """Every spelling of every identifier, matched in any letter case. None is withheld silently: a
+    spelling too short to mean anything is counted (`identifier_withheld_short`), and one that is also
+    another subject's own identifier is searched as `shared_identifier` (hits reported, not residue)."""
+    for kind, spelling in spellings(subject, ids):
+        data = spelling.encode()
+        if len(data) < MIN_IDENTIFIER_BYTES:
+            out.bump(f"identifier_withheld_short:{kind}")
+        elif _belongs_to_someone_else(conn, spelling, ids):
+            if out.add_group(NeedleKind.shared_identifier, [data], caseless=True):
+                out.bump(f"identifier_shared:{kind}")
         else:
-            out.add_group(NeedleKind.identifier, [ident.encode()])
+            out.add_group(NeedleKind.identifier, [data], caseless=True)
 
 
-def _survives_elsewhere(conn: apsw.Connection, ident: str, subject_id: str, keys: SubjectKeys) -> bool:
-    """Whether the identifier's bytes also sit in data meant to survive the erasure: kept
-    (source, source_ref) keys (anyone's, the subject's included), other subjects' ids, other
-    entities' names, bystanders' frames and archive content (a substring scan, once per identifier)."""
-    checks: list[tuple[str, tuple[object, ...]]] = [
-        ("SELECT 1 FROM raw_archive WHERE instr(source, ?1) OR instr(source_ref, ?1) LIMIT 1", (ident,)),
-        ("SELECT 1 FROM erased_subjects WHERE instr(source, ?1) OR instr(source_ref, ?1) LIMIT 1", (ident,)),
-        ("SELECT 1 FROM kg_entities WHERE instr(name, ?1) AND entity_id NOT IN (SELECT value FROM json_each(?2))"
-         " LIMIT 1", (ident, json_list(keys.entity_ids))),
-        ("SELECT 1 FROM frames WHERE instr(content, ?1) AND frame_id NOT IN (SELECT value FROM json_each(?2))"
-         " LIMIT 1", (ident, json_list(keys.all_frame_ids()))),
-        ("SELECT 1 FROM raw_archive WHERE instr(content, ?1) AND archive_id NOT IN (SELECT value FROM json_each(?2))"
-         " LIMIT 1", (ident, json_list(keys.archive_ids))),
-    ]
-    checks += [(f"SELECT 1 FROM (SELECT DISTINCT subject_id FROM {t}) WHERE subject_id != ?2"
-                " AND instr(subject_id, ?1) LIMIT 1", (ident, subject_id)) for t in SUBJECT_ID_TABLES]
-    return any(conn.execute(sql, params).fetchone() for sql, params in checks)
+def _belongs_to_someone_else(conn: apsw.Connection, spelling: str, ids: list[str]) -> bool:
+    """Whether the spelling is part of another subject's own identifiers: another subject id, or the
+    name of an entity that another subject's frames link (a namesake's person, a household phone)."""
+    low = spelling.lower()
+    for table in SUBJECT_ID_TABLES:
+        if conn.execute(f"SELECT 1 FROM (SELECT DISTINCT subject_id FROM {table}) WHERE subject_id IS NOT NULL"
+                        " AND subject_id NOT IN (SELECT value FROM json_each(?2)) AND instr(lower(subject_id), ?1)"
+                        " LIMIT 1", (low, json_list(ids))).fetchone():
+            return True
+    row = conn.execute(
+        "SELECT 1 FROM kg_entities e JOIN kg_entity_frames l ON l.entity_id = e.entity_id"
+        " JOIN frames f ON f.frame_id = l.frame_id WHERE instr(lower(e.name), ?1) AND f.subject_id IS NOT NULL"
+        " AND f.subject_id NOT IN (SELECT value FROM json_each(?2)) LIMIT 1", (low, json_list(ids))).fetchone()
+    return row is not None
 
 
 def _content(conn: apsw.Connection, keys: SubjectKeys, mine: set[int], out: NeedleSet) -> None:
@@ -186,15 +190,17 @@ def _read_blob_pieces(roots: Sequence[Path], key: str) -> list[bytes] | None:
     return None
 
 
-def _canaries(conn: apsw.Connection, subject: Subject, mine: set[int], out: NeedleSet) -> None:
-    """Windows of bystanders' short frames (short: stored in one page, never split)."""
+def _canaries(conn: apsw.Connection, subject: Subject, ids: list[str], mine: set[int], out: NeedleSet) -> None:
+    """Windows of bystanders' short frames (short: stored in one page, never split) that name the
+    subject nowhere in any spelling (a frame that mentions the subject is rewritten by the erasure)."""
     rows = [(int(fid), str(text)) for fid, text in conn.execute(
         "SELECT frame_id, content FROM frames WHERE kind != 'derived' AND length(content) BETWEEN 40 AND 2000"
         " AND subject_id IS NOT ? ORDER BY frame_id LIMIT ?", (subject.id, CANARY_CANDIDATES))]
-    idents = subject.identifiers()
+    idents = [s.lower() for _k, s in spellings(subject, ids)]
     candidates = []
     for fid, text in rows:
-        if fid in mine:
+        squeezed = "".join(ch for ch in text.lower() if ch.isalnum() or ch in "@.")
+        if fid in mine or any(i in text.lower() or i.lstrip("+") in squeezed for i in idents):
             continue
         windows = [w for w in plain_windows(text, limit=1) if not any(i in w for i in idents)]
         candidates += windows

@@ -40,6 +40,8 @@ class ProbeResult(BaseModel):
     residue: int
     bystanders_before: int
     bystanders_after: int
+    target: str | None = None
+    """The target probed (None: the reference store)."""
 
     def lost_bystanders(self) -> bool:
         """True when the population this method watches shrank: someone else's data went too."""
@@ -68,6 +70,21 @@ class ProbeContext:
     subject: Subject
     fingerprint: Fingerprint
     http_timeout: float = DEFAULT_HTTP_TIMEOUT
+    extra_roots: tuple[Path, ...] = ()
+    """Other folders of the home the byte scan covers (inbox, outbox, services, Prefect's home): all
+    of it but the request vault and the keys."""
+
+    @property
+    def ids(self) -> list[str]:
+        """The subject's ids as the store spelled them before the cascade (at least the request's)."""
+        return sorted({self.subject.id, *self.fingerprint.subject_ids})
+
+    @property
+    def ids_json(self) -> str:
+        """`ids` as a JSON array for `json_each(?)`."""
+        import json
+
+        return json.dumps(self.ids)
 
 
 def population_key(tier: str, population: str) -> str:

@@ -43,6 +43,9 @@ class NeedleKind(StrEnum):
     """What a needle was cut from."""
 
     identifier = "identifier"
+    shared_identifier = "shared_identifier"
+    """An identifier that is also another subject's own (a namesake's name, a household phone): its hits
+    are counted and reported as explained, not as residue."""
     content = "content"
     vector = "vector"
     blob = "blob"
@@ -51,11 +54,13 @@ class NeedleKind(StrEnum):
 
 SUBJECT_KINDS: tuple[NeedleKind, ...] = (NeedleKind.identifier, NeedleKind.content, NeedleKind.vector,
                                          NeedleKind.blob)
-"""Needle kinds whose presence after the cascade is residue (canaries are the opposite)."""
+"""Needle kinds whose presence after the cascade is residue (shared identifiers are reported as
+explained, canaries are the opposite)."""
 
 
 class Needle(BaseModel):
-    """One byte string to look for; `group` ties the pieces of one thing together."""
+    """One byte string to look for; `group` ties the pieces of one thing together. A `caseless`
+    needle matches in any ASCII letter case (identifiers: full-text indexes keep lower-cased tokens)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64",
                               val_json_bytes="base64")
@@ -63,6 +68,7 @@ class Needle(BaseModel):
     kind: NeedleKind
     group: int
     data: bytes = Field(repr=False)
+    caseless: bool = False
 
 
 def fts_phrase(text: str) -> str | None:
@@ -128,14 +134,14 @@ class NeedleSet:
         self._group = 0
         self._seen: set[bytes] = set()
 
-    def add_group(self, kind: NeedleKind, pieces: Iterable[bytes]) -> bool:
+    def add_group(self, kind: NeedleKind, pieces: Iterable[bytes], *, caseless: bool = False) -> bool:
         """Add one group (pieces already seen are skipped); False if nothing new was added."""
-        fresh = [p for p in pieces if p and p not in self._seen]
+        fresh = [p for p in pieces if p and (p.lower() if caseless else p) not in self._seen]
         if not fresh:
             return False
         for p in fresh:
-            self._seen.add(p)
-            self.needles.append(Needle(kind=kind, group=self._group, data=p))
+            self._seen.add(p.lower() if caseless else p)
+            self.needles.append(Needle(kind=kind, group=self._group, data=p, caseless=caseless))
         self._group += 1
         self.bump(kind.value)
         return True

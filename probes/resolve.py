@@ -10,9 +10,12 @@ the subject's frames or touching the subject's entities.
 
 from __future__ import annotations
 
+import re
+
 import apsw
 
 from erasure.subject import Subject
+from probes.identity import spellings
 from probes.keys import SubjectKeys
 from probes.needles import fts_phrase
 from probes.store import PERSONAL_ENTITY_KINDS, column, ids_in, json_list, json_pairs, pairs_in
@@ -21,12 +24,12 @@ IN_IDS = ids_in()
 BYSTANDER_SAMPLE = 3
 
 
-def subject_pairs(conn: apsw.Connection, subject_id: str) -> set[tuple[str, str]]:
-    """(source, source_ref) of every row that names the subject."""
+def subject_pairs(conn: apsw.Connection, ids_json: str) -> set[tuple[str, str]]:
+    """(source, source_ref) of every row filed under one of the subject's ids (a `json_list`)."""
     pairs: set[tuple[str, str]] = set()
     for table in ("raw_archive", "working_sessions", "blobs", "ft_examples", "subprocessor_records"):
         for src, ref in conn.execute(
-                f"SELECT source, source_ref FROM {table} WHERE subject_id = ?", (subject_id,)):
+                f"SELECT source, source_ref FROM {table} WHERE subject_id {IN_IDS}", (ids_json,)):
             if src is not None and ref is not None:
                 pairs.add((str(src), str(ref)))
     return pairs
@@ -40,10 +43,10 @@ def _strs(conn: apsw.Connection, sql: str, *params: object) -> set[str]:
     return {str(v) for v in column(conn, sql, tuple(params))}
 
 
-def episodic_frames(conn: apsw.Connection, subject_id: str, archive_ids: set[int],
+def episodic_frames(conn: apsw.Connection, ids_json: str, archive_ids: set[int],
                     turn_keys: set[str]) -> set[int]:
     """Summary frames by subject or archive link, turn frames by turn key."""
-    frames = _ids(conn, "SELECT frame_id FROM frames WHERE subject_id = ? AND kind != 'derived'", subject_id)
+    frames = _ids(conn, f"SELECT frame_id FROM frames WHERE subject_id {IN_IDS} AND kind != 'derived'", ids_json)
     frames |= _ids(conn, f"SELECT frame_id FROM frames WHERE archive_id {IN_IDS} AND kind != 'derived'",
                    json_list(archive_ids))
     frames |= _ids(conn, f"SELECT frame_id FROM frames WHERE turn_key {IN_IDS} AND kind != 'derived'",
@@ -71,20 +74,36 @@ def derived_closure(conn: apsw.Connection, seeds: set[int], quoting: set[int]) -
     return found
 
 
-def quoting_derived(conn: apsw.Connection, subject: Subject) -> set[int]:
-    """Derived frames whose text contains one of the identifiers (FTS phrase)."""
+def quoting_derived(conn: apsw.Connection, subject: Subject, ids: list[str]) -> set[int]:
+    """Derived frames whose text contains one of the identifiers in any spelling (FTS phrase; the
+    tokenizer folds case)."""
     hits: set[int] = set()
-    for ident in subject.identifiers():
-        hits |= fts_hits(conn, ident)
+    for _kind, spelling in spellings(subject, ids):
+        hits |= fts_hits(conn, spelling)
     return _ids(conn, f"SELECT frame_id FROM frames WHERE kind = 'derived' AND frame_id {IN_IDS}",
                 json_list(hits))
 
 
-def subject_entities(conn: apsw.Connection, subject: Subject, frames: set[int]) -> set[int]:
-    """Personal entities named by an identifier, and entities whose every link is to `frames`."""
+def named_entities(conn: apsw.Connection, subject: Subject, ids: list[str]) -> set[int]:
+    """Personal entities named by any spelling of an identifier (case-insensitive; phones by digits)."""
     kinds = ",".join(f"'{k}'" for k in PERSONAL_ENTITY_KINDS)
-    named = _ids(conn, f"SELECT entity_id FROM kg_entities WHERE name {IN_IDS} AND kind IN ({kinds})",
-                 json_list(subject.identifiers()))
+    names = {s.lower() for _k, s in spellings(subject, ids)}
+    phone = re.sub(r"\D", "", subject.phone or "")
+    out = set()
+    for eid, kind, name in conn.execute(f"SELECT entity_id, kind, name FROM kg_entities WHERE kind IN ({kinds})"):
+        text = str(name)
+        if text.lower() in names or " ".join(text.split()).lower() in names or (
+                kind == "phone" and phone and re.sub(r"\D", "", text) == phone):
+            out.add(int(eid))
+    return out
+
+
+def subject_entities(conn: apsw.Connection, subject: Subject, frames: set[int], ids: list[str]) -> set[int]:
+    """Personal entities named by an identifier that no one else's frame links (a namesake's person
+    entity is shared, not the subject's), and entities whose every link is to `frames`."""
+    named = named_entities(conn, subject, ids)
+    named -= _ids(conn, f"SELECT DISTINCT entity_id FROM kg_entity_frames WHERE entity_id {IN_IDS}"
+                  f" AND frame_id NOT {IN_IDS}", json_list(named), json_list(frames))
     linked = _ids(conn, f"SELECT DISTINCT entity_id FROM kg_entity_frames WHERE frame_id {IN_IDS}",
                   json_list(frames))
     exclusive = _ids(
@@ -95,21 +114,22 @@ def subject_entities(conn: apsw.Connection, subject: Subject, frames: set[int]) 
     return named | exclusive
 
 
-def resolve_keys(conn: apsw.Connection, subject: Subject) -> SubjectKeys:
-    """Every key that reaches the subject, from the store as it is now."""
-    sid = subject.id
+def resolve_keys(conn: apsw.Connection, subject: Subject, ids: list[str] | None = None) -> SubjectKeys:
+    """Every key that reaches the subject (under any of its store `ids`), from the store as it is now."""
+    ids = ids or [subject.id]
+    sid = json_list(ids)
     pairs = subject_pairs(conn, sid)
     pj = json_pairs(pairs)
-    archive_ids = _ids(conn, "SELECT archive_id FROM raw_archive WHERE subject_id = ?", sid)
+    archive_ids = _ids(conn, f"SELECT archive_id FROM raw_archive WHERE subject_id {IN_IDS}", sid)
     archive_ids |= _ids(conn, f"SELECT archive_id FROM raw_archive WHERE {pairs_in()}", pj)
     turn_keys = {f"{s}/{r}" for s, r in pairs}
     frames = episodic_frames(conn, sid, archive_ids, turn_keys)
-    derived = derived_closure(conn, frames, quoting_derived(conn, subject))
+    derived = derived_closure(conn, frames, quoting_derived(conn, subject, ids))
     all_frames = frames | derived
     fj = json_list(all_frames)
-    entities = subject_entities(conn, subject, all_frames)
+    entities = subject_entities(conn, subject, all_frames, ids)
     ej = json_list(entities)
-    processors = _strs(conn, "SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id = ?", sid)
+    processors = _strs(conn, f"SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id {IN_IDS}", sid)
     return SubjectKeys(
         source_refs=sorted(pairs),
         archive_ids=sorted(archive_ids),
@@ -122,18 +142,18 @@ def resolve_keys(conn: apsw.Connection, subject: Subject) -> SubjectKeys:
             conn,
             f"SELECT relation_id FROM kg_relations WHERE frame_id {IN_IDS} OR src_entity_id {IN_IDS}"
             f" OR dst_entity_id {IN_IDS}", fj, ej, ej)),
-        blob_keys=sorted(_strs(conn, "SELECT blob_key FROM blobs WHERE subject_id = ?", sid)
+        blob_keys=sorted(_strs(conn, f"SELECT blob_key FROM blobs WHERE subject_id {IN_IDS}", sid)
                          | _strs(conn, f"SELECT blob_key FROM blobs WHERE {pairs_in()}", pj)),
-        example_ids=sorted(_ids(conn, "SELECT example_id FROM ft_examples WHERE subject_id = ?", sid)
+        example_ids=sorted(_ids(conn, f"SELECT example_id FROM ft_examples WHERE subject_id {IN_IDS}", sid)
                            | _ids(conn, f"SELECT example_id FROM ft_examples WHERE {pairs_in()}", pj)),
-        session_ids=sorted(_strs(conn, "SELECT session_id FROM working_sessions WHERE subject_id = ?", sid)
+        session_ids=sorted(_strs(conn, f"SELECT session_id FROM working_sessions WHERE subject_id {IN_IDS}", sid)
                            | _strs(conn, f"SELECT session_id FROM working_sessions WHERE {pairs_in()}", pj)),
-        audit_commitments=sorted(_strs(conn, "SELECT commitment FROM audit_vault WHERE subject_id = ?", sid)),
+        audit_commitments=sorted(_strs(conn, f"SELECT commitment FROM audit_vault WHERE subject_id {IN_IDS}", sid)),
         recall_cache_ids=sorted(_ids(conn, f"SELECT cache_id FROM recall_cache WHERE frame_id {IN_IDS}", fj)),
         subprocessors=sorted(processors),
         subprocessor_bystanders={p: sorted(_strs(
             conn,
-            "SELECT DISTINCT subject_id FROM subprocessor_records WHERE processor = ? AND subject_id != ?"
+            f"SELECT DISTINCT subject_id FROM subprocessor_records WHERE processor = ? AND subject_id NOT {IN_IDS}"
             " AND remote_ref IS NOT NULL ORDER BY subject_id LIMIT ?", p, sid, BYSTANDER_SAMPLE))
             for p in _strs(conn, "SELECT name FROM subprocessors")},
     )

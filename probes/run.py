@@ -40,6 +40,14 @@ class Verification(BaseModel):
         """Tiers with residue or lost bystanders, in probe order, each once."""
         return list(dict.fromkeys(p.tier for p in self.probes if p.failing()))
 
+    def residue_tiers(self) -> list[str]:
+        """Tiers where a probe found something of the subject."""
+        return list(dict.fromkeys(p.tier for p in self.probes if p.residue > 0))
+
+    def lost_bystander_tiers(self) -> list[str]:
+        """Tiers where a population of other people's data shrank (over-erasure)."""
+        return list(dict.fromkeys(p.tier for p in self.probes if p.lost_bystanders()))
+
 
 def _tiers(tiers: Iterable[str | Tier] | None) -> list[str]:
     if tiers is None:
@@ -53,12 +61,13 @@ def _tiers(tiers: Iterable[str | Tier] | None) -> list[str]:
 
 def run_probes(store_dir: Path, subject: Subject, fingerprint: Fingerprint, *,
                tiers: Iterable[str | Tier] | None = None,
-               http_timeout: float = DEFAULT_HTTP_TIMEOUT) -> Verification:
-    """Probe `tiers` (default: all nine and the byte scan) for the subject's residue."""
+               http_timeout: float = DEFAULT_HTTP_TIMEOUT,
+               extra_roots: Iterable[Path] = ()) -> Verification:
+    """Probe `tiers` (default: all nine and the byte scan, which also covers `extra_roots`)."""
     if fingerprint.subject_id != subject.id:
         raise InputError("the fingerprint was taken for another subject")
     ctx = ProbeContext(store_dir=Path(store_dir), subject=subject, fingerprint=fingerprint,
-                       http_timeout=http_timeout)
+                       http_timeout=http_timeout, extra_roots=tuple(Path(r) for r in extra_roots))
     results: list[ProbeResult] = []
     for tier in _tiers(tiers):
         try:
@@ -76,6 +85,8 @@ def to_json(verification: Verification, request_id: str, verified_at: datetime) 
         "request_id": request_id,
         "verified_at": at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "all_clear": verification.all_clear,
-        "probes": [p.model_dump() for p in verification.probes],
+        "probes": [p.model_dump(exclude={"target"} if p.target is None else set()) for p in verification.probes],
         "failing_tiers": verification.failing_tiers(),
+        "residue_tiers": verification.residue_tiers(),
+        "lost_bystander_tiers": verification.lost_bystander_tiers(),
     }

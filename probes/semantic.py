@@ -8,13 +8,17 @@ others mention too) are bystanders' and must survive, with their other links and
 
 from __future__ import annotations
 
+from probes.identity import spellings
 from probes.model import Measurement, ProbeContext, ProbeResult, to_results
 from probes.store import PERSONAL_ENTITY_KINDS, count, ids_in, json_list, open_store, outside
 
 TIER = "semantic"
 
 _KINDS = ",".join(f"'{k}'" for k in PERSONAL_ENTITY_KINDS)
-_NAMED = f"(name {ids_in(':names')} AND kind IN ({_KINDS}))"
+# Named by a spelling of an identifier, and linked by no frame outside the subject's: a namesake's person
+# entity (or a household phone) that other people's frames link is theirs too, and must survive.
+_NAMED = (f"(lower(name) {ids_in(':names')} AND kind IN ({_KINDS}) AND NOT EXISTS (SELECT 1 FROM"
+          f" kg_entity_frames l WHERE l.entity_id = kg_entities.entity_id AND l.frame_id NOT {ids_in(':frames')}))")
 _ENTITY_MINE = f"(entity_id {ids_in(':entities')} OR {_NAMED})"
 _SUBJECT_ENTITIES = f"(SELECT entity_id FROM kg_entities WHERE {_ENTITY_MINE})"
 _RELATION_MINE = (f"(relation_id {ids_in(':relations')} OR frame_id {ids_in(':frames')}"
@@ -25,7 +29,8 @@ _LINK_MINE = f"(frame_id {ids_in(':frames')} OR entity_id IN {_SUBJECT_ENTITIES}
 def measure(ctx: ProbeContext) -> list[Measurement]:
     """Subject entities, links and relations left; bystanders' entities, links and relations."""
     keys = ctx.fingerprint.keys
-    params = {"names": json_list(ctx.subject.identifiers()), "entities": json_list(keys.entity_ids),
+    names = [s.lower() for _k, s in spellings(ctx.subject, ctx.ids)]
+    params = {"names": json_list(names), "entities": json_list(keys.entity_ids),
               "relations": json_list(keys.relation_ids), "frames": json_list(keys.all_frame_ids())}
     with open_store(ctx.store_dir) as conn:
         def n(sql: str) -> int:

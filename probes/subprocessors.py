@@ -15,7 +15,7 @@ import time
 import httpx
 
 from probes.model import Measurement, ProbeContext, ProbeResult, to_results
-from probes.store import count, open_store
+from probes.store import count, ids_in, open_store
 
 TIER = "subprocessors"
 ATTEMPTS = 3
@@ -55,16 +55,16 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     with open_store(ctx.store_dir) as conn:
         processors = [(str(n), str(u)) for n, u in conn.execute(
             "SELECT name, base_url FROM subprocessors ORDER BY name")]
-        records = count(conn, "SELECT count(*) FROM subprocessor_records WHERE subject_id = ?", (ctx.subject.id,))
-        record_others = count(conn, "SELECT count(*) FROM subprocessor_records WHERE subject_id != ?",
-                              (ctx.subject.id,))
+        records = count(conn, f"SELECT count(*) FROM subprocessor_records WHERE subject_id {ids_in()}", (ctx.ids_json,))
+        record_others = count(conn, f"SELECT count(*) FROM subprocessor_records WHERE subject_id NOT {ids_in()}",
+                              (ctx.ids_json,))
     out = [Measurement("records-by-subject-id", records, "records", record_others)]
     if not processors:
         return out
     with httpx.Client(timeout=ctx.http_timeout) as client:
         for name, url in processors:
             try:
-                residue = _lookup(client, url, ctx.subject.id)
+                residue = sum(_lookup(client, url, sid) for sid in ctx.ids)
                 others = sum(_lookup(client, url, ref) for ref in keys.subprocessor_bystanders.get(name, []))
             except _Unreachable:
                 out.append(Measurement(f"lookup-unreachable:{name}", 1, f"unreachable:{name}", 0))

@@ -20,11 +20,11 @@ TIER = "uploads"
 def measure(ctx: ProbeContext) -> list[Measurement]:
     """The subject's blob rows and files left; bystanders' blob rows and files."""
     keys = ctx.fingerprint.keys
-    sid, blob_keys = ctx.subject.id, json_list(keys.blob_keys)
+    sid, blob_keys = ctx.ids_json, json_list(keys.blob_keys)
     with open_store(ctx.store_dir) as conn:
-        others = count(conn, f"SELECT count(*) FROM blobs WHERE subject_id IS NOT ?1"
+        others = count(conn, f"SELECT count(*) FROM blobs WHERE (subject_id IS NULL OR subject_id NOT {ids_in('?1')})"
                              f" AND blob_key NOT {ids_in('?2')}", (sid, blob_keys))
-        by_subject = count(conn, "SELECT count(*) FROM blobs WHERE subject_id = ?", (sid,))
+        by_subject = count(conn, f"SELECT count(*) FROM blobs WHERE subject_id {ids_in()}", (sid,))
         by_key = count(conn, f"SELECT count(*) FROM blobs WHERE blob_key {ids_in()}", (blob_keys,))
         loc_rows = count(conn, f"SELECT count(*) FROM blob_locations WHERE blob_key {ids_in()}", (blob_keys,))
         loc_others = count(conn, f"SELECT count(*) FROM blob_locations WHERE blob_key NOT {ids_in()}",

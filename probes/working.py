@@ -20,15 +20,15 @@ from probes.store import (
 )
 
 TIER = "working"
-_MINE = f"(subject_id = ?1 OR session_id {ids_in('?2')} OR {pairs_in('?3')})"
+_MINE = f"(subject_id {ids_in('?1')} OR session_id {ids_in('?2')} OR {pairs_in('?3')})"
 
 
 def measure(ctx: ProbeContext) -> list[Measurement]:
     """Sessions of the subject still in the table or on disk; bystanders' sessions and files."""
     keys = ctx.fingerprint.keys
-    sid, ids, pairs = ctx.subject.id, json_list(keys.session_ids), json_pairs(keys.source_refs)
+    sid, ids, pairs = ctx.ids_json, json_list(keys.session_ids), json_pairs(keys.source_refs)
     with open_store(ctx.store_dir) as conn:
-        by_subject = count(conn, "SELECT count(*) FROM working_sessions WHERE subject_id = ?", (sid,))
+        by_subject = count(conn, f"SELECT count(*) FROM working_sessions WHERE subject_id {ids_in()}", (sid,))
         by_id = count(conn, f"SELECT count(*) FROM working_sessions WHERE session_id {ids_in()}", (ids,))
         by_ref = count(conn, f"SELECT count(*) FROM working_sessions WHERE {pairs_in()}", (pairs,))
         others = count(conn, f"SELECT count(*) FROM working_sessions WHERE {outside(_MINE)}", (sid, ids, pairs))
@@ -47,7 +47,7 @@ def _session_files(root: Path, ctx: ProbeContext) -> tuple[int, int]:
     pairs = {(s, r) for s, r in ctx.fingerprint.keys.source_refs}
     mine = others = 0
     for path in regular_files(root):
-        if path.name.split(".", 1)[0] in ids or _names_subject(path, ctx.subject.id, pairs):
+        if path.name.split(".", 1)[0] in ids or any(_names_subject(path, sid, pairs) for sid in ctx.ids):
             mine += 1
         else:
             others += 1

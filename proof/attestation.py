@@ -25,6 +25,14 @@ def _exception_line(exc: Any) -> str:
     return json.dumps(exc, sort_keys=True)
 
 
+def _mention_lines(mentions: Mapping[str, Any]) -> list[str]:
+    redacted = mentions.get("redacted") or {}
+    reported = mentions.get("reported_tiers") or []
+    lines = [f"  - redacted in place: {n} in {tier}" for tier, n in sorted(redacted.items())]
+    lines += [f"  - reported, not redacted (policy): {tier}" for tier in reported]
+    return lines or ["  (none found)"]
+
+
 def render(predicate: Mapping[str, Any], *, tool_version: str) -> str:
     """The certificate text for an erasure-proof predicate (request id, dates, tiers, scope, keys)."""
     head = ("tier", "status", "before", "after", "residue")
@@ -45,6 +53,15 @@ def render(predicate: Mapping[str, Any], *, tool_version: str) -> str:
         f"Overall status:    {predicate['status']}",
         f"Verification:      {'all clear' if predicate['all_clear'] else 'NOT all clear'}"
         " (independent probes, residue counted per tier)",
+        "",
+        "What 'all clear' covers: no spelling of any identifier of the subject (ids in any letter case,",
+        "email, name, phone in its usual spellings), no distinctive piece of their content and none of",
+        "their vectors was found in any byte of any file of the store, nor its WAL, blobs, corpora or",
+        "session files, by probes that share no code with the erasure; other people's items and links",
+        "were counted before and after and none was lost. The request vault keeps the request itself.",
+        "",
+        "Mentions of the subject in other people's items",
+        *_mention_lines(predicate.get("mentions") or {}),
         "",
         "Status per tier",
         *table,

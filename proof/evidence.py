@@ -116,13 +116,20 @@ def _needles(forbidden: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
+MIN_IDENTIFIER_CHARS = 3
+"""Identifiers shorter than this are not searched as text: `ab` is in every digest."""
+
+
 def scan_identifiers(files: Mapping[str, bytes], forbidden: Sequence[str]) -> None:
     """Raise `IdentifierInPack` naming the first file whose text holds any identifier (case-folded,
-    raw or JSON-escaped). The message names the file, never the identifier."""
-    needles = _needles(forbidden)
+    raw or JSON-escaped) as a whole token: not inside a longer run of letters and digits, so a short
+    numeric id such as `48213` is not "found" inside a sha256 hex digest. The message names the file,
+    never the identifier."""
+    needles = [n for n in _needles(forbidden) if len(n) >= MIN_IDENTIFIER_CHARS]
     if not needles:
         return
+    pattern = re.compile("|".join(rf"(?<![^\W_]){re.escape(n)}(?![^\W_])" for n in needles))
     for name in files:  # in the caller's order: evidence first, so the message names the source
         text = files[name].decode("utf-8", "replace").casefold()
-        if any(n in text for n in needles):
+        if pattern.search(text):
             raise IdentifierInPack(f"{name} would hold a subject identifier in plaintext: pack not written")

@@ -76,7 +76,21 @@ def build_predicate(ev: Evidence, engine_keyid: str, out_of_scope: Sequence[str]
         "exceptions": exceptions,
         "out_of_scope": list(out_of_scope),
         "engine_keyid": engine_keyid,
+        "mentions": mentions_summary(ev.steps, exceptions),
     }
+
+
+def mentions_summary(steps: Sequence[Mapping[str, Any]], exceptions: Sequence[Any]) -> dict[str, Any]:
+    """Mentions of the subject in other people's items: redacted per tier (from the step records'
+    `mentions_redacted`) and reported (open `mention_reported` exceptions). Counts only."""
+    redacted: dict[str, int] = {}
+    for s in steps:
+        n = (s.get("detail") or {}).get("mentions_redacted", 0)
+        if isinstance(n, int) and n > 0:
+            redacted[str(s["step"])] = n
+    reported = sorted({str(e.get("tier")) for e in exceptions
+                       if isinstance(e, Mapping) and e.get("kind") == "mention_reported"})
+    return {"redacted": redacted, "reported_tiers": reported}
 
 
 def _manifest(files: Mapping[str, bytes], predicate: Mapping[str, Any], algorithm: str,

@@ -25,12 +25,11 @@ class AuditLogStep(BaseStep):
     transactional: ClassVar[bool] = False
 
     def resolve(self, ctx: StepContext) -> Keys:
-        rows = ctx.store.execute("SELECT seq, field, commitment FROM audit_vault WHERE subject_id = ?",
-                                 (ctx.subject.id,))
-        return {"redacted": {f"{r[0]}|{r[1]}|{r[2]}" for r in rows}}
+        return {"redacted": {f"{r[0]}|{r[1]}|{r[2]}" for sid in ctx.ids() for r in ctx.store.execute(
+            "SELECT seq, field, commitment FROM audit_vault WHERE subject_id = ?", (sid,))}}
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
-        left = audit.vault_count(ctx.store, ctx.subject.id)
+        left = sum(audit.vault_count(ctx.store, sid) for sid in ctx.ids())
         return left + (0 if (ctx.evidence_dir / EVIDENCE_FILE).exists() else 1)
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
@@ -42,9 +41,9 @@ class AuditLogStep(BaseStep):
             before_ids = {str(cp.checkpoint_id)}
         requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "redacted", keys.get("redacted", set()))
         with transaction(ctx.store):
-            result = audit.redact_subject(ctx.store, ctx.subject.id)
+            count = sum(audit.redact_subject(ctx.store, sid).count for sid in ctx.ids())
             audit.append(ctx.store, "erasure.audit_redaction", "erasure-engine",
-                         {"request_id": ctx.request_id, "redacted": result.count})
+                         {"request_id": ctx.request_id, "redacted": count})
         checkpoint_truncate(ctx.store)
         with transaction(ctx.store):
             after = audit.checkpoint(ctx.store, ctx.store_dir)
@@ -58,6 +57,6 @@ class AuditLogStep(BaseStep):
         # Compact: the chain segment grows with the log, and an indented dump runs in pure Python
         # (about 8x slower than the C encoder, and a third bigger).
         (ctx.evidence_dir / EVIDENCE_FILE).write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
-        ctx.add_detail(vault_values_destroyed=result.count, redacted_total=len(redacted),
+        ctx.add_detail(vault_values_destroyed=count, redacted_total=len(redacted),
                        checkpoint_before=before.seq, checkpoint_after=after.seq)
-        return result.count
+        return count

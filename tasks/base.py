@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Protocol
 
 import apsw
 
+from erasure.identity import Identity
 from erasure.subject import Subject
 from erasure.tiers import Tier
 
@@ -30,6 +31,17 @@ class StepContext:
     """Every frame of the subject known so far: summary, turn and derived (footprint and live)."""
     batch_size: int = 10_000
     detail: dict[str, Any] = field(default_factory=dict)
+    subject_ids: tuple[str, ...] = ()
+    """The subject's ids as the store spells them (case variants, confirmed aliases) and the request's."""
+    identity: Identity | None = None
+
+    def ids(self) -> tuple[str, ...]:
+        """Every id the subject's rows may carry in the store."""
+        return self.subject_ids or (self.subject.id,)
+
+    def who(self) -> Identity:
+        """The subject's normalised identifiers."""
+        return self.identity or Identity.of(self.subject)
 
     def add_detail(self, **counts: int) -> None:
         for k, v in counts.items():

@@ -18,7 +18,7 @@ class DerivativesStep(BaseStep):
     tier: ClassVar[Tier] = Tier.derivatives
 
     def resolve(self, ctx: StepContext) -> Keys:
-        quoted = quoting_frames(ctx.store, ctx.subject)
+        quoted = quoting_frames(ctx.store, ctx.who())
         derived = derived_closure(ctx.store, ctx.frames | quoted) | quoted
         fts = ctx.frames | derived
         return {"derived": {str(d) for d in derived}, "fts": {str(f) for f in fts}}

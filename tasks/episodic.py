@@ -15,7 +15,10 @@ from erasure import requests
 from erasure.clocks import iso_utc
 from erasure.tiers import Tier
 from memory.frames import chunk_ids_of, delete_frame_rows
-from tasks.base import BaseStep, Keys, StepContext, existing, ints
+from memory.redact import rewrite_archive, rewrite_frame
+from tasks import mentions
+from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
+from tasks.mentions import archives_mentioning, frames_mentioning
 from tasks.resolve import archive_ids, primary_frames
 
 
@@ -23,9 +26,36 @@ class EpisodicStep(BaseStep):
     tier: ClassVar[Tier] = Tier.episodic
 
     def resolve(self, ctx: StepContext) -> Keys:
-        archives = archive_ids(ctx.store, ctx.subject.id, ctx.sources)
-        frames = primary_frames(ctx.store, ctx.subject.id, ctx.sources, archives)
-        return {"archive": {str(a) for a in archives}, "frame": {str(f) for f in frames}}
+        archives: set[int] = set()
+        frames: set[int] = set()
+        for sid in ctx.ids():
+            mine = archive_ids(ctx.store, sid, ctx.sources)
+            archives |= mine
+            frames |= primary_frames(ctx.store, sid, ctx.sources, mine)
+        who = ctx.who()
+        return {"archive": {str(a) for a in archives}, "frame": {str(f) for f in frames},
+                "mention_frame": {str(f) for f in frames_mentioning(ctx.store, who, ctx.frames | frames)},
+                "mention_archive": {str(a) for a in archives_mentioning(ctx.store, who, archives)}}
+
+    def _mentions(self, ctx: StepContext, keys: Keys) -> tuple[list[int], list[int]]:
+        """Other people's frames and archive rows (of those found) that still name the subject."""
+        pattern = ctx.who().pattern()
+        frames = [int(r[0]) for fid in ints(keys, "mention_frame") for r in ctx.store.execute(
+            "SELECT frame_id, content FROM frames WHERE frame_id = ?", (fid,)) if pattern.search(str(r[1]))]
+        archives = [int(r[0]) for aid in ints(keys, "mention_archive") for r in ctx.store.execute(
+            "SELECT archive_id, content FROM raw_archive WHERE archive_id = ? AND erased_at IS NULL", (aid,))
+            if r[1] is not None and pattern.search(str(r[1]))]
+        return frames, archives
+
+    def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
+        if mentions.policy() != "report":
+            return []
+        frames, archives = self._mentions(ctx, keys)
+        if not frames and not archives:
+            return []
+        return [ExceptionSpec(kind="mention_reported", item_key="episodic",
+                              detail={"frames": len(frames), "archive_rows": len(archives)},
+                              ground=mentions.REPORT_GROUND)]
 
     def _live_archives(self, ctx: StepContext, keys: Keys) -> list[int]:
         return existing(ctx.store, "raw_archive", "archive_id", ints(keys, "archive"),
@@ -33,7 +63,11 @@ class EpisodicStep(BaseStep):
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
         frames = existing(ctx.store, "frames", "frame_id", ints(keys, "frame"))
-        return len(frames) + len(self._live_archives(ctx, keys))
+        left = len(frames) + len(self._live_archives(ctx, keys))
+        if mentions.policy() == "redact":
+            mf, ma = self._mentions(ctx, keys)
+            left += len(mf) + len(ma)
+        return left
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
         frames = sorted(existing(ctx.store, "frames", "frame_id", ints(keys, "frame")))[:limit]
@@ -55,4 +89,27 @@ class EpisodicStep(BaseStep):
                 " erasure_ref = ? WHERE archive_id = ?",
                 (secrets.token_hex(16), at, ctx.request_id, aid))
         ctx.add_detail(archive_redacted=len(archives))
-        return len(frames) + len(archives)
+        done = len(frames) + len(archives)
+        if mentions.policy() == "redact" and done < limit:
+            done += self._redact_mentions(ctx, keys, limit - done)
+        return done
+
+    def _redact_mentions(self, ctx: StepContext, keys: Keys, limit: int) -> int:
+        """Rewrite other people's frames (with chunks, FTS row and vectors) and archive rows that name
+        the subject, every spelling replaced by the placeholder."""
+        who = ctx.who()
+        mframes, marchives = self._mentions(ctx, keys)
+        done = 0
+        for fid in mframes[:limit]:
+            text = str(ctx.store.execute("SELECT content FROM frames WHERE frame_id = ?", (fid,)).fetchone()[0])
+            new, n = mentions.redact_text(who, text)
+            rewrite_frame(ctx.store, fid, new)
+            ctx.add_detail(mentions_redacted=n, mention_frames=1)
+            done += 1
+        for aid in marchives[:max(limit - done, 0)]:
+            text = str(ctx.store.execute("SELECT content FROM raw_archive WHERE archive_id = ?", (aid,)).fetchone()[0])
+            new, n = mentions.redact_text(who, text)
+            rewrite_archive(ctx.store, aid, new)
+            ctx.add_detail(mentions_redacted=n, mention_archive_rows=1)
+            done += 1
+        return done

@@ -19,6 +19,8 @@ from erasure import requests
 from erasure.clocks import iso_utc
 from erasure.sqlite import transaction
 from erasure.tiers import Tier
+from memory.redact import map_strings
+from tasks import mentions
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
 
 
@@ -28,8 +30,10 @@ class FineTuneStep(BaseStep):
 
     def _examples(self, ctx: StepContext) -> list[tuple[int, int]]:
         """(example_id, corpus_id) of the subject's live examples."""
-        rows = set(ctx.store.execute(
-            "SELECT example_id, corpus_id FROM ft_examples WHERE subject_id = ?", (ctx.subject.id,)))
+        rows: set[tuple[int, int]] = set()
+        for sid in ctx.ids():
+            rows |= set(ctx.store.execute(
+                "SELECT example_id, corpus_id FROM ft_examples WHERE subject_id = ?", (sid,)))
         for source, ref in ctx.sources:
             rows |= set(ctx.store.execute(
                 "SELECT example_id, corpus_id FROM ft_examples WHERE source = ? AND source_ref = ?",
@@ -38,7 +42,19 @@ class FineTuneStep(BaseStep):
 
     def resolve(self, ctx: StepContext) -> Keys:
         ex = self._examples(ctx)
-        return {"example": {str(e) for e, _ in ex}, "corpus": {str(c) for _, c in ex}}
+        return {"example": {str(e) for e, _ in ex}, "corpus": {str(c) for _, c in ex} | self._mentioning(ctx)}
+
+    def _mentioning(self, ctx: StepContext) -> set[str]:
+        """Live corpus versions whose file names the subject in another person's example."""
+        if mentions.policy() != "redact":
+            return set()
+        pattern = ctx.who().pattern()
+        out = set()
+        for cid, rel in ctx.store.execute("SELECT corpus_id, path FROM ft_corpora WHERE removed_at IS NULL"):
+            path = ctx.store_dir / str(rel)
+            if path.exists() and pattern.search(path.read_text(encoding="utf-8")):
+                out.add(str(cid))
+        return out
 
     def _corpus(self, ctx: StepContext, corpus_id: int) -> tuple[str, int, Path, str | None] | None:
         row = ctx.store.execute("SELECT name, version, path, removed_at FROM ft_corpora WHERE corpus_id = ?",
@@ -60,7 +76,7 @@ class FineTuneStep(BaseStep):
         return out
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
-        return len(self._examples(ctx)) + len(self._files_left(ctx, keys))
+        return len(self._examples(ctx)) + len(self._files_left(ctx, keys)) + len(self._mentioning(ctx))
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
         removed = 0
@@ -110,9 +126,10 @@ class FineTuneStep(BaseStep):
     def _rewrite_without_subject(self, ctx: StepContext, name: str, corpus_id: int, version: int,
                                  path: Path, sources: set[tuple[str, str]], written: list[Path]) -> int:
         """Inside the caller's transaction: write version+1 of the corpus without the subject's lines."""
-        subject_refs = sources | {(str(r[0]), str(r[1])) for r in ctx.store.execute(
+        subject_refs = sources | {(str(r[0]), str(r[1])) for sid in ctx.ids() for r in ctx.store.execute(
             "SELECT source, source_ref FROM ft_examples WHERE corpus_id = ? AND subject_id = ?",
-            (corpus_id, ctx.subject.id))}
+            (corpus_id, sid))}
+        who = ctx.who()
         kept: list[str] = []
         refs: list[tuple[str, str]] = []
         dropped = 0
@@ -124,6 +141,16 @@ class FineTuneStep(BaseStep):
             if (item.get("source"), item.get("source_ref")) in subject_refs:
                 dropped += 1
             else:
+                if mentions.policy() == "redact" and who.pattern().search(line):
+                    counted = [0]
+
+                    def fn(text: str, counted: list[int] = counted) -> str:
+                        new, n = mentions.redact_text(who, text)
+                        counted[0] += n
+                        return new
+
+                    line = json.dumps(map_strings(item, fn), ensure_ascii=False, sort_keys=True)
+                    ctx.add_detail(mentions_redacted=counted[0], mention_examples=1)
                 kept.append(line)
                 refs.append(ref)
         new_version = version + 1

@@ -9,25 +9,32 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import RequestBlocked
+from erasure.identity import Identity
 from erasure.models import refuse_if_mentions_subject
 from erasure.states import RequestState
 from memory import holds
 from memory.schema import meta, open_store
+from tasks.identity import IdentityConflict, resolve_store_ids
 
 DONE_STATES = frozenset({RequestState.awaiting_attestation, RequestState.sealed, RequestState.notified})
 
 
 @dataclass(frozen=True)
 class Preflight:
-    """What the flow should do: `run`, `noop` (already completed) or `blocked` (held)."""
+    """What the flow should do: `run`, `noop` (already completed), `blocked` (held) or `conflict` (the
+    request's email also belongs to other store ids the team has not confirmed; `detail` says so)."""
 
     action: str
     state: str
     holds: int = 0
+    detail: str | None = None
 
 
-def preflight(request_id: str, home: Home) -> Preflight:
-    """Check the request before anything is erased; raises `RequestBlocked`/`NotFound` on refusal."""
+def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: str | None = None) -> Preflight:
+    """Check the request before anything is erased; raises `RequestBlocked`/`NotFound` on refusal.
+
+    `reference` False: the home has no reference store (its targets.toml lists only other stores),
+    whose `tenant` the request must then belong to."""
     engine = open_engine(home.engine_db)
     try:
         row = requests.get(engine, request_id)
@@ -35,13 +42,23 @@ def preflight(request_id: str, home: Home) -> Preflight:
             return Preflight("noop", row.state.value)
         envelope = requests.load_envelope(engine, request_id)
         refuse_if_mentions_subject("reason", envelope.reason, envelope.subject)
+        if not reference:
+            if tenant != row.tenant_id:
+                raise RequestBlocked(f"request {request_id} is for tenant {row.tenant_id!r}; these targets belong "
+                                     f"to {tenant!r}: refused")
+            return Preflight("run", row.state.value)
         store = open_store(home.store_dir)
         try:
             tenant = meta(store, "tenant_id")
             if tenant != row.tenant_id:
                 raise RequestBlocked(f"request {request_id} is for tenant {row.tenant_id!r}; this store belongs "
                                      f"to {tenant!r}: refused")
-            held = holds.active_holds(store, envelope.subject.id)
+            try:
+                ids = resolve_store_ids(store, Identity.of(envelope.subject),
+                                        confirmed_aliases=requests.confirmed_aliases(engine, request_id))
+            except IdentityConflict as exc:
+                return Preflight("conflict", row.state.value, 0, str(exc))
+            held = sum(holds.active_holds(store, sid) for sid in {envelope.subject.id, *ids.all()})
         finally:
             store.close()
         return Preflight("blocked" if held else "run", row.state.value, held)

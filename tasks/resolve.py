@@ -5,7 +5,8 @@
   verbatim turn frames through turn_key = '<source>/<source_ref>' (they carry no archive link);
 - archive_id: summary frames linked to the subject's archive rows;
 - frame_refs: derived frames that reference an erased frame, to a fixpoint;
-- FTS MATCH of the subject's identifiers: derived frames that quote the subject without a reference.
+- any spelling of any identifier in a derived frame's text (`tasks.mentions`): derived frames that
+  quote the subject without a reference.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Iterable
 
 import apsw
 
-from erasure.subject import Subject
+from erasure.identity import Identity
 from tasks.base import in_list
+from tasks.mentions import derived_mentioning
 
 
 def subject_sources(conn: apsw.Connection, subject_id: str) -> set[tuple[str, str]]:
@@ -60,20 +62,10 @@ def primary_frames(conn: apsw.Connection, subject_id: str, sources: Iterable[tup
     return ids
 
 
-def fts_phrase(text: str) -> str:
-    """An FTS5 phrase query matching `text` literally (double quotes doubled)."""
-    return '"' + text.replace('"', '""') + '"'
-
-
-def quoting_frames(conn: apsw.Connection, subject: Subject) -> set[int]:
-    """Derived frames whose text names the subject (email, name, phone, id) without a reference."""
-    ids: set[int] = set()
-    for ident in subject.identifiers():
-        rows = conn.execute(
-            "SELECT f.frame_id FROM frames_fts JOIN frames f ON f.frame_id = frames_fts.rowid "
-            "WHERE frames_fts MATCH ? AND f.kind = 'derived'", (fts_phrase(ident),))
-        ids |= {int(r[0]) for r in rows}
-    return ids
+def quoting_frames(conn: apsw.Connection, identity: Identity) -> set[int]:
+    """Derived frames whose text names the subject (any identifier, in any spelling or letter case)
+    without a reference."""
+    return derived_mentioning(conn, identity)
 
 
 def derived_closure(conn: apsw.Connection, seeds: Iterable[int]) -> set[int]:

@@ -22,6 +22,7 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError, HoldActive
+from erasure.identity import Identity
 from erasure.models import StepRecord, StepStatus, removed_digest
 from erasure.sqlite import checkpoint_truncate, transaction
 from erasure.tiers import ALWAYS_RUN, CASCADE_ORDER, Tier
@@ -33,6 +34,7 @@ from tasks.crash import maybe_crash
 from tasks.derivatives import DerivativesStep
 from tasks.episodic import EpisodicStep
 from tasks.fine_tune import FineTuneStep
+from tasks.identity import resolve_store_ids
 from tasks.resolve import archive_ids, derived_closure, primary_frames, quoting_frames, subject_sources
 from tasks.scrub import scrub_store
 from tasks.semantic import SemanticStep
@@ -74,19 +76,30 @@ def open_context(request_id: str, home: Home, *, batch_size: int = 10_000) -> It
     try:
         envelope = requests.load_envelope(engine, request_id)
         subject = envelope.subject
+        identity = Identity.of(subject)
+        found = resolve_store_ids(store, identity, confirmed_aliases=requests.confirmed_aliases(engine, request_id))
+        known_ids = requests.store_ids(engine, request_id)
+        if set(found.all()) - known_ids:
+            requests.add_store_ids(engine, request_id, sorted(set(found.all()) - known_ids))
+        subject_ids = tuple(sorted({subject.id, *known_ids, *found.all()}))
         stored = {tuple(json.loads(k)) for k in requests.footprint(engine, request_id, Tier.episodic, "source")}
-        live = subject_sources(store, subject.id)
+        live: set[tuple[str, str]] = set()
+        for sid in subject_ids:
+            live |= subject_sources(store, sid)
         if live - stored:
             requests.add_footprint(engine, request_id, Tier.episodic, "source",
                                    [json.dumps(list(s)) for s in sorted(live - stored)])
         sources = sorted(stored | live)
         ctx = StepContext(request_id=request_id, subject=subject, store_dir=home.store_dir, store=store,
                           engine=engine, evidence_dir=home.evidence_dir(request_id),
-                          sources=[(str(a), str(b)) for a, b in sources], batch_size=batch_size)
+                          sources=[(str(a), str(b)) for a, b in sources], batch_size=batch_size,
+                          subject_ids=subject_ids, identity=identity)
         known = {int(f) for f in requests.footprint(engine, request_id, Tier.episodic, "frame")}
         known |= {int(f) for f in requests.footprint(engine, request_id, Tier.derivatives, "derived")}
-        primary = primary_frames(store, subject.id, ctx.sources, archive_ids(store, subject.id, ctx.sources))
-        quoted = quoting_frames(store, subject)
+        primary: set[int] = set()
+        for sid in subject_ids:
+            primary |= primary_frames(store, sid, ctx.sources, archive_ids(store, sid, ctx.sources))
+        quoted = quoting_frames(store, identity)
         ctx.frames = known | primary | quoted | derived_closure(store, known | primary | quoted)
         yield ctx
     finally:
@@ -163,7 +176,7 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
         return _skip(request_id, tier, home)
     step = STEPS[tier]
     with open_context(request_id, home, batch_size=batch_size) as ctx:
-        held = holds.active_holds(ctx.store, ctx.subject.id)
+        held = sum(holds.active_holds(ctx.store, sid) for sid in ctx.ids())
         if held:  # hold wins, also over a run that passed preflight before the hold was placed
             raise HoldActive(f"step {tier.value} refused: {held} active litigation hold(s) on the subject; "
                              "nothing erased")
@@ -265,9 +278,12 @@ def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
 
 
 def write_steps_jsonl(engine: apsw.Connection, request_id: str, evidence_dir: Path) -> None:
-    """Rewrite `steps.jsonl` from the engine's records: one line per step, in cascade order."""
+    """Rewrite `steps.jsonl` from the engine's records: one line per step of the reference store, in
+    cascade order, then one per (target, step) of the other targets, each with its `target`."""
     evidence_dir.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(s.model_dump(mode="json"), sort_keys=True) for s in requests.steps(engine, request_id)]
+    lines = [json.dumps(s.model_dump(mode="json", exclude={"target"}), sort_keys=True)
+             for s in requests.steps(engine, request_id)]
+    lines += [json.dumps(s.model_dump(mode="json"), sort_keys=True) for s in requests.target_steps(engine, request_id)]
     tmp = evidence_dir / "steps.jsonl.tmp"
     tmp.write_text("".join(line + "\n" for line in lines))
     tmp.replace(evidence_dir / "steps.jsonl")

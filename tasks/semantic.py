@@ -1,9 +1,10 @@
 """Step 3, semantic memory: the knowledge graph.
 
 Relations go before entities (they reference entities without cascade). The subject's own entities
-(person/email/phone entities named by an identifier, even ones born unlinked) are deleted with their
-links. Other entities the subject's frames linked are deleted only when no surviving frame links them:
-shared entities (a topic a bystander also discussed) survive."""
+(person/email/phone entities named by an identifier in any spelling, even ones born unlinked) and the
+other entities the subject's frames linked are deleted only when no surviving frame links them: shared
+entities (a topic a bystander also discussed, a namesake's person entity, a household phone) lose the
+subject's links and the relations the subject's frames asserted, and survive."""
 
 from __future__ import annotations
 
@@ -11,17 +12,14 @@ from typing import ClassVar
 
 from erasure.tiers import Tier
 from tasks.base import BaseStep, Keys, StepContext, existing, in_list, ints
+from tasks.identity import personal_entities
 
 
 class SemanticStep(BaseStep):
     tier: ClassVar[Tier] = Tier.semantic
 
     def resolve(self, ctx: StepContext) -> Keys:
-        own: set[int] = set()
-        for ident in ctx.subject.identifiers():
-            own |= {int(r[0]) for r in ctx.store.execute(
-                "SELECT entity_id FROM kg_entities WHERE name = ? AND kind IN ('person', 'email', 'phone')",
-                (ident,))}
+        own = set(personal_entities(ctx.store, ctx.who()))
         frames = ctx.frames
         linked: set[int] = set()
         relations: set[int] = set()
@@ -36,17 +34,21 @@ class SemanticStep(BaseStep):
                 "relation": {str(r) for r in relations}}
 
     def _orphans(self, ctx: StepContext, keys: Keys) -> list[int]:
-        """Candidate entities that still exist and that no surviving frame links."""
+        """The subject's own and candidate entities that still exist and that no surviving frame links.
+
+        An entity named by the subject's name or phone that someone else's frames also link (a
+        namesake, a household phone) is shared: it loses the subject's links (with their frames) and
+        the relations the subject's frames asserted, and survives."""
         out = []
-        for eid in existing(ctx.store, "kg_entities", "entity_id", ints(keys, "candidate")):
+        ids = sorted(set(ints(keys, "candidate")) | set(ints(keys, "entity")))
+        for eid in existing(ctx.store, "kg_entities", "entity_id", ids):
             link = ctx.store.execute("SELECT 1 FROM kg_entity_frames WHERE entity_id = ? LIMIT 1", (eid,))
             if link.fetchone() is None:
                 out.append(eid)
         return out
 
     def _doomed(self, ctx: StepContext, keys: Keys) -> list[int]:
-        own = existing(ctx.store, "kg_entities", "entity_id", ints(keys, "entity"))
-        return sorted(set(own) | set(self._orphans(ctx, keys)))
+        return sorted(self._orphans(ctx, keys))
 
     def _relations(self, ctx: StepContext, keys: Keys, doomed: list[int]) -> list[int]:
         rel = set(existing(ctx.store, "kg_relations", "relation_id", ints(keys, "relation")))

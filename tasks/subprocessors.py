@@ -13,6 +13,7 @@ from erasure.clocks import parse_utc
 from erasure.sqlite import transaction
 from erasure.tiers import Tier
 from memory import subprocessors as sp
+from tasks import mentions
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext
 
 
@@ -22,24 +23,60 @@ class SubprocessorsStep(BaseStep):
     resolvable_kinds: ClassVar[frozenset[str]] = frozenset({"subprocessor_not_confirmed"})
 
     def resolve(self, ctx: StepContext) -> Keys:
-        names = {r[0] for r in ctx.store.execute(
-            "SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id = ?", (ctx.subject.id,))}
-        return {"processor": set(names)}
+        names = {r[0] for sid in ctx.ids() for r in ctx.store.execute(
+            "SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id = ?", (sid,))}
+        return {"processor": set(names), "mention_record": self._mention_records(ctx)}
+
+    def _mention_records(self, ctx: StepContext) -> set[str]:
+        """Processors' copies of other people's items whose text named the subject (the episodic step
+        found and redacted those archive rows): they are rectified with the redacted text."""
+        if mentions.policy() != "redact":
+            return set()
+        out: set[str] = set()
+        for aid in sorted(requests.footprint(ctx.engine, ctx.request_id, Tier.episodic, "mention_archive")):
+            for (rid,) in ctx.store.execute(
+                    "SELECT r.record_id FROM raw_archive a JOIN subprocessor_records r"
+                    " ON r.source = a.source AND r.source_ref = a.source_ref"
+                    " WHERE a.archive_id = ? AND r.remote_ref IS NOT NULL", (int(aid),)):
+                out.add(str(rid))
+        return out
+
+    def _unrectified(self, ctx: StepContext, keys: Keys) -> list[str]:
+        done = requests.footprint(ctx.engine, ctx.request_id, self.tier, "rectified")
+        return sorted(set(keys.get("mention_record", set())) - done, key=int)
+
+    def _rectify(self, ctx: StepContext, keys: Keys) -> None:
+        inventory = {p.name: p for p in sp.inventory(ctx.store)}
+        for rid in self._unrectified(ctx, keys):
+            row = ctx.store.execute(
+                "SELECT r.processor, r.remote_ref, a.content FROM subprocessor_records r JOIN raw_archive a"
+                " ON a.source = r.source AND a.source_ref = r.source_ref AND a.erased_at IS NULL"
+                " WHERE r.record_id = ?", (int(rid),)).fetchone()
+            if row is None or row[0] not in inventory:
+                continue
+            try:
+                confirmed = sp.rectify(inventory[row[0]].base_url, str(row[1]), str(row[2] or ""))
+            except sp.SubprocessorError as exc:
+                self._fail(ctx, str(row[0]), str(exc))
+                continue
+            requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "rectified", [rid])
+            ctx.add_detail(mentions_rectified=1 if confirmed else 0, mention_records_unknown=0 if confirmed else 1)
 
     def _done(self, ctx: StepContext) -> set[str]:
         return {r.processor for r in requests.receipts(ctx.engine, ctx.request_id) if r.status == "done"}
 
     def _records_left(self, ctx: StepContext, name: str) -> int:
-        row = ctx.store.execute("SELECT count(*) FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
-                                (name, ctx.subject.id)).fetchone()
-        return int(row[0]) if row else 0
+        return sum(int(ctx.store.execute(
+            "SELECT count(*) FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
+            (name, sid)).fetchone()[0]) for sid in ctx.ids())
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
         done = self._done(ctx)
         return sum(1 for n in keys.get("processor", set())
-                   if n not in done or self._records_left(ctx, n) > 0)
+                   if n not in done or self._records_left(ctx, n) > 0) + len(self._unrectified(ctx, keys))
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
+        self._rectify(ctx, keys)
         inventory = {p.name: p for p in sp.inventory(ctx.store)}
         done = self._done(ctx)
         finished = 0
@@ -49,9 +86,15 @@ class SubprocessorsStep(BaseStep):
                 if proc is None:
                     self._fail(ctx, name, "processor missing from the inventory")
                     continue
+                held_under = [sid for sid in ctx.ids() if ctx.store.execute(
+                    "SELECT 1 FROM subprocessor_records WHERE processor = ? AND subject_id = ? LIMIT 1",
+                    (name, sid)).fetchone()] or [ctx.subject.id]
                 try:
-                    first = sp.request_deletion(proc.base_url, ctx.subject.id)
-                    receipt = first if first.status == "done" else sp.poll_job(proc.base_url, first.ticket_id)
+                    for sid in held_under:  # one deletion per id the processor knows the subject by
+                        first = sp.request_deletion(proc.base_url, sid)
+                        receipt = first if first.status == "done" else sp.poll_job(proc.base_url, first.ticket_id)
+                        if receipt.status != "done":
+                            break
                 except sp.SubprocessorError as exc:
                     self._fail(ctx, name, str(exc))
                     continue
@@ -67,8 +110,9 @@ class SubprocessorsStep(BaseStep):
                     continue
             if self._records_left(ctx, name):
                 with transaction(ctx.store):
-                    ctx.store.execute("DELETE FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
-                                      (name, ctx.subject.id))
+                    for sid in ctx.ids():
+                        ctx.store.execute("DELETE FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
+                                          (name, sid))
                 finished += 1
                 ctx.add_detail(processors_confirmed=1)
         return finished

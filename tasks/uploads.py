@@ -34,7 +34,9 @@ class UploadsStep(BaseStep):
     tier: ClassVar[Tier] = Tier.uploads
 
     def resolve(self, ctx: StepContext) -> Keys:
-        keys = {r[0] for r in ctx.store.execute("SELECT blob_key FROM blobs WHERE subject_id = ?", (ctx.subject.id,))}
+        keys: set[str] = set()
+        for sid in ctx.ids():
+            keys |= {r[0] for r in ctx.store.execute("SELECT blob_key FROM blobs WHERE subject_id = ?", (sid,))}
         for source, ref in ctx.sources:
             keys |= {r[0] for r in ctx.store.execute(
                 "SELECT blob_key FROM blobs WHERE source = ? AND source_ref = ?", (source, ref))}

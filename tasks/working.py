@@ -8,7 +8,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 from erasure.tiers import Tier
-from tasks.base import BaseStep, Keys, StepContext, existing
+from memory.redact import redact_json_text, rewrite_session
+from memory.sessions import session_path
+from tasks import mentions
+from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing
+from tasks.mentions import sessions_mentioning
 
 SESSIONS_DIR = "sessions"
 
@@ -17,12 +21,32 @@ class WorkingStep(BaseStep):
     tier: ClassVar[Tier] = Tier.working
 
     def resolve(self, ctx: StepContext) -> Keys:
-        ids = {r[0] for r in ctx.store.execute(
-            "SELECT session_id FROM working_sessions WHERE subject_id = ?", (ctx.subject.id,))}
+        ids: set[str] = set()
+        for sid in ctx.ids():
+            ids |= {r[0] for r in ctx.store.execute(
+                "SELECT session_id FROM working_sessions WHERE subject_id = ?", (sid,))}
         for source, ref in ctx.sources:
             ids |= {r[0] for r in ctx.store.execute(
                 "SELECT session_id FROM working_sessions WHERE source = ? AND source_ref = ?", (source, ref))}
-        return {"session": set(ids)}
+        return {"session": set(ids),
+                "mention_session": set(sessions_mentioning(ctx.store, ctx.who(), ids))}
+
+    def _mentions(self, ctx: StepContext, keys: Keys) -> list[str]:
+        pattern = ctx.who().pattern()
+        return [str(r[0]) for sid in sorted(keys.get("mention_session", set())) for r in ctx.store.execute(
+            "SELECT session_id, state FROM working_sessions WHERE session_id = ?", (sid,))
+            if pattern.search(str(r[1])) or self._file_mentions(ctx, str(r[0]))]
+
+    def _file_mentions(self, ctx: StepContext, session_id: str) -> bool:
+        path = session_path(ctx.store_dir, session_id)
+        return path.exists() and ctx.who().pattern().search(path.read_text(encoding="utf-8")) is not None
+
+    def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
+        if mentions.policy() != "report":
+            return []
+        left = self._mentions(ctx, keys)
+        return [ExceptionSpec(kind="mention_reported", item_key="working", detail={"sessions": len(left)},
+                              ground=mentions.REPORT_GROUND)] if left else []
 
     def _remaining(self, ctx: StepContext, keys: Keys) -> list[str]:
         ids = sorted(keys.get("session", set()))
@@ -31,7 +55,8 @@ class WorkingStep(BaseStep):
         return sorted(rows | files)
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
-        return len(self._remaining(ctx, keys))
+        left = len(self._remaining(ctx, keys))
+        return left + (len(self._mentions(ctx, keys)) if mentions.policy() == "redact" else 0)
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
         batch = self._remaining(ctx, keys)[:limit]
@@ -43,4 +68,20 @@ class WorkingStep(BaseStep):
                 files += 1
             ctx.store.execute("DELETE FROM working_sessions WHERE session_id = ?", (sid,))
         ctx.add_detail(sessions=len(batch), session_files=files)
-        return len(batch)
+        done = len(batch)
+        if mentions.policy() == "redact":
+            who = ctx.who()
+            for sid in self._mentions(ctx, keys)[:max(limit - done, 0)]:
+                state = str(ctx.store.execute("SELECT state FROM working_sessions WHERE session_id = ?",
+                                              (sid,)).fetchone()[0])
+                counted = [0]
+
+                def fn(text: str, counted: list[int] = counted) -> str:
+                    new, n = mentions.redact_text(who, text)
+                    counted[0] += n
+                    return new
+
+                rewrite_session(ctx.store, ctx.store_dir, sid, redact_json_text(state, fn))
+                ctx.add_detail(mentions_redacted=counted[0], mention_sessions=1)
+                done += 1
+        return done

@@ -1,0 +1,161 @@
+"""A data subject's identity: every identifier a request gives, normalised, in every usual spelling.
+
+Normal forms (what "the same identifier" means everywhere in the engine):
+- ids and names: Unicode NFKC, then case folding, then runs of white space folded to one space;
+- emails: NFKC, lower-cased, surrounding white space removed;
+- phones: the digits in E.164 (`+<country><number>`). Spellings searched for: the international
+  digits (`447958331277`), the national form with a trunk `0` (`07958331277`), and each of those
+  with any of ` -.()/` between the digits (`+44 79 5833 1277`, `(0)7958-331277`).
+
+`Identity.pattern()` is one case-insensitive regular expression matching every spelling on token
+boundaries, so a short id such as `48213` matches `id 48213` but not `a48213f` in a hex digest.
+`salted_hashes` gives the keyed hashes kept for sticky erasure by identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+
+from erasure.subject import Subject
+
+MIN_MATCH_CHARS = 4
+"""An identifier shorter than this is matched only where it stands as a whole token."""
+_PHONE_SEP = r"[\s\-.()/]*"
+_COUNTRY_CODES = ("1", "7", "20", "27", "30", "31", "32", "33", "34", "36", "39", "40", "41", "43", "44",
+                  "45", "46", "47", "48", "49", "51", "52", "53", "54", "55", "56", "57", "58", "60", "61",
+                  "62", "63", "64", "65", "66", "81", "82", "84", "86", "90", "91", "92", "93", "94", "95",
+                  "98", "211", "212", "213", "216", "218", "220", "221", "233", "234", "254", "255", "256",
+                  "260", "263", "264", "267", "351", "352", "353", "354", "358", "359", "370", "371", "372",
+                  "380", "381", "385", "386", "420", "421", "852", "880", "886", "961", "962", "966", "971",
+                  "972")
+
+
+def fold(text: str) -> str:
+    """NFKC, case folding and single spaces: the normal form of ids and names."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def normal_email(email: str) -> str:
+    return unicodedata.normalize("NFKC", email).strip().lower()
+
+
+def phone_digits(phone: str) -> str:
+    """The phone's digits in E.164 without the `+` (a leading `00` counts as `+`)."""
+    text = unicodedata.normalize("NFKC", phone).strip()
+    digits = re.sub(r"\D", "", text)
+    if text.startswith("00"):
+        digits = digits[2:]
+    return digits
+
+
+def national_digits(e164: str) -> str | None:
+    """The national spelling with a trunk 0 (`447958331277` -> `07958331277`), when the country code
+    is known; None for NANP (+1) numbers, whose national form is the number without the 1."""
+    for n in (3, 2, 1):
+        cc = e164[:n]
+        if cc in _COUNTRY_CODES and len(e164) - n >= 6:
+            rest = e164[n:]
+            return rest if cc == "1" else "0" + rest
+    return None
+
+
+def _digits_pattern(digits: str) -> str:
+    return _PHONE_SEP.join(re.escape(d) for d in digits)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The normalised identifiers of one subject, as given by a request (and aliases the team confirmed)."""
+
+    ids: tuple[str, ...]
+    emails: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    phones: tuple[str, ...] = ()
+    """E.164 digits, no `+`."""
+
+    @classmethod
+    def of(cls, subject: Subject) -> Identity:
+        return cls(ids=(fold(subject.id),),
+                   emails=(normal_email(subject.email),) if subject.email else (),
+                   names=(fold(subject.name),) if subject.name else (),
+                   phones=(phone_digits(subject.phone),) if subject.phone and phone_digits(subject.phone) else ())
+
+    def items(self) -> Iterator[tuple[str, str]]:
+        """(kind, normal form) of every identifier: kinds id, email, name, phone."""
+        for kind, values in (("id", self.ids), ("email", self.emails), ("name", self.names),
+                             ("phone", self.phones)):
+            for v in values:
+                yield kind, v
+
+    def phone_spellings(self) -> list[str]:
+        """Digit strings a phone may be written as (international, national)."""
+        out: list[str] = []
+        for p in self.phones:
+            out.append(p)
+            nat = national_digits(p)
+            if nat:
+                out.append(nat)
+        return out
+
+    def literal_spellings(self) -> list[str]:
+        """Every identifier as text to search for (case-insensitively), longest first."""
+        spell = {*self.ids, *self.emails, *self.names, *self.phone_spellings()}
+        return sorted((s for s in spell if s), key=lambda s: (-len(s), s))
+
+    @cached_property
+    def _regex(self) -> re.Pattern[str]:
+        parts: list[str] = []
+        for kind, value in self.items():
+            if kind == "phone":
+                continue
+            body = r"\s+".join(re.escape(w) for w in value.split(" "))
+            parts.append(rf"(?<![^\W_]){body}(?![^\W_])")
+        for digits in self.phone_spellings():
+            plus = "" if digits.startswith("0") else r"\+?"
+            parts.append(rf"(?<![^\W_]){plus}{_digits_pattern(digits)}(?!\d)")
+        return re.compile("|".join(parts) if parts else r"(?!)", re.IGNORECASE)
+
+    def pattern(self) -> re.Pattern[str]:
+        """A case-insensitive regex matching any spelling of any identifier on token boundaries."""
+        return self._regex
+
+    def found_in(self, text: str) -> str | None:
+        """The kind of the first identifier found in `text` (never its value), or None."""
+        m = self._regex.search(unicodedata.normalize("NFKC", text))
+        if m is None:
+            return None
+        hit = fold(m.group(0))
+        for kind, value in self.items():
+            if kind == "phone":
+                continue
+            if hit == value or hit == " ".join(value.split()):
+                return kind
+        return "phone"
+
+    def redact(self, text: str, placeholder: str = "[redacted]") -> tuple[str, int]:
+        """`text` with every spelling replaced by `placeholder`; and how many were replaced.
+
+        The text is NFKC-normalised first only where a spelling is found (so untouched text keeps
+        its bytes)."""
+        if self._regex.search(text) is None:
+            norm = unicodedata.normalize("NFKC", text)
+            if norm == text or self._regex.search(norm) is None:
+                return text, 0
+            text = norm
+        return self._regex.subn(placeholder, text)
+
+    def salted_hashes(self, salt: bytes) -> list[tuple[str, str]]:
+        """(kind, HMAC-SHA256(salt, kind:normal form) hex) for sticky erasure by identity."""
+        return [(kind, hmac.new(salt, f"{kind}:{value}".encode(), hashlib.sha256).hexdigest())
+                for kind, value in self.items()]
+
+
+def salted_hash(salt: bytes, kind: str, value: str) -> str:
+    """The keyed hash of one normalised identifier (see `Identity.salted_hashes`)."""
+    return hmac.new(salt, f"{kind}:{value}".encode(), hashlib.sha256).hexdigest()

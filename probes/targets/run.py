@@ -1,0 +1,72 @@
+"""Probing a target of any kind: its fingerprint before the erasure, then its logical probes and one
+byte scan of every file it has, after. The same for every kind; the kind's module says what to read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from erasure.subject import Subject
+from erasure.targets import Target
+from probes.bytescan import scan_tree
+from probes.model import BYTES, ProbeResult
+from probes.needles import SUBJECT_KINDS, NeedleKind
+from probes.targets.base import TargetFingerprint, probe_for
+
+
+def scan_roots(paths: list[Path]) -> list[Path]:
+    """The folders to scan: each folder given, and the folder of each file given (so a database's
+    `-wal`, `-shm` and journal files are read too), without one inside another."""
+    dirs = sorted({(p if p.is_dir() else p.parent).resolve() for p in paths if p.exists() or p.parent.exists()})
+    return [d for d in dirs if not any(d != o and d.is_relative_to(o) for o in dirs)]
+
+
+def byte_results(target: Target, fp: TargetFingerprint) -> list[ProbeResult]:
+    """Scan every file of the target for the fingerprint's needles: residue per needle kind (groups)."""
+    roots = scan_roots(probe_for(target).files(target))
+    needles = fp.needles
+    found: set[int] = set()
+    unreadable = 0
+    for root in roots:
+        report = scan_tree(root, [n.data for n in needles], caseless={i for i, n in enumerate(needles) if n.caseless})
+        found |= report.found_indexes()
+        unreadable += len(report.unreadable)
+    out: list[ProbeResult] = []
+    for kind in SUBJECT_KINDS:
+        groups = {n.group for n in needles if n.kind is kind}
+        if groups:
+            hit = {needles[i].group for i in found if needles[i].kind is kind}
+            if kind is NeedleKind.identifier and hit and fp.mentions:
+                # Other people's items that name the subject are reported (an exception in the pack),
+                # not erased: identifier hits are explained by them, and counted, never dropped.
+                out.append(ProbeResult(tier=BYTES, method="scan:identifier-in-reported-mentions", residue=0,
+                                       bystanders_before=len(hit), bystanders_after=len(hit), target=target.name))
+                continue
+            out.append(ProbeResult(tier=BYTES, method=f"scan:{kind.value}", residue=len(hit),
+                                   bystanders_before=0, bystanders_after=0, target=target.name))
+    shared = {n.group for n in needles if n.kind is NeedleKind.shared_identifier}
+    if shared:
+        hit = {needles[i].group for i in found if needles[i].kind is NeedleKind.shared_identifier}
+        before = fp.bystanders.get("shared-identifiers", len(hit))
+        out.append(ProbeResult(tier=BYTES, method="shared-identifiers", residue=0, bystanders_before=before,
+                               bystanders_after=len(hit), target=target.name))
+    out.append(ProbeResult(tier=BYTES, method="unreadable-files", residue=unreadable, bystanders_before=0,
+                           bystanders_after=0, target=target.name))
+    return out
+
+
+def take(target: Target, subject: Subject) -> TargetFingerprint:
+    """The target's fingerprint, before the erasure."""
+    return probe_for(target).fingerprint(target, subject)
+
+
+def probe(target: Target, subject: Subject, fp: TargetFingerprint) -> list[ProbeResult]:
+    """Logical probes and the byte scan of one target, after the erasure."""
+    out = byte_results(target, fp)
+    for tier, m in probe_for(target).measure(target, subject, fp):
+        before = fp.bystanders.get(m.population, m.bystanders)
+        out.append(ProbeResult(tier=str(tier), method=m.method, residue=m.residue, bystanders_before=before,
+                               bystanders_after=m.bystanders, target=target.name))
+    if fp.mentions:
+        out.append(ProbeResult(tier=BYTES, method="mentions-reported", residue=0, bystanders_before=fp.mentions,
+                               bystanders_after=fp.mentions, target=target.name))
+    return out

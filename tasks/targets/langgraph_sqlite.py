@@ -1,0 +1,527 @@
+"""Kind `langgraph-sqlite`: LangGraph's `SqliteStore` (long-term memory, with its `store_vectors`
+index) and `SqliteSaver` (thread checkpoints), erased by SQL on their files.
+
+Configuration (targets.toml):
+
+    store = "agent/store.sqlite"              # SqliteStore database (with or without a vector index)
+    checkpoints = "agent/checkpoints.sqlite"  # SqliteSaver database (may be the same file)
+    namespace = ["users", "{subject_id}"]     # namespace prefix holding one subject's items
+    thread_key = "user_id"                    # checkpoint metadata key naming the subject
+    episodic = ["episodes"]                   # optional: namespace labels right under the prefix whose
+                                              # items are episodic memories (the rest are semantic)
+
+At least one of `store` and `checkpoints` is needed; `namespace` goes with `store`, `thread_key` with
+`checkpoints`. Tiers: working = the subject's threads (every `checkpoints` and `writes` row of a
+thread whose checkpoint metadata names them under `thread_key`), episodic and semantic = their items
+in `store` under the namespace prefix, vectors = their `store_vectors` rows.
+
+Why SQL on the files and not the framework's API: the framework's deletes are two statements each
+(`DELETE FROM store WHERE prefix = ? AND key IN (...)`; `delete_thread`: `DELETE FROM checkpoints/writes
+WHERE thread_id = ?`), and opening the agent's files with the framework installed here would run OUR
+version's migrations on THEIR database (`SqliteStore.setup()`, `SqliteSaver.setup()` alter tables and
+set WAL mode): the team's agent has its own environment and versions. So this module never imports
+LangGraph (it works where LangGraph is not installed) and does what those deletes do, then closes
+what they leave, measured on stores built with langgraph 1.2 / langgraph-checkpoint-sqlite 3.1:
+
+- `store.delete` leaves every `store_vectors` row of the item (namespace, key and the exact float32
+  vector): the table's `ON DELETE CASCADE` needs `PRAGMA foreign_keys=ON`, which LangGraph never sets.
+  We delete every `store_vectors` row under the subject's prefix, orphans of earlier deletes included.
+- `delete_thread` and `store.delete` commit into the `-wal` file while the agent has the database open
+  (the copies stay there until a checkpoint rewrites the file and a TRUNCATE checkpoint cuts it): we
+  end with `wal_checkpoint(TRUNCATE)` (retried while an agent's reader holds it back).
+- freed pages and b-tree gaps keep deleted cells where the SQLite build does not zero freed space
+  (Debian's does, the pysqlite3 and python.org builds do not; and no build zeroes the gaps left when a
+  page is rebuilt, see tasks/scrub.py): we delete with `secure_delete=ON` and then `VACUUM`.
+- `sqlite_stat4` (written by `ANALYZE` / `PRAGMA optimize` on builds with STAT4) keeps sampled index
+  keys, namespaces and keys of the subject among them: we re-run `ANALYZE` where it exists, which
+  resamples from the rows that are left.
+
+- a rollback journal kept by an agent in `journal_mode=PERSIST` holds the pre-images of its last
+  transaction's pages (the subject's items among them): our connection writes in DELETE mode (SQLite's
+  default, per connection), so our commit removes the `-journal` file.
+
+We wait on the agent's locks (busy timeout, and retries of the whole step on SQLITE_BUSY for up to
+`WAIT_SECONDS`), never change its journal mode, and leave its schema as it was. Every run ends with
+ANALYZE (where present) + VACUUM + TRUNCATE checkpoint, even when nothing was found: a rerun after a
+crash between the deletes and the VACUUM must still remove the bytes, and nothing on disk says whether
+it is needed. Other people's items and threads that name the subject are counted (`mentions`), never
+changed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import apsw
+
+from erasure.errors import ConfigError, InputError, StoreError
+from erasure.identity import Identity, fold
+from erasure.sqlite import checkpoint_truncate, connect, journal_mode, scalar, transaction
+from erasure.subject import Subject
+from erasure.targets import Target
+from erasure.tiers import Tier
+from tasks.targets.base import TierOutcome
+
+KIND = "langgraph-sqlite"
+SUBJECT_LABEL = "{subject_id}"
+WAIT_SECONDS = 120.0
+"""How long a step waits on the agent's locks (beyond SQLite's own busy timeout) before it gives up."""
+CHECKPOINT_ATTEMPTS = 40
+"""TRUNCATE checkpoint attempts while a reader holds the WAL (about 40 s with the growing pause)."""
+_METADATA_KEY = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_SIDECARS = ("-wal", "-shm", "-journal")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Config:
+    """A langgraph-sqlite target's keys, checked."""
+
+    store: Path | None
+    checkpoints: Path | None
+    namespace: tuple[str, ...]
+    thread_key: str
+    episodic: frozenset[str]
+
+
+def config(target: Target) -> Config:
+    """The target's keys (`ConfigError` naming the key that is wrong)."""
+    where = f"targets: target {target.name!r} ({target.kind})"
+    store = target.path("store")
+    checkpoints = target.path("checkpoints")
+    if store is None and checkpoints is None:
+        raise ConfigError(f"{where}: key 'store' or 'checkpoints' is required")
+    namespace = tuple(target.texts("namespace", required=store is not None))
+    if store is not None:
+        if not namespace or any(not label for label in namespace):
+            raise ConfigError(f"{where}: key 'namespace' must be a list of non-empty labels")
+        if sum(SUBJECT_LABEL in label for label in namespace) != 1:
+            raise ConfigError(f"{where}: key 'namespace' must hold {SUBJECT_LABEL} in exactly one label")
+        if any("." in label for label in namespace):
+            raise ConfigError(f"{where}: key 'namespace': LangGraph namespace labels cannot contain '.'")
+    thread_key = target.text("thread_key", required=checkpoints is not None) or ""
+    if checkpoints is not None and not _METADATA_KEY.fullmatch(thread_key):
+        raise ConfigError(f"{where}: key 'thread_key' must be a metadata key (letters, digits, _ and -)")
+    episodic = frozenset(target.texts("episodic"))
+    return Config(store=store, checkpoints=checkpoints, namespace=namespace, thread_key=thread_key,
+                  episodic=episodic)
+
+
+# --- who is the subject in this store ------------------------------------------------------------
+
+
+def _table_columns(conn: apsw.Connection) -> dict[str, set[str]]:
+    tables = [str(r[0]) for r in conn.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    return {t: {str(c[1]) for c in conn.execute(f'PRAGMA table_info("{t}")')} for t in tables}
+
+
+def _item_tables(conn: apsw.Connection) -> list[str]:
+    """Tables keyed by namespace (`prefix`) and `key`: `store`, `store_vectors`."""
+    return sorted(t for t, cols in _table_columns(conn).items() if {"prefix", "key"} <= cols)
+
+
+def _thread_tables(conn: apsw.Connection) -> list[str]:
+    """Tables keyed by `thread_id` and `checkpoint_id`: `checkpoints`, `writes`."""
+    return sorted(t for t, cols in _table_columns(conn).items() if {"thread_id", "checkpoint_id"} <= cols)
+
+
+class _Matcher:
+    """Whether a dot-joined namespace lies under the subject's prefix (the subject's label compared
+    after NFKC and case folding, as the cascade compares ids; the other labels exactly, as LangGraph
+    does), and which tier its items belong to."""
+
+    def __init__(self, cfg: Config, subject: Subject) -> None:
+        labels = [label.replace(SUBJECT_LABEL, subject.id) for label in cfg.namespace]
+        if any("." in label for label in labels):
+            raise InputError("the subject's id contains '.', which a LangGraph namespace label cannot hold")
+        self.labels = [(fold(label) if SUBJECT_LABEL in t else label, SUBJECT_LABEL in t)
+                       for label, t in zip(labels, cfg.namespace, strict=True)]
+        self.episodic = cfg.episodic
+
+    def tier(self, prefix: str) -> Tier | None:
+        """The tier of an item in namespace `prefix` if it is the subject's, else None."""
+        parts = prefix.split(".")
+        if len(parts) < len(self.labels):
+            return None
+        for part, (label, folded) in zip(parts, self.labels, strict=False):
+            if (fold(part) if folded else part) != label:
+                return None
+        rest = parts[len(self.labels):]
+        return Tier.episodic if rest and rest[0] in self.episodic else Tier.semantic
+
+
+def _subject_prefixes(conn: apsw.Connection, matcher: _Matcher) -> dict[str, Tier]:
+    out: dict[str, Tier] = {}
+    for table in _item_tables(conn):
+        for (prefix,) in conn.execute(f'SELECT DISTINCT prefix FROM "{table}"'):
+            tier = matcher.tier(str(prefix))
+            if tier is not None:
+                out[str(prefix)] = tier
+    return out
+
+
+def _subject_threads(conn: apsw.Connection, thread_key: str, subject: Subject) -> list[str]:
+    """Threads any of whose checkpoints names the subject under `thread_key` in its metadata."""
+    if "checkpoints" not in _table_columns(conn):
+        return []
+    want = fold(subject.id)
+    path = f'$."{thread_key}"'
+    rows = conn.execute(
+        "SELECT DISTINCT thread_id, json_extract(CAST(metadata AS TEXT), ?) FROM checkpoints"
+        " WHERE json_valid(CAST(metadata AS TEXT))", (path,))
+    return sorted({str(tid) for tid, value in rows if value is not None and fold(str(value)) == want})
+
+
+# --- counting --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Counts:
+    items: dict[Tier, int]
+    vectors: int
+    orphan_vectors: int
+    threads: int
+    thread_rows: dict[str, int]
+
+
+def _count_items(conn: apsw.Connection, prefixes: dict[str, Tier]) -> tuple[dict[Tier, int], int, int]:
+    tables = _item_tables(conn)
+    items = {Tier.episodic: 0, Tier.semantic: 0}
+    vectors = orphans = 0
+    if not prefixes:
+        return items, 0, 0
+    for prefix, tier in prefixes.items():
+        if "store" in tables:
+            items[tier] += int(scalar(conn, "SELECT count(*) FROM store WHERE prefix = ?", (prefix,)))
+        if "store_vectors" in tables:
+            vectors += int(scalar(conn, "SELECT count(*) FROM store_vectors WHERE prefix = ?", (prefix,)))
+            if "store" in tables:
+                orphans += int(scalar(
+                    conn, "SELECT count(*) FROM store_vectors v WHERE v.prefix = ? AND NOT EXISTS"
+                    " (SELECT 1 FROM store s WHERE s.prefix = v.prefix AND s.key = v.key)", (prefix,)))
+    return items, vectors, orphans
+
+
+def _count_threads(conn: apsw.Connection, threads: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    ids = json.dumps(threads)
+    for table in _thread_tables(conn):
+        out[table] = int(scalar(
+            conn, f'SELECT count(*) FROM "{table}" WHERE thread_id IN (SELECT value FROM json_each(?))', (ids,)))
+    return out
+
+
+def _open(path: Path, key: str, *, readonly: bool) -> apsw.Connection:
+    if not path.is_file():
+        raise StoreError(f"langgraph-sqlite: no database at {path} (key {key!r})")
+    try:
+        return connect(path, readonly=readonly)
+    except apsw.Error as exc:
+        raise StoreError(f"langgraph-sqlite: cannot open {path} (key {key!r}): {exc}") from exc
+
+
+def _measure(cfg: Config, subject: Subject) -> _Counts:
+    counts = _Counts(items={Tier.episodic: 0, Tier.semantic: 0}, vectors=0, orphan_vectors=0, threads=0,
+                     thread_rows={})
+    if cfg.store is not None:
+        conn = _open(cfg.store, "store", readonly=True)
+        try:
+            prefixes = _subject_prefixes(conn, _Matcher(cfg, subject))
+            counts.items, counts.vectors, counts.orphan_vectors = _count_items(conn, prefixes)
+        finally:
+            conn.close()
+    if cfg.checkpoints is not None:
+        conn = _open(cfg.checkpoints, "checkpoints", readonly=True)
+        try:
+            threads = _subject_threads(conn, cfg.thread_key, subject)
+            counts.threads = len(threads)
+            counts.thread_rows = _count_threads(conn, threads)
+        finally:
+            conn.close()
+    return counts
+
+
+# --- erasing ----------------------------------------------------------------------------------------
+
+
+def _waiting(fn: Callable[[], T], what: Path) -> T:
+    """Run `fn`, retrying while the agent holds a lock past SQLite's busy timeout (up to WAIT_SECONDS)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    pause = 0.2
+    while True:
+        try:
+            return fn()
+        except apsw.BusyError as exc:
+            if time.monotonic() >= deadline:
+                raise StoreError(f"langgraph-sqlite: {what} stayed locked by another connection for"
+                                 f" {WAIT_SECONDS:.0f} s; nothing is lost, rerun the step") from exc
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
+def _delete_items(conn: apsw.Connection, matcher: _Matcher) -> tuple[dict[str, Tier], dict[str, int]]:
+    """In one write transaction (so an item the agent writes meanwhile is either seen or waits):
+    resolve the subject's prefixes, delete their vectors (the framework leaves them), then the items."""
+    removed: dict[str, int] = {}
+    with transaction(conn):
+        prefixes = _subject_prefixes(conn, matcher)
+        if prefixes:
+            tables = _item_tables(conn)
+            ordered = [t for t in ("store_vectors",) if t in tables] + [t for t in tables if t != "store_vectors"]
+            ids = json.dumps(sorted(prefixes))
+            for table in ordered:
+                conn.execute(f'DELETE FROM "{table}" WHERE prefix IN (SELECT value FROM json_each(?))', (ids,))
+                removed[table] = conn.changes()
+    return prefixes, removed
+
+
+def _delete_threads(conn: apsw.Connection, thread_key: str, subject: Subject) -> dict[str, int]:
+    """In one write transaction: resolve the subject's threads, delete every row of them."""
+    removed: dict[str, int] = {}
+    with transaction(conn):
+        threads = _subject_threads(conn, thread_key, subject)
+        if threads:
+            ids = json.dumps(threads)
+            for table in _thread_tables(conn):
+                conn.execute(f'DELETE FROM "{table}" WHERE thread_id IN (SELECT value FROM json_each(?))', (ids,))
+                removed[table] = conn.changes()
+    return removed
+
+
+def _scrub(conn: apsw.Connection, path: Path) -> dict[str, int]:
+    """Resample planner statistics (where ANALYZE kept samples), rebuild every page, cut the WAL."""
+    started = time.perf_counter()
+    analyzed = int(scalar(conn, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'sqlite_stat4'"))
+    if analyzed:
+        _waiting(lambda: conn.execute("ANALYZE"), path)
+    _waiting(lambda: conn.execute("VACUUM"), path)
+    busy = 0
+    if journal_mode(conn) == "wal":
+        busy = checkpoint_truncate(conn, attempts=CHECKPOINT_ATTEMPTS)[0]
+        if busy:
+            raise StoreError(f"langgraph-sqlite: a reader of {path} kept the WAL from being truncated; the"
+                             " erased rows are gone but their old pages are still in the -wal file: rerun the step")
+    return {"analyzed": int(analyzed), "vacuum_ms": int((time.perf_counter() - started) * 1000)}
+
+
+def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[str, Tier], dict[str, int]]:
+    conn = _open(path, "store", readonly=False)
+    try:
+        matcher = _Matcher(cfg, subject)
+        return _waiting(lambda: _delete_items(conn, matcher), path)
+    finally:
+        conn.close()
+
+
+def _erase_threads(cfg: Config, subject: Subject, path: Path) -> dict[str, int]:
+    conn = _open(path, "checkpoints", readonly=False)
+    try:
+        return _waiting(lambda: _delete_threads(conn, cfg.thread_key, subject), path)
+    finally:
+        conn.close()
+
+
+def _scrub_file(path: Path, key: str) -> dict[str, int]:
+    conn = _open(path, key, readonly=False)
+    try:
+        return _scrub(conn, path)
+    finally:
+        conn.close()
+
+
+# --- mentions ----------------------------------------------------------------------------------------
+
+
+def _msgpack_strings(data: bytes, depth: int = 0) -> Iterator[str]:
+    """The text values in a msgpack buffer (LangGraph's serde), read as a flat sequence of objects:
+    containers need no bookkeeping since their elements follow them inline. Ext payloads (LangGraph's
+    constructor records) are msgpack again. Raises ValueError on anything that is not msgpack."""
+    fixed = {0xc0: 0, 0xc2: 0, 0xc3: 0, 0xca: 4, 0xcb: 8, 0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8,
+             0xd0: 1, 0xd1: 2, 0xd2: 4, 0xd3: 8, 0xdc: 2, 0xdd: 4, 0xde: 2, 0xdf: 4}
+    fixext = {0xd4: 1, 0xd5: 2, 0xd6: 4, 0xd7: 8, 0xd8: 16}
+    i, n = 0, len(data)
+    while i < n:
+        b = data[i]
+        i += 1
+        if b <= 0x7f or b >= 0xe0 or 0x80 <= b <= 0x9f:
+            continue
+        if 0xa0 <= b <= 0xbf:
+            size = b & 0x1f
+            yield data[i:i + size].decode("utf-8", "replace")
+            i += size
+        elif b in fixed:
+            i += fixed[b]
+        elif b in (0xd9, 0xda, 0xdb, 0xc4, 0xc5, 0xc6):
+            width = {0xd9: 1, 0xda: 2, 0xdb: 4, 0xc4: 1, 0xc5: 2, 0xc6: 4}[b]
+            size = int.from_bytes(data[i:i + width], "big")
+            i += width
+            chunk = data[i:i + size]
+            i += size
+            yield chunk.decode("utf-8", "replace")
+        elif b in (0xc7, 0xc8, 0xc9) or b in fixext:
+            if b in fixext:
+                size = fixext[b]
+            else:
+                width = {0xc7: 1, 0xc8: 2, 0xc9: 4}[b]
+                size = int.from_bytes(data[i:i + width], "big")
+                i += width
+            payload = data[i + 1:i + 1 + size]
+            i += 1 + size
+            if depth < 32:
+                try:
+                    yield from _msgpack_strings(payload, depth + 1)
+                except ValueError:
+                    yield payload.decode("utf-8", "replace")
+        else:
+            raise ValueError("not msgpack")
+        if i > n:
+            raise ValueError("truncated msgpack")
+
+
+def _json_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _json_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _json_strings(v)
+
+
+def _text_of(kind: Any, data: Any) -> str:
+    """A serialised value as text to search: msgpack and JSON decoded, anything else as UTF-8."""
+    if data is None:
+        return ""
+    raw = data if isinstance(data, bytes) else str(data).encode("utf-8", "replace")
+    try:
+        if kind == "msgpack":
+            return "\n".join(_msgpack_strings(raw))
+        if kind in ("json", None):
+            return "\n".join(_json_strings(json.loads(raw)))
+    except ValueError:
+        pass
+    return raw.decode("utf-8", "replace")
+
+
+def _store_mentions(conn: apsw.Connection, matcher: _Matcher, identity: Identity) -> int:
+    if "store" not in _item_tables(conn):
+        return 0
+    n = 0
+    for prefix, key, value in conn.execute("SELECT prefix, key, value FROM store"):
+        if matcher.tier(str(prefix)) is not None:
+            continue
+        if identity.found_in(f"{prefix}\n{key}\n{_text_of('json', value)}") is not None:
+            n += 1
+    return n
+
+
+def _thread_mentions(conn: apsw.Connection, subject_threads: set[str], identity: Identity) -> int:
+    tables = _table_columns(conn)
+    if "checkpoints" not in tables:
+        return 0
+    found: set[str] = set()
+    queries = ["SELECT thread_id, type, checkpoint, metadata FROM checkpoints"]
+    if "writes" in tables:
+        queries.append("SELECT thread_id, type, value, NULL FROM writes")
+    for sql in queries:
+        for tid, kind, blob, metadata in conn.execute(sql):
+            tid = str(tid)
+            if tid in subject_threads or tid in found:
+                continue
+            text = f"{tid}\n{_text_of(kind, blob)}\n{_text_of('json', metadata)}"
+            if identity.found_in(text) is not None:
+                found.add(tid)
+    return len(found)
+
+
+# --- the eraser ---------------------------------------------------------------------------------------
+
+
+class LangGraphSqliteEraser:
+    """The erasing side of kind `langgraph-sqlite` (see the module docstring)."""
+
+    kind: ClassVar[str] = KIND
+    tiers: ClassVar[tuple[Tier, ...]] = (Tier.working, Tier.episodic, Tier.semantic, Tier.vectors)
+
+    def check(self, target: Target) -> None:
+        config(target)
+
+    def files(self, target: Target) -> list[Path]:
+        cfg = config(target)
+        out: list[Path] = []
+        for db in (cfg.store, cfg.checkpoints):
+            if db is None or db in out:
+                continue
+            out.append(db)
+            out += [side for s in _SIDECARS if (side := db.with_name(db.name + s)).exists()]
+        return out
+
+    def count(self, target: Target, subject: Subject) -> dict[Tier, int]:
+        c = _measure(config(target), subject)
+        return {Tier.working: c.threads, Tier.episodic: c.items[Tier.episodic],
+                Tier.semantic: c.items[Tier.semantic], Tier.vectors: c.vectors}
+
+    def erase(self, target: Target, subject: Subject) -> dict[Tier, TierOutcome]:
+        cfg = config(target)
+        before = _measure(cfg, subject)
+        removed: dict[str, int] = {}
+        prefixes: dict[str, Tier] = {}
+        if cfg.store is not None:
+            prefixes, removed_items = _erase_store(cfg, subject, cfg.store)
+            removed |= removed_items
+        if cfg.checkpoints is not None:
+            removed |= _erase_threads(cfg, subject, cfg.checkpoints)
+        scrubbed: dict[Path, dict[str, int]] = {}
+        for key, path in (("store", cfg.store), ("checkpoints", cfg.checkpoints)):
+            if path is not None and path.resolve() not in scrubbed:
+                scrubbed[path.resolve()] = _scrub_file(path, key)
+        after = _measure(cfg, subject)
+        store_scrub = scrubbed[cfg.store.resolve()] if cfg.store else {}
+        saver_scrub = scrubbed[cfg.checkpoints.resolve()] if cfg.checkpoints else {}
+        items_by_tier = {tier: sum(1 for t in prefixes.values() if t is tier) for tier in (Tier.episodic,
+                                                                                         Tier.semantic)}
+        return {
+            Tier.working: TierOutcome(before.threads, after.threads, {
+                "threads": before.threads, **{f"{t}_rows": n for t, n in before.thread_rows.items()},
+                **{f"deleted_{t}_rows": removed.get(t, 0) for t in before.thread_rows},
+                **{f"scrub_{k}": v for k, v in saver_scrub.items()}}),
+            Tier.episodic: TierOutcome(before.items[Tier.episodic], after.items[Tier.episodic], {
+                "items": before.items[Tier.episodic], "namespaces": items_by_tier[Tier.episodic]}),
+            Tier.semantic: TierOutcome(before.items[Tier.semantic], after.items[Tier.semantic], {
+                "items": before.items[Tier.semantic], "namespaces": items_by_tier[Tier.semantic],
+                **{f"scrub_{k}": v for k, v in store_scrub.items()}}),
+            Tier.vectors: TierOutcome(before.vectors, after.vectors, {
+                "vectors": before.vectors, "orphaned_by_earlier_deletes": before.orphan_vectors}),
+        }
+
+    def mentions(self, target: Target, subject: Subject) -> int:
+        cfg = config(target)
+        identity = Identity.of(subject)
+        n = 0
+        if cfg.store is not None:
+            conn = _open(cfg.store, "store", readonly=True)
+            try:
+                n += _store_mentions(conn, _Matcher(cfg, subject), identity)
+            finally:
+                conn.close()
+        if cfg.checkpoints is not None:
+            conn = _open(cfg.checkpoints, "checkpoints", readonly=True)
+            try:
+                threads = set(_subject_threads(conn, cfg.thread_key, subject))
+                n += _thread_mentions(conn, threads, identity)
+            finally:
+                conn.close()
+        return n
+
+
+ERASER = LangGraphSqliteEraser()

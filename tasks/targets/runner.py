@@ -1,0 +1,78 @@
+"""Erase one request's subject from one target and record it: one step record per (target, tier).
+
+Tiers the target's kind does not hold are recorded as `skipped` with the reason "not applicable",
+never as erased. A tier left with items fails the step (a rerun resumes: every kind's `erase` is
+idempotent). Other people's items that name the subject are counted and reported as a
+`mention_reported` exception of the target (the pack then says erasedWithExceptions).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.errors import ErasureError
+from erasure.models import StepRecord, StepStatus
+from erasure.targets import Target
+from erasure.tiers import BYTES_SCOPE, CASCADE_ORDER
+from tasks.targets.base import eraser_for
+
+NOT_APPLICABLE = "not applicable: this target's kind holds no such tier"
+MENTION_GROUND = "mention reported: another person's item in this target names the subject (not erased)"
+
+
+class TargetIncomplete(ErasureError):
+    """A target still holds items of the subject after its erase."""
+
+
+def erase_target(request_id: str, target: Target, home: Home) -> dict[str, Any]:
+    """Erase the request's subject from `target`; write its step records; return counts only."""
+    eraser = eraser_for(target)
+    eraser.check(target)
+    engine = open_engine(home.engine_db)
+    try:
+        subject = requests.load_envelope(engine, request_id).subject
+        started = datetime.now(UTC)
+        mentions = eraser.mentions(target, subject)
+        outcomes = eraser.erase(target, subject)
+        ended = datetime.now(UTC)
+        left: list[str] = []
+        for tier in CASCADE_ORDER:
+            if tier not in eraser.tiers:
+                record = StepRecord(request_id=request_id, step=tier.value, target=target.name,
+                                    status=StepStatus.skipped, started_at=started, ended_at=ended,
+                                    detail={"reason": NOT_APPLICABLE})
+            else:
+                out = outcomes.get(tier)
+                before = out.before if out else 0
+                after = out.after if out else 0
+                if after:
+                    left.append(tier.value)
+                status = StepStatus.failed if after else StepStatus.erased
+                record = StepRecord(request_id=request_id, step=tier.value, target=target.name, status=status,
+                                    before_count=before, after_count=after, started_at=started, ended_at=ended,
+                                    detail={"kind": target.kind, **(out.detail if out else {})})
+            requests.upsert_step(engine, record)
+        if mentions:
+            requests.open_exception(engine, request_id, BYTES_SCOPE, "mention_reported", f"target:{target.name}",
+                                    {"target": target.name, "items": mentions}, MENTION_GROUND)
+        from tasks.runner import write_steps_jsonl
+
+        write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
+        if left:
+            raise TargetIncomplete(f"target {target.name}: items left in {', '.join(left)}: rerun to resume")
+        return {"target": target.name, "kind": target.kind, "mentions": mentions,
+                "tiers": {t.value: [o.before, o.after] for t, o in outcomes.items()}}
+    finally:
+        engine.close()
+
+
+def count_target(target: Target, subject: Any) -> dict[str, int | None]:
+    """Per tier of the nine, the subject's items in `target` now (None: the kind holds no such tier)."""
+    eraser = eraser_for(target)
+    eraser.check(target)
+    counts = eraser.count(target, subject)
+    return {t.value: (counts.get(t, 0) if t in eraser.tiers else None) for t in CASCADE_ORDER}
