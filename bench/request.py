@@ -13,10 +13,10 @@ What is timed, each as a fresh process, as a user runs it:
   flow with one task, proof: 14 tasks and a child flow), run against the same server;
 - request, temporary server: the same request with no `PREFECT_API_URL` and no server in its home, so
   Prefect starts (and stops) a temporary server for it.
-Each request runs on a fresh copy of the demo store (`<bench-dir>/<frames>`, built here when missing, as
-bench/erase.py builds it) for a different demo subject, and must end all clear (exit 0). The table holds
-medians; "flow run" is the run's own duration as the server recorded it (start to end), "wall" the
-process's.
+Each request runs on a fresh copy of the demo store (`<bench-dir>/<frames>`, the layout bench/erase.py
+and bench/build_store.py use; built here when missing) for a different demo subject, and must end all
+clear (exit 0). The table holds medians; "flow run" is the run's own duration as the server recorded it
+(start to end), "wall" the process's.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 TASKS = ["preflight", "fingerprint", "footprint", *[f"step-{i}" for i in range(1, 10)], "byte-hygiene", "proof-pack"]
 
@@ -107,15 +106,50 @@ def _flow_run_seconds(api: str, run_id: str) -> float | None:
     return None if v is None else float(v)
 
 
+def ensure_store(bench_dir: Path, frames: int, *, subjects: int, seed: int = 7) -> Path:
+    """The home of the demo store of `frames` frames under `bench_dir` (complete when its build.json
+    exists), built here when missing."""
+    from erasure.config import Home
+    from memory import demo
+    from memory.schema import create
+
+    root = bench_dir / str(frames)
+    if (root / "build.json").exists() and (root / demo.SUBJECTS_FILE).exists():
+        return root
+    if root.exists():
+        shutil.rmtree(root)
+    home = Home.resolve(root, root / "evidence").ensure()
+    print(f"building a demo store of {frames:,} frames in {root} ...", flush=True)
+    conn = create(home.store_dir)
+    try:
+        result = demo.build_demo(conn, home.store_dir, frames=frames, subjects=subjects, seed=seed)
+    finally:
+        conn.close()
+    demo.write_subjects_file(root / demo.SUBJECTS_FILE, result.subjects, seed=seed, tenant="default")
+    (root / "build.json").write_text(json.dumps({"frames": result.frames, "seconds": result.elapsed}) + "\n")
+    return root
+
+
+def demo_subjects(root: Path) -> list[Any]:
+    from erasure.subject import Subject
+    from memory import demo
+
+    doc = json.loads((root / demo.SUBJECTS_FILE).read_text(encoding="utf-8"))
+    return [Subject.model_validate(s) for s in doc["subjects"]]
+
+
 def prepare_request(src: Path, dest: Path, subject: Any, request_id: str, engine_key: Path) -> Path:
     """A fresh home at `dest`: a copy of the demo store, the engine key, the request vaulted."""
-    import erase as erase_bench
-
     from erasure import requests
+    from erasure.config import Home
     from erasure.engine import open_engine
     from erasure.models import ErasureRequestEnvelope
 
-    h = erase_bench.copy_store(src, dest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src / "store", dest / "store")
+    os.sync()  # else the first checkpoint pays for writing back the whole copy
+    h = Home.resolve(dest, dest / "evidence").ensure()
     h.keys_dir.mkdir(parents=True, exist_ok=True)
     for p in engine_key.parent.glob("engine*"):
         shutil.copy2(p, h.keys_dir / p.name)
@@ -171,8 +205,6 @@ def main() -> None:
         bare_flow()
         return
 
-    import erase as erase_bench
-
     from proof.keys import generate_keypair
 
     sizes = [int(s) for s in a.sizes.split(",") if s]
@@ -194,8 +226,10 @@ def main() -> None:
     try:
         run_bare(api, a.work_dir)  # warm: the server's caches, the bare flow's registration
         for frames in sizes:
-            src = erase_bench.ensure_store(a.bench_dir, frames, subjects=max(5, 2 * a.runs), seed=7)
-            _tenant, subjects = erase_bench.demo_subjects(src)
+            src = ensure_store(a.bench_dir, frames, subjects=max(5, 2 * a.runs + 1))
+            subjects = demo_subjects(src)
+            if len(subjects) < 2 * a.runs:
+                raise SystemExit(f"{src} has {len(subjects)} demo subjects: {2 * a.runs} needed (--runs {a.runs})")
             served: list[tuple[float, float | None]] = []
             bare: list[tuple[float, float | None]] = []
             temporary: list[float] = []
