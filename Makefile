@@ -15,12 +15,16 @@ UV := python3 -m uv
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
+# Bytecode is compiled here, once: where PYTHONDONTWRITEBYTECODE is set (as on these machines), Python
+# would otherwise compile every module it imports from source in every process (1.7 s of each
+# `erasure request run`; `erasure --help` went from 0.35 s to 0.07 s with it).
 $(VENV)/.synced: pyproject.toml uv.lock
 	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
-	$(UV) sync --frozen --all-groups --quiet
+	$(UV) sync --frozen --all-groups --quiet --compile-bytecode
 	@touch $@
 
-bootstrap: $(VENV)/.synced ## create .venv from the lock file
+bootstrap: $(VENV)/.synced ## create .venv from the lock file (and compile the project's bytecode)
+	@$(PY) -m compileall -q erasure memory tasks probes proof flows cli >/dev/null
 
 lint: bootstrap ## ruff
 	$(VENV)/bin/ruff check .
