@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -37,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+_TASKS: list[dict[str, float]] = []  # per request run on the long-lived server: seconds per task
 TASKS = ["preflight", "fingerprint", "footprint", *[f"step-{i}" for i in range(1, 10)], "byte-hygiene", "proof-pack"]
 
 
@@ -95,6 +97,23 @@ def _run_seconds(api: str, name: str) -> float | None:
     r.raise_for_status()
     runs = r.json()
     return float(runs[0]["total_run_time"]) if runs and runs[0].get("total_run_time") is not None else None
+
+
+def _task_seconds(api: str, name: str) -> dict[str, float]:
+    """Seconds per task (and child flow) of the last flow run named `name`."""
+    import httpx
+
+    runs = httpx.post(f"{api}/flow_runs/filter", json={"flow_runs": {"name": {"any_": [name]}},
+                                                       "sort": "START_TIME_DESC", "limit": 1}, timeout=30).json()
+    if not runs:
+        return {}
+    tasks = httpx.post(f"{api}/task_runs/filter", json={"flow_runs": {"id": {"any_": [runs[0]["id"]]}}},
+                       timeout=30).json()
+    out: dict[str, float] = {}
+    for t in tasks:
+        label = re.sub(r"-[0-9a-f]{3}$", "", t["name"])  # preflight-1a2 -> preflight
+        out[label] = out.get(label, 0.0) + float(t.get("total_run_time") or 0.0)
+    return out
 
 
 def _flow_run_seconds(api: str, run_id: str) -> float | None:
@@ -173,6 +192,8 @@ def run_request(home: Path, request_id: str, api: str | None) -> tuple[float, fl
         raise SystemExit(f"erasure request run {request_id} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
     if not json.loads(res.stdout).get("all_clear"):
         raise SystemExit(f"{request_id}: not all clear")
+    if api:
+        _TASKS.append(_task_seconds(api, f"erasure-{request_id}"))
     return wall, (_run_seconds(api, f"erasure-{request_id}") if api else None)
 
 
@@ -223,6 +244,7 @@ def main() -> None:
         raise SystemExit(f"erasure server start failed:\n{res.stdout}\n{res.stderr}")
     api = json.loads(res.stdout)["api_url"]
     rows = []
+    breakdown: dict[int, dict[str, float]] = {}
     try:
         run_bare(api, a.work_dir)  # warm: the server's caches, the bare flow's registration
         for frames in sizes:
@@ -230,6 +252,7 @@ def main() -> None:
             subjects = demo_subjects(src)
             if len(subjects) < 2 * a.runs:
                 raise SystemExit(f"{src} has {len(subjects)} demo subjects: {2 * a.runs} needed (--runs {a.runs})")
+            _TASKS.clear()
             served: list[tuple[float, float | None]] = []
             bare: list[tuple[float, float | None]] = []
             temporary: list[float] = []
@@ -249,6 +272,8 @@ def main() -> None:
                     shutil.rmtree(home)
                     print(f"  {frames:,} frames, run {i + 1}: request with a temporary server {temporary[-1]:.2f} s",
                           flush=True)
+            breakdown[frames] = {k: statistics.median(d.get(k, 0.0) for d in _TASKS)
+                                 for k in sorted({k for d in _TASKS for k in d})}
             req_wall = statistics.median(w for w, _ in served)
             bare_wall = statistics.median(w for w, _ in bare)
             rows.append((frames, req_wall, _med([f for _, f in served]), bare_wall, _med([f for _, f in bare]),
@@ -264,6 +289,14 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for frames, rw, rf, bw, bf, ratio, tmp in rows:
         print(f"| {frames:,} frames | {rw:.2f} s | {rf} | {bw:.2f} s | {bf} | {ratio:.2f} | {tmp} |")
+    print()
+    print("Where the request's flow run spends its time (seconds per task, medians; the bare flow's tasks take")
+    print("about the Prefect overhead each):")
+    names = sorted({k for b in breakdown.values() for k in b})
+    print("| task | " + " | ".join(f"{f:,} frames" for f in breakdown) + " |")
+    print("| --- |" + " --- |" * len(breakdown))
+    for k in names:
+        print(f"| {k} | " + " | ".join(f"{b.get(k, 0.0):.2f}" for b in breakdown.values()) + " |")
 
 
 if __name__ == "__main__":
