@@ -10,6 +10,9 @@ import typer
 from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
 from memory import holds
 from memory.schema import open_store
 
@@ -19,7 +22,8 @@ app = typer.Typer(help="Litigation holds: while one is active on a subject, noth
 KEY_PREFIX = 12
 SubjectOpt = Annotated[str, typer.Option("--subject-id", help="The subject's platform id (never printed).",
                                          show_default=False)]
-ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (audited; must not contain the subject id).",
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (audited; must not name the subject nor anyone "
+                                        "in the request vault).",
                                         show_default=False)]
 ActorOpt = Annotated[str | None, typer.Option("--actor", help="Who does it (default: login name).",
                                               show_default=False)]
@@ -34,13 +38,27 @@ def _actor(actor: str | None) -> str:
         return "cli"
 
 
+def _checked(h: Home, subject_id: str, reason: str, actor: str) -> None:
+    """Refuse (exit 2) a reason or actor naming the subject (every identifier the vault knows for that
+    id) or anyone in the request vault, before the store's append-only audit log sees it."""
+    engine = open_engine(h.engine_db)
+    try:
+        requests.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor},
+                                           requests.subject_by_id(engine, subject_id))
+    finally:
+        engine.close()
+
+
 @app.command()
 def place(subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None,
           json_out: JsonOpt = False) -> None:
     """Place a hold on a subject."""
-    conn = open_store(home_of(home).store_dir)
+    h = home_of(home)
+    who = _actor(actor)
+    _checked(h, subject_id, reason, who)
+    conn = open_store(h.store_dir)
     try:
-        hold_id = holds.place(conn, subject_id, reason, _actor(actor))
+        hold_id = holds.place(conn, subject_id, reason, who)
         active = holds.active_holds(conn, subject_id)
     finally:
         conn.close()
@@ -54,9 +72,12 @@ def place(subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, hom
 def release(subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None,
             json_out: JsonOpt = False) -> None:
     """Release every active hold on a subject."""
-    conn = open_store(home_of(home).store_dir)
+    h = home_of(home)
+    who = _actor(actor)
+    _checked(h, subject_id, reason, who)
+    conn = open_store(h.store_dir)
     try:
-        released = holds.release(conn, subject_id, reason, _actor(actor))
+        released = holds.release(conn, subject_id, reason, who)
     finally:
         conn.close()
     if json_out:

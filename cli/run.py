@@ -30,24 +30,44 @@ class RunFailed(ErasureError):
 
 def steps_table(h: Home, request_id: str, title: str = "cascade") -> Table:
     """Per-tier before/after table from the engine's step records (counts only)."""
+    from erasure.targets import REFERENCE
+
     engine = open_engine(h.engine_db)
     try:
-        recs = {s.step: s for s in requests.steps(engine, request_id)}
+        by_target: dict[str, dict[str, Any]] = {}
+        if targets_of_home(h).reference() is not None:
+            by_target[REFERENCE] = {s.step: s for s in requests.steps(engine, request_id)}
+        for s in requests.target_steps(engine, request_id):
+            by_target.setdefault(str(s.target), {})[s.step] = s
+        for t in targets_of_home(h).external():
+            by_target.setdefault(t.name, {})
     finally:
         engine.close()
     t = Table(title=f"{title}: {request_id}")
-    for col in ("#", "tier", "status", "before", "after", "removed digest"):
+    for col in ("#", "target", "tier", "status", "before", "after", "removed digest"):
         t.add_column(col, justify="right" if col in ("#", "before", "after") else "left")
-    for i, tier in enumerate(CASCADE_ORDER, 1):
-        r = recs.get(tier.value)
-        if r is None:
-            t.add_row(str(i), tier.value, "[dim]pending[/dim]", "", "", "")
-            continue
-        style = {"erased": "green", "exception": "yellow", "failed": "red", "running": "cyan"}.get(r.status.value, "")
-        t.add_row(str(i), tier.value, f"[{style}]{r.status.value}[/{style}]" if style else r.status.value,
-                  "" if r.before_count is None else str(r.before_count),
-                  "" if r.after_count is None else str(r.after_count), (r.removed_digest or "")[:16])
+    for name, recs in by_target.items():
+        for i, tier in enumerate(CASCADE_ORDER, 1):
+            r = recs.get(tier.value)
+            if r is None:
+                t.add_row(str(i), name, tier.value, "[dim]pending[/dim]", "", "", "")
+                continue
+            status = r.status.value
+            if status == "skipped" and str((r.detail or {}).get("reason", "")).startswith("not applicable"):
+                status = "n/a"
+            style = {"erased": "green", "exception": "yellow", "failed": "red", "running": "cyan",
+                     "n/a": "dim"}.get(status, "")
+            t.add_row(str(i), name, tier.value, f"[{style}]{status}[/{style}]" if style else status,
+                      "" if r.before_count is None else str(r.before_count),
+                      "" if r.after_count is None else str(r.after_count), (r.removed_digest or "")[:16])
     return t
+
+
+def targets_of_home(h: Home) -> Any:
+    """The home's targets as the flow sees them."""
+    from erasure.targets import home_targets
+
+    return home_targets(h.root, h.store_dir)
 
 
 def verification_table(doc: dict[str, Any]) -> Table:

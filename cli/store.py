@@ -120,7 +120,8 @@ def ingest(
     json_out: JsonOpt = False,
 ) -> None:
     """Ingest memory items into the store: the whole file is validated before anything is written;
-    erased (suppressed) and already-ingested items are skipped and counted."""
+    erased (suppressed) and already-ingested items are skipped and counted; items of an erased
+    identity (id, email or phone) are held, stored nowhere, and counted."""
     items = read_jsonl(file)
     h = home_of(home)
     conn = open_store(h.store_dir)
@@ -132,3 +133,9 @@ def ingest(
         print_json(report.as_dict())
     else:
         console.print(_table("ingest", report.as_dict()))
+    if report.held_erased_identity:
+        err_console.print(f"{report.held_erased_identity} item(s) held_erased_identity: their subject's id, "
+                          "email or phone was erased; they were stored nowhere. `erasure suppression check "
+                          "FILE.jsonl` lists their lines; after re-consent, release one with `erasure "
+                          "suppression allow --identity-of FILE.jsonl:LINE --reason ...` and ingest the file "
+                          "again.", markup=False, highlight=False)

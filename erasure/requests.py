@@ -31,15 +31,18 @@ from erasure.clocks import (
     parse_utc,
 )
 from erasure.errors import Conflict, InputError, NotFound
+from erasure.identity import fold
 from erasure.models import (
     CLOCK_SKEW,
     ErasureRequestEnvelope,
     LegalBasis,
     StepRecord,
+    refuse_if_mentions_anyone,
     refuse_if_mentions_subject,
 )
 from erasure.sqlite import transaction
 from erasure.states import OPEN_STATES, RequestState
+from erasure.subject import Subject
 from erasure.tiers import CASCADE_ORDER, Tier, scope_name
 
 SALT_BYTES = 32
@@ -188,6 +191,8 @@ def submit(conn: apsw.Connection, envelope: ErasureRequestEnvelope, *, now: date
                 raise Conflict(f"request {rid} already exists with a different body")
             return SubmitResult(request_id=rid, created=False, legal_basis=envelope.legal_basis,
                                 deadline=parse_utc(existing[1]), target=parse_utc(existing[2]))
+        # the envelope checked its id against its own subject; here against everyone in the vault
+        refuse_if_mentions_anyone("request_id", rid, vault_subjects(conn), strict=True)
         ts = iso_utc(now)
         conn.execute(
             f"INSERT INTO requests({_REQUEST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
@@ -233,6 +238,45 @@ def load_envelope(conn: apsw.Connection, request_id: str) -> ErasureRequestEnvel
         raise NotFound(f"no request {request_id!r} in the vault")
     # Validated at intake; far-future `now` so a stored received_at is never "in the future".
     return ErasureRequestEnvelope.model_validate_json(r[0], context={"now": datetime(9000, 1, 1, tzinfo=UTC)})
+
+
+def vault_subjects(conn: apsw.Connection) -> list[Subject]:
+    """Every distinct subject named in the vault, identifiers included: keep them inside the process
+    (they check free text at the door)."""
+    seen: dict[Subject, None] = {}
+    for (text,) in conn.execute("SELECT envelope_json FROM vault ORDER BY request_id"):
+        seen.setdefault(Subject.model_validate(json.loads(text)["subject"]), None)
+    return list(seen)
+
+
+def subject_by_id(conn: apsw.Connection, subject_id: str) -> Subject:
+    """The vaulted subject whose id is `subject_id` (NFKC + case folding), with every identifier their
+    request gave; a subject the vault does not know is returned with its id only."""
+    want = fold(subject_id)
+    for subject in vault_subjects(conn):
+        if fold(subject.id) == want:
+            return subject
+    return Subject(id=subject_id)
+
+
+def subject_of(conn: apsw.Connection, request_id: str | None) -> Subject | None:
+    """The subject of `request_id` from the vault, or None when there is no such request."""
+    if request_id is None:
+        return None
+    r = conn.execute("SELECT envelope_json FROM vault WHERE request_id = ?", (request_id,)).fetchone()
+    return None if r is None else Subject.model_validate(json.loads(r[0])["subject"])
+
+
+def refuse_if_names_a_subject(conn: apsw.Connection, texts: Mapping[str, str],
+                              subject: Subject | None = None) -> None:
+    """Refuse (`InputError`, naming the field and the kind of identifier, never the value) free text that
+    reaches the audit log, the engine or Prefect when it holds an identifier of `subject` (also the
+    email's local part and name tokens) or a whole identifier of any subject in the vault."""
+    everyone = vault_subjects(conn)
+    for field, text in texts.items():
+        if subject is not None:
+            refuse_if_mentions_subject(field, text, subject)
+        refuse_if_mentions_anyone(field, text, everyone)
 
 
 def subject_salt(conn: apsw.Connection, request_id: str) -> bytes:
@@ -325,7 +369,7 @@ def _clock_op(conn: apsw.Connection, request_id: str, kind: ClockKind, reason: s
         raise InputError(f"reason: must be 1-{MAX_REASON} characters")
     with _writing(conn):
         row = get(conn, request_id)
-        refuse_if_mentions_subject("reason", reason, load_envelope(conn, request_id).subject)
+        refuse_if_names_a_subject(conn, {"reason": reason}, load_envelope(conn, request_id).subject)
         if row.state not in OPEN_STATES:
             raise Conflict(f"{kind}: request {request_id} is {row.state.value}")
         if kind == "pause" and row.state not in (RequestState.submitted, RequestState.paused):

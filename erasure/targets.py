@@ -169,3 +169,12 @@ def load_targets(home_root: Path, store_dir: Path, file: Path | None = None) -> 
     if not isinstance(tenant, str) or not SAFE_TOKEN.fullmatch(tenant):
         raise ConfigError(f"targets: {path}: key 'tenant' must be a tenant id")
     return Targets(tenant=tenant, targets=tuple(out), source=path)
+
+
+def home_targets(home_root: Path, store_dir: Path) -> Targets:
+    """The targets in effect for a home: `ERASURE_TARGETS` (what `--targets FILE` exports), else
+    `<home>/targets.toml`, else the reference store alone."""
+    import os
+
+    file = os.environ.get("ERASURE_TARGETS")
+    return load_targets(home_root, store_dir, Path(file) if file else None)

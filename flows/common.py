@@ -10,7 +10,6 @@ import hashlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -18,7 +17,7 @@ from pydantic import Field
 from erasure.config import Home
 from erasure.errors import ConfigError, Conflict, InputError
 from erasure.models import is_safe_token
-from erasure.targets import Targets, load_targets
+from erasure.targets import Targets, home_targets
 
 
 def described(description: str, **constraints: Any) -> Any:
@@ -159,9 +158,5 @@ def store_lock(h: Home) -> Iterator[None]:
 
 
 def targets_of(h: Home) -> Targets:
-    """The home's targets: `ERASURE_TARGETS` (the CLI's --targets), else `<home>/targets.toml`, else
-    the reference store alone."""
-    import os
-
-    file = os.environ.get("ERASURE_TARGETS")
-    return load_targets(h.root, h.store_dir, Path(file) if file else None)
+    """The home's targets (`erasure.targets.home_targets`)."""
+    return home_targets(h.root, h.store_dir)

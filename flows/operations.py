@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -23,12 +22,13 @@ from typing import Annotated, Any
 import apsw
 from prefect import flow, get_run_logger
 
+from erasure import inbox as inbox_mod
 from erasure import requests
 from erasure.clocks import ClockPolicy, Deadline, iso_utc
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import ErasureError, NotFound
-from erasure.models import ErasureRequestEnvelope, load_envelope_file, refuse_if_mentions_subject
+from erasure.errors import ErasureError, InputError, NotFound
+from erasure.models import ErasureRequestEnvelope, parse_envelope
 from erasure.states import RequestState
 from flows.common import RequestId, checked_request_id, described, home
 from memory import holds, suppression
@@ -99,7 +99,7 @@ def _reason(code: StrEnum, reference: str) -> str:
 
 
 INBOX_GLOB = "*.json"
-REJECTED_DIR = "rejected"
+REJECTED_DIR = inbox_mod.REJECTED_DIR
 
 
 # --- library functions (no Prefect): the flows below are thin wrappers ----------------------------
@@ -115,10 +115,10 @@ def _engine(h: Home) -> Iterator[apsw.Connection]:
 
 
 def _subject_checked(engine: apsw.Connection, request_id: str, texts: dict[str, str]) -> str:
-    """The request's subject id (from the vault), after refusing texts that name the subject."""
+    """The request's subject id (from the vault), after refusing texts (reasons with their case
+    reference, actors) that name the subject or anyone else in the vault."""
     subject = requests.load_envelope(engine, request_id).subject
-    for name, text in texts.items():
-        refuse_if_mentions_subject(name, text, subject)
+    requests.refuse_if_names_a_subject(engine, texts, subject)
     return subject.id
 
 
@@ -157,7 +157,8 @@ def release_hold(h: Home, request_id: str, reason: str, actor: str) -> dict[str,
 
 def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: str | None = None) -> dict[str, Any]:
     """Re-consent: remove the suppression keys that `request_id`'s erasure recorded (optionally only
-    those of one `source`), so the subject's items may be ingested again. `NotFound` if none."""
+    those of one `source`), so the subject's items may be ingested again; without a `source`, also the
+    erased-identity hashes it recorded. `NotFound` if there are no keys."""
     checked_request_id(request_id)
     with _engine(h) as engine:
         _subject_checked(engine, request_id, {"reason": reason, "actor": actor})
@@ -169,10 +170,13 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
                 raise NotFound(f"no suppressed keys recorded for request {request_id}"
                                + (f" and source {source!r}" if source else ""))
             allowed = sum(suppression.allow(store, k.source, k.source_ref, reason, actor) for k in keys)
+            # the whole re-consent (no source named) also releases the identity the erasure recorded
+            identities = 0 if source else suppression.allow_identities_of(store, request_id, reason, actor)
         finally:
             store.close()
-        requests.log_event(engine, request_id, "suppression.allowed", {"keys": allowed, "source": source})
-    return {"request_id": request_id, "allowed": allowed}
+        requests.log_event(engine, request_id, "suppression.allowed",
+                           {"keys": allowed, "source": source, "identities": identities})
+    return {"request_id": request_id, "allowed": allowed, "identities": identities}
 
 
 def _clock(request_id: str, clock: Deadline) -> dict[str, Any]:
@@ -206,53 +210,54 @@ class IntakeResult:
     vaulted: list[str] = field(default_factory=list)
     already_present: list[str] = field(default_factory=list)
     rejected: int = 0
+    purged: int = 0
+    """Rejected envelopes removed because they were older than the retention."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"vaulted": self.vaulted, "already_present": self.already_present, "rejected": self.rejected}
+        return {"vaulted": self.vaulted, "already_present": self.already_present, "rejected": self.rejected,
+                "purged": self.purged}
 
 
-def _shred(path: Path) -> None:
-    """Overwrite the file with zeros, then unlink it (best effort on copy-on-write file systems)."""
-    with contextlib.suppress(FileNotFoundError):
-        size = path.stat().st_size
-        with open(path, "r+b") as fh:
-            fh.write(b"\0" * size)
-            fh.flush()
-            os.fsync(fh.fileno())
-        path.unlink()
-
-
-def _reject(path: Path, message: str) -> None:
-    """Move a bad envelope aside with its one-line error beside it (local files, never Prefect)."""
-    rejected = path.parent / REJECTED_DIR
-    rejected.mkdir(exist_ok=True)
-    os.replace(path, rejected / path.name)
-    (rejected / f"{path.name}.error.txt").write_text(message + "\n", encoding="utf-8")
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror or exc})") from None
 
 
 def drain_inbox(h: Home, *, now: datetime | None = None, policy: ClockPolicy | None = None,
                 limit: int | None = None) -> IntakeResult:
     """Vault every `*.json` envelope in the inbox (oldest name first) and delete each file once vaulted
-    (also when the identical envelope was already vaulted). A bad or conflicting envelope is moved to
-    `inbox/rejected/` with its error in a `.error.txt` beside it. One drain at a time (a file lock)."""
+    (also when the identical envelope was already vaulted). A bad or conflicting envelope is kept
+    encrypted in `inbox/rejected/` under a random name, with its error in a `.error.txt` beside it
+    (`erasure.inbox`), and its file is deleted. Rejected envelopes older than
+    `ERASURE_INBOX_RETENTION_DAYS` are purged, and plaintext ones left by older versions sealed, on
+    every drain. One drain at a time (a file lock)."""
     inbox = h.inbox_dir
     inbox.mkdir(parents=True, exist_ok=True)
     policy = policy or ClockPolicy.from_env()
     result = IntakeResult()
     with open(inbox / ".intake.lock", "a+") as lock, _engine(h) as engine:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        inbox_mod.seal_legacy(h)
+        result.purged = inbox_mod.purge_expired(h, now=now)
         files = sorted(p for p in inbox.glob(INBOX_GLOB) if p.is_file() and not p.name.startswith("."))
         for path in files[:limit]:
             at = now or datetime.now(UTC)
+            name = inbox_mod.new_name()  # errors name the envelope by this, never by its file name
+            raw = b""
             try:
-                envelope: ErasureRequestEnvelope = load_envelope_file(path, now=at)
+                raw = _read(path)
+                envelope: ErasureRequestEnvelope = parse_envelope(raw, source=f"envelope {name}", now=at)
                 res = requests.submit(engine, envelope, now=at, policy=policy)
             except ErasureError as exc:
-                _reject(path, str(exc))
+                message = str(exc) if str(exc).startswith(f"envelope {name}") else f"envelope {name}: {exc}"
+                inbox_mod.keep_rejected(h, raw, message, name=name, now=at)
+                inbox_mod.shred(path)
                 result.rejected += 1
                 continue
             (result.vaulted if res.created else result.already_present).append(res.request_id)
-            _shred(path)
+            inbox_mod.shred(path)
     return result
 
 
@@ -335,8 +340,9 @@ def intake(
         ge=1, description="Vault at most this many envelopes in this run; empty: all.")] = None,
 ) -> dict[str, Any]:
     """Drain the inbox: vault each request envelope dropped into `<ERASURE_HOME>/inbox/` and delete
-    its file; bad envelopes go to `inbox/rejected/` with their error."""
+    its file; bad envelopes are kept encrypted in `inbox/rejected/` (random names) with their error,
+    and purged after the retention."""
     out = drain_inbox(home(), limit=limit)
-    get_run_logger().info("intake: %d vaulted, %d already present, %d rejected", len(out.vaulted),
-                          len(out.already_present), out.rejected)
+    get_run_logger().info("intake: %d vaulted, %d already present, %d rejected, %d expired rejected purged",
+                          len(out.vaulted), len(out.already_present), out.rejected, out.purged)
     return out.as_dict()

@@ -1,9 +1,11 @@
 """Ingest: the fan-out of one memory item into every tier, as a real agent platform does it.
 
 For each item, in one transaction per batch of items (`BATCH_ITEMS`):
-1. the suppression guard FIRST (fail-closed), then the duplicate check on `(source, source_ref)`
-   against live archive rows (a redacted skeleton of an erased item is not a duplicate: after an
-   explicit re-consent the item is imported again);
+1. the suppression guard FIRST (fail-closed): an erased `(source, source_ref)` is skipped
+   (`skipped_suppressed`), an item whose subject has an erased id, email or phone in any spelling is
+   held (`held_erased_identity`: written to no tier, counted only); then the duplicate check on
+   `(source, source_ref)` against live archive rows (a redacted skeleton of an erased item is not a
+   duplicate: after an explicit re-consent the item is imported again);
 2. episodic: a raw_archive row; one summary frame (subject_id, archive_id) that names the subject and
    quotes the first sentence; one verbatim turn frame per sentence/turn (no subject, no archive link:
    `turn_key = '<source>/<source_ref>'`, `turn_seq` 0..);
@@ -150,6 +152,8 @@ class IngestReport:
 
     ingested: int = 0
     skipped_suppressed: int = 0
+    held_erased_identity: int = 0
+    """Items whose subject has an erased id, email or phone: stored nowhere (see memory.suppression)."""
     skipped_duplicate: int = 0
     frames: int = 0
     chunks: int = 0
@@ -324,9 +328,11 @@ def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: Ent
 
     rows.sub_records += [(name, sid, src.source, src.source_ref, now) for name in src.subprocessors]
     rows.audits.append((
-        {"source": src.source, "frames": frames, "chunks": chunks, "blobs": len(src.attachments),
+        {"frames": frames, "chunks": chunks, "blobs": len(src.attachments),
          "training": src.training, "subprocessors": len(src.subprocessors)},
-        {"subject_id": (sid, sid), "source_ref": (sid, src.source_ref)},
+        # A source key can name the person (`whatsapp-447958331277`, a ref ending in an email): both
+        # halves of the key go to the vault, so the redaction of the subject's vault rows reaches them.
+        {"subject_id": (sid, sid), "source": (sid, src.source), "source_ref": (sid, src.source_ref)},
     ))
     report.ingested += 1
     report.archive_rows += 1
@@ -472,10 +478,17 @@ def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[Ing
                 entities = EntityCache()
                 rows = _Rows()
                 seen: set[tuple[str, str]] = set()
+                identities = suppression.IdentityGuard(conn)
                 for src in batch:
                     verdict = suppression.check(conn, src.source, src.source_ref)
                     if verdict is not suppression.Guard.allowed:
                         part.skipped_suppressed += 1
+                        if verdict is suppression.Guard.unreadable:
+                            part.suppression_unreadable += 1
+                        continue
+                    verdict = identities.check(src.subject)
+                    if verdict is not suppression.Guard.allowed:  # held: written nowhere, counted only
+                        part.held_erased_identity += 1
                         if verdict is suppression.Guard.unreadable:
                             part.suppression_unreadable += 1
                         continue

@@ -59,12 +59,15 @@ CREATE INDEX IF NOT EXISTS ix_raw_archive_subject ON raw_archive(subject_id);
 CREATE INDEX IF NOT EXISTS ix_raw_archive_source ON raw_archive(source, source_ref);
 CREATE TRIGGER IF NOT EXISTS raw_archive_append_only BEFORE DELETE ON raw_archive
 BEGIN SELECT RAISE(ABORT, 'raw_archive is append-only: redact, never delete'); END;
--- Two updates are allowed: the redaction of a row to a skeleton, and the redaction of a mention
+-- Two updates are allowed: the redaction of a row to a skeleton (a half of its source key that named
+-- the subject becomes its keyed hash, 'hmac:...'), and the redaction of a mention
 -- (another subject named in this row's text is replaced by '[redacted]'; nothing else changes).
 DROP TRIGGER IF EXISTS raw_archive_redact_only;
-CREATE TRIGGER IF NOT EXISTS raw_archive_redact_only_v2 BEFORE UPDATE ON raw_archive
+DROP TRIGGER IF EXISTS raw_archive_redact_only_v2;
+CREATE TRIGGER IF NOT EXISTS raw_archive_redact_only_v3 BEFORE UPDATE ON raw_archive
 WHEN NOT ((NEW.content IS NULL AND NEW.subject_id IS NULL AND NEW.erased_at IS NOT NULL
-           AND NEW.source = OLD.source AND NEW.source_ref = OLD.source_ref)
+           AND (NEW.source = OLD.source OR NEW.source LIKE 'hmac:%')
+           AND (NEW.source_ref = OLD.source_ref OR NEW.source_ref LIKE 'hmac:%'))
           OR (NEW.subject_id IS OLD.subject_id AND OLD.erased_at IS NULL AND NEW.erased_at IS NULL
               AND NEW.source = OLD.source AND NEW.source_ref = OLD.source_ref
               AND NEW.archive_uid = OLD.archive_uid AND instr(NEW.content, '[redacted]') > 0))
@@ -262,6 +265,9 @@ CREATE TABLE IF NOT EXISTS erased_subjects(
   UNIQUE (source, source_ref)
 );
 
+-- Sticky erasure by identity (issue 9): keyed hashes of the erased subjects' normalised identifiers,
+-- in ADDITIVE_SQL below (existing stores gain the table when opened).
+
 -- Litigation holds. The subject is named by a keyed hash (store_meta.subject_key_secret), so a
 -- released hold does not keep the subject's id in the store's bytes after an erasure.
 CREATE TABLE IF NOT EXISTS holds(
@@ -276,6 +282,23 @@ CREATE TABLE IF NOT EXISTS holds(
 );
 CREATE INDEX IF NOT EXISTS ix_holds_subject ON holds(subject_key, released_at);
 """
+
+ADDITIVE_SQL = """
+-- Sticky erasure by identity: digest = HMAC-SHA256(store_meta.subject_key_secret, "<kind>:<normal
+-- form>") hex (`erasure.identity.salted_hash`) of an erased subject's id, email and phone spellings
+-- (never the name: a namesake must not be held), written by the erasure in the same transaction as
+-- its erased_subjects rows. Ingest holds an item whose subject matches one (`held_erased_identity`).
+CREATE TABLE IF NOT EXISTS erased_identities(
+  kind        TEXT NOT NULL CHECK (kind IN ('id', 'email', 'phone')),
+  digest      TEXT NOT NULL,
+  erasure_ref TEXT NOT NULL,           -- the erasing request's id
+  created_at  TEXT NOT NULL,
+  PRIMARY KEY (digest, kind, erasure_ref)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ix_erased_identities_ref ON erased_identities(erasure_ref);
+"""
+"""Tables added after schema version 1 shipped: created on new stores and, when missing, when an
+existing store is opened (additive only: no existing table changes)."""
 
 VIRTUAL_SQL = f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS frames_fts USING fts5(content, tokenize = 'unicode61');
@@ -312,9 +335,11 @@ def create(store_dir: Path, *, tenant_id: str = "default",
     conn = connect(db_path(store_dir), journal_mode=journal_mode)
     if scalar(conn, "SELECT count(*) FROM sqlite_master WHERE name = 'store_meta'") == 1:
         _check_existing(conn, store_dir, tenant_id)
+        _ensure_additive(conn)
         return conn
     with transaction(conn):
         conn.execute(TABLES_SQL)
+        conn.execute(ADDITIVE_SQL)
         conn.execute(VIRTUAL_SQL)
         conn.execute("INSERT INTO frames_fts(frames_fts, rank) VALUES('secure-delete', 1)")
         existing = scalar(conn, "SELECT value FROM store_meta WHERE key='tenant_id'")
@@ -352,7 +377,15 @@ def open_store(store_dir: Path) -> apsw.Connection:
     conn = connect(path)
     if scalar(conn, "SELECT count(*) FROM sqlite_master WHERE name='store_meta'") != 1:
         raise StoreError(f"{path} is not an agent-memory store")
+    _ensure_additive(conn)
     return conn
+
+
+def _ensure_additive(conn: apsw.Connection) -> None:
+    """Create the tables of `ADDITIVE_SQL` on a store made before them (writes only when one is missing)."""
+    if scalar(conn, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='erased_identities'") == 0:
+        with transaction(conn):
+            conn.execute(ADDITIVE_SQL)
 
 
 def meta(conn: apsw.Connection, key: str) -> str:

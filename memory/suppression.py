@@ -1,20 +1,36 @@
-"""Sticky erasure: the suppression list `erased_subjects`, keyed on `(source, source_ref)`.
+"""Sticky erasure: the suppression list `erased_subjects`, keyed on `(source, source_ref)`, and the
+erased identities `erased_identities`, keyed hashes of the erased subjects' identifiers.
 
-An erasure records the subject's keys here in its own transaction (`record`); ingest consults them
-first and skips, fail-closed (`check` / `is_suppressed`): if the list cannot be read, the item is
-treated as suppressed. Re-consent is explicit and audited (`allow`).
+An erasure records the subject's keys (`record`) and identity hashes (`record_identity`) in its own
+transaction; ingest consults both first, fail-closed: an erased key is skipped (`check` /
+`is_suppressed`), an item whose subject has an erased id, email or phone (any spelling) is held
+(`IdentityGuard`); if either list cannot be read, the item is treated as suppressed. Re-consent is
+explicit and audited (`allow`, `allow_identity`, `allow_identities_of`).
+
+Identity hashes: `HMAC-SHA256(secret, "<kind>:<normal form>")` hex (`erasure.identity.salted_hash`)
+under the store's `subject_key_secret` (the secret holds use). Kinds: `id` (NFKC + case folding),
+`email` (lower-cased) and `phone` (E.164 digits and the national spelling with a trunk 0; a
+`+44 (0)20 ...` spelling counts without its `(0)`). Never the name: a namesake is not the subject,
+and must not be held.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import apsw
 
+from erasure.identity import Identity, fold, national_digits, phone_digits, salted_hash
 from erasure.sqlite import transaction
+from erasure.subject import Subject
 from memory import audit
+from memory.schema import meta
+
+IDENTITY_KINDS = ("id", "email", "phone")
+"""What sticky erasure by identity matches on. A name alone is too weak: namesakes exist."""
 
 
 class Guard(enum.Enum):
@@ -40,12 +56,37 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+PROTECTED = "hmac:"
+"""Prefix of a source key half that named the erased subject, kept as a keyed hash instead."""
+
+
+def protect(conn: apsw.Connection, value: str) -> str:
+    """The keyed-hash form of one half of a source key (`hmac:<hex>`, under the store's secret)."""
+    return PROTECTED + salted_hash(identity_secret(conn), "source-key", value)
+
+
+def protected_key(conn: apsw.Connection, identity: Identity, source: str, source_ref: str) -> tuple[str, str]:
+    """`(source, source_ref)` with each half that names the subject (any identifier, any spelling)
+    replaced by its keyed hash: what the suppression list and the archive skeleton keep."""
+    return (protect(conn, source) if identity.found_in(source) else source,
+            protect(conn, source_ref) if identity.found_in(source_ref) else source_ref)
+
+
+def _key_forms(conn: apsw.Connection, source: str, source_ref: str) -> list[tuple[str, str]]:
+    hs, hr = protect(conn, source), protect(conn, source_ref)
+    return [(source, source_ref), (hs, source_ref), (source, hr), (hs, hr)]
+
+
 def check(conn: apsw.Connection, source: str, source_ref: str) -> Guard:
-    """The guard's verdict. Any error while reading the list gives `Guard.unreadable`."""
+    """The guard's verdict, for the key as given and in its protected forms. Any error while reading
+    the list gives `Guard.unreadable`."""
     try:
-        row = conn.execute(
-            "SELECT 1 FROM erased_subjects WHERE source=? AND source_ref=? LIMIT 1", (source, source_ref)
-        ).fetchone()
+        row = None
+        for s, r in _key_forms(conn, source, source_ref):
+            row = conn.execute("SELECT 1 FROM erased_subjects WHERE source=? AND source_ref=? LIMIT 1",
+                               (s, r)).fetchone()
+            if row is not None:
+                break
     except Exception:  # fail-closed on anything: a missing table, corruption, I/O
         return Guard.unreadable
     return Guard.allowed if row is None else Guard.suppressed
@@ -54,6 +95,16 @@ def check(conn: apsw.Connection, source: str, source_ref: str) -> Guard:
 def is_suppressed(conn: apsw.Connection, source: str, source_ref: str) -> bool:
     """True when `(source, source_ref)` was erased, or when the list cannot be read (fail-closed)."""
     return check(conn, source, source_ref) is not Guard.allowed
+
+
+def request_ref_of(conn: apsw.Connection, source: str, source_ref: str) -> str | None:
+    """The id of the request whose erasure suppressed `(source, source_ref)`, or None."""
+    for s, r in _key_forms(conn, source, source_ref):
+        row = conn.execute("SELECT request_ref FROM erased_subjects WHERE source=? AND source_ref=?",
+                           (s, r)).fetchone()
+        if row is not None:
+            return str(row[0]) if row[0] is not None else None
+    return None
 
 
 def record(conn: apsw.Connection, source: str, source_ref: str, request_ref: str | None) -> bool:
@@ -70,13 +121,16 @@ def allow(conn: apsw.Connection, source: str, source_ref: str, reason: str, acto
     """Re-consent: remove `(source, source_ref)` from the list so it may be ingested again, and audit
     it ('suppression.allow'). Opens its own transaction. Returns False when the key was not listed."""
     with transaction(conn):
-        conn.execute("DELETE FROM erased_subjects WHERE source=? AND source_ref=?", (source, source_ref))
-        if conn.changes() == 0:
+        removed = 0
+        for s, r in _key_forms(conn, source, source_ref):
+            conn.execute("DELETE FROM erased_subjects WHERE source=? AND source_ref=?", (s, r))
+            removed += conn.changes()
+        if removed == 0:
             return False
         audit.append(
             conn, "suppression.allow", "suppression",
-            {"source": source, "reason": reason},
-            {"source_ref": (None, source_ref), "allowed_by": (None, actor)},
+            {"reason": reason},
+            {"source": (None, source), "source_ref": (None, source_ref), "allowed_by": (None, actor)},
         )
     return True
 
@@ -87,3 +141,129 @@ def list_suppressed(conn: apsw.Connection) -> list[SuppressedKey]:
         "SELECT id, source, source_ref, erased_at, request_ref FROM erased_subjects ORDER BY id"
     )
     return [SuppressedKey(int(r[0]), str(r[1]), str(r[2]), str(r[3]), r[4]) for r in rows]
+
+
+# --- sticky erasure by identity --------------------------------------------------------------------
+
+
+def identity_secret(conn: apsw.Connection) -> bytes:
+    """The store's keyed-hash secret (`store_meta.subject_key_secret`, shared with holds)."""
+    return bytes.fromhex(meta(conn, "subject_key_secret"))
+
+
+def _phone_spellings(subject: Subject) -> list[str]:
+    if not subject.phone:
+        return []
+    out: dict[str, None] = {}
+    for raw in {subject.phone, subject.phone.replace("(0)", "")}:
+        digits = phone_digits(raw)
+        if len(digits) < 6:
+            continue
+        out.setdefault(digits, None)
+        nat = national_digits(digits)
+        if nat:
+            out.setdefault(nat, None)
+    return list(out)
+
+
+def identity_digests(secret: bytes, subject: Subject) -> list[tuple[str, str]]:
+    """(kind, digest) of the subject's id, email and phone spellings: what an erasure records and what
+    ingest looks up (the same function on both sides, so the spellings agree)."""
+    ident = Identity.of(subject)
+    out = [(k, salted_hash(secret, k, v)) for k, v in ident.items() if k in ("id", "email")]
+    out += [("phone", salted_hash(secret, "phone", p)) for p in _phone_spellings(subject)]
+    return out
+
+
+def record_identity(conn: apsw.Connection, subject: Subject, erasure_ref: str, *,
+                    also_ids: Iterable[str] = ()) -> int:
+    """Record the erased subject's identity hashes (id, email, phone spellings; INSERT OR IGNORE), and
+    the id hash of each of `also_ids` (the other ids the store knew the subject by: case variants,
+    confirmed aliases). Runs inside the caller's erase transaction, beside `record`; returns how many
+    rows were added."""
+    secret = identity_secret(conn)
+    pairs = identity_digests(secret, subject)
+    pairs += [("id", salted_hash(secret, "id", fold(i))) for i in also_ids if fold(i)]
+    now = _now()
+    before = conn.total_changes()
+    conn.executemany(
+        "INSERT OR IGNORE INTO erased_identities(kind, digest, erasure_ref, created_at) VALUES (?,?,?,?)",
+        [(kind, digest, erasure_ref, now) for kind, digest in dict.fromkeys(pairs)])
+    return int(conn.total_changes() - before)
+
+
+class IdentityGuard:
+    """The identity half of the suppression guard, for one ingest batch (inside its transaction).
+
+    `check(subject)` is `Guard.suppressed` when the subject's id, email or a phone spelling is an erased
+    identity, `Guard.unreadable` when the list or the secret cannot be read (fail-closed: held too)."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self._conn = conn
+        self._secret: bytes | None = None
+        self._empty = False
+        try:
+            self._secret = identity_secret(conn)
+            self._empty = conn.execute("SELECT 1 FROM erased_identities LIMIT 1").fetchone() is None
+        except Exception:  # fail-closed on anything: a missing table or secret, corruption, I/O
+            self._secret = None
+
+    def check(self, subject: Subject) -> Guard:
+        """The verdict for one item's subject."""
+        if self._secret is None:
+            return Guard.unreadable
+        if self._empty:
+            return Guard.allowed
+        try:
+            digests = [d for _, d in identity_digests(self._secret, subject)]
+            row = self._conn.execute(
+                f"SELECT 1 FROM erased_identities WHERE digest IN ({','.join('?' * len(digests))}) LIMIT 1",
+                digests).fetchone()
+        except Exception:
+            return Guard.unreadable
+        return Guard.allowed if row is None else Guard.suppressed
+
+
+def check_identity(conn: apsw.Connection, subject: Subject) -> Guard:
+    """The identity guard's verdict for one subject (see `IdentityGuard`)."""
+    return IdentityGuard(conn).check(subject)
+
+
+def allow_identity(conn: apsw.Connection, subject: Subject, reason: str, actor: str) -> list[str]:
+    """Re-consent by identity: remove every erased-identity row that `subject` matches (its id, email,
+    phone spellings), so items of that identity may be ingested again, and audit it
+    ('suppression.allow_identity': kinds and a count, never a value or digest). Opens its own
+    transaction. Returns the kinds released (empty: nothing matched, nothing audited)."""
+    with transaction(conn):
+        pairs = identity_digests(identity_secret(conn), subject)
+        kinds: set[str] = set()
+        rows = 0
+        for kind, digest in pairs:
+            conn.execute("DELETE FROM erased_identities WHERE digest=?", (digest,))
+            if conn.changes():
+                kinds.add(kind)
+                rows += conn.changes()
+        if rows:
+            audit.append(conn, "suppression.allow_identity", "suppression",
+                         {"kinds": sorted(kinds), "rows": rows, "reason": reason},
+                         {"allowed_by": (None, actor)})
+    return sorted(kinds)
+
+
+def allow_identities_of(conn: apsw.Connection, erasure_ref: str, reason: str, actor: str) -> int:
+    """Re-consent for a whole erasure: remove the identity rows that request `erasure_ref` recorded, and
+    audit it. Opens its own transaction. Returns how many rows were removed."""
+    with transaction(conn):
+        conn.execute("DELETE FROM erased_identities WHERE erasure_ref=?", (erasure_ref,))
+        rows = int(conn.changes())
+        if rows:
+            audit.append(conn, "suppression.allow_identity", "suppression",
+                         {"request_ref": erasure_ref, "rows": rows, "reason": reason},
+                         {"allowed_by": (None, actor)})
+    return rows
+
+
+def erased_identity_count(conn: apsw.Connection) -> int:
+    """How many identity hashes are recorded (for listings; digests are never shown)."""
+    row = conn.execute("SELECT count(*) FROM erased_identities").fetchone()
+    return int(row[0]) if row else 0

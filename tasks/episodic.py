@@ -16,6 +16,7 @@ from erasure.clocks import iso_utc
 from erasure.tiers import Tier
 from memory.frames import chunk_ids_of, delete_frame_rows
 from memory.redact import rewrite_archive, rewrite_frame
+from memory.suppression import protected_key
 from tasks import mentions
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
 from tasks.mentions import archives_mentioning, frames_mentioning
@@ -84,10 +85,13 @@ class EpisodicStep(BaseStep):
         archives = sorted(self._live_archives(ctx, keys))[:max(room, 0)]
         at = iso_utc(datetime.now(UTC))
         for aid in archives:
+            source, ref = ctx.store.execute("SELECT source, source_ref FROM raw_archive WHERE archive_id = ?",
+                                            (aid,)).fetchone()
+            source, ref = protected_key(ctx.store, ctx.who(), str(source), str(ref))
             ctx.store.execute(
                 "UPDATE raw_archive SET content = NULL, subject_id = NULL, archive_uid = ?, erased_at = ?,"
-                " erasure_ref = ? WHERE archive_id = ?",
-                (secrets.token_hex(16), at, ctx.request_id, aid))
+                " erasure_ref = ?, source = ?, source_ref = ? WHERE archive_id = ?",
+                (secrets.token_hex(16), at, ctx.request_id, source, ref, aid))
         ctx.add_detail(archive_redacted=len(archives))
         done = len(frames) + len(archives)
         if mentions.policy() == "redact" and done < limit:

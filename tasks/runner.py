@@ -150,7 +150,8 @@ def _data_classes(request_id: str, home: Home) -> tuple[Tier, ...]:
 def _record_batch(ctx: StepContext, tier: Tier, batch: int, removed: int) -> None:
     """Inside the batch's transaction: sticky-erasure rows and the audit entry (ids and counts only)."""
     for source, ref in ctx.sources:
-        suppression.record(ctx.store, source, ref, ctx.request_id)
+        suppression.record(ctx.store, *suppression.protected_key(ctx.store, ctx.who(), source, ref), ctx.request_id)
+    suppression.record_identity(ctx.store, ctx.subject, ctx.request_id, also_ids=ctx.ids())
     audit.append(ctx.store, "erasure.step", ACTOR,
                  {"request_id": ctx.request_id, "step": tier.value, "batch": batch, "removed": removed})
 
@@ -299,11 +300,19 @@ def run_cascade(request_id: str, home: Home, *, batch_size: int = 10_000) -> lis
 
 
 def scrub(request_id: str, home: Home) -> dict[str, Any]:
-    """The byte-hygiene epilogue (`tasks.scrub`), recorded as an engine event (sizes and seconds)."""
+    """The cascade's epilogue: sticky identity hashes (also for a subject the store held nothing of, whose
+    batches never ran), the subject's rejected inbox envelopes purged, then byte hygiene
+    (`tasks.scrub`), recorded as an engine event (sizes and seconds)."""
+    from erasure.inbox import purge_rejected_for
+
+    with open_context(request_id, home) as ctx:
+        with transaction(ctx.store):
+            suppression.record_identity(ctx.store, ctx.subject, request_id, also_ids=ctx.ids())
+        purged = purge_rejected_for(home, ctx.subject)
     report = scrub_store(home.store_dir)
     engine = open_engine(home.engine_db)
     try:
-        requests.log_event(engine, request_id, "store.scrubbed", report)
+        requests.log_event(engine, request_id, "store.scrubbed", {**report, "inbox_rejected_purged": purged})
     finally:
         engine.close()
     return report

@@ -18,7 +18,7 @@ from tasks.runner import STEPS, open_context, run_cascade, run_step
 from tasks.runner import _tier_keys as tier_keys
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, SUBJECT_PHRASE, build_store, owned_counts, store_bytes, submit
 
-ANN, BOB = "req-ann-1", "req-bob-1"
+ANN, BOB = "req-ann-1", "req-other-1"  # a request id never names its subject (README)
 BOB_TEXT = "The refund for my laptop never arrived"  # the second subject's own words (a training example)
 ROOT = Path(__file__).resolve().parent.parent
 

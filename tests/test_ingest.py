@@ -64,7 +64,7 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
         # person, email, phone + topics refund, headphones, billing, shipping
         "kg_entities": 7, "kg_relations": 6, "kg_entity_frames": 7,
         "working_sessions": 1, "blobs": 1, "blob_locations": 2, "ft_corpora": 1, "ft_examples": 1,
-        "subprocessor_records": 0, "audit_log": 1, "audit_vault": 2, "recall_cache": 0,
+        "subprocessor_records": 0, "audit_log": 1, "audit_vault": 3, "recall_cache": 0,  # vault: id, source, ref
     }
     assert {k: counts[k] for k in expected} == expected
     assert (report.ingested, report.frames, report.chunks, report.vectors, report.entities, report.blobs,
@@ -114,7 +114,7 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
     # audit: one entry whose subject fields are commitments; the values sit in the vault
     event, fields = conn.execute("SELECT event, fields FROM audit_log").fetchone()
     assert event == "memory.ingest" and "user-0001" not in fields and "conv-0001" not in fields
-    assert conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id='user-0001'").fetchone()[0] == 2
+    assert conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id='user-0001'").fetchone()[0] == 3
 
 
 def test_topic_entities_are_shared_between_subjects(home: Home) -> None:

@@ -272,3 +272,40 @@ def test_case_2_a_processors_copy_of_the_mention_is_rectified(home: Home, tmp_pa
         assert ver["all_clear"] is True
         assert steps_detail(home, "req-case-2b")["subprocessors"].get("mentions_rectified") == 1
         assert home_hits(home, SUBJECT) == {}
+
+
+def test_case_5_a_rejected_inbox_envelope_of_the_subject_is_purged_by_the_erasure(store: Home) -> None:
+    from flows.operations import drain_inbox
+
+    bad = {"request_id": "req-bad", "subject": SUBJECT.model_dump(), "legal_basis": "NOPE"}
+    (store.inbox_dir / f"{SUBJECT.email}.json").write_text(json.dumps(bad))
+    assert drain_inbox(store).rejected == 1  # type: ignore[attr-defined]
+    assert list((store.inbox_dir / "rejected").iterdir())
+    submit(store, "req-case-5")
+    state, ver = run(store, "req-case-5")
+    assert state.is_completed(), state.message  # type: ignore[attr-defined]
+    assert ver["all_clear"] is True
+    assert home_hits(store, SUBJECT) == {}
+    assert not [p for p in (store.inbox_dir / "rejected").iterdir() if p.suffix == ".rejected"]
+
+
+def test_case_3_identifiers_inside_source_keys_leave_no_trace(store: Home) -> None:
+    add_items(store, [
+        {"source": "email", "source_ref": f"inbox-{SUBJECT.email}", "subject": SUBJECT.model_dump(),
+         "content": "Forwarded receipt for the camera warranty claim."},
+        {"source": f"whatsapp-{COMPACT_PHONE.lstrip('+')}", "source_ref": "chat-0001",
+         "subject": SUBJECT.model_dump(), "content": "Voice note about the delivery window on Tuesday."}])
+    submit(store, "req-case-3b")
+    state, ver = run(store, "req-case-3b")
+    assert state.is_completed(), state.message  # type: ignore[attr-defined]
+    assert ver["all_clear"] is True
+    assert home_hits(store, SUBJECT) == {}
+    # still sticky: the same keys come back and are not ingested
+    from memory.suppression import Guard, check
+
+    conn = create(store.store_dir)
+    try:
+        assert check(conn, "email", f"inbox-{SUBJECT.email}") is Guard.suppressed
+        assert check(conn, f"whatsapp-{COMPACT_PHONE.lstrip('+')}", "chat-0001") is Guard.suppressed
+    finally:
+        conn.close()

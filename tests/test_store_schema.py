@@ -19,7 +19,8 @@ TABLES = {
     "store_meta", "working_sessions", "raw_archive", "frames", "frame_refs", "frame_chunks", "kg_entities",
     "kg_relations", "kg_entity_frames", "ft_corpora", "ft_examples", "model_lineage", "blobs",
     "blob_locations", "recall_cache", "subprocessors", "subprocessor_records", "audit_log", "audit_vault",
-    "audit_checkpoints", "erased_subjects", "holds", "frames_fts", "frame_vectors", "chunk_vectors",
+    "audit_checkpoints", "erased_subjects", "erased_identities", "holds", "frames_fts", "frame_vectors",
+    "chunk_vectors",
 }
 
 # (table, WHERE clause) of every lookup the erasure and its probes make.
@@ -46,6 +47,8 @@ LOOKUPS = [
     ("ft_examples", "corpus_id=?"),
     ("audit_vault", "seq=?"),
     ("holds", "subject_key=? AND released_at IS NULL"),
+    ("erased_identities", "digest IN (?, ?, ?)"),
+    ("erased_identities", "erasure_ref=?"),
     ("working_sessions", "session_id=?"),
 ]
 

@@ -252,7 +252,7 @@ def test_the_frameworks_delete_leaves_the_subject_on_disk_and_the_probe_catches_
         assert residue(found, "vectors", "vectors-under-namespace") == len(vectors)
         assert residue(found, "vectors", "vectors-by-bytes") == len(vectors)
         assert residue(found, "vectors", "vectors-nearest-neighbour") > 0
-        assert residue(found, BYTES, "scan:identifier-outside-mentions") > 0
+        assert residue(found, BYTES, "scan:identifier") > 0
         assert not any(r.lost_bystanders() for r in found)
 
         out = ERASER.erase(target, SUBJECT)  # the agent keeps its connections open
@@ -319,7 +319,7 @@ def test_mentions_are_counted_and_left_as_they_were(base_mentions: Memory, tmp_p
     assert walk(mem.root, vector_needles(vectors), caseless=False) == {}
     results = run.probe(target, SUBJECT, fp)
     clean(results)
-    assert residue(results, BYTES, "scan:identifier-outside-mentions") == 0
+    assert residue(results, BYTES, "scan:identifier") == 0
     assert any(r.method == "mentions-reported" and r.bystanders_after == 2 for r in results)
 
 

@@ -45,6 +45,9 @@ class TargetFingerprint(BaseModel):
     """method -> the subject's items each logical probe saw before the erasure."""
     mentions: int = 0
     """Other people's items that name the subject (reported per target, not erased)."""
+    mentioned_groups: list[int] = Field(default_factory=list)
+    """Needle groups (identifiers) that occur inside those items: their byte hits are explained by the
+    reported mentions. Hits of any other identifier group are residue."""
     state: dict[str, Any] = Field(default_factory=dict, repr=False)
     """Anything else the kind's own `measure` needs later (ids, keys): never logged."""
 

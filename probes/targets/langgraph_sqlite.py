@@ -44,7 +44,7 @@ from erasure.targets import Target
 from erasure.tiers import Tier
 from probes.bytescan import scan_tree
 from probes.identity import spellings
-from probes.model import BYTES, Measurement
+from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
 from probes.targets.base import TargetFingerprint
 
@@ -367,7 +367,8 @@ class LangGraphSqliteProbe:
             needles.add_group(NeedleKind.identifier, [s.encode()], caseless=True)
         for s in shared:
             needles.add_group(NeedleKind.shared_identifier, [s.encode()], caseless=True)
-        unmentioned = [s for s in names if s not in shared and not any(s.lower() in t for t in other_low.values())]
+        mentioned = [n.group for n in needles.needles if n.kind is NeedleKind.identifier
+                     and any(n.data.decode().lower() in t for t in other_low.values())]
 
         windows: list[str] = []
         for text in [*view.subject_item_text, *view.subject_thread_text]:
@@ -416,23 +417,15 @@ class LangGraphSqliteProbe:
                  "items": [[p, k, t.value] for (p, k), t in sorted(view.subject_items.items())],
                  "vector_digests": sorted({_digest(v) for v in kept}),
                  "nearest": [v.hex() for v in kept[:MAX_NEAREST]],
-                 "unmentioned": unmentioned,
                  "needle_stats": needles.stats}
         return TargetFingerprint(target=target.name, needles=needles.needles, bystanders=bystanders,
-                                 subject_before=subject_before, mentions=mentions, state=state)
+                                 subject_before=subject_before, mentions=mentions, mentioned_groups=mentioned,
+                                 state=state)
 
     def measure(self, target: Target, subject: Subject, fp: TargetFingerprint) -> list[tuple[str, Measurement]]:
         conf = _conf(target)
         view = _read(conf, subject)
         out: list[tuple[str, Measurement]] = []
-        unmentioned = [str(s).encode() for s in fp.state.get("unmentioned", [])]
-        if unmentioned:
-            # The shared run explains every identifier hit by the reported mentions when there are any;
-            # identifiers that no other person's record holds are residue wherever they are found.
-            hit: set[int] = set()
-            for root in _roots(self.files(target)):
-                hit |= scan_tree(root, unmentioned, caseless=set(range(len(unmentioned)))).found_indexes()
-            out.append((BYTES, Measurement("scan:identifier-outside-mentions", len(hit), "none", 0)))
         if conf.checkpoints is not None:
             gone = set(fp.state.get("threads", []))
             left_rows = _rows_of_threads(conf.checkpoints, sorted(gone))

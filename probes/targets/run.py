@@ -35,12 +35,15 @@ def byte_results(target: Target, fp: TargetFingerprint) -> list[ProbeResult]:
         groups = {n.group for n in needles if n.kind is kind}
         if groups:
             hit = {needles[i].group for i in found if needles[i].kind is kind}
-            if kind is NeedleKind.identifier and hit and fp.mentions:
-                # Other people's items that name the subject are reported (an exception in the pack),
-                # not erased: identifier hits are explained by them, and counted, never dropped.
+            if kind is NeedleKind.identifier and fp.mentions:
+                # Other people's items that name the subject are reported (an exception in the pack), not
+                # erased: hits of the identifiers those items contain are explained, and counted; hits of
+                # any other identifier stay residue.
+                explained = hit & set(fp.mentioned_groups)
                 out.append(ProbeResult(tier=BYTES, method="scan:identifier-in-reported-mentions", residue=0,
-                                       bystanders_before=len(hit), bystanders_after=len(hit), target=target.name))
-                continue
+                                       bystanders_before=len(explained), bystanders_after=len(explained),
+                                       target=target.name))
+                hit -= explained
             out.append(ProbeResult(tier=BYTES, method=f"scan:{kind.value}", residue=len(hit),
                                    bystanders_before=0, bystanders_after=0, target=target.name))
     shared = {n.group for n in needles if n.kind is NeedleKind.shared_identifier}

@@ -1,0 +1,160 @@
+"""Kind chroma: our erasure (`tasks.targets.chroma.ERASER.erase`) against the framework's own delete for
+the same subject, side by side, at two sizes.
+
+    .venv/bin/python bench/targets_chroma.py                        # 10k and 100k items, 3 runs
+    .venv/bin/python bench/targets_chroma.py --sizes 10000 --runs 5
+
+A memory of N items is built once per size with the real framework (chromadb 1.5 PersistentClient, the
+test suite's 64-dim local embedding, default HNSW settings): two collections (`notes` cosine, `facts`
+l2) of N/2 items each, `--people` people round robin, so the subject has N/people items. Each run
+copies it (on disk, so fsync costs what it costs) twice: on one copy the framework deletes the subject
+as a team would (`collection.delete(where={"user_id": id})` in each collection, client already open),
+on the other `ERASER.erase` runs (delete through the framework, the log, the HNSW rewrite, the
+full-text rebuild and VACUUM), timed whole and by part. Medians over `--runs` runs (a different
+subject each run), in seconds. The framework's delete leaves the subject's vectors, log rows and
+full-text postings on disk (tests/test_target_chroma.py); ours leaves nothing, and two of its parts
+grow with the store (the full-text rebuild and VACUUM), reported apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import tasks.targets.chroma as chroma_eraser
+from erasure.subject import Subject
+from erasure.tiers import Tier
+from tasks.targets.chroma import ERASER
+from tests.chroma_fixtures import client, embed, reopen, target_for
+
+WORDS = (
+    "parcel", "refund", "invoice", "appointment", "clinic", "router", "boots", "ferry", "recipe", "pension",
+    "printer", "library", "violin", "holiday", "courier", "pharmacy", "allergy", "lesson", "dentist",
+    "insurance", "mortgage", "garden", "bicycle", "passport", "visa", "flight", "hotel", "museum", "concert",
+    "ticket", "warranty", "laptop", "phone", "tablet", "charger", "kettle", "oven", "fridge",
+)
+KEY = "user_id"
+BATCH = 5000
+PARTS = ("_api_delete", "_sql_delete", "_rewrite_indexes", "_hygiene")
+
+
+def person(i: int) -> Subject:
+    return Subject(id=f"usr-{i:05d}", email=f"person{i:05d}@example.org", name=f"Person Number{i:05d}")
+
+
+def text(owner: int, n: int) -> str:
+    w = [WORDS[(owner * 7 + n * 13 + k * 5) % len(WORDS)] for k in range(12)]
+    return f"Note {n} of person{owner:05d}: " + " ".join(w) + f" item{n}"
+
+
+def build(path: Path, size: int, people: int) -> dict[str, float]:
+    t0 = time.perf_counter()
+    c = client(path)
+    try:
+        for name, space in (("notes", "cosine"), ("facts", "l2")):
+            col = c.get_or_create_collection(name, embedding_function=None, configuration={"hnsw": {"space": space}})
+            half = size // 2
+            for s in range(0, half, BATCH):
+                ns = range(s, min(half, s + BATCH))
+                docs = [text(n % people, n) for n in ns]
+                col.add(ids=[f"{name}-{n}" for n in ns], documents=docs,
+                        embeddings=[embed(d) for d in docs],
+                        metadatas=[{KEY: person(n % people).id, "n": n} for n in ns])
+    finally:
+        c.close()
+    return {"build_s": time.perf_counter() - t0}
+
+
+def framework_delete(path: Path, subject: Subject) -> float:
+    """The team's delete, timed without opening the client (an agent has it open already)."""
+    c = reopen(path)
+    try:
+        cols = [c.get_collection(x.name, embedding_function=None) for x in c.list_collections()]
+        t0 = time.perf_counter()
+        for col in cols:
+            col.delete(where={KEY: subject.id})
+        return time.perf_counter() - t0
+    finally:
+        c.close()
+
+
+def timed_parts() -> dict[str, float]:
+    """Wrap the eraser's parts to time them (a bench-only patch of the module's functions)."""
+    spent: dict[str, float] = {}
+    for name in PARTS:
+        fn: Callable[..., Any] = getattr(chroma_eraser, name)
+
+        @functools.wraps(fn)
+        def wrapper(*a: Any, _fn: Callable[..., Any] = fn, _name: str = name, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a, **k)
+            finally:
+                spent[_name] = spent.get(_name, 0.0) + time.perf_counter() - t0
+
+        setattr(chroma_eraser, name, wrapper)
+    return spent
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10000,100000", help="items per memory, comma-separated")
+    ap.add_argument("--runs", type=int, default=3, help="runs per size (medians)")
+    ap.add_argument("--people", type=int, default=100, help="people in the memory (the subject has size/people items)")
+    ap.add_argument("--work-dir", type=Path, default=Path("/tmp/erasure-bench-chroma"))
+    args = ap.parse_args()
+    spent = timed_parts()
+    rows = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        pristine = args.work_dir / str(size) / "pristine"
+        built = {"build_s": float("nan")}
+        if not (pristine / "chroma.sqlite3").exists():
+            shutil.rmtree(pristine, ignore_errors=True)
+            built = build(pristine, size, args.people)
+        theirs, ours, parts = [], [], {p: [] for p in PARTS}
+        for run in range(args.runs):
+            subject = person(run + 1)
+            a, b = args.work_dir / str(size) / "framework", args.work_dir / str(size) / "ours"
+            for d in (a, b):
+                shutil.rmtree(d, ignore_errors=True)
+                shutil.copytree(pristine, d)
+            theirs.append(framework_delete(a, subject))
+            left = ERASER.count(target_for(a, subject_key=KEY), subject)
+            spent.clear()
+            t0 = time.perf_counter()
+            out = ERASER.erase(target_for(b, subject_key=KEY), subject)
+            ours.append(time.perf_counter() - t0)
+            for p in PARTS:
+                parts[p].append(spent.get(p, 0.0))
+            assert all(o.after == 0 for o in out.values()), out
+            found = out[Tier.episodic].before
+            print(f"size {size} run {run + 1}: subject items {found}, framework {theirs[-1]:.2f} s (left on disk:"
+                  f" {left[Tier.episodic]} log rows/records, {left[Tier.vectors]} vectors), ours {ours[-1]:.2f} s",
+                  flush=True)
+        rows.append((size, built["build_s"], du(pristine) / 2**20, found, statistics.median(theirs),
+                     statistics.median(ours), *(statistics.median(parts[p]) for p in PARTS)))
+    print(f"chroma: {args.people} people, two collections, medians of {args.runs} runs, seconds")
+    head = ["items", "build", "MiB", "subject items", "framework delete", "ours", "ours: api delete",
+            "ours: sql + log", "ours: hnsw rewrite", "ours: fts rebuild + vacuum"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "|".join("-" * (len(h) + 2) for h in head) + "|")
+    for r in rows:
+        cells = [f"{r[0]:,}", f"{r[1]:.1f}", f"{r[2]:.0f}", str(r[3]), *(f"{x:.2f}" for x in r[4:])]
+        print("| " + " | ".join(c.rjust(len(h)) for c, h in zip(cells, head, strict=True)) + " |")
+
+
+if __name__ == "__main__":
+    main()
