@@ -232,7 +232,7 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
                 started_postgres = not pg.is_running(pg.Cluster.of(h))
                 env["PREFECT_API_DATABASE_CONNECTION_URL"] = pg.start(h).url
                 _say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
-            else:
+            elif prefect_api.database_url_is_default():
                 prefect_api.migrate_database(h, home_dir=h.prefect_home)
             server = stack.start("server", prefect_cmd("server", "start", "--host", host, "--port", str(port)),
                                  project_dir)
