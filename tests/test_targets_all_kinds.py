@@ -55,6 +55,15 @@ def four_targets(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     langgraph_sqlite_fixtures.build_memory(agents / "langgraph", copies=4, threads_per_person=2, mentions=False,
                                            case_variants=False)
     chroma_fixtures.build_memory(agents / "chroma", per_collection=300)
+    # The builder (the agent) must be done with Chroma before the erasure: chromadb keeps each index in
+    # memory and persists it when its objects are collected, which would write the subject back over
+    # the rewritten index files (Chroma is not process-safe; see README).
+    import gc
+
+    from chromadb.api.client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()
+    gc.collect()
     mem0_fixtures.build_memory(agents / "mem0")
     (home.root / "targets.toml").write_text(f'''
 [[targets]]
