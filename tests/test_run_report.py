@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +35,17 @@ def artifacts(key: str, flow_run_id: Any) -> list[Any]:
             key=ArtifactFilterKey(any_=[key]), flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
 
 
-def events_of(resource: str, names: set[str], timeout: float = 60.0) -> list[Any]:
-    """The events named `names` on `resource` (they reach the server asynchronously: wait for them)."""
+def events_of(resource: str, names: set[str], since: datetime, timeout: float = 60.0) -> list[Any]:
+    """The events named `names` on `resource` since `since` (the session's server keeps other tests'
+    events of the same request id; events reach it asynchronously: wait for them)."""
     from prefect.client.orchestration import get_client
-    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+    from prefect.events.filters import EventFilter, EventNameFilter, EventOccurredFilter, EventResourceFilter
 
     deadline = time.monotonic() + timeout
     with get_client(sync_client=True) as client:
         while True:
             page = client.read_events(filter=EventFilter(event=EventNameFilter(name=sorted(names)),
+                                                         occurred=EventOccurredFilter(since=since),
                                                          resource=EventResourceFilter(id=[resource])), limit=50)
             got = [e for e in page.events if e.event in names]
             if {e.event for e in got} >= names or time.monotonic() > deadline:
@@ -61,6 +64,7 @@ def test_artifact_keys_are_the_request_id_and_fit_prefects_rule() -> None:
 def test_a_finished_run_publishes_its_tier_table_summary_and_events(ready) -> None:  # type: ignore[no-untyped-def]
     from flows.erasure_request import erasure_request
 
+    since = datetime.now(UTC)
     state = erasure_request("req-ann-1", return_state=True)
     assert state.is_completed(), state.message
     run_id = state.state_details.flow_run_id
@@ -81,7 +85,7 @@ def test_a_finished_run_publishes_its_tier_table_summary_and_events(ready) -> No
     assert str(pack) in md and hashlib.sha256(pack.read_bytes()).hexdigest() in md
     assert f"{pack.stat().st_size:,} bytes" in md
     assert "erasure attest req-ann-1 --dpo-key" in md
-    got = events_of("erasure.request.req-ann-1", {EVENT_COMPLETED, EVENT_AWAITING})
+    got = events_of("erasure.request.req-ann-1", {EVENT_COMPLETED, EVENT_AWAITING}, since)
     assert {e.event for e in got} == {EVENT_COMPLETED, EVENT_AWAITING}
     awaiting = next(e for e in got if e.event == EVENT_AWAITING)
     assert awaiting.payload["all_clear"] is True and awaiting.payload["request_state"] == "awaiting attestation"
@@ -98,11 +102,12 @@ def test_a_blocked_run_says_nothing_was_erased_and_emits_blocked(ready) -> None:
     store = open_store(ready.store_dir)
     holds.place(store, SUBJECT.id, "litigation: case 2026-201", "legal-team")
     store.close()
+    since = datetime.now(UTC)
     state = erasure_request("req-ann-1", return_state=True)
     assert state.name == "Blocked"
     (summary,) = artifacts("erasure-run-req-ann-1-summary", state.state_details.flow_run_id)
     assert "blocked" in str(summary.data) and "Nothing was erased" in str(summary.data)
     (table,) = artifacts("erasure-run-req-ann-1", state.state_details.flow_run_id)
     assert {r["status"] for r in json.loads(table.data)} == {"not run"}
-    got = events_of("erasure.request.req-ann-1", {EVENT_BLOCKED})
+    got = events_of("erasure.request.req-ann-1", {EVENT_BLOCKED}, since)
     assert [e.event for e in got] == [EVENT_BLOCKED]
