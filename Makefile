@@ -15,12 +15,16 @@ UV := python3 -m uv
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
+# Bytecode is compiled here, once: where PYTHONDONTWRITEBYTECODE is set (as on these machines), Python
+# would otherwise compile every module it imports from source in every process (1.7 s of each
+# `erasure request run`; `erasure --help` went from 0.35 s to 0.07 s with it).
 $(VENV)/.synced: pyproject.toml uv.lock
 	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
-	$(UV) sync --frozen --all-groups --quiet
+	$(UV) sync --frozen --all-groups --quiet --compile-bytecode
 	@touch $@
 
-bootstrap: $(VENV)/.synced ## create .venv from the lock file
+bootstrap: $(VENV)/.synced ## create .venv from the lock file (and compile the project's bytecode)
+	@$(PY) -m compileall -q erasure memory tasks probes proof flows cli >/dev/null
 
 lint: bootstrap ## ruff
 	$(VENV)/bin/ruff check .
@@ -35,7 +39,7 @@ unit: bootstrap ## the whole test suite
 	@mkdir -p $(PREFECT_HOME)
 	$(VENV)/bin/pytest -q
 
-test: lint typecheck contracts browser unit ## everything CI runs
+test: lint typecheck contracts browser postgres unit ## everything CI runs
 
 demo: bootstrap ## build a demo store, submit a request, erase, verify, sign, attest, verify offline
 	$(VENV)/bin/python -m cli.demo
@@ -46,11 +50,16 @@ bench: bootstrap ## the benchmark tables (slow: builds large stores)
 clean: ## remove local state (not evidence)
 	rm -rf $(ERASURE_HOME)
 
-.PHONY: browser
-serve: bootstrap ## the compliance team's console: Prefect server + UI on 127.0.0.1:4200, deployments, worker (Ctrl-C stops)
-	$(PY) -m cli.serve
+.PHONY: browser postgres
+serve: bootstrap ## the compliance team's console: Prefect server + UI on 127.0.0.1:4200, deployments, worker (Ctrl-C stops); POSTGRES=1: Prefect on PostgreSQL
+	$(PY) -m cli.serve $(if $(filter-out 0,$(POSTGRES)),--postgres)
 
 browser: ## Debian's chromium for the real-browser UI test (installed only when /usr/bin/chromium is missing)
 	@test -x /usr/bin/chromium || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
 	@/usr/bin/chromium --version
+
+postgres: ## Debian's PostgreSQL for Prefect's server (`erasure server start --postgres`; installed only when initdb is missing)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; }
+	@ls /usr/lib/postgresql/*/bin/initdb

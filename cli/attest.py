@@ -4,8 +4,8 @@ requester's notification once a pack is sealed and all clear."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
-import shutil
 import smtplib
 from email.message import EmailMessage
 from pathlib import Path
@@ -18,28 +18,117 @@ from cli.pack import print_summary
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import ConfigError, NotFound, RequestBlocked
+from erasure.errors import ConfigError, Conflict, InputError, NotFound, RequestBlocked
 from erasure.files import private_dirs
 from erasure.states import RequestState
+from proof.evidence import REQUEST_ID
+from proof.keys import load_private_key, public_key_pem
 from proof.pack import PACK_NAME, summary
 from proof.pack import attest as sign_attestation
+from proof.tarball import write_atomic
+from proof.verify import printable
 
-VERIFY_MD = """# Verifying erasure proof pack {request_id}
+VERIFY_MD = r"""# Verifying erasure proof pack @REQUEST_ID@
 
-This directory holds `{pack}` (sha256 `{sha}`), the engine's and the DPO's public keys, and this note.
+This directory holds `@PACK@` (sha256 `@SHA@`), the engine's and the DPO's public keys, and this note.
 
-1. Confirm the key fingerprints below with the controller through a channel other than this export:
-   engine keyid `{engine_keyid}`, DPO keyid `{dpo_keyid}` (sha256 of each public key's DER).
-2. With our small verifier (needs only Python and `cryptography`):
+1. Confirm the key fingerprints with the controller through a channel other than this export:
+   engine keyid `@ENGINE_KEYID@`, DPO keyid `@DPO_KEYID@` (sha256 of each public key's DER). Do not
+   trust the keys in this directory until you have.
+2. With our small verifier (needs only Python and `cryptography`; it runs every check below and the
+   two that have no shell equivalent: the audit-log evidence and the consistency of the claims):
 
-       python -m proof.verify {pack} --engine-key engine.pub.pem --dpo-key dpo.pub.pem
+       python -m proof.verify @PACK@ --engine-key engine.pub.pem --dpo-key dpo.pub.pem
 
-3. Without our software: unpack it (`tar xzf {pack}`), run `sha256sum -c SHA256SUMS` inside, and check
-   both DSSE envelopes in `signatures/` with openssl over the DSSE pre-authentication encoding, as
-   described in docs/verify-with-openssl.md of the project.
+3. Without our software (GNU tar, sha256sum, openssl, jq): run the recipe below in this directory
+   (`bash recipe.sh` after copying the block into it). It stops at the first failed step; each step
+   catches a kind of tampering, so leave none out. It must end with `ALL CHECKS PASSED`.
 
-Status: {status}; all clear: {all_clear}; verified at {verified_at}; attested at {attested_at}.
+```sh
+set -euo pipefail
+PACK=$PWD/@PACK@ ENGINE_PUB=$PWD/engine.pub.pem DPO_PUB=$PWD/dpo.pub.pem REQUEST_ID=@REQUEST_ID@
+fail() { echo "FAILED: $*" >&2; exit 1; }
+kid() { openssl pkey -pubin -in "$1" -outform DER | sha256sum | cut -d' ' -f1; }
+
+# 1. The trusted keys: compare these key ids with the fingerprints you confirmed; they must differ.
+ENGINE_KID=$(kid "$ENGINE_PUB"); DPO_KID=$(kid "$DPO_PUB")
+echo "engine keyid $ENGINE_KID"; echo "DPO keyid    $DPO_KID"
+[ "$ENGINE_KID" != "$DPO_KID" ] || fail "the engine and the DPO keys are the same key"
+
+# 2. Look before you extract: tar reads it without a warning; regular files and directories only,
+#    under one folder named after the request; no absolute path, no '..'.
+LIST=$(tar -tvzf "$PACK" 2>&1) || fail "tar cannot read the pack: $LIST"
+grep -v '^[-d]' <<<"$LIST" >/dev/null && fail "an entry is not a regular file or directory: $LIST"
+NAMES=$(tar -tzf "$PACK")
+grep -Ev "^$REQUEST_ID(/|$)" <<<"$NAMES" >/dev/null && fail "an entry lies outside the folder $REQUEST_ID"
+grep -E '(^/|(^|/)\.\.(/|$))' <<<"$NAMES" >/dev/null && fail "an absolute path or '..' in the pack"
+
+# 3. Extract into a fresh folder; SHA256SUMS covers the evidence, the certificate and manifest.json.
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+tar -xzf "$PACK" -C "$W" 2>"$W/tar.err" || fail "tar: $(cat "$W/tar.err")"
+[ ! -s "$W/tar.err" ] || fail "tar warned: $(cat "$W/tar.err")"
+cd "$W/$REQUEST_ID"
+sha256sum --strict --quiet -c SHA256SUMS || fail "a file does not match SHA256SUMS"
+
+# 4. Each envelope: signed by the key you trust (key id and openssl over the DSSE PAE), an in-toto
+#    statement whose subjects are EXACTLY the files, each with the digest the signer signed. This is
+#    the step that catches a changed file whose SHA256SUMS and manifest.json were fixed to match.
+check_envelope() {  # envelope, trusted public key, its key id, predicateType, extra covered file
+  local env=$1 pub=$2 kid=$3 ptype=$4 extra=$5 p=$W/$(basename "$1").payload
+  [ "$(jq -r '.signatures | length' "$env")" = 1 ] || fail "$env: not exactly one signature"
+  [ "$(jq -r '.signatures[0].keyid' "$env")" = "$kid" ] || fail "$env: not signed by the key you trust"
+  [ "$(jq -r .payloadType "$env")" = application/vnd.in-toto+json ] || fail "$env: wrong payloadType"
+  jq -r .payload "$env" | base64 -d > "$p"
+  jq -r '.signatures[0].sig' "$env" | base64 -d > "$W/sig.bin"
+  { printf 'DSSEv1 28 application/vnd.in-toto+json %d ' "$(wc -c < "$p")"; cat "$p"; } > "$W/pae.bin"
+  if openssl pkey -pubin -in "$pub" -noout -text | head -1 | grep -qi ed25519; then
+    openssl pkeyutl -verify -pubin -inkey "$pub" -rawin -in "$W/pae.bin" -sigfile "$W/sig.bin" >/dev/null \
+      || fail "$env: the signature does not verify"
+  else
+    openssl dgst -sha256 -verify "$pub" -signature "$W/sig.bin" "$W/pae.bin" >/dev/null \
+      || fail "$env: the signature does not verify"
+  fi
+  [ "$(jq -r ._type "$p")" = https://in-toto.io/Statement/v1 ] || fail "$env: not an in-toto Statement v1"
+  [ "$(jq -r .predicateType "$p")" = "$ptype" ] || fail "$env: wrong predicateType"
+  [ "$(jq -r .predicate.request_id "$p")" = "$REQUEST_ID" ] || fail "$env: another request"
+  jq -r '.subject[] | "\(.digest.sha256)  \(.name)"' "$p" | sha256sum --strict --quiet -c - \
+    || fail "$env: a file differs from what the signer signed"
+  jq -r '.subject[].name' "$p" | sort > "$W/subjects"
+  { find . -type f ! -path './signatures/*' | sed 's|^\./||'; [ -z "$extra" ] || echo "$extra"; } \
+    | sort > "$W/files"
+  diff "$W/subjects" "$W/files" >&2 || fail "$env: its subjects are not exactly the files"
+}
+check_envelope signatures/engine.intoto.json "$ENGINE_PUB" "$ENGINE_KID" \
+  https://erasure-cascade.dev/erasure-proof/v1 ""
+check_envelope signatures/dpo.intoto.json "$DPO_PUB" "$DPO_KID" \
+  https://erasure-cascade.dev/dpo-attestation/v1 signatures/engine.intoto.json
+E=$W/engine.intoto.json.payload D=$W/dpo.intoto.json.payload
+[ "$(jq -r .predicate.engine_keyid "$E")" = "$ENGINE_KID" ] || fail "the engine statement names another key"
+[ "$(jq -r .predicate.dpo_keyid "$D")" = "$DPO_KID" ] || fail "the DPO statement names another DPO key"
+[ "$(jq -r .predicate.engine_keyid "$D")" = "$ENGINE_KID" ] || fail "the DPO statement names another engine key"
+[ "$(find . -type f | wc -l)" = "$(($(wc -l < "$W/files") + 1))" ] || fail "a file outside the statements"
+STATUS=$(jq -r .predicate.status "$E")
+case "$(jq -r .predicate.statement "$D")" in
+  *"as stated: $STATUS.") ;; *) fail "the DPO attests another outcome than the engine states ($STATUS)" ;;
+esac
+
+# 5. What the signed statements say.
+jq -r '.predicate | "status \(.status), all clear \(.all_clear), verified at \(.verified_at)"' "$E"
+jq -r '.predicate | "attested by the DPO at \(.attested_at)"' "$D"
+jq -r '.predicate.tiers | to_entries[] | "  \(.key): \(.value.status)"' "$E"
+echo "ALL CHECKS PASSED (the audit-log evidence and the consistency of the claims: python -m proof.verify)"
+```
+
+Status: @STATUS@; all clear: @ALL_CLEAR@; verified at @VERIFIED_AT@; attested at @ATTESTED_AT@.
 """
+
+
+def verify_md(**fields: str) -> str:
+    """VERIFY.md for an export (`fields` fill the @NAME@ slots: ids, digests, times, all printable)."""
+    text = VERIFY_MD
+    for name, value in fields.items():
+        text = text.replace(f"@{name.upper()}@", value)
+    return text
 
 
 def _pack_path(h: Home, request_id: str) -> Path:
@@ -115,7 +204,8 @@ def seal(h: Home, request_id: str, dpo_key: Path, *, passphrase: str | None = No
     pack = _pack_path(h, request_id)
     engine_pub = _engine_pub(h)
     sign_attestation(pack, dpo_key, engine_pub=engine_pub, passphrase=passphrase)
-    sealed = summary(pack, engine_pub=engine_pub)
+    dpo_pub = public_key_pem(load_private_key(dpo_key, passphrase).public_key())
+    sealed = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)
     engine = open_engine(h.engine_db)
     try:
         requests.set_state(engine, request_id, RequestState.sealed)
@@ -162,35 +252,66 @@ def attest(
                     "pack_sha256": sealed["pack_sha256"], "notified": sealed["all_clear"],
                     "outbox": sealed["outbox"]})
     else:
-        console.print(f"sealed: {sealed['pack']} (sha256 {sealed['pack_sha256'][:16]}...)"
-                      + ("; requester notified" if sealed["all_clear"] else "; not all clear: requester NOT notified"))
+        console.print(printable(f"sealed: {sealed['pack']} (sha256 {sealed['pack_sha256'][:16]}...)"
+                      + ("; requester notified" if sealed["all_clear"] else "; not all clear: requester NOT notified")),
+                      markup=False, highlight=False)
+
+
+def _refuse_unsafe_target(to: Path, force: bool) -> None:
+    """`--to` is a real directory (not a symlink), new or empty unless `force`."""
+    if to.is_symlink():
+        raise InputError(f"--to {to} is a symbolic link: give the directory itself")
+    if to.exists() and not to.is_dir():
+        raise InputError(f"--to {to} is not a directory")
+    if to.exists() and any(to.iterdir()) and not force:
+        raise Conflict(f"--to {to} is not empty: pass --force to replace the exported files in it")
 
 
 def export(
     request_id: Annotated[str, typer.Argument(help="The sealed request to export.")],
-    to: Annotated[Path, typer.Option("--to", help="Directory to write the pack and VERIFY.md into.")],
+    to: Annotated[Path, typer.Option("--to", help="Directory to write the pack and VERIFY.md into (new or empty).")],
+    dpo_key: Annotated[Path | None, typer.Option("--dpo-key", help="The DPO's trusted public key (PEM) to check the "
+                                                 "attestation with (default: the home's keys/dpo.pub.pem).",
+                                                 show_default=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory, replacing the exported "
+                                        "files (never through a symbolic link).")] = False,
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Write the sealed pack, the public keys and a short VERIFY.md for the regulator."""
+    """Write the sealed pack, the public keys and VERIFY.md (a full openssl recipe) for the regulator.
+
+    The pack must verify with the engine's key AND the DPO's trusted key before anything is written.
+    Files go only into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`."""
+    if not REQUEST_ID.fullmatch(request_id):
+        raise InputError(f"{printable(request_id)!r} is not a request id (1-64 of A-Z a-z 0-9 . _ -, starting with a"
+                         " letter or digit)")
+    _refuse_unsafe_target(to, force)
     h = home_of(home)
     pack = _pack_path(h, request_id)
-    s = summary(pack, engine_pub=h.keys_dir / "engine.pub.pem")
+    engine_pub_path = _engine_pub(h)
+    dpo_pub_path = dpo_key or h.keys_dir / "dpo.pub.pem"
+    if not dpo_pub_path.is_file():
+        raise ConfigError(f"no DPO public key at {dpo_pub_path}: pass --dpo-key with the DPO's trusted public key")
+    engine_pub, dpo_pub = engine_pub_path.read_bytes(), dpo_pub_path.read_bytes()
+    data = pack.read_bytes()
+    s = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)
     if not s["attested"]:
         raise RequestBlocked(f"the pack of {request_id} is not sealed yet: the DPO must attest it first")
-    to.mkdir(parents=True, exist_ok=True)
+    if hashlib.sha256(data).hexdigest() != s["pack_sha256"]:
+        raise Conflict(f"the pack of {request_id} changed while it was being checked: export again")
     name = f"{request_id}-{PACK_NAME}"
-    shutil.copyfile(pack, to / name)
-    for key in ("engine.pub.pem", "dpo.pub.pem"):
-        if (h.keys_dir / key).exists():
-            shutil.copyfile(h.keys_dir / key, to / key)
-    (to / "VERIFY.md").write_text(VERIFY_MD.format(
-        request_id=request_id, pack=name, sha=s["pack_sha256"], engine_keyid=s["engine_keyid"],
-        dpo_keyid=s["dpo_keyid"], status=s["status"], all_clear=str(s["all_clear"]).lower(),
-        verified_at=s["verified_at"], attested_at=s["attested_at"]))
+    note = verify_md(request_id=request_id, pack=name, sha=s["pack_sha256"], engine_keyid=s["engine_keyid"],
+                     dpo_keyid=str(s["dpo_keyid"]), status=s["status"], all_clear=str(s["all_clear"]).lower(),
+                     verified_at=printable(str(s["verified_at"])), attested_at=printable(str(s["attested_at"])))
+    _refuse_unsafe_target(to, force)
+    to.mkdir(parents=True, exist_ok=True)
+    # One rename each (write_atomic): a symbolic link in the way is replaced, never followed.
+    for fname, body in ((name, data), ("engine.pub.pem", engine_pub), ("dpo.pub.pem", dpo_pub),
+                        ("VERIFY.md", note.encode("utf-8"))):
+        write_atomic(to / fname, body, 0o644)
+    written = sorted(p.name for p in to.iterdir())
     if json_out:
-        print_json({"request_id": request_id, "exported_to": str(to), "files": sorted(p.name for p in to.iterdir())})
+        print_json({"request_id": request_id, "exported_to": str(to), "files": written})
     else:
-        console.print(f"exported {request_id} to {to}: " + ", ".join(sorted(p.name for p in to.iterdir())))
-
-
+        console.print(printable(f"exported {request_id} to {to}: " + ", ".join(written)), markup=False,
+                      highlight=False)

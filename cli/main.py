@@ -16,53 +16,99 @@ import typer
 
 # typer vendors its own click: its usage errors are not `click.ClickException`s.
 from typer._click.exceptions import ClickException
+from typer.core import TyperCommand, TyperGroup
 
 from erasure.errors import ErasureError
+
+# Commands are registered lazily: `erasure --help` and commands that run no flow must answer at once,
+# so a command's module (and what it imports: Prefect, the flows, numpy, ...) is imported only when that
+# command is invoked. The help listed for each command is kept here; tests/test_cli_lazy.py checks it
+# against the real help of each module.
+_LAZY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    # name: (module, attribute, extension modules, short help). A Typer attribute is a command group;
+    # a function is a top-level command. Extension modules add commands to the group (`request run`).
+    "ingest": ("cli.store", "ingest", (), "Ingest memory items into the store: the whole file is validated "
+               "before anything is written; erased (suppressed) and already-ingested items are skipped and "
+               "counted; items of an erased identity (id, email or phone) are held, stored nowhere, and "
+               "counted."),
+    "attest": ("cli.attest", "attest", (), "Show the DPO what they sign (per-tier table, exceptions, "
+               "verification), then add their signature."),
+    "export": ("cli.attest", "export", (), "Write the sealed pack, the public keys and VERIFY.md (a full openssl "
+               "recipe) for the regulator."),
+    "sla": ("cli.sla", "sla", (), "Open requests against their legal deadlines (days left, state, extended, "
+            "paused, at risk, breached)."),
+    "serve": ("cli.serve", "serve", (), "Start the local Prefect server + UI, deploy prefect.yaml, start a "
+              "worker; Ctrl-C stops all."),
+    "store": ("cli.store", "app", (), "The agent-memory store: create it (empty or with demo data) and "
+              "inspect it."),
+    "request": ("cli.request", "app", ("cli.run",), "Submit erasure requests, show them, and pause, resume or "
+                "extend their clocks."),
+    "keys": ("cli.keys", "app", (), "Create signing keys (engine, DPO) and show key fingerprints."),
+    "pack": ("cli.pack", "app", (), "Build, show, attest and verify signed proof packs."),
+    "hold": ("cli.hold", "app", (), "Litigation holds: while one is active on a subject, nothing of them is "
+             "erased."),
+    "suppression": ("cli.suppression", "app", (), "Sticky erasure: list suppressed (source, source_ref) keys "
+                    "and erased identities, allow re-ingest."),
+    "targets": ("cli.targets", "app", (), "The agent memories a request erases from: list them, count a subject "
+                "in them."),
+    "server": ("cli.server", "app", (), "The home's long-lived Prefect server and worker in the background: "
+               "start, stop, status."),
+}
+
+
+def load_command(name: str) -> Any:
+    """Import the module of command `name` and return its click command (a group or a command)."""
+    import importlib
+
+    module, attr, extensions, _help = _LAZY[name]
+    obj = getattr(importlib.import_module(module), attr)
+    for ext in extensions:
+        importlib.import_module(ext)
+    holder = typer.Typer(rich_markup_mode="rich")
+    holder.callback()(lambda: None)  # a callback keeps `holder` a group even with one command
+    if isinstance(obj, typer.Typer):
+        holder.add_typer(obj, name=name)
+    else:
+        holder.command(name=name)(obj)
+    return typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
+
+
+class LazyGroup(TyperGroup):
+    """The `erasure` group: a stub (name and help) per command for listings, the real command loaded
+    when it is invoked (`resolve_command`)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        for name, (_m, _a, _e, short) in _LAZY.items():
+            self.commands.setdefault(name, _Stub(name=name, help=short))
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if isinstance(cmd, _Stub) and name is not None:
+            cmd = self.commands[name] = load_command(name)
+        return name, cmd, rest
+
+
+class _Stub(TyperCommand):
+    """Stands for a command that is not imported yet (help listings only)."""
+
 
 app = typer.Typer(
     name="erasure",
     help=__doc__,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    # Plain help for the top level: typer's rich help formatter costs a quarter of a second of imports,
+    # twice what `erasure --help` needs in all. Every command's own help stays rich.
+    rich_markup_mode=None,
+    cls=LazyGroup,
 )
 
-# Each command group lives in its own module; register it here.
-_GROUPS: list[tuple[str, str, str]] = [
-    # (module, attribute, name)
-    ("cli.store", "app", "store"),
-    ("cli.request", "app", "request"),
-    ("cli.keys", "app", "keys"),
-    ("cli.pack", "app", "pack"),
-    ("cli.hold", "app", "hold"),
-    ("cli.suppression", "app", "suppression"),
-    ("cli.targets", "app", "targets"),
-]
-# Modules that add commands to a group above (e.g. `request run`) are imported for that effect.
-_EXTENSIONS: list[str] = ["cli.run"]
-_COMMANDS: list[tuple[str, str]] = [
-    # (module, function) registered as top-level commands
-    ("cli.store", "ingest"),
-    ("cli.attest", "attest"),
-    ("cli.attest", "export"),
-    ("cli.sla", "sla"),
-    ("cli.serve", "serve"),
-]
 
-
-def _register() -> None:
-    import importlib
-
-    for module in _EXTENSIONS:
-        importlib.import_module(module)
-    for module, attr, name in _GROUPS:
-        sub = getattr(importlib.import_module(module), attr)
-        app.add_typer(sub, name=name)
-    for module, func in _COMMANDS:
-        app.command()(getattr(importlib.import_module(module), func))
-
-
-_register()
+@app.callback()
+def _erasure() -> None:
+    # A callback makes `app` a group while its commands are not registered with typer (help: __doc__).
+    pass
 
 
 @functools.cache

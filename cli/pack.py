@@ -15,6 +15,7 @@ from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.keys import PassphraseEnvOpt, passphrase_from_env
 from erasure.errors import ConfigError
 from proof import verify as verifier
+from proof.keys import load_private_key, public_key_pem
 from proof.pack import PACK_NAME, attest, summary, write_pack
 
 app = typer.Typer(help="Build, show, attest and verify signed proof packs.", no_args_is_help=True)
@@ -30,15 +31,18 @@ def _pack_file(path: Path) -> Path:
 
 
 def _read_key(path: Path, role: str) -> bytes:
+    """A key file, read up to the verifier's cap (the zero device is refused, not read for ever)."""
     try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the {role} key {path}: {exc.strerror}") from exc
+        return verifier.read_key(path, role)
+    except verifier.PackError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def print_summary(s: dict[str, Any]) -> None:
+    """The summary for a person at a terminal. Every string that came from the pack is escaped
+    (`proof.verify.printable`): a pack cannot move the cursor, rewrite a line or hide text."""
     def line(text: str) -> None:
-        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        console.print(verifier.printable(text), markup=False, highlight=False, soft_wrap=True)
 
     line(f"request {s['request_id']}  legal basis {s['legal_basis']}  received {s['received_at']}"
          f"  verified {s['verified_at']}")
@@ -47,8 +51,8 @@ def print_summary(s: dict[str, Any]) -> None:
          f" residue {v['residue']}, bystanders {v['bystanders_before']} -> {v['bystanders_after']})")
     table = Table("tier", "status", "before", "after", "residue")
     for row in s["tiers"]:
-        table.add_row(*(str("-" if row[k] is None else row[k]) for k in ("tier", "status", "before", "after",
-                                                                         "residue")))
+        table.add_row(*(verifier.printable(str("-" if row[k] is None else row[k]))
+                        for k in ("tier", "status", "before", "after", "residue")))
     console.print(table)
     line("exceptions: " + ("none" if not s["exceptions"] else str(len(s["exceptions"]))))
     for exc in s["exceptions"]:
@@ -60,7 +64,12 @@ def print_summary(s: dict[str, Any]) -> None:
     line(f"subprocessor receipts: {receipts}")
     line(f"engine key {s['engine_keyid']}"
          + ("" if s["signatures_verified"] else "  (signature NOT checked: pass --engine-key)"))
-    line(f"DPO attestation: {s['dpo_keyid'] + ' at ' + str(s['attested_at']) if s['attested'] else 'none yet'}")
+    if s["attested"]:
+        line(f"DPO attestation: {s['dpo_keyid']} at {s['attested_at']} (verified with the DPO key given)")
+    elif s.get("dpo_attestation") == "not checked":
+        line("DPO attestation: present, NOT verified (pass --engine-key and --dpo-key with the trusted keys)")
+    else:
+        line("DPO attestation: none yet")
 
 
 @app.command()
@@ -90,8 +99,8 @@ def build(
         print_json({"pack": str(pack), "request_id": s["request_id"], "status": s["status"],
                     "all_clear": s["all_clear"], "engine_keyid": s["engine_keyid"], "sha256": s["pack_sha256"]})
         return
-    console.print(f"wrote {pack}  status {s['status']}  sha256 {s['pack_sha256']}", markup=False,
-                  highlight=False, soft_wrap=True)
+    console.print(verifier.printable(f"wrote {pack}  status {s['status']}  sha256 {s['pack_sha256']}"),
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -99,10 +108,16 @@ def show(
     pack: PackArg,
     engine_key: Annotated[Path | None, typer.Option("--engine-key", help="Also check the engine signature "
                                                     "with this trusted public key.", show_default=False)] = None,
+    dpo_key: Annotated[Path | None, typer.Option("--dpo-key", help="Also check the DPO's attestation with this "
+                                                 "trusted public key (needs --engine-key); without it the pack "
+                                                 "is never called attested.", show_default=False)] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """What the DPO reviews: status per tier, exceptions, scope, probes, receipts, keys (no identifiers)."""
-    s = summary(_pack_file(pack), engine_pub=_read_key(engine_key, "engine") if engine_key else None)
+    if dpo_key is not None and engine_key is None:
+        raise typer.BadParameter("--dpo-key needs --engine-key (the DPO's statement names the engine's key)")
+    s = summary(_pack_file(pack), engine_pub=_read_key(engine_key, "engine") if engine_key else None,
+                dpo_pub=_read_key(dpo_key, "DPO") if dpo_key else None)
     if json_out:
         print_json(s)
         return
@@ -128,14 +143,16 @@ def attest_cmd(
         print_summary(s)
     if not yes and not typer.confirm(f"Attest request {s['request_id']} ({s['status']}) with your key?"):
         raise typer.Abort()
-    attest(path, key, engine_pub=engine_pem, passphrase=passphrase_from_env(passphrase_env), force=force)
-    after = summary(path, engine_pub=engine_pem)
+    passphrase = passphrase_from_env(passphrase_env)
+    attest(path, key, engine_pub=engine_pem, passphrase=passphrase, force=force)
+    after = summary(path, engine_pub=engine_pem,
+                    dpo_pub=public_key_pem(load_private_key(key, passphrase).public_key()))
     if json_out:
         print_json({"pack": str(path), "request_id": after["request_id"], "dpo_keyid": after["dpo_keyid"],
                     "attested_at": after["attested_at"], "sha256": after["pack_sha256"]})
         return
-    console.print(f"attested {path}  dpo key {after['dpo_keyid']}", markup=False, highlight=False,
-                  soft_wrap=True)
+    console.print(verifier.printable(f"attested {path}  dpo key {after['dpo_keyid']}"), markup=False,
+                  highlight=False, soft_wrap=True)
 
 
 @app.command("verify")
@@ -160,9 +177,10 @@ def verify_cmd(
         if json_out:
             print_json({"ok": False, "check": exc.check, "error": str(exc)})
         else:
-            console.print(f"FAIL: {exc.check}: {exc}", markup=False, highlight=False, soft_wrap=True)
+            console.print(verifier.printable(f"FAIL: {exc.check}: {exc}"), markup=False, highlight=False,
+                          soft_wrap=True)
         raise typer.Exit(1) from None
     if json_out:
         print_json({"ok": True, **result.as_dict()})
     else:
-        console.print("OK", markup=False, highlight=False)
+        console.print(result.line(), markup=False, highlight=False, soft_wrap=True)

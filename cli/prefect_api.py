@@ -1,7 +1,9 @@
 """Which Prefect API a command that runs a flow talks to, made ready before the flow starts.
 
-Either `PREFECT_API_URL` names a server (a long-lived one), which must answer its health check, or
-Prefect starts a temporary server for this process. A temporary server migrates a brand-new
+In order: `PREFECT_API_URL` when it is set (a shared server, Prefect Cloud, `make serve`), which must
+answer its health check; else the home's own long-lived server when it is up (`erasure server start`
+writes its address to `<home>/server/state.json`); else Prefect starts a temporary server for this
+process. A temporary server migrates a brand-new
 Prefect database inside its start-up window (20 s by default), which a busy 2-core machine misses:
 so we migrate the home's database first, once per Prefect version, and give the temporary server a
 start-up window that fits a busy machine.
@@ -39,11 +41,12 @@ def database_url_is_default() -> bool:
         "PREFECT_SERVER_DATABASE_CONNECTION_URL")
 
 
-def migrate_database(h: Home, *, say: bool = True) -> bool:
-    """Create or upgrade the Prefect database of this home, once per Prefect version.
+def migrate_database(h: Home, *, say: bool = True, home_dir: Path | None = None) -> bool:
+    """Create or upgrade the Prefect database of this home (or of the Prefect home `home_dir`), once per
+    Prefect version.
 
     Returns True when it ran the migrations, False when they were already done."""
-    ph = prefect_home(h)
+    ph = home_dir or prefect_home(h)
     marker = ph / f".migrated-{_prefect_version()}"
     if marker.exists() and (ph / "prefect.db").exists():
         return False
@@ -81,18 +84,45 @@ def api_healthy(api_url: str, timeout: float = 3.0) -> bool:
 def prepare(h: Home) -> str | None:
     """Make the Prefect API ready for a flow run in this process.
 
-    Returns the API URL when a server is set, or None when a temporary server will be started.
-    `ConfigError` (exit 3) when `PREFECT_API_URL` names a server that does not answer."""
+    Returns the API URL when a server is set or the home's server is up (then exported as
+    PREFECT_API_URL), or None when a temporary server will be started. `ConfigError` (exit 3) when
+    `PREFECT_API_URL` names a server that does not answer."""
     api_url = os.environ.get("PREFECT_API_URL")
     if api_url:
-        if not api_healthy(api_url):
-            raise ConfigError(f"the Prefect API at {api_url} does not answer: start it "
-                              "(`erasure serve`), or unset PREFECT_API_URL to use a temporary server")
+        _require_healthy(api_url)
         return api_url
+    home_api = home_server(h)
+    if home_api:
+        os.environ["PREFECT_API_URL"] = home_api
+        return home_api
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_SECONDS)
     if database_url_is_default():
         migrate_database(h)
     return None
+
+
+def _require_healthy(api_url: str) -> None:
+    if not api_healthy(api_url):
+        raise ConfigError(f"the Prefect API at {api_url} does not answer: start it "
+                          "(`erasure server start`), or unset PREFECT_API_URL to use a temporary server")
+
+
+def home_server(h: Home) -> str | None:
+    """The API URL of this home's long-lived server (`erasure server start`) when it is up, else None."""
+    from cli.server import running_api
+
+    return running_api(h)
+
+
+def require_api(h: Home) -> str:
+    """The API of a long-lived server, for commands that configure one (automations): PREFECT_API_URL
+    or the home's server. Exported as PREFECT_API_URL. `ConfigError` (exit 3) when there is none."""
+    api_url = os.environ.get("PREFECT_API_URL") or home_server(h)
+    if not api_url:
+        raise ConfigError("no Prefect server: start one (`erasure server start`) or set PREFECT_API_URL")
+    _require_healthy(api_url)
+    os.environ["PREFECT_API_URL"] = api_url
+    return api_url
 
 
 def explain_start_failure(exc: BaseException) -> ConfigError | None:
@@ -102,5 +132,5 @@ def explain_start_failure(exc: BaseException) -> ConfigError | None:
         timeout = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20")
         return ConfigError(f"Prefect's temporary server did not start within {timeout} s: retry, raise "
                            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or run a long-lived server "
-                           "(`erasure serve`) and set PREFECT_API_URL")
+                           "(`erasure server start`): the CLI then uses it")
     return None

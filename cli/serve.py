@@ -1,11 +1,15 @@
-"""`erasure serve` (what `make serve` runs): the compliance team's console on this machine.
+"""`erasure serve` (what `make serve` runs): the compliance team's console on this machine, in the
+foreground (`erasure server start` is the same in the background).
 
-In order: point Prefect at `<ERASURE_HOME>/prefect` (offline, analytics off), start `prefect server
-start` on 127.0.0.1, wait for its health check, create the process work pool `erasure-local`, run
-`prefect --no-prompt deploy --all` from the project directory (prefect.yaml), start a worker on the
-pool, optionally serve Prometheus metrics, trigger one sla-monitor run so the SLA table is there at
-once, print `ready: ...`, and wait. Ctrl-C or SIGTERM stops everything it started (worker, then
-server), each child by its own process group. Children's output goes to `<PREFECT_HOME>/logs/`.
+In order: point Prefect at `<ERASURE_HOME>/prefect` (offline, analytics off); reuse the home's running
+server (`erasure server start`) or a Prefect server already answering on host:port, else (with
+`--postgres`, after starting the home's PostgreSQL cluster) start `prefect server start` on 127.0.0.1
+and wait for its health check; create the process work pool `erasure-local` if it does not exist; run
+`prefect --no-prompt deploy --all` from the project directory (prefect.yaml); start a worker on the
+pool; optionally serve Prometheus metrics; trigger one sla-monitor run so the SLA table is there at
+once; print `ready: ...`, and wait. Ctrl-C or SIGTERM stops everything it started (worker, then server,
+then PostgreSQL), each child by its own process group, and nothing it reused. Children's output goes
+to `<PREFECT_HOME>/logs/`.
 """
 
 from __future__ import annotations
@@ -32,22 +36,53 @@ from erasure.errors import ConfigError, ErasureError
 POOL = "erasure-local"
 HEALTH_TIMEOUT = 120.0
 STOP_TIMEOUT = 15.0
+#: Settings the flows read from the environment (erasure.clocks.ClockPolicy.from_env). prefect.yaml
+#: passes them to every flow run (`job_variables.env`), so a worker started anywhere runs with them.
+CLOCK_SETTINGS = ("ERASURE_HOLIDAYS", "ERASURE_INTERNAL_BOUND_DAYS", "ERASURE_TARGET_DAYS_BEFORE", "ERASURE_LEGAL_TZ")
 
 
-def serve_env(h: Home, host: str, port: int, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of every child: this home, Prefect's home inside it, offline, our API URL."""
+def serve_env(h: Home, host: str, port: int, base: dict[str, str] | None = None,
+              project_dir: Path = PROJECT_ROOT) -> dict[str, str]:
+    """The environment of every child: this home, Prefect's home inside it, offline, our API URL, and
+    what `prefect deploy` writes into every deployment's `job_variables.env` (prefect.yaml): the home,
+    the evidence folder, the project folder (the runs' working directory) and the clock settings (empty
+    when unset: the flows then take the defaults)."""
     env = dict(os.environ if base is None else base)
     env.update({
         "ERASURE_HOME": str(h.root),
         "ERASURE_EVIDENCE": str(h.evidence_root),
+        "ERASURE_PROJECT_DIR": str(project_dir),
         "PREFECT_HOME": str(h.prefect_home),
         "PREFECT_API_URL": f"http://{host}:{port}/api",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "DO_NOT_TRACK": "1",
         "PREFECT_UI_ENABLED": "true",
     })
+    for name in CLOCK_SETTINGS:
+        env.setdefault(name, "")
     env.pop("PREFECT_API_KEY", None)
     return env
+
+
+def api_answers(api_url: str) -> bool:
+    """True when a Prefect API answers its health check at `api_url`."""
+    try:
+        r = httpx.get(f"{api_url}/health", timeout=2.0)
+        return r.status_code == 200 and r.json() is True
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+def ensure_pool(api_url: str, run: Callable[[str, list[str]], None]) -> bool:
+    """Create the process work pool unless it exists (never `--overwrite`: a pool someone tuned keeps
+    its settings). `run(name, cmd)` runs a prefect command. Returns True when it created the pool."""
+    r = httpx.get(f"{api_url}/work_pools/{POOL}", timeout=30.0)
+    if r.status_code == 200:
+        return False
+    if r.status_code != 404:
+        raise ConfigError(f"the Prefect API at {api_url} answered {r.status_code} for the work pool {POOL}")
+    run("work-pool", prefect_cmd("work-pool", "create", POOL, "--type", "process"))
+    return True
 
 
 def prefect_cmd(*args: str) -> list[str]:
@@ -150,29 +185,62 @@ def _say(msg: str) -> None:
     sys.stdout.flush()
 
 
-def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_dir: Path = PROJECT_ROOT,
-                metrics_port: int | None = None, sla_now: bool = True,
-                stop: threading.Event | None = None) -> int:
-    """Start server, pool, deployments, worker (and metrics); block until `stop` is set or a child
-    dies; stop everything. Returns 0 after a requested stop, 1 when a child died."""
-    stop = stop or threading.Event()
+def _running_server(h: Home, host: str, port: int) -> tuple[str, int] | None:
+    """(host, port) of a Prefect server to reuse: the home's own (`erasure server start`), else one that
+    answers on host:port. None when there is none; `ConfigError` when host:port is taken by something
+    that is not a Prefect server."""
+    from cli import server as background
+
+    state = background.read_state(h)
+    if state is not None and background.server_alive(state) and api_answers(state.api_url):
+        return state.host, state.port
     if port_in_use(host, port):
-        raise ConfigError(f"{host}:{port} is already in use: stop the other server or pass --port")
-    env = serve_env(h, host, port)
+        if api_answers(f"http://{host}:{port}/api"):
+            return host, port
+        raise ConfigError(f"{host}:{port} is already in use by something that is not a Prefect server: "
+                          "stop it or pass --port")
+    return None
+
+
+def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_dir: Path = PROJECT_ROOT,
+                metrics_port: int | None = None, sla_now: bool = True, postgres: bool = False,
+                stop: threading.Event | None = None) -> int:
+    """Start (or reuse) the server, then pool, deployments, worker (and metrics); block until `stop` is
+    set or a child dies; stop everything it started. Returns 0 after a requested stop, 1 when a child
+    died."""
+    from cli import prefect_api
+
+    stop = stop or threading.Event()
+    reuse = _running_server(h, host, port)
+    if reuse is not None:
+        host, port = reuse
+    env = serve_env(h, host, port, project_dir=project_dir)
     log_dir = h.prefect_home / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     api = env["PREFECT_API_URL"]
     stack = Stack(env, log_dir)
     metrics_server: Any = None
+    started_postgres = False
     try:
-        server = stack.start("server", prefect_cmd("server", "start", "--host", host, "--port", str(port)),
-                             project_dir)
         t0 = time.monotonic()
-        _say(f"starting the Prefect server (PREFECT_HOME={h.prefect_home}) ...")
-        wait_healthy(api, alive=lambda: server.poll() is None)
-        _say(f"server healthy after {time.monotonic() - t0:.1f} s; creating the pool and deploying prefect.yaml ...")
-        stack.run("work-pool", prefect_cmd("work-pool", "create", POOL, "--type", "process", "--overwrite"),
-                  project_dir)
+        if reuse is not None:
+            _say(f"reusing the Prefect server at {api}")
+        else:
+            if postgres:
+                from cli import postgres as pg
+
+                started_postgres = not pg.is_running(pg.Cluster.of(h))
+                env["PREFECT_API_DATABASE_CONNECTION_URL"] = pg.start(h).url
+                _say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
+            elif prefect_api.database_url_is_default():
+                prefect_api.migrate_database(h, home_dir=h.prefect_home)
+            server = stack.start("server", prefect_cmd("server", "start", "--host", host, "--port", str(port)),
+                                 project_dir)
+            _say(f"starting the Prefect server (PREFECT_HOME={h.prefect_home}) ...")
+            wait_healthy(api, alive=lambda: server.poll() is None)
+            _say(f"server healthy after {time.monotonic() - t0:.1f} s")
+        _say("creating the pool if needed and deploying prefect.yaml ...")
+        ensure_pool(api, lambda name, cmd: stack.run(name, cmd, project_dir))
         # The worker starts while prefect.yaml deploys: both take seconds, and runs wait for the worker.
         stack.start("worker", prefect_cmd("worker", "start", "--pool", POOL, "--type", "process"), project_dir)
         stack.run("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), project_dir)
@@ -195,6 +263,10 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
         if metrics_server is not None:
             stop_metrics(metrics_server)
         stack.stop()
+        if started_postgres:
+            from cli import postgres as pg
+
+            pg.stop(h)
         _say("stopped")
 
 
@@ -206,13 +278,16 @@ def serve(
         "--metrics-port", help="Also serve live Prometheus metrics on this port.", show_default=False)] = None,
     sla_now: Annotated[bool, typer.Option("--sla-now/--no-sla-now",
                                           help="Run sla-monitor once at start-up.")] = True,
+    postgres: Annotated[bool, typer.Option(
+        "--postgres", help="Prefect's database on the home's PostgreSQL cluster (<home>/postgres).")] = False,
 ) -> None:
     """Start the local Prefect server + UI, deploy prefect.yaml, start a worker; Ctrl-C stops all."""
     h = home_of(home)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    rc = run_console(h, host=host, port=port, metrics_port=metrics_port, sla_now=sla_now, stop=stop)
+    rc = run_console(h, host=host, port=port, metrics_port=metrics_port, sla_now=sla_now, postgres=postgres,
+                     stop=stop)
     if rc:
         raise typer.Exit(rc)
 

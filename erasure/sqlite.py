@@ -16,7 +16,6 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import apsw
-import sqlite_vec
 
 from erasure.errors import ConfigError, StoreError
 from erasure.files import create_private_file, private_dirs
@@ -26,6 +25,18 @@ MIN_SQLITE = (3, 44, 0)  # FTS5 secure-delete
 JournalMode = Literal["wal", "delete"]
 
 Connection = apsw.Connection
+
+
+def _vec0_path() -> str:
+    """sqlite-vec's loadable extension, found without importing `sqlite_vec` (whose import pulls in
+    numpy: a quarter of a second on every command that opens a database)."""
+    import importlib.util
+    import os.path
+
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("sqlite-vec is not installed")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
 
 
 def _check_features(conn: apsw.Connection) -> None:
@@ -72,7 +83,7 @@ def connect(path: str | Path, *, readonly: bool = False,
     conn.setbusytimeout(BUSY_TIMEOUT_MS)
     try:
         conn.enable_load_extension(True)
-        conn.load_extension(sqlite_vec.loadable_path())
+        conn.load_extension(_vec0_path())
         conn.enable_load_extension(False)
     except apsw.Error as exc:  # pragma: no cover - depends on the build
         raise ConfigError(f"sqlite-vec could not be loaded: {exc}") from exc

@@ -15,7 +15,8 @@ from erasure.engine import open_engine
 from erasure.errors import ConfigError, ErasureError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from flows.common import RequestId, checked_request_id, home, request_lock, store_lock, targets_of
+from flows import run_report
+from flows.common import RequestId, checked_request_id, home, request_lock, store_lock, store_writer, targets_of
 from flows.verification import verification
 from tasks import runner
 from tasks.preflight import preflight
@@ -100,7 +101,8 @@ def _engine_key_present() -> None:
         raise ConfigError(f"no engine signing key at {key}: run `erasure keys generate --role engine` first")
 
 
-@flow(name="erasure-request", flow_run_name="erasure-{request_id}", persist_result=False, log_prints=False)
+@flow(name="erasure-request", flow_run_name="erasure-{request_id}", persist_result=False, log_prints=False,
+      on_completion=[run_report.publish], on_failure=[run_report.publish])
 def erasure_request(request_id: RequestId) -> State:
     """Erase one request's subject from every tier, verify independently, and write the signed pack."""
     checked_request_id(request_id)
@@ -126,7 +128,7 @@ def erasure_request(request_id: RequestId) -> State:
             return Failed(name="Blocked", message=detail)
         _set_state(request_id, RequestState.running)
         try:
-            with store_lock(h):
+            with store_writer(h), store_lock(h):
                 return _erase_verify_prove(request_id)
         except Exception as exc:
             # Never leave a request in `running`: the SLA monitor shows the recorded state. Our own

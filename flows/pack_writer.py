@@ -40,9 +40,17 @@ def write_evidence(request_id: str, h: Home) -> Path:
         }
         out = h.evidence_dir(request_id)
         out.mkdir(parents=True, exist_ok=True)
+        from erasure.targets import home_targets
+
+        if home_targets(h.root, h.store_dir).reference() is None:
+            # No reference store among the targets: no audit log of ours to redact, and the pack says so.
+            (out / "audit-log-redaction.json").write_text(json.dumps(
+                {"format": "audit-log-redaction/none/v1", "request_id": row.request_id,
+                 "reason": "the targets include no reference store: there is no audit log of ours to redact"},
+                sort_keys=True, separators=(",", ":")) + "\n")
         (out / "request.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         _jsonl(out / "subprocessor-receipts.jsonl", [
-            {"processor": r.processor, "ticket_id": r.ticket_id, "status": r.status,
+            {"request_id": request_id, "processor": r.processor, "ticket_id": r.ticket_id, "status": r.status,
              "requested_at": r.requested_at.isoformat().replace("+00:00", "Z"),
              "completed_at": None if r.completed_at is None else r.completed_at.isoformat().replace("+00:00", "Z"),
              "attempts": r.attempts}

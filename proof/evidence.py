@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from proof.errors import EvidenceInvalid, IdentifierInPack
-from proof.status import TIERS
+from proof.status import TIERS, step_order
 
 EVIDENCE_ROLES: dict[str, str] = {
     "request.json": "request",
@@ -21,6 +21,9 @@ EVIDENCE_ROLES: dict[str, str] = {
     "audit-log-redaction.json": "audit-log-redaction",
 }
 """The files the flows write, each with its role in the manifest. All five are required."""
+
+RECEIPT_STATUSES = ("done", "pending", "failed")
+"""What a subprocessor's receipt may say (`erasure.requests.RECEIPT_STATUSES`; the verifier checks them)."""
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """A request id usable as a directory name inside a USTAR archive."""
@@ -60,18 +63,28 @@ def _count_ok(v: Any, nullable: bool) -> bool:
     return (v is None and nullable) or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
 
 
-def _check_records(request: dict[str, Any], steps: list[dict[str, Any]], verification: dict[str, Any]) -> None:
+def _check_records(request: dict[str, Any], steps: list[dict[str, Any]], verification: dict[str, Any],
+                   receipts: list[dict[str, Any]]) -> None:
     rid = request.get("request_id")
     if not isinstance(rid, str) or not REQUEST_ID.fullmatch(rid):
         raise EvidenceInvalid("request.json has no valid request_id (1-64 of A-Z a-z 0-9 . _ -)")
     for field in ("legal_basis", "received_at"):
         if not isinstance(request.get(field), str):
             raise EvidenceInvalid(f"request.json has no {field}")
+    order: tuple[int, str, int] | None = None
     for rec in steps:
         if rec.get("request_id") != rid:
             raise EvidenceInvalid("steps.jsonl holds a record of another request")
         if rec.get("step") not in TIERS or not isinstance(rec.get("status"), str):
             raise EvidenceInvalid("steps.jsonl holds a record without a known step or a status")
+        target = rec.get("target")
+        if target is not None and (not isinstance(target, str) or not target):
+            raise EvidenceInvalid("steps.jsonl holds a record whose target is not a name")
+        here = step_order(rec)
+        if order is not None and here <= order:
+            raise EvidenceInvalid(f"steps.jsonl repeats step {rec['step']} or lists it out of order (the reference"
+                                  " store's records, then each target's by name, tiers in cascade order)")
+        order = here
         if not (_count_ok(rec.get("before_count"), True) and _count_ok(rec.get("after_count"), True)):
             raise EvidenceInvalid(f"step {rec['step']}: counts must be non-negative integers or null")
     if verification.get("request_id") != rid:
@@ -86,6 +99,16 @@ def _check_records(request: dict[str, Any], steps: list[dict[str, Any]], verific
         if not isinstance(p.get("tier"), str) or not isinstance(p.get("method"), str) \
                 or not _count_ok(p.get("residue"), False):
             raise EvidenceInvalid("verification.json holds a probe without tier, method or residue count")
+    processors: set[str] = set()
+    for r in receipts:
+        if r.get("request_id") != rid:
+            raise EvidenceInvalid("subprocessor-receipts.jsonl holds a receipt of another request (or of none)")
+        proc = r.get("processor")
+        if not isinstance(proc, str) or not proc or proc in processors:
+            raise EvidenceInvalid("subprocessor-receipts.jsonl holds a receipt without a processor, or two of one")
+        processors.add(proc)
+        if r.get("status") not in RECEIPT_STATUSES:
+            raise EvidenceInvalid(f"the receipt of {proc} has a status not in {', '.join(RECEIPT_STATUSES)}")
 
 
 def load_evidence(evidence_dir: Path) -> Evidence:
@@ -99,10 +122,10 @@ def load_evidence(evidence_dir: Path) -> Evidence:
     request = _obj(_parse("request.json", files["request.json"]), "request.json")
     steps = [_obj(s, "a line of steps.jsonl") for s in _parse("steps.jsonl", files["steps.jsonl"])]
     verification = _obj(_parse("verification.json", files["verification.json"]), "verification.json")
-    for r in _parse("subprocessor-receipts.jsonl", files["subprocessor-receipts.jsonl"]):
-        _obj(r, "a line of subprocessor-receipts.jsonl")
+    receipts = [_obj(r, "a line of subprocessor-receipts.jsonl")
+                for r in _parse("subprocessor-receipts.jsonl", files["subprocessor-receipts.jsonl"])]
     _obj(_parse("audit-log-redaction.json", files["audit-log-redaction.json"]), "audit-log-redaction.json")
-    _check_records(request, steps, verification)
+    _check_records(request, steps, verification, receipts)
     return Evidence(files, request, steps, verification)
 
 

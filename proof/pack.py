@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from erasure.errors import NotFound
+from erasure.errors import InputError, NotFound
 from proof import verify
 from proof.attestation import render
 from proof.dsse import envelope_bytes, sign_envelope
@@ -230,9 +230,16 @@ def attest(pack_path: Path, dpo_key_path: Path, *, engine_pub: bytes | Path | No
         raise SameKeyRefused(f"the DPO key {dpo_keyid[:16]}... is the engine's key: the DPO must attest"
                              " with a key of their own")
     top, files = verify.extract(data)
+    when = attested_at or _now()
+    at = verify.utc_time(when)
+    verified = verify.utc_time(_predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE).get("verified_at"))
+    if at is None:
+        raise InputError(f"attested_at {verify.printable(when)!r} is not a UTC time (YYYY-MM-DDTHH:MM:SSZ)")
+    if verified is not None and at < verified.replace(microsecond=0):
+        raise InputError(f"attested_at {when} is earlier than the verification the DPO attests")
     if DPO_ENVELOPE in files and not force:
         raise AlreadyAttested(f"{pack_path} is already attested: pass --force to replace the attestation")
-    statement = dpo_statement(files, request_id=result.request_id, attested_at=attested_at or _now(),
+    statement = dpo_statement(files, request_id=result.request_id, attested_at=when,
                               dpo_keyid=dpo_keyid, engine_keyid=result.engine_keyid, status=result.status)
     files[DPO_ENVELOPE] = envelope_bytes(sign_envelope(statement, key))
     tar = tar_gz_bytes(top, files)
@@ -245,22 +252,35 @@ def attest(pack_path: Path, dpo_key_path: Path, *, engine_pub: bytes | Path | No
     return pack_path
 
 
+def _count(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+
 def _predicate_of(envelope: bytes, name: str) -> dict[str, Any]:
     _, payload, _ = verify.unverified_payload(envelope, name)
     pred = json.loads(payload).get("predicate")
     return pred if isinstance(pred, dict) else {}
 
 
-def summary(pack_path: Path, *, engine_pub: bytes | Path | None = None) -> dict[str, Any]:
+def summary(pack_path: Path, *, engine_pub: bytes | Path | None = None,
+            dpo_pub: bytes | Path | None = None) -> dict[str, Any]:
     """What the DPO is shown before attesting: per-tier table, exceptions, scope, verification result,
     receipts by status, keys. Counts and ids only. The pack is checked first (signatures too when
-    `engine_pub` is given; `signatures_verified` says which); `PackRejected` if it fails."""
+    `engine_pub` is given; `signatures_verified` says which); `PackRejected` if it fails.
+
+    `attested` is true only when the DPO's envelope verified under `dpo_pub` (a trusted key, which
+    needs `engine_pub` too); an envelope present but not checked is `dpo_attestation: "not checked"`,
+    never "attested", and its claimed key and time are not shown."""
     pack_path = Path(pack_path)
     if pack_path.is_dir():
         pack_path = pack_path / PACK_NAME
+    if dpo_pub is not None and engine_pub is None:
+        raise InputError("the DPO's attestation is checked with the engine's key too: give both")
     data = _read_pack(pack_path)
     try:
-        result = (verify.verify_bytes(data, public_key_pem(load_public_key(engine_pub)), None, require_dpo=False)
+        result = (verify.verify_bytes(data, public_key_pem(load_public_key(engine_pub)),
+                                      public_key_pem(load_public_key(dpo_pub)) if dpo_pub is not None else None,
+                                      require_dpo=False)
                   if engine_pub is not None else verify.verify_contents(data))
     except verify.PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
@@ -273,7 +293,6 @@ def summary(pack_path: Path, *, engine_pub: bytes | Path | None = None) -> dict[
         if line.strip():
             st = str(json.loads(line).get("status"))
             receipts[st] = receipts.get(st, 0) + 1
-    dpo = _predicate_of(files[DPO_ENVELOPE], DPO_ENVELOPE) if DPO_ENVELOPE in files else None
     return {
         "request_id": result.request_id,
         "legal_basis": pred["legal_basis"],
@@ -289,14 +308,15 @@ def summary(pack_path: Path, *, engine_pub: bytes | Path | None = None) -> dict[
             "probes": len(probes),
             "residue": sum(int(p["residue"]) for p in probes),
             "methods": sorted({f"{p['tier']}/{p['method']}" for p in probes}),
-            "bystanders_before": sum(int(p.get("bystanders_before") or 0) for p in probes),
-            "bystanders_after": sum(int(p.get("bystanders_after") or 0) for p in probes),
+            "bystanders_before": sum(_count(p.get("bystanders_before")) for p in probes),
+            "bystanders_after": sum(_count(p.get("bystanders_after")) for p in probes),
         },
         "receipts": dict(sorted(receipts.items())),
         "engine_keyid": result.engine_keyid,
-        "attested": dpo is not None,
-        "dpo_keyid": dpo.get("dpo_keyid") if dpo else None,
-        "attested_at": dpo.get("attested_at") if dpo else None,
+        "attested": result.dpo_attestation == "verified",
+        "dpo_attestation": result.dpo_attestation,
+        "dpo_keyid": result.dpo_keyid,
+        "attested_at": result.attested_at,
         "signatures_verified": result.signatures_verified,
         "pack_sha256": hashlib.sha256(data).hexdigest(),
     }

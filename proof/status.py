@@ -2,12 +2,18 @@
 
 The rules (the offline verifier re-implements them independently in check 8):
 
-Tier status, from the tier's LAST step record and the summed residue of the probes of that tier:
-- no step record                                              -> notErased
+steps.jsonl holds one record per (target, tier): the reference store's records first (no `target`),
+then each other target's (its name in `target`, targets in name order), tiers in cascade order. A
+repeated or reordered record is refused (`proof.evidence`), never resolved by "the last one wins".
+
+The status of one record, with the summed residue of the probes of its tier:
 - step status `exception` or `erasedWithExceptions`           -> erasedWithExceptions
 - step status `skipped`, after_count 0 or null, residue 0      -> skipped
 - step status `erased`, after_count 0, residue 0               -> erased
 - anything else                                               -> notErased
+Tier status, from every record of the tier (one per target): no record -> notErased; else the worst
+of its records' (notErased, then erasedWithExceptions), skipped only when every record is skipped,
+else erased. Its before/after counts are the sums over its records (null when none has one).
 Overall status:
 - no probe at all, a tier notErased, or residue > 0 in a probe that is not of an
   erasedWithExceptions tier (probes of no tier, e.g. a byte scan, included) -> notErased
@@ -29,11 +35,18 @@ EXCEPTION_STEP = frozenset({"exception", "erasedWithExceptions"})
 ERASED, WITH_EXCEPTIONS, NOT_ERASED, SKIPPED = "erased", "erasedWithExceptions", "notErased", "skipped"
 
 
-def last_steps(steps: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """The last record of each step, in file order (a rerun's record replaces the earlier one)."""
-    out: dict[str, Mapping[str, Any]] = {}
+def step_order(rec: Mapping[str, Any]) -> tuple[int, str, int]:
+    """Where a record belongs in steps.jsonl: the reference store's, then each target's by name; tiers
+    in cascade order. Records must come in strictly increasing order."""
+    target, tier = rec.get("target"), TIERS.index(str(rec["step"]))
+    return (0, "", tier) if target is None else (1, str(target), tier)
+
+
+def records_by_tier(steps: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Every record of each tier: the reference store's and each other target's."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
     for rec in steps:
-        out[str(rec["step"])] = rec
+        out.setdefault(str(rec["step"]), []).append(rec)
     return out
 
 
@@ -46,7 +59,7 @@ def residue_by_tier(probes: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def tier_status(rec: Mapping[str, Any] | None, residue: int) -> str:
-    """The status of one tier (see the module docstring)."""
+    """The status of one record (see the module docstring); None (no record) is notErased."""
     if rec is None:
         return NOT_ERASED
     status, after = rec.get("status"), rec.get("after_count")
@@ -59,18 +72,32 @@ def tier_status(rec: Mapping[str, Any] | None, residue: int) -> str:
     return NOT_ERASED
 
 
+def combined_status(statuses: Sequence[str]) -> str:
+    """A tier's status from its records' (one per target): the worst; skipped only if all are."""
+    if not statuses or NOT_ERASED in statuses:
+        return NOT_ERASED
+    if WITH_EXCEPTIONS in statuses:
+        return WITH_EXCEPTIONS
+    return SKIPPED if all(st == SKIPPED for st in statuses) else ERASED
+
+
+def _sum(values: Sequence[Any]) -> int | None:
+    counts = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    return sum(counts) if counts else None
+
+
 def tiers_table(steps: Sequence[Mapping[str, Any]],
                 probes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """`{tier: {"status", "before", "after", "residue"}}` for the nine tiers, in cascade order."""
-    recs, residue = last_steps(steps), residue_by_tier(probes)
+    recs, residue = records_by_tier(steps), residue_by_tier(probes)
     table: dict[str, dict[str, Any]] = {}
     for tier in TIERS:
-        rec = recs.get(tier)
+        mine, res = recs.get(tier, []), residue.get(tier, 0)
         table[tier] = {
-            "status": tier_status(rec, residue.get(tier, 0)),
-            "before": None if rec is None else rec.get("before_count"),
-            "after": None if rec is None else rec.get("after_count"),
-            "residue": residue.get(tier, 0),
+            "status": combined_status([tier_status(r, res) for r in mine]),
+            "before": _sum([r.get("before_count") for r in mine]),
+            "after": _sum([r.get("after_count") for r in mine]),
+            "residue": res,
         }
     return table
 
@@ -96,9 +123,9 @@ def all_clear_problems(steps: Sequence[Mapping[str, Any]],
         problems.append("no probe ran")
     problems += [f"probe {p['tier']}/{p['method']} found residue {p['residue']}"
                  for p in probes if int(p["residue"]) != 0]
-    for tier, rec in last_steps(steps).items():
+    for rec in steps:
         after, status = rec.get("after_count"), rec.get("status")
         if status in EXCEPTION_STEP or after == 0 or (status == "skipped" and after is None):
             continue
-        problems.append(f"step {tier} ends with after_count {after}")
+        problems.append(f"step {rec['step']} ends with after_count {after}")
     return problems

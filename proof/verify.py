@@ -3,46 +3,98 @@
     python -m proof.verify proof.tar.gz --engine-key engine.pub.pem --dpo-key dpo.pub.pem [--json]
 
 This file also runs on its own (`python verify.py ...`): it imports nothing else of this project.
-Trusted public keys come from the command line, never from the pack. The checks, in order; the
-first that fails raises its error, a `PackError` subclass whose `check` names it:
+Trusted public keys come from the command line, never from the pack. Every input ends in one line,
+`OK` (exit 0) or `FAIL: <check>: <why>` (exit 1; 2 for bad usage), never a traceback; every character
+outside printable ASCII in it is written as a \\x, \\u or \\U escape, so nothing taken from a pack can
+act on a terminal. The checks, in order; the first that fails raises its error, a `PackError` subclass
+whose `check` names it (anything else a hostile input breaks inside a check ends as that check's
+failure, "refused: the input broke this check (<error type>)"; the tests require a named reason for
+every input they know):
 
- 1 archive        ArchiveError      Safe extraction, in memory: a gzipped tar of regular files and
-                                    directories only (no symlinks, hard links, devices, fifos), no
-                                    absolute path, no `..`, one top directory named after the
-                                    request, at most 256 entries, 1 GiB per file, 2 GiB in all.
-                                    Then the files are exactly those manifest.json lists, plus
+ 0 keys           KeyArgumentError  Each key file is read up to 64 KiB and holds an ECDSA P-256 or
+                                    Ed25519 public key (PEM); any other key (RSA, SM2, secp112r1...)
+                                    is refused.
+ 1 archive        ArchiveError      Read as a stream in steps of 64 KiB, every size checked before
+                                    anything is allocated. The pack (at most 1 GiB) is exactly ONE
+                                    gzip member: deflate, no optional header field (the writer sets
+                                    none), CRC-32 and length right, no byte after it. It unpacks to at
+                                    most 1 GiB + 64 MiB holding exactly ONE POSIX ustar stream: every
+                                    header has a valid checksum, the ustar magic, zero-padded octal
+                                    numbers, NUL-padded names, no link name; entries are regular files
+                                    and directories only (no pax or GNU header, link, device, fifo or
+                                    sparse file); data padding is zero; the stream ends with two zero
+                                    blocks and nothing but zero bytes follows them. At most 256
+                                    entries; names relative and normal, parts of A-Z a-z 0-9 . _ -
+                                    starting with a letter or digit, at most three parts
+                                    (top/signatures/file), no duplicate; one top directory named like a
+                                    request id. Sizes, from the header: audit-log-redaction.json at
+                                    most 1 GiB (kept in an anonymous temporary file, read as a
+                                    stream), every other file at most 4 MiB and 8 MiB together. Then
+                                    the files are exactly those manifest.json lists, plus
                                     manifest.json, SHA256SUMS, signatures/engine.intoto.json and
                                     signatures/dpo.intoto.json (the last one optional only when the
                                     DPO's attestation is not required).
- 2 signature      SignatureError    Each DSSE envelope has a signature whose keyid is the sha256 of
-                                    the GIVEN key's SubjectPublicKeyInfo DER and which verifies
-                                    over PAE(payloadType, payload) with that key.
+ 2 signature      SignatureError    Each DSSE envelope is in the writer's canonical form (sorted keys,
+                                    two-space indent, ASCII, one final newline: no signature covers
+                                    the DPO's envelope, so its bytes may not vary), holds only
+                                    payloadType, payload and ONE signature (keyid, sig), whose keyid
+                                    is the sha256 of the GIVEN key's SubjectPublicKeyInfo DER and
+                                    which verifies over PAE(payloadType, payload) with that key.
  3 statement      StatementError    payloadType is application/vnd.in-toto+json; the payload is an
                                     in-toto Statement v1 with our predicateType (erasure proof for
                                     the engine, DPO attestation for the DPO); the predicates are
-                                    well formed and name the given keys.
+                                    well formed (the DPO's attested_at a UTC time
+                                    YYYY-MM-DDTHH:MM:SS[.ffffff]Z) and name the given keys.
  4 subjects       SubjectError      Every subject digest matches its file and every file is a
                                     subject (engine: all but signatures/*; DPO: those plus the
                                     engine's envelope).
  5 checksums      ChecksumError     manifest.json (sizes, sha256, engine keyid) and SHA256SUMS agree
                                     with the files and with each other.
  6 distinct-keys  SameKeyError      The engine key and the DPO key differ.
- 7 audit-log      AuditLogError     audit-log-redaction.json: checkpoint signatures (by the audit
-                                    key given with --audit-key, else the key the document names),
-                                    chain links, recomputed entry hashes, before/after heads,
-                                    redacted fields hold commitments, nothing left in the vault.
- 8 consistency    ConsistencyError  One request id throughout; the predicate repeats the records;
-                                    all_clear, every tier's status and the overall status follow
-                                    from the step records and the probes (rules below).
+ 7 audit-log      AuditLogError     audit-log-redaction.json (ASCII, its keys in sorted order as the
+                                    store writes them, read one entry at a time): checkpoint
+                                    signatures (by the audit key given with --audit-key, else the key
+                                    the document names), chain links, recomputed entry hashes,
+                                    before/after heads, redacted fields (sorted by seq and field) hold
+                                    commitments, nothing left in the vault. A home whose targets hold
+                                    no reference store writes audit-log-redaction/none/v1 (format,
+                                    reason, request_id): then no step record may be the reference's.
+ 8 consistency    ConsistencyError  One request id throughout: manifest, request, every step record,
+                                    verification, every receipt, the DPO's statement, and the audit
+                                    chain (rules below); the predicate repeats the records; all_clear,
+                                    every tier's status and the overall status follow from the step
+                                    records and the probes; receipts, the DPO's statement text and
+                                    attested_at agree with them.
 
-Check 8 rules. Tier status, from the tier's LAST step record and its probes' summed residue:
-no record -> notErased; step status exception|erasedWithExceptions -> erasedWithExceptions;
-skipped with after_count 0|null and residue 0 -> skipped; erased with after_count 0 and residue 0
--> erased; else notErased. Overall: no probe, a tier notErased, or residue in a probe not of an
-erasedWithExceptions tier -> notErased; else an erasedWithExceptions tier or any exception ->
-erasedWithExceptions; else erased if all_clear, notErased if not. all_clear true requires at least
-one probe, every probe residue 0, every step after_count 0 (null for a skipped one) unless its
-status is an exception status. A verification.json without `exceptions` has none.
+JSON, in every check: UTF-8, no duplicate key (but in the audit-log evidence, which only this
+verifier reads), no NaN or Infinity, no lone UTF-16 surrogate, at most 65,536 arrays and objects in a
+file (the audit-log evidence: 1 MiB a value), nesting as deep as Python's parser goes (deeper is
+refused).
+
+Check 8 rules. steps.jsonl holds at most one record per (target, tier): the reference store's
+records first (no `target`), then each other target's (its name in `target`, in name order), tiers
+in cascade order; a repeated or reordered record is refused (no "last one wins"). A record's status,
+with its tier's summed probe residue: step status exception|erasedWithExceptions ->
+erasedWithExceptions; skipped with after_count 0|null and residue 0 -> skipped; erased with
+after_count 0 and residue 0 -> erased; else notErased. Tier status: no record -> notErased; else the
+worst of its records' (notErased, then erasedWithExceptions), skipped only when all are skipped,
+else erased; its before/after are the sums of its records' counts (null when none has one). Overall:
+no probe, a tier notErased, or residue in a probe not of an erasedWithExceptions tier -> notErased;
+else an erasedWithExceptions tier or any exception -> erasedWithExceptions; else erased if
+all_clear, notErased if not. all_clear true requires at least one probe, every probe residue 0,
+every step after_count 0 (null for a skipped one) unless its status is an exception status. A
+verification.json without `exceptions` has none; verified_at is a UTC time. Each receipt of
+subprocessor-receipts.jsonl names this request, a processor (once) and a status done|pending|failed;
+a receipt not done means the subprocessors tier is neither erased nor skipped. Between its before
+and after checkpoints the audit chain holds an `erasure.audit_redaction` entry whose
+fields.request_id is this request (the store's checkpoint key signs that binding). The DPO's
+statement text is "I have reviewed the evidence in this pack for erasure request <id>, signed by the
+engine key <engine keyid>, and attest that it records the outcome of the request as stated:
+<status>." with the pack's status; attested_at is not before verified_at (to the second) and not
+more than a day ahead of this machine's clock.
+
+Without --dpo-key (--no-dpo), a DPO envelope in the pack is NOT checked and the result says so
+(`OK (... NOT checked ...)`); with --no-dpo and --dpo-key it is checked when present.
 """
 
 from __future__ import annotations
@@ -50,20 +102,21 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
-import gzip
 import hashlib
-import io
 import json
 import re
+import struct
 import sys
-import tarfile
+import tempfile
 import zlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -74,34 +127,83 @@ ERASURE_PREDICATE = "https://erasure-cascade.dev/erasure-proof/v1"
 DPO_PREDICATE = "https://erasure-cascade.dev/dpo-attestation/v1"
 ENGINE_ENVELOPE = "signatures/engine.intoto.json"
 DPO_ENVELOPE = "signatures/dpo.intoto.json"
-MANIFEST, SUMS = "manifest.json", "SHA256SUMS"
-EVIDENCE = ("request.json", "steps.jsonl", "verification.json", "subprocessor-receipts.jsonl",
-            "audit-log-redaction.json", "attestation.txt")
+MANIFEST, SUMS, AUDIT = "manifest.json", "SHA256SUMS", "audit-log-redaction.json"
+EVIDENCE = ("request.json", "steps.jsonl", "verification.json", "subprocessor-receipts.jsonl", AUDIT,
+            "attestation.txt")
 TIERS = ("working", "episodic", "semantic", "vectors", "fine_tune", "uploads", "derivatives",
          "subprocessors", "audit_log")
 STATUSES = ("erased", "erasedWithExceptions", "notErased")
 EXCEPTION_STEP = ("exception", "erasedWithExceptions")
+RECEIPT_STATUSES = ("done", "pending", "failed")
 AUDIT_FORMAT, CHECKPOINT_TYPE, GENESIS = "audit-log-redaction/v1", "audit-checkpoint/v1", "0" * 64
+AUDIT_NONE_FORMAT = "audit-log-redaction/none/v1"
+"""A pack of a home whose targets include no reference store: it has no audit log of ours to redact;
+check 8 then requires that every step record names another target."""
+AUDIT_REDACTION_EVENT = "erasure.audit_redaction"
+"""The audit entry the audit-log step appends after redacting; its fields name the request."""
 
-MAX_ENTRIES = 256
+MIB = 1024 * 1024
+MAX_KEY_BYTES = 64 * 1024
+MAX_PACK_BYTES = 1024 * MIB
 # The audit-log redaction evidence carries the hash-chain segment from the subject's first entry to the
-# head (about 530 bytes an entry): about 100 MB for a 1M-frame store. The limits leave room for ten
-# times that; inclusion proofs over a Merkle tree of the log would make it O(log n) instead.
-MAX_FILE_BYTES = 1024 * 1024 * 1024
-MAX_TOTAL_BYTES = 2 * 1024 * 1024 * 1024
+# head (about 530 bytes an entry): about 100 MB for a 1M-frame store. It is kept on disk and read one
+# entry at a time, so its limit is not a memory limit; inclusion proofs over a Merkle tree of the log
+# would make it O(log n).
+MAX_AUDIT_BYTES = 1024 * MIB
+MAX_FILE_BYTES = 4 * MIB
+"""Every file but the audit-log evidence, each: they are parsed in memory."""
+MAX_FILES_BYTES = 8 * MIB
+"""Every file but the audit-log evidence, together."""
+MAX_UNPACKED_BYTES = MAX_AUDIT_BYTES + 64 * MIB
+MAX_ENTRIES = 256
+MAX_DEPTH = 3
+"""top/signatures/file: the pack's own layout is two levels deep below its top directory."""
+MAX_JSON_CONTAINERS = 65_536
+MAX_AUDIT_VALUE_BYTES = MIB
+"""One audit entry, one redacted item, or any other value of the audit-log evidence."""
+CLOCK_SKEW = timedelta(days=1)
 
+BLOCK = 512
+_CHUNK = 64 * 1024
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _SUMS_LINE = re.compile(r"([0-9a-f]{64})  ([^\n]+)")
+_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_UTC_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 PublicKey = ec.EllipticCurvePublicKey | Ed25519PublicKey
 
 
 # --- errors --------------------------------------------------------------------------------------
 
+def printable(text: str) -> str:
+    """`text` with every character outside printable ASCII written as an escape (\\x1b, \\u202e...):
+    safe on any terminal and any output encoding."""
+    if text.isascii() and text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if 0x20 <= o < 0x7F:
+            out.append(ch)
+        elif o < 0x100:
+            out.append(f"\\x{o:02x}")
+        elif o < 0x10000:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(f"\\U{o:08x}")
+    return "".join(out)
+
+
 class PackError(Exception):
-    """The pack failed a check. `check` names it; `str(err)` says why, in one line."""
+    """The pack failed a check. `check` names it; `str(err)` says why, in one line of printable ASCII."""
 
     check = "pack"
+
+    def __init__(self, why: str) -> None:
+        super().__init__(printable(why))
 
 
 class KeyArgumentError(PackError):
@@ -160,7 +262,9 @@ class ConsistencyError(PackError):
 
 @dataclass(frozen=True)
 class VerifyResult:
-    """What a pack that passed every check says. `dpo_keyid` is None when no DPO key was checked."""
+    """What a pack that passed every check says. `dpo_keyid` is None when no DPO key was checked;
+    `dpo_attestation` is `verified`, `absent` (no DPO envelope) or `not checked` (an envelope is
+    present but no DPO key was given: it proves nothing)."""
 
     request_id: str
     status: str
@@ -170,12 +274,21 @@ class VerifyResult:
     files: int
     checks: tuple[str, ...]
     signatures_verified: bool = True
+    dpo_attestation: str = "absent"
+    attested_at: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         d = asdict(self)
         d["checks"] = list(self.checks)
         return d
+
+    def line(self) -> str:
+        """The one line `main` prints for a pack that verified."""
+        if self.dpo_attestation == "not checked":
+            return ("OK (engine signature and contents; the DPO attestation in the pack was NOT checked:"
+                    " give --dpo-key to check it)")
+        return "OK"
 
 
 # --- small helpers -------------------------------------------------------------------------------
@@ -204,33 +317,78 @@ def keyid_of(key: PublicKey) -> str:
 
 def load_public_key(pem: bytes, role: str) -> PublicKey:
     """A trusted public key from PEM: ECDSA P-256 or Ed25519, else `KeyArgumentError`."""
+    if len(pem) > MAX_KEY_BYTES:
+        _fail(KeyArgumentError, f"the {role} key is larger than {MAX_KEY_BYTES} bytes: not a PEM public key")
     try:
         key = serialization.load_pem_public_key(pem)
-    except ValueError as exc:
-        raise KeyArgumentError(f"the {role} key is not a PEM public key") from exc
+    except UnsupportedAlgorithm:
+        _fail(KeyArgumentError, f"the {role} key is of an algorithm or curve this verifier does not support")
+    except (ValueError, TypeError):
+        _fail(KeyArgumentError, f"the {role} key is not a PEM public key")
     if isinstance(key, Ed25519PublicKey):
         return key
     if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
         return key
-    raise KeyArgumentError(f"the {role} key is neither ECDSA P-256 nor Ed25519")
+    _fail(KeyArgumentError, f"the {role} key is neither ECDSA P-256 nor Ed25519")
 
 
 def _fail(cls: type[PackError], why: str) -> NoReturn:
     raise cls(why)
 
 
-def _json(data: bytes, name: str, cls: type[PackError]) -> Any:
+class _JsonRefused(ValueError):
+    """A JSON text that parses but that we refuse (a duplicate key, NaN)."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _JsonRefused(f"repeats the key {k!r}")
+        out[k] = v
+    return out
+
+
+def _constant(name: str) -> Any:
+    raise _JsonRefused(f"holds {name}, which is not JSON")
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
+_STREAM_DECODER = json.JSONDecoder(parse_constant=_constant)
+"""For the audit-log evidence, which only this verifier reads: a repeated key there cannot make two
+readers disagree, and the hook would cost a third of check 7's time."""
+_WHITESPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _loads(text: str, name: str, cls: type[PackError]) -> Any:
     try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        _fail(cls, f"{name} is not valid UTF-8 JSON")
+        return _DECODER.decode(text)
+    except RecursionError:
+        _fail(cls, f"{name} nests too deeply")
+    except _JsonRefused as exc:
+        _fail(cls, f"{name} {exc}")
+    except ValueError:
+        _fail(cls, f"{name} is not valid JSON")
+
+
+def _text(data: bytes, name: str, cls: type[PackError]) -> str:
+    if data.count(b"[") + data.count(b"{") > MAX_JSON_CONTAINERS:
+        _fail(cls, f"{name} holds more than {MAX_JSON_CONTAINERS} arrays and objects")
+    if _LONE_SURROGATE.search(data):
+        _fail(cls, f"{name} holds a lone UTF-16 surrogate (not Unicode text)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        _fail(cls, f"{name} is not valid UTF-8")
+
+
+def _json(data: bytes, name: str, cls: type[PackError]) -> Any:
+    return _loads(_text(data, name, cls), name, cls)
 
 
 def _jsonl(data: bytes, name: str, cls: type[PackError]) -> list[Any]:
-    try:
-        return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
-    except (UnicodeDecodeError, ValueError):
-        _fail(cls, f"{name} is not valid JSON Lines")
+    return [_loads(line, f"{name} line {i}", cls)
+            for i, line in enumerate(_text(data, name, cls).split("\n"), 1) if line.strip()]
 
 
 def _is_int(v: Any) -> bool:
@@ -251,101 +409,347 @@ def _obj(v: Any, what: str, cls: type[PackError]) -> dict[str, Any]:
     return v
 
 
-# --- 1 archive -----------------------------------------------------------------------------------
+def utc_time(v: Any) -> datetime | None:
+    """The instant of a `YYYY-MM-DDTHH:MM:SS[.ffffff]Z` string, else None."""
+    if not isinstance(v, str) or not _UTC_TIME.fullmatch(v):
+        return None
+    try:
+        return datetime.fromisoformat(v[:-1]).replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
-def _member_name(member: tarfile.TarInfo) -> str:
-    name = member.name
+
+# --- 1 archive: one gzip member ------------------------------------------------------------------
+
+class _Gunzip:
+    """Exactly one gzip member (RFC 1952) as the pack writer makes it, inflated at most `n` bytes a
+    call; its trailer is checked, and nothing may follow it."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._taken = 0
+        self._unpacked = 0
+        self._crc = 0
+        self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+        self._ended = False
+        head = self._take_exact(10)
+        if head[:2] != b"\x1f\x8b":
+            _fail(ArchiveError, "not a readable tar.gz: not a gzip file")
+        if len(head) < 10:
+            _fail(ArchiveError, "not a readable tar.gz: the gzip header is truncated")
+        if head[2] != 8:
+            _fail(ArchiveError, "not a readable tar.gz: the gzip compression method is not deflate")
+        if head[3] != 0:
+            _fail(ArchiveError, "the gzip header carries optional fields (name, comment, extra field or header"
+                                " CRC) that the pack writer never writes")
+
+    def _take(self, n: int) -> bytes:
+        data = self._raw.read(n)
+        self._taken += len(data)
+        if self._taken > MAX_PACK_BYTES:
+            _fail(ArchiveError, f"the pack is larger than {MAX_PACK_BYTES} bytes")
+        return data
+
+    def _take_exact(self, n: int) -> bytes:
+        parts, left = [], n
+        while left > 0:
+            part = self._take(left)
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
+
+    def read(self, n: int) -> bytes:
+        """Up to `n` unpacked bytes; b"" once the member has ended and its trailer checked out."""
+        while not self._ended:
+            if self._inflate.eof:
+                self._trailer()
+                break
+            src = self._inflate.unconsumed_tail or self._take(_CHUNK)
+            try:  # with no input left, zlib may still hold output: ask before calling it truncated
+                out = self._inflate.decompress(src, n)
+            except zlib.error:
+                _fail(ArchiveError, "not a readable tar.gz: the deflate data is corrupt")
+            if out:
+                self._unpacked += len(out)
+                if self._unpacked > MAX_UNPACKED_BYTES:
+                    _fail(ArchiveError, f"the archive unpacks to more than {MAX_UNPACKED_BYTES} bytes")
+                self._crc = zlib.crc32(out, self._crc)
+                return out
+            if not src and not self._inflate.eof:
+                _fail(ArchiveError, "not a readable tar.gz: the gzip stream is truncated")
+        return b""
+
+    def _trailer(self) -> None:
+        tail = self._inflate.unused_data
+        if len(tail) < 8:
+            tail += self._take_exact(8 - len(tail))
+        if len(tail) < 8:
+            _fail(ArchiveError, "not a readable tar.gz: the gzip trailer is truncated")
+        crc, size = struct.unpack("<II", tail[:8])
+        if crc != self._crc:
+            _fail(ArchiveError, "the gzip CRC-32 does not match the unpacked bytes")
+        if size != self._unpacked & 0xFFFFFFFF:
+            _fail(ArchiveError, "the gzip trailer gives another length than the unpacked bytes")
+        if tail[8:] or self._take(1):
+            _fail(ArchiveError, "bytes after the gzip member (a second member or trailing data):"
+                                " a pack is exactly one gzip member")
+        self._ended = True
+
+    def read_exact(self, n: int) -> bytes:
+        parts, left = [], n
+        while left > 0:
+            part = self.read(min(left, _CHUNK))
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
+
+
+# --- 1 archive: one ustar stream -----------------------------------------------------------------
+
+class Blob:
+    """One file of the pack: its size and sha256, and its bytes (a small file) or an anonymous
+    temporary file (the audit-log evidence, which may be large)."""
+
+    def __init__(self, size: int, sha256: str, data: bytes | None, spool: IO[bytes] | None) -> None:
+        self.size, self.sha256, self._data, self._spool = size, sha256, data, spool
+
+    @property
+    def data(self) -> bytes:
+        """The bytes of a small file (the audit evidence only through `read_at`)."""
+        if self._data is None:
+            raise ValueError("a spooled file is read with read_at")
+        return self._data
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        """Up to `n` bytes from `offset`."""
+        if self._data is not None:
+            return self._data[offset:offset + n]
+        assert self._spool is not None
+        self._spool.seek(offset)
+        return self._spool.read(n)
+
+    def read_all(self) -> bytes:
+        """Every byte (for the pack writer, which holds a pack in memory anyway)."""
+        return self._data if self._data is not None else self.read_at(0, self.size)
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+
+
+_NUMBERS = (("mode", 100, 8), ("uid", 108, 8), ("gid", 116, 8), ("size", 124, 12), ("mtime", 136, 12),
+            ("devmajor", 329, 8), ("devminor", 337, 8))
+_STRINGS = (("name", 0, 100), ("linkname", 157, 100), ("uname", 265, 32), ("gname", 297, 32),
+            ("prefix", 345, 155))
+_KINDS = {b"0": "file", b"\0": "file", b"5": "dir", b"1": "hard link", b"2": "symlink",
+          b"3": "character device", b"4": "block device", b"6": "fifo", b"7": "contiguous file",
+          b"x": "pax extended header", b"g": "pax global header", b"L": "GNU long name header",
+          b"K": "GNU long link header", b"S": "GNU sparse file", b"V": "GNU volume header",
+          b"M": "GNU multi-volume header", b"N": "GNU old long name header", b"D": "GNU dump directory"}
+
+
+@dataclass(frozen=True)
+class _Header:
+    name: str
+    kind: str
+    size: int
+
+
+def _field(block: bytes, what: str, start: int, width: int, at: int) -> bytes:
+    raw = block[start:start + width]
+    value, _, rest = raw.partition(b"\0")
+    if rest.strip(b"\0"):
+        _fail(ArchiveError, f"the tar header at byte {at} has bytes after the end of its {what}")
+    return value
+
+
+def _header(block: bytes, at: int) -> _Header:
+    """One ustar header, every field checked (the writer's exact format)."""
+    stored = block[148:156]
+    if re.fullmatch(rb"[0-7]{6}\0 ", stored) is None or \
+            int(stored[:6], 8) != sum(block[:148]) + 8 * 0x20 + sum(block[156:]):
+        _fail(ArchiveError, f"a tar header with a bad checksum at byte {at}: a tar reader that skips it (GNU tar)"
+                            " would read on")
+    if block[257:265] != b"ustar\x0000":
+        _fail(ArchiveError, f"the tar header at byte {at} is not POSIX ustar (a GNU or old tar header)")
+    numbers = {}
+    for what, start, width in _NUMBERS:
+        raw = block[start:start + width]
+        if what.startswith("dev") and not raw.strip(b"\0"):
+            continue  # only devices carry device numbers; the writer leaves them empty
+        if re.fullmatch(rb"[0-7]{%d}\0" % (width - 1), raw) is None:
+            _fail(ArchiveError, f"the tar header at byte {at} has a {what} that is not zero-padded octal")
+        numbers[what] = int(raw[:-1], 8)
+    texts = {what: _field(block, what, start, width, at) for what, start, width in _STRINGS}
+    if block[500:512].strip(b"\0"):
+        _fail(ArchiveError, f"the tar header at byte {at} has bytes in its padding")
+    name = texts["name"].decode("latin-1")
+    if texts["prefix"]:
+        name = texts["prefix"].decode("latin-1") + "/" + name
+    kind = _KINDS.get(block[156:157], "entry of unknown type")
+    if kind in ("file", "dir"):
+        if texts["linkname"]:
+            _fail(ArchiveError, f"a {kind} with a link name in archive: {name!r}")
+        if kind == "dir" and numbers["size"]:
+            _fail(ArchiveError, f"a directory with a size in archive: {name!r}")
+        return _Header(name, kind, numbers["size"])
+    if kind.startswith("pax"):
+        _fail(ArchiveError, f"a {kind} in archive (pax extensions are never written by the pack writer):"
+                            f" {name!r}")
+    _fail(ArchiveError, f"{kind} in archive: {name!r}")
+
+
+def _member_name(raw: str, kind: str) -> str:
+    name = raw[:-1] if kind == "dir" and raw.endswith("/") else raw
     if not name or "\x00" in name or "\\" in name:
         _fail(ArchiveError, "an entry has an empty or malformed name")
     if name.startswith("/"):
         _fail(ArchiveError, f"absolute path in archive: {name!r}")
-    parts = name.rstrip("/").split("/")
+    parts = name.split("/")
     if ".." in parts:
         _fail(ArchiveError, f"path with '..' in archive: {name!r}")
     if any(p in ("", ".") for p in parts):
         _fail(ArchiveError, f"non-normal path in archive: {name!r}")
-    return "/".join(parts)
+    if not all(_PART.fullmatch(p) for p in parts):
+        _fail(ArchiveError, f"a name with a character outside A-Z a-z 0-9 . _ - (or a part not starting with a"
+                            f" letter or digit) in archive: {name!r}")
+    if len(parts) > MAX_DEPTH:
+        _fail(ArchiveError, f"a name nested deeper than the pack's layout (top/folder/file) in archive: {name!r}")
+    return name
 
 
-def _member_kind(member: tarfile.TarInfo, name: str) -> str:
-    if member.issym():
-        _fail(ArchiveError, f"symlink in archive: {name!r}")
-    if member.islnk():
-        _fail(ArchiveError, f"hard link in archive: {name!r}")
-    if member.isdir():
-        return "dir"
-    if member.isreg() and not member.issparse():
-        return "file"
-    _fail(ArchiveError, f"device, fifo or other special entry in archive: {name!r}")
+def _read_data(gz: _Gunzip, size: int, spool: bool) -> tuple[str, bytes | None, IO[bytes] | None]:
+    """`size` bytes of member data, hashed as they stream: kept in memory or in an anonymous temporary
+    file (`spool`)."""
+    h = hashlib.sha256()
+    parts: list[bytes] = []
+    tmp = tempfile.TemporaryFile() if spool else None  # noqa: SIM115 (closed by Blob.close)
+    try:
+        left = size
+        while left > 0:
+            chunk = gz.read(min(left, _CHUNK))
+            if not chunk:
+                _fail(ArchiveError, "not a readable tar.gz: a file is truncated")
+            h.update(chunk)
+            if tmp is not None:
+                tmp.write(chunk)
+            else:
+                parts.append(chunk)
+            left -= len(chunk)
+        if tmp is not None:
+            tmp.flush()
+    except BaseException:
+        if tmp is not None:
+            tmp.close()
+        raise
+    return h.hexdigest(), (None if tmp is not None else b"".join(parts)), tmp
 
 
-class _Capped(io.RawIOBase):
-    """A reader that stops a decompression bomb: at most `cap` bytes, headers included."""
+@dataclass
+class Unpacked:
+    """The files of a pack that passed check 1's safety part, by path below the top directory."""
 
-    def __init__(self, inner: gzip.GzipFile, cap: int) -> None:
-        self._inner, self._left = inner, cap
+    top: str
+    files: dict[str, Blob] = field(default_factory=dict)
 
-    def readable(self) -> bool:
-        return True
+    def close(self) -> None:
+        for blob in self.files.values():
+            blob.close()
 
-    def read(self, size: int = -1) -> bytes:
-        chunk = self._inner.read(size if size >= 0 else self._left + 1)
-        self._left -= len(chunk)
-        if self._left < 0:
-            _fail(ArchiveError, f"the archive unpacks to more than {MAX_TOTAL_BYTES} bytes")
-        return chunk
+
+def _end_of_archive(gz: _Gunzip, at: int) -> None:
+    second = gz.read_exact(BLOCK)
+    if len(second) < BLOCK or second.strip(b"\0"):
+        _fail(ArchiveError, f"a lone zero block at byte {at} (the end-of-archive marker is two): a tar"
+                            " reader that skips it would read on")
+    while True:
+        rest = gz.read(_CHUNK)
+        if not rest:
+            return
+        if rest.strip(b"\0"):
+            _fail(ArchiveError, "non-zero bytes after the end of the archive: a tar reader that goes on would"
+                                " see more")
+
+
+def unpack(raw: IO[bytes]) -> Unpacked:
+    """Check 1, safety part: read a pack as a stream (see the module docstring for every rule)."""
+    gz = _Gunzip(raw)
+    out: Unpacked | None = None
+    dirs: set[str] = set()
+    seen: set[str] = set()
+    small = at = count = 0
+    try:
+        while True:
+            block = gz.read_exact(BLOCK)
+            if not block:
+                _fail(ArchiveError, "the tar stream ends without its end-of-archive marker")
+            if len(block) < BLOCK:
+                _fail(ArchiveError, "not a readable tar.gz: a tar header is truncated")
+            if not block.strip(b"\0"):
+                _end_of_archive(gz, at)
+                break
+            hdr = _header(block, at)
+            count += 1
+            if count > MAX_ENTRIES:
+                _fail(ArchiveError, f"more than {MAX_ENTRIES} entries")
+            name = _member_name(hdr.name, hdr.kind)
+            head, _, rel = name.partition("/")
+            if out is None:
+                if not _REQUEST_ID.fullmatch(head):
+                    _fail(ArchiveError, f"the top directory is not named like a request id: {head!r}")
+                out = Unpacked(head)
+            elif head != out.top:
+                _fail(ArchiveError, f"more than one top-level directory ({out.top!r}, {head!r})")
+            if name in seen:
+                _fail(ArchiveError, f"duplicate entry in archive: {name!r}")
+            seen.add(name)
+            at += BLOCK
+            if hdr.kind == "dir":
+                dirs.add(name)
+                continue
+            if not rel:
+                _fail(ArchiveError, f"file outside the top directory: {name!r}")
+            limit = MAX_AUDIT_BYTES if rel == AUDIT else MAX_FILE_BYTES
+            if hdr.size > limit:
+                _fail(ArchiveError, f"{rel} is larger than {limit} bytes")
+            if rel != AUDIT:
+                small += hdr.size
+                if small > MAX_FILES_BYTES:
+                    _fail(ArchiveError, f"the files but {AUDIT} exceed {MAX_FILES_BYTES} bytes together")
+            digest, data, spool = _read_data(gz, hdr.size, spool=rel == AUDIT and hdr.size > MAX_FILE_BYTES)
+            out.files[rel] = Blob(hdr.size, digest, data, spool)
+            pad = -hdr.size % BLOCK
+            if gz.read_exact(pad).strip(b"\0"):
+                _fail(ArchiveError, f"non-zero bytes in the block padding after {rel}")
+            at += hdr.size + pad
+        if out is None or not out.files:
+            _fail(ArchiveError, "the archive holds no files")
+        parents = {f"{out.top}/{'/'.join(rel.split('/')[:i])}"
+                   for rel in out.files for i in range(1, rel.count("/") + 1)}
+        stray = sorted(dirs - parents - {out.top})
+        if stray:
+            _fail(ArchiveError, f"unexpected directory in archive: {stray[0]!r}")
+        return out
+    except BaseException:
+        if out is not None:
+            out.close()
+        raise
 
 
 def extract(data: bytes) -> tuple[str, dict[str, bytes]]:
-    """Check 1, safety part: read the pack in memory; return (top directory, {relative path: bytes})."""
-    if len(data) > MAX_TOTAL_BYTES:
-        _fail(ArchiveError, f"the pack is larger than {MAX_TOTAL_BYTES} bytes")
-    top: str | None = None
-    files: dict[str, bytes] = {}
-    dirs: set[str] = set()
-    seen: set[str] = set()
-    total = count = 0
+    """Check 1's safety part on the bytes of a pack; return (top directory, {relative path: bytes})."""
+    import io
+
+    with _checking(ArchiveError):
+        pack = unpack(io.BytesIO(data))
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as gz, \
-                tarfile.open(fileobj=_Capped(gz, MAX_TOTAL_BYTES + 1024 * (MAX_ENTRIES + 2)), mode="r|") as tar:
-            for member in tar:
-                count += 1
-                if count > MAX_ENTRIES:
-                    _fail(ArchiveError, f"more than {MAX_ENTRIES} entries")
-                name = _member_name(member)
-                kind = _member_kind(member, name)
-                head, _, rel = name.partition("/")
-                if top is None:
-                    top = head
-                elif head != top:
-                    _fail(ArchiveError, f"more than one top-level directory ({top!r}, {head!r})")
-                if name in seen:
-                    _fail(ArchiveError, f"duplicate entry in archive: {name!r}")
-                seen.add(name)
-                if kind == "dir":
-                    dirs.add(name)
-                    continue
-                if not rel:
-                    _fail(ArchiveError, f"file outside the top directory: {name!r}")
-                if member.size > MAX_FILE_BYTES:
-                    _fail(ArchiveError, f"{rel} is larger than {MAX_FILE_BYTES} bytes")
-                total += member.size
-                if total > MAX_TOTAL_BYTES:
-                    _fail(ArchiveError, f"the files exceed {MAX_TOTAL_BYTES} bytes in all")
-                fh = tar.extractfile(member)
-                body = fh.read() if fh is not None else b""
-                if len(body) != member.size:
-                    _fail(ArchiveError, f"{rel} is truncated")
-                files[rel] = body
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise ArchiveError(f"not a readable tar.gz: {type(exc).__name__}") from exc
-    if top is None or not files:
-        _fail(ArchiveError, "the archive holds no files")
-    parents = {f"{top}/{'/'.join(rel.split('/')[:i])}" for rel in files for i in range(1, rel.count("/") + 1)}
-    stray = sorted(dirs - parents - {top})
-    if stray:
-        _fail(ArchiveError, f"unexpected directory in archive: {stray[0]!r}")
-    return top, files
+        return pack.top, {name: blob.read_all() for name, blob in pack.files.items()}
+    finally:
+        pack.close()
 
 
 def _manifest_paths(manifest: Any) -> list[str]:
@@ -366,18 +770,19 @@ def _manifest_paths(manifest: Any) -> list[str]:
     return paths
 
 
-def check_file_set(top: str, files: Mapping[str, bytes], *, require_dpo: bool) -> dict[str, Any]:
+def check_file_set(top: str, names: set[str], manifest_data: bytes | None, *,
+                   require_dpo: bool) -> dict[str, Any]:
     """Check 1, completeness part: the files are exactly what the manifest says. Returns the manifest."""
-    if MANIFEST not in files:
+    if manifest_data is None:
         _fail(ArchiveError, "missing file manifest.json")
-    manifest = _json(files[MANIFEST], MANIFEST, ArchiveError)
+    manifest = _json(manifest_data, MANIFEST, ArchiveError)
     listed = _manifest_paths(manifest)
     absent = [p for p in EVIDENCE if p not in listed]
     if absent:
         _fail(ArchiveError, f"manifest.json does not list {absent[0]}")
     expected = {*listed, MANIFEST, SUMS, ENGINE_ENVELOPE} | ({DPO_ENVELOPE} if require_dpo else set())
     allowed = expected | {DPO_ENVELOPE}
-    missing, extra = sorted(expected - files.keys()), sorted(files.keys() - allowed)
+    missing, extra = sorted(expected - names), sorted(names - allowed)
     if missing:
         _fail(ArchiveError, f"missing file {missing[0]}" + (f" (and {len(missing) - 1} more)" if missing[1:] else ""))
     if extra:
@@ -391,9 +796,23 @@ def check_file_set(top: str, files: Mapping[str, bytes], *, require_dpo: bool) -
 
 def _envelope(data: bytes, name: str) -> tuple[dict[str, Any], bytes]:
     env = _obj(_json(data, name, SignatureError), name, SignatureError)
+    if (json.dumps(env, sort_keys=True, indent=2) + "\n").encode("ascii") != data:
+        # No signature covers the DPO's envelope (nor the engine's without it): only a canonical form
+        # keeps its bytes, and so the pack's digest, from changing while every check passes.
+        _fail(SignatureError, f"{name} is not in the canonical form the writer writes (sorted keys, two-space"
+                              " indent, ASCII, one final newline)")
     if not isinstance(env.get("payloadType"), str) or not isinstance(env.get("payload"), str) \
             or not isinstance(env.get("signatures"), list):
         _fail(SignatureError, f"{name} is not a DSSE envelope")
+    sigs = env["signatures"]
+    if set(env) != {"payloadType", "payload", "signatures"} or len(sigs) != 1 \
+            or not isinstance(sigs[0], dict) or set(sigs[0]) != {"keyid", "sig"}:
+        _fail(SignatureError, f"{name} is not an envelope as the writer writes it (payloadType, payload, and"
+                              " exactly one signature of keyid and sig)")
+    try:
+        env["payloadType"].encode("utf-8")
+    except UnicodeEncodeError:
+        _fail(SignatureError, f"{name}: payloadType is not Unicode text")
     try:
         payload = base64.b64decode(env["payload"], validate=True)
     except (binascii.Error, ValueError):
@@ -421,8 +840,11 @@ def check_signature(data: bytes, name: str, key: PublicKey, role: str) -> tuple[
         _fail(SignatureError, f"{name} has no signature by the given {role} key (keyid {kid[:16]}...)")
     message = pae(env["payloadType"], payload)
     for s in mine:
+        sig_text = s.get("sig")
+        if not isinstance(sig_text, str):
+            continue
         try:
-            sig = base64.b64decode(str(s.get("sig", "")), validate=True)
+            sig = base64.b64decode(sig_text, validate=True)
         except (binascii.Error, ValueError):
             continue
         if _verify_sig(key, sig, message):
@@ -448,7 +870,7 @@ _ENGINE_FIELDS: dict[str, Callable[[Any], bool]] = {
     "out_of_scope": lambda v: isinstance(v, list), "engine_keyid": lambda v: isinstance(v, str),
 }
 _DPO_FIELDS: dict[str, Callable[[Any], bool]] = {
-    "request_id": lambda v: isinstance(v, str), "attested_at": lambda v: isinstance(v, str),
+    "request_id": lambda v: isinstance(v, str), "attested_at": lambda v: utc_time(v) is not None,
     "dpo_keyid": lambda v: isinstance(v, str), "statement": lambda v: isinstance(v, str) and bool(v),
     "engine_keyid": lambda v: isinstance(v, str),
 }
@@ -467,15 +889,15 @@ def check_statement(payload_type: str, payload: bytes, name: str, predicate_type
     if not isinstance(st.get("subject"), list):
         _fail(StatementError, f"{name}: no subject list")
     pred = _obj(st.get("predicate"), f"{name} predicate", StatementError)
-    for field, ok in fields.items():
-        if field not in pred or not ok(pred[field]):
-            _fail(StatementError, f"{name}: predicate field {field!r} is missing or malformed")
+    for fname, ok in fields.items():
+        if fname not in pred or not ok(pred[fname]):
+            _fail(StatementError, f"{name}: predicate field {fname!r} is missing or malformed")
     return st
 
 
 # --- 4 subjects ----------------------------------------------------------------------------------
 
-def check_subjects(statement: Mapping[str, Any], files: Mapping[str, bytes], covered: set[str],
+def check_subjects(statement: Mapping[str, Any], digests: Mapping[str, str], covered: set[str],
                    name: str) -> None:
     """Check 4: the subjects are exactly `covered`, each with the sha256 of its file."""
     seen: set[str] = set()
@@ -486,11 +908,11 @@ def check_subjects(statement: Mapping[str, Any], files: Mapping[str, bytes], cov
         if not isinstance(path, str) or not isinstance(want, str):
             _fail(SubjectError, f"{name}: a subject has no name or sha256 digest")
         if path in seen:
-            _fail(SubjectError, f"{name}: subject {path} is listed twice")
+            _fail(SubjectError, f"{name}: subject {path!r} is listed twice")
         seen.add(path)
         if path not in covered:
-            _fail(SubjectError, f"{name}: subject {path} is not a file it may cover")
-        if sha256_hex(files[path]) != want:
+            _fail(SubjectError, f"{name}: subject {path!r} is not a file it may cover")
+        if digests[path] != want:
             _fail(SubjectError, f"{path} does not match its digest in {name}")
     missing = sorted(covered - seen)
     if missing:
@@ -499,22 +921,22 @@ def check_subjects(statement: Mapping[str, Any], files: Mapping[str, bytes], cov
 
 # --- 5 checksums ---------------------------------------------------------------------------------
 
-def check_checksums(manifest: Mapping[str, Any], files: Mapping[str, bytes], engine_keyid: str) -> None:
+def check_checksums(manifest: Mapping[str, Any], blobs: Mapping[str, Blob], engine_keyid: str) -> None:
     """Check 5: manifest entries and SHA256SUMS lines match the files and each other."""
     listed: set[str] = set()
     for e in manifest["files"]:
         path = e["path"]
         listed.add(path)
-        if e.get("size") != len(files[path]):
+        if not _is_int(e.get("size")) or e["size"] != blobs[path].size:
             _fail(ChecksumError, f"manifest.json gives the wrong size for {path}")
-        if e.get("sha256") != sha256_hex(files[path]):
+        if e.get("sha256") != blobs[path].sha256:
             _fail(ChecksumError, f"manifest.json gives the wrong sha256 for {path}")
         if not isinstance(e.get("role"), str):
             _fail(ChecksumError, f"manifest.json gives no role for {path}")
     if manifest.get("engine_keyid") != engine_keyid:
         _fail(ChecksumError, "manifest.json names another engine key")
     try:
-        lines = files[SUMS].decode("ascii").splitlines()
+        lines = blobs[SUMS].data.decode("ascii").splitlines()
     except UnicodeDecodeError:
         _fail(ChecksumError, "SHA256SUMS is not ASCII")
     summed: dict[str, str] = {}
@@ -530,18 +952,125 @@ def check_checksums(manifest: Mapping[str, Any], files: Mapping[str, bytes], eng
         odd = sorted(set(summed) ^ (listed | {MANIFEST}))
         _fail(ChecksumError, f"SHA256SUMS and manifest.json disagree on the file list ({odd[0]})")
     for path, digest in summed.items():
-        if sha256_hex(files[path]) != digest:
+        if blobs[path].sha256 != digest:
             _fail(ChecksumError, f"SHA256SUMS gives the wrong sha256 for {path}")
 
 
 # --- 7 audit log ---------------------------------------------------------------------------------
 
+class _JsonStream:
+    """One ASCII JSON document read a value at a time from `read_at(offset, n)`: memory is bounded by
+    the largest value (`MAX_AUDIT_VALUE_BYTES`), never by the document."""
+
+    def __init__(self, read_at: Callable[[int, int], bytes], offset: int = 0) -> None:
+        self._read_at = read_at
+        self._next = offset     # the file offset of the byte after the buffer
+        self._base = offset     # the file offset of _buf[0]
+        self._buf = ""
+        self._pos = 0
+        self._eof = False
+
+    @property
+    def offset(self) -> int:
+        """The file offset of the next unread character."""
+        return self._base + self._pos
+
+    def _fill(self) -> bool:
+        if self._eof:
+            return False
+        chunk = self._read_at(self._next, _CHUNK)
+        if not chunk:
+            self._eof = True
+            return False
+        if not chunk.isascii():
+            _fail(AuditLogError, f"{AUDIT} is not ASCII (the store writes it with \\u escapes)")
+        self._next += len(chunk)
+        self._buf = self._buf[self._pos:] + chunk.decode("ascii")
+        self._base += self._pos
+        self._pos = 0
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not white space ('' at the end)."""
+        while True:
+            self._pos = _WHITESPACE.match(self._buf, self._pos).end()  # type: ignore[union-attr]
+            if self._pos < len(self._buf):
+                return self._buf[self._pos]
+            if not self._fill():
+                return ""
+
+    def expect(self, ch: str, what: str) -> None:
+        if self.peek() != ch:
+            _fail(AuditLogError, f"{AUDIT} is not valid JSON (expected {ch!r} {what})")
+        self._pos += 1
+
+    def value(self, what: str) -> Any:
+        """The next JSON value; a number is only taken once a character follows it."""
+        self.peek()
+        while True:
+            try:
+                obj, end = _STREAM_DECODER.raw_decode(self._buf, self._pos)
+            except RecursionError:
+                _fail(AuditLogError, f"{AUDIT}: {what} nests too deeply")
+            except _JsonRefused as exc:
+                _fail(AuditLogError, f"{AUDIT}: {what} {exc}")
+            except ValueError:
+                end = -1
+            if end == -1 or (end == len(self._buf) and not self._eof):
+                if len(self._buf) - self._pos > MAX_AUDIT_VALUE_BYTES:
+                    _fail(AuditLogError, f"{AUDIT}: {what} is larger than {MAX_AUDIT_VALUE_BYTES} bytes")
+                if self._fill():
+                    continue
+                if end == -1:
+                    _fail(AuditLogError, f"{AUDIT} is not valid JSON ({what})")
+            self._pos = end
+            return obj
+
+    def array(self, what: str) -> Iterator[Any]:
+        """The values of the array that starts here, one at a time."""
+        self.expect("[", f"at the start of {what}")
+        if self.peek() == "]":
+            self._pos += 1
+            return
+        i = 0
+        while True:
+            yield self.value(f"{what}[{i}]")
+            i += 1
+            nxt = self.peek()
+            if nxt == "]":
+                self._pos += 1
+                return
+            self.expect(",", f"in {what}")
+
+    def members(self) -> Iterator[str]:
+        """The keys of the object that starts here; the caller reads each key's value."""
+        self.expect("{", "at the start of the document")
+        if self.peek() == "}":
+            self._pos += 1
+            return
+        while True:
+            key = self.value("a key")
+            if not isinstance(key, str):
+                _fail(AuditLogError, f"{AUDIT} is not valid JSON (a key is not a string)")
+            self.expect(":", f"after the key {key!r}")
+            yield key
+            nxt = self.peek()
+            if nxt == "}":
+                self._pos += 1
+                return
+            self.expect(",", "between keys")
+
+    def end(self) -> None:
+        if self.peek() != "":
+            _fail(AuditLogError, f"{AUDIT} has data after its document")
+
+
 def _checkpoint_ok(key: Ed25519PublicKey, cp: Mapping[str, Any]) -> bool:
-    statement = canonical_json({"type": CHECKPOINT_TYPE, "seq": cp["seq"], "head_hash": cp["head_hash"],
-                                "at": cp["at"]})
     try:
+        statement = canonical_json({"type": CHECKPOINT_TYPE, "seq": cp["seq"], "head_hash": cp["head_hash"],
+                                    "at": cp["at"]})
         key.verify(base64.b64decode(str(cp["signature"]), validate=True), statement)
-    except (InvalidSignature, binascii.Error, ValueError):
+    except (InvalidSignature, binascii.Error, ValueError, KeyError, UnicodeEncodeError):
         return False
     return True
 
@@ -550,10 +1079,13 @@ def _audit_key(doc: Mapping[str, Any]) -> Ed25519PublicKey:
     ck = _obj(doc.get("checkpoint_key"), "checkpoint_key", AuditLogError)
     if ck.get("algorithm") != "ed25519":
         _fail(AuditLogError, "the checkpoint key is not declared ed25519")
-    try:
-        key = serialization.load_pem_public_key(str(ck.get("public_key_pem", "")).encode("ascii"))
-    except (ValueError, UnicodeEncodeError):
+    pem = ck.get("public_key_pem")
+    if not isinstance(pem, str) or len(pem) > MAX_KEY_BYTES:
         _fail(AuditLogError, "the checkpoint key is not a PEM public key")
+    try:
+        key = serialization.load_pem_public_key(pem.encode("ascii"))
+    except (ValueError, TypeError, UnicodeEncodeError, UnsupportedAlgorithm):
+        _fail(AuditLogError, "the checkpoint key is not a PEM public key of a supported algorithm")
     if not isinstance(key, Ed25519PublicKey):
         _fail(AuditLogError, "the checkpoint key is not an Ed25519 key")
     if ck.get("key_id") != keyid_of(key):
@@ -561,41 +1093,151 @@ def _audit_key(doc: Mapping[str, Any]) -> Ed25519PublicKey:
     return key
 
 
-def _audit_entries(entries: Any) -> dict[int, dict[str, Any]]:
-    """Recompute every entry hash and link; returns entries by seq."""
-    if not isinstance(entries, list):
-        _fail(AuditLogError, "entries is not a list")
-    by_seq: dict[int, dict[str, Any]] = {}
-    prev: dict[str, Any] | None = None
-    for i, raw in enumerate(entries):
+def _entry_hash(e: Mapping[str, Any], seq: int) -> str:
+    body = {k: e.get(k) for k in ("seq", "at", "event", "actor", "fields")}
+    try:
+        return sha256_hex(e["prev_hash"].encode("ascii", "replace") + b"\n" + canonical_json(body))
+    except UnicodeEncodeError:
+        _fail(AuditLogError, f"entry {seq} holds a lone UTF-16 surrogate (not Unicode text)")
+    except (RecursionError, ValueError):
+        _fail(AuditLogError, f"entry {seq} cannot be serialised canonically")
+
+
+@dataclass
+class AuditSummary:
+    """What check 8 needs from the audit-log evidence: the request ids that `erasure.audit_redaction`
+    entries between the before and after checkpoints name."""
+
+    redaction_requests: set[str] = field(default_factory=set)
+    no_audit_log_for: str | None = None
+    """The request id of an `audit-log-redaction/none/v1` document (no reference store, no audit log)."""
+
+
+@dataclass
+class _Chain:
+    before: dict[str, Any]
+    after: dict[str, Any]
+    first_seq: int | None = None
+    first_prev: str | None = None
+    last_seq: int | None = None
+    last_hash: str | None = None
+    heads: dict[int, str] = field(default_factory=dict)
+    requests: set[str] = field(default_factory=set)
+
+    def add(self, raw: Any, i: int) -> None:
+        """One entry: shape, seq order, link and recomputed hash (check 7, one entry at a time)."""
         e = _obj(raw, f"entries[{i}]", AuditLogError)
         seq = _count(e.get("seq"), f"entries[{i}].seq", AuditLogError)
         assert seq is not None
         if not isinstance(e.get("prev_hash"), str) or not isinstance(e.get("fields"), dict):
             _fail(AuditLogError, f"entry {seq} is malformed")
-        if prev is not None and seq != prev["seq"] + 1:
+        if self.last_seq is not None and seq != self.last_seq + 1:
             _fail(AuditLogError, f"entries are not consecutive at seq {seq}")
-        if prev is not None and e["prev_hash"] != prev["entry_hash"]:
+        if self.last_seq is not None and e["prev_hash"] != self.last_hash:
             _fail(AuditLogError, f"broken chain link at seq {seq}")
-        if prev is None and seq == 1 and e["prev_hash"] != GENESIS:
-            _fail(AuditLogError, "the first entry does not link to the genesis hash")
-        body = {k: e.get(k) for k in ("seq", "at", "event", "actor", "fields")}
-        recomputed = sha256_hex(e["prev_hash"].encode("ascii", "replace") + b"\n" + canonical_json(body))
-        if e.get("entry_hash") != recomputed:
+        if self.last_seq is None:
+            if seq == 1 and e["prev_hash"] != GENESIS:
+                _fail(AuditLogError, "the first entry does not link to the genesis hash")
+            self.first_seq, self.first_prev = seq, e["prev_hash"]
+        digest = _entry_hash(e, seq)
+        if e.get("entry_hash") != digest:
             _fail(AuditLogError, f"entry {seq} hash does not recompute")
-        by_seq[seq] = e
-        prev = e
-    return by_seq
+        if seq in (self.before["seq"], self.after["seq"]):
+            self.heads[seq] = digest
+        if e.get("event") == AUDIT_REDACTION_EVENT and self.before["seq"] < seq <= self.after["seq"]:
+            rid = e["fields"].get("request_id")
+            if isinstance(rid, str):
+                self.requests.add(rid)
+        self.last_seq, self.last_hash = seq, digest
+
+    def close(self) -> None:
+        """The entries end at the after checkpoint and reach both checkpoints' heads."""
+        after_seq = self.after["seq"]
+        if after_seq > 0 and self.last_seq != after_seq:
+            _fail(AuditLogError, "the entries do not end at the after checkpoint")
+        first = self.first_seq if self.first_seq is not None else after_seq + 1
+        for which, cp in (("before", self.before), ("after", self.after)):
+            seq = cp["seq"]
+            if seq in self.heads:
+                head = self.heads[seq]
+            elif seq == 0:
+                head = GENESIS
+            elif seq == first - 1 and self.first_prev is not None:
+                head = self.first_prev
+            else:
+                _fail(AuditLogError, f"the entries do not reach the {which} checkpoint")
+            if head != cp["head_hash"]:
+                _fail(AuditLogError, f"the {which} checkpoint's head is not the chain's hash at seq {seq}")
 
 
-def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> None:
-    """Check 7: the audit-log redaction evidence (see the module docstring). The checkpoint key is
-    the one the document names, covered by the engine's signature; `pinned` (the store's checkpoint
-    key, known to the verifier) must then be that key."""
-    doc = _obj(_json(data, "audit-log-redaction.json", AuditLogError), "audit-log-redaction.json",
-               AuditLogError)
+def _redacted_item(raw: Any) -> tuple[int, str, str]:
+    r = _obj(raw, "a redacted item", AuditLogError)
+    seq, fname, commit = r.get("seq"), r.get("field"), r.get("commitment")
+    if not isinstance(commit, str) or not _HEX64.fullmatch(commit):
+        _fail(AuditLogError, "a redacted commitment is not 64 hex digits")
+    n = _count(seq, "a redacted seq", AuditLogError)
+    if n is None or not isinstance(fname, str):
+        _fail(AuditLogError, "a redacted item has no seq or field")
+    return n, fname, commit
+
+
+def check_audit_log(source: bytes | Blob, pinned: Ed25519PublicKey | None = None) -> AuditSummary:
+    """Check 7: the audit-log redaction evidence (see the module docstring), read one entry at a
+    time. The checkpoint key is the one the document names, covered by the engine's signature;
+    `pinned` (the store's checkpoint key, known to the verifier) must then be that key."""
+    blob = source if isinstance(source, Blob) else Blob(len(source), "", source, None)
+    s = _JsonStream(blob.read_at)
+    keys: list[str] = []
+    doc: dict[str, Any] = {}
+    chain: _Chain | None = None
+    entries_at = redacted_at = -1
+    n_redacted = 0
+    for key in s.members():
+        if keys and key <= keys[-1]:
+            _fail(AuditLogError, f"{AUDIT}: its keys are not in sorted order or repeat ({key!r})")
+        keys.append(key)
+        if key == "entries":
+            chain = _audit_head(doc, pinned)
+            entries_at = s.offset
+            for i, e in enumerate(s.array("entries")):
+                chain.add(e, i)
+            chain.close()
+        elif key == "redacted":
+            if chain is None:
+                _fail(AuditLogError, "redacted comes before entries")
+            redacted_at = s.offset
+            last: tuple[int, str] | None = None
+            for item in s.array("redacted"):
+                seq, fname, _ = _redacted_item(item)
+                if last is not None and (seq, fname) <= last:
+                    _fail(AuditLogError, "the redacted items are not sorted by seq and field, or repeat")
+                if chain.first_seq is None or not chain.first_seq <= seq <= (chain.last_seq or 0):
+                    _fail(AuditLogError, "a redacted entry is not among the entries")
+                last = (seq, fname)
+                n_redacted += 1
+        else:
+            doc[key] = s.value(key)
+    s.end()
+    if doc.get("format") == AUDIT_NONE_FORMAT:
+        if set(doc) != {"format", "reason", "request_id"} or chain is not None or redacted_at >= 0 \
+                or not isinstance(doc.get("request_id"), str) or not isinstance(doc.get("reason"), str):
+            _fail(AuditLogError, f"a {AUDIT_NONE_FORMAT} document holds exactly format, reason and request_id")
+        return AuditSummary(no_audit_log_for=doc["request_id"])
     if doc.get("format") != AUDIT_FORMAT:
         _fail(AuditLogError, f"format is not {AUDIT_FORMAT}")
+    if chain is None:
+        _fail(AuditLogError, "entries is not a list")
+    if redacted_at < 0:
+        _fail(AuditLogError, "redacted is not a list")
+    if n_redacted:
+        _redacted_fields(blob, entries_at, redacted_at)
+    if doc.get("vault_remaining_for_subject") != 0:
+        _fail(AuditLogError, "the audit vault still holds values of the subject")
+    return AuditSummary(chain.requests)
+
+
+def _audit_head(doc: Mapping[str, Any], pinned: Ed25519PublicKey | None) -> _Chain:
+    """The checkpoint key and both checkpoints (they sort before `entries`), checked."""
     key = _audit_key(doc)
     if pinned is not None and keyid_of(pinned) != keyid_of(key):
         _fail(AuditLogError, "the checkpoints are signed by another key than the audit key given")
@@ -609,52 +1251,49 @@ def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> None
         if not _checkpoint_ok(key, cp):
             _fail(AuditLogError, f"the {which} checkpoint signature does not verify")
         cps[which] = cp
-    before, after = cps["before"], cps["after"]
-    if before["seq"] > after["seq"]:
+    if cps["before"]["seq"] > cps["after"]["seq"]:
         _fail(AuditLogError, "the before checkpoint is later than the after checkpoint")
-    by_seq = _audit_entries(doc.get("entries"))
-    if after["seq"] > 0 and (not by_seq or max(by_seq) != after["seq"]):
-        _fail(AuditLogError, "the entries do not end at the after checkpoint")
-    first = min(by_seq) if by_seq else after["seq"] + 1
-    for which, cp in (("before", before), ("after", after)):
-        seq = cp["seq"]
-        if seq in by_seq:
-            head = by_seq[seq]["entry_hash"]
-        elif seq == 0:
-            head = GENESIS
-        elif seq == first - 1:
-            head = by_seq[first]["prev_hash"]
-        else:
-            _fail(AuditLogError, f"the entries do not reach the {which} checkpoint")
-        if head != cp["head_hash"]:
-            _fail(AuditLogError, f"the {which} checkpoint's head is not the chain's hash at seq {seq}")
-    redacted = doc.get("redacted")
-    if not isinstance(redacted, list):
-        _fail(AuditLogError, "redacted is not a list")
-    for r in redacted:
-        r = _obj(r, "a redacted item", AuditLogError)
-        seq, field, commit = r.get("seq"), r.get("field"), r.get("commitment")
-        if not isinstance(commit, str) or not _HEX64.fullmatch(commit):
-            _fail(AuditLogError, "a redacted commitment is not 64 hex digits")
-        if not _is_int(seq) or seq not in by_seq:
-            _fail(AuditLogError, "a redacted entry is not among the entries")
-        if not isinstance(field, str) or by_seq[seq]["fields"].get(field) != {"commit": commit}:
+    return _Chain(cps["before"], cps["after"])
+
+
+def _redacted_fields(blob: Blob, entries_at: int, redacted_at: int) -> None:
+    """Second pass: walk `redacted` and `entries` side by side (both sorted by seq): every redacted
+    field holds exactly its commitment."""
+    entries = _JsonStream(blob.read_at, entries_at).array("entries")
+    entry: dict[str, Any] | None = None
+    for item in _JsonStream(blob.read_at, redacted_at).array("redacted"):
+        seq, fname, commit = _redacted_item(item)
+        while entry is None or entry["seq"] < seq:
+            entry = next(entries)
+        if entry["fields"].get(fname) != {"commit": commit}:
             _fail(AuditLogError, f"entry {seq}: a redacted field does not hold its commitment")
-    if doc.get("vault_remaining_for_subject") != 0:
-        _fail(AuditLogError, "the audit vault still holds values of the subject")
 
 
 # --- 8 consistency -------------------------------------------------------------------------------
 
-def _records(files: Mapping[str, bytes]) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+def _records(data: Callable[[str], bytes]) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any],
+                                                     list[dict[str, Any]]]:
     C = ConsistencyError
-    request = _obj(_json(files["request.json"], "request.json", C), "request.json", C)
-    steps = [_obj(s, "a step record", C) for s in _jsonl(files["steps.jsonl"], "steps.jsonl", C)]
-    verification = _obj(_json(files["verification.json"], "verification.json", C), "verification.json", C)
-    _jsonl(files["subprocessor-receipts.jsonl"], "subprocessor-receipts.jsonl", C)
+    request = _obj(_json(data("request.json"), "request.json", C), "request.json", C)
+    steps = [_obj(s, "a step record", C) for s in _jsonl(data("steps.jsonl"), "steps.jsonl", C)]
+    verification = _obj(_json(data("verification.json"), "verification.json", C), "verification.json", C)
+    receipts = [_obj(r, "a receipt", C) for r in _jsonl(data("subprocessor-receipts.jsonl"),
+                                                          "subprocessor-receipts.jsonl", C)]
+    order: tuple[int, str, int] | None = None
     for s in steps:
         if s.get("step") not in TIERS:
             _fail(C, "a step record names no known tier")
+        target = s.get("target")
+        if target is not None and (not isinstance(target, str) or not target):
+            _fail(C, "a step record's target is not a name")
+        here = (0, "", TIERS.index(s["step"])) if target is None else (1, target, TIERS.index(s["step"]))
+        if order is not None and here == order:
+            _fail(C, f"steps.jsonl repeats step {s['step']}" + (f" of target {target!r}" if target else "")
+                     + " (one record per target and tier)")
+        if order is not None and here < order:
+            _fail(C, f"steps.jsonl lists step {s['step']} out of order (the reference store's records, then each"
+                     " target's by name, tiers in cascade order)")
+        order = here
         if not isinstance(s.get("status"), str):
             _fail(C, f"step {s['step']} has no status")
         _count(s.get("before_count"), f"step {s['step']} before_count", C, nullable=True)
@@ -668,30 +1307,44 @@ def _records(files: Mapping[str, bytes]) -> tuple[dict[str, Any], list[dict[str,
         if not isinstance(p.get("tier"), str) or not isinstance(p.get("method"), str):
             _fail(C, "a probe has no tier or method")
         _count(p.get("residue"), f"probe {p['tier']}/{p['method']} residue", C)
-    return request, steps, verification
+    return request, steps, verification, receipts
+
+
+def _record_status(rec: Mapping[str, Any], residue: int) -> str:
+    if rec["status"] in EXCEPTION_STEP:
+        return "erasedWithExceptions"
+    if rec["status"] == "skipped" and rec.get("after_count") in (0, None) and residue == 0:
+        return "skipped"
+    if rec["status"] == "erased" and rec.get("after_count") == 0 and residue == 0:
+        return "erased"
+    return "notErased"
+
+
+def _total(values: Sequence[Any]) -> int | None:
+    counts = [v for v in values if _is_int(v)]
+    return sum(counts) if counts else None
 
 
 def _expected_tiers(steps: Sequence[Mapping[str, Any]],
                     probes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    last = {s["step"]: s for s in steps}
+    records: dict[str, list[Mapping[str, Any]]] = {}
+    for s in steps:  # one per target and tier: _records refuses repeats
+        records.setdefault(s["step"], []).append(s)
     residue: dict[str, int] = {}
     for p in probes:
         residue[p["tier"]] = residue.get(p["tier"], 0) + p["residue"]
     table: dict[str, dict[str, Any]] = {}
     for tier in TIERS:
-        rec, res = last.get(tier), residue.get(tier, 0)
-        if rec is None:
+        mine, res = records.get(tier, []), residue.get(tier, 0)
+        statuses = [_record_status(r, res) for r in mine]
+        if not statuses or "notErased" in statuses:
             status = "notErased"
-        elif rec["status"] in EXCEPTION_STEP:
+        elif "erasedWithExceptions" in statuses:
             status = "erasedWithExceptions"
-        elif rec["status"] == "skipped" and rec.get("after_count") in (0, None) and res == 0:
-            status = "skipped"
-        elif rec["status"] == "erased" and rec.get("after_count") == 0 and res == 0:
-            status = "erased"
         else:
-            status = "notErased"
-        table[tier] = {"status": status, "before": None if rec is None else rec.get("before_count"),
-                       "after": None if rec is None else rec.get("after_count"), "residue": res}
+            status = "skipped" if all(st == "skipped" for st in statuses) else "erased"
+        table[tier] = {"status": status, "before": _total([r.get("before_count") for r in mine]),
+                       "after": _total([r.get("after_count") for r in mine]), "residue": res}
     return table
 
 
@@ -706,11 +1359,51 @@ def _expected_status(tiers: Mapping[str, Mapping[str, Any]], probes: Sequence[Ma
     return "erased" if all_clear else "notErased"
 
 
-def check_consistency(files: Mapping[str, bytes], manifest: Mapping[str, Any], predicate: Mapping[str, Any],
-                      dpo_predicate: Mapping[str, Any] | None) -> None:
-    """Check 8 (see the module docstring)."""
+def dpo_statement_text(request_id: str, engine_keyid: str, status: str) -> str:
+    """What the DPO signs they attest (the pack writer's `proof.statement.dpo_statement` writes it)."""
+    return (f"I have reviewed the evidence in this pack for erasure request {request_id}, "
+            f"signed by the engine key {engine_keyid}, and attest that it records the "
+            f"outcome of the request as stated: {status}.")
+
+
+def _check_receipts(receipts: Sequence[Mapping[str, Any]], rid: str, tier_status: str) -> None:
     C = ConsistencyError
-    request, steps, verification = _records(files)
+    processors: set[str] = set()
+    for r in receipts:
+        if r.get("request_id") != rid:
+            _fail(C, "subprocessor-receipts.jsonl holds a receipt of another request (or of none)")
+        proc, status = r.get("processor"), r.get("status")
+        if not isinstance(proc, str) or not proc:
+            _fail(C, "a receipt names no processor")
+        if proc in processors:
+            _fail(C, f"subprocessor-receipts.jsonl holds two receipts of processor {proc!r}")
+        processors.add(proc)
+        if status not in RECEIPT_STATUSES:
+            _fail(C, f"the receipt of processor {proc!r} has status {status!r}, not one of"
+                     f" {', '.join(RECEIPT_STATUSES)}")
+        if status != "done" and tier_status in ("erased", "skipped"):
+            _fail(C, f"the receipt of processor {proc!r} is {status}, yet the subprocessors tier is {tier_status}")
+
+
+def _check_dpo(dpo: Mapping[str, Any], rid: str, engine_keyid: str, status: str, verified_at: datetime,
+               now: datetime) -> None:
+    C = ConsistencyError
+    if dpo["statement"] != dpo_statement_text(rid, engine_keyid, status):
+        _fail(C, f"the DPO's statement does not attest this request's outcome as the pack states it ({status})")
+    attested = utc_time(dpo["attested_at"])
+    assert attested is not None  # check 3
+    if attested < verified_at.replace(microsecond=0):
+        _fail(C, "the DPO attested before the verification ran (attested_at is earlier than verified_at)")
+    if attested > now + CLOCK_SKEW:
+        _fail(C, "the DPO's attested_at lies in the future")
+
+
+def check_consistency(data: Callable[[str], bytes], manifest: Mapping[str, Any], predicate: Mapping[str, Any],
+                      dpo_predicate: Mapping[str, Any] | None, audit: AuditSummary,
+                      now: datetime | None = None) -> None:
+    """Check 8 (see the module docstring). `data(name)` gives the bytes of a file of the pack."""
+    C = ConsistencyError
+    request, steps, verification, receipts = _records(data)
     rid = predicate["request_id"]
     ids = [("manifest.json", manifest.get("request_id")), ("request.json", request.get("request_id")),
            ("verification.json", verification.get("request_id"))]
@@ -719,12 +1412,23 @@ def check_consistency(files: Mapping[str, bytes], manifest: Mapping[str, Any], p
     for where, other in ids:
         if other != rid:
             _fail(C, f"{where} names another request than the signed statement")
-    for field, source, key in (("legal_basis", request, "legal_basis"), ("received_at", request, "received_at"),
+    if audit.no_audit_log_for is not None:
+        if audit.no_audit_log_for != rid:
+            _fail(C, f"{AUDIT} names another request than the signed statement")
+        if any(s.get("target") is None for s in steps):
+            _fail(C, f"{AUDIT} says there is no reference store, but steps.jsonl has records of one")
+    elif rid not in audit.redaction_requests:
+        _fail(C, f"{AUDIT} records no redaction for this request between its checkpoints"
+                 f" (no {AUDIT_REDACTION_EVENT} entry naming it)")
+    for fname, source, key in (("legal_basis", request, "legal_basis"), ("received_at", request, "received_at"),
                                ("verified_at", verification, "verified_at"),
                                ("all_clear", verification, "all_clear"),
                                ("exceptions", verification, "exceptions")):
-        if predicate[field] != source.get(key):
-            _fail(C, f"the statement's {field} differs from the records")
+        if predicate[fname] != source.get(key):
+            _fail(C, f"the statement's {fname} differs from the records")
+    verified_at = utc_time(predicate["verified_at"])
+    if verified_at is None:
+        _fail(C, "verified_at is not a UTC time (YYYY-MM-DDTHH:MM:SS[.ffffff]Z)")
     probes = verification["probes"]
     all_clear = predicate["all_clear"]
     if all_clear:
@@ -733,10 +1437,10 @@ def check_consistency(files: Mapping[str, bytes], manifest: Mapping[str, Any], p
         for p in probes:
             if p["residue"] != 0:
                 _fail(C, f"all_clear is true but probe {p['tier']}/{p['method']} found residue {p['residue']}")
-        for tier, s in {s["step"]: s for s in steps}.items():
+        for s in steps:
             after = s.get("after_count")
             if not (after == 0 or s["status"] in EXCEPTION_STEP or (s["status"] == "skipped" and after is None)):
-                _fail(C, f"all_clear is true but step {tier} ends with after_count {after}")
+                _fail(C, f"all_clear is true but step {s['step']} ends with after_count {after}")
     tiers = _expected_tiers(steps, probes)
     claimed = predicate["tiers"]
     if set(claimed) != set(TIERS):
@@ -747,116 +1451,197 @@ def check_consistency(files: Mapping[str, bytes], manifest: Mapping[str, Any], p
             said = row.get("status") if isinstance(row, dict) else row
             _fail(C, f"tier {tier}: the statement says {said!r} where the records give"
                      f" {tiers[tier]['status']!r} (or other counts)")
+    _check_receipts(receipts, rid, tiers["subprocessors"]["status"])
     status = _expected_status(tiers, probes, all_clear, verification["exceptions"])
     if predicate["status"] != status:
         _fail(C, f"the statement says {predicate['status']}, the records give {status}")
     if manifest.get("status") != status or manifest.get("all_clear") != all_clear:
         _fail(C, "manifest.json states another status than the signed statement")
+    if dpo_predicate is not None:
+        _check_dpo(dpo_predicate, rid, predicate["engine_keyid"], status, verified_at, now or datetime.now(UTC))
 
 
 # --- the whole verification ----------------------------------------------------------------------
 
-def _run(data: bytes, engine_key: PublicKey | None, dpo_key: PublicKey | None,
+@contextmanager
+def _checking(cls: type[PackError]) -> Iterator[None]:
+    """The safety net of one check: whatever a hostile input makes go wrong inside it ends as that
+    check's failure, never as a traceback. (The tests require a named reason for every input they
+    know; this catches what they do not.)"""
+    try:
+        yield
+    except PackError:
+        raise
+    except RecursionError:
+        raise cls("the input nests too deeply") from None
+    except MemoryError:
+        raise cls("the input needs more memory than this verifier allows") from None
+    except Exception as exc:
+        raise cls(f"refused: the input broke this check ({type(exc).__name__})") from exc
+
+
+def _run(raw: IO[bytes], engine_key: PublicKey | None, dpo_key: PublicKey | None,
          require_dpo: bool, audit_key: Ed25519PublicKey | None = None) -> VerifyResult:
     checks: list[str] = []
-    top, files = extract(data)
-    manifest = check_file_set(top, files, require_dpo=require_dpo)
+    with _checking(ArchiveError):
+        pack = unpack(raw)
+    try:
+        return _checks(pack, checks, engine_key, dpo_key, require_dpo, audit_key)
+    finally:
+        pack.close()
+
+
+def _checks(pack: Unpacked, checks: list[str], engine_key: PublicKey | None, dpo_key: PublicKey | None,
+            require_dpo: bool, audit_key: Ed25519PublicKey | None) -> VerifyResult:
+    files = pack.files
+    with _checking(ArchiveError):
+        manifest = check_file_set(pack.top, set(files), files[MANIFEST].data if MANIFEST in files else None,
+                                  require_dpo=require_dpo)
     checks.append(ArchiveError.check)
     has_dpo = DPO_ENVELOPE in files
-    if engine_key is not None:
-        e_type, e_payload = check_signature(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE, engine_key, "engine")
-        engine_keyid = keyid_of(engine_key)
-    else:
-        e_type, e_payload, claimed = unverified_payload(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE)
-        engine_keyid = claimed or ""
-    d_payload: tuple[str, bytes] | None = None
-    if has_dpo and dpo_key is not None:
-        d_payload = check_signature(files[DPO_ENVELOPE], DPO_ENVELOPE, dpo_key, "DPO")
-    elif require_dpo:
-        _fail(KeyArgumentError, "no DPO key was given to check the DPO's attestation")
+    with _checking(SignatureError):
+        if engine_key is not None:
+            e_type, e_payload = check_signature(files[ENGINE_ENVELOPE].data, ENGINE_ENVELOPE, engine_key, "engine")
+            engine_keyid = keyid_of(engine_key)
+        else:
+            e_type, e_payload, claimed = unverified_payload(files[ENGINE_ENVELOPE].data, ENGINE_ENVELOPE)
+            engine_keyid = claimed or ""
+        d_payload: tuple[str, bytes] | None = None
+        if has_dpo and dpo_key is not None:
+            d_payload = check_signature(files[DPO_ENVELOPE].data, DPO_ENVELOPE, dpo_key, "DPO")
+        elif require_dpo:
+            _fail(KeyArgumentError, "no DPO key was given to check the DPO's attestation")
     if engine_key is not None:
         checks.append(SignatureError.check)
-    statement = check_statement(e_type, e_payload, ENGINE_ENVELOPE, ERASURE_PREDICATE, _ENGINE_FIELDS)
-    predicate = statement["predicate"]
-    if predicate["engine_keyid"] != engine_keyid:
-        _fail(StatementError, "the engine statement names another engine key")
-    dpo_statement = dpo_predicate = None
-    dpo_keyid = keyid_of(dpo_key) if dpo_key is not None and d_payload is not None else None
-    if d_payload is not None:
-        dpo_statement = check_statement(*d_payload, DPO_ENVELOPE, DPO_PREDICATE, _DPO_FIELDS)
-        dpo_predicate = dpo_statement["predicate"]
-        if dpo_predicate["dpo_keyid"] != dpo_keyid or dpo_predicate["engine_keyid"] != engine_keyid:
-            _fail(StatementError, "the DPO statement names other keys than the ones given")
+    with _checking(StatementError):
+        statement = check_statement(e_type, e_payload, ENGINE_ENVELOPE, ERASURE_PREDICATE, _ENGINE_FIELDS)
+        predicate = statement["predicate"]
+        if predicate["engine_keyid"] != engine_keyid:
+            _fail(StatementError, "the engine statement names another engine key")
+        dpo_statement = dpo_predicate = None
+        dpo_keyid = keyid_of(dpo_key) if dpo_key is not None and d_payload is not None else None
+        if d_payload is not None:
+            dpo_statement = check_statement(*d_payload, DPO_ENVELOPE, DPO_PREDICATE, _DPO_FIELDS)
+            dpo_predicate = dpo_statement["predicate"]
+            if dpo_predicate["dpo_keyid"] != dpo_keyid or dpo_predicate["engine_keyid"] != engine_keyid:
+                _fail(StatementError, "the DPO statement names other keys than the ones given")
     checks.append(StatementError.check)
-    covered = {p for p in files if not p.startswith("signatures/")}
-    check_subjects(statement, files, covered, ENGINE_ENVELOPE)
-    if dpo_statement is not None:
-        check_subjects(dpo_statement, files, covered | {ENGINE_ENVELOPE}, DPO_ENVELOPE)
+    with _checking(SubjectError):
+        digests = {name: blob.sha256 for name, blob in files.items()}
+        covered = {p for p in files if not p.startswith("signatures/")}
+        check_subjects(statement, digests, covered, ENGINE_ENVELOPE)
+        if dpo_statement is not None:
+            check_subjects(dpo_statement, digests, covered | {ENGINE_ENVELOPE}, DPO_ENVELOPE)
     checks.append(SubjectError.check)
-    check_checksums(manifest, files, engine_keyid)
+    with _checking(ChecksumError):
+        check_checksums(manifest, files, engine_keyid)
     checks.append(ChecksumError.check)
     if dpo_keyid is not None:
         if dpo_keyid == engine_keyid:
             _fail(SameKeyError, "the DPO attestation is signed with the engine's key")
         checks.append(SameKeyError.check)
-    check_audit_log(files["audit-log-redaction.json"], audit_key)
+    with _checking(AuditLogError):
+        audit = check_audit_log(files[AUDIT], audit_key)
     checks.append(AuditLogError.check)
-    check_consistency(files, manifest, predicate, dpo_predicate)
+    with _checking(ConsistencyError):
+        check_consistency(lambda name: files[name].data, manifest, predicate, dpo_predicate, audit)
     checks.append(ConsistencyError.check)
+    attestation = "verified" if dpo_predicate is not None else ("not checked" if has_dpo else "absent")
     return VerifyResult(request_id=predicate["request_id"], status=predicate["status"],
                         all_clear=predicate["all_clear"], engine_keyid=engine_keyid, dpo_keyid=dpo_keyid,
-                        files=len(files), checks=tuple(checks), signatures_verified=engine_key is not None)
+                        files=len(files), checks=tuple(checks), signatures_verified=engine_key is not None,
+                        dpo_attestation=attestation,
+                        attested_at=dpo_predicate["attested_at"] if dpo_predicate is not None else None)
 
 
 def read_pack(pack_path: str | Path) -> bytes:
-    """The bytes of a pack file; `ArchiveError` if it cannot be read."""
+    """The bytes of a pack file (at most `MAX_PACK_BYTES`); `ArchiveError` if it cannot be read or is
+    no gzip file at all (checked on its first bytes, so a device of endless bytes is refused at once)."""
     try:
-        return Path(pack_path).read_bytes()
+        with open(pack_path, "rb") as fh:
+            head = fh.read(2)
+            if head != b"\x1f\x8b":
+                _fail(ArchiveError, "not a readable tar.gz: not a gzip file")
+            data = head + fh.read(MAX_PACK_BYTES - 1)
+            if fh.read(1):
+                _fail(ArchiveError, f"the pack is larger than {MAX_PACK_BYTES} bytes")
+            return data
     except OSError as exc:
         raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
+
+
+def _keys(engine_pub_pem: bytes, dpo_pub_pem: bytes | None,
+          audit_pub_pem: bytes | None) -> tuple[PublicKey, PublicKey | None, Ed25519PublicKey | None]:
+    with _checking(KeyArgumentError):
+        engine_key = load_public_key(engine_pub_pem, "engine")
+        dpo_key = load_public_key(dpo_pub_pem, "DPO") if dpo_pub_pem is not None else None
+        audit_key = load_public_key(audit_pub_pem, "audit") if audit_pub_pem is not None else None
+    if audit_key is not None and not isinstance(audit_key, Ed25519PublicKey):
+        _fail(KeyArgumentError, "the audit key is not an Ed25519 key")
+    if dpo_key is not None and keyid_of(dpo_key) == keyid_of(engine_key):
+        _fail(SameKeyError, "the engine key and the DPO key given are the same key")
+    return engine_key, dpo_key, audit_key
 
 
 def verify_bytes(data: bytes, engine_pub_pem: bytes, dpo_pub_pem: bytes | None, *,
                  require_dpo: bool = True, audit_pub_pem: bytes | None = None) -> VerifyResult:
     """`verify_pack` on the bytes of a pack."""
-    engine_key = load_public_key(engine_pub_pem, "engine")
-    dpo_key = load_public_key(dpo_pub_pem, "DPO") if dpo_pub_pem is not None else None
-    audit_key = load_public_key(audit_pub_pem, "audit") if audit_pub_pem is not None else None
-    if audit_key is not None and not isinstance(audit_key, Ed25519PublicKey):
-        _fail(KeyArgumentError, "the audit key is not an Ed25519 key")
-    if dpo_key is not None and keyid_of(dpo_key) == keyid_of(engine_key):
-        _fail(SameKeyError, "the engine key and the DPO key given are the same key")
-    return _run(data, engine_key, dpo_key, require_dpo, audit_key)
+    import io
+
+    engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
+    return _run(io.BytesIO(data), engine_key, dpo_key, require_dpo, audit_key)
 
 
 def verify_pack(pack_path: str | Path, engine_pub_pem: bytes, dpo_pub_pem: bytes | None, *,
                 require_dpo: bool = True, audit_pub_pem: bytes | None = None) -> VerifyResult:
     """Run checks 1-8 on `proof.tar.gz` with the trusted keys given; raise the first `PackError`.
-    With `require_dpo=False` a pack not yet attested passes on its engine signature alone;
-    `audit_pub_pem` pins the store's audit checkpoint key (else the one in the pack is used)."""
-    return verify_bytes(read_pack(pack_path), engine_pub_pem, dpo_pub_pem, require_dpo=require_dpo,
-                        audit_pub_pem=audit_pub_pem)
+    The file is read as a stream (never whole into memory). With `require_dpo=False` a pack not yet
+    attested passes on its engine signature alone; `audit_pub_pem` pins the store's audit checkpoint
+    key (else the one in the pack is used)."""
+    engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
+    try:
+        fh = open(pack_path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as exc:
+        raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
+    with fh:
+        try:
+            return _run(fh, engine_key, dpo_key, require_dpo, audit_key)
+        except OSError as exc:
+            raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
 
 
 def verify_contents(data: bytes) -> VerifyResult:
     """Every check that needs no key (1, 3, 4, 5, 7, 8) on the bytes of a pack: it is whole and
     consistent, but its origin is NOT established. For showing a pack; never a verdict."""
-    return _run(data, None, None, False)
+    import io
+
+    return _run(io.BytesIO(data), None, None, False)
 
 
 # --- command line --------------------------------------------------------------------------------
 
-def _read_key(path: str, role: str) -> bytes:
+def read_key(path: str | Path, role: str) -> bytes:
+    """A key file's bytes, read up to `MAX_KEY_BYTES` (a device of endless bytes is refused)."""
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_KEY_BYTES + 1)
     except OSError as exc:
         raise KeyArgumentError(f"cannot read the {role} key {path}: {exc.strerror}") from exc
+    if len(data) > MAX_KEY_BYTES:
+        _fail(KeyArgumentError, f"the {role} key {path} is larger than {MAX_KEY_BYTES} bytes: not a PEM public key")
+    return data
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(printable(line) + "\n")
+    sys.stdout.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m proof.verify PACK --engine-key PUB --dpo-key PUB [--json]`: prints OK or
     `FAIL: <check>: <why>`; exit 0 when the pack verifies, 1 when it does not, 2 on bad usage."""
-    parser = argparse.ArgumentParser(prog="python -m proof.verify", description=__doc__.split("\n\n")[0])
+    doc = __doc__ or "Offline verifier of an erasure proof pack."
+    parser = argparse.ArgumentParser(prog="python -m proof.verify", description=doc.split("\n\n")[0])
     parser.add_argument("pack", help="the proof.tar.gz to verify")
     parser.add_argument("--engine-key", required=True, help="the engine's trusted public key (PEM)")
     parser.add_argument("--dpo-key", help="the DPO's trusted public key (PEM); required unless --no-dpo")
@@ -868,20 +1653,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dpo_key is None and not args.no_dpo:
         parser.error("--dpo-key is required (or --no-dpo to check a pack awaiting attestation)")
     try:
-        engine = _read_key(args.engine_key, "engine")
-        dpo = _read_key(args.dpo_key, "DPO") if args.dpo_key else None
-        audit = _read_key(args.audit_key, "audit") if args.audit_key else None
+        with _checking(KeyArgumentError):
+            engine = read_key(args.engine_key, "engine")
+            dpo = read_key(args.dpo_key, "DPO") if args.dpo_key else None
+            audit = read_key(args.audit_key, "audit") if args.audit_key else None
         result = verify_pack(args.pack, engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit)
     except PackError as exc:
         if args.json:
-            print(json.dumps({"ok": False, "check": exc.check, "error": str(exc)}, sort_keys=True))
+            _say(json.dumps({"ok": False, "check": exc.check, "error": str(exc)}, sort_keys=True))
         else:
-            print(f"FAIL: {exc.check}: {exc}")
+            _say(f"FAIL: {exc.check}: {exc}")
         return 1
     if args.json:
-        print(json.dumps({"ok": True, **result.as_dict()}, sort_keys=True))
+        _say(json.dumps({"ok": True, **result.as_dict()}, sort_keys=True))
     else:
-        print("OK")
+        _say(result.line())
     return 0
 
 

@@ -64,9 +64,11 @@ def entry_hash(prev: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(prev.encode("ascii") + b"\n" + canonical(body)).hexdigest()
 
 
-def audit_document(n_entries: int = 20, *, key: Ed25519PrivateKey | None = None) -> dict[str, Any]:
+def audit_document(n_entries: int = 20, *, key: Ed25519PrivateKey | None = None,
+                   request_id: str = "req-0001") -> dict[str, Any]:
     """A chain of `n_entries` (>= 4); every 5th entry holds the subject's email as a commitment.
-    The `before` checkpoint is at n-2 (before the erasure's own events), `after` at n."""
+    The `before` checkpoint is at n-2 (before the erasure's own events), `after` at n; entry n-1 is
+    the audit-log step's `erasure.audit_redaction` event naming `request_id`."""
     key = key or audit_key()
     entries, redacted, prev = [], [], GENESIS
     for seq in range(1, n_entries + 1):
@@ -79,6 +81,8 @@ def audit_document(n_entries: int = 20, *, key: Ed25519PrivateKey | None = None)
         if seq % 7 == 0:
             fields["operator"] = {"commit": commit(b"op-%d" % seq, "Dana Operator")}
         event = "erasure.step" if seq > n_entries - 2 else "ingest"
+        if seq == n_entries - 1:
+            event, fields = "erasure.audit_redaction", {"request_id": request_id, "redacted": len(redacted)}
         body = {"seq": seq, "at": at, "event": event, "actor": "ingest-worker", "fields": fields}
         h = entry_hash(prev, body)
         entries.append({**body, "prev_hash": prev, "entry_hash": h})
@@ -157,8 +161,8 @@ def evidence_files(request_id: str = "req-0001", scenario: str = "erased", *, n_
                "data_classes": list(TIERS),
                "subject_commitments": {k: commit(salt, v) for k, v in SUBJECT.items()},
                "reason_digest": hashlib.sha256(b"withdrawn consent").hexdigest()}
-    receipts = [{"processor": f"proc-{i % 7}", "ticket_id": f"T-{i:06d}", "status": "done",
-                 "requested_at": "2024-02-01T09:07:00Z", "completed_at": "2024-02-01T09:08:00Z"}
+    receipts = [{"request_id": request_id, "processor": f"proc-{i:04d}", "ticket_id": f"T-{i:06d}",
+                 "status": "done", "requested_at": "2024-02-01T09:07:00Z", "completed_at": "2024-02-01T09:08:00Z"}
                 for i in range(n_receipts)]
     return {
         "request.json": (json.dumps(request, indent=2, sort_keys=True) + "\n").encode(),
@@ -166,7 +170,8 @@ def evidence_files(request_id: str = "req-0001", scenario: str = "erased", *, n_
         "verification.json": (json.dumps(_verification(request_id, scenario), indent=2, sort_keys=True)
                               + "\n").encode(),
         "subprocessor-receipts.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in receipts).encode(),
-        "audit-log-redaction.json": (json.dumps(audit_document(n_audit), indent=2, sort_keys=True)
+        "audit-log-redaction.json": (json.dumps(audit_document(n_audit, request_id=request_id), indent=2,
+                                                sort_keys=True)
                                      + "\n").encode(),
     }
 
@@ -227,10 +232,10 @@ def repack(top: str, files: dict[str, bytes]) -> bytes:
     return tar_gz_bytes(top, files)
 
 
-def raw_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]]) -> bytes:
+def raw_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]], fmt: int = tarfile.USTAR_FORMAT) -> bytes:
     """A tar.gz of arbitrary entries: TarInfo objects (links, devices...) or (name, bytes) files."""
     raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+    with tarfile.open(fileobj=raw, mode="w", format=fmt) as tar:
         for e in entries:
             if isinstance(e, tarfile.TarInfo):
                 tar.addfile(e)
@@ -239,6 +244,43 @@ def raw_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]]) -> bytes:
                 info.size = len(e[1])
                 tar.addfile(info, io.BytesIO(e[1]))
     return gzip.compress(raw.getvalue(), mtime=0)
+
+
+BLOCK = 512
+END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
+
+
+def tar_member(name: str, data: bytes = b"", *, kind: bytes = tarfile.REGTYPE, fmt: int = tarfile.USTAR_FORMAT,
+               pax: dict[str, str] | None = None) -> bytes:
+    """One tar member as raw blocks (header(s), data, zero padding), with no end-of-archive."""
+    info = tarfile.TarInfo(name)
+    info.type, info.size, info.mode = kind, len(data) if kind == tarfile.REGTYPE else 0, 0o644
+    info.uname = info.gname = ""
+    if pax:
+        info.pax_headers = pax
+    pad = (-len(data)) % BLOCK
+    return info.tobuf(fmt, "utf-8", "surrogateescape") + data + b"\0" * pad
+
+
+def tar_blocks(top: str, files: dict[str, bytes]) -> bytes:
+    """The members of a pack (directories and files, sorted as the writer sorts them), no end-of-archive."""
+    raw = gzip.decompress(tar_gz_bytes(top, files))
+    pos = 0
+    while raw[pos:pos + BLOCK].strip(b"\0"):
+        size = int(raw[pos + 124:pos + 136].strip(b"\0 ") or b"0", 8)
+        pos += BLOCK + -(-size // BLOCK) * BLOCK
+    return raw[:pos]
+
+
+def finish_tar(blocks: bytes) -> bytes:
+    """`blocks`, the end-of-archive marker and zero padding to a 10 KiB record, as the writer ends a tar."""
+    out = blocks + END_OF_ARCHIVE
+    return out + b"\0" * ((-len(out)) % tarfile.RECORDSIZE)
+
+
+def gz(data: bytes) -> bytes:
+    """One gzip member of `data`, with the writer's header (mtime 0, no name)."""
+    return gzip.compress(data, compresslevel=6, mtime=0)
 
 
 def pack_entries(top: str, files: dict[str, bytes]) -> list[tarfile.TarInfo | tuple[str, bytes]]:

@@ -4,6 +4,11 @@ The pack comes from the same functions the flow's tasks run (no Prefect needed h
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +20,17 @@ from cli.main import app
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import RequestBlocked
+from erasure.errors import Conflict, InputError, RequestBlocked
 from erasure.states import RequestState
 from flows.pack_writer import write_engine_pack
 from flows.verification import probes_task, take_and_seal_fingerprint
-from proof.errors import SameKeyRefused
-from proof.keys import generate_keypair
+from proof.dsse import envelope_bytes, sign_envelope
+from proof.errors import PackRejected, SameKeyRefused
+from proof.keys import generate_keypair, keyid, load_private_key
+from proof.statement import dpo_statement
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import SUBJECT, build_store, submit
+from tests.proof_fixtures import json_edit, read_members, repack, sums_of
 
 REQ = "req-ann-1"
 
@@ -140,3 +148,146 @@ def test_with_smtp_configured_the_requester_is_mailed_and_no_outbox_file_is_kept
     assert rcpt == [SUBJECT.email] and b"sha256:" in data
     assert not (awaiting.outbox_dir / f"{REQ}.eml").exists()
     assert _state(awaiting) == "notified"
+
+
+# --- export: what the regulator receives ----------------------------------------------------------
+
+def _sealed(h: Home) -> Path:
+    result = CliRunner().invoke(app, ["attest", REQ, "--dpo-key", str(h.keys_dir / "dpo.pem"), "--yes"])
+    assert result.exit_code == 0, result.output
+    return h.evidence_dir(REQ) / "proof.tar.gz"
+
+
+def _forge_dpo(pack: Path, tmp: Path) -> None:
+    """Replace the DPO's envelope with one signed by someone else, naming their own key."""
+    mallory = generate_keypair("dpo", tmp / "mallory")
+    key = load_private_key(mallory.private)
+    top, files = read_members(pack)
+    env = json.loads(files["signatures/engine.intoto.json"])
+    engine_keyid = env["signatures"][0]["keyid"]
+    status = json.loads(base64.b64decode(env["payload"]))["predicate"]["status"]
+    covered = {k: v for k, v in files.items() if k != "signatures/dpo.intoto.json"}
+    statement = dpo_statement(covered, request_id=top, attested_at="2099-01-01T00:00:00Z",
+                              dpo_keyid=keyid(key), engine_keyid=engine_keyid, status=status)
+    files["signatures/dpo.intoto.json"] = envelope_bytes(sign_envelope(statement, key))
+    pack.write_bytes(repack(top, files))
+
+
+def test_export_refuses_a_pack_whose_dpo_envelope_is_forged(awaiting: Home, tmp_path: Path) -> None:
+    pack = _sealed(awaiting)
+    _forge_dpo(pack, tmp_path)
+    out = tmp_path / "for-regulator"
+    result = CliRunner().invoke(app, ["export", REQ, "--to", str(out)])
+    assert result.exit_code != 0
+    assert isinstance(result.exception, PackRejected) and result.exception.check == "signature"
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_pack_show_does_not_call_a_forged_attestation_attested(awaiting: Home, tmp_path: Path) -> None:
+    pack = _sealed(awaiting)
+    _forge_dpo(pack, tmp_path)
+    engine_pub = str(awaiting.keys_dir / "engine.pub.pem")
+    shown = CliRunner().invoke(app, ["pack", "show", str(pack), "--engine-key", engine_pub, "--json"])
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.output)
+    assert doc["attested"] is False and doc["dpo_keyid"] is None and doc["dpo_attestation"] == "not checked"
+    text = CliRunner().invoke(app, ["pack", "show", str(pack), "--engine-key", engine_pub])
+    assert "DPO attestation: present, NOT verified" in text.output
+    checked = CliRunner().invoke(app, ["pack", "show", str(pack), "--engine-key", engine_pub,
+                                       "--dpo-key", str(awaiting.keys_dir / "dpo.pub.pem")])
+    assert isinstance(checked.exception, PackRejected) and checked.exception.check == "signature"
+
+
+def test_pack_show_says_attested_only_when_the_dpo_key_verifies_it(awaiting: Home) -> None:
+    pack = _sealed(awaiting)
+    keys = awaiting.keys_dir
+    shown = CliRunner().invoke(app, ["pack", "show", str(pack), "--engine-key", str(keys / "engine.pub.pem"),
+                                     "--dpo-key", str(keys / "dpo.pub.pem"), "--json"])
+    doc = json.loads(shown.output)
+    assert doc["attested"] is True and doc["dpo_attestation"] == "verified" and doc["attested_at"]
+
+
+def _recipe(note: str) -> str:
+    blocks = re.findall(r"```sh\n(.*?)```", note, re.S)
+    assert len(blocks) == 1, "VERIFY.md holds one shell recipe"
+    return blocks[0]
+
+
+@pytest.mark.skipif(not all(shutil.which(t) for t in ("jq", "openssl", "sha256sum", "tar")),
+                    reason="the recipe needs jq, openssl, sha256sum and tar")
+def test_verify_md_recipe_run_literally_catches_a_tampered_pack_with_fixed_sums(awaiting: Home,
+                                                                                 tmp_path: Path) -> None:
+    _sealed(awaiting)
+    out = tmp_path / "for-regulator"
+    assert CliRunner().invoke(app, ["export", REQ, "--to", str(out)]).exit_code == 0
+    script = out / "recipe.sh"
+    script.write_text(_recipe((out / "VERIFY.md").read_text()))
+    ok = subprocess.run(["bash", str(script)], cwd=out, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "ALL CHECKS PASSED" in ok.stdout, ok.stdout + ok.stderr
+
+    # The tamperer changes the verification, then fixes manifest.json and SHA256SUMS to match.
+    name = f"{REQ}-proof.tar.gz"
+    top, files = read_members(out / name)
+    files["verification.json"] = json_edit(files["verification.json"], lambda d: d.update(all_clear=False))
+    files["manifest.json"] = json_edit(files["manifest.json"], lambda m: [
+        e.update(size=len(files[e["path"]]), sha256=hashlib.sha256(files[e["path"]]).hexdigest())
+        for e in m["files"]])
+    files["SHA256SUMS"] = sums_of(files)
+    (out / name).write_bytes(repack(top, files))
+    tampered = subprocess.run(["bash", str(script)], cwd=out, capture_output=True, text=True, timeout=120)
+    assert tampered.returncode != 0 and "ALL CHECKS PASSED" not in tampered.stdout, tampered.stdout
+    assert "FAILED: signatures/engine.intoto.json: a file differs from what the signer signed" in tampered.stderr
+
+
+# --- export: where it writes ----------------------------------------------------------------------
+
+def test_export_refuses_a_request_id_that_leaves_the_target(awaiting: Home, tmp_path: Path) -> None:
+    pack = _sealed(awaiting)
+    escape = awaiting.evidence_root / "escape"  # what evidence/erasure/../escape names
+    escape.mkdir(parents=True)
+    shutil.copy(pack, escape / "proof.tar.gz")
+    out = tmp_path / "nest" / "for-regulator"
+    out.parent.mkdir()
+    result = CliRunner().invoke(app, ["export", "../escape", "--to", str(out)])
+    assert isinstance(result.exception, InputError) and result.exception.exit_code == 2
+    assert sorted(p.name for p in out.parent.iterdir()) in ([], ["for-regulator"])
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_export_refuses_a_non_empty_target_without_force(awaiting: Home, tmp_path: Path) -> None:
+    _sealed(awaiting)
+    out = tmp_path / "for-regulator"
+    out.mkdir()
+    (out / "VERIFY.md").write_text("the regulator's own notes\n")
+    result = CliRunner().invoke(app, ["export", REQ, "--to", str(out)])
+    assert isinstance(result.exception, Conflict) and result.exception.exit_code == 5
+    assert (out / "VERIFY.md").read_text() == "the regulator's own notes\n"
+    assert sorted(p.name for p in out.iterdir()) == ["VERIFY.md"]
+    forced = CliRunner().invoke(app, ["export", REQ, "--to", str(out), "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert "# Verifying erasure proof pack" in (out / "VERIFY.md").read_text()
+
+
+def test_export_never_writes_through_a_symlink(awaiting: Home, tmp_path: Path) -> None:
+    _sealed(awaiting)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "for-regulator"
+    out.mkdir()
+    (out / "VERIFY.md").symlink_to(victim)
+    (out / f"{REQ}-proof.tar.gz").symlink_to(victim)
+    forced = CliRunner().invoke(app, ["export", REQ, "--to", str(out), "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert victim.read_text() == "precious\n"
+    assert not (out / "VERIFY.md").is_symlink() and not (out / f"{REQ}-proof.tar.gz").is_symlink()
+
+
+def test_export_refuses_a_target_that_is_a_symlink(awaiting: Home, tmp_path: Path) -> None:
+    _sealed(awaiting)
+    real = tmp_path / "elsewhere"
+    real.mkdir()
+    link = tmp_path / "for-regulator"
+    link.symlink_to(real)
+    result = CliRunner().invoke(app, ["export", REQ, "--to", str(link)])
+    assert isinstance(result.exception, InputError)
+    assert not any(real.iterdir())

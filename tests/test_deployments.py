@@ -178,6 +178,10 @@ def test_every_deployment_comes_from_prefect_yaml_with_form_fields(console: Cons
     sla = deps["sla-monitor"]
     assert [s.schedule.cron for s in sla.schedules] == ["0 * * * *"]  # type: ignore[union-attr]
     assert all(s.active for s in sla.schedules)
+    intake = deps["intake"]
+    assert [s.schedule.interval.total_seconds() for s in intake.schedules] == [600.0]  # type: ignore[union-attr]
+    assert all(s.active for s in intake.schedules)
+    assert {d.job_variables["env"]["ERASURE_HOME"] for d in deps.values()} == {str(console.home.root)}
     for name, d in deps.items():
         props = d.parameter_openapi_schema["properties"]
         assert not {"subject", "subject_id", "email", "name", "phone"} & set(props), name

@@ -9,10 +9,11 @@ import re
 import shutil
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from erasure.errors import ConfigError, NotFound
+from erasure.errors import ConfigError, InputError, NotFound
 from erasure.tiers import CASCADE_ORDER
 from proof import verify
 from proof.errors import AlreadyAttested, EvidenceInvalid, IdentifierInPack, SameKeyRefused
@@ -181,8 +182,10 @@ def test_attest_adds_the_dpo_envelope_and_the_pack_verifies(tmp_path: Path, keys
     assert {s["name"] for s in statement["subject"]} == {n for n in files if n != "signatures/dpo.intoto.json"}
     assert statement["predicate"]["attested_at"] == "2024-02-02T10:00:00Z"
     assert statement["predicate"]["statement"].startswith("I have reviewed")
-    s = summary(pack)
-    assert s["attested"] and s["dpo_keyid"] == result.dpo_keyid
+    unchecked = summary(pack)  # no trusted key: the envelope proves nothing, so it is not called attested
+    assert (unchecked["attested"], unchecked["dpo_attestation"], unchecked["dpo_keyid"]) == (False, "not checked", None)
+    s = summary(pack, engine_pub=keys.engine_pem, dpo_pub=keys.dpo_pem)
+    assert s["attested"] and s["dpo_keyid"] == result.dpo_keyid and s["attested_at"] == "2024-02-02T10:00:00Z"
     with pytest.raises(AlreadyAttested):
         attest(pack, keys.dpo, engine_pub=keys.engine_pub)
     attest(pack, keys.dpo, engine_pub=keys.engine_pub, attested_at="2024-02-02T10:00:00Z", force=True)
@@ -211,7 +214,9 @@ def test_rewrite_keeps_a_still_valid_attestation_and_drops_a_stale_one(tmp_path:
     attest(pack, keys.dpo, engine_pub=keys.engine_pub)
     attested = pack.read_bytes()
     assert write_pack(ev, keys.engine).read_bytes() == attested  # idempotent rerun keeps the DPO's signature
-    (ev / "subprocessor-receipts.jsonl").write_bytes((ev / "subprocessor-receipts.jsonl").read_bytes() * 2)
+    late = {"request_id": "req-0001", "processor": "proc-late", "ticket_id": "T-9", "status": "done"}
+    (ev / "subprocessor-receipts.jsonl").write_bytes((ev / "subprocessor-receipts.jsonl").read_bytes()
+                                                     + json.dumps(late).encode() + b"\n")
     write_pack(ev, keys.engine)
     assert not (ev / "signatures/dpo.intoto.json").exists()
     assert "signatures/dpo.intoto.json" not in read_members(pack)[1]
@@ -262,3 +267,32 @@ def test_records_in_the_shape_the_flows_write(tmp_path: Path, keys: Keys, lost_b
     assert s["status"] == overall and s["exceptions"] == []
     assert {r["tier"]: r["status"] for r in s["tiers"]}["uploads"] == "skipped"
     assert verify.verify_pack(pack, keys.engine_pem, None, require_dpo=False).status == overall
+
+
+@pytest.mark.parametrize(("attested_at", "why"), [("yesterday", "not a UTC time"),
+                                                  ("2024-02-02T10:00:00+01:00", "not a UTC time"),
+                                                  ("2024-01-01T00:00:00Z", "earlier than the verification")])
+def test_attest_refuses_an_attested_at_the_verifier_would_refuse(tmp_path: Path, keys: Keys, attested_at: str,
+                                                                  why: str) -> None:
+    pack = write_pack(make_evidence(tmp_path), keys.engine)
+    before = pack.read_bytes()
+    with pytest.raises(InputError, match=why):
+        attest(pack, keys.dpo, attested_at=attested_at)  # without the engine key: no self-check to catch it
+    assert pack.read_bytes() == before
+
+
+@pytest.mark.parametrize(("file", "change", "why"), [
+    ("steps.jsonl", lambda rows: rows.append(dict(rows[3])), "repeats step vectors"),
+    ("steps.jsonl", lambda rows: rows.reverse(), "out of order"),
+    ("steps.jsonl", lambda rows: rows.append({**rows[0], "target": ""}), "target is not a name"),
+    ("subprocessor-receipts.jsonl", lambda rows: rows[0].pop("request_id"), "another request"),
+    ("subprocessor-receipts.jsonl", lambda rows: rows.append(dict(rows[0])), "two of one"),
+    ("subprocessor-receipts.jsonl", lambda rows: rows[0].update(status="gone"), "status"),
+])
+def test_the_writer_refuses_evidence_the_verifier_would_refuse(tmp_path: Path, keys: Keys, file: str,
+                                                               change: Any, why: str) -> None:
+    ev = make_evidence(tmp_path)
+    (ev / file).write_bytes(jsonl_edit((ev / file).read_bytes(), change))
+    with pytest.raises(EvidenceInvalid, match=why):
+        write_pack(ev, keys.engine)
+    assert not (ev / "proof.tar.gz").exists()

@@ -11,7 +11,10 @@ import gzip
 import hashlib
 import io
 import json
+import shutil
+import subprocess
 import tarfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,12 +24,16 @@ from cryptography.hazmat.primitives import serialization
 
 from proof import verify
 from proof.dsse import envelope_bytes, sign_envelope
-from proof.keys import load_private_key
+from proof.keys import keyid, load_private_key
 from proof.pack import attest, write_pack
-from proof.statement import canonical_json
+from proof.statement import canonical_json, dpo_statement
 from tests.proof_fixtures import (
+    END_OF_ARCHIVE,
     Keys,
+    audit_document,
     audit_key,
+    finish_tar,
+    gz,
     json_edit,
     jsonl_edit,
     make_evidence,
@@ -40,6 +47,8 @@ from tests.proof_fixtures import (
     resign_statement,
     sign_checkpoint,
     sums_of,
+    tar_blocks,
+    tar_member,
 )
 
 ENGINE_ENV, DPO_ENV = "signatures/engine.intoto.json", "signatures/dpo.intoto.json"
@@ -174,7 +183,7 @@ def test_tar_with_duplicate_entry_overriding_a_file(pack: Pack) -> None:
 
 
 def test_tar_with_oversized_file(pack: Pack, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(verify, "MAX_FILE_BYTES", 4096)  # the audit document is larger than this
+    monkeypatch.setattr(verify, "MAX_AUDIT_BYTES", 4096)  # the audit document is larger than this
     assert pack.check_of(pack.path.read_bytes(), why="larger than") == "archive"
 
 
@@ -183,8 +192,8 @@ def test_tar_with_too_many_entries(pack: Pack) -> None:
     assert pack.check_of(_with(pack, *many), why="entries") == "archive"
 
 
-def test_tar_with_decompression_bomb_in_a_pax_header(pack: Pack, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(verify, "MAX_TOTAL_BYTES", 256 * 1024)
+def test_tar_with_decompression_bomb_in_a_pax_header(pack: Pack) -> None:
+    """Refused at its header, before a byte of the 2 MiB is unpacked."""
     bomb = tarfile.TarInfo(f"{pack.top}/notes.txt")
     bomb.pax_headers = {"comment": "A" * (2 * 1024 * 1024)}  # 2 MiB of header, a few KiB gzipped
     raw = io.BytesIO()
@@ -192,7 +201,7 @@ def test_tar_with_decompression_bomb_in_a_pax_header(pack: Pack, monkeypatch: py
         tar.addfile(bomb, io.BytesIO(b""))
     data = gzip.compress(raw.getvalue(), mtime=0)
     assert len(data) < 64 * 1024
-    assert pack.check_of(data, why="unpacks to more than") == "archive"
+    assert pack.check_of(data, why="pax") == "archive"
 
 
 def test_not_a_gzip(pack: Pack) -> None:
@@ -206,6 +215,131 @@ def test_truncated_pack(pack: Pack) -> None:
 
 def test_top_directory_renamed(pack: Pack) -> None:
     assert pack.check_of(repack("req-9999", pack.files), why="top directory") == "archive"
+
+
+# --- the archive format: exactly one gzip member holding exactly one well-formed tar stream ----------
+
+def _tampered_verification(pack: Pack) -> bytes:
+    return json_edit(pack.files["verification.json"], lambda d: d.update(all_clear=False))
+
+
+def _bad_checksum(header_and_data: bytes) -> bytes:
+    return header_and_data[:148] + b"0000000\0" + header_and_data[156:]
+
+
+def test_tar_that_gnu_tar_extracts_differently(pack: Pack, tmp_path: Path) -> None:
+    """A genuine stream, a header with a bad checksum, then a tampered file: Python's tarfile stops at
+    the bad header (so the genuine files verified), GNU tar skips it and overwrites the genuine file."""
+    genuine = tar_blocks(pack.top, pack.files)
+    tampered = _tampered_verification(pack)
+    hostile = gz(finish_tar(genuine + _bad_checksum(tar_member(f"{pack.top}/notes.txt", b"x"))
+                            + tar_member(f"{pack.top}/verification.json", tampered)))
+    if shutil.which("tar"):
+        (tmp_path / "hostile.tar.gz").write_bytes(hostile)
+        subprocess.run(["tar", "-xzf", "hostile.tar.gz"], cwd=tmp_path, capture_output=True, check=False)
+        assert (tmp_path / pack.top / "verification.json").read_bytes() == tampered  # what GNU tar leaves
+    assert pack.check_of(hostile, why="checksum") == "archive"
+
+
+def test_tar_with_a_member_after_the_end_of_archive(pack: Pack) -> None:
+    genuine = finish_tar(tar_blocks(pack.top, pack.files))
+    hostile = genuine + tar_member(f"{pack.top}/verification.json", _tampered_verification(pack)) + END_OF_ARCHIVE
+    assert pack.check_of(gz(hostile), why="after the end of the archive") == "archive"
+
+
+def test_tar_with_bytes_after_the_end_of_archive(pack: Pack) -> None:
+    genuine = finish_tar(tar_blocks(pack.top, pack.files))
+    assert pack.check_of(gz(genuine + b"\x01"), why="after the end of the archive") == "archive"
+
+
+def test_tar_with_zero_padding_after_the_end_of_archive_verifies(pack: Pack) -> None:
+    genuine = finish_tar(tar_blocks(pack.top, pack.files))
+    verify.verify_bytes(gz(genuine + b"\0" * 20480), pack.keys.engine_pem, pack.keys.dpo_pem)
+
+
+def test_tar_without_an_end_of_archive(pack: Pack) -> None:
+    assert pack.check_of(gz(tar_blocks(pack.top, pack.files)), why="end-of-archive") == "archive"
+
+
+def test_tar_with_a_lone_zero_block_between_members(pack: Pack) -> None:
+    blocks = tar_blocks(pack.top, pack.files)
+    hostile = finish_tar(blocks + b"\0" * 512 + tar_member(f"{pack.top}/notes.txt", b"x"))
+    assert pack.check_of(gz(hostile), why="zero block") == "archive"
+
+
+def test_tar_with_data_hidden_in_block_padding(pack: Pack) -> None:
+    member = tar_member(f"{pack.top}/zz-notes.txt", b"x")
+    hostile = finish_tar(tar_blocks(pack.top, pack.files) + member[:513] + b"hidden" + member[519:])
+    assert pack.check_of(gz(hostile), why="padding") == "archive"
+
+
+def test_gzip_with_a_second_member(pack: Pack) -> None:
+    second = gz(finish_tar(tar_member(f"{pack.top}/verification.json", _tampered_verification(pack))))
+    assert pack.check_of(pack.path.read_bytes() + second, why="after the gzip member") == "archive"
+
+
+def test_gzip_with_trailing_bytes(pack: Pack) -> None:
+    assert pack.check_of(pack.path.read_bytes() + b"\0\0\0\0", why="after the gzip member") == "archive"
+
+
+def test_gzip_with_a_wrong_crc(pack: Pack) -> None:
+    data = bytearray(pack.path.read_bytes())
+    data[-8] ^= 0xFF
+    assert pack.check_of(bytes(data), why="CRC") == "archive"
+
+
+def test_tar_with_a_pax_extended_header(pack: Pack) -> None:
+    member = tar_member(f"{pack.top}/notes.txt", b"x", fmt=tarfile.PAX_FORMAT, pax={"comment": "hi"})
+    hostile = finish_tar(tar_blocks(pack.top, pack.files) + member)
+    assert pack.check_of(gz(hostile), why="pax") == "archive"
+
+
+def test_tar_with_a_pax_sparse_size_of_40k_digits(pack: Pack) -> None:
+    """CVE-2024-6232: this Python's tarfile spent 37 s in its pax header regex on such a header."""
+    member = tar_member(f"{pack.top}/notes.txt", b"", fmt=tarfile.PAX_FORMAT,
+                        pax={"GNU.sparse.size": "9" * 40_000, "GNU.sparse.map": "0," * 20_000})
+    hostile = gz(finish_tar(member))
+    started = time.monotonic()
+    assert pack.check_of(hostile, why="pax") == "archive"
+    assert time.monotonic() - started < 2
+
+
+def test_tar_with_a_gnu_long_name(pack: Pack) -> None:
+    deep = f"{pack.top}/" + "d/" * 20_000 + "f.json"
+    member = tar_member(deep, b"{}", fmt=tarfile.GNU_FORMAT)
+    assert pack.check_of(gz(finish_tar(member)), why="ustar") == "archive"
+
+
+def test_tar_with_a_gnu_header(pack: Pack) -> None:
+    assert pack.check_of(raw_tar(pack_entries(pack.top, pack.files), fmt=tarfile.GNU_FORMAT),
+                         why="ustar") == "archive"
+
+
+def test_tar_nested_deeper_than_the_pack_layout(pack: Pack) -> None:
+    hostile = finish_tar(tar_blocks(pack.top, pack.files) + tar_member(f"{pack.top}/a/b/c.json", b"{}"))
+    assert pack.check_of(gz(hostile), why="deep") == "archive"
+
+
+def test_tar_with_a_binary_size_field(pack: Pack) -> None:
+    member = bytearray(tar_member(f"{pack.top}/zz-notes.txt", b"x"))
+    member[124:136] = b"\x80" + b"\0" * 10 + b"\x01"  # GNU base-256: 1 byte
+    chk = sum(member[:148]) + 8 * 32 + sum(member[156:512])
+    member[148:156] = b"%06o\0 " % chk
+    hostile = finish_tar(tar_blocks(pack.top, pack.files) + bytes(member))
+    assert pack.check_of(gz(hostile), why="octal") == "archive"
+
+
+def test_tar_with_a_name_outside_the_pack_alphabet(pack: Pack) -> None:
+    hostile = finish_tar(tar_blocks(pack.top, pack.files) + tar_member(f"{pack.top}/verificat\u0456on.json", b"{}"))
+    assert pack.check_of(gz(hostile), why="character") == "archive"
+
+
+def test_tar_with_a_file_larger_than_the_limit_is_refused_before_reading(pack: Pack) -> None:
+    member = bytearray(tar_member(f"{pack.top}/request.json", b""))
+    member[124:136] = b"%011o\0" % (7 * 1024 * 1024 * 1024)  # 7 GiB announced, nothing behind it
+    chk = sum(member[:148]) + 8 * 32 + sum(member[156:512])
+    member[148:156] = b"%06o\0 " % chk
+    assert pack.check_of(gz(bytes(member)), why="larger than") == "archive"
 
 
 # --- envelopes and keys --------------------------------------------------------------------------
@@ -253,6 +387,29 @@ def test_dpo_envelope_signed_with_the_engine_key(pack: Pack) -> None:
     env = json.loads(pack.files[DPO_ENV])
     forged = sign_envelope(base64.b64decode(env["payload"]), load_private_key(pack.keys.engine))
     files = {**pack.files, DPO_ENV: envelope_bytes(forged)}
+    assert pack.check_of(repack(pack.top, files)) == "signature"
+
+
+@pytest.mark.parametrize("name", [DPO_ENV, ENGINE_ENV])
+def test_envelope_reformatted_around_its_signature(pack: Pack, name: str) -> None:
+    """No signature covers the DPO's envelope (nor, without it, the engine's): its bytes must still be
+    the writer's, or the pack's digest changes while every check passes. Found by the property tests."""
+    env = json.loads(pack.files[name])
+    for reformatted in (pack.files[name] + b" ", json.dumps(env).encode(), pack.files[name].replace(b"  ", b"\t")):
+        files = {**pack.files, name: reformatted}
+        assert pack.check_of(repack(pack.top, files), dpo=name == DPO_ENV, why="canonical form") == "signature"
+
+
+@pytest.mark.parametrize("change", [
+    lambda env: env["signatures"].append(dict(env["signatures"][0])),  # the same signature twice
+    lambda env: env.update(note="signed on a Tuesday"),                  # a field the writer never writes
+    lambda env: env["signatures"][0].update(cert="x"),
+], ids=["repeated-signature", "extra-field", "extra-signature-field"])
+def test_dpo_envelope_padded_with_what_no_signature_covers(pack: Pack, change: Any) -> None:
+    """Found by the property tests: the DPO's envelope with its one signature repeated verified."""
+    env = json.loads(pack.files[DPO_ENV])
+    change(env)
+    files = {**pack.files, DPO_ENV: envelope_bytes(env)}
     assert pack.check_of(repack(pack.top, files)) == "signature"
 
 
@@ -425,3 +582,144 @@ def test_records_of_another_request(pack: Pack) -> None:
     steps = jsonl_edit(pack.files["steps.jsonl"], lambda rows: rows[0].update(request_id="req-other"))
     files = {**pack.files, "steps.jsonl": steps}
     assert pack.check_of(pack.resealed(files), dpo=False) == "consistency"
+
+
+# --- check 8 binds every evidence file to the request (re-signed: only check 8 can catch them) ----
+
+def _receipts_attack(pack: Pack, change: Any) -> str:
+    files = {**pack.files, "subprocessor-receipts.jsonl": jsonl_edit(pack.files["subprocessor-receipts.jsonl"],
+                                                                      change)}
+    return pack.check_of(pack.resealed(files), dpo=False, why="receipt")
+
+
+def test_receipt_of_another_request(pack: Pack) -> None:
+    assert _receipts_attack(pack, lambda rows: rows[0].update(request_id="req-other")) == "consistency"
+
+
+def test_receipt_without_a_request_id(pack: Pack) -> None:
+    assert _receipts_attack(pack, lambda rows: rows[1].pop("request_id")) == "consistency"
+
+
+def test_receipt_failed_under_an_erased_subprocessors_tier(pack: Pack) -> None:
+    assert _receipts_attack(pack, lambda rows: rows[2].update(status="failed")) == "consistency"
+
+
+def test_receipt_with_an_unknown_status(pack: Pack) -> None:
+    assert _receipts_attack(pack, lambda rows: rows[0].update(status="probably-deleted")) == "consistency"
+
+
+def test_two_receipts_of_one_processor(pack: Pack) -> None:
+    assert _receipts_attack(pack, lambda rows: rows.append({**rows[0], "status": "failed"})) == "consistency"
+
+
+def test_audit_evidence_of_another_request(pack: Pack) -> None:
+    """Another request's genuine audit evidence (signed by the store's checkpoint key) swapped in."""
+    other = (json.dumps(audit_document(20, request_id="req-other"), indent=2, sort_keys=True) + "\n").encode()
+    files = {**pack.files, "audit-log-redaction.json": other}
+    assert pack.check_of(pack.resealed(files), dpo=False, why="records no redaction for this request") \
+        == "consistency"
+
+
+def test_step_record_repeated_so_the_last_one_wins(pack: Pack) -> None:
+    """A failed vectors step hidden behind a later record of the same step that says erased."""
+    def hide(rows: list[dict[str, Any]]) -> None:
+        rows.insert(3, {**rows[3], "status": "failed", "after_count": 3})
+    files = {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], hide)}
+    assert pack.check_of(pack.resealed(files), dpo=False, why="repeats step vectors") == "consistency"
+
+
+def test_step_records_out_of_cascade_order(pack: Pack) -> None:
+    files = {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], lambda rows: rows.reverse())}
+    assert pack.check_of(pack.resealed(files), dpo=False, why="cascade order") == "consistency"
+
+
+def _dpo_signed(pack: Pack, *, status: str = "erased", attested_at: str = "2024-02-02T10:00:00Z") -> bytes:
+    """The pack with a DPO envelope the real DPO key signed over the given status and time."""
+    files = {k: v for k, v in pack.files.items() if k != DPO_ENV}
+    statement = dpo_statement(files, request_id=pack.top, attested_at=attested_at,
+                              dpo_keyid=keyid(load_private_key(pack.keys.dpo)),
+                              engine_keyid=keyid(load_private_key(pack.keys.engine)), status=status)
+    files[DPO_ENV] = envelope_bytes(sign_envelope(statement, load_private_key(pack.keys.dpo)))
+    return repack(pack.top, files)
+
+
+def test_dpo_signed_a_pack_with_our_own_statement_builder(pack: Pack) -> None:
+    verify.verify_bytes(_dpo_signed(pack), pack.keys.engine_pem, pack.keys.dpo_pem)  # the baseline of the next
+
+
+def test_dpo_statement_attests_another_status(pack: Pack) -> None:
+    assert pack.check_of(_dpo_signed(pack, status="erasedWithExceptions"), why="DPO's statement") == "consistency"
+
+
+def test_dpo_attested_before_the_verification(pack: Pack) -> None:
+    assert pack.check_of(_dpo_signed(pack, attested_at="2024-01-01T00:00:00Z"), why="before") == "consistency"
+
+
+def test_dpo_attested_in_the_future(pack: Pack) -> None:
+    assert pack.check_of(_dpo_signed(pack, attested_at="2999-01-01T00:00:00Z"), why="future") == "consistency"
+
+
+def test_dpo_attested_at_is_not_a_utc_time(pack: Pack) -> None:
+    assert pack.check_of(_dpo_signed(pack, attested_at="yesterday"), why="attested_at") == "statement"
+
+
+def test_no_dpo_key_with_a_dpo_envelope_present_says_it_was_not_checked(pack: Pack, mallory: Keys) -> None:
+    files = {**pack.files, DPO_ENV: envelope_bytes(sign_envelope(b"{}", load_private_key(mallory.dpo)))}
+    forged = repack(pack.top, files)
+    result = verify.verify_bytes(forged, pack.keys.engine_pem, None, require_dpo=False)
+    assert result.dpo_attestation == "not checked" and result.dpo_keyid is None
+    assert "NOT checked" in result.line()
+    with pytest.raises(verify.SignatureError):  # --no-dpo with --dpo-key: a present envelope is checked
+        verify.verify_bytes(forged, pack.keys.engine_pem, pack.keys.dpo_pem, require_dpo=False)
+    genuine = verify.verify_bytes(pack.path.read_bytes(), pack.keys.engine_pem, pack.keys.dpo_pem, require_dpo=False)
+    assert (genuine.dpo_attestation, genuine.line()) == ("verified", "OK")
+
+
+# --- several targets: one record per (target, tier), none hides another ---------------------------
+
+def _with_target(pack: Pack, change: Any = None, name: str = "agent-db") -> dict[str, bytes]:
+    """The pack's evidence plus a second target's nine step records (as the flow writes them: the
+    reference store's first, then each target's, tiers in cascade order)."""
+    def add(rows: list[dict[str, Any]]) -> None:
+        extra = [{**r, "target": name} for r in rows]
+        if change is not None:
+            change(extra)
+        rows.extend(extra)
+    return {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], add)}
+
+
+def test_a_second_target_verifies(pack: Pack) -> None:
+    result = verify.verify_bytes(pack.resealed(_with_target(pack)), pack.keys.engine_pem, None, require_dpo=False)
+    assert result.status == "erased"
+
+
+def test_a_failed_tier_of_the_last_target_decides_the_tier(pack: Pack) -> None:
+    """Before: the last record of a tier won, so whichever target came last decided it."""
+    files = _with_target(pack, lambda rows: rows[3].update(status="failed", after_count=2))  # vectors
+    files["verification.json"] = json_edit(files["verification.json"], lambda d: d.update(all_clear=False))
+    honest = verify.verify_bytes(pack.resealed(files), pack.keys.engine_pem, None, require_dpo=False)
+    assert honest.status == "notErased"
+    lie = pack.resealed(files, edit=lambda p: p["tiers"]["vectors"].update(status="erased"))
+    assert pack.check_of(lie, dpo=False, why="tier vectors") == "consistency"
+
+
+def test_a_failed_tier_of_the_reference_store_is_not_hidden_by_a_later_target(pack: Pack) -> None:
+    def fail_reference(rows: list[dict[str, Any]]) -> None:
+        rows[3].update(status="failed", after_count=2)
+    files = {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], fail_reference)}
+    files = _with_target(Pack(pack.keys, pack.path, pack.top, files, pack.tmp))
+    files["verification.json"] = json_edit(files["verification.json"], lambda d: d.update(all_clear=False))
+    assert verify.verify_bytes(pack.resealed(files), pack.keys.engine_pem, None,
+                               require_dpo=False).status == "notErased"
+
+
+def test_a_target_record_repeated(pack: Pack) -> None:
+    files = _with_target(pack, lambda rows: rows.insert(4, dict(rows[3])))
+    assert pack.check_of(pack.resealed(files), dpo=False, why="repeats step vectors") == "consistency"
+
+
+def test_target_records_before_the_reference_stores(pack: Pack) -> None:
+    files = _with_target(pack)
+    rows = [json.loads(x) for x in files["steps.jsonl"].decode().splitlines()]
+    files["steps.jsonl"] = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows[9:] + rows[:9]).encode()
+    assert pack.check_of(pack.resealed(files), dpo=False, why="order") == "consistency"

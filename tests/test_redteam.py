@@ -19,7 +19,7 @@ import threading
 import unicodedata
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from erasure import requests
@@ -116,6 +116,8 @@ scenarios = st.fixed_dictionaries({
 
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(s=scenarios)
+@example(s={"id_spelling": "upper", "mention": {"name", "email", "phone", "id"}, "mention_case": "upper",
+            "phone_spelling": "compact", "namesake": True, "alias": True, "concurrent": True, "crash_after": 4})
 def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

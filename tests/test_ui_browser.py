@@ -1,21 +1,32 @@
 """A real browser on the compliance team's console: Debian's chromium (`make browser` installs it),
 driven by Playwright, against the UI served exactly as `make serve` serves it (`python -m cli.serve`,
 here on a free port with its home in a temp dir). Screenshots go to evidence/ui/.
+
+The console's home also holds a small store with one request, erased by deployment on the console's
+worker after `erasure server automation` created the DPO's automation (its webhook: a local HTTP
+server here): the browser opens that finished run and sees its tier table and summary artifacts, and
+the automation among the Automations.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
 
 from erasure.config import PROJECT_ROOT, Home
+from tests.cascade_fixtures import SUBJECT, SUBJECT_PHRASE, build_store, submit
 from tests.test_deployments import Console, envelope, start_console, stop_console, vault
 
 pytestmark = pytest.mark.browser
@@ -32,9 +43,13 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     """The console with three open requests; `erasure serve` runs sla-monitor once at start-up."""
     tmp = tmp_path_factory.mktemp("ui")
     h = Home.resolve(tmp / "home", tmp / "evidence").ensure()
+    from proof.keys import generate_keypair
+
     vault(h, envelope("ui-late", "CCPA", 50))
     vault(h, envelope("ui-risk", "CCPA", 41))
     vault(h, envelope("ui-ok", "GDPR", 1))
+    build_store(h, tmp)
+    generate_keypair("engine", h.keys_dir)
     c = start_console(h, tmp / "serve.out", sla_now=True)
     try:
         yield c
@@ -143,3 +158,108 @@ def test_sla_artifact_table_in_the_ui(console: Console, page: Any) -> None:
         "4", "true", "at risk")
     assert (cells["ui-ok"]["at_risk"], cells["ui-ok"]["breached"], cells["ui-ok"]["status"]) == ("false", "false", "ok")
     page.screenshot(path=str(SHOTS / "sla-artifact-table.png"), full_page=True)
+
+
+class _Webhook(BaseHTTPRequestHandler):
+    """The DPO's webhook: records every POST body."""
+
+    received: ClassVar[list[bytes]] = []
+
+    def do_POST(self) -> None:  # the http.server API's name
+        self.received.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def dpo_webhook() -> Iterator[tuple[str, list[bytes]]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/dpo", _Webhook.received
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def finished_run(console: Console, dpo_webhook: tuple[str, list[bytes]]) -> str:
+    """`erasure server automation` on the console, then `req-ann-1` erased by deployment on its worker."""
+    env = {**os.environ, "ERASURE_HOME": str(console.home.root), "ERASURE_EVIDENCE": str(console.home.evidence_root),
+           "PREFECT_API_URL": console.api}
+    res = subprocess.run([sys.executable, "-m", "cli.main", "server", "automation", "--webhook", dpo_webhook[0],
+                          "--json"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert res.returncode == 0, res.stderr
+    submit(console.home, "req-ann-1")
+    dep = deployment_id(console, "erasure-request")
+    r = httpx.post(f"{console.api}/deployments/{dep}/create_flow_run", json={"parameters": {"request_id": "req-ann-1"}},
+                   timeout=30)
+    r.raise_for_status()
+    run_id = str(r.json()["id"])
+    deadline = time.monotonic() + 300
+    while True:
+        run = httpx.get(f"{console.api}/flow_runs/{run_id}", timeout=10).json()
+        if run["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
+            break
+        assert time.monotonic() < deadline, run["state"]
+        time.sleep(1.0)
+    assert run["state"]["type"] == "COMPLETED", run["state"]
+    return run_id
+
+
+def test_a_finished_run_shows_its_tier_table_and_summary(console: Console, page: Any, finished_run: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{ui(console)}/runs/flow-run/{finished_run}", wait_until="networkidle")
+    page.get_by_text("Artifacts", exact=True).first.click()  # the run's tabs
+    cards = page.locator("a[href^='/artifacts/artifact/']")
+    table_card = cards.filter(has_text="TABLE").filter(has_text="erasure-run-req-ann-1")
+    summary_card = cards.filter(has_text="MARKDOWN").filter(has_text="erasure-run-req-ann-1-summary")
+    expect(table_card).to_have_count(1)
+    expect(summary_card).to_have_count(1)
+    page.screenshot(path=str(SHOTS / "erasure-run-artifacts.png"), full_page=True)
+    table_card.click()
+    page.wait_for_url("**/artifacts/artifact/**")
+    table = page.locator("table").first
+    expect(table).to_be_visible()
+    headers = [h.strip() for h in table.locator("th").all_inner_texts()]
+    assert {"tier", "status", "before", "after", "residue"} <= set(headers), headers
+    for tier in ("working", "episodic", "semantic", "vectors", "fine_tune", "uploads", "derivatives",
+                 "subprocessors", "audit_log"):
+        expect(table.locator("tr", has_text=tier).first).to_be_visible()
+    row = dict(zip(headers, [t.strip() for t in table.locator("tr", has_text="episodic").first.locator("td")
+                             .all_inner_texts()], strict=True))
+    assert row["status"] == "erased" and int(row["before"]) > 0 and row["after"] == "0" and row["residue"] == "0"
+    page.screenshot(path=str(SHOTS / "erasure-run-tier-table.png"), full_page=True)
+    page.go_back(wait_until="networkidle")
+    page.get_by_text("Artifacts", exact=True).first.click()
+    cards.filter(has_text="MARKDOWN").filter(has_text="erasure-run-req-ann-1-summary").click()
+    page.wait_for_url("**/artifacts/artifact/**")
+    expect(page.get_by_text("What the DPO must do next").first).to_be_visible()
+    expect(page.get_by_text("all clear").first).to_be_visible()
+    expect(page.get_by_text("erasure attest req-ann-1", exact=False).first).to_be_visible()
+    body = page.locator("body").inner_text()
+    for needle in [*SUBJECT.identifiers(), SUBJECT_PHRASE]:
+        assert needle not in body
+    page.screenshot(path=str(SHOTS / "erasure-run-summary.png"), full_page=True)
+
+
+def test_the_dpo_automation_is_listed_and_notifies(console: Console, page: Any, finished_run: str,
+                                                    dpo_webhook: tuple[str, list[bytes]]) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{ui(console)}/automations", wait_until="networkidle")
+    expect(page.get_by_text("erasure-notify-dpo").first).to_be_visible()
+    page.screenshot(path=str(SHOTS / "automations.png"), full_page=True)
+    deadline = time.monotonic() + 120
+    while not any(b"req-ann-1" in b for b in dpo_webhook[1]):  # the server's automation services act in seconds
+        assert time.monotonic() < deadline, dpo_webhook[1]
+        time.sleep(1.0)
+    note = json.loads(next(b for b in dpo_webhook[1] if b"req-ann-1" in b))
+    assert "awaiting attestation" in note["subject"] and "erasure attest req-ann-1" in note["body"]
+    for needle in [*SUBJECT.identifiers(), SUBJECT_PHRASE]:
+        assert needle not in json.dumps(note)

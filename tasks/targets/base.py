@@ -20,11 +20,16 @@ Nothing here may put an identifier or content in its return values: counts only.
 from __future__ import annotations
 
 import importlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
-from erasure.errors import ConfigError
+import apsw
+
+from erasure.errors import ConfigError, StoreError
+from erasure.sqlite import checkpoint_truncate, journal_mode
 from erasure.subject import Subject
 from erasure.targets import Target
 from erasure.tiers import Tier
@@ -66,3 +71,42 @@ def eraser_for(target: Target) -> TargetEraser:
     if eraser is None:
         raise ConfigError(f"targets: kind {target.kind!r} has no eraser")
     return eraser  # type: ignore[no-any-return]
+
+
+T = TypeVar("T")
+WAIT_SECONDS = 120.0
+"""How long an eraser waits on the agent's locks beyond SQLite's own busy timeout before it gives up."""
+CHECKPOINT_ATTEMPTS = 40
+
+
+def retry_busy(fn: Callable[[], T], what: str, *, seconds: float = WAIT_SECONDS) -> T:
+    """Run `fn`, again while SQLite reports the database busy (the agent holds a lock past the busy
+    timeout), backing off up to `seconds`; then `StoreError` (nothing is lost: the step reruns)."""
+    deadline = time.monotonic() + seconds
+    pause = 0.05
+    while True:
+        try:
+            return fn()
+        except apsw.BusyError as exc:
+            if time.monotonic() >= deadline:
+                raise StoreError(f"{what} stayed locked by another connection for {seconds:.0f} s; nothing is "
+                                 "lost: rerun the step") from exc
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+def rebuild_pages(conn: apsw.Connection, what: str) -> dict[str, int]:
+    """Byte hygiene of one SQLite file after its deletes (see tasks/scrub.py for why): resample planner
+    statistics where `sqlite_stat4` keeps sampled keys, rebuild every page (`VACUUM`), and truncate the
+    WAL. Run it on every erase, also when nothing was found: a rerun after a crash between the deletes
+    and this must still remove the bytes, and nothing on disk says whether that is needed."""
+    started = time.perf_counter()
+    analyzed = conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'sqlite_stat4'"
+                            ).fetchone() is not None
+    if analyzed:
+        retry_busy(lambda: conn.execute("ANALYZE"), what)
+    retry_busy(lambda: conn.execute("VACUUM"), what)
+    if journal_mode(conn) == "wal" and checkpoint_truncate(conn, attempts=CHECKPOINT_ATTEMPTS)[0]:
+        raise StoreError(f"a reader of {what} kept its WAL from being truncated: the erased rows are gone but "
+                         "old pages are still in the -wal file; rerun the step")
+    return {"analyzed": int(analyzed), "vacuum_ms": int((time.perf_counter() - started) * 1000)}

@@ -92,11 +92,11 @@ import numpy as np
 
 from erasure.errors import ConfigError, StoreError
 from erasure.identity import Identity, fold
-from erasure.sqlite import checkpoint_truncate, connect, journal_mode, transaction
+from erasure.sqlite import connect, transaction
 from erasure.subject import Subject
 from erasure.targets import Target
 from erasure.tiers import Tier
-from tasks.targets.base import TierOutcome
+from tasks.targets.base import WAIT_SECONDS, TierOutcome, rebuild_pages, retry_busy
 
 KIND = "chroma"
 DB_FILE = "chroma.sqlite3"
@@ -111,8 +111,6 @@ OLD_SUFFIX = ".erasure-old"
 VECTOR_SCOPE = "VECTOR"
 DOCUMENT_KEY = "chroma:document"
 OP_DELETE = 3
-WAIT_SECONDS = 120.0
-"""How long a step waits on the agent's locks (beyond SQLite's own busy timeout) before it gives up."""
 DELETE_BATCH = 500
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _DELETED = 0x10000
@@ -150,20 +148,6 @@ def config(target: Target) -> Config:
     if not isinstance(use_api, bool):
         raise ConfigError(f"{where}: key 'use_api' must be true or false")
     return Config(root=root, subject_key=key, use_api=use_api)
-
-
-def _retry(fn: Callable[[], T], *, seconds: float = WAIT_SECONDS) -> T:
-    """Run `fn`, retrying while SQLite reports the agent's lock (after its own busy timeout)."""
-    deadline = time.monotonic() + seconds
-    pause = 0.05
-    while True:
-        try:
-            return fn()
-        except apsw.BusyError:
-            if time.monotonic() > deadline:
-                raise StoreError("the chroma store stayed locked by another process: rerun the erasure") from None
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
 
 
 def _open(cfg: Config) -> apsw.Connection:
@@ -862,14 +846,9 @@ def _hygiene(conn: apsw.Connection) -> dict[str, int]:
         with transaction(conn):
             conn.execute("INSERT INTO embedding_fulltext_search(embedding_fulltext_search) VALUES ('rebuild')")
         out["fts_rebuilt"] = 1
-    if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'sqlite_stat4'").fetchone():
-        # Planner samples keep index keys (the subject's metadata values among them): resample.
-        _retry(lambda: conn.execute("ANALYZE"))
-        out["analyzed"] = 1
-    _retry(lambda: conn.execute("VACUUM"))
+    # Planner samples keep index keys (the subject's metadata values among them): resampled.
+    out |= rebuild_pages(conn, "the chroma store")
     out["vacuumed"] = 1
-    if journal_mode(conn) == "wal":
-        out["checkpoint_busy"] = checkpoint_truncate(conn, attempts=40)[0]
     return out
 
 
@@ -966,7 +945,7 @@ class ChromaEraser:
         cfg = config(target)
         conn = _open(cfg)
         try:
-            return _retry(lambda: _count(conn, cfg, subject)).tiers()
+            return retry_busy(lambda: _count(conn, cfg, subject), "the chroma store").tiers()
         finally:
             conn.close()
 
@@ -974,7 +953,7 @@ class ChromaEraser:
         cfg = config(target)
         conn = _open(cfg)
         try:
-            return _retry(lambda: _mentions(conn, cfg, subject))
+            return retry_busy(lambda: _mentions(conn, cfg, subject), "the chroma store")
         finally:
             conn.close()
 
@@ -982,21 +961,21 @@ class ChromaEraser:
         cfg = config(target)
         conn = _open(cfg)
         try:
-            before = _retry(lambda: _count(conn, cfg, subject))
+            before = retry_busy(lambda: _count(conn, cfg, subject), "the chroma store")
             collections = _collections(conn)
-            found = _retry(lambda: _resolve(conn, cfg, subject, collections))
+            found = retry_busy(lambda: _resolve(conn, cfg, subject, collections), "the chroma store")
         finally:
             conn.close()
         api = _api_delete(cfg, found, collections)
         conn = _open(cfg)
         try:
             collections = _collections(conn)
-            again = _retry(lambda: _resolve(conn, cfg, subject, collections, found.ids))
+            again = retry_busy(lambda: _resolve(conn, cfg, subject, collections, found.ids), "the chroma store")
             detail: dict[str, int] = {"framework_api": int(api >= 0), "framework_api_deleted": max(api, 0)}
-            detail |= _retry(lambda: _sql_delete(conn, again, collections))
-            detail |= _retry(lambda: _rewrite_indexes(conn, cfg, again, collections))
+            detail |= retry_busy(lambda: _sql_delete(conn, again, collections), "the chroma store")
+            detail |= retry_busy(lambda: _rewrite_indexes(conn, cfg, again, collections), "the chroma store")
             detail |= _hygiene(conn)
-            after = _retry(lambda: _count(conn, cfg, subject))
+            after = retry_busy(lambda: _count(conn, cfg, subject), "the chroma store")
         finally:
             conn.close()
         shared = {k: v for k, v in detail.items() if v}

@@ -52,8 +52,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -62,17 +61,14 @@ import apsw
 
 from erasure.errors import ConfigError, InputError, StoreError
 from erasure.identity import Identity, fold
-from erasure.sqlite import checkpoint_truncate, connect, journal_mode, scalar, transaction
+from erasure.sqlite import connect, scalar, transaction
 from erasure.subject import Subject
 from erasure.targets import Target
 from erasure.tiers import Tier
-from tasks.targets.base import TierOutcome
+from tasks.targets.base import TierOutcome, rebuild_pages, retry_busy
 
 KIND = "langgraph-sqlite"
 SUBJECT_LABEL = "{subject_id}"
-WAIT_SECONDS = 120.0
-"""How long a step waits on the agent's locks (beyond SQLite's own busy timeout) before it gives up."""
-CHECKPOINT_ATTEMPTS = 40
 """TRUNCATE checkpoint attempts while a reader holds the WAL (about 40 s with the growing pause)."""
 _METADATA_KEY = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _SIDECARS = ("-wal", "-shm", "-journal")
@@ -252,21 +248,6 @@ def _measure(cfg: Config, subject: Subject) -> _Counts:
 # --- erasing ----------------------------------------------------------------------------------------
 
 
-def _waiting(fn: Callable[[], T], what: Path) -> T:
-    """Run `fn`, retrying while the agent holds a lock past SQLite's busy timeout (up to WAIT_SECONDS)."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    pause = 0.2
-    while True:
-        try:
-            return fn()
-        except apsw.BusyError as exc:
-            if time.monotonic() >= deadline:
-                raise StoreError(f"langgraph-sqlite: {what} stayed locked by another connection for"
-                                 f" {WAIT_SECONDS:.0f} s; nothing is lost, rerun the step") from exc
-            time.sleep(pause)
-            pause = min(pause * 2, 5.0)
-
-
 def _delete_items(conn: apsw.Connection, matcher: _Matcher) -> tuple[dict[str, Tier], dict[str, int]]:
     """In one write transaction (so an item the agent writes meanwhile is either seen or waits):
     resolve the subject's prefixes, delete their vectors (the framework leaves them), then the items."""
@@ -296,27 +277,11 @@ def _delete_threads(conn: apsw.Connection, thread_key: str, subject: Subject) ->
     return removed
 
 
-def _scrub(conn: apsw.Connection, path: Path) -> dict[str, int]:
-    """Resample planner statistics (where ANALYZE kept samples), rebuild every page, cut the WAL."""
-    started = time.perf_counter()
-    analyzed = int(scalar(conn, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'sqlite_stat4'"))
-    if analyzed:
-        _waiting(lambda: conn.execute("ANALYZE"), path)
-    _waiting(lambda: conn.execute("VACUUM"), path)
-    busy = 0
-    if journal_mode(conn) == "wal":
-        busy = checkpoint_truncate(conn, attempts=CHECKPOINT_ATTEMPTS)[0]
-        if busy:
-            raise StoreError(f"langgraph-sqlite: a reader of {path} kept the WAL from being truncated; the"
-                             " erased rows are gone but their old pages are still in the -wal file: rerun the step")
-    return {"analyzed": int(analyzed), "vacuum_ms": int((time.perf_counter() - started) * 1000)}
-
-
 def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[str, Tier], dict[str, int]]:
     conn = _open(path, "store", readonly=False)
     try:
         matcher = _Matcher(cfg, subject)
-        return _waiting(lambda: _delete_items(conn, matcher), path)
+        return retry_busy(lambda: _delete_items(conn, matcher), f"langgraph-sqlite: {path}")
     finally:
         conn.close()
 
@@ -324,7 +289,7 @@ def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[str, T
 def _erase_threads(cfg: Config, subject: Subject, path: Path) -> dict[str, int]:
     conn = _open(path, "checkpoints", readonly=False)
     try:
-        return _waiting(lambda: _delete_threads(conn, cfg.thread_key, subject), path)
+        return retry_busy(lambda: _delete_threads(conn, cfg.thread_key, subject), f"langgraph-sqlite: {path}")
     finally:
         conn.close()
 
@@ -332,7 +297,7 @@ def _erase_threads(cfg: Config, subject: Subject, path: Path) -> dict[str, int]:
 def _scrub_file(path: Path, key: str) -> dict[str, int]:
     conn = _open(path, key, readonly=False)
     try:
-        return _scrub(conn, path)
+        return rebuild_pages(conn, f"langgraph-sqlite: {path}")
     finally:
         conn.close()
 

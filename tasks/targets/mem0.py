@@ -85,11 +85,11 @@ import apsw
 
 from erasure.errors import ConfigError, StoreError
 from erasure.identity import Identity, fold
-from erasure.sqlite import checkpoint_truncate, connect, journal_mode, scalar, transaction
+from erasure.sqlite import connect, scalar, transaction
 from erasure.subject import Subject
 from erasure.targets import Target
 from erasure.tiers import Tier
-from tasks.targets.base import TierOutcome
+from tasks.targets.base import TierOutcome, rebuild_pages, retry_busy
 
 KIND = "mem0"
 DEFAULT_COLLECTION = "mem0"
@@ -99,8 +99,6 @@ DEFAULT_LOCK_TIMEOUT = 120.0
 LOCK_FILE = ".lock"
 META_FILE = "meta.json"
 STORAGE_FILE = "storage.sqlite"
-WAIT_SECONDS = 120.0
-"""How long a step retries on SQLITE_BUSY beyond SQLite's own busy timeout."""
 _QDRANT_MODELS = "qdrant_client.http.models.models"
 _ALLOWED_CLASSES = frozenset({"PointStruct", "SparseVector", "Record"})
 
@@ -373,29 +371,6 @@ def folder_lock(cfg: Config) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _busy_retry(step: Callable[[], T]) -> T:
-    """Run `step`, again while SQLite reports the database busy (beyond the busy timeout)."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
-        try:
-            return step()
-        except apsw.BusyError:
-            if time.monotonic() >= deadline:
-                raise StoreError("a database of the mem0 target stayed locked by another process") from None
-            time.sleep(0.2)
-
-
-def rebuild(conn: apsw.Connection) -> None:
-    """ANALYZE where sqlite_stat4 keeps sampled keys, VACUUM, and a TRUNCATE checkpoint in WAL."""
-    if _has_table(conn, "sqlite_stat4"):
-        conn.execute("ANALYZE")
-    conn.execute("VACUUM")
-    if journal_mode(conn) == "wal":
-        busy, _, _ = checkpoint_truncate(conn, attempts=40)
-        if busy:
-            raise StoreError("a reader kept a mem0 database's WAL from being truncated")
-
-
 def _delete_ids(conn: apsw.Connection, table: str, key: str, ids: list[str] | list[int]) -> int:
     if not ids:
         return 0
@@ -451,7 +426,8 @@ class Mem0Eraser:
             conn = connect(cfg.history_db)
             try:
                 # 2. History and messages first: a crash after this leaves the points to find them again.
-                before, hist, orphans, msgs = _busy_retry(lambda: self._erase_rows(conn, resolver, fp))
+                before, hist, orphans, msgs = retry_busy(lambda: self._erase_rows(conn, resolver, fp),
+                                                         "a mem0 database")
                 # 3. The points, then each storage file rebuilt while the folder is still ours.
                 started = time.perf_counter()
                 deleted = {name: self._erase_points(cfg.storage(name), points) for name, points in
@@ -459,7 +435,7 @@ class Mem0Eraser:
                 points_ms = round((time.perf_counter() - started) * 1000)
                 # 4. The history database rebuilt too; then what is left, counted afresh.
                 started = time.perf_counter()
-                _busy_retry(lambda: rebuild(conn))
+                rebuild_pages(conn, "a mem0 database")
                 history_ms = round((time.perf_counter() - started) * 1000)
                 after_fp = resolver.points(cfg, read_points)
                 resolver.rows(conn, after_fp)
@@ -499,8 +475,8 @@ class Mem0Eraser:
                 with transaction(store):
                     return _delete_ids(store, "points", "rowid", [p.rowid for p in points])
 
-            n = _busy_retry(drop)
-            _busy_retry(lambda: rebuild(store))
+            n = retry_busy(drop, "a mem0 Qdrant storage file")
+            rebuild_pages(store, "a mem0 Qdrant storage file")
             return n
         finally:
             store.close()

@@ -1,0 +1,384 @@
+"""`erasure server start|stop|status|automation`: the home's long-lived Prefect server and process
+worker, in the background (`erasure serve` / `make serve` is the same in the foreground).
+
+`start` prepares Prefect's database (SQLite in `<home>/prefect`, or with `--postgres` the home's
+PostgreSQL cluster in `<home>/postgres`), starts `prefect server start` on 127.0.0.1 and waits for its
+health check, creates the work pool `erasure-local` if it does not exist, deploys prefect.yaml, starts
+the worker(s), and writes `<home>/server/state.json` and a pid file per process. Logs go to
+`<home>/server/logs/`. Every command that runs a flow (`erasure request run`, the demo) finds the
+server through that state file and runs its flow there; when the server is down they start a temporary
+one of their own. `stop` stops what `start` started (workers, server, PostgreSQL), each by its process
+group. `status` says what runs and when sla-monitor and intake run next. `automation` creates the
+Prefect automation that notifies the DPO (automations/notify-dpo.yaml).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from erasure.config import PROJECT_ROOT, Home
+from erasure.errors import ConfigError, ErasureError
+
+app = typer.Typer(help="The home's long-lived Prefect server and worker in the background: start, stop, status.",
+                  no_args_is_help=True)
+
+STATE = "state.json"
+STOP_TIMEOUT = 20.0
+#: The deployments that run on a schedule (prefect.yaml), shown by `status`.
+SCHEDULED = ("sla-monitor", "intake")
+AUTOMATION_FILE = PROJECT_ROOT / "automations" / "notify-dpo.yaml"
+WEBHOOK_BLOCK = "erasure-dpo-webhook"
+
+
+@dataclass
+class ServerState:
+    """What `start` started: written to `<home>/server/state.json`."""
+
+    host: str
+    port: int
+    server_pid: int
+    worker_pids: list[int] = field(default_factory=list)
+    postgres: bool = False
+    project_dir: str = str(PROJECT_ROOT)
+    started_at: str = ""
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{self.host}:{self.port}/api"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def state_dir(h: Home) -> Path:
+    return h.root / "server"
+
+
+def log_dir(h: Home) -> Path:
+    return state_dir(h) / "logs"
+
+
+def read_state(h: Home) -> ServerState | None:
+    """The state file of the home's server, or None when there is none (or it is unreadable)."""
+    try:
+        doc = json.loads((state_dir(h) / STATE).read_text())
+        return ServerState(**doc)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_state(h: Home, st: ServerState) -> None:
+    d = state_dir(h)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{STATE}.tmp"
+    tmp.write_text(json.dumps(asdict(st), indent=2, sort_keys=True) + "\n")
+    tmp.replace(d / STATE)
+    (d / "server.pid").write_text(f"{st.server_pid}\n")
+    for old in d.glob("worker-*.pid"):
+        old.unlink()
+    for i, pid in enumerate(st.worker_pids, 1):
+        (d / f"worker-{i}.pid").write_text(f"{pid}\n")
+
+
+def _clear_state(h: Home) -> None:
+    d = state_dir(h)
+    for p in (d / STATE, d / "server.pid", *d.glob("worker-*.pid")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def pid_alive(pid: int) -> bool:
+    """True when `pid` is a live (not zombie) Prefect process: a recycled pid is not ours."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return b"prefect" in cmdline and stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def server_alive(st: ServerState) -> bool:
+    return pid_alive(st.server_pid)
+
+
+def running_api(h: Home) -> str | None:
+    """The API URL of the home's server when it is up (its process alive and healthy), else None."""
+    from cli.serve import api_answers
+
+    st = read_state(h)
+    if st is None or not server_alive(st):
+        return None
+    return st.api_url if api_answers(st.api_url) else None
+
+
+def _spawn(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path) -> subprocess.Popen[bytes]:
+    """A detached child (own session, so it outlives this command) logging to `<logs>/<name>.log`."""
+    with open(logs / f"{name}.log", "ab") as log:
+        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _run_logged(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path,
+                timeout: float = 300.0) -> None:
+    path = logs / f"{name}.log"
+    with open(path, "ab") as log:
+        rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, timeout=timeout, check=False).returncode
+    if rc != 0:
+        raise ConfigError(f"`{' '.join(cmd[2:])}` failed (exit {rc}): see {path}")
+
+
+def _kill_group(pid: int, timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM the process group led by `pid`, SIGKILL it after `timeout` seconds."""
+    if not pid_alive(pid):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)  # whatever of the group is left (flow runs, uvicorn)
+
+
+def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers: int = 1, postgres: bool = False,
+                 project_dir: Path = PROJECT_ROOT, say: Any = None) -> ServerState:
+    """Start the home's server, pool, deployments and workers in the background. Idempotent: a running
+    server is returned as it is. `ConfigError` (exit 3) when something fails (all started is stopped)."""
+    from cli import prefect_api
+    from cli.serve import api_answers, ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy
+
+    say = say or (lambda msg: None)
+    st = read_state(h)
+    if st is not None and server_alive(st):
+        if api_answers(st.api_url):
+            return st
+        raise ConfigError(f"the home's server (pid {st.server_pid}) runs but does not answer at {st.api_url}: "
+                          "`erasure server stop` first")
+    _clear_state(h)
+    if port_in_use(host, port):
+        raise ConfigError(f"{host}:{port} is already in use: pass --port, or stop what runs there")
+    logs = log_dir(h)
+    logs.mkdir(parents=True, exist_ok=True)
+    env = serve_env(h, host, port, project_dir=project_dir)
+    api = env["PREFECT_API_URL"]
+    started: list[int] = []
+    try:
+        if postgres:
+            from cli import postgres as pg
+
+            env["PREFECT_API_DATABASE_CONNECTION_URL"] = pg.start(h).url
+            say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
+        else:
+            env.pop("PREFECT_API_DATABASE_CONNECTION_URL", None)
+            env.pop("PREFECT_SERVER_DATABASE_CONNECTION_URL", None)
+            prefect_api.migrate_database(h, home_dir=h.prefect_home)
+        t0 = time.monotonic()
+        server = _spawn("server", prefect_cmd("server", "start", "--host", host, "--port", str(port)), env,
+                        project_dir, logs)
+        started.append(server.pid)
+        st = ServerState(host=host, port=port, server_pid=server.pid, postgres=postgres,
+                         project_dir=str(project_dir), started_at=datetime.now(UTC).isoformat())
+        _write_state(h, st)
+        say(f"starting the Prefect server (logs in {logs}) ...")
+        wait_healthy(api, alive=lambda: server.poll() is None)
+        say(f"server healthy after {time.monotonic() - t0:.1f} s; deploying prefect.yaml ...")
+        ensure_pool(api, lambda name, cmd: _run_logged(name, cmd, env, project_dir, logs))
+        _run_logged("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), env, project_dir, logs)
+        for i in range(1, workers + 1):
+            w = _spawn(f"worker-{i}", prefect_cmd("worker", "start", "--pool", "erasure-local", "--type", "process"),
+                       env, project_dir, logs)
+            started.append(w.pid)
+            st.worker_pids.append(w.pid)
+        _write_state(h, st)
+        say(f"deployed after {time.monotonic() - t0:.1f} s")
+        return st
+    except BaseException:
+        for pid in reversed(started):
+            _kill_group(pid)
+        _clear_state(h)
+        if postgres:
+            from cli import postgres as pg
+
+            with contextlib.suppress(ErasureError):
+                pg.stop(h)
+        raise
+
+
+def stop_server(h: Home) -> dict[str, Any]:
+    """Stop the workers, the server and (if it started it) PostgreSQL. Returns what it stopped."""
+    st = read_state(h)
+    out: dict[str, Any] = {"workers": 0, "server": False, "postgres": False}
+    if st is not None:
+        for pid in st.worker_pids:
+            if pid_alive(pid):
+                out["workers"] += 1
+            _kill_group(pid)
+        out["server"] = pid_alive(st.server_pid)
+        _kill_group(st.server_pid)
+        if st.postgres:
+            from cli import postgres as pg
+
+            out["postgres"] = pg.stop(h)
+    _clear_state(h)
+    return out
+
+
+def next_runs(api_url: str, names: tuple[str, ...] = SCHEDULED) -> dict[str, dict[str, Any]]:
+    """For each deployment (flow and deployment share the name): its schedules and its next scheduled run."""
+    import httpx
+
+    out: dict[str, dict[str, Any]] = {}
+    with httpx.Client(base_url=api_url, timeout=10.0) as c:
+        for name in names:
+            r = c.get(f"/deployments/name/{name}/{name}")
+            if r.status_code == 404:
+                out[name] = {"deployed": False, "next_run": None, "schedules": []}
+                continue
+            r.raise_for_status()
+            dep = r.json()
+            schedules = [{"active": s.get("active", True),
+                          **{k: v for k, v in (s.get("schedule") or {}).items() if k in ("cron", "interval")}}
+                         for s in dep.get("schedules") or []]
+            runs = c.post("/flow_runs/filter", json={
+                "flow_runs": {"deployment_id": {"any_": [dep["id"]]}, "state": {"type": {"any_": ["SCHEDULED"]}}},
+                "sort": "EXPECTED_START_TIME_ASC", "limit": 1})
+            runs.raise_for_status()
+            first = runs.json()[:1]
+            out[name] = {"deployed": True, "paused": bool(dep.get("paused")), "schedules": schedules,
+                         "next_run": first[0]["expected_start_time"] if first else None}
+    return out
+
+
+def status_of(h: Home) -> dict[str, Any]:
+    """What runs for this home: server, workers, database, next scheduled runs."""
+    from cli.serve import api_answers
+
+    st = read_state(h)
+    if st is None:
+        return {"running": False, "home": str(h.root)}
+    alive = server_alive(st)
+    healthy = alive and api_answers(st.api_url)
+    doc: dict[str, Any] = {
+        "running": healthy, "home": str(h.root), "api_url": st.api_url, "ui_url": st.ui_url,
+        "server_pid": st.server_pid, "server_alive": alive, "started_at": st.started_at,
+        "workers": [{"pid": p, "alive": pid_alive(p)} for p in st.worker_pids],
+        "database": "postgresql" if st.postgres else "sqlite", "logs": str(log_dir(h)),
+    }
+    if st.postgres:
+        from cli import postgres as pg
+
+        c = pg.Cluster.of(h)
+        doc["postgres"] = {"data": str(c.data), "socket_dir": str(c.socket_dir), "running": pg.is_running(c)}
+    else:
+        doc["sqlite"] = str(h.prefect_home / "prefect.db")
+    if healthy:
+        doc["scheduled"] = next_runs(st.api_url)
+    return doc
+
+
+def _say(msg: str) -> None:
+    console.print(msg, highlight=False, markup=False)
+
+
+@app.command("start")
+def start(
+    home: HomeOpt = None,
+    port: Annotated[int, typer.Option("--port", help="Port of the Prefect server and UI.")] = 4200,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (keep it local).")] = "127.0.0.1",
+    workers: Annotated[int, typer.Option("--workers", min=0, help="Process workers to start.")] = 1,
+    postgres: Annotated[bool, typer.Option(
+        "--postgres", help="Prefect's database on a PostgreSQL cluster in <home>/postgres (created on first use).")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Start Prefect's server (UI on 127.0.0.1), deploy prefect.yaml and start a worker, in the background."""
+    h = home_of(home)
+    before = read_state(h)
+    st = start_server(h, host=host, port=port, workers=workers, postgres=postgres,
+                      say=None if json_out else _say)
+    already = before is not None and before.server_pid == st.server_pid
+    if json_out:
+        print_json({**asdict(st), "api_url": st.api_url, "ui_url": st.ui_url, "already_running": already})
+        return
+    _say(("already running" if already else "ready") + f": Prefect UI at {st.ui_url}  (API {st.api_url}; "
+         f"logs in {log_dir(h)}; `erasure server stop` stops it)")
+
+
+@app.command("stop")
+def stop(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
+    """Stop the home's workers, server and PostgreSQL cluster (whatever `erasure server start` started)."""
+    h = home_of(home)
+    out = stop_server(h)
+    if json_out:
+        print_json(out)
+        return
+    if not (out["server"] or out["workers"]):
+        _say("not running")
+        return
+    _say(f"stopped: server, {out['workers']} worker(s)" + (", PostgreSQL" if out["postgres"] else ""))
+
+
+@app.command("status")
+def status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
+    """Is the home's server up; its workers, database, logs, and the next run of sla-monitor and intake.
+
+    Exits 0 when the server answers, 1 when it does not run."""
+    h = home_of(home)
+    doc = status_of(h)
+    if json_out:
+        print_json(doc)
+    elif not doc.get("api_url"):
+        _say(f"not running (home {h.root}): `erasure server start`")
+    else:
+        _say(f"server: {'up' if doc['running'] else 'DOWN'} at {doc['ui_url']} (pid {doc['server_pid']}, "
+             f"since {doc['started_at'][:19]})")
+        alive = sum(1 for w in doc["workers"] if w["alive"])
+        _say(f"workers: {alive} of {len(doc['workers'])} running")
+        db = doc.get("postgres", {})
+        pg_state = "running" if db.get("running") else "STOPPED"
+        _say("database: " + (f"PostgreSQL ({pg_state}, socket {db.get('socket_dir')})"
+                             if doc["database"] == "postgresql" else f"SQLite {doc.get('sqlite')}"))
+        for name, info in (doc.get("scheduled") or {}).items():
+            when = info.get("next_run")
+            sched = ", ".join(s.get("cron") or f"every {s.get('interval')} s" for s in info.get("schedules", []))
+            _say(f"next {name}: {when[:19].replace('T', ' ') + ' UTC' if when else 'not scheduled yet'}"
+                 + (f"  ({sched})" if sched else "") + ("  [paused]" if info.get("paused") else ""))
+        _say(f"logs: {doc['logs']}")
+    if not doc.get("running"):
+        raise typer.Exit(1)
+
+
+@app.command("automation")
+def automation(
+    webhook: Annotated[str, typer.Option(
+        "--webhook", help="URL the DPO's notification is POSTed to (their chat or mail gateway).")],
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Create (or update) the Prefect automation that notifies the DPO when a request awaits attestation,
+    is blocked or failed (automations/notify-dpo.yaml), with a webhook notification block."""
+    from cli import prefect_api
+
+    h = home_of(home)
+    api = prefect_api.require_api(h)
+    from flows.run_report import create_dpo_automation
+
+    out = create_dpo_automation(api, AUTOMATION_FILE, webhook, block_name=WEBHOOK_BLOCK)
+    if json_out:
+        print_json(out)
+        return
+    _say(f"automation {out['name']!r} ({out['id']}) notifies {webhook} on: {', '.join(out['events'])}")

@@ -1,0 +1,248 @@
+"""What the team sees of an `erasure-request` run in the Prefect UI, and what a Prefect automation can
+act on.
+
+When a run ends (the flow's completion and failure hooks call `publish`), under the request id only:
+- a table artifact `erasure-run-<request id>`: per tier, status, count before, count after, residue the
+  independent probes found (and the byte scan as its own row);
+- a markdown artifact `erasure-run-<request id>-summary`: the verification verdict, open exceptions by
+  kind, the proof pack's path, size and sha256, and what the DPO must do next;
+- one or two events on the resource `erasure.request.<request id>`: `erasure.request.completed`,
+  `erasure.request.awaiting-attestation`, `erasure.request.blocked`, `erasure.request.failed`.
+Artifacts and events hold request ids, states, counts and digests: never an identifier or content
+(invariant 6). Artifacts of reruns of one request stack up as versions of the same keys.
+
+`create_dpo_automation` creates the automation that notifies the DPO (automations/notify-dpo.yaml).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.errors import ErasureError, NotFound
+from erasure.models import is_safe_token
+from erasure.states import RequestState
+from erasure.tiers import CASCADE_ORDER
+from proof.pack import PACK_NAME
+
+EVENT_COMPLETED = "erasure.request.completed"
+EVENT_AWAITING = "erasure.request.awaiting-attestation"
+EVENT_BLOCKED = "erasure.request.blocked"
+EVENT_FAILED = "erasure.request.failed"
+EVENTS = (EVENT_COMPLETED, EVENT_AWAITING, EVENT_BLOCKED, EVENT_FAILED)
+TABLE_COLUMNS = ("#", "tier", "status", "before", "after", "residue")
+
+
+def artifact_key(request_id: str) -> str:
+    """The table artifact's key: `erasure-run-<request id>`. Prefect keys take lowercase letters, digits
+    and dashes only; a request id that needs changing to fit gets a short digest of itself appended, so
+    two ids never share a key."""
+    slug = re.sub(r"[^a-z0-9-]", "-", request_id.lower())
+    if slug != request_id:
+        slug += "-" + hashlib.sha256(request_id.encode()).hexdigest()[:8]
+    return f"erasure-run-{slug}"
+
+
+def summary_key(request_id: str) -> str:
+    return artifact_key(request_id) + "-summary"
+
+
+def resource_id(request_id: str) -> str:
+    """The Prefect resource of a request in events (the same as the SLA monitor's)."""
+    return f"erasure.request.{request_id}"
+
+
+def _verification(h: Home, request_id: str) -> dict[str, Any] | None:
+    path = h.evidence_dir(request_id) / "verification.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def tier_rows(h: Home, request_id: str, verification: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Per tier: the step's status and counts (engine step records) and the probes' residue; the
+    reference store's nine tiers first, then each other target's tiers as `<target>/<tier>`."""
+    engine = open_engine(h.engine_db)
+    try:
+        recs = requests.steps(engine, request_id)
+    finally:
+        engine.close()
+    residue: Counter[tuple[str | None, str]] = Counter()
+    probed: set[tuple[str | None, str]] = set()
+    for p in (verification or {}).get("probes", []):
+        key = (p.get("target"), str(p.get("tier")))
+        residue[key] += int(p.get("residue") or 0)
+        probed.add(key)
+    reference = {r.step: r for r in recs if r.target is None}
+    others = [r for r in recs if r.target is not None]
+    order = {t.value: i for i, t in enumerate(CASCADE_ORDER, 1)}
+
+    def row(n: int | str, target: str | None, tier: str, r: Any) -> dict[str, Any]:
+        key = (target, tier)
+        return {"#": n, "tier": tier if target is None else f"{target}/{tier}",
+                "status": r.status.value if r else "not run",
+                "before": "" if r is None or r.before_count is None else r.before_count,
+                "after": "" if r is None or r.after_count is None else r.after_count,
+                "residue": residue[key] if key in probed else ""}
+
+    rows = [row(i, None, t.value, reference.get(t.value)) for i, t in enumerate(CASCADE_ORDER, 1)
+            if reference or not others]
+    rows += [row(order.get(r.step, ""), r.target, r.step, r)
+             for r in sorted(others, key=lambda r: (str(r.target), order.get(r.step, 99)))]
+    if (None, "bytes") in probed:
+        rows.append({"#": "", "tier": "bytes (every file)", "status": "scanned", "before": "", "after": "",
+                     "residue": residue[(None, "bytes")]})
+    return rows
+
+
+def _pack(h: Home, request_id: str) -> dict[str, Any] | None:
+    path = h.evidence_dir(request_id) / PACK_NAME
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return {"path": str(path), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _outcome(state: Any, request_state: RequestState | None) -> tuple[str, list[str]]:
+    """(one word for the run, the events it emits)."""
+    if state.is_completed():
+        events = [EVENT_COMPLETED]
+        if request_state is RequestState.awaiting_attestation:
+            events.append(EVENT_AWAITING)
+            return "awaiting attestation", events
+        return "completed", events
+    if state.name == "Blocked":
+        return "blocked", [EVENT_BLOCKED]
+    return "failed", [EVENT_FAILED]
+
+
+def _next_step(request_id: str, outcome: str, all_clear: bool | None, pack: dict[str, Any] | None) -> str:
+    if outcome == "awaiting attestation":
+        return (f"Review the pack, then sign the attestation with your own key, on your own machine: "
+                f"`erasure attest {request_id} --dpo-key <your key>`. The requester is notified only after "
+                f"that; `erasure export {request_id} --to <dir>` then gives the regulator the sealed pack.")
+    if outcome == "blocked":
+        return ("Nothing was erased: a litigation hold covers the subject. Nothing to sign. When the case "
+                f"allows, release the hold (deployment `hold-release`, request id `{request_id}`) and run the "
+                "request again.")
+    if outcome == "completed":
+        return "Nothing new: the request had already completed."
+    why = "the probes found residue" if all_clear is False else "the cascade did not complete"
+    return (f"Do not attest: {why}. See the open exceptions above and the run's logs; after the fix, run "
+            f"`erasure-request` for `{request_id}` again (every step is idempotent)."
+            + (" The pack written for this run says so tier by tier." if pack else ""))
+
+
+def summary_markdown(request_id: str, outcome: str, state: Any, request_state: RequestState | None,
+                     verification: dict[str, Any] | None, exceptions: Counter[str],
+                     pack: dict[str, Any] | None) -> str:
+    all_clear = None if verification is None else bool(verification.get("all_clear"))
+    verdict = ("not run" if verification is None else "**all clear**" if all_clear else
+               "**residue found** in: " + ", ".join(f"`{t}`" for t in verification.get("failing_tiers", []))
+               or "**not all clear**")
+    lines = [f"# Erasure request `{request_id}`: {outcome}", "",
+             "| | |", "| --- | --- |",
+             f"| flow run | {state.name}: {(state.message or '').replace('|', '/')} |",
+             f"| request state | {request_state.value if request_state else 'unknown'} |",
+             f"| verification | {verdict} |", "",
+             "## Open exceptions by kind", ""]
+    if exceptions:
+        lines += ["| kind | count |", "| --- | --- |", *(f"| {k} | {n} |" for k, n in sorted(exceptions.items())), ""]
+    else:
+        lines += ["None.", ""]
+    lines += ["## Proof pack", ""]
+    if pack:
+        lines += ["| | |", "| --- | --- |", f"| path | `{pack['path']}` |", f"| size | {pack['bytes']:,} bytes |",
+                  f"| sha256 | `{pack['sha256']}` |", ""]
+    else:
+        lines += ["No pack written.", ""]
+    lines += ["## What the DPO must do next", "", _next_step(request_id, outcome, all_clear, pack), ""]
+    return "\n".join(lines)
+
+
+def report(h: Home, request_id: str, state: Any) -> dict[str, Any]:
+    """Everything `publish` puts in the UI, computed from the engine and the evidence folder."""
+    request_state: RequestState | None
+    engine = open_engine(h.engine_db)
+    try:
+        try:
+            request_state = requests.get(engine, request_id).state
+        except NotFound:
+            request_state = None
+        kinds = Counter(e.kind for e in requests.exceptions(engine, request_id, open_only=True))
+    finally:
+        engine.close()
+    verification = _verification(h, request_id)
+    pack = _pack(h, request_id)
+    outcome, events = _outcome(state, request_state)
+    return {"request_id": request_id, "outcome": outcome, "events": events, "request_state": request_state,
+            "verification": verification, "exceptions": kinds, "pack": pack,
+            "rows": tier_rows(h, request_id, verification),
+            "markdown": summary_markdown(request_id, outcome, state, request_state, verification, kinds, pack)}
+
+
+def publish(flow: Any, flow_run: Any, state: Any) -> None:
+    """State hook of the erasure-request flow (completion and failure): artifacts and events of the run."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+    from prefect.events import emit_event
+
+    from flows.common import home
+
+    request_id = (flow_run.parameters or {}).get("request_id")
+    if not isinstance(request_id, str) or not is_safe_token(request_id):
+        return  # refused before it started: nothing to report under
+    try:
+        rep = report(home(), request_id, state)
+    except ErasureError:
+        return  # no engine (or no such request): nothing to report
+    rows = rep["rows"]
+    create_table_artifact(key=artifact_key(request_id), table=rows,
+                          description=f"Erasure request {request_id}: {rep['outcome']}, per tier "
+                                      "(status, count before, count after, residue found by the probes)")
+    create_markdown_artifact(key=summary_key(request_id), markdown=rep["markdown"],
+                             description=f"Erasure request {request_id}: {rep['outcome']}")
+    v = rep["verification"]
+    payload = {"request_id": request_id, "outcome": rep["outcome"], "flow_state": state.name,
+               "request_state": rep["request_state"].value if rep["request_state"] else None,
+               "all_clear": None if v is None else bool(v.get("all_clear")),
+               "exceptions": dict(rep["exceptions"]),
+               "pack_sha256": rep["pack"]["sha256"] if rep["pack"] else None}
+    for event in rep["events"]:
+        emit_event(event=event, resource={"prefect.resource.id": resource_id(request_id),
+                                          "prefect.resource.name": request_id, "erasure.request-id": request_id},
+                   payload=payload)
+
+
+def create_dpo_automation(api_url: str, definition: Path, webhook: str, *, block_name: str) -> dict[str, Any]:
+    """Save a webhook notification block for the DPO and create (or replace) the automation of
+    `definition` (a Prefect automation in YAML) with that block as its notification target."""
+    import yaml
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+    from prefect.client.orchestration import get_client
+    from prefect.events.schemas.automations import AutomationCore
+
+    doc = yaml.safe_load(definition.read_text())
+    block = CustomWebhookNotificationBlock(
+        name="erasure DPO", url=webhook, method="POST",
+        json_data={"subject": "{{subject}}", "body": "{{body}}"})
+    block_id = block.save(block_name, overwrite=True)
+    for action in doc.get("actions", []):
+        if action.get("type") == "send-notification":
+            action["block_document_id"] = str(block_id)
+    automation = AutomationCore.model_validate(doc)
+    with get_client(sync_client=True) as client:
+        for old in client.read_automations_by_name(automation.name):
+            client.delete_automation(old.id)
+        automation_id = client.create_automation(automation)
+    return {"id": str(automation_id), "name": automation.name, "api_url": api_url, "block": block_name,
+            "events": list(doc["trigger"].get("expect", []))}
