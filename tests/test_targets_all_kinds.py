@@ -54,7 +54,7 @@ def four_targets(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(chroma_fixtures, "SUBJECT", SUBJECT)
     langgraph_sqlite_fixtures.build_memory(agents / "langgraph", copies=4, threads_per_person=2, mentions=False,
                                            case_variants=False)
-    chroma_fixtures.build_memory(agents / "chroma", per_collection=300)
+    chroma_fixtures.build_memory(agents / "chroma")
     # The builder (the agent) must be done with Chroma before the erasure: chromadb keeps each index in
     # memory and persists it when its objects are collected, which would write the subject back over
     # the rewritten index files (Chroma is not process-safe; see README).
