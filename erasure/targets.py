@@ -132,7 +132,8 @@ def load_targets(home_root: Path, store_dir: Path, file: Path | None = None) -> 
     if file is None and not path.exists():
         return default_targets(home_root, store_dir)
     try:
-        raw = path.read_bytes()[:MAX_TARGETS_BYTES + 1]
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TARGETS_BYTES + 1)  # capped: /dev/zero as the file is refused, not read
     except OSError as exc:
         raise ConfigError(f"targets: cannot read {path}: {exc.strerror or exc}") from exc
     if len(raw) > MAX_TARGETS_BYTES:

@@ -70,3 +70,9 @@ def test_the_cli_says_one_line_and_exits_3(home: Home, tmp_path: Path) -> None:
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "targets[0].kind" in proc.stderr
+
+
+def test_the_zero_device_as_targets_file_is_refused_at_once(home: Home) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_targets(home.root, home.store_dir, Path("/dev/zero"))
+    assert "larger than" in str(err.value)
