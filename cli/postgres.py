@@ -109,6 +109,10 @@ def _give_to_owner(c: Cluster) -> None:
             os.lchown(p, pw.pw_uid, pw.pw_gid)
     c.root.chmod(0o700)
     c.socket_dir.chmod(0o700)
+    # The home is made 0700; `postgres` must traverse it to reach its own 0700 cluster folder inside.
+    # Traverse only (o+x, not read): every folder and file of ours in the home keeps 0700/0600.
+    home = c.root.parent
+    home.chmod(home.stat().st_mode & 0o777 | 0o001)
     blocked = next((str(d) for d in [c.root.parent, *c.root.parent.parents]
                     if subprocess.run(["runuser", "-u", RUN_AS, "--", "test", "-x", str(d)],
                                       check=False).returncode != 0), None)
