@@ -10,6 +10,11 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
+from hypothesis import strategies as st
+
+MARK = "zqxmark"
+"""In every identifier (and every content) the generated tests make: no output may contain it."""
+
 
 @dataclass(frozen=True)
 class CliResult:
@@ -48,4 +53,18 @@ def snapshot(root: Path) -> dict[str, str | None]:
             p = Path(dirpath) / name
             out[str(p.relative_to(root))] = (f"-> {os.readlink(p)}" if p.is_symlink()
                                              else hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+@st.composite
+def subjects(draw: st.DrawFn) -> dict[str, str]:
+    """A generated subject whose every identifier carries `MARK`; email, name and phone optional."""
+    n = draw(st.integers(0, 10_000))
+    out = {"id": f"{MARK}-{n}"}
+    if draw(st.booleans()):
+        out["email"] = f"{MARK}.{n}@example.org"
+    if draw(st.booleans()):
+        out["name"] = f"{MARK.title()} {draw(st.sampled_from(['Example', 'Ng', 'de la Cruz', 'Ōno']))}"
+    if draw(st.booleans()):
+        out["phone"] = f"+44 20 {draw(st.integers(1000, 9999))} {n:04d}"
     return out

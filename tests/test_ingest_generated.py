@@ -29,9 +29,8 @@ from erasure.sqlite import transaction
 from memory import subprocessors
 from memory.schema import create
 from memory.subprocessor_service import start_service
-from tests.cli_fixtures import erasure, snapshot
+from tests.cli_fixtures import MARK, erasure, snapshot, subjects
 
-MARK = "zqxmark"  # in every identifier and every content: no output may contain it
 ATTACHMENT_BYTES = b"the folder's own attachment"
 SECRET_BYTES = b"a file outside the folder"
 GOOD_ATTACHMENTS = ["files/a.txt", "./files/a.txt", "files/../files/a.txt", "link-in"]
@@ -90,19 +89,6 @@ _source = _plain.map(lambda s: s.replace("/", "-")).filter(lambda s: s.strip() !
 _source_ref = _plain.filter(lambda s: s.strip() != "")
 _words = st.lists(st.sampled_from(["billing", "refund", "the", "shipping", "Thanks.", "ok?", "Yes!", "\n", "é",
                                    "headphones", "x" * 40, "privacy", "—"]), max_size=60).map(" ".join)
-
-
-@st.composite
-def subjects(draw: st.DrawFn) -> dict[str, str]:
-    n = draw(st.integers(0, 10_000))
-    out = {"id": f"{MARK}-{n}"}
-    if draw(st.booleans()):
-        out["email"] = f"{MARK}.{n}@example.org"
-    if draw(st.booleans()):
-        out["name"] = f"{MARK.title()} {draw(st.sampled_from(['Example', 'Ng', 'de la Cruz', 'Ōno']))}"
-    if draw(st.booleans()):
-        out["phone"] = f"+44 20 {draw(st.integers(1000, 9999))} {n:04d}"
-    return out
 
 
 @st.composite

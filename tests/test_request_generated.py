@@ -27,9 +27,8 @@ from erasure.engine import open_engine
 from erasure.models import MAX_ENVELOPE_BYTES
 from erasure.tiers import CASCADE_ORDER
 from memory.schema import create
-from tests.cli_fixtures import erasure, snapshot
+from tests.cli_fixtures import MARK, erasure, snapshot, subjects
 
-MARK = "zqxmark"  # in every identifier of the subject: no output may contain it
 FIELDS = ["request_id", "tenant_id", "subject", "data_classes", "legal_basis", "received_at",
           "requester_identity_proof_ref", "reason"]
 EXAMPLES = 1000
@@ -79,19 +78,6 @@ _offset = st.integers(-14 * 60 + 1, 14 * 60 - 1).map(lambda m: timezone(timedelt
 def received_ats(draw: st.DrawFn) -> str:
     day = draw(st.datetimes(min_value=datetime(2000, 1, 2), max_value=NOW.replace(tzinfo=None) - timedelta(days=1)))
     return day.replace(tzinfo=draw(_offset)).isoformat()
-
-
-@st.composite
-def subjects(draw: st.DrawFn) -> dict[str, str]:
-    n = draw(st.integers(0, 10_000))
-    out = {"id": f"{MARK}-{n}"}
-    if draw(st.booleans()):
-        out["email"] = f"{MARK}.{n}@example.org"
-    if draw(st.booleans()):
-        out["name"] = f"{MARK.title()} {draw(st.sampled_from(['Example', 'Ng', 'de la Cruz', 'Ōno']))}"
-    if draw(st.booleans()):
-        out["phone"] = f"+44 20 {draw(st.integers(1000, 9999))} {n:04d}"
-    return out
 
 
 @st.composite
