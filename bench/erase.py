@@ -59,7 +59,6 @@ from memory import demo, subprocessors
 from memory.schema import create, db_path
 from memory.subprocessor_service import RunningService, start_service
 from tasks import runner
-from tasks.resolve import fts_phrase
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 STEPS = ["resolve", *(t.value for t in CASCADE_ORDER), "checkpoint", "scrub"]
@@ -141,6 +140,11 @@ def live_processors(home: Home) -> Iterator[list[RunningService]]:
         conn.close()
         for svc in started:
             svc.stop()
+
+
+def fts_phrase(text: str) -> str:
+    """An FTS5 phrase query for `text` (the raw-SQL baseline's own quoting)."""
+    return '"' + text.replace('"', '""') + '"'
 
 
 # --- the cascade -----------------------------------------------------------------------------------

@@ -8,11 +8,23 @@ entry, so a drop means the log itself was cut.
 
 from __future__ import annotations
 
+import re
+
+import apsw
+
 from probes.model import Measurement, ProbeContext, ProbeResult, to_results
 from probes.needles import NeedleKind
 from probes.store import count, ids_in, json_list, open_store
 
 TIER = "audit_log"
+
+
+def _plaintext(conn: apsw.Connection, idents: list[str]) -> int:
+    """Entries whose fields hold any identifier in plaintext (any letter case): one pass for all."""
+    if not idents:
+        return 0
+    pattern = re.compile("|".join(re.escape(i) for i in sorted(set(idents), key=len, reverse=True)))
+    return sum(1 for (fields,) in conn.execute("SELECT lower(fields) FROM audit_log") if pattern.search(str(fields)))
 
 
 def measure(ctx: ProbeContext) -> list[Measurement]:
@@ -24,8 +36,7 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
                                    f" subject_id NOT {ids_in('?1')}) AND commitment NOT {ids_in('?2')}",
                              (sid, commitments))
         entries = count(conn, "SELECT count(*) FROM audit_log")
-        plaintext = sum(count(conn, "SELECT count(*) FROM audit_log WHERE instr(lower(fields), ?)", (i,))
-                        for i in idents)
+        plaintext = _plaintext(conn, idents)
         return [
             Measurement("vault-by-subject-id",
                         count(conn, f"SELECT count(*) FROM audit_vault WHERE subject_id {ids_in()}", (sid,)),

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import apsw
 
-from probes.identity import spellings
 from probes.model import Measurement, ProbeContext, ProbeResult, to_results
 from probes.needles import NeedleKind, fts_phrase
 from probes.store import column, count, ids_in, json_list, open_store
@@ -42,7 +41,7 @@ def _fts(conn: apsw.Connection, text: str) -> set[int]:
 
 def _identifier_hits(conn: apsw.Connection, ctx: ProbeContext, mine: set[int]) -> int:
     hits: set[int] = set()
-    for _kind, spelling in spellings(ctx.subject, ctx.ids):
+    for _kind, spelling in ctx.spellings():
         hits |= _fts(conn, spelling)
     if not hits:
         return 0

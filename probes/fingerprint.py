@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -35,15 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from erasure.errors import Conflict, ErasureError, InputError
 from erasure.subject import Subject
-from probes.bytescan import scan_tree
-from probes.harvest import VectorRef, harvest
-from probes.identity import store_ids
+from probes.harvest import VectorRef
 from probes.keys import SubjectKeys
-from probes.model import DEFAULT_HTTP_TIMEOUT, ProbeContext, population_key
-from probes.needles import Needle, NeedleKind
-from probes.registry import MEASURES
-from probes.resolve import resolve_keys
-from probes.store import open_store
+from probes.model import DEFAULT_HTTP_TIMEOUT
+from probes.needles import Needle
 from probes.targets.base import TargetFingerprint
 
 FORMAT: Literal["probe-fingerprint/v1"] = "probe-fingerprint/v1"
@@ -73,6 +68,8 @@ class Fingerprint(BaseModel):
     """What the needles hold and what was withheld, by kind and reason (counts only)."""
     targets: dict[str, TargetFingerprint] = Field(default_factory=dict, repr=False)
     """The other targets' fingerprints, by target name (`probes.targets`)."""
+    window: str | None = None
+    """The window whose shared bystander baseline this fingerprint holds (`probes.window`)."""
     baseline: str = "before-cascade"
     """`before-cascade`, or `retaken-after-another-erasure` when a rerun found that another subject's
     erasure changed the store after this fingerprint was sealed (the bystander baseline is new)."""
@@ -181,62 +178,12 @@ def _write_private(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def _own_embeddings(conn: Any, keys: SubjectKeys) -> list[bytes]:
-    out: list[bytes] = []
-    for table, column, ids in (("frame_vectors", "frame_id", keys.all_frame_ids()),
-                               ("chunk_vectors", "chunk_id", keys.chunk_ids)):
-        for rid in ids:
-            row = conn.execute(f"SELECT embedding FROM {table} WHERE {column} = ?", (rid,)).fetchone()
-            if row is not None:
-                out.append(bytes(row[0]))
-    return out
+def take_fingerprint(store_dir: Path, subject: Subject, *,
+                     http_timeout: float = DEFAULT_HTTP_TIMEOUT) -> Fingerprint:
+    """Resolve the subject's keys, harvest the needles and measure the baseline, before the cascade: a
+    window of one subject (`probes.window.take_window`). The baseline includes one byte scan, so it
+    says how many needle groups and canaries the scan could see before anything was erased.
+    Subprocessors are asked over HTTP (bystanders' counts) with `http_timeout`."""
+    from probes.window import take_window
 
-
-def _without_shared_vector_pieces(conn: Any, store_dir: Path, keys: SubjectKeys, needles: list[Needle],
-                                  stats: dict[str, int]) -> list[Needle]:
-    """Drop vector pieces that the store holds more often than the subject's own vectors do.
-
-    A hashed embedding is sparse, so two texts can share a 128-byte piece; such a piece would still be
-    found after a correct erasure (in a bystander's vector) and prove nothing. One scan of the store
-    counts each piece; the subject's own vectors say how many of those hits are theirs. Copies in an
-    un-checkpointed WAL count as extra hits too, which withholds the piece: the safe direction (the
-    logical vector probes still look up every vector by id and by nearest neighbour).
-    """
-    pieces = [(i, n) for i, n in enumerate(needles) if n.kind is NeedleKind.vector]
-    if not pieces:
-        return needles
-    own = _own_embeddings(conn, keys)
-    report = scan_tree(store_dir, [n.data for _, n in pieces])
-    shared = {i for j, (i, n) in enumerate(pieces) if report.hit_count(j) > sum(e.count(n.data) for e in own)}
-    if shared:
-        stats["vector_piece_withheld_shared"] = stats.get("vector_piece_withheld_shared", 0) + len(shared)
-    return [n for i, n in enumerate(needles) if i not in shared]
-
-
-def take_fingerprint(store_dir: Path, subject: Subject, *, http_timeout: float = DEFAULT_HTTP_TIMEOUT,
-                     byte_baseline: bool = True) -> Fingerprint:
-    """Resolve the subject's keys, harvest the needles and measure the baseline, before the cascade.
-
-    `byte_baseline` also runs the byte scan now, so the baseline says how many needle groups and
-    canaries the scan could see before anything was erased (costs one pass over the store's files).
-    Subprocessors are asked over HTTP (bystanders' counts) with `http_timeout`.
-    """
-    store_dir = Path(store_dir)
-    with open_store(store_dir) as conn:
-        ids = store_ids(conn, subject)
-        keys = resolve_keys(conn, subject, ids)
-        found = harvest(conn, store_dir, subject, keys, ids)
-        stats = dict(found.needles.stats)
-        needles = _without_shared_vector_pieces(conn, store_dir, keys, found.needles.needles, stats)
-    fp = Fingerprint(subject_id=subject.id, subject_ids=ids, taken_at=datetime.now(UTC), keys=keys,
-                     needles=needles, vectors=found.vectors, needle_stats=stats)
-    ctx = ProbeContext(store_dir=store_dir, subject=subject, fingerprint=fp, http_timeout=http_timeout)
-    bystanders: dict[str, int] = {}
-    before: dict[str, int] = {}
-    for tier, measure in MEASURES.items():
-        if tier == "bytes" and not byte_baseline:
-            continue
-        for m in measure(ctx):
-            bystanders[population_key(tier, m.population)] = m.bystanders
-            before[f"{tier}/{m.method}"] = m.residue
-    return fp.model_copy(update={"bystanders": bystanders, "subject_before": before})
+    return take_window(store_dir, [subject], http_timeout=http_timeout)[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import apsw
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,9 +34,6 @@ MAX_CONTENT_GROUPS = 256
 MAX_VECTOR_GROUPS = 64
 MAX_CANARIES = 16
 CANARY_CANDIDATES = 400
-TWIN_K = 8
-SUBJECT_ID_TABLES = ("raw_archive", "frames", "working_sessions", "blobs", "ft_examples",
-                     "subprocessor_records", "audit_vault")
 
 
 class VectorRef(BaseModel):
@@ -58,48 +56,47 @@ class Harvest:
     vectors: list[VectorRef] = field(default_factory=list)
 
 
-def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: SubjectKeys,
-            ids: list[str] | None = None) -> Harvest:
-    """Choose needles: identifiers, content windows, vector pieces, blob pieces, bystander canaries."""
+class Facts(Protocol):
+    """What the needle choice asks of the whole store (`probes.window.StoreFacts`, read once a window)."""
+
+    @property
+    def vector_holders(self) -> dict[bytes, set[tuple[str, int]]]: ...
+
+    def belongs_to_someone_else(self, spelling: str, mine: set[str]) -> bool: ...
+
+
+def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: SubjectKeys, ids: list[str], *,
+            facts: Facts, window_ids: set[str], window_spellings: list[str]) -> Harvest:
+    """Choose needles: identifiers, content windows, vector pieces, blob pieces, bystander canaries.
+
+    `window_ids` are the store ids of every subject erased with this one (its own included): a spelling
+    that is part of theirs is the window's, not a bystander's. Canaries are cut from frames of people
+    outside the window that name none of `window_spellings`."""
     h = Harvest()
     mine = set(keys.all_frame_ids())
-    _identifiers(conn, subject, ids or [subject.id], h.needles)
+    _identifiers(subject, ids, facts, window_ids | set(ids), h.needles)
     _content(conn, keys, mine, h.needles)
-    _vectors(conn, keys, mine, h)
+    _vectors(conn, keys, mine, facts, h)
     _blobs(conn, store_dir, subject, keys, h.needles)
-    _canaries(conn, subject, ids or [subject.id], mine, h.needles)
+    _canaries(conn, window_ids | set(ids), window_spellings, mine, h.needles)
     return h
 
 
-def _identifiers(conn: apsw.Connection, subject: Subject, ids: list[str], out: NeedleSet) -> None:
+def _identifiers(subject: Subject, ids: list[str], facts: Facts, window_ids: set[str], out: NeedleSet) -> None:
     """Every spelling of every identifier, matched in any letter case. None is withheld silently: a
     spelling too short to mean anything is counted (`identifier_withheld_short`), and one that is also
-    another subject's own identifier is searched as `shared_identifier` (hits reported, not residue)."""
+    the own identifier of someone outside the window (another subject id, or the name of an entity that
+    their frames link: a namesake's person, a household phone) is searched as `shared_identifier`
+    (hits reported, not residue)."""
     for kind, spelling in spellings(subject, ids):
         data = spelling.encode()
         if len(data) < MIN_IDENTIFIER_BYTES:
             out.bump(f"identifier_withheld_short:{kind}")
-        elif _belongs_to_someone_else(conn, spelling, ids):
+        elif facts.belongs_to_someone_else(spelling, window_ids):
             if out.add_group(NeedleKind.shared_identifier, [data], caseless=True):
                 out.bump(f"identifier_shared:{kind}")
         else:
             out.add_group(NeedleKind.identifier, [data], caseless=True)
-
-
-def _belongs_to_someone_else(conn: apsw.Connection, spelling: str, ids: list[str]) -> bool:
-    """Whether the spelling is part of another subject's own identifiers: another subject id, or the
-    name of an entity that another subject's frames link (a namesake's person, a household phone)."""
-    low = spelling.lower()
-    for table in SUBJECT_ID_TABLES:
-        if conn.execute(f"SELECT 1 FROM (SELECT DISTINCT subject_id FROM {table}) WHERE subject_id IS NOT NULL"
-                        " AND subject_id NOT IN (SELECT value FROM json_each(?2)) AND instr(lower(subject_id), ?1)"
-                        " LIMIT 1", (low, json_list(ids))).fetchone():
-            return True
-    row = conn.execute(
-        "SELECT 1 FROM kg_entities e JOIN kg_entity_frames l ON l.entity_id = e.entity_id"
-        " JOIN frames f ON f.frame_id = l.frame_id WHERE instr(lower(e.name), ?1) AND f.subject_id IS NOT NULL"
-        " AND f.subject_id NOT IN (SELECT value FROM json_each(?2)) LIMIT 1", (low, json_list(ids))).fetchone()
-    return row is not None
 
 
 def _content(conn: apsw.Connection, keys: SubjectKeys, mine: set[int], out: NeedleSet) -> None:
@@ -125,19 +122,31 @@ def _even_sample(items: Sequence[tuple[str, int]], n: int) -> list[tuple[str, in
     return [items[int(i * step)] for i in range(n)]
 
 
-def _vectors(conn: apsw.Connection, keys: SubjectKeys, mine: set[int], h: Harvest) -> None:
+def _vector_refs(keys: SubjectKeys) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     refs = [("frame_vectors", i) for i in keys.all_frame_ids()] + [("chunk_vectors", i) for i in keys.chunk_ids]
-    picked = _even_sample(refs, MAX_VECTOR_GROUPS)
-    h.needles.bump("vector_not_sampled", len(refs) - len(picked))
-    own = {"frame_vectors": mine, "chunk_vectors": set(keys.chunk_ids)}
-    for table, rid in picked:
+    return refs, _even_sample(refs, MAX_VECTOR_GROUPS)
+
+
+def sample_vectors(conn: apsw.Connection, keys: SubjectKeys) -> list[tuple[str, int, bytes | None]]:
+    """The subject's vectors the needles are cut from (evenly sampled): (table, id, embedding or None)."""
+    out: list[tuple[str, int, bytes | None]] = []
+    for table, rid in _vector_refs(keys)[1]:
         key = "frame_id" if table == "frame_vectors" else "chunk_id"
         row = conn.execute(f"SELECT embedding FROM {table} WHERE {key} = ?", (rid,)).fetchone()
-        if row is None:
+        out.append((table, rid, None if row is None else bytes(row[0])))
+    return out
+
+
+def _vectors(conn: apsw.Connection, keys: SubjectKeys, mine: set[int], facts: Facts, h: Harvest) -> None:
+    refs, picked = _vector_refs(keys)
+    h.needles.bump("vector_not_sampled", len(refs) - len(picked))
+    own = {("frame_vectors", i) for i in mine} | {("chunk_vectors", i) for i in keys.chunk_ids}
+    for table, rid, emb in sample_vectors(conn, keys):
+        if emb is None:
             h.needles.bump("vector_missing")
             continue
-        emb = bytes(row[0])
-        if _has_bystander_twin(conn, emb, own):
+        # An identical vector that is not the subject's (the same text embedded for someone else).
+        if facts.vector_holders.get(emb, set()) - own:
             h.needles.bump("vector_withheld_twin")
             continue
         h.vectors.append(VectorRef(table=table, id=rid, embedding=emb))
@@ -146,17 +155,6 @@ def _vectors(conn: apsw.Connection, keys: SubjectKeys, mine: set[int], h: Harves
             h.needles.bump("vector_withheld_sparse")
         elif not h.needles.add_group(NeedleKind.vector, pieces):
             h.needles.bump("vector_duplicate")
-
-
-def _has_bystander_twin(conn: apsw.Connection, emb: bytes, own: dict[str, set[int]]) -> bool:
-    """An identical vector that is not the subject's (same text embedded for someone else)."""
-    for table, mine in own.items():
-        key = "frame_id" if table == "frame_vectors" else "chunk_id"
-        for rid, distance in conn.execute(
-                f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?", (emb, TWIN_K)):
-            if distance == 0.0 and int(rid) not in mine:
-                return True
-    return False
 
 
 def _blobs(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: SubjectKeys, out: NeedleSet) -> None:
@@ -190,13 +188,13 @@ def _read_blob_pieces(roots: Sequence[Path], key: str) -> list[bytes] | None:
     return None
 
 
-def _canaries(conn: apsw.Connection, subject: Subject, ids: list[str], mine: set[int], out: NeedleSet) -> None:
-    """Windows of bystanders' short frames (short: stored in one page, never split) that name the
-    subject nowhere in any spelling (a frame that mentions the subject is rewritten by the erasure)."""
+def _canaries(conn: apsw.Connection, window_ids: set[str], idents: list[str], mine: set[int], out: NeedleSet) -> None:
+    """Windows of bystanders' short frames (short: stored in one page, never split) that name no subject
+    of the window in any spelling (a frame that mentions one is rewritten by the erasure)."""
     rows = [(int(fid), str(text)) for fid, text in conn.execute(
         "SELECT frame_id, content FROM frames WHERE kind != 'derived' AND length(content) BETWEEN 40 AND 2000"
-        " AND subject_id IS NOT ? ORDER BY frame_id LIMIT ?", (subject.id, CANARY_CANDIDATES))]
-    idents = [s.lower() for _k, s in spellings(subject, ids)]
+        " AND (subject_id IS NULL OR subject_id NOT IN (SELECT value FROM json_each(?)))"
+        " ORDER BY frame_id LIMIT ?", (json_list(window_ids), CANARY_CANDIDATES))]
     candidates = []
     for fid, text in rows:
         squeezed = "".join(ch for ch in text.lower() if ch.isalnum() or ch in "@.")

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 import apsw
 
 from erasure.subject import Subject
 
-_ID_TABLES = ("raw_archive", "frames", "working_sessions", "blobs", "ft_examples", "subprocessor_records",
+ID_TABLES = ("raw_archive", "frames", "working_sessions", "blobs", "ft_examples", "subprocessor_records",
               "audit_vault")
 
 
@@ -30,12 +31,24 @@ def _fold(text: str) -> str:
 
 def store_ids(conn: apsw.Connection, subject: Subject) -> list[str]:
     """The subject's ids as the store spells them (the request's own id included)."""
-    want = _fold(subject.id)
-    ids = {subject.id}
-    for table in _ID_TABLES:
-        for (sid,) in conn.execute(f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL"):
-            if _fold(str(sid)) == want:
-                ids.add(str(sid))
+    every: set[str] = set()
+    for table in ID_TABLES:
+        every |= {str(r[0]) for r in conn.execute(
+            f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL")}
+    return store_ids_in(conn, subject, ids_by_fold(every))
+
+
+def ids_by_fold(every_id: Iterable[str]) -> dict[str, set[str]]:
+    """Store ids grouped by their NFKC case-folded form."""
+    out: dict[str, set[str]] = {}
+    for sid in every_id:
+        out.setdefault(_fold(sid), set()).add(sid)
+    return out
+
+
+def store_ids_in(conn: apsw.Connection, subject: Subject, by_fold: dict[str, set[str]]) -> list[str]:
+    """`store_ids`, given every store id by folded form (`ids_by_fold`, read once for a whole window)."""
+    ids = {subject.id} | by_fold.get(_fold(subject.id), set())
     if subject.email:
         email = subject.email.strip().lower()
         for eid, name in conn.execute("SELECT entity_id, name FROM kg_entities WHERE kind = 'email'"):

@@ -73,6 +73,17 @@ class ProbeContext:
     extra_roots: tuple[Path, ...] = ()
     """Other folders of the home the byte scan covers (inbox, outbox, services, Prefect's home): all
     of it but the request vault and the keys."""
+    others: tuple[Subject, ...] = ()
+    """The window's other subjects, when `fingerprint` stands for a whole window (`probes.window`)."""
+
+    def spellings(self) -> list[tuple[str, str]]:
+        """(kind, spelling) of every identifier of the subject (of every subject of the window)."""
+        from probes.identity import spellings
+
+        out: list[tuple[str, str]] = []
+        for i, subject in enumerate((self.subject, *self.others)):
+            out += spellings(subject, self.ids if i == 0 else [subject.id])
+        return list(dict.fromkeys(out))
 
     @property
     def ids(self) -> list[str]:
@@ -85,6 +96,31 @@ class ProbeContext:
         import json
 
         return json.dumps(self.ids)
+
+
+class Verification(BaseModel):
+    """Every probe result of one verification run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    probes: list[ProbeResult]
+
+    @property
+    def all_clear(self) -> bool:
+        """At least one probe ran, no residue anywhere, no bystander population shrank."""
+        return bool(self.probes) and not any(p.failing() for p in self.probes)
+
+    def failing_tiers(self) -> list[str]:
+        """Tiers with residue or lost bystanders, in probe order, each once."""
+        return list(dict.fromkeys(p.tier for p in self.probes if p.failing()))
+
+    def residue_tiers(self) -> list[str]:
+        """Tiers where a probe found something of the subject."""
+        return list(dict.fromkeys(p.tier for p in self.probes if p.residue > 0))
+
+    def lost_bystander_tiers(self) -> list[str]:
+        """Tiers where a population of other people's data shrank (over-erasure)."""
+        return list(dict.fromkeys(p.tier for p in self.probes if p.lost_bystanders()))
 
 
 def population_key(tier: str, population: str) -> str:

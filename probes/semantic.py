@@ -8,7 +8,6 @@ others mention too) are bystanders' and must survive, with their other links and
 
 from __future__ import annotations
 
-from probes.identity import spellings
 from probes.model import Measurement, ProbeContext, ProbeResult, to_results
 from probes.store import PERSONAL_ENTITY_KINDS, count, ids_in, json_list, open_store, outside
 
@@ -29,7 +28,7 @@ _LINK_MINE = f"(frame_id {ids_in(':frames')} OR entity_id IN {_SUBJECT_ENTITIES}
 def measure(ctx: ProbeContext) -> list[Measurement]:
     """Subject entities, links and relations left; bystanders' entities, links and relations."""
     keys = ctx.fingerprint.keys
-    names = [s.lower() for _k, s in spellings(ctx.subject, ctx.ids)]
+    names = [s.lower() for _k, s in ctx.spellings()]
     params = {"names": json_list(names), "entities": json_list(keys.entity_ids),
               "relations": json_list(keys.relation_ids), "frames": json_list(keys.all_frame_ids())}
     with open_store(ctx.store_dir) as conn:

@@ -2,9 +2,10 @@
 
 By id: each of the fingerprint's frame and chunk ids is looked up in `frame_vectors` / `chunk_vectors`
 (chunk vectors are keyed by chunk id and survive a frame deletion unless erased on their own). By
-search: the subject's own vectors (kept in the fingerprint, those without an identical bystander twin)
-are searched in both tables; a hit at distance 0 is the vector still there, under whatever id. The
-search is brute force in sqlite-vec, so at most `MAX_NN_VECTORS` vectors are searched (evenly sampled).
+content: every one of the subject's own vectors kept in the fingerprint (those without an identical
+bystander twin) is looked for in both tables under whatever id, by one pass over each table that
+compares the stored bytes. sqlite-vec's k-nearest-neighbour query is itself a full scan per query
+vector, so one pass for all of them (a whole window's) costs what one query did, and nothing is sampled.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from probes.model import Measurement, ProbeContext, ProbeResult, to_results
 from probes.store import count, open_store
 
 TIER = "vectors"
-MAX_NN_VECTORS = 32
-NN_K = 5
 _TABLES = {"frame_vectors": "frame_id", "chunk_vectors": "chunk_id"}
 
 
@@ -26,18 +25,17 @@ def _present(conn: apsw.Connection, table: str, ids: list[int]) -> int:
                if conn.execute(f"SELECT 1 FROM {table} WHERE {key} = ?", (i,)).fetchone() is not None)
 
 
-def _nn_hits(conn: apsw.Connection, ctx: ProbeContext) -> int:
-    vectors = ctx.fingerprint.vectors
-    step = max(1, len(vectors) // MAX_NN_VECTORS)
-    hits = 0
-    for ref in vectors[::step][:MAX_NN_VECTORS]:
-        for table, key in _TABLES.items():
-            rows = conn.execute(f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?",
-                                (ref.embedding, NN_K)).fetchall()
-            if any(distance == 0.0 for _, distance in rows):
-                hits += 1
-                break
-    return hits
+def _identical_left(conn: apsw.Connection, ctx: ProbeContext) -> int:
+    """The fingerprint's vectors whose exact bytes some row of either table still holds."""
+    wanted = {ref.embedding for ref in ctx.fingerprint.vectors}
+    if not wanted:
+        return 0
+    seen: set[bytes] = set()
+    for table in _TABLES:
+        for (emb,) in conn.execute(f"SELECT embedding FROM {table}"):
+            if bytes(emb) in wanted:
+                seen.add(bytes(emb))
+    return sum(1 for ref in ctx.fingerprint.vectors if ref.embedding in seen)
 
 
 def measure(ctx: ProbeContext) -> list[Measurement]:
@@ -49,11 +47,11 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
         chunk_left = _present(conn, "chunk_vectors", chunks)
         frame_others = count(conn, "SELECT count(*) FROM frame_vectors") - frame_left
         chunk_others = count(conn, "SELECT count(*) FROM chunk_vectors") - chunk_left
-        nn = _nn_hits(conn, ctx)
+        identical = _identical_left(conn, ctx)
     return [
         Measurement("frame-vectors-by-fingerprint-id", frame_left, "frame-vectors", frame_others),
         Measurement("chunk-vectors-by-fingerprint-id", chunk_left, "chunk-vectors", chunk_others),
-        Measurement("nearest-neighbour", nn, "all-vectors", frame_others + chunk_others),
+        Measurement("identical-vector", identical, "all-vectors", frame_others + chunk_others),
     ]
 
 

@@ -115,7 +115,7 @@ def test_complete_erasure_is_all_clear_and_keeps_bystanders(built: Built) -> Non
     ("archive", "episodic", "archive-content-by-source-ref"),
     ("entities", "semantic", "entities-by-identifier"),
     ("chunk_vectors", "vectors", "chunk-vectors-by-fingerprint-id"),
-    ("frame_vectors", "vectors", "nearest-neighbour"),
+    ("frame_vectors", "vectors", "identical-vector"),
     ("examples", "fine_tune", "examples-by-subject-id"),
     ("corpus_files", "fine_tune", "corpus-files"),
     ("blobs", "uploads", "blobs-by-fingerprint-key"),

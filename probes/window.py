@@ -1,0 +1,394 @@
+"""Probing a window of subjects at once: what every subject's probe needs from the whole store is read
+once, and what each subject adds is looked up by its keys.
+
+An erasure window erases several subjects under one store lock. Their probes share:
+- the store facts the needle choice needs (every store id, the entity names other people's frames link,
+  which rows hold each of the subjects' vectors): `StoreFacts`, read once;
+- one byte scan of the store with every subject's needles before the cascade and one after (hyperscan
+  reports a needle's index; the index says whose it is);
+- the bystander baseline: the window is one erasure of a set of people, so a bystander is anyone
+  outside it. The tier probes measure once with the union of the subjects' keys: that gives the
+  window's bystander populations (what must survive) and, after the cascade, the union's residue. When
+  the union's residue on a tier is 0, every subject's is (each probe counts items matching keys); only
+  a tier with residue is probed again subject by subject, to say whose it is.
+A needle that names a co-subject of the window is the window's (it will be erased too), and canaries
+are cut from people outside the window, so no co-subject's erasure reads as a bystander lost.
+"""
+
+from __future__ import annotations
+
+import bisect
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+
+import apsw
+
+from erasure.errors import ErasureError, InputError
+from erasure.subject import Subject
+from probes import byte_residue
+from probes.bytescan import scan_tree
+from probes.fingerprint import Fingerprint
+from probes.harvest import harvest, sample_vectors
+from probes.identity import ids_by_fold, spellings, store_ids_in
+from probes.keys import SubjectKeys
+from probes.model import (
+    BYTES,
+    DEFAULT_HTTP_TIMEOUT,
+    PROBE_TIERS,
+    Measurement,
+    ProbeContext,
+    ProbeResult,
+    Verification,
+    population_key,
+)
+from probes.needles import Needle, NeedleKind
+from probes.registry import MEASURES
+from probes.resolve import resolve_keys
+from probes.store import open_store
+
+VECTOR_TABLES = {"frame_vectors": "frame_id", "chunk_vectors": "chunk_id"}
+
+
+class _Lines:
+    """Lower-cased strings joined by newlines, searched for a substring at C speed, each hit mapped back
+    to the owners of the line it falls in."""
+
+    def __init__(self, owned: dict[str, set[str]]) -> None:
+        self._keys = sorted(owned)
+        self._owners = [owned[k] for k in self._keys]
+        self._starts: list[int] = []
+        at = 0
+        for k in self._keys:
+            self._starts.append(at)
+            at += len(k) + 1
+        self._text = "\n".join(self._keys)
+
+    def owned_by_other(self, needle: str, mine: set[str]) -> bool:
+        """Whether a line containing `needle` (lower-cased) has an owner outside `mine`."""
+        if not needle or "\n" in needle:
+            return False
+        pos = self._text.find(needle)
+        while pos != -1:
+            line = bisect.bisect_right(self._starts, pos) - 1
+            if self._owners[line] - mine:
+                return True
+            end = self._starts[line] + len(self._keys[line])
+            pos = self._text.find(needle, max(pos + 1, end - len(needle) + 1))
+        return False
+
+
+@dataclass
+class StoreFacts:
+    """Facts about the whole store that every subject's needle choice consults, read once per window."""
+
+    conn: apsw.Connection
+    wanted_vectors: set[bytes] = field(default_factory=set)
+    """Embeddings whose holders `vector_holders` must find (the subjects' sampled vectors)."""
+
+    @cached_property
+    def store_ids(self) -> list[str]:
+        """Every subject id the store holds, in any table."""
+        from probes.identity import ID_TABLES
+
+        ids: set[str] = set()
+        for table in ID_TABLES:
+            ids |= {str(r[0]) for r in self.conn.execute(
+                f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL")}
+        return sorted(ids)
+
+    @cached_property
+    def ids_by_fold(self) -> dict[str, set[str]]:
+        """Every store id, by its NFKC case-folded form."""
+        return ids_by_fold(self.store_ids)
+
+    @cached_property
+    def id_lines(self) -> _Lines:
+        """Every store id, lower-cased, with the ids spelled that way."""
+        owned: dict[str, set[str]] = {}
+        for sid in self.store_ids:
+            owned.setdefault(sid.lower(), set()).add(sid)
+        return _Lines(owned)
+
+    @cached_property
+    def entity_lines(self) -> _Lines:
+        """Every entity name (lower-cased) that a subject's frame links, with those subjects' ids."""
+        owned: dict[str, set[str]] = {}
+        for name, sid in self.conn.execute(
+                "SELECT DISTINCT lower(e.name), f.subject_id FROM kg_entities e"
+                " JOIN kg_entity_frames l ON l.entity_id = e.entity_id JOIN frames f ON f.frame_id = l.frame_id"
+                " WHERE f.subject_id IS NOT NULL"):
+            owned.setdefault(str(name), set()).add(str(sid))
+        return _Lines(owned)
+
+    @cached_property
+    def vector_holders(self) -> dict[bytes, set[tuple[str, int]]]:
+        """For each wanted embedding, every (table, row id) that holds exactly its bytes: one pass over
+        each vector table (sqlite-vec's own k-nearest-neighbour search is a full scan per query too)."""
+        out: dict[bytes, set[tuple[str, int]]] = {e: set() for e in self.wanted_vectors}
+        if not out:
+            return out
+        for table, key in VECTOR_TABLES.items():
+            for rid, emb in self.conn.execute(f"SELECT {key}, embedding FROM {table}"):
+                holders = out.get(bytes(emb))
+                if holders is not None:
+                    holders.add((table, int(rid)))
+        return out
+
+    def belongs_to_someone_else(self, spelling: str, mine: set[str]) -> bool:
+        """Whether `spelling` is part of the own identifiers of someone outside `mine` (ids): another
+        store id, or the name of an entity that such a person's frames link."""
+        low = spelling.lower()
+        return self.id_lines.owned_by_other(low, mine) or self.entity_lines.owned_by_other(low, mine)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One subject of a window, as the probes resolved it before the cascade."""
+
+    subject: Subject
+    ids: list[str]
+    keys: SubjectKeys
+
+
+def _members(conn: apsw.Connection, facts: StoreFacts, subjects: Sequence[Subject]) -> list[Member]:
+    out = []
+    for s in subjects:
+        ids = store_ids_in(conn, s, facts.ids_by_fold)
+        out.append(Member(s, ids, resolve_keys(conn, s, ids)))
+    return out
+
+
+def merged_keys(keys: Iterable[SubjectKeys], window_ids: set[str]) -> SubjectKeys:
+    """The union of several subjects' keys; processors' bystander samples lose the window's own ids."""
+    ks = list(keys)
+    data: dict[str, object] = {}
+    for name in SubjectKeys.model_fields:
+        if name == "subprocessor_bystanders":
+            merged: dict[str, set[str]] = {}
+            for k in ks:
+                for proc, refs in k.subprocessor_bystanders.items():
+                    merged.setdefault(proc, set()).update(r for r in refs if r not in window_ids)
+            data[name] = {p: sorted(r) for p, r in merged.items()}
+        elif name == "source_refs":
+            data[name] = sorted({tuple(p) for k in ks for p in k.source_refs})
+        else:
+            data[name] = sorted({v for k in ks for v in getattr(k, name)})
+    return SubjectKeys.model_validate(data)
+
+
+def _union(fps: Sequence[Fingerprint], subjects: Sequence[Subject]) -> tuple[Fingerprint, tuple[Subject, ...]]:
+    """One fingerprint standing for the whole window (keys, ids, needles and vectors of all)."""
+    ids = sorted({i for fp in fps for i in fp.subject_ids} | {s.id for s in subjects})
+    union = fps[0].model_copy(update={
+        "subject_ids": ids, "keys": merged_keys((fp.keys for fp in fps), set(ids)),
+        "needles": [n for fp in fps for n in fp.needles], "vectors": [v for fp in fps for v in fp.vectors]})
+    return union, tuple(subjects[1:])
+
+
+def _measure_tiers(ctx: ProbeContext, tiers: Iterable[str]) -> dict[str, list[Measurement] | Exception]:
+    out: dict[str, list[Measurement] | Exception] = {}
+    for tier in tiers:
+        try:
+            out[tier] = MEASURES[tier](ctx)
+        except (ErasureError, apsw.Error, OSError) as exc:
+            out[tier] = exc
+    return out
+
+
+def _byte_needles(fps: Sequence[Fingerprint]) -> tuple[list[Needle], list[int], list[int]]:
+    """Every subject's needles in one list, whose each one is (index into `fps`), and where each
+    subject's needles start in the list."""
+    needles: list[Needle] = []
+    owner: list[int] = []
+    offsets: list[int] = []
+    for i, fp in enumerate(fps):
+        offsets.append(len(needles))
+        needles += fp.needles
+        owner += [i] * len(fp.needles)
+    return needles, owner, offsets
+
+
+def _found_by_owner(store_dir: Path, fps: Sequence[Fingerprint]) -> tuple[list[set[int]], list[dict[int, int]], int]:
+    """One scan of the store with every subject's needles: per subject, the indexes (into its own
+    needles) found and their hit counts; and the files that could not be read."""
+    needles, owner, offsets = _byte_needles(fps)
+    n = len(fps)
+    report = scan_tree(store_dir, [x.data for x in needles], caseless={i for i, x in enumerate(needles) if x.caseless})
+    found: list[set[int]] = [set() for _ in range(n)]
+    hits: list[dict[int, int]] = [{} for _ in range(n)]
+    for h in report.found:
+        who = owner[h.index]
+        found[who].add(h.index - offsets[who])
+        hits[who][h.index - offsets[who]] = report.hit_count(h.index)
+    return found, hits, len(report.unreadable)
+
+
+def take_window(store_dir: Path, subjects: Sequence[Subject], *,
+                http_timeout: float = DEFAULT_HTTP_TIMEOUT) -> list[Fingerprint]:
+    """Every subject's fingerprint before the cascade, with the window's shared bystander baseline."""
+    if not subjects:
+        return []
+    store_dir = Path(store_dir)
+    window = uuid.uuid4().hex
+    with open_store(store_dir) as conn:
+        facts = StoreFacts(conn)
+        members = _members(conn, facts, subjects)
+        window_ids = {i for m in members for i in m.ids}
+        window_spellings = [s.lower() for m in members for _k, s in spellings(m.subject, m.ids)]
+        for m in members:
+            facts.wanted_vectors |= {emb for _t, _i, emb in sample_vectors(conn, m.keys) if emb is not None}
+        harvests = [harvest(conn, store_dir, m.subject, m.keys, m.ids, facts=facts, window_ids=window_ids,
+                            window_spellings=window_spellings) for m in members]
+    now = datetime.now(UTC)
+    fps = [Fingerprint(subject_id=m.subject.id, subject_ids=m.ids, taken_at=now, keys=m.keys,
+                       needles=h.needles.needles, vectors=h.vectors, needle_stats=dict(h.needles.stats),
+                       window=window)
+           for m, h in zip(members, harvests, strict=True)]
+    # Vector pieces the store holds more often than the subject's own vectors do prove nothing (a sparse
+    # embedding shares pieces with others): one scan counts them for every subject, then they go.
+    _found, hits, _ = _found_by_owner(store_dir, fps)
+    fps = [_without_shared_pieces(fp, h) for fp, h in zip(fps, hits, strict=True)]
+    # The byte baseline (what the scan could see before; canaries found), with the needles kept.
+    found, _hits, unreadable = _found_by_owner(store_dir, fps)
+    union, others = _union(fps, subjects)
+    ctx = ProbeContext(store_dir=store_dir, subject=subjects[0], fingerprint=union, http_timeout=http_timeout,
+                       others=others)
+    shared: dict[str, int] = {}
+    union_before: dict[str, int] = {}
+    for tier, measured in _measure_tiers(ctx, [t for t in PROBE_TIERS if t != BYTES]).items():
+        if isinstance(measured, Exception):
+            continue  # no baseline for it: the probe after reports it unchanged or as a probe error
+        for x in measured:
+            shared[population_key(tier, x.population)] = x.bystanders
+            union_before[f"{tier}/{x.method}"] = x.residue
+    out = []
+    for fp, f in zip(fps, found, strict=True):
+        # What each tier probe saw of the subject before: known per subject only in a window of one (in
+        # a larger window the tier probes ran once for the union).
+        before: dict[str, int] = dict(union_before) if len(fps) == 1 else {}
+        bystanders = dict(shared)
+        for x in byte_residue.measurements(fp.needles, f, unreadable, {}):
+            bystanders[population_key(BYTES, x.population)] = x.bystanders
+            before[f"{BYTES}/{x.method}"] = x.residue
+        out.append(fp.model_copy(update={"bystanders": bystanders, "subject_before": before}))
+    return out
+
+
+def _without_shared_pieces(fp: Fingerprint, hits: dict[int, int]) -> Fingerprint:
+    own = [v.embedding for v in fp.vectors]
+    shared = {i for i, n in enumerate(fp.needles)
+              if n.kind is NeedleKind.vector and hits.get(i, 0) > sum(e.count(n.data) for e in own)}
+    if not shared:
+        return fp
+    stats = dict(fp.needle_stats)
+    stats["vector_piece_withheld_shared"] = stats.get("vector_piece_withheld_shared", 0) + len(shared)
+    return fp.model_copy(update={"needles": [n for i, n in enumerate(fp.needles) if i not in shared],
+                                 "needle_stats": stats})
+
+
+def verify_window(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], *,
+                  tiers: Iterable[str] | None = None, http_timeout: float = DEFAULT_HTTP_TIMEOUT,
+                  extra_roots: Iterable[Path] = ()) -> list[Verification]:
+    """Probe every subject of the window after the cascade: one byte scan of the store (and of each
+    extra root) with every subject's needles, the tier probes once with the union of their keys, and
+    subject by subject only where the union found residue. Fingerprints taken in different windows (a
+    rerun) are probed group by group: each group has its own bystander baseline."""
+    for subject, fp in pairs:
+        if fp.subject_id != subject.id:
+            raise InputError("a fingerprint was taken for another subject")
+    wanted = list(PROBE_TIERS) if tiers is None else [t for t in PROBE_TIERS if t in set(tiers)]
+    unknown = sorted(set(tiers or ()) - set(PROBE_TIERS))
+    if unknown:
+        raise InputError(f"unknown probe tier(s): {', '.join(unknown)}")
+    results: list[list[ProbeResult]] = [[] for _ in pairs]
+    if BYTES in wanted:
+        for i, found in enumerate(_byte_results(Path(store_dir), pairs, list(extra_roots))):
+            results[i] += found
+    groups: dict[str, list[int]] = {}
+    for i, (_s, fp) in enumerate(pairs):
+        groups.setdefault(fp.window or f"solo-{i}", []).append(i)
+    for members in groups.values():
+        for i, found in zip(members, _tier_results(Path(store_dir), [pairs[i] for i in members],
+                                                   [t for t in wanted if t != BYTES], http_timeout), strict=True):
+            results[i] += found
+    order = {t: k for k, t in enumerate(PROBE_TIERS)}
+    return [Verification(probes=sorted(r, key=lambda p: order[p.tier])) for r in results]
+
+
+def _byte_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
+                  extra_roots: list[Path]) -> list[list[ProbeResult]]:
+    fps = [fp for _s, fp in pairs]
+    try:
+        found, _hits, unreadable = _found_by_owner(store_dir, fps)
+    except (ErasureError, OSError) as exc:
+        return [[ProbeResult(tier=BYTES, method=f"probe-error:{type(exc).__name__}", residue=1,
+                             bystanders_before=0, bystanders_after=0)] for _ in pairs]
+    # The home's other folders: identifiers and content only (what a copy or a log line would hold).
+    homes: list[dict[str, int]] = [{} for _ in pairs]
+    home_needles = [(i, j, n) for i, fp in enumerate(fps) for j, n in enumerate(fp.needles)
+                    if n.kind in (NeedleKind.identifier, NeedleKind.content)]
+    for root in extra_roots:
+        if not root.is_dir() or not home_needles:
+            continue
+        report = scan_tree(root, [n.data for _i, _j, n in home_needles],
+                           caseless={k for k, (_i, _j, n) in enumerate(home_needles) if n.caseless})
+        groups: list[set[int]] = [set() for _ in pairs]
+        for k in report.found_indexes():
+            i, _j, n = home_needles[k]
+            groups[i].add(n.group)
+        for i in range(len(pairs)):
+            homes[i][root.name] = len(groups[i])
+        unreadable += len(report.unreadable)
+    out = []
+    for fp, f, home in zip(fps, found, homes, strict=True):
+        measured = byte_residue.measurements(fp.needles, f, unreadable, home)
+        out.append(_paired(BYTES, measured, fp.bystanders))
+    return out
+
+
+def _paired(tier: str, measured: list[Measurement], baseline: dict[str, int]) -> list[ProbeResult]:
+    return [ProbeResult(tier=tier, method=m.method, residue=m.residue,
+                        bystanders_before=baseline.get(population_key(tier, m.population), m.bystanders),
+                        bystanders_after=m.bystanders) for m in measured]
+
+
+def _error(tier: str, exc: Exception) -> list[ProbeResult]:
+    return [ProbeResult(tier=tier, method=f"probe-error:{type(exc).__name__}", residue=1,
+                        bystanders_before=0, bystanders_after=0)]
+
+
+def _tier_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], tiers: list[str],
+                  http_timeout: float) -> list[list[ProbeResult]]:
+    subjects = [s for s, _fp in pairs]
+    fps = [fp for _s, fp in pairs]
+    union, others = _union(fps, subjects)
+    baseline = fps[0].bystanders
+    ctx = ProbeContext(store_dir=store_dir, subject=subjects[0], fingerprint=union, http_timeout=http_timeout,
+                       others=others)
+    out: list[list[ProbeResult]] = [[] for _ in pairs]
+    for tier, measured in _measure_tiers(ctx, tiers).items():
+        if isinstance(measured, Exception):
+            for r in out:
+                r += _error(tier, measured)
+            continue
+        if len(pairs) == 1 or not any(m.residue for m in measured):
+            for r in out:
+                r += _paired(tier, measured, baseline)
+            continue
+        # Residue in the union: whose? Each subject's own probe of this tier gives its residue; the
+        # bystanders stay the window's (a co-subject's items are not this subject's bystanders).
+        window_population = {m.method: m.bystanders for m in measured}
+        for (subject, fp), r in zip(pairs, out, strict=True):
+            solo = ProbeContext(store_dir=store_dir, subject=subject, fingerprint=fp, http_timeout=http_timeout)
+            own = _measure_tiers(solo, [tier])[tier]
+            if isinstance(own, Exception):
+                r += _error(tier, own)
+                continue
+            r += _paired(tier, [Measurement(m.method, m.residue, m.population,
+                                            window_population.get(m.method, m.bystanders)) for m in own],
+                         baseline)
+    return out
