@@ -20,7 +20,15 @@ from cli.targets import TargetsOpt, targets_for
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import BystandersLost, ConfigError, Conflict, ErasureError, RequestBlocked, VerificationFailed
+from erasure.errors import (
+    BystandersLost,
+    ConfigError,
+    Conflict,
+    ErasureError,
+    InputError,
+    RequestBlocked,
+    VerificationFailed,
+)
 from erasure.tiers import CASCADE_ORDER
 from memory.schema import meta, open_store
 
@@ -134,21 +142,41 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
 
 @request_app.command("run")
 def run(
-    request_id: Annotated[str, typer.Argument(help="The request to erase.")],
+    request_ids: Annotated[list[str] | None, typer.Argument(
+        help="The request(s) to erase. Several ids (or --all) run as one erasure window.",
+        show_default=False)] = None,
+    all_submitted: Annotated[bool, typer.Option(
+        "--all", help="Run every submitted request as one window (held ones are skipped and reported).")] = False,
     home: HomeOpt = None,
     json_out: JsonOpt = False,
     targets: TargetsOpt = None,
     confirm_aliases: Annotated[int | None, typer.Option(
         "--confirm-aliases", min=1, show_default=False,
         help="The request's email also belongs to this many other subject ids in the store, which you "
-             "reviewed: erase them too, as the same person.")] = None,
+             "reviewed: erase them too, as the same person (one request only).")] = None,
 ) -> None:
     """Run the erasure: cascade, independent verification, engine-signed proof pack.
 
     Exits 0 only when the cascade completed and verification is all clear (the request then awaits the
     DPO's attestation); 6 when a litigation hold blocks it or the request is another tenant's; 4 when
-    there is no such request; 7 when probes found residue; 1 otherwise.
+    there is no such request; 7 when probes found residue; 1 otherwise. Several ids, or --all, run as
+    one window (one scrub, one byte scan, one bystander baseline for all): held requests are skipped
+    and reported; the exit code is 0 when every other request ended all clear, else 7 if any had
+    residue, 10 if any lost other people's data, 1 otherwise.
     """
+    ids = list(dict.fromkeys(request_ids or []))
+    if all_submitted and ids:
+        raise InputError("give request ids or --all, not both")
+    if not all_submitted and not ids:
+        raise InputError("give a request id (or several, or --all)")
+    if all_submitted or len(ids) > 1:
+        if confirm_aliases is not None:
+            raise InputError("--confirm-aliases applies to one request: run that request on its own")
+        from cli.window import run_window
+
+        run_window(home_of(home), ids or None, json_out=json_out, targets=targets)
+        return
+    request_id = ids[0]
     h = home_of(home)
     targets_for(h, targets)  # validates the file (exit 3 naming the key) and exports it to the flow
     if confirm_aliases is not None:

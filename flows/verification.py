@@ -32,7 +32,7 @@ def home_scan_roots(h: Home) -> list[Path]:
     return sorted(p for p in h.root.iterdir() if p.is_dir() and p.name not in skip) if h.root.is_dir() else []
 
 
-def _fp_paths(h: Home, request_id: str) -> tuple[Path, Path]:
+def fingerprint_paths(h: Home, request_id: str) -> tuple[Path, Path]:
     d = h.engine_dir / "fingerprints"
     d.mkdir(parents=True, exist_ok=True)
     return d / f"{request_id}.sealed", h.keys_dir / f"fingerprint-{request_id}.key"
@@ -42,7 +42,7 @@ def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
     """Take the fingerprint before the cascade, unless a sealed one from an earlier run exists."""
     from probes.fingerprint import Fingerprint, destroy
 
-    ct, key = _fp_paths(h, request_id)
+    ct, key = fingerprint_paths(h, request_id)
     engine = open_engine(h.engine_db)
     try:
         subject = requests.load_envelope(engine, request_id).subject
@@ -92,19 +92,50 @@ def _other_erasure_since(engine: Any, request_id: str, since: datetime) -> bool:
     return False
 
 
+def record_verification(h: Home, engine: Any, request_id: str, result: Any, fp: Any, sealed: bool) -> dict[str, Any]:
+    """Write the request's `verification.json` from the probes' `result`, open (or close) its residue
+    exceptions, and destroy the sealed fingerprint when all clear. Returns the document (counts only)."""
+    from probes.fingerprint import destroy
+    from probes.run import to_json
+
+    doc = to_json(result, request_id, datetime.now(UTC))
+    doc["fingerprint"] = ("taken-at-verification" if not sealed else
+                          "sealed-before-cascade; bystander baseline retaken after another erasure"
+                          if fp.baseline != "before-cascade" else "sealed-before-cascade")
+    doc["needles"] = fp.needle_stats
+    if not doc["all_clear"]:
+        for tier in doc.get("failing_tiers", []):
+            requests.open_exception(engine, request_id, tier, "residue", "verification",
+                                    {"probe": "independent", "tier": tier})
+    else:
+        for e in requests.exceptions(engine, request_id, open_only=True):
+            if e.kind == "residue":
+                requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
+    # Every open exception of the request (ids only) travels into the signed pack.
+    doc["exceptions"] = [{"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
+                         for e in requests.exceptions(engine, request_id, open_only=True)]
+    evidence = h.evidence_dir(request_id)
+    evidence.mkdir(parents=True, exist_ok=True)
+    (evidence / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    if doc["all_clear"] and sealed:
+        ct, key = fingerprint_paths(h, request_id)
+        destroy(ct, key)
+    return doc
+
+
 @task(name="probes", retries=0)
 def probes_task(request_id: str, tiers: list[str] | None = None) -> dict[str, Any]:
     """Run the probes (every tier, or `tiers` and the byte scan); write verification.json; return it
     (ids and counts only)."""
-    from probes.fingerprint import Fingerprint, destroy
-    from probes.run import Verification, run_probes, to_json
+    from probes.fingerprint import Fingerprint
+    from probes.run import Verification, run_probes
     from probes.targets import run as target_probes
 
     h = home()
     engine = open_engine(h.engine_db)
     try:
         subject = requests.load_envelope(engine, request_id).subject
-        ct, key = _fp_paths(h, request_id)
+        ct, key = fingerprint_paths(h, request_id)
         sealed = ct.exists() and key.exists()
         fp = Fingerprint.unseal(ct, key) if sealed else take_all(h, subject)
         targets = targets_of(h)
@@ -114,29 +145,7 @@ def probes_task(request_id: str, tiers: list[str] | None = None) -> dict[str, An
         for target in targets.external():
             tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
             found += target_probes.probe(target, subject, tfp)
-        result = Verification(probes=found)
-        doc = to_json(result, request_id, datetime.now(UTC))
-        doc["fingerprint"] = ("taken-at-verification" if not sealed else
-                              "sealed-before-cascade; bystander baseline retaken after another erasure"
-                              if fp.baseline != "before-cascade" else "sealed-before-cascade")
-        doc["needles"] = fp.needle_stats
-        if not doc["all_clear"]:
-            for tier in doc.get("failing_tiers", []):
-                requests.open_exception(engine, request_id, tier, "residue", "verification",
-                                        {"probe": "independent", "tier": tier})
-        else:
-            for e in requests.exceptions(engine, request_id, open_only=True):
-                if e.kind == "residue":
-                    requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
-        # Every open exception of the request (ids only) travels into the signed pack.
-        doc["exceptions"] = [{"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
-                             for e in requests.exceptions(engine, request_id, open_only=True)]
-        evidence = h.evidence_dir(request_id)
-        evidence.mkdir(parents=True, exist_ok=True)
-        (evidence / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        if doc["all_clear"] and sealed:
-            destroy(ct, key)
-        return doc
+        return record_verification(h, engine, request_id, Verification(probes=found), fp, sealed)
     finally:
         engine.close()
 

@@ -300,19 +300,30 @@ def run_cascade(request_id: str, home: Home, *, batch_size: int = 10_000) -> lis
 
 
 def scrub(request_id: str, home: Home) -> dict[str, Any]:
-    """The cascade's epilogue: sticky identity hashes (also for a subject the store held nothing of, whose
-    batches never ran), the subject's rejected inbox envelopes purged, then byte hygiene
-    (`tasks.scrub`), recorded as an engine event (sizes and seconds)."""
+    """The cascade's epilogue for one request (`scrub_window` of one)."""
+    return scrub_window([request_id], home)
+
+
+def scrub_window(request_ids: list[str], home: Home) -> dict[str, Any]:
+    """The epilogue of a window's cascades: per request, sticky identity hashes (also for a subject the
+    store held nothing of, whose batches never ran) and the subject's rejected inbox envelopes purged;
+    then ONE byte-hygiene pass over the store (`tasks.scrub`), recorded as an engine event of every
+    request (sizes and seconds)."""
     from erasure.inbox import purge_rejected_for
 
-    with open_context(request_id, home) as ctx:
-        with transaction(ctx.store):
-            suppression.record_identity(ctx.store, ctx.subject, request_id, also_ids=ctx.ids())
-        purged = purge_rejected_for(home, ctx.subject)
+    purged: dict[str, int] = {}
+    for request_id in request_ids:
+        with open_context(request_id, home) as ctx:
+            with transaction(ctx.store):
+                suppression.record_identity(ctx.store, ctx.subject, request_id, also_ids=ctx.ids())
+            purged[request_id] = purge_rejected_for(home, ctx.subject)
     report = scrub_store(home.store_dir)
     engine = open_engine(home.engine_db)
     try:
-        requests.log_event(engine, request_id, "store.scrubbed", {**report, "inbox_rejected_purged": purged})
+        for request_id in request_ids:
+            requests.log_event(engine, request_id, "store.scrubbed",
+                               {**report, "inbox_rejected_purged": purged[request_id],
+                                "window_requests": len(request_ids)})
     finally:
         engine.close()
     return report

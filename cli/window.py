@@ -1,0 +1,110 @@
+"""`erasure request run ID ID ...` / `--all`: run several requests as one erasure window, with a live
+table of every request's progress, then one line per request."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from rich.live import Live
+from rich.table import Table
+
+from cli.common import console, print_json
+from cli.targets import targets_for
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.errors import BystandersLost, ConfigError, ErasureError, VerificationFailed
+from erasure.tiers import CASCADE_ORDER
+
+
+class WindowFailed(ErasureError):
+    """A request of the window did not complete."""
+
+
+def progress_table(h: Home, request_ids: list[str]) -> Table:
+    """Every request's state and how many of its nine steps are finished (counts only)."""
+    t = Table(title=f"erasure window: {len(request_ids)} request(s)")
+    for col in ("request", "state", "steps done"):
+        t.add_column(col, justify="right" if col == "steps done" else "left")
+    engine = open_engine(h.engine_db)
+    try:
+        for rid in request_ids:
+            try:
+                row = requests.get(engine, rid)
+            except ErasureError:
+                t.add_row(rid, "[red]unknown[/red]", "")
+                continue
+            done = sum(1 for s in requests.steps(engine, rid) if s.status.value in ("erased", "exception", "skipped"))
+            t.add_row(rid, row.state.value, f"{done}/{len(CASCADE_ORDER)}")
+    finally:
+        engine.close()
+    return t
+
+
+def _ids_to_show(h: Home, request_ids: list[str] | None) -> list[str]:
+    if request_ids:
+        return request_ids
+    from erasure.states import RequestState
+
+    engine = open_engine(h.engine_db)
+    try:
+        return [r.request_id for r in requests.list_requests(engine, [RequestState.submitted])]
+    finally:
+        engine.close()
+
+
+def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, targets: Any) -> None:
+    """Run the erasure-window flow in this process; print per-request outcomes; raise on any failure."""
+    from cli import prefect_api
+
+    if not (h.keys_dir / "engine.pem").exists():
+        raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
+                          "run `erasure keys generate --role engine` first")
+    targets_for(h, targets)
+    prefect_api.prepare(h)
+    shown = _ids_to_show(h, request_ids)
+    from flows.window import erasure_window
+
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["state"] = erasure_window(request_ids, return_state=True)
+        except BaseException as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, name="erasure-window", daemon=True)
+    thread.start()
+    if not json_out and shown:
+        with Live(progress_table(h, shown), console=console, refresh_per_second=2, transient=True) as view:
+            while thread.is_alive():
+                time.sleep(0.5)
+                view.update(progress_table(h, shown))
+    thread.join()
+    if "error" in result:
+        raise prefect_api.explain_start_failure(result["error"]) or result["error"]
+    state = result["state"]
+    data = state.result(raise_on_failure=False) if state.is_completed() or state.is_failed() else None
+    report: dict[str, dict[str, Any]] = (data or {}).get("requests", {}) if isinstance(data, dict) else {}
+    if json_out:
+        print_json({"flow_state": state.name, "message": state.message, "requests": report})
+    else:
+        t = Table(title="erasure window")
+        for col in ("request", "outcome", "detail", "pack"):
+            t.add_column(col)
+        for rid, r in report.items():
+            style = {"all_clear": "green", "held": "yellow", "noop": "dim"}.get(r["outcome"], "red")
+            t.add_row(rid, f"[{style}]{r['outcome']}[/{style}]", r.get("detail") or "", r.get("pack") or "")
+        console.print(t)
+        console.print(f"flow state: {state.name}: {state.message or ''}")
+    outcomes = {r["outcome"] for r in report.values()}
+    if not report and not state.is_completed():
+        raise WindowFailed(state.message or "the window did not run")
+    if "residue" in outcomes:
+        raise VerificationFailed("a request of the window ended with residue: see the table")
+    if "bystanders_lost" in outcomes:
+        raise BystandersLost("a request of the window lost other people's data: see the table")
+    if outcomes - {"all_clear", "held", "noop"}:
+        raise WindowFailed("a request of the window did not complete: see the table")
