@@ -16,7 +16,7 @@ and probe of one subject must not see another's erasure in between.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Annotated, Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -27,11 +27,22 @@ from erasure.engine import open_engine
 from erasure.errors import Conflict, ErasureError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER, Tier
-from flows.common import RequestId, checked_request_id, home, request_lock, store_lock, store_writer, targets_of
+from flows.common import (
+    RequestId,
+    checked_request_id,
+    described,
+    home,
+    request_lock,
+    store_lock,
+    store_writer,
+    targets_of,
+)
 from tasks import runner
 from tasks.preflight import preflight
 
-Outcome = dict[str, Any]
+RequestIds = Annotated[list[RequestId] | None, described(
+    max_length=1000,
+    description="The request ids to run as one window (at most 1,000). Empty: every submitted request.")]
 
 
 def _why(exc: BaseException) -> str:
@@ -165,7 +176,7 @@ def _submitted() -> list[str]:
 
 
 @flow(name="erasure-window", persist_result=False, log_prints=False)
-def erasure_window(request_ids: list[RequestId] | None = None) -> State:
+def erasure_window(request_ids: RequestIds = None) -> State:
     """Erase several requests as one window (none given: every submitted request), verify each
     independently, write each one's signed pack. Held requests are skipped and reported."""
     from flows.erasure_request import _engine_key_present

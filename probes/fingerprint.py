@@ -70,6 +70,8 @@ class Fingerprint(BaseModel):
     """The other targets' fingerprints, by target name (`probes.targets`)."""
     window: str | None = None
     """The window whose shared bystander baseline this fingerprint holds (`probes.window`)."""
+    window_entity_ids: list[int] = Field(default_factory=list)
+    """Entities linked only to the window's frames, though to no one subject's alone (`probes.window`)."""
     baseline: str = "before-cascade"
     """`before-cascade`, or `retaken-after-another-erasure` when a rerun found that another subject's
     erasure changed the store after this fingerprint was sealed (the bystander baseline is new)."""

@@ -66,19 +66,20 @@ class Facts(Protocol):
 
 
 def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: SubjectKeys, ids: list[str], *,
-            facts: Facts, window_ids: set[str], window_spellings: list[str]) -> Harvest:
+            facts: Facts, window_ids: set[str], window_spellings: list[str],
+            window_frames: set[int] | None = None) -> Harvest:
     """Choose needles: identifiers, content windows, vector pieces, blob pieces, bystander canaries.
 
     `window_ids` are the store ids of every subject erased with this one (its own included): a spelling
     that is part of theirs is the window's, not a bystander's. Canaries are cut from frames of people
-    outside the window that name none of `window_spellings`."""
+    outside the window (none of `window_frames`) that name none of `window_spellings`."""
     h = Harvest()
     mine = set(keys.all_frame_ids())
     _identifiers(subject, ids, facts, window_ids | set(ids), h.needles)
     _content(conn, keys, mine, h.needles)
     _vectors(conn, keys, mine, facts, h)
     _blobs(conn, store_dir, subject, keys, h.needles)
-    _canaries(conn, window_ids | set(ids), window_spellings, mine, h.needles)
+    _canaries(conn, window_ids | set(ids), window_spellings, mine | (window_frames or set()), h.needles)
     return h
 
 

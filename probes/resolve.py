@@ -104,14 +104,18 @@ def subject_entities(conn: apsw.Connection, subject: Subject, frames: set[int], 
     named = named_entities(conn, subject, ids)
     named -= _ids(conn, f"SELECT DISTINCT entity_id FROM kg_entity_frames WHERE entity_id {IN_IDS}"
                   f" AND frame_id NOT {IN_IDS}", json_list(named), json_list(frames))
+    return named | exclusive_entities(conn, frames)
+
+
+def exclusive_entities(conn: apsw.Connection, frames: set[int]) -> set[int]:
+    """Entities linked to `frames` and to no other frame."""
     linked = _ids(conn, f"SELECT DISTINCT entity_id FROM kg_entity_frames WHERE frame_id {IN_IDS}",
                   json_list(frames))
-    exclusive = _ids(
+    return _ids(
         conn,
         f"SELECT entity_id FROM kg_entity_frames WHERE entity_id {IN_IDS} GROUP BY entity_id"
         f" HAVING sum(frame_id NOT {IN_IDS}) = 0",
         json_list(linked), json_list(frames))
-    return named | exclusive
 
 
 def resolve_keys(conn: apsw.Connection, subject: Subject, ids: list[str] | None = None) -> SubjectKeys:

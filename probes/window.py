@@ -45,9 +45,9 @@ from probes.model import (
     Verification,
     population_key,
 )
-from probes.needles import Needle, NeedleKind
+from probes.needles import VECTOR_PIECE_BYTES, Needle, NeedleKind, vector_pieces
 from probes.registry import MEASURES
-from probes.resolve import resolve_keys
+from probes.resolve import exclusive_entities, resolve_keys
 from probes.store import open_store
 
 VECTOR_TABLES = {"frame_vectors": "frame_id", "chunk_vectors": "chunk_id"}
@@ -128,15 +128,32 @@ class StoreFacts:
     def vector_holders(self) -> dict[bytes, set[tuple[str, int]]]:
         """For each wanted embedding, every (table, row id) that holds exactly its bytes: one pass over
         each vector table (sqlite-vec's own k-nearest-neighbour search is a full scan per query too)."""
-        out: dict[bytes, set[tuple[str, int]]] = {e: set() for e in self.wanted_vectors}
-        if not out:
-            return out
+        return self._vector_pass[0]
+
+    @cached_property
+    def piece_holders(self) -> dict[bytes, set[tuple[str, int]]]:
+        """For each needle piece of a wanted embedding, every (table, row id) whose vector holds it at
+        the same place (from the same pass)."""
+        return self._vector_pass[1]
+
+    @cached_property
+    def _vector_pass(self) -> tuple[dict[bytes, set[tuple[str, int]]], dict[bytes, set[tuple[str, int]]]]:
+        whole: dict[bytes, set[tuple[str, int]]] = {e: set() for e in self.wanted_vectors}
+        pieces: dict[bytes, set[tuple[str, int]]] = {p: set() for e in self.wanted_vectors for p in vector_pieces(e)}
+        if not whole:
+            return whole, pieces
+        size = VECTOR_PIECE_BYTES
         for table, key in VECTOR_TABLES.items():
             for rid, emb in self.conn.execute(f"SELECT {key}, embedding FROM {table}"):
-                holders = out.get(bytes(emb))
+                data = bytes(emb)
+                holders = whole.get(data)
                 if holders is not None:
                     holders.add((table, int(rid)))
-        return out
+                for start in range(0, len(data) - size + 1, size):
+                    found = pieces.get(data[start:start + size])
+                    if found is not None:
+                        found.add((table, int(rid)))
+        return whole, pieces
 
     def belongs_to_someone_else(self, spelling: str, mine: set[str]) -> bool:
         """Whether `spelling` is part of the own identifiers of someone outside `mine` (ids): another
@@ -183,8 +200,11 @@ def merged_keys(keys: Iterable[SubjectKeys], window_ids: set[str]) -> SubjectKey
 def _union(fps: Sequence[Fingerprint], subjects: Sequence[Subject]) -> tuple[Fingerprint, tuple[Subject, ...]]:
     """One fingerprint standing for the whole window (keys, ids, needles and vectors of all)."""
     ids = sorted({i for fp in fps for i in fp.subject_ids} | {s.id for s in subjects})
+    keys = merged_keys((fp.keys for fp in fps), set(ids))
+    shared = {e for fp in fps for e in fp.window_entity_ids}
+    keys = keys.model_copy(update={"entity_ids": sorted({*keys.entity_ids, *shared})})
     union = fps[0].model_copy(update={
-        "subject_ids": ids, "keys": merged_keys((fp.keys for fp in fps), set(ids)),
+        "subject_ids": ids, "keys": keys,
         "needles": [n for fp in fps for n in fp.needles], "vectors": [v for fp in fps for v in fp.vectors]})
     return union, tuple(subjects[1:])
 
@@ -241,17 +261,21 @@ def take_window(store_dir: Path, subjects: Sequence[Subject], *,
         window_spellings = [s.lower() for m in members for _k, s in spellings(m.subject, m.ids)]
         for m in members:
             facts.wanted_vectors |= {emb for _t, _i, emb in sample_vectors(conn, m.keys) if emb is not None}
+        window_frames = {f for m in members for f in m.keys.all_frame_ids()}
         harvests = [harvest(conn, store_dir, m.subject, m.keys, m.ids, facts=facts, window_ids=window_ids,
-                            window_spellings=window_spellings) for m in members]
+                            window_spellings=window_spellings, window_frames=window_frames) for m in members]
+        # Entities every link of which goes to the window's frames: no one subject's alone, but the
+        # window's (the orphan sweep removes them once all its subjects are erased).
+        shared_entities = exclusive_entities(conn, window_frames) - {e for m in members for e in m.keys.entity_ids}
     now = datetime.now(UTC)
     fps = [Fingerprint(subject_id=m.subject.id, subject_ids=m.ids, taken_at=now, keys=m.keys,
                        needles=h.needles.needles, vectors=h.vectors, needle_stats=dict(h.needles.stats),
-                       window=window)
+                       window=window, window_entity_ids=sorted(shared_entities))
            for m, h in zip(members, harvests, strict=True)]
     # Vector pieces the store holds more often than the subject's own vectors do prove nothing (a sparse
     # embedding shares pieces with others): one scan counts them for every subject, then they go.
     _found, hits, _ = _found_by_owner(store_dir, fps)
-    fps = [_without_shared_pieces(fp, h) for fp, h in zip(fps, hits, strict=True)]
+    fps = [_without_shared_pieces(fp, h, m.keys, facts) for fp, h, m in zip(fps, hits, members, strict=True)]
     # The byte baseline (what the scan could see before; canaries found), with the needles kept.
     found, _hits, unreadable = _found_by_owner(store_dir, fps)
     union, others = _union(fps, subjects)
@@ -278,10 +302,16 @@ def take_window(store_dir: Path, subjects: Sequence[Subject], *,
     return out
 
 
-def _without_shared_pieces(fp: Fingerprint, hits: dict[int, int]) -> Fingerprint:
+def _without_shared_pieces(fp: Fingerprint, hits: dict[int, int], keys: SubjectKeys, facts: StoreFacts) -> Fingerprint:
+    """Drop vector pieces that someone else's vector holds too (a sparse embedding shares pieces with
+    others): by the rows that hold the piece, and by the file's byte count (a copy in an
+    un-checkpointed WAL, or a piece the page layout split when the baseline scan ran but a rebuild may
+    join): either withholds it."""
+    own_rows = {("frame_vectors", i) for i in keys.all_frame_ids()} | {("chunk_vectors", i) for i in keys.chunk_ids}
     own = [v.embedding for v in fp.vectors]
     shared = {i for i, n in enumerate(fp.needles)
-              if n.kind is NeedleKind.vector and hits.get(i, 0) > sum(e.count(n.data) for e in own)}
+              if n.kind is NeedleKind.vector and (facts.piece_holders.get(n.data, set()) - own_rows
+                                                  or hits.get(i, 0) > sum(e.count(n.data) for e in own))}
     if not shared:
         return fp
     stats = dict(fp.needle_stats)

@@ -38,8 +38,8 @@ from proof.keys import generate_keypair
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store
 from tests.cascade_fixtures import submit as submit_subject
 
-DEPLOYMENTS = {"erasure-request", "verification", "sla-monitor", "hold-place", "hold-release", "suppression-allow",
-               "request-extend", "request-pause", "request-resume", "intake"}
+DEPLOYMENTS = {"erasure-request", "erasure-window", "verification", "sla-monitor", "hold-place", "hold-release",
+               "suppression-allow", "request-extend", "request-pause", "request-resume", "intake"}
 INBOX_SUBJECT = {"id": "subj-inbox-5150", "email": "odalys.brenn@example.com", "name": "Odalys Brenn"}
 READY_TIMEOUT = 180.0
 RUN_TIMEOUT = 240.0
@@ -178,6 +178,10 @@ def test_every_deployment_comes_from_prefect_yaml_with_form_fields(console: Cons
     sla = deps["sla-monitor"]
     assert [s.schedule.cron for s in sla.schedules] == ["0 * * * *"]  # type: ignore[union-attr]
     assert all(s.active for s in sla.schedules)
+    window = deps["erasure-window"]
+    assert [s.schedule.cron for s in window.schedules] == ["0 * * * *"]  # type: ignore[union-attr]
+    ids = window.parameter_openapi_schema["properties"]["request_ids"]
+    assert ids["description"] and ids["anyOf"][0]["items"]["pattern"].startswith("^[A-Za-z0-9]")
     intake = deps["intake"]
     assert [s.schedule.interval.total_seconds() for s in intake.schedules] == [600.0]  # type: ignore[union-attr]
     assert all(s.active for s in intake.schedules)

@@ -1,0 +1,192 @@
+"""Erasure windows: N requests run as ONE window (`erasure request run --all`) against one by one.
+
+    .venv/bin/python bench/window.py                                   # the issue's table (slow: ~1 h)
+    .venv/bin/python bench/window.py --plan 10000:1,30 --one-by-one 0  # a quick look
+
+Each window runs on a fresh copy of a demo store built with enough subjects (`--bench-dir`/<frames>,
+built here when missing, 130 subjects) with N requests submitted for the first N demo subjects, as a user
+runs it: `erasure request run --all --json` in a fresh process against a long-lived Prefect server
+(`erasure server start --workers 0`, started once). Wall time is the process's, end to end: preflight,
+fingerprint, nine steps per request, one byte scrub, verification, one signed pack per request.
+
+Every run is checked, not only timed: every request must end all clear, every pack must verify offline
+(proof.verify, the regulator's verifier, engine key only), and no byte of the home outside the request
+vault and the keys may hold any subject's id, email, name or phone in any letter case (one hyperscan pass
+with every subject's identifiers). The largest pack is reported.
+
+"one by one" runs the same requests as separate `erasure request run ID` processes, one after another,
+on a fresh copy (for the window sizes named by --one-by-one). Marginal cost per request in a window =
+(T(N) - T(1)) / (N - 1) for the largest N of the size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from request import _env, _timed, demo_subjects, ensure_store  # noqa: E402  (bench/request.py)
+
+DEFAULT_PLAN = "10000:1,30;100000:1,10,30,100;1000000:1,30"
+SUBJECTS = 130
+
+
+def _home(src: Path, dest: Path, subjects: list[Any], keys: Path) -> Path:
+    """A fresh home: a copy of the demo store, the engine key, one request per subject (req-0000...)."""
+    from datetime import UTC, datetime, timedelta
+
+    from erasure import requests
+    from erasure.config import Home
+    from erasure.engine import open_engine
+    from erasure.models import ErasureRequestEnvelope
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src / "store", dest / "store")
+    os.sync()  # else the first checkpoint pays for writing back the whole copy
+    h = Home.resolve(dest, dest / "evidence").ensure()
+    for p in keys.glob("engine*"):
+        shutil.copy2(p, h.keys_dir / p.name)
+    engine = open_engine(h.engine_db)
+    try:
+        for i, subject in enumerate(subjects):
+            env = ErasureRequestEnvelope.model_validate({
+                "request_id": f"req-{i:04d}", "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
+                "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
+                "requester_identity_proof_ref": "idv/bench", "reason": "Art.17 request (benchmark)"})
+            requests.submit(engine, env, now=datetime.now(UTC))
+    finally:
+        engine.close()
+    return h.root
+
+
+def _run(home: Path, api: str, args: list[str]) -> tuple[float, dict[str, Any]]:
+    env = _env(ERASURE_HOME=str(home), ERASURE_EVIDENCE=str(home / "evidence"), PREFECT_API_URL=api)
+    wall, res = _timed([sys.executable, "-m", "cli.main", "request", "run", *args, "--json"], env, timeout=7200)
+    if res.returncode != 0:
+        raise SystemExit(f"erasure request run {' '.join(args[:3])} ... failed (exit {res.returncode}):\n"
+                         f"{res.stdout[-2000:]}\n{res.stderr[-3000:]}")
+    return wall, json.loads(res.stdout)
+
+
+def _check(home: Path, subjects: list[Any], request_ids: list[str], keys: Path) -> int:
+    """Every pack verifies offline; no subject's identifier in any byte of the home (but the vault and
+    the keys); returns the largest pack's size in bytes."""
+    from probes.bytescan import scan_tree
+    from proof.verify import PackError, verify_pack
+
+    engine_pub = (keys / "engine.pub.pem").read_bytes()
+    largest = 0
+    for rid in request_ids:
+        pack = home / "evidence" / "erasure" / rid / "proof.tar.gz"
+        try:
+            verify_pack(pack, engine_pub, None, require_dpo=False)
+        except PackError as exc:
+            raise SystemExit(f"{rid}: the pack does not verify: {exc}") from exc
+        largest = max(largest, pack.stat().st_size)
+    needles = sorted({v.encode() for s in subjects for v in (s.id, s.email, s.name, s.phone) if v and len(v) >= 5})
+    for folder in sorted(p for p in home.iterdir() if p.is_dir() and p.name not in ("engine", "keys")):
+        report = scan_tree(folder, needles, caseless=set(range(len(needles))))
+        if report.found:
+            raise SystemExit(f"{len(report.found)} subject identifier(s) still in {folder} after the window")
+    return largest
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--plan", default=DEFAULT_PLAN, help="frames:N,N,...;frames:N,... (window sizes per store)")
+    ap.add_argument("--one-by-one", default="1,10", help="window sizes also run one by one (0: none)")
+    ap.add_argument("--bench-dir", type=Path, default=Path(tempfile.gettempdir()) / "erasure-window")
+    ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "erasure-bench-window")
+    ap.add_argument("--port", type=int, default=4478)
+    a = ap.parse_args()
+    from proof.keys import generate_keypair
+
+    plan = [(int(f), [int(n) for n in ns.split(",")]) for f, ns in (p.split(":") for p in a.plan.split(";") if p)]
+    one_by_one = {int(n) for n in a.one_by_one.split(",") if n.strip() and int(n) > 0}
+    if a.work_dir.exists():
+        shutil.rmtree(a.work_dir)
+    a.work_dir.mkdir(parents=True)
+    a.work_dir.chmod(0o711)
+    keys = a.work_dir / "keys"
+    generate_keypair("engine", keys)
+    server_home = a.work_dir / "server-home"
+    senv = _env(ERASURE_HOME=str(server_home), ERASURE_EVIDENCE=str(server_home / "evidence"))
+    print("starting a long-lived Prefect server ...", flush=True)
+    _, res = _timed([sys.executable, "-m", "cli.main", "server", "start", "--port", str(a.port), "--workers", "0",
+                     "--json"], senv)
+    if res.returncode != 0:
+        raise SystemExit(f"erasure server start failed:\n{res.stdout}\n{res.stderr}")
+    api = json.loads(res.stdout)["api_url"]
+    rows: list[tuple[int, int, float, float | None, int]] = []
+    marginal: dict[int, float] = {}
+    try:
+        for frames, sizes in plan:
+            src = ensure_store(a.bench_dir, frames, subjects=SUBJECTS)
+            subjects = demo_subjects(src)
+            walls: dict[int, float] = {}
+            for n in sizes:
+                if n > len(subjects):
+                    raise SystemExit(f"{src} has {len(subjects)} demo subjects: {n} needed")
+                chosen = subjects[:n]
+                ids = [f"req-{i:04d}" for i in range(n)]
+                home = _home(src, a.work_dir / f"w-{frames}-{n}", chosen, keys)
+                wall, out = _run(home, api, ["--all"])
+                bad = {rid: r["outcome"] for rid, r in out["requests"].items() if r["outcome"] != "all_clear"}
+                if bad or len(out["requests"]) != n:
+                    raise SystemExit(f"window of {n} at {frames:,} frames: not all clear: {bad}")
+                largest = _check(home, chosen, ids, keys)
+                shutil.rmtree(home)
+                walls[n] = wall
+                single: float | None = None
+                if n in one_by_one:
+                    home = _home(src, a.work_dir / f"o-{frames}-{n}", chosen, keys)
+                    single = 0.0
+                    for rid in ids:
+                        w, doc = _run(home, api, [rid])
+                        if not doc.get("all_clear"):
+                            raise SystemExit(f"{rid} (one by one) not all clear")
+                        single += w
+                    largest = max(largest, _check(home, chosen, ids, keys))
+                    shutil.rmtree(home)
+                rows.append((frames, n, wall, single, largest))
+                print(f"  {frames:>9,} frames, {n:>3} requests: window {wall:7.1f} s"
+                      + (f", one by one {single:7.1f} s" if single is not None else ""), flush=True)
+            if len(walls) > 1:
+                big = max(walls)
+                marginal[frames] = (walls[big] - walls[min(walls)]) / (big - min(walls))
+    finally:
+        subprocess.run([sys.executable, "-m", "cli.main", "server", "stop"], cwd=ROOT, env=senv, capture_output=True,
+                       check=False, timeout=120)
+    print()
+    print("Erasure windows on a long-lived Prefect server (SQLite), wall time of `erasure request run --all`;")
+    print("every request all clear, every pack verified offline, no subject's identifier in any byte of the home.")
+    print("| store | requests | window | requests/s | one by one | requests/s | speed-up | largest pack |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for frames, n, wall, single, largest in rows:
+        ob = f"{single:.1f} s | {n / single:.2f}" if single else "- | -"
+        up = f"{single / wall:.1f}x" if single else "-"
+        print(f"| {frames:,} frames | {n} | {wall:.1f} s | {n / wall:.2f} | {ob} | {up} | {largest / 1024:.0f} KiB |")
+    if marginal:
+        print()
+        print("Marginal cost of one more request in a window, (T(N) - T(1)) / (N - 1):")
+        base = marginal.get(min(marginal))
+        print("| store | marginal s/request | vs the smallest store |")
+        print("| --- | --- | --- |")
+        for frames, m in marginal.items():
+            print(f"| {frames:,} frames | {m:.2f} s | {m / base:.2f}x |" if base else f"| {frames:,} | {m:.2f} s | - |")
+    print(f"(each cell is one run on a noisy 2-core machine; stores from {a.bench_dir})")
+
+
+if __name__ == "__main__":
+    main()
