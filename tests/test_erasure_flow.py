@@ -151,12 +151,12 @@ def test_a_run_that_died_before_verification_verifies_on_rerun_with_the_sealed_f
     """The first run sealed the fingerprint and finished the cascade, then died: the rerun's probes use
     the needles taken before the cascade (the subject's content is gone by now), and destroy them."""
     from flows.erasure_request import erasure_request
-    from flows.verification import _fp_paths, take_and_seal_fingerprint
+    from flows.verification import fingerprint_paths, take_and_seal_fingerprint
     from tasks.runner import run_cascade
 
     assert take_and_seal_fingerprint("req-ann-1", ready)["fingerprint"] == "taken"
     run_cascade("req-ann-1", ready)
-    sealed, key = _fp_paths(ready, "req-ann-1")
+    sealed, key = fingerprint_paths(ready, "req-ann-1")
     assert sealed.exists() and key.exists()
     assert SUBJECT_PHRASE.encode() not in sealed.read_bytes()  # encrypted at rest
     state = erasure_request("req-ann-1", return_state=True)
