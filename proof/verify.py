@@ -1043,8 +1043,9 @@ def _audit_checkpoint(doc: Mapping[str, Any], which: str, key: Ed25519PublicKey)
         _fail(AuditLogError, f"the {which} checkpoint's tree_size is not its seq")
     if not _checkpoint_ok(key, cp):
         _fail(AuditLogError, f"the {which} checkpoint signature does not verify")
-    if seq == 0 and cp["head_hash"] != GENESIS:
-        _fail(AuditLogError, f"the {which} checkpoint of the empty log does not name the genesis hash")
+    if seq == 0 and (cp["head_hash"] != GENESIS or bytes.fromhex(cp["root_hash"]) != MERKLE_EMPTY_ROOT):
+        _fail(AuditLogError, f"the {which} checkpoint of the empty log does not name the genesis hash and the"
+                             " empty tree's root")
     return _Checkpoint(seq, cp["head_hash"], bytes.fromhex(cp["root_hash"]))
 
 

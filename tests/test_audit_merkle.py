@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import apsw
 import pytest
@@ -17,7 +18,7 @@ from erasure.config import Home
 from erasure.sqlite import connect, transaction
 from memory import audit, audit_tree, schema
 from proof import verify
-from tests.proof_fixtures import consistency_proof, inclusion_path, leaf_hash, mth
+from tests.proof_fixtures import audit_document, consistency_proof, inclusion_path, leaf_hash, mth
 
 # The Certificate Transparency reference tree (certificate-transparency-go / transparency-dev merkle
 # test vectors): its leaf data, the root of each size 1..8, and proofs in the tree of 8.
@@ -244,3 +245,31 @@ def test_an_old_store_gains_the_tree_on_open_and_fills_it_once(home: Home) -> No
         assert audit.verify_chain(conn) == audit.ChainStatus(True, 303, audit.verify_chain(conn).head_hash, None, 3)
     finally:
         conn.close()
+
+
+# --- the evidence: any one hash changed is refused ----------------------------------------------
+
+def _hash_slots(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
+    slots: list[tuple[Any, ...]] = [("consistency", i) for i in range(len(doc["consistency"]))]
+    slots += [(w, k) for w in ("before", "after") for k in ("head_hash", "root_hash")]
+    for j, e in enumerate(doc["entries"]):
+        slots += [("entries", j, k) for k in ("prev_hash", "entry_hash")]
+        slots += [("entries", j, "inclusion", i) for i in range(len(e["inclusion"]))]
+    slots += [("redacted", j, "commitment") for j in range(len(doc["redacted"]))]
+    return slots
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(8, 60), data=st.data())
+def test_any_one_hash_of_the_evidence_changed_is_refused(n: int, data: st.DataObject) -> None:
+    doc = audit_document(n)
+    verify.check_audit_log(json.dumps(doc).encode())
+    *where, last = data.draw(st.sampled_from(_hash_slots(doc)))
+    target: Any = doc
+    for k in where:
+        target = target[k]
+    pos = data.draw(st.integers(0, 63))
+    old = target[last]
+    target[last] = old[:pos] + ("0" if old[pos] != "0" else "1") + old[pos + 1:]
+    with pytest.raises(verify.AuditLogError):
+        verify.check_audit_log(json.dumps(doc).encode())
