@@ -57,6 +57,10 @@ def extend(conn: apsw.Connection) -> int:
     """Add the leaves (and the perfect subtrees they complete) from the last stored leaf to the head
     of the log; return the tree's size. Runs in the caller's transaction, else in its own."""
     if not conn.in_transaction:
+        size = stored_size(conn)
+        head = conn.execute("SELECT max(seq) FROM audit_log").fetchone()
+        if head is None or head[0] is None or head[0] == size:  # up to date: no write lock taken
+            return size
         with transaction(conn):
             return extend(conn)
     size = stored_size(conn)
