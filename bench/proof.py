@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/proof.py [--runs 7] [--receipts 1000] [--audit-entries 5000]
 
-Evidence: 9 step records, `--receipts` subprocessor receipts, an audit-log redaction document of
-`--audit-entries` hash-chained entries (built by tests/proof_fixtures.py). Keys: ECDSA P-256 engine,
-and the DPO key of `--dpo-algorithm`.
+Evidence: 9 step records, `--receipts` subprocessor receipts, an audit-log redaction document (v2) over
+a log of `--audit-entries` entries, every 5th the subject's (built by tests/proof_fixtures.py). Keys:
+ECDSA P-256 engine, and the DPO key of `--dpo-algorithm`. (bench/audit_evidence.py measures the audit
+evidence against the size of the store's log.)
 """
 
 from __future__ import annotations

@@ -36,7 +36,9 @@ This directory holds `@PACK@` (sha256 `@SHA@`), the engine's and the DPO's publi
    engine keyid `@ENGINE_KEYID@`, DPO keyid `@DPO_KEYID@` (sha256 of each public key's DER). Do not
    trust the keys in this directory until you have.
 2. With our small verifier (needs only Python and `cryptography`; it runs every check below and the
-   two that have no shell equivalent: the audit-log evidence and the consistency of the claims):
+   two that have no shell equivalent: the audit-log evidence, whose RFC 6962 Merkle inclusion and
+   consistency proofs and Ed25519 checkpoints only the verifier checks, and the consistency of the
+   claims):
 
        python -m proof.verify @PACK@ --engine-key engine.pub.pem --dpo-key dpo.pub.pem
 
@@ -116,7 +118,7 @@ esac
 jq -r '.predicate | "status \(.status), all clear \(.all_clear), verified at \(.verified_at)"' "$E"
 jq -r '.predicate | "attested by the DPO at \(.attested_at)"' "$D"
 jq -r '.predicate.tiers | to_entries[] | "  \(.key): \(.value.status)"' "$E"
-echo "ALL CHECKS PASSED (the audit-log evidence and the consistency of the claims: python -m proof.verify)"
+echo "ALL CHECKS PASSED (the audit-log Merkle proofs and the consistency of the claims: python -m proof.verify)"
 ```
 
 Status: @STATUS@; all clear: @ALL_CLEAR@; verified at @VERIFIED_AT@; attested at @ATTESTED_AT@.

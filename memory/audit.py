@@ -1,4 +1,5 @@
-"""The store's audit log (tier 9): a hash chain whose personal fields are salted commitments.
+"""The store's audit log (tier 9): a hash chain whose personal fields are salted commitments, and a
+Merkle tree over the chain (RFC 6962 / RFC 9162 section 2.1, in `memory/audit_tree.py`).
 
 Layout (tables in `memory/schema.py`):
 - `audit_log`: one row per entry. `entry_hash = sha256(prev_hash + "\\n" + canonical_json(body))`
@@ -6,11 +7,17 @@ Layout (tables in `memory/schema.py`):
   A personal field is stored in `fields` as `{"commit": hex}`, `hex = sha256(salt + value)`.
 - `audit_vault`: the values and their 16-byte salts, keyed by commitment. Redaction deletes the
   subject's vault rows: the commitments in the chain become unopenable and the chain still verifies.
-- `audit_checkpoints`: signed statements `{"type": "audit-checkpoint/v1", "seq", "head_hash", "at"}`
-  by the store's Ed25519 key in `<store>/audit-checkpoint.key`.
+- `audit_merkle`: the perfect subtrees of the Merkle tree whose leaf i is the raw `entry_hash` of
+  seq i+1, extended lazily up to the head when a checkpoint is taken.
+- `audit_checkpoints`: signed statements `{"type": "audit-checkpoint/v2", "seq", "head_hash",
+  "tree_size", "root_hash", "at"}` (tree_size == seq) by the store's Ed25519 key in
+  `<store>/audit-checkpoint.key`. Rows written before the tree existed are `audit-checkpoint/v1`
+  (`{"type", "seq", "head_hash", "at"}`, no tree size or root) and still verify here.
 
-`check_redaction_evidence` is stdlib + cryptography only: it checks the `audit-log-redaction/v1`
-document that goes into a proof pack, and the offline verifier re-implements the same rules.
+`redaction_evidence` writes the `audit-log-redaction/v2` document of a proof pack: the checkpoints
+before and after the redaction, the consistency proof between them, and only the redacted entries
+and the request's `erasure.audit_redaction` entry, each with its inclusion proof; O(log n) hashes an
+entry, whatever the size of the log. The offline verifier (`proof/verify.py`) is what checks it.
 """
 
 from __future__ import annotations
@@ -20,7 +27,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import secrets
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -36,17 +42,18 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from erasure.errors import ConfigError, StoreError
 from erasure.sqlite import transaction
+from memory import audit_tree
 
 GENESIS_HASH = "0" * 64
 SALT_BYTES = 16
 KEY_FILE = "audit-checkpoint.key"  # same name as memory.schema.AUDIT_KEY_FILE
-CHECKPOINT_TYPE = "audit-checkpoint/v1"
-EVIDENCE_FORMAT = "audit-log-redaction/v1"
+CHECKPOINT_TYPE = "audit-checkpoint/v2"
+CHECKPOINT_TYPE_V1 = "audit-checkpoint/v1"
+"""Checkpoints signed before the Merkle tree: still verified in the store, never put in evidence."""
+EVIDENCE_FORMAT = "audit-log-redaction/v2"
+REDACTION_EVENT = "erasure.audit_redaction"
+"""The entry the audit-log step appends after redacting; `fields.request_id` names the request."""
 HASH_RULE = "sha256(prev_hash + '\\n' + canonical_json(body))"
-FULL_ENTRIES_LIMIT = 5000
-"""Evidence lists every entry up to the `after` checkpoint when there are at most this many."""
-
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 # --- hashing -------------------------------------------------------------------------------------
@@ -149,19 +156,28 @@ def _rows(conn: apsw.Connection, start: int = 1,
 
 
 def verify_chain(conn: apsw.Connection) -> ChainStatus:
-    """Recompute every entry's hash and link, then check the stored checkpoints against the chain.
+    """Recompute every entry's hash and link, the Merkle tree's stored nodes, and check the stored
+    checkpoints against both.
 
     An entry is bad when its seq is not the next one, its `prev_hash` is not the previous entry's
-    hash, its `fields` are not canonical JSON, or its hash does not recompute. A checkpoint whose
-    seq is missing or whose head hash differs from the entry at its seq (a rewritten or truncated
-    tail) makes its seq bad. Signatures are checked by `verify_checkpoint`, which has the key.
+    hash, its `fields` are not canonical JSON, or its hash does not recompute. A stored tree node that
+    differs from the one the entries give (or is missing, or covers no entry) makes the first seq it
+    covers bad: a log rewritten with every hash recomputed still disagrees with its tree. A checkpoint
+    whose seq is missing, whose head hash differs from the entry at its seq (a rewritten or truncated
+    tail), or (v2) whose tree size is not its seq or whose root is not the recomputed one, makes its
+    seq bad. Signatures are checked by `verify_checkpoint`, which has the key.
     """
+    cps = [(int(r[0]), str(r[1]), r[2], r[3]) for r in conn.execute(
+        "SELECT seq, head_hash, tree_size, root_hash FROM audit_checkpoints ORDER BY seq")]
+    wanted = {seq for seq, *_ in cps}
     count, expected_seq, prev = 0, 1, GENESIS_HASH
     first_bad: int | None = None
-    hashes: dict[int, str] = {}
+    heads: dict[int, str] = {0: GENESIS_HASH}
+    raw_hashes: list[bytes] = []
     for seq, at, event, actor, fields_json, prev_hash, stored_hash in _rows(conn):
         count += 1
-        hashes[seq] = stored_hash
+        if seq in wanted:
+            heads[seq] = stored_hash
         if first_bad is None:
             try:
                 fields = json.loads(fields_json)
@@ -171,15 +187,21 @@ def verify_chain(conn: apsw.Connection) -> ChainStatus:
                     or canonical_json(fields).decode("utf-8") != fields_json
                     or entry_hash(prev_hash, _body(seq, at, event, actor, fields)) != stored_hash):
                 first_bad = seq
+        if first_bad is None:
+            raw_hashes.append(bytes.fromhex(stored_hash))
         expected_seq, prev = seq + 1, stored_hash
-    checked = 0
-    for cp_seq, cp_head in conn.execute("SELECT seq, head_hash FROM audit_checkpoints ORDER BY seq"):
-        checked += 1
-        actual = GENESIS_HASH if cp_seq == 0 else hashes.get(int(cp_seq))
-        if actual != cp_head and (first_bad is None or int(cp_seq) < first_bad):
-            first_bad = int(cp_seq)
+    tree_bad, roots = audit_tree.recompute(conn, raw_hashes, {int(r[2]) for r in cps if r[2] is not None})
+    if tree_bad is not None and (first_bad is None or tree_bad < first_bad):
+        first_bad = tree_bad
+    for cp_seq, cp_head, tree_size, root_hash in cps:
+        bad = heads.get(cp_seq) != cp_head
+        if tree_size is not None:
+            root = roots.get(int(tree_size))
+            bad = bad or int(tree_size) != cp_seq or root is None or root.hex() != root_hash
+        if bad and (first_bad is None or cp_seq < first_bad):
+            first_bad = cp_seq
     return ChainStatus(ok=first_bad is None, entries=count, head_hash=prev, first_bad_seq=first_bad,
-                       checkpoints=checked)
+                       checkpoints=len(cps))
 
 
 # --- the checkpoint key and checkpoints ----------------------------------------------------------
@@ -228,69 +250,101 @@ def key_id(public_key: Ed25519PublicKey) -> str:
     return hashlib.sha256(public_key_der(public_key)).hexdigest()
 
 
-def checkpoint_statement(seq: int, head_hash: str, at: str) -> bytes:
-    """The bytes a checkpoint signature covers."""
-    return canonical_json({"type": CHECKPOINT_TYPE, "seq": seq, "head_hash": head_hash, "at": at})
+def checkpoint_statement(seq: int, head_hash: str, tree_size: int, root_hash: str, at: str) -> bytes:
+    """The bytes an `audit-checkpoint/v2` signature covers."""
+    return canonical_json({"type": CHECKPOINT_TYPE, "seq": seq, "head_hash": head_hash, "tree_size": tree_size,
+                           "root_hash": root_hash, "at": at})
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A signed statement that the log's entry `seq` has hash `head_hash` (seq 0: the empty log)."""
+    """A signed statement that the log's entry `seq` has hash `head_hash` and that the Merkle tree of
+    its first `tree_size` (= seq) entries has root `root_hash` (seq 0: the empty log). A v1 checkpoint,
+    signed before the tree existed, has neither (None)."""
 
     checkpoint_id: int
     seq: int
     head_hash: str
     at: str
     key_id: str
-    signature: str  # base64 Ed25519 over checkpoint_statement(seq, head_hash, at)
+    signature: str  # base64 Ed25519 over the statement
+    tree_size: int | None = None
+    root_hash: str | None = None
+
+    def statement(self) -> bytes:
+        """The bytes the signature covers (v2, or v1 for an old row)."""
+        if self.tree_size is None or self.root_hash is None:
+            return canonical_json({"type": CHECKPOINT_TYPE_V1, "seq": self.seq, "head_hash": self.head_hash,
+                                   "at": self.at})
+        return checkpoint_statement(self.seq, self.head_hash, self.tree_size, self.root_hash, self.at)
 
     def as_evidence(self) -> dict[str, Any]:
-        """The `before`/`after` object of the redaction evidence."""
-        return {"seq": self.seq, "head_hash": self.head_hash, "at": self.at, "signature": self.signature}
+        """The `before`/`after` object of the redaction evidence (v2 checkpoints only)."""
+        if self.tree_size is None:
+            raise StoreError(f"audit checkpoint {self.checkpoint_id} is v1 (no Merkle root): it cannot be evidence")
+        return {"seq": self.seq, "head_hash": self.head_hash, "tree_size": self.tree_size,
+                "root_hash": self.root_hash, "at": self.at, "signature": self.signature}
 
 
-def checkpoint(conn: apsw.Connection, store_dir: Path) -> Checkpoint:
-    """Sign the current head of the log and record it in `audit_checkpoints`.
+def checkpoint(conn: apsw.Connection, store_dir: Path, *, tree_size: int | None = None) -> Checkpoint:
+    """Sign the head of the log (or, with `tree_size`, its first `tree_size` entries: a statement
+    about a prefix, which never changes) and record it in `audit_checkpoints`.
 
-    Runs in the caller's transaction when there is one (so the head cannot move under it).
+    Extends the Merkle tree to the head first. Runs in the caller's transaction when there is one (so
+    the head cannot move under it), else in its own.
     """
+    if not conn.in_transaction:
+        with transaction(conn):
+            return checkpoint(conn, store_dir, tree_size=tree_size)
     key = checkpoint_key(store_dir)
-    seq, head = _head(conn)
+    size = audit_tree.extend(conn)
+    if tree_size is not None:
+        if not 0 <= tree_size <= size:
+            raise ValueError(f"the log has no prefix of {tree_size} entries")
+        size = tree_size
+    row = conn.execute("SELECT entry_hash FROM audit_log WHERE seq = ?", (size,)).fetchone()
+    head = GENESIS_HASH if size == 0 or row is None else str(row[0])
+    root = audit_tree.root(conn, size).hex()
     at = iso_utc()
-    signature = base64.b64encode(key.sign(checkpoint_statement(seq, head, at))).decode("ascii")
+    signature = base64.b64encode(key.sign(checkpoint_statement(size, head, size, root, at))).decode("ascii")
     kid = key_id(key.public_key())
     conn.execute(
-        "INSERT INTO audit_checkpoints(seq, head_hash, at, key_id, signature) VALUES (?, ?, ?, ?, ?)",
-        (seq, head, at, kid, signature),
+        "INSERT INTO audit_checkpoints(seq, head_hash, at, key_id, signature, tree_size, root_hash)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (size, head, at, kid, signature, size, root),
     )
-    return Checkpoint(int(conn.last_insert_rowid()), seq, head, at, kid, signature)
+    return Checkpoint(int(conn.last_insert_rowid()), size, head, at, kid, signature, size, root)
 
 
 def checkpoints(conn: apsw.Connection) -> list[Checkpoint]:
     """Every recorded checkpoint, oldest first."""
-    return [Checkpoint(int(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]))
-            for r in conn.execute("SELECT checkpoint_id, seq, head_hash, at, key_id, signature"
-                                  " FROM audit_checkpoints ORDER BY checkpoint_id")]
-
-
-def _signature_ok(public_key: Ed25519PublicKey, seq: int, head_hash: str, at: str, signature: str) -> bool:
-    try:
-        public_key.verify(base64.b64decode(signature, validate=True),
-                          checkpoint_statement(seq, head_hash, at))
-    except (InvalidSignature, ValueError):
-        return False
-    return True
+    return [Checkpoint(int(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
+                       None if r[6] is None else int(r[6]), None if r[7] is None else str(r[7]))
+            for r in conn.execute("SELECT checkpoint_id, seq, head_hash, at, key_id, signature, tree_size,"
+                                  " root_hash FROM audit_checkpoints ORDER BY checkpoint_id")]
 
 
 def verify_checkpoint(conn: apsw.Connection, store_dir: Path, cp: Checkpoint) -> bool:
-    """True when `cp` is signed by this store's key and its head hash is the log's entry at its seq."""
+    """True when `cp` is signed by this store's key, its head hash is the log's entry at its seq and
+    (v2) its root is the stored tree's root at its size."""
     public = checkpoint_key(store_dir).public_key()
-    if cp.key_id != key_id(public) or not _signature_ok(public, cp.seq, cp.head_hash, cp.at, cp.signature):
+    try:
+        public.verify(base64.b64decode(cp.signature, validate=True), cp.statement())
+    except (InvalidSignature, ValueError):
+        return False
+    if cp.key_id != key_id(public):
         return False
     if cp.seq == 0:
-        return cp.head_hash == GENESIS_HASH
-    row = conn.execute("SELECT entry_hash FROM audit_log WHERE seq = ?", (cp.seq,)).fetchone()
-    return row is not None and row[0] == cp.head_hash
+        head_ok = cp.head_hash == GENESIS_HASH
+    else:
+        row = conn.execute("SELECT entry_hash FROM audit_log WHERE seq = ?", (cp.seq,)).fetchone()
+        head_ok = row is not None and row[0] == cp.head_hash
+    if cp.tree_size is None:
+        return head_ok
+    try:
+        return head_ok and cp.tree_size == cp.seq and audit_tree.root(conn, cp.tree_size).hex() == cp.root_hash
+    except StoreError:
+        return False
 
 
 # --- redaction -----------------------------------------------------------------------------------
@@ -342,19 +396,29 @@ def _entry_json(row: tuple[int, str, str, str, str, str, str]) -> dict[str, Any]
             "prev_hash": prev_hash, "entry_hash": digest}
 
 
-def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoint, after: Checkpoint,
-                       redacted: RedactionResult | Sequence[tuple[int, str, str]], *,
-                       subject_id: str | None = None) -> dict[str, Any]:
-    """The `audit-log-redaction/v1` document for the proof pack (see `check_redaction_evidence`).
+def _entry(conn: apsw.Connection, seq: int) -> dict[str, Any]:
+    rows = list(_rows(conn, seq, seq))
+    if not rows:
+        raise StoreError(f"the audit log has no entry at seq {seq}")
+    return _entry_json(rows[0])
 
-    Every entry up to `after.seq` is listed when there are at most `FULL_ENTRIES_LIMIT`; otherwise
-    the entries from the first redacted seq (or `before.seq`, if earlier) onwards, the first one's
-    `prev_hash` anchoring them. `vault_remaining_for_subject` counts the redacted commitments still
-    in the vault plus, when `subject_id` is given, any vault value of that subject. The document is
-    checked before it is returned: `StoreError` if the log does not support it.
+
+def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoint, after: Checkpoint,
+                       redacted: RedactionResult | Sequence[tuple[int, str, str]], *, request_id: str,
+                       subject_id: str | None = None) -> dict[str, Any]:
+    """The `audit-log-redaction/v2` document for the proof pack (checked by `proof/verify.py`, check 7).
+
+    `before` and `after` are v2 checkpoints of this store; `consistency` proves the tree at
+    after.tree_size extends the one at before.tree_size; `entries` are the entries holding a redacted
+    commitment and this request's `erasure.audit_redaction` entry after `before`, each with its
+    `inclusion` proof in the tree of after.tree_size (hex, leaf end first). `vault_remaining_for_subject`
+    counts the redacted commitments still in the vault plus, when `subject_id` is given, any vault
+    value of that subject. Raises `StoreError` when the store does not support the document (another
+    key, a log or tree that no longer gives the signed heads and roots, an entry that does not
+    recompute, no redaction entry of the request, values left in the vault).
     """
     items = redacted.redacted if isinstance(redacted, RedactionResult) else redacted
-    fields = sorted(RedactedField(int(s), str(f), str(c)) for s, f, c in items)
+    fields = sorted({RedactedField(int(s), str(f), str(c)) for s, f, c in items})
     if before.seq > after.seq:
         raise ValueError("the 'before' checkpoint is later than the 'after' checkpoint")
     if fields and fields[-1].seq > after.seq:
@@ -363,20 +427,40 @@ def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoin
     kid = key_id(public)
     if before.key_id != kid or after.key_id != kid:
         raise StoreError("an audit checkpoint was signed by another key than this store's")
-    start = 1
-    if after.seq > FULL_ENTRIES_LIMIT:
-        anchors = [s for s in [before.seq, *(f.seq for f in fields)] if s > 0]
-        start = min(anchors, default=after.seq) or 1
-    entries = [_entry_json(r) for r in _rows(conn, start, after.seq)]
+    before_doc, after_doc = before.as_evidence(), after.as_evidence()
+    audit_tree.extend(conn)
+    for name, cp in (("before", before), ("after", after)):
+        if not verify_checkpoint(conn, store_dir, cp):
+            raise StoreError(f"the {name} audit checkpoint no longer matches the log or its tree:"
+                             " run audit.verify_chain")
+    mine = [int(seq) for seq, fields_json in conn.execute(
+        "SELECT seq, fields FROM audit_log WHERE seq > ? AND seq <= ? AND event = ? ORDER BY seq",
+        (before.seq, after.seq, REDACTION_EVENT)) if json.loads(fields_json).get("request_id") == request_id]
+    if not mine:
+        raise StoreError(f"no {REDACTION_EVENT} entry of this request between the audit checkpoints")
+    entries = []
+    for seq in sorted({f.seq for f in fields} | {mine[-1]}):
+        e = _entry(conn, seq)
+        if entry_hash(e["prev_hash"], _body(seq, e["at"], e["event"], e["actor"], e["fields"])) != e["entry_hash"]:
+            raise StoreError(f"audit entry {seq} does not recompute: run audit.verify_chain")
+        e["inclusion"] = [h.hex() for h in audit_tree.inclusion(conn, seq - 1, after.seq)]
+        entries.append(e)
+    by_seq = {e["seq"]: e for e in entries}
+    for f in fields:
+        if by_seq[f.seq]["fields"].get(f.field) != {"commit": f.commitment}:
+            raise StoreError(f"audit entry {f.seq} field {f.field!r} does not hold the redacted commitment")
     row = conn.execute(
         "SELECT count(*) FROM audit_vault WHERE subject_id IS ? AND ? IS NOT NULL"
         " OR commitment IN (SELECT value FROM json_each(?))",
         (subject_id, subject_id, json.dumps([f.commitment for f in fields])),
     ).fetchone()
     remaining = int(row[0]) if row else 0
-    doc: dict[str, Any] = {
+    if remaining:
+        raise StoreError("the audit vault still holds values of the subject")
+    return {
         "format": EVIDENCE_FORMAT,
         "hash": HASH_RULE,
+        "tree": audit_tree.TREE_RULE,
         "checkpoint_key": {
             "key_id": kid,
             "public_key_pem": public.public_bytes(serialization.Encoding.PEM,
@@ -384,133 +468,10 @@ def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoin
                                                   ).decode("ascii"),
             "algorithm": "ed25519",
         },
-        "before": before.as_evidence(),
-        "after": after.as_evidence(),
+        "before": before_doc,
+        "after": after_doc,
+        "consistency": [h.hex() for h in audit_tree.consistency(conn, before.seq, after.seq)],
         "entries": entries,
         "redacted": [{"seq": f.seq, "field": f.field, "commitment": f.commitment} for f in fields],
         "vault_remaining_for_subject": remaining,
     }
-    try:
-        check_redaction_evidence(doc)
-    except ValueError as exc:
-        raise StoreError(f"the audit log does not support its redaction evidence: {exc}") from exc
-    return doc
-
-
-def check_redaction_evidence(doc: dict[str, Any]) -> None:
-    """Check an `audit-log-redaction/v1` document; raise `ValueError` naming the first fault.
-
-    Steps:
-    1. `format` and `hash` are the v1 strings.
-    2. `checkpoint_key` is an Ed25519 public key whose `key_id` is sha256 of its DER.
-    3. `before` and `after` signatures verify over their checkpoint statements; before.seq <= after.seq.
-    4. `entries` have consecutive seqs ending at after.seq; they start at 1 (prev_hash = 64 zeros)
-       unless after.seq > 5000, when they start no later than before.seq and every redacted seq.
-    5. Each entry's hash recomputes; each prev_hash is the previous entry's hash.
-    6. before.head_hash / after.head_hash are the entry hashes at their seqs (64 zeros at seq 0).
-    7. Each redacted (seq, field) holds exactly `{"commit": commitment}` in that entry.
-    8. `vault_remaining_for_subject` is 0.
-    Uses only the stdlib and cryptography, like the offline verifier.
-    """
-    try:
-        _check(doc)
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise ValueError(f"malformed redaction evidence: {type(exc).__name__}: {exc}") from exc
-
-
-def _int(value: Any, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{what} is not a non-negative integer")
-    return value
-
-
-def _check(doc: dict[str, Any]) -> None:
-    # 1
-    if doc["format"] != EVIDENCE_FORMAT:
-        raise ValueError(f"format is not {EVIDENCE_FORMAT}")
-    if doc["hash"] != HASH_RULE:
-        raise ValueError("hash rule is not the v1 rule")
-    # 2
-    ck = doc["checkpoint_key"]
-    if ck["algorithm"] != "ed25519":
-        raise ValueError("checkpoint key algorithm is not ed25519")
-    try:
-        public = serialization.load_pem_public_key(ck["public_key_pem"].encode("ascii"))
-    except ValueError as exc:
-        raise ValueError("checkpoint public key is not a PEM public key") from exc
-    if not isinstance(public, Ed25519PublicKey):
-        raise ValueError("checkpoint public key is not Ed25519")
-    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    if hashlib.sha256(der).hexdigest() != ck["key_id"]:
-        raise ValueError("checkpoint key_id is not sha256 of the public key's DER")
-    # 3
-    cps = {}
-    for name in ("before", "after"):
-        cp = doc[name]
-        seq = _int(cp["seq"], f"{name}.seq")
-        if not _HEX64.match(cp["head_hash"]):
-            raise ValueError(f"{name}.head_hash is not 64 hex digits")
-        if not _signature_ok(public, seq, cp["head_hash"], cp["at"], cp["signature"]):
-            raise ValueError(f"{name} checkpoint signature does not verify")
-        cps[name] = (seq, cp["head_hash"])
-    (before_seq, before_head), (after_seq, after_head) = cps["before"], cps["after"]
-    if before_seq > after_seq:
-        raise ValueError("before.seq is later than after.seq")
-    redacted = doc["redacted"]
-    redacted_seqs = [_int(r["seq"], "redacted seq") for r in redacted]
-    # 4
-    entries = doc["entries"]
-    if not isinstance(entries, list):
-        raise ValueError("entries is not a list")
-    if after_seq == 0:
-        if entries:
-            raise ValueError("entries listed past the 'after' checkpoint at seq 0")
-    else:
-        if not entries:
-            raise ValueError("no entries for a non-empty log")
-        first = _int(entries[0]["seq"], "entries[0].seq")
-        if after_seq <= FULL_ENTRIES_LIMIT and first != 1:
-            raise ValueError(f"entries start at seq {first}, not 1, for a log of {after_seq} entries")
-        latest_start = min([s for s in [before_seq, *redacted_seqs] if s > 0], default=after_seq)
-        if first > latest_start:
-            raise ValueError(f"entries start at seq {first}, after seq {latest_start} that they must cover")
-    # 5
-    hashes: dict[int, str] = {}
-    by_seq: dict[int, dict[str, Any]] = {}
-    prev: str | None = None
-    expected: int | None = None
-    for i, e in enumerate(entries):
-        seq = _int(e["seq"], f"entries[{i}].seq")
-        if expected is not None and seq != expected:
-            raise ValueError(f"entries are not consecutive at seq {seq} (expected {expected})")
-        if prev is None:
-            if seq == 1 and e["prev_hash"] != GENESIS_HASH:
-                raise ValueError("the first entry's prev_hash is not the genesis hash")
-        elif e["prev_hash"] != prev:
-            raise ValueError(f"broken link at seq {seq}: prev_hash is not the previous entry's hash")
-        if not isinstance(e["fields"], dict):
-            raise ValueError(f"entry {seq} fields is not an object")
-        body = _body(seq, e["at"], e["event"], e["actor"], e["fields"])
-        if not isinstance(e["prev_hash"], str) or entry_hash(e["prev_hash"], body) != e["entry_hash"]:
-            raise ValueError(f"entry {seq} hash does not recompute")
-        hashes[seq], by_seq[seq] = e["entry_hash"], e
-        prev, expected = e["entry_hash"], seq + 1
-    if entries and expected is not None and expected - 1 != after_seq:
-        raise ValueError(f"entries end at seq {expected - 1}, not at after.seq {after_seq}")
-    # 6
-    for name, seq, head in (("before", before_seq, before_head), ("after", after_seq, after_head)):
-        actual = GENESIS_HASH if seq == 0 else hashes.get(seq)
-        if actual != head:
-            raise ValueError(f"{name}.head_hash is not the hash of entry {seq}")
-    # 7
-    for r, seq in zip(redacted, redacted_seqs, strict=True):
-        commit = r["commitment"]
-        if not isinstance(commit, str) or not _HEX64.match(commit):
-            raise ValueError(f"redacted commitment at seq {seq} is not 64 hex digits")
-        if seq not in by_seq:
-            raise ValueError(f"redacted seq {seq} is not among the entries")
-        if by_seq[seq]["fields"].get(r["field"]) != {"commit": commit}:
-            raise ValueError(f"entry {seq} field {r['field']!r} does not hold the redacted commitment")
-    # 8
-    if _int(doc["vault_remaining_for_subject"], "vault_remaining_for_subject") != 0:
-        raise ValueError("the vault still holds values of the subject")

@@ -255,6 +255,8 @@ CREATE TABLE IF NOT EXISTS audit_checkpoints(
   key_id        TEXT NOT NULL,         -- sha256 of the checkpoint key's public DER
   signature     TEXT NOT NULL          -- base64 Ed25519 over the checkpoint statement
 );
+-- audit_checkpoints gained tree_size and root_hash (audit-checkpoint/v2) and the log its Merkle tree
+-- (audit_merkle) after schema version 1 shipped: both are in ADDITIVE_SQL / _ensure_additive below.
 
 -- Sticky erasure (reference 002): keyed on (source, source_ref), never on content.
 CREATE TABLE IF NOT EXISTS erased_subjects(
@@ -297,9 +299,19 @@ CREATE TABLE IF NOT EXISTS erased_identities(
   PRIMARY KEY (digest, kind, erasure_ref)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS ix_erased_identities_ref ON erased_identities(erasure_ref);
+
+-- The audit log's Merkle tree (RFC 6962 / RFC 9162 2.1, memory/audit_tree.py): every perfect subtree
+-- of the leaves stored so far; node (level, idx) covers leaves [idx * 2^level, (idx + 1) * 2^level),
+-- leaf i being the entry of seq i+1. Extended lazily up to the head by audit_tree.extend.
+CREATE TABLE IF NOT EXISTS audit_merkle(
+  level INTEGER NOT NULL,
+  idx   INTEGER NOT NULL,
+  hash  BLOB NOT NULL,                 -- 32 bytes
+  PRIMARY KEY (level, idx)
+) WITHOUT ROWID;
 """
 """Tables added after schema version 1 shipped: created on new stores and, when missing, when an
-existing store is opened (additive only: no existing table changes)."""
+existing store is opened (additive only: new tables, and the nullable columns of `ADDITIVE_COLUMNS`)."""
 
 VIRTUAL_SQL = f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS frames_fts USING fts5(content, tokenize = 'unicode61');
@@ -341,6 +353,8 @@ def create(store_dir: Path, *, tenant_id: str = "default",
     with transaction(conn):
         conn.execute(TABLES_SQL)
         conn.execute(ADDITIVE_SQL)
+        for table, column, kind in ADDITIVE_COLUMNS:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         conn.execute(VIRTUAL_SQL)
         conn.execute("INSERT INTO frames_fts(frames_fts, rank) VALUES('secure-delete', 1)")
         existing = scalar(conn, "SELECT value FROM store_meta WHERE key='tenant_id'")
@@ -382,11 +396,27 @@ def open_store(store_dir: Path) -> apsw.Connection:
     return conn
 
 
+ADDITIVE_COLUMNS = (
+    # audit-checkpoint/v2: the Merkle tree's size and root the checkpoint signs (NULL on v1 rows)
+    ("audit_checkpoints", "tree_size", "INTEGER"),
+    ("audit_checkpoints", "root_hash", "TEXT"),
+)
+"""Columns added after schema version 1 shipped: (table, column, type), added when missing."""
+
+
 def _ensure_additive(conn: apsw.Connection) -> None:
-    """Create the tables of `ADDITIVE_SQL` on a store made before them (writes only when one is missing)."""
-    if scalar(conn, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='erased_identities'") == 0:
+    """Create the tables of `ADDITIVE_SQL` and the `ADDITIVE_COLUMNS` on a store made before them
+    (writes only when one is missing)."""
+    tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    missing_tables = not {"erased_identities", "audit_merkle"} <= tables
+    missing_columns = [(t, c, kind) for t, c, kind in ADDITIVE_COLUMNS
+                       if c not in {str(r[1]) for r in conn.execute(f"PRAGMA table_info({t})")}]
+    if missing_tables or missing_columns:
         with transaction(conn):
             conn.execute(ADDITIVE_SQL)
+            for table, column, kind in missing_columns:
+                if column not in {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 def meta(conn: apsw.Connection, key: str) -> str:

@@ -15,10 +15,10 @@ every input they know):
                                     Ed25519 public key (PEM); any other key (RSA, SM2, secp112r1...)
                                     is refused.
  1 archive        ArchiveError      Read as a stream in steps of 64 KiB, every size checked before
-                                    anything is allocated. The pack (at most 1 GiB) is exactly ONE
+                                    anything is allocated. The pack (at most 17 MiB) is exactly ONE
                                     gzip member: deflate, no optional header field (the writer sets
                                     none), CRC-32 and length right, no byte after it. It unpacks to at
-                                    most 1 GiB + 64 MiB holding exactly ONE POSIX ustar stream: every
+                                    most 16 MiB holding exactly ONE POSIX ustar stream: every
                                     header has a valid checksum, the ustar magic, zero-padded octal
                                     numbers, NUL-padded names, no link name; entries are regular files
                                     and directories only (no pax or GNU header, link, device, fifo or
@@ -27,9 +27,8 @@ every input they know):
                                     entries; names relative and normal, parts of A-Z a-z 0-9 . _ -
                                     starting with a letter or digit, at most three parts
                                     (top/signatures/file), no duplicate; one top directory named like a
-                                    request id. Sizes, from the header: audit-log-redaction.json at
-                                    most 1 GiB (kept in an anonymous temporary file, read as a
-                                    stream), every other file at most 4 MiB and 8 MiB together. Then
+                                    request id. Sizes, from the header: every file at most 4 MiB,
+                                    all of them 8 MiB together. Then
                                     the files are exactly those manifest.json lists, plus
                                     manifest.json, SHA256SUMS, signatures/engine.intoto.json and
                                     signatures/dpo.intoto.json (the last one optional only when the
@@ -51,14 +50,29 @@ every input they know):
  5 checksums      ChecksumError     manifest.json (sizes, sha256, engine keyid) and SHA256SUMS agree
                                     with the files and with each other.
  6 distinct-keys  SameKeyError      The engine key and the DPO key differ.
- 7 audit-log      AuditLogError     audit-log-redaction.json (ASCII, its keys in sorted order as the
-                                    store writes them, read one entry at a time): checkpoint
-                                    signatures (by the audit key given with --audit-key, else the key
-                                    the document names), chain links, recomputed entry hashes,
-                                    before/after heads, redacted fields (sorted by seq and field) hold
-                                    commitments, nothing left in the vault. A home whose targets hold
-                                    no reference store writes audit-log-redaction/none/v1 (format,
-                                    reason, request_id): then no step record may be the reference's.
+ 7 audit-log      AuditLogError     audit-log-redaction.json, format audit-log-redaction/v2 (v1, which
+                                    carried the whole hash-chain segment, is refused and the line says
+                                    so): the checkpoint key (--audit-key pins it, else the key the
+                                    document names, covered by the engine's signature); both
+                                    checkpoints' Ed25519 signatures over {"type":
+                                    "audit-checkpoint/v2", seq, head_hash, tree_size, root_hash, at}
+                                    (canonical JSON), tree_size == seq, before <= after; the
+                                    consistency proof from before.tree_size to after.tree_size
+                                    verifies (RFC 9162 2.1.4.2; equal sizes: empty proof, equal
+                                    roots; size 0: empty proof, the empty tree's root). Each entry
+                                    (ascending seq, within the after tree): its entry_hash recomputes
+                                    from prev_hash and its body, its inclusion proof verifies to
+                                    after.root_hash at index seq-1 (RFC 9162 2.1.3.2; leaf =
+                                    sha256(0x00 || entry_hash bytes), node = sha256(0x01 || l || r)),
+                                    links to an included predecessor and checkpoint heads agree.
+                                    Each redacted (seq, field, commitment), sorted by seq and field
+                                    and unique, is in an included entry holding exactly {"commit":
+                                    commitment}; every other included entry is the one
+                                    erasure.audit_redaction entry with before.tree_size < seq <=
+                                    after.tree_size (check 8 binds its request id); nothing left in
+                                    the vault. A home whose targets hold no reference store writes
+                                    audit-log-redaction/none/v1 (format, reason, request_id): then no
+                                    step record may be the reference's.
  8 consistency    ConsistencyError  One request id throughout: manifest, request, every step record,
                                     verification, every receipt, the DPO's statement, and the audit
                                     chain (rules below); the predicate repeats the records; all_clear,
@@ -66,10 +80,8 @@ every input they know):
                                     records and the probes; receipts, the DPO's statement text and
                                     attested_at agree with them.
 
-JSON, in every check: UTF-8, no duplicate key (but in the audit-log evidence, which only this
-verifier reads), no NaN or Infinity, no lone UTF-16 surrogate, at most 65,536 arrays and objects in a
-file (the audit-log evidence: 1 MiB a value), nesting as deep as Python's parser goes (deeper is
-refused).
+JSON, in every check: UTF-8, no duplicate key, no NaN or Infinity, no lone UTF-16 surrogate, at most
+65,536 arrays and objects in a file, nesting as deep as Python's parser goes (deeper is refused).
 
 Check 8 rules. steps.jsonl holds at most one record per (target, tier): the reference store's
 records first (no `target`), then each other target's (its name in `target`, in name order), tiers
@@ -85,9 +97,9 @@ all_clear, notErased if not. all_clear true requires at least one probe, every p
 every step after_count 0 (null for a skipped one) unless its status is an exception status. A
 verification.json without `exceptions` has none; verified_at is a UTC time. Each receipt of
 subprocessor-receipts.jsonl names this request, a processor (once) and a status done|pending|failed;
-a receipt not done means the subprocessors tier is neither erased nor skipped. Between its before
-and after checkpoints the audit chain holds an `erasure.audit_redaction` entry whose
-fields.request_id is this request (the store's checkpoint key signs that binding). The DPO's
+a receipt not done means the subprocessors tier is neither erased nor skipped. The audit evidence's
+`erasure.audit_redaction` entry between its before and after checkpoints has fields.request_id this
+request (the store's checkpoint key signs that binding: the entry is in the after checkpoint's tree). The DPO's
 statement text is "I have reviewed the evidence in this pack for erasure request <id>, signed by the
 engine key <engine keyid>, and attest that it records the outcome of the request as stated:
 <status>." with the pack's status; attested_at is not before verified_at (to the second) and not
@@ -107,7 +119,6 @@ import json
 import re
 import struct
 import sys
-import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -135,7 +146,10 @@ TIERS = ("working", "episodic", "semantic", "vectors", "fine_tune", "uploads", "
 STATUSES = ("erased", "erasedWithExceptions", "notErased")
 EXCEPTION_STEP = ("exception", "erasedWithExceptions")
 RECEIPT_STATUSES = ("done", "pending", "failed")
-AUDIT_FORMAT, CHECKPOINT_TYPE, GENESIS = "audit-log-redaction/v1", "audit-checkpoint/v1", "0" * 64
+AUDIT_FORMAT, CHECKPOINT_TYPE, GENESIS = "audit-log-redaction/v2", "audit-checkpoint/v2", "0" * 64
+AUDIT_V1_FORMAT = "audit-log-redaction/v1"
+"""The format that carried the whole hash-chain segment: refused, with a line that says so."""
+MERKLE_EMPTY_ROOT = hashlib.sha256(b"").digest()
 AUDIT_NONE_FORMAT = "audit-log-redaction/none/v1"
 """A pack of a home whose targets include no reference store: it has no audit log of ours to redact;
 check 8 then requires that every step record names another target."""
@@ -144,23 +158,18 @@ AUDIT_REDACTION_EVENT = "erasure.audit_redaction"
 
 MIB = 1024 * 1024
 MAX_KEY_BYTES = 64 * 1024
-MAX_PACK_BYTES = 1024 * MIB
-# The audit-log redaction evidence carries the hash-chain segment from the subject's first entry to the
-# head (about 530 bytes an entry): about 100 MB for a 1M-frame store. It is kept on disk and read one
-# entry at a time, so its limit is not a memory limit; inclusion proofs over a Merkle tree of the log
-# would make it O(log n).
-MAX_AUDIT_BYTES = 1024 * MIB
 MAX_FILE_BYTES = 4 * MIB
-"""Every file but the audit-log evidence, each: they are parsed in memory."""
+"""Every file, each: they are parsed in memory."""
 MAX_FILES_BYTES = 8 * MIB
-"""Every file but the audit-log evidence, together."""
-MAX_UNPACKED_BYTES = MAX_AUDIT_BYTES + 64 * MIB
+"""Every file, together."""
+MAX_UNPACKED_BYTES = MAX_FILES_BYTES + 8 * MIB
+"""The tar stream: the files, their headers and padding, and the zero blocks after the end."""
+MAX_PACK_BYTES = MAX_UNPACKED_BYTES + MIB
+"""The gzip member: deflate never grows data by more than a few bytes a 16 KiB block."""
 MAX_ENTRIES = 256
 MAX_DEPTH = 3
 """top/signatures/file: the pack's own layout is two levels deep below its top directory."""
 MAX_JSON_CONTAINERS = 65_536
-MAX_AUDIT_VALUE_BYTES = MIB
-"""One audit entry, one redacted item, or any other value of the audit-log evidence."""
 CLOCK_SKEW = timedelta(days=1)
 
 BLOCK = 512
@@ -354,10 +363,6 @@ def _constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
-_STREAM_DECODER = json.JSONDecoder(parse_constant=_constant)
-"""For the audit-log evidence, which only this verifier reads: a repeated key there cannot make two
-readers disagree, and the hook would cost a third of check 7's time."""
-_WHITESPACE = re.compile(r"[ \t\r\n]*")
 
 
 def _loads(text: str, name: str, cls: type[PackError]) -> Any:
@@ -510,35 +515,13 @@ class _Gunzip:
 
 # --- 1 archive: one ustar stream -----------------------------------------------------------------
 
+@dataclass(frozen=True)
 class Blob:
-    """One file of the pack: its size and sha256, and its bytes (a small file) or an anonymous
-    temporary file (the audit-log evidence, which may be large)."""
+    """One file of the pack: its size, its sha256 and its bytes."""
 
-    def __init__(self, size: int, sha256: str, data: bytes | None, spool: IO[bytes] | None) -> None:
-        self.size, self.sha256, self._data, self._spool = size, sha256, data, spool
-
-    @property
-    def data(self) -> bytes:
-        """The bytes of a small file (the audit evidence only through `read_at`)."""
-        if self._data is None:
-            raise ValueError("a spooled file is read with read_at")
-        return self._data
-
-    def read_at(self, offset: int, n: int) -> bytes:
-        """Up to `n` bytes from `offset`."""
-        if self._data is not None:
-            return self._data[offset:offset + n]
-        assert self._spool is not None
-        self._spool.seek(offset)
-        return self._spool.read(n)
-
-    def read_all(self) -> bytes:
-        """Every byte (for the pack writer, which holds a pack in memory anyway)."""
-        return self._data if self._data is not None else self.read_at(0, self.size)
-
-    def close(self) -> None:
-        if self._spool is not None:
-            self._spool.close()
+    size: int
+    sha256: str
+    data: bytes
 
 
 _NUMBERS = (("mode", 100, 8), ("uid", 108, 8), ("gid", 116, 8), ("size", 124, 12), ("mtime", 136, 12),
@@ -622,31 +605,18 @@ def _member_name(raw: str, kind: str) -> str:
     return name
 
 
-def _read_data(gz: _Gunzip, size: int, spool: bool) -> tuple[str, bytes | None, IO[bytes] | None]:
-    """`size` bytes of member data, hashed as they stream: kept in memory or in an anonymous temporary
-    file (`spool`)."""
-    h = hashlib.sha256()
+def _read_data(gz: _Gunzip, size: int) -> tuple[str, bytes]:
+    """`size` bytes of member data and their sha256."""
     parts: list[bytes] = []
-    tmp = tempfile.TemporaryFile() if spool else None  # noqa: SIM115 (closed by Blob.close)
-    try:
-        left = size
-        while left > 0:
-            chunk = gz.read(min(left, _CHUNK))
-            if not chunk:
-                _fail(ArchiveError, "not a readable tar.gz: a file is truncated")
-            h.update(chunk)
-            if tmp is not None:
-                tmp.write(chunk)
-            else:
-                parts.append(chunk)
-            left -= len(chunk)
-        if tmp is not None:
-            tmp.flush()
-    except BaseException:
-        if tmp is not None:
-            tmp.close()
-        raise
-    return h.hexdigest(), (None if tmp is not None else b"".join(parts)), tmp
+    left = size
+    while left > 0:
+        chunk = gz.read(min(left, _CHUNK))
+        if not chunk:
+            _fail(ArchiveError, "not a readable tar.gz: a file is truncated")
+        parts.append(chunk)
+        left -= len(chunk)
+    data = b"".join(parts)
+    return sha256_hex(data), data
 
 
 @dataclass
@@ -655,10 +625,6 @@ class Unpacked:
 
     top: str
     files: dict[str, Blob] = field(default_factory=dict)
-
-    def close(self) -> None:
-        for blob in self.files.values():
-            blob.close()
 
 
 def _end_of_archive(gz: _Gunzip, at: int) -> None:
@@ -681,63 +647,56 @@ def unpack(raw: IO[bytes]) -> Unpacked:
     out: Unpacked | None = None
     dirs: set[str] = set()
     seen: set[str] = set()
-    small = at = count = 0
-    try:
-        while True:
-            block = gz.read_exact(BLOCK)
-            if not block:
-                _fail(ArchiveError, "the tar stream ends without its end-of-archive marker")
-            if len(block) < BLOCK:
-                _fail(ArchiveError, "not a readable tar.gz: a tar header is truncated")
-            if not block.strip(b"\0"):
-                _end_of_archive(gz, at)
-                break
-            hdr = _header(block, at)
-            count += 1
-            if count > MAX_ENTRIES:
-                _fail(ArchiveError, f"more than {MAX_ENTRIES} entries")
-            name = _member_name(hdr.name, hdr.kind)
-            head, _, rel = name.partition("/")
-            if out is None:
-                if not _REQUEST_ID.fullmatch(head):
-                    _fail(ArchiveError, f"the top directory is not named like a request id: {head!r}")
-                out = Unpacked(head)
-            elif head != out.top:
-                _fail(ArchiveError, f"more than one top-level directory ({out.top!r}, {head!r})")
-            if name in seen:
-                _fail(ArchiveError, f"duplicate entry in archive: {name!r}")
-            seen.add(name)
-            at += BLOCK
-            if hdr.kind == "dir":
-                dirs.add(name)
-                continue
-            if not rel:
-                _fail(ArchiveError, f"file outside the top directory: {name!r}")
-            limit = MAX_AUDIT_BYTES if rel == AUDIT else MAX_FILE_BYTES
-            if hdr.size > limit:
-                _fail(ArchiveError, f"{rel} is larger than {limit} bytes")
-            if rel != AUDIT:
-                small += hdr.size
-                if small > MAX_FILES_BYTES:
-                    _fail(ArchiveError, f"the files but {AUDIT} exceed {MAX_FILES_BYTES} bytes together")
-            digest, data, spool = _read_data(gz, hdr.size, spool=rel == AUDIT and hdr.size > MAX_FILE_BYTES)
-            out.files[rel] = Blob(hdr.size, digest, data, spool)
-            pad = -hdr.size % BLOCK
-            if gz.read_exact(pad).strip(b"\0"):
-                _fail(ArchiveError, f"non-zero bytes in the block padding after {rel}")
-            at += hdr.size + pad
-        if out is None or not out.files:
-            _fail(ArchiveError, "the archive holds no files")
-        parents = {f"{out.top}/{'/'.join(rel.split('/')[:i])}"
-                   for rel in out.files for i in range(1, rel.count("/") + 1)}
-        stray = sorted(dirs - parents - {out.top})
-        if stray:
-            _fail(ArchiveError, f"unexpected directory in archive: {stray[0]!r}")
-        return out
-    except BaseException:
-        if out is not None:
-            out.close()
-        raise
+    total = at = count = 0
+    while True:
+        block = gz.read_exact(BLOCK)
+        if not block:
+            _fail(ArchiveError, "the tar stream ends without its end-of-archive marker")
+        if len(block) < BLOCK:
+            _fail(ArchiveError, "not a readable tar.gz: a tar header is truncated")
+        if not block.strip(b"\0"):
+            _end_of_archive(gz, at)
+            break
+        hdr = _header(block, at)
+        count += 1
+        if count > MAX_ENTRIES:
+            _fail(ArchiveError, f"more than {MAX_ENTRIES} entries")
+        name = _member_name(hdr.name, hdr.kind)
+        head, _, rel = name.partition("/")
+        if out is None:
+            if not _REQUEST_ID.fullmatch(head):
+                _fail(ArchiveError, f"the top directory is not named like a request id: {head!r}")
+            out = Unpacked(head)
+        elif head != out.top:
+            _fail(ArchiveError, f"more than one top-level directory ({out.top!r}, {head!r})")
+        if name in seen:
+            _fail(ArchiveError, f"duplicate entry in archive: {name!r}")
+        seen.add(name)
+        at += BLOCK
+        if hdr.kind == "dir":
+            dirs.add(name)
+            continue
+        if not rel:
+            _fail(ArchiveError, f"file outside the top directory: {name!r}")
+        if hdr.size > MAX_FILE_BYTES:
+            _fail(ArchiveError, f"{rel} is larger than {MAX_FILE_BYTES} bytes")
+        total += hdr.size
+        if total > MAX_FILES_BYTES:
+            _fail(ArchiveError, f"the files exceed {MAX_FILES_BYTES} bytes together")
+        digest, data = _read_data(gz, hdr.size)
+        out.files[rel] = Blob(hdr.size, digest, data)
+        pad = -hdr.size % BLOCK
+        if gz.read_exact(pad).strip(b"\0"):
+            _fail(ArchiveError, f"non-zero bytes in the block padding after {rel}")
+        at += hdr.size + pad
+    if out is None or not out.files:
+        _fail(ArchiveError, "the archive holds no files")
+    parents = {f"{out.top}/{'/'.join(rel.split('/')[:i])}"
+               for rel in out.files for i in range(1, rel.count("/") + 1)}
+    stray = sorted(dirs - parents - {out.top})
+    if stray:
+        _fail(ArchiveError, f"unexpected directory in archive: {stray[0]!r}")
+    return out
 
 
 def extract(data: bytes) -> tuple[str, dict[str, bytes]]:
@@ -746,10 +705,7 @@ def extract(data: bytes) -> tuple[str, dict[str, bytes]]:
 
     with _checking(ArchiveError):
         pack = unpack(io.BytesIO(data))
-    try:
-        return pack.top, {name: blob.read_all() for name, blob in pack.files.items()}
-    finally:
-        pack.close()
+    return pack.top, {name: blob.data for name, blob in pack.files.items()}
 
 
 def _manifest_paths(manifest: Any) -> list[str]:
@@ -958,117 +914,73 @@ def check_checksums(manifest: Mapping[str, Any], blobs: Mapping[str, Blob], engi
 
 # --- 7 audit log ---------------------------------------------------------------------------------
 
-class _JsonStream:
-    """One ASCII JSON document read a value at a time from `read_at(offset, n)`: memory is bounded by
-    the largest value (`MAX_AUDIT_VALUE_BYTES`), never by the document."""
+def merkle_leaf(data: bytes) -> bytes:
+    """RFC 9162 2.1.1 leaf hash: SHA-256(0x00 || data)."""
+    return hashlib.sha256(b"\x00" + data).digest()
 
-    def __init__(self, read_at: Callable[[int, int], bytes], offset: int = 0) -> None:
-        self._read_at = read_at
-        self._next = offset     # the file offset of the byte after the buffer
-        self._base = offset     # the file offset of _buf[0]
-        self._buf = ""
-        self._pos = 0
-        self._eof = False
 
-    @property
-    def offset(self) -> int:
-        """The file offset of the next unread character."""
-        return self._base + self._pos
+def merkle_node(left: bytes, right: bytes) -> bytes:
+    """RFC 9162 2.1.1 interior node hash: SHA-256(0x01 || left || right)."""
+    return hashlib.sha256(b"\x01" + left + right).digest()
 
-    def _fill(self) -> bool:
-        if self._eof:
+
+def verify_inclusion(leaf: bytes, index: int, size: int, path: Sequence[bytes], root: bytes) -> bool:
+    """RFC 9162 2.1.3.2: does `path` prove leaf hash `leaf` at `index` in the tree of `size` with `root`?"""
+    if not 0 <= index < size:
+        return False
+    fn, sn, r = index, size - 1, leaf
+    for p in path:
+        if sn == 0:
             return False
-        chunk = self._read_at(self._next, _CHUNK)
-        if not chunk:
-            self._eof = True
+        if fn & 1 or fn == sn:
+            r = merkle_node(p, r)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn, sn = fn >> 1, sn >> 1
+        else:
+            r = merkle_node(r, p)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and r == root
+
+
+def verify_consistency(first: int, second: int, first_root: bytes, second_root: bytes,
+                       proof: Sequence[bytes]) -> bool:
+    """RFC 9162 2.1.4.2: does `proof` show the tree of `second` (root `second_root`) extends the tree of
+    `first` (root `first_root`)? Equal sizes: the proof is empty and the roots equal; size 0: the
+    proof is empty and `first_root` is the empty tree's hash."""
+    if not 0 <= first <= second:
+        return False
+    if first == second:
+        return not proof and first_root == second_root
+    if first == 0:
+        return not proof and first_root == MERKLE_EMPTY_ROOT
+    if not proof:
+        return False
+    path = list(proof)
+    if first & (first - 1) == 0:  # a power of two: the first tree is a node of the second
+        path.insert(0, first_root)
+    fn, sn = first - 1, second - 1
+    while fn & 1:
+        fn, sn = fn >> 1, sn >> 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
             return False
-        if not chunk.isascii():
-            _fail(AuditLogError, f"{AUDIT} is not ASCII (the store writes it with \\u escapes)")
-        self._next += len(chunk)
-        self._buf = self._buf[self._pos:] + chunk.decode("ascii")
-        self._base += self._pos
-        self._pos = 0
-        return True
-
-    def peek(self) -> str:
-        """The next character that is not white space ('' at the end)."""
-        while True:
-            self._pos = _WHITESPACE.match(self._buf, self._pos).end()  # type: ignore[union-attr]
-            if self._pos < len(self._buf):
-                return self._buf[self._pos]
-            if not self._fill():
-                return ""
-
-    def expect(self, ch: str, what: str) -> None:
-        if self.peek() != ch:
-            _fail(AuditLogError, f"{AUDIT} is not valid JSON (expected {ch!r} {what})")
-        self._pos += 1
-
-    def value(self, what: str) -> Any:
-        """The next JSON value; a number is only taken once a character follows it."""
-        self.peek()
-        while True:
-            try:
-                obj, end = _STREAM_DECODER.raw_decode(self._buf, self._pos)
-            except RecursionError:
-                _fail(AuditLogError, f"{AUDIT}: {what} nests too deeply")
-            except _JsonRefused as exc:
-                _fail(AuditLogError, f"{AUDIT}: {what} {exc}")
-            except ValueError:
-                end = -1
-            if end == -1 or (end == len(self._buf) and not self._eof):
-                if len(self._buf) - self._pos > MAX_AUDIT_VALUE_BYTES:
-                    _fail(AuditLogError, f"{AUDIT}: {what} is larger than {MAX_AUDIT_VALUE_BYTES} bytes")
-                if self._fill():
-                    continue
-                if end == -1:
-                    _fail(AuditLogError, f"{AUDIT} is not valid JSON ({what})")
-            self._pos = end
-            return obj
-
-    def array(self, what: str) -> Iterator[Any]:
-        """The values of the array that starts here, one at a time."""
-        self.expect("[", f"at the start of {what}")
-        if self.peek() == "]":
-            self._pos += 1
-            return
-        i = 0
-        while True:
-            yield self.value(f"{what}[{i}]")
-            i += 1
-            nxt = self.peek()
-            if nxt == "]":
-                self._pos += 1
-                return
-            self.expect(",", f"in {what}")
-
-    def members(self) -> Iterator[str]:
-        """The keys of the object that starts here; the caller reads each key's value."""
-        self.expect("{", "at the start of the document")
-        if self.peek() == "}":
-            self._pos += 1
-            return
-        while True:
-            key = self.value("a key")
-            if not isinstance(key, str):
-                _fail(AuditLogError, f"{AUDIT} is not valid JSON (a key is not a string)")
-            self.expect(":", f"after the key {key!r}")
-            yield key
-            nxt = self.peek()
-            if nxt == "}":
-                self._pos += 1
-                return
-            self.expect(",", "between keys")
-
-    def end(self) -> None:
-        if self.peek() != "":
-            _fail(AuditLogError, f"{AUDIT} has data after its document")
+        if fn & 1 or fn == sn:
+            fr, sr = merkle_node(c, fr), merkle_node(c, sr)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn, sn = fn >> 1, sn >> 1
+        else:
+            sr = merkle_node(sr, c)
+        fn, sn = fn >> 1, sn >> 1
+    return fr == first_root and sr == second_root and sn == 0
 
 
 def _checkpoint_ok(key: Ed25519PublicKey, cp: Mapping[str, Any]) -> bool:
     try:
         statement = canonical_json({"type": CHECKPOINT_TYPE, "seq": cp["seq"], "head_hash": cp["head_hash"],
-                                    "at": cp["at"]})
+                                    "tree_size": cp["tree_size"], "root_hash": cp["root_hash"], "at": cp["at"]})
         key.verify(base64.b64decode(str(cp["signature"]), validate=True), statement)
     except (InvalidSignature, binascii.Error, ValueError, KeyError, UnicodeEncodeError):
         return False
@@ -1096,78 +1008,55 @@ def _audit_key(doc: Mapping[str, Any]) -> Ed25519PublicKey:
 def _entry_hash(e: Mapping[str, Any], seq: int) -> str:
     body = {k: e.get(k) for k in ("seq", "at", "event", "actor", "fields")}
     try:
-        return sha256_hex(e["prev_hash"].encode("ascii", "replace") + b"\n" + canonical_json(body))
+        return sha256_hex(e["prev_hash"].encode("ascii") + b"\n" + canonical_json(body))
     except UnicodeEncodeError:
         _fail(AuditLogError, f"entry {seq} holds a lone UTF-16 surrogate (not Unicode text)")
     except (RecursionError, ValueError):
         _fail(AuditLogError, f"entry {seq} cannot be serialised canonically")
 
 
+def _hashes(v: Any, what: str) -> list[bytes]:
+    """A list of 64-hex-digit hashes, as bytes."""
+    if not isinstance(v, list) or not all(isinstance(h, str) and _HEX64.fullmatch(h) for h in v):
+        _fail(AuditLogError, f"{what} is not a list of 64-hex-digit hashes")
+    return [bytes.fromhex(h) for h in v]
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    seq: int
+    head: str
+    root: bytes
+
+
+def _audit_checkpoint(doc: Mapping[str, Any], which: str, key: Ed25519PublicKey) -> _Checkpoint:
+    cp = _obj(doc.get(which), f"{which} checkpoint", AuditLogError)
+    seq = _count(cp.get("seq"), f"{which}.seq", AuditLogError)
+    size = _count(cp.get("tree_size"), f"{which}.tree_size", AuditLogError)
+    assert seq is not None
+    for name in ("head_hash", "root_hash"):
+        if not isinstance(cp.get(name), str) or not _HEX64.fullmatch(cp[name]):
+            _fail(AuditLogError, f"the {which} checkpoint's {name} is not 64 hex digits")
+    if not isinstance(cp.get("at"), str):
+        _fail(AuditLogError, f"the {which} checkpoint is malformed")
+    if size != seq:
+        _fail(AuditLogError, f"the {which} checkpoint's tree_size is not its seq")
+    if not _checkpoint_ok(key, cp):
+        _fail(AuditLogError, f"the {which} checkpoint signature does not verify")
+    if seq == 0 and (cp["head_hash"] != GENESIS or bytes.fromhex(cp["root_hash"]) != MERKLE_EMPTY_ROOT):
+        _fail(AuditLogError, f"the {which} checkpoint of the empty log does not name the genesis hash and the"
+                             " empty tree's root")
+    return _Checkpoint(seq, cp["head_hash"], bytes.fromhex(cp["root_hash"]))
+
+
 @dataclass
 class AuditSummary:
-    """What check 8 needs from the audit-log evidence: the request ids that `erasure.audit_redaction`
-    entries between the before and after checkpoints name."""
+    """What check 8 needs from the audit-log evidence: the request id that the one
+    `erasure.audit_redaction` entry between the before and after checkpoints names."""
 
-    redaction_requests: set[str] = field(default_factory=set)
+    redaction_request: str | None = None
     no_audit_log_for: str | None = None
     """The request id of an `audit-log-redaction/none/v1` document (no reference store, no audit log)."""
-
-
-@dataclass
-class _Chain:
-    before: dict[str, Any]
-    after: dict[str, Any]
-    first_seq: int | None = None
-    first_prev: str | None = None
-    last_seq: int | None = None
-    last_hash: str | None = None
-    heads: dict[int, str] = field(default_factory=dict)
-    requests: set[str] = field(default_factory=set)
-
-    def add(self, raw: Any, i: int) -> None:
-        """One entry: shape, seq order, link and recomputed hash (check 7, one entry at a time)."""
-        e = _obj(raw, f"entries[{i}]", AuditLogError)
-        seq = _count(e.get("seq"), f"entries[{i}].seq", AuditLogError)
-        assert seq is not None
-        if not isinstance(e.get("prev_hash"), str) or not isinstance(e.get("fields"), dict):
-            _fail(AuditLogError, f"entry {seq} is malformed")
-        if self.last_seq is not None and seq != self.last_seq + 1:
-            _fail(AuditLogError, f"entries are not consecutive at seq {seq}")
-        if self.last_seq is not None and e["prev_hash"] != self.last_hash:
-            _fail(AuditLogError, f"broken chain link at seq {seq}")
-        if self.last_seq is None:
-            if seq == 1 and e["prev_hash"] != GENESIS:
-                _fail(AuditLogError, "the first entry does not link to the genesis hash")
-            self.first_seq, self.first_prev = seq, e["prev_hash"]
-        digest = _entry_hash(e, seq)
-        if e.get("entry_hash") != digest:
-            _fail(AuditLogError, f"entry {seq} hash does not recompute")
-        if seq in (self.before["seq"], self.after["seq"]):
-            self.heads[seq] = digest
-        if e.get("event") == AUDIT_REDACTION_EVENT and self.before["seq"] < seq <= self.after["seq"]:
-            rid = e["fields"].get("request_id")
-            if isinstance(rid, str):
-                self.requests.add(rid)
-        self.last_seq, self.last_hash = seq, digest
-
-    def close(self) -> None:
-        """The entries end at the after checkpoint and reach both checkpoints' heads."""
-        after_seq = self.after["seq"]
-        if after_seq > 0 and self.last_seq != after_seq:
-            _fail(AuditLogError, "the entries do not end at the after checkpoint")
-        first = self.first_seq if self.first_seq is not None else after_seq + 1
-        for which, cp in (("before", self.before), ("after", self.after)):
-            seq = cp["seq"]
-            if seq in self.heads:
-                head = self.heads[seq]
-            elif seq == 0:
-                head = GENESIS
-            elif seq == first - 1 and self.first_prev is not None:
-                head = self.first_prev
-            else:
-                _fail(AuditLogError, f"the entries do not reach the {which} checkpoint")
-            if head != cp["head_hash"]:
-                _fail(AuditLogError, f"the {which} checkpoint's head is not the chain's hash at seq {seq}")
 
 
 def _redacted_item(raw: Any) -> tuple[int, str, str]:
@@ -1181,92 +1070,96 @@ def _redacted_item(raw: Any) -> tuple[int, str, str]:
     return n, fname, commit
 
 
-def check_audit_log(source: bytes | Blob, pinned: Ed25519PublicKey | None = None) -> AuditSummary:
-    """Check 7: the audit-log redaction evidence (see the module docstring), read one entry at a
-    time. The checkpoint key is the one the document names, covered by the engine's signature;
-    `pinned` (the store's checkpoint key, known to the verifier) must then be that key."""
-    blob = source if isinstance(source, Blob) else Blob(len(source), "", source, None)
-    s = _JsonStream(blob.read_at)
-    keys: list[str] = []
-    doc: dict[str, Any] = {}
-    chain: _Chain | None = None
-    entries_at = redacted_at = -1
-    n_redacted = 0
-    for key in s.members():
-        if keys and key <= keys[-1]:
-            _fail(AuditLogError, f"{AUDIT}: its keys are not in sorted order or repeat ({key!r})")
-        keys.append(key)
-        if key == "entries":
-            chain = _audit_head(doc, pinned)
-            entries_at = s.offset
-            for i, e in enumerate(s.array("entries")):
-                chain.add(e, i)
-            chain.close()
-        elif key == "redacted":
-            if chain is None:
-                _fail(AuditLogError, "redacted comes before entries")
-            redacted_at = s.offset
-            last: tuple[int, str] | None = None
-            for item in s.array("redacted"):
-                seq, fname, _ = _redacted_item(item)
-                if last is not None and (seq, fname) <= last:
-                    _fail(AuditLogError, "the redacted items are not sorted by seq and field, or repeat")
-                if chain.first_seq is None or not chain.first_seq <= seq <= (chain.last_seq or 0):
-                    _fail(AuditLogError, "a redacted entry is not among the entries")
-                last = (seq, fname)
-                n_redacted += 1
-        else:
-            doc[key] = s.value(key)
-    s.end()
-    if doc.get("format") == AUDIT_NONE_FORMAT:
-        if set(doc) != {"format", "reason", "request_id"} or chain is not None or redacted_at >= 0 \
-                or not isinstance(doc.get("request_id"), str) or not isinstance(doc.get("reason"), str):
+def _audit_entries(raw: Any, before: _Checkpoint, after: _Checkpoint) -> dict[int, dict[str, Any]]:
+    """The entries, by seq: shape, order, recomputed hash, inclusion in the after tree, and the links
+    and checkpoint heads they reach."""
+    if not isinstance(raw, list):
+        _fail(AuditLogError, "entries is not a list")
+    by_seq: dict[int, dict[str, Any]] = {}
+    last = 0
+    for i, item in enumerate(raw):
+        e = _obj(item, f"entries[{i}]", AuditLogError)
+        seq = _count(e.get("seq"), f"entries[{i}].seq", AuditLogError)
+        assert seq is not None
+        if not isinstance(e.get("prev_hash"), str) or not _HEX64.fullmatch(e["prev_hash"]) \
+                or not isinstance(e.get("fields"), dict) or not isinstance(e.get("entry_hash"), str):
+            _fail(AuditLogError, f"entry {seq} is malformed")
+        if seq <= last:
+            _fail(AuditLogError, f"the entries are not in ascending seq order, or repeat (at seq {seq})")
+        if not 1 <= seq <= after.seq:
+            _fail(AuditLogError, f"entry {seq} lies outside the after checkpoint's tree")
+        digest = _entry_hash(e, seq)
+        if e["entry_hash"] != digest:
+            _fail(AuditLogError, f"entry {seq} hash does not recompute")
+        path = _hashes(e.get("inclusion"), f"entry {seq}'s inclusion proof")
+        if not verify_inclusion(merkle_leaf(bytes.fromhex(digest)), seq - 1, after.seq, path, after.root):
+            _fail(AuditLogError, f"entry {seq}'s inclusion proof does not verify against the after checkpoint's root")
+        if seq == 1 and e["prev_hash"] != GENESIS:
+            _fail(AuditLogError, "the first entry does not link to the genesis hash")
+        if seq - 1 in by_seq and e["prev_hash"] != by_seq[seq - 1]["entry_hash"]:
+            _fail(AuditLogError, f"broken chain link at seq {seq}")
+        for which, cp in (("before", before), ("after", after)):
+            if seq == cp.seq and digest != cp.head:
+                _fail(AuditLogError, f"the {which} checkpoint's head is not the hash of entry {seq}")
+        by_seq[seq], last = e, seq
+    return by_seq
+
+
+def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> AuditSummary:
+    """Check 7: the audit-log redaction evidence (see the module docstring). The checkpoint key is
+    the one the document names, covered by the engine's signature; `pinned` (the store's checkpoint
+    key, known to the verifier) must then be that key."""
+    doc = _obj(_json(data, AUDIT, AuditLogError), AUDIT, AuditLogError)
+    fmt = doc.get("format")
+    if fmt == AUDIT_NONE_FORMAT:
+        if set(doc) != {"format", "reason", "request_id"} or not isinstance(doc.get("request_id"), str) \
+                or not isinstance(doc.get("reason"), str):
             _fail(AuditLogError, f"a {AUDIT_NONE_FORMAT} document holds exactly format, reason and request_id")
         return AuditSummary(no_audit_log_for=doc["request_id"])
-    if doc.get("format") != AUDIT_FORMAT:
+    if fmt == AUDIT_V1_FORMAT:
+        _fail(AuditLogError, f"{AUDIT_V1_FORMAT} is no longer accepted: it carries a hash-chain segment that"
+                             f" grows with the log; packs carry {AUDIT_FORMAT} (Merkle inclusion and"
+                             " consistency proofs)")
+    if fmt != AUDIT_FORMAT:
         _fail(AuditLogError, f"format is not {AUDIT_FORMAT}")
-    if chain is None:
-        _fail(AuditLogError, "entries is not a list")
-    if redacted_at < 0:
-        _fail(AuditLogError, "redacted is not a list")
-    if n_redacted:
-        _redacted_fields(blob, entries_at, redacted_at)
-    if doc.get("vault_remaining_for_subject") != 0:
-        _fail(AuditLogError, "the audit vault still holds values of the subject")
-    return AuditSummary(chain.requests)
-
-
-def _audit_head(doc: Mapping[str, Any], pinned: Ed25519PublicKey | None) -> _Chain:
-    """The checkpoint key and both checkpoints (they sort before `entries`), checked."""
     key = _audit_key(doc)
     if pinned is not None and keyid_of(pinned) != keyid_of(key):
         _fail(AuditLogError, "the checkpoints are signed by another key than the audit key given")
-    cps: dict[str, dict[str, Any]] = {}
-    for which in ("before", "after"):
-        cp = _obj(doc.get(which), f"{which} checkpoint", AuditLogError)
-        _count(cp.get("seq"), f"{which}.seq", AuditLogError)
-        if not isinstance(cp.get("head_hash"), str) or not _HEX64.fullmatch(cp["head_hash"]) \
-                or not isinstance(cp.get("at"), str):
-            _fail(AuditLogError, f"the {which} checkpoint is malformed")
-        if not _checkpoint_ok(key, cp):
-            _fail(AuditLogError, f"the {which} checkpoint signature does not verify")
-        cps[which] = cp
-    if cps["before"]["seq"] > cps["after"]["seq"]:
+    before, after = _audit_checkpoint(doc, "before", key), _audit_checkpoint(doc, "after", key)
+    if before.seq > after.seq:
         _fail(AuditLogError, "the before checkpoint is later than the after checkpoint")
-    return _Chain(cps["before"], cps["after"])
-
-
-def _redacted_fields(blob: Blob, entries_at: int, redacted_at: int) -> None:
-    """Second pass: walk `redacted` and `entries` side by side (both sorted by seq): every redacted
-    field holds exactly its commitment."""
-    entries = _JsonStream(blob.read_at, entries_at).array("entries")
-    entry: dict[str, Any] | None = None
-    for item in _JsonStream(blob.read_at, redacted_at).array("redacted"):
+    if not verify_consistency(before.seq, after.seq, before.root, after.root,
+                              _hashes(doc.get("consistency"), "the consistency proof")):
+        _fail(AuditLogError, "the consistency proof does not verify: the after checkpoint's tree does not"
+                             " extend the before checkpoint's")
+    entries = _audit_entries(doc.get("entries"), before, after)
+    items = doc.get("redacted")
+    if not isinstance(items, list):
+        _fail(AuditLogError, "redacted is not a list")
+    holding: set[int] = set()
+    last: tuple[int, str] | None = None
+    for item in items:
         seq, fname, commit = _redacted_item(item)
-        while entry is None or entry["seq"] < seq:
-            entry = next(entries)
-        if entry["fields"].get(fname) != {"commit": commit}:
+        if last is not None and (seq, fname) <= last:
+            _fail(AuditLogError, "the redacted items are not sorted by seq and field, or repeat")
+        last = (seq, fname)
+        if seq not in entries:
+            _fail(AuditLogError, f"redacted entry {seq} is not among the entries")
+        if entries[seq]["fields"].get(fname) != {"commit": commit}:
             _fail(AuditLogError, f"entry {seq}: a redacted field does not hold its commitment")
+        holding.add(seq)
+    redactions = [e for seq, e in entries.items()
+                  if e.get("event") == AUDIT_REDACTION_EVENT and before.seq < seq <= after.seq]
+    for seq, e in entries.items():
+        if seq not in holding and not any(e is r for r in redactions):
+            _fail(AuditLogError, f"entry {seq} holds no redacted commitment and is not the request's"
+                                 f" {AUDIT_REDACTION_EVENT} entry: the evidence carries only those")
+    if len(redactions) > 1:
+        _fail(AuditLogError, f"more than one {AUDIT_REDACTION_EVENT} entry between the checkpoints")
+    if doc.get("vault_remaining_for_subject") != 0:
+        _fail(AuditLogError, "the audit vault still holds values of the subject")
+    rid = redactions[0]["fields"].get("request_id") if redactions else None
+    return AuditSummary(redaction_request=rid if isinstance(rid, str) else None)
 
 
 # --- 8 consistency -------------------------------------------------------------------------------
@@ -1417,7 +1310,7 @@ def check_consistency(data: Callable[[str], bytes], manifest: Mapping[str, Any],
             _fail(C, f"{AUDIT} names another request than the signed statement")
         if any(s.get("target") is None for s in steps):
             _fail(C, f"{AUDIT} says there is no reference store, but steps.jsonl has records of one")
-    elif rid not in audit.redaction_requests:
+    elif audit.redaction_request != rid:
         _fail(C, f"{AUDIT} records no redaction for this request between its checkpoints"
                  f" (no {AUDIT_REDACTION_EVENT} entry naming it)")
     for fname, source, key in (("legal_basis", request, "legal_basis"), ("received_at", request, "received_at"),
@@ -1482,13 +1375,9 @@ def _checking(cls: type[PackError]) -> Iterator[None]:
 
 def _run(raw: IO[bytes], engine_key: PublicKey | None, dpo_key: PublicKey | None,
          require_dpo: bool, audit_key: Ed25519PublicKey | None = None) -> VerifyResult:
-    checks: list[str] = []
     with _checking(ArchiveError):
         pack = unpack(raw)
-    try:
-        return _checks(pack, checks, engine_key, dpo_key, require_dpo, audit_key)
-    finally:
-        pack.close()
+    return _checks(pack, [], engine_key, dpo_key, require_dpo, audit_key)
 
 
 def _checks(pack: Unpacked, checks: list[str], engine_key: PublicKey | None, dpo_key: PublicKey | None,
@@ -1541,7 +1430,7 @@ def _checks(pack: Unpacked, checks: list[str], engine_key: PublicKey | None, dpo
             _fail(SameKeyError, "the DPO attestation is signed with the engine's key")
         checks.append(SameKeyError.check)
     with _checking(AuditLogError):
-        audit = check_audit_log(files[AUDIT], audit_key)
+        audit = check_audit_log(files[AUDIT].data, audit_key)
     checks.append(AuditLogError.check)
     with _checking(ConsistencyError):
         check_consistency(lambda name: files[name].data, manifest, predicate, dpo_predicate, audit)

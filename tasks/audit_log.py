@@ -1,7 +1,9 @@
 """Step 9, audit-log redaction: destroy the subject's values and salts in the audit vault; the hash
-chain and its signed checkpoints still verify. Entries are never deleted: they are the evidence that
-the erasure happened. The redaction evidence for the pack (checkpoints before and after, the chain
-segment, the redacted commitments) is written to `audit-log-redaction.json`.
+chain, its Merkle tree and its signed checkpoints still verify. Entries are never deleted: they are
+the evidence that the erasure happened. The redaction evidence for the pack (`audit-log-redaction/v2`:
+checkpoints before and after, the consistency proof between them, the redacted entries and this
+request's redaction entry with their inclusion proofs) is written to `audit-log-redaction.json`; it
+grows with the subject's entries (log2 n hashes each), not with the log.
 
 What a crash could lose is written to the engine first: the before-checkpoint's id and the
 (seq, field, commitment) triples about to be destroyed."""
@@ -42,20 +44,22 @@ class AuditLogStep(BaseStep):
         requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "redacted", keys.get("redacted", set()))
         with transaction(ctx.store):
             count = sum(audit.redact_subject(ctx.store, sid).count for sid in ctx.ids())
-            audit.append(ctx.store, "erasure.audit_redaction", "erasure-engine",
+            audit.append(ctx.store, audit.REDACTION_EVENT, "erasure-engine",
                          {"request_id": ctx.request_id, "redacted": count})
         checkpoint_truncate(ctx.store)
         with transaction(ctx.store):
             after = audit.checkpoint(ctx.store, ctx.store_dir)
         by_id = {c.checkpoint_id: c for c in audit.checkpoints(ctx.store)}
         before = by_id[int(min(before_ids, key=int))]
+        if before.tree_size is None:  # signed by a version before the Merkle tree: re-sign that prefix as v2
+            with transaction(ctx.store):
+                before = audit.checkpoint(ctx.store, ctx.store_dir, tree_size=before.seq)
         redacted = sorted(
             (int(s), f, c) for s, f, c in
             (k.split("|", 2) for k in requests.footprint(ctx.engine, ctx.request_id, self.tier, "redacted")))
-        doc = audit.redaction_evidence(ctx.store, ctx.store_dir, before, after, redacted, subject_id=ctx.subject.id)
+        doc = audit.redaction_evidence(ctx.store, ctx.store_dir, before, after, redacted,
+                                       request_id=ctx.request_id, subject_id=ctx.subject.id)
         ctx.evidence_dir.mkdir(parents=True, exist_ok=True)
-        # Compact: the chain segment grows with the log, and an indented dump runs in pure Python
-        # (about 8x slower than the C encoder, and a third bigger).
         (ctx.evidence_dir / EVIDENCE_FILE).write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
         ctx.add_detail(vault_values_destroyed=count, redacted_total=len(redacted),
                        checkpoint_before=before.seq, checkpoint_after=after.seq)

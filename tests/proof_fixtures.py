@@ -1,13 +1,15 @@
 """Synthetic evidence, keys and archive surgery for the proof-pack tests (and bench/proof.py).
 
 The evidence follows the formats the flows write (request.json, steps.jsonl, verification.json,
-subprocessor-receipts.jsonl, audit-log-redaction.json). The audit-log document is built here with
-its own hashing and an Ed25519 checkpoint key, independently of memory/audit.py.
+subprocessor-receipts.jsonl, audit-log-redaction.json). The audit-log document (audit-log-redaction/v2)
+is built here with its own hashing, its own RFC 6962 Merkle tree (the RFC's recursive definitions,
+written out) and an Ed25519 checkpoint key, independently of memory/audit.py and proof/verify.py.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import gzip
 import hashlib
 import io
@@ -44,16 +46,67 @@ def commit(salt: bytes, value: str) -> str:
 
 
 # --- the audit-log redaction document -------------------------------------------------------------
+# RFC 6962 / RFC 9162 2.1 written out from the RFC's recursive definitions, over a list of leaf hashes:
+# the reference the store's tree (memory/audit_tree.py) and the verifier's proof checks are tested on.
 
-def _checkpoint(key: Ed25519PrivateKey, seq: int, head: str, at: str) -> dict[str, Any]:
-    statement = canonical({"type": "audit-checkpoint/v1", "seq": seq, "head_hash": head, "at": at})
-    return {"seq": seq, "head_hash": head, "at": at, "signature": base64.b64encode(key.sign(statement)).decode()}
+def leaf_hash(data: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def _split(n: int) -> int:
+    k = 1
+    while k * 2 < n:
+        k *= 2
+    return k
+
+
+def mth(leaves: list[bytes]) -> bytes:
+    """MTH(D[n]) over leaf hashes."""
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    if len(leaves) == 1:
+        return leaves[0]
+    k = _split(len(leaves))
+    return node_hash(mth(leaves[:k]), mth(leaves[k:]))
+
+
+def inclusion_path(leaves: list[bytes], m: int) -> list[bytes]:
+    """PATH(m, D[n])."""
+    if len(leaves) <= 1:
+        return []
+    k = _split(len(leaves))
+    if m < k:
+        return [*inclusion_path(leaves[:k], m), mth(leaves[k:])]
+    return [*inclusion_path(leaves[k:], m - k), mth(leaves[:k])]
+
+
+def consistency_proof(leaves: list[bytes], m: int) -> list[bytes]:
+    """PROOF(m, D[n]) (empty for m = 0 and m = n)."""
+    def sub(d: list[bytes], m: int, whole: bool) -> list[bytes]:
+        if m == len(d):
+            return [] if whole else [mth(d)]
+        k = _split(len(d))
+        if m <= k:
+            return [*sub(d[:k], m, whole), mth(d[k:])]
+        return [*sub(d[k:], m - k, False), mth(d[:k])]
+    return [] if m == 0 else sub(leaves, m, True)
+
+
+def _checkpoint(key: Ed25519PrivateKey, seq: int, head: str, root: str, at: str) -> dict[str, Any]:
+    statement = canonical({"type": "audit-checkpoint/v2", "seq": seq, "head_hash": head, "tree_size": seq,
+                           "root_hash": root, "at": at})
+    return {"seq": seq, "head_hash": head, "tree_size": seq, "root_hash": root, "at": at,
+            "signature": base64.b64encode(key.sign(statement)).decode()}
 
 
 def sign_checkpoint(doc: dict[str, Any], which: str, key: Ed25519PrivateKey) -> None:
     """Re-sign the `before` or `after` checkpoint of `doc` in place (for tamper tests)."""
     cp = doc[which]
-    doc[which] = _checkpoint(key, cp["seq"], cp["head_hash"], cp["at"])
+    doc[which] = _checkpoint(key, cp["seq"], cp["head_hash"], cp["root_hash"], cp["at"])
 
 
 def audit_key(seed: int = 0) -> Ed25519PrivateKey:
@@ -64,58 +117,78 @@ def entry_hash(prev: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(prev.encode("ascii") + b"\n" + canonical(body)).hexdigest()
 
 
-def audit_document(n_entries: int = 20, *, key: Ed25519PrivateKey | None = None,
-                   request_id: str = "req-0001") -> dict[str, Any]:
-    """A chain of `n_entries` (>= 4); every 5th entry holds the subject's email as a commitment.
-    The `before` checkpoint is at n-2 (before the erasure's own events), `after` at n; entry n-1 is
-    the audit-log step's `erasure.audit_redaction` event naming `request_id`."""
-    key = key or audit_key()
-    entries, redacted, prev = [], [], GENESIS
+def audit_log(n_entries: int = 20, *, request_id: str = "req-0001") -> list[dict[str, Any]]:
+    """A chain of `n_entries` (>= 4): every 5th entry before the last two holds the subject's email as
+    a commitment, every 7th a bystander's; entry n-1 is an erasure step's event, entry n the audit-log
+    step's `erasure.audit_redaction` naming `request_id`."""
+    entries, prev = [], GENESIS
+    n_redacted = len([s for s in range(1, n_entries - 1) if s % 5 == 0])
     for seq in range(1, n_entries + 1):
         at = f"2024-01-{1 + seq % 28:02d}T10:{seq % 60:02d}:00.000000Z"
         fields: dict[str, Any] = {"items": seq % 7}
         if seq % 5 == 0 and seq <= n_entries - 2:
-            c = commit(b"salt-%d" % seq, SUBJECT["email"])
-            fields["email"] = {"commit": c}
-            redacted.append({"seq": seq, "field": "email", "commitment": c})
+            fields["email"] = {"commit": commit(b"salt-%d" % seq, SUBJECT["email"])}
         if seq % 7 == 0:
             fields["operator"] = {"commit": commit(b"op-%d" % seq, "Dana Operator")}
         event = "erasure.step" if seq > n_entries - 2 else "ingest"
-        if seq == n_entries - 1:
-            event, fields = "erasure.audit_redaction", {"request_id": request_id, "redacted": len(redacted)}
-        body = {"seq": seq, "at": at, "event": event, "actor": "ingest-worker", "fields": fields}
-        h = entry_hash(prev, body)
-        entries.append({**body, "prev_hash": prev, "entry_hash": h})
-        prev = h
-    before, after = entries[n_entries - 3], entries[-1]
-    public = key.public_key()
+        if seq == n_entries:
+            event, fields = "erasure.audit_redaction", {"request_id": request_id, "redacted": n_redacted}
+        entries.append({"seq": seq, "at": at, "event": event, "actor": "ingest-worker", "fields": fields})
+    for e in entries:
+        e["prev_hash"], e["entry_hash"] = prev, entry_hash(prev, {k: e[k] for k in ("seq", "at", "event",
+                                                                                   "actor", "fields")})
+        prev = e["entry_hash"]
+    return entries
+
+
+def evidence_of(log: list[dict[str, Any]], *, key: Ed25519PrivateKey | None = None,
+                named_key: Ed25519PrivateKey | None = None, before: int | None = None,
+                after: int | None = None) -> dict[str, Any]:
+    """The `audit-log-redaction/v2` document of `log` (whose hashes are taken as they stand): checkpoints
+    signed by `key` at `before` (default n-2) and `after` (default n), the entries holding the subject's
+    email and the last `erasure.audit_redaction` entry, with their proofs. `named_key` is the key the
+    document names (default `key`)."""
+    key = key or audit_key()
+    n = len(log)
+    before = n - 2 if before is None else before
+    after = n if after is None else after
+    leaves = [leaf_hash(bytes.fromhex(e["entry_hash"])) for e in log[:after]]
+    redacted = [{"seq": e["seq"], "field": "email", "commitment": e["fields"]["email"]["commit"]}
+                for e in log[:after] if isinstance(e["fields"].get("email"), dict)]
+    redaction = [e["seq"] for e in log[before:after] if e["event"] == "erasure.audit_redaction"]
+    seqs = sorted({e["seq"] for e in log[:after] if "email" in e["fields"]} | set(redaction[-1:]))
+    entries = [{**copy.deepcopy(log[s - 1]), "inclusion": [h.hex() for h in inclusion_path(leaves, s - 1)]}
+               for s in seqs]
+    public = (named_key or key).public_key()
     der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     pem = public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    head = {0: GENESIS, **{e["seq"]: e["entry_hash"] for e in log}}
     return {
-        "format": "audit-log-redaction/v1",
+        "format": "audit-log-redaction/v2",
         "checkpoint_key": {"key_id": hashlib.sha256(der).hexdigest(), "public_key_pem": pem.decode(),
                            "algorithm": "ed25519"},
-        "before": _checkpoint(key, before["seq"], before["entry_hash"], "2024-02-01T09:00:00.000000Z"),
-        "after": _checkpoint(key, after["seq"], after["entry_hash"], "2024-02-01T09:05:00.000000Z"),
+        "before": _checkpoint(key, before, head[before], mth(leaves[:before]).hex(), "2024-02-01T09:00:00.000000Z"),
+        "after": _checkpoint(key, after, head[after], mth(leaves).hex(), "2024-02-01T09:05:00.000000Z"),
+        "consistency": [h.hex() for h in consistency_proof(leaves, before)] if before < after else [],
         "entries": entries,
         "redacted": redacted,
         "vault_remaining_for_subject": 0,
     }
 
 
-def rehash_chain(doc: dict[str, Any], key: Ed25519PrivateKey | None = None) -> None:
-    """Recompute every entry hash and link, then re-sign both checkpoints (a forger with the key)."""
-    key = key or audit_key()
+def audit_document(n_entries: int = 20, *, key: Ed25519PrivateKey | None = None,
+                   request_id: str = "req-0001") -> dict[str, Any]:
+    """The evidence of `audit_log(n_entries)`: before at n-2, after at n (the redaction entry)."""
+    return evidence_of(audit_log(n_entries, request_id=request_id), key=key)
+
+
+def rehash_log(log: list[dict[str, Any]]) -> None:
+    """Recompute every entry hash and link of `log` in place (a forger rewriting history)."""
     prev = GENESIS
-    by_seq = {}
-    for e in doc["entries"]:
-        body = {k: e[k] for k in ("seq", "at", "event", "actor", "fields")}
-        e["prev_hash"], e["entry_hash"] = prev, entry_hash(prev, body)
+    for e in log:
+        e["prev_hash"], e["entry_hash"] = prev, entry_hash(prev, {k: e[k] for k in ("seq", "at", "event",
+                                                                                   "actor", "fields")})
         prev = e["entry_hash"]
-        by_seq[e["seq"]] = e["entry_hash"]
-    for which in ("before", "after"):
-        doc[which]["head_hash"] = by_seq[doc[which]["seq"]]
-        sign_checkpoint(doc, which, key)
 
 
 # --- the evidence directory ----------------------------------------------------------------------

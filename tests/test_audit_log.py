@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import copy
+import dataclasses
 import hashlib
 import json
 import os
@@ -19,7 +19,8 @@ import pytest
 from erasure.config import Home
 from erasure.errors import StoreError
 from erasure.sqlite import checkpoint_truncate, connect, transaction
-from memory import audit, schema
+from memory import audit, audit_tree, schema
+from proof import verify
 
 ALICE = "subj-alice"
 BOB = "subj-bob"
@@ -191,6 +192,12 @@ def test_rewritten_tail_is_caught_by_a_checkpoint(home: Home, store: apsw.Connec
         prev = digest
     raw.close()
     status = audit.verify_chain(store)
+    assert not status.ok and status.first_bad_seq == 5  # the stored tree's leaf 5 disagrees
+    assert not audit.verify_checkpoint(store, home.store_dir, cp)
+    # ...and a forger who also rebuilds the tree still meets the checkpoint's signed root
+    store.execute("DELETE FROM audit_merkle")
+    audit_tree.extend(store)
+    status = audit.verify_chain(store)
     assert not status.ok and status.first_bad_seq == cp.seq == 7
     assert not audit.verify_checkpoint(store, home.store_dir, cp)
 
@@ -200,7 +207,7 @@ def test_truncated_tail_is_caught_by_a_checkpoint(home: Home, store: apsw.Connec
     audit.checkpoint(store, home.store_dir)
     _raw_tamper(home.store_dir, "DELETE FROM audit_log WHERE seq >= 6")
     status = audit.verify_chain(store)
-    assert not status.ok and status.first_bad_seq == 7 and status.entries == 5
+    assert not status.ok and status.first_bad_seq == 6 and status.entries == 5  # the tree has leaf 6
 
 
 # --- checkpoints -----------------------------------------------------------------------------------
@@ -218,7 +225,7 @@ def test_checkpoint_key_is_private_and_stable(home: Home, store: apsw.Connection
     assert audit.checkpoints(store) == [cp1, cp2]
     assert audit.verify_checkpoint(store, home.store_dir, cp1)
     assert audit.verify_checkpoint(store, home.store_dir, cp2)
-    forged = audit.Checkpoint(cp2.checkpoint_id, cp2.seq, "f" * 64, cp2.at, cp2.key_id, cp2.signature)
+    forged = dataclasses.replace(cp2, head_hash="f" * 64)
     assert not audit.verify_checkpoint(store, home.store_dir, forged)
 
 
@@ -239,8 +246,8 @@ def _redact_alice(home: Home, store: apsw.Connection) -> tuple[audit.Checkpoint,
     with transaction(store):
         before = audit.checkpoint(store, home.store_dir)
         result = audit.redact_subject(store, ALICE)
-        audit.append(store, "erasure.audit_log", "erasure-engine", {"redacted": result.count,
-                                                                     "request": "req-1"})
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"redacted": result.count,
+                                                                      "request_id": "req-1"})
         after = audit.checkpoint(store, home.store_dir)
     checkpoint_truncate(store)
     return before, after, result
@@ -272,148 +279,58 @@ def test_redaction_destroys_values_and_keeps_the_chain(home: Home, store: apsw.C
 
 
 # --- redaction evidence ----------------------------------------------------------------------------
+# The document is checked by the offline verifier's check 7 (proof/verify.py), the one code that checks it.
+
+REQUEST = "req-1"
+
+
+def _check(doc: dict[str, Any]) -> verify.AuditSummary:
+    return verify.check_audit_log(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
+
 
 @pytest.fixture
 def evidence(home: Home, store: apsw.Connection) -> dict[str, Any]:
     before, after, result = _redact_alice(home, store)
-    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, subject_id=ALICE)
-    audit.check_redaction_evidence(doc)
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST,
+                                   subject_id=ALICE)
+    assert _check(doc).redaction_request == REQUEST
     return doc
 
 
-def _resign(home: Home, doc: dict[str, Any]) -> None:
-    """Re-link every entry and re-sign both checkpoints with the store's own key: a forger with the key."""
-    key = audit.checkpoint_key(home.store_dir)
-    prev = "0" * 64
-    for e in doc["entries"]:
-        e["prev_hash"] = prev
-        e["entry_hash"] = prev = audit.entry_hash(prev, {k: e[k] for k in ("seq", "at", "event", "actor",
-                                                                          "fields")})
-    by_seq = {e["seq"]: e["entry_hash"] for e in doc["entries"]}
-    for name in ("before", "after"):
-        cp = doc[name]
-        cp["head_hash"] = by_seq[cp["seq"]]
-        sig = key.sign(audit.checkpoint_statement(cp["seq"], cp["head_hash"], cp["at"]))
-        cp["signature"] = base64.b64encode(sig).decode()
-
-
 def test_evidence_has_the_documented_shape(evidence: dict[str, Any]) -> None:
-    assert set(evidence) == {"format", "hash", "checkpoint_key", "before", "after", "entries",
-                             "redacted", "vault_remaining_for_subject"}
-    assert evidence["format"] == "audit-log-redaction/v1"
+    assert set(evidence) == {"format", "hash", "tree", "checkpoint_key", "before", "after", "consistency",
+                             "entries", "redacted", "vault_remaining_for_subject"}
+    assert evidence["format"] == "audit-log-redaction/v2"
     assert evidence["hash"] == "sha256(prev_hash + '\\n' + canonical_json(body))"
     assert evidence["checkpoint_key"]["algorithm"] == "ed25519"
     assert evidence["checkpoint_key"]["public_key_pem"].startswith("-----BEGIN PUBLIC KEY-----")
-    assert set(evidence["before"]) == {"seq", "head_hash", "at", "signature"}
+    assert set(evidence["before"]) == {"seq", "head_hash", "tree_size", "root_hash", "at", "signature"}
     assert (evidence["before"]["seq"], evidence["after"]["seq"]) == (7, 8)
-    assert [e["seq"] for e in evidence["entries"]] == list(range(1, 9))
-    assert set(evidence["entries"][0]) == {"seq", "at", "event", "actor", "fields", "prev_hash",
-                                           "entry_hash"}
-    assert [(r["seq"], r["field"]) for r in evidence["redacted"]] == [(2, "email"), (2, "name"),
-                                                                      (5, "email")]
+    assert (evidence["before"]["tree_size"], evidence["after"]["tree_size"]) == (7, 8)
+    assert [e["seq"] for e in evidence["entries"]] == [2, 5, 8]  # Alice's two entries, the redaction record
+    assert set(evidence["entries"][0]) == {"seq", "at", "event", "actor", "fields", "prev_hash", "entry_hash",
+                                           "inclusion"}
+    assert all(len(e["inclusion"]) == 3 for e in evidence["entries"])  # log2(8)
+    assert len(evidence["consistency"]) == 4  # from 7 leaves to 8 (RFC 9162 2.1.4.1)
+    assert [(r["seq"], r["field"]) for r in evidence["redacted"]] == [(2, "email"), (2, "name"), (5, "email")]
     assert evidence["vault_remaining_for_subject"] == 0
     text = json.dumps(evidence)
     for value in (ALICE_EMAIL, ALICE_NAME, ALICE, BOB_EMAIL, "Dana Operator"):
         assert value not in text
 
 
-def test_evidence_round_trips_through_json(evidence: dict[str, Any]) -> None:
-    audit.check_redaction_evidence(json.loads(json.dumps(evidence)))
-
-
 def test_changed_entry_field_fails(evidence: dict[str, Any]) -> None:
     doc = copy.deepcopy(evidence)
-    doc["entries"][3]["fields"]["hold_id"] = 2
-    with pytest.raises(ValueError, match="entry 4 hash does not recompute"):
-        audit.check_redaction_evidence(doc)
-
-
-def test_changed_event_name_fails(evidence: dict[str, Any]) -> None:
-    doc = copy.deepcopy(evidence)
-    doc["entries"][0]["event"] = "store.deleted"
-    with pytest.raises(ValueError, match="entry 1 hash"):
-        audit.check_redaction_evidence(doc)
-
-
-def test_dropped_entry_breaks_the_link(evidence: dict[str, Any]) -> None:
-    doc = copy.deepcopy(evidence)
-    del doc["entries"][2]
-    with pytest.raises(ValueError, match="not consecutive at seq 4"):
-        audit.check_redaction_evidence(doc)
-
-
-def test_broken_link_fails(evidence: dict[str, Any]) -> None:
-    doc = copy.deepcopy(evidence)
-    e = doc["entries"][4]
-    e["prev_hash"] = "1" * 64
-    e["entry_hash"] = audit.entry_hash(e["prev_hash"], {k: e[k] for k in ("seq", "at", "event", "actor",
-                                                                          "fields")})
-    with pytest.raises(ValueError, match="broken link at seq 5"):
-        audit.check_redaction_evidence(doc)
-
-
-def test_bad_checkpoint_signature_fails(evidence: dict[str, Any]) -> None:
-    for name in ("before", "after"):
-        doc = copy.deepcopy(evidence)
-        sig = bytearray(base64.b64decode(doc[name]["signature"]))
-        sig[0] ^= 1
-        doc[name]["signature"] = base64.b64encode(bytes(sig)).decode()
-        with pytest.raises(ValueError, match=f"{name} checkpoint signature"):
-            audit.check_redaction_evidence(doc)
-
-
-def test_checkpoint_moved_to_another_head_fails(evidence: dict[str, Any]) -> None:
-    doc = copy.deepcopy(evidence)
-    doc["before"]["seq"] = 6
-    with pytest.raises(ValueError, match="before checkpoint signature"):
-        audit.check_redaction_evidence(doc)
-
-
-def test_swapped_public_key_fails(evidence: dict[str, Any]) -> None:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    doc = copy.deepcopy(evidence)
-    other = Ed25519PrivateKey.generate().public_key()
-    doc["checkpoint_key"]["public_key_pem"] = other.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-    with pytest.raises(ValueError, match="key_id"):
-        audit.check_redaction_evidence(doc)
-    doc["checkpoint_key"]["key_id"] = audit.key_id(other)
-    with pytest.raises(ValueError, match="signature does not verify"):
-        audit.check_redaction_evidence(doc)
-
-
-def test_redacted_field_holding_a_value_fails(home: Home, evidence: dict[str, Any]) -> None:
-    """Even a forger with the checkpoint key, who re-links and re-signs, cannot hide a plain value."""
-    doc = copy.deepcopy(evidence)
-    _resign(home, doc)
-    audit.check_redaction_evidence(doc)  # the forger's re-signing itself is consistent
-    doc["entries"][1]["fields"]["email"] = "leaked@example.org"
-    _resign(home, doc)
-    with pytest.raises(ValueError, match="entry 2 field 'email' does not hold the redacted commitment"):
-        audit.check_redaction_evidence(doc)
+    doc["entries"][1]["fields"]["rows"] = 3
+    with pytest.raises(verify.AuditLogError, match="entry 5 hash does not recompute"):
+        _check(doc)
 
 
 def test_redacted_commitment_mismatch_fails(evidence: dict[str, Any]) -> None:
     doc = copy.deepcopy(evidence)
     doc["redacted"][2]["commitment"] = "a" * 64
-    with pytest.raises(ValueError, match="entry 5 field 'email'"):
-        audit.check_redaction_evidence(doc)
-
-
-def test_vault_remaining_fails(evidence: dict[str, Any]) -> None:
-    doc = copy.deepcopy(evidence)
-    doc["vault_remaining_for_subject"] = 1
-    with pytest.raises(ValueError, match="vault still holds"):
-        audit.check_redaction_evidence(doc)
-
-
-def test_malformed_document_raises_value_error(evidence: dict[str, Any]) -> None:
-    doc = copy.deepcopy(evidence)
-    del doc["entries"][0]["prev_hash"]
-    with pytest.raises(ValueError, match="malformed"):
-        audit.check_redaction_evidence(doc)
+    with pytest.raises(verify.AuditLogError, match="entry 5: a redacted field"):
+        _check(doc)
 
 
 def test_evidence_counts_values_left_in_the_vault(home: Home, store: apsw.Connection) -> None:
@@ -422,44 +339,66 @@ def test_evidence_counts_values_left_in_the_vault(home: Home, store: apsw.Connec
     with transaction(store):
         result = audit.redact_subject(store, ALICE)
         audit.append(store, "late", "ingest-worker", {}, {"email": (ALICE, ALICE_EMAIL)})
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST})
     after = audit.checkpoint(store, home.store_dir)
     with pytest.raises(StoreError, match="vault still holds"):
-        audit.redaction_evidence(store, home.store_dir, before, after, result, subject_id=ALICE)
+        audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST, subject_id=ALICE)
     # without the subject id it counts only the redacted commitments, which are gone
-    doc = audit.redaction_evidence(store, home.store_dir, before, after, result)
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST)
     assert doc["vault_remaining_for_subject"] == 0
 
 
-def test_evidence_refuses_a_tampered_log(home: Home, store: apsw.Connection) -> None:
+def test_evidence_needs_the_requests_redaction_entry(home: Home, store: apsw.Connection) -> None:
     before, after, result = _redact_alice(home, store)
-    _raw_tamper(home.store_dir, "UPDATE audit_log SET actor = 'someone' WHERE seq = 3")
-    with pytest.raises(StoreError, match="entry 3 hash"):
-        audit.redaction_evidence(store, home.store_dir, before, after, result)
+    with pytest.raises(StoreError, match=r"no erasure\.audit_redaction entry of this request"):
+        audit.redaction_evidence(store, home.store_dir, before, after, result, request_id="req-other")
 
 
-def test_large_log_evidence_starts_at_the_first_redacted_entry(home: Home, store: apsw.Connection) -> None:
-    n = audit.FULL_ENTRIES_LIMIT + 20
+def test_evidence_refuses_a_tampered_entry(home: Home, store: apsw.Connection) -> None:
+    before, after, result = _redact_alice(home, store)
+    _raw_tamper(home.store_dir, "UPDATE audit_log SET actor = 'someone' WHERE seq = 5")
+    with pytest.raises(StoreError, match="entry 5 does not recompute"):
+        audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST)
+
+
+def test_evidence_refuses_a_tree_that_no_longer_gives_the_signed_root(home: Home, store: apsw.Connection) -> None:
+    before, after, result = _redact_alice(home, store)
+    store.execute("UPDATE audit_merkle SET hash = zeroblob(32) WHERE level = 2 AND idx = 0")
+    with pytest.raises(StoreError, match="before audit checkpoint no longer matches"):
+        audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST)
+
+
+def test_evidence_size_grows_with_the_subject_not_the_log(home: Home, store: apsw.Connection) -> None:
+    """Two of 5,000 entries are the subject's: the document holds three entries of 13 hashes each."""
+    n = 5000
     with transaction(store):
         for i in range(1, n + 1):
             personal: dict[str, tuple[str | None, str]] | None = (
-                {"email": (ALICE, ALICE_EMAIL)} if i in (4000, 5010) else None)
+                {"email": (ALICE, ALICE_EMAIL)} if i in (17, 4321) else None)
             audit.append(store, "ingest", "ingest-worker", {"i": i}, personal)
         before = audit.checkpoint(store, home.store_dir)
         result = audit.redact_subject(store, ALICE)
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST})
         after = audit.checkpoint(store, home.store_dir)
     assert audit.verify_chain(store).ok
-    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, subject_id=ALICE)
-    seqs = [e["seq"] for e in doc["entries"]]
-    assert seqs[0] == 4000 and seqs[-1] == n and len(seqs) == n - 3999
-    audit.check_redaction_evidence(doc)
-    cut = copy.deepcopy(doc)
-    cut["entries"] = cut["entries"][1:]  # drops the first redacted entry
-    with pytest.raises(ValueError, match="start at seq 4001"):
-        audit.check_redaction_evidence(cut)
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST,
+                                   subject_id=ALICE)
+    assert [e["seq"] for e in doc["entries"]] == [17, 4321, n + 1]
+    assert len(doc["entries"][0]["inclusion"]) == 13  # ceil(log2(5001)): the other paths are no longer
+    assert all(len(e["inclusion"]) <= 13 for e in doc["entries"])
+    assert len(json.dumps(doc)) < 8000
+    assert _check(doc).redaction_request == REQUEST
 
 
-def test_small_log_evidence_must_start_at_genesis(evidence: dict[str, Any]) -> None:
-    doc = copy.deepcopy(evidence)
-    doc["entries"] = doc["entries"][1:]
-    with pytest.raises(ValueError, match="start at seq 2, not 1"):
-        audit.check_redaction_evidence(doc)
+def test_evidence_after_a_v1_before_checkpoint_resigned_as_v2(home: Home, store: apsw.Connection) -> None:
+    """A prefix can be signed later (the audit-log step does so for a v1 before checkpoint)."""
+    _populate(store)
+    with transaction(store):
+        result = audit.redact_subject(store, ALICE)
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST})
+    before = audit.checkpoint(store, home.store_dir, tree_size=7)
+    after = audit.checkpoint(store, home.store_dir)
+    assert (before.seq, before.tree_size, after.seq) == (7, 7, 8)
+    assert audit.verify_checkpoint(store, home.store_dir, before)
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST)
+    assert _check(doc).redaction_request == REQUEST

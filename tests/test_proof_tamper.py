@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import hashlib
 import io
 import json
 import shutil
@@ -32,16 +31,20 @@ from tests.proof_fixtures import (
     Keys,
     audit_document,
     audit_key,
+    audit_log,
+    evidence_of,
     finish_tar,
     gz,
+    inclusion_path,
     json_edit,
     jsonl_edit,
+    leaf_hash,
     make_evidence,
     make_keys,
     pack_entries,
     raw_tar,
     read_members,
-    rehash_chain,
+    rehash_log,
     repack,
     reseal,
     resign_statement,
@@ -183,7 +186,7 @@ def test_tar_with_duplicate_entry_overriding_a_file(pack: Pack) -> None:
 
 
 def test_tar_with_oversized_file(pack: Pack, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(verify, "MAX_AUDIT_BYTES", 4096)  # the audit document is larger than this
+    monkeypatch.setattr(verify, "MAX_FILE_BYTES", 4096)  # the audit document is larger than this
     assert pack.check_of(pack.path.read_bytes(), why="larger than") == "archive"
 
 
@@ -464,65 +467,137 @@ def test_sha256sums_disagrees_and_is_resigned(pack: Pack) -> None:
 
 
 # --- audit-log redaction evidence (re-signed) ----------------------------------------------------
+# The pack's audit document is tests.proof_fixtures.audit_document(20): entries 5, 10 and 15 hold the
+# subject's redacted email, entry 20 is the request's erasure.audit_redaction; before at 18, after at 20.
 
-def _audit_attack(pack: Pack, change: Any) -> str:
+def _audit_attack(pack: Pack, change: Any, **kw: Any) -> str:
     files = {**pack.files, "audit-log-redaction.json": json_edit(pack.files["audit-log-redaction.json"], change)}
-    return pack.check_of(pack.resealed(files), dpo=False)
+    return pack.check_of(pack.resealed(files), dpo=False, **kw)
+
+
+def _forged(pack: Pack, doc: dict[str, Any], **kw: Any) -> str:
+    files = {**pack.files, "audit-log-redaction.json": (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()}
+    return pack.check_of(pack.resealed(files), dpo=False, **kw)
+
+
+def _flip(h: str) -> str:
+    return ("0" if h[0] != "0" else "1") + h[1:]
 
 
 def test_audit_entry_rewritten(pack: Pack) -> None:
-    assert _audit_attack(pack, lambda d: d["entries"][3]["fields"].update(items=99)) == "audit-log"
+    assert _audit_attack(pack, lambda d: d["entries"][1]["fields"].update(items=99),
+                         why="entry 10 hash does not recompute") == "audit-log"
 
 
-def test_audit_entry_removed_from_the_chain(pack: Pack) -> None:
-    assert _audit_attack(pack, lambda d: d["entries"].pop(6)) == "audit-log"
+def test_audit_redacted_entry_dropped_from_the_evidence(pack: Pack) -> None:
+    assert _audit_attack(pack, lambda d: d["entries"].pop(1),
+                         why="redacted entry 10 is not among the entries") == "audit-log"
 
 
-def test_audit_chain_rehashed_under_a_forged_checkpoint_key(pack: Pack) -> None:
+def test_audit_redaction_entry_dropped_from_the_evidence(pack: Pack) -> None:
+    """Without the request's erasure.audit_redaction entry nothing binds the redaction to the request."""
+    assert _audit_attack(pack, lambda d: d["entries"].pop(), why="records no redaction for this request"
+                         ) == "consistency"
+
+
+def test_audit_inclusion_proof_tampered(pack: Pack) -> None:
     def forge(d: dict[str, Any]) -> None:
-        d["entries"][3]["fields"]["items"] = 99
-        rehash_chain(d, audit_key(seed=666))  # checkpoints re-signed, but not by the store's key
-    assert _audit_attack(pack, forge) == "audit-log"
+        d["entries"][0]["inclusion"][2] = _flip(d["entries"][0]["inclusion"][2])
+    assert _audit_attack(pack, forge, why="entry 5's inclusion proof does not verify") == "audit-log"
+
+
+def test_audit_inclusion_proof_of_another_leaf(pack: Pack) -> None:
+    """A genuine path, moved to another entry: it proves the leaf it was made for, not this one."""
+    def forge(d: dict[str, Any]) -> None:
+        d["entries"][0]["inclusion"] = d["entries"][1]["inclusion"]
+    assert _audit_attack(pack, forge, why="inclusion proof does not verify") == "audit-log"
+
+
+def test_audit_consistency_proof_tampered(pack: Pack) -> None:
+    def forge(d: dict[str, Any]) -> None:
+        d["consistency"][0] = _flip(d["consistency"][0])
+    assert _audit_attack(pack, forge, why="the consistency proof does not verify") == "audit-log"
+
+
+def test_audit_consistency_proof_dropped(pack: Pack) -> None:
+    assert _audit_attack(pack, lambda d: d.update(consistency=[]),
+                         why="the consistency proof does not verify") == "audit-log"
+
+
+def test_audit_log_forked_and_resigned_with_a_foreign_key(pack: Pack) -> None:
+    """History rewritten and both checkpoints re-signed by a key that is not the store's, while the
+    document still names the store's key: the signatures fail."""
+    log = audit_log(20)
+    log[4]["fields"]["items"] = 99
+    rehash_log(log)
+    doc = evidence_of(log, key=audit_key(seed=666), named_key=audit_key())
+    assert _forged(pack, doc, why="checkpoint signature does not verify") == "audit-log"
 
 
 def test_audit_checkpoint_signature_forged(pack: Pack) -> None:
     def forge(d: dict[str, Any]) -> None:
         d["after"]["at"] = "2030-01-01T00:00:00.000000Z"
-    assert _audit_attack(pack, forge) == "audit-log"
+    assert _audit_attack(pack, forge, why="after checkpoint signature") == "audit-log"
 
 
 def test_audit_checkpoint_head_moved(pack: Pack) -> None:
     def forge(d: dict[str, Any]) -> None:
-        d["before"]["head_hash"] = d["entries"][0]["entry_hash"]
-        sign_checkpoint(d, "before", audit_key())  # validly signed, but not the chain's head at its seq
-    assert _audit_attack(pack, forge) == "audit-log"
+        d["after"]["head_hash"] = d["entries"][0]["entry_hash"]
+        sign_checkpoint(d, "after", audit_key())  # validly signed, but not the hash of its entry
+    assert _audit_attack(pack, forge, why="head is not the hash of entry 20") == "audit-log"
 
 
-def test_audit_checkpoint_key_swapped_and_chain_rehashed(pack: Pack) -> None:
+def test_audit_checkpoint_resigns_a_forked_root(pack: Pack) -> None:
+    """A forked log (entry 5 rewritten, every hash after it recomputed) under checkpoints that sign the
+    forked roots with the forger's own key, named in the document: self-consistent, so only the
+    verifier's pinned audit key catches it."""
     forger = audit_key(seed=666)
     store_key = audit_key().public_key().public_bytes(serialization.Encoding.PEM,
                                                       serialization.PublicFormat.SubjectPublicKeyInfo)
+    log = audit_log(20)
+    log[4]["fields"]["items"] = 99
+    rehash_log(log)
+    doc = evidence_of(log, key=forger)
+    verify.check_audit_log(json.dumps(doc).encode())  # consistent in itself
+    assert _forged(pack, doc, audit_pub_pem=store_key, why="another key than the audit key given") == "audit-log"
 
-    def forge(d: dict[str, Any]) -> None:
-        d["entries"][3]["fields"]["items"] = 99
-        public = forger.public_key()
-        d["checkpoint_key"]["public_key_pem"] = public.public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-        d["checkpoint_key"]["key_id"] = hashlib.sha256(public.public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)).hexdigest()
-        rehash_chain(d, forger)
-    files = {**pack.files, "audit-log-redaction.json": json_edit(pack.files["audit-log-redaction.json"], forge)}
-    # Self-consistent under the forger's key: only pinning the store's audit key catches it.
-    assert pack.check_of(pack.resealed(files), dpo=False, audit_pub_pem=store_key,
-                         why="another key than the audit key given") == "audit-log"
+
+def test_audit_forked_root_under_the_genuine_before_checkpoint(pack: Pack) -> None:
+    """The store's key signs a forked after root, but the before checkpoint is the genuine one: the
+    forked tree does not extend it, and the consistency proof cannot be made to verify."""
+    genuine = audit_document(20)
+    log = audit_log(20)
+    log[4]["fields"]["items"] = 99
+    rehash_log(log)
+    doc = evidence_of(log)
+    doc["before"] = genuine["before"]
+    assert _forged(pack, doc, why="the consistency proof does not verify") == "audit-log"
 
 
 def test_audit_redacted_field_holds_plaintext(pack: Pack) -> None:
-    def forge(d: dict[str, Any]) -> None:
-        seq = d["redacted"][0]["seq"]
-        d["entries"][seq - 1]["fields"]["email"] = "someone@example.org"
-        rehash_chain(d)  # even with the store's real checkpoint key the chain verifies...
-    assert _audit_attack(pack, forge) == "audit-log"  # ...but the redacted field is no commitment
+    """Even with the store's real checkpoint key, a log whose redacted field is plain text fails."""
+    log = audit_log(20)
+    log[9]["fields"]["email"] = "someone@example.org"
+    rehash_log(log)
+    doc = evidence_of(log)
+    doc["redacted"].insert(1, {"seq": 10, "field": "email", "commitment": "c" * 64})
+    assert _forged(pack, doc, why="entry 10: a redacted field does not hold its commitment") == "audit-log"
+
+
+def test_audit_bystander_entry_added(pack: Pack) -> None:
+    """An entry that holds no redacted commitment (a bystander's) has no place in the evidence."""
+    log = audit_log(20)
+    doc = evidence_of(log)
+    leaves = [leaf_hash(bytes.fromhex(e["entry_hash"])) for e in log]
+    extra = {**log[6], "inclusion": [h.hex() for h in inclusion_path(leaves, 6)]}
+    doc["entries"].insert(1, extra)
+    assert _forged(pack, doc, why="entry 7 holds no redacted commitment") == "audit-log"
+
+
+def test_audit_v1_evidence_is_refused(pack: Pack) -> None:
+    def old(d: dict[str, Any]) -> None:
+        d["format"] = "audit-log-redaction/v1"
+    assert _audit_attack(pack, old, why="audit-log-redaction/v1 is no longer accepted: ") == "audit-log"
 
 
 def test_audit_vault_still_holds_the_subject(pack: Pack) -> None:

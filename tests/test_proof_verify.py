@@ -3,6 +3,7 @@ commands, and the audit-log check against the store's real producer (memory/audi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,7 +24,9 @@ from tests.proof_fixtures import (
     IDENTIFIERS,
     Keys,
     audit_document,
+    audit_log,
     evidence_files,
+    evidence_of,
     make_evidence,
     make_keys,
 )
@@ -193,30 +196,41 @@ def test_summary_of_a_tampered_pack_is_refused(tmp_path: Path, keys: Keys) -> No
 
 # --- check 7 in detail, and against the store's own producer --------------------------------------
 
-def _audit(doc: dict[str, Any]) -> None:
-    verify.check_audit_log(json.dumps(doc, sort_keys=True).encode())  # keys sorted, as the store writes them
+def _audit(doc: dict[str, Any]) -> verify.AuditSummary:
+    return verify.check_audit_log(json.dumps(doc).encode())
 
 
-def test_audit_entries_may_start_mid_chain_when_anchored() -> None:
+def test_audit_evidence_holds_only_the_subjects_entries_and_the_redaction() -> None:
     doc = audit_document(30)
-    doc["entries"] = doc["entries"][4:]  # seqs 5..30, anchored by entry 5's prev_hash
-    doc["redacted"] = [r for r in doc["redacted"] if r["seq"] >= 5]
-    _audit(doc)
-    doc["entries"] = doc["entries"][25:]  # only seq 30: the before checkpoint (28) is out of reach
-    doc["redacted"] = []
-    with pytest.raises(verify.AuditLogError, match="do not reach the before checkpoint"):
+    assert [e["seq"] for e in doc["entries"]] == [5, 10, 15, 20, 25, 30]
+    assert _audit(doc).redaction_request == "req-0001"
+    assert all(len(e["inclusion"]) <= 5 for e in doc["entries"])  # at most ceil(log2(30)) hashes
+
+
+def test_audit_before_and_after_at_the_same_size() -> None:
+    """Nothing appended between the checkpoints: an empty consistency proof and equal roots."""
+    doc = evidence_of(audit_log(12), before=12, after=12)
+    assert doc["consistency"] == [] and doc["before"]["root_hash"] == doc["after"]["root_hash"]
+    assert _audit(doc).redaction_request is None  # the redaction entry (12) is not after `before`
+    doc["consistency"] = [doc["after"]["root_hash"]]
+    with pytest.raises(verify.AuditLogError, match="consistency proof does not verify"):
         _audit(doc)
 
 
 def test_audit_of_an_empty_log_verifies() -> None:
-    doc = audit_document(4)
-    zero = {"seq": 0, "head_hash": "0" * 64, "at": "2024-02-01T09:00:00.000000Z"}
-    from tests.proof_fixtures import audit_key, sign_checkpoint
-
-    doc.update(before=dict(zero, signature=""), after=dict(zero, signature=""), entries=[], redacted=[])
-    sign_checkpoint(doc, "before", audit_key())
-    sign_checkpoint(doc, "after", audit_key())
+    doc = evidence_of(audit_log(4), before=0, after=0)
+    doc["redacted"] = []
+    assert doc["before"]["root_hash"] == hashlib.sha256(b"").hexdigest() and doc["entries"] == []
     _audit(doc)
+
+
+def test_audit_from_the_empty_log_needs_no_consistency_proof() -> None:
+    doc = evidence_of(audit_log(12), before=0)
+    assert doc["consistency"] == []
+    _audit(doc)
+    doc["consistency"] = [doc["after"]["root_hash"]]
+    with pytest.raises(verify.AuditLogError, match="consistency proof does not verify"):
+        _audit(doc)
 
 
 def test_audit_evidence_of_the_real_store_verifies(home: Home) -> None:
@@ -233,14 +247,16 @@ def test_audit_evidence_of_the_real_store_verifies(home: Home) -> None:
         with transaction(conn):
             before = audit.checkpoint(conn, home.store_dir)
             result = audit.redact_subject(conn, "subj-alice-7731")
-            audit.append(conn, "erasure.step", "engine", {"step": "audit_log", "redacted": result.count})
+            audit.append(conn, "erasure.audit_redaction", "engine", {"request_id": "req-7", "redacted": result.count})
             after = audit.checkpoint(conn, home.store_dir)
-        doc = audit.redaction_evidence(conn, home.store_dir, before, after, result, subject_id="subj-alice-7731")
+        doc = audit.redaction_evidence(conn, home.store_dir, before, after, result, request_id="req-7",
+                                       subject_id="subj-alice-7731")
     finally:
         conn.close()
     data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
-    verify.check_audit_log(data)
+    assert verify.check_audit_log(data).redaction_request == "req-7"
+    assert [e["seq"] for e in doc["entries"]] == [2, 4]
     assert all(ident.encode() not in data for ident in IDENTIFIERS)
-    doc["entries"][1]["fields"]["name"] = {"commit": "f" * 64}
+    doc["entries"][0]["fields"]["name"] = {"commit": "f" * 64}
     with pytest.raises(verify.AuditLogError):
         _audit(doc)

@@ -19,7 +19,7 @@ TABLES = {
     "store_meta", "working_sessions", "raw_archive", "frames", "frame_refs", "frame_chunks", "kg_entities",
     "kg_relations", "kg_entity_frames", "ft_corpora", "ft_examples", "model_lineage", "blobs",
     "blob_locations", "recall_cache", "subprocessors", "subprocessor_records", "audit_log", "audit_vault",
-    "audit_checkpoints", "erased_subjects", "erased_identities", "holds", "frames_fts", "frame_vectors",
+    "audit_checkpoints", "audit_merkle", "erased_subjects", "erased_identities", "holds", "frames_fts", "frame_vectors",
     "chunk_vectors",
 }
 
