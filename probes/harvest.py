@@ -66,20 +66,20 @@ class Facts(Protocol):
 
 
 def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: SubjectKeys, ids: list[str], *,
-            facts: Facts, window_ids: set[str], window_spellings: list[str],
-            window_frames: set[int] | None = None) -> Harvest:
+            facts: Facts, window_ids: set[str], canaries: list[str]) -> Harvest:
     """Choose needles: identifiers, content windows, vector pieces, blob pieces, bystander canaries.
 
     `window_ids` are the store ids of every subject erased with this one (its own included): a spelling
-    that is part of theirs is the window's, not a bystander's. Canaries are cut from frames of people
-    outside the window (none of `window_frames`) that name none of `window_spellings`."""
+    that is part of theirs is the window's, not a bystander's. `canaries` are the window's
+    (`canary_windows`)."""
     h = Harvest()
     mine = set(keys.all_frame_ids())
     _identifiers(subject, ids, facts, window_ids | set(ids), h.needles)
     _content(conn, keys, mine, h.needles)
     _vectors(conn, keys, mine, facts, h)
     _blobs(conn, store_dir, subject, keys, h.needles)
-    _canaries(conn, window_ids | set(ids), window_spellings, mine | (window_frames or set()), h.needles)
+    for window in canaries:
+        h.needles.add_group(NeedleKind.canary, [window.encode()])
     return h
 
 
@@ -189,9 +189,10 @@ def _read_blob_pieces(roots: Sequence[Path], key: str) -> list[bytes] | None:
     return None
 
 
-def _canaries(conn: apsw.Connection, window_ids: set[str], idents: list[str], mine: set[int], out: NeedleSet) -> None:
-    """Windows of bystanders' short frames (short: stored in one page, never split) that name no subject
-    of the window in any spelling (a frame that mentions one is rewritten by the erasure)."""
+def canary_windows(conn: apsw.Connection, window_ids: set[str], idents: list[str], frames: set[int]) -> list[str]:
+    """Windows of bystanders' short frames (short: stored in one page, never split) outside the window
+    (`window_ids`, `frames`) that name no subject of the window in any spelling (`idents`: a frame that
+    mentions one is rewritten by the erasure). The same for every subject of a window: read once."""
     rows = [(int(fid), str(text)) for fid, text in conn.execute(
         "SELECT frame_id, content FROM frames WHERE kind != 'derived' AND length(content) BETWEEN 40 AND 2000"
         " AND (subject_id IS NULL OR subject_id NOT IN (SELECT value FROM json_each(?)))"
@@ -199,10 +200,8 @@ def _canaries(conn: apsw.Connection, window_ids: set[str], idents: list[str], mi
     candidates = []
     for fid, text in rows:
         squeezed = "".join(ch for ch in text.lower() if ch.isalnum() or ch in "@.")
-        if fid in mine or any(i in text.lower() or i.lstrip("+") in squeezed for i in idents):
+        if fid in frames or any(i in text.lower() or i.lstrip("+") in squeezed for i in idents):
             continue
-        windows = [w for w in plain_windows(text, limit=1) if not any(i in w for i in idents)]
-        candidates += windows
+        candidates += [w for w in plain_windows(text, limit=1) if not any(i in w for i in idents)]
     step = max(1, len(candidates) // MAX_CANARIES)
-    for window in candidates[::step][:MAX_CANARIES]:
-        out.add_group(NeedleKind.canary, [window.encode()])
+    return candidates[::step][:MAX_CANARIES]

@@ -32,7 +32,7 @@ from erasure.subject import Subject
 from probes import byte_residue
 from probes.bytescan import scan_tree
 from probes.fingerprint import Fingerprint
-from probes.harvest import harvest, sample_vectors
+from probes.harvest import canary_windows, harvest, sample_vectors
 from probes.identity import ids_by_fold, spellings, store_ids_in
 from probes.keys import SubjectKeys
 from probes.model import (
@@ -262,8 +262,9 @@ def take_window(store_dir: Path, subjects: Sequence[Subject], *,
         for m in members:
             facts.wanted_vectors |= {emb for _t, _i, emb in sample_vectors(conn, m.keys) if emb is not None}
         window_frames = {f for m in members for f in m.keys.all_frame_ids()}
+        canaries = canary_windows(conn, window_ids, window_spellings, window_frames)
         harvests = [harvest(conn, store_dir, m.subject, m.keys, m.ids, facts=facts, window_ids=window_ids,
-                            window_spellings=window_spellings, window_frames=window_frames) for m in members]
+                            canaries=canaries) for m in members]
         # Entities every link of which goes to the window's frames: no one subject's alone, but the
         # window's (the orphan sweep removes them once all its subjects are erased).
         shared_entities = exclusive_entities(conn, window_frames) - {e for m in members for e in m.keys.entity_ids}
@@ -274,10 +275,17 @@ def take_window(store_dir: Path, subjects: Sequence[Subject], *,
            for m, h in zip(members, harvests, strict=True)]
     # Vector pieces the store holds more often than the subject's own vectors do prove nothing (a sparse
     # embedding shares pieces with others): one scan counts them for every subject, then they go.
-    _found, hits, _ = _found_by_owner(store_dir, fps)
-    fps = [_without_shared_pieces(fp, h, m.keys, facts) for fp, h, m in zip(fps, hits, members, strict=True)]
-    # The byte baseline (what the scan could see before; canaries found), with the needles kept.
-    found, _hits, unreadable = _found_by_owner(store_dir, fps)
+    # One scan: the byte baseline (what the scan could see before; canaries found) and each needle's
+    # hit count, which the shared-piece rule needs; the needles it drops leave the baseline with them.
+    all_found, hits, unreadable = _found_by_owner(store_dir, fps)
+    found: list[set[int]] = []
+    kept_fps: list[Fingerprint] = []
+    for fp, f, h, m in zip(fps, all_found, hits, members, strict=True):
+        kept = _kept_needles(fp, h, m.keys, facts)
+        renumber = {old: new for new, old in enumerate(kept)}
+        found.append({renumber[i] for i in f if i in renumber})
+        kept_fps.append(_keep(fp, kept))
+    fps = kept_fps
     union, others = _union(fps, subjects)
     ctx = ProbeContext(store_dir=store_dir, subject=subjects[0], fingerprint=union, http_timeout=http_timeout,
                        others=others)
@@ -302,7 +310,7 @@ def take_window(store_dir: Path, subjects: Sequence[Subject], *,
     return out
 
 
-def _without_shared_pieces(fp: Fingerprint, hits: dict[int, int], keys: SubjectKeys, facts: StoreFacts) -> Fingerprint:
+def _kept_needles(fp: Fingerprint, hits: dict[int, int], keys: SubjectKeys, facts: StoreFacts) -> list[int]:
     """Drop vector pieces that someone else's vector holds too (a sparse embedding shares pieces with
     others): by the rows that hold the piece, and by the file's byte count (a copy in an
     un-checkpointed WAL, or a piece the page layout split when the baseline scan ran but a rebuild may
@@ -312,12 +320,16 @@ def _without_shared_pieces(fp: Fingerprint, hits: dict[int, int], keys: SubjectK
     shared = {i for i, n in enumerate(fp.needles)
               if n.kind is NeedleKind.vector and (facts.piece_holders.get(n.data, set()) - own_rows
                                                   or hits.get(i, 0) > sum(e.count(n.data) for e in own))}
-    if not shared:
+    return [i for i in range(len(fp.needles)) if i not in shared]
+
+
+def _keep(fp: Fingerprint, kept: list[int]) -> Fingerprint:
+    dropped = len(fp.needles) - len(kept)
+    if not dropped:
         return fp
     stats = dict(fp.needle_stats)
-    stats["vector_piece_withheld_shared"] = stats.get("vector_piece_withheld_shared", 0) + len(shared)
-    return fp.model_copy(update={"needles": [n for i, n in enumerate(fp.needles) if i not in shared],
-                                 "needle_stats": stats})
+    stats["vector_piece_withheld_shared"] = stats.get("vector_piece_withheld_shared", 0) + dropped
+    return fp.model_copy(update={"needles": [fp.needles[i] for i in kept], "needle_stats": stats})
 
 
 def verify_window(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], *,
