@@ -58,6 +58,7 @@ from erasure.tiers import CASCADE_ORDER
 from memory import demo, subprocessors
 from memory.schema import create, db_path
 from memory.subprocessor_service import RunningService, start_service
+from probes.needles import fts_phrase
 from tasks import runner
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)

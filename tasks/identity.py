@@ -22,6 +22,7 @@ import apsw
 
 from erasure.errors import Conflict
 from erasure.identity import Identity, fold, normal_email, phone_digits
+from tasks.mentions import PHONE_SEPARATORS
 
 SUBJECT_ID_TABLES = ("raw_archive", "frames", "working_sessions", "blobs", "ft_examples",
                      "subprocessor_records", "audit_vault")
@@ -43,12 +44,34 @@ class StoreIds:
         return tuple(sorted({*self.same, *self.aliases}))
 
 
+def _non_ascii(col: str) -> str:
+    return f"length(CAST({col} AS BLOB)) != length({col})"
+
+
+def _odd_spaces(col: str) -> str:
+    """SQL: `col` has ASCII white space that folding changes (not a single inner space)."""
+    terms = [f"instr({col}, char({ord(c)}))" for c in "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f"]
+    terms += [f"instr({col}, '  ')", f"{col} GLOB ' *'", f"{col} GLOB '* '"]
+    return " OR ".join(terms)
+
+
+def _in(values: list[str]) -> str:
+    return ",".join("?" * len(values)) or "NULL"
+
+
 def ids_folding_to(conn: apsw.Connection, identity: Identity) -> set[str]:
-    """Store subject ids that normalise to one of the identity's ids (each table's subject index)."""
+    """Store subject ids that normalise to one of the identity's ids (each table's subject index).
+
+    SQL keeps only the distinct ids that can fold to one of them (an ASCII id folds to its lower case
+    unless it has odd white space; a non-ASCII one is always checked), and `fold` decides."""
     wanted = set(identity.ids)
+    ascii_wanted = sorted(w for w in wanted if w.isascii())
     found: set[str] = set()
     for table in SUBJECT_ID_TABLES:
-        for (sid,) in conn.execute(f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL"):
+        for (sid,) in conn.execute(
+                f"WITH d(x) AS MATERIALIZED (SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL)"
+                f" SELECT x FROM d WHERE lower(x) IN ({_in(ascii_wanted)}) OR {_non_ascii('x')} OR {_odd_spaces('x')}",
+                ascii_wanted):
             if fold(str(sid)) in wanted:
                 found.add(str(sid))
     return found
@@ -56,16 +79,38 @@ def ids_folding_to(conn: apsw.Connection, identity: Identity) -> set[str]:
 
 def personal_entities(conn: apsw.Connection, identity: Identity) -> dict[int, str]:
     """entity_id -> kind of the person/email/phone entities that name one of the identity's
-    identifiers, compared in normal form (so `ADA@Example.org` and `+44 20 ...` spellings match)."""
+    identifiers, compared in normal form (so `ADA@Example.org` and `+44 20 ...` spellings match).
+
+    Each kind is read through the (kind, name) index with a SQL condition that keeps every name whose
+    normal form can be one of the identity's (see `ids_folding_to`); the normal form decides."""
     out: dict[int, str] = {}
     names = set(identity.names) | set(identity.ids)
     emails, phones = set(identity.emails), set(identity.phones)
-    for eid, kind, name in conn.execute(
-            "SELECT entity_id, kind, name FROM kg_entities WHERE kind IN ('person', 'email', 'phone')"):
-        text = str(name)
-        if (kind == "person" and fold(text) in names) or (kind == "email" and normal_email(text) in emails) or (
-                kind == "phone" and phone_digits(text) in phones):
-            out[int(eid)] = str(kind)
+    odd = f"{_non_ascii('name')} OR {_odd_spaces('name')}"
+    ascii_names = sorted(n for n in names if n.isascii())
+    for eid, name in conn.execute(
+            f"SELECT entity_id, name FROM kg_entities WHERE kind = 'person' AND (lower(name) IN ({_in(ascii_names)})"
+            f" OR {odd})", ascii_names):
+        if fold(str(name)) in names:
+            out[int(eid)] = "person"
+    ascii_emails = sorted(e for e in emails if e.isascii())
+    if emails:
+        for eid, name in conn.execute(
+                f"SELECT entity_id, name FROM kg_entities WHERE kind = 'email'"
+                f" AND (lower(name) IN ({_in(ascii_emails)}) OR {odd})", ascii_emails):
+            if normal_email(str(name)) in emails:
+                out[int(eid)] = "email"
+    if phones:
+        stripped = "name"
+        for c in PHONE_SEPARATORS + "+":
+            stripped = f"replace({stripped}, char({ord(c)}), '')"
+        digits = sorted(phones)
+        for eid, name in conn.execute(
+                f"SELECT entity_id, name FROM kg_entities WHERE kind = 'phone' AND ({_non_ascii('name')}"
+                f" OR {stripped} GLOB '*[^0-9]*' OR " + " OR ".join(f"instr({stripped}, ?)" for _ in digits) + ")",
+                digits):
+            if phone_digits(str(name)) in phones:
+                out[int(eid)] = "phone"
     return out
 
 
