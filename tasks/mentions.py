@@ -11,8 +11,10 @@ confirmed with that pattern. The prefilter (`SearchPlan`) rests on one split:
   separators the pattern allows are removed. For frames the FTS5 index (`frames_fts`, unicode61) is
   exact on ASCII text: its tokens are the runs of ASCII letters and digits, lower-cased, which is where
   the pattern's token boundaries fall, so a phrase query of the shadow's tokens finds every frame that
-  names the spelling (a phone: its first digit group followed by a token starting with the next digit,
-  for every place the first separator can fall).
+  names the spelling. Phones are not asked of the index: their digits may be split into any groups,
+  and the groups people share (country and area codes) make every query on them a long one; the
+  frames that may hold one are found with the non-ASCII ones, in the same scan (the digits in order,
+  a cheap GLOB, then the exact test in SQL).
 - A text with any non-ASCII character is always a candidate. There the tokenizer and the pattern part
   ways (a combining mark or a private-use character glues tokens the pattern separates; `ı` is not
   folded to `i`; NFKC forms such as full-width letters stay apart), so no index is trusted: the rows
@@ -83,7 +85,8 @@ class SearchPlan:
     digits: tuple[str, ...]
     """Phone spellings: an ASCII text matching one holds it once `PHONE_SEPARATORS` are removed."""
     fts: str | None
-    """An FTS5 query that finds every ASCII frame naming a spelling; None when there is nothing to ask."""
+    """An FTS5 query that finds every ASCII frame naming a name, id or email spelling; None when there
+    is nothing to ask."""
     fts_complete: bool
     """False when some spelling cannot be asked of the index (it has no token): scan for `pieces` then."""
 
@@ -109,17 +112,16 @@ class SearchPlan:
             if not (spelling.isascii() and spelling.isdigit()):
                 continue  # Unicode digits: only a non-ASCII text can hold them
             digits.append(spelling)
-            phrases.append(f'"{spelling}"*')  # one group, perhaps followed by letters
-            phrases += [f'"{spelling[:j]} {spelling[j]}"*' for j in range(1, len(spelling))]
         return cls(pieces=tuple(dict.fromkeys(pieces)), digits=tuple(dict.fromkeys(digits)),
                    fts=" OR ".join(dict.fromkeys(phrases)) or None, fts_complete=complete)
 
-    def sql(self, column: str, *, ascii_only: bool = False) -> tuple[str, list[str]]:
+    def sql(self, column: str, *, ascii_only: bool = False, pieces: bool = True) -> tuple[str, list[str]]:
         """A SQL condition true for every row whose `column` may name the subject (never misses one).
-        With `ascii_only`, the condition for ASCII texts alone (the caller finds the others)."""
+        With `ascii_only`, the condition for ASCII texts alone (the caller finds the others); without
+        `pieces`, for phones alone (the caller asks the index for the rest)."""
         terms = [] if ascii_only else [non_ascii(column)]
         params: list[str] = []
-        for piece in self.pieces:  # LIKE folds ASCII letter case, as lower() would, and costs less
+        for piece in self.pieces if pieces else ():  # LIKE folds ASCII letter case, as lower() would, and costs less
             terms.append(f"{column} LIKE ? ESCAPE '\\'")
             params.append("%" + piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
         for d in self.digits:
@@ -189,19 +191,15 @@ def frame_mentions(conn: apsw.Connection, identity: Identity) -> dict[int, str]:
     if hit is not None and hit[0] == key:
         return dict(hit[1])
     p = plan(identity)
+    scan, params = p.sql("content", ascii_only=True, pieces=not p.fts_complete)
     rows: list[tuple[object, object, object]] = list(conn.execute(
-        f"SELECT frame_id, kind, content FROM frames WHERE {non_ascii('content')}"))
+        f"SELECT frame_id, kind, content FROM frames WHERE {non_ascii('content')} OR {scan}", params))
     if p.fts is not None:
         ids = [int(r[0]) for r in conn.execute("SELECT rowid FROM frames_fts WHERE frames_fts MATCH ?", (p.fts,))]
         for i in range(0, len(ids), 500):
             b = ids[i:i + 500]
             marks = ",".join("?" * len(b))
-            rows += conn.execute(f"SELECT frame_id, kind, content FROM frames WHERE frame_id IN ({marks})"
-                                 f" AND NOT {non_ascii('content')}", b)
-    if not p.fts_complete:  # a spelling with no token: its ASCII frames by a scan
-        cond, params = p.sql("content", ascii_only=True)
-        rows += conn.execute(f"SELECT frame_id, kind, content FROM frames WHERE NOT {non_ascii('content')} AND {cond}",
-                             params)
+            rows += conn.execute(f"SELECT frame_id, kind, content FROM frames WHERE frame_id IN ({marks})", b)
     pattern = identity.pattern()
     found = {int(str(fid)): str(kind) for fid, kind, text in rows if text is not None and pattern.search(str(text))}
     _FRAME_MEMO[conn] = (key, found)
