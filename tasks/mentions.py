@@ -121,7 +121,8 @@ class SearchPlan:
         `pieces`, for phones alone (the caller asks the index for the rest)."""
         terms = [] if ascii_only else [non_ascii(column)]
         params: list[str] = []
-        for piece in self.pieces if pieces else ():  # LIKE folds ASCII letter case, as lower() would, and costs less
+        # LIKE folds ASCII letter case, as lower() would, and costs less (case_sensitive_like is never set).
+        for piece in self.pieces if pieces else ():
             terms.append(f"{column} LIKE ? ESCAPE '\\'")
             params.append("%" + piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
         for d in self.digits:
@@ -157,12 +158,8 @@ def non_ascii(column: str) -> str:
 
 @lru_cache(maxsize=64)
 def plan(identity: Identity) -> SearchPlan:
+    """The identity's search plan (kept: a request's steps ask for it many times)."""
     return SearchPlan.of(identity)
-
-
-def names_subject(identity: Identity, text: object) -> bool:
-    """The confirmation: the identity's pattern finds a spelling in `text`."""
-    return text is not None and identity.pattern().search(str(text)) is not None
 
 
 def _confirmed(identity: Identity, rows: Iterable[tuple[object, object]]) -> list[str]:
