@@ -34,6 +34,8 @@ class StepContext:
     subject_ids: tuple[str, ...] = ()
     """The subject's ids as the store spells them (case variants, confirmed aliases) and the request's."""
     identity: Identity | None = None
+    memo: dict[Any, Any] = field(default_factory=dict)
+    """Answers a step may reuse while it runs (keyed so that a change invalidates them)."""
 
     def ids(self) -> tuple[str, ...]:
         """Every id the subject's rows may carry in the store."""

@@ -24,6 +24,26 @@ from tasks import mentions
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
 
 
+def _names_subject(ctx: StepContext, text: str) -> bool:
+    """The pattern, behind the mention plan's cheap test (`tasks.mentions.SearchPlan.may_name`)."""
+    who = ctx.who()
+    return mentions.plan(who).may_name(text) and who.pattern().search(text) is not None
+
+
+def _file_names_subject(ctx: StepContext, text: str) -> bool:
+    """`_names_subject` on a whole corpus file, line by line where that decides it: a line the plan
+    keeps and the pattern confirms answers yes. Otherwise (no line confirmed, or a phone's digits only
+    across lines) the pattern reads the whole text, which a match across a line break needs."""
+    who = ctx.who()
+    p = mentions.plan(who)
+    if not p.may_name(text):
+        return False
+    pattern = who.pattern()
+    if any(p.may_name(line) and pattern.search(line) for line in text.split("\n")):
+        return True
+    return pattern.search(text) is not None
+
+
 class FineTuneStep(BaseStep):
     tier: ClassVar[Tier] = Tier.fine_tune
     transactional: ClassVar[bool] = False
@@ -45,14 +65,22 @@ class FineTuneStep(BaseStep):
         return {"example": {str(e) for e, _ in ex}, "corpus": {str(c) for _, c in ex} | self._mentioning(ctx)}
 
     def _mentioning(self, ctx: StepContext) -> set[str]:
-        """Live corpus versions whose file names the subject in another person's example."""
+        """Live corpus versions whose file names the subject in another person's example. A file is
+        read once per step while it stays the same file (inode, size, mtime): the step asks before
+        and after it erases, and the answer for a file it did not touch cannot change."""
         if mentions.policy() != "redact":
             return set()
-        pattern = ctx.who().pattern()
         out = set()
         for cid, rel in ctx.store.execute("SELECT corpus_id, path FROM ft_corpora WHERE removed_at IS NULL"):
             path = ctx.store_dir / str(rel)
-            if path.exists() and pattern.search(path.read_text(encoding="utf-8")):
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            key = ("corpus-mentions", str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+            if key not in ctx.memo:
+                ctx.memo[key] = _file_names_subject(ctx, path.read_text(encoding="utf-8"))
+            if ctx.memo[key]:
                 out.add(str(cid))
         return out
 
@@ -141,7 +169,7 @@ class FineTuneStep(BaseStep):
             if (item.get("source"), item.get("source_ref")) in subject_refs:
                 dropped += 1
             else:
-                if mentions.policy() == "redact" and who.pattern().search(line):
+                if mentions.policy() == "redact" and _names_subject(ctx, line):
                     counted = [0]
 
                     def fn(text: str, counted: list[int] = counted) -> str:

@@ -16,6 +16,7 @@ name that other people's items also link are shared, and are unlinked rather tha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import apsw
@@ -43,29 +44,108 @@ class StoreIds:
         return tuple(sorted({*self.same, *self.aliases}))
 
 
+def _non_ascii(col: str) -> str:
+    return f"length(CAST({col} AS BLOB)) != length({col})"
+
+
+def _succ(prefix: str) -> str:
+    """The least string above every string that starts with `prefix` (non-empty)."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+_SPACE_RANGES = (("\t", "\x0e"), ("\x1c", "!"))
+"""The ASCII characters `str.split` takes for white space, as half-open ranges."""
+
+
+def values_folding_to(conn: apsw.Connection, table: str, column: str, target: str, *,
+                      where: str = "", params: tuple[str, ...] = ()) -> set[str]:
+    """Values of an indexed text column that may normalise to `target` (NFKC, case folding, white
+    space folded), found by seeks on the column's index rather than a scan; the caller decides with
+    its normal form. A superset of the values whose normal form is `target`:
+
+    - for an ASCII `target`: a value that folds to it is, up to its first character that is not ASCII
+      or is white space folding may change, an ASCII spelling of a prefix of `target` in some letter
+      case. The walk follows the letter-case spellings of `target`'s prefixes that exist in the index
+      and, at each, takes every value that goes on with such a character (a range of the index), plus
+      the whole spellings at the end. Its cost grows with `target` and what matches, not the table.
+    - for a non-ASCII `target` (no ASCII value can fold to it): the distinct non-ASCII values, a scan.
+    """
+    cond = f"{where} AND " if where else ""
+    if not target.isascii():
+        return {str(r[0]) for r in conn.execute(
+            f"SELECT DISTINCT {column} FROM {table} WHERE {cond}{column} IS NOT NULL AND {_non_ascii(column)}",
+            params)}
+    ranges = f"SELECT {column} FROM {table} WHERE {cond}{column} >= ? AND {column} < ?"
+    tail = f"SELECT {column} FROM {table} WHERE {cond}{column} >= ?"
+    exists = f"SELECT 1 FROM {table} WHERE {cond}{column} >= ? AND {column} < ? LIMIT 1"
+    found: set[str] = set()
+    frontier = [""]
+    for i in range(len(target) + 1):
+        nxt: list[str] = []
+        for prefix in frontier:
+            odd = [(prefix + lo, prefix + hi) for lo, hi in _SPACE_RANGES]
+            if prefix:
+                odd.append((prefix + "\x80", _succ(prefix)))
+                if i == len(target):
+                    odd.append((prefix, prefix + "\x00"))
+                for lo, hi in odd:
+                    found |= {str(r[0]) for r in conn.execute(ranges, (*params, lo, hi))}
+            else:
+                for lo, hi in odd:
+                    found |= {str(r[0]) for r in conn.execute(ranges, (*params, lo, hi))}
+                found |= {str(r[0]) for r in conn.execute(tail, (*params, "\x80"))}
+            if i < len(target):
+                for ch in dict.fromkeys((target[i], target[i].upper(), target[i].lower())):
+                    if ch.isascii() and conn.execute(exists, (*params, prefix + ch, _succ(prefix + ch))).fetchone():
+                        nxt.append(prefix + ch)
+        frontier = nxt
+        if not frontier:
+            break
+    return found
+
+
 def ids_folding_to(conn: apsw.Connection, identity: Identity) -> set[str]:
-    """Store subject ids that normalise to one of the identity's ids (each table's subject index)."""
+    """Store subject ids that normalise to one of the identity's ids (seeks on each table's subject index)."""
     wanted = set(identity.ids)
     found: set[str] = set()
     for table in SUBJECT_ID_TABLES:
-        for (sid,) in conn.execute(f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL"):
-            if fold(str(sid)) in wanted:
-                found.add(str(sid))
+        for target in sorted(wanted):
+            found |= {sid for sid in values_folding_to(conn, table, "subject_id", target) if fold(sid) in wanted}
     return found
 
 
 def personal_entities(conn: apsw.Connection, identity: Identity) -> dict[int, str]:
     """entity_id -> kind of the person/email/phone entities that name one of the identity's
-    identifiers, compared in normal form (so `ADA@Example.org` and `+44 20 ...` spellings match)."""
+    identifiers, compared in normal form (so `ADA@Example.org` and `+44 20 ...` spellings match).
+
+    Person and email entities are found by seeks on the (kind, name) index (`values_folding_to`);
+    phone entities, whose names may carry any characters between the digits, by a scan of the phone
+    entities that keeps those holding the digits in order (or any non-ASCII character)."""
     out: dict[int, str] = {}
     names = set(identity.names) | set(identity.ids)
     emails, phones = set(identity.emails), set(identity.phones)
-    for eid, kind, name in conn.execute(
-            "SELECT entity_id, kind, name FROM kg_entities WHERE kind IN ('person', 'email', 'phone')"):
-        text = str(name)
-        if (kind == "person" and fold(text) in names) or (kind == "email" and normal_email(text) in emails) or (
-                kind == "phone" and phone_digits(text) in phones):
-            out[int(eid)] = str(kind)
+
+    def ids_named(kind: str, values: set[str]) -> set[str]:
+        found: set[str] = set()
+        for target in sorted(values):
+            found |= values_folding_to(conn, "kg_entities", "name", target, where="kind = ?", params=(kind,))
+        return found
+
+    normal: dict[str, tuple[set[str], Callable[[str], str]]] = {"person": (names, fold),
+                                                                "email": (emails, normal_email)}
+    for kind, (values, norm) in normal.items():
+        for name in sorted(ids_named(kind, values)):
+            if norm(name) in values:
+                for (eid,) in conn.execute("SELECT entity_id FROM kg_entities WHERE kind = ? AND name = ?",
+                                           (kind, name)):
+                    out[int(eid)] = kind
+    if phones:
+        globs = ["*" + "*".join(p) + "*" for p in sorted(phones)]
+        for eid, name in conn.execute(
+                f"SELECT entity_id, name FROM kg_entities WHERE kind = 'phone' AND ({_non_ascii('name')} OR "
+                + " OR ".join("name GLOB ?" for _ in globs) + ")", globs):
+            if phone_digits(str(name)) in phones:
+                out[int(eid)] = "phone"
     return out
 
 

@@ -68,9 +68,15 @@ def _now() -> datetime:
 
 
 @contextmanager
-def open_context(request_id: str, home: Home, *, batch_size: int = 10_000) -> Iterator[StepContext]:
+def open_context(request_id: str, home: Home, *, batch_size: int = 10_000,
+                 quoting: bool = True, frames: bool = True) -> Iterator[StepContext]:
     """Open the engine and the store, load the subject from the vault, and gather what is known of
-    the subject's sources and frames (footprint first, then a live resolution)."""
+    the subject's sources and frames (footprint first, then a live resolution).
+
+    `quoting` adds the derived frames that quote the subject without a reference (a search of the
+    text): `prepare` writes them to the footprint, and the derivatives step, which deletes them, finds
+    them again itself, so the other steps reach them through the footprint and skip the search.
+    `frames=False` leaves `ctx.frames` empty (the scrub needs only the subject's ids)."""
     engine = open_engine(home.engine_db)
     store = open_store(home.store_dir)
     try:
@@ -94,13 +100,14 @@ def open_context(request_id: str, home: Home, *, batch_size: int = 10_000) -> It
                           engine=engine, evidence_dir=home.evidence_dir(request_id),
                           sources=[(str(a), str(b)) for a, b in sources], batch_size=batch_size,
                           subject_ids=subject_ids, identity=identity)
-        known = {int(f) for f in requests.footprint(engine, request_id, Tier.episodic, "frame")}
-        known |= {int(f) for f in requests.footprint(engine, request_id, Tier.derivatives, "derived")}
-        primary: set[int] = set()
-        for sid in subject_ids:
-            primary |= primary_frames(store, sid, ctx.sources, archive_ids(store, sid, ctx.sources))
-        quoted = quoting_frames(store, identity)
-        ctx.frames = known | primary | quoted | derived_closure(store, known | primary | quoted)
+        if frames:
+            known = {int(f) for f in requests.footprint(engine, request_id, Tier.episodic, "frame")}
+            known |= {int(f) for f in requests.footprint(engine, request_id, Tier.derivatives, "derived")}
+            primary: set[int] = set()
+            for sid in subject_ids:
+                primary |= primary_frames(store, sid, ctx.sources, archive_ids(store, sid, ctx.sources))
+            quoted = quoting_frames(store, identity) if quoting else set()
+            ctx.frames = known | primary | quoted | derived_closure(store, known | primary | quoted)
         yield ctx
     finally:
         store.close()
@@ -176,7 +183,7 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
     if tier not in _data_classes(request_id, home) and tier not in ALWAYS_RUN:
         return _skip(request_id, tier, home)
     step = STEPS[tier]
-    with open_context(request_id, home, batch_size=batch_size) as ctx:
+    with open_context(request_id, home, batch_size=batch_size, quoting=False) as ctx:
         held = sum(holds.active_holds(ctx.store, sid) for sid in ctx.ids())
         if held:  # hold wins, also over a run that passed preflight before the hold was placed
             raise HoldActive(f"step {tier.value} refused: {held} active litigation hold(s) on the subject; "
@@ -313,7 +320,7 @@ def scrub_window(request_ids: list[str], home: Home) -> dict[str, Any]:
 
     purged: dict[str, int] = {}
     for request_id in request_ids:
-        with open_context(request_id, home) as ctx:
+        with open_context(request_id, home, frames=False) as ctx:
             with transaction(ctx.store):
                 suppression.record_identity(ctx.store, ctx.subject, request_id, also_ids=ctx.ids())
             purged[request_id] = purge_rejected_for(home, ctx.subject)

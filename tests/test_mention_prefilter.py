@@ -1,0 +1,210 @@
+"""The mention search never misses what the pattern finds, and the folded-id walk never misses an id
+that folds to the request's: generated identities, spelled in odd letter case, with diacritics,
+NFKC variants (full-width), the non-ASCII letters Python's case-insensitive matching equates with
+ASCII ones, combining marks and private-use characters glued to the spelling (where the FTS5
+tokenizer and the pattern part ways), emails split into tokens and phones with any separators, on a
+real store (FTS5 index included).
+
+The rule is checked against the pattern itself: every row whose text `Identity.pattern()` finds a
+spelling in must come back from `tasks.mentions` (frames through the index, archive rows and
+sessions through the SQL prefilter); the SQL prefilter is also checked on its own, row by row.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import sys
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from erasure.identity import Identity, fold
+from erasure.subject import Subject
+from memory.schema import create
+from tasks import mentions
+from tasks.identity import ids_folding_to, personal_entities, values_folding_to
+
+NOW = "2026-01-01T00:00:00.000000Z"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[apsw.Connection]:
+    conn = create(tmp_path_factory.mktemp("prefilter") / "store")
+    yield conn
+    conn.close()
+
+
+def _clear(conn: apsw.Connection) -> None:
+    for table in ("frames_fts", "frames", "raw_archive", "working_sessions", "kg_entities"):
+        conn.execute(f"DELETE FROM {table}")
+    conn.execute("DROP TRIGGER IF EXISTS raw_archive_append_only")  # test store: rows are cleared between examples
+
+
+def _put(conn: apsw.Connection, texts: list[str], subject_ids: list[str]) -> None:
+    _clear(conn)
+    with conn:
+        for i, text in enumerate(texts, start=1):
+            kind = "derived" if i % 2 else "turn"
+            conn.execute("INSERT INTO frames(frame_id, kind, content, created_at) VALUES (?,?,?,?)",
+                         (i, kind, text, NOW))
+            conn.execute("INSERT INTO frames_fts(rowid, content) VALUES (?,?)", (i, text))
+            conn.execute("INSERT INTO raw_archive(archive_id, archive_uid, source, source_ref, subject_id, content,"
+                         " created_at) VALUES (?,?,?,?,?,?,?)", (i, f"u{i}", "chat", f"r{i}", "x", text, NOW))
+            conn.execute("INSERT INTO working_sessions(session_id, subject_id, state, updated_at) VALUES (?,?,?,?)",
+                         (f"s{i}", "x", text, NOW))
+        for i, sid in enumerate(subject_ids, start=1):
+            conn.execute("INSERT INTO working_sessions(session_id, subject_id, state, updated_at) VALUES (?,?,?,?)",
+                         (f"id{i}", sid, "{}", NOW))
+            for kind in ("person", "email"):
+                conn.execute("INSERT OR IGNORE INTO kg_entities(kind, name, created_at) VALUES (?,?,?)",
+                             (kind, sid, NOW))
+
+
+# --- generated identities and spellings -------------------------------------------------------------
+
+LETTERS = string.ascii_letters + "éëøłßıİſKÅ"
+word = st.text(alphabet=LETTERS, min_size=2, max_size=8)
+names = st.lists(word, min_size=1, max_size=3).map(" ".join)
+ids = st.text(alphabet=string.ascii_letters + string.digits + "-_.ıK", min_size=3, max_size=12)
+emails = st.tuples(st.text(alphabet=string.ascii_lowercase + ".", min_size=1, max_size=8).filter(
+    lambda s: s.strip(".")), st.sampled_from(["example.org", "mail.example", "x.co"])).map(lambda t: f"{t[0]}@{t[1]}")
+phones = st.tuples(st.sampled_from(["+1 555", "+44 20", "+254 7"]), st.text(alphabet=string.digits, min_size=6,
+                                                                            max_size=8)).map(" ".join)
+subjects = st.builds(lambda i, e, n, p: Subject(id=i, email=e, name=n, phone=p), ids, emails, names, phones)
+
+GLUE = ["\u0301", "\ue000", "\u0308"]  # a combining mark, a private-use character: tokens for FTS5, not for the pattern
+
+
+def _fullwidth(s: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in s)
+
+
+def variants(draw: st.DrawFn, value: str) -> str:
+    how = draw(st.sampled_from(["same", "upper", "lower", "title", "swap", "fullwidth", "nfd", "kelvin", "dotless"]))
+    if how == "upper":
+        return value.upper()
+    if how == "lower":
+        return value.lower()
+    if how == "title":
+        return value.title()
+    if how == "swap":
+        return value.swapcase()
+    if how == "fullwidth":
+        return _fullwidth(value)
+    if how == "nfd":
+        return unicodedata.normalize("NFD", value)
+    if how == "kelvin":
+        return value.replace("k", "\u212a").replace("s", "\u017f")
+    return value.replace("i", "\u0131")
+
+
+def phone_spelling(draw: st.DrawFn, phone: str) -> str:
+    digits = re.sub(r"\D", "", phone)
+    if draw(st.booleans()):
+        digits = {"1": digits[1:], "44": "0" + digits[2:], "254": "0" + digits[3:]}[
+            next(cc for cc in ("254", "44", "1") if digits.startswith(cc))]
+    seps = st.sampled_from(["", "", " ", "-", ".", "(", ")", "/", "\t", " - "])
+    return "".join(d + draw(seps) for d in digits[:-1]) + digits[-1]
+
+
+@st.composite
+def scenes(draw: st.DrawFn) -> tuple[Subject, list[str]]:
+    subject = draw(subjects)
+    texts = []
+    for _ in range(draw(st.integers(min_value=1, max_value=6))):
+        which = draw(st.sampled_from(["name", "email", "id", "phone", "none", "part"]))
+        value = {"name": subject.name, "email": subject.email, "id": subject.id, "phone": subject.phone,
+                 "none": "", "part": (subject.name or "x").split(" ")[0]}[which] or ""
+        spelled = phone_spelling(draw, value) if which == "phone" else variants(draw, value)
+        before = draw(st.sampled_from(["", " ", "(", "_", "\n", "x", "9", "«", "é", *GLUE]))
+        after = draw(st.sampled_from(["", " ", ")", "_", ".", "'s", "x", "9", "»", *GLUE]))
+        filler = draw(st.text(alphabet=string.ascii_letters + " .,'", max_size=20))
+        texts.append(f"{filler}{before}{spelled}{after}{filler}")
+    return subject, texts
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(scene=scenes())
+def test_every_row_the_pattern_finds_is_found(store: apsw.Connection, scene: tuple[Subject, list[str]]) -> None:
+    subject, texts = scene
+    who = Identity.of(subject)
+    _put(store, texts, [])
+    pattern = who.pattern()
+    named = {i for i, t in enumerate(texts, start=1) if pattern.search(t)}
+    frames = set(mentions.frames_mentioning(store, who, set())) | mentions.derived_mentioning(store, who)
+    assert frames == named
+    assert set(mentions.archives_mentioning(store, who, set())) == named
+    assert {int(s[1:]) for s in mentions.sessions_mentioning(store, who, set())} == named
+    cond, params = mentions.plan(who).sql("content")
+    kept = {int(r[0]) for r in store.execute(f"SELECT archive_id FROM raw_archive WHERE {cond}", params)}
+    assert named <= kept
+    assert all(mentions.plan(who).may_name(t) for i, t in enumerate(texts, start=1) if i in named)
+
+
+@st.composite
+def id_scenes(draw: st.DrawFn) -> tuple[str, list[str]]:
+    target = draw(ids)
+    spelled = [variants(draw, target) for _ in range(draw(st.integers(min_value=1, max_value=4)))]
+    spelled += [draw(st.sampled_from([" ", "\t", "", "  "])) + s + draw(st.sampled_from([" ", "\n", "", "\u0301", "x"]))
+                for s in spelled]
+    others = draw(st.lists(ids, max_size=5))
+    return target, spelled + others + [target[:-1], target + "0", "\u00e9" + target]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(scene=id_scenes())
+def test_every_store_id_that_folds_to_the_request_is_found(store: apsw.Connection,
+                                                           scene: tuple[str, list[str]]) -> None:
+    target, stored = scene
+    _put(store, [], sorted(set(stored)))
+    who = Identity(ids=(fold(target),), names=(fold(target),), emails=(fold(target),))
+    want = {s for s in stored if fold(s) == fold(target)}
+    assert ids_folding_to(store, who) & set(stored) == want
+    walked = values_folding_to(store, "working_sessions", "subject_id", fold(target))
+    assert want <= walked
+    ents = personal_entities(store, who)
+    names = {str(r[0]) for e in ents for r in store.execute("SELECT name FROM kg_entities WHERE entity_id = ?", (e,))}
+    assert names == want | {s for s in stored if s.strip().lower() == fold(target) and
+                            unicodedata.normalize("NFKC", s).strip().lower() == fold(target)}
+
+
+def test_the_ascii_equivalents_are_all_there_are() -> None:
+    """Every character outside ASCII that Python's case-insensitive matching equates with an ASCII
+    letter or digit is in `ASCII_EQUIVALENTS`, mapped to it (the prefilter's ASCII shadow relies on it)."""
+    every = "".join(chr(c) for c in range(0x80, sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF)
+    found = set(re.findall(r"(?i)[a-z0-9]", every))
+    assert found == set(mentions.ASCII_EQUIVALENTS)
+    for ch, a in mentions.ASCII_EQUIVALENTS.items():
+        assert re.fullmatch(re.escape(ch), a, re.IGNORECASE)
+        assert re.fullmatch(re.escape(a), ch, re.IGNORECASE)
+
+
+def test_a_spelling_with_no_token_is_scanned_for(store: apsw.Connection) -> None:
+    """An id of punctuation alone has nothing to ask the index: its frames come from a scan."""
+    who = Identity(ids=("-+-",))
+    _put(store, ["see -+- here", "nothing"], [])
+    assert mentions.plan(who).fts_complete is False
+    assert mentions.derived_mentioning(store, who) == {1}
+
+
+def test_the_answer_is_not_kept_across_a_write(store: apsw.Connection) -> None:
+    who = Identity.of(Subject(id="subj-memo-1", name="Quill Ormsby"))
+    _put(store, ["nothing here", "nothing either"], [])
+    assert mentions.derived_mentioning(store, who) == set()
+    with store:
+        store.execute("UPDATE frames SET content = 'ask Quill Ormsby' WHERE frame_id = 1")
+        store.execute("DELETE FROM frames_fts WHERE rowid = 1")
+        store.execute("INSERT INTO frames_fts(rowid, content) VALUES (1, 'ask Quill Ormsby')")
+    assert mentions.derived_mentioning(store, who) == {1}
+    other = apsw.Connection(str(Path(store.filename)))  # another connection's commit is seen too
+    with other:
+        other.execute("DELETE FROM frames_fts WHERE rowid = 1")
+        other.execute("DELETE FROM frames WHERE frame_id = 1")
+    other.close()
+    assert mentions.derived_mentioning(store, who) == set()
