@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -118,22 +119,31 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
     _refuse_before_the_flow(request_id, h)
     from flows.erasure_request import erasure_request
 
+    return run_with_table(lambda: erasure_request(request_id, return_state=True),
+                          (lambda: steps_table(h, request_id)) if live else None)
+
+
+def run_with_table(call: Callable[[], Any], table: Callable[[], Table] | None, *, transient: bool = False) -> Any:
+    """Run `call` (a flow, in this process) in a thread, showing `table()` live until it ends (when
+    given); returns its result, or raises what it raised (a Prefect start-up failure explained)."""
+    from cli import prefect_api
+
     result: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            result["state"] = erasure_request(request_id, return_state=True)
+            result["state"] = call()
         except BaseException as exc:
             result["error"] = exc
 
     thread = threading.Thread(target=target, name="erasure-flow", daemon=True)
     thread.start()
-    if live:
-        with Live(steps_table(h, request_id), console=console, refresh_per_second=4, transient=False) as view:
+    if table is not None:
+        with Live(table(), console=console, refresh_per_second=4, transient=transient) as view:
             while thread.is_alive():
                 time.sleep(0.3)
-                view.update(steps_table(h, request_id))
-            view.update(steps_table(h, request_id))
+                view.update(table())
+            view.update(table())
     thread.join()
     if "error" in result:
         raise prefect_api.explain_start_failure(result["error"]) or result["error"]

@@ -3,11 +3,8 @@ table of every request's progress, then one line per request."""
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
-from rich.live import Live
 from rich.table import Table
 
 from cli.common import console, print_json
@@ -65,27 +62,11 @@ def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, target
     targets_for(h, targets)
     prefect_api.prepare(h)
     shown = _ids_to_show(h, request_ids)
+    from cli.run import run_with_table
     from flows.window import erasure_window
 
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["state"] = erasure_window(request_ids, return_state=True)
-        except BaseException as exc:
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, name="erasure-window", daemon=True)
-    thread.start()
-    if not json_out and shown:
-        with Live(progress_table(h, shown), console=console, refresh_per_second=2, transient=True) as view:
-            while thread.is_alive():
-                time.sleep(0.5)
-                view.update(progress_table(h, shown))
-    thread.join()
-    if "error" in result:
-        raise prefect_api.explain_start_failure(result["error"]) or result["error"]
-    state = result["state"]
+    state = run_with_table(lambda: erasure_window(request_ids, return_state=True),
+                           (lambda: progress_table(h, shown)) if not json_out and shown else None, transient=True)
     data = state.result(raise_on_failure=False) if state.is_completed() or state.is_failed() else None
     report: dict[str, dict[str, Any]] = (data or {}).get("requests", {}) if isinstance(data, dict) else {}
     if json_out:
