@@ -156,7 +156,8 @@ def run(
         help="The request(s) to erase. Several ids (or --all) run as one erasure window.",
         show_default=False)] = None,
     all_submitted: Annotated[bool, typer.Option(
-        "--all", help="Run every submitted request as one window (held ones are skipped and reported).")] = False,
+        "--all", help="Run every submitted request (and every one a dead run left running) as one window; "
+                      "held ones are skipped and reported.")] = False,
     home: HomeOpt = None,
     json_out: JsonOpt = False,
     targets: TargetsOpt = None,

@@ -47,7 +47,7 @@ def _ids_to_show(h: Home, request_ids: list[str] | None) -> list[str]:
 
     engine = open_engine(h.engine_db)
     try:
-        return [r.request_id for r in requests.list_requests(engine, [RequestState.submitted])]
+        return [r.request_id for r in requests.list_requests(engine, [RequestState.submitted, RequestState.running])]
     finally:
         engine.close()
 

@@ -168,17 +168,20 @@ def window_packs(request_ids: list[str]) -> dict[str, Any]:
 
 
 def _submitted() -> list[str]:
+    """Every submitted request, and every one left `running` (a run that died: one that is still alive
+    holds the request's lock, and the window skips it)."""
     engine = open_engine(home().engine_db)
     try:
-        return [r.request_id for r in requests.list_requests(engine, [RequestState.submitted])]
+        return [r.request_id for r in requests.list_requests(engine, [RequestState.submitted, RequestState.running])]
     finally:
         engine.close()
 
 
 @flow(name="erasure-window", persist_result=False, log_prints=False)
 def erasure_window(request_ids: RequestIds = None) -> State:
-    """Erase several requests as one window (none given: every submitted request), verify each
-    independently, write each one's signed pack. Held requests are skipped and reported."""
+    """Erase several requests as one window (none given: every submitted request, and every one a dead
+    run left running), verify each independently, write each one's signed pack. Held requests are
+    skipped and reported."""
     from flows.erasure_request import _engine_key_present
 
     log = get_run_logger()

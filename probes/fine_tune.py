@@ -67,7 +67,8 @@ def _corpus_files(conn: apsw.Connection, store_dir: Path) -> list[Path]:
 def _scan_corpora(files: list[Path], ctx: ProbeContext) -> tuple[int, int]:
     """(lines naming the subject, distinct bystander pairs) over every corpus file."""
     pairs = {(s, r) for s, r in ctx.fingerprint.keys.source_refs}
-    raw_marks = [*(sid.encode() for sid in ctx.ids), *(r.encode() for _, r in pairs)]
+    ids = set(ctx.ids)
+    raw_marks = [*(sid.encode() for sid in ids), *(r.encode() for _, r in pairs)]
     mine = 0
     others: set[tuple[str, str]] = set()
     for path in files:
@@ -81,7 +82,7 @@ def _scan_corpora(files: list[Path], ctx: ProbeContext) -> tuple[int, int]:
                     mine += any(m in line for m in raw_marks)
                     continue
                 found = _line_pairs(doc)
-                if found & pairs or any(o.get("subject_id") in ctx.ids for o in json_objects(doc)):
+                if found & pairs or any(o.get("subject_id") in ids for o in json_objects(doc)):
                     mine += 1
                 else:
                     others |= found

@@ -32,6 +32,9 @@ MAX_WINDOW_CHARS = 48
 MIN_WINDOW_WORDS = 4
 VECTOR_PIECE_BYTES = 128
 MIN_NONZERO_FLOATS = 4
+MAX_VECTOR_PIECES = 2
+"""Pieces kept per vector: its first and last distinctive ones. A page boundary splits at most one of
+two pieces this far apart, and each piece costs the byte scan's compile time (a window's thousands)."""
 MIN_BLOB_PIECE_DISTINCT = 16
 BLOB_PIECE_BYTES = 64
 
@@ -113,7 +116,7 @@ def vector_pieces(embedding: bytes) -> list[bytes]:
         floats = np.frombuffer(piece, dtype="<f4")
         if int(np.count_nonzero(floats)) >= MIN_NONZERO_FLOATS:
             out.append(piece)
-    return out
+    return out if len(out) <= MAX_VECTOR_PIECES else [out[0], out[-1]]
 
 
 def blob_pieces(head: bytes, middle: bytes) -> list[bytes]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -99,11 +99,12 @@ def json_objects(value: Any) -> Iterator[dict[str, Any]]:
             stack.extend(v)
 
 
-def mentions_subject(value: Any, subject_id: str, pairs: set[tuple[str, str]]) -> bool:
-    """True when a parsed JSON document names the subject: an object with `subject_id` equal to the
-    subject's id, or with `source`/`source_ref` equal to one of the subject's pairs."""
+def mentions_subject(value: Any, subject_ids: str | Collection[str], pairs: set[tuple[str, str]]) -> bool:
+    """True when a parsed JSON document names the subject: an object with `subject_id` equal to one of
+    the subject's ids, or with `source`/`source_ref` equal to one of the subject's pairs."""
+    ids = {subject_ids} if isinstance(subject_ids, str) else set(subject_ids)
     for obj in json_objects(value):
-        if obj.get("subject_id") == subject_id:
+        if obj.get("subject_id") in ids:
             return True
         src, ref = obj.get("source"), obj.get("source_ref")
         if isinstance(src, str) and isinstance(ref, str) and (src, ref) in pairs:

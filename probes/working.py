@@ -47,20 +47,21 @@ def _session_files(root: Path, ctx: ProbeContext) -> tuple[int, int]:
     pairs = {(s, r) for s, r in ctx.fingerprint.keys.source_refs}
     mine = others = 0
     for path in regular_files(root):
-        if path.name.split(".", 1)[0] in ids or any(_names_subject(path, sid, pairs) for sid in ctx.ids):
+        if path.name.split(".", 1)[0] in ids or _names_subject(path, ctx.ids, pairs):
             mine += 1
         else:
             others += 1
     return mine, others
 
 
-def _names_subject(path: Path, subject_id: str, pairs: set[tuple[str, str]]) -> bool:
+def _names_subject(path: Path, subject_ids: list[str], pairs: set[tuple[str, str]]) -> bool:
+    """The file (read once) names one of the ids or pairs."""
     data = path.read_bytes()
     try:
-        return mentions_subject(json.loads(data), subject_id, pairs)
+        return mentions_subject(json.loads(data), subject_ids, pairs)
     except (UnicodeDecodeError, json.JSONDecodeError):
         # not JSON (a half-written or foreign file): the subject's id or a source_ref in it is enough
-        return subject_id.encode() in data or any(r.encode() in data for _, r in pairs)
+        return any(s.encode() in data for s in subject_ids) or any(r.encode() in data for _, r in pairs)
 
 
 def probe(ctx: ProbeContext) -> list[ProbeResult]:

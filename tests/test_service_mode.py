@@ -45,14 +45,13 @@ from erasure.subject import Subject
 from erasure.tiers import CASCADE_ORDER
 from memory import holds
 from memory.schema import create, open_store
+from tests.test_deployments import DEPLOYMENTS
 
 pytestmark = pytest.mark.slow
 
 QUEUED = [f"req-q-{i}" for i in range(8)]
 START_TIMEOUT = 600
 RUN_TIMEOUT = 900.0
-DEPLOYMENTS = {"erasure-request", "verification", "sla-monitor", "hold-place", "hold-release", "suppression-allow",
-               "request-extend", "request-pause", "request-resume", "intake"}
 
 
 def free_port() -> int:

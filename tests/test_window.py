@@ -148,3 +148,34 @@ def test_window_ids_are_tokens_and_an_empty_window_runs_nothing(store: Home) -> 
     assert state.is_completed() and report == {}
     refused = erasure_window([SUBJECT.email], return_state=True)  # type: ignore[list-item]
     assert refused.is_failed()
+
+
+def test_a_window_killed_mid_step_finishes_on_the_next_window(store: Home) -> None:
+    """kill -9 inside the first batch transaction of the episodic step: the requests stay `running`;
+    the next `--all` window takes them up again and ends all clear, nothing of them left.
+
+    The killed process runs the window's body (`flows.window._window`, the tasks on the test server)
+    without the flow's store slot: a slot a killed run held is freed by the Prefect server's lease
+    reaper, which a full server runs (`erasure server start`) and the test server does not."""
+    import os
+    import subprocess
+    import sys
+
+    from prefect.settings import PREFECT_API_URL
+
+    submit(store, "req-k-1", SUBJECT)
+    submit(store, "req-k-2", BYSTANDER)
+    env = {**os.environ, "ERASURE_CRASH_AT": "mid:episodic:0", "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+           "ERASURE_HOME": str(store.root), "ERASURE_EVIDENCE": str(store.evidence_root)}
+    died = subprocess.run([sys.executable, "-c", "from flows.window import _window; _window(['req-k-1', 'req-k-2'])"],
+                          env=env, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
+                          timeout=300)
+    assert died.returncode == -9, died.stderr[-2000:]
+    assert {request_state(store, r) for r in ("req-k-1", "req-k-2")} == {"running"}
+    assert home_hits(store, SUBJECT)  # the kill came before the subject's frames were gone
+    state, report = window(None)
+    assert state.is_completed(), state.message
+    assert {r: v["outcome"] for r, v in report.items()} == {"req-k-1": "all_clear", "req-k-2": "all_clear"}
+    for rid, subject in (("req-k-1", SUBJECT), ("req-k-2", BYSTANDER)):
+        assert home_hits(store, subject) == {}
+        verify_offline(store, rid)
