@@ -8,6 +8,8 @@ entry, so a drop means the log itself was cut.
 
 from __future__ import annotations
 
+import contextlib
+
 import apsw
 import hyperscan
 
@@ -34,7 +36,8 @@ def _plaintext(conn: apsw.Connection, idents: list[str]) -> int:
         return True  # one match is enough: stop scanning this entry
 
     for (fields,) in conn.execute("SELECT fields FROM audit_log"):
-        db.scan(str(fields).encode(), match_event_handler=on_match)
+        with contextlib.suppress(hyperscan.ScanTerminated):  # raised when on_match stops the scan
+            db.scan(str(fields).encode(), match_event_handler=on_match)
     return hits[0]
 
 

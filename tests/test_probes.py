@@ -520,3 +520,21 @@ def test_a_vector_piece_a_bystander_shares_is_not_a_needle(built: Built) -> None
     v = run_probes(built.store_dir, SUBJECT, fp)
     assert _residue(v) == {}
     assert v.all_clear
+
+
+def test_an_identifier_in_plaintext_in_an_audit_entry_is_residue(built: Built) -> None:
+    """A personal value written into an audit entry's plain fields (not as a commitment), in another
+    letter case, is found by the audit-log probe even after everything else of the subject is gone."""
+    from memory import audit
+    from memory.schema import create
+
+    fp = take_fingerprint(built.store_dir, SUBJECT)
+    erase_by_hand(built, skip=[])
+    conn = create(built.store_dir)
+    try:
+        audit.append(conn, "support.note", "helpdesk", {"note": f"called back {SUBJECT.email.upper()}"})  # type: ignore[union-attr]
+    finally:
+        conn.close()
+    v = run_probes(built.store_dir, SUBJECT, fp)
+    assert _result(v, "audit_log", "plaintext-in-entries").residue == 1
+    assert not v.all_clear
