@@ -123,9 +123,17 @@ def window_footprint(request_ids: list[str]) -> dict[str, Any]:
 
 @task(name="window-step", task_run_name="step-{step}", retries=0, cache_policy=NO_CACHE)
 def window_step(step: str, request_ids: list[str]) -> dict[str, Any]:
-    """One tier's step for every request of the window, one after another (records per request)."""
+    """One tier's step for every request of the window, one after another (records per request). A step
+    that rewrites a whole (the fine-tune corpus) does it once, without every subject of the window: each
+    request's count is taken before the first rewrite, so its record keeps what it had."""
     h = home()
-    return _each(request_ids, lambda rid: runner.run_step(rid, Tier(step), h))
+    tier = Tier(step)
+    with runner.window(request_ids):
+        before: dict[str, Any] = {}
+        if getattr(runner.STEPS[tier], "window_shared", False) and len(request_ids) > 1:
+            before = _each(request_ids, lambda rid: runner.count_step(rid, tier, h))
+        return _each(request_ids, lambda rid: runner.run_step(
+            rid, tier, h, before=before.get(rid) if isinstance(before.get(rid), int) else None))
 
 
 @task(name="byte-hygiene", retries=0, cache_policy=NO_CACHE)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from erasure import requests
 from erasure.clocks import iso_utc
+from erasure.identity import Identity
 from erasure.sqlite import transaction
 from erasure.tiers import Tier
 from memory.redact import map_strings
@@ -24,14 +26,9 @@ from tasks import mentions
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
 
 
-def _names_subject(ctx: StepContext, text: str) -> bool:
-    """The pattern, behind the mention plan's cheap test (`tasks.mentions.SearchPlan.may_name`)."""
-    who = ctx.who()
-    return mentions.plan(who).may_name(text) and who.pattern().search(text) is not None
-
-
 def _file_names_subject(ctx: StepContext, text: str) -> bool:
-    """`_names_subject` on a whole corpus file, line by line where that decides it: a line the plan
+    """Whether a whole corpus file names the subject (the mention plan's cheap test, then the pattern),
+    line by line where that decides it: a line the plan
     keeps and the pattern confirms answers yes. Otherwise (no line confirmed, or a phone's digits only
     across lines) the pattern reads the whole text, which a match across a line break needs."""
     who = ctx.who()
@@ -44,9 +41,24 @@ def _file_names_subject(ctx: StepContext, text: str) -> bool:
     return pattern.search(text) is not None
 
 
+def _co_subjects(ctx: StepContext) -> list[tuple[Identity, set[tuple[str, str]], set[str]]]:
+    """The other subjects of the step's erasure window: identity, sources and store ids (from the vault
+    and the footprints their prepare wrote)."""
+    out = []
+    for rid in ctx.co_requests:
+        subject = requests.load_envelope(ctx.engine, rid).subject
+        sources = {tuple(json.loads(k)) for k in requests.footprint(ctx.engine, rid, Tier.episodic, "source")}
+        out.append((Identity.of(subject), {(str(a), str(b)) for a, b in sources},
+                    {subject.id, *requests.store_ids(ctx.engine, rid)}))
+    return out
+
+
 class FineTuneStep(BaseStep):
     tier: ClassVar[Tier] = Tier.fine_tune
     transactional: ClassVar[bool] = False
+    window_shared: ClassVar[bool] = True
+    """In an erasure window the corpus is rewritten once, without every subject of the window: the
+    window counts each request's items before the first rewrite (`tasks.runner.count_step`)."""
 
     def _examples(self, ctx: StepContext) -> list[tuple[int, int]]:
         """(example_id, corpus_id) of the subject's live examples."""
@@ -153,14 +165,19 @@ class FineTuneStep(BaseStep):
 
     def _rewrite_without_subject(self, ctx: StepContext, name: str, corpus_id: int, version: int,
                                  path: Path, sources: set[tuple[str, str]], written: list[Path]) -> int:
-        """Inside the caller's transaction: write version+1 of the corpus without the subject's lines."""
-        subject_refs = sources | {(str(r[0]), str(r[1])) for sid in ctx.ids() for r in ctx.store.execute(
-            "SELECT source, source_ref FROM ft_examples WHERE corpus_id = ? AND subject_id = ?",
-            (corpus_id, sid))}
-        who = ctx.who()
+        """Inside the caller's transaction: write version+1 of the corpus without the subject's lines (and,
+        in an erasure window, without its other subjects' lines: one rewrite for the window)."""
+        def refs_of(ids: Iterable[str]) -> set[tuple[str, str]]:
+            return {(str(r[0]), str(r[1])) for sid in ids for r in ctx.store.execute(
+                "SELECT source, source_ref FROM ft_examples WHERE corpus_id = ? AND subject_id = ?", (corpus_id, sid))}
+
+        subject_refs = sources | refs_of(ctx.ids())
+        co = _co_subjects(ctx)
+        co_refs = {r for _who, srcs, ids in co for r in srcs | refs_of(ids)} - subject_refs
+        checks = [(w, mentions.plan(w), w.pattern()) for w in (ctx.who(), *(c[0] for c in co))]
         kept: list[str] = []
         refs: list[tuple[str, str]] = []
-        dropped = 0
+        dropped = co_dropped = 0
         for line in path.read_text(encoding="utf-8").splitlines():
             if not line.strip():
                 continue
@@ -168,17 +185,12 @@ class FineTuneStep(BaseStep):
             ref = (str(item.get("source")), str(item.get("source_ref")))
             if (item.get("source"), item.get("source_ref")) in subject_refs:
                 dropped += 1
+            elif (item.get("source"), item.get("source_ref")) in co_refs:
+                co_dropped += 1
             else:
-                if mentions.policy() == "redact" and _names_subject(ctx, line):
-                    counted = [0]
-
-                    def fn(text: str, counted: list[int] = counted) -> str:
-                        new, n = mentions.redact_text(who, text)
-                        counted[0] += n
-                        return new
-
-                    line = json.dumps(map_strings(item, fn), ensure_ascii=False, sort_keys=True)
-                    ctx.add_detail(mentions_redacted=counted[0], mention_examples=1)
+                if mentions.policy() == "redact":
+                    for k, check in enumerate(checks):
+                        line, item = self._redacted(ctx, line, item, check, own=k == 0)
                 kept.append(line)
                 refs.append(ref)
         new_version = version + 1
@@ -203,7 +215,31 @@ class FineTuneStep(BaseStep):
             "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref) VALUES (?,?,?,?,?)",
             [(new_id, i + 1, owners.get(ref), ref[0], ref[1]) for i, ref in enumerate(refs)])
         ctx.add_detail(corpus_versions_written=1, examples_dropped=dropped, examples_kept=len(kept))
+        if co:
+            ctx.add_detail(window_requests=len(co), window_examples_dropped=co_dropped)
         return dropped
+
+    @staticmethod
+    def _redacted(ctx: StepContext, line: str, item: Any, check: tuple[Identity, Any, Any], *,
+                  own: bool) -> tuple[str, Any]:
+        """The line with every mention of the check's identity redacted (counted in the step's detail
+        when `own`); `check` is (identity, its mention plan, its pattern)."""
+        who, plan, pattern = check
+        if not (plan.may_name(line) and pattern.search(line)):
+            return line, item
+        counted = [0]
+
+        def fn(text: str) -> str:
+            new, n = mentions.redact_text(who, text)
+            counted[0] += n
+            return new
+
+        item = map_strings(item, fn)
+        if own:
+            ctx.add_detail(mentions_redacted=counted[0], mention_examples=1)
+        else:
+            ctx.add_detail(window_mentions_redacted=counted[0])
+        return json.dumps(item, ensure_ascii=False, sort_keys=True), item
 
     def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
         ids = ints(keys, "corpus")

@@ -9,6 +9,7 @@ erase starts from what still exists.
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,6 +64,19 @@ class StepIncomplete(ErasureError):
     """A step ended with residue or a retryable exception: the run must not count it as done."""
 
 
+_WINDOW: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("erasure_window", default=())
+
+
+@contextmanager
+def window(request_ids: list[str]) -> Iterator[None]:
+    """Steps run inside this block know the other requests of their erasure window (`StepContext.co_requests`)."""
+    token = _WINDOW.set(tuple(request_ids))
+    try:
+        yield
+    finally:
+        _WINDOW.reset(token)
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -99,7 +113,8 @@ def open_context(request_id: str, home: Home, *, batch_size: int = 10_000,
         ctx = StepContext(request_id=request_id, subject=subject, store_dir=home.store_dir, store=store,
                           engine=engine, evidence_dir=home.evidence_dir(request_id),
                           sources=[(str(a), str(b)) for a, b in sources], batch_size=batch_size,
-                          subject_ids=subject_ids, identity=identity)
+                          subject_ids=subject_ids, identity=identity,
+                          co_requests=tuple(r for r in _WINDOW.get() if r != request_id))
         if frames:
             known = {int(f) for f in requests.footprint(engine, request_id, Tier.episodic, "frame")}
             known |= {int(f) for f in requests.footprint(engine, request_id, Tier.derivatives, "derived")}
@@ -173,8 +188,17 @@ def _digest(keys: Keys) -> str:
     return removed_digest(f"{kind}:{k}" for kind, ks in keys.items() for k in ks)
 
 
-def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_000) -> dict[str, Any]:
-    """Run one tier's step to completion and return its record (ids and counts only).
+def count_step(request_id: str, tier: Tier, home: Home) -> int:
+    """The items one tier's step of the request would erase now (its footprint grows as it resolves)."""
+    step = STEPS[tier]
+    with open_context(request_id, home) as ctx:
+        return step.count(ctx, _tier_keys(ctx, tier, step))
+
+
+def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_000,
+             before: int | None = None) -> dict[str, Any]:
+    """Run one tier's step to completion and return its record (ids and counts only). `before`: the
+    step's count taken earlier in its window (`count_step`), kept as the record's before count.
 
     Raises `StepIncomplete` after recording when residue remains or a retryable exception (a
     processor that did not confirm) is open, so the orchestrator does not treat it as finished, and
@@ -190,6 +214,7 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
                              "nothing erased")
         keys = _tier_keys(ctx, tier, step)
         prev = {s.step: s for s in requests.steps(ctx.engine, request_id)}.get(tier.value)
+        counted = before
         before = step.count(ctx, keys)
         if prev is not None and prev.status in FINISHED and before == 0:
             kept = _keep_finished(ctx, tier, step, keys, prev)
@@ -197,6 +222,8 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
                 return kept
         if prev is not None and prev.before_count is not None:
             before = max(before, prev.before_count)  # a resumed step keeps its first count
+        if counted is not None:
+            before = max(before, counted)  # counted before a co-request of its window erased a shared whole
         started = _now()
         requests.upsert_step(ctx.engine, StepRecord(request_id=request_id, step=tier.value,
                                                     status=StepStatus.running, before_count=before,

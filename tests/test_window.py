@@ -67,6 +67,22 @@ def verify_offline(home: Home, rid: str) -> None:
                 require_dpo=False)
 
 
+def corpus_versions(home: Home) -> int:
+    conn = create(home.store_dir)
+    try:
+        return int(conn.execute("SELECT count(*) FROM ft_corpora").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def fine_tune_record(home: Home, rid: str) -> Any:
+    engine = open_engine(home.engine_db)
+    try:
+        return next(s for s in requests.steps(engine, rid) if s.step == "fine_tune")
+    finally:
+        engine.close()
+
+
 def task_names(flow_run_id: Any) -> list[str]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
@@ -80,6 +96,7 @@ def test_a_window_erases_every_subject_to_the_byte_and_no_one_else(store: Home) 
     for subject in (SUBJECT, BYSTANDER, CARL):
         assert home_hits(store, subject)  # the check can fail: each one is there
     dana_before = bystander_state(store, DANA.id)
+    versions_before = corpus_versions(store)
     for rid, subject in (("req-w-1", SUBJECT), ("req-w-2", BYSTANDER), ("req-w-3", CARL)):
         submit(store, rid, subject)
     state, report = window(None)  # every submitted request
@@ -93,6 +110,11 @@ def test_a_window_erases_every_subject_to_the_byte_and_no_one_else(store: Home) 
         ver = json.loads((store.evidence_dir(rid) / "verification.json").read_text())
         assert ver["all_clear"] is True and not ver["lost_bystander_tiers"]
         verify_offline(store, rid)
+    # One corpus rewrite for the window (not one per request), and each request's fine-tune record still
+    # counts the examples it had.
+    assert corpus_versions(store) == versions_before + 1
+    for rid in ("req-w-1", "req-w-2", "req-w-3"):
+        assert fine_tune_record(store, rid).before_count, rid
     # Dana is outside the window: her items stay (her frame that named Bob has Bob's name redacted).
     assert bystander_state(store, DANA.id) == dana_before
     # One task per step for the whole window, not one per request and step.
