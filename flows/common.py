@@ -47,6 +47,14 @@ def home() -> Home:
     return Home.resolve().ensure()
 
 
+def user_reason(exc: BaseException) -> str:
+    """Why a run failed, for the request's state: our errors carry a user-facing message without
+    identifiers; any other error is named by its type only (its text could hold anything)."""
+    from erasure.errors import ErasureError
+
+    return str(exc)[:300] if isinstance(exc, ErasureError) else f"unexpected {type(exc).__name__}: see the run's logs"
+
+
 def checked_request_id(request_id: str) -> str:
     if not is_safe_token(request_id):
         raise InputError("request_id: not a safe token (letters, digits, '.', '_', '-'; at most 128)")

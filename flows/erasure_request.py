@@ -12,11 +12,20 @@ from prefect.states import Completed, Failed, State
 
 from erasure import requests
 from erasure.engine import open_engine
-from erasure.errors import ConfigError, ErasureError
+from erasure.errors import ConfigError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
 from flows import run_report
-from flows.common import RequestId, checked_request_id, home, request_lock, store_lock, store_writer, targets_of
+from flows.common import (
+    RequestId,
+    checked_request_id,
+    home,
+    request_lock,
+    store_lock,
+    store_writer,
+    targets_of,
+    user_reason,
+)
 from flows.verification import verification
 from tasks import runner
 from tasks.preflight import preflight
@@ -133,8 +142,7 @@ def erasure_request(request_id: RequestId) -> State:
         except Exception as exc:
             # Never leave a request in `running`: the SLA monitor shows the recorded state. Our own
             # errors carry user-facing messages without identifiers; others are named by type only.
-            why = str(exc) if isinstance(exc, ErasureError) else f"unexpected {type(exc).__name__}: see the run's logs"
-            _set_state(request_id, RequestState.exception, why[:300])
+            _set_state(request_id, RequestState.exception, user_reason(exc))
             raise
 
 

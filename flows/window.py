@@ -36,6 +36,7 @@ from flows.common import (
     store_lock,
     store_writer,
     targets_of,
+    user_reason,
 )
 from tasks import runner
 from tasks.preflight import preflight
@@ -43,11 +44,6 @@ from tasks.preflight import preflight
 RequestIds = Annotated[list[RequestId] | None, described(
     max_length=1000,
     description="The request ids to run as one window (at most 1,000). Empty: every submitted request.")]
-
-
-def _why(exc: BaseException) -> str:
-    """A user-facing reason without identifiers: our errors carry one; others are named by type only."""
-    return str(exc)[:300] if isinstance(exc, ErasureError) else f"unexpected {type(exc).__name__}: see the run's logs"
 
 
 def _set_states(changes: dict[str, tuple[RequestState, str | None]]) -> None:
@@ -70,7 +66,7 @@ def window_preflight(request_ids: list[str]) -> dict[str, dict[str, Any]]:
             pf = preflight(rid, h, reference=targets.reference() is not None, tenant=targets.tenant)
             out[rid] = {"action": pf.action, "holds": pf.holds, "detail": pf.detail}
         except ErasureError as exc:
-            out[rid] = {"action": "refused", "holds": 0, "detail": _why(exc)}
+            out[rid] = {"action": "refused", "holds": 0, "detail": user_reason(exc)}
     return out
 
 
@@ -110,7 +106,7 @@ def _each(request_ids: list[str], work: Any) -> dict[str, Any]:
         try:
             out[rid] = work(rid)
         except Exception as exc:  # one request's failure must not stop the window
-            out[rid] = {"error": _why(exc)}
+            out[rid] = {"error": user_reason(exc)}
     return out
 
 
@@ -274,7 +270,7 @@ def _window(request_ids: list[str]) -> dict[str, dict[str, Any]]:
     try:
         window_fingerprint(active)
     except Exception as exc:
-        why = f"fingerprint did not finish: {_why(exc)}"
+        why = f"fingerprint did not finish: {user_reason(exc)}"
         _set_states({rid: (RequestState.exception, why) for rid in active})
         return {rid: {"outcome": "failed", "detail": why} for rid in active}
     active = drop(window_footprint(active), "footprint", active)
