@@ -159,6 +159,12 @@ def demo_subjects(root: Path) -> list[Any]:
 
 def prepare_request(src: Path, dest: Path, subject: Any, request_id: str, engine_key: Path) -> Path:
     """A fresh home at `dest`: a copy of the demo store, the engine key, the request vaulted."""
+    return prepare_home(src, dest, [(subject, request_id)], engine_key)
+
+
+def prepare_home(src: Path, dest: Path, requested: list[tuple[Any, str]], engine_key: Path) -> Path:
+    """A fresh home at `dest`: a copy of the demo store, the engine key, one request vaulted for each
+    (subject, request id)."""
     from erasure import requests
     from erasure.config import Home
     from erasure.engine import open_engine
@@ -172,13 +178,14 @@ def prepare_request(src: Path, dest: Path, subject: Any, request_id: str, engine
     h.keys_dir.mkdir(parents=True, exist_ok=True)
     for p in engine_key.parent.glob("engine*"):
         shutil.copy2(p, h.keys_dir / p.name)
-    env = ErasureRequestEnvelope.model_validate({
-        "request_id": request_id, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
-        "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
-        "requester_identity_proof_ref": "idv/bench", "reason": "Art.17 request (benchmark)"})
     engine = open_engine(h.engine_db)
     try:
-        requests.submit(engine, env, now=datetime.now(UTC))
+        for subject, request_id in requested:
+            env = ErasureRequestEnvelope.model_validate({
+                "request_id": request_id, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
+                "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
+                "requester_identity_proof_ref": "idv/bench", "reason": "Art.17 request (benchmark)"})
+            requests.submit(engine, env, now=datetime.now(UTC))
     finally:
         engine.close()
     return h.root

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -35,39 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from request import _env, _timed, demo_subjects, ensure_store  # noqa: E402  (bench/request.py)
+from request import _env, _timed, demo_subjects, ensure_store, prepare_home  # noqa: E402  (bench/request.py)
 
 DEFAULT_PLAN = "10000:1,30;100000:1,10,30,100;1000000:1,30"
 SUBJECTS = 130
-
-
-def _home(src: Path, dest: Path, subjects: list[Any], keys: Path) -> Path:
-    """A fresh home: a copy of the demo store, the engine key, one request per subject (req-0000...)."""
-    from datetime import UTC, datetime, timedelta
-
-    from erasure import requests
-    from erasure.config import Home
-    from erasure.engine import open_engine
-    from erasure.models import ErasureRequestEnvelope
-
-    if dest.exists():
-        shutil.rmtree(dest)
-    shutil.copytree(src / "store", dest / "store")
-    os.sync()  # else the first checkpoint pays for writing back the whole copy
-    h = Home.resolve(dest, dest / "evidence").ensure()
-    for p in keys.glob("engine*"):
-        shutil.copy2(p, h.keys_dir / p.name)
-    engine = open_engine(h.engine_db)
-    try:
-        for i, subject in enumerate(subjects):
-            env = ErasureRequestEnvelope.model_validate({
-                "request_id": f"req-{i:04d}", "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
-                "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
-                "requester_identity_proof_ref": "idv/bench", "reason": "Art.17 request (benchmark)"})
-            requests.submit(engine, env, now=datetime.now(UTC))
-    finally:
-        engine.close()
-    return h.root
 
 
 def _run(home: Path, api: str, args: list[str]) -> tuple[float, dict[str, Any]]:
@@ -140,7 +110,8 @@ def main() -> None:
                     raise SystemExit(f"{src} has {len(subjects)} demo subjects: {n} needed")
                 chosen = subjects[:n]
                 ids = [f"req-{i:04d}" for i in range(n)]
-                home = _home(src, a.work_dir / f"w-{frames}-{n}", chosen, keys)
+                home = prepare_home(src, a.work_dir / f"w-{frames}-{n}", list(zip(chosen, ids, strict=True)),
+                                    keys / "engine.pem")
                 wall, out = _run(home, api, ["--all"])
                 bad = {rid: r["outcome"] for rid, r in out["requests"].items() if r["outcome"] != "all_clear"}
                 if bad or len(out["requests"]) != n:
@@ -150,7 +121,8 @@ def main() -> None:
                 walls[n] = wall
                 single: float | None = None
                 if n in one_by_one:
-                    home = _home(src, a.work_dir / f"o-{frames}-{n}", chosen, keys)
+                    home = prepare_home(src, a.work_dir / f"o-{frames}-{n}", list(zip(chosen, ids, strict=True)),
+                                        keys / "engine.pem")
                     single = 0.0
                     for rid in ids:
                         w, doc = _run(home, api, [rid])

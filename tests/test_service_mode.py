@@ -45,7 +45,7 @@ from erasure.subject import Subject
 from erasure.tiers import CASCADE_ORDER
 from memory import holds
 from memory.schema import create, open_store
-from tests.test_deployments import DEPLOYMENTS
+from tests.test_deployments import DEPLOYMENTS, vault
 
 pytestmark = pytest.mark.slow
 
@@ -77,14 +77,6 @@ def envelope(request_id: str, subject: Subject) -> ErasureRequestEnvelope:
         "request_id": request_id, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
         "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=3)).isoformat(),
         "requester_identity_proof_ref": "idv/svc", "reason": "Art.17 request via the privacy portal"})
-
-
-def vault(h: Home, env: ErasureRequestEnvelope) -> None:
-    engine = open_engine(h.engine_db)
-    try:
-        requests.submit(engine, env, now=datetime.now(UTC))
-    finally:
-        engine.close()
 
 
 @dataclass
