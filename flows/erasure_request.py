@@ -153,14 +153,15 @@ def _erase_verify_prove(request_id: str) -> State:
     fingerprint_task(request_id)
     records: list[dict[str, Any]] = []
     if targets.reference() is not None:
-        footprint_task(request_id)
-        for tier in CASCADE_ORDER:
-            state = cascade_step(request_id, tier.value, return_state=True)
-            if not state.is_completed():
-                why = f"step {tier.value} did not finish: rerun the request to resume it"
-                _set_state(request_id, RequestState.exception, why)
-                return Failed(message=why)
-            records.append(state.result())
+        with runner.shared_mentions([request_id], home()):  # the store's texts read once for every step
+            footprint_task(request_id)
+            for tier in CASCADE_ORDER:
+                state = cascade_step(request_id, tier.value, return_state=True)
+                if not state.is_completed():
+                    why = f"step {tier.value} did not finish: rerun the request to resume it"
+                    _set_state(request_id, RequestState.exception, why)
+                    return Failed(message=why)
+                records.append(state.result())
         scrub_task(request_id)
     for target in targets.external():
         t_state = target_task(request_id, target.name, return_state=True)

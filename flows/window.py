@@ -273,14 +273,15 @@ def _window(request_ids: list[str]) -> dict[str, dict[str, Any]]:
         why = f"fingerprint did not finish: {user_reason(exc)}"
         _set_states({rid: (RequestState.exception, why) for rid in active})
         return {rid: {"outcome": "failed", "detail": why} for rid in active}
-    active = drop(window_footprint(active), "footprint", active)
     exceptions: set[str] = set()
-    for tier in CASCADE_ORDER:
-        if not active:
-            break
-        results = window_step(tier.value, active)
-        exceptions |= {rid for rid, r in results.items() if isinstance(r, dict) and r.get("status") == "exception"}
-        active = drop(results, f"step {tier.value}", active)
+    with runner.shared_mentions(active, home()):  # the store's texts read once for every step of every request
+        active = drop(window_footprint(active), "footprint", active)
+        for tier in CASCADE_ORDER:
+            if not active:
+                break
+            results = window_step(tier.value, active)
+            exceptions |= {rid for rid, r in results.items() if isinstance(r, dict) and r.get("status") == "exception"}
+            active = drop(results, f"step {tier.value}", active)
     verified: dict[str, dict[str, Any]] = {}
     if active:
         window_scrub(active)

@@ -34,8 +34,6 @@ class StepContext:
     subject_ids: tuple[str, ...] = ()
     """The subject's ids as the store spells them (case variants, confirmed aliases) and the request's."""
     identity: Identity | None = None
-    memo: dict[Any, Any] = field(default_factory=dict)
-    """Answers a step may reuse while it runs (keyed so that a change invalidates them)."""
     co_requests: tuple[str, ...] = ()
     """The other requests of the erasure window this step runs in (`tasks.runner.window`): a step that
     rewrites something whole (a corpus) leaves their subjects out of it too, once for the window."""

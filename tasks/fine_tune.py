@@ -26,21 +26,6 @@ from tasks import mentions
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
 
 
-def _file_names_subject(ctx: StepContext, text: str) -> bool:
-    """Whether a whole corpus file names the subject (the mention plan's cheap test, then the pattern),
-    line by line where that decides it: a line the plan
-    keeps and the pattern confirms answers yes. Otherwise (no line confirmed, or a phone's digits only
-    across lines) the pattern reads the whole text, which a match across a line break needs."""
-    who = ctx.who()
-    p = mentions.plan(who)
-    if not p.may_name(text):
-        return False
-    pattern = who.pattern()
-    if any(p.may_name(line) and pattern.search(line) for line in text.split("\n")):
-        return True
-    return pattern.search(text) is not None
-
-
 def _co_subjects(ctx: StepContext) -> list[tuple[Identity, set[tuple[str, str]], set[str]]]:
     """The other subjects of the step's erasure window: identity, sources and store ids (from the vault
     and the footprints their prepare wrote)."""
@@ -77,23 +62,17 @@ class FineTuneStep(BaseStep):
         return {"example": {str(e) for e, _ in ex}, "corpus": {str(c) for _, c in ex} | self._mentioning(ctx)}
 
     def _mentioning(self, ctx: StepContext) -> set[str]:
-        """Live corpus versions whose file names the subject in another person's example. A file is
-        read once per step while it stays the same file (inode, size, mtime): the step asks before
-        and after it erases, and the answer for a file it did not touch cannot change."""
+        """Live corpus versions whose file names the subject in another person's example (each file is
+        read once for the whole window: `tasks.mentions.lines_naming`)."""
         if mentions.policy() != "redact":
             return set()
         out = set()
         for cid, rel in ctx.store.execute("SELECT corpus_id, path FROM ft_corpora WHERE removed_at IS NULL"):
-            path = ctx.store_dir / str(rel)
             try:
-                st = path.stat()
+                if mentions.lines_naming(ctx.store, ctx.store_dir / str(rel), ctx.who()):
+                    out.add(str(cid))
             except FileNotFoundError:
                 continue
-            key = ("corpus-mentions", str(path), st.st_ino, st.st_size, st.st_mtime_ns)
-            if key not in ctx.memo:
-                ctx.memo[key] = _file_names_subject(ctx, path.read_text(encoding="utf-8"))
-            if ctx.memo[key]:
-                out.add(str(cid))
         return out
 
     def _corpus(self, ctx: StepContext, corpus_id: int) -> tuple[str, int, Path, str | None] | None:
@@ -174,11 +153,13 @@ class FineTuneStep(BaseStep):
         subject_refs = sources | refs_of(ctx.ids())
         co = _co_subjects(ctx)
         co_refs = {r for _who, srcs, ids in co for r in srcs | refs_of(ids)} - subject_refs
-        checks = [(w, mentions.plan(w), w.pattern()) for w in (ctx.who(), *(c[0] for c in co))]
+        whos = [ctx.who(), *(c[0] for c in co)]
+        naming = [mentions.lines_naming(ctx.store, path, w) if mentions.policy() == "redact" else frozenset()
+                  for w in whos]
         kept: list[str] = []
         refs: list[tuple[str, str]] = []
         dropped = co_dropped = 0
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
             if not line.strip():
                 continue
             item = json.loads(line)
@@ -188,9 +169,9 @@ class FineTuneStep(BaseStep):
             elif (item.get("source"), item.get("source_ref")) in co_refs:
                 co_dropped += 1
             else:
-                if mentions.policy() == "redact":
-                    for k, check in enumerate(checks):
-                        line, item = self._redacted(ctx, line, item, check, own=k == 0)
+                for k, who in enumerate(whos):
+                    if number in naming[k]:
+                        line, item = self._redacted(ctx, line, item, who, own=k == 0)
                 kept.append(line)
                 refs.append(ref)
         new_version = version + 1
@@ -220,12 +201,10 @@ class FineTuneStep(BaseStep):
         return dropped
 
     @staticmethod
-    def _redacted(ctx: StepContext, line: str, item: Any, check: tuple[Identity, Any, Any], *,
-                  own: bool) -> tuple[str, Any]:
-        """The line with every mention of the check's identity redacted (counted in the step's detail
-        when `own`); `check` is (identity, its mention plan, its pattern)."""
-        who, plan, pattern = check
-        if not (plan.may_name(line) and pattern.search(line)):
+    def _redacted(ctx: StepContext, line: str, item: Any, who: Identity, *, own: bool) -> tuple[str, Any]:
+        """The line with every mention of `who` redacted (counted in the step's detail when `own`); the
+        line may no longer name them (another subject's redaction of the same line took it)."""
+        if not who.pattern().search(line):
             return line, item
         counted = [0]
 

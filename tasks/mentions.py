@@ -1,25 +1,29 @@
 """Mentions: the subject named inside another person's item, found by every spelling of every
 identifier, and redacted in place (the item stays: it is the other person's).
 
-A mention has no key: it is free text. Candidates come from a prefilter that never misses a text the
-identity's pattern (`erasure.identity`: token-bounded, case-insensitive) finds, and every candidate is
-confirmed with that pattern. The prefilter (`SearchPlan`) rests on one split:
+A mention has no key: it is free text. Every text that may name a subject is found by a prefilter
+that never misses one the identity's pattern (`erasure.identity`: token-bounded, case-insensitive)
+finds, and every candidate is confirmed with that pattern. The prefilter (`Prefilter`) rests on one
+split:
 
 - A text that is all ASCII can match a spelling only through the spelling's ASCII shadow (the four
   non-ASCII letters Python's case-insensitive matching equates with ASCII ones, `ı İ ſ K`, mapped to
-  them): it holds the shadow's longest word in any letter case, and, for a phone, its digits once the
-  separators the pattern allows are removed. For frames the FTS5 index (`frames_fts`, unicode61) is
-  exact on ASCII text: its tokens are the runs of ASCII letters and digits, lower-cased, which is where
-  the pattern's token boundaries fall, so a phrase query of the shadow's tokens finds every frame that
-  names the spelling. Phones are not asked of the index: their digits may be split into any groups,
-  and the groups people share (country and area codes) make every query on them a long one; the
-  frames that may hold one are found with the non-ASCII ones, in the same scan (the digits in order,
-  a cheap GLOB, then the exact test in SQL).
-- A text with any non-ASCII character is always a candidate. There the tokenizer and the pattern part
-  ways (a combining mark or a private-use character glues tokens the pattern separates; `ı` is not
-  folded to `i`; NFKC forms such as full-width letters stay apart), so no index is trusted: the rows
-  are found by a scan in SQL (`length` in bytes and in characters differ), which costs C time only.
-  A spelling that has no ASCII shadow matches only such texts.
+  them): it holds the shadow's longest word in any letter case, and, for a phone, its digits with
+  nothing but the separators the pattern allows between them. Both are hyperscan patterns, and one
+  pass over the texts (joined by NUL, which no pattern crosses) carries every subject's: the match's
+  end says whose text it is in, its pattern whose spelling.
+- A text with any non-ASCII character (or a NUL) is a candidate for every subject: there case folding,
+  combining marks and NFKC forms part ways with any literal test. A spelling that has no ASCII shadow
+  matches only such texts.
+
+`MentionIndex` runs that pass once over each text source of the store (frames, archive rows, session
+states, each corpus file) for every subject of an erasure window, so the window's requests pay for one
+read of the store, not one each. Inside `shared` (an erasure window, or one request's run) a store's
+index is kept and reused: what it confirmed when it read a table, plus the rows appended since (by
+rowid), is re-read and confirmed again at each search, so a text redacted since drops out. What it does
+not see is a row rewritten in place by someone else after it was read (an agent editing a session in
+the middle of the window): the independent probes read the store again after the cascade and report
+such a row as residue, never as all clear. Outside `shared`, every search builds its own index.
 
 Policy (`ERASURE_MENTIONS`): `redact` (default) rewrites every mention to `[redacted]` in every tier
 that holds it; `report` leaves the text, and the steps open a `mention_reported` exception per tier so
@@ -28,17 +32,22 @@ the pack says `erasedWithExceptions` with the count.
 
 from __future__ import annotations
 
+import itertools
 import os
-import re
-import weakref
-from collections.abc import Iterable
+import threading
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import apsw
+import hyperscan
 
 from erasure.errors import ConfigError
 from erasure.identity import Identity
+from memory.schema import db_path
 
 PLACEHOLDER = "[redacted]"
 POLICIES = ("redact", "report")
@@ -51,7 +60,8 @@ PATTERN_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
 """The ASCII characters `\\s` matches in a str pattern."""
 PHONE_SEPARATORS = PATTERN_SPACES + "-.()/"
 """The ASCII characters a phone spelling may carry between its digits (`erasure.identity._PHONE_SEP`)."""
-_ALNUM = re.compile(r"[a-z0-9]+")
+BATCH_ROWS = 50_000
+"""Rows read and scanned at a time when an index reads a table (bounds its memory)."""
 
 
 def policy() -> str:
@@ -83,124 +93,209 @@ class SearchPlan:
     pieces: tuple[str, ...]
     """Lower-case words: an ASCII text matching a name/id/email spelling holds its longest one."""
     digits: tuple[str, ...]
-    """Phone spellings: an ASCII text matching one holds it once `PHONE_SEPARATORS` are removed."""
-    fts: str | None
-    """An FTS5 query that finds every ASCII frame naming a name, id or email spelling; None when there
-    is nothing to ask."""
-    fts_complete: bool
-    """False when some spelling cannot be asked of the index (it has no token): scan for `pieces` then."""
+    """Phone spellings: an ASCII text matching one holds its digits with only `PHONE_SEPARATORS` between."""
 
     @classmethod
     def of(cls, identity: Identity) -> SearchPlan:
         pieces: list[str] = []
-        phrases: list[str] = []
-        complete = True
         for kind, value in identity.items():
             if kind == "phone":
                 continue
             shadow = ascii_shadow(value)
-            if shadow is None:
-                continue  # only a non-ASCII text can name it: always a candidate
-            pieces.append(max(shadow.split(" "), key=len))
-            tokens = _ALNUM.findall(shadow)
-            if tokens:
-                phrases.append('"' + " ".join(tokens) + '"')
-            else:
-                complete = False
-        digits: list[str] = []
-        for spelling in identity.phone_spellings():
-            if not (spelling.isascii() and spelling.isdigit()):
-                continue  # Unicode digits: only a non-ASCII text can hold them
-            digits.append(spelling)
-        return cls(pieces=tuple(dict.fromkeys(pieces)), digits=tuple(dict.fromkeys(digits)),
-                   fts=" OR ".join(dict.fromkeys(phrases)) or None, fts_complete=complete)
-
-    def sql(self, column: str, *, ascii_only: bool = False, pieces: bool = True) -> tuple[str, list[str]]:
-        """A SQL condition true for every row whose `column` may name the subject (never misses one).
-        With `ascii_only`, the condition for ASCII texts alone (the caller finds the others); without
-        `pieces`, for phones alone (the caller asks the index for the rest)."""
-        terms = [] if ascii_only else [non_ascii(column)]
-        params: list[str] = []
-        # LIKE folds ASCII letter case, as lower() would, and costs less (case_sensitive_like is never set).
-        for piece in self.pieces if pieces else ():
-            terms.append(f"{column} LIKE ? ESCAPE '\\'")
-            params.append("%" + piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
-        for d in self.digits:
-            # The digits in order (a cheap GLOB) gate the exact test: the text without the separators
-            # the pattern allows between digits holds them in one run.
-            stripped = column
-            for ch in PHONE_SEPARATORS:
-                stripped = f"replace({stripped}, char({ord(ch)}), '')"
-            terms.append(f"({column} GLOB ? AND instr({stripped}, ?))")
-            params += ["*" + "*".join(d) + "*", d]
-        return ("(" + " OR ".join(terms) + ")" if terms else "0"), params
-
-    def may_name(self, text: str) -> bool:
-        """The same test in Python, for files (a cheap check before the pattern)."""
-        if not text.isascii():
-            return True
-        low = text.lower()
-        if any(p in low for p in self.pieces):
-            return True
-        if self.digits:
-            stripped = low.translate(_STRIP)
-            return any(d in stripped for d in self.digits)
-        return False
+            if shadow is not None:  # else only a non-ASCII text can name it: always a candidate
+                pieces.append(max(shadow.split(" "), key=len))
+        digits = [s for s in identity.phone_spellings() if s.isascii() and s.isdigit()]
+        return cls(pieces=tuple(dict.fromkeys(pieces)), digits=tuple(dict.fromkeys(digits)))
 
 
-_STRIP = str.maketrans("", "", PHONE_SEPARATORS)
-
-
-def non_ascii(column: str) -> str:
-    """SQL: the text has a character outside ASCII (or a NUL, where `length` stops counting)."""
-    return f"length(CAST({column} AS BLOB)) != length({column})"
-
-
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def plan(identity: Identity) -> SearchPlan:
-    """The identity's search plan (kept: a request's steps ask for it many times)."""
+    """The identity's search plan."""
     return SearchPlan.of(identity)
 
 
-def _confirmed(identity: Identity, rows: Iterable[tuple[object, object]]) -> list[str]:
-    pattern = identity.pattern()
-    return [str(key) for key, text in rows if text is not None and pattern.search(str(text))]
+def _hex(text: str) -> str:
+    return "".join(f"\\x{ord(c):02x}" for c in text)
 
 
-# One frame search per store state: the steps' resolutions ask for it several times in a row.
-_FRAME_MEMO: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple[Identity, int, int], dict[int, str]]] = \
-    weakref.WeakKeyDictionary()
+_SEPARATOR_CLASS = "[" + _hex(PHONE_SEPARATORS) + "]*"
 
 
-def _state(conn: apsw.Connection) -> tuple[int, int]:
-    """Changes to the store since: other connections' commits (data_version) and this one's own."""
-    row = conn.execute("PRAGMA data_version").fetchone()
-    return int(row[0]) if row else -1, int(conn.total_changes())
+class Prefilter:
+    """Which texts may name which of several identities, in one hyperscan pass (module docstring)."""
+
+    def __init__(self, identities: Sequence[Identity]) -> None:
+        self.size = len(identities)
+        self._owner: list[int] = []
+        self._every: list[int] = []
+        expressions: list[bytes] = []
+        flags: list[int] = []
+        for k, who in enumerate(identities):
+            p = plan(who)
+            if any(not piece or "\x00" in piece for piece in p.pieces):
+                self._every.append(k)  # a spelling with no word: every text is a candidate
+                continue
+            for piece in p.pieces:
+                expressions.append(_hex(piece).encode("ascii"))
+                flags.append(hyperscan.HS_FLAG_CASELESS)
+                self._owner.append(k)
+            for d in p.digits:
+                expressions.append(_SEPARATOR_CLASS.join(_hex(c) for c in d).encode("ascii"))
+                flags.append(0)
+                self._owner.append(k)
+        self._db: hyperscan.Database | None = None
+        if expressions:
+            self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            self._db.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
+
+    def candidates(self, texts: Sequence[str | None]) -> list[set[int]]:
+        """Per identity, the indexes of the texts that may name it (a superset of those that do)."""
+        out: list[set[int]] = [set() for _ in range(self.size)]
+        present = [i for i, t in enumerate(texts) if t is not None]
+        joined = "\x00".join(texts[i] or "" for i in present)
+        if joined.isascii() and joined.count("\x00") == len(present) - 1:
+            plain = present  # the usual case, decided at C speed: every text ASCII and free of NUL
+        else:
+            plain = []
+            for i in present:
+                t = texts[i] or ""
+                if t.isascii() and "\x00" not in t:
+                    plain.append(i)
+                else:
+                    for found in out:
+                        found.add(i)
+            joined = "\x00".join(texts[i] or "" for i in plain)
+        for k in self._every:
+            out[k].update(plain)
+        if self._db is None or not plain:
+            return out
+        starts: list[int] = []
+        at = 0
+        for i in plain:
+            starts.append(at)
+            at += len(texts[i] or "") + 1
+        owner = self._owner
+
+        def on_match(pattern_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            out[owner[pattern_id]].add(plain[bisect_right(starts, end - 1) - 1])
+
+        # The binding keeps no reference to the callback: `on_match` lives in this frame for the scan.
+        self._db.scan(joined.encode("ascii"), match_event_handler=on_match, scratch=hyperscan.Scratch(self._db))
+        return out
+
+
+_TEXT_COLUMN = {"frames": "content", "raw_archive": "content", "working_sessions": "state"}
+_MIN_ROWID = -(2**63)
+
+
+class MentionIndex:
+    """The mentions of several subjects (an erasure window's) in one store, each text source read once."""
+
+    def __init__(self, identities: Sequence[Identity]) -> None:
+        self.identities = tuple(dict.fromkeys(identities))
+        self._at = {who: k for k, who in enumerate(self.identities)}
+        self._prefilter = Prefilter(self.identities)
+        self._tables: dict[str, tuple[int, list[set[int]]]] = {}
+        self._files: dict[tuple[str, int, int, int], list[frozenset[int]]] = {}
+        self._lock = threading.Lock()
+
+    def __contains__(self, who: object) -> bool:
+        return who in self._at
+
+    def _confirmed(self, texts: Sequence[str | None]) -> list[list[int]]:
+        """Per identity, the indexes of the texts its pattern finds a spelling in."""
+        out: list[list[int]] = []
+        for who, cands in zip(self.identities, self._prefilter.candidates(texts), strict=True):
+            pattern = who.pattern()
+            out.append([i for i in sorted(cands) if pattern.search(texts[i] or "")])
+        return out
+
+    def _read(self, conn: apsw.Connection, table: str, after: int) -> tuple[int, list[set[int]]]:
+        """Rowids of the rows after `after` that name each identity, and the last rowid read."""
+        named: list[set[int]] = [set() for _ in self.identities]
+        last = after
+        cursor = conn.execute(f"SELECT rowid, {_TEXT_COLUMN[table]} FROM {table} WHERE rowid > ? ORDER BY rowid",
+                              (after,))
+        while rows := list(itertools.islice(cursor, BATCH_ROWS)):
+            last = int(rows[-1][0])
+            for k, hits in enumerate(self._confirmed([None if t is None else str(t) for _, t in rows])):
+                named[k].update(int(rows[i][0]) for i in hits)
+        return last, named
+
+    def rowids(self, conn: apsw.Connection, table: str, who: Identity) -> set[int]:
+        """Rowids of `table`'s rows that named `who` when the index read the table, and of the rows
+        appended since that name it (the caller reads them again and confirms)."""
+        k = self._at[who]
+        with self._lock:
+            if table not in self._tables:
+                self._tables[table] = self._read(conn, table, _MIN_ROWID)
+            last, named = self._tables[table]
+        return named[k] | self._read(conn, table, last)[1][k]
+
+    def lines(self, path: Path, who: Identity) -> frozenset[int]:
+        """Numbers (0-based, in `str.splitlines` order) of the lines of a text file that name `who`;
+        a file is read once while it is the same file (inode, size, mtime). A corpus line is one JSON
+        object, so no spelling spans two lines."""
+        k = self._at[who]
+        st = path.stat()
+        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            if key not in self._files:
+                self._files[key] = [frozenset(h) for h in
+                                    self._confirmed(path.read_text(encoding="utf-8").splitlines())]
+            return self._files[key][k]
+
+
+_SHARED: dict[str, MentionIndex] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _store_key(path: str | Path) -> str:
+    return str(Path(path).resolve())
+
+
+@contextmanager
+def shared(store_dir: Path, identities: Sequence[Identity]) -> Iterator[MentionIndex]:
+    """Within this block the mention searches of `identities` in the store at `store_dir` share one
+    index (process-wide, so Prefect tasks in worker threads see it), built at the first search."""
+    key = _store_key(db_path(store_dir))
+    index = MentionIndex(identities)
+    with _SHARED_LOCK:
+        before = _SHARED.get(key)
+        _SHARED[key] = index
+    try:
+        yield index
+    finally:
+        with _SHARED_LOCK:
+            if before is None:
+                _SHARED.pop(key, None)
+            else:
+                _SHARED[key] = before
+
+
+def index_for(conn: apsw.Connection, who: Identity) -> MentionIndex:
+    """The shared index of `conn`'s store when one covers `who` (`shared`), else a new one of `who` alone."""
+    index = _SHARED.get(_store_key(conn.filename))
+    return index if index is not None and who in index else MentionIndex((who,))
+
+
+def _named_rows(conn: apsw.Connection, who: Identity, table: str, columns: str,
+                where: str = "") -> list[tuple[object, ...]]:
+    """`columns` (the text last) of `table`'s rows whose text names `who` now."""
+    ids = sorted(index_for(conn, who).rowids(conn, table, who))
+    pattern = who.pattern()
+    out: list[tuple[object, ...]] = []
+    for i in range(0, len(ids), 500):
+        b = ids[i:i + 500]
+        marks = ",".join("?" * len(b))
+        out += [row for row in conn.execute(f"SELECT {columns} FROM {table} WHERE rowid IN ({marks}){where}", b)
+                if row[-1] is not None and pattern.search(str(row[-1]))]
+    return out
 
 
 def frame_mentions(conn: apsw.Connection, identity: Identity) -> dict[int, str]:
-    """frame_id -> kind of every frame whose text names the subject (see the module docstring): the
-    ASCII frames from the FTS5 index, the others from a scan, each confirmed with the pattern. The
-    answer is kept while the store does not change (nothing committed by anyone, nothing written on
-    `conn`), so a step's resolution asks the index once."""
-    key = (identity, *_state(conn))
-    hit = _FRAME_MEMO.get(conn)
-    if hit is not None and hit[0] == key:
-        return dict(hit[1])
-    p = plan(identity)
-    scan, params = p.sql("content", ascii_only=True, pieces=not p.fts_complete)
-    rows: list[tuple[object, object, object]] = list(conn.execute(
-        f"SELECT frame_id, kind, content FROM frames WHERE {non_ascii('content')} OR {scan}", params))
-    if p.fts is not None:
-        ids = [int(r[0]) for r in conn.execute("SELECT rowid FROM frames_fts WHERE frames_fts MATCH ?", (p.fts,))]
-        for i in range(0, len(ids), 500):
-            b = ids[i:i + 500]
-            marks = ",".join("?" * len(b))
-            rows += conn.execute(f"SELECT frame_id, kind, content FROM frames WHERE frame_id IN ({marks})", b)
-    pattern = identity.pattern()
-    found = {int(str(fid)): str(kind) for fid, kind, text in rows if text is not None and pattern.search(str(text))}
-    _FRAME_MEMO[conn] = (key, found)
-    return dict(found)
+    """frame_id -> kind of every frame whose text names the subject (its own frames included)."""
+    return {int(str(f)): str(kind) for f, kind, _ in _named_rows(conn, identity, "frames", "frame_id, kind, content")}
 
 
 def frames_mentioning(conn: apsw.Connection, identity: Identity, exclude: set[int]) -> list[int]:
@@ -214,18 +309,21 @@ def derived_mentioning(conn: apsw.Connection, identity: Identity) -> set[int]:
 
 
 def archives_mentioning(conn: apsw.Connection, identity: Identity, exclude: set[int]) -> list[int]:
-    """Live archive rows not in `exclude` whose content names the subject (no index: a scan in SQL
-    with the plan's condition, then the pattern on the few rows it keeps)."""
-    cond, params = plan(identity).sql("content")
-    rows = conn.execute(f"SELECT archive_id, content FROM raw_archive WHERE erased_at IS NULL AND {cond}", params)
-    return sorted(int(k) for k in _confirmed(identity, rows) if int(k) not in exclude)
+    """Live archive rows not in `exclude` whose content names the subject."""
+    rows = _named_rows(conn, identity, "raw_archive", "archive_id, content", " AND erased_at IS NULL")
+    return sorted(int(str(r[0])) for r in rows if int(str(r[0])) not in exclude)
 
 
 def sessions_mentioning(conn: apsw.Connection, identity: Identity, exclude: set[str]) -> list[str]:
     """Sessions not in `exclude` whose state names the subject."""
-    cond, params = plan(identity).sql("state")
-    rows = conn.execute(f"SELECT session_id, state FROM working_sessions WHERE {cond}", params)
-    return sorted(str(k) for k in _confirmed(identity, rows) if str(k) not in exclude)
+    rows = _named_rows(conn, identity, "working_sessions", "session_id, state")
+    return sorted(str(r[0]) for r in rows if str(r[0]) not in exclude)
+
+
+def lines_naming(conn: apsw.Connection, path: Path, identity: Identity) -> frozenset[int]:
+    """Numbers of the lines of the store's file `path` (a corpus version) that name the subject
+    (`MentionIndex.lines`). Raises FileNotFoundError when the file is gone."""
+    return index_for(conn, identity).lines(path, identity)
 
 
 def redact_text(identity: Identity, text: str) -> tuple[str, int]:

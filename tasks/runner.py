@@ -29,6 +29,7 @@ from erasure.sqlite import checkpoint_truncate, transaction
 from erasure.tiers import ALWAYS_RUN, CASCADE_ORDER, Tier
 from memory import audit, holds, suppression
 from memory.schema import open_store
+from tasks import mentions
 from tasks.audit_log import AuditLogStep
 from tasks.base import ExceptionSpec, Keys, StepContext, TierStep
 from tasks.crash import maybe_crash
@@ -75,6 +76,19 @@ def window(request_ids: list[str]) -> Iterator[None]:
         yield
     finally:
         _WINDOW.reset(token)
+
+
+@contextmanager
+def shared_mentions(request_ids: list[str], home: Home) -> Iterator[None]:
+    """Inside this block the mention searches of these requests' subjects share one index of the store
+    (`tasks.mentions.shared`): the text sources are read once for all of them, not once per step."""
+    engine = open_engine(home.engine_db)
+    try:
+        whos = [Identity.of(requests.load_envelope(engine, rid).subject) for rid in request_ids]
+    finally:
+        engine.close()
+    with mentions.shared(home.store_dir, whos):
+        yield
 
 
 def _now() -> datetime:
@@ -327,8 +341,9 @@ def write_steps_jsonl(engine: apsw.Connection, request_id: str, evidence_dir: Pa
 def run_cascade(request_id: str, home: Home, *, batch_size: int = 10_000) -> list[dict[str, Any]]:
     """The nine steps in order, then the byte scrub, without Prefect (tests, crash drills, benches).
     Stops at the first step that cannot finish, after recording it."""
-    prepare(request_id, home)
-    records = [run_step(request_id, tier, home, batch_size=batch_size) for tier in CASCADE_ORDER]
+    with shared_mentions([request_id], home):
+        prepare(request_id, home)
+        records = [run_step(request_id, tier, home, batch_size=batch_size) for tier in CASCADE_ORDER]
     scrub(request_id, home)
     return records
 

@@ -1,17 +1,18 @@
 """The mention search never misses what the pattern finds, and the folded-id walk never misses an id
 that folds to the request's: generated identities, spelled in odd letter case, with diacritics,
 NFKC variants (full-width), the non-ASCII letters Python's case-insensitive matching equates with
-ASCII ones, combining marks and private-use characters glued to the spelling (where the FTS5
-tokenizer and the pattern part ways), emails split into tokens and phones with any separators, on a
-real store (FTS5 index included).
+ASCII ones, combining marks and private-use characters glued to the spelling, emails split into
+tokens and phones with any separators, on a real store.
 
 The rule is checked against the pattern itself: every row whose text `Identity.pattern()` finds a
-spelling in must come back from `tasks.mentions` (frames through the index, archive rows and
-sessions through the SQL prefilter); the SQL prefilter is also checked on its own, row by row.
+spelling in must come back from `tasks.mentions` (frames, archive rows and sessions), searched alone
+and searched in a window with another subject; the hyperscan prefilter is also checked on its own,
+text by text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import string
 import sys
@@ -137,14 +138,17 @@ def test_every_row_the_pattern_finds_is_found(store: apsw.Connection, scene: tup
     _put(store, texts, [])
     pattern = who.pattern()
     named = {i for i, t in enumerate(texts, start=1) if pattern.search(t)}
-    frames = set(mentions.frames_mentioning(store, who, set())) | mentions.derived_mentioning(store, who)
-    assert frames == named
-    assert set(mentions.archives_mentioning(store, who, set())) == named
-    assert {int(s[1:]) for s in mentions.sessions_mentioning(store, who, set())} == named
-    cond, params = mentions.plan(who).sql("content")
-    kept = {int(r[0]) for r in store.execute(f"SELECT archive_id FROM raw_archive WHERE {cond}", params)}
-    assert named <= kept
-    assert all(mentions.plan(who).may_name(t) for i, t in enumerate(texts, start=1) if i in named)
+    other = Identity.of(Subject(id="subj-other-1", name="Quill Ormsby", phone="+44 20 7946 0018"))
+    for window in ([], [other, who]):
+        with contextlib.ExitStack() as scope:
+            if window:
+                scope.enter_context(mentions.shared(Path(store.filename).parent, window))
+            frames = set(mentions.frames_mentioning(store, who, set())) | mentions.derived_mentioning(store, who)
+            assert frames == named
+            assert set(mentions.archives_mentioning(store, who, set())) == named
+            assert {int(s[1:]) for s in mentions.sessions_mentioning(store, who, set())} == named
+    kept = mentions.Prefilter([other, who]).candidates(texts)[1]
+    assert {i - 1 for i in named} <= kept
 
 
 @st.composite
@@ -185,26 +189,72 @@ def test_the_ascii_equivalents_are_all_there_are() -> None:
         assert re.fullmatch(re.escape(a), ch, re.IGNORECASE)
 
 
-def test_a_spelling_with_no_token_is_scanned_for(store: apsw.Connection) -> None:
-    """An id of punctuation alone has nothing to ask the index: its frames come from a scan."""
+def test_a_spelling_of_punctuation_is_looked_for_as_it_is(store: apsw.Connection) -> None:
+    """An id of punctuation alone (no word for a word index) is still a literal to look for."""
     who = Identity(ids=("-+-",))
     _put(store, ["see -+- here", "nothing"], [])
-    assert mentions.plan(who).fts_complete is False
+    assert mentions.Prefilter([who]).candidates(["see -+- here", "nothing"]) == [{0}]
     assert mentions.derived_mentioning(store, who) == {1}
 
 
-def test_the_answer_is_not_kept_across_a_write(store: apsw.Connection) -> None:
+def test_a_spelling_with_nothing_to_look_for_makes_every_text_a_candidate() -> None:
+    """A spelling of white space alone leaves the prefilter nothing literal: every text goes to the pattern."""
+    blank, who = Identity(ids=(" ",)), Identity(ids=("-+-",))
+    assert mentions.Prefilter([blank, who]).candidates(["a b", "c", None]) == [{0, 1}, set()]
+
+
+def test_the_answer_is_not_kept_across_a_write_outside_a_window(store: apsw.Connection) -> None:
     who = Identity.of(Subject(id="subj-memo-1", name="Quill Ormsby"))
     _put(store, ["nothing here", "nothing either"], [])
     assert mentions.derived_mentioning(store, who) == set()
     with store:
         store.execute("UPDATE frames SET content = 'ask Quill Ormsby' WHERE frame_id = 1")
-        store.execute("DELETE FROM frames_fts WHERE rowid = 1")
-        store.execute("INSERT INTO frames_fts(rowid, content) VALUES (1, 'ask Quill Ormsby')")
     assert mentions.derived_mentioning(store, who) == {1}
     other = apsw.Connection(str(Path(store.filename)))  # another connection's commit is seen too
     with other:
-        other.execute("DELETE FROM frames_fts WHERE rowid = 1")
         other.execute("DELETE FROM frames WHERE frame_id = 1")
     other.close()
     assert mentions.derived_mentioning(store, who) == set()
+
+
+def test_a_window_reads_each_table_once_and_sees_rows_appended_and_redacted_since(store: apsw.Connection) -> None:
+    """In a window a table is read whole at its first search only; a row appended later is still found
+    (by its rowid), and a row redacted since is not."""
+    who = Identity.of(Subject(id="subj-window-1", name="Quill Ormsby"))
+    other = Identity.of(Subject(id="subj-window-2", name="Mabel Thorne"))
+    _put(store, ["ask Quill Ormsby", "ask Mabel Thorne", "nothing"], [])
+    whole_reads: list[str] = []
+
+    def trace(_cursor: apsw.Cursor, sql: str, bindings: object) -> bool:
+        if "ORDER BY rowid" in sql and isinstance(bindings, tuple) and bindings == (-(2**63),):
+            whole_reads.append(sql)
+        return True
+
+    store.set_exec_trace(trace)
+    try:
+        with mentions.shared(Path(store.filename).parent, [who, other]):
+            assert mentions.derived_mentioning(store, who) == {1}
+            assert set(mentions.frames_mentioning(store, other, set())) == {2}
+            with store:
+                store.execute("INSERT INTO frames(frame_id, kind, content, created_at) VALUES (9, 'derived', "
+                              "'Quill Ormsby again', ?)", (NOW,))
+                store.execute("UPDATE frames SET content = 'ask [redacted]' WHERE frame_id = 1")
+            assert mentions.derived_mentioning(store, who) == {9}
+            assert set(mentions.frames_mentioning(store, other, set())) == {2}
+        assert len(whole_reads) == 1
+        assert mentions.derived_mentioning(store, who) == {9}  # outside the window: a read of its own
+        assert len(whole_reads) == 2
+    finally:
+        store.set_exec_trace(None)
+
+
+def test_the_corpus_lines_naming_a_subject_are_read_once_per_file(tmp_path: Path, store: apsw.Connection) -> None:
+    who = Identity.of(Subject(id="subj-corpus-1", name="Quill Ormsby", phone="+44 20 7946 0018"))
+    other = Identity.of(Subject(id="subj-corpus-2", name="Mabel Thorne"))
+    corpus = tmp_path / "v1.jsonl"
+    corpus.write_text('{"t": "hello"}\n{"t": "call 020 7946-0018"}\n\n{"t": "QUILL  ormsby and Mabel Thorne"}\n')
+    with mentions.shared(Path(store.filename).parent, [who, other]):
+        assert mentions.lines_naming(store, corpus, who) == {1, 3}
+        assert mentions.lines_naming(store, corpus, other) == {3}
+        corpus.write_text('{"t": "hello"}\n')  # a new file (size, mtime): read again
+        assert mentions.lines_naming(store, corpus, who) == frozenset()
