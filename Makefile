@@ -29,7 +29,7 @@ bootstrap: $(VENV)/.synced ## create .venv from the lock file (and compile the p
 lint: bootstrap ## ruff
 	$(VENV)/bin/ruff check .
 
-typecheck: bootstrap ## mypy strict on erasure/, probes/, proof/
+typecheck: bootstrap ## mypy strict on every package
 	$(VENV)/bin/mypy
 
 contracts: bootstrap ## import-linter contracts (the import rules of DESIGN.md)

@@ -139,3 +139,11 @@ def scalar(conn: apsw.Connection, sql: str, params: tuple[Any, ...] | dict[str, 
     """The first column of the first row, or None."""
     row = conn.execute(sql, params).fetchone()
     return None if row is None else row[0]
+
+
+def one(conn: apsw.Connection, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> tuple[Any, ...]:
+    """The first row, which must exist (a row the caller just found or wrote): `StoreError` if it is gone."""
+    row = conn.execute(sql, params).fetchone()
+    if row is None:
+        raise StoreError("a row the erasure had just found is gone: another writer changed the store; run again")
+    return tuple(row)

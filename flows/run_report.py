@@ -234,7 +234,7 @@ def create_dpo_automation(api_url: str, definition: Path, webhook: str, *, block
     doc = yaml.safe_load(definition.read_text())
     block = CustomWebhookNotificationBlock(
         name="erasure DPO", url=webhook, method="POST",
-        json_data={"subject": "{{subject}}", "body": "{{body}}"})
+        json_data={"subject": "{{subject}}", "body": "{{body}}"}, headers=None, cookies=None)
     block_id = block.save(block_name, overwrite=True)
     for action in doc.get("actions", []):
         if action.get("type") == "send-notification":

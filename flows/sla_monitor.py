@@ -24,9 +24,8 @@ from erasure.clocks import ClockPolicy, iso_utc
 from erasure.engine import open_engine
 from erasure.models import LegalBasis
 from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise, to_markdown
-from flows.common import home
+from flows.common import described, home
 from flows.metrics import default_textfile, write_textfile
-from flows.operations import described
 
 TABLE_KEY = "erasure-sla"
 MARKDOWN_KEY = "erasure-sla-report"

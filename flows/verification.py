@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_run_logger, task
-from prefect.states import Completed, Failed, State
+from prefect import State, flow, get_run_logger, task
+from prefect.states import Completed, Failed
 
 from erasure import requests
 from erasure.config import Home

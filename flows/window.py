@@ -18,9 +18,9 @@ from __future__ import annotations
 import contextlib
 from typing import Annotated, Any
 
-from prefect import flow, get_run_logger, task
+from prefect import State, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.states import Completed, Failed, State
+from prefect.states import Completed, Failed
 
 from erasure import requests
 from erasure.engine import open_engine

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from erasure import requests
 from erasure.clocks import iso_utc
+from erasure.sqlite import one
 from erasure.tiers import Tier
 from memory.frames import chunk_ids_of, delete_frame_rows
 from memory.redact import rewrite_archive, rewrite_frame
@@ -85,8 +86,7 @@ class EpisodicStep(BaseStep):
         archives = sorted(self._live_archives(ctx, keys))[:max(room, 0)]
         at = iso_utc(datetime.now(UTC))
         for aid in archives:
-            source, ref = ctx.store.execute("SELECT source, source_ref FROM raw_archive WHERE archive_id = ?",
-                                            (aid,)).fetchone()
+            source, ref = one(ctx.store, "SELECT source, source_ref FROM raw_archive WHERE archive_id = ?", (aid,))
             source, ref = protected_key(ctx.store, ctx.who(), str(source), str(ref))
             ctx.store.execute(
                 "UPDATE raw_archive SET content = NULL, subject_id = NULL, archive_uid = ?, erased_at = ?,"
@@ -105,13 +105,13 @@ class EpisodicStep(BaseStep):
         mframes, marchives = self._mentions(ctx, keys)
         done = 0
         for fid in mframes[:limit]:
-            text = str(ctx.store.execute("SELECT content FROM frames WHERE frame_id = ?", (fid,)).fetchone()[0])
+            text = str(one(ctx.store, "SELECT content FROM frames WHERE frame_id = ?", (fid,))[0])
             new, n = mentions.redact_text(who, text)
             rewrite_frame(ctx.store, fid, new)
             ctx.add_detail(mentions_redacted=n, mention_frames=1)
             done += 1
         for aid in marchives[:max(limit - done, 0)]:
-            text = str(ctx.store.execute("SELECT content FROM raw_archive WHERE archive_id = ?", (aid,)).fetchone()[0])
+            text = str(one(ctx.store, "SELECT content FROM raw_archive WHERE archive_id = ?", (aid,))[0])
             new, n = mentions.redact_text(who, text)
             rewrite_archive(ctx.store, aid, new)
             ctx.add_detail(mentions_redacted=n, mention_archive_rows=1)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from erasure import requests
 from erasure.clocks import iso_utc
 from erasure.identity import Identity
-from erasure.sqlite import transaction
+from erasure.sqlite import one, transaction
 from erasure.tiers import Tier
 from memory.redact import map_strings
 from tasks import mentions
@@ -189,8 +189,8 @@ class FineTuneStep(BaseStep):
             "INSERT INTO ft_corpora(name, version, path, sha256, examples, created_at) VALUES (?,?,?,?,?,?)"
             " ON CONFLICT(name, version) DO UPDATE SET sha256 = excluded.sha256, examples = excluded.examples",
             (name, new_version, rel, hashlib.sha256(body).hexdigest(), len(kept), iso_utc(datetime.now(UTC))))
-        new_id = int(ctx.store.execute("SELECT corpus_id FROM ft_corpora WHERE name = ? AND version = ?",
-                                       (name, new_version)).fetchone()[0])
+        new_id = int(one(ctx.store, "SELECT corpus_id FROM ft_corpora WHERE name = ? AND version = ?",
+                             (name, new_version))[0])
         ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (new_id,))
         ctx.store.executemany(  # line numbers are 1-based, as ingest numbers them
             "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref) VALUES (?,?,?,?,?)",

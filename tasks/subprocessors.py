@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from erasure import requests
 from erasure.clocks import parse_utc
-from erasure.sqlite import transaction
+from erasure.sqlite import one, transaction
 from erasure.tiers import Tier
 from memory import subprocessors as sp
 from tasks import mentions
@@ -66,9 +66,8 @@ class SubprocessorsStep(BaseStep):
         return {r.processor for r in requests.receipts(ctx.engine, ctx.request_id) if r.status == "done"}
 
     def _records_left(self, ctx: StepContext, name: str) -> int:
-        return sum(int(ctx.store.execute(
-            "SELECT count(*) FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
-            (name, sid)).fetchone()[0]) for sid in ctx.ids())
+        sql = "SELECT count(*) FROM subprocessor_records WHERE processor = ? AND subject_id = ?"
+        return sum(int(one(ctx.store, sql, (name, sid))[0]) for sid in ctx.ids())
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
         done = self._done(ctx)

@@ -11,13 +11,13 @@ from typing import ClassVar
 
 import fsspec
 
+from erasure.sqlite import one
 from erasure.tiers import Tier
 from tasks.base import BaseStep, Keys, StepContext, existing
 
 
 def _locations(ctx: StepContext, key: str) -> set[str]:
-    configured = set(json.loads(ctx.store.execute(
-        "SELECT value FROM store_meta WHERE key = 'blob_locations'").fetchone()[0]))
+    configured = set(json.loads(one(ctx.store, "SELECT value FROM store_meta WHERE key = 'blob_locations'")[0]))
     recorded = {r[0] for r in ctx.store.execute("SELECT location FROM blob_locations WHERE blob_key = ?", (key,))}
     return configured | recorded
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from erasure.sqlite import one
 from erasure.tiers import Tier
 from memory.redact import redact_json_text, rewrite_session
 from memory.sessions import session_path
@@ -72,8 +73,7 @@ class WorkingStep(BaseStep):
         if mentions.policy() == "redact":
             who = ctx.who()
             for sid in self._mentions(ctx, keys)[:max(limit - done, 0)]:
-                state = str(ctx.store.execute("SELECT state FROM working_sessions WHERE session_id = ?",
-                                              (sid,)).fetchone()[0])
+                state = str(one(ctx.store, "SELECT state FROM working_sessions WHERE session_id = ?", (sid,))[0])
                 counted = [0]
 
                 def fn(text: str, counted: list[int] = counted) -> str:

@@ -85,10 +85,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import apsw
 import numpy as np
+
+if TYPE_CHECKING:
+    from chromadb.api.client import Client
 
 from erasure.errors import ConfigError, StoreError
 from erasure.identity import Identity, fold
@@ -663,7 +666,7 @@ def _installed_migrations() -> frozenset[tuple[str, int, str]] | None:
     except ImportError:
         return None
     with tempfile.TemporaryDirectory(prefix="erasure-chroma-") as tmp:
-        client = chromadb.PersistentClient(path=tmp, settings=Settings(anonymized_telemetry=False))
+        client = _persistent_client(chromadb, tmp, Settings(anonymized_telemetry=False))
         client.close()
         conn = connect(Path(tmp) / DB_FILE, readonly=True)
         try:
@@ -714,7 +717,7 @@ def _api_session(root: Path, names: dict[str, str], ids: dict[str, set[str]]) ->
     import chromadb
     from chromadb.config import Settings
 
-    client = chromadb.PersistentClient(path=str(root), settings=Settings(anonymized_telemetry=False))
+    client = _persistent_client(chromadb, str(root), Settings(anonymized_telemetry=False))
     deleted = 0
     try:
         for cid, wanted in sorted(ids.items()):
@@ -984,3 +987,9 @@ class ChromaEraser:
 
 
 ERASER = ChromaEraser()
+
+
+def _persistent_client(chromadb: Any, path: str, settings: Any) -> Client:
+    """`chromadb.PersistentClient`, typed as the client it returns (its declared type, `ClientAPI`,
+    lacks the `close` that releases the files)."""
+    return cast("Client", chromadb.PersistentClient(path=path, settings=settings))
