@@ -92,7 +92,19 @@ def task_names(flow_run_id: Any) -> list[str]:
     return sorted(r.name for r in runs)
 
 
-def test_a_window_erases_every_subject_to_the_byte_and_no_one_else(store: Home) -> None:
+def test_a_window_erases_every_subject_to_the_byte_and_no_one_else(store: Home,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks import mentions
+
+    whole_reads: list[str] = []
+    read = mentions.MentionIndex._read
+
+    def counted(index: mentions.MentionIndex, conn: Any, table: str, after: int) -> tuple[int, list[set[int]]]:
+        if after == mentions._MIN_ROWID:
+            whole_reads.append(table)
+        return read(index, conn, table, after)
+
+    monkeypatch.setattr(mentions.MentionIndex, "_read", counted)
     for subject in (SUBJECT, BYSTANDER, CARL):
         assert home_hits(store, subject)  # the check can fail: each one is there
     dana_before = bystander_state(store, DANA.id)
@@ -117,6 +129,8 @@ def test_a_window_erases_every_subject_to_the_byte_and_no_one_else(store: Home) 
         assert fine_tune_record(store, rid).before_count, rid
     # Dana is outside the window: her items stay (her frame that named Bob has Bob's name redacted).
     assert bystander_state(store, DANA.id) == dana_before
+    # The store's texts were read for mentions once for the whole window, not per request and step.
+    assert sorted(whole_reads) == ["frames", "raw_archive", "working_sessions"]
     # One task per step for the whole window, not one per request and step.
     names = task_names(state.state_details.flow_run_id)
     assert len(names) == 6 + len(CASCADE_ORDER), names
