@@ -125,6 +125,16 @@ class Identity:
         """A case-insensitive regex matching any spelling of any identifier on token boundaries."""
         return self._regex
 
+    def names_in(self, text: str) -> bool:
+        """Whether `text` names the subject: a spelling found in it as it is, or in its NFKC form
+        (full-width and other compatibility forms read as the same letters; `redact` replaces those too)."""
+        if self._regex.search(text) is not None:
+            return True
+        if text.isascii():
+            return False  # its own NFKC form
+        norm = unicodedata.normalize("NFKC", text)
+        return norm != text and self._regex.search(norm) is not None
+
     def found_in(self, text: str) -> str | None:
         """The kind of the first identifier found in `text` (never its value), or None."""
         m = self._regex.search(unicodedata.normalize("NFKC", text))

@@ -41,12 +41,12 @@ class EpisodicStep(BaseStep):
 
     def _mentions(self, ctx: StepContext, keys: Keys) -> tuple[list[int], list[int]]:
         """Other people's frames and archive rows (of those found) that still name the subject."""
-        pattern = ctx.who().pattern()
+        who = ctx.who()
         frames = [int(r[0]) for fid in ints(keys, "mention_frame") for r in ctx.store.execute(
-            "SELECT frame_id, content FROM frames WHERE frame_id = ?", (fid,)) if pattern.search(str(r[1]))]
+            "SELECT frame_id, content FROM frames WHERE frame_id = ?", (fid,)) if who.names_in(str(r[1]))]
         archives = [int(r[0]) for aid in ints(keys, "mention_archive") for r in ctx.store.execute(
             "SELECT archive_id, content FROM raw_archive WHERE archive_id = ? AND erased_at IS NULL", (aid,))
-            if r[1] is not None and pattern.search(str(r[1]))]
+            if r[1] is not None and who.names_in(str(r[1]))]
         return frames, archives
 
     def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:

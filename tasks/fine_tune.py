@@ -204,7 +204,7 @@ class FineTuneStep(BaseStep):
     def _redacted(ctx: StepContext, line: str, item: Any, who: Identity, *, own: bool) -> tuple[str, Any]:
         """The line with every mention of `who` redacted (counted in the step's detail when `own`); the
         line may no longer name them (another subject's redaction of the same line took it)."""
-        if not who.pattern().search(line):
+        if not who.names_in(line):
             return line, item
         counted = [0]
 

@@ -3,8 +3,8 @@ identifier, and redacted in place (the item stays: it is the other person's).
 
 A mention has no key: it is free text. Every text that may name a subject is found by a prefilter
 that never misses one the identity's pattern (`erasure.identity`: token-bounded, case-insensitive)
-finds, and every candidate is confirmed with that pattern. The prefilter (`Prefilter`) rests on one
-split:
+finds in the text or in its NFKC form, and every candidate is confirmed with that pattern
+(`Identity.names_in`). The prefilter (`Prefilter`) rests on one split:
 
 - A text that is all ASCII can match a spelling only through the spelling's ASCII shadow (the four
   non-ASCII letters Python's case-insensitive matching equates with ASCII ones, `ı İ ſ K`, mapped to
@@ -206,8 +206,7 @@ class MentionIndex:
         """Per identity, the indexes of the texts its pattern finds a spelling in."""
         out: list[list[int]] = []
         for who, cands in zip(self.identities, self._prefilter.candidates(texts), strict=True):
-            pattern = who.pattern()
-            out.append([i for i in sorted(cands) if pattern.search(texts[i] or "")])
+            out.append([i for i in sorted(cands) if who.names_in(texts[i] or "")])
         return out
 
     def _read(self, conn: apsw.Connection, table: str, after: int) -> tuple[int, list[set[int]]]:
@@ -283,13 +282,12 @@ def _named_rows(conn: apsw.Connection, who: Identity, table: str, columns: str,
                 where: str = "") -> list[tuple[object, ...]]:
     """`columns` (the text last) of `table`'s rows whose text names `who` now."""
     ids = sorted(index_for(conn, who).rowids(conn, table, who))
-    pattern = who.pattern()
     out: list[tuple[object, ...]] = []
     for i in range(0, len(ids), 500):
         b = ids[i:i + 500]
         marks = ",".join("?" * len(b))
         out += [row for row in conn.execute(f"SELECT {columns} FROM {table} WHERE rowid IN ({marks}){where}", b)
-                if row[-1] is not None and pattern.search(str(row[-1]))]
+                if row[-1] is not None and who.names_in(str(row[-1]))]
     return out
 
 

@@ -33,14 +33,14 @@ class WorkingStep(BaseStep):
                 "mention_session": set(sessions_mentioning(ctx.store, ctx.who(), ids))}
 
     def _mentions(self, ctx: StepContext, keys: Keys) -> list[str]:
-        pattern = ctx.who().pattern()
+        who = ctx.who()
         return [str(r[0]) for sid in sorted(keys.get("mention_session", set())) for r in ctx.store.execute(
             "SELECT session_id, state FROM working_sessions WHERE session_id = ?", (sid,))
-            if pattern.search(str(r[1])) or self._file_mentions(ctx, str(r[0]))]
+            if who.names_in(str(r[1])) or self._file_mentions(ctx, str(r[0]))]
 
     def _file_mentions(self, ctx: StepContext, session_id: str) -> bool:
         path = session_path(ctx.store_dir, session_id)
-        return path.exists() and ctx.who().pattern().search(path.read_text(encoding="utf-8")) is not None
+        return path.exists() and ctx.who().names_in(path.read_text(encoding="utf-8"))
 
     def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
         if mentions.policy() != "report":

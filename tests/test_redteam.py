@@ -69,8 +69,10 @@ def home_hits(home: Home, subject: Subject) -> list[str]:
         for p in root.rglob("*"):
             rel = p.relative_to(root)
             if p.is_file() and not p.is_symlink() and rel.parts[0] not in ("engine", "keys", "prefect"):
-                data = p.read_bytes().lower()
-                if any(s in data for s in spellings(subject)):
+                raw = p.read_bytes()
+                # Also as a reader sees the text: NFKC folds full-width and other compatibility forms.
+                folded = unicodedata.normalize("NFKC", raw.decode("utf-8", "replace")).encode("utf-8")
+                if any(s in data for s in spellings(subject) for data in (raw.lower(), folded.lower())):
                     hits.append(str(rel))
     return hits
 
@@ -105,7 +107,7 @@ def erase(home: Home, request_id: str, subject: Subject, crash_after: int | None
 scenarios = st.fixed_dictionaries({
     "id_spelling": st.sampled_from(["same", "upper", "title", "fullwidth"]),
     "mention": st.sets(st.sampled_from(["name", "email", "phone", "id"]), max_size=3),
-    "mention_case": st.sampled_from(["lower", "upper", "as-is"]),
+    "mention_case": st.sampled_from(["lower", "upper", "as-is", "fullwidth"]),
     "phone_spelling": st.sampled_from(["compact", "national", "spaced", "dashed"]),
     "namesake": st.booleans(),
     "alias": st.booleans(),
@@ -118,6 +120,8 @@ scenarios = st.fixed_dictionaries({
 @given(s=scenarios)
 @example(s={"id_spelling": "upper", "mention": {"name", "email", "phone", "id"}, "mention_case": "upper",
             "phone_spelling": "compact", "namesake": True, "alias": True, "concurrent": True, "crash_after": 4})
+@example(s={"id_spelling": "same", "mention": {"name", "email", "phone"}, "mention_case": "fullwidth",
+            "phone_spelling": "spaced", "namesake": False, "alias": False, "concurrent": False, "crash_after": None})
 def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -129,7 +133,7 @@ def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]
         if s["mention"]:
             said = ", ".join(str(words[k]) for k in sorted(s["mention"]))  # type: ignore[call-overload]
             said = said.upper() if s["mention_case"] == "upper" else said.lower() if s["mention_case"] == "lower" \
-                else said
+                else _spell_id(said, "fullwidth") if s["mention_case"] == "fullwidth" else said
             extra.append({"source": "chat", "source_ref": "conv-rt-1", "subject": BYSTANDER.model_dump(),
                           "content": f"My colleague {said} asked about the refund for the broken router."})
         if s["namesake"]:
