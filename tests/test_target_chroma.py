@@ -141,18 +141,21 @@ def _bystanders_read_back(mem: Memory) -> None:
                 assert doc == want[rid].document
                 assert meta == want[rid].metadata
                 assert np.allclose(np.asarray(emb), want[rid].embedding, rtol=1e-4, atol=1e-4)
-            # Query answers: each sampled bystander's own text finds it first (l2, cosine); for ip the
-            # answer is the largest inner product (brute force over the bystanders). HNSW on ip is
-            # approximate: it agrees with brute force on ~90% of these queries on the store as built too.
+            # Query answers: each sampled bystander's own text finds it among the first three (l2, cosine),
+            # and first nearly always; for ip the answer is the largest inner product (brute force over the
+            # bystanders). HNSW is approximate and Chroma builds it on several threads, so the graph (and
+            # a rare first answer) differs from build to build: on ip it agrees with brute force on ~90%
+            # of these queries on the store as built too.
             ids = sorted(want)
             matrix = np.vstack([want[i].embedding for i in ids]).astype(np.float64)
             agree = asked = 0
             for rid in ids[::10]:
-                res = col.query(query_texts=[want[rid].document], n_results=1)
+                top = col.query(query_texts=[want[rid].document], n_results=3)["ids"][0]
                 best = rid if space != "ip" else ids[int(np.argmax(matrix @ want[rid].embedding))]
-                agree += res["ids"][0][0] == best
+                assert space == "ip" or rid in top, (name, rid)
+                agree += top[0] == best
                 asked += 1
-            assert agree == asked if space != "ip" else agree >= 0.8 * asked, (name, agree, asked)
+            assert agree >= (0.95 if space != "ip" else 0.8) * asked, (name, agree, asked)
             assert col.get(where={SUBJECT_KEY: SUBJECT.id})["ids"] == []
             assert col.get(where_document={"$contains": "lighthouse"})["ids"] == []
             assert len(col.get(where_document={"$contains": "walrus"})["ids"]) == len(
