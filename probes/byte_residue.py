@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from probes.bytescan import scan_tree
+from probes.folded import folded_groups
 from probes.model import BYTES, Measurement, ProbeContext, ProbeResult, to_results
 from probes.needles import SUBJECT_KINDS, Needle, NeedleKind
 
@@ -19,9 +20,10 @@ TIER = BYTES
 
 
 def measurements(needles: Sequence[Needle], found: set[int], unreadable: int,
-                 home: Mapping[str, int]) -> list[Measurement]:
+                 home: Mapping[str, int], *, folded: int = 0) -> list[Measurement]:
     """One subject's byte measurements: `found` are the indexes of its needles the store scan found,
-    `home` the identifier and content groups found in each other folder of the home (by folder name)."""
+    `home` the identifier and content groups found in each other folder of the home (by folder name),
+    `folded` the identifier groups found in the store's texts once folded (`probes.folded`)."""
     found_groups: dict[NeedleKind, set[int]] = {}
     all_groups: dict[NeedleKind, set[int]] = {}
     for i, n in enumerate(needles):
@@ -30,6 +32,8 @@ def measurements(needles: Sequence[Needle], found: set[int], unreadable: int,
             found_groups.setdefault(n.kind, set()).add(n.group)
     out = [Measurement(f"scan:{kind.value}", len(found_groups.get(kind, ())), "none", 0)
            for kind in SUBJECT_KINDS if kind in all_groups]
+    if NeedleKind.identifier in all_groups:
+        out.append(Measurement("scan-folded:identifier", folded, "none", 0))
     out.append(Measurement("canaries", 0, "canaries", len(found_groups.get(NeedleKind.canary, ()))))
     if NeedleKind.shared_identifier in all_groups:
         # Another subject's own identifiers (a namesake): explained, and expected to survive.
@@ -45,7 +49,8 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     needles = ctx.fingerprint.needles
     report = scan_tree(ctx.store_dir, [n.data for n in needles],
                        caseless={i for i, n in enumerate(needles) if n.caseless})
-    return measurements(needles, report.found_indexes(), len(report.unreadable), {})
+    folded = folded_groups(ctx.store_dir, [needles])[0]
+    return measurements(needles, report.found_indexes(), len(report.unreadable), {}, folded=len(folded))
 
 
 def probe(ctx: ProbeContext) -> list[ProbeResult]:

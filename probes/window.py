@@ -32,6 +32,7 @@ from erasure.subject import Subject
 from probes import byte_residue
 from probes.bytescan import scan_tree
 from probes.fingerprint import Fingerprint
+from probes.folded import folded_groups
 from probes.harvest import canary_windows, harvest, sample_vectors
 from probes.identity import ids_by_fold, spellings, store_ids_in
 from probes.keys import SubjectKeys
@@ -366,6 +367,7 @@ def _byte_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
     fps = [fp for _s, fp in pairs]
     try:
         found, _hits, unreadable = _found_by_owner(store_dir, fps)
+        folded = folded_groups(store_dir, [fp.needles for fp in fps])
     except (ErasureError, OSError) as exc:
         return [[ProbeResult(tier=BYTES, method=f"probe-error:{type(exc).__name__}", residue=1,
                              bystanders_before=0, bystanders_after=0)] for _ in pairs]
@@ -386,8 +388,8 @@ def _byte_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
             homes[i][root.name] = len(groups[i])
         unreadable += len(report.unreadable)
     out = []
-    for fp, f, home in zip(fps, found, homes, strict=True):
-        measured = byte_residue.measurements(fp.needles, f, unreadable, home)
+    for fp, f, fo, home in zip(fps, found, folded, homes, strict=True):
+        measured = byte_residue.measurements(fp.needles, f, unreadable, home, folded=len(fo))
         out.append(_paired(BYTES, measured, fp.bystanders))
     return out
 

@@ -1,0 +1,90 @@
+"""The folded-text probe: a subject's identifiers written in forms the byte scan cannot see.
+
+The byte scan looks for literal bytes (ASCII letter case aside). A name typed in full-width letters
+(`Ａｎｎａｂｅｌ`, what a CJK input method gives), with a ligature, or in another letter case outside
+ASCII (`JOSÉ` for `José`) is the same name to a reader but other bytes. This probe reads the store's
+texts that hold any non-ASCII character (the text columns people's words live in, and the corpus and
+session files line by line), folds them as `probes.identity` folds identifiers (NFKC, case folding),
+and looks for every subject's identifier needles, folded the same way, in one hyperscan pass. ASCII
+texts are left to the byte scan: folding does not change them.
+
+A hit is residue of the needle's group (`scan-folded:identifier`), judged like the byte scan's own:
+the needles are the fingerprint's identifier needles, so a shared or withheld spelling is not one.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import hyperscan
+
+from probes.needles import Needle, NeedleKind
+from probes.store import CORPORA_DIR, SESSIONS_DIR, open_store, regular_files
+
+TEXT_COLUMNS = (("frames", "content", ""), ("raw_archive", "content", "erased_at IS NULL"),
+                ("working_sessions", "state", ""), ("kg_entities", "name", ""))
+"""(table, column, condition): where people's words are stored as text."""
+TEXT_DIRS = (CORPORA_DIR, SESSIONS_DIR)
+BATCH_BYTES = 32 << 20
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _non_ascii_texts(store_dir: Path) -> Iterator[str]:
+    """Every stored text with a character outside ASCII: rows of `TEXT_COLUMNS`, lines of the files
+    under `TEXT_DIRS`."""
+    with open_store(store_dir) as conn:
+        for table, col, cond in TEXT_COLUMNS:
+            where = f"{cond} AND " if cond else ""
+            for (text,) in conn.execute(
+                    f"SELECT {col} FROM {table} WHERE {where}length(CAST({col} AS BLOB)) != length({col})"):
+                if text is not None:
+                    yield str(text)
+    for folder in TEXT_DIRS:
+        for path in regular_files(store_dir / folder):
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue  # the byte scan counts a file it cannot read
+            if not data.isascii():
+                yield from (line for line in data.decode("utf-8", "replace").splitlines() if not line.isascii())
+
+
+def folded_groups(store_dir: Path, needle_sets: Sequence[Sequence[Needle]]) -> list[set[int]]:
+    """Per needle set (a subject's fingerprint needles), the groups of its identifier needles found in
+    a non-ASCII text of the store once both are folded."""
+    patterns: list[bytes] = []
+    owners: list[tuple[int, int]] = []
+    for i, needles in enumerate(needle_sets):
+        for n in needles:
+            if n.kind is NeedleKind.identifier:
+                folded = _fold(n.data.decode("utf-8", "replace")).encode("utf-8")
+                patterns.append("".join(f"\\x{b:02x}" for b in folded).encode("ascii"))
+                owners.append((i, n.group))
+    found: list[set[int]] = [set() for _ in needle_sets]
+    if not patterns:
+        return found
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=patterns, ids=list(range(len(patterns))), flags=[0] * len(patterns))
+    scratch = hyperscan.Scratch(db)
+
+    def on_match(pattern_id: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
+        i, group = owners[pattern_id]
+        found[i].add(group)
+
+    batch: list[str] = []
+    size = 0
+    for text in _non_ascii_texts(Path(store_dir)):
+        batch.append(_fold(text))
+        size += len(batch[-1])
+        if size >= BATCH_BYTES:
+            db.scan("\x00".join(batch).encode("utf-8"), match_event_handler=on_match, scratch=scratch)
+            batch, size = [], 0
+    if batch:
+        db.scan("\x00".join(batch).encode("utf-8"), match_event_handler=on_match, scratch=scratch)
+    return found
+
