@@ -40,7 +40,7 @@ DEFAULT_BUFFER = 8 * MIB
 DEFAULT_SEGMENT = 64 * MIB
 MAX_WORKERS = 4
 SMALL_FILE = 256 * 1024
-"""Files up to this size are scanned in batches (one block-mode scan per batch): a store holds tens of
+"""Files up to this size are scanned in batches (one scan per batch): a store holds tens of
 thousands of small blobs and session files, and one stream per file costs more than reading it."""
 SMALL_BATCH_BYTES = 8 * MIB
 SMALL_BATCH_FILES = 4096

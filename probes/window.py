@@ -4,8 +4,9 @@ once, and what each subject adds is looked up by its keys.
 An erasure window erases several subjects under one store lock. Their probes share:
 - the store facts the needle choice needs (every store id, the entity names other people's frames link,
   which rows hold each of the subjects' vectors): `StoreFacts`, read once;
-- one byte scan of the store with every subject's needles before the cascade and one after (hyperscan
-  reports a needle's index; the index says whose it is);
+- one byte scan of the store with every subject's needles before the cascade and one after, each
+  distinct needle once (the canaries are the window's; hyperscan reports a needle's index, the index
+  says whose it is);
 - the bystander baseline: the window is one erasure of a set of people, so a bystander is anyone
   outside it. The tier probes measure once with the union of the subjects' keys: that gives the
   window's bystander populations (what must survive) and, after the cascade, the union's residue. When
