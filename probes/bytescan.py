@@ -40,7 +40,7 @@ DEFAULT_BUFFER = 8 * MIB
 DEFAULT_SEGMENT = 64 * MIB
 MAX_WORKERS = 4
 SMALL_FILE = 256 * 1024
-"""Files up to this size are scanned in batches (one block-mode scan per batch): a store holds tens of
+"""Files up to this size are scanned in batches (one scan per batch): a store holds tens of
 thousands of small blobs and session files, and one stream per file costs more than reading it."""
 SMALL_BATCH_BYTES = 8 * MIB
 SMALL_BATCH_FILES = 4096
@@ -154,13 +154,6 @@ def compile_needles(needles: Sequence[bytes], caseless: Collection[int] = ()) ->
     return db
 
 
-def _compile_block(needles: Sequence[bytes], caseless: Collection[int] = ()) -> hyperscan.Database:
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=[_escape(bytes(n)) for n in needles], ids=list(range(len(needles))),
-               flags=_flags(len(needles), caseless))
-    return db
-
-
 @dataclass(frozen=True)
 class _Batch:
     """Small files scanned as one buffer: a match is counted only inside one file's bytes."""
@@ -226,7 +219,6 @@ def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAUL
     if not root.is_dir():
         raise InputError(f"{root} is not a directory")
     db = compile_needles(needles, caseless) if needles else None
-    block_db = _compile_block(needles, caseless) if needles else None
     lengths = [len(n) for n in needles]
     overlap = max(lengths, default=1) - 1
     walk = _Walk(root)
@@ -240,15 +232,13 @@ def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAUL
     n_items = len(segments) + len(batches)
     n_workers = max(1, min(workers or min(os.cpu_count() or 1, MAX_WORKERS), n_items or 1))
     scratches = [db.scratch.clone() if db is not None else None for _ in range(n_workers)]
-    block_scratches = [block_db.scratch.clone() if block_db is not None else None for _ in range(n_workers)]
     parts = [_Partial() for _ in range(n_workers)]
     errors: list[BaseException] = []
     files = {s.rel for s in segments} | {rel for b in batches for _, rel in b.files}
 
     def work(k: int) -> None:
         try:
-            _drain(queue, (db, scratches[k]), (block_db, block_scratches[k], lengths), parts[k],
-                   bytearray(buffer_size), overlap)
+            _drain(queue, (db, scratches[k]), lengths, parts[k], bytearray(buffer_size), overlap)
         except BaseException as exc:  # re-raised in the caller's thread
             errors.append(exc)
 
@@ -265,10 +255,9 @@ def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAUL
 
 
 _Stream = tuple["hyperscan.Database | None", "hyperscan.Scratch | None"]
-_Block = tuple["hyperscan.Database | None", "hyperscan.Scratch | None", list[int]]
 
 
-def _drain(queue: Queue[_Segment | _Batch], stream: _Stream, block: _Block, part: _Partial, buf: bytearray,
+def _drain(queue: Queue[_Segment | _Batch], stream: _Stream, lengths: list[int], part: _Partial, buf: bytearray,
            overlap: int) -> None:
     view = memoryview(buf)
     while True:
@@ -277,7 +266,7 @@ def _drain(queue: Queue[_Segment | _Batch], stream: _Stream, block: _Block, part
         except Empty:
             return
         if isinstance(item, _Batch):
-            part.bytes_read += _scan_batch(item, block, part)
+            part.bytes_read += _scan_batch(item, stream, lengths, part)
             continue
         if item.rel in part.failed:
             continue
@@ -289,11 +278,12 @@ def _drain(queue: Queue[_Segment | _Batch], stream: _Stream, block: _Block, part
             part.failed[item.rel] = True
 
 
-def _scan_batch(batch: _Batch, block: _Block, part: _Partial) -> int:
-    """Read the batch's files into one buffer and scan it once; a match counts for the file that holds
+def _scan_batch(batch: _Batch, stream: _Stream, lengths: list[int], part: _Partial) -> int:
+    """Read the batch's files into one buffer and scan it once (one stream, one write: the same matches
+    as a block-mode scan, without compiling a second database); a match counts for the file that holds
     all of its bytes (needles are literals, so its start is its end minus its length); one across two
     files' bytes is no match. Returns the bytes read."""
-    db, scratch, lengths = block
+    db, scratch = stream
     buf = bytearray()
     starts: list[int] = []
     rels: list[str] = []
@@ -327,7 +317,8 @@ def _scan_batch(batch: _Batch, block: _Block, part: _Partial) -> int:
             part.counts[needle_id] = part.counts.get(needle_id, 0) + 1
             part.where.setdefault(needle_id, set()).add(rels[i])
 
-    db.scan(bytes(buf), match_event_handler=on_match, scratch=scratch)
+    with db.stream(match_event_handler=on_match) as one:
+        one.scan(bytes(buf), scratch=scratch)
     return len(buf)
 
 

@@ -27,7 +27,7 @@ from probes.needles import (
     plain_windows,
     vector_pieces,
 )
-from probes.resolve import IN_IDS, fts_hits
+from probes.resolve import IN_IDS, fts_hit_outside
 from probes.store import column, json_list, local_blob_roots
 
 MAX_CONTENT_GROUPS = 256
@@ -75,7 +75,7 @@ def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: Subj
     h = Harvest()
     mine = set(keys.all_frame_ids())
     _identifiers(subject, ids, facts, window_ids | set(ids), h.needles)
-    _content(conn, keys, mine, h.needles)
+    _content(conn, keys, json_list(mine), h.needles)
     _vectors(conn, keys, mine, facts, h)
     _blobs(conn, store_dir, subject, keys, h.needles)
     for window in canaries:
@@ -100,7 +100,7 @@ def _identifiers(subject: Subject, ids: list[str], facts: Facts, window_ids: set
             out.add_group(NeedleKind.identifier, [data], caseless=True)
 
 
-def _content(conn: apsw.Connection, keys: SubjectKeys, mine: set[int], out: NeedleSet) -> None:
+def _content(conn: apsw.Connection, keys: SubjectKeys, mine: str, out: NeedleSet) -> None:
     texts = column(conn, f"SELECT content FROM raw_archive WHERE archive_id {IN_IDS} AND content IS NOT NULL"
                    " ORDER BY archive_id", (json_list(keys.archive_ids),))
     texts += column(conn, f"SELECT content FROM frames WHERE frame_id {IN_IDS} AND kind = 'summary'"
@@ -110,7 +110,7 @@ def _content(conn: apsw.Connection, keys: SubjectKeys, mine: set[int], out: Need
         for window in plain_windows(str(text)):
             if kept >= MAX_CONTENT_GROUPS:
                 out.bump("content_not_sampled")
-            elif fts_hits(conn, window) - mine:
+            elif fts_hit_outside(conn, window, mine):
                 out.bump("content_withheld_shared")
             elif out.add_group(NeedleKind.content, [window.encode()]):
                 kept += 1

@@ -46,16 +46,25 @@ def ids_by_fold(every_id: Iterable[str]) -> dict[str, set[str]]:
     return out
 
 
-def store_ids_in(conn: apsw.Connection, subject: Subject, by_fold: dict[str, set[str]]) -> list[str]:
-    """`store_ids`, given every store id by folded form (`ids_by_fold`, read once for a whole window)."""
+def email_entities(conn: apsw.Connection) -> dict[str, list[int]]:
+    """Every email entity's id by its name stripped and lower-cased."""
+    out: dict[str, list[int]] = {}
+    for eid, name in conn.execute("SELECT entity_id, name FROM kg_entities WHERE kind = 'email'"):
+        out.setdefault(str(name).strip().lower(), []).append(int(eid))
+    return out
+
+
+def store_ids_in(conn: apsw.Connection, subject: Subject, by_fold: dict[str, set[str]],
+                 emails: dict[str, list[int]] | None = None) -> list[str]:
+    """`store_ids`, given every store id by folded form (`ids_by_fold`) and, optionally, every email
+    entity by address (`email_entities`): both read once for a whole window."""
     ids = {subject.id} | by_fold.get(_fold(subject.id), set())
     if subject.email:
         email = subject.email.strip().lower()
-        for eid, name in conn.execute("SELECT entity_id, name FROM kg_entities WHERE kind = 'email'"):
-            if str(name).strip().lower() == email:
-                ids |= {str(r[0]) for r in conn.execute(
-                    "SELECT DISTINCT f.subject_id FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
-                    " WHERE l.entity_id = ? AND f.subject_id IS NOT NULL", (eid,))}
+        for eid in (emails if emails is not None else email_entities(conn)).get(email, []):
+            ids |= {str(r[0]) for r in conn.execute(
+                "SELECT DISTINCT f.subject_id FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
+                " WHERE l.entity_id = ? AND f.subject_id IS NOT NULL", (eid,))}
     return sorted(ids)
 
 

@@ -11,6 +11,7 @@ the subject's frames or touching the subject's entities.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import apsw
 
@@ -54,6 +55,17 @@ def episodic_frames(conn: apsw.Connection, ids_json: str, archive_ids: set[int],
     return frames
 
 
+def fts_hit_outside(conn: apsw.Connection, text: str, frames_json: str) -> bool:
+    """Whether an FTS row (frame) outside `frames` (a `json_list`) matches `text` as a phrase; stops at the
+    first (a phrase common to thousands of frames costs one row, not all of them)."""
+    phrase = fts_phrase(text)
+    if phrase is None:
+        return False
+    row = conn.execute(f"SELECT 1 FROM frames_fts WHERE frames_fts MATCH ? AND rowid NOT {IN_IDS} LIMIT 1",
+                       (phrase, frames_json)).fetchone()
+    return row is not None
+
+
 def fts_hits(conn: apsw.Connection, text: str) -> set[int]:
     """Rowids (frame ids) of FTS rows matching `text` as a phrase."""
     phrase = fts_phrase(text)
@@ -84,24 +96,48 @@ def quoting_derived(conn: apsw.Connection, subject: Subject, ids: list[str]) -> 
                 json_list(hits))
 
 
-def named_entities(conn: apsw.Connection, subject: Subject, ids: list[str]) -> set[int]:
+@dataclass
+class PersonalEntities:
+    """Every person/email/phone entity by the forms an identifier can name it in: its name lower-cased,
+    the same with its whitespace collapsed, and a phone's digits. One read of the table serves every
+    subject of a window."""
+
+    by_name: dict[str, set[int]] = field(default_factory=dict)
+    by_phone_digits: dict[str, set[int]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, conn: apsw.Connection) -> PersonalEntities:
+        """Index the store's personal entities."""
+        out = cls()
+        kinds = ",".join(f"'{k}'" for k in PERSONAL_ENTITY_KINDS)
+        for eid, kind, name in conn.execute(f"SELECT entity_id, kind, name FROM kg_entities WHERE kind IN ({kinds})"):
+            text = str(name)
+            for form in (text.lower(), " ".join(text.split()).lower()):
+                out.by_name.setdefault(form, set()).add(int(eid))
+            if kind == "phone":
+                out.by_phone_digits.setdefault(re.sub(r"\D", "", text), set()).add(int(eid))
+        return out
+
+    def named(self, names: set[str], phone_digits: str) -> set[int]:
+        """Entities whose name (as is or whitespace-collapsed, lower-cased) is one of `names`, and phone
+        entities whose digits are `phone_digits` (none when it is empty)."""
+        out = {e for n in names for e in self.by_name.get(n, ())}
+        return out | (self.by_phone_digits.get(phone_digits, set()) if phone_digits else set())
+
+
+def named_entities(conn: apsw.Connection, subject: Subject, ids: list[str],
+                   entities: PersonalEntities | None = None) -> set[int]:
     """Personal entities named by any spelling of an identifier (case-insensitive; phones by digits)."""
-    kinds = ",".join(f"'{k}'" for k in PERSONAL_ENTITY_KINDS)
     names = {s.lower() for _k, s in spellings(subject, ids)}
     phone = re.sub(r"\D", "", subject.phone or "")
-    out = set()
-    for eid, kind, name in conn.execute(f"SELECT entity_id, kind, name FROM kg_entities WHERE kind IN ({kinds})"):
-        text = str(name)
-        if text.lower() in names or " ".join(text.split()).lower() in names or (
-                kind == "phone" and phone and re.sub(r"\D", "", text) == phone):
-            out.add(int(eid))
-    return out
+    return (entities if entities is not None else PersonalEntities.read(conn)).named(names, phone)
 
 
-def subject_entities(conn: apsw.Connection, subject: Subject, frames: set[int], ids: list[str]) -> set[int]:
+def subject_entities(conn: apsw.Connection, subject: Subject, frames: set[int], ids: list[str],
+                     entities: PersonalEntities | None = None) -> set[int]:
     """Personal entities named by an identifier that no one else's frame links (a namesake's person
     entity is shared, not the subject's), and entities whose every link is to `frames`."""
-    named = named_entities(conn, subject, ids)
+    named = named_entities(conn, subject, ids, entities)
     named -= _ids(conn, f"SELECT DISTINCT entity_id FROM kg_entity_frames WHERE entity_id {IN_IDS}"
                   f" AND frame_id NOT {IN_IDS}", json_list(named), json_list(frames))
     return named | exclusive_entities(conn, frames)
@@ -118,8 +154,10 @@ def exclusive_entities(conn: apsw.Connection, frames: set[int]) -> set[int]:
         json_list(linked), json_list(frames))
 
 
-def resolve_keys(conn: apsw.Connection, subject: Subject, ids: list[str] | None = None) -> SubjectKeys:
-    """Every key that reaches the subject (under any of its store `ids`), from the store as it is now."""
+def resolve_keys(conn: apsw.Connection, subject: Subject, ids: list[str] | None = None,
+                 entities: PersonalEntities | None = None) -> SubjectKeys:
+    """Every key that reaches the subject (under any of its store `ids`), from the store as it is now
+    (`entities`: the store's personal entities, when a window has read them already)."""
     ids = ids or [subject.id]
     sid = json_list(ids)
     pairs = subject_pairs(conn, sid)
@@ -131,8 +169,8 @@ def resolve_keys(conn: apsw.Connection, subject: Subject, ids: list[str] | None 
     derived = derived_closure(conn, frames, quoting_derived(conn, subject, ids))
     all_frames = frames | derived
     fj = json_list(all_frames)
-    entities = subject_entities(conn, subject, all_frames, ids)
-    ej = json_list(entities)
+    subject_ents = subject_entities(conn, subject, all_frames, ids, entities)
+    ej = json_list(subject_ents)
     processors = _strs(conn, f"SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id {IN_IDS}", sid)
     return SubjectKeys(
         source_refs=sorted(pairs),
@@ -141,7 +179,7 @@ def resolve_keys(conn: apsw.Connection, subject: Subject, ids: list[str] | None 
         turn_keys=sorted(turn_keys),
         derived_frame_ids=sorted(derived),
         chunk_ids=sorted(_ids(conn, f"SELECT chunk_id FROM frame_chunks WHERE frame_id {IN_IDS}", fj)),
-        entity_ids=sorted(entities),
+        entity_ids=sorted(subject_ents),
         relation_ids=sorted(_ids(
             conn,
             f"SELECT relation_id FROM kg_relations WHERE frame_id {IN_IDS} OR src_entity_id {IN_IDS}"

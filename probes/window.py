@@ -4,8 +4,9 @@ once, and what each subject adds is looked up by its keys.
 An erasure window erases several subjects under one store lock. Their probes share:
 - the store facts the needle choice needs (every store id, the entity names other people's frames link,
   which rows hold each of the subjects' vectors): `StoreFacts`, read once;
-- one byte scan of the store with every subject's needles before the cascade and one after (hyperscan
-  reports a needle's index; the index says whose it is);
+- one byte scan of the store with every subject's needles before the cascade and one after, each
+  distinct needle once (the canaries are the window's; hyperscan reports a needle's index, the index
+  says whose it is);
 - the bystander baseline: the window is one erasure of a set of people, so a bystander is anyone
   outside it. The tier probes measure once with the union of the subjects' keys: that gives the
   window's bystander populations (what must survive) and, after the cascade, the union's residue. When
@@ -34,7 +35,7 @@ from probes.bytescan import scan_tree
 from probes.fingerprint import Fingerprint
 from probes.folded import folded_groups
 from probes.harvest import canary_windows, harvest, sample_vectors
-from probes.identity import ids_by_fold, spellings, store_ids_in
+from probes.identity import email_entities, ids_by_fold, spellings, store_ids_in
 from probes.keys import SubjectKeys
 from probes.model import (
     BYTES,
@@ -48,7 +49,7 @@ from probes.model import (
 )
 from probes.needles import VECTOR_PIECE_BYTES, Needle, NeedleKind, vector_pieces
 from probes.registry import MEASURES
-from probes.resolve import exclusive_entities, resolve_keys
+from probes.resolve import PersonalEntities, exclusive_entities, resolve_keys
 from probes.store import open_store
 
 VECTOR_TABLES = {"frame_vectors": "frame_id", "chunk_vectors": "chunk_id"}
@@ -105,6 +106,16 @@ class StoreFacts:
     def ids_by_fold(self) -> dict[str, set[str]]:
         """Every store id, by its NFKC case-folded form."""
         return ids_by_fold(self.store_ids)
+
+    @cached_property
+    def emails(self) -> dict[str, list[int]]:
+        """Every email entity by address (stripped, lower-cased)."""
+        return email_entities(self.conn)
+
+    @cached_property
+    def personal_entities(self) -> PersonalEntities:
+        """Every person/email/phone entity by the forms an identifier can name it in."""
+        return PersonalEntities.read(self.conn)
 
     @cached_property
     def id_lines(self) -> _Lines:
@@ -175,8 +186,8 @@ class Member:
 def _members(conn: apsw.Connection, facts: StoreFacts, subjects: Sequence[Subject]) -> list[Member]:
     out = []
     for s in subjects:
-        ids = store_ids_in(conn, s, facts.ids_by_fold)
-        out.append(Member(s, ids, resolve_keys(conn, s, ids)))
+        ids = store_ids_in(conn, s, facts.ids_by_fold, facts.emails)
+        out.append(Member(s, ids, resolve_keys(conn, s, ids, facts.personal_entities)))
     return out
 
 
@@ -220,32 +231,28 @@ def _measure_tiers(ctx: ProbeContext, tiers: Iterable[str]) -> dict[str, list[Me
     return out
 
 
-def _byte_needles(fps: Sequence[Fingerprint]) -> tuple[list[Needle], list[int], list[int]]:
-    """Every subject's needles in one list, whose each one is (index into `fps`), and where each
-    subject's needles start in the list."""
-    needles: list[Needle] = []
-    owner: list[int] = []
-    offsets: list[int] = []
-    for i, fp in enumerate(fps):
-        offsets.append(len(needles))
-        needles += fp.needles
-        owner += [i] * len(fp.needles)
-    return needles, owner, offsets
+def _scan(root: Path, owned: Sequence[Sequence[Needle]]) -> tuple[list[dict[int, int]], int]:
+    """One scan of `root` for several owners' needles, each distinct needle once (a window's subjects
+    share its canaries): per owner, the indexes (into its own list) found with their hit counts; and the
+    files that could not be read."""
+    distinct: dict[tuple[bytes, bool], list[tuple[int, int]]] = {}
+    for who, needles in enumerate(owned):
+        for i, x in enumerate(needles):
+            distinct.setdefault((x.data, x.caseless), []).append((who, i))
+    keys = list(distinct)
+    report = scan_tree(root, [data for data, _c in keys], caseless={k for k, (_d, c) in enumerate(keys) if c})
+    hits: list[dict[int, int]] = [{} for _ in owned]
+    for h in report.found:
+        for who, i in distinct[keys[h.index]]:
+            hits[who][i] = h.hits
+    return hits, len(report.unreadable)
 
 
 def _found_by_owner(store_dir: Path, fps: Sequence[Fingerprint]) -> tuple[list[set[int]], list[dict[int, int]], int]:
     """One scan of the store with every subject's needles: per subject, the indexes (into its own
     needles) found and their hit counts; and the files that could not be read."""
-    needles, owner, offsets = _byte_needles(fps)
-    n = len(fps)
-    report = scan_tree(store_dir, [x.data for x in needles], caseless={i for i, x in enumerate(needles) if x.caseless})
-    found: list[set[int]] = [set() for _ in range(n)]
-    hits: list[dict[int, int]] = [{} for _ in range(n)]
-    for h in report.found:
-        who = owner[h.index]
-        found[who].add(h.index - offsets[who])
-        hits[who][h.index - offsets[who]] = report.hit_count(h.index)
-    return found, hits, len(report.unreadable)
+    hits, unreadable = _scan(store_dir, [fp.needles for fp in fps])
+    return [set(h) for h in hits], hits, unreadable
 
 
 def take_window(store_dir: Path, subjects: Sequence[Subject], *,
@@ -373,20 +380,14 @@ def _byte_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
                              bystanders_before=0, bystanders_after=0)] for _ in pairs]
     # The home's other folders: identifiers and content only (what a copy or a log line would hold).
     homes: list[dict[str, int]] = [{} for _ in pairs]
-    home_needles = [(i, j, n) for i, fp in enumerate(fps) for j, n in enumerate(fp.needles)
-                    if n.kind in (NeedleKind.identifier, NeedleKind.content)]
+    home_needles = [[n for n in fp.needles if n.kind in (NeedleKind.identifier, NeedleKind.content)] for fp in fps]
     for root in extra_roots:
-        if not root.is_dir() or not home_needles:
+        if not root.is_dir() or not any(home_needles):
             continue
-        report = scan_tree(root, [n.data for _i, _j, n in home_needles],
-                           caseless={k for k, (_i, _j, n) in enumerate(home_needles) if n.caseless})
-        groups: list[set[int]] = [set() for _ in pairs]
-        for k in report.found_indexes():
-            i, _j, n = home_needles[k]
-            groups[i].add(n.group)
-        for i in range(len(pairs)):
-            homes[i][root.name] = len(groups[i])
-        unreadable += len(report.unreadable)
+        hits, unreadable_here = _scan(root, home_needles)
+        for i, (needles, h) in enumerate(zip(home_needles, hits, strict=True)):
+            homes[i][root.name] = len({needles[j].group for j in h})
+        unreadable += unreadable_here
     out = []
     for fp, f, fo, home in zip(fps, found, folded, homes, strict=True):
         measured = byte_residue.measurements(fp.needles, f, unreadable, home, folded=len(fo))
