@@ -21,7 +21,7 @@ from pathlib import Path
 import hyperscan
 
 from probes.needles import Needle, NeedleKind
-from probes.store import CORPORA_DIR, SESSIONS_DIR, open_store, regular_files
+from probes.store import CORPORA_DIR, DB_FILE, SESSIONS_DIR, open_store, regular_files
 
 TEXT_COLUMNS = (("frames", "content", ""), ("raw_archive", "content", "erased_at IS NULL"),
                 ("working_sessions", "state", ""), ("kg_entities", "name", ""))
@@ -37,13 +37,14 @@ def _fold(text: str) -> str:
 def _non_ascii_texts(store_dir: Path) -> Iterator[str]:
     """Every stored text with a character outside ASCII: rows of `TEXT_COLUMNS`, lines of the files
     under `TEXT_DIRS`."""
-    with open_store(store_dir) as conn:
-        for table, col, cond in TEXT_COLUMNS:
-            where = f"{cond} AND " if cond else ""
-            for (text,) in conn.execute(
-                    f"SELECT {col} FROM {table} WHERE {where}length(CAST({col} AS BLOB)) != length({col})"):
-                if text is not None:
-                    yield str(text)
+    if (store_dir / DB_FILE).exists():  # no database: the tier probes report it, the files are still read
+        with open_store(store_dir) as conn:
+            for table, col, cond in TEXT_COLUMNS:
+                where = f"{cond} AND " if cond else ""
+                for (text,) in conn.execute(
+                        f"SELECT {col} FROM {table} WHERE {where}length(CAST({col} AS BLOB)) != length({col})"):
+                    if text is not None:
+                        yield str(text)
     for folder in TEXT_DIRS:
         for path in regular_files(store_dir / folder):
             try:
