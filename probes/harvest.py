@@ -24,8 +24,8 @@ from probes.needles import (
     NeedleKind,
     NeedleSet,
     blob_pieces,
+    distinctive_pieces,
     plain_windows,
-    vector_pieces,
 )
 from probes.resolve import IN_IDS, fts_hit_outside
 from probes.store import column, json_list, local_blob_roots
@@ -151,7 +151,7 @@ def _vectors(conn: apsw.Connection, keys: SubjectKeys, mine: set[int], facts: Fa
             h.needles.bump("vector_withheld_twin")
             continue
         h.vectors.append(VectorRef(table=table, id=rid, embedding=emb))
-        pieces = vector_pieces(emb)
+        pieces = [p for _at, p in distinctive_pieces(emb)]
         if not pieces:
             h.needles.bump("vector_withheld_sparse")
         elif not h.needles.add_group(NeedleKind.vector, pieces):

@@ -19,14 +19,17 @@ are cut from people outside the window, so no co-subject's erasure reads as a by
 from __future__ import annotations
 
 import bisect
+import itertools
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
 import apsw
+import numpy as np
+import numpy.typing as npt
 
 from erasure.errors import ErasureError, InputError
 from erasure.subject import Subject
@@ -47,10 +50,87 @@ from probes.model import (
     Verification,
     population_key,
 )
-from probes.needles import VECTOR_PIECE_BYTES, Needle, NeedleKind, vector_pieces
+from probes.needles import VECTOR_PIECE_BYTES, Needle, NeedleKind, distinctive_pieces
 from probes.registry import MEASURES
 from probes.resolve import PersonalEntities, exclusive_entities, resolve_keys
 from probes.store import open_store
+
+VECTOR_BATCH = 50_000
+_BASE = 0x9E3779B97F4A7C15  # odd: invertible modulo 2**64
+_BASE_INV = pow(_BASE, -1, 2**64)
+_BITMAP_BITS = 24
+_MAX_WORDS = 4096
+
+
+def _powers(base: int, n: int) -> npt.NDArray[np.uint64]:
+    out = np.empty(n, dtype=np.uint64)
+    x = 1
+    for i in range(n):
+        out[i] = x
+        x = x * base % 2**64
+    return out
+
+
+def _poly_hash(words: bytes) -> int:
+    """sum(w[j] * BASE**(len-1-j)) mod 2**64 over the 32-bit words: what `_VectorMatcher` computes for
+    any window of a row from its prefix sums."""
+    h = 0
+    for w in np.frombuffer(words, dtype="<u4").tolist():
+        h = (h * _BASE + w) % 2**64
+    return h
+
+
+_POW = _powers(_BASE, _MAX_WORDS + 1)
+_POW_INV = _powers(_BASE_INV, _MAX_WORDS)
+
+
+class _VectorMatcher:
+    """Which rows of a batch hold a wanted vector whole, or a wanted piece at its offset (any float
+    offset). A polynomial hash of every window comes from one prefix sum per row, computed at C speed
+    (numpy); the rows and offsets whose hash a bitmap of the wanted hashes admits are compared byte for
+    byte."""
+
+    def __init__(self, whole: Iterable[bytes], wanted_at: dict[int, set[bytes]]) -> None:
+        self._whole = {w for w in whole if len(w) % 4 == 0}
+        self._at = {at: ws for at, ws in wanted_at.items() if at % 4 == 0}
+        self._bitmap = np.zeros(1 << _BITMAP_BITS, dtype=bool)
+        for w in [*self._whole, *(p for ws in self._at.values() for p in ws)]:
+            self._bitmap[_poly_hash(w) & ((1 << _BITMAP_BITS) - 1)] = True
+
+    def holders(self, rows: list[tuple[int, bytes]]) -> Iterator[tuple[int, bytes, int | None]]:
+        """(row id, the wanted bytes it holds, their offset or None for the whole vector)."""
+        by_size: dict[int, list[tuple[int, bytes]]] = {}
+        for rid, data in rows:
+            by_size.setdefault(len(data), []).append((rid, data))
+        mask = np.uint64((1 << _BITMAP_BITS) - 1)
+        for size, same in by_size.items():
+            if size % 4 or size // 4 > _MAX_WORDS:
+                yield from self._byte_by_byte(same)
+                continue
+            d = size // 4
+            words = np.frombuffer(b"".join(r for _i, r in same), dtype="<u4").reshape(len(same), d)
+            prefix = np.zeros((len(same), d + 1), dtype=np.uint64)
+            np.cumsum(words.astype(np.uint64) * _POW_INV[:d], axis=1, out=prefix[:, 1:])
+            checks: list[tuple[int | None, int]] = [(None, d)] if any(len(w) == size for w in self._whole) else []
+            checks += [(at, VECTOR_PIECE_BYTES // 4) for at in self._at if at // 4 + VECTOR_PIECE_BYTES // 4 <= d]
+            for at, width in checks:
+                start = 0 if at is None else at // 4
+                hashes = (prefix[:, start + width] - prefix[:, start]) * _POW[start + width - 1]
+                for i in np.flatnonzero(self._bitmap[hashes & mask]):
+                    rid, data = same[int(i)]
+                    got = data if at is None else data[at:at + VECTOR_PIECE_BYTES]
+                    if (got in self._whole) if at is None else (got in self._at[at]):
+                        yield rid, got, at
+
+    def _byte_by_byte(self, rows: list[tuple[int, bytes]]) -> Iterator[tuple[int, bytes, int | None]]:
+        for rid, data in rows:
+            if data in self._whole:
+                yield rid, data, None
+            for at, wanted in self._at.items():
+                got = data[at:at + VECTOR_PIECE_BYTES]
+                if got in wanted:
+                    yield rid, got, at
+
 
 VECTOR_TABLES = {"frame_vectors": "frame_id", "chunk_vectors": "chunk_id"}
 
@@ -151,20 +231,20 @@ class StoreFacts:
     @cached_property
     def _vector_pass(self) -> tuple[dict[bytes, set[tuple[str, int]]], dict[bytes, set[tuple[str, int]]]]:
         whole: dict[bytes, set[tuple[str, int]]] = {e: set() for e in self.wanted_vectors}
-        pieces: dict[bytes, set[tuple[str, int]]] = {p: set() for e in self.wanted_vectors for p in vector_pieces(e)}
+        pieces: dict[bytes, set[tuple[str, int]]] = {}
+        wanted_at: dict[int, set[bytes]] = {}  # byte offset in the vector -> pieces wanted there
+        for e in self.wanted_vectors:
+            for at, p in distinctive_pieces(e):
+                pieces[p] = set()
+                wanted_at.setdefault(at, set()).add(p)
         if not whole:
             return whole, pieces
-        size = VECTOR_PIECE_BYTES
+        matcher = _VectorMatcher(whole, wanted_at)
         for table, key in VECTOR_TABLES.items():
-            for rid, emb in self.conn.execute(f"SELECT {key}, embedding FROM {table}"):
-                data = bytes(emb)
-                holders = whole.get(data)
-                if holders is not None:
-                    holders.add((table, int(rid)))
-                for start in range(0, len(data) - size + 1, size):
-                    found = pieces.get(data[start:start + size])
-                    if found is not None:
-                        found.add((table, int(rid)))
+            cursor = self.conn.execute(f"SELECT {key}, embedding FROM {table}")
+            while rows := [(int(rid), bytes(emb)) for rid, emb in itertools.islice(cursor, VECTOR_BATCH)]:
+                for rid, data, offset in matcher.holders(rows):
+                    (whole[data] if offset is None else pieces[data]).add((table, rid))
         return whole, pieces
 
     def belongs_to_someone_else(self, spelling: str, mine: set[str]) -> bool:

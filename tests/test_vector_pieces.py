@@ -1,0 +1,68 @@
+"""The vector pieces the byte scan looks for: windows that start and end on non-zero floats (a literal
+matcher slows down on needles with zero runs at their ends, and a sparse hashed embedding is full of
+them), that never overlap (so one page boundary splits at most one), and that the window's vector pass
+finds in whichever rows hold them, whole or piece by piece, at any offset."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probes.needles import (
+    MAX_VECTOR_PIECES,
+    MIN_NONZERO_FLOATS,
+    VECTOR_PIECE_BYTES,
+    distinctive_pieces,
+)
+from probes.window import _VectorMatcher
+
+vectors = st.lists(st.sampled_from([0.0, 0.0, 0.0, 0.125, -0.25, 0.5]), min_size=128, max_size=128).map(
+    lambda xs: np.array(xs, dtype="<f4").tobytes())
+
+
+@settings(max_examples=300, deadline=None)
+@given(vector=vectors)
+def test_pieces_have_non_zero_ends_and_do_not_overlap(vector: bytes) -> None:
+    pieces = distinctive_pieces(vector)
+    assert len(pieces) <= MAX_VECTOR_PIECES
+    for at, piece in pieces:
+        assert at % 4 == 0 and piece == vector[at:at + VECTOR_PIECE_BYTES]
+        floats = np.frombuffer(piece, dtype="<f4")
+        assert len(piece) == VECTOR_PIECE_BYTES and np.count_nonzero(floats) >= MIN_NONZERO_FLOATS
+        assert floats[0] and floats[-1]
+    starts = sorted(at for at, _p in pieces)
+    assert all(b - a >= VECTOR_PIECE_BYTES for a, b in itertools.pairwise(starts))
+
+
+def test_a_dense_vector_gives_two_pieces_with_two_non_zero_floats_at_each_end() -> None:
+    dense = np.arange(1, 129, dtype="<f4").tobytes()
+    assert len(distinctive_pieces(dense)) == 2
+    sparse = np.zeros(128, dtype="<f4")
+    sparse[[3, 4, 10, 33, 34, 40, 60, 61, 90]] = 0.5  # only [3, 34] has two at each end
+    assert [at // 4 for at, _p in distinctive_pieces(sparse.tobytes())] == [3]
+
+
+@settings(max_examples=100, deadline=None)
+@given(vector=vectors, others=st.lists(vectors, max_size=6), seed=st.integers(0, 2**32 - 1))
+def test_the_matcher_finds_exactly_the_rows_holding_a_vector_or_a_piece(vector: bytes, others: list[bytes],
+                                                                         seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    pieces = distinctive_pieces(vector)
+    rows: list[tuple[int, bytes]] = [(1, vector)]
+    for i, other in enumerate(others, start=2):
+        if pieces and rng.random() < 0.5:  # a bystander sharing a piece at its place
+            at, piece = pieces[int(rng.integers(len(pieces)))]
+            other = other[:at] + piece + other[at + len(piece):]
+        rows.append((i, other))
+    rows.append((99, vector[:-4]))  # another size: compared byte by byte
+    wanted_at: dict[int, set[bytes]] = {}
+    for at, piece in pieces:
+        wanted_at.setdefault(at, set()).add(piece)
+    found = set(_VectorMatcher([vector], wanted_at).holders(rows))
+    want = {(rid, data, None) for rid, data in rows if data == vector}
+    want |= {(rid, data[at:at + VECTOR_PIECE_BYTES], at) for rid, data in rows for at, piece in pieces
+             if data[at:at + VECTOR_PIECE_BYTES] == piece}
+    assert found == want
