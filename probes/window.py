@@ -109,18 +109,27 @@ class _VectorMatcher:
                 continue
             d = size // 4
             words = np.frombuffer(b"".join(r for _i, r in same), dtype="<u4").reshape(len(same), d)
-            prefix = np.zeros((len(same), d + 1), dtype=np.uint64)
-            np.cumsum(words.astype(np.uint64) * _POW_INV[:d], axis=1, out=prefix[:, 1:])
-            checks: list[tuple[int | None, int]] = [(None, d)] if any(len(w) == size for w in self._whole) else []
-            checks += [(at, VECTOR_PIECE_BYTES // 4) for at in self._at if at // 4 + VECTOR_PIECE_BYTES // 4 <= d]
-            for at, width in checks:
-                start = 0 if at is None else at // 4
-                hashes = (prefix[:, start + width] - prefix[:, start]) * _POW[start + width - 1]
-                for i in np.flatnonzero(self._bitmap[hashes & mask]):
+            # prefix[k, row] = sum of the row's first k words, each times BASE**-index: one row per k, so
+            # the windows of every offset come out of one gather.
+            prefix = np.zeros((d + 1, len(same)), dtype=np.uint64)
+            np.cumsum(words.T.astype(np.uint64) * _POW_INV[:d, None], axis=0, out=prefix[1:])
+            starts = [at // 4 for at in self._at if at // 4 + VECTOR_PIECE_BYTES // 4 <= d]
+            if any(len(w) == size for w in self._whole):
+                for i in np.flatnonzero(self._bitmap[(prefix[d] * _POW[d - 1]) & mask]):
                     rid, data = same[int(i)]
-                    got = data if at is None else data[at:at + VECTOR_PIECE_BYTES]
-                    if (got in self._whole) if at is None else (got in self._at[at]):
-                        yield rid, got, at
+                    if data in self._whole:
+                        yield rid, data, None
+            if not starts:
+                continue
+            width = VECTOR_PIECE_BYTES // 4
+            at = np.array(starts)
+            hashes = (prefix[at + width] - prefix[at]) * _POW[at + width - 1][:, None]
+            for k, i in zip(*np.nonzero(self._bitmap[hashes & mask]), strict=True):
+                rid, data = same[int(i)]
+                offset = 4 * starts[int(k)]
+                got = data[offset:offset + VECTOR_PIECE_BYTES]
+                if got in self._at[offset]:
+                    yield rid, got, offset
 
     def _byte_by_byte(self, rows: list[tuple[int, bytes]]) -> Iterator[tuple[int, bytes, int | None]]:
         for rid, data in rows:
