@@ -108,11 +108,16 @@ def _cut_words(run: str) -> str | None:
     return window if window in run else None
 
 
+PIECE_GRID_FLOATS = 4
+"""Pieces start on every 4th float: the window pass hashes each offset in use, so fewer offsets cost
+less, and this grid covers as many vectors as any offset does on the demo store (1,767 of 1,769)."""
+
+
 def distinctive_pieces(embedding: bytes) -> list[tuple[int, bytes]]:
     """(byte offset, piece) of the float32 vector's pieces to look for in the store's bytes: windows of
-    `VECTOR_PIECE_BYTES` that start and end on non-zero floats (two at each end where the vector has such
-    a window, else one) with `MIN_NONZERO_FLOATS` in all, the densest `MAX_VECTOR_PIECES` that do not
-    overlap.
+    `VECTOR_PIECE_BYTES` on the `PIECE_GRID_FLOATS` grid that start and end on non-zero floats (two at
+    each end where the vector has such a window, else one) with `MIN_NONZERO_FLOATS` in all, the densest
+    `MAX_VECTOR_PIECES` that do not overlap.
 
     Why the ends: a literal matcher finds candidates by short fragments of each needle, and in a sparse
     hashed embedding a fragment of zeros is everywhere: pieces cut at fixed places, zero ends and all,
@@ -120,23 +125,26 @@ def distinctive_pieces(embedding: bytes) -> list[tuple[int, bytes]]:
     pieces that do not overlap are never both split by one page boundary (an overflow page holds 4 KiB
     or more)."""
     floats = np.frombuffer(embedding[:len(embedding) - len(embedding) % 4], dtype="<f4")
-    nonzero = floats != 0
     width = VECTOR_PIECE_BYTES // 4
     if len(floats) < width:
         return []
-    counts = np.convolve(nonzero, np.ones(width, dtype=int), mode="valid")  # non-zero floats per window
+    nonzero = floats != 0
+    starts = np.arange(0, len(floats) - width + 1, PIECE_GRID_FLOATS)
+    dense = np.convolve(nonzero, np.ones(width, dtype=np.int64), mode="valid")[starts]
+    picked: list[int] = []
     for ends in (2, 1):
-        ok = [s for s in range(len(floats) - width + 1) if counts[s] >= MIN_NONZERO_FLOATS
-              and nonzero[s:s + ends].all() and nonzero[s + width - ends:s + width].all()]
-        if ok:
+        ok = dense >= MIN_NONZERO_FLOATS
+        for e in range(ends):
+            ok &= nonzero[starts + e] & nonzero[starts + width - 1 - e]
+        if ok.any():
+            for k in sorted(np.flatnonzero(ok).tolist(), key=lambda k: (-int(dense[k]), k)):
+                s = int(starts[k])
+                if all(abs(s - u) >= width for u in picked):
+                    picked.append(s)
+                    if len(picked) == MAX_VECTOR_PIECES:
+                        break
             break
-    starts: list[int] = []
-    for s in sorted(ok, key=lambda s: (-int(counts[s]), s)):
-        if all(abs(s - u) >= width for u in starts):
-            starts.append(s)
-            if len(starts) == MAX_VECTOR_PIECES:
-                break
-    return [(4 * s, embedding[4 * s:4 * (s + width)]) for s in sorted(starts)]
+    return [(4 * s, embedding[4 * s:4 * (s + width)]) for s in sorted(picked)]
 
 
 def vector_pieces(embedding: bytes) -> list[bytes]:
