@@ -8,13 +8,12 @@ row that still has the subject's id or still has content.
 from __future__ import annotations
 
 from probes.model import Measurement, ProbeContext, ProbeResult, to_results
-from probes.store import count, ids_in, json_list, json_pairs, open_store, outside, pairs_in
+from probes.store import count, ids_in, json_list, json_pairs, not_mine, open_store, outside, pair_rows, pairs_in
 
 TIER = "episodic"
 
 _FRAMES_MINE = (f"(frame_id {ids_in('?2')} OR subject_id {ids_in('?1')} OR archive_id {ids_in('?3')}"
                 f" OR turn_key {ids_in('?4')})")
-_ARCHIVE_MINE = f"(archive_id {ids_in('?2')} OR subject_id {ids_in('?1')} OR {pairs_in('?3')})"
 
 
 def measure(ctx: ProbeContext) -> list[Measurement]:
@@ -31,8 +30,9 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
                          sid, frames, archive, turns)
         chunk_others = n(f"SELECT count(*) FROM frame_chunks c JOIN frames f USING (frame_id)"
                          f" WHERE f.kind != 'derived' AND c.chunk_id NOT {ids_in()}", chunks)
-        archive_others = n("SELECT count(*) FROM raw_archive WHERE content IS NOT NULL AND " + outside(_ARCHIVE_MINE),
-                           sid, archive, pairs)
+        archive_others = n("SELECT count(*) FROM raw_archive WHERE content IS NOT NULL AND " + not_mine(
+            "SELECT value FROM json_each(?2)", f"SELECT archive_id FROM raw_archive WHERE subject_id {ids_in('?1')}",
+            pair_rows("raw_archive", "?3")), sid, archive, pairs)
         return [
             Measurement("frames-by-subject-id",
                         n(f"SELECT count(*) FROM frames WHERE subject_id {ids_in()}", sid), "frames", frame_others),

@@ -13,14 +13,14 @@ from probes.store import (
     json_list,
     json_pairs,
     mentions_subject,
+    not_mine,
     open_store,
-    outside,
+    pair_rows,
     pairs_in,
     regular_files,
 )
 
 TIER = "working"
-_MINE = f"(subject_id {ids_in('?1')} OR session_id {ids_in('?2')} OR {pairs_in('?3')})"
 
 
 def measure(ctx: ProbeContext) -> list[Measurement]:
@@ -31,7 +31,10 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
         by_subject = count(conn, f"SELECT count(*) FROM working_sessions WHERE subject_id {ids_in()}", (sid,))
         by_id = count(conn, f"SELECT count(*) FROM working_sessions WHERE session_id {ids_in()}", (ids,))
         by_ref = count(conn, f"SELECT count(*) FROM working_sessions WHERE {pairs_in()}", (pairs,))
-        others = count(conn, f"SELECT count(*) FROM working_sessions WHERE {outside(_MINE)}", (sid, ids, pairs))
+        others = count(conn, "SELECT count(*) FROM working_sessions WHERE " + not_mine(
+            f"SELECT rowid FROM working_sessions WHERE subject_id {ids_in('?1')}",
+            f"SELECT rowid FROM working_sessions WHERE session_id {ids_in('?2')}",
+            pair_rows("working_sessions", "?3")), (sid, ids, pairs))
     files_mine, files_others = _session_files(ctx.store_dir / SESSIONS_DIR, ctx)
     return [
         Measurement("sessions-by-subject-id", by_subject, "sessions", others),
