@@ -36,7 +36,7 @@ from tasks.crash import maybe_crash
 from tasks.derivatives import DerivativesStep
 from tasks.episodic import EpisodicStep
 from tasks.fine_tune import FineTuneStep
-from tasks.identity import resolve_store_ids
+from tasks.identity import StoreIds, resolve_store_ids
 from tasks.resolve import archive_ids, derived_closure, primary_frames, quoting_frames, subject_sources
 from tasks.scrub import scrub_store
 from tasks.semantic import SemanticStep
@@ -78,17 +78,41 @@ def window(request_ids: list[str]) -> Iterator[None]:
         _WINDOW.reset(token)
 
 
+_RESOLVED: dict[tuple[str, str], StoreIds | None] = {}
+"""Inside `shared_mentions`: each request's store ids once resolved (None until then), by store and request."""
+
+
 @contextmanager
 def shared_mentions(request_ids: list[str], home: Home) -> Iterator[None]:
     """Inside this block the mention searches of these requests' subjects share one index of the store
-    (`tasks.mentions.shared`): the text sources are read once for all of them, not once per step."""
+    (`tasks.mentions.shared`): the text sources are read once for all of them, not once per step; and
+    each request's store ids are resolved once (the first resolution holds every id the run erases; an
+    alias that appears later is for the next run, and the probes, which resolve on their own, see it)."""
     engine = open_engine(home.engine_db)
     try:
         whos = [Identity.of(requests.load_envelope(engine, rid).subject) for rid in request_ids]
     finally:
         engine.close()
-    with mentions.shared(home.store_dir, whos):
-        yield
+    keys = [(str(home.store_dir), rid) for rid in request_ids]
+    _RESOLVED.update(dict.fromkeys(keys))
+    try:
+        with mentions.shared(home.store_dir, whos):
+            yield
+    finally:
+        for key in keys:
+            _RESOLVED.pop(key, None)
+
+
+def _store_ids(store: apsw.Connection, engine: apsw.Connection, request_id: str, identity: Identity,
+               store_dir: Path) -> StoreIds:
+    """The subject's store ids (`resolve_store_ids`), resolved once per request inside `shared_mentions`."""
+    key = (str(store_dir), request_id)
+    found = _RESOLVED.get(key)
+    if found is None:
+        found = resolve_store_ids(store, identity, confirmed_aliases=requests.confirmed_aliases(engine, request_id))
+        if key in _RESOLVED:
+            _RESOLVED[key] = found
+    return found
 
 
 def _now() -> datetime:
@@ -111,7 +135,7 @@ def open_context(request_id: str, home: Home, *, batch_size: int = 10_000,
         envelope = requests.load_envelope(engine, request_id)
         subject = envelope.subject
         identity = Identity.of(subject)
-        found = resolve_store_ids(store, identity, confirmed_aliases=requests.confirmed_aliases(engine, request_id))
+        found = _store_ids(store, engine, request_id, identity, home.store_dir)
         known_ids = requests.store_ids(engine, request_id)
         if set(found.all()) - known_ids:
             requests.add_store_ids(engine, request_id, sorted(set(found.all()) - known_ids))
