@@ -141,11 +141,12 @@ def _flags(n: int, caseless: Collection[int]) -> list[int]:
     return [hyperscan.HS_FLAG_CASELESS if i in caseless else 0 for i in range(n)]
 
 
-def compile_needles(needles: Sequence[bytes], caseless: Collection[int] = ()) -> hyperscan.Database:
-    """A streaming hyperscan database matching each needle literally (those whose index is in
-    `caseless` in any ASCII letter case); pattern id = needle index."""
+def compile_needles(needles: Sequence[bytes], caseless: Collection[int] = (), *,
+                    mode: int = hyperscan.HS_MODE_STREAM) -> hyperscan.Database:
+    """A hyperscan database (streaming unless `mode` says otherwise) matching each needle literally
+    (those whose index is in `caseless` in any ASCII letter case); pattern id = needle index."""
     _check_needles(needles)
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_STREAM)
+    db = hyperscan.Database(mode=mode)
     db.compile(
         expressions=[_escape(bytes(n)) for n in needles],
         ids=list(range(len(needles))),

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import hyperscan
 
+from probes.bytescan import compile_needles
 from probes.needles import Needle, NeedleKind
 from probes.store import CORPORA_DIR, DB_FILE, SESSIONS_DIR, open_store, regular_files
 
@@ -58,19 +59,17 @@ def _non_ascii_texts(store_dir: Path) -> Iterator[str]:
 def folded_groups(store_dir: Path, needle_sets: Sequence[Sequence[Needle]]) -> list[set[int]]:
     """Per needle set (a subject's fingerprint needles), the groups of its identifier needles found in
     a non-ASCII text of the store once both are folded."""
-    patterns: list[bytes] = []
+    folded: list[bytes] = []
     owners: list[tuple[int, int]] = []
     for i, needles in enumerate(needle_sets):
         for n in needles:
             if n.kind is NeedleKind.identifier:
-                folded = _fold(n.data.decode("utf-8", "replace")).encode("utf-8")
-                patterns.append("".join(f"\\x{b:02x}" for b in folded).encode("ascii"))
+                folded.append(_fold(n.data.decode("utf-8", "replace")).encode("utf-8"))
                 owners.append((i, n.group))
     found: list[set[int]] = [set() for _ in needle_sets]
-    if not patterns:
+    if not folded:
         return found
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=patterns, ids=list(range(len(patterns))), flags=[0] * len(patterns))
+    db = compile_needles(folded, mode=hyperscan.HS_MODE_BLOCK)
     scratch = hyperscan.Scratch(db)
 
     def on_match(pattern_id: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
