@@ -8,7 +8,8 @@ finds in the text or in its NFKC form, and every candidate is confirmed with tha
 
 - A text that is all ASCII can match a spelling only through the spelling's ASCII shadow (the four
   non-ASCII letters Python's case-insensitive matching equates with ASCII ones, `ı İ ſ K`, mapped to
-  them): it holds the shadow's longest word in any letter case, and, for a phone, its digits with
+  them): it holds the shadow's words in any letter case with white space between them (the pattern's
+  `\\s+`, which in an ASCII text is one of `PATTERN_SPACES`), and, for a phone, its digits with
   nothing but the separators the pattern allows between them. Both are hyperscan patterns, and one
   pass over the texts (joined by NUL, which no pattern crosses) carries every subject's: the match's
   end says whose text it is in, its pattern whose spelling.
@@ -90,22 +91,23 @@ def ascii_shadow(value: str) -> str | None:
 class SearchPlan:
     """What an ASCII text that names the subject must hold, per spelling (see the module docstring)."""
 
-    pieces: tuple[str, ...]
-    """Lower-case words: an ASCII text matching a name/id/email spelling holds its longest one."""
+    phrases: tuple[tuple[str, ...], ...]
+    """Per name/id/email spelling, its shadow's lower-case words: an ASCII text matching the spelling
+    holds them in this order with white space between them."""
     digits: tuple[str, ...]
     """Phone spellings: an ASCII text matching one holds its digits with only `PHONE_SEPARATORS` between."""
 
     @classmethod
     def of(cls, identity: Identity) -> SearchPlan:
-        pieces: list[str] = []
+        phrases: list[tuple[str, ...]] = []
         for kind, value in identity.items():
             if kind == "phone":
                 continue
             shadow = ascii_shadow(value)
             if shadow is not None:  # else only a non-ASCII text can name it: always a candidate
-                pieces.append(max(shadow.split(" "), key=len))
+                phrases.append(tuple(shadow.split(" ")))
         digits = [s for s in identity.phone_spellings() if s.isascii() and s.isdigit()]
-        return cls(pieces=tuple(dict.fromkeys(pieces)), digits=tuple(dict.fromkeys(digits)))
+        return cls(phrases=tuple(dict.fromkeys(phrases)), digits=tuple(dict.fromkeys(digits)))
 
 
 @lru_cache(maxsize=256)
@@ -119,6 +121,7 @@ def _hex(text: str) -> str:
 
 
 _SEPARATOR_CLASS = "[" + _hex(PHONE_SEPARATORS) + "]*"
+_SPACE_CLASS = "[" + _hex(PATTERN_SPACES) + "]+"
 
 
 class Prefilter:
@@ -132,11 +135,11 @@ class Prefilter:
         flags: list[int] = []
         for k, who in enumerate(identities):
             p = plan(who)
-            if any(not piece or "\x00" in piece for piece in p.pieces):
-                self._every.append(k)  # a spelling with no word: every text is a candidate
+            if any(not all(phrase) or any("\x00" in w for w in phrase) for phrase in p.phrases):
+                self._every.append(k)  # a spelling with an empty word: every text is a candidate
                 continue
-            for piece in p.pieces:
-                expressions.append(_hex(piece).encode("ascii"))
+            for phrase in p.phrases:
+                expressions.append(_SPACE_CLASS.join(_hex(w) for w in phrase).encode("ascii"))
                 flags.append(hyperscan.HS_FLAG_CASELESS)
                 self._owner.append(k)
             for d in p.digits:

@@ -87,7 +87,10 @@ def _fullwidth(s: str) -> str:
 
 
 def variants(draw: st.DrawFn, value: str) -> str:
-    how = draw(st.sampled_from(["same", "upper", "lower", "title", "swap", "fullwidth", "nfd", "kelvin", "dotless"]))
+    how = draw(st.sampled_from(["same", "upper", "lower", "title", "swap", "fullwidth", "nfd", "kelvin", "dotless",
+                                "spaces"]))
+    if how == "spaces":  # the pattern's \s+ between words: any run of white space, ASCII or not
+        return draw(st.sampled_from(["\t", "  ", "\n ", "\x1c", "\u00a0", "\u3000 "])).join(value.split(" "))
     if how == "upper":
         return value.upper()
     if how == "lower":
