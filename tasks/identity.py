@@ -23,6 +23,7 @@ import apsw
 
 from erasure.errors import Conflict
 from erasure.identity import Identity, fold, normal_email, phone_digits
+from tasks import mentions
 
 SUBJECT_ID_TABLES = ("raw_archive", "frames", "working_sessions", "blobs", "ft_examples",
                      "subprocessor_records", "audit_vault")
@@ -140,13 +141,21 @@ def personal_entities(conn: apsw.Connection, identity: Identity) -> dict[int, st
                                            (kind, name)):
                     out[int(eid)] = kind
     if phones:
-        globs = ["*" + "*".join(p) + "*" for p in sorted(phones)]
-        for eid, name in conn.execute(
-                f"SELECT entity_id, name FROM kg_entities WHERE kind = 'phone' AND ({_non_ascii('name')} OR "
-                + " OR ".join("name GLOB ?" for _ in globs) + ")", globs):
-            if phone_digits(str(name)) in phones:
-                out[int(eid)] = "phone"
+        out |= dict.fromkeys(_phone_entities(conn, phones), "phone")
     return out
+
+
+def _phone_entities(conn: apsw.Connection, phones: set[str]) -> set[int]:
+    """Phone entities whose digits are one of `phones`: from the window's one read of them inside a
+    shared mention scope (`mentions.shared`), else by a scan that keeps the names holding the digits in
+    order (or any non-ASCII character) and checks those."""
+    index = mentions.shared_index(conn)
+    if index is not None:
+        return index.phone_entities(conn, phones)
+    globs = ["*" + "*".join(p) + "*" for p in sorted(phones)]
+    return {int(eid) for eid, name in conn.execute(
+        f"SELECT entity_id, name FROM kg_entities WHERE kind = 'phone' AND ({_non_ascii('name')} OR "
+        + " OR ".join("name GLOB ?" for _ in globs) + ")", globs) if phone_digits(str(name)) in phones}
 
 
 def ids_linked_to(conn: apsw.Connection, entity_ids: set[int]) -> dict[str, int]:

@@ -47,7 +47,7 @@ import apsw
 import hyperscan
 
 from erasure.errors import ConfigError
-from erasure.identity import Identity
+from erasure.identity import Identity, phone_digits
 from memory.schema import db_path
 
 PLACEHOLDER = "[redacted]"
@@ -200,6 +200,7 @@ class MentionIndex:
         self._prefilter = Prefilter(self.identities)
         self._tables: dict[str, tuple[int, list[set[int]]]] = {}
         self._files: dict[tuple[str, int, int, int], list[frozenset[int]]] = {}
+        self._phones: tuple[int, dict[str, set[int]]] | None = None
         self._lock = threading.Lock()
 
     def __contains__(self, who: object) -> bool:
@@ -233,6 +234,29 @@ class MentionIndex:
                 self._tables[table] = self._read(conn, table, _MIN_ROWID)
             last, named = self._tables[table]
         return named[k] | self._read(conn, table, last)[1][k]
+
+    def phone_entities(self, conn: apsw.Connection, digits: set[str]) -> set[int]:
+        """Phone entities whose name's digits (`phone_digits`) are one of `digits`. The phone entities
+        are read once, and those added since (by rowid) at each call; each one found is read again and
+        kept only if its name still has those digits (a window's deletes and renames drop out)."""
+        with self._lock:
+            if self._phones is None:
+                self._phones = (_MIN_ROWID, {})
+            last, by_digits = self._phones
+            for eid, name in conn.execute("SELECT entity_id, name FROM kg_entities WHERE kind = 'phone'"
+                                          " AND entity_id > ? ORDER BY entity_id", (last,)):
+                by_digits.setdefault(phone_digits(str(name)), set()).add(int(eid))
+                last = int(eid)
+            self._phones = (last, by_digits)
+            found = sorted({e for d in digits for e in by_digits.get(d, ())})
+        out: set[int] = set()
+        for i in range(0, len(found), 500):
+            b = found[i:i + 500]
+            marks = ",".join("?" * len(b))
+            out |= {int(eid) for eid, name in conn.execute(
+                f"SELECT entity_id, name FROM kg_entities WHERE kind = 'phone' AND entity_id IN ({marks})", b)
+                if phone_digits(str(name)) in digits}
+        return out
 
     def lines(self, path: Path, who: Identity) -> frozenset[int]:
         """Numbers (0-based, in `str.splitlines` order) of the lines of a text file that name `who`;
@@ -275,9 +299,14 @@ def shared(store_dir: Path, identities: Sequence[Identity]) -> Iterator[MentionI
                 _SHARED[key] = before
 
 
+def shared_index(conn: apsw.Connection) -> MentionIndex | None:
+    """The shared index of `conn`'s store (`shared`), or None outside one."""
+    return _SHARED.get(_store_key(conn.filename))
+
+
 def index_for(conn: apsw.Connection, who: Identity) -> MentionIndex:
     """The shared index of `conn`'s store when one covers `who` (`shared`), else a new one of `who` alone."""
-    index = _SHARED.get(_store_key(conn.filename))
+    index = shared_index(conn)
     return index if index is not None and who in index else MentionIndex((who,))
 
 

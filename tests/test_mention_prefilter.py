@@ -260,3 +260,28 @@ def test_the_corpus_lines_naming_a_subject_are_read_once_per_file(tmp_path: Path
         assert mentions.lines_naming(store, corpus, other) == {3}
         corpus.write_text('{"t": "hello"}\n')  # a new file (size, mtime): read again
         assert mentions.lines_naming(store, corpus, who) == frozenset()
+
+
+def test_a_window_finds_the_same_phone_entities_as_a_search_alone_and_sees_changes(store: apsw.Connection) -> None:
+    """Inside a window the phone entities come from one read of them (and rows added since); the answer
+    is the scan's, spelling for spelling, and follows entities added, renamed and deleted in between."""
+    who = Identity.of(Subject(id="subj-phone-1", phone="+44 20 7946 0018"))
+    other = Identity.of(Subject(id="subj-phone-2", phone="+1 555 010 9999"))
+    spelled = ["+44 20 7946 0018", "00442079460018", "+44 (20) 7946-0018", "\uff0b\uff14\uff14 20 7946 0018",
+               "tel 442079460018", "+44 20 7946 0019", "+1 555 010 9999", "442079460018 ext"]
+    _clear(store)
+    with store:
+        for name in spelled:
+            store.execute("INSERT INTO kg_entities(kind, name, created_at) VALUES ('phone', ?, ?)", (name, NOW))
+    alone = personal_entities(store, who)
+    assert len(alone) == 6  # all but the wrong last digit and the other person's
+    with mentions.shared(Path(store.filename).parent, [other, who]):
+        assert personal_entities(store, who) == alone
+        with store:
+            store.execute("INSERT INTO kg_entities(kind, name, created_at) VALUES ('phone', '+44.20.7946.0018', ?)",
+                          (NOW,))
+            store.execute("UPDATE kg_entities SET name = '+44 20 0000 0000' WHERE name = '00442079460018'")
+            store.execute("DELETE FROM kg_entities WHERE name = 'tel 442079460018'")
+        inside = personal_entities(store, who)
+    assert inside == personal_entities(store, who)
+    assert len(inside) == 5
