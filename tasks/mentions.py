@@ -200,7 +200,7 @@ class MentionIndex:
         self._prefilter = Prefilter(self.identities)
         self._tables: dict[str, tuple[int, list[set[int]]]] = {}
         self._files: dict[tuple[str, int, int, int], list[frozenset[int]]] = {}
-        self._phones: tuple[int, dict[str, set[int]]] | None = None
+        self._phones: tuple[int, dict[str, set[int]]] = (_MIN_ROWID, {})
         self._lock = threading.Lock()
 
     def __contains__(self, who: object) -> bool:
@@ -240,23 +240,16 @@ class MentionIndex:
         are read once, and those added since (by rowid) at each call; each one found is read again and
         kept only if its name still has those digits (a window's deletes and renames drop out)."""
         with self._lock:
-            if self._phones is None:
-                self._phones = (_MIN_ROWID, {})
             last, by_digits = self._phones
             for eid, name in conn.execute("SELECT entity_id, name FROM kg_entities WHERE kind = 'phone'"
                                           " AND entity_id > ? ORDER BY entity_id", (last,)):
                 by_digits.setdefault(phone_digits(str(name)), set()).add(int(eid))
                 last = int(eid)
             self._phones = (last, by_digits)
-            found = sorted({e for d in digits for e in by_digits.get(d, ())})
-        out: set[int] = set()
-        for i in range(0, len(found), 500):
-            b = found[i:i + 500]
-            marks = ",".join("?" * len(b))
-            out |= {int(eid) for eid, name in conn.execute(
-                f"SELECT entity_id, name FROM kg_entities WHERE kind = 'phone' AND entity_id IN ({marks})", b)
+            found = {e for d in digits for e in by_digits.get(d, ())}
+        return {int(str(eid)) for eid, name in _rows_at(conn, "kg_entities", "entity_id, name", found,
+                                                        " AND kind = 'phone'")
                 if phone_digits(str(name)) in digits}
-        return out
 
     def lines(self, path: Path, who: Identity) -> frozenset[int]:
         """Numbers (0-based, in `str.splitlines` order) of the lines of a text file that name `who`;
@@ -310,17 +303,21 @@ def index_for(conn: apsw.Connection, who: Identity) -> MentionIndex:
     return index if index is not None and who in index else MentionIndex((who,))
 
 
-def _named_rows(conn: apsw.Connection, who: Identity, table: str, columns: str,
-                where: str = "") -> list[tuple[object, ...]]:
-    """`columns` (the text last) of `table`'s rows whose text names `who` now."""
-    ids = sorted(index_for(conn, who).rowids(conn, table, who))
-    out: list[tuple[object, ...]] = []
+def _rows_at(conn: apsw.Connection, table: str, columns: str, rowids: set[int],
+             where: str = "") -> Iterator[tuple[object, ...]]:
+    """`columns` of `table`'s rows at `rowids` (read again now, 500 at a time) that meet `where`."""
+    ids = sorted(rowids)
     for i in range(0, len(ids), 500):
         b = ids[i:i + 500]
         marks = ",".join("?" * len(b))
-        out += [row for row in conn.execute(f"SELECT {columns} FROM {table} WHERE rowid IN ({marks}){where}", b)
-                if row[-1] is not None and who.names_in(str(row[-1]))]
-    return out
+        yield from conn.execute(f"SELECT {columns} FROM {table} WHERE rowid IN ({marks}){where}", b)
+
+
+def _named_rows(conn: apsw.Connection, who: Identity, table: str, columns: str,
+                where: str = "") -> list[tuple[object, ...]]:
+    """`columns` (the text last) of `table`'s rows whose text names `who` now."""
+    return [row for row in _rows_at(conn, table, columns, index_for(conn, who).rowids(conn, table, who), where)
+            if row[-1] is not None and who.names_in(str(row[-1]))]
 
 
 def frame_mentions(conn: apsw.Connection, identity: Identity) -> dict[int, str]:
