@@ -113,17 +113,27 @@ PIECE_GRID_FLOATS = 4
 less, and this grid covers as many vectors as any offset does on the demo store (1,767 of 1,769)."""
 
 
+TAIL_FLOATS = 4
+"""How many of a piece's last floats its choice looks at (see `distinctive_pieces`)."""
+MIN_SECOND_TAIL = 2
+"""Non-zero last floats a vector's later pieces need once it has one."""
+
+
 def distinctive_pieces(embedding: bytes) -> list[tuple[int, bytes]]:
     """(byte offset, piece) of the float32 vector's pieces to look for in the store's bytes: windows of
-    `VECTOR_PIECE_BYTES` on the `PIECE_GRID_FLOATS` grid that start and end on non-zero floats (two at
-    each end where the vector has such a window, else one) with `MIN_NONZERO_FLOATS` in all, the densest
-    `MAX_VECTOR_PIECES` that do not overlap.
+    `VECTOR_PIECE_BYTES` on the `PIECE_GRID_FLOATS` grid with `MIN_NONZERO_FLOATS` in all, at most
+    `MAX_VECTOR_PIECES` that do not overlap. The first ends on as many non-zero floats as any window of
+    the vector does (up to `TAIL_FLOATS`), the largest such floats first; a later one ends on at least
+    `MIN_SECOND_TAIL` of them (or as many as the first does).
 
-    Why the ends: a literal matcher finds candidates by short fragments of each needle, and in a sparse
-    hashed embedding a fragment of zeros is everywhere: pieces cut at fixed places, zero ends and all,
-    made the byte scan 2-3x slower at 1M frames and its cost grow with every subject's needles. Two
-    pieces that do not overlap are never both split by one page boundary (an overflow page holds 4 KiB
-    or more)."""
+    Why the ends: hyperscan finds a long literal's candidates by its last bytes, then compares the
+    rest, and in a sparse hashed embedding a short run of floats (zeros, or one feature's weight over a
+    common norm) recurs in thousands of other vectors, each one a candidate to compare. Measured at 1M
+    frames with 30 subjects' pieces: random bytes in place of a piece's first 8 bytes changed nothing,
+    in place of its last 16 bytes they took the scan from 2.2 to 1.3 s. A float where several features
+    meet is larger and rarer; ending on the largest non-zero floats took the scan from 2.6 to 2.1 s
+    (medians of 5) with more pieces (two for 1,537 vectors of 1,769 instead of 984). Two pieces that
+    do not overlap are never both split by one page boundary (an overflow page holds 4 KiB or more)."""
     floats = np.frombuffer(embedding[:len(embedding) - len(embedding) % 4], dtype="<f4")
     width = VECTOR_PIECE_BYTES // 4
     if len(floats) < width:
@@ -131,18 +141,19 @@ def distinctive_pieces(embedding: bytes) -> list[tuple[int, bytes]]:
     nonzero = floats != 0
     starts = np.arange(0, len(floats) - width + 1, PIECE_GRID_FLOATS)
     dense = np.convolve(nonzero, np.ones(width, dtype=np.int64), mode="valid")[starts]
+    ends = starts + width
+    tail = np.abs(floats[ends[:, None] - np.arange(1, TAIL_FLOATS + 1)]).astype(np.float64)
     picked: list[int] = []
-    for ends in (2, 1):
-        ok = dense >= MIN_NONZERO_FLOATS
-        for e in range(ends):
-            ok &= nonzero[starts + e] & nonzero[starts + width - 1 - e]
-        if ok.any():
-            for k in sorted(np.flatnonzero(ok).tolist(), key=lambda k: (-int(dense[k]), k)):
-                s = int(starts[k])
-                if all(abs(s - u) >= width for u in picked):
-                    picked.append(s)
-                    if len(picked) == MAX_VECTOR_PIECES:
-                        break
+    for need in range(TAIL_FLOATS, 0, -1):
+        if need < MIN_SECOND_TAIL and picked:
+            break
+        ok = (dense >= MIN_NONZERO_FLOATS) & (tail[:, :need] != 0).all(axis=1)
+        weight = tail[:, :need].sum(axis=1)
+        for k in sorted(np.flatnonzero(ok).tolist(), key=lambda k: (-weight[k], -int(dense[k]), k)):
+            s = int(starts[k])
+            if len(picked) < MAX_VECTOR_PIECES and all(abs(s - u) >= width for u in picked):
+                picked.append(s)
+        if len(picked) == MAX_VECTOR_PIECES:
             break
     return [(4 * s, embedding[4 * s:4 * (s + width)]) for s in sorted(picked)]
 
