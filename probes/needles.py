@@ -141,20 +141,21 @@ def distinctive_pieces(embedding: bytes) -> list[tuple[int, bytes]]:
     nonzero = floats != 0
     starts = np.arange(0, len(floats) - width + 1, PIECE_GRID_FLOATS)
     dense = np.convolve(nonzero, np.ones(width, dtype=np.int64), mode="valid")[starts]
-    ends = starts + width
-    tail = np.abs(floats[ends[:, None] - np.arange(1, TAIL_FLOATS + 1)]).astype(np.float64)
+    tail = np.abs(floats[starts[:, None] + width - np.arange(1, TAIL_FLOATS + 1)])
+    in_run = np.cumprod(tail != 0, axis=1)  # the last float, and each before it up to the first zero
+    run = in_run.sum(axis=1)
+    weight = (tail * in_run).sum(axis=1, dtype=np.float64)
+    eligible = np.flatnonzero((dense >= MIN_NONZERO_FLOATS) & (run > 0)).tolist()
+    order = sorted(eligible, key=lambda k: (-int(run[k]), -weight[k], -int(dense[k]), k))
     picked: list[int] = []
-    for need in range(TAIL_FLOATS, 0, -1):
-        if need < MIN_SECOND_TAIL and picked:
+    for k in order:
+        if picked and run[k] < min(run[order[0]], MIN_SECOND_TAIL):
             break
-        ok = (dense >= MIN_NONZERO_FLOATS) & (tail[:, :need] != 0).all(axis=1)
-        weight = tail[:, :need].sum(axis=1)
-        for k in sorted(np.flatnonzero(ok).tolist(), key=lambda k: (-weight[k], -int(dense[k]), k)):
-            s = int(starts[k])
-            if len(picked) < MAX_VECTOR_PIECES and all(abs(s - u) >= width for u in picked):
-                picked.append(s)
-        if len(picked) == MAX_VECTOR_PIECES:
-            break
+        s = int(starts[k])
+        if all(abs(s - u) >= width for u in picked):
+            picked.append(s)
+            if len(picked) == MAX_VECTOR_PIECES:
+                break
     return [(4 * s, embedding[4 * s:4 * (s + width)]) for s in sorted(picked)]
 
 
