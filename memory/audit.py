@@ -14,10 +14,12 @@ Layout (tables in `memory/schema.py`):
   `<store>/audit-checkpoint.key`. Rows written before the tree existed are `audit-checkpoint/v1`
   (`{"type", "seq", "head_hash", "at"}`, no tree size or root) and still verify here.
 
-`redaction_evidence` writes the `audit-log-redaction/v2` document of a proof pack: the checkpoints
+`redaction_evidence` writes the `audit-log-redaction/v3` document of a proof pack: the checkpoints
 before and after the redaction, the consistency proof between them, and only the redacted entries
-and the request's `erasure.audit_redaction` entry, each with its inclusion proof; O(log n) hashes an
-entry, whatever the size of the log. The offline verifier (`proof/verify.py`) is what checks it.
+and the request's `erasure.audit_redaction` entry, with one multiproof of their inclusion (the
+subtrees none of them is in); each entry is written once, its hash and, where its predecessor is
+also there, its prev_hash left for the verifier to recompute. O(log n) hashes for a few entries,
+about k log(n/k) for k, whatever the size of the log. The offline verifier (`proof/verify.py`) is what checks it.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ KEY_FILE = "audit-checkpoint.key"  # same name as memory.schema.AUDIT_KEY_FILE
 CHECKPOINT_TYPE = "audit-checkpoint/v2"
 CHECKPOINT_TYPE_V1 = "audit-checkpoint/v1"
 """Checkpoints signed before the Merkle tree: still verified in the store, never put in evidence."""
-EVIDENCE_FORMAT = "audit-log-redaction/v2"
+EVIDENCE_FORMAT = "audit-log-redaction/v3"
 REDACTION_EVENT = "erasure.audit_redaction"
 """The entry the audit-log step appends after redacting; `fields.request_id` names the request."""
 HASH_RULE = "sha256(prev_hash + '\\n' + canonical_json(body))"
@@ -406,12 +408,14 @@ def _entry(conn: apsw.Connection, seq: int) -> dict[str, Any]:
 def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoint, after: Checkpoint,
                        redacted: RedactionResult | Sequence[tuple[int, str, str]], *, request_id: str,
                        subject_id: str | None = None) -> dict[str, Any]:
-    """The `audit-log-redaction/v2` document for the proof pack (checked by `proof/verify.py`, check 7).
+    """The `audit-log-redaction/v3` document for the proof pack (checked by `proof/verify.py`, check 7).
 
     `before` and `after` are v2 checkpoints of this store; `consistency` proves the tree at
     after.tree_size extends the one at before.tree_size; `entries` are the entries holding a redacted
-    commitment and this request's `erasure.audit_redaction` entry after `before`, each with its
-    `inclusion` proof in the tree of after.tree_size (hex, leaf end first). `vault_remaining_for_subject`
+    commitment and this request's `erasure.audit_redaction` entry after `before` (seq, at, event,
+    actor, fields, and prev_hash only where entry seq-1 is not among them); `multiproof` proves them
+    all in the tree of after.tree_size (`audit_tree.multiproof`); `redacted` names (seq, field) of each
+    destroyed commitment, which the entry holds. `vault_remaining_for_subject`
     counts the redacted commitments still in the vault plus, when `subject_id` is given, any vault
     value of that subject. Raises `StoreError` when the store does not support the document (another
     key, a log or tree that no longer gives the signed heads and roots, an entry that does not
@@ -438,14 +442,16 @@ def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoin
         (before.seq, after.seq, REDACTION_EVENT)) if json.loads(fields_json).get("request_id") == request_id]
     if not mine:
         raise StoreError(f"no {REDACTION_EVENT} entry of this request between the audit checkpoints")
-    entries = []
-    for seq in sorted({f.seq for f in fields} | {mine[-1]}):
+    seqs = sorted({f.seq for f in fields} | {mine[-1]})
+    by_seq: dict[int, dict[str, Any]] = {}
+    for seq in seqs:
         e = _entry(conn, seq)
         if entry_hash(e["prev_hash"], _body(seq, e["at"], e["event"], e["actor"], e["fields"])) != e["entry_hash"]:
             raise StoreError(f"audit entry {seq} does not recompute: run audit.verify_chain")
-        e["inclusion"] = [h.hex() for h in audit_tree.inclusion(conn, seq - 1, after.seq)]
-        entries.append(e)
-    by_seq = {e["seq"]: e for e in entries}
+        del e["entry_hash"]
+        if seq - 1 in by_seq:  # the verifier takes it from the predecessor it recomputes
+            del e["prev_hash"]
+        by_seq[seq] = e
     for f in fields:
         if by_seq[f.seq]["fields"].get(f.field) != {"commit": f.commitment}:
             raise StoreError(f"audit entry {f.seq} field {f.field!r} does not hold the redacted commitment")
@@ -471,7 +477,8 @@ def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoin
         "before": before_doc,
         "after": after_doc,
         "consistency": [h.hex() for h in audit_tree.consistency(conn, before.seq, after.seq)],
-        "entries": entries,
-        "redacted": [{"seq": f.seq, "field": f.field, "commitment": f.commitment} for f in fields],
+        "entries": [by_seq[seq] for seq in seqs],
+        "multiproof": [h.hex() for h in audit_tree.multiproof(conn, [seq - 1 for seq in seqs], after.seq)],
+        "redacted": [{"seq": f.seq, "field": f.field} for f in fields],
         "vault_remaining_for_subject": remaining,
     }

@@ -50,29 +50,34 @@ every input they know):
  5 checksums      ChecksumError     manifest.json (sizes, sha256, engine keyid) and SHA256SUMS agree
                                     with the files and with each other.
  6 distinct-keys  SameKeyError      The engine key and the DPO key differ.
- 7 audit-log      AuditLogError     audit-log-redaction.json, format audit-log-redaction/v2 (v1, which
-                                    carried the whole hash-chain segment, is refused and the line says
-                                    so): the checkpoint key (--audit-key pins it, else the key the
-                                    document names, covered by the engine's signature); both
+ 7 audit-log      AuditLogError     audit-log-redaction.json, format audit-log-redaction/v3 (or v2;
+                                    v1, which carried the whole hash-chain segment, is refused and the
+                                    line says so): the checkpoint key (--audit-key pins it, else the
+                                    key the document names, covered by the engine's signature); both
                                     checkpoints' Ed25519 signatures over {"type":
                                     "audit-checkpoint/v2", seq, head_hash, tree_size, root_hash, at}
                                     (canonical JSON), tree_size == seq, before <= after; the
                                     consistency proof from before.tree_size to after.tree_size
                                     verifies (RFC 9162 2.1.4.2; equal sizes: empty proof, equal
                                     roots; size 0: empty proof, the empty tree's root). Each entry
-                                    (ascending seq, within the after tree): its entry_hash recomputes
-                                    from prev_hash and its body, its inclusion proof verifies to
-                                    after.root_hash at index seq-1 (RFC 9162 2.1.3.2; leaf =
-                                    sha256(0x00 || entry_hash bytes), node = sha256(0x01 || l || r)),
-                                    links to an included predecessor and checkpoint heads agree.
-                                    Each redacted (seq, field, commitment), sorted by seq and field
-                                    and unique, is in an included entry holding exactly {"commit":
-                                    commitment}; every other included entry is the one
+                                    (ascending seq, within the after tree) is seq, at, event, actor,
+                                    fields and prev_hash, the last only where entry seq-1 is not one
+                                    of them (then it is that entry's hash); its hash is recomputed
+                                    from prev_hash and its body; one multiproof puts them all in the
+                                    after tree: leaf seq-1 = sha256(0x00 || entry hash bytes), node =
+                                    sha256(0x01 || l || r), and the proof is the root of every
+                                    maximal subtree of the RFC 9162 2.1.1 split that holds no entry,
+                                    left to right, each used once, giving after.root_hash. Checkpoint
+                                    heads agree with the entries. Each redacted (seq, field), sorted
+                                    and unique, names an included entry's field holding exactly
+                                    {"commit": 64 hex}; every other included entry is the one
                                     erasure.audit_redaction entry with before.tree_size < seq <=
                                     after.tree_size (check 8 binds its request id); nothing left in
-                                    the vault. A home whose targets hold no reference store writes
-                                    audit-log-redaction/none/v1 (format, reason, request_id): then no
-                                    step record may be the reference's.
+                                    the vault. (v2: every entry also carries entry_hash, prev_hash
+                                    and its own RFC 9162 2.1.3.2 inclusion path, and each redacted
+                                    item the commitment.) A home whose targets hold no reference
+                                    store writes audit-log-redaction/none/v1 (format, reason,
+                                    request_id): then no step record may be the reference's.
  8 consistency    ConsistencyError  One request id throughout: manifest, request, every step record,
                                     verification, every receipt, the DPO's statement, and the audit
                                     chain (rules below); the predicate repeats the records; all_clear,
@@ -114,6 +119,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import bisect
 import hashlib
 import json
 import re
@@ -146,7 +152,11 @@ TIERS = ("working", "episodic", "semantic", "vectors", "fine_tune", "uploads", "
 STATUSES = ("erased", "erasedWithExceptions", "notErased")
 EXCEPTION_STEP = ("exception", "erasedWithExceptions")
 RECEIPT_STATUSES = ("done", "pending", "failed")
-AUDIT_FORMAT, CHECKPOINT_TYPE, GENESIS = "audit-log-redaction/v2", "audit-checkpoint/v2", "0" * 64
+AUDIT_FORMAT, CHECKPOINT_TYPE, GENESIS = "audit-log-redaction/v3", "audit-checkpoint/v2", "0" * 64
+AUDIT_V2_FORMAT = "audit-log-redaction/v2"
+"""The format before v3: an inclusion proof in every entry, and every entry's hashes and redacted
+commitments spelled out (a subject's entries cost about 2 KB each). Still verified: packs made with it
+are in regulators' hands."""
 AUDIT_V1_FORMAT = "audit-log-redaction/v1"
 """The format that carried the whole hash-chain segment: refused, with a line that says so."""
 MERKLE_EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -943,6 +953,37 @@ def verify_inclusion(leaf: bytes, index: int, size: int, path: Sequence[bytes], 
     return sn == 0 and r == root
 
 
+def verify_multiproof(leaves: Mapping[int, bytes], size: int, proof: Sequence[bytes], root: bytes) -> bool:
+    """Do the leaf hashes `leaves` (index -> hash) and `proof` give `root` for the tree of `size`?
+
+    `proof` is the MTH of every maximal subtree of the RFC 9162 2.1.1 decomposition of D[size] that
+    holds none of the leaves, in left-to-right order (a batch of inclusion proofs that shares its
+    nodes: about k * log2(size / k) hashes for k leaves instead of k * log2(size)). Every hash of it
+    must be used, and no leaf may lie outside the tree. No leaves: the proof is empty (nothing is
+    shown)."""
+    indices = sorted(leaves)
+    if not indices:
+        return not proof
+    if indices[0] < 0 or indices[-1] >= size:
+        return False
+    hashes = iter(proof)
+
+    def mth(start: int, n: int, lo: int, hi: int) -> bytes:  # leaves indices[lo:hi] lie in [start, start + n)
+        if lo == hi:
+            return next(hashes)
+        if n == 1:
+            return leaves[start]
+        k = 1 << ((n - 1).bit_length() - 1)
+        mid = bisect.bisect_left(indices, start + k, lo, hi)
+        return merkle_node(mth(start, k, lo, mid), mth(start + k, n - k, mid, hi))
+
+    try:
+        computed = mth(0, size, 0, len(indices))
+    except StopIteration:
+        return False
+    return computed == root and next(hashes, None) is None
+
+
 def verify_consistency(first: int, second: int, first_root: bytes, second_root: bytes,
                        proof: Sequence[bytes]) -> bool:
     """RFC 9162 2.1.4.2: does `proof` show the tree of `second` (root `second_root`) extends the tree of
@@ -1059,49 +1100,71 @@ class AuditSummary:
     """The request id of an `audit-log-redaction/none/v1` document (no reference store, no audit log)."""
 
 
-def _redacted_item(raw: Any) -> tuple[int, str, str]:
+def _redacted_item(raw: Any, v2: bool) -> tuple[int, str, str | None]:
     r = _obj(raw, "a redacted item", AuditLogError)
     seq, fname, commit = r.get("seq"), r.get("field"), r.get("commitment")
-    if not isinstance(commit, str) or not _HEX64.fullmatch(commit):
+    if v2 and (not isinstance(commit, str) or not _HEX64.fullmatch(commit)):
         _fail(AuditLogError, "a redacted commitment is not 64 hex digits")
+    if not v2 and set(r) != {"seq", "field"}:
+        _fail(AuditLogError, "a redacted item holds exactly seq and field (its commitment is the entry's)")
     n = _count(seq, "a redacted seq", AuditLogError)
     if n is None or not isinstance(fname, str):
         _fail(AuditLogError, "a redacted item has no seq or field")
     return n, fname, commit
 
 
-def _audit_entries(raw: Any, before: _Checkpoint, after: _Checkpoint) -> dict[int, dict[str, Any]]:
-    """The entries, by seq: shape, order, recomputed hash, inclusion in the after tree, and the links
-    and checkpoint heads they reach."""
+_V3_ENTRY_KEYS = frozenset({"seq", "at", "event", "actor", "fields"})
+
+
+def _audit_entries(doc: Mapping[str, Any], before: _Checkpoint, after: _Checkpoint,
+                   v2: bool) -> dict[int, dict[str, Any]]:
+    """The entries, by seq: shape, order, recomputed hash, inclusion in the after tree (v3: one
+    multiproof for all of them; v2: a path in each), and the links and checkpoint heads they reach."""
+    raw = doc.get("entries")
     if not isinstance(raw, list):
         _fail(AuditLogError, "entries is not a list")
     by_seq: dict[int, dict[str, Any]] = {}
+    digests: dict[int, str] = {}
     last = 0
     for i, item in enumerate(raw):
         e = _obj(item, f"entries[{i}]", AuditLogError)
         seq = _count(e.get("seq"), f"entries[{i}].seq", AuditLogError)
         assert seq is not None
-        if not isinstance(e.get("prev_hash"), str) or not _HEX64.fullmatch(e["prev_hash"]) \
-                or not isinstance(e.get("fields"), dict) or not isinstance(e.get("entry_hash"), str):
-            _fail(AuditLogError, f"entry {seq} is malformed")
         if seq <= last:
             _fail(AuditLogError, f"the entries are not in ascending seq order, or repeat (at seq {seq})")
         if not 1 <= seq <= after.seq:
             _fail(AuditLogError, f"entry {seq} lies outside the after checkpoint's tree")
+        follows = seq - 1 in digests
+        if v2:
+            well_formed = isinstance(e.get("entry_hash"), str)
+        else:  # the predecessor's hash is spelled out only when the predecessor is not an entry here
+            well_formed = set(e) == (_V3_ENTRY_KEYS if follows else _V3_ENTRY_KEYS | {"prev_hash"}) and all(
+                isinstance(e[k], str) for k in ("at", "event", "actor"))
+            if follows:
+                e = {**e, "prev_hash": digests[seq - 1]}
+        if not well_formed or not isinstance(e.get("prev_hash"), str) or not _HEX64.fullmatch(e["prev_hash"]) \
+                or not isinstance(e.get("fields"), dict):
+            _fail(AuditLogError, f"entry {seq} is malformed")
         digest = _entry_hash(e, seq)
-        if e["entry_hash"] != digest:
-            _fail(AuditLogError, f"entry {seq} hash does not recompute")
-        path = _hashes(e.get("inclusion"), f"entry {seq}'s inclusion proof")
-        if not verify_inclusion(merkle_leaf(bytes.fromhex(digest)), seq - 1, after.seq, path, after.root):
-            _fail(AuditLogError, f"entry {seq}'s inclusion proof does not verify against the after checkpoint's root")
+        if v2:
+            if e["entry_hash"] != digest:
+                _fail(AuditLogError, f"entry {seq} hash does not recompute")
+            path = _hashes(e.get("inclusion"), f"entry {seq}'s inclusion proof")
+            if not verify_inclusion(merkle_leaf(bytes.fromhex(digest)), seq - 1, after.seq, path, after.root):
+                _fail(AuditLogError, f"entry {seq}'s inclusion proof does not verify against the after checkpoint's"
+                                     " root")
         if seq == 1 and e["prev_hash"] != GENESIS:
             _fail(AuditLogError, "the first entry does not link to the genesis hash")
-        if seq - 1 in by_seq and e["prev_hash"] != by_seq[seq - 1]["entry_hash"]:
+        if v2 and follows and e["prev_hash"] != digests[seq - 1]:
             _fail(AuditLogError, f"broken chain link at seq {seq}")
         for which, cp in (("before", before), ("after", after)):
             if seq == cp.seq and digest != cp.head:
                 _fail(AuditLogError, f"the {which} checkpoint's head is not the hash of entry {seq}")
-        by_seq[seq], last = e, seq
+        by_seq[seq], digests[seq], last = e, digest, seq
+    if not v2:
+        leaves = {seq - 1: merkle_leaf(bytes.fromhex(d)) for seq, d in digests.items()}
+        if not verify_multiproof(leaves, after.seq, _hashes(doc.get("multiproof"), "the multiproof"), after.root):
+            _fail(AuditLogError, "the entries' multiproof does not verify against the after checkpoint's root")
     return by_seq
 
 
@@ -1120,8 +1183,9 @@ def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> Audi
         _fail(AuditLogError, f"{AUDIT_V1_FORMAT} is no longer accepted: it carries a hash-chain segment that"
                              f" grows with the log; packs carry {AUDIT_FORMAT} (Merkle inclusion and"
                              " consistency proofs)")
-    if fmt != AUDIT_FORMAT:
-        _fail(AuditLogError, f"format is not {AUDIT_FORMAT}")
+    if fmt not in (AUDIT_FORMAT, AUDIT_V2_FORMAT):
+        _fail(AuditLogError, f"format is not {AUDIT_FORMAT} (nor {AUDIT_V2_FORMAT})")
+    v2 = fmt == AUDIT_V2_FORMAT
     key = _audit_key(doc)
     if pinned is not None and keyid_of(pinned) != keyid_of(key):
         _fail(AuditLogError, "the checkpoints are signed by another key than the audit key given")
@@ -1132,20 +1196,22 @@ def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> Audi
                               _hashes(doc.get("consistency"), "the consistency proof")):
         _fail(AuditLogError, "the consistency proof does not verify: the after checkpoint's tree does not"
                              " extend the before checkpoint's")
-    entries = _audit_entries(doc.get("entries"), before, after)
+    entries = _audit_entries(doc, before, after, v2)
     items = doc.get("redacted")
     if not isinstance(items, list):
         _fail(AuditLogError, "redacted is not a list")
     holding: set[int] = set()
     last: tuple[int, str] | None = None
     for item in items:
-        seq, fname, commit = _redacted_item(item)
+        seq, fname, commit = _redacted_item(item, v2)
         if last is not None and (seq, fname) <= last:
             _fail(AuditLogError, "the redacted items are not sorted by seq and field, or repeat")
         last = (seq, fname)
         if seq not in entries:
             _fail(AuditLogError, f"redacted entry {seq} is not among the entries")
-        if entries[seq]["fields"].get(fname) != {"commit": commit}:
+        held = entries[seq]["fields"].get(fname)
+        if not (held == {"commit": commit} if v2 else isinstance(held, dict) and set(held) == {"commit"}
+                and isinstance(held["commit"], str) and _HEX64.fullmatch(held["commit"])):
             _fail(AuditLogError, f"entry {seq}: a redacted field does not hold its commitment")
         holding.add(seq)
     redactions = [e for seq, e in entries.items()

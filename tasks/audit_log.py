@@ -1,16 +1,19 @@
 """Step 9, audit-log redaction: destroy the subject's values and salts in the audit vault; the hash
 chain, its Merkle tree and its signed checkpoints still verify. Entries are never deleted: they are
-the evidence that the erasure happened. The redaction evidence for the pack (`audit-log-redaction/v2`:
+the evidence that the erasure happened. The redaction evidence for the pack (`audit-log-redaction/v3`:
 checkpoints before and after, the consistency proof between them, the redacted entries and this
-request's redaction entry with their inclusion proofs) is written to `audit-log-redaction.json`; it
-grows with the subject's entries (log2 n hashes each), not with the log.
+request's redaction entry with one multiproof of their inclusion) is written to
+`audit-log-redaction.json`; it grows with the subject's entries (about 0.5-1 KB each), not with the log.
 
 What a crash could lose is written to the engine first: the before-checkpoint's id and the
-(seq, field, commitment) triples about to be destroyed."""
+(seq, field, commitment) triples about to be destroyed. The evidence file is replaced whole (written
+aside, then renamed), and the step counts as done only while the file holds a document of the current
+format: a torn write, or a file an earlier version wrote, is written again from the engine's record."""
 
 from __future__ import annotations
 
 import json
+import os
 from typing import ClassVar
 
 from erasure import requests
@@ -32,7 +35,7 @@ class AuditLogStep(BaseStep):
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
         left = sum(audit.vault_count(ctx.store, sid) for sid in ctx.ids())
-        return left + (0 if (ctx.evidence_dir / EVIDENCE_FILE).exists() else 1)
+        return left + (0 if _evidence_current(ctx) else 1)
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
         before_ids = requests.footprint(ctx.engine, ctx.request_id, self.tier, "checkpoint_before")
@@ -60,7 +63,18 @@ class AuditLogStep(BaseStep):
         doc = audit.redaction_evidence(ctx.store, ctx.store_dir, before, after, redacted,
                                        request_id=ctx.request_id, subject_id=ctx.subject.id)
         ctx.evidence_dir.mkdir(parents=True, exist_ok=True)
-        (ctx.evidence_dir / EVIDENCE_FILE).write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
+        aside = ctx.evidence_dir / f".{EVIDENCE_FILE}.partial"
+        aside.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
+        os.replace(aside, ctx.evidence_dir / EVIDENCE_FILE)
         ctx.add_detail(vault_values_destroyed=count, redacted_total=len(redacted),
                        checkpoint_before=before.seq, checkpoint_after=after.seq)
         return count
+
+
+def _evidence_current(ctx: StepContext) -> bool:
+    """Whether the evidence file is a whole document of the format this version writes."""
+    try:
+        doc = json.loads((ctx.evidence_dir / EVIDENCE_FILE).read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == audit.EVIDENCE_FORMAT

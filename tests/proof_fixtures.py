@@ -1,8 +1,8 @@
 """Synthetic evidence, keys and archive surgery for the proof-pack tests (and bench/proof.py).
 
 The evidence follows the formats the flows write (request.json, steps.jsonl, verification.json,
-subprocessor-receipts.jsonl, audit-log-redaction.json). The audit-log document (audit-log-redaction/v2)
-is built here with its own hashing, its own RFC 6962 Merkle tree (the RFC's recursive definitions,
+subprocessor-receipts.jsonl, audit-log-redaction.json). The audit-log document (audit-log-redaction/v3,
+or v2 on request) is built here with its own hashing, its own RFC 6962 Merkle tree (the RFC's recursive definitions,
 written out) and an Ed25519 checkpoint key, independently of memory/audit.py and proof/verify.py.
 """
 
@@ -84,6 +84,19 @@ def inclusion_path(leaves: list[bytes], m: int) -> list[bytes]:
     return [*inclusion_path(leaves[k:], m - k), mth(leaves[:k])]
 
 
+def multiproof(leaves: list[bytes], indices: set[int]) -> list[bytes]:
+    """The MTH of every maximal subtree of D[n] holding none of `indices`, left to right (none at all
+    when `indices` is empty)."""
+    def walk(d: list[bytes], offset: int) -> list[bytes]:
+        if not any(offset <= i < offset + len(d) for i in indices):
+            return [mth(d)]
+        if len(d) == 1:
+            return []
+        k = _split(len(d))
+        return [*walk(d[:k], offset), *walk(d[k:], offset + k)]
+    return walk(leaves, 0) if indices else []
+
+
 def consistency_proof(leaves: list[bytes], m: int) -> list[bytes]:
     """PROOF(m, D[n]) (empty for m = 0 and m = n)."""
     def sub(d: list[bytes], m: int, whole: bool) -> list[bytes]:
@@ -143,43 +156,50 @@ def audit_log(n_entries: int = 20, *, request_id: str = "req-0001") -> list[dict
 
 def evidence_of(log: list[dict[str, Any]], *, key: Ed25519PrivateKey | None = None,
                 named_key: Ed25519PrivateKey | None = None, before: int | None = None,
-                after: int | None = None) -> dict[str, Any]:
-    """The `audit-log-redaction/v2` document of `log` (whose hashes are taken as they stand): checkpoints
+                after: int | None = None, v2: bool = False) -> dict[str, Any]:
+    """The `audit-log-redaction/v3` document of `log` (whose hashes are taken as they stand): checkpoints
     signed by `key` at `before` (default n-2) and `after` (default n), the entries holding the subject's
-    email and the last `erasure.audit_redaction` entry, with their proofs. `named_key` is the key the
+    email and the last `erasure.audit_redaction` entry (without entry_hash, and without prev_hash where
+    the entry before is there too) and one multiproof of them. `v2`: the earlier format, an inclusion
+    proof in each whole entry and the commitment in each redacted item. `named_key` is the key the
     document names (default `key`)."""
     key = key or audit_key()
     n = len(log)
     before = n - 2 if before is None else before
     after = n if after is None else after
     leaves = [leaf_hash(bytes.fromhex(e["entry_hash"])) for e in log[:after]]
-    redacted = [{"seq": e["seq"], "field": "email", "commitment": e["fields"]["email"]["commit"]}
+    redacted = [{"seq": e["seq"], "field": "email", **({"commitment": e["fields"]["email"]["commit"]} if v2 else {})}
                 for e in log[:after] if isinstance(e["fields"].get("email"), dict)]
     redaction = [e["seq"] for e in log[before:after] if e["event"] == "erasure.audit_redaction"]
     seqs = sorted({e["seq"] for e in log[:after] if "email" in e["fields"]} | set(redaction[-1:]))
-    entries = [{**copy.deepcopy(log[s - 1]), "inclusion": [h.hex() for h in inclusion_path(leaves, s - 1)]}
-               for s in seqs]
+    if v2:
+        entries = [{**copy.deepcopy(log[s - 1]), "inclusion": [h.hex() for h in inclusion_path(leaves, s - 1)]}
+                   for s in seqs]
+    else:
+        entries = [{k: copy.deepcopy(v) for k, v in log[s - 1].items()
+                    if k != "entry_hash" and not (k == "prev_hash" and s - 1 in seqs)} for s in seqs]
     public = (named_key or key).public_key()
     der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     pem = public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     head = {0: GENESIS, **{e["seq"]: e["entry_hash"] for e in log}}
     return {
-        "format": "audit-log-redaction/v2",
+        "format": "audit-log-redaction/v2" if v2 else "audit-log-redaction/v3",
         "checkpoint_key": {"key_id": hashlib.sha256(der).hexdigest(), "public_key_pem": pem.decode(),
                            "algorithm": "ed25519"},
         "before": _checkpoint(key, before, head[before], mth(leaves[:before]).hex(), "2024-02-01T09:00:00.000000Z"),
         "after": _checkpoint(key, after, head[after], mth(leaves).hex(), "2024-02-01T09:05:00.000000Z"),
         "consistency": [h.hex() for h in consistency_proof(leaves, before)] if before < after else [],
         "entries": entries,
+        **({} if v2 else {"multiproof": [h.hex() for h in multiproof(leaves, {s - 1 for s in seqs})]}),
         "redacted": redacted,
         "vault_remaining_for_subject": 0,
     }
 
 
 def audit_document(n_entries: int = 20, *, key: Ed25519PrivateKey | None = None,
-                   request_id: str = "req-0001") -> dict[str, Any]:
+                   request_id: str = "req-0001", v2: bool = False) -> dict[str, Any]:
     """The evidence of `audit_log(n_entries)`: before at n-2, after at n (the redaction entry)."""
-    return evidence_of(audit_log(n_entries, request_id=request_id), key=key)
+    return evidence_of(audit_log(n_entries, request_id=request_id), key=key, v2=v2)
 
 
 def rehash_log(log: list[dict[str, Any]]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gzip
 import hashlib
 import json
 import os
@@ -299,8 +300,8 @@ def evidence(home: Home, store: apsw.Connection) -> dict[str, Any]:
 
 def test_evidence_has_the_documented_shape(evidence: dict[str, Any]) -> None:
     assert set(evidence) == {"format", "hash", "tree", "checkpoint_key", "before", "after", "consistency",
-                             "entries", "redacted", "vault_remaining_for_subject"}
-    assert evidence["format"] == "audit-log-redaction/v2"
+                             "entries", "multiproof", "redacted", "vault_remaining_for_subject"}
+    assert evidence["format"] == "audit-log-redaction/v3"
     assert evidence["hash"] == "sha256(prev_hash + '\\n' + canonical_json(body))"
     assert evidence["checkpoint_key"]["algorithm"] == "ed25519"
     assert evidence["checkpoint_key"]["public_key_pem"].startswith("-----BEGIN PUBLIC KEY-----")
@@ -308,11 +309,12 @@ def test_evidence_has_the_documented_shape(evidence: dict[str, Any]) -> None:
     assert (evidence["before"]["seq"], evidence["after"]["seq"]) == (7, 8)
     assert (evidence["before"]["tree_size"], evidence["after"]["tree_size"]) == (7, 8)
     assert [e["seq"] for e in evidence["entries"]] == [2, 5, 8]  # Alice's two entries, the redaction record
-    assert set(evidence["entries"][0]) == {"seq", "at", "event", "actor", "fields", "prev_hash", "entry_hash",
-                                           "inclusion"}
-    assert all(len(e["inclusion"]) == 3 for e in evidence["entries"])  # log2(8)
+    assert set(evidence["entries"][0]) == {"seq", "at", "event", "actor", "fields", "prev_hash"}
+    # leaves 1, 4 and 7 of 8: the subtrees holding none are leaves 0, 5 and 6 and the pair (2, 3)
+    assert len(evidence["multiproof"]) == 4
     assert len(evidence["consistency"]) == 4  # from 7 leaves to 8 (RFC 9162 2.1.4.1)
-    assert [(r["seq"], r["field"]) for r in evidence["redacted"]] == [(2, "email"), (2, "name"), (5, "email")]
+    assert evidence["redacted"] == [{"seq": 2, "field": "email"}, {"seq": 2, "field": "name"},
+                                    {"seq": 5, "field": "email"}]
     assert evidence["vault_remaining_for_subject"] == 0
     text = json.dumps(evidence)
     for value in (ALICE_EMAIL, ALICE_NAME, ALICE, BOB_EMAIL, "Dana Operator"):
@@ -322,13 +324,13 @@ def test_evidence_has_the_documented_shape(evidence: dict[str, Any]) -> None:
 def test_changed_entry_field_fails(evidence: dict[str, Any]) -> None:
     doc = copy.deepcopy(evidence)
     doc["entries"][1]["fields"]["rows"] = 3
-    with pytest.raises(verify.AuditLogError, match="entry 5 hash does not recompute"):
+    with pytest.raises(verify.AuditLogError, match="the entries' multiproof does not verify"):
         _check(doc)
 
 
-def test_redacted_commitment_mismatch_fails(evidence: dict[str, Any]) -> None:
+def test_redacted_field_that_holds_no_commitment_fails(evidence: dict[str, Any]) -> None:
     doc = copy.deepcopy(evidence)
-    doc["redacted"][2]["commitment"] = "a" * 64
+    doc["redacted"][2]["field"] = "actor_note"
     with pytest.raises(verify.AuditLogError, match="entry 5: a redacted field"):
         _check(doc)
 
@@ -369,7 +371,8 @@ def test_evidence_refuses_a_tree_that_no_longer_gives_the_signed_root(home: Home
 
 
 def test_evidence_size_grows_with_the_subject_not_the_log(home: Home, store: apsw.Connection) -> None:
-    """Two of 5,000 entries are the subject's: the document holds three entries of 13 hashes each."""
+    """Two of 5,000 entries are the subject's: three entries, and one multiproof of the 2 x 13 hashes
+    (ceil(log2(5001))) their paths have, less the top one they share, and less."""
     n = 5000
     with transaction(store):
         for i in range(1, n + 1):
@@ -384,10 +387,38 @@ def test_evidence_size_grows_with_the_subject_not_the_log(home: Home, store: aps
     doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST,
                                    subject_id=ALICE)
     assert [e["seq"] for e in doc["entries"]] == [17, 4321, n + 1]
-    assert len(doc["entries"][0]["inclusion"]) == 13  # ceil(log2(5001)): the other paths are no longer
-    assert all(len(e["inclusion"]) <= 13 for e in doc["entries"])
-    assert len(json.dumps(doc)) < 8000
+    assert len(doc["multiproof"]) <= 2 * 13
+    assert len(json.dumps(doc)) < 5000
     assert _check(doc).redaction_request == REQUEST
+
+
+def test_evidence_of_a_subject_with_thousands_of_entries_fits_the_verifier(
+        home: Home, store: apsw.Connection) -> None:
+    """A heavy user: 4,000 ingests of the subject (id, source and source ref in the vault, as ingest
+    writes them) among 16,000 entries. The v2 evidence (a path and both hashes in every entry, the
+    commitments again in `redacted`) was over 9 MiB, past the verifier's 4 MiB a file, so the pack was
+    refused and the subject never got one; v3 is well inside it, and so is its gzipped pack."""
+    n, every = 16_000, 4
+    with transaction(store):
+        for i in range(1, n + 1):
+            personal: dict[str, tuple[str | None, str]] | None = None
+            if i % every == 0:
+                personal = {"subject_id": (ALICE, ALICE), "source": (ALICE, "chat"),
+                            "source_ref": (ALICE, f"conv-{i:06d}")}
+            audit.append(store, "ingest", "ingest-worker", {"frames": 3, "chunks": 2, "blobs": 0,
+                                                            "training": False, "subprocessors": 0}, personal)
+        before = audit.checkpoint(store, home.store_dir)
+        result = audit.redact_subject(store, ALICE)
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST})
+        after = audit.checkpoint(store, home.store_dir)
+    assert result.count == 3 * n // every
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST,
+                                   subject_id=ALICE)
+    data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()  # as tasks/audit_log.py writes it
+    assert len(doc["entries"]) == n // every + 1
+    assert len(data) < verify.MAX_FILE_BYTES * 3 // 4, len(data)
+    assert len(gzip.compress(data)) < 1024 * 1024
+    assert verify.check_audit_log(data).redaction_request == REQUEST
 
 
 def test_evidence_after_a_v1_before_checkpoint_resigned_as_v2(home: Home, store: apsw.Connection) -> None:

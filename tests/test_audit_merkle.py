@@ -18,7 +18,7 @@ from erasure.config import Home
 from erasure.sqlite import connect, transaction
 from memory import audit, audit_tree, schema
 from proof import verify
-from tests.proof_fixtures import audit_document, consistency_proof, inclusion_path, leaf_hash, mth
+from tests.proof_fixtures import audit_document, consistency_proof, inclusion_path, leaf_hash, mth, multiproof
 
 # The Certificate Transparency reference tree (certificate-transparency-go / transparency-dev merkle
 # test vectors): its leaf data, the root of each size 1..8, and proofs in the tree of 8.
@@ -141,12 +141,19 @@ def test_every_proof_verifies_with_the_verifier_and_no_flipped_one(store: apsw.C
     leaves = _leaves(store)
     roots = [mth(leaves[:n]) for n in range(41)]
     for n in range(1, 41):
-        for i in range(n):
-            path = audit_tree.inclusion(store, i, n)
-            assert path == inclusion_path(leaves[:n], i)
-            assert verify.verify_inclusion(leaves[i], i, n, path, roots[n]), (i, n)
-            for bad in _flipped(path):
-                assert not verify.verify_inclusion(leaves[i], i, n, bad, roots[n]), (i, n)
+        # one leaf, every pair of neighbours, every third leaf from each offset: the store's multiproof
+        # is the fixture's, the verifier takes it, and refuses it with any hash flipped or one dropped
+        sets = [{i} for i in range(n)] + [{i, i + 1} for i in range(n - 1)] + [set(range(o, n, 3)) for o in range(3)]
+        for wanted in (w for w in sets if w):
+            proof = audit_tree.multiproof(store, wanted, n)
+            assert proof == multiproof(leaves[:n], wanted), (wanted, n)
+            given_leaves = {i: leaves[i] for i in wanted}
+            assert verify.verify_multiproof(given_leaves, n, proof, roots[n]), (wanted, n)
+            for bad in _flipped(proof):
+                assert not verify.verify_multiproof(given_leaves, n, bad, roots[n]), (wanted, n)
+            if proof:
+                assert not verify.verify_multiproof(given_leaves, n, proof[:-1], roots[n]), (wanted, n)
+            assert not verify.verify_multiproof(given_leaves, n, [*proof, roots[n]], roots[n]), (wanted, n)
         for m in range(0, n + 1):
             proof = audit_tree.consistency(store, m, n)
             assert proof == consistency_proof(leaves[:n], m) if m < n else proof == []
@@ -169,6 +176,13 @@ def test_random_proofs_verify_and_any_wrong_one_does_not(n: int, data: st.DataOb
     other = data.draw(st.integers(0, n - 1))
     if other != i:
         assert not verify.verify_inclusion(leaves[i], other, n, path, root)
+    wanted = set(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=12)))
+    batch = multiproof(leaves, wanted)
+    assert verify.verify_multiproof({w: leaves[w] for w in wanted}, n, batch, root)
+    moved = data.draw(st.integers(0, n - 1))
+    if moved not in wanted:  # the same hashes claimed for another index: refused
+        shifted = {**{w: leaves[w] for w in wanted if w != min(wanted)}, moved: leaves[min(wanted)]}
+        assert not verify.verify_multiproof(shifted, n, batch, root)
     proof = consistency_proof(leaves, m) if m < n else []
     assert verify.verify_consistency(m, n, mth(leaves[:m]), root, proof)
     if 0 < m < n:
@@ -253,16 +267,18 @@ def _hash_slots(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
     slots: list[tuple[Any, ...]] = [("consistency", i) for i in range(len(doc["consistency"]))]
     slots += [(w, k) for w in ("before", "after") for k in ("head_hash", "root_hash")]
     for j, e in enumerate(doc["entries"]):
-        slots += [("entries", j, k) for k in ("prev_hash", "entry_hash")]
-        slots += [("entries", j, "inclusion", i) for i in range(len(e["inclusion"]))]
-    slots += [("redacted", j, "commitment") for j in range(len(doc["redacted"]))]
+        slots += [("entries", j, k) for k in ("prev_hash", "entry_hash") if k in e]
+        slots += [("entries", j, "inclusion", i) for i in range(len(e.get("inclusion", [])))]
+        slots += [("entries", j, "fields", f, "commit") for f, v in e["fields"].items() if isinstance(v, dict)]
+    slots += [("multiproof", i) for i in range(len(doc.get("multiproof", [])))]
+    slots += [("redacted", j, "commitment") for j, r in enumerate(doc["redacted"]) if "commitment" in r]
     return slots
 
 
 @settings(max_examples=80, deadline=None)
-@given(n=st.integers(8, 60), data=st.data())
-def test_any_one_hash_of_the_evidence_changed_is_refused(n: int, data: st.DataObject) -> None:
-    doc = audit_document(n)
+@given(n=st.integers(8, 60), v2=st.booleans(), data=st.data())
+def test_any_one_hash_of_the_evidence_changed_is_refused(n: int, v2: bool, data: st.DataObject) -> None:
+    doc = audit_document(n, v2=v2)
     verify.check_audit_log(json.dumps(doc).encode())
     *where, last = data.draw(st.sampled_from(_hash_slots(doc)))
     target: Any = doc

@@ -69,3 +69,27 @@ def test_step_records_are_one_per_step_and_written_to_evidence(built) -> None:  
     assert len(lines) == 9
     for needle in SUBJECT.identifiers():
         assert needle not in "".join(lines)
+
+
+@pytest.mark.parametrize("left", ["torn", "earlier-format"])
+def test_a_rerun_writes_audit_evidence_again_that_a_crash_tore_or_an_earlier_version_wrote(
+        built, left: str) -> None:  # type: ignore[no-untyped-def]
+    """The audit-log step was counted done while its evidence file existed at all: a write torn by a
+    crash, or a file an earlier version wrote in a format it has since outgrown (v2 evidence of a heavy
+    subject is past the verifier's size limit), then failed every pack of the request, rerun after rerun."""
+    import json
+
+    from proof import verify
+
+    run_cascade("req-ann-1", built)
+    path = built.evidence_dir("req-ann-1") / "audit-log-redaction.json"
+    data = path.read_bytes()
+    if left == "torn":
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        path.write_bytes(data.replace(b'"audit-log-redaction/v3"', b'"audit-log-redaction/v2"'))
+    records = run_cascade("req-ann-1", built)
+    assert {r["step"]: r["after_count"] for r in records}["audit_log"] == 0
+    doc = json.loads(path.read_bytes())
+    assert doc["format"] == "audit-log-redaction/v3"
+    assert verify.check_audit_log(path.read_bytes()).redaction_request == "req-ann-1"

@@ -35,12 +35,12 @@ from tests.proof_fixtures import (
     evidence_of,
     finish_tar,
     gz,
-    inclusion_path,
     json_edit,
     jsonl_edit,
     leaf_hash,
     make_evidence,
     make_keys,
+    multiproof,
     pack_entries,
     raw_tar,
     read_members,
@@ -186,7 +186,7 @@ def test_tar_with_duplicate_entry_overriding_a_file(pack: Pack) -> None:
 
 
 def test_tar_with_oversized_file(pack: Pack, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(verify, "MAX_FILE_BYTES", 4096)  # the audit document is larger than this
+    monkeypatch.setattr(verify, "MAX_FILE_BYTES", max(len(v) for v in pack.files.values()) - 1)
     assert pack.check_of(pack.path.read_bytes(), why="larger than") == "archive"
 
 
@@ -484,33 +484,63 @@ def _flip(h: str) -> str:
     return ("0" if h[0] != "0" else "1") + h[1:]
 
 
+def _reproved(doc: dict[str, Any], log: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`doc` with the multiproof made anew for the entries it now holds (a forger with the whole log)."""
+    leaves = [leaf_hash(bytes.fromhex(e["entry_hash"])) for e in (log or audit_log(20))]
+    doc["multiproof"] = [h.hex() for h in multiproof(leaves, {e["seq"] - 1 for e in doc["entries"]})]
+    return doc
+
+
 def test_audit_entry_rewritten(pack: Pack) -> None:
+    """Entry 10 is not the entry the after tree holds: its recomputed hash is another leaf."""
     assert _audit_attack(pack, lambda d: d["entries"][1]["fields"].update(items=99),
-                         why="entry 10 hash does not recompute") == "audit-log"
+                         why="the entries' multiproof does not verify") == "audit-log"
 
 
 def test_audit_redacted_entry_dropped_from_the_evidence(pack: Pack) -> None:
-    assert _audit_attack(pack, lambda d: d["entries"].pop(1),
+    assert _audit_attack(pack, lambda d: _reproved(d) and d["entries"].pop(1) and _reproved(d),
                          why="redacted entry 10 is not among the entries") == "audit-log"
 
 
 def test_audit_redaction_entry_dropped_from_the_evidence(pack: Pack) -> None:
     """Without the request's erasure.audit_redaction entry nothing binds the redaction to the request."""
-    assert _audit_attack(pack, lambda d: d["entries"].pop(), why="records no redaction for this request"
-                         ) == "consistency"
+    assert _audit_attack(pack, lambda d: d["entries"].pop() and _reproved(d),
+                         why="records no redaction for this request") == "consistency"
 
 
-def test_audit_inclusion_proof_tampered(pack: Pack) -> None:
+def test_audit_multiproof_tampered(pack: Pack) -> None:
     def forge(d: dict[str, Any]) -> None:
-        d["entries"][0]["inclusion"][2] = _flip(d["entries"][0]["inclusion"][2])
-    assert _audit_attack(pack, forge, why="entry 5's inclusion proof does not verify") == "audit-log"
+        d["multiproof"][1] = _flip(d["multiproof"][1])
+    assert _audit_attack(pack, forge, why="the entries' multiproof does not verify") == "audit-log"
 
 
-def test_audit_inclusion_proof_of_another_leaf(pack: Pack) -> None:
+def test_audit_multiproof_of_other_entries(pack: Pack) -> None:
+    """A genuine multiproof, but of another set of entries (5, 10 and 20, not 15): it proves those."""
+    leaves = [leaf_hash(bytes.fromhex(e["entry_hash"])) for e in audit_log(20)]
+    def forge(d: dict[str, Any]) -> None:
+        d["multiproof"] = [h.hex() for h in multiproof(leaves, {4, 9, 19})]
+    assert _audit_attack(pack, forge, why="the entries' multiproof does not verify") == "audit-log"
+
+
+def test_audit_multiproof_with_a_hash_to_spare(pack: Pack) -> None:
+    assert _audit_attack(pack, lambda d: d["multiproof"].append(d["after"]["root_hash"]),
+                         why="the entries' multiproof does not verify") == "audit-log"
+
+
+def test_audit_v2_inclusion_proof_tampered(pack: Pack) -> None:
+    """Packs of the earlier format are still verified, their proofs with them."""
+    doc = audit_document(20, v2=True)
+    files = {**pack.files, "audit-log-redaction.json": (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()}
+    verify.verify_bytes(pack.resealed(files), pack.keys.engine_pem, None, require_dpo=False)  # as written
+    doc["entries"][0]["inclusion"][2] = _flip(doc["entries"][0]["inclusion"][2])
+    assert _forged(pack, doc, why="entry 5's inclusion proof does not verify") == "audit-log"
+
+
+def test_audit_v2_inclusion_proof_of_another_leaf(pack: Pack) -> None:
     """A genuine path, moved to another entry: it proves the leaf it was made for, not this one."""
-    def forge(d: dict[str, Any]) -> None:
-        d["entries"][0]["inclusion"] = d["entries"][1]["inclusion"]
-    assert _audit_attack(pack, forge, why="inclusion proof does not verify") == "audit-log"
+    doc = audit_document(20, v2=True)
+    doc["entries"][0]["inclusion"] = doc["entries"][1]["inclusion"]
+    assert _forged(pack, doc, why="inclusion proof does not verify") == "audit-log"
 
 
 def test_audit_consistency_proof_tampered(pack: Pack) -> None:
@@ -542,7 +572,7 @@ def test_audit_checkpoint_signature_forged(pack: Pack) -> None:
 
 def test_audit_checkpoint_head_moved(pack: Pack) -> None:
     def forge(d: dict[str, Any]) -> None:
-        d["after"]["head_hash"] = d["entries"][0]["entry_hash"]
+        d["after"]["head_hash"] = audit_log(20)[4]["entry_hash"]  # entry 5's
         sign_checkpoint(d, "after", audit_key())  # validly signed, but not the hash of its entry
     assert _audit_attack(pack, forge, why="head is not the hash of entry 20") == "audit-log"
 
@@ -580,7 +610,7 @@ def test_audit_redacted_field_holds_plaintext(pack: Pack) -> None:
     log[9]["fields"]["email"] = "someone@example.org"
     rehash_log(log)
     doc = evidence_of(log)
-    doc["redacted"].insert(1, {"seq": 10, "field": "email", "commitment": "c" * 64})
+    doc["redacted"].insert(1, {"seq": 10, "field": "email"})
     assert _forged(pack, doc, why="entry 10: a redacted field does not hold its commitment") == "audit-log"
 
 
@@ -588,9 +618,8 @@ def test_audit_bystander_entry_added(pack: Pack) -> None:
     """An entry that holds no redacted commitment (a bystander's) has no place in the evidence."""
     log = audit_log(20)
     doc = evidence_of(log)
-    leaves = [leaf_hash(bytes.fromhex(e["entry_hash"])) for e in log]
-    extra = {**log[6], "inclusion": [h.hex() for h in inclusion_path(leaves, 6)]}
-    doc["entries"].insert(1, extra)
+    doc["entries"].insert(1, {k: v for k, v in log[6].items() if k != "entry_hash"})
+    _reproved(doc, log)
     assert _forged(pack, doc, why="entry 7 holds no redacted commitment") == "audit-log"
 
 

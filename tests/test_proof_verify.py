@@ -204,7 +204,10 @@ def test_audit_evidence_holds_only_the_subjects_entries_and_the_redaction() -> N
     doc = audit_document(30)
     assert [e["seq"] for e in doc["entries"]] == [5, 10, 15, 20, 25, 30]
     assert _audit(doc).redaction_request == "req-0001"
-    assert all(len(e["inclusion"]) <= 5 for e in doc["entries"])  # at most ceil(log2(30)) hashes
+    earlier = audit_document(30, v2=True)  # the v2 format: a path of up to ceil(log2(30)) hashes in each
+    assert _audit(earlier).redaction_request == "req-0001"
+    assert len(doc["multiproof"]) < sum(len(e["inclusion"]) for e in earlier["entries"])
+    assert len(json.dumps(doc)) < len(json.dumps(earlier)) * 0.7
 
 
 def test_audit_before_and_after_at_the_same_size() -> None:
