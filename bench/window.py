@@ -16,14 +16,20 @@ with every subject's identifiers). The largest pack is reported.
 
 "one by one" runs the same requests as separate `erasure request run ID` processes, one after another,
 on a fresh copy (for the window sizes named by --one-by-one). Marginal cost per request in a window =
-(T(N) - T(1)) / (N - 1) for the largest and smallest N of a store size, taken round by round (with
---runs K, the sizes run in turn K times) and the median of the rounds reported.
+(T(N) - T(1)) / (N - 1) against the smallest N of a store size, for every larger N, taken round by
+round (with --runs K, the sizes run in turn K times) and the median of the rounds reported; T is the
+wall time and, beside it, the CPU time of the `erasure request run` process (user + system, what the
+machine's other tenants do not add to). At 1M frames one window's fixed part (two passes over 2 GB of
+vectors, a VACUUM of the whole store, two byte scans) is ~85 s and moves by 5-10 s from run to run, so
+a marginal from 30 requests carries +-0.2-0.3 s of that noise; the default plan also runs 100 requests
+at 10k and 1M, whose marginal carries a third of it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import statistics
 import subprocess
@@ -38,17 +44,25 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from request import _env, _timed, demo_subjects, ensure_store, prepare_home  # noqa: E402  (bench/request.py)
 
-DEFAULT_PLAN = "10000:1,30;100000:1,10,30,100;1000000:1,30"
+DEFAULT_PLAN = "10000:1,30,100;100000:1,10,30,100;1000000:1,30,100"
 SUBJECTS = 130
 
 
-def _run(home: Path, api: str, args: list[str]) -> tuple[float, dict[str, Any]]:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(home: Path, api: str, args: list[str]) -> tuple[float, float, dict[str, Any]]:
+    """Wall seconds, CPU seconds of the process, and its --json output."""
     env = _env(ERASURE_HOME=str(home), ERASURE_EVIDENCE=str(home / "evidence"), PREFECT_API_URL=api)
+    cpu = _children_cpu()
     wall, res = _timed([sys.executable, "-m", "cli.main", "request", "run", *args, "--json"], env, timeout=7200)
+    cpu = _children_cpu() - cpu
     if res.returncode != 0:
         raise SystemExit(f"erasure request run {' '.join(args[:3])} ... failed (exit {res.returncode}):\n"
                          f"{res.stdout[-2000:]}\n{res.stderr[-3000:]}")
-    return wall, json.loads(res.stdout)
+    return wall, cpu, json.loads(res.stdout)
 
 
 def _check(home: Path, subjects: list[Any], request_ids: list[str], keys: Path) -> int:
@@ -102,7 +116,7 @@ def main() -> None:
         raise SystemExit(f"erasure server start failed:\n{res.stdout}\n{res.stderr}")
     api = json.loads(res.stdout)["api_url"]
     rows: list[tuple[int, int, float, float | None, int]] = []
-    marginal: dict[int, float] = {}
+    marginal: dict[tuple[int, int], tuple[list[float], list[float]]] = {}  # (frames, N) -> wall, cpu by round
     try:
         for frames, sizes in plan:
             src = ensure_store(a.bench_dir, frames, subjects=SUBJECTS)
@@ -111,7 +125,7 @@ def main() -> None:
                 raise SystemExit(f"{src} has {len(subjects)} demo subjects: {max(sizes)} needed")
             # The sizes run in turn within each round (1, 30, 1, 30, ...): the machine's drift (a slow
             # disk minute under the scrub's rebuild) lands on both ends of a marginal, not on one.
-            runs: dict[int, list[float]] = {n: [] for n in sizes}
+            runs: dict[int, list[tuple[float, float]]] = {n: [] for n in sizes}
             largest_of: dict[int, int] = dict.fromkeys(sizes, 0)
             for _ in range(a.runs):
                 for n in sizes:
@@ -119,24 +133,27 @@ def main() -> None:
                     ids = [f"req-{i:04d}" for i in range(n)]
                     home = prepare_home(src, a.work_dir / f"w-{frames}-{n}", list(zip(chosen, ids, strict=True)),
                                         keys / "engine.pem")
-                    wall, out = _run(home, api, ["--all"])
+                    wall, cpu, out = _run(home, api, ["--all"])
                     bad = {rid: r["outcome"] for rid, r in out["requests"].items() if r["outcome"] != "all_clear"}
                     if bad or len(out["requests"]) != n:
                         raise SystemExit(f"window of {n} at {frames:,} frames: not all clear: {bad}")
                     largest_of[n] = max(largest_of[n], _check(home, chosen, ids, keys))
                     shutil.rmtree(home)
-                    runs[n].append(wall)
-                    print(f"  {frames:>9,} frames, {n:>3} requests: {wall:7.1f} s", flush=True)
-            if len(sizes) > 1:
-                big, small = max(sizes), min(sizes)
-                per_round = [(b - s) / (big - small) for b, s in zip(runs[big], runs[small], strict=True)]
-                marginal[frames] = statistics.median(per_round)
-                print(f"  {frames:>9,} frames: marginal per request by round: "
-                      + ", ".join(f"{m:.3f}" for m in per_round) + " s", flush=True)
+                    runs[n].append((wall, cpu))
+                    print(f"  {frames:>9,} frames, {n:>3} requests: {wall:7.1f} s ({cpu:.1f} s CPU)", flush=True)
+            small = min(sizes)
+            for big in sorted(sizes):
+                if big == small:
+                    continue
+                per_round = [((b[0] - s[0]) / (big - small), (b[1] - s[1]) / (big - small))
+                             for b, s in zip(runs[big], runs[small], strict=True)]
+                marginal[(frames, big)] = ([w for w, _ in per_round], [c for _, c in per_round])
+                print(f"  {frames:>9,} frames: marginal per request, {big} vs {small}, by round: "
+                      + ", ".join(f"{w:.3f} s ({c:.3f} s CPU)" for w, c in per_round), flush=True)
             for n in sizes:
                 chosen = subjects[:n]
                 ids = [f"req-{i:04d}" for i in range(n)]
-                wall = statistics.median(runs[n])
+                wall = statistics.median(w for w, _ in runs[n])
                 largest = largest_of[n]
                 single: float | None = None
                 if n in one_by_one:
@@ -144,7 +161,7 @@ def main() -> None:
                                         keys / "engine.pem")
                     single = 0.0
                     for rid in ids:
-                        w, doc = _run(home, api, [rid])
+                        w, _cpu, doc = _run(home, api, [rid])
                         if not doc.get("all_clear"):
                             raise SystemExit(f"{rid} (one by one) not all clear")
                         single += w
@@ -152,7 +169,7 @@ def main() -> None:
                     shutil.rmtree(home)
                 rows.append((frames, n, wall, single, largest))
                 print(f"  {frames:>9,} frames, {n:>3} requests: window {wall:7.1f} s (median of "
-                      + ", ".join(f"{r:.1f}" for r in runs[n]) + ")"
+                      + ", ".join(f"{r:.1f}" for r, _ in runs[n]) + ")"
                       + (f", one by one {single:7.1f} s" if single is not None else ""), flush=True)
     finally:
         subprocess.run([sys.executable, "-m", "cli.main", "server", "stop"], cwd=ROOT, env=senv, capture_output=True,
@@ -168,12 +185,19 @@ def main() -> None:
         print(f"| {frames:,} frames | {n} | {wall:.1f} s | {n / wall:.2f} | {ob} | {up} | {largest / 1024:.0f} KiB |")
     if marginal:
         print()
-        print("Marginal cost of one more request in a window, (T(N) - T(1)) / (N - 1), median of the rounds:")
-        base = marginal.get(min(marginal))
-        print("| store | marginal s/request | vs the smallest store |")
-        print("| --- | --- | --- |")
-        for frames, m in marginal.items():
-            print(f"| {frames:,} frames | {m:.2f} s | {m / base:.2f}x |" if base else f"| {frames:,} | {m:.2f} s | - |")
+        print("Marginal cost of one more request in a window, (T(N) - T(1)) / (N - 1), median of the rounds"
+              " (wall; CPU of the run process):")
+        print("| store | N | marginal s/request | rounds | vs the smallest store | CPU s/request | rounds"
+              " | vs the smallest store |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        smallest = min(f for f, _ in marginal)
+        for (frames, big), (walls, cpus) in marginal.items():
+            base = marginal.get((smallest, big))
+            w, c = statistics.median(walls), statistics.median(cpus)
+            vs_w = f"{w / statistics.median(base[0]):.2f}x" if base else "-"
+            vs_c = f"{c / statistics.median(base[1]):.2f}x" if base else "-"
+            print(f"| {frames:,} frames | {big} | {w:.2f} s | " + " / ".join(f"{x:.3f}" for x in walls)
+                  + f" | {vs_w} | {c:.2f} s | " + " / ".join(f"{x:.3f}" for x in cpus) + f" | {vs_c} |")
     print(f"(each window cell is the median of {a.runs} run(s) on a noisy 2-core machine; one by one is one run;"
           f" stores from {a.bench_dir})")
 
