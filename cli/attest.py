@@ -36,9 +36,9 @@ This directory holds `@PACK@` (sha256 `@SHA@`), the engine's and the DPO's publi
    engine keyid `@ENGINE_KEYID@`, DPO keyid `@DPO_KEYID@` (sha256 of each public key's DER). Do not
    trust the keys in this directory until you have.
 2. With our small verifier (needs only Python and `cryptography`; it runs every check below and the
-   two that have no shell equivalent: the audit-log evidence, whose RFC 6962 Merkle inclusion and
-   consistency proofs and Ed25519 checkpoints only the verifier checks, and the consistency of the
-   claims):
+   two that have no shell equivalent: the audit-log evidence, whose RFC 6962 Merkle inclusion (one
+   multiproof for all its entries) and consistency proofs and Ed25519 checkpoints only the verifier
+   checks, and the consistency of the claims):
 
        python -m proof.verify @PACK@ --engine-key engine.pub.pem --dpo-key dpo.pub.pem
 

@@ -180,6 +180,8 @@ MAX_ENTRIES = 256
 MAX_DEPTH = 3
 """top/signatures/file: the pack's own layout is two levels deep below its top directory."""
 MAX_JSON_CONTAINERS = 65_536
+MAX_AUDIT_SEQ = 2**63 - 1
+"""No audit log has more entries than a (signed 64-bit) SQLite integer counts."""
 CLOCK_SKEW = timedelta(days=1)
 
 BLOCK = 512
@@ -1082,6 +1084,8 @@ def _audit_checkpoint(doc: Mapping[str, Any], which: str, key: Ed25519PublicKey)
         _fail(AuditLogError, f"the {which} checkpoint is malformed")
     if size != seq:
         _fail(AuditLogError, f"the {which} checkpoint's tree_size is not its seq")
+    if seq > MAX_AUDIT_SEQ:  # the store's seq is a 64-bit integer; proofs then recurse at most 63 deep
+        _fail(AuditLogError, f"the {which} checkpoint's seq is larger than any 64-bit seq an audit log can have")
     if not _checkpoint_ok(key, cp):
         _fail(AuditLogError, f"the {which} checkpoint signature does not verify")
     if seq == 0 and (cp["head_hash"] != GENESIS or bytes.fromhex(cp["root_hash"]) != MERKLE_EMPTY_ROOT):

@@ -24,11 +24,13 @@ from tests.proof_fixtures import (
     IDENTIFIERS,
     Keys,
     audit_document,
+    audit_key,
     audit_log,
     evidence_files,
     evidence_of,
     make_evidence,
     make_keys,
+    sign_checkpoint,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -262,4 +264,19 @@ def test_audit_evidence_of_the_real_store_verifies(home: Home) -> None:
     assert all(ident.encode() not in data for ident in IDENTIFIERS)
     doc["entries"][0]["fields"]["name"] = {"commit": "f" * 64}
     with pytest.raises(verify.AuditLogError):
+        _audit(doc)
+
+
+def test_audit_tree_larger_than_any_log_is_refused_by_name() -> None:
+    """A self-signed checkpoint pair claiming a tree of 2**1200 leaves (equal before and after: the
+    consistency proof is empty) with its one entry somewhere inside: no audit log has more than 2**63 - 1
+    entries (a 64-bit seq), and a multiproof over such a tree would recurse 1,200 levels deep."""
+    doc = evidence_of(audit_log(12), before=12, after=12)
+    huge = 2 ** 1200
+    for which in ("before", "after"):
+        doc[which].update(seq=huge, tree_size=huge)
+        sign_checkpoint(doc, which, audit_key())
+    doc["entries"] = doc["entries"][:1]
+    doc["redacted"] = doc["redacted"][:1]
+    with pytest.raises(verify.AuditLogError, match="64-bit"):
         _audit(doc)
