@@ -19,7 +19,8 @@ before and after the redaction, the consistency proof between them, and only the
 and the request's `erasure.audit_redaction` entry, with one multiproof of their inclusion (the
 subtrees none of them is in); each entry is written once, its hash and, where its predecessor is
 also there, its prev_hash left for the verifier to recompute. O(log n) hashes for a few entries,
-about k log(n/k) for k, whatever the size of the log. The offline verifier (`proof/verify.py`) is what checks it.
+about k log(n/k) for k, whatever the size of the log. The offline verifier (`proof/verify.py`) is
+what checks it.
 """
 
 from __future__ import annotations

@@ -1214,8 +1214,9 @@ def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> Audi
         if seq not in entries:
             _fail(AuditLogError, f"redacted entry {seq} is not among the entries")
         held = entries[seq]["fields"].get(fname)
-        if not (held == {"commit": commit} if v2 else isinstance(held, dict) and set(held) == {"commit"}
-                and isinstance(held["commit"], str) and _HEX64.fullmatch(held["commit"])):
+        if not v2 and isinstance(held, dict):  # v3 names the field; the commitment is the entry's
+            commit = held.get("commit")
+        if not (isinstance(commit, str) and _HEX64.fullmatch(commit) and held == {"commit": commit}):
             _fail(AuditLogError, f"entry {seq}: a redacted field does not hold its commitment")
         holding.add(seq)
     redactions = [e for seq, e in entries.items()
