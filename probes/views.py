@@ -237,12 +237,17 @@ class Matcher:
     raw-byte triggers for them all."""
 
     def __init__(self, needles: Sequence[tuple[str, str]]) -> None:
-        """`needles`: (kind, text) per needle index, kind `identifier` or `content` (others: skipped)."""
+        """`needles`: (kind, text) per needle index, kind `identifier` or `content`, or `shared` (another
+        person's own identifier: only explains hits); other kinds are skipped."""
         self.regexes: list[tuple[int, re.Pattern[str]]] = []
         expressions: list[bytes] = []
         ids: list[int] = []
         flags: list[int] = []
+        self.shared: list[re.Pattern[str]] = []
         for index, (kind, text) in enumerate(needles):
+            if kind == "shared":
+                self.shared += [re.compile(rx) for rx in _patterns("identifier", text)[0]]
+                continue
             if kind not in ("identifier", "content"):
                 continue
             rxs, triggers = _patterns(kind, text)
@@ -266,12 +271,15 @@ class Matcher:
 
     def match_text(self, text: str, hits: dict[int, int]) -> None:
         """Count each needle's occurrences in `text` read through every text view (the largest count any
-        one view gives, so an occurrence seen by several views counts once)."""
+        one view gives, so an occurrence seen by several views counts once). An occurrence inside one of
+        a `shared` needle (another person's own identifier: a namesake's name, a household phone) is
+        theirs, and not counted."""
         best: dict[int, int] = {}
         for variant in _text_variants(text):
             c = canonical(variant)
+            explained = [m.span() for rx in self.shared for m in rx.finditer(c)]
             for index, rx in self.regexes:
-                n = sum(1 for _ in rx.finditer(c))
+                n = sum(1 for m in rx.finditer(c) if not any(a < m.end() and m.start() < b for a, b in explained))
                 if n > best.get(index, 0):
                     best[index] = n
         for index, n in best.items():

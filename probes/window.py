@@ -338,7 +338,8 @@ def _scan(root: Path, owned: Sequence[Sequence[Needle]]) -> tuple[list[dict[int,
     return hits, len(report.unreadable)
 
 
-VIEW_KINDS = {NeedleKind.identifier: "identifier", NeedleKind.content: "content"}
+VIEW_KINDS = {NeedleKind.identifier: "identifier", NeedleKind.content: "content",
+              NeedleKind.shared_identifier: "shared"}
 
 
 def _views(root: Path, owned: Sequence[Sequence[Needle]], *,
@@ -497,14 +498,16 @@ def _byte_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
     # The home's other folders: identifiers and content only (what a copy or a log line would hold), raw
     # and through the decoded views (what no view reads there is the engine's own: not listed).
     homes: list[dict[str, int]] = [{} for _ in pairs]
-    home_needles = [[n for n in fp.needles if n.kind in (NeedleKind.identifier, NeedleKind.content)] for fp in fps]
+    home_needles = [[n for n in fp.needles if n.kind in (NeedleKind.identifier, NeedleKind.content,
+                                                          NeedleKind.shared_identifier)] for fp in fps]
     for root in extra_roots:
         if not root.is_dir() or not any(home_needles):
             continue
         hits, unreadable_here = _scan(root, home_needles)
         seen, _ = _views(root, home_needles, report_unscanned=False)
         for i, (needles, h) in enumerate(zip(home_needles, hits, strict=True)):
-            homes[i][root.name] = len({needles[j].group for j in set(h) | seen[i]})
+            homes[i][root.name] = len({needles[j].group for j in set(h) | seen[i]
+                                       if needles[j].kind is not NeedleKind.shared_identifier})
         unreadable += unreadable_here
     out = []
     for fp, f, fo, v, home in zip(fps, found, folded, viewed, homes, strict=True):

@@ -27,7 +27,8 @@ def byte_results(target: Target, fp: TargetFingerprint) -> list[ProbeResult]:
     return _bytes(target, fp)[0]
 
 
-_VIEW_KINDS = {NeedleKind.identifier: "identifier", NeedleKind.content: "content"}
+_VIEW_KINDS = {NeedleKind.identifier: "identifier", NeedleKind.content: "content",
+               NeedleKind.shared_identifier: "shared"}
 
 
 def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], list[Unscanned]]:
@@ -49,8 +50,7 @@ def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], li
     for kind in SUBJECT_KINDS:
         groups = {n.group for n in needles if n.kind is kind}
         if groups:
-            hit = {needles[i].group for i in found | (viewed if kind in _VIEW_KINDS else set())
-                   if needles[i].kind is kind}
+            hit = {needles[i].group for i in found | viewed if needles[i].kind is kind}
             if kind is NeedleKind.identifier and fp.mentions:
                 # Other people's items that name the subject are reported (an exception in the pack), not
                 # erased: hits of the identifiers those items contain are explained, and counted; hits of
