@@ -521,7 +521,7 @@ def _compact(h: Hnsw, keep: np.ndarray, space: str) -> tuple[Hnsw, int]:
     # Level 0, vectorised for the elements that lost no neighbour; the others are relinked one by one.
     width = h.max_m0
     slots = np.arange(width)[None, :] < counts0[kept][:, None]
-    mapped = np.where(slots, new_id[np.minimum(links0[kept], n - 1)], 0)
+    mapped = np.where(slots, new_id[np.minimum(links0[kept], max(n - 1, 0))], 0)
     lost = (slots & ((mapped < 0) | (links0[kept] >= n))).any(axis=1)
     rows = np.zeros((kept.size, 1 + width), dtype="<u4")
     rows[:, 0] = counts0[kept]
@@ -557,16 +557,8 @@ def _compact(h: Hnsw, keep: np.ndarray, space: str) -> tuple[Hnsw, int]:
     return out, repaired
 
 
-def _write_folder(folder: Path, h: Hnsw, idmap: dict[str, Any] | None, extra: Iterable[Path]) -> None:
+def _write_folder(folder: Path, files: dict[str, bytes], extra: Iterable[Path]) -> None:
     folder.mkdir()
-    files = {
-        HEADER_FILE: _HEADER.pack(*h.header),
-        DATA_FILE: h.data.tobytes(),
-        LENGTH_FILE: h.lengths,
-        LINKS_FILE: b"".join(struct.pack("<I", len(u)) + u for u in h.upper),
-    }
-    if idmap is not None:
-        files[PICKLE_FILE] = pickle.dumps(idmap, protocol=3)
     for name, blob in files.items():
         with open(folder / name, "wb") as f:
             f.write(blob)
@@ -612,23 +604,42 @@ def _finish_swaps(root: Path) -> int:
     return touched
 
 
+def _encode(h: Hnsw, idmap: dict[str, Any] | None) -> dict[str, bytes]:
+    """The segment's files as this module writes them: every byte is the live elements' (no capacity
+    past them, unused link slots and level padding zero), so equal indexes are equal bytes."""
+    files = {
+        HEADER_FILE: _HEADER.pack(*h.header),
+        DATA_FILE: h.data.tobytes(),
+        LENGTH_FILE: h.lengths,
+        LINKS_FILE: b"".join(struct.pack("<I", len(u)) + u for u in h.upper),
+    }
+    if idmap is not None:
+        files[PICKLE_FILE] = pickle.dumps(idmap, protocol=3)
+    return files
+
+
+def _same_files(folder: Path, files: dict[str, bytes]) -> bool:
+    known = {*HNSW_FILES, PICKLE_FILE}
+    present = {p.name for p in folder.iterdir() if p.is_file() and p.name in known}
+    return present == set(files) and all(
+        (folder / name).stat().st_size == len(blob) and (folder / name).read_bytes() == blob
+        for name, blob in files.items())
+
+
 def _rewrite_segment(root: Path, segment: str, space: str, subject_ids: set[str],
                      live_ids: set[str] | None) -> dict[str, int]:
-    """Drop the subject's elements, tombstones and unmapped elements from one vector segment."""
+    """One vector segment without the subject's elements, tombstones and unmapped elements, written
+    whole whenever its files differ from that: hnswlib writes capacity it never initialised (chromadb
+    creates every segment with room for 100 elements, from memory that held whatever the process had
+    freed: we found the subject's identifiers there in stores below the sync threshold), so a segment
+    with nothing to drop is rewritten too, unless it already is byte for byte what we would write."""
     folder = root / segment
     h = _read_hnsw(folder)
     if h is None:
         return {}
     keep, c = _classify(h, subject_ids, live_ids)
-    idmap = h.idmap
-    stale_ids = 0
-    if idmap is not None:
-        live = {int(x) for x in h.labels()[keep].tolist()}
-        id_to_label = {str(k): int(v) for k, v in (idmap.get("id_to_label") or {}).items()}
-        stale_ids = sum(1 for rid, lab in id_to_label.items() if lab not in live)
-    if bool(keep.all()) and not stale_ids:
-        return {"hnsw_elements_kept": int(keep.size)}
     new, repaired = _compact(h, keep, space)
+    idmap = h.idmap
     if idmap is not None:
         live = {int(x) for x in new.labels().tolist()}
         idmap = dict(idmap)
@@ -636,11 +647,14 @@ def _rewrite_segment(root: Path, segment: str, space: str, subject_ids: set[str]
         idmap["label_to_id"] = {int(k): str(v) for k, v in (idmap.get("label_to_id") or {}).items() if int(k) in live}
         ids = set(idmap["id_to_label"])
         idmap["id_to_seq_id"] = {str(k): int(v) for k, v in (idmap.get("id_to_seq_id") or {}).items() if str(k) in ids}
+    files = _encode(new, idmap)
+    if _same_files(folder, files):
+        return {"hnsw_elements_kept": int(new.count)}
     staging = root / (segment + NEW_SUFFIX)
     retired = root / (segment + OLD_SUFFIX)
     known = {*HNSW_FILES, PICKLE_FILE}
     extra = [p for p in folder.iterdir() if p.is_file() and p.name not in known and not p.name.startswith(".tmp")]
-    _write_folder(staging, new, idmap, extra)
+    _write_folder(staging, files, extra)
     os.rename(folder, retired)
     os.rename(staging, folder)
     _fsync_dir(root)
@@ -743,16 +757,33 @@ def _in(ids: Iterable[int]) -> str:
     return json.dumps(sorted(set(ids)))
 
 
-def _sql_delete(conn: apsw.Connection, found: Found, collections: list[Collection]) -> dict[str, int]:
+def _names(ident: Identity, text: str) -> bool:
+    """Whether a log row's metadata (JSON) names the subject, as written or with its escapes decoded."""
+    if ident.names_in(text):
+        return True
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and any(ident.names_in(str(v)) for v in (*doc, *doc.values()))
+
+
+def _sql_delete(conn: apsw.Connection, found: Found, collections: list[Collection],
+                ident: Identity) -> dict[str, int]:
     """What Chroma's Delete does to the metadata segment, then the log: one transaction.
 
     Log rows go when they are the subject's, when every segment of their collection applied them
     (Chroma's own purge), when their collection was dropped, and when the metadata segment applied
     them and their record no longer exists (the deletes the framework logged name the erased ids; the
     vector segment is rewritten without those ids next, so replaying none of their rows is what
-    replaying all of them would do)."""
+    replaying all of them would do).
+
+    A log row the metadata segment applied whose metadata (document included) names the subject keeps
+    its id, operation and vector (all the vector segment reads) and loses its metadata: another
+    person's document as it was before the agent redacted the subject from it stays in the log until
+    the vector segment applies it, which below `sync_threshold` writes never happens."""
     out = {"records_deleted": 0, "queue_rows_deleted": 0, "queue_rows_purged": 0, "queue_rows_of_gone_records": 0,
-           "queue_row_blanked": 0}
+           "queue_row_blanked": 0, "queue_metadata_blanked": 0}
     with transaction(conn):
         rows = _in(found.rows)
         conn.execute("DELETE FROM embedding_fulltext_search WHERE rowid IN (SELECT value FROM json_each(?))", (rows,))
@@ -792,6 +823,12 @@ def _sql_delete(conn: apsw.Connection, found: Found, collections: list[Collectio
                                                (top, *params)).fetchone())
             conn.execute(f"DELETE FROM embeddings_queue WHERE seq_id != ? AND {gone}", (top, *params))
             out["queue_rows_of_gone_records"] += conn.changes()
+            naming = [int(seq) for seq, meta in conn.execute(
+                "SELECT seq_id, metadata FROM embeddings_queue WHERE topic = ? AND seq_id <= ?"
+                " AND metadata IS NOT NULL", (topic, upto)) if _names(ident, str(meta))]
+            conn.execute("UPDATE embeddings_queue SET metadata = NULL WHERE seq_id IN (SELECT value FROM json_each(?))",
+                         (_in(naming),))
+            out["queue_metadata_blanked"] += conn.changes()
         if blank:
             # Chroma numbers the next write max(seq_id)+1: the newest row stays, as a delete of no record.
             conn.execute("UPDATE embeddings_queue SET operation = ?, id = '', vector = NULL, encoding = NULL,"
@@ -975,7 +1012,8 @@ class ChromaEraser:
             collections = _collections(conn)
             again = retry_busy(lambda: _resolve(conn, cfg, subject, collections, found.ids), "the chroma store")
             detail: dict[str, int] = {"framework_api": int(api >= 0), "framework_api_deleted": max(api, 0)}
-            detail |= retry_busy(lambda: _sql_delete(conn, again, collections), "the chroma store")
+            detail |= retry_busy(lambda: _sql_delete(conn, again, collections, Identity.of(subject)),
+                                 "the chroma store")
             detail |= retry_busy(lambda: _rewrite_indexes(conn, cfg, again, collections), "the chroma store")
             detail |= _hygiene(conn)
             after = retry_busy(lambda: _count(conn, cfg, subject), "the chroma store")
