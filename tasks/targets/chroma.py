@@ -23,7 +23,12 @@ chromadb 1.5.9 on stores built by it (tests/test_target_chroma.py shows each wit
   normalised for cosine, stays, and the element stays linked in the graph); when fewer than
   `sync_threshold` operations followed, not even that: the element and its id in
   `index_metadata.pickle` stay live on disk. For l2 and ip spaces `length.bin` is written from
-  uninitialised memory (hnswlib's `malloc`): we found a vector of the subject in it.
+  uninitialised memory (hnswlib's `malloc`): we found a vector of the subject in it. Below the
+  threshold a collection's segment files are the ones Chroma wrote when it created them: room for 100
+  elements, none used, from uninitialised memory too: we found the subject's id, name, email and phone
+  there, written by the agent's process or by the framework's delete in ours.
+- a document the agent edits (`collection.update`, e.g. to redact a person it names) stays in the log
+  as first written until the HNSW segment applies the row: below the threshold, for good.
 - the full-text index: FTS5 records a delete as a marker in a new segment; the trigram postings of the
   deleted documents stay in the older segments until a full merge, and in freed pages after it.
 - `delete_collection()` drops the rows but leaves the segment folder with all its vectors.
@@ -40,14 +45,20 @@ What this module does, every run (so a rerun after a crash anywhere finishes the
    and log rows the metadata segment applied whose record no longer exists (the deletes the framework
    logged carry the erased ids; step 3 drops those ids from the index, so replaying none of their
    rows is what replaying all of them would do). The log's newest row is kept (Chroma numbers the
-   next write after it) and blanked to a delete of no record (id '') when it was one of those.
+   next write after it) and blanked to a delete of no record (id '') when it was one of those. A log
+   row the metadata segment applied whose metadata names the subject (someone else's document, as it
+   was before the agent redacted it) keeps its id, operation and vector, all the HNSW segment reads,
+   and loses its metadata.
 3. rewrites each collection's HNSW segment without the subject's elements, without tombstones (deleted
    elements, whoever's) and without elements whose id no longer exists: the survivors keep their
    labels, vectors and links; a survivor that lost a neighbour is relinked to the nearest survivors
    among the lost neighbour's neighbours (graph repair); `length.bin` keeps the survivors' norms for
    cosine and is zeroed for l2/ip (it is never read there). The new folder is written beside the old
    one and swapped in by two renames (a crash in between is finished by the next run), while a write
-   lock on chroma.sqlite3 keeps Chroma writers out.
+   lock on chroma.sqlite3 keeps Chroma writers out. A segment is written whole (no capacity past the
+   survivors, unused link slots and level padding zero) whenever its files differ by a byte from that,
+   even with nothing to drop, so no byte of it is one the index does not read; one already so written
+   is left alone (a rerun rewrites nothing).
 4. removes orphaned segment folders (no segment row names them: dropped collections).
 5. rebuilds the full-text index (`'rebuild'`: from the remaining documents only), re-runs `ANALYZE`
    where `sqlite_stat4` keeps sampled index keys, then `VACUUM` (freed pages and b-tree gaps) and, for
@@ -68,7 +79,8 @@ leaves zero. What `count` cannot attribute is the full-text postings of deleted 
 have to be decoded): step 5 rebuilds the index on every run instead, and the probe decodes it.
 
 Other people's records that name the subject (document or metadata) are counted (`mentions`), never
-changed. Counts only in what is returned.
+changed (their copies in the log lose their metadata once applied: step 2). Counts only in what is
+returned.
 """
 
 from __future__ import annotations
