@@ -275,6 +275,21 @@ def test_redacted_mentions_leave_no_unredacted_copy_in_the_log(tmp_path: Path) -
 
     erase_once_and_check(store)
 
+    # The log rows that lost their metadata still give the HNSW segment what it reads: past the
+    # threshold it applies them and persists, and every record answers for itself.
+    with opened(store.path) as client:
+        col = client.get_collection("notes", embedding_function=hash_embedding())
+        col.add(ids=[f"later-{i}" for i in range(1100)], documents=[f"later note {i} otter{i}" for i in range(1100)],
+                metadatas=[{SUBJECT_KEY: "user-zed-0009"}] * 1100)
+    with opened(store.path) as client:
+        col = client.get_collection("notes", embedding_function=hash_embedding())
+        assert col.count() == len(store.bystanders) + 1100
+        for rid, (doc, meta) in store.bystanders.items():
+            got = col.query(query_embeddings=[embed(doc)], n_results=1, include=["documents", "metadatas"])
+            assert (got["ids"][0], got["documents"][0], got["metadatas"][0]) == ([rid], [doc], [meta])
+    assert list(_segment(store.path).glob("index_metadata.pickle"))
+    assert leftovers(store) == {}
+
 
 def test_unused_link_slots_of_a_live_element_are_cleared(tmp_path: Path) -> None:
     """A collection persisted below 1,000 writes (sync threshold 100): live elements, with the subject's
