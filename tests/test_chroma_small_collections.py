@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from erasure.subject import Subject
@@ -305,6 +305,11 @@ def test_unused_link_slots_of_a_live_element_are_cleared(tmp_path: Path) -> None
        people=st.integers(2, len(PEOPLE)), who=st.integers(0, len(PEOPLE) - 1), mode=st.sampled_from(MODES),
        space=st.sampled_from(["cosine", "l2", "ip"]), sync=st.sampled_from([None, 100]),
        where=st.sampled_from(PLANTS), at=st.integers(0, 10_000))
+@example(n=1, people=2, who=0, mode="own", space="cosine", sync=None, where="tail", at=3)
+@example(n=5, people=3, who=1, mode="both", space="l2", sync=None, where="none", at=0)
+@example(n=50, people=4, who=3, mode="mentions", space="ip", sync=None, where="tail", at=999)
+@example(n=300, people=5, who=2, mode="own", space="l2", sync=100, where="slack", at=0)
+@example(n=999, people=3, who=0, mode="both", space="cosine", sync=None, where="tail", at=40)
 def test_one_run_leaves_nothing_of_the_subject_whatever_the_size(
         tmp_path_factory: pytest.TempPathFactory, n: int, people: int, who: int, mode: str, space: str,
         sync: int | None, where: str, at: int) -> None:
