@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from erasure.subject import Subject
+from probes.targets import run
 from tasks.targets.chroma import ERASER
 from tests.chroma_fixtures import SUBJECT_KEY, embed, hash_embedding, opened, target_for
 
@@ -229,14 +230,18 @@ def erase_once_and_check(store: Store, where: str = "none", at: int = 0, *, use_
     of the store closed: a client writes the segment again when it closes), one erasure, the checks."""
     subject_ids = {f"r{i}" for i in range(len(store.subject_docs) + len(store.bystanders))} - set(store.bystanders)
     near, vectors = neighbours(store, 3, subject_ids) if store.bystanders else ({}, {})
+    target = target_for(store.path, use_api=use_api)
+    fp = run.take(target, store.subject)
     plant(store, where, at)
     if where != "none":
         assert any(f.endswith(("data_level0.bin", "length.bin")) for f in leftovers(store))
 
-    out = ERASER.erase(target_for(store.path, use_api=use_api), store.subject)
+    out = ERASER.erase(target, store.subject)
 
     assert all(o.after == 0 for o in out.values()), {t.value: o.after for t, o in out.items()}
     assert leftovers(store) == {}
+    # The independent probes agree: all clear.
+    assert [(r.method, r.residue) for r in run.probe(target, store.subject, fp) if r.failing()] == []
     with opened(store.path) as client:
         col = client.get_collection("notes", embedding_function=hash_embedding())
         assert col.count() == len(store.bystanders)
