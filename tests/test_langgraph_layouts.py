@@ -340,3 +340,37 @@ def test_case7_through_the_cli_ends_all_clear(case7: Layouts, home: Home, tmp_pa
     steps = [json.loads(line) for line in (home.evidence_dir("req-case7-0001") / "steps.jsonl").read_text().splitlines()]
     text = json.dumps(steps) + json.dumps(doc)
     assert all(s.decode() not in text.lower() for s in subject_strings(SUBJECT))
+
+
+def _earlier_release(mp: pytest.MonkeyPatch) -> None:
+    """The probe as the release before this one attributed namespaces: only a configured prefix made
+    an item the subject's, so each of two targets on one file counted the other's items as bystanders
+    (its sealed fingerprint says so: that is what a rerun after upgrading finds)."""
+    from probes.targets import langgraph_sqlite as probe
+
+    def is_subject(self: Any, prefix: str) -> bool:
+        return self._template(prefix.split("."), True) is not None  # type: ignore[no-any-return]
+
+    mp.setattr(probe._Namespaces, "is_subject", is_subject)
+    mp.setattr(probe._Namespaces, "unconfigured", lambda self, prefix: None)
+
+
+def test_a_rerun_after_exit_10_retakes_the_baseline_the_failed_run_made_stale(
+        case7: Layouts, home: Home, tmp_path: Path, prefect_harness: None) -> None:
+    lay = copy_of(case7, tmp_path / "agent")
+    _setup_home(home, lay, [_table(lay, "memories", MEMORIES, NEW_KEY), _table(lay, "prefs", PREFS, OLD_KEY)],
+                "req-case7-0002")
+    h = str(home.root)
+    with pytest.MonkeyPatch.context() as mp:
+        _earlier_release(mp)
+        first = erasure("request", "run", "req-case7-0002", "--json", "--home", h)
+    assert first.code == 10, first
+    lost = _verification(home, "req-case7-0002")["lost_bystander_tiers"]
+    assert lost and not _verification(home, "req-case7-0002")["residue_tiers"]
+
+    again = erasure("request", "run", "req-case7-0002", "--json", "--home", h)
+
+    doc = _verification(home, "req-case7-0002")
+    assert again.code == 0, [p for p in doc["probes"] if p["residue"] or p["bystanders_after"] < p["bystanders_before"]]
+    assert "retaken after a run of this request lost other people's data" in doc["fingerprint"]
+    assert_gone_and_bystanders_intact(lay, SUBJECT, list(BYSTANDERS))
