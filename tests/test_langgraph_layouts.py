@@ -375,3 +375,35 @@ def test_a_rerun_after_exit_10_retakes_the_baseline_the_failed_run_made_stale(
     assert again.code == 0, [p for p in doc["probes"] if p["residue"] or p["bystanders_after"] < p["bystanders_before"]]
     assert "retaken after a run of this request lost other people's data" in doc["fingerprint"]
     assert_gone_and_bystanders_intact(lay, SUBJECT, list(BYSTANDERS))
+
+
+def test_lists_and_single_keys_configure_the_same_layouts(case7: Layouts, tmp_path: Path) -> None:
+    lay = copy_of(case7, tmp_path / "agent")
+    single = target(lay, "one", [MEMORIES], [NEW_KEY], lists=False)
+    both = Target.model_validate({**single.model_dump(), "base_dir": lay.root, "namespace": list(MEMORIES),
+                                  "namespaces": [list(PREFS)], "thread_key": NEW_KEY, "thread_keys": [OLD_KEY]})
+    assert ERASER.count(single, SUBJECT) == ERASER.count(both, SUBJECT)
+    fp = run.take(both, SUBJECT)
+    assert fp.subject_before["unconfigured-namespace-layouts"] == 0
+    assert fp.subject_before["threads-under-unconfigured-metadata-keys"] == 0
+    out = ERASER.erase(both, SUBJECT)
+    assert out[Tier.semantic].detail["unconfigured_namespace_layouts"] == 0
+    assert out[Tier.semantic].before == 8 and out[Tier.working].before == 2
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    ({"namespaces": [["users", "everyone"]]}, "'namespaces' must hold"),
+    ({"namespaces": ["users"]}, "'namespaces' must be a list"),
+    ({"namespaces": []}, "'namespaces' must be a list"),
+    ({"namespaces": [["users.all", UID]]}, "'namespaces': LangGraph"),
+    ({"thread_keys": ["ok", "no way"]}, "'thread_keys'"),
+    ({"thread_keys": "uid"}, "'thread_keys' must be a list"),
+])
+def test_bad_lists_name_their_key(tmp_path: Path, extra: dict[str, Any], says: str) -> None:
+    from erasure.errors import ConfigError
+
+    t = Target.model_validate({"name": "lg", "kind": "langgraph-sqlite", "base_dir": tmp_path, "store": "s.sqlite",
+                               "checkpoints": "c.sqlite", "namespace": list(MEMORIES), "thread_key": NEW_KEY,
+                               **extra})
+    with pytest.raises(ConfigError, match=says):
+        ERASER.check(t)

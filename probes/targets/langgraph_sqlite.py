@@ -1,9 +1,16 @@
 """Probing kind `langgraph-sqlite` (LangGraph `SqliteStore` + `SqliteSaver`): read-only, own code.
 
 It reads the two databases with read-only handles (`file:...?mode=ro`) and its own parsing: namespaces
-split on `.` and compared with the configured prefix (the subject's label case-folded), checkpoint
-metadata parsed as JSON in Python, checkpoint and write blobs decoded by its own msgpack reader.
-Nothing here comes from the erasing side or from LangGraph.
+split on `.`, checkpoint metadata parsed as JSON in Python, checkpoint and write blobs decoded by its
+own msgpack reader. Nothing here comes from the erasing side or from LangGraph.
+
+Whose a record is, by the probe's own reading: an item is the subject's when any label of its
+namespace is their id (case-folded, whole label), whether a configured prefix (`namespace` /
+`namespaces`) holds it or not; a thread is the subject's when any of its checkpoints' metadata has a
+top-level value that is their id, under any key (`thread_key` / `thread_keys` or another). What is
+the subject's is residue until erased, never a mention of them in someone else's record; the layouts
+and keys nobody configured are counted apart (`unconfigured-namespace-layouts`,
+`items-under-unconfigured-layouts`, `threads-under-unconfigured-metadata-keys`).
 
 Fingerprint (before): the subject's identifier spellings (caseless), distinctive windows of their
 items' and threads' text, their thread ids, and their `store_vectors` embeddings cut into 128-byte
@@ -12,12 +19,17 @@ occurs in a bystander's record proves nothing: content windows and vector pieces
 dropped; an identifier found inside another person's record without naming the subject (a longer id
 that contains it) becomes a shared identifier. Other people's records that name the subject on token
 boundaries are counted as mentions. Bystander populations: items, vectors, threads, checkpoint rows,
-episodic items.
+episodic items, and the content digests of every other person's record: each row of an item (its
+`store` row and vectors) and of a thread (its checkpoints and writes), keyed by the record's identity
+(hashed). The eraser never rewrites another person's record (mentions are reported, not redacted), so
+a record any of whose rows changed or went is lost (`items-content-digests`,
+`threads-content-digests`), whatever the counts say; rows added meanwhile (a turn the agent took with
+a bystander) change nobody's data.
 
 Measure (after), per tier:
 - working: threads whose metadata names the subject; rows of the fingerprinted threads by id;
-- episodic / semantic: items under the subject's namespace prefix; fingerprinted items by key;
-- vectors: `store_vectors` rows under the prefix; rows whose bytes equal a fingerprinted vector; and
+- episodic / semantic: the subject's items; fingerprinted items by key;
+- vectors: the subject's `store_vectors` rows; rows whose bytes equal a fingerprinted vector; and
   the nearest neighbour (sqlite-vec cosine distance) of each fingerprinted vector, for copies whose
   bytes moved (a re-encoded or re-keyed vector).
 """

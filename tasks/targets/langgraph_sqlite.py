@@ -5,15 +5,26 @@ Configuration (targets.toml):
 
     store = "agent/store.sqlite"              # SqliteStore database (with or without a vector index)
     checkpoints = "agent/checkpoints.sqlite"  # SqliteSaver database (may be the same file)
-    namespace = ["users", "{subject_id}"]     # namespace prefix holding one subject's items
-    thread_key = "user_id"                    # checkpoint metadata key naming the subject
+    namespace = ["users", "{subject_id}"]     # namespace prefix holding one subject's items, or
+    namespaces = [["memories", "{subject_id}"], ["users", "{subject_id}", "prefs"]]  # several
+    thread_key = "user_id"                    # checkpoint metadata key naming the subject, or
+    thread_keys = ["user_id", "uid"]          # several (an older version of the app wrote `uid`)
     episodic = ["episodes"]                   # optional: namespace labels right under the prefix whose
                                               # items are episodic memories (the rest are semantic)
 
-At least one of `store` and `checkpoints` is needed; `namespace` goes with `store`, `thread_key` with
-`checkpoints`. Tiers: working = the subject's threads (every `checkpoints` and `writes` row of a
-thread whose checkpoint metadata names them under `thread_key`), episodic and semantic = their items
-in `store` under the namespace prefix, vectors = their `store_vectors` rows.
+At least one of `store` and `checkpoints` is needed; a namespace goes with `store`, a thread key with
+`checkpoints`. Tiers: working = the subject's threads (every `checkpoints` and `writes` row of them),
+episodic and semantic = their items in `store`, vectors = their `store_vectors` rows.
+
+Whose is an item or a thread: the configuration names where the app keeps a person, but the person is
+theirs wherever it wrote them. An item is the subject's when any label of its namespace IS a spelling
+of their id (the whole label, after NFKC and case folding), under a configured prefix or not; a thread
+is the subject's when any checkpoint's metadata has a top-level value that is their id, under any key.
+What only that rule found (namespace layouts and metadata keys nobody configured) is erased too and
+counted in the step record (`unconfigured_namespace_layouts`, `items_under_unconfigured_layouts`,
+`threads_under_unconfigured_metadata_keys`): configure them. Two targets on one file that hold the
+same person under two layouts therefore both erase and count all of them, never each other's
+"bystanders".
 
 Why SQL on the files and not the framework's API: the framework's deletes are two statements each
 (`DELETE FROM store WHERE prefix = ? AND key IN (...)`; `delete_thread`: `DELETE FROM checkpoints/writes
@@ -87,16 +98,16 @@ class Config:
     episodic: frozenset[str]
 
 
-def _namespaces(target: Target, where: str) -> list[tuple[str, ...]]:
-    """`namespace` (one prefix) and `namespaces` (a list of them), together."""
-    out = [tuple(target.texts("namespace"))] if target.value("namespace") is not None else []
+def _namespaces(target: Target, where: str) -> dict[tuple[str, ...], str]:
+    """`namespace` (one prefix) and `namespaces` (a list of them), together -> the key each came from."""
+    out = {tuple(target.texts("namespace")): "namespace"} if target.value("namespace") is not None else {}
     many = target.value("namespaces")
     if many is not None:
-        if not isinstance(many, list) or not all(
+        if not isinstance(many, list) or not many or not all(
                 isinstance(ns, list) and all(isinstance(x, str) for x in ns) for ns in many):
             raise ConfigError(f"{where}: key 'namespaces' must be a list of namespace prefixes (lists of labels)")
-        out += [tuple(ns) for ns in many]
-    return list(dict.fromkeys(out))
+        out |= {tuple(ns): "namespaces" for ns in many if tuple(ns) not in out}
+    return out
 
 
 def _thread_keys(target: Target) -> list[str]:
@@ -116,19 +127,20 @@ def config(target: Target) -> Config:
     if store is not None:
         if not namespaces:
             raise ConfigError(f"{where}: key 'namespace' (or 'namespaces') is required")
-        for namespace in namespaces:
+        for namespace, key in namespaces.items():
             if not namespace or any(not label for label in namespace):
-                raise ConfigError(f"{where}: key 'namespace' must be a list of non-empty labels")
+                raise ConfigError(f"{where}: key {key!r} must be a list of non-empty labels")
             if sum(SUBJECT_LABEL in label for label in namespace) != 1:
-                raise ConfigError(f"{where}: key 'namespace' must hold {SUBJECT_LABEL} in exactly one label")
+                raise ConfigError(f"{where}: key {key!r} must hold {SUBJECT_LABEL} in exactly one label")
             if any("." in label for label in namespace):
-                raise ConfigError(f"{where}: key 'namespace': LangGraph namespace labels cannot contain '.'")
+                raise ConfigError(f"{where}: key {key!r}: LangGraph namespace labels cannot contain '.'")
     thread_keys = _thread_keys(target)
     if checkpoints is not None:
         if not thread_keys:
             raise ConfigError(f"{where}: key 'thread_key' (or 'thread_keys') is required")
         if not all(_METADATA_KEY.fullmatch(k) for k in thread_keys):
-            raise ConfigError(f"{where}: key 'thread_key' must be a metadata key (letters, digits, _ and -)")
+            raise ConfigError(f"{where}: key 'thread_key' / 'thread_keys' must name metadata keys"
+                              " (letters, digits, _ and -)")
     episodic = frozenset(target.texts("episodic"))
     return Config(store=store, checkpoints=checkpoints, namespaces=tuple(namespaces),
                   thread_keys=tuple(thread_keys), episodic=episodic)
