@@ -407,3 +407,20 @@ def test_bad_lists_name_their_key(tmp_path: Path, extra: dict[str, Any], says: s
                                **extra})
     with pytest.raises(ConfigError, match=says):
         ERASER.check(t)
+
+
+def test_a_subject_whose_id_is_a_step_number_takes_no_one_elses_thread(tmp_path: Path) -> None:
+    """LangGraph writes `step` (and `source`, `parents`) into every checkpoint's metadata: subject `1`
+    owns none of the threads at step 1."""
+    one = Subject(id="1", email="one@example.org", name="Olu Eins", phone="+49 30 1234 5678")
+    lay = build(tmp_path / "agent", [one, *BYSTANDERS], [MEMORIES], [NEW_KEY])
+    t = target(lay, "agent", [MEMORIES], [NEW_KEY])
+    assert ERASER.count(t, one)[Tier.working] == 1
+    (out,), results = erase_and_probe([t], one)
+    assert out[Tier.working].before == 1 and out[Tier.working].detail["threads_under_unconfigured_metadata_keys"] == 0
+    assert [r for r in results if r.failing()] == []
+    with open_saver(lay.checkpoints) as saver:
+        graph = chat_graph(saver)
+        for b in BYSTANDERS:
+            for tid, key in lay.threads[b.id]:
+                assert len(graph.get_state({"configurable": {"thread_id": tid, key: b.id}}).values["messages"]) == 2

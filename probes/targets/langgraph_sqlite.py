@@ -297,13 +297,20 @@ class _Namespaces:
         return len(parts) > end and parts[end] in self.episodic
 
 
+OWN_KEYS = {"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id", "checkpoint_ns",
+            "run_id", "run_name", "task_id"}
+"""What LangGraph itself puts in checkpoint metadata: a person is never named there (a subject whose id
+is `3` is not the owner of every thread at step 3)."""
+
+
 def _naming_keys(meta: Any, want: str) -> set[str]:
     """The top-level keys of checkpoint metadata whose value is the subject's id (case-folded): a
     thread is the subject's whatever key an app (or an older version of it) named them under."""
     if not isinstance(meta, dict):
         return set()
     return {str(k) for k, v in meta.items()
-            if isinstance(v, (str, int)) and not isinstance(v, bool) and _casefold(str(v)) == want}
+            if k not in OWN_KEYS and not str(k).startswith("langgraph_")
+            and isinstance(v, (str, int)) and not isinstance(v, bool) and _casefold(str(v)) == want}
 
 
 def _read(conf: _Conf, subject: Subject) -> _View:

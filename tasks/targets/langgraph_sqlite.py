@@ -229,16 +229,23 @@ def _subject_prefixes(conn: apsw.Connection, matcher: _Matcher) -> dict[str, Tie
     return out
 
 
+FRAMEWORK_METADATA = frozenset({"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id",
+                                "checkpoint_ns", "run_id", "run_name", "task_id"})
+"""Metadata keys LangGraph writes itself (a step number is never a person: subject `1` is not every
+thread's step 1)."""
+
+
 def _names_subject(metadata: Any, want: str) -> set[str]:
-    """The top-level keys of a checkpoint's metadata whose value is the subject's id (folded)."""
+    """The top-level keys of a checkpoint's metadata, LangGraph's own aside, whose value is the
+    subject's id (folded)."""
     try:
         meta = json.loads(metadata if isinstance(metadata, (str, bytes)) else str(metadata))
     except (ValueError, TypeError):
         return set()
     if not isinstance(meta, dict):
         return set()
-    return {str(k) for k, v in meta.items() if isinstance(v, (str, int)) and not isinstance(v, bool)
-            and fold(str(v)) == want}
+    return {str(k) for k, v in meta.items() if str(k) not in FRAMEWORK_METADATA and not str(k).startswith("langgraph_")
+            and isinstance(v, (str, int)) and not isinstance(v, bool) and fold(str(v)) == want}
 
 
 def _subject_threads(conn: apsw.Connection, thread_keys: tuple[str, ...], subject: Subject) -> dict[str, bool]:
