@@ -112,11 +112,11 @@ def record_verification(h: Home, engine: Any, request_id: str, result: Any, fp: 
     from probes.run import to_json
 
     doc = to_json(result, request_id, datetime.now(UTC))
+    retaken = {"retaken-after-another-erasure": "after another erasure",
+               "retaken-after-bystanders-lost": "after a run of this request lost other people's data (exit 10)"}
     doc["fingerprint"] = ("taken-at-verification" if not sealed else
-                          "sealed-before-cascade; bystander baseline retaken after a run of this request"
-                          " lost other people's data (exit 10)" if fp.baseline == "retaken-after-bystanders-lost"
-                          else "sealed-before-cascade; bystander baseline retaken after another erasure"
-                          if fp.baseline != "before-cascade" else "sealed-before-cascade")
+                          f"sealed-before-cascade; bystander baseline retaken {retaken[fp.baseline]}"
+                          if fp.baseline in retaken else "sealed-before-cascade")
     doc["needles"] = fp.needle_stats
     if not doc["all_clear"]:
         for tier in doc.get("failing_tiers", []):
