@@ -96,9 +96,13 @@ def _bystanders_lost_last_time(h: Home, request_id: str) -> bool:
 
 
 def _other_erasure_since(engine: Any, request_id: str, since: datetime) -> bool:
-    """Whether another request's erasure scrubbed this home's store after `since`."""
-    for (at,) in engine.execute("SELECT at FROM engine_events WHERE event = 'store.scrubbed' AND request_id != ?",
-                                (request_id,)):
+    """Whether another request's erasure scrubbed this home's store, or erased items from one of its
+    targets, after `since`."""
+    rows = [*engine.execute("SELECT at FROM engine_events WHERE event = 'store.scrubbed' AND request_id != ?",
+                            (request_id,)),
+            *engine.execute("SELECT ended_at FROM target_step_records WHERE request_id != ? AND before_count > 0"
+                            " AND ended_at IS NOT NULL", (request_id,))]
+    for (at,) in rows:
         when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
         if when > since:
             return True

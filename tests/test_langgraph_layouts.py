@@ -303,9 +303,13 @@ def _setup_home(home: Home, lay: Layouts, tables: list[dict[str, Any]], request_
         body.append("[[targets]]")
         body += [f"{k} = {json.dumps(v)}" for k, v in t.items()]
     (home.root / "targets.toml").write_text("\n".join(body) + "\n")
+    assert erasure("keys", "generate", "--role", "engine", "--home", str(home.root)).code == 0
+    _submit(home, request_id, SUBJECT)
+
+
+def _submit(home: Home, request_id: str, subject: Subject) -> None:
     h = str(home.root)
-    assert erasure("keys", "generate", "--role", "engine", "--home", h).code == 0
-    envelope = {"request_id": request_id, "tenant_id": "default", "subject": SUBJECT.model_dump(exclude_none=True),
+    envelope = {"request_id": request_id, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
                 "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
                 "requester_identity_proof_ref": "idv/case7", "reason": "Art.17 request"}
     req = home.root.parent / f"{request_id}.json"
@@ -424,3 +428,27 @@ def test_a_subject_whose_id_is_a_step_number_takes_no_one_elses_thread(tmp_path:
         for b in BYSTANDERS:
             for tid, key in lay.threads[b.id]:
                 assert len(graph.get_state({"configurable": {"thread_id": tid, key: b.id}}).values["messages"]) == 2
+
+
+def test_another_subjects_erasure_from_the_same_target_after_the_seal_is_discounted(
+        case7: Layouts, home: Home, tmp_path: Path, prefect_harness: None) -> None:
+    """A's fingerprint sealed, then a crash; B (a bystander of A's) erased from the same LangGraph file;
+    A's rerun retakes the bystander baseline at once instead of counting B's erasure as A's loss."""
+    from flows.verification import take_and_seal_fingerprint
+
+    lay = copy_of(case7, tmp_path / "agent")
+    both = {"name": "agent", "kind": "langgraph-sqlite", "store": str(lay.store), "checkpoints": str(lay.checkpoints),
+            "namespaces": [list(MEMORIES), list(PREFS)], "thread_keys": [NEW_KEY, OLD_KEY]}
+    _setup_home(home, lay, [both], "req-case7-a")
+    _submit(home, "req-case7-b", BYSTANDERS[0])
+    assert take_and_seal_fingerprint("req-case7-a", home)["fingerprint"] == "taken"  # then "crash"
+    h = str(home.root)
+    assert erasure("request", "run", "req-case7-b", "--json", "--home", h).code == 0
+
+    res = erasure("request", "run", "req-case7-a", "--json", "--home", h)
+
+    doc = _verification(home, "req-case7-a")
+    assert res.code == 0, [p for p in doc["probes"] if p["residue"] or p["bystanders_after"] < p["bystanders_before"]]
+    assert "retaken after another erasure" in doc["fingerprint"]
+    assert byte_hits(lay.root, BYSTANDERS[0]) == []
+    assert_gone_and_bystanders_intact(lay, SUBJECT, [BYSTANDERS[1]])
