@@ -272,7 +272,7 @@ def layouts(draw: st.DrawFn) -> dict[str, Any]:
             "upper": frozenset(draw(st.sets(st.integers(0, len(shapes) - 1), max_size=1)))}
 
 
-@settings(max_examples=12, derandomize=True, deadline=None,
+@settings(max_examples=25, derandomize=True, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=layouts())
 def test_generated_layouts_end_with_nothing_of_the_subject_and_every_bystander_intact(
