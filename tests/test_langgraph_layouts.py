@@ -80,9 +80,10 @@ def namespace(shape: tuple[str, ...], person: Subject, upper: bool = False) -> t
 
 
 def build(root: Path, people: list[Subject], shapes: list[tuple[str, ...]], keys: list[str], *,
-          upper: frozenset[int] = frozenset()) -> Layouts:
+          upper: frozenset[int] = frozenset(), keyed: bool = False) -> Layouts:
     """Each person: under every shape their email, phone, id and a note (all embedded: vectors), and
-    one thread per metadata key. `upper`: shapes whose subject label the app wrote in capitals."""
+    one thread per metadata key. `upper`: shapes whose subject label the app wrote in capitals;
+    `keyed`: also a profile in a shared namespace under the person's id as the item's key."""
     root.mkdir(parents=True, exist_ok=True)
     lay = Layouts(root=root, shapes=shapes)
     with open_store(lay.store, fast=True) as store:
@@ -94,6 +95,8 @@ def build(root: Path, people: list[Subject], shapes: list[tuple[str, ...]], keys
                           (ns, "phone", {"text": f"call {person.phone}", "kind": "phone"}),
                           (ns, "id", {"text": f"account {person.id}", "kind": "id"}),
                           (ns, f"note-{i}", {"text": f"{person.name} keeps the {secret(person)} by the door {i}"})]
+            if keyed:
+                items.append((("profiles",), person.id, {"text": f"profile: {person.name}, {person.email}"}))
             for ns, key, value in items:
                 store.put(ns, key, value)
             lay.items[person.id] = items
@@ -269,7 +272,8 @@ def layouts(draw: st.DrawFn) -> dict[str, Any]:
     configured_keys = draw(st.lists(st.sampled_from(keys), min_size=1, max_size=len(keys), unique=True))
     return {"shapes": shapes, "keys": keys, "configured": configured, "configured_keys": configured_keys,
             "bystanders": draw(st.integers(1, 2)), "two_targets": draw(st.booleans()),
-            "upper": frozenset(draw(st.sets(st.integers(0, len(shapes) - 1), max_size=1)))}
+            "upper": frozenset(draw(st.sets(st.integers(0, len(shapes) - 1), max_size=1))),
+            "keyed": draw(st.booleans())}
 
 
 @settings(max_examples=25, derandomize=True, deadline=None,
@@ -279,7 +283,7 @@ def test_generated_layouts_end_with_nothing_of_the_subject_and_every_bystander_i
         tmp_path_factory: pytest.TempPathFactory, case: dict[str, Any]) -> None:
     root = tmp_path_factory.mktemp("gen") / "agent"
     people = [SUBJECT, *BYSTANDERS[:case["bystanders"]]]
-    lay = build(root, people, case["shapes"], case["keys"], upper=case["upper"])
+    lay = build(root, people, case["shapes"], case["keys"], upper=case["upper"], keyed=case["keyed"])
     assert byte_hits(lay.root, SUBJECT)
     shapes, keys = case["configured"], case["configured_keys"]
     if case["two_targets"] and (len(shapes) > 1 or len(keys) > 1):
@@ -353,11 +357,11 @@ def _earlier_release(mp: pytest.MonkeyPatch) -> None:
     (its sealed fingerprint says so: that is what a rerun after upgrading finds)."""
     from probes.targets import langgraph_sqlite as probe
 
-    def is_subject(self: Any, prefix: str) -> bool:
+    def is_subject(self: Any, prefix: str, key: str) -> bool:
         return self._template(prefix.split("."), True) is not None  # type: ignore[no-any-return]
 
     mp.setattr(probe._Namespaces, "is_subject", is_subject)
-    mp.setattr(probe._Namespaces, "unconfigured", lambda self, prefix: None)
+    mp.setattr(probe._Namespaces, "unconfigured", lambda self, prefix, key: None)
 
 
 def test_a_rerun_after_exit_10_retakes_the_baseline_the_failed_run_made_stale(
@@ -452,3 +456,19 @@ def test_another_subjects_erasure_from_the_same_target_after_the_seal_is_discoun
     assert "retaken after another erasure" in doc["fingerprint"]
     assert byte_hits(lay.root, BYSTANDERS[0]) == []
     assert_gone_and_bystanders_intact(lay, SUBJECT, [BYSTANDERS[1]])
+
+
+def test_an_item_keyed_by_the_subjects_id_in_a_shared_namespace_is_theirs(tmp_path: Path) -> None:
+    """`store.put(("profiles",), user_id, ...)`: the key spells the subject, so the item is theirs
+    (erased, counted as a layout nobody configured), never another person's item that mentions them."""
+    lay = build(tmp_path / "agent", [SUBJECT, *BYSTANDERS], [MEMORIES], [NEW_KEY], keyed=True)
+    t = target(lay, "agent", [MEMORIES], [NEW_KEY])
+    assert ERASER.mentions(t, SUBJECT) == 0
+    fp = run.take(t, SUBJECT)
+    assert fp.subject_before["unconfigured-namespace-layouts"] == 1
+    assert fp.subject_before["items-under-unconfigured-layouts"] == 1
+    (out,), results = erase_and_probe([t], SUBJECT)
+    assert out[Tier.semantic].detail["unconfigured_namespace_layouts"] == 1
+    assert out[Tier.semantic].before == 5 and out[Tier.vectors].before == 5
+    assert [r for r in results if r.failing()] == []
+    assert_gone_and_bystanders_intact(lay, SUBJECT, list(BYSTANDERS))

@@ -5,7 +5,7 @@ split on `.`, checkpoint metadata parsed as JSON in Python, checkpoint and write
 own msgpack reader. Nothing here comes from the erasing side or from LangGraph.
 
 Whose a record is, by the probe's own reading: an item is the subject's when any label of its
-namespace is their id (case-folded, whole label), whether a configured prefix (`namespace` /
+namespace, or its key, is their id (case-folded, whole label), whether a configured prefix (`namespace` /
 `namespaces`) holds it or not; a thread is the subject's when any of its checkpoints' metadata has a
 top-level value that is their id, under any key (`thread_key` / `thread_keys` or another). What is
 the subject's is residue until erased, never a mention of them in someone else's record; the layouts
@@ -269,17 +269,23 @@ class _Namespaces:
     def _own(self, parts: list[str]) -> int | None:
         return next((i for i, p in enumerate(parts) if _casefold(p) == self.want), None)
 
-    def is_subject(self, prefix: str) -> bool:
+    def is_subject(self, prefix: str, key: str) -> bool:
+        """The item `key` in namespace `prefix` is the subject's: a label of the namespace, or the
+        item's key (`store.put(("profiles",), user_id, ...)`), is their id."""
         parts = prefix.split(".")
-        return self._template(parts, True) is not None or self._own(parts) is not None
+        return (self._template(parts, True) is not None or self._own(parts) is not None
+                or _casefold(key) == self.want)
 
-    def unconfigured(self, prefix: str) -> str | None:
-        """The subject's layout (labels up to theirs) when no configured prefix holds `prefix`."""
+    def unconfigured(self, prefix: str, key: str) -> str | None:
+        """The subject's layout (labels up to theirs, or the namespace keyed by their id) when no
+        configured prefix holds the item."""
         parts = prefix.split(".")
-        own = self._own(parts)
-        if own is None or self._template(parts, True) is not None:
+        if self._template(parts, True) is not None:
             return None
-        return ".".join([*parts[:own], MARK])
+        own = self._own(parts)
+        if own is not None:
+            return ".".join([*parts[:own], MARK])
+        return f"{prefix}/{MARK}" if _casefold(key) == self.want else None
 
     def is_person(self, prefix: str) -> bool:
         """Under a configured prefix for some person (any id at the mark)."""
@@ -324,11 +330,11 @@ def _read(conf: _Conf, subject: Subject) -> _View:
                 for prefix, key, value in conn.execute("SELECT prefix, key, value FROM store"):
                     prefix, key = str(prefix), str(key)
                     strings = [prefix, key, *_strings("json", value)]
-                    if ns.is_subject(prefix):
+                    if ns.is_subject(prefix, key):
                         tier = Tier.episodic if ns.episodic_tier(prefix) else Tier.semantic
                         view.subject_items[(prefix, key)] = tier
                         view.subject_item_text += strings[2:]
-                        if (layout := ns.unconfigured(prefix)) is not None:
+                        if (layout := ns.unconfigured(prefix, key)) is not None:
                             view.unconfigured_layouts.add(layout)
                             view.unconfigured_items += 1
                     else:
@@ -338,7 +344,7 @@ def _read(conf: _Conf, subject: Subject) -> _View:
             if "store_vectors" in tables:
                 for prefix, key, embedding in conn.execute("SELECT prefix, key, embedding FROM store_vectors"):
                     blob = bytes(embedding) if embedding is not None else b""
-                    if ns.is_subject(str(prefix)):
+                    if ns.is_subject(str(prefix), str(key)):
                         view.subject_vector_rows += 1
                         view.subject_vectors.append(blob)
                     else:

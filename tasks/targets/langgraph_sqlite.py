@@ -17,8 +17,9 @@ At least one of `store` and `checkpoints` is needed; a namespace goes with `stor
 episodic and semantic = their items in `store`, vectors = their `store_vectors` rows.
 
 Whose is an item or a thread: the configuration names where the app keeps a person, but the person is
-theirs wherever it wrote them. An item is the subject's when any label of its namespace IS a spelling
-of their id (the whole label, after NFKC and case folding), under a configured prefix or not; a thread
+theirs wherever it wrote them. An item is the subject's when any label of its namespace, or its key,
+IS a spelling of their id (the whole label, after NFKC and case folding), under a configured prefix or
+not (`store.put(("profiles",), user_id, ...)` included); a thread
 is the subject's when any checkpoint's metadata has a top-level value that is their id, under any key.
 What only that rule found (namespace layouts and metadata keys nobody configured) is erased too and
 counted in the step record (`unconfigured_namespace_layouts`, `items_under_unconfigured_layouts`,
@@ -219,14 +220,35 @@ class _Matcher:
         return None if own is None else ".".join([*parts[:own], SUBJECT_LABEL])
 
 
-def _subject_prefixes(conn: apsw.Connection, matcher: _Matcher) -> dict[str, Tier]:
-    out: dict[str, Tier] = {}
-    for table in _item_tables(conn):
+Scope = tuple[str, str | None]
+"""`(namespace, None)`: every item in the subject's namespace; `(namespace, key)`: one item elsewhere
+whose key is the subject's id (`store.put(("profiles",), user_id, ...)`)."""
+
+
+def _subject_scopes(conn: apsw.Connection, matcher: _Matcher) -> dict[Scope, Tier]:
+    out: dict[Scope, Tier] = {}
+    tables = _item_tables(conn)
+    for table in tables:
         for (prefix,) in conn.execute(f'SELECT DISTINCT prefix FROM "{table}"'):
             tier = matcher.tier(str(prefix))
             if tier is not None:
-                out[str(prefix)] = tier
+                out[(str(prefix), None)] = tier
+    for table in tables:
+        for prefix, key in conn.execute(f'SELECT DISTINCT prefix, key FROM "{table}"'):
+            if (str(prefix), None) not in out and fold(str(key)) == matcher.want:
+                out[(str(prefix), str(key))] = Tier.semantic
     return out
+
+
+def _where(scope: Scope) -> tuple[str, tuple[str, ...]]:
+    prefix, key = scope
+    return ("prefix = ?", (prefix,)) if key is None else ("prefix = ? AND key = ?", (prefix, key))
+
+
+def _layout(matcher: _Matcher, scope: Scope) -> str | None:
+    """The layout of a scope of the subject's that no configured prefix holds (counted only)."""
+    prefix, key = scope
+    return f"{prefix}/{SUBJECT_LABEL}" if key is not None else matcher.unconfigured_layout(prefix)
 
 
 FRAMEWORK_METADATA = frozenset({"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id",
@@ -279,21 +301,20 @@ class _Counts:
     """Threads that name the subject only under a metadata key nobody configured."""
 
 
-def _count_items(conn: apsw.Connection, prefixes: dict[str, Tier]) -> tuple[dict[Tier, int], int, int]:
+def _count_items(conn: apsw.Connection, scopes: dict[Scope, Tier]) -> tuple[dict[Tier, int], int, int]:
     tables = _item_tables(conn)
     items = {Tier.episodic: 0, Tier.semantic: 0}
     vectors = orphans = 0
-    if not prefixes:
-        return items, 0, 0
-    for prefix, tier in prefixes.items():
+    for scope, tier in scopes.items():
+        where, args = _where(scope)
         if "store" in tables:
-            items[tier] += int(scalar(conn, "SELECT count(*) FROM store WHERE prefix = ?", (prefix,)))
+            items[tier] += int(scalar(conn, f"SELECT count(*) FROM store WHERE {where}", args))
         if "store_vectors" in tables:
-            vectors += int(scalar(conn, "SELECT count(*) FROM store_vectors WHERE prefix = ?", (prefix,)))
+            vectors += int(scalar(conn, f"SELECT count(*) FROM store_vectors WHERE {where}", args))
             if "store" in tables:
                 orphans += int(scalar(
-                    conn, "SELECT count(*) FROM store_vectors v WHERE v.prefix = ? AND NOT EXISTS"
-                    " (SELECT 1 FROM store s WHERE s.prefix = v.prefix AND s.key = v.key)", (prefix,)))
+                    conn, f"SELECT count(*) FROM store_vectors v WHERE {where} AND NOT EXISTS"
+                    " (SELECT 1 FROM store s WHERE s.prefix = v.prefix AND s.key = v.key)", args))
     return items, vectors, orphans
 
 
@@ -322,11 +343,11 @@ def _measure(cfg: Config, subject: Subject) -> _Counts:
         conn = _open(cfg.store, "store", readonly=True)
         try:
             matcher = _Matcher(cfg, subject)
-            prefixes = _subject_prefixes(conn, matcher)
-            counts.items, counts.vectors, counts.orphan_vectors = _count_items(conn, prefixes)
-            layouts = {p: layout for p in prefixes if (layout := matcher.unconfigured_layout(p)) is not None}
+            scopes = _subject_scopes(conn, matcher)
+            counts.items, counts.vectors, counts.orphan_vectors = _count_items(conn, scopes)
+            layouts = {sc: layout for sc in scopes if (layout := _layout(matcher, sc)) is not None}
             counts.unconfigured_layouts = len(set(layouts.values()))
-            counts.unconfigured_items = sum(_count_items(conn, {p: prefixes[p] for p in layouts})[0].values())
+            counts.unconfigured_items = sum(_count_items(conn, {sc: scopes[sc] for sc in layouts})[0].values())
         finally:
             conn.close()
     if cfg.checkpoints is not None:
@@ -344,20 +365,22 @@ def _measure(cfg: Config, subject: Subject) -> _Counts:
 # --- erasing ----------------------------------------------------------------------------------------
 
 
-def _delete_items(conn: apsw.Connection, matcher: _Matcher) -> tuple[dict[str, Tier], dict[str, int]]:
+def _delete_items(conn: apsw.Connection, matcher: _Matcher) -> tuple[dict[Scope, Tier], dict[str, int]]:
     """In one write transaction (so an item the agent writes meanwhile is either seen or waits):
-    resolve the subject's prefixes, delete their vectors (the framework leaves them), then the items."""
+    resolve the subject's namespaces and items, delete their vectors (the framework leaves them), then
+    the items."""
     removed: dict[str, int] = {}
     with transaction(conn):
-        prefixes = _subject_prefixes(conn, matcher)
-        if prefixes:
-            tables = _item_tables(conn)
-            ordered = [t for t in ("store_vectors",) if t in tables] + [t for t in tables if t != "store_vectors"]
-            ids = json.dumps(sorted(prefixes))
-            for table in ordered:
-                conn.execute(f'DELETE FROM "{table}" WHERE prefix IN (SELECT value FROM json_each(?))', (ids,))
-                removed[table] = conn.changes()
-    return prefixes, removed
+        scopes = _subject_scopes(conn, matcher)
+        tables = _item_tables(conn)
+        ordered = [t for t in ("store_vectors",) if t in tables] + [t for t in tables if t != "store_vectors"]
+        for table in ordered if scopes else []:
+            removed[table] = 0
+            for scope in sorted(scopes, key=lambda sc: (sc[0], sc[1] or "")):
+                where, args = _where(scope)
+                conn.execute(f'DELETE FROM "{table}" WHERE {where}', args)
+                removed[table] += conn.changes()
+    return scopes, removed
 
 
 def _delete_threads(conn: apsw.Connection, thread_keys: tuple[str, ...], subject: Subject) -> dict[str, int]:
@@ -373,7 +396,7 @@ def _delete_threads(conn: apsw.Connection, thread_keys: tuple[str, ...], subject
     return removed
 
 
-def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[str, Tier], dict[str, int]]:
+def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[Scope, Tier], dict[str, int]]:
     conn = _open(path, "store", readonly=False)
     try:
         matcher = _Matcher(cfg, subject)
@@ -479,7 +502,7 @@ def _store_mentions(conn: apsw.Connection, matcher: _Matcher, identity: Identity
         return 0
     n = 0
     for prefix, key, value in conn.execute("SELECT prefix, key, value FROM store"):
-        if matcher.tier(str(prefix)) is not None:
+        if matcher.tier(str(prefix)) is not None or fold(str(key)) == matcher.want:
             continue
         if identity.found_in(f"{prefix}\n{key}\n{_text_of('json', value)}") is not None:
             n += 1
@@ -536,9 +559,9 @@ class LangGraphSqliteEraser:
         cfg = config(target)
         before = _measure(cfg, subject)
         removed: dict[str, int] = {}
-        prefixes: dict[str, Tier] = {}
+        scopes: dict[Scope, Tier] = {}
         if cfg.store is not None:
-            prefixes, removed_items = _erase_store(cfg, subject, cfg.store)
+            scopes, removed_items = _erase_store(cfg, subject, cfg.store)
             removed |= removed_items
         if cfg.checkpoints is not None:
             removed |= _erase_threads(cfg, subject, cfg.checkpoints)
@@ -549,8 +572,8 @@ class LangGraphSqliteEraser:
         after = _measure(cfg, subject)
         store_scrub = scrubbed[cfg.store.resolve()] if cfg.store else {}
         saver_scrub = scrubbed[cfg.checkpoints.resolve()] if cfg.checkpoints else {}
-        items_by_tier = {tier: sum(1 for t in prefixes.values() if t is tier) for tier in (Tier.episodic,
-                                                                                         Tier.semantic)}
+        items_by_tier = {tier: sum(1 for (_p, key), t in scopes.items() if t is tier and key is None)
+                         for tier in (Tier.episodic, Tier.semantic)}
         return {
             Tier.working: TierOutcome(before.threads, after.threads, {
                 "threads": before.threads, **{f"{t}_rows": n for t, n in before.thread_rows.items()},
