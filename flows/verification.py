@@ -48,16 +48,19 @@ def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
         subject = requests.load_envelope(engine, request_id).subject
         if ct.exists() and key.exists():
             old = Fingerprint.unseal(ct, key)
-            if not _other_erasure_since(engine, request_id, old.taken_at):
+            if _bystanders_lost_last_time(h, request_id):
+                why = "retaken-after-bystanders-lost"
+            elif _other_erasure_since(engine, request_id, old.taken_at):
+                why = "retaken-after-another-erasure"
+            else:
                 return {"request_id": request_id, "fingerprint": "reused"}
-            # Another subject's erasure changed the store after this baseline (a crash fell in between):
-            # keep the subject's needles and keys from before the cascade, measure the bystanders anew.
-            fresh = take_all(h, subject)
-            fp = old.model_copy(update={"bystanders": fresh.bystanders, "taken_at": fresh.taken_at,
-                                        "baseline": "retaken-after-another-erasure"})
+            # The store's bystanders changed after this baseline (another subject's erasure, or this
+            # request's own failed run, which reported its loss): keep the subject's needles and keys
+            # from before the cascade, measure the bystanders anew.
+            fp = old.with_bystanders_of(take_all(h, subject), why)
             destroy(ct, key)
             fp.seal(ct, key)
-            requests.log_event(engine, request_id, "fingerprint.baseline_retaken", {})
+            requests.log_event(engine, request_id, "fingerprint.baseline_retaken", {"baseline": why})
             return {"request_id": request_id, "fingerprint": "baseline-retaken"}
     finally:
         engine.close()
@@ -82,10 +85,24 @@ def take_all(h: Home, subject: Any) -> Any:
     return fp.model_copy(update={"targets": others}) if others else fp
 
 
+def _bystanders_lost_last_time(h: Home, request_id: str) -> bool:
+    """Whether the request's last verification ended with other people's data lost (exit 10)."""
+    path = h.evidence_dir(request_id) / "verification.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and bool(doc.get("lost_bystander_tiers"))
+
+
 def _other_erasure_since(engine: Any, request_id: str, since: datetime) -> bool:
-    """Whether another request's erasure scrubbed this home's store after `since`."""
-    for (at,) in engine.execute("SELECT at FROM engine_events WHERE event = 'store.scrubbed' AND request_id != ?",
-                                (request_id,)):
+    """Whether another request's erasure scrubbed this home's store, or erased items from one of its
+    targets, after `since`."""
+    rows = [*engine.execute("SELECT at FROM engine_events WHERE event = 'store.scrubbed' AND request_id != ?",
+                            (request_id,)),
+            *engine.execute("SELECT ended_at FROM target_step_records WHERE request_id != ? AND before_count > 0"
+                            " AND ended_at IS NOT NULL", (request_id,))]
+    for (at,) in rows:
         when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
         if when > since:
             return True
@@ -99,9 +116,11 @@ def record_verification(h: Home, engine: Any, request_id: str, result: Any, fp: 
     from probes.run import to_json
 
     doc = to_json(result, request_id, datetime.now(UTC))
+    retaken = {"retaken-after-another-erasure": "after another erasure",
+               "retaken-after-bystanders-lost": "after a run of this request lost other people's data (exit 10)"}
     doc["fingerprint"] = ("taken-at-verification" if not sealed else
-                          "sealed-before-cascade; bystander baseline retaken after another erasure"
-                          if fp.baseline != "before-cascade" else "sealed-before-cascade")
+                          f"sealed-before-cascade; bystander baseline retaken {retaken[fp.baseline]}"
+                          if fp.baseline in retaken else "sealed-before-cascade")
     doc["needles"] = fp.needle_stats
     if not doc["all_clear"]:
         for tier in doc.get("failing_tiers", []):

@@ -43,6 +43,9 @@ from probes.targets.base import TargetFingerprint
 
 FORMAT: Literal["probe-fingerprint/v1"] = "probe-fingerprint/v1"
 _MAGIC = b"PFP1"
+BYSTANDER_STATE = ("bystander_digests",)
+"""Keys of a target fingerprint's `state` that belong to the bystander baseline (content digests of
+other people's records), retaken with it."""
 _NONCE = 12
 
 
@@ -73,12 +76,30 @@ class Fingerprint(BaseModel):
     window_entity_ids: list[int] = Field(default_factory=list)
     """Entities linked only to the window's frames, though to no one subject's alone (`probes.window`)."""
     baseline: str = "before-cascade"
-    """`before-cascade`, or `retaken-after-another-erasure` when a rerun found that another subject's
-    erasure changed the store after this fingerprint was sealed (the bystander baseline is new)."""
+    """`before-cascade`; `retaken-after-another-erasure` when a rerun found that another subject's
+    erasure changed the store after this fingerprint was sealed; `retaken-after-bystanders-lost` when
+    the run that sealed it ended with other people's data lost (exit 10): that run's erasure made the
+    baseline stale, and every rerun would be measured against what is no longer there. Either way
+    the bystander baseline is new and the subject's needles are the ones from before the cascade."""
     bystanders: dict[str, int] = Field(default_factory=dict)
     """`<tier>/<population>` -> size before the cascade."""
     subject_before: dict[str, int] = Field(default_factory=dict)
     """`<tier>/<method>` -> the subject's residue as each probe saw it before the cascade."""
+
+    def with_bystanders_of(self, fresh: Fingerprint, baseline: str) -> Fingerprint:
+        """This fingerprint (the subject's keys, needles and residue from before the cascade) with the
+        bystander baseline of `fresh`, taken now: the reference store's populations and every
+        target's populations and content digests."""
+        targets = {}
+        for name, old in self.targets.items():
+            new = fresh.targets.get(name)
+            if new is None:
+                targets[name] = old
+                continue
+            state = {**old.state, **{k: new.state[k] for k in BYSTANDER_STATE if k in new.state}}
+            targets[name] = old.model_copy(update={"bystanders": new.bystanders, "state": state})
+        return self.model_copy(update={"bystanders": fresh.bystanders, "targets": targets,
+                                       "taken_at": fresh.taken_at, "baseline": baseline})
 
     def needle_bytes(self) -> list[bytes]:
         """The needles' bytes, in order (index = needle index in a scan report)."""

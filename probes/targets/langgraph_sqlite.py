@@ -1,9 +1,16 @@
 """Probing kind `langgraph-sqlite` (LangGraph `SqliteStore` + `SqliteSaver`): read-only, own code.
 
 It reads the two databases with read-only handles (`file:...?mode=ro`) and its own parsing: namespaces
-split on `.` and compared with the configured prefix (the subject's label case-folded), checkpoint
-metadata parsed as JSON in Python, checkpoint and write blobs decoded by its own msgpack reader.
-Nothing here comes from the erasing side or from LangGraph.
+split on `.`, checkpoint metadata parsed as JSON in Python, checkpoint and write blobs decoded by its
+own msgpack reader. Nothing here comes from the erasing side or from LangGraph.
+
+Whose a record is, by the probe's own reading: an item is the subject's when any label of its
+namespace, or its key, is their id (case-folded, whole label), whether a configured prefix (`namespace` /
+`namespaces`) holds it or not; a thread is the subject's when any of its checkpoints' metadata has a
+top-level value that is their id, under any key (`thread_key` / `thread_keys` or another). What is
+the subject's is residue until erased, never a mention of them in someone else's record; the layouts
+and keys nobody configured are counted apart (`unconfigured-namespace-layouts`,
+`items-under-unconfigured-layouts`, `threads-under-unconfigured-metadata-keys`).
 
 Fingerprint (before): the subject's identifier spellings (caseless), distinctive windows of their
 items' and threads' text, their thread ids, and their `store_vectors` embeddings cut into 128-byte
@@ -12,12 +19,17 @@ occurs in a bystander's record proves nothing: content windows and vector pieces
 dropped; an identifier found inside another person's record without naming the subject (a longer id
 that contains it) becomes a shared identifier. Other people's records that name the subject on token
 boundaries are counted as mentions. Bystander populations: items, vectors, threads, checkpoint rows,
-episodic items.
+episodic items, and the content digests of every other person's record: each row of an item (its
+`store` row and vectors) and of a thread (its checkpoints and writes), keyed by the record's identity
+(hashed). The eraser never rewrites another person's record (mentions are reported, not redacted), so
+a record any of whose rows changed or went is lost (`items-content-digests`,
+`threads-content-digests`), whatever the counts say; rows added meanwhile (a turn the agent took with
+a bystander) change nobody's data.
 
 Measure (after), per tier:
 - working: threads whose metadata names the subject; rows of the fingerprinted threads by id;
-- episodic / semantic: items under the subject's namespace prefix; fingerprinted items by key;
-- vectors: `store_vectors` rows under the prefix; rows whose bytes equal a fingerprinted vector; and
+- episodic / semantic: the subject's items; fingerprinted items by key;
+- vectors: the subject's `store_vectors` rows; rows whose bytes equal a fingerprinted vector; and
   the nearest neighbour (sqlite-vec cosine distance) of each fingerprinted vector, for copies whose
   bytes moved (a re-encoded or re-keyed vector).
 """
@@ -66,20 +78,30 @@ _SIDECARS = ("-wal", "-shm", "-journal")
 class _Conf:
     store: Path | None
     checkpoints: Path | None
-    namespace: list[str]
-    thread_key: str
+    namespaces: list[list[str]]
+    thread_keys: list[str]
     episodic: set[str]
 
 
 def _conf(target: Target) -> _Conf:
+    where = f"targets: target {target.name!r}"
     store, checkpoints = target.path("store"), target.path("checkpoints")
     if store is None and checkpoints is None:
-        raise ConfigError(f"targets: target {target.name!r}: key 'store' or 'checkpoints' is required")
-    namespace = target.texts("namespace", required=store is not None)
-    if store is not None and [label.count(MARK) for label in namespace].count(1) != 1:
-        raise ConfigError(f"targets: target {target.name!r}: key 'namespace' must hold {MARK} once")
-    thread_key = target.text("thread_key", required=checkpoints is not None) or ""
-    return _Conf(store, checkpoints, namespace, thread_key, set(target.texts("episodic")))
+        raise ConfigError(f"{where}: key 'store' or 'checkpoints' is required")
+    namespaces = [target.texts("namespace")] if target.value("namespace") is not None else []
+    many = target.value("namespaces", [])
+    if not isinstance(many, list) or not all(isinstance(n, list) and all(isinstance(x, str) for x in n)
+                                             for n in many):
+        raise ConfigError(f"{where}: key 'namespaces' must be a list of lists of labels")
+    namespaces += many
+    if store is not None and (not namespaces or any([label.count(MARK) for label in n].count(1) != 1
+                                                    for n in namespaces)):
+        raise ConfigError(f"{where}: key 'namespace' must hold {MARK} once")
+    one = target.text("thread_key")
+    thread_keys = [*([one] if one is not None else []), *target.texts("thread_keys")]
+    if checkpoints is not None and not thread_keys:
+        raise ConfigError(f"{where}: key 'thread_key' is required")
+    return _Conf(store, checkpoints, namespaces, thread_keys, set(target.texts("episodic")))
 
 
 def _casefold(text: str) -> str:
@@ -218,36 +240,83 @@ class _View:
     other_checkpoint_rows: int = 0
     others: dict[str, _Record] = field(default_factory=dict)
     """Bystanders' records (items by namespace/key, threads by id) -> their text."""
+    unconfigured_layouts: set[str] = field(default_factory=set)
+    """The subject's namespace layouts that no configured prefix holds (counted, never shown)."""
+    unconfigured_items: int = 0
+    unconfigured_threads: set[str] = field(default_factory=set)
+    """The subject's threads that no configured metadata key names."""
 
 
 class _Namespaces:
-    """The configured prefix, compared label by label (the subject's label case-folded)."""
+    """Whose a namespace is. The subject's: any label that is their id (case-folded, whole label),
+    configured or not; someone's: under a configured prefix, or not. The configured prefixes (other
+    labels exact) place an item in a tier and tell the subject's layouts nobody configured."""
 
     def __init__(self, conf: _Conf, subject: Subject) -> None:
-        self.template = conf.namespace
-        self.want = [_casefold(t.replace(MARK, subject.id)) if MARK in t else t for t in conf.namespace]
+        self.templates = conf.namespaces
+        self.want = _casefold(subject.id)
         self.episodic = conf.episodic
 
-    def labels(self, prefix: str) -> list[str]:
-        return prefix.split(".")
+    def _template(self, parts: list[str], own: bool) -> list[str] | None:
+        """The configured prefix `parts` lies under (with the subject at its mark when `own`)."""
+        for t in self.templates:
+            if len(parts) >= len(t) and all(
+                    (_casefold(p) == _casefold(label.replace(MARK, self.want)) if own else True) if MARK in label
+                    else p == label for p, label in zip(parts, t, strict=False)):
+                return t
+        return None
 
-    def is_subject(self, prefix: str) -> bool:
-        parts = self.labels(prefix)
-        if len(parts) < len(self.want):
-            return False
-        return all((_casefold(p) if MARK in t else p) == w for p, t, w in zip(parts, self.template, self.want,
-                                                                               strict=False))
+    def _own(self, parts: list[str]) -> int | None:
+        return next((i for i, p in enumerate(parts) if _casefold(p) == self.want), None)
+
+    def is_subject(self, prefix: str, key: str) -> bool:
+        """The item `key` in namespace `prefix` is the subject's: a label of the namespace, or the
+        item's key (`store.put(("profiles",), user_id, ...)`), is their id."""
+        parts = prefix.split(".")
+        return (self._template(parts, True) is not None or self._own(parts) is not None
+                or _casefold(key) == self.want)
+
+    def unconfigured(self, prefix: str, key: str) -> str | None:
+        """The subject's layout (labels up to theirs, or the namespace keyed by their id) when no
+        configured prefix holds the item."""
+        parts = prefix.split(".")
+        if self._template(parts, True) is not None:
+            return None
+        own = self._own(parts)
+        if own is not None:
+            return ".".join([*parts[:own], MARK])
+        return f"{prefix}/{MARK}" if _casefold(key) == self.want else None
 
     def is_person(self, prefix: str) -> bool:
-        """Under the template for some person (any id at the subject's label)."""
-        parts = self.labels(prefix)
-        if len(parts) < len(self.template):
-            return False
-        return all(MARK in t or p == t for p, t in zip(parts, self.template, strict=False))
+        """Under a configured prefix for some person (any id at the mark)."""
+        return self._template(prefix.split("."), False) is not None
 
     def episodic_tier(self, prefix: str) -> bool:
-        parts = self.labels(prefix)
-        return len(parts) > len(self.template) and parts[len(self.template)] in self.episodic
+        parts = prefix.split(".")
+        t = self._template(parts, False)
+        if t is not None:
+            end = len(t)
+        elif (own := self._own(parts)) is not None:
+            end = own + 1
+        else:
+            return False
+        return len(parts) > end and parts[end] in self.episodic
+
+
+OWN_KEYS = {"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id", "checkpoint_ns",
+            "run_id", "run_name", "task_id"}
+"""What LangGraph itself puts in checkpoint metadata: a person is never named there (a subject whose id
+is `3` is not the owner of every thread at step 3)."""
+
+
+def _naming_keys(meta: Any, want: str) -> set[str]:
+    """The top-level keys of checkpoint metadata whose value is the subject's id (case-folded): a
+    thread is the subject's whatever key an app (or an older version of it) named them under."""
+    if not isinstance(meta, dict):
+        return set()
+    return {str(k) for k, v in meta.items()
+            if k not in OWN_KEYS and not str(k).startswith("langgraph_")
+            and isinstance(v, (str, int)) and not isinstance(v, bool) and _casefold(str(v)) == want}
 
 
 def _read(conf: _Conf, subject: Subject) -> _View:
@@ -261,10 +330,13 @@ def _read(conf: _Conf, subject: Subject) -> _View:
                 for prefix, key, value in conn.execute("SELECT prefix, key, value FROM store"):
                     prefix, key = str(prefix), str(key)
                     strings = [prefix, key, *_strings("json", value)]
-                    if ns.is_subject(prefix):
+                    if ns.is_subject(prefix, key):
                         tier = Tier.episodic if ns.episodic_tier(prefix) else Tier.semantic
                         view.subject_items[(prefix, key)] = tier
                         view.subject_item_text += strings[2:]
+                        if (layout := ns.unconfigured(prefix, key)) is not None:
+                            view.unconfigured_layouts.add(layout)
+                            view.unconfigured_items += 1
                     else:
                         view.other_items += 1
                         view.other_episodic += int(ns.is_person(prefix) and ns.episodic_tier(prefix))
@@ -272,7 +344,7 @@ def _read(conf: _Conf, subject: Subject) -> _View:
             if "store_vectors" in tables:
                 for prefix, key, embedding in conn.execute("SELECT prefix, key, embedding FROM store_vectors"):
                     blob = bytes(embedding) if embedding is not None else b""
-                    if ns.is_subject(str(prefix)):
+                    if ns.is_subject(str(prefix), str(key)):
                         view.subject_vector_rows += 1
                         view.subject_vectors.append(blob)
                     else:
@@ -288,6 +360,7 @@ def _read(conf: _Conf, subject: Subject) -> _View:
             rows_per_thread: dict[str, int] = {}
             want = _casefold(subject.id)
             subject_threads: set[str] = set()
+            configured: set[str] = set()
             if "checkpoints" in tables:
                 for tid, kind, blob, metadata in conn.execute(
                         "SELECT thread_id, type, checkpoint, metadata FROM checkpoints"):
@@ -296,9 +369,11 @@ def _read(conf: _Conf, subject: Subject) -> _View:
                         meta = json.loads(metadata) if metadata is not None else {}
                     except (ValueError, TypeError):
                         meta = {}
-                    owner = meta.get(conf.thread_key) if isinstance(meta, dict) else None
-                    if owner is not None and _casefold(str(owner)) == want:
+                    naming = _naming_keys(meta, want)
+                    if naming:
                         subject_threads.add(tid)
+                        if naming & set(conf.thread_keys):
+                            configured.add(tid)
                     text = threads.setdefault(tid, [tid])
                     text += _strings(kind, blob)
                     text += _strings("json", metadata)
@@ -308,6 +383,7 @@ def _read(conf: _Conf, subject: Subject) -> _View:
                     tid = str(tid)
                     threads.setdefault(tid, [tid]).extend(_strings(kind, blob))
                     rows_per_thread[tid] = rows_per_thread.get(tid, 0) + 1
+            view.unconfigured_threads = subject_threads - configured
             for tid, text in threads.items():
                 if tid in subject_threads:
                     view.subject_threads.add(tid)
@@ -319,6 +395,57 @@ def _read(conf: _Conf, subject: Subject) -> _View:
         finally:
             conn.close()
     return view
+
+
+def _chunk(values: tuple[Any, ...]) -> bytes:
+    """One row as bytes, every value length-prefixed with its type (no two rows encode alike)."""
+    out = bytearray()
+    for v in values:
+        raw = v if isinstance(v, bytes) else repr(v).encode("utf-8", "surrogatepass")
+        out += type(v).__name__.encode() + b":" + len(raw).to_bytes(8, "big") + raw
+    return bytes(out)
+
+
+TTL_COLUMNS = frozenset({"expires_at"})
+"""Columns a read may rewrite (LangGraph refreshes an item's TTL when it is read): not content."""
+
+
+def _content_digests(conf: _Conf, records: set[str]) -> dict[str, list[str]]:
+    """Content digests of other people's records (`_View.others` keys): `<item|thread>:<sha256 of the
+    record's identity>` -> the sorted digests of every row the record has (an item: its `store` row and
+    its `store_vectors` rows; a thread: its `checkpoints` and `writes` rows), each over every column
+    but TTL bookkeeping. A record survived when every row it had is still there byte for byte: an
+    agent that appends a turn to someone's thread meanwhile adds rows and changes none."""
+    rows: dict[str, list[str]] = {}
+    spec = ((conf.store, "store", "item", ("prefix", "key"), ("store", "store_vectors")),
+            (conf.checkpoints, "checkpoints", "thread", ("thread_id",), ("checkpoints", "writes")))
+    for path, key, kind, id_cols, tables in spec:
+        if path is None:
+            continue
+        conn = _open_ro(path, key)
+        try:
+            present = _tables(conn)
+            for table in (t for t in tables if t in present):
+                cols = [str(c[1]) for c in conn.execute(f'PRAGMA table_info("{table}")')]
+                if not set(id_cols) <= set(cols):
+                    continue
+                keep = [c for c in cols if c not in TTL_COLUMNS]
+                select = ", ".join(f'"{c}"' for c in keep)
+                idx = [keep.index(c) for c in id_cols]
+                for row in conn.execute(f'SELECT {select} FROM "{table}"'):
+                    name = "\x00".join([kind, *(str(row[i]) for i in idx)])
+                    if name in records:
+                        rows.setdefault(name, []).append(_digest(table.encode() + b"\x00" + _chunk(tuple(row)))[:32])
+        finally:
+            conn.close()
+    return {f"{name.split(chr(0), 1)[0]}:{_digest(name.encode('utf-8', 'surrogatepass'))}": sorted(rows.get(name, []))
+            for name in records}
+
+
+def _unchanged(before: dict[str, list[str]], now: dict[str, list[str]], kind: str) -> tuple[int, int]:
+    """(records of `kind` in the baseline, those of them whose every row is still there unchanged)."""
+    mine = {k: d for k, d in before.items() if k.startswith(f"{kind}:")}
+    return len(mine), sum(1 for k, d in mine.items() if k in now and set(d) <= set(now[k]))
 
 
 # --- the probe --------------------------------------------------------------------------------------
@@ -396,9 +523,12 @@ class LangGraphSqliteProbe:
             if needles.add_group(NeedleKind.vector, pieces):
                 kept.append(vec)
 
+        digests = _content_digests(conf, set(view.others))
         bystanders = {"items": view.other_items, "episodic-items": view.other_episodic,
                       "vectors": len(view.other_vectors), "threads": len(view.other_threads),
-                      "checkpoint-rows": view.other_checkpoint_rows}
+                      "checkpoint-rows": view.other_checkpoint_rows,
+                      "items-unchanged": _unchanged(digests, digests, "item")[0],
+                      "threads-unchanged": _unchanged(digests, digests, "thread")[0]}
         shared_needles = [n for n in needles.needles if n.kind is NeedleKind.shared_identifier]
         if shared_needles:
             hit: set[int] = set()
@@ -412,12 +542,15 @@ class LangGraphSqliteProbe:
             "items-under-namespace": len(view.subject_items),
             "episodic-items-under-namespace": episodic,
             "vectors-under-namespace": view.subject_vector_rows,
+            "items-under-unconfigured-layouts": view.unconfigured_items,
+            "unconfigured-namespace-layouts": len(view.unconfigured_layouts),
+            "threads-under-unconfigured-metadata-keys": len(view.unconfigured_threads),
         }
         state = {"threads": sorted(view.subject_threads),
                  "items": [[p, k, t.value] for (p, k), t in sorted(view.subject_items.items())],
                  "vector_digests": sorted({_digest(v) for v in kept}),
                  "nearest": [v.hex() for v in kept[:MAX_NEAREST]],
-                 "needle_stats": needles.stats}
+                 "needle_stats": needles.stats, "bystander_digests": digests}
         return TargetFingerprint(target=target.name, needles=needles.needles, bystanders=bystanders,
                                  subject_before=subject_before, mentions=mentions, mentioned_groups=mentioned,
                                  state=state)
@@ -426,6 +559,8 @@ class LangGraphSqliteProbe:
         conf = _conf(target)
         view = _read(conf, subject)
         out: list[tuple[str, Measurement]] = []
+        baseline = {str(k): [str(d) for d in v] for k, v in fp.state.get("bystander_digests", {}).items()}
+        now = _content_digests(conf, set(view.others)) if baseline else {}
         if conf.checkpoints is not None:
             gone = set(fp.state.get("threads", []))
             left_rows = _rows_of_threads(conf.checkpoints, sorted(gone))
@@ -433,6 +568,12 @@ class LangGraphSqliteProbe:
                                                   len(view.other_threads))))
             out.append((Tier.working, Measurement("thread-rows-by-id", left_rows, "checkpoint-rows",
                                                   view.other_checkpoint_rows)))
+            out.append((Tier.working, Measurement("threads-under-unconfigured-metadata-keys",
+                                                  len(view.unconfigured_threads), "threads",
+                                                  len(view.other_threads))))
+            if baseline:
+                out.append((Tier.working, Measurement("threads-content-digests", 0, "threads-unchanged",
+                                                      _unchanged(baseline, now, "thread")[1])))
         if conf.store is not None:
             episodic = sum(1 for t in view.subject_items.values() if t is Tier.episodic)
             out.append((Tier.episodic, Measurement("items-under-namespace", episodic, "episodic-items",
@@ -442,6 +583,13 @@ class LangGraphSqliteProbe:
             known = {(str(p), str(k)) for p, k, _t in fp.state.get("items", [])}
             left_items = _items_present(conf.store, known)
             out.append((Tier.semantic, Measurement("items-by-key", left_items, "items", view.other_items)))
+            out.append((Tier.semantic, Measurement("items-under-unconfigured-layouts", view.unconfigured_items,
+                                                   "items", view.other_items)))
+            out.append((Tier.semantic, Measurement("unconfigured-namespace-layouts",
+                                                   len(view.unconfigured_layouts), "items", view.other_items)))
+            if baseline:
+                out.append((Tier.semantic, Measurement("items-content-digests", 0, "items-unchanged",
+                                                       _unchanged(baseline, now, "item")[1])))
             digests = set(fp.state.get("vector_digests", []))
             every = [*view.subject_vectors, *view.other_vectors]
             by_bytes = sum(1 for v in every if _digest(v) in digests)

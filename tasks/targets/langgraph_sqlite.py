@@ -5,15 +5,27 @@ Configuration (targets.toml):
 
     store = "agent/store.sqlite"              # SqliteStore database (with or without a vector index)
     checkpoints = "agent/checkpoints.sqlite"  # SqliteSaver database (may be the same file)
-    namespace = ["users", "{subject_id}"]     # namespace prefix holding one subject's items
-    thread_key = "user_id"                    # checkpoint metadata key naming the subject
+    namespace = ["users", "{subject_id}"]     # namespace prefix holding one subject's items, or
+    namespaces = [["memories", "{subject_id}"], ["users", "{subject_id}", "prefs"]]  # several
+    thread_key = "user_id"                    # checkpoint metadata key naming the subject, or
+    thread_keys = ["user_id", "uid"]          # several (an older version of the app wrote `uid`)
     episodic = ["episodes"]                   # optional: namespace labels right under the prefix whose
                                               # items are episodic memories (the rest are semantic)
 
-At least one of `store` and `checkpoints` is needed; `namespace` goes with `store`, `thread_key` with
-`checkpoints`. Tiers: working = the subject's threads (every `checkpoints` and `writes` row of a
-thread whose checkpoint metadata names them under `thread_key`), episodic and semantic = their items
-in `store` under the namespace prefix, vectors = their `store_vectors` rows.
+At least one of `store` and `checkpoints` is needed; a namespace goes with `store`, a thread key with
+`checkpoints`. Tiers: working = the subject's threads (every `checkpoints` and `writes` row of them),
+episodic and semantic = their items in `store`, vectors = their `store_vectors` rows.
+
+Whose is an item or a thread: the configuration names where the app keeps a person, but the person is
+theirs wherever it wrote them. An item is the subject's when any label of its namespace, or its key,
+IS a spelling of their id (the whole label, after NFKC and case folding), under a configured prefix or
+not (`store.put(("profiles",), user_id, ...)` included); a thread
+is the subject's when any checkpoint's metadata has a top-level value that is their id, under any key.
+What only that rule found (namespace layouts and metadata keys nobody configured) is erased too and
+counted in the step record (`unconfigured_namespace_layouts`, `items_under_unconfigured_layouts`,
+`threads_under_unconfigured_metadata_keys`): configure them. Two targets on one file that hold the
+same person under two layouts therefore both erase and count all of them, never each other's
+"bystanders".
 
 Why SQL on the files and not the framework's API: the framework's deletes are two statements each
 (`DELETE FROM store WHERE prefix = ? AND key IN (...)`; `delete_thread`: `DELETE FROM checkpoints/writes
@@ -82,9 +94,27 @@ class Config:
 
     store: Path | None
     checkpoints: Path | None
-    namespace: tuple[str, ...]
-    thread_key: str
+    namespaces: tuple[tuple[str, ...], ...]
+    thread_keys: tuple[str, ...]
     episodic: frozenset[str]
+
+
+def _namespaces(target: Target, where: str) -> dict[tuple[str, ...], str]:
+    """`namespace` (one prefix) and `namespaces` (a list of them), together -> the key each came from."""
+    out = {tuple(target.texts("namespace")): "namespace"} if target.value("namespace") is not None else {}
+    many = target.value("namespaces")
+    if many is not None:
+        if not isinstance(many, list) or not many or not all(
+                isinstance(ns, list) and all(isinstance(x, str) for x in ns) for ns in many):
+            raise ConfigError(f"{where}: key 'namespaces' must be a list of namespace prefixes (lists of labels)")
+        out |= {tuple(ns): "namespaces" for ns in many if tuple(ns) not in out}
+    return out
+
+
+def _thread_keys(target: Target) -> list[str]:
+    """`thread_key` (one metadata key) and `thread_keys` (a list of them), together."""
+    one = target.text("thread_key")
+    return list(dict.fromkeys([*([one] if one is not None else []), *target.texts("thread_keys")]))
 
 
 def config(target: Target) -> Config:
@@ -94,20 +124,27 @@ def config(target: Target) -> Config:
     checkpoints = target.path("checkpoints")
     if store is None and checkpoints is None:
         raise ConfigError(f"{where}: key 'store' or 'checkpoints' is required")
-    namespace = tuple(target.texts("namespace", required=store is not None))
+    namespaces = _namespaces(target, where)
     if store is not None:
-        if not namespace or any(not label for label in namespace):
-            raise ConfigError(f"{where}: key 'namespace' must be a list of non-empty labels")
-        if sum(SUBJECT_LABEL in label for label in namespace) != 1:
-            raise ConfigError(f"{where}: key 'namespace' must hold {SUBJECT_LABEL} in exactly one label")
-        if any("." in label for label in namespace):
-            raise ConfigError(f"{where}: key 'namespace': LangGraph namespace labels cannot contain '.'")
-    thread_key = target.text("thread_key", required=checkpoints is not None) or ""
-    if checkpoints is not None and not _METADATA_KEY.fullmatch(thread_key):
-        raise ConfigError(f"{where}: key 'thread_key' must be a metadata key (letters, digits, _ and -)")
+        if not namespaces:
+            raise ConfigError(f"{where}: key 'namespace' (or 'namespaces') is required")
+        for namespace, key in namespaces.items():
+            if not namespace or any(not label for label in namespace):
+                raise ConfigError(f"{where}: key {key!r} must be a list of non-empty labels")
+            if sum(SUBJECT_LABEL in label for label in namespace) != 1:
+                raise ConfigError(f"{where}: key {key!r} must hold {SUBJECT_LABEL} in exactly one label")
+            if any("." in label for label in namespace):
+                raise ConfigError(f"{where}: key {key!r}: LangGraph namespace labels cannot contain '.'")
+    thread_keys = _thread_keys(target)
+    if checkpoints is not None:
+        if not thread_keys:
+            raise ConfigError(f"{where}: key 'thread_key' (or 'thread_keys') is required")
+        if not all(_METADATA_KEY.fullmatch(k) for k in thread_keys):
+            raise ConfigError(f"{where}: key 'thread_key' / 'thread_keys' must name metadata keys"
+                              " (letters, digits, _ and -)")
     episodic = frozenset(target.texts("episodic"))
-    return Config(store=store, checkpoints=checkpoints, namespace=namespace, thread_key=thread_key,
-                  episodic=episodic)
+    return Config(store=store, checkpoints=checkpoints, namespaces=tuple(namespaces),
+                  thread_keys=tuple(thread_keys), episodic=episodic)
 
 
 # --- who is the subject in this store ------------------------------------------------------------
@@ -130,50 +167,121 @@ def _thread_tables(conn: apsw.Connection) -> list[str]:
 
 
 class _Matcher:
-    """Whether a dot-joined namespace lies under the subject's prefix (the subject's label compared
-    after NFKC and case folding, as the cascade compares ids; the other labels exactly, as LangGraph
-    does), and which tier its items belong to."""
+    """Whether a dot-joined namespace is the subject's, and which tier its items belong to.
+
+    A namespace is the subject's when one of its labels IS the subject's id (whole label, compared
+    after NFKC and case folding, as the cascade compares ids), under a configured prefix or not: an
+    app that wrote the person under a second layout (`("users", id, "prefs")` beside `("memories",
+    id)`) still wrote the person. The configured prefixes (their other labels compared exactly, as
+    LangGraph does) decide the tier and tell which of the subject's layouts nobody configured."""
 
     def __init__(self, cfg: Config, subject: Subject) -> None:
-        labels = [label.replace(SUBJECT_LABEL, subject.id) for label in cfg.namespace]
-        if any("." in label for label in labels):
-            raise InputError("the subject's id contains '.', which a LangGraph namespace label cannot hold")
-        self.labels = [(fold(label) if SUBJECT_LABEL in t else label, SUBJECT_LABEL in t)
-                       for label, t in zip(labels, cfg.namespace, strict=True)]
+        self.want = fold(subject.id)
+        self.templates: list[list[tuple[str, bool]]] = []
+        for namespace in cfg.namespaces:
+            labels = [label.replace(SUBJECT_LABEL, subject.id) for label in namespace]
+            if any("." in label for label in labels):
+                raise InputError("the subject's id contains '.', which a LangGraph namespace label cannot hold")
+            self.templates.append([(fold(label) if SUBJECT_LABEL in t else label, SUBJECT_LABEL in t)
+                                   for label, t in zip(labels, namespace, strict=True)])
         self.episodic = cfg.episodic
+
+    def _configured(self, parts: list[str]) -> int | None:
+        """The length of the configured prefix `parts` lies under, if any."""
+        for labels in self.templates:
+            if len(parts) >= len(labels) and all(
+                    (fold(part) if folded else part) == label
+                    for part, (label, folded) in zip(parts, labels, strict=False)):
+                return len(labels)
+        return None
+
+    def _own_label(self, parts: list[str]) -> int | None:
+        return next((i for i, part in enumerate(parts) if fold(part) == self.want), None)
 
     def tier(self, prefix: str) -> Tier | None:
         """The tier of an item in namespace `prefix` if it is the subject's, else None."""
         parts = prefix.split(".")
-        if len(parts) < len(self.labels):
-            return None
-        for part, (label, folded) in zip(parts, self.labels, strict=False):
-            if (fold(part) if folded else part) != label:
+        end = self._configured(parts)
+        if end is None:
+            own = self._own_label(parts)
+            if own is None:
                 return None
-        rest = parts[len(self.labels):]
+            end = own + 1
+        rest = parts[end:]
         return Tier.episodic if rest and rest[0] in self.episodic else Tier.semantic
 
+    def unconfigured_layout(self, prefix: str) -> str | None:
+        """For the subject's namespace outside every configured prefix: its layout (the labels up to
+        the subject's, theirs replaced by the placeholder), used only to count layouts."""
+        parts = prefix.split(".")
+        if self._configured(parts) is not None:
+            return None
+        own = self._own_label(parts)
+        return None if own is None else ".".join([*parts[:own], SUBJECT_LABEL])
 
-def _subject_prefixes(conn: apsw.Connection, matcher: _Matcher) -> dict[str, Tier]:
-    out: dict[str, Tier] = {}
-    for table in _item_tables(conn):
+
+Scope = tuple[str, str | None]
+"""`(namespace, None)`: every item in the subject's namespace; `(namespace, key)`: one item elsewhere
+whose key is the subject's id (`store.put(("profiles",), user_id, ...)`)."""
+
+
+def _subject_scopes(conn: apsw.Connection, matcher: _Matcher) -> dict[Scope, Tier]:
+    out: dict[Scope, Tier] = {}
+    tables = _item_tables(conn)
+    for table in tables:
         for (prefix,) in conn.execute(f'SELECT DISTINCT prefix FROM "{table}"'):
             tier = matcher.tier(str(prefix))
             if tier is not None:
-                out[str(prefix)] = tier
+                out[(str(prefix), None)] = tier
+    for table in tables:
+        for prefix, key in conn.execute(f'SELECT DISTINCT prefix, key FROM "{table}"'):
+            if (str(prefix), None) not in out and fold(str(key)) == matcher.want:
+                out[(str(prefix), str(key))] = Tier.semantic
     return out
 
 
-def _subject_threads(conn: apsw.Connection, thread_key: str, subject: Subject) -> list[str]:
-    """Threads any of whose checkpoints names the subject under `thread_key` in its metadata."""
+def _where(scope: Scope) -> tuple[str, tuple[str, ...]]:
+    prefix, key = scope
+    return ("prefix = ?", (prefix,)) if key is None else ("prefix = ? AND key = ?", (prefix, key))
+
+
+def _layout(matcher: _Matcher, scope: Scope) -> str | None:
+    """The layout of a scope of the subject's that no configured prefix holds (counted only)."""
+    prefix, key = scope
+    return f"{prefix}/{SUBJECT_LABEL}" if key is not None else matcher.unconfigured_layout(prefix)
+
+
+FRAMEWORK_METADATA = frozenset({"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id",
+                                "checkpoint_ns", "run_id", "run_name", "task_id"})
+"""Metadata keys LangGraph writes itself (a step number is never a person: subject `1` is not every
+thread's step 1)."""
+
+
+def _names_subject(metadata: Any, want: str) -> set[str]:
+    """The top-level keys of a checkpoint's metadata, LangGraph's own aside, whose value is the
+    subject's id (folded)."""
+    try:
+        meta = json.loads(metadata if isinstance(metadata, (str, bytes)) else str(metadata))
+    except (ValueError, TypeError):
+        return set()
+    if not isinstance(meta, dict):
+        return set()
+    return {str(k) for k, v in meta.items() if str(k) not in FRAMEWORK_METADATA and not str(k).startswith("langgraph_")
+            and isinstance(v, (str, int)) and not isinstance(v, bool) and fold(str(v)) == want}
+
+
+def _subject_threads(conn: apsw.Connection, thread_keys: tuple[str, ...], subject: Subject) -> dict[str, bool]:
+    """Threads any of whose checkpoints names the subject in its metadata, under any key -> whether
+    one of `thread_keys` (the configured ones) names them."""
     if "checkpoints" not in _table_columns(conn):
-        return []
+        return {}
     want = fold(subject.id)
-    path = f'$."{thread_key}"'
-    rows = conn.execute(
-        "SELECT DISTINCT thread_id, json_extract(CAST(metadata AS TEXT), ?) FROM checkpoints"
-        " WHERE json_valid(CAST(metadata AS TEXT))", (path,))
-    return sorted({str(tid) for tid, value in rows if value is not None and fold(str(value)) == want})
+    out: dict[str, bool] = {}
+    for tid, metadata in conn.execute("SELECT thread_id, metadata FROM checkpoints WHERE metadata IS NOT NULL"):
+        keys = _names_subject(metadata, want)
+        if keys:
+            out[str(tid)] = out.get(str(tid), False) or bool(keys & set(thread_keys))
+    return dict(sorted(out.items()))
 
 
 # --- counting --------------------------------------------------------------------------------------
@@ -186,23 +294,27 @@ class _Counts:
     orphan_vectors: int
     threads: int
     thread_rows: dict[str, int]
+    unconfigured_layouts: int = 0
+    """The subject's namespace layouts outside every configured prefix (counted, never named)."""
+    unconfigured_items: int = 0
+    unconfigured_threads: int = 0
+    """Threads that name the subject only under a metadata key nobody configured."""
 
 
-def _count_items(conn: apsw.Connection, prefixes: dict[str, Tier]) -> tuple[dict[Tier, int], int, int]:
+def _count_items(conn: apsw.Connection, scopes: dict[Scope, Tier]) -> tuple[dict[Tier, int], int, int]:
     tables = _item_tables(conn)
     items = {Tier.episodic: 0, Tier.semantic: 0}
     vectors = orphans = 0
-    if not prefixes:
-        return items, 0, 0
-    for prefix, tier in prefixes.items():
+    for scope, tier in scopes.items():
+        where, args = _where(scope)
         if "store" in tables:
-            items[tier] += int(scalar(conn, "SELECT count(*) FROM store WHERE prefix = ?", (prefix,)))
+            items[tier] += int(scalar(conn, f"SELECT count(*) FROM store WHERE {where}", args))
         if "store_vectors" in tables:
-            vectors += int(scalar(conn, "SELECT count(*) FROM store_vectors WHERE prefix = ?", (prefix,)))
+            vectors += int(scalar(conn, f"SELECT count(*) FROM store_vectors WHERE {where}", args))
             if "store" in tables:
                 orphans += int(scalar(
-                    conn, "SELECT count(*) FROM store_vectors v WHERE v.prefix = ? AND NOT EXISTS"
-                    " (SELECT 1 FROM store s WHERE s.prefix = v.prefix AND s.key = v.key)", (prefix,)))
+                    conn, f"SELECT count(*) FROM store_vectors v WHERE {where} AND NOT EXISTS"
+                    " (SELECT 1 FROM store s WHERE s.prefix = v.prefix AND s.key = v.key)", args))
     return items, vectors, orphans
 
 
@@ -230,16 +342,21 @@ def _measure(cfg: Config, subject: Subject) -> _Counts:
     if cfg.store is not None:
         conn = _open(cfg.store, "store", readonly=True)
         try:
-            prefixes = _subject_prefixes(conn, _Matcher(cfg, subject))
-            counts.items, counts.vectors, counts.orphan_vectors = _count_items(conn, prefixes)
+            matcher = _Matcher(cfg, subject)
+            scopes = _subject_scopes(conn, matcher)
+            counts.items, counts.vectors, counts.orphan_vectors = _count_items(conn, scopes)
+            layouts = {sc: layout for sc in scopes if (layout := _layout(matcher, sc)) is not None}
+            counts.unconfigured_layouts = len(set(layouts.values()))
+            counts.unconfigured_items = sum(_count_items(conn, {sc: scopes[sc] for sc in layouts})[0].values())
         finally:
             conn.close()
     if cfg.checkpoints is not None:
         conn = _open(cfg.checkpoints, "checkpoints", readonly=True)
         try:
-            threads = _subject_threads(conn, cfg.thread_key, subject)
+            threads = _subject_threads(conn, cfg.thread_keys, subject)
             counts.threads = len(threads)
-            counts.thread_rows = _count_threads(conn, threads)
+            counts.thread_rows = _count_threads(conn, list(threads))
+            counts.unconfigured_threads = sum(1 for configured in threads.values() if not configured)
         finally:
             conn.close()
     return counts
@@ -248,36 +365,38 @@ def _measure(cfg: Config, subject: Subject) -> _Counts:
 # --- erasing ----------------------------------------------------------------------------------------
 
 
-def _delete_items(conn: apsw.Connection, matcher: _Matcher) -> tuple[dict[str, Tier], dict[str, int]]:
+def _delete_items(conn: apsw.Connection, matcher: _Matcher) -> tuple[dict[Scope, Tier], dict[str, int]]:
     """In one write transaction (so an item the agent writes meanwhile is either seen or waits):
-    resolve the subject's prefixes, delete their vectors (the framework leaves them), then the items."""
+    resolve the subject's namespaces and items, delete their vectors (the framework leaves them), then
+    the items."""
     removed: dict[str, int] = {}
     with transaction(conn):
-        prefixes = _subject_prefixes(conn, matcher)
-        if prefixes:
-            tables = _item_tables(conn)
-            ordered = [t for t in ("store_vectors",) if t in tables] + [t for t in tables if t != "store_vectors"]
-            ids = json.dumps(sorted(prefixes))
-            for table in ordered:
-                conn.execute(f'DELETE FROM "{table}" WHERE prefix IN (SELECT value FROM json_each(?))', (ids,))
-                removed[table] = conn.changes()
-    return prefixes, removed
+        scopes = _subject_scopes(conn, matcher)
+        tables = _item_tables(conn)
+        ordered = [t for t in ("store_vectors",) if t in tables] + [t for t in tables if t != "store_vectors"]
+        for table in ordered if scopes else []:
+            removed[table] = 0
+            for scope in sorted(scopes, key=lambda sc: (sc[0], sc[1] or "")):
+                where, args = _where(scope)
+                conn.execute(f'DELETE FROM "{table}" WHERE {where}', args)
+                removed[table] += conn.changes()
+    return scopes, removed
 
 
-def _delete_threads(conn: apsw.Connection, thread_key: str, subject: Subject) -> dict[str, int]:
+def _delete_threads(conn: apsw.Connection, thread_keys: tuple[str, ...], subject: Subject) -> dict[str, int]:
     """In one write transaction: resolve the subject's threads, delete every row of them."""
     removed: dict[str, int] = {}
     with transaction(conn):
-        threads = _subject_threads(conn, thread_key, subject)
+        threads = _subject_threads(conn, thread_keys, subject)
         if threads:
-            ids = json.dumps(threads)
+            ids = json.dumps(list(threads))
             for table in _thread_tables(conn):
                 conn.execute(f'DELETE FROM "{table}" WHERE thread_id IN (SELECT value FROM json_each(?))', (ids,))
                 removed[table] = conn.changes()
     return removed
 
 
-def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[str, Tier], dict[str, int]]:
+def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[Scope, Tier], dict[str, int]]:
     conn = _open(path, "store", readonly=False)
     try:
         matcher = _Matcher(cfg, subject)
@@ -289,7 +408,7 @@ def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[str, T
 def _erase_threads(cfg: Config, subject: Subject, path: Path) -> dict[str, int]:
     conn = _open(path, "checkpoints", readonly=False)
     try:
-        return retry_busy(lambda: _delete_threads(conn, cfg.thread_key, subject), f"langgraph-sqlite: {path}")
+        return retry_busy(lambda: _delete_threads(conn, cfg.thread_keys, subject), f"langgraph-sqlite: {path}")
     finally:
         conn.close()
 
@@ -383,7 +502,7 @@ def _store_mentions(conn: apsw.Connection, matcher: _Matcher, identity: Identity
         return 0
     n = 0
     for prefix, key, value in conn.execute("SELECT prefix, key, value FROM store"):
-        if matcher.tier(str(prefix)) is not None:
+        if matcher.tier(str(prefix)) is not None or fold(str(key)) == matcher.want:
             continue
         if identity.found_in(f"{prefix}\n{key}\n{_text_of('json', value)}") is not None:
             n += 1
@@ -440,9 +559,9 @@ class LangGraphSqliteEraser:
         cfg = config(target)
         before = _measure(cfg, subject)
         removed: dict[str, int] = {}
-        prefixes: dict[str, Tier] = {}
+        scopes: dict[Scope, Tier] = {}
         if cfg.store is not None:
-            prefixes, removed_items = _erase_store(cfg, subject, cfg.store)
+            scopes, removed_items = _erase_store(cfg, subject, cfg.store)
             removed |= removed_items
         if cfg.checkpoints is not None:
             removed |= _erase_threads(cfg, subject, cfg.checkpoints)
@@ -453,17 +572,20 @@ class LangGraphSqliteEraser:
         after = _measure(cfg, subject)
         store_scrub = scrubbed[cfg.store.resolve()] if cfg.store else {}
         saver_scrub = scrubbed[cfg.checkpoints.resolve()] if cfg.checkpoints else {}
-        items_by_tier = {tier: sum(1 for t in prefixes.values() if t is tier) for tier in (Tier.episodic,
-                                                                                         Tier.semantic)}
+        items_by_tier = {tier: sum(1 for (_p, key), t in scopes.items() if t is tier and key is None)
+                         for tier in (Tier.episodic, Tier.semantic)}
         return {
             Tier.working: TierOutcome(before.threads, after.threads, {
                 "threads": before.threads, **{f"{t}_rows": n for t, n in before.thread_rows.items()},
                 **{f"deleted_{t}_rows": removed.get(t, 0) for t in before.thread_rows},
+                "threads_under_unconfigured_metadata_keys": before.unconfigured_threads,
                 **{f"scrub_{k}": v for k, v in saver_scrub.items()}}),
             Tier.episodic: TierOutcome(before.items[Tier.episodic], after.items[Tier.episodic], {
                 "items": before.items[Tier.episodic], "namespaces": items_by_tier[Tier.episodic]}),
             Tier.semantic: TierOutcome(before.items[Tier.semantic], after.items[Tier.semantic], {
                 "items": before.items[Tier.semantic], "namespaces": items_by_tier[Tier.semantic],
+                "unconfigured_namespace_layouts": before.unconfigured_layouts,
+                "items_under_unconfigured_layouts": before.unconfigured_items,
                 **{f"scrub_{k}": v for k, v in store_scrub.items()}}),
             Tier.vectors: TierOutcome(before.vectors, after.vectors, {
                 "vectors": before.vectors, "orphaned_by_earlier_deletes": before.orphan_vectors}),
@@ -482,7 +604,7 @@ class LangGraphSqliteEraser:
         if cfg.checkpoints is not None:
             conn = _open(cfg.checkpoints, "checkpoints", readonly=True)
             try:
-                threads = set(_subject_threads(conn, cfg.thread_key, subject))
+                threads = set(_subject_threads(conn, cfg.thread_keys, subject))
                 n += _thread_mentions(conn, threads, identity)
             finally:
                 conn.close()
