@@ -45,11 +45,13 @@ import lzma
 import os
 import quopri
 import re
+import threading
 import time
 import unicodedata
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +75,7 @@ WINDOW = 640
 """Bytes read on each side of a trigger."""
 MIN_BASE64 = 12
 MIN_FRAGMENT = 3
+MAX_WORKERS = 4
 OPAQUE_ENTROPY = 7.9
 OPAQUE_MIN_BYTES = 4096
 LONG_SQL_VALUE = 4000
@@ -136,8 +139,9 @@ class ViewReport:
 
 _PHONE_SHAPE = re.compile(r"^\+?[\d\s().\-/]+$")
 _EMAIL_SHAPE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-_SEP_RAW = rb"[^0-9A-Za-z]{0,4}"
-"""Between a phone's digits in raw bytes: separators in any byte encoding (UTF-8 dashes are three bytes).
+_SEP_RAW = rb"[^0-9A-Za-z]{0,12}"
+"""Between a phone's digits in raw bytes: separators in any byte encoding (UTF-8 dashes are three bytes;
+UTF-16 and UTF-32 text puts NULs between the digits).
 Encoded separators (`\\u2011`, `%E2%80%91`, `&#8209;`) hold digits: the generic escape triggers open a
 window there instead (a trigger per phone with them costs a tenth of a second to compile)."""
 _PHONE_SEP = r"[\s\-.()/]{0,3}"
@@ -195,20 +199,44 @@ def _patterns(kind: str, text: str) -> tuple[list[str], list[bytes]]:
     return list(dict.fromkeys(regexes)), list(dict.fromkeys(triggers))
 
 
+_WIDE_CODECS = (("utf-16-le", 2), ("utf-16-be", 2), ("utf-32-le", 4), ("utf-32-be", 4))
+
+
+def _wide(triggers: list[bytes]) -> list[bytes]:
+    """Each trigger, and each literal one also as UTF-16 and UTF-32 text (both byte orders): text in a
+    wide encoding inside other bytes (a UTF-16 attachment in a blob column) is found by its own letters,
+    which is far cheaper than looking for every run of wide text."""
+    out = list(triggers)
+    for t in triggers:
+        if not t.startswith(b"\\x"):
+            continue  # a regex (a phone's digits with separators), not a literal
+        raw = bytes.fromhex(t.decode("ascii").replace("\\x", ""))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        out += [_literal_bytes(text.encode(codec)) for codec, _w in _WIDE_CODECS]
+    return out
+
+
+def _literal_bytes(data: bytes) -> bytes:
+    return "".join(f"\\x{b:02x}" for b in data).encode("ascii")
+
+
 def _literal(text: str) -> bytes:
     return "".join(f"\\x{b:02x}" for b in text.encode("utf-8")).encode("ascii")
 
 
 # Generic triggers: where an encoding or a container starts, whoever's data it holds.
 _GENERIC: dict[str, bytes] = {
-    "escapes": rb"[0-9](?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};)[0-9]|(?:\\u[0-9a-fA-F]{4}){2}|\\u20[0-9a-fA-F]{2}|\\u00[aA][0dD]|(?:%[0-9A-Fa-f]{2}){2}|%[Cc]2%[Aa]0"
+    "escapes": rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};)[^A-Za-z0-9]{0,2}[0-9]|(?:\\u[0-9a-fA-F]{4}){2}|\\u20[0-9a-fA-F]{2}|\\u00[aA][0dD]|(?:%[0-9A-Fa-f]{2}){2}|%[Cc]2%[Aa]0"
                rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}",
     "fullwidth": rb"(?:\xef[\xbc\xbd][\x80-\xbf]){3}",
-    "base64": rb"(?:^|[^A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{%d}" % MIN_BASE64,
-    "utf16le": rb"(?:[A-Za-z0-9@.+\- ]\x00){6}",
-    "utf16be": rb"(?:\x00[A-Za-z0-9@.+\- ]){6}",
-    "utf32le": rb"(?:[A-Za-z0-9@.+\- ]\x00\x00\x00){5}",
-    "utf32be": rb"(?:\x00\x00\x00[A-Za-z0-9@.+\- ]){5}",
+    # A run's start, once (anchored on the byte before it), with a capital, digit or symbol among its
+    # first characters: a long lower-case word is not base64 (12 lower-case letters in a row start
+    # 2 in 100,000 base64 runs), and triggers cost a decode each.
+    "base64": rb"(?:^|[^A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-][a-z]{0,%d}[A-Z0-9+/_\-][A-Za-z0-9+/_\-]{%d}"
+              % (MIN_BASE64 - 2, MIN_BASE64 - 2),
     "gzip": rb"\x1f\x8b\x08",
     "bz2": rb"BZh[1-9]1AY&SY",
     "xz": rb"\xfd7zXZ\x00",
@@ -252,7 +280,7 @@ class Matcher:
                 continue
             rxs, triggers = _patterns(kind, text)
             self.regexes += [(index, re.compile(rx)) for rx in rxs]
-            for t in triggers:
+            for t in _wide(triggers):
                 expressions.append(t)
                 ids.append(len(_GENERIC) + index)
                 flags.append(hyperscan.HS_FLAG_CASELESS)
@@ -260,8 +288,10 @@ class Matcher:
         if expressions:
             self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
             self.db.compile(expressions=expressions, ids=ids, flags=flags)
-            self.scratch = hyperscan.Scratch(self.db)
-        self.generic, self.generic_scratch = _generic_db()
+            self._scratch = hyperscan.Scratch(self.db)
+        self.generic, self._generic_scratch = _generic_db()
+        self._local = threading.local()
+        self._lock = threading.Lock()
         self.needle_count = len(needles)
 
     @property
@@ -292,9 +322,13 @@ class Matcher:
         def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             out.append((pid, end))
 
-        self.generic.scan(data, match_event_handler=on_match, scratch=self.generic_scratch)
+        if not hasattr(self._local, "generic"):  # a scratch space is one thread's at a time
+            with self._lock:
+                self._local.generic = self._generic_scratch.clone()
+                self._local.needles = self._scratch.clone() if self.db is not None else None
+        self.generic.scan(data, match_event_handler=on_match, scratch=self._local.generic)
         if self.db is not None:
-            self.db.scan(data, match_event_handler=on_match, scratch=self.scratch)
+            self.db.scan(data, match_event_handler=on_match, scratch=self._local.needles)
         return sorted(out, key=lambda t: t[1])
 
 
@@ -372,6 +406,7 @@ _IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image"), (b"\xff\xd8\xff", "image"), (b"
                 (b"OggS", "audio-video"), (b"ID3", "audio-video"), (b"fLaC", "audio-video"))
 _B64_RUN = re.compile(rb"[A-Za-z0-9+/_\-]+={0,2}")
 _HEX = re.compile(rb"[0-9a-fA-F]+")
+_B64_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
 _PDF_STREAM = re.compile(rb"<<(?P<dict>(?:(?!>>\s*stream).){0,2048}?)>>\s*stream\r?\n", re.S)
 
 
@@ -465,7 +500,7 @@ def _payload(scan: _FileScan, data: bytes, depth: int, *, whole_file: bool) -> N
         _pdf(scan, data, depth)
     if len(data) <= WHOLE_PAYLOAD and depth > 0:
         scan.matcher.match_text(data.decode("utf-8", "replace"), scan.hits)
-        _triggered(scan, data, depth, match_windows=False)
+        _triggered(scan, data, depth, match_windows=b"\x00" in data)  # wide text in windows
     else:
         _triggered(scan, data, depth, match_windows=True)
     if (not data.startswith((b"SQLite format 3\x00", b"%PDF-")) and len(data) >= OPAQUE_MIN_BYTES
@@ -583,17 +618,22 @@ def _triggered(scan: _FileScan, data: bytes, depth: int, *, match_windows: bool)
             ends.append(end)
         elif name == "base64":
             done_to[name] = _base64_run(scan, data, end, depth)
-        elif name.startswith("utf"):
-            done_to[name] = _wide_run(scan, data, end, name)
         else:
             done_to[name] = _embedded_container(scan, data, end, name, depth)
     if match_windows:
         for a, b in _windows(ends, len(data)):
-            scan.matcher.match_text(data[a:b].decode("utf-8", "replace"), scan.hits)
+            window = data[a:b]
+            scan.matcher.match_text(window.decode("utf-8", "replace"), scan.hits)
+            if b"\x00" in window:  # a trigger in UTF-16 or UTF-32 (see `_wide`): text in either alignment
+                for codec, width in _WIDE_CODECS:
+                    for shift in range(width):
+                        scan.matcher.match_text(window[shift:].decode(codec, "replace"), scan.hits)
 
 
 def _base64_run(scan: _FileScan, data: bytes, end: int, depth: int) -> int:
-    start = end - MIN_BASE64
+    start = end - 1
+    while start > 0 and data[start - 1] in _B64_BYTES:
+        start -= 1
     m = _B64_RUN.match(data, start)
     if m is None:
         return end
@@ -622,25 +662,6 @@ def _base64_run(scan: _FileScan, data: bytes, end: int, depth: int) -> int:
 
 def _container_magic(data: bytes) -> bool:
     return data.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"PK\x03\x04", b"%PDF-"))
-
-
-_WIDE = {"utf16le": (2, rb"(?:[^\x00]\x00)+", "utf-16-le"), "utf16be": (2, rb"(?:\x00[^\x00])+", "utf-16-be"),
-         "utf32le": (4, rb"(?:[^\x00][\x00-\x10]\x00\x00)+", "utf-32-le"),
-         "utf32be": (4, rb"(?:\x00\x00[\x00-\x10][^\x00])+", "utf-32-be")}
-
-
-def _wide_run(scan: _FileScan, data: bytes, end: int, name: str) -> int:
-    """Text in UTF-16 or UTF-32 inside other bytes: the whole run around the trigger, decoded."""
-    width, unit, codec = _WIDE[name]
-    rx = re.compile(unit)
-    a = end - (12 if width == 2 else 20)
-    while a >= width and rx.fullmatch(data, a - width, a):  # the run began before the trigger's letters
-        a -= width
-    m = rx.match(data, a)
-    if m is None:
-        return end
-    scan.matcher.match_text(m.group(0).decode(codec, "replace"), scan.hits)
-    return m.end()
 
 
 def _embedded_container(scan: _FileScan, data: bytes, end: int, name: str, depth: int) -> int:
@@ -754,12 +775,25 @@ def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscann
     matcher = Matcher(needles)
     if matcher.empty:
         return report
-    for path, rel, size in _regular_files(Path(root)):
-        scan = _FileScan(matcher, report.found, [])
+    files = list(_regular_files(Path(root)))
+
+    def read(entry: tuple[str, str, int]) -> tuple[_FileScan, int] | None:
+        scan = _FileScan(matcher, {}, [])
         try:
-            report.bytes_read += _read_file(scan, path, size)
+            return scan, _read_file(scan, entry[0], entry[2])
         except OSError:
+            return None  # the raw scan counts what cannot be read
+
+    # Files are read by a few threads: hyperscan, hashing, decompression and file reads release the GIL.
+    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, os.cpu_count() or 1)) as pool:
+        done = list(pool.map(read, sorted(files, key=lambda e: -e[2])))
+    for (path, rel, _size), got in zip(sorted(files, key=lambda e: -e[2]), done, strict=True):
+        if got is None:
             continue
+        scan, n = got
+        report.bytes_read += n
+        for index, hits in scan.hits.items():
+            report.found[index] = report.found.get(index, 0) + hits
         report.files += 1
         if report_unscanned:
             whole: str | None = None

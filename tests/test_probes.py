@@ -470,7 +470,7 @@ def test_selected_tiers_and_json_shape(built: Built) -> None:
     assert {p.tier for p in v.probes} == {"episodic", "derivatives"}
     doc = to_json(v, "req-42", datetime(2025, 3, 2, 9, 30, tzinfo=UTC))
     assert set(doc) == {"request_id", "verified_at", "all_clear", "probes", "failing_tiers", "residue_tiers",
-                        "lost_bystander_tiers"}
+                        "lost_bystander_tiers", "unscanned_content"}
     assert doc["verified_at"] == "2025-03-02T09:30:00Z"
     assert doc["failing_tiers"] == ["derivatives"]
     assert set(doc["probes"][0]) == {"tier", "method", "residue", "bystanders_before", "bystanders_after"}

@@ -117,7 +117,7 @@ def _zip(data: bytes) -> bytes:
 
 
 def _pdf(data: bytes) -> bytes:
-    body = zlib.compress(b"BT /F1 12 Tf (" + data.replace(b"(", b"\\(").replace(b")", b"\\)") + b") Tj ET")
+    body = zlib.compress(b"BT /F1 12 Tf <" + data + b"> Tj ET")
     return (b"%PDF-1.4\n1 0 obj\n<< /Length " + str(len(body)).encode() + b" /Filter /FlateDecode >>\nstream\n"
             + body + b"\nendstream\nendobj\ntrailer << /Root 1 0 R >>\n%%EOF\n")
 
