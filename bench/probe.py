@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         (f"decoded views ({len(texts)} identifier/content needles), median of {len(views)}",
          f"{statistics.median(v.seconds for v in views):.3f} s"),
         ("decoded views throughput", f"{_gib_s(views):.2f} GiB/s"),
-        ("decoded views / raw scan time", f"{statistics.median(v.seconds for v in views) / statistics.median(r.seconds for r in fast):.1f}x"),
+        ("decoded views / raw scan time",
+         f"{statistics.median(v.seconds for v in views) / statistics.median(r.seconds for r in fast):.1f}x"),
         ("files no view could read", f"{len(views[0].unscanned)}"),
     ]
     width = max(len(k) for k, _ in rows)

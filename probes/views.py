@@ -193,7 +193,7 @@ def _patterns(kind: str, text: str) -> tuple[list[str], list[bytes]]:
     lowered = unicodedata.normalize("NFKC", text)
     for token in _TOKEN.findall(lowered.lower()) + _TOKEN.findall(lowered.casefold()):
         # Non-ASCII letters are escaped or re-encoded by software; the ASCII runs between them survive.
-        triggers += [_literal(run) for run in re.findall(r"[a-z0-9]{%d,}" % MIN_FRAGMENT, token) if run != token]
+        triggers += [_literal(run) for run in re.findall(rf"[a-z0-9]{{{MIN_FRAGMENT},}}", token) if run != token]
         if not token.isascii():
             triggers.append(_literal(token))
     return list(dict.fromkeys(regexes)), list(dict.fromkeys(triggers))
@@ -229,7 +229,10 @@ def _literal(text: str) -> bytes:
 
 # Generic triggers: where an encoding or a container starts, whoever's data it holds.
 _GENERIC: dict[str, bytes] = {
-    "escapes": rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};)[^A-Za-z0-9]{0,2}[0-9]|(?:\\u[0-9a-fA-F]{4}){2}|\\u20[0-9a-fA-F]{2}|\\u00[aA][0dD]|(?:%[0-9A-Fa-f]{2}){2}|%[Cc]2%[Aa]0"
+    # an encoded separator between two digits (a phone), two escapes in a row, an escaped dash or
+    # space, one entity, two quoted-printable octets
+    "escapes": rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};)[^A-Za-z0-9]{0,2}[0-9]"
+               rb"|(?:\\u[0-9a-fA-F]{4}){2}|\\u20[0-9a-fA-F]{2}|\\u00[aA][0dD]|(?:%[0-9A-Fa-f]{2}){2}|%[Cc]2%[Aa]0"
                rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}",
     "fullwidth": rb"(?:\xef[\xbc\xbd][\x80-\xbf]){3}",
     # A run's start, once (anchored on the byte before it), with a capital, digit or symbol among its
@@ -693,7 +696,7 @@ def _sqlite_values(scan: _FileScan, path: str) -> None:
     """Long text and blob values of a SQLite file, read through SQL (overflow pages joined)."""
     try:
         conn = connect(Path(path), readonly=True)
-    except Exception:  # noqa: BLE001 - not a database the driver opens: its bytes were read anyway
+    except Exception:
         return
     try:
         page = conn.execute("PRAGMA page_size").fetchone()
@@ -708,7 +711,7 @@ def _sqlite_values(scan: _FileScan, path: str) -> None:
                     data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
                     if scan.budget.take(len(data)):
                         _payload(scan, data, 1, whole_file=False)
-    except Exception:  # noqa: BLE001 - a table the probe cannot read: its bytes were still scanned
+    except Exception:
         return
     finally:
         conn.close()

@@ -240,7 +240,8 @@ def test_canonical_form() -> None:
     assert canonical("\ufeffＡ") == "a"
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(sorted(SPELLINGS)), data=st.data(), encoding=st.sampled_from(sorted(ENCODINGS)),
        container=st.sampled_from(sorted(CONTAINERS)), planted=st.booleans(), prefix=st.text(max_size=30))
 def test_generated_spelling_encoding_container(tmp_path: Path, kind: str, data: st.DataObject, encoding: str,
