@@ -39,8 +39,9 @@ DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u058a\u05be\u1806\u2053\u2e
 _DASH_MAP = dict.fromkeys(map(ord, DASHES), "-")
 _TRANSLIT = {"ø": ("o", "oe"), "ł": ("l",), "đ": ("d",), "æ": ("ae",), "œ": ("oe",), "þ": ("th",), "ð": ("d",)}
 _UMLAUTS = {"ä": "ae", "ö": "oe", "ü": "ue"}
-_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}|=\r?\n|=[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|\\[nrtbf/\"'\\]"
-                     r"|&#[0-9]{1,7};|&#[xX][0-9A-Fa-f]{1,6};|&[A-Za-z][A-Za-z0-9]{1,31};")
+ESCAPE_PATTERN = (r"%[0-9A-Fa-f]{2}|=\r?\n|=[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|\\[nrtbf/\"'\\]"
+                  r"|&#[0-9]{1,7};|&#[xX][0-9A-Fa-f]{1,6};|&[A-Za-z][A-Za-z0-9]{1,31};")
+_ESCAPE = re.compile(ESCAPE_PATTERN)
 """One escape as software writes text (see the module docstring)."""
 _SPACES = re.compile(r"\s+")
 _B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{8,}")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
@@ -48,6 +49,7 @@ import hyperscan
 
 from erasure.errors import ConfigError
 from erasure.identity import Identity, phone_digits
+from erasure.spellings import ESCAPE_PATTERN, base64_needles, canonical, country_split, token_variants
 from memory.schema import db_path
 
 PLACEHOLDER = "[redacted]"
@@ -92,22 +94,45 @@ class SearchPlan:
     """What an ASCII text that names the subject must hold, per spelling (see the module docstring)."""
 
     phrases: tuple[tuple[str, ...], ...]
-    """Per name/id/email spelling, its shadow's lower-case words: an ASCII text matching the spelling
-    holds them in this order with white space between them."""
+    """Words (lower case) that every ASCII text naming the subject by one spelling holds, in this order
+    with white space between them, for each spelling: an id, an email's mailbox without its tag, the
+    ASCII transliterations of one token of a name (any of them)."""
     digits: tuple[str, ...]
-    """Phone spellings: an ASCII text matching one holds its digits with only `PHONE_SEPARATORS` between."""
+    """Phones: an ASCII text matching one holds these digits with only `PHONE_SEPARATORS` between
+    (the national significant number, in every prefix's spelling)."""
+    base64: tuple[str, ...]
+    """Base64 text any encoding of one of the identity's `base64_literals` holds."""
 
     @classmethod
     def of(cls, identity: Identity) -> SearchPlan:
+        sp = identity.spellings
         phrases: list[tuple[str, ...]] = []
-        for kind, value in identity.items():
-            if kind == "phone":
-                continue
-            shadow = ascii_shadow(value)
-            if shadow is not None:  # else only a non-ASCII text can name it: always a candidate
+
+        def add(value: str) -> None:
+            shadow = ascii_shadow(canonical(value).strip())
+            if shadow is not None:  # else only a non-ASCII or an escaped text can name it: a candidate anyway
                 phrases.append(tuple(shadow.split(" ")))
-        digits = [s for s in identity.phone_spellings() if s.isascii() and s.isdigit()]
-        return cls(phrases=tuple(dict.fromkeys(phrases)), digits=tuple(dict.fromkeys(digits)))
+
+        for v in identity.ids:
+            add(v)
+        for e in identity.emails:
+            local, at, domain = canonical(e).strip().rpartition("@")
+            add((local.split("+", 1)[0] or local) if at else domain)
+        for n in identity.names:
+            tokens = [t for t in re.split(r"[\s,]+", canonical(n)) if t]
+            if not tokens:
+                add("")
+                continue
+            best = max(tokens, key=lambda t: min(len(v) for v in token_variants(t)))
+            for v in sorted(token_variants(best)):
+                add(v)
+        digits = []
+        for p in identity.phones:
+            split = country_split(p, sp.country_codes)
+            digits.append(split[1] if split else p)
+        needles = sorted({n for _, lit in sp.base64_literals for n in base64_needles(lit)})
+        return cls(phrases=tuple(dict.fromkeys(phrases)), digits=tuple(dict.fromkeys(d for d in digits if d)),
+                   base64=tuple(needles))
 
 
 @lru_cache(maxsize=256)
@@ -122,6 +147,8 @@ def _hex(text: str) -> str:
 
 _SEPARATOR_CLASS = "[" + _hex(PHONE_SEPARATORS) + "]*"
 _SPACE_CLASS = "[" + _hex(PATTERN_SPACES) + "]+"
+EVERY = -1
+"""The owner of the escape pattern: a text with an escape is a candidate for every identity."""
 
 
 class Prefilter:
@@ -129,10 +156,10 @@ class Prefilter:
 
     def __init__(self, identities: Sequence[Identity]) -> None:
         self.size = len(identities)
-        self._owner: list[int] = []
+        self._owner: list[int] = [EVERY]
         self._every: list[int] = []
-        expressions: list[bytes] = []
-        flags: list[int] = []
+        expressions: list[bytes] = [ESCAPE_PATTERN.encode("ascii")]
+        flags: list[int] = [0]
         for k, who in enumerate(identities):
             p = plan(who)
             if any(not all(phrase) or any("\x00" in w for w in phrase) for phrase in p.phrases):
@@ -146,10 +173,12 @@ class Prefilter:
                 expressions.append(_SEPARATOR_CLASS.join(_hex(c) for c in d).encode("ascii"))
                 flags.append(0)
                 self._owner.append(k)
-        self._db: hyperscan.Database | None = None
-        if expressions:
-            self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            self._db.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
+            for needle in p.base64:
+                expressions.append(_hex(needle).encode("ascii"))
+                flags.append(0)
+                self._owner.append(k)
+        self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self._db.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
 
     def candidates(self, texts: Sequence[str | None]) -> list[set[int]]:
         """Per identity, the indexes of the texts that may name it (a superset of those that do)."""
@@ -170,7 +199,7 @@ class Prefilter:
             joined = "\x00".join(texts[i] or "" for i in plain)
         for k in self._every:
             out[k].update(plain)
-        if self._db is None or not plain:
+        if not plain:
             return out
         starts: list[int] = []
         at = 0
@@ -180,7 +209,12 @@ class Prefilter:
         owner = self._owner
 
         def on_match(pattern_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            out[owner[pattern_id]].add(plain[bisect_right(starts, end - 1) - 1])
+            i = plain[bisect_right(starts, end - 1) - 1]
+            if owner[pattern_id] == EVERY:
+                for found in out:
+                    found.add(i)
+            else:
+                out[owner[pattern_id]].add(i)
 
         # The binding keeps no reference to the callback: `on_match` lives in this frame for the scan.
         self._db.scan(joined.encode("ascii"), match_event_handler=on_match, scratch=hyperscan.Scratch(self._db))
