@@ -377,9 +377,9 @@ class Spellings:
                         found.append(Hit(kind, s, e))
         if self.base64_literals:
             for s, e, data in base64_views(text):
-                kind = next((k for k, lit in self.base64_literals if lit in data), None)
-                if kind is not None:
-                    found.append(Hit(kind, s, e, inline=False))
+                inside = next((k for k, lit in self.base64_literals if lit in data), None)
+                if inside is not None:
+                    found.append(Hit(inside, s, e, inline=False))
         return _merged(found)
 
     def names_in(self, text: str) -> bool:

@@ -34,11 +34,12 @@ the pack says `erasedWithExceptions` with the count.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import threading
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -50,11 +51,17 @@ import hyperscan
 from erasure.errors import ConfigError
 from erasure.identity import Identity, phone_digits
 from erasure.spellings import ESCAPE_PATTERN, base64_needles, canonical, country_split, token_variants
+from memory.redact import map_strings, redact_json_text
 from memory.schema import db_path
+from tasks.attribution import Attribution, ItemMentions, attribute, build, carriers
+from tasks.base import ExceptionSpec
 
 PLACEHOLDER = "[redacted]"
 POLICIES = ("redact", "report")
 REPORT_GROUND = "mention kept by policy (ERASURE_MENTIONS=report): another person's item names the subject"
+AMBIGUOUS_GROUND = ("ambiguous mention kept: a name another subject of the store carries, or an id that reads "
+                    "as a word; review before redacting another person's item")
+UNREDACTABLE_GROUND = "mention the item cannot lose in place (inside a base64 run): review the item"
 
 ASCII_EQUIVALENTS = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
 """The only non-ASCII characters that Python's case-insensitive matching equates with an ASCII one
@@ -221,7 +228,7 @@ class Prefilter:
         return out
 
 
-_TEXT_COLUMN = {"frames": "content", "raw_archive": "content", "working_sessions": "state"}
+_TEXT_COLUMN = {"frames": "content", "raw_archive": "content", "working_sessions": "state", "kg_entities": "name"}
 _MIN_ROWID = -(2**63)
 
 
@@ -390,3 +397,66 @@ def lines_naming(conn: apsw.Connection, path: Path, identity: Identity) -> froze
 def redact_text(identity: Identity, text: str) -> tuple[str, int]:
     """`text` with every spelling of the subject replaced by the placeholder; and the count."""
     return identity.redact(text, PLACEHOLDER)
+
+
+def attribution(conn: apsw.Connection, who: Identity, own_ids: Iterable[str] = ()) -> Attribution:
+    """Who in the store carries `who`'s identifiers (`tasks.attribution`); `own_ids` are the subject's
+    store ids (the request's are always among them). The personal entities are found through the
+    mention index (read once per window)."""
+    entities = index_for(conn, who).rowids(conn, "kg_entities", who)
+    return build(who, own_ids, carriers(conn, who, entities))
+
+
+def _json_strings(text: str) -> list[str] | None:
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    out: list[str] = []
+
+    def keep(s: str) -> str:
+        out.append(s)
+        return s
+
+    map_strings(doc, keep)
+    return out
+
+
+def item_mentions(who: Identity, att: Attribution, text: str, owners: Iterable[str], *,
+                  as_json: bool = False) -> ItemMentions:
+    """The attributed hits of `who` in one item's text; with `as_json`, in each string of the JSON
+    document (every tier that redacts a JSON item redacts its strings: one matcher for row and file)."""
+    owners = tuple(owners)
+    strings = _json_strings(text) if as_json else None
+    if strings is None:
+        return attribute(who, att, text, owners)
+    parts = [attribute(who, att, s, owners) for s in strings]
+    return ItemMentions(redact=tuple(h for p in parts for h in p.redact), keep=(),
+                        ambiguous=sum(p.ambiguous for p in parts), unredactable=sum(p.unredactable for p in parts))
+
+
+def redact_item(who: Identity, att: Attribution, text: str, owners: Iterable[str], *,
+                as_json: bool = False) -> tuple[str, int]:
+    """The item's text with only its `REDACT` mentions of `who` replaced by the placeholder (JSON:
+    in each string, dumped as sessions and corpus lines are); and how many."""
+    owners = tuple(owners)
+    counted = [0]
+
+    def fn(s: str) -> str:
+        found = attribute(who, att, s, owners)
+        if not found.redact:
+            return s
+        new, n = who.redact(s, PLACEHOLDER, keep=found.keep)
+        counted[0] += n
+        return new
+
+    new = redact_json_text(text, fn) if as_json and _json_strings(text) is not None else fn(text)
+    return (new, counted[0]) if counted[0] else (text, 0)
+
+
+def reported(kind: str, item_key: str, items: Mapping[str, int], mentions_: int) -> list[ExceptionSpec]:
+    """One exception of `kind` (`mention_ambiguous`, `mention_unredactable`) with counts only."""
+    if not mentions_:
+        return []
+    ground = AMBIGUOUS_GROUND if kind == "mention_ambiguous" else UNREDACTABLE_GROUND
+    return [ExceptionSpec(kind=kind, item_key=item_key, detail={**items, "mentions": mentions_}, ground=ground)]
