@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from erasure.spellings import Hit, Spellings
+from erasure.spellings import Hit, Spellings, canonical
 from erasure.subject import Subject
 
 MIN_MATCH_CHARS = 4
@@ -115,7 +115,13 @@ class Identity:
     def found_in(self, text: str) -> str | None:
         """The kind of the first identifier found in `text` (never its value), or None."""
         hits = self.hits(text)
-        return hits[0].kind if hits else None
+        if not hits:
+            return None
+        first = hits[0]
+        mailboxes = {e.rpartition("@")[0].split("+", 1)[0] for e in self.emails}
+        if first.kind == "name" and canonical(text[first.start:first.end]) in mailboxes:
+            return "email"  # `annabel.quist` spells the name and is the mailbox: say the stronger
+        return first.kind
 
     def redact(self, text: str, placeholder: str = "[redacted]", keep: Iterable[Hit] = ()) -> tuple[str, int]:
         """`text` with every spelling that can be redacted in place (but `keep`) replaced by

@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import binascii
 import html
+import itertools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -46,10 +47,12 @@ _ESCAPE = re.compile(ESCAPE_PATTERN)
 _SPACES = re.compile(r"\s+")
 _B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{8,}")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "/": "/", '"': '"', "'": "'", "\\": "\\"}
-_PHONE_SEP = r"[ \-.()/]*"
+_PHONE_SEP = r"[ \-.()/\[\]]*"
 _B = r"(?<![^\W_])"
 _E = r"(?![^\W_])"
-_NAME_SEP = r"[\W_]{0,3}"
+_NAME_SEP = r"[\W_]{0,4}"
+MAX_ESCAPE_DEPTH = 2
+"""Escapes are decoded this many times over (a pasted tool result's `\\u0040` inside a JSON string)."""
 MIN_BASE64_LITERAL = 6
 """A literal shorter than this (bytes) is not looked for inside base64 (its encoding is too short to mean it)."""
 
@@ -107,6 +110,22 @@ class View:
                 ends.append(hi)
             i = j
         return cls("".join(out), tuple(starts), tuple(ends))
+
+    def stripped(self) -> View:
+        """This view with combining marks removed and `ø ł đ æ œ þ ð` transliterated (one character
+        may become two: both keep its span)."""
+        out: list[str] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        for c, s, e in zip(self.text, self.starts, self.ends, strict=True):
+            for d in unicodedata.normalize("NFD", c):
+                if unicodedata.combining(d):
+                    continue
+                for x in _TRANSLIT.get(d, (d,))[0]:
+                    out.append(x)
+                    starts.append(s)
+                    ends.append(e)
+        return View("".join(out), tuple(starts), tuple(ends))
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The source span of the canonical characters [start, end)."""
@@ -206,11 +225,20 @@ def decode_escapes(text: str) -> tuple[str, list[tuple[int, int]]] | None:
 
 
 def views(text: str) -> list[View]:
-    """The canonical views of `text`: as it is, and with its escapes decoded (when it has any)."""
+    """The canonical views of `text`: as it is, and with its escapes decoded (when it has any, up to
+    `MAX_ESCAPE_DEPTH` times: a JSON escape inside a JSON string); each
+    also with its diacritics stripped when it has any (`Müller` read as `muller` too)."""
     out = [View.of(text)]
     decoded = decode_escapes(text)
-    if decoded is not None:
+    for _ in range(MAX_ESCAPE_DEPTH):
+        if decoded is None:
+            break
         out.append(View.of(*decoded))
+        inner = decode_escapes(decoded[0])
+        decoded = None if inner is None else (inner[0], [(decoded[1][a][0], decoded[1][b - 1][1]) for a, b in inner[1]])
+    for v in list(out):
+        if not v.text.isascii():
+            out.append(v.stripped())
     return out
 
 
@@ -304,15 +332,18 @@ class Spellings:
         out: list[tuple[str, re.Pattern[str]]] = []
         for v in self.ids:
             c = canonical(v).strip()
-            if c:
-                out.append(("id", re.compile(_B + re.escape(c) + _E)))
+            groups = [g for g in re.split(r"[\W_]+", c) if g]
+            if c:  # as it is, and its letter/digit groups with any separators (`subj ann 7731`)
+                body = re.escape(c) + ("|" + _NAME_SEP.join(map(re.escape, groups)) if len(groups) > 1 else "")
+                out.append(("id", re.compile(_B + "(?:" + body + ")" + _E)))
         for v in self.emails:
             local, at, domain = canonical(v).strip().rpartition("@")
             if not at:
                 out.append(("email", re.compile(_B + re.escape(domain) + _E)))
                 continue
             base = local.split("+", 1)[0] or local
-            out.append(("email", re.compile(_B + re.escape(base) + r"(?:\+[^\s@]{0,64})?@" + re.escape(domain) + _E)))
+            tag = r"(?:\+[^\s@\"'<>]{0,64})? ?@ ?"
+            out.append(("email", re.compile(_B + re.escape(base) + tag + re.escape(domain) + _E)))
         for v in self.names:
             rx = self._name_regex(v)
             if rx:
@@ -328,7 +359,7 @@ class Spellings:
             return None
         alts = ["(?:" + "|".join(re.escape(v) for v in sorted(token_variants(t), key=lambda s: (-len(s), s))) + ")"
                 for t in tokens]
-        orders = [alts] if len(alts) == 1 else [alts, [alts[-1], *alts[:-1]]]
+        orders = itertools.permutations(alts) if len(alts) <= 4 else [alts, [alts[-1], *alts[:-1]]]
         return "|".join(_B + _NAME_SEP.join(o) + _E for o in orders)
 
     def _phone_regex(self, e164: str) -> str:

@@ -50,8 +50,7 @@ import hyperscan
 
 from erasure.errors import ConfigError
 from erasure.identity import Identity, phone_digits
-from erasure.spellings import ESCAPE_PATTERN, base64_needles, canonical, country_split, token_variants
-from memory.redact import map_strings, redact_json_text
+from erasure.spellings import ESCAPE_PATTERN, Hit, base64_needles, canonical, country_split, token_variants
 from memory.schema import db_path
 from tasks.attribution import Attribution, ItemMentions, attribute, build, carriers
 from tasks.base import ExceptionSpec
@@ -120,8 +119,9 @@ class SearchPlan:
             if shadow is not None:  # else only a non-ASCII or an escaped text can name it: a candidate anyway
                 phrases.append(tuple(shadow.split(" ")))
 
-        for v in identity.ids:
-            add(v)
+        for v in identity.ids:  # the id, or its longest letter/digit group (the id may be spelt by its groups)
+            groups = [g for g in re.split(r"[\W_]+", canonical(v)) if g]
+            add(max(groups, key=len) if len(groups) > 1 else v)
         for e in identity.emails:
             local, at, domain = canonical(e).strip().rpartition("@")
             add((local.split("+", 1)[0] or local) if at else domain)
@@ -407,51 +407,55 @@ def attribution(conn: apsw.Connection, who: Identity, own_ids: Iterable[str] = (
     return build(who, own_ids, carriers(conn, who, entities))
 
 
-def _json_strings(text: str) -> list[str] | None:
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def _json_interiors(text: str) -> list[tuple[int, int]] | None:
+    """The spans of the insides of a JSON document's string literals; None if `text` is not JSON."""
     try:
-        doc = json.loads(text)
+        json.loads(text)
     except ValueError:
         return None
-    out: list[str] = []
+    return [(m.start() + 1, m.end() - 1) for m in _JSON_STRING.finditer(text)]
 
-    def keep(s: str) -> str:
-        out.append(s)
-        return s
 
-    map_strings(doc, keep)
-    return out
+def _cut(hit: Hit, interiors: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of `hit` inside string literals (a name split over two strings is cut in two)."""
+    return [(max(hit.start, lo), min(hit.end, hi)) for lo, hi in interiors if max(hit.start, lo) < min(hit.end, hi)]
 
 
 def item_mentions(who: Identity, att: Attribution, text: str, owners: Iterable[str], *,
                   as_json: bool = False) -> ItemMentions:
-    """The attributed hits of `who` in one item's text; with `as_json`, in each string of the JSON
-    document (every tier that redacts a JSON item redacts its strings: one matcher for row and file)."""
-    owners = tuple(owners)
-    strings = _json_strings(text) if as_json else None
-    if strings is None:
-        return attribute(who, att, text, owners)
-    parts = [attribute(who, att, s, owners) for s in strings]
-    return ItemMentions(redact=tuple(h for p in parts for h in p.redact), keep=(),
-                        ambiguous=sum(p.ambiguous for p in parts), unredactable=sum(p.unredactable for p in parts))
+    """The attributed hits of `who` in one item's text, read whole (a session row and its file, a
+    corpus line: one matcher for all). With `as_json`, a mention outside every string literal of a
+    JSON document (a number) cannot be redacted in place: it counts as unredactable."""
+    found = attribute(who, att, text, owners)
+    interiors = _json_interiors(text) if as_json else None
+    if interiors is None:
+        return found
+    outside = [h for h in found.redact if not _cut(h, interiors)]
+    return ItemMentions(redact=tuple(h for h in found.redact if h not in outside), keep=found.keep + tuple(outside),
+                        ambiguous=found.ambiguous, unredactable=found.unredactable + len(outside))
 
 
 def redact_item(who: Identity, att: Attribution, text: str, owners: Iterable[str], *,
                 as_json: bool = False) -> tuple[str, int]:
-    """The item's text with only its `REDACT` mentions of `who` replaced by the placeholder (JSON:
-    in each string, dumped as sessions and corpus lines are); and how many."""
-    owners = tuple(owners)
-    counted = [0]
-
-    def fn(s: str) -> str:
-        found = attribute(who, att, s, owners)
-        if not found.redact:
-            return s
-        new, n = who.redact(s, PLACEHOLDER, keep=found.keep)
-        counted[0] += n
-        return new
-
-    new = redact_json_text(text, fn) if as_json and _json_strings(text) is not None else fn(text)
-    return (new, counted[0]) if counted[0] else (text, 0)
+    """The item's text with only its mentions of `who` to redact replaced by the placeholder (an
+    escaped spelling with its whole escaped span); and how many. With `as_json` only the insides of
+    string literals change, so the document stays JSON with its other bytes as they were."""
+    found = item_mentions(who, att, text, owners, as_json=as_json)
+    if not found.redact:
+        return text, 0
+    interiors = _json_interiors(text) if as_json else None
+    if interiors is None:
+        return who.redact(text, PLACEHOLDER, keep=found.keep)
+    parts = sorted(p for h in found.redact for p in _cut(h, interiors))
+    out: list[str] = []
+    at = 0
+    for lo, hi in parts:
+        out += [text[at:lo], PLACEHOLDER]
+        at = hi
+    return "".join(out) + text[at:], len(found.redact)
 
 
 def reported(kind: str, item_key: str, items: Mapping[str, int], mentions_: int) -> list[ExceptionSpec]:
