@@ -19,8 +19,9 @@ In those views the `Spellings` of an identity find (token-bounded):
   any separators between them, each token in its transliterations (`ß`/`ss` by case folding;
   `Müller`, `Muller`, `Mueller`).
 
-Base64 runs (standard and url-safe, any alignment) are decoded too; a run whose bytes carry one of
-`base64_literals` is a hit that cannot be redacted in place (`Hit.inline` is False): it is reported.
+Base64 runs of 16 characters or more (standard and url-safe, any alignment) are decoded too, and the
+decoded text read as above; a spelling there is a hit on the whole run that cannot be redacted in
+place (`Hit.inline` is False): it is reported.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ ESCAPE_PATTERN = (r"%[0-9A-Fa-f]{2}|=\r?\n|=[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\x
 _ESCAPE = re.compile(ESCAPE_PATTERN)
 """One escape as software writes text (see the module docstring)."""
 _SPACES = re.compile(r"\s+")
-_B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{8,}")
+BASE64_RUN = r"[A-Za-z0-9+/_-]{16}"
+"""The shortest run of base64 characters that is decoded (12 bytes)."""
+_B64_RUN = re.compile(BASE64_RUN + "+")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "/": "/", '"': '"', "'": "'", "\\": "\\"}
 _PHONE_SEP = r"[ \-.()/\[\]]*"
 _B = r"(?<![^\W_])"
@@ -53,8 +56,6 @@ _E = r"(?![^\W_])"
 _NAME_SEP = r"[\W_]{0,4}"
 MAX_ESCAPE_DEPTH = 2
 """Escapes are decoded this many times over (a pasted tool result's `\\u0040` inside a JSON string)."""
-MIN_BASE64_LITERAL = 6
-"""A literal shorter than this (bytes) is not looked for inside base64 (its encoding is too short to mean it)."""
 
 
 def _fold_char(cluster: str) -> str:
@@ -251,26 +252,12 @@ def base64_views(text: str) -> Iterable[tuple[int, int, bytes]]:
         for off in range(4):
             body = run[off:]
             body = body[:len(body) - len(body) % 4]
-            if len(body) < 8:
+            if len(body) < 16:
                 continue
             try:
                 yield m.start(), m.end(), base64.b64decode(body.encode("ascii"), altchars=alt, validate=True)
             except (binascii.Error, ValueError):
                 continue
-
-
-def base64_needles(literal: bytes) -> set[str]:
-    """The base64 text every encoding of `literal` at any alignment contains (both alphabets)."""
-    out: set[str] = set()
-    for k in range(3):
-        enc = base64.b64encode(b"\x00" * k + literal + b"\x00\x00").decode("ascii")
-        first = -(-8 * k // 6)
-        last = (8 * (k + len(literal))) // 6
-        piece = enc[first:last]
-        if piece:
-            out.add(piece)
-            out.add(piece.replace("+", "-").replace("/", "_"))
-    return out
 
 
 def token_variants(token: str) -> set[str]:
@@ -374,43 +361,25 @@ class Spellings:
             forms.append(digits(nsn) if cc == "1" else rf"0{_PHONE_SEP}{digits(nsn)}")
         return "|".join(rf"(?<![^\W_+]){f}(?!\d)" for f in forms)
 
-    @cached_property
-    def base64_literals(self) -> tuple[tuple[str, bytes], ...]:
-        """(kind, bytes) whose presence in a decoded base64 run is a hit: each identifier's usual
-        spellings (as normalised, lower, title and upper case)."""
-        base: list[tuple[str, str]] = [("id", v) for v in self.ids] + [("name", v) for v in self.names]
-        for e in self.emails:
-            local, _, domain = e.rpartition("@")
-            base += [("email", e), ("email", local.split("+", 1)[0] + ("@" if domain else ""))]
-        for p in self.phones:
-            base += [("phone", p), ("phone", "+" + p)]
-            split = country_split(p, self.country_codes)
-            if split:
-                base.append(("phone", split[1] if split[0] == "1" else "0" + split[1]))
-        out: dict[tuple[str, bytes], None] = {}
-        for kind, s in base:
-            for v in (s, s.lower(), s.title(), s.upper()):
-                b = v.encode("utf-8")
-                if len(b) >= MIN_BASE64_LITERAL:
-                    out[(kind, b)] = None
-        return tuple(out)
-
-    def hits(self, text: str) -> list[Hit]:
-        """Every spelling found in `text`, spans merged where they overlap, in text order."""
+    def _found(self, text: str) -> list[Hit]:
         found: list[Hit] = []
-        if not self.patterns and not self.base64_literals:
-            return found
         for view in views(text):
             for kind, rx in self.patterns:
                 for m in rx.finditer(view.text):
                     if m.end() > m.start():
                         s, e = view.span(m.start(), m.end())
                         found.append(Hit(kind, s, e))
-        if self.base64_literals:
-            for s, e, data in base64_views(text):
-                inside = next((k for k, lit in self.base64_literals if lit in data), None)
-                if inside is not None:
-                    found.append(Hit(inside, s, e, inline=False))
+        return found
+
+    def hits(self, text: str) -> list[Hit]:
+        """Every spelling found in `text`, spans merged where they overlap, in text order; a spelling
+        inside a base64 run is a hit on the whole run that cannot be redacted in place."""
+        if not self.patterns:
+            return []
+        found = self._found(text)
+        for s, e, data in base64_views(text):
+            for kind in sorted({h.kind for h in self._found(data.decode("utf-8", "replace"))}):
+                found.append(Hit(kind, s, e, inline=False))
         return _merged(found)
 
     def names_in(self, text: str) -> bool:

@@ -50,7 +50,7 @@ import hyperscan
 
 from erasure.errors import ConfigError
 from erasure.identity import Identity, phone_digits
-from erasure.spellings import ESCAPE_PATTERN, Hit, base64_needles, canonical, country_split, token_variants
+from erasure.spellings import BASE64_RUN, ESCAPE_PATTERN, Hit, canonical, country_split, token_variants
 from memory.schema import db_path
 from tasks.attribution import Attribution, ItemMentions, attribute, build, carriers
 from tasks.base import ExceptionSpec
@@ -106,8 +106,6 @@ class SearchPlan:
     digits: tuple[str, ...]
     """Phones: an ASCII text matching one holds these digits with only `PHONE_SEPARATORS` between
     (the national significant number, in every prefix's spelling)."""
-    base64: tuple[str, ...]
-    """Base64 text any encoding of one of the identity's `base64_literals` holds."""
 
     @classmethod
     def of(cls, identity: Identity) -> SearchPlan:
@@ -137,9 +135,7 @@ class SearchPlan:
         for p in identity.phones:
             split = country_split(p, sp.country_codes)
             digits.append(split[1] if split else p)
-        needles = sorted({n for _, lit in sp.base64_literals for n in base64_needles(lit)})
-        return cls(phrases=tuple(dict.fromkeys(phrases)), digits=tuple(dict.fromkeys(d for d in digits if d)),
-                   base64=tuple(needles))
+        return cls(phrases=tuple(dict.fromkeys(phrases)), digits=tuple(dict.fromkeys(d for d in digits if d)))
 
 
 @lru_cache(maxsize=256)
@@ -155,7 +151,8 @@ def _hex(text: str) -> str:
 _SEPARATOR_CLASS = "[" + _hex(PHONE_SEPARATORS) + "]*"
 _SPACE_CLASS = "[" + _hex(PATTERN_SPACES) + "]+"
 EVERY = -1
-"""The owner of the escape pattern: a text with an escape is a candidate for every identity."""
+"""The owner of the escape and base64 patterns: a text with an escape or a base64 run is a candidate for
+every identity (`erasure.spellings` decodes them)."""
 
 
 class Prefilter:
@@ -163,10 +160,10 @@ class Prefilter:
 
     def __init__(self, identities: Sequence[Identity]) -> None:
         self.size = len(identities)
-        self._owner: list[int] = [EVERY]
+        self._owner: list[int] = [EVERY, EVERY]
         self._every: list[int] = []
-        expressions: list[bytes] = [ESCAPE_PATTERN.encode("ascii")]
-        flags: list[int] = [0]
+        expressions: list[bytes] = [ESCAPE_PATTERN.encode("ascii"), BASE64_RUN.encode("ascii")]
+        flags: list[int] = [0, 0]
         for k, who in enumerate(identities):
             p = plan(who)
             if any(not all(phrase) or any("\x00" in w for w in phrase) for phrase in p.phrases):
@@ -178,10 +175,6 @@ class Prefilter:
                 self._owner.append(k)
             for d in p.digits:
                 expressions.append(_SEPARATOR_CLASS.join(_hex(c) for c in d).encode("ascii"))
-                flags.append(0)
-                self._owner.append(k)
-            for needle in p.base64:
-                expressions.append(_hex(needle).encode("ascii"))
                 flags.append(0)
                 self._owner.append(k)
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
