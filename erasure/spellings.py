@@ -48,7 +48,7 @@ _ESCAPE = re.compile(ESCAPE_PATTERN)
 _SPACES = re.compile(r"\s+")
 BASE64_RUN = r"[A-Za-z0-9+/_-]{16}"
 """The shortest run of base64 characters that is decoded (12 bytes)."""
-_B64_RUN = re.compile(BASE64_RUN + "+")
+_B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{16,}")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "/": "/", '"': '"', "'": "'", "\\": "\\"}
 _PHONE_SEP = r"[ \-.()/\[\]]*"
 _B = r"(?<![^\W_])"
@@ -251,13 +251,14 @@ def base64_views(text: str) -> Iterable[tuple[int, int, bytes]]:
         alt = b"-_" if ("-" in run or "_" in run) else b"+/"
         for off in range(4):
             body = run[off:]
-            body = body[:len(body) - len(body) % 4]
+            body = body[:len(body) - 1] if len(body) % 4 == 1 else body
             if len(body) < 16:
                 continue
             try:
-                yield m.start(), m.end(), base64.b64decode(body.encode("ascii"), altchars=alt, validate=True)
+                data = base64.b64decode((body + "=" * (-len(body) % 4)).encode("ascii"), altchars=alt, validate=True)
             except (binascii.Error, ValueError):
                 continue
+            yield m.start(), m.end(), data
 
 
 def token_variants(token: str) -> set[str]:
