@@ -65,7 +65,8 @@ def _decodings(text: str) -> Iterator[str]:
     for run in re.findall(r"[A-Za-z0-9+/_-]{12,}", text):
         for off in range(4):
             body = run[off:]
-            body = body[:len(body) - len(body) % 4]
+            body = body[:len(body) - len(body) % 4] + ("" if len(body) % 4 < 2 else body[len(body) - len(body) % 4:]
+                                                      + "=" * (4 - len(body) % 4))
             for alt in (b"+/", b"-_"):
                 try:
                     data = base64.b64decode(body, altchars=alt, validate=True)
@@ -259,7 +260,7 @@ SPELLINGS = {
 }
 
 
-def encode(text: str, how: str) -> str:
+def encode(text: str, how: str, pick: int = 0) -> str:
     if how == "percent":
         return urllib.parse.quote(text, safe="")
     if how == "json":
@@ -269,7 +270,7 @@ def encode(text: str, how: str) -> str:
     if how == "qp":
         return quopri.encodestring(text.encode("utf-8"), quotetabs=True).decode("ascii").replace("@", "=40")
     if how == "base64":
-        return base64.urlsafe_b64encode(("x" + text).encode("utf-8")).decode("ascii")
+        return base64.urlsafe_b64encode((" " * (pick % 3) + text).encode("utf-8")).decode("ascii")
     return text
 
 
@@ -281,12 +282,12 @@ scenes = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=14, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(s=scenes)
 def test_generated_every_spelling_encoding_and_owner(s: dict[str, Any]) -> None:
     kind, whose, how = str(s["kind"]), str(s["whose"]), str(s["encoding"])
     options = SPELLINGS[kind]
-    written = encode(options[int(s["pick"]) % len(options)], how)
+    written = encode(options[int(s["pick"]) % len(options)], how, int(s["pick"]) // len(options))
     content = f"Note for the file: {written} called about the invoice."
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -306,11 +307,11 @@ def test_generated_every_spelling_encoding_and_owner(s: dict[str, Any]) -> None:
                        for k, v in after.items()), s
             return
         ambiguous = whose == "namesake" and kind == "name"
-        if how == "base64":
+        if ambiguous:
+            assert after == before, s  # the namesake's own name in their own item: theirs
+        elif how == "base64":
             assert after == before, s  # cannot be redacted in place: kept and reported
             assert counted(found, "mention_unredactable") >= 1, s
-        elif ambiguous:
-            assert after == before, s  # the namesake's own name in their own item: theirs
         else:
             for where, text in after.items():
                 assert kind not in oracle(text, SUBJECT), (s, where, text)
