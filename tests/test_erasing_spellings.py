@@ -29,12 +29,14 @@ from hypothesis import strategies as st
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
+from erasure.identity import Identity
 from erasure.subject import Subject
 from flows.common import store_lock
 from memory.ingest import ingest
 from memory.items import MemoryItem
 from memory.schema import create
 from memory.sessions import session_path
+from tasks import mentions
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
 
@@ -61,7 +63,8 @@ def _decodings(text: str) -> Iterator[str]:
     yield urllib.parse.unquote(text)
     yield html.unescape(text)
     yield quopri.decodestring(text.encode("utf-8", "surrogatepass")).decode("utf-8", "replace")
-    yield re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text).replace("\\n", "\n")
+    yield re.sub(r"\\u([0-9a-fA-F]{4})|\\([ntr])", lambda m: chr(int(m.group(1), 16)) if m.group(1)
+                 else {"n": "\n", "t": "\t", "r": "\r"}[m.group(2)], text)
     for run in re.findall(r"[A-Za-z0-9+/_-]{12,}", text):
         for off in range(4):
             body = run[off:]
@@ -316,3 +319,28 @@ def test_generated_every_spelling_encoding_and_owner(s: dict[str, Any]) -> None:
             for where, text in after.items():
                 assert kind not in oracle(text, SUBJECT), (s, where, text)
             assert "called about the invoice" in " ".join(after.values()), s
+
+
+# --- the eraser's search finds what the oracle finds, and its prefilter never drops it ---------------
+
+OTHER = Identity.of(Subject(id="subj-other-1", name="Quill Ormsby", phone="+44 20 7946 0018"))
+texts = st.lists(st.tuples(st.sampled_from(sorted(SPELLINGS)), st.integers(min_value=0, max_value=99),
+                           st.sampled_from(["none", "percent", "json", "html", "qp", "base64"]),
+                           st.sampled_from(["Note: ", "(", "\n", "mailto:", "\u00ab"]),
+                           st.sampled_from([" thanks.", ")", "\n", ".", "\u00bb"])), min_size=1, max_size=5)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(parts=texts)
+def test_generated_the_search_finds_every_spelling_the_oracle_finds(parts: list[tuple[str, int, str, str, str]]) \
+        -> None:
+    who = Identity.of(SUBJECT)
+    written = []
+    for kind, pick, how, before, after in parts:
+        options = SPELLINGS[kind]
+        written.append(before + encode(options[pick % len(options)], how, pick // len(options)) + after)
+    for text in written:
+        assert oracle(text, SUBJECT), text
+        assert who.names_in(text), text
+    kept = mentions.Prefilter([OTHER, who]).candidates(written)[1]
+    assert set(range(len(written))) <= kept
