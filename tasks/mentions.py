@@ -1,34 +1,41 @@
 """Mentions: the subject named inside another person's item, found by every spelling of every
-identifier, and redacted in place (the item stays: it is the other person's).
+identifier, attributed, and redacted in place (the item stays: it is the other person's).
 
 A mention has no key: it is free text. Every text that may name a subject is found by a prefilter
-that never misses one the identity's pattern (`erasure.identity`: token-bounded, case-insensitive)
-finds in the text or in its NFKC form, and every candidate is confirmed with that pattern
-(`Identity.names_in`). The prefilter (`Prefilter`) rests on one split:
+that never misses one the identity's spellings (`erasure.spellings`: canonical views, escapes and
+base64 decoded, token-bounded) find, and every candidate is confirmed with them (`Identity.names_in`).
+The prefilter (`Prefilter`) rests on one split:
 
-- A text that is all ASCII can match a spelling only through the spelling's ASCII shadow (the four
-  non-ASCII letters Python's case-insensitive matching equates with ASCII ones, `ı İ ſ K`, mapped to
-  them): it holds the shadow's words in any letter case with white space between them (the pattern's
-  `\\s+`, which in an ASCII text is one of `PATTERN_SPACES`), and, for a phone, its digits with
-  nothing but the separators the pattern allows between them. Both are hyperscan patterns, and one
-  pass over the texts (joined by NUL, which no pattern crosses) carries every subject's: the match's
-  end says whose text it is in, its pattern whose spelling.
+- A text that is all ASCII, with no escape (`%40`, `\\u0040`, `&#64;`, `=40`, ...) and no base64 run,
+  can match a spelling only through one literal of it, in any letter case: an id (or its longest
+  letter/digit group, since an id may be spelt by its groups), an email's mailbox without its tag,
+  one token of a name in each of its ASCII transliterations (a name needs all its tokens: one will
+  do), a phone's national significant number with nothing but `PHONE_SEPARATORS` between its digits
+  (every prefix's spelling holds it). All are hyperscan patterns, and one pass over the texts (joined
+  by NUL, which no pattern crosses) carries every subject's: the match's end says whose text it is in,
+  its pattern whose spelling. An escape or a base64 run (`EVERY`) makes the text a candidate for all.
 - A text with any non-ASCII character (or a NUL) is a candidate for every subject: there case folding,
-  combining marks and NFKC forms part ways with any literal test. A spelling that has no ASCII shadow
-  matches only such texts.
+  combining marks, NFKC forms and transliterations part ways with any literal test.
+
+Before anything is redacted, each hit is attributed (`tasks.attribution`): the item's own subject's
+identifier is theirs (a namesake's name in the namesake's item), an ambiguous mention (a name another
+subject carries, an id that reads as a word) is reported as `mention_ambiguous`, one inside a base64
+run as `mention_unredactable`; only the rest is redacted (`redact_item`, whole escaped spans; a JSON
+item only inside its string literals).
 
 `MentionIndex` runs that pass once over each text source of the store (frames, archive rows, session
-states, each corpus file) for every subject of an erasure window, so the window's requests pay for one
-read of the store, not one each. Inside `shared` (an erasure window, or one request's run) a store's
-index is kept and reused: what it confirmed when it read a table, plus the rows appended since (by
-rowid), is re-read and confirmed again at each search, so a text redacted since drops out. What it does
-not see is a row rewritten in place by someone else after it was read (an agent editing a session in
-the middle of the window): the independent probes read the store again after the cascade and report
-such a row as residue, never as all clear. Outside `shared`, every search builds its own index.
+states, personal entities, each corpus file) for every subject of an erasure window, so the window's
+requests pay for one read of the store, not one each. Inside `shared` (an erasure window, or one
+request's run) a store's index is kept and reused: what it confirmed when it read a table, plus the
+rows appended since (by rowid), is re-read and confirmed again at each search, so a text redacted
+since drops out. What it does not see is a row rewritten in place by someone else after it was read
+(an agent editing a session in the middle of the window): the independent probes read the store
+again after the cascade and report such a row as residue, never as all clear. Outside `shared`, every
+search builds its own index.
 
-Policy (`ERASURE_MENTIONS`): `redact` (default) rewrites every mention to `[redacted]` in every tier
-that holds it; `report` leaves the text, and the steps open a `mention_reported` exception per tier so
-the pack says `erasedWithExceptions` with the count.
+Policy (`ERASURE_MENTIONS`): `redact` (default) rewrites every unambiguous mention to `[redacted]` in
+every tier that holds it; `report` leaves the text, and the steps open a `mention_reported` exception
+per tier so the pack says `erasedWithExceptions` with the count.
 """
 
 from __future__ import annotations
