@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from erasure.spellings import Hit, Spellings, canonical
+from erasure.spellings import Hit, Spellings
 from erasure.subject import Subject
 
 MIN_MATCH_CHARS = 4
@@ -119,8 +119,8 @@ class Identity:
             return None
         first = hits[0]
         mailboxes = {e.rpartition("@")[0].split("+", 1)[0] for e in self.emails}
-        if first.kind == "name" and canonical(text[first.start:first.end]) in mailboxes:
-            return "email"  # `annabel.quist` spells the name and is the mailbox: say the stronger
+        if first.kind == "name" and text[first.start:first.end] in mailboxes:
+            return "email"  # `annabel.quist` as the mailbox is written spells the name too: say the stronger
         return first.kind
 
     def redact(self, text: str, placeholder: str = "[redacted]", keep: Iterable[Hit] = ()) -> tuple[str, int]:
