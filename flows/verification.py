@@ -111,6 +111,7 @@ def record_verification(h: Home, engine: Any, request_id: str, result: Any, fp: 
         for e in requests.exceptions(engine, request_id, open_only=True):
             if e.kind == "residue":
                 requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
+    record_unscanned(engine, request_id, doc.get("unscanned_content", []))
     # Every open exception of the request (ids only) travels into the signed pack.
     doc["exceptions"] = [{"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
                          for e in requests.exceptions(engine, request_id, open_only=True)]
@@ -121,6 +122,23 @@ def record_verification(h: Home, engine: Any, request_id: str, result: Any, fp: 
         ct, key = fingerprint_paths(h, request_id)
         destroy(ct, key)
     return doc
+
+
+UNSCANNED = "unscanned_content"
+
+
+def record_unscanned(engine: Any, request_id: str, unscanned: list[dict[str, Any]]) -> None:
+    """One open `unscanned_content` exception per file (or member) no decoded view could read, keyed by
+    its digest (and target); those a later verification read, or no longer found, are closed."""
+    keep: set[tuple[str, str]] = set()
+    for u in unscanned:
+        key = (f"target:{u['target']}:" if u.get("target") else "") + f"sha256:{u['sha256']}"
+        keep.add((str(u["tier"]), key))
+        requests.open_exception(engine, request_id, str(u["tier"]), UNSCANNED, key,
+                                {"reason": u["reason"], "size": u["size"]}, "verification")
+    for e in requests.exceptions(engine, request_id, open_only=True):
+        if e.kind == UNSCANNED and (e.tier, e.item_key) not in keep:
+            requests.close_exception(engine, e.exception_id)
 
 
 @task(name="probes", retries=0)
@@ -140,12 +158,18 @@ def probes_task(request_id: str, tiers: list[str] | None = None) -> dict[str, An
         fp = Fingerprint.unseal(ct, key) if sealed else take_all(h, subject)
         targets = targets_of(h)
         found: list[Any] = []
+        unscanned: list[Any] = []
         if targets.reference() is not None:
-            found += run_probes(h.store_dir, subject, fp, tiers=tiers, extra_roots=home_scan_roots(h)).probes
+            ref = run_probes(h.store_dir, subject, fp, tiers=tiers, extra_roots=home_scan_roots(h))
+            found += ref.probes
+            unscanned += ref.unscanned
         for target in targets.external():
             tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
-            found += target_probes.probe(target, subject, tfp)
-        return record_verification(h, engine, request_id, Verification(probes=found), fp, sealed)
+            got = target_probes.verify(target, subject, tfp)
+            found += got.probes
+            unscanned += got.unscanned
+        return record_verification(h, engine, request_id, Verification(probes=found, unscanned=unscanned), fp,
+                                   sealed)
     finally:
         engine.close()
 

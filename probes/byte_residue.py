@@ -15,15 +15,18 @@ from probes.bytescan import scan_tree
 from probes.folded import folded_groups
 from probes.model import BYTES, Measurement, ProbeContext, ProbeResult, to_results
 from probes.needles import SUBJECT_KINDS, Needle, NeedleKind
+from probes.views import scan_views
 
 TIER = BYTES
 
 
 def measurements(needles: Sequence[Needle], found: set[int], unreadable: int,
-                 home: Mapping[str, int], *, folded: int = 0) -> list[Measurement]:
+                 home: Mapping[str, int], *, folded: int = 0, viewed: set[int] | None = None) -> list[Measurement]:
     """One subject's byte measurements: `found` are the indexes of its needles the store scan found,
     `home` the identifier and content groups found in each other folder of the home (by folder name),
-    `folded` the identifier groups found in the store's texts once folded (`probes.folded`)."""
+    `folded` the identifier groups found in the store's texts once folded (`probes.folded`), `viewed`
+    the indexes of its needles found in a decoded view of the store's files (`probes.views`; None:
+    the views did not run, as before the cascade)."""
     found_groups: dict[NeedleKind, set[int]] = {}
     all_groups: dict[NeedleKind, set[int]] = {}
     for i, n in enumerate(needles):
@@ -34,6 +37,11 @@ def measurements(needles: Sequence[Needle], found: set[int], unreadable: int,
            for kind in SUBJECT_KINDS if kind in all_groups]
     if NeedleKind.identifier in all_groups:
         out.append(Measurement("scan-folded:identifier", folded, "none", 0))
+    if viewed is not None:
+        for kind in (NeedleKind.identifier, NeedleKind.content):
+            if kind in all_groups:
+                groups = {needles[i].group for i in viewed if needles[i].kind is kind}
+                out.append(Measurement(f"scan-views:{kind.value}", len(groups), "none", 0))
     out.append(Measurement("canaries", 0, "canaries", len(found_groups.get(NeedleKind.canary, ()))))
     if NeedleKind.shared_identifier in all_groups:
         # Another subject's own identifiers (a namesake): explained, and expected to survive.
@@ -50,7 +58,10 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     report = scan_tree(ctx.store_dir, [n.data for n in needles],
                        caseless={i for i, n in enumerate(needles) if n.caseless})
     folded = folded_groups(ctx.store_dir, [needles])[0]
-    return measurements(needles, report.found_indexes(), len(report.unreadable), {}, folded=len(folded))
+    text = {NeedleKind.identifier: "identifier", NeedleKind.content: "content", NeedleKind.shared_identifier: "shared"}
+    views = scan_views(ctx.store_dir, [(text.get(n.kind, ""), n.data.decode("utf-8", "replace")) for n in needles])
+    return measurements(needles, report.found_indexes(), len(report.unreadable), {}, folded=len(folded),
+                        viewed=views.found_indexes())
 
 
 def probe(ctx: ProbeContext) -> list[ProbeResult]:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from erasure.subject import Subject
 from erasure.tiers import Tier
+from probes.views import Unscanned
 
 if TYPE_CHECKING:
     from probes.fingerprint import Fingerprint
@@ -104,6 +105,8 @@ class Verification(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     probes: list[ProbeResult]
+    unscanned: list[Unscanned] = []
+    """Files (or members of them) that no decoded view could read: nothing in them is certified."""
 
     @property
     def all_clear(self) -> bool:

@@ -45,4 +45,5 @@ def to_json(verification: Verification, request_id: str, verified_at: datetime) 
         "failing_tiers": verification.failing_tiers(),
         "residue_tiers": verification.residue_tiers(),
         "lost_bystander_tiers": verification.lost_bystander_tiers(),
+        "unscanned_content": [u.model_dump(exclude_none=True) for u in verification.unscanned],
     }

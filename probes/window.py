@@ -53,7 +53,8 @@ from probes.model import (
 from probes.needles import VECTOR_PIECE_BYTES, Needle, NeedleKind, distinctive_pieces
 from probes.registry import MEASURES
 from probes.resolve import PersonalEntities, exclusive_entities, resolve_keys
-from probes.store import open_store
+from probes.store import BLOBS_DIR, CORPORA_DIR, SESSIONS_DIR, open_store
+from probes.views import Unscanned, scan_views
 
 VECTOR_BATCH = 50_000
 _BASE = 0x9E3779B97F4A7C15  # odd: invertible modulo 2**64
@@ -337,6 +338,28 @@ def _scan(root: Path, owned: Sequence[Sequence[Needle]]) -> tuple[list[dict[int,
     return hits, len(report.unreadable)
 
 
+VIEW_KINDS = {NeedleKind.identifier: "identifier", NeedleKind.content: "content",
+              NeedleKind.shared_identifier: "shared"}
+
+
+def _views(root: Path, owned: Sequence[Sequence[Needle]], *,
+           report_unscanned: bool) -> tuple[list[set[int]], list[Unscanned]]:
+    """One read of `root` through the decoded views for several owners' identifier and content needles:
+    per owner, the indexes (into its own list) found; and what no view could read."""
+    distinct: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for who, needles in enumerate(owned):
+        for i, x in enumerate(needles):
+            if x.kind in VIEW_KINDS:
+                distinct.setdefault((VIEW_KINDS[x.kind], x.data.decode("utf-8", "replace")), []).append((who, i))
+    keys = list(distinct)
+    report = scan_views(root, keys, report_unscanned=report_unscanned)
+    found: list[set[int]] = [set() for _ in owned]
+    for k in report.found:
+        for who, i in distinct[keys[k]]:
+            found[who].add(i)
+    return found, report.unscanned
+
+
 def _found_by_owner(store_dir: Path, fps: Sequence[Fingerprint]) -> tuple[list[set[int]], list[dict[int, int]], int]:
     """One scan of the store with every subject's needles: per subject, the indexes (into its own
     needles) found and their hit counts; and the files that could not be read."""
@@ -444,8 +467,10 @@ def verify_window(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
     if unknown:
         raise InputError(f"unknown probe tier(s): {', '.join(unknown)}")
     results: list[list[ProbeResult]] = [[] for _ in pairs]
+    unscanned: list[Unscanned] = []
     if BYTES in wanted:
-        for i, found in enumerate(_byte_results(Path(store_dir), pairs, list(extra_roots))):
+        per_subject, unscanned = _byte_results(Path(store_dir), pairs, list(extra_roots))
+        for i, found in enumerate(per_subject):
             results[i] += found
     groups: dict[str, list[int]] = {}
     for i, (_s, fp) in enumerate(pairs):
@@ -455,33 +480,44 @@ def verify_window(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
                                                    [t for t in wanted if t != BYTES], http_timeout), strict=True):
             results[i] += found
     order = {t: k for k, t in enumerate(PROBE_TIERS)}
-    return [Verification(probes=sorted(r, key=lambda p: order[p.tier])) for r in results]
+    return [Verification(probes=sorted(r, key=lambda p: order[p.tier]), unscanned=unscanned) for r in results]
 
 
 def _byte_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
-                  extra_roots: list[Path]) -> list[list[ProbeResult]]:
+                  extra_roots: list[Path]) -> tuple[list[list[ProbeResult]], list[Unscanned]]:
+    """Per subject, the byte probes' results (raw, folded and decoded views of the store; raw and
+    decoded views of the home's other folders); and the store's files no view could read."""
     fps = [fp for _s, fp in pairs]
     try:
         found, _hits, unreadable = _found_by_owner(store_dir, fps)
         folded = folded_groups(store_dir, [fp.needles for fp in fps])
+        viewed, unscanned = _views(store_dir, [fp.needles for fp in fps], report_unscanned=True)
     except (ErasureError, OSError) as exc:
         return [[ProbeResult(tier=BYTES, method=f"probe-error:{type(exc).__name__}", residue=1,
-                             bystanders_before=0, bystanders_after=0)] for _ in pairs]
-    # The home's other folders: identifiers and content only (what a copy or a log line would hold).
+                             bystanders_before=0, bystanders_after=0)] for _ in pairs], []
+    # The home's other folders: identifiers and content only (what a copy or a log line would hold), raw
+    # and through the decoded views (what no view reads there is the engine's own: not listed).
     homes: list[dict[str, int]] = [{} for _ in pairs]
-    home_needles = [[n for n in fp.needles if n.kind in (NeedleKind.identifier, NeedleKind.content)] for fp in fps]
+    home_needles = [[n for n in fp.needles if n.kind in (NeedleKind.identifier, NeedleKind.content,
+                                                          NeedleKind.shared_identifier)] for fp in fps]
     for root in extra_roots:
         if not root.is_dir() or not any(home_needles):
             continue
         hits, unreadable_here = _scan(root, home_needles)
+        seen, _ = _views(root, home_needles, report_unscanned=False)
         for i, (needles, h) in enumerate(zip(home_needles, hits, strict=True)):
-            homes[i][root.name] = len({needles[j].group for j in h})
+            homes[i][root.name] = len({needles[j].group for j in set(h) | seen[i]
+                                       if needles[j].kind is not NeedleKind.shared_identifier})
         unreadable += unreadable_here
     out = []
-    for fp, f, fo, home in zip(fps, found, folded, homes, strict=True):
-        measured = byte_residue.measurements(fp.needles, f, unreadable, home, folded=len(fo))
+    for fp, f, fo, v, home in zip(fps, found, folded, viewed, homes, strict=True):
+        measured = byte_residue.measurements(fp.needles, f, unreadable, home, folded=len(fo), viewed=v)
         out.append(_paired(BYTES, measured, fp.bystanders))
-    return out
+    return out, [u.model_copy(update={"tier": _STORE_FOLDER_TIERS.get(u.folder, BYTES)}) for u in unscanned]
+
+
+_STORE_FOLDER_TIERS = {BLOBS_DIR: "uploads", SESSIONS_DIR: "working", CORPORA_DIR: "fine_tune"}
+"""Which tier wrote the files of each folder of the reference store (the rest: the byte scope)."""
 
 
 def _paired(tier: str, measured: list[Measurement], baseline: dict[str, int]) -> list[ProbeResult]:

@@ -52,7 +52,9 @@ def test_an_identifier_in_full_width_is_residue(built: Built, words: str) -> Non
     v = run_probes(built.store_dir, SUBJECT, fp)
     assert not v.all_clear
     residue = {(p.tier, p.method): p.residue for p in v.probes if p.residue}
-    assert residue == {("bytes", "scan-folded:identifier"): 1}, residue
+    # The folded probe finds it; the decoded views may too (a session file written with JSON escapes).
+    assert residue.get(("bytes", "scan-folded:identifier")) == 1, residue
+    assert set(residue) <= {("bytes", "scan-folded:identifier"), ("bytes", "scan-views:identifier")}, residue
 
 
 def test_another_persons_full_width_name_is_not_residue(built: Built) -> None:

@@ -8,9 +8,10 @@ from pathlib import Path
 from erasure.subject import Subject
 from erasure.targets import Target
 from probes.bytescan import scan_tree
-from probes.model import BYTES, ProbeResult
+from probes.model import BYTES, ProbeResult, Verification
 from probes.needles import SUBJECT_KINDS, NeedleKind
 from probes.targets.base import TargetFingerprint, probe_for
+from probes.views import Unscanned, scan_views
 
 
 def scan_roots(paths: list[Path]) -> list[Path]:
@@ -21,20 +22,35 @@ def scan_roots(paths: list[Path]) -> list[Path]:
 
 
 def byte_results(target: Target, fp: TargetFingerprint) -> list[ProbeResult]:
-    """Scan every file of the target for the fingerprint's needles: residue per needle kind (groups)."""
+    """Scan every file of the target for the fingerprint's needles, raw and through the decoded views:
+    residue per needle kind (groups)."""
+    return _bytes(target, fp)[0]
+
+
+_VIEW_KINDS = {NeedleKind.identifier: "identifier", NeedleKind.content: "content",
+               NeedleKind.shared_identifier: "shared"}
+
+
+def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], list[Unscanned]]:
     roots = scan_roots(probe_for(target).files(target))
     needles = fp.needles
     found: set[int] = set()
+    viewed: set[int] = set()
+    unscanned: list[Unscanned] = []
     unreadable = 0
+    texts = [(_VIEW_KINDS.get(n.kind, ""), n.data.decode("utf-8", "replace")) for n in needles]
     for root in roots:
         report = scan_tree(root, [n.data for n in needles], caseless={i for i, n in enumerate(needles) if n.caseless})
         found |= report.found_indexes()
         unreadable += len(report.unreadable)
+        views = scan_views(root, texts)
+        viewed |= views.found_indexes()
+        unscanned += [u.model_copy(update={"target": target.name}) for u in views.unscanned]
     out: list[ProbeResult] = []
     for kind in SUBJECT_KINDS:
         groups = {n.group for n in needles if n.kind is kind}
         if groups:
-            hit = {needles[i].group for i in found if needles[i].kind is kind}
+            hit = {needles[i].group for i in found | viewed if needles[i].kind is kind}
             if kind is NeedleKind.identifier and fp.mentions:
                 # Other people's items that name the subject are reported (an exception in the pack), not
                 # erased: hits of the identifiers those items contain are explained, and counted; hits of
@@ -54,7 +70,7 @@ def byte_results(target: Target, fp: TargetFingerprint) -> list[ProbeResult]:
                                bystanders_after=len(hit), target=target.name))
     out.append(ProbeResult(tier=BYTES, method="unreadable-files", residue=unreadable, bystanders_before=0,
                            bystanders_after=0, target=target.name))
-    return out
+    return out, unscanned
 
 
 def take(target: Target, subject: Subject) -> TargetFingerprint:
@@ -64,7 +80,12 @@ def take(target: Target, subject: Subject) -> TargetFingerprint:
 
 def probe(target: Target, subject: Subject, fp: TargetFingerprint) -> list[ProbeResult]:
     """Logical probes and the byte scan of one target, after the erasure."""
-    out = byte_results(target, fp)
+    return verify(target, subject, fp).probes
+
+
+def verify(target: Target, subject: Subject, fp: TargetFingerprint) -> Verification:
+    """`probe`, with the target's files that no decoded view could read."""
+    out, unscanned = _bytes(target, fp)
     for tier, m in probe_for(target).measure(target, subject, fp):
         before = fp.bystanders.get(m.population, m.bystanders)
         out.append(ProbeResult(tier=str(tier), method=m.method, residue=m.residue, bystanders_before=before,
@@ -72,4 +93,4 @@ def probe(target: Target, subject: Subject, fp: TargetFingerprint) -> list[Probe
     if fp.mentions:
         out.append(ProbeResult(tier=BYTES, method="mentions-reported", residue=0, bystanders_before=fp.mentions,
                                bystanders_after=fp.mentions, target=target.name))
-    return out
+    return Verification(probes=out, unscanned=unscanned)

@@ -23,7 +23,12 @@ chromadb 1.5.9 on stores built by it (tests/test_target_chroma.py shows each wit
   normalised for cosine, stays, and the element stays linked in the graph); when fewer than
   `sync_threshold` operations followed, not even that: the element and its id in
   `index_metadata.pickle` stay live on disk. For l2 and ip spaces `length.bin` is written from
-  uninitialised memory (hnswlib's `malloc`): we found a vector of the subject in it.
+  uninitialised memory (hnswlib's `malloc`): we found a vector of the subject in it. Below the
+  threshold a collection's segment files are the ones Chroma wrote when it created them: room for 100
+  elements, none used, from uninitialised memory too: we found the subject's id, name, email and phone
+  there, written by the agent's process or by the framework's delete in ours.
+- a document the agent edits (`collection.update`, e.g. to redact a person it names) stays in the log
+  as first written until the HNSW segment applies the row: below the threshold, for good.
 - the full-text index: FTS5 records a delete as a marker in a new segment; the trigram postings of the
   deleted documents stay in the older segments until a full merge, and in freed pages after it.
 - `delete_collection()` drops the rows but leaves the segment folder with all its vectors.
@@ -40,14 +45,20 @@ What this module does, every run (so a rerun after a crash anywhere finishes the
    and log rows the metadata segment applied whose record no longer exists (the deletes the framework
    logged carry the erased ids; step 3 drops those ids from the index, so replaying none of their
    rows is what replaying all of them would do). The log's newest row is kept (Chroma numbers the
-   next write after it) and blanked to a delete of no record (id '') when it was one of those.
+   next write after it) and blanked to a delete of no record (id '') when it was one of those. A log
+   row the metadata segment applied whose metadata names the subject (someone else's document, as it
+   was before the agent redacted it) keeps its id, operation and vector, all the HNSW segment reads,
+   and loses its metadata.
 3. rewrites each collection's HNSW segment without the subject's elements, without tombstones (deleted
    elements, whoever's) and without elements whose id no longer exists: the survivors keep their
    labels, vectors and links; a survivor that lost a neighbour is relinked to the nearest survivors
    among the lost neighbour's neighbours (graph repair); `length.bin` keeps the survivors' norms for
    cosine and is zeroed for l2/ip (it is never read there). The new folder is written beside the old
    one and swapped in by two renames (a crash in between is finished by the next run), while a write
-   lock on chroma.sqlite3 keeps Chroma writers out.
+   lock on chroma.sqlite3 keeps Chroma writers out. A segment is written whole (no capacity past the
+   survivors, unused link slots and level padding zero) whenever its files differ by a byte from that,
+   even with nothing to drop, so no byte of it is one the index does not read; one already so written
+   is left alone (a rerun rewrites nothing).
 4. removes orphaned segment folders (no segment row names them: dropped collections).
 5. rebuilds the full-text index (`'rebuild'`: from the remaining documents only), re-runs `ANALYZE`
    where `sqlite_stat4` keeps sampled index keys, then `VACUUM` (freed pages and b-tree gaps) and, for
@@ -68,7 +79,8 @@ leaves zero. What `count` cannot attribute is the full-text postings of deleted 
 have to be decoded): step 5 rebuilds the index on every run instead, and the probe decodes it.
 
 Other people's records that name the subject (document or metadata) are counted (`mentions`), never
-changed. Counts only in what is returned.
+changed (their copies in the log lose their metadata once applied: step 2). Counts only in what is
+returned.
 """
 
 from __future__ import annotations
@@ -521,7 +533,7 @@ def _compact(h: Hnsw, keep: np.ndarray, space: str) -> tuple[Hnsw, int]:
     # Level 0, vectorised for the elements that lost no neighbour; the others are relinked one by one.
     width = h.max_m0
     slots = np.arange(width)[None, :] < counts0[kept][:, None]
-    mapped = np.where(slots, new_id[np.minimum(links0[kept], n - 1)], 0)
+    mapped = np.where(slots, new_id[np.minimum(links0[kept], max(n - 1, 0))], 0)
     lost = (slots & ((mapped < 0) | (links0[kept] >= n))).any(axis=1)
     rows = np.zeros((kept.size, 1 + width), dtype="<u4")
     rows[:, 0] = counts0[kept]
@@ -557,16 +569,8 @@ def _compact(h: Hnsw, keep: np.ndarray, space: str) -> tuple[Hnsw, int]:
     return out, repaired
 
 
-def _write_folder(folder: Path, h: Hnsw, idmap: dict[str, Any] | None, extra: Iterable[Path]) -> None:
+def _write_folder(folder: Path, files: dict[str, bytes], extra: Iterable[Path]) -> None:
     folder.mkdir()
-    files = {
-        HEADER_FILE: _HEADER.pack(*h.header),
-        DATA_FILE: h.data.tobytes(),
-        LENGTH_FILE: h.lengths,
-        LINKS_FILE: b"".join(struct.pack("<I", len(u)) + u for u in h.upper),
-    }
-    if idmap is not None:
-        files[PICKLE_FILE] = pickle.dumps(idmap, protocol=3)
     for name, blob in files.items():
         with open(folder / name, "wb") as f:
             f.write(blob)
@@ -612,23 +616,42 @@ def _finish_swaps(root: Path) -> int:
     return touched
 
 
+def _encode(h: Hnsw, idmap: dict[str, Any] | None) -> dict[str, bytes]:
+    """The segment's files as this module writes them: every byte is the live elements' (no capacity
+    past them, unused link slots and level padding zero), so equal indexes are equal bytes."""
+    files = {
+        HEADER_FILE: _HEADER.pack(*h.header),
+        DATA_FILE: h.data.tobytes(),
+        LENGTH_FILE: h.lengths,
+        LINKS_FILE: b"".join(struct.pack("<I", len(u)) + u for u in h.upper),
+    }
+    if idmap is not None:
+        files[PICKLE_FILE] = pickle.dumps(idmap, protocol=3)
+    return files
+
+
+def _same_files(folder: Path, files: dict[str, bytes]) -> bool:
+    known = {*HNSW_FILES, PICKLE_FILE}
+    present = {p.name for p in folder.iterdir() if p.is_file() and p.name in known}
+    return present == set(files) and all(
+        (folder / name).stat().st_size == len(blob) and (folder / name).read_bytes() == blob
+        for name, blob in files.items())
+
+
 def _rewrite_segment(root: Path, segment: str, space: str, subject_ids: set[str],
                      live_ids: set[str] | None) -> dict[str, int]:
-    """Drop the subject's elements, tombstones and unmapped elements from one vector segment."""
+    """One vector segment without the subject's elements, tombstones and unmapped elements, written
+    whole whenever its files differ from that: hnswlib writes capacity it never initialised (chromadb
+    creates every segment with room for 100 elements, from memory that held whatever the process had
+    freed: we found the subject's identifiers there in stores below the sync threshold), so a segment
+    with nothing to drop is rewritten too, unless it already is byte for byte what we would write."""
     folder = root / segment
     h = _read_hnsw(folder)
     if h is None:
         return {}
     keep, c = _classify(h, subject_ids, live_ids)
-    idmap = h.idmap
-    stale_ids = 0
-    if idmap is not None:
-        live = {int(x) for x in h.labels()[keep].tolist()}
-        id_to_label = {str(k): int(v) for k, v in (idmap.get("id_to_label") or {}).items()}
-        stale_ids = sum(1 for rid, lab in id_to_label.items() if lab not in live)
-    if bool(keep.all()) and not stale_ids:
-        return {"hnsw_elements_kept": int(keep.size)}
     new, repaired = _compact(h, keep, space)
+    idmap = h.idmap
     if idmap is not None:
         live = {int(x) for x in new.labels().tolist()}
         idmap = dict(idmap)
@@ -636,11 +659,14 @@ def _rewrite_segment(root: Path, segment: str, space: str, subject_ids: set[str]
         idmap["label_to_id"] = {int(k): str(v) for k, v in (idmap.get("label_to_id") or {}).items() if int(k) in live}
         ids = set(idmap["id_to_label"])
         idmap["id_to_seq_id"] = {str(k): int(v) for k, v in (idmap.get("id_to_seq_id") or {}).items() if str(k) in ids}
+    files = _encode(new, idmap)
+    if _same_files(folder, files):
+        return {"hnsw_elements_kept": int(new.count)}
     staging = root / (segment + NEW_SUFFIX)
     retired = root / (segment + OLD_SUFFIX)
     known = {*HNSW_FILES, PICKLE_FILE}
     extra = [p for p in folder.iterdir() if p.is_file() and p.name not in known and not p.name.startswith(".tmp")]
-    _write_folder(staging, new, idmap, extra)
+    _write_folder(staging, files, extra)
     os.rename(folder, retired)
     os.rename(staging, folder)
     _fsync_dir(root)
@@ -743,16 +769,33 @@ def _in(ids: Iterable[int]) -> str:
     return json.dumps(sorted(set(ids)))
 
 
-def _sql_delete(conn: apsw.Connection, found: Found, collections: list[Collection]) -> dict[str, int]:
+def _names(ident: Identity, text: str) -> bool:
+    """Whether a log row's metadata (JSON) names the subject, as written or with its escapes decoded."""
+    if ident.names_in(text):
+        return True
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and any(ident.names_in(str(v)) for v in (*doc, *doc.values()))
+
+
+def _sql_delete(conn: apsw.Connection, found: Found, collections: list[Collection],
+                ident: Identity) -> dict[str, int]:
     """What Chroma's Delete does to the metadata segment, then the log: one transaction.
 
     Log rows go when they are the subject's, when every segment of their collection applied them
     (Chroma's own purge), when their collection was dropped, and when the metadata segment applied
     them and their record no longer exists (the deletes the framework logged name the erased ids; the
     vector segment is rewritten without those ids next, so replaying none of their rows is what
-    replaying all of them would do)."""
+    replaying all of them would do).
+
+    A log row the metadata segment applied whose metadata (document included) names the subject keeps
+    its id, operation and vector (all the vector segment reads) and loses its metadata: another
+    person's document as it was before the agent redacted the subject from it stays in the log until
+    the vector segment applies it, which below `sync_threshold` writes never happens."""
     out = {"records_deleted": 0, "queue_rows_deleted": 0, "queue_rows_purged": 0, "queue_rows_of_gone_records": 0,
-           "queue_row_blanked": 0}
+           "queue_row_blanked": 0, "queue_metadata_blanked": 0}
     with transaction(conn):
         rows = _in(found.rows)
         conn.execute("DELETE FROM embedding_fulltext_search WHERE rowid IN (SELECT value FROM json_each(?))", (rows,))
@@ -792,6 +835,12 @@ def _sql_delete(conn: apsw.Connection, found: Found, collections: list[Collectio
                                                (top, *params)).fetchone())
             conn.execute(f"DELETE FROM embeddings_queue WHERE seq_id != ? AND {gone}", (top, *params))
             out["queue_rows_of_gone_records"] += conn.changes()
+            naming = [int(seq) for seq, meta in conn.execute(
+                "SELECT seq_id, metadata FROM embeddings_queue WHERE topic = ? AND seq_id <= ?"
+                " AND metadata IS NOT NULL", (topic, upto)) if _names(ident, str(meta))]
+            conn.execute("UPDATE embeddings_queue SET metadata = NULL WHERE seq_id IN (SELECT value FROM json_each(?))",
+                         (_in(naming),))
+            out["queue_metadata_blanked"] += conn.changes()
         if blank:
             # Chroma numbers the next write max(seq_id)+1: the newest row stays, as a delete of no record.
             conn.execute("UPDATE embeddings_queue SET operation = ?, id = '', vector = NULL, encoding = NULL,"
@@ -975,7 +1024,8 @@ class ChromaEraser:
             collections = _collections(conn)
             again = retry_busy(lambda: _resolve(conn, cfg, subject, collections, found.ids), "the chroma store")
             detail: dict[str, int] = {"framework_api": int(api >= 0), "framework_api_deleted": max(api, 0)}
-            detail |= retry_busy(lambda: _sql_delete(conn, again, collections), "the chroma store")
+            detail |= retry_busy(lambda: _sql_delete(conn, again, collections, Identity.of(subject)),
+                                 "the chroma store")
             detail |= retry_busy(lambda: _rewrite_indexes(conn, cfg, again, collections), "the chroma store")
             detail |= _hygiene(conn)
             after = retry_busy(lambda: _count(conn, cfg, subject), "the chroma store")

@@ -1,0 +1,258 @@
+"""The byte probe's decoded views (`probes.views`): every spelling and encoding the red team used, and a
+generator that draws the whole class (identifier kind x spelling x encoding x container), checked
+against what the test itself planted (the oracle is the plant: the views must find every planted
+identifier of the subject, and nothing when only other people's identifiers were planted)."""
+
+from __future__ import annotations
+
+import base64
+import bz2
+import gzip
+import io
+import json
+import lzma
+import os
+import quopri
+import zipfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from probes.views import canonical, scan_views
+
+NAME, EMAIL, PHONE, PHONE_NATIONAL, SID = "Jana Weißmüller", "jana.weiss@post.example", "+48 600 700 800", \
+    "0600700800", "cust-8841"
+NEEDLES = [("identifier", NAME), ("identifier", EMAIL), ("identifier", PHONE), ("identifier", PHONE_NATIONAL),
+           ("identifier", SID)]
+OTHER = {"name": "Jan Weiss", "email": "jana.weiss@other.example", "phone": "+48 600 700 801", "id": "cust-8842"}
+"""A bystander whose identifiers look like the subject's: none of them may be found."""
+
+
+def _found(tmp: Path, files: dict[str, bytes]) -> set[int]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    return scan_views(tmp, NEEDLES).found_indexes()
+
+
+# --- spellings: each text is one way software or a person writes the subject ---------------------------------
+
+SPELLINGS: dict[str, list[str]] = {
+    "name": ["Weißmüller, Jana", "Jana Weissmüller", "Jana Weissmueller", "JANA WEISSMULLER", "Jana\tWeißmüller",
+             "Jana\nWeißmüller", "Jana Weiß\u00admüller", "Jana\u00a0Weißmüller", "jana weiß\u200bmüller",
+             "Ｊａｎａ Ｗｅｉßｍüｌｌｅｒ"],
+    "email": ["jana.weiss@post.example", "Jana.Weiss+news@post.example", "JANA.WEISS@POST.EXAMPLE"],
+    "phone": ["0048 600 700 800", "+48 600\u2011700\u2011800", "+48 (600) 700-800", "(0) 600 700 800",
+              "600\u2013700\u2013800", "+48.600.700.800", "0048600700800"],
+    "id": ["cust-8841", "CUST-8841", "cust\u20118841", "cust 8841"],
+}
+
+
+def _json(text: str) -> bytes:
+    return json.dumps({"tool_result": text}).encode()  # ensure_ascii: non-ASCII as \\uXXXX
+
+
+def _json_all(text: str) -> bytes:
+    return ('{"v": "' + "".join(f"\\u{ord(c):04x}" for c in text) + '"}').encode()
+
+
+def _percent(text: str) -> bytes:
+    return f"https://crm.example/view?q={quote(text, safe='')}&x=1".encode()
+
+
+def _entities(text: str) -> bytes:
+    return ("<p>" + "".join(f"&#{ord(c)};" if not c.isalnum() or not c.isascii() else c for c in text)
+            + "</p>").encode()
+
+
+def _hex_entities(text: str) -> bytes:
+    return ("<p>" + "".join(f"&#x{ord(c):x};" for c in text) + "</p>").encode()
+
+
+def _qp(text: str) -> bytes:
+    return b"Subject: note\r\n\r\n" + quopri.encodestring(text.encode(), quotetabs=True)
+
+
+def _b64(text: str) -> bytes:
+    return b"2026-12-01 INFO body=" + base64.b64encode(f"to {text} ok".encode()) + b" end"
+
+
+def _b64url(text: str) -> bytes:
+    return b"token=" + base64.urlsafe_b64encode(f"[{text}]".encode()).rstrip(b"=") + b";"
+
+
+def _utf16(text: str) -> bytes:
+    return f"note: {text}\r\n".encode("utf-16")
+
+
+def _utf16be(text: str) -> bytes:
+    return f"note: {text} end".encode("utf-16-be")
+
+
+def _utf32(text: str) -> bytes:
+    return f"note: {text}".encode("utf-32")
+
+
+ENCODINGS: dict[str, Callable[[str], bytes]] = {
+    "raw": lambda t: f"said: {t}.".encode(), "json": _json, "json-all": _json_all, "percent": _percent,
+    "entities": _entities, "hex-entities": _hex_entities, "quoted-printable": _qp, "base64": _b64,
+    "base64url": _b64url, "utf-16": _utf16, "utf-16-be": _utf16be, "utf-32": _utf32,
+}
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data)
+
+
+def _zip(data: bytes) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("notes/today.txt", data)
+    return buf.getvalue()
+
+
+def _pdf(data: bytes) -> bytes:
+    body = zlib.compress(b"BT /F1 12 Tf (" + data.replace(b"(", b"\\(").replace(b")", b"\\)") + b") Tj ET")
+    return (b"%PDF-1.4\n1 0 obj\n<< /Length " + str(len(body)).encode() + b" /Filter /FlateDecode >>\nstream\n"
+            + body + b"\nendstream\nendobj\ntrailer << /Root 1 0 R >>\n%%EOF\n")
+
+
+def _in_binary(data: bytes) -> bytes:
+    return bytes(range(256)) * 8 + data + bytes(range(255, -1, -1)) * 8
+
+
+CONTAINERS: dict[str, Callable[[bytes], bytes]] = {
+    "file": lambda d: d, "gzip": _gzip, "zlib": zlib.compress, "bz2": bz2.compress, "xz": lzma.compress,
+    "zip": _zip, "pdf": _pdf, "inside-binary": _in_binary, "gzip-in-base64": lambda d: _b64_bytes(_gzip(d)),
+    "zip-in-gzip": lambda d: _gzip(_zip(d)),
+}
+
+
+def _b64_bytes(data: bytes) -> bytes:
+    return b'{"attachment": "' + base64.b64encode(data) + b'"}'
+
+
+KIND_INDEX = {"name": 0, "email": 1, "phone": 2, "id": 4}
+
+
+@pytest.mark.parametrize("kind", sorted(SPELLINGS))
+def test_every_spelling_of_every_identifier_is_found(tmp_path: Path, kind: str) -> None:
+    for k, text in enumerate(SPELLINGS[kind]):
+        found = _found(tmp_path / str(k), {"note.txt": f"ticket: {text} (closed)".encode()})
+        assert found & {KIND_INDEX[kind], 3 if kind == "phone" else -1}, (kind, text)
+
+
+@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
+def test_every_encoding_is_read(tmp_path: Path, encoding: str) -> None:
+    for kind, texts in SPELLINGS.items():
+        found = _found(tmp_path / kind, {"blob": ENCODINGS[encoding](texts[0])})
+        assert KIND_INDEX[kind] in found | ({2} if 3 in found else set()), (encoding, kind)
+
+
+@pytest.mark.parametrize("container", sorted(CONTAINERS))
+def test_every_container_is_opened(tmp_path: Path, container: str) -> None:
+    found = _found(tmp_path, {"attachment": CONTAINERS[container](f"from {EMAIL}, call {PHONE}".encode())})
+    assert {1, 2} <= found, container
+
+
+def test_a_bystander_who_looks_alike_is_not_found(tmp_path: Path) -> None:
+    text = "; ".join(OTHER.values()) + "; Jana; Weiss; 600 700; post.example; jordan"
+    files = {f"{enc}-{con}": CONTAINERS[con](ENCODINGS[enc](text)) for enc in ENCODINGS for con in ("file", "gzip")}
+    assert _found(tmp_path, files) == set()
+
+
+def test_phone_digits_inside_a_longer_number_are_not_the_phone(tmp_path: Path) -> None:
+    assert _found(tmp_path, {"a": b"order 4860070080012 and 1600700800"}) == set()
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    (b"\x89PNG\r\n\x1a\n" + os.urandom(2000), "image"),
+    (b"\xff\xd8\xff\xe0" + os.urandom(2000), "image"),
+    (os.urandom(20000), "unknown-binary"),
+    (b"\x1f\x8b\x08\x00" + os.urandom(500), "container-corrupt"),
+])
+def test_what_no_view_reads_is_listed_with_digest_size_and_reason(tmp_path: Path, data: bytes, reason: str) -> None:
+    (tmp_path / "blobs").mkdir()
+    (tmp_path / "blobs" / "x").write_bytes(data)
+    report = scan_views(tmp_path, NEEDLES)
+    import hashlib
+
+    assert [(u.reason, u.size, u.sha256, u.folder) for u in report.unscanned] == [
+        (reason, len(data), hashlib.sha256(data).hexdigest(), "blobs")]
+    assert "folder" not in report.unscanned[0].model_dump()  # a folder can be named after a person
+
+
+def test_an_encrypted_zip_member_is_unscanned(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("a.txt", b"hello")
+    data = bytearray(buf.getvalue())
+    data[6] |= 1  # the local header's "encrypted" flag
+    cd = data.rfind(b"PK\x01\x02")
+    data[cd + 8] |= 1  # and the central directory's
+    (tmp_path / "a.zip").write_bytes(bytes(data))
+    assert [u.reason for u in scan_views(tmp_path, NEEDLES).unscanned] == ["encrypted-archive"]
+
+
+def test_a_container_past_the_depth_limit_is_unscanned(tmp_path: Path) -> None:
+    data = f"to {EMAIL}".encode()
+    for _ in range(6):
+        data = gzip.compress(data)
+    (tmp_path / "deep.gz").write_bytes(data)
+    report = scan_views(tmp_path, NEEDLES)
+    assert 1 not in report.found
+    assert [u.reason for u in report.unscanned] == ["container-too-deep"]
+
+
+def test_plain_text_and_sqlite_files_are_not_unscanned(tmp_path: Path) -> None:
+    from erasure.sqlite import connect
+
+    conn = connect(tmp_path / "db.sqlite")
+    conn.execute("CREATE TABLE t(x)")
+    conn.execute("INSERT INTO t VALUES (?)", (os.urandom(100_000).hex(),))
+    conn.close()
+    (tmp_path / "t.txt").write_text("hello " * 5000)
+    assert scan_views(tmp_path, NEEDLES).unscanned == []
+
+
+def test_a_long_value_on_sqlite_overflow_pages_is_read_whole(tmp_path: Path) -> None:
+    """A value longer than a page is cut by 4-byte page pointers: the bytes alone may split a name."""
+    from erasure.sqlite import connect
+
+    conn = connect(tmp_path / "db.sqlite")
+    conn.execute("CREATE TABLE t(x)")
+    filler = "lorem ipsum " * 700  # longer than a 4 KiB page: the value continues on overflow pages
+    for shift in range(0, 40, 3):
+        conn.execute("INSERT INTO t VALUES (?)", (filler[:shift] + json.dumps({"a": f"{filler}{NAME} {filler}"}),))
+    conn.close()
+    assert 0 in scan_views(tmp_path, NEEDLES).found
+
+
+def test_canonical_form() -> None:
+    assert canonical("Straße") == canonical("STRASSE") == "strasse"
+    assert canonical("Mül\u00adler\u200b") == "muller"
+    assert canonical("a\u2011b\u2014c  \t\n d") == "a-b-c d"
+    assert canonical("\ufeffＡ") == "a"
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(sorted(SPELLINGS)), data=st.data(), encoding=st.sampled_from(sorted(ENCODINGS)),
+       container=st.sampled_from(sorted(CONTAINERS)), planted=st.booleans(), prefix=st.text(max_size=30))
+def test_generated_spelling_encoding_container(tmp_path: Path, kind: str, data: st.DataObject, encoding: str,
+                                               container: str, planted: bool, prefix: str) -> None:
+    """Oracle: what was planted. The subject's identifier in any spelling x encoding x container is found;
+    a look-alike bystander's is not (with the same surroundings)."""
+    text = data.draw(st.sampled_from(SPELLINGS[kind])) if planted else OTHER[kind]
+    payload = CONTAINERS[container](ENCODINGS[encoding](prefix.replace("\x00", "") + " " + text))
+    folder = tmp_path / os.urandom(6).hex()
+    found = _found(folder, {"item": payload})
+    wanted = {KIND_INDEX[kind]} | ({3} if kind == "phone" else set())
+    if planted:
+        assert found & wanted, (kind, text, encoding, container)
+    else:
+        assert not found & wanted, (kind, text, encoding, container)
