@@ -243,10 +243,12 @@ def test_a_namesakes_own_item_stays_byte_for_byte_and_a_bystanders_name_is_repor
     assert counted(found, "mention_ambiguous") >= 1
 
 
-def test_an_everyday_word_id_is_never_redacted_from_other_peoples_sentences(built: Home) -> None:
+@pytest.mark.parametrize("sentence", ["We went hiking in Jordan last spring.", "JORDAN, then Petra.",
+                                      "Jor\u00addan's deserts", "a trip to %4Aordan and back"])
+def test_an_everyday_word_id_is_never_redacted_from_other_peoples_sentences(built: Home, sentence: str) -> None:
     jordan = Subject(id="jordan", email="jordan.k@example.org")
     add_items(built, [item(jordan, "conv-jd-1", "Book me a table for two."),
-                      item(BYSTANDER, "conv-spell-6", "We went hiking in Jordan last spring.")])
+                      item(BYSTANDER, "conv-spell-6", sentence)])
     before = item_texts(built, "chat", "conv-spell-6")
     found = erase(built, "req-spell-6", jordan)
     assert item_texts(built, "chat", "conv-spell-6") == before
