@@ -74,8 +74,8 @@ ASCII_EQUIVALENTS = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
 (checked over all of Unicode by tests/test_mention_prefilter.py)."""
 PATTERN_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
 """The ASCII characters `\\s` matches in a str pattern."""
-PHONE_SEPARATORS = PATTERN_SPACES + "-.()/"
-"""The ASCII characters a phone spelling may carry between its digits (`erasure.identity._PHONE_SEP`)."""
+PHONE_SEPARATORS = PATTERN_SPACES + "-.()/[]"
+"""The ASCII characters a phone spelling may carry between its digits (`erasure.spellings._PHONE_SEP`)."""
 BATCH_ROWS = 50_000
 """Rows read and scanned at a time when an index reads a table (bounds its memory)."""
 

@@ -176,7 +176,8 @@ def built(home: Home, tmp_path: Path) -> Home:
 # --- the red team's examples -------------------------------------------------------------------------
 
 PHONES = ["0044 20 7946 0001", "+44 20\u20117946\u20130001", "+44 20\u20127946\u20140001", "020\u22127946\u22120001",
-          "+44 (0)20 7946 0001", "(020) 7946 0001", "020 7946 0001", "+44\u00a020\u00a07946\u00a00001"]
+          "+44 (0)20 7946 0001", "(020) 7946 0001", "020 7946 0001", "+44\u00a020\u00a07946\u00a00001",
+          "[020] 7946.0001"]
 EMAILS = ["annabel.quist%40example.org", "annabel%2Equist%40example%2Eorg", "annabel.quist\\u0040example.org",
           "annabel.quist&#64;example.org", "annabel.quist&#x40;example.org", "annabel.quist&commat;example.org",
           "annabel.quist=40example.org", "annabel.quist+news@example.org", "ANNABEL.QUIST@EXAMPLE.ORG"]
