@@ -3,12 +3,11 @@
 Normal forms (what "the same identifier" means everywhere in the engine):
 - ids and names: Unicode NFKC, then case folding, then runs of white space folded to one space;
 - emails: NFKC, lower-cased, surrounding white space removed;
-- phones: the digits in E.164 (`+<country><number>`). Spellings searched for: the international
-  digits (`447958331277`), the national form with a trunk `0` (`07958331277`), and each of those
-  with any of ` -.()/` between the digits (`+44 79 5833 1277`, `(0)7958-331277`).
+- phones: the digits in E.164 (`+<country><number>`); `national_digits` gives the national form.
 
-`Identity.pattern()` is one case-insensitive regular expression matching every spelling on token
-boundaries, so a short id such as `48213` matches `id 48213` but not `a48213f` in a hex digest.
+Where a text names the subject is decided by `erasure.spellings` (`Identity.spellings`, `hits`,
+`names_in`, `redact`): every spelling of every identifier in the text's canonical views, token-bounded,
+so a short id such as `48213` matches `id 48213` but not `a48213f` in a hex digest.
 `salted_hashes` gives the keyed hashes kept for sticky erasure by identity.
 """
 
@@ -18,15 +17,15 @@ import hashlib
 import hmac
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from erasure.spellings import Hit, Spellings
 from erasure.subject import Subject
 
 MIN_MATCH_CHARS = 4
 """An identifier shorter than this is matched only where it stands as a whole token."""
-_PHONE_SEP = r"[\s\-.()/]*"
 _COUNTRY_CODES = ("1", "7", "20", "27", "30", "31", "32", "33", "34", "36", "39", "40", "41", "43", "44",
                   "45", "46", "47", "48", "49", "51", "52", "53", "54", "55", "56", "57", "58", "60", "61",
                   "62", "63", "64", "65", "66", "81", "82", "84", "86", "90", "91", "92", "93", "94", "95",
@@ -65,10 +64,6 @@ def national_digits(e164: str) -> str | None:
     return None
 
 
-def _digits_pattern(digits: str) -> str:
-    return _PHONE_SEP.join(re.escape(d) for d in digits)
-
-
 @dataclass(frozen=True)
 class Identity:
     """The normalised identifiers of one subject, as given by a request (and aliases the team confirmed)."""
@@ -103,62 +98,36 @@ class Identity:
                 out.append(nat)
         return out
 
-    def literal_spellings(self) -> list[str]:
-        """Every identifier as text to search for (case-insensitively), longest first."""
-        spell = {*self.ids, *self.emails, *self.names, *self.phone_spellings()}
-        return sorted((s for s in spell if s), key=lambda s: (-len(s), s))
-
     @cached_property
-    def _regex(self) -> re.Pattern[str]:
-        parts: list[str] = []
-        for kind, value in self.items():
-            if kind == "phone":
-                continue
-            body = r"\s+".join(re.escape(w) for w in value.split(" "))
-            parts.append(rf"(?<![^\W_]){body}(?![^\W_])")
-        for digits in self.phone_spellings():
-            plus = "" if digits.startswith("0") else r"\+?"
-            parts.append(rf"(?<![^\W_]){plus}{_digits_pattern(digits)}(?!\d)")
-        return re.compile("|".join(parts) if parts else r"(?!)", re.IGNORECASE)
+    def spellings(self) -> Spellings:
+        """The matchers of every spelling of every identifier (`erasure.spellings`)."""
+        return Spellings(ids=self.ids, emails=self.emails, names=self.names, phones=self.phones,
+                         country_codes=_COUNTRY_CODES)
 
-    def pattern(self) -> re.Pattern[str]:
-        """A case-insensitive regex matching any spelling of any identifier on token boundaries."""
-        return self._regex
+    def hits(self, text: str) -> list[Hit]:
+        """Every spelling of an identifier found in `text` (`Spellings.hits`), with its kind and span."""
+        return self.spellings.hits(text)
 
     def names_in(self, text: str) -> bool:
-        """Whether `text` names the subject: a spelling found in it as it is, or in its NFKC form
-        (full-width and other compatibility forms read as the same letters; `redact` replaces those too)."""
-        if self._regex.search(text) is not None:
-            return True
-        if text.isascii():
-            return False  # its own NFKC form
-        norm = unicodedata.normalize("NFKC", text)
-        return norm != text and self._regex.search(norm) is not None
+        """Whether `text` names the subject in any spelling, in any of its views (`erasure.spellings`)."""
+        return self.spellings.names_in(text)
 
     def found_in(self, text: str) -> str | None:
         """The kind of the first identifier found in `text` (never its value), or None."""
-        m = self._regex.search(unicodedata.normalize("NFKC", text))
-        if m is None:
+        hits = self.hits(text)
+        if not hits:
             return None
-        hit = fold(m.group(0))
-        for kind, value in self.items():
-            if kind == "phone":
-                continue
-            if hit == value or hit == " ".join(value.split()):
-                return kind
-        return "phone"
+        first = hits[0]
+        mailboxes = {e.rpartition("@")[0].split("+", 1)[0] for e in self.emails}
+        if first.kind == "name" and text[first.start:first.end] in mailboxes:
+            return "email"  # `annabel.quist` as the mailbox is written spells the name too: say the stronger
+        return first.kind
 
-    def redact(self, text: str, placeholder: str = "[redacted]") -> tuple[str, int]:
-        """`text` with every spelling replaced by `placeholder`; and how many were replaced.
-
-        The text is NFKC-normalised first only where a spelling is found (so untouched text keeps
-        its bytes)."""
-        if self._regex.search(text) is None:
-            norm = unicodedata.normalize("NFKC", text)
-            if norm == text or self._regex.search(norm) is None:
-                return text, 0
-            text = norm
-        return self._regex.subn(placeholder, text)
+    def redact(self, text: str, placeholder: str = "[redacted]", keep: Iterable[Hit] = ()) -> tuple[str, int]:
+        """`text` with every spelling that can be redacted in place (but `keep`) replaced by
+        `placeholder`, an escaped spelling with its whole escaped span; and how many were replaced.
+        The rest of the text keeps its characters."""
+        return self.spellings.redact(text, placeholder, keep)
 
     def salted_hashes(self, salt: bytes) -> list[tuple[str, str]]:
         """(kind, HMAC-SHA256(salt, kind:normal form) hex) for sticky erasure by identity."""

@@ -9,9 +9,7 @@ the new text. Archive rows and session rows/files are rewritten as they are.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import apsw
 
@@ -57,19 +55,3 @@ def rewrite_session(conn: apsw.Connection, store_dir: Path, session_id: str, sta
     conn.execute("UPDATE working_sessions SET state = ? WHERE session_id = ?", (state, session_id))
     if session_path(store_dir, session_id).exists():
         write_session(store_dir, session_id, state)
-
-
-def map_strings(obj: Any, fn: Any) -> Any:
-    """Apply `fn` to every string inside a JSON value (keys kept)."""
-    if isinstance(obj, str):
-        return fn(obj)
-    if isinstance(obj, list):
-        return [map_strings(v, fn) for v in obj]
-    if isinstance(obj, dict):
-        return {k: map_strings(v, fn) for k, v in obj.items()}
-    return obj
-
-
-def redact_json_text(text: str, fn: Any) -> str:
-    """A JSON document with `fn` applied to each string value, dumped compactly as sessions are."""
-    return json.dumps(map_strings(json.loads(text), fn), ensure_ascii=False, sort_keys=True)

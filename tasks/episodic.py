@@ -19,6 +19,7 @@ from memory.frames import chunk_ids_of, delete_frame_rows
 from memory.redact import rewrite_archive, rewrite_frame
 from memory.suppression import protected_key
 from tasks import mentions
+from tasks.attribution import ItemMentions, frame_owners
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
 from tasks.mentions import archives_mentioning, frames_mentioning
 from tasks.resolve import archive_ids, primary_frames
@@ -39,25 +40,42 @@ class EpisodicStep(BaseStep):
                 "mention_frame": {str(f) for f in frames_mentioning(ctx.store, who, ctx.frames | frames)},
                 "mention_archive": {str(a) for a in archives_mentioning(ctx.store, who, archives)}}
 
-    def _mentions(self, ctx: StepContext, keys: Keys) -> tuple[list[int], list[int]]:
-        """Other people's frames and archive rows (of those found) that still name the subject."""
+    def _attributed(self, ctx: StepContext, keys: Keys) -> tuple[dict[int, ItemMentions], dict[int, ItemMentions]]:
+        """Other people's frames and archive rows (of those found) that still name the subject, each
+        hit attributed (`tasks.attribution`)."""
         who = ctx.who()
-        frames = [int(r[0]) for fid in ints(keys, "mention_frame") for r in ctx.store.execute(
-            "SELECT frame_id, content FROM frames WHERE frame_id = ?", (fid,)) if who.names_in(str(r[1]))]
-        archives = [int(r[0]) for aid in ints(keys, "mention_archive") for r in ctx.store.execute(
-            "SELECT archive_id, content FROM raw_archive WHERE archive_id = ? AND erased_at IS NULL", (aid,))
-            if r[1] is not None and who.names_in(str(r[1]))]
+        att = mentions.attribution(ctx.store, who, ctx.ids())
+        frames = {int(r[0]): mentions.item_mentions(who, att, str(r[1]), frame_owners(ctx.store, int(r[0])))
+                  for fid in ints(keys, "mention_frame") for r in ctx.store.execute(
+                      "SELECT frame_id, content FROM frames WHERE frame_id = ?", (fid,)) if r[1] is not None}
+        archives = {int(r[0]): mentions.item_mentions(who, att, str(r[1]), () if r[2] is None else (str(r[2]),))
+                    for aid in ints(keys, "mention_archive") for r in ctx.store.execute(
+                        "SELECT archive_id, content, subject_id FROM raw_archive WHERE archive_id = ?"
+                        " AND erased_at IS NULL", (aid,)) if r[1] is not None}
         return frames, archives
 
+    def _mentions(self, ctx: StepContext, keys: Keys) -> tuple[list[int], list[int]]:
+        """Other people's frames and archive rows (of those found) with a mention to redact."""
+        frames, archives = self._attributed(ctx, keys)
+        return ([f for f, m in sorted(frames.items()) if m.redact],
+                [a for a, m in sorted(archives.items()) if m.redact])
+
     def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
+        frames, archives = self._attributed(ctx, keys)
+        out: list[ExceptionSpec] = []
+        for kind, field in (("mention_ambiguous", "ambiguous"), ("mention_unredactable", "unredactable")):
+            fs = [getattr(m, field) for m in frames.values() if getattr(m, field)]
+            ars = [getattr(m, field) for m in archives.values() if getattr(m, field)]
+            out += mentions.reported(kind, "episodic", {"frames": len(fs), "archive_rows": len(ars)}, sum(fs + ars))
         if mentions.policy() != "report":
-            return []
-        frames, archives = self._mentions(ctx, keys)
-        if not frames and not archives:
-            return []
-        return [ExceptionSpec(kind="mention_reported", item_key="episodic",
-                              detail={"frames": len(frames), "archive_rows": len(archives)},
-                              ground=mentions.REPORT_GROUND)]
+            return out
+        mf = [f for f, m in frames.items() if m.redact]
+        ma = [a for a, m in archives.items() if m.redact]
+        if mf or ma:
+            out.append(ExceptionSpec(kind="mention_reported", item_key="episodic",
+                                     detail={"frames": len(mf), "archive_rows": len(ma)},
+                                     ground=mentions.REPORT_GROUND))
+        return out
 
     def _live_archives(self, ctx: StepContext, keys: Keys) -> list[int]:
         return existing(ctx.store, "raw_archive", "archive_id", ints(keys, "archive"),
@@ -100,19 +118,20 @@ class EpisodicStep(BaseStep):
 
     def _redact_mentions(self, ctx: StepContext, keys: Keys, limit: int) -> int:
         """Rewrite other people's frames (with chunks, FTS row and vectors) and archive rows that name
-        the subject, every spelling replaced by the placeholder."""
+        the subject: every mention to redact replaced by the placeholder, the rest kept as it is."""
         who = ctx.who()
+        att = mentions.attribution(ctx.store, who, ctx.ids())
         mframes, marchives = self._mentions(ctx, keys)
         done = 0
         for fid in mframes[:limit]:
             text = str(one(ctx.store, "SELECT content FROM frames WHERE frame_id = ?", (fid,))[0])
-            new, n = mentions.redact_text(who, text)
+            new, n = mentions.redact_item(who, att, text, frame_owners(ctx.store, fid))
             rewrite_frame(ctx.store, fid, new)
             ctx.add_detail(mentions_redacted=n, mention_frames=1)
             done += 1
         for aid in marchives[:max(limit - done, 0)]:
-            text = str(one(ctx.store, "SELECT content FROM raw_archive WHERE archive_id = ?", (aid,))[0])
-            new, n = mentions.redact_text(who, text)
+            text, owner = one(ctx.store, "SELECT content, subject_id FROM raw_archive WHERE archive_id = ?", (aid,))
+            new, n = mentions.redact_item(who, att, str(text), () if owner is None else (str(owner),))
             rewrite_archive(ctx.store, aid, new)
             ctx.add_detail(mentions_redacted=n, mention_archive_rows=1)
             done += 1

@@ -21,8 +21,8 @@ from erasure.clocks import iso_utc
 from erasure.identity import Identity
 from erasure.sqlite import one, transaction
 from erasure.tiers import Tier
-from memory.redact import map_strings
 from tasks import mentions
+from tasks.attribution import Attribution, ItemMentions
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
 
 
@@ -36,6 +36,19 @@ def _co_subjects(ctx: StepContext) -> list[tuple[Identity, set[tuple[str, str]],
         out.append((Identity.of(subject), {(str(a), str(b)) for a, b in sources},
                     {subject.id, *requests.store_ids(ctx.engine, rid)}))
     return out
+
+
+def _line_owners(ctx: StepContext, corpus_id: int, line: str) -> tuple[str, ...]:
+    """The subject ids of a corpus line's example (by its source key in that version)."""
+    try:
+        item = json.loads(line)
+    except ValueError:
+        return ()
+    if not isinstance(item, dict):
+        return ()
+    return tuple(sorted({str(r[0]) for r in ctx.store.execute(
+        "SELECT subject_id FROM ft_examples WHERE corpus_id = ? AND source = ? AND source_ref = ?"
+        " AND subject_id IS NOT NULL", (corpus_id, str(item.get("source")), str(item.get("source_ref"))))}))
 
 
 class FineTuneStep(BaseStep):
@@ -62,17 +75,28 @@ class FineTuneStep(BaseStep):
         return {"example": {str(e) for e, _ in ex}, "corpus": {str(c) for _, c in ex} | self._mentioning(ctx)}
 
     def _mentioning(self, ctx: StepContext) -> set[str]:
-        """Live corpus versions whose file names the subject in another person's example (each file is
-        read once for the whole window: `tasks.mentions.lines_naming`)."""
+        """Live corpus versions whose file has a mention of the subject to redact in another person's
+        example (each file is read once for the whole window: `tasks.mentions.lines_naming`)."""
         if mentions.policy() != "redact":
             return set()
-        out = set()
+        return {cid for cid, found in self._attributed(ctx).items() if any(m.redact for m in found)}
+
+    def _attributed(self, ctx: StepContext) -> dict[str, list[ItemMentions]]:
+        """Per live corpus version, the attributed mentions of the subject in the lines that name them."""
+        who = ctx.who()
+        att = mentions.attribution(ctx.store, who, ctx.ids())
+        out: dict[str, list[ItemMentions]] = {}
         for cid, rel in ctx.store.execute("SELECT corpus_id, path FROM ft_corpora WHERE removed_at IS NULL"):
+            path = ctx.store_dir / str(rel)
             try:
-                if mentions.lines_naming(ctx.store, ctx.store_dir / str(rel), ctx.who()):
-                    out.add(str(cid))
+                named = mentions.lines_naming(ctx.store, path, who)
+                if not named:
+                    continue
+                lines = path.read_text(encoding="utf-8").splitlines()
             except FileNotFoundError:
                 continue
+            out[str(cid)] = [mentions.item_mentions(who, att, lines[i], _line_owners(ctx, int(cid), lines[i]),
+                                                    as_json=True) for i in sorted(named)]
         return out
 
     def _corpus(self, ctx: StepContext, corpus_id: int) -> tuple[str, int, Path, str | None] | None:
@@ -156,6 +180,8 @@ class FineTuneStep(BaseStep):
         whos = [ctx.who(), *(c[0] for c in co)]
         naming = [mentions.lines_naming(ctx.store, path, w) if mentions.policy() == "redact" else frozenset()
                   for w in whos]
+        atts = [mentions.attribution(ctx.store, ctx.who(), ctx.ids()),
+                *(mentions.attribution(ctx.store, c[0], c[2]) for c in co)]
         kept: list[str] = []
         refs: list[tuple[str, str]] = []
         dropped = co_dropped = 0
@@ -169,9 +195,10 @@ class FineTuneStep(BaseStep):
             elif (item.get("source"), item.get("source_ref")) in co_refs:
                 co_dropped += 1
             else:
+                line_owners = _line_owners(ctx, corpus_id, line)
                 for k, who in enumerate(whos):
                     if number in naming[k]:
-                        line, item = self._redacted(ctx, line, item, who, own=k == 0)
+                        line, item = self._redacted(ctx, line, item, who, atts[k], line_owners, own=k == 0)
                 kept.append(line)
                 refs.append(ref)
         new_version = version + 1
@@ -201,28 +228,26 @@ class FineTuneStep(BaseStep):
         return dropped
 
     @staticmethod
-    def _redacted(ctx: StepContext, line: str, item: Any, who: Identity, *, own: bool) -> tuple[str, Any]:
-        """The line with every mention of `who` redacted (counted in the step's detail when `own`); the
-        line may no longer name them (another subject's redaction of the same line took it)."""
-        if not who.names_in(line):
+    def _redacted(ctx: StepContext, line: str, item: Any, who: Identity, att: Attribution, owners: tuple[str, ...],
+                  *, own: bool) -> tuple[str, Any]:
+        """The line with every mention of `who` to redact redacted (counted in the step's detail when
+        `own`); the line may no longer name them (another subject's redaction of the same line took it)."""
+        new, n = mentions.redact_item(who, att, line, owners, as_json=True)
+        if not n:
             return line, item
-        counted = [0]
-
-        def fn(text: str) -> str:
-            new, n = mentions.redact_text(who, text)
-            counted[0] += n
-            return new
-
-        item = map_strings(item, fn)
         if own:
-            ctx.add_detail(mentions_redacted=counted[0], mention_examples=1)
+            ctx.add_detail(mentions_redacted=n, mention_examples=1)
         else:
-            ctx.add_detail(window_mentions_redacted=counted[0])
-        return json.dumps(item, ensure_ascii=False, sort_keys=True), item
+            ctx.add_detail(window_mentions_redacted=n)
+        return new, json.loads(new)
 
     def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
         ids = ints(keys, "corpus")
         out: list[ExceptionSpec] = []
+        found = [m for ms in self._attributed(ctx).values() for m in ms]
+        for kind, field in (("mention_ambiguous", "ambiguous"), ("mention_unredactable", "unredactable")):
+            counts = [getattr(m, field) for m in found if getattr(m, field)]
+            out += mentions.reported(kind, "fine_tune", {"examples": len(counts)}, sum(counts))
         for i in range(0, len(ids), 500):
             b = ids[i:i + 500]
             for model_id, cid, base, trained_at in ctx.store.execute(

@@ -1,43 +1,52 @@
 """Mentions: the subject named inside another person's item, found by every spelling of every
-identifier, and redacted in place (the item stays: it is the other person's).
+identifier, attributed, and redacted in place (the item stays: it is the other person's).
 
 A mention has no key: it is free text. Every text that may name a subject is found by a prefilter
-that never misses one the identity's pattern (`erasure.identity`: token-bounded, case-insensitive)
-finds in the text or in its NFKC form, and every candidate is confirmed with that pattern
-(`Identity.names_in`). The prefilter (`Prefilter`) rests on one split:
+that never misses one the identity's spellings (`erasure.spellings`: canonical views, escapes and
+base64 decoded, token-bounded) find, and every candidate is confirmed with them (`Identity.names_in`).
+The prefilter (`Prefilter`) rests on one split:
 
-- A text that is all ASCII can match a spelling only through the spelling's ASCII shadow (the four
-  non-ASCII letters Python's case-insensitive matching equates with ASCII ones, `ı İ ſ K`, mapped to
-  them): it holds the shadow's words in any letter case with white space between them (the pattern's
-  `\\s+`, which in an ASCII text is one of `PATTERN_SPACES`), and, for a phone, its digits with
-  nothing but the separators the pattern allows between them. Both are hyperscan patterns, and one
-  pass over the texts (joined by NUL, which no pattern crosses) carries every subject's: the match's
-  end says whose text it is in, its pattern whose spelling.
+- A text that is all ASCII, with no escape (`%40`, `\\u0040`, `&#64;`, `=40`, ...) and no base64 run,
+  can match a spelling only through one literal of it, in any letter case: an id (or its longest
+  letter/digit group, since an id may be spelt by its groups), an email's mailbox without its tag,
+  one token of a name in each of its ASCII transliterations (a name needs all its tokens: one will
+  do), a phone's national significant number with nothing but `PHONE_SEPARATORS` between its digits
+  (every prefix's spelling holds it). All are hyperscan patterns, and one pass over the texts (joined
+  by NUL, which no pattern crosses) carries every subject's: the match's end says whose text it is in,
+  its pattern whose spelling. An escape or a base64 run (`EVERY`) makes the text a candidate for all.
 - A text with any non-ASCII character (or a NUL) is a candidate for every subject: there case folding,
-  combining marks and NFKC forms part ways with any literal test. A spelling that has no ASCII shadow
-  matches only such texts.
+  combining marks, NFKC forms and transliterations part ways with any literal test.
+
+Before anything is redacted, each hit is attributed (`tasks.attribution`): the item's own subject's
+identifier is theirs (a namesake's name in the namesake's item), an ambiguous mention (a name another
+subject carries, an id that reads as a word) is reported as `mention_ambiguous`, one inside a base64
+run as `mention_unredactable`; only the rest is redacted (`redact_item`, whole escaped spans; a JSON
+item only inside its string literals).
 
 `MentionIndex` runs that pass once over each text source of the store (frames, archive rows, session
-states, each corpus file) for every subject of an erasure window, so the window's requests pay for one
-read of the store, not one each. Inside `shared` (an erasure window, or one request's run) a store's
-index is kept and reused: what it confirmed when it read a table, plus the rows appended since (by
-rowid), is re-read and confirmed again at each search, so a text redacted since drops out. What it does
-not see is a row rewritten in place by someone else after it was read (an agent editing a session in
-the middle of the window): the independent probes read the store again after the cascade and report
-such a row as residue, never as all clear. Outside `shared`, every search builds its own index.
+states, personal entities, each corpus file) for every subject of an erasure window, so the window's
+requests pay for one read of the store, not one each. Inside `shared` (an erasure window, or one
+request's run) a store's index is kept and reused: what it confirmed when it read a table, plus the
+rows appended since (by rowid), is re-read and confirmed again at each search, so a text redacted
+since drops out. What it does not see is a row rewritten in place by someone else after it was read
+(an agent editing a session in the middle of the window): the independent probes read the store
+again after the cascade and report such a row as residue, never as all clear. Outside `shared`, every
+search builds its own index.
 
-Policy (`ERASURE_MENTIONS`): `redact` (default) rewrites every mention to `[redacted]` in every tier
-that holds it; `report` leaves the text, and the steps open a `mention_reported` exception per tier so
-the pack says `erasedWithExceptions` with the count.
+Policy (`ERASURE_MENTIONS`): `redact` (default) rewrites every unambiguous mention to `[redacted]` in
+every tier that holds it; `report` leaves the text, and the steps open a `mention_reported` exception
+per tier so the pack says `erasedWithExceptions` with the count.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import re
 import threading
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -48,19 +57,25 @@ import hyperscan
 
 from erasure.errors import ConfigError
 from erasure.identity import Identity, phone_digits
+from erasure.spellings import BASE64_RUN, ESCAPE_PATTERN, Hit, canonical, country_split, token_variants
 from memory.schema import db_path
+from tasks.attribution import Attribution, ItemMentions, attribute, build, carriers
+from tasks.base import ExceptionSpec
 
 PLACEHOLDER = "[redacted]"
 POLICIES = ("redact", "report")
 REPORT_GROUND = "mention kept by policy (ERASURE_MENTIONS=report): another person's item names the subject"
+AMBIGUOUS_GROUND = ("ambiguous mention kept: a name another subject of the store carries, or an id that reads "
+                    "as a word; review before redacting another person's item")
+UNREDACTABLE_GROUND = "mention the item cannot lose in place (inside a base64 run): review the item"
 
 ASCII_EQUIVALENTS = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
 """The only non-ASCII characters that Python's case-insensitive matching equates with an ASCII one
 (checked over all of Unicode by tests/test_mention_prefilter.py)."""
 PATTERN_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
 """The ASCII characters `\\s` matches in a str pattern."""
-PHONE_SEPARATORS = PATTERN_SPACES + "-.()/"
-"""The ASCII characters a phone spelling may carry between its digits (`erasure.identity._PHONE_SEP`)."""
+PHONE_SEPARATORS = PATTERN_SPACES + "-.()/[]"
+"""The ASCII characters a phone spelling may carry between its digits (`erasure.spellings._PHONE_SEP`)."""
 BATCH_ROWS = 50_000
 """Rows read and scanned at a time when an index reads a table (bounds its memory)."""
 
@@ -92,22 +107,42 @@ class SearchPlan:
     """What an ASCII text that names the subject must hold, per spelling (see the module docstring)."""
 
     phrases: tuple[tuple[str, ...], ...]
-    """Per name/id/email spelling, its shadow's lower-case words: an ASCII text matching the spelling
-    holds them in this order with white space between them."""
+    """Words (lower case) that every ASCII text naming the subject by one spelling holds, in this order
+    with white space between them, for each spelling: an id, an email's mailbox without its tag, the
+    ASCII transliterations of one token of a name (any of them)."""
     digits: tuple[str, ...]
-    """Phone spellings: an ASCII text matching one holds its digits with only `PHONE_SEPARATORS` between."""
+    """Phones: an ASCII text matching one holds these digits with only `PHONE_SEPARATORS` between
+    (the national significant number, in every prefix's spelling)."""
 
     @classmethod
     def of(cls, identity: Identity) -> SearchPlan:
+        sp = identity.spellings
         phrases: list[tuple[str, ...]] = []
-        for kind, value in identity.items():
-            if kind == "phone":
-                continue
-            shadow = ascii_shadow(value)
-            if shadow is not None:  # else only a non-ASCII text can name it: always a candidate
+
+        def add(value: str) -> None:
+            shadow = ascii_shadow(canonical(value).strip())
+            if shadow is not None:  # else only a non-ASCII or an escaped text can name it: a candidate anyway
                 phrases.append(tuple(shadow.split(" ")))
-        digits = [s for s in identity.phone_spellings() if s.isascii() and s.isdigit()]
-        return cls(phrases=tuple(dict.fromkeys(phrases)), digits=tuple(dict.fromkeys(digits)))
+
+        for v in identity.ids:  # the id, or its longest letter/digit group (the id may be spelt by its groups)
+            groups = [g for g in re.split(r"[\W_]+", canonical(v)) if g]
+            add(max(groups, key=len) if len(groups) > 1 else v)
+        for e in identity.emails:
+            local, at, domain = canonical(e).strip().rpartition("@")
+            add((local.split("+", 1)[0] or local) if at else domain)
+        for n in identity.names:
+            tokens = [t for t in re.split(r"[\s,]+", canonical(n)) if t]
+            if not tokens:
+                add("")
+                continue
+            best = max(tokens, key=lambda t: min(len(v) for v in token_variants(t)))
+            for v in sorted(token_variants(best)):
+                add(v)
+        digits = []
+        for p in identity.phones:
+            split = country_split(p, sp.country_codes)
+            digits.append(split[1] if split else p)
+        return cls(phrases=tuple(dict.fromkeys(phrases)), digits=tuple(dict.fromkeys(d for d in digits if d)))
 
 
 @lru_cache(maxsize=256)
@@ -122,6 +157,9 @@ def _hex(text: str) -> str:
 
 _SEPARATOR_CLASS = "[" + _hex(PHONE_SEPARATORS) + "]*"
 _SPACE_CLASS = "[" + _hex(PATTERN_SPACES) + "]+"
+EVERY = -1
+"""The owner of the escape and base64 patterns: a text with an escape or a base64 run is a candidate for
+every identity (`erasure.spellings` decodes them)."""
 
 
 class Prefilter:
@@ -129,10 +167,10 @@ class Prefilter:
 
     def __init__(self, identities: Sequence[Identity]) -> None:
         self.size = len(identities)
-        self._owner: list[int] = []
+        self._owner: list[int] = [EVERY, EVERY]
         self._every: list[int] = []
-        expressions: list[bytes] = []
-        flags: list[int] = []
+        expressions: list[bytes] = [ESCAPE_PATTERN.encode("ascii"), BASE64_RUN.encode("ascii")]
+        flags: list[int] = [0, 0]
         for k, who in enumerate(identities):
             p = plan(who)
             if any(not all(phrase) or any("\x00" in w for w in phrase) for phrase in p.phrases):
@@ -146,10 +184,8 @@ class Prefilter:
                 expressions.append(_SEPARATOR_CLASS.join(_hex(c) for c in d).encode("ascii"))
                 flags.append(0)
                 self._owner.append(k)
-        self._db: hyperscan.Database | None = None
-        if expressions:
-            self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            self._db.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
+        self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self._db.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
 
     def candidates(self, texts: Sequence[str | None]) -> list[set[int]]:
         """Per identity, the indexes of the texts that may name it (a superset of those that do)."""
@@ -170,7 +206,7 @@ class Prefilter:
             joined = "\x00".join(texts[i] or "" for i in plain)
         for k in self._every:
             out[k].update(plain)
-        if self._db is None or not plain:
+        if not plain:
             return out
         starts: list[int] = []
         at = 0
@@ -180,14 +216,19 @@ class Prefilter:
         owner = self._owner
 
         def on_match(pattern_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            out[owner[pattern_id]].add(plain[bisect_right(starts, end - 1) - 1])
+            i = plain[bisect_right(starts, end - 1) - 1]
+            if owner[pattern_id] == EVERY:
+                for found in out:
+                    found.add(i)
+            else:
+                out[owner[pattern_id]].add(i)
 
         # The binding keeps no reference to the callback: `on_match` lives in this frame for the scan.
         self._db.scan(joined.encode("ascii"), match_event_handler=on_match, scratch=hyperscan.Scratch(self._db))
         return out
 
 
-_TEXT_COLUMN = {"frames": "content", "raw_archive": "content", "working_sessions": "state"}
+_TEXT_COLUMN = {"frames": "content", "raw_archive": "content", "working_sessions": "state", "kg_entities": "name"}
 _MIN_ROWID = -(2**63)
 
 
@@ -356,3 +397,70 @@ def lines_naming(conn: apsw.Connection, path: Path, identity: Identity) -> froze
 def redact_text(identity: Identity, text: str) -> tuple[str, int]:
     """`text` with every spelling of the subject replaced by the placeholder; and the count."""
     return identity.redact(text, PLACEHOLDER)
+
+
+def attribution(conn: apsw.Connection, who: Identity, own_ids: Iterable[str] = ()) -> Attribution:
+    """Who in the store carries `who`'s identifiers (`tasks.attribution`); `own_ids` are the subject's
+    store ids (the request's are always among them). The personal entities are found through the
+    mention index (read once per window)."""
+    entities = index_for(conn, who).rowids(conn, "kg_entities", who)
+    return build(who, own_ids, carriers(conn, who, entities))
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def _json_interiors(text: str) -> list[tuple[int, int]] | None:
+    """The spans of the insides of a JSON document's string literals; None if `text` is not JSON."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return None
+    return [(m.start() + 1, m.end() - 1) for m in _JSON_STRING.finditer(text)]
+
+
+def _cut(hit: Hit, interiors: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of `hit` inside string literals (a name split over two strings is cut in two)."""
+    return [(max(hit.start, lo), min(hit.end, hi)) for lo, hi in interiors if max(hit.start, lo) < min(hit.end, hi)]
+
+
+def item_mentions(who: Identity, att: Attribution, text: str, owners: Iterable[str], *,
+                  as_json: bool = False) -> ItemMentions:
+    """The attributed hits of `who` in one item's text, read whole (a session row and its file, a
+    corpus line: one matcher for all). With `as_json`, a mention outside every string literal of a
+    JSON document (a number) cannot be redacted in place: it counts as unredactable."""
+    found = attribute(who, att, text, owners)
+    interiors = _json_interiors(text) if as_json else None
+    if interiors is None:
+        return found
+    outside = [h for h in found.redact if not _cut(h, interiors)]
+    return ItemMentions(redact=tuple(h for h in found.redact if h not in outside), keep=found.keep + tuple(outside),
+                        ambiguous=found.ambiguous, unredactable=found.unredactable + len(outside))
+
+
+def redact_item(who: Identity, att: Attribution, text: str, owners: Iterable[str], *,
+                as_json: bool = False) -> tuple[str, int]:
+    """The item's text with only its mentions of `who` to redact replaced by the placeholder (an
+    escaped spelling with its whole escaped span); and how many. With `as_json` only the insides of
+    string literals change, so the document stays JSON with its other bytes as they were."""
+    found = item_mentions(who, att, text, owners, as_json=as_json)
+    if not found.redact:
+        return text, 0
+    interiors = _json_interiors(text) if as_json else None
+    if interiors is None:
+        return who.redact(text, PLACEHOLDER, keep=found.keep)
+    parts = sorted(p for h in found.redact for p in _cut(h, interiors))
+    out: list[str] = []
+    at = 0
+    for lo, hi in parts:
+        out += [text[at:lo], PLACEHOLDER]
+        at = hi
+    return "".join(out) + text[at:], len(found.redact)
+
+
+def reported(kind: str, item_key: str, items: Mapping[str, int], mentions_: int) -> list[ExceptionSpec]:
+    """One exception of `kind` (`mention_ambiguous`, `mention_unredactable`) with counts only."""
+    if not mentions_:
+        return []
+    ground = AMBIGUOUS_GROUND if kind == "mention_ambiguous" else UNREDACTABLE_GROUND
+    return [ExceptionSpec(kind=kind, item_key=item_key, detail={**items, "mentions": mentions_}, ground=ground)]

@@ -9,9 +9,10 @@ from typing import ClassVar
 
 from erasure.sqlite import one
 from erasure.tiers import Tier
-from memory.redact import redact_json_text, rewrite_session
+from memory.redact import rewrite_session
 from memory.sessions import session_path
 from tasks import mentions
+from tasks.attribution import ItemMentions
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing
 from tasks.mentions import sessions_mentioning
 
@@ -32,22 +33,40 @@ class WorkingStep(BaseStep):
         return {"session": set(ids),
                 "mention_session": set(sessions_mentioning(ctx.store, ctx.who(), ids))}
 
-    def _mentions(self, ctx: StepContext, keys: Keys) -> list[str]:
+    def _attributed(self, ctx: StepContext, keys: Keys) -> dict[str, ItemMentions]:
+        """Other people's sessions (of those found) that still name the subject in their row or their
+        file, each hit of every JSON string attributed (`tasks.attribution`): row and file, one matcher."""
         who = ctx.who()
-        return [str(r[0]) for sid in sorted(keys.get("mention_session", set())) for r in ctx.store.execute(
-            "SELECT session_id, state FROM working_sessions WHERE session_id = ?", (sid,))
-            if who.names_in(str(r[1])) or self._file_mentions(ctx, str(r[0]))]
+        att = mentions.attribution(ctx.store, who, ctx.ids())
+        out: dict[str, ItemMentions] = {}
+        for sid in sorted(keys.get("mention_session", set())):
+            for _, state, owner in ctx.store.execute(
+                    "SELECT session_id, state, subject_id FROM working_sessions WHERE session_id = ?", (sid,)):
+                owners = () if owner is None else (str(owner),)
+                texts = [str(state)]
+                path = session_path(ctx.store_dir, sid)
+                if path.exists():
+                    texts.append(path.read_text(encoding="utf-8"))
+                found = [mentions.item_mentions(who, att, t, owners, as_json=True) for t in texts]
+                out[sid] = ItemMentions(redact=tuple(h for f in found for h in f.redact),
+                                        ambiguous=max(f.ambiguous for f in found),
+                                        unredactable=max(f.unredactable for f in found))
+        return out
 
-    def _file_mentions(self, ctx: StepContext, session_id: str) -> bool:
-        path = session_path(ctx.store_dir, session_id)
-        return path.exists() and ctx.who().names_in(path.read_text(encoding="utf-8"))
+    def _mentions(self, ctx: StepContext, keys: Keys) -> list[str]:
+        return [sid for sid, m in self._attributed(ctx, keys).items() if m.redact]
 
     def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
-        if mentions.policy() != "report":
-            return []
-        left = self._mentions(ctx, keys)
-        return [ExceptionSpec(kind="mention_reported", item_key="working", detail={"sessions": len(left)},
-                              ground=mentions.REPORT_GROUND)] if left else []
+        found = self._attributed(ctx, keys)
+        out: list[ExceptionSpec] = []
+        for kind, field in (("mention_ambiguous", "ambiguous"), ("mention_unredactable", "unredactable")):
+            counts = [getattr(m, field) for m in found.values() if getattr(m, field)]
+            out += mentions.reported(kind, "working", {"sessions": len(counts)}, sum(counts))
+        left = [sid for sid, m in found.items() if m.redact]
+        if mentions.policy() == "report" and left:
+            out.append(ExceptionSpec(kind="mention_reported", item_key="working", detail={"sessions": len(left)},
+                                     ground=mentions.REPORT_GROUND))
+        return out
 
     def _remaining(self, ctx: StepContext, keys: Keys) -> list[str]:
         ids = sorted(keys.get("session", set()))
@@ -72,16 +91,13 @@ class WorkingStep(BaseStep):
         done = len(batch)
         if mentions.policy() == "redact":
             who = ctx.who()
+            att = mentions.attribution(ctx.store, who, ctx.ids())
             for sid in self._mentions(ctx, keys)[:max(limit - done, 0)]:
-                state = str(one(ctx.store, "SELECT state FROM working_sessions WHERE session_id = ?", (sid,))[0])
-                counted = [0]
-
-                def fn(text: str, counted: list[int] = counted) -> str:
-                    new, n = mentions.redact_text(who, text)
-                    counted[0] += n
-                    return new
-
-                rewrite_session(ctx.store, ctx.store_dir, sid, redact_json_text(state, fn))
-                ctx.add_detail(mentions_redacted=counted[0], mention_sessions=1)
+                state, owner = one(ctx.store, "SELECT state, subject_id FROM working_sessions WHERE session_id = ?",
+                                   (sid,))
+                new, n = mentions.redact_item(who, att, str(state), () if owner is None else (str(owner),),
+                                              as_json=True)
+                rewrite_session(ctx.store, ctx.store_dir, sid, new)
+                ctx.add_detail(mentions_redacted=n, mention_sessions=1)
                 done += 1
         return done

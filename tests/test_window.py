@@ -129,8 +129,9 @@ def test_a_window_erases_every_subject_to_the_byte_and_no_one_else(store: Home,
         assert fine_tune_record(store, rid).before_count, rid
     # Dana is outside the window: her items stay (her frame that named Bob has Bob's name redacted).
     assert bystander_state(store, DANA.id) == dana_before
-    # The store's texts were read for mentions once for the whole window, not per request and step.
-    assert sorted(whole_reads) == ["frames", "raw_archive", "working_sessions"]
+    # The store's texts (and personal entities, for attribution) were read for mentions once for the
+    # whole window, not per request and step.
+    assert sorted(whole_reads) == ["frames", "kg_entities", "raw_archive", "working_sessions"]
     # One task per step for the whole window, not one per request and step.
     names = task_names(state.state_details.flow_run_id)
     assert len(names) == 6 + len(CASCADE_ORDER), names

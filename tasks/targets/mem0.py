@@ -274,13 +274,12 @@ class Resolver:
     def __init__(self, subject: Subject) -> None:
         self.want = fold(subject.id)
         self.identity = Identity.of(subject)
-        self.pattern = self.identity.pattern()
 
     def is_subject(self, user_id: object) -> bool:
         return isinstance(user_id, str) and fold(user_id) == self.want
 
     def names(self, *texts: object) -> bool:
-        return any(isinstance(t, str) and self.pattern.search(t) is not None for t in texts)
+        return any(isinstance(t, str) and self.identity.names_in(t) for t in texts)
 
     def point_names(self, p: Point) -> bool:
         return self.names(p.payload.get("data"), p.payload.get("actor_id"))
