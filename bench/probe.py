@@ -107,7 +107,7 @@ def _view_needles(needles: list[bytes], store: Path | None) -> list[tuple[str, s
     if subjects is not None and subjects.exists():
         import json
 
-        first = json.loads(subjects.read_text())[0]
+        first = json.loads(subjects.read_text())["subjects"][0]
         return [("identifier", str(first[k])) for k in ("id", "email", "name", "phone") if first.get(k)]
     return [("identifier" if b"@" in n else "content", n.decode()) for n in needles if n.isascii()
             and all(32 <= c < 127 for c in n)]

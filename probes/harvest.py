@@ -8,7 +8,7 @@ what was left out is counted in the stats (`*_not_sampled`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -29,6 +29,7 @@ from probes.needles import (
 )
 from probes.resolve import IN_IDS, fts_hit_outside
 from probes.store import column, json_list, local_blob_roots
+from probes.views import Matcher
 
 MAX_CONTENT_GROUPS = 256
 MAX_VECTOR_GROUPS = 64
@@ -74,7 +75,8 @@ def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: Subj
     (`canary_windows`)."""
     h = Harvest()
     mine = set(keys.all_frame_ids())
-    _identifiers(subject, ids, facts, window_ids | set(ids), h.needles)
+    _identifiers(subject, ids, facts, window_ids | set(ids), h.needles,
+                 ordinary=lambda word: fts_hit_outside(conn, word, json_list(mine)))
     _content(conn, keys, json_list(mine), h.needles)
     _vectors(conn, keys, mine, facts, h)
     _blobs(conn, store_dir, subject, keys, h.needles)
@@ -83,12 +85,15 @@ def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: Subj
     return h
 
 
-def _identifiers(subject: Subject, ids: list[str], facts: Facts, window_ids: set[str], out: NeedleSet) -> None:
+def _identifiers(subject: Subject, ids: list[str], facts: Facts, window_ids: set[str], out: NeedleSet, *,
+                 ordinary: Callable[[str], bool] = lambda _word: False) -> None:
     """Every spelling of every identifier, matched in any letter case. None is withheld silently: a
     spelling too short to mean anything is counted (`identifier_withheld_short`), and one that is also
     the own identifier of someone outside the window (another subject id, or the name of an entity that
     their frames link: a namesake's person, a household phone) is searched as `shared_identifier`
-    (hits reported, not residue)."""
+    (hits reported, not residue); so is an id that is a word (letters only) which other people's
+    frames hold as ordinary text (`ordinary`: "hiking in Jordan" for the id `jordan`): such a hit is
+    ambiguous, reported and never called residue (`identifier_ambiguous:id`)."""
     for kind, spelling in spellings(subject, ids):
         data = spelling.encode()
         if len(data) < MIN_IDENTIFIER_BYTES:
@@ -96,6 +101,9 @@ def _identifiers(subject: Subject, ids: list[str], facts: Facts, window_ids: set
         elif facts.belongs_to_someone_else(spelling, window_ids):
             if out.add_group(NeedleKind.shared_identifier, [data], caseless=True):
                 out.bump(f"identifier_shared:{kind}")
+        elif kind == "id" and spelling.isalpha() and ordinary(spelling):
+            if out.add_group(NeedleKind.shared_identifier, [data], caseless=True):
+                out.bump("identifier_ambiguous:id")
         else:
             out.add_group(NeedleKind.identifier, [data], caseless=True)
 
@@ -198,9 +206,14 @@ def canary_windows(conn: apsw.Connection, window_ids: set[str], idents: list[str
         " AND (subject_id IS NULL OR subject_id NOT IN (SELECT value FROM json_each(?)))"
         " ORDER BY frame_id LIMIT ?", (json_list(window_ids), CANARY_CANDIDATES))]
     candidates = []
+    spelled = Matcher([("identifier", i) for i in idents])  # any spelling or encoding of one of them
     for fid, text in rows:
         squeezed = "".join(ch for ch in text.lower() if ch.isalnum() or ch in "@.")
         if fid in frames or any(i in text.lower() or i.lstrip("+") in squeezed for i in idents):
+            continue
+        hits: dict[int, int] = {}
+        spelled.match_text(text, hits)
+        if hits:
             continue
         candidates += [w for w in plain_windows(text, limit=1) if not any(i in w for i in idents)]
     step = max(1, len(candidates) // MAX_CANARIES)
