@@ -165,7 +165,8 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
         store = open_store(h.store_dir)
         try:
             keys = [k for k in suppression.list_suppressed(store)
-                    if k.request_ref == request_id and (source is None or k.source == source)]
+                    if k.request_ref == request_id
+                    and (source is None or k.source == suppression.hashed(store, source))]
             if not keys:
                 raise NotFound(f"no suppressed keys recorded for request {request_id}"
                                + (f" and source {source!r}" if source else ""))
