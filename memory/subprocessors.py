@@ -291,9 +291,10 @@ def sync_pending(conn: apsw.Connection, *, attempts: int = 3, backoff: float = 0
     report = SyncReport()
     for row in conn.execute(_PENDING_SQL).fetchall():
         record_id, processor, base_url, subject_id, source, source_ref, content = row
-        # an erased item's record, by its conversation's list rows (kept as keyed hashes), unless the
-        # record's subject still has a live item there (a conversation is not a person)
-        if content is None and suppression.is_suppressed(conn, str(source), str(source_ref)):
+        # Erased: a list row for the whole conversation (the item key "" is no item's), or erased items
+        # there and none of the record's subject left alive (a conversation is not a person).
+        if suppression.is_suppressed(conn, str(source), str(source_ref), "") or (
+                content is None and suppression.is_suppressed(conn, str(source), str(source_ref))):
             report.skipped_suppressed += 1
             continue
         assert isinstance(record_id, int)
