@@ -60,8 +60,8 @@ CREATE INDEX IF NOT EXISTS ix_raw_archive_subject ON raw_archive(subject_id);
 CREATE INDEX IF NOT EXISTS ix_raw_archive_source ON raw_archive(source, source_ref);
 CREATE TRIGGER IF NOT EXISTS raw_archive_append_only BEFORE DELETE ON raw_archive
 BEGIN SELECT RAISE(ABORT, 'raw_archive is append-only: redact, never delete'); END;
--- Two updates are allowed: the redaction of a row to a skeleton (a half of its source key that named
--- the subject becomes its keyed hash, 'hmac:...'), and the redaction of a mention
+-- Two updates are allowed: the redaction of a row to a skeleton (its source key's halves become their
+-- keyed hashes, 'hmac:...', whatever they spell), and the redaction of a mention
 -- (another subject named in this row's text is replaced by '[redacted]'; nothing else changes).
 DROP TRIGGER IF EXISTS raw_archive_redact_only;
 DROP TRIGGER IF EXISTS raw_archive_redact_only_v2;
