@@ -223,9 +223,8 @@ def baseline(home: Home, subject: Subject) -> dict[str, float]:
         x("INSERT OR IGNORE INTO temp.f SELECT frame_id FROM frames WHERE subject_id = ?", (s,))
         x("INSERT OR IGNORE INTO temp.f SELECT fr.frame_id FROM raw_archive a JOIN frames fr "
           "ON fr.archive_id = a.archive_id WHERE a.subject_id = ?", (s,))
-        x("INSERT OR IGNORE INTO temp.f SELECT fr.frame_id FROM raw_archive a JOIN frames fr "
-          "ON fr.turn_key = a.source || '/' || a.source_ref || coalesce('#' || a.item_key, '')"
-          " WHERE a.subject_id = ?", (s,))
+        x("INSERT OR IGNORE INTO temp.f SELECT fr.frame_id FROM temp.src JOIN frames fr "
+          "ON fr.turn_key = src.source || '/' || src.source_ref")
         for ident in subject.identifiers():
             x("INSERT OR IGNORE INTO temp.f SELECT fr.frame_id FROM frames_fts JOIN frames fr "
               "ON fr.frame_id = frames_fts.rowid WHERE frames_fts MATCH ? AND fr.kind = 'derived'",

@@ -412,10 +412,8 @@ _DIGEST_SQL = (
     "SELECT key, value FROM store_meta WHERE key NOT IN ('subject_key_secret') ORDER BY key",
     "SELECT archive_id, archive_uid, source, source_ref, subject_id, content, created_at, erased_at, erasure_ref"
     " FROM raw_archive ORDER BY archive_id",  # not item_key: keyed by the secret
-    # a turn key without the item key it ends with ('#' + 64 hex digits)
-    "SELECT frame_id, kind, subject_id, archive_id, CASE WHEN length(turn_key) > 65 AND substr(turn_key, -65, 1) = '#'"
-    " THEN substr(turn_key, 1, length(turn_key) - 65) ELSE turn_key END, turn_seq, content, created_at"
-    " FROM frames ORDER BY frame_id",
+    "SELECT frame_id, kind, subject_id, archive_id, turn_key, turn_seq, content, created_at"
+    " FROM frames ORDER BY frame_id",  # not item_key: keyed by the secret
     "SELECT * FROM frame_refs ORDER BY frame_id, ref_frame_id",
     "SELECT * FROM frame_chunks ORDER BY chunk_id",
     "SELECT rowid, content FROM frames_fts ORDER BY rowid",

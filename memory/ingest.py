@@ -10,7 +10,7 @@ For each item, in one transaction per batch of items (`BATCH_ITEMS`):
    items, and the same person's next message, in one `(source, source_ref)` are items of their own;
 2. episodic: a raw_archive row (with its item key); one summary frame (subject_id, archive_id) that
    names the subject and quotes the first sentence; one verbatim turn frame per sentence/turn (no
-   subject, no archive link: `turn_key = '<source>/<source_ref>#<item_key>'`, `turn_seq` 0..);
+   subject, no archive link: `turn_key = '<source>/<source_ref>'` and the item key, `turn_seq` 0..);
 3. every frame: chunks of <= `CHUNK_CHARS` characters, an FTS row (rowid = frame_id), a frame vector,
    and a vector per chunk;
 4. semantic: person / email / phone entities of the subject, topic entities (SHARED by everyone who
@@ -52,7 +52,7 @@ from erasure.sqlite import transaction
 from erasure.subject import Subject
 from memory import audit, blobs, corpora, sessions, suppression
 from memory.embedder import Embedder, HashingEmbedder, to_blob
-from memory.items import MemoryItem, item_key, turn_key
+from memory.items import MemoryItem, item_key
 
 BATCH_ITEMS = 500
 CHUNK_CHARS = 300
@@ -278,12 +278,13 @@ class _Rows:
 
 
 def add_frame(rows: _Rows, ids: IdAllocator, frame: tuple[str, str | None, int | None, str | None,
-                                                          int | None, str], now: str) -> tuple[int, int]:
+                                                          int | None, str], now: str,
+              item: str | None = None) -> tuple[int, int]:
     """Queue one frame (kind, subject_id, archive_id, turn_key, turn_seq, content) with its chunks,
-    FTS row and vectors. Returns (frame_id, number of chunks)."""
+    FTS row and vectors; `item`: a turn frame's item key. Returns (frame_id, number of chunks)."""
     kind, subject_id, archive_id, turn_key, turn_seq, content = frame
     fid = ids.take("frames")
-    rows.frames.append((fid, kind, subject_id, archive_id, turn_key, turn_seq, content, now))
+    rows.frames.append((fid, kind, subject_id, archive_id, turn_key, item, turn_seq, content, now))
     rows.vec_frames.append((fid, content))
     parts = chunk_text(content)
     first = ids.take("frame_chunks", len(parts))
@@ -305,9 +306,9 @@ def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: Ent
     summary = summary_text(src.subject, src.source, turns[0], topics)
     summary_id, n = add_frame(rows, ids, ("summary", sid, archive_id, None, None, summary), now)
     frames, chunks = 1, n
-    turns_key = turn_key(src.source, src.source_ref, key)
+    turn_key = f"{src.source}/{src.source_ref}"
     for seq, turn in enumerate(turns):
-        _, n = add_frame(rows, ids, ("turn", None, None, turns_key, seq, turn), now)
+        _, n = add_frame(rows, ids, ("turn", None, None, turn_key, seq, turn), now, key)
         frames += 1
         chunks += n
 
@@ -361,10 +362,10 @@ def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: Ent
 def _write_frames(conn: apsw.Connection, rows: _Rows, embedder: Embedder) -> int:
     """Insert queued frames, chunks, FTS rows and vectors; returns the number of vectors written."""
     ex = conn.executemany
-    ex("INSERT INTO frames(frame_id, kind, subject_id, archive_id, turn_key, turn_seq, content, created_at)"
-       " VALUES (?,?,?,?,?,?,?,?)", rows.frames)
+    ex("INSERT INTO frames(frame_id, kind, subject_id, archive_id, turn_key, item_key, turn_seq, content,"
+       " created_at) VALUES (?,?,?,?,?,?,?,?,?)", rows.frames)
     ex("INSERT INTO frame_chunks(chunk_id, frame_id, seq, content) VALUES (?,?,?,?)", rows.chunks)
-    ex("INSERT INTO frames_fts(rowid, content) VALUES (?,?)", [(f[0], f[6]) for f in rows.frames])
+    ex("INSERT INTO frames_fts(rowid, content) VALUES (?,?)", [(f[0], f[7]) for f in rows.frames])
 
     frame_vecs = embedder.embed([t for _, t in rows.vec_frames]) if rows.vec_frames else None
     row_of = {fid: i for i, (fid, _) in enumerate(rows.vec_frames)}

@@ -67,12 +67,6 @@ def item_key(secret: bytes, source: str, source_ref: str, subject_id: str, conte
     return salted_hash(secret, "item", json.dumps(parts, ensure_ascii=False))
 
 
-def turn_key(source: str, source_ref: str, key: str | None) -> str:
-    """The key of an item's verbatim turn frames: `<source>/<source_ref>#<item_key>`; an item stored
-    before items had keys (`key` None) has the bare `<source>/<source_ref>` (one item per conversation
-    then)."""
-    return f"{source}/{source_ref}" if key is None else f"{source}/{source_ref}#{key}"
-
 
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors(include_url=False)[0]

@@ -75,7 +75,8 @@ WHEN NOT ((NEW.content IS NULL AND NEW.subject_id IS NULL AND NEW.erased_at IS N
 BEGIN SELECT RAISE(ABORT, 'raw_archive rows may only be redacted'); END;
 
 -- Frames: summary frames (carry subject_id and the archive link), verbatim turn frames (carry
--- neither: reached by turn_key = '<source>/<source_ref>'), derived frames (tier 7: reference and
+-- neither: reached by turn_key = '<source>/<source_ref>' and their item's key, the column item_key of
+-- ADDITIVE_COLUMNS; NULL on turns from before items had keys), derived frames (tier 7: reference and
 -- quote other frames through frame_refs).
 CREATE TABLE IF NOT EXISTS frames(
   frame_id   INTEGER PRIMARY KEY,
@@ -407,6 +408,7 @@ ADDITIVE_COLUMNS = (
     # items are not conversations: an archive row's item identity (`memory.items.item_key`; NULL on rows
     # archived before it, one item per (source, source_ref) then)
     ("raw_archive", "item_key", "TEXT"),
+    ("frames", "item_key", "TEXT"),          # a turn frame's item (its turn_key is its conversation's)
 )
 """Columns added after schema version 1 shipped: (table, column, type), added when missing."""
 
@@ -431,8 +433,11 @@ def _ensure_additive(conn: apsw.Connection) -> None:
                 _migrate_erased_keys(conn)
 
 
-ITEMS_SQL = "CREATE INDEX IF NOT EXISTS ix_raw_archive_item ON raw_archive(item_key);"
-"""The index of item identities (dedup at ingest), made once `raw_archive.item_key` exists."""
+ITEMS_SQL = """
+CREATE INDEX IF NOT EXISTS ix_raw_archive_item ON raw_archive(item_key);
+CREATE INDEX IF NOT EXISTS ix_frames_turn_item ON frames(turn_key, item_key);
+"""
+"""Indexes of item identities (dedup at ingest, an item's turn frames), made once the columns exist."""
 
 
 def _migrate_erased_keys(conn: apsw.Connection) -> None:

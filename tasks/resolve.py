@@ -4,7 +4,7 @@
 - (source, source_ref) of the subject's items: rows of sessions, blobs and examples that carry no
   subject (a conversation is not a person: rows of another subject in it are theirs);
 - the item keys of the subject's archive rows: the verbatim turn frames through
-  turn_key = '<source>/<source_ref>#<item_key>' (they carry no archive link);
+  turn_key = '<source>/<source_ref>' and their item_key (they carry no archive link);
 - archive_id: summary frames linked to the subject's archive rows;
 - frame_refs: derived frames that reference an erased frame, to a fixpoint;
 - any spelling of any identifier in a derived frame's text (`tasks.mentions`): derived frames that
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import apsw
 
 from erasure.identity import Identity
-from memory.items import item_key, turn_key
+from memory.items import item_key
 from tasks.base import in_list
 from tasks.mentions import derived_mentioning
 
@@ -61,8 +61,8 @@ def primary_frames(conn: apsw.Connection, subject_id: str, archives: Iterable[in
         for source, ref, key in conn.execute(
                 f"SELECT source, source_ref, item_key FROM raw_archive WHERE archive_id IN ({in_list(len(b))})", b):
             ids |= {int(r[0]) for r in conn.execute(
-                "SELECT frame_id FROM frames WHERE turn_key = ? AND kind = 'turn'",
-                (turn_key(str(source), str(ref), None if key is None else str(key)),))}
+                "SELECT frame_id FROM frames WHERE turn_key = ? AND item_key IS ? AND kind = 'turn'",
+                (f"{source}/{ref}", key))}
     return ids
 
 

@@ -134,10 +134,10 @@ def _legacy_store(home: Home) -> None:
                      " ('chat', 'room-gone', '2026-01-01', 'req-old')")
         conn.execute("INSERT INTO raw_archive(archive_uid, source, source_ref, created_at, erased_at, erasure_ref)"
                      " VALUES ('u1', 'chat', 'ticket-annabel-0042', '2026-01-01', '2026-01-02', 'req-old')")
-        turn = "chat/room-old"  # before items had keys, a turn key was its conversation
-        conn.execute("UPDATE frames SET turn_key = ? WHERE kind = 'turn'", (turn,))
         conn.execute("DROP INDEX ix_raw_archive_item")
+        conn.execute("DROP INDEX ix_frames_turn_item")
         conn.execute("ALTER TABLE raw_archive DROP COLUMN item_key")
+        conn.execute("ALTER TABLE frames DROP COLUMN item_key")
         conn.execute("COMMIT")
     finally:
         conn.close()
@@ -162,7 +162,7 @@ def test_a_store_from_before_item_keys_is_migrated_on_open(home: Home) -> None:
     # the old live item is still a duplicate of itself, and its room takes new items
     assert (_ingest(home, [item(BOB, B1, room=("chat", "room-old"))]).skipped_duplicate,
             _ingest(home, [item(CAL, "New here.", room=("chat", "room-old"))]).ingested) == (1, 1)
-    # erasing its subject reaches the old item's turn frames by their old key
+    # erasing its subject reaches the old item's turn frames (no item key), not the new item's
     submit(home, "req-legacy-1", BOB)
     run_cascade("req-legacy-1", home)
     assert _turns(home) == ["New here."]
