@@ -134,14 +134,15 @@ def record(conn: apsw.Connection, source: str, source_ref: str, request_ref: str
     return conn.changes() > 0
 
 
-def allow(conn: apsw.Connection, source: str, source_ref: str, reason: str, actor: str) -> bool:
-    """Re-consent: remove every erased item of `(source, source_ref)` (given in plaintext or as the
-    list shows it) from the list so they may be ingested again, and audit it ('suppression.allow').
-    Opens its own transaction. Returns False when the key was not listed."""
+def allow(conn: apsw.Connection, source: str, source_ref: str, reason: str, actor: str, *,
+          request_ref: str | None = None) -> bool:
+    """Re-consent: remove the erased items of `(source, source_ref)` (given in plaintext or as the list
+    shows it; only those `request_ref` erased, when given) from the list so they may be ingested again,
+    and audit it ('suppression.allow'). Opens its own transaction. Returns False when none was listed."""
     with transaction(conn):
         hs, hr = hashed_key(conn, source, source_ref)
-        conn.execute("DELETE FROM erased_subjects WHERE source IN (?1, ?2) AND source_ref IN (?3, ?4)",
-                     (source, hs, source_ref, hr))
+        conn.execute("DELETE FROM erased_subjects WHERE source IN (?1, ?2) AND source_ref IN (?3, ?4)"
+                     " AND (?5 IS NULL OR request_ref = ?5)", (source, hs, source_ref, hr, request_ref))
         if conn.changes() == 0:
             return False
         audit.append(

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from erasure.config import Home
 from erasure.errors import InputError
+from erasure.sqlite import transaction
 from erasure.subject import Subject
 from memory import suppression
 from memory.ingest import IngestReport, ingest
@@ -222,5 +223,19 @@ def test_store_can_be_read_by_plain_sqlite(home: Home) -> None:
     try:
         cols = {str(r[1]) for r in conn.execute("PRAGMA table_info(erased_subjects)")}
         assert {"source", "source_ref", "item_key"} <= cols
+    finally:
+        conn.close()
+
+
+def test_reconsent_of_one_request_keeps_another_requests_items_in_the_room(home: Home) -> None:
+    conn = create(home.store_dir)
+    try:
+        with transaction(conn):
+            suppression.record(conn, *ROOM, "req-a", "item-of-ann")
+            suppression.record(conn, *ROOM, "req-b", "item-of-bob")
+        assert suppression.allow(conn, *ROOM, "re-consent given", "dpo", request_ref="req-a")
+        assert not suppression.is_suppressed(conn, *ROOM, "item-of-ann")
+        assert suppression.is_suppressed(conn, *ROOM, "item-of-bob")
+        assert not suppression.is_suppressed(conn, *ROOM, "item-of-cal")
     finally:
         conn.close()
