@@ -480,12 +480,13 @@ def _secret(conn: apsw.Connection) -> bytes | None:
 def _archived(conn: apsw.Connection, src: IngestSource, key: str) -> bool:
     """Whether the item is live in the archive already: by its item key, or, archived before items had
     keys, as the same subject's same content in the same conversation."""
-    return conn.execute(
-        "SELECT 1 FROM raw_archive WHERE item_key=? AND erased_at IS NULL LIMIT 1", (key,)).fetchone() is not None \
-        or conn.execute(
-            "SELECT 1 FROM raw_archive WHERE source=? AND source_ref=? AND item_key IS NULL AND erased_at IS NULL"
-            " AND subject_id=? AND content=? LIMIT 1",
-            (src.source, src.source_ref, src.subject.id, src.content)).fetchone() is not None
+    by_key = conn.execute("SELECT 1 FROM raw_archive WHERE item_key=? AND erased_at IS NULL LIMIT 1", (key,))
+    if by_key.fetchone() is not None:
+        return True
+    old = conn.execute(
+        "SELECT 1 FROM raw_archive WHERE source=? AND source_ref=? AND item_key IS NULL AND erased_at IS NULL"
+        " AND subject_id=? AND content=? LIMIT 1", (src.source, src.source_ref, src.subject.id, src.content))
+    return old.fetchone() is not None
 
 
 def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[IngestSource], *,

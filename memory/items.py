@@ -67,7 +67,6 @@ def item_key(secret: bytes, source: str, source_ref: str, subject_id: str, conte
     return salted_hash(secret, "item", json.dumps(parts, ensure_ascii=False))
 
 
-
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors(include_url=False)[0]
     loc = ".".join(str(p) for p in err["loc"]) or "line"
