@@ -453,10 +453,10 @@ def _migrate_erased_keys(conn: apsw.Connection) -> None:
         "INSERT OR IGNORE INTO erased_subjects(id, source, source_ref, erased_at, request_ref) VALUES (?,?,?,?,?)",
         [(i, hashed(conn, str(s)), hashed(conn, str(r)), at, ref) for i, s, r, at, ref in rows])
     conn.execute("DROP TABLE erased_subjects_v1")
-    skeletons = conn.execute("SELECT archive_id, source, source_ref FROM raw_archive WHERE erased_at IS NOT NULL"
-                             " AND (source NOT LIKE 'hmac:%' OR source_ref NOT LIKE 'hmac:%')").fetchall()
+    skeletons = conn.execute("SELECT archive_id, source, source_ref FROM raw_archive WHERE erased_at IS NOT NULL")
     conn.executemany("UPDATE raw_archive SET source = ?, source_ref = ? WHERE archive_id = ?",
-                     [(hashed(conn, str(s)), hashed(conn, str(r)), a) for a, s, r in skeletons])
+                     [(hs, hr, a) for a, s, r in skeletons.fetchall()
+                      if (hs := hashed(conn, str(s)), hr := hashed(conn, str(r))) != (s, r)])
 
 
 def meta(conn: apsw.Connection, key: str) -> str:

@@ -18,6 +18,7 @@ and must not be held.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -70,9 +71,13 @@ def protect(conn: apsw.Connection, value: str) -> str:
     return PROTECTED + salted_hash(identity_secret(conn), "source-key", value)
 
 
+_HASHED = re.compile(r"hmac:[0-9a-f]{64}")
+
+
 def hashed(conn: apsw.Connection, value: str) -> str:
-    """`value` as a keyed hash: `protect(value)`, or `value` itself when it is one already."""
-    return value if value.startswith(PROTECTED) else protect(conn, value)
+    """`value` as a keyed hash: `protect(value)`, or `value` itself when it is one already (exactly
+    `hmac:` and 64 hex digits: a key that only starts with `hmac:` may spell anything)."""
+    return value if _HASHED.fullmatch(value) else protect(conn, value)
 
 
 def hashed_key(conn: apsw.Connection, source: str, source_ref: str) -> tuple[str, str]:

@@ -24,7 +24,8 @@ from tests.cascade_fixtures import submit
 
 JANE = Subject(id="subj-7731", email="jane.doe@mail.example", name="Jane Doe")
 RUTH = Subject(id="user-0042", email="ruth.moss@post.example", name="Ruth Moss")
-JANE_KEYS = [("contacts", "jane.doe%40mail.example"), ("tickets", "ticket-jane-doe-0042"), ("Jane.Doe", "inbox/77")]
+JANE_KEYS = [("contacts", "jane.doe%40mail.example"), ("tickets", "ticket-jane-doe-0042"), ("Jane.Doe", "inbox/77"),
+             ("hmac:jane", "hmac:jane.doe")]  # a key that looks hashed is hashed too
 SHARED = ("chat", "room-general")
 
 
@@ -64,7 +65,7 @@ def test_the_subjects_own_keys_are_hashed_whatever_they_spell(home: Home) -> Non
     jane.append(_item(JANE, SHARED, "Who has the meeting room today?", item_id="jane-doe-msg-1"))
     ruth = [_item(RUTH, SHARED, "I have it until noon.", training=True),
             _item(RUTH, ("tickets", "ticket-ruth-moss-0043"), "My refund is late.")]
-    assert _ingest(home, [*jane, *ruth]).ingested == 6
+    assert _ingest(home, [*jane, *ruth]).ingested == 7
     assert all(_plaintext(home_bytes(home), k) for k in JANE_KEYS)  # the search sees them before
 
     submit(home, "req-7731-1", JANE)
@@ -79,10 +80,10 @@ def test_the_subjects_own_keys_are_hashed_whatever_they_spell(home: Home) -> Non
     conn = create(home.store_dir)
     try:
         rows = conn.execute("SELECT source, source_ref, item_key FROM erased_subjects").fetchall()
-        assert len(rows) == 4 and all(str(s).startswith("hmac:") and str(r).startswith("hmac:") and k
+        assert len(rows) == 5 and all(str(s).startswith("hmac:") and str(r).startswith("hmac:") and k
                                       for s, r, k in rows)
         skeletons = conn.execute("SELECT source, source_ref FROM raw_archive WHERE erased_at IS NOT NULL").fetchall()
-        assert len(skeletons) == 4 and all(str(s).startswith("hmac:") and str(r).startswith("hmac:")
+        assert len(skeletons) == 5 and all(str(s).startswith("hmac:") and str(r).startswith("hmac:")
                                            for s, r in skeletons)
         assert sorted(str(r[0]) for r in conn.execute(
             "SELECT source_ref FROM raw_archive WHERE erased_at IS NULL")) == ["room-general", "ticket-ruth-moss-0043"]
@@ -90,7 +91,7 @@ def test_the_subjects_own_keys_are_hashed_whatever_they_spell(home: Home) -> Non
         conn.close()
 
     again = _ingest(home, [*jane, *ruth, _item(RUTH, SHARED, "Room is free now.")])
-    assert (again.skipped_suppressed, again.skipped_duplicate, again.ingested) == (4, 2, 1)
+    assert (again.skipped_suppressed, again.skipped_duplicate, again.ingested) == (5, 2, 1)
 
 
 # --- the whole class: spellings of a person in their own keys, beside shared rooms ---------------------
