@@ -102,16 +102,18 @@ CASES = (str.lower, str.upper, str.title)
 
 def _spelled(person: Subject, style: int, case: int, n: int) -> tuple[str, str]:
     """One of the person's own source keys: their email percent-encoded, their name with dashes, dots or
-    underscores, in one letter case; `n` (4 digits) makes it unique in the store."""
+    underscores, in one letter case, or behind a prefix that looks hashed; `n` (4 digits) makes it
+    unique in the store."""
     assert person.name is not None and person.email is not None
     first, last = (CASES[case](p) for p in person.name.split())
     return [("contacts", f"{person.email.replace('@', '%40')}-{n}"),
             ("tickets", f"ticket-{first}-{last}-{n}"),
             (f"{first}.{last}", f"inbox/{n}"),
-            ("mail", f"{first}_{last}.{n}")][style]
+            ("mail", f"{first}_{last}.{n}"),
+            ("hmac:notes", f"hmac:{first}.{last}.{n}")][style]
 
 
-message = st.tuples(st.integers(0, 2), st.booleans(), st.integers(0, 3), st.integers(0, 2), st.booleans())
+message = st.tuples(st.integers(0, 2), st.booleans(), st.integers(0, 4), st.integers(0, 2), st.booleans())
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
