@@ -18,7 +18,7 @@ from erasure.engine import open_engine
 from erasure.errors import InputError, NotFound
 from erasure.subject import Subject
 from memory import suppression
-from memory.items import parse_line
+from memory.items import item_key, parse_line
 from memory.schema import open_store
 
 app = typer.Typer(help="Sticky erasure: list suppressed (source, source_ref) keys and erased identities, "
@@ -123,7 +123,9 @@ def check(
             if not line.strip():
                 continue
             item = parse_line(line.decode("utf-8", errors="replace"), f"{file}:{lineno}", base)
-            if suppression.check(conn, item.source, item.source_ref) is not suppression.Guard.allowed:
+            key = item_key(suppression.identity_secret(conn), item.source, item.source_ref, item.subject.id,
+                           item.content, item.item_id)
+            if suppression.check(conn, item.source, item.source_ref, key) is not suppression.Guard.allowed:
                 rows.append({"line": lineno, "verdict": "skipped_suppressed"})
             elif guard.check(item.subject) is not suppression.Guard.allowed:
                 rows.append({"line": lineno, "verdict": "held_erased_identity"})

@@ -410,8 +410,10 @@ def write_subjects_file(path: Path, subjects: list[Subject], *, seed: int, tenan
 # Columns hashed by `content_digest`: everything except secrets, salts and what derives from them.
 _DIGEST_SQL = (
     "SELECT key, value FROM store_meta WHERE key NOT IN ('subject_key_secret') ORDER BY key",
-    "SELECT * FROM raw_archive ORDER BY archive_id",
-    "SELECT * FROM frames ORDER BY frame_id",
+    "SELECT archive_id, archive_uid, source, source_ref, subject_id, content, created_at, erased_at, erasure_ref"
+    " FROM raw_archive ORDER BY archive_id",  # not item_key: keyed by the secret
+    "SELECT frame_id, kind, subject_id, archive_id, turn_key, turn_seq, content, created_at"
+    " FROM frames ORDER BY frame_id",  # not item_key: keyed by the secret
     "SELECT * FROM frame_refs ORDER BY frame_id, ref_frame_id",
     "SELECT * FROM frame_chunks ORDER BY chunk_id",
     "SELECT rowid, content FROM frames_fts ORDER BY rowid",

@@ -1,14 +1,16 @@
 """Ingest: the fan-out of one memory item into every tier, as a real agent platform does it.
 
 For each item, in one transaction per batch of items (`BATCH_ITEMS`):
-1. the suppression guard FIRST (fail-closed): an erased `(source, source_ref)` is skipped
-   (`skipped_suppressed`), an item whose subject has an erased id, email or phone in any spelling is
-   held (`held_erased_identity`: written to no tier, counted only); then the duplicate check on
-   `(source, source_ref)` against live archive rows (a redacted skeleton of an erased item is not a
-   duplicate: after an explicit re-consent the item is imported again);
-2. episodic: a raw_archive row; one summary frame (subject_id, archive_id) that names the subject and
-   quotes the first sentence; one verbatim turn frame per sentence/turn (no subject, no archive link:
-   `turn_key = '<source>/<source_ref>'`, `turn_seq` 0..);
+1. the suppression guard FIRST (fail-closed): an erased item (`memory.items.item_key`: its
+   conversation and its item_id, or its subject and content) is skipped (`skipped_suppressed`), an
+   item whose subject has an erased id, email or phone in any spelling is held
+   (`held_erased_identity`: written to no tier, counted only); then the duplicate check on the item
+   key against live archive rows (a redacted skeleton of an erased item is not a duplicate: after an
+   explicit re-consent the item is imported again). A conversation is not an item: other people's
+   items, and the same person's next message, in one `(source, source_ref)` are items of their own;
+2. episodic: a raw_archive row (with its item key); one summary frame (subject_id, archive_id) that
+   names the subject and quotes the first sentence; one verbatim turn frame per sentence/turn (no
+   subject, no archive link: `turn_key = '<source>/<source_ref>'` and the item key, `turn_seq` 0..);
 3. every frame: chunks of <= `CHUNK_CHARS` characters, an FTS row (rowid = frame_id), a frame vector,
    and a vector per chunk;
 4. semantic: person / email / phone entities of the subject, topic entities (SHARED by everyone who
@@ -50,7 +52,7 @@ from erasure.sqlite import transaction
 from erasure.subject import Subject
 from memory import audit, blobs, corpora, sessions, suppression
 from memory.embedder import Embedder, HashingEmbedder, to_blob
-from memory.items import MemoryItem
+from memory.items import MemoryItem, item_key
 
 BATCH_ITEMS = 500
 CHUNK_CHARS = 300
@@ -139,6 +141,7 @@ class IngestSource:
     training: bool = False
     subprocessors: tuple[str, ...] = ()
     keep_session: bool = True
+    item_id: str | None = None
 
     @classmethod
     def from_item(cls, item: MemoryItem) -> IngestSource:
@@ -157,7 +160,7 @@ class IngestSource:
                 raise InputError(f"{item.source}: attachments.{i}: not a regular file with a resolved path")
             files.append(blobs.BlobData(filename=path.name, path=path, identity=(st.st_dev, st.st_ino)))
         return cls(item.source, item.source_ref, item.subject, item.content, tuple(files),
-                   item.training, tuple(item.subprocessors))
+                   item.training, tuple(item.subprocessors), item_id=item.item_id)
 
 
 @dataclass
@@ -275,12 +278,13 @@ class _Rows:
 
 
 def add_frame(rows: _Rows, ids: IdAllocator, frame: tuple[str, str | None, int | None, str | None,
-                                                          int | None, str], now: str) -> tuple[int, int]:
+                                                          int | None, str], now: str,
+              item: str | None = None) -> tuple[int, int]:
     """Queue one frame (kind, subject_id, archive_id, turn_key, turn_seq, content) with its chunks,
-    FTS row and vectors. Returns (frame_id, number of chunks)."""
+    FTS row and vectors; `item`: a turn frame's item key. Returns (frame_id, number of chunks)."""
     kind, subject_id, archive_id, turn_key, turn_seq, content = frame
     fid = ids.take("frames")
-    rows.frames.append((fid, kind, subject_id, archive_id, turn_key, turn_seq, content, now))
+    rows.frames.append((fid, kind, subject_id, archive_id, turn_key, item, turn_seq, content, now))
     rows.vec_frames.append((fid, content))
     parts = chunk_text(content)
     first = ids.take("frame_chunks", len(parts))
@@ -292,11 +296,11 @@ def add_frame(rows: _Rows, ids: IdAllocator, frame: tuple[str, str | None, int |
 
 
 def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: EntityCache,
-             src: IngestSource, locations: list[str], token: Callable[[], str], now: str,
+             src: IngestSource, key: str, locations: list[str], token: Callable[[], str], now: str,
              report: IngestReport) -> None:
     sid = src.subject.id
     archive_id = ids.take("raw_archive")
-    rows.archive.append((archive_id, token(), src.source, src.source_ref, sid, src.content, now))
+    rows.archive.append((archive_id, token(), src.source, src.source_ref, key, sid, src.content, now))
     turns = split_turns(src.content)
     topics = topics_of(src.content)
     summary = summary_text(src.subject, src.source, turns[0], topics)
@@ -304,7 +308,7 @@ def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: Ent
     frames, chunks = 1, n
     turn_key = f"{src.source}/{src.source_ref}"
     for seq, turn in enumerate(turns):
-        _, n = add_frame(rows, ids, ("turn", None, None, turn_key, seq, turn), now)
+        _, n = add_frame(rows, ids, ("turn", None, None, turn_key, seq, turn), now, key)
         frames += 1
         chunks += n
 
@@ -358,10 +362,10 @@ def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: Ent
 def _write_frames(conn: apsw.Connection, rows: _Rows, embedder: Embedder) -> int:
     """Insert queued frames, chunks, FTS rows and vectors; returns the number of vectors written."""
     ex = conn.executemany
-    ex("INSERT INTO frames(frame_id, kind, subject_id, archive_id, turn_key, turn_seq, content, created_at)"
-       " VALUES (?,?,?,?,?,?,?,?)", rows.frames)
+    ex("INSERT INTO frames(frame_id, kind, subject_id, archive_id, turn_key, item_key, turn_seq, content,"
+       " created_at) VALUES (?,?,?,?,?,?,?,?,?)", rows.frames)
     ex("INSERT INTO frame_chunks(chunk_id, frame_id, seq, content) VALUES (?,?,?,?)", rows.chunks)
-    ex("INSERT INTO frames_fts(rowid, content) VALUES (?,?)", [(f[0], f[6]) for f in rows.frames])
+    ex("INSERT INTO frames_fts(rowid, content) VALUES (?,?)", [(f[0], f[7]) for f in rows.frames])
 
     frame_vecs = embedder.embed([t for _, t in rows.vec_frames]) if rows.vec_frames else None
     row_of = {fid: i for i, (fid, _) in enumerate(rows.vec_frames)}
@@ -381,8 +385,8 @@ def _write(conn: apsw.Connection, store_dir: Path, rows: _Rows, embedder: Embedd
            actor: str, at: datetime | None, now: str, undo: list[Callable[[], object]],
            report: IngestReport) -> None:
     ex = conn.executemany
-    ex("INSERT INTO raw_archive(archive_id, archive_uid, source, source_ref, subject_id, content, created_at)"
-       " VALUES (?,?,?,?,?,?,?)", rows.archive)
+    ex("INSERT INTO raw_archive(archive_id, archive_uid, source, source_ref, item_key, subject_id, content,"
+       " created_at) VALUES (?,?,?,?,?,?,?,?)", rows.archive)
     report.vectors += _write_frames(conn, rows, embedder)
     ex("INSERT INTO kg_relations(relation_id, src_entity_id, dst_entity_id, predicate, frame_id, created_at)"
        " VALUES (?,?,?,?,?,?)", rows.relations)
@@ -465,6 +469,26 @@ def sync_subprocessors(conn: apsw.Connection) -> tuple[str, int]:
     return ("synced" if left == 0 else "pending"), left
 
 
+def _secret(conn: apsw.Connection) -> bytes | None:
+    """The store's keyed-hash secret, or None when it cannot be read (the guard then fails closed)."""
+    try:
+        return suppression.identity_secret(conn)
+    except Exception:  # a missing or broken secret, corruption, I/O: every item is held as unreadable
+        return None
+
+
+def _archived(conn: apsw.Connection, src: IngestSource, key: str) -> bool:
+    """Whether the item is live in the archive already: by its item key, or, archived before items had
+    keys, as the same subject's same content in the same conversation."""
+    by_key = conn.execute("SELECT 1 FROM raw_archive WHERE item_key=? AND erased_at IS NULL LIMIT 1", (key,))
+    if by_key.fetchone() is not None:
+        return True
+    old = conn.execute(
+        "SELECT 1 FROM raw_archive WHERE source=? AND source_ref=? AND item_key IS NULL AND erased_at IS NULL"
+        " AND subject_id=? AND content=? LIMIT 1", (src.source, src.source_ref, src.subject.id, src.content))
+    return old.fetchone() is not None
+
+
 def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[IngestSource], *,
                    embedder: Embedder | None = None, now: datetime | None = None, actor: str = "ingest",
                    batch_items: int = BATCH_ITEMS, token: Callable[[], str] | None = None,
@@ -492,10 +516,14 @@ def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[Ing
                 ids = IdAllocator(conn)
                 entities = EntityCache()
                 rows = _Rows()
-                seen: set[tuple[str, str]] = set()
+                seen: set[str] = set()
                 identities = suppression.IdentityGuard(conn)
+                secret = _secret(conn)
                 for src in batch:
-                    verdict = suppression.check(conn, src.source, src.source_ref)
+                    key = None if secret is None else item_key(
+                        secret, src.source, src.source_ref, src.subject.id, src.content, src.item_id)
+                    verdict = (suppression.Guard.unreadable if key is None
+                               else suppression.check(conn, src.source, src.source_ref, key))
                     if verdict is not suppression.Guard.allowed:
                         part.skipped_suppressed += 1
                         if verdict is suppression.Guard.unreadable:
@@ -507,15 +535,12 @@ def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[Ing
                         if verdict is suppression.Guard.unreadable:
                             part.suppression_unreadable += 1
                         continue
-                    key = (src.source, src.source_ref)
-                    if key in seen or conn.execute(
-                            "SELECT 1 FROM raw_archive WHERE source=? AND source_ref=? AND erased_at IS NULL"
-                            " LIMIT 1", key
-                    ).fetchone():
+                    assert key is not None  # no secret: every item was counted unreadable above
+                    if key in seen or _archived(conn, src, key):
                         part.skipped_duplicate += 1
                         continue
                     seen.add(key)
-                    _fan_out(conn, rows, ids, entities, src, locations, make_token, stamp, part)
+                    _fan_out(conn, rows, ids, entities, src, key, locations, make_token, stamp, part)
                 _write(conn, store_dir, rows, emb, locations, actor, now, stamp, undo, part)
                 part.entities = entities.created
                 ids.save(conn)
@@ -537,7 +562,7 @@ def ingest(conn: apsw.Connection, store_dir: Path, items: Iterable[MemoryItem], 
     """Ingest validated memory items into the store at `store_dir` (see the module docstring).
 
     Every item is prepared (attachments checked, processors known) before the first write; items
-    already erased (`erased_subjects`) or already archived are skipped and counted.
+    already erased (`erased_subjects`) or already archived (the same item key) are skipped and counted.
     """
     sources = [IngestSource.from_item(item) for item in items]
     return ingest_sources(conn, store_dir, sources, embedder=embedder, now=now)

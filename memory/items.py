@@ -2,7 +2,13 @@
 
 A line looks like:
     {"source": "chat", "source_ref": "conv-0001", "subject": {"id": "user-1", "email": "a@b.org"},
-     "content": "...", "attachments": ["files/a.txt"], "training": true, "subprocessors": ["crm-sync"]}
+     "content": "...", "attachments": ["files/a.txt"], "training": true, "subprocessors": ["crm-sync"],
+     "item_id": "msg-17"}
+
+An item is not its conversation: `(source, source_ref)` names where it was said, and many people say
+many things there. Its identity (`item_key`) is its conversation plus its `item_id` when the platform
+gives one, else plus its subject and content: two people in one room are two items, and an exact
+re-delivery of one item is the same item again.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, ValidationError
 
 from erasure.errors import InputError
+from erasure.identity import salted_hash
 from erasure.subject import Subject
 from erasure.untrusted import check_json_depth
 
@@ -46,11 +53,18 @@ class MemoryItem(BaseModel):
     attachments: list[NonEmpty] = Field(default_factory=list)
     training: StrictBool = False
     subprocessors: list[NonEmpty] = Field(default_factory=list)
+    item_id: SourceRef | None = None
+    """The platform's own id of the item within its conversation (a message id), when it has one."""
 
-    @property
-    def turn_key(self) -> str:
-        """The key of this item's verbatim turn frames: `<source>/<source_ref>`."""
-        return f"{self.source}/{self.source_ref}"
+
+def item_key(secret: bytes, source: str, source_ref: str, subject_id: str, content: str,
+             item_id: str | None = None) -> str:
+    """An item's identity: HMAC-SHA256 under the store's secret (hex) of its conversation and its
+    `item_id`, or, without one, of its conversation, subject id and content. Keyed, so the key says
+    nothing of what it identifies."""
+    parts = [source, source_ref, "id", item_id] if item_id is not None else [
+        source, source_ref, "content", subject_id, content]
+    return salted_hash(secret, "item", json.dumps(parts, ensure_ascii=False))
 
 
 def _first_error(exc: ValidationError) -> str:

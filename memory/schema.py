@@ -60,8 +60,8 @@ CREATE INDEX IF NOT EXISTS ix_raw_archive_subject ON raw_archive(subject_id);
 CREATE INDEX IF NOT EXISTS ix_raw_archive_source ON raw_archive(source, source_ref);
 CREATE TRIGGER IF NOT EXISTS raw_archive_append_only BEFORE DELETE ON raw_archive
 BEGIN SELECT RAISE(ABORT, 'raw_archive is append-only: redact, never delete'); END;
--- Two updates are allowed: the redaction of a row to a skeleton (a half of its source key that named
--- the subject becomes its keyed hash, 'hmac:...'), and the redaction of a mention
+-- Two updates are allowed: the redaction of a row to a skeleton (its source key's halves become their
+-- keyed hashes, 'hmac:...', whatever they spell), and the redaction of a mention
 -- (another subject named in this row's text is replaced by '[redacted]'; nothing else changes).
 DROP TRIGGER IF EXISTS raw_archive_redact_only;
 DROP TRIGGER IF EXISTS raw_archive_redact_only_v2;
@@ -75,7 +75,8 @@ WHEN NOT ((NEW.content IS NULL AND NEW.subject_id IS NULL AND NEW.erased_at IS N
 BEGIN SELECT RAISE(ABORT, 'raw_archive rows may only be redacted'); END;
 
 -- Frames: summary frames (carry subject_id and the archive link), verbatim turn frames (carry
--- neither: reached by turn_key = '<source>/<source_ref>'), derived frames (tier 7: reference and
+-- neither: reached by turn_key = '<source>/<source_ref>' and their item's key, the column item_key of
+-- ADDITIVE_COLUMNS; NULL on turns from before items had keys), derived frames (tier 7: reference and
 -- quote other frames through frame_refs).
 CREATE TABLE IF NOT EXISTS frames(
   frame_id   INTEGER PRIMARY KEY,
@@ -258,14 +259,17 @@ CREATE TABLE IF NOT EXISTS audit_checkpoints(
 -- audit_checkpoints gained tree_size and root_hash (audit-checkpoint/v2) and the log its Merkle tree
 -- (audit_merkle) after schema version 1 shipped: both are in ADDITIVE_SQL / _ensure_additive below.
 
--- Sticky erasure (reference 002): keyed on (source, source_ref), never on content.
+-- Sticky erasure (reference 002): one row per erased item, its source key only as keyed hashes
+-- ('hmac:...', `memory.suppression.protect`), whatever the key spells. A row without an item_key was
+-- written before items had keys: it stands for its whole conversation (one item per key then).
 CREATE TABLE IF NOT EXISTS erased_subjects(
   id          INTEGER PRIMARY KEY,
   source      TEXT NOT NULL,
   source_ref  TEXT NOT NULL,
+  item_key    TEXT,                    -- the erased item's `memory.items.item_key`
   erased_at   TEXT NOT NULL,
   request_ref TEXT,                    -- the erasing request's id
-  UNIQUE (source, source_ref)
+  UNIQUE (source, source_ref, item_key)
 );
 
 -- Sticky erasure by identity (issue 9): keyed hashes of the erased subjects' normalised identifiers,
@@ -356,6 +360,7 @@ def create(store_dir: Path, *, tenant_id: str = "default",
         for table, column, kind in ADDITIVE_COLUMNS:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         conn.execute(VIRTUAL_SQL)
+        conn.execute(ITEMS_SQL)
         conn.execute("INSERT INTO frames_fts(frames_fts, rank) VALUES('secure-delete', 1)")
         existing = scalar(conn, "SELECT value FROM store_meta WHERE key='tenant_id'")
         if existing is not None and existing != tenant_id:
@@ -400,6 +405,10 @@ ADDITIVE_COLUMNS = (
     # audit-checkpoint/v2: the Merkle tree's size and root the checkpoint signs (NULL on v1 rows)
     ("audit_checkpoints", "tree_size", "INTEGER"),
     ("audit_checkpoints", "root_hash", "TEXT"),
+    # items are not conversations: an archive row's item identity (`memory.items.item_key`; NULL on rows
+    # archived before it, one item per (source, source_ref) then)
+    ("raw_archive", "item_key", "TEXT"),
+    ("frames", "item_key", "TEXT"),          # a turn frame's item (its turn_key is its conversation's)
 )
 """Columns added after schema version 1 shipped: (table, column, type), added when missing."""
 
@@ -411,12 +420,43 @@ def _ensure_additive(conn: apsw.Connection) -> None:
     missing_tables = not {"erased_identities", "audit_merkle"} <= tables
     missing_columns = [(t, c, kind) for t, c, kind in ADDITIVE_COLUMNS
                        if c not in {str(r[1]) for r in conn.execute(f"PRAGMA table_info({t})")}]
-    if missing_tables or missing_columns:
+    suppression_columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(erased_subjects)")}
+    legacy_keys = bool(suppression_columns) and "item_key" not in suppression_columns  # gone: guard fails closed
+    if missing_tables or missing_columns or legacy_keys:
         with transaction(conn):
             conn.execute(ADDITIVE_SQL)
             for table, column, kind in missing_columns:
                 if column not in {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}:
                     conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            conn.execute(ITEMS_SQL)
+            if legacy_keys:
+                _migrate_erased_keys(conn)
+
+
+ITEMS_SQL = """
+CREATE INDEX IF NOT EXISTS ix_raw_archive_item ON raw_archive(item_key);
+CREATE INDEX IF NOT EXISTS ix_frames_turn_item ON frames(turn_key, item_key);
+"""
+"""Indexes of item identities (dedup at ingest, an item's turn frames), made once the columns exist."""
+
+
+def _migrate_erased_keys(conn: apsw.Connection) -> None:
+    """Rebuild `erased_subjects` of a store made before items had keys: unique per item, not per
+    conversation, and every source key of an erased item, in the list and in the archive's skeletons,
+    kept only as its keyed hash (old rows kept a half in plaintext unless it spelled the subject)."""
+    from memory.suppression import hashed
+
+    rows = conn.execute("SELECT id, source, source_ref, erased_at, request_ref FROM erased_subjects").fetchall()
+    conn.execute("ALTER TABLE erased_subjects RENAME TO erased_subjects_v1")
+    conn.execute(TABLES_SQL)  # creates the new erased_subjects; every other table exists already
+    conn.executemany(
+        "INSERT OR IGNORE INTO erased_subjects(id, source, source_ref, erased_at, request_ref) VALUES (?,?,?,?,?)",
+        [(i, hashed(conn, str(s)), hashed(conn, str(r)), at, ref) for i, s, r, at, ref in rows])
+    conn.execute("DROP TABLE erased_subjects_v1")
+    skeletons = conn.execute("SELECT archive_id, source, source_ref FROM raw_archive WHERE erased_at IS NOT NULL")
+    conn.executemany("UPDATE raw_archive SET source = ?, source_ref = ? WHERE archive_id = ?",
+                     [(hs, hr, a) for a, s, r in skeletons.fetchall()
+                      if (hs := hashed(conn, str(s)), hr := hashed(conn, str(r))) != (s, r)])
 
 
 def meta(conn: apsw.Connection, key: str) -> str:

@@ -20,6 +20,7 @@ import httpx
 
 from erasure.errors import ErasureError
 from erasure.sqlite import transaction
+from memory import suppression
 from memory.subprocessor_service import DEMO_PROCESSORS, RunningService
 
 TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
@@ -265,9 +266,9 @@ class SyncReport:
 _PENDING_SQL = """
 SELECT r.record_id, r.processor, s.base_url, r.subject_id, r.source, r.source_ref,
        (SELECT a.content FROM raw_archive a
-         WHERE a.source = r.source AND a.source_ref = r.source_ref AND a.content IS NOT NULL
-         ORDER BY a.archive_id LIMIT 1),
-       EXISTS (SELECT 1 FROM erased_subjects e WHERE e.source = r.source AND e.source_ref = r.source_ref)
+         WHERE a.source = r.source AND a.source_ref = r.source_ref AND a.subject_id = r.subject_id
+           AND a.content IS NOT NULL
+         ORDER BY a.archive_id LIMIT 1)
   FROM subprocessor_records r JOIN subprocessors s ON s.name = r.processor
  WHERE r.remote_ref IS NULL
  ORDER BY r.processor, r.subject_id, r.record_id
@@ -280,17 +281,20 @@ def sync_pending(conn: apsw.Connection, *, attempts: int = 3, backoff: float = 0
 
     One `POST /v1/records` per (processor, subject), content = the record's archive content (empty
     when there is none). A processor that fails (after retries) keeps its rows pending, and its
-    remaining batches are not tried this round. Records whose `(source, source_ref)` is in
-    `erased_subjects` are never sent (fail-closed). Call it outside a transaction: it makes HTTP
-    calls, and then commits each batch's ids in a short transaction of its own (inside a caller's
-    transaction it writes there instead).
+    remaining batches are not tried this round. A record whose subject has no live item in its
+    `(source, source_ref)` while that key is in `erased_subjects` is never sent (fail-closed). Call it
+    outside a transaction: it makes HTTP calls, and then commits each batch's ids in a short
+    transaction of its own (inside a caller's transaction it writes there instead).
     """
     groups: dict[tuple[str, str], list[tuple[int, str, str]]] = {}
     urls: dict[str, str] = {}
     report = SyncReport()
     for row in conn.execute(_PENDING_SQL).fetchall():
-        record_id, processor, base_url, subject_id, source, source_ref, content, erased = row
-        if erased:
+        record_id, processor, base_url, subject_id, source, source_ref, content = row
+        # Erased: a list row for the whole conversation (the item key "" is no item's), or erased items
+        # there and none of the record's subject left alive (a conversation is not a person).
+        if suppression.is_suppressed(conn, str(source), str(source_ref), "") or (
+                content is None and suppression.is_suppressed(conn, str(source), str(source_ref))):
             report.skipped_suppressed += 1
             continue
         assert isinstance(record_id, int)

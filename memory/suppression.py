@@ -1,8 +1,9 @@
-"""Sticky erasure: the suppression list `erased_subjects`, keyed on `(source, source_ref)`, and the
-erased identities `erased_identities`, keyed hashes of the erased subjects' identifiers.
+"""Sticky erasure: the suppression list `erased_subjects`, one row per erased item (its source key as
+keyed hashes, and its `memory.items.item_key`), and the erased identities `erased_identities`, keyed
+hashes of the erased subjects' identifiers.
 
-An erasure records the subject's keys (`record`) and identity hashes (`record_identity`) in its own
-transaction; ingest consults both first, fail-closed: an erased key is skipped (`check` /
+An erasure records the subject's items (`record`) and identity hashes (`record_identity`) in its own
+transaction; ingest consults both first, fail-closed: an erased item is skipped (`check` /
 `is_suppressed`), an item whose subject has an erased id, email or phone (any spelling) is held
 (`IdentityGuard`); if either list cannot be read, the item is treated as suppressed. Re-consent is
 explicit and audited (`allow`, `allow_identity`, `allow_identities_of`).
@@ -17,9 +18,11 @@ and must not be held.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import apsw
 
@@ -43,13 +46,16 @@ class Guard(enum.Enum):
 
 @dataclass(frozen=True)
 class SuppressedKey:
-    """One row of the suppression list (no subject id: the list never names the subject)."""
+    """One row of the suppression list: the erased item's source key as keyed hashes (the list never
+    names the subject, nor keeps a key that could)."""
 
     id: int
     source: str
     source_ref: str
     erased_at: str
     request_ref: str | None
+    item_key: str | None = None
+    """The erased item; None on a row from before items had keys (it stands for its conversation)."""
 
 
 def _now() -> str:
@@ -57,7 +63,7 @@ def _now() -> str:
 
 
 PROTECTED = "hmac:"
-"""Prefix of a source key half that named the erased subject, kept as a keyed hash instead."""
+"""Prefix of a source key half kept as its keyed hash."""
 
 
 def protect(conn: apsw.Connection, value: str) -> str:
@@ -65,67 +71,84 @@ def protect(conn: apsw.Connection, value: str) -> str:
     return PROTECTED + salted_hash(identity_secret(conn), "source-key", value)
 
 
-def protected_key(conn: apsw.Connection, identity: Identity, source: str, source_ref: str) -> tuple[str, str]:
-    """`(source, source_ref)` with each half that names the subject (any identifier, any spelling)
-    replaced by its keyed hash: what the suppression list and the archive skeleton keep."""
-    return (protect(conn, source) if identity.found_in(source) else source,
-            protect(conn, source_ref) if identity.found_in(source_ref) else source_ref)
+_HASHED = re.compile(r"hmac:[0-9a-f]{64}")
 
 
-def _key_forms(conn: apsw.Connection, source: str, source_ref: str) -> list[tuple[str, str]]:
-    hs, hr = protect(conn, source), protect(conn, source_ref)
-    return [(source, source_ref), (hs, source_ref), (source, hr), (hs, hr)]
+def hashed(conn: apsw.Connection, value: str) -> str:
+    """`value` as a keyed hash: `protect(value)`, or `value` itself when it is one already (exactly
+    `hmac:` and 64 hex digits: a key that only starts with `hmac:` may spell anything)."""
+    return value if _HASHED.fullmatch(value) else protect(conn, value)
 
 
-def check(conn: apsw.Connection, source: str, source_ref: str) -> Guard:
-    """The guard's verdict, for the key as given and in its protected forms. Any error while reading
-    the list gives `Guard.unreadable`."""
+def hashed_key(conn: apsw.Connection, source: str, source_ref: str) -> tuple[str, str]:
+    """`(source, source_ref)` of an erased item as the suppression list and the archive skeleton keep
+    it: both halves as keyed hashes, whatever they spell (a key can name a person in forms no
+    identifier match foresees: `ticket-jane-doe-0042`, `jane.doe%40mail.example`)."""
+    return hashed(conn, source), hashed(conn, source_ref)
+
+
+# The key as given too: a row someone wrote in plaintext (by hand, or an old tool) still suppresses.
+_KEY_ROW = "SELECT {} FROM erased_subjects WHERE source IN (?1, ?2) AND source_ref IN (?3, ?4)"
+_ITEM_ROW = _KEY_ROW + " AND (item_key IS NULL OR item_key = ?5)"
+
+
+def _row(conn: apsw.Connection, what: str, source: str, source_ref: str, item_key: str | None) -> Any:
+    hs, hr = hashed_key(conn, source, source_ref)
+    if item_key is None:
+        return conn.execute(_KEY_ROW.format(what) + " LIMIT 1", (source, hs, source_ref, hr)).fetchone()
+    return conn.execute(_ITEM_ROW.format(what) + " LIMIT 1", (source, hs, source_ref, hr, item_key)).fetchone()
+
+
+def check(conn: apsw.Connection, source: str, source_ref: str, item_key: str | None = None) -> Guard:
+    """The guard's verdict for the item `item_key` of `(source, source_ref)` (None: for any item of
+    that key). An erased item suppresses itself only, never another item of its conversation (a row
+    from before items had keys suppresses its whole conversation). Any error while reading the list
+    gives `Guard.unreadable`."""
     try:
-        row = None
-        for s, r in _key_forms(conn, source, source_ref):
-            row = conn.execute("SELECT 1 FROM erased_subjects WHERE source=? AND source_ref=? LIMIT 1",
-                               (s, r)).fetchone()
-            if row is not None:
-                break
-    except Exception:  # fail-closed on anything: a missing table, corruption, I/O
+        row = _row(conn, "1", source, source_ref, item_key)
+    except Exception:  # fail-closed on anything: a missing table or secret, corruption, I/O
         return Guard.unreadable
     return Guard.allowed if row is None else Guard.suppressed
 
 
-def is_suppressed(conn: apsw.Connection, source: str, source_ref: str) -> bool:
-    """True when `(source, source_ref)` was erased, or when the list cannot be read (fail-closed)."""
-    return check(conn, source, source_ref) is not Guard.allowed
+def is_suppressed(conn: apsw.Connection, source: str, source_ref: str, item_key: str | None = None) -> bool:
+    """True when the item (None: any item of `(source, source_ref)`) was erased, or when the list
+    cannot be read (fail-closed)."""
+    return check(conn, source, source_ref, item_key) is not Guard.allowed
 
 
 def request_ref_of(conn: apsw.Connection, source: str, source_ref: str) -> str | None:
-    """The id of the request whose erasure suppressed `(source, source_ref)`, or None."""
-    for s, r in _key_forms(conn, source, source_ref):
-        row = conn.execute("SELECT request_ref FROM erased_subjects WHERE source=? AND source_ref=?",
-                           (s, r)).fetchone()
-        if row is not None:
-            return str(row[0]) if row[0] is not None else None
-    return None
+    """The id of the request whose erasure suppressed an item of `(source, source_ref)`, or None."""
+    row = _row(conn, "request_ref", source, source_ref, None)
+    return str(row[0]) if row is not None and row[0] is not None else None
 
 
-def record(conn: apsw.Connection, source: str, source_ref: str, request_ref: str | None) -> bool:
-    """Add `(source, source_ref)` to the list (INSERT OR IGNORE). Runs inside the caller's erase
-    transaction; returns True if a row was added."""
+def record(conn: apsw.Connection, source: str, source_ref: str, request_ref: str | None,
+           item_key: str | None = None) -> bool:
+    """Add the erased item `item_key` of `(source, source_ref)` to the list (None: every item of that
+    key), the key as keyed hashes. Runs inside the caller's erase transaction; returns True if a row
+    was added (a row already there is kept)."""
+    hs, hr = hashed_key(conn, source, source_ref)
+    if item_key is None and conn.execute(  # NULLs are distinct in a UNIQUE index: look first
+            "SELECT 1 FROM erased_subjects WHERE source=? AND source_ref=? AND item_key IS NULL",
+            (hs, hr)).fetchone() is not None:
+        return False
     conn.execute(
-        "INSERT OR IGNORE INTO erased_subjects(source, source_ref, erased_at, request_ref) VALUES (?,?,?,?)",
-        (source, source_ref, _now(), request_ref),
-    )
+        "INSERT OR IGNORE INTO erased_subjects(source, source_ref, item_key, erased_at, request_ref)"
+        " VALUES (?,?,?,?,?)", (hs, hr, item_key, _now(), request_ref))
     return conn.changes() > 0
 
 
-def allow(conn: apsw.Connection, source: str, source_ref: str, reason: str, actor: str) -> bool:
-    """Re-consent: remove `(source, source_ref)` from the list so it may be ingested again, and audit
-    it ('suppression.allow'). Opens its own transaction. Returns False when the key was not listed."""
+def allow(conn: apsw.Connection, source: str, source_ref: str, reason: str, actor: str, *,
+          request_ref: str | None = None) -> bool:
+    """Re-consent: remove the erased items of `(source, source_ref)` (given in plaintext or as the list
+    shows it; only those `request_ref` erased, when given) from the list so they may be ingested again,
+    and audit it ('suppression.allow'). Opens its own transaction. Returns False when none was listed."""
     with transaction(conn):
-        removed = 0
-        for s, r in _key_forms(conn, source, source_ref):
-            conn.execute("DELETE FROM erased_subjects WHERE source=? AND source_ref=?", (s, r))
-            removed += conn.changes()
-        if removed == 0:
+        hs, hr = hashed_key(conn, source, source_ref)
+        conn.execute("DELETE FROM erased_subjects WHERE source IN (?1, ?2) AND source_ref IN (?3, ?4)"
+                     " AND (?5 IS NULL OR request_ref = ?5)", (source, hs, source_ref, hr, request_ref))
+        if conn.changes() == 0:
             return False
         audit.append(
             conn, "suppression.allow", "suppression",
@@ -136,11 +159,11 @@ def allow(conn: apsw.Connection, source: str, source_ref: str, reason: str, acto
 
 
 def list_suppressed(conn: apsw.Connection) -> list[SuppressedKey]:
-    """Every suppressed key, oldest first."""
+    """Every suppressed item, oldest first."""
     rows = conn.execute(
-        "SELECT id, source, source_ref, erased_at, request_ref FROM erased_subjects ORDER BY id"
+        "SELECT id, source, source_ref, erased_at, request_ref, item_key FROM erased_subjects ORDER BY id"
     )
-    return [SuppressedKey(int(r[0]), str(r[1]), str(r[2]), str(r[3]), r[4]) for r in rows]
+    return [SuppressedKey(int(r[0]), str(r[1]), str(r[2]), str(r[3]), r[4], r[5]) for r in rows]
 
 
 # --- sticky erasure by identity --------------------------------------------------------------------

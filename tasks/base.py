@@ -37,6 +37,9 @@ class StepContext:
     co_requests: tuple[str, ...] = ()
     """The other requests of the erasure window this step runs in (`tasks.runner.window`): a step that
     rewrites something whole (a corpus) leaves their subjects out of it too, once for the window."""
+    items: list[tuple[str, str, str]] = field(default_factory=list)
+    """(source, source_ref, item key) of the subject's archived items (footprint and live): what sticky
+    erasure records."""
 
     def ids(self) -> tuple[str, ...]:
         """Every id the subject's rows may carry in the store."""

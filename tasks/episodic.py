@@ -1,7 +1,8 @@
 """Step 2, episodic memory: summary frames, verbatim turn frames, and the raw archive.
 
 Frames are deleted (their chunks, refs and entity links go by FK cascade); archive rows are redacted
-to a skeleton (append-only: content and subject removed, the opaque uid rotated, erased_at set).
+to a skeleton (append-only: content and subject removed, the opaque uid rotated, erased_at set, the
+source key kept only as keyed hashes).
 Before a batch of frames goes, its frame and chunk ids are written to the footprint of the vectors
 and derivatives tiers, so later steps still reach what hung off them, even after a crash."""
 
@@ -17,7 +18,7 @@ from erasure.sqlite import one
 from erasure.tiers import Tier
 from memory.frames import chunk_ids_of, delete_frame_rows
 from memory.redact import rewrite_archive, rewrite_frame
-from memory.suppression import protected_key
+from memory.suppression import hashed_key
 from tasks import mentions
 from tasks.attribution import ItemMentions, frame_owners
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
@@ -32,9 +33,9 @@ class EpisodicStep(BaseStep):
         archives: set[int] = set()
         frames: set[int] = set()
         for sid in ctx.ids():
-            mine = archive_ids(ctx.store, sid, ctx.sources)
+            mine = archive_ids(ctx.store, sid)
             archives |= mine
-            frames |= primary_frames(ctx.store, sid, ctx.sources, mine)
+            frames |= primary_frames(ctx.store, sid, mine)
         who = ctx.who()
         return {"archive": {str(a) for a in archives}, "frame": {str(f) for f in frames},
                 "mention_frame": {str(f) for f in frames_mentioning(ctx.store, who, ctx.frames | frames)},
@@ -105,7 +106,7 @@ class EpisodicStep(BaseStep):
         at = iso_utc(datetime.now(UTC))
         for aid in archives:
             source, ref = one(ctx.store, "SELECT source, source_ref FROM raw_archive WHERE archive_id = ?", (aid,))
-            source, ref = protected_key(ctx.store, ctx.who(), str(source), str(ref))
+            source, ref = hashed_key(ctx.store, str(source), str(ref))  # whatever the key spells
             ctx.store.execute(
                 "UPDATE raw_archive SET content = NULL, subject_id = NULL, archive_uid = ?, erased_at = ?,"
                 " erasure_ref = ?, source = ?, source_ref = ? WHERE archive_id = ?",

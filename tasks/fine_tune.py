@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -66,7 +65,8 @@ class FineTuneStep(BaseStep):
                 "SELECT example_id, corpus_id FROM ft_examples WHERE subject_id = ?", (sid,)))
         for source, ref in ctx.sources:
             rows |= set(ctx.store.execute(
-                "SELECT example_id, corpus_id FROM ft_examples WHERE source = ? AND source_ref = ?",
+                "SELECT example_id, corpus_id FROM ft_examples WHERE source = ? AND source_ref = ?"
+                " AND subject_id IS NULL",
                 (source, ref)))
         return sorted((int(a), int(b)) for a, b in rows)
 
@@ -170,13 +170,14 @@ class FineTuneStep(BaseStep):
                                  path: Path, sources: set[tuple[str, str]], written: list[Path]) -> int:
         """Inside the caller's transaction: write version+1 of the corpus without the subject's lines (and,
         in an erasure window, without its other subjects' lines: one rewrite for the window)."""
-        def refs_of(ids: Iterable[str]) -> set[tuple[str, str]]:
-            return {(str(r[0]), str(r[1])) for sid in ids for r in ctx.store.execute(
-                "SELECT source, source_ref FROM ft_examples WHERE corpus_id = ? AND subject_id = ?", (corpus_id, sid))}
-
-        subject_refs = sources | refs_of(ctx.ids())
+        # A line is dropped by its owner (ft_examples): a conversation is not a person, and another
+        # subject's line in the subject's conversation stays. A line no row owns goes by its source key.
+        owner_of = {int(r[0]): None if r[1] is None else str(r[1]) for r in ctx.store.execute(
+            "SELECT line_no, subject_id FROM ft_examples WHERE corpus_id = ?", (corpus_id,))}
+        mine = set(ctx.ids())
         co = _co_subjects(ctx)
-        co_refs = {r for _who, srcs, ids in co for r in srcs | refs_of(ids)} - subject_refs
+        co_ids = {i for _who, _srcs, ids in co for i in ids} - mine
+        co_refs = {r for _who, srcs, _ids in co for r in srcs} - sources
         whos = [ctx.who(), *(c[0] for c in co)]
         naming = [mentions.lines_naming(ctx.store, path, w) if mentions.policy() == "redact" else frozenset()
                   for w in whos]
@@ -184,15 +185,17 @@ class FineTuneStep(BaseStep):
                 *(mentions.attribution(ctx.store, c[0], c[2]) for c in co)]
         kept: list[str] = []
         refs: list[tuple[str, str]] = []
+        owners: list[str | None] = []
         dropped = co_dropped = 0
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
             if not line.strip():
                 continue
             item = json.loads(line)
             ref = (str(item.get("source")), str(item.get("source_ref")))
-            if (item.get("source"), item.get("source_ref")) in subject_refs:
+            owner = owner_of.get(number + 1)
+            if owner in mine or (owner is None and ref in sources):
                 dropped += 1
-            elif (item.get("source"), item.get("source_ref")) in co_refs:
+            elif owner in co_ids or (owner is None and ref in co_refs):
                 co_dropped += 1
             else:
                 line_owners = _line_owners(ctx, corpus_id, line)
@@ -201,6 +204,7 @@ class FineTuneStep(BaseStep):
                         line, item = self._redacted(ctx, line, item, who, atts[k], line_owners, own=k == 0)
                 kept.append(line)
                 refs.append(ref)
+                owners.append(owner)
         new_version = version + 1
         rel = f"corpora/{name}/v{new_version}.jsonl"
         new_path = ctx.store_dir / rel
@@ -210,8 +214,6 @@ class FineTuneStep(BaseStep):
         tmp.write_bytes(body)
         os.replace(tmp, new_path)
         written.append(new_path)
-        owners = {(str(r[1]), str(r[2])): r[0] for r in ctx.store.execute(
-            "SELECT subject_id, source, source_ref FROM ft_examples WHERE corpus_id = ?", (corpus_id,))}
         ctx.store.execute(
             "INSERT INTO ft_corpora(name, version, path, sha256, examples, created_at) VALUES (?,?,?,?,?,?)"
             " ON CONFLICT(name, version) DO UPDATE SET sha256 = excluded.sha256, examples = excluded.examples",
@@ -221,7 +223,7 @@ class FineTuneStep(BaseStep):
         ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (new_id,))
         ctx.store.executemany(  # line numbers are 1-based, as ingest numbers them
             "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref) VALUES (?,?,?,?,?)",
-            [(new_id, i + 1, owners.get(ref), ref[0], ref[1]) for i, ref in enumerate(refs)])
+            [(new_id, i + 1, owners[i], ref[0], ref[1]) for i, ref in enumerate(refs)])
         ctx.add_detail(corpus_versions_written=1, examples_dropped=dropped, examples_kept=len(kept))
         if co:
             ctx.add_detail(window_requests=len(co), window_examples_dropped=co_dropped)

@@ -37,7 +37,7 @@ from tasks.derivatives import DerivativesStep
 from tasks.episodic import EpisodicStep
 from tasks.fine_tune import FineTuneStep
 from tasks.identity import StoreIds, resolve_store_ids
-from tasks.resolve import archive_ids, derived_closure, primary_frames, quoting_frames, subject_sources
+from tasks.resolve import archive_ids, derived_closure, primary_frames, quoting_frames, subject_items, subject_sources
 from tasks.scrub import scrub_store
 from tasks.semantic import SemanticStep
 from tasks.subprocessors import SubprocessorsStep
@@ -148,17 +148,26 @@ def open_context(request_id: str, home: Home, *, batch_size: int = 10_000,
             requests.add_footprint(engine, request_id, Tier.episodic, "source",
                                    [json.dumps(list(s)) for s in sorted(live - stored)])
         sources = sorted(stored | live)
+        secret = suppression.identity_secret(store)
+        known_items = {tuple(json.loads(k)) for k in requests.footprint(engine, request_id, Tier.episodic, "item")}
+        live_items: set[tuple[str, str, str]] = set()
+        for sid in subject_ids:
+            live_items |= subject_items(store, secret, sid)
+        if live_items - known_items:
+            requests.add_footprint(engine, request_id, Tier.episodic, "item",
+                                   [json.dumps(list(i)) for i in sorted(live_items - known_items)])
         ctx = StepContext(request_id=request_id, subject=subject, store_dir=home.store_dir, store=store,
                           engine=engine, evidence_dir=home.evidence_dir(request_id),
                           sources=[(str(a), str(b)) for a, b in sources], batch_size=batch_size,
                           subject_ids=subject_ids, identity=identity,
-                          co_requests=tuple(r for r in _WINDOW.get() if r != request_id))
+                          co_requests=tuple(r for r in _WINDOW.get() if r != request_id),
+                          items=[(str(a), str(b), str(c)) for a, b, c in sorted(known_items | live_items)])
         if frames:
             known = {int(f) for f in requests.footprint(engine, request_id, Tier.episodic, "frame")}
             known |= {int(f) for f in requests.footprint(engine, request_id, Tier.derivatives, "derived")}
             primary: set[int] = set()
             for sid in subject_ids:
-                primary |= primary_frames(store, sid, ctx.sources, archive_ids(store, sid, ctx.sources))
+                primary |= primary_frames(store, sid, archive_ids(store, sid))
             quoted = quoting_frames(store, identity) if quoting else set()
             ctx.frames = known | primary | quoted | derived_closure(store, known | primary | quoted)
         yield ctx
@@ -208,9 +217,10 @@ def _data_classes(request_id: str, home: Home) -> tuple[Tier, ...]:
 
 
 def _record_batch(ctx: StepContext, tier: Tier, batch: int, removed: int) -> None:
-    """Inside the batch's transaction: sticky-erasure rows and the audit entry (ids and counts only)."""
-    for source, ref in ctx.sources:
-        suppression.record(ctx.store, *suppression.protected_key(ctx.store, ctx.who(), source, ref), ctx.request_id)
+    """Inside the batch's transaction: sticky-erasure rows (one per item of the subject, never its
+    conversation) and the audit entry (ids and counts only)."""
+    for source, ref, key in ctx.items:
+        suppression.record(ctx.store, source, ref, ctx.request_id, key)
     suppression.record_identity(ctx.store, ctx.subject, ctx.request_id, also_ids=ctx.ids())
     audit.append(ctx.store, "erasure.step", ACTOR,
                  {"request_id": ctx.request_id, "step": tier.value, "batch": batch, "removed": removed})

@@ -29,7 +29,8 @@ class WorkingStep(BaseStep):
                 "SELECT session_id FROM working_sessions WHERE subject_id = ?", (sid,))}
         for source, ref in ctx.sources:
             ids |= {r[0] for r in ctx.store.execute(
-                "SELECT session_id FROM working_sessions WHERE source = ? AND source_ref = ?", (source, ref))}
+                "SELECT session_id FROM working_sessions WHERE source = ? AND source_ref = ? AND subject_id IS NULL",
+                (source, ref))}
         return {"session": set(ids),
                 "mention_session": set(sessions_mentioning(ctx.store, ctx.who(), ids))}
 

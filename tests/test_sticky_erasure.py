@@ -31,6 +31,7 @@ from tests.cascade_fixtures import (
 
 REQUEST = "req-ann-1"
 SUBJECT_KEYS = [("chat", "conv-1001"), ("email", "msg-2002")]
+BYSTANDER_KEYS = [("chat", "conv-3003"), ("chat", "conv-4004")]
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -42,9 +43,13 @@ def built(home: Home, tmp_path: Path) -> Home:
 
 
 def _suppressed(home: Home) -> list[tuple[str, str, str | None]]:
+    """The list's keys in plaintext: each row's keyed hashes matched against the known keys (a key that
+    matches none stays a hash)."""
     conn = create(home.store_dir)
     try:
-        return [(k.source, k.source_ref, k.request_ref) for k in suppression.list_suppressed(conn)]
+        known = {suppression.hashed_key(conn, s, r): (s, r) for s, r in [*SUBJECT_KEYS, *BYSTANDER_KEYS]}
+        return [(*known.get((k.source, k.source_ref), (k.source, k.source_ref)), k.request_ref)
+                for k in suppression.list_suppressed(conn)]
     finally:
         conn.close()
 
