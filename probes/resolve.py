@@ -28,12 +28,35 @@ BYSTANDER_SAMPLE = 3
 def subject_pairs(conn: apsw.Connection, ids_json: str) -> set[tuple[str, str]]:
     """(source, source_ref) of every row filed under one of the subject's ids (a `json_list`)."""
     pairs: set[tuple[str, str]] = set()
-    for table in ("raw_archive", "working_sessions", "blobs", "ft_examples", "subprocessor_records"):
+    for table in SUBJECT_TABLES:
         for src, ref in conn.execute(
                 f"SELECT source, source_ref FROM {table} WHERE subject_id {IN_IDS}", (ids_json,)):
             if src is not None and ref is not None:
                 pairs.add((str(src), str(ref)))
     return pairs
+
+
+SUBJECT_TABLES = ("raw_archive", "working_sessions", "blobs", "ft_examples", "subprocessor_records")
+
+
+def shared_pairs(conn: apsw.Connection, ids_json: str, pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The (source, source_ref) of `pairs` under which someone outside `ids_json` has rows too."""
+    pj = json_pairs(pairs)
+    out: set[tuple[str, str]] = set()
+    for table in SUBJECT_TABLES:
+        for src, ref in conn.execute(
+                f"SELECT DISTINCT source, source_ref FROM {table} WHERE {pairs_in('?1')}"
+                f" AND subject_id IS NOT NULL AND subject_id NOT {ids_in('?2')}", (pj, ids_json)):
+            out.add((str(src), str(ref)))
+    return out
+
+
+def item_turns(conn: apsw.Connection, ids_json: str) -> set[int]:
+    """Verbatim turn frames of the subject's own items: their conversation's turn key and their item's
+    key (a turn frame carries no subject and no archive link)."""
+    return _ids(conn, "SELECT f.frame_id FROM raw_archive a JOIN frames f"
+                      " ON f.turn_key = a.source || '/' || a.source_ref AND f.item_key IS a.item_key"
+                      f" WHERE a.subject_id {IN_IDS} AND a.item_key IS NOT NULL AND f.kind = 'turn'", ids_json)
 
 
 def _ids(conn: apsw.Connection, sql: str, *params: object) -> set[int]:
@@ -159,11 +182,15 @@ def resolve_keys(conn: apsw.Connection, subject: Subject, ids: list[str] | None 
     ids = ids or [subject.id]
     sid = json_list(ids)
     pairs = subject_pairs(conn, sid)
+    # A conversation is not a person: where someone else has items in it too, only the subject's own
+    # items are theirs (by subject id, and turn frames by their item's key); a conversation only they
+    # are in is theirs whole (rows filed under it without a subject too).
+    pairs -= shared_pairs(conn, sid, pairs)
     pj = json_pairs(pairs)
     archive_ids = _ids(conn, f"SELECT archive_id FROM raw_archive WHERE subject_id {IN_IDS}", sid)
     archive_ids |= _ids(conn, f"SELECT archive_id FROM raw_archive WHERE {pairs_in()}", pj)
     turn_keys = {f"{s}/{r}" for s, r in pairs}
-    frames = episodic_frames(conn, sid, archive_ids, turn_keys)
+    frames = episodic_frames(conn, sid, archive_ids, turn_keys) | item_turns(conn, sid)
     derived = derived_closure(conn, frames, quoting_derived(conn, subject, ids))
     all_frames = frames | derived
     fj = json_list(all_frames)

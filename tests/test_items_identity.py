@@ -23,6 +23,8 @@ from memory import suppression
 from memory.ingest import IngestReport, ingest
 from memory.items import MemoryItem, read_jsonl
 from memory.schema import create, open_store
+from probes.fingerprint import take_fingerprint
+from probes.run import run_probes
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import submit
 
@@ -100,7 +102,12 @@ def test_item_id_is_an_optional_field_of_an_ingest_line(tmp_path: Path) -> None:
 def test_erasing_one_person_leaves_the_other_in_the_room(home: Home) -> None:
     _ingest(home, [item(ANN, A1), item(BOB, B1), item(ANN, A2), item(ANN, "Call me.", room=("chat", "dm-ann"))])
     submit(home, "req-ann-1", ANN)
+    fingerprint = take_fingerprint(home.store_dir, ANN)
+    assert set(fingerprint.keys.frame_ids)  # the probes see the subject's turns in the shared room
     run_cascade("req-ann-1", home)
+    # The independent probes agree: the other person's message in the room is not the subject's residue.
+    verification = run_probes(home.store_dir, ANN, fingerprint)
+    assert verification.all_clear, [p for p in verification.probes if p.failing()]
 
     assert _live(home) == [(*ROOM, BOB.id, B1)]
     assert _turns(home) == [B1]
