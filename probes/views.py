@@ -50,7 +50,7 @@ import time
 import unicodedata
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +60,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from erasure.sqlite import connect
+from probes.bytescan import _Walk
 
 MAX_DEPTH = 4
 """Decodings nested in one another (a base64 run in a JSON string in a gzip member is three)."""
@@ -717,27 +718,6 @@ def _sqlite_values(scan: _FileScan, path: str) -> None:
         conn.close()
 
 
-def _regular_files(root: Path) -> Iterator[tuple[str, str, int]]:
-    stack = [str(root)]
-    prefix = len(str(root)) + 1
-    while stack:
-        current = stack.pop()
-        try:
-            with os.scandir(current) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            elif entry.is_file(follow_symlinks=False):
-                yield entry.path, entry.path[prefix:], st.st_size
-
-
 def _read_file(scan: _FileScan, path: str, size: int) -> int:
     """Read one file through the views; returns the bytes read."""
     with open(path, "rb", buffering=0) as f:
@@ -778,7 +758,7 @@ def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscann
     matcher = Matcher(needles)
     if matcher.empty:
         return report
-    files = list(_regular_files(Path(root)))
+    files = list(_Walk(Path(root)).files())  # what cannot be listed or read: the raw scan counts it
 
     def read(entry: tuple[str, str, int]) -> tuple[_FileScan, int] | None:
         scan = _FileScan(matcher, {}, [])

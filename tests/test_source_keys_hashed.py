@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from erasure.config import Home
 from erasure.subject import Subject
 from memory import suppression
-from memory.ingest import IngestReport, ingest
 from memory.items import MemoryItem
 from memory.schema import create
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import submit
+from tests.test_items_identity import _ingest
 
 JANE = Subject(id="subj-7731", email="jane.doe@mail.example", name="Jane Doe")
 RUTH = Subject(id="user-0042", email="ruth.moss@post.example", name="Ruth Moss")
@@ -37,13 +37,6 @@ def _item(subject: Subject, key: tuple[str, str], content: str, item_id: str | N
         body["item_id"] = item_id
     return MemoryItem.model_validate(body)
 
-
-def _ingest(home: Home, items: list[MemoryItem]) -> IngestReport:
-    conn = create(home.store_dir)
-    try:
-        return ingest(conn, home.store_dir, items)
-    finally:
-        conn.close()
 
 
 def home_bytes(home: Home) -> bytes:
