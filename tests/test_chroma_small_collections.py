@@ -217,7 +217,8 @@ def neighbours(store: Store, k: int, exclude: set[str]) -> tuple[dict[str, list[
         total = col.count()
         for rid in sorted(store.bystanders)[:12]:
             got = col.query(query_embeddings=[embed(store.bystanders[rid][0])], n_results=total)["ids"][0]
-            assert store.space == "ip" or len(got) == total
+            # HNSW is approximate: a full ranking can leave out a record or two (seen: 998 of 999).
+            assert store.space == "ip" or len(got) >= total - max(2, total // 100)
             out[rid] = [x for x in got if x not in exclude][:k]
         got = col.get(ids=sorted(store.bystanders), include=["embeddings"])
         vectors = {rid: np.asarray(v, dtype="<f4").tobytes() for rid, v in zip(got["ids"], got["embeddings"],
