@@ -202,7 +202,7 @@ _JSON_SIMPLE = {"\\": "\\", "/": "/", '"': '"', "b": "\b", "f": "\f", "n": "\n",
 _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
 _HTML = re.compile(r"&(#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]{1,31});?")
 _QP = re.compile(r"=(?:[0-9A-F]{2}|\r?\n)")
-_B64_RUN = re.compile(r"[A-Za-z0-9+/_\-]{%d,}={0,2}" % MIN_B64)
+_B64_RUN = re.compile(r"[A-Za-z0-9+/_\-]{" + str(MIN_B64) + r",}={0,2}")
 
 
 def json_unescape(text: str) -> str:
@@ -310,11 +310,12 @@ def containers(data: bytes) -> Iterator[tuple[str, bytes]]:
                 yield f"zip-member@{start}", out
         elif method == 12:
             try:
-                yield f"zip-bz2@{start}", bz2.BZ2Decompressor().decompress(data[body:], MAX_STREAM)
+                out = bz2.BZ2Decompressor().decompress(data[body:], MAX_STREAM)
             except (OSError, ValueError, EOFError):
-                pass
-        elif method == 14:
-            pass  # LZMA in zip: read through zipfile below
+                out = None
+            if out:
+                yield f"zip-bz2@{start}", out
+        # method 14 (LZMA) and the rest: read through zipfile below
     if b"PK\x05\x06" in data:
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as zf:
@@ -366,7 +367,7 @@ def sqlite_values(path: Path) -> Iterator[tuple[str, str | bytes]]:
         try:
             for t in tables:
                 try:
-                    rows = conn.execute(f'SELECT * FROM "{t}"').fetchall()  # noqa: S608 (a name from the file)
+                    rows = conn.execute(f'SELECT * FROM "{t}"').fetchall()
                 except sqlite3.Error:
                     continue  # a virtual table whose module is not loaded: its shadow tables are read
                 for row in rows:
