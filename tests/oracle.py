@@ -224,6 +224,11 @@ def percent_unescape(text: str) -> str:
     return urllib.parse.unquote(text, errors="replace")
 
 
+def form_unescape(text: str) -> str:
+    """application/x-www-form-urlencoded: `+` is a space."""
+    return urllib.parse.unquote_plus(text, errors="replace")
+
+
 def qp_unescape(text: str) -> str:
     return quopri.decodestring(text.encode("utf-8", "surrogateescape")).decode("utf-8", "replace")
 
@@ -231,6 +236,7 @@ def qp_unescape(text: str) -> str:
 _UNESCAPES = (
     ("json", lambda t: ("\\u" in t or "\\/" in t or "\\n" in t or "\\t" in t or '\\"' in t), json_unescape),
     ("percent", lambda t: _PERCENT.search(t) is not None, percent_unescape),
+    ("form", lambda t: "+" in t and _PERCENT.search(t) is not None, form_unescape),
     ("html", lambda t: _HTML.search(t) is not None, html.unescape),
     ("qp", lambda t: _QP.search(t) is not None, qp_unescape),
 )
@@ -255,6 +261,17 @@ def b64_candidates(run: str) -> Iterator[bytes]:
             yield raw
 
 
+_TEXTY = re.compile("[\t\n\r\x20-\x7e\u00a0-\u052f\u1e00-\u1fff\u2000-\u206f\u2100-\u214f\u2212"
+                    "\ufe00-\ufe6f\uff00-\uffef]{3,}")
+
+
+def texty(text: str) -> str:
+    """The runs of `text` made of characters that can spell an identifier (Latin, Greek, Cyrillic,
+    punctuation, dashes, spaces, format characters, full-width forms), one per line: what a UTF-16/32
+    decoding of bytes that are not UTF-16/32 turns into (CJK and other noise) is left out."""
+    return "\n".join(m.group(0) for m in _TEXTY.finditer(text))
+
+
 def text_decodings(data: bytes) -> Iterator[tuple[str, str]]:
     """(name, text) for each text decoding worth reading."""
     yield "utf-8", data.decode("utf-8", "replace")
@@ -264,13 +281,13 @@ def text_decodings(data: bytes) -> Iterator[tuple[str, str]]:
         yield "nul-stripped", data.replace(b"\x00", b"").decode("utf-8", "replace")
         for enc in ("utf-16-le", "utf-16-be"):
             for off in (0, 1):
-                yield f"{enc}@{off}", data[off:len(data) - ((len(data) - off) % 2)].decode(enc, "replace")
+                yield f"{enc}@{off}", texty(data[off:len(data) - ((len(data) - off) % 2)].decode(enc, "replace"))
         if b"\x00\x00" in data:
             for enc in ("utf-32-le", "utf-32-be"):
                 for off in range(4):
                     chunk = data[off:]
                     chunk = chunk[:len(chunk) - len(chunk) % 4]
-                    yield f"{enc}@{off}", chunk.decode(enc, "replace")
+                    yield f"{enc}@{off}", texty(chunk.decode(enc, "replace"))
 
 
 def _inflate(data: bytes, wbits: int) -> bytes | None:
@@ -474,6 +491,9 @@ class _Scanner:
                     continue
                 if t2 != text:
                     self.scan_text(t2, where, f"{view}>{name}", depth + 1, out, seen)
+                    if "\x00" in t2 and "\x00" not in text:  # escapes that spell bytes (escaped UTF-16)
+                        self.scan_bytes(t2.encode("latin-1", "ignore"), where, f"{view}>{name}>as-bytes", depth + 1,
+                                        out, seen)
         for m in _B64_RUN.finditer(text):
             for raw in b64_candidates(m.group(0)):
                 if plausible(raw):
