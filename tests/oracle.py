@@ -407,6 +407,8 @@ class Hit:
     view: str
     kind: str
     text: str
+    who: str = ""
+    """The id of the person whose identifier matched."""
 
     def __str__(self) -> str:
         return f"{self.file} [{self.view}] {self.kind}: {self.text!r}"
@@ -424,6 +426,10 @@ class Scan:
 
     def kinds(self) -> set[str]:
         return {h.kind for h in self.hits}
+
+    def of(self, person_id: str) -> Scan:
+        """Only the hits of one person."""
+        return Scan([h for h in self.hits if h.who == person_id], list(self.unread))
 
     def __bool__(self) -> bool:
         return bool(self.hits)
@@ -470,12 +476,12 @@ def plausible(raw: bytes) -> bool:
 
 class _Scanner:
     def __init__(self, people: Iterable[Person]) -> None:
-        self.patterns = [Patterns.of(p) for p in people]
+        self.patterns = [(p.id, Patterns.of(p)) for p in people]
 
     def match(self, text: str, where: str, view: str, out: list[Hit]) -> None:
-        for pat in self.patterns:
+        for who, pat in self.patterns:
             for kind, found in pat.find(text):
-                out.append(Hit(where, view, kind, found))
+                out.append(Hit(where, view, kind, found, who))
 
     def scan_text(self, text: str, where: str, view: str, depth: int, out: list[Hit], seen: Seen) -> None:
         if not seen.first(("t", hash(text), len(text)), depth):
@@ -570,6 +576,6 @@ def scan_home(home_root: Path, evidence_root: Path | None, *people: object) -> S
     scan = scan_tree(home_root, *people, exclude=HOME_EXCLUDE)
     if evidence_root is not None and evidence_root.exists() and not evidence_root.is_relative_to(home_root):
         ev = scan_tree(evidence_root, *people)
-        scan.hits += [Hit(f"evidence/{h.file}", h.view, h.kind, h.text) for h in ev.hits]
+        scan.hits += [Hit(f"evidence/{h.file}", h.view, h.kind, h.text, h.who) for h in ev.hits]
         scan.unread += [f"evidence/{u}" for u in ev.unread]
     return scan

@@ -25,8 +25,8 @@ from tests.oracle import Person, Scan, scan_home, scan_tree
 HONEST_KINDS = frozenset({"unscanned_content", "mention_ambiguous", "mention_reported"})
 
 
-@pytest.fixture
-def cli_home(home: Any, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> Any:
+@pytest.fixture(name="cli_home")
+def cli_home_fixture(home: Any, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A fresh home whose `erasure` commands run their flows on the session's Prefect test server
     (its URL exported as PREFECT_API_URL, as a user with a long-lived server has it), with an engine key."""
     from prefect.settings import PREFECT_API_URL
@@ -118,7 +118,7 @@ def oracle_after(home: Any, person: Person, extra: list[Path] | tuple[Path, ...]
     scan = scan_home(home.root, home.evidence_root, person)
     for root in extra:
         more = scan_tree(root, person)
-        scan.hits += [type(h)(f"{root.name}/{h.file}", h.view, h.kind, h.text) for h in more.hits]
+        scan.hits += [type(h)(f"{root.name}/{h.file}", h.view, h.kind, h.text, h.who) for h in more.hits]
     return scan
 
 

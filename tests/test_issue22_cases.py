@@ -29,13 +29,12 @@ from tests.oracle import Person, scan_tree
 from tests.redteam_fixtures import (
     archive_content,
     assert_truthful,
-    cli_home,  # noqa: F401 (a fixture)
+    cli_home_fixture,  # noqa: F401 (the `cli_home` fixture)
     ingest,
     init_store,
     ok,
     oracle_after,
     run,
-    sha256,
     submit,
 )
 
@@ -156,7 +155,7 @@ def test_case_4_source_keys_spelling_the_subject_leave_no_plaintext(cli_home: An
     found_before(cli_home, person(JANE), {"email", "name"})
     submit(cli_home, inputs, "req-case-04", JANE)
     res = run(cli_home, "req-case-04")
-    v, found = assert_truthful(cli_home, "req-case-04", res, person(JANE), honest=frozenset())
+    _, found = assert_truthful(cli_home, "req-case-04", res, person(JANE), honest=frozenset())
     # whatever the verdict: no source key of hers in plaintext in the store
     in_store = [h for h in found.hits if h.file.startswith("store/")]
     assert not in_store, "the subject's source keys stay in plaintext:\n" + "\n".join(map(str, in_store[:10]))
