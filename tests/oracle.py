@@ -159,24 +159,35 @@ class Patterns:
     """One compiled alternation per identifier kind (kinds: id, email, name, phone)."""
 
     by_kind: dict[str, re.Pattern[str]] = field(default_factory=dict)
+    needs: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+    """Per kind, the literal pieces one alternative's every match contains (a fast necessary test:
+    the kind's pattern runs only on a text holding all pieces of some alternative)."""
+    nsn: str = ""
+    """The phone's national number: every phone match holds its digits in a row once non-digits are
+    removed."""
 
     @classmethod
     def of(cls, person: Person) -> Patterns:
         out: dict[str, list[str]] = {}
+        needs: dict[str, list[tuple[str, ...]]] = {}
         for form in canonical_forms(person.id):
             groups = [g for g in re.split(r"[\W_]+", form) if g]
             if groups:
                 out.setdefault("id", []).append(_ALNUM_BEFORE + _SEP.join(re.escape(g) for g in groups) + _ALNUM_AFTER)
+                needs.setdefault("id", []).append(tuple(groups))
         if person.email:
             for form in canonical_forms(person.email):
                 local, _, domain = form.rpartition("@")
                 out.setdefault("email", []).append(
                     r"(?<![0-9a-z._+\-])" + re.escape(local) + r"(?:\+[^@\s\"'<>]{0,64})?\s?@\s?" + re.escape(domain)
                     + _ALNUM_AFTER)
+                needs.setdefault("email", []).append((local, domain))
         if person.name:
             alts = _token_alternatives(canonical_forms(person.name))
             if alts:
                 out["name"] = [_ALNUM_BEFORE + "(?:" + "|".join(alts) + ")" + _ALNUM_AFTER]
+                needs["name"] = [tuple(t for t in re.split(r"[\W_]+", f) if t) for f in canonical_forms(person.name)]
+        nsn = ""
         if person.phone:
             cc, nsn = split_phone(person.phone)
             nsn_p = _digits_pattern(nsn)
@@ -185,14 +196,23 @@ class Patterns:
                 cc_p = _digits_pattern(cc)
                 alts.append(r"(?:\+|00)?" + _PHONE_SEP + cc_p + _PHONE_SEP + r"(?:\(0\)" + _PHONE_SEP + ")?" + nsn_p)
             out["phone"] = [r"(?<![0-9])(?:" + "|".join(alts) + r")(?![0-9])"]
-        return cls({k: re.compile("|".join(f"(?:{p})" for p in v)) for k, v in out.items()})
+        return cls({k: re.compile("|".join(f"(?:{p})" for p in v)) for k, v in out.items()}, needs, nsn)
 
     def find(self, text: str) -> Iterator[tuple[str, str]]:
         """(kind, matched canonical text) of every match in every canonical form of `text`."""
         for form in canonical_forms(text):
-            for kind, pat in self.by_kind.items():
-                for m in pat.finditer(form):
-                    yield kind, m.group(0)
+            yield from self.find_in_form(form, re.sub(r"\D", "", form))
+
+    def find_in_form(self, form: str, digits: str) -> Iterator[tuple[str, str]]:
+        """(kind, matched text) in one canonical form (`digits`: its digits alone)."""
+        for kind, pat in self.by_kind.items():
+            if kind == "phone":
+                if not self.nsn or self.nsn not in digits:
+                    continue
+            elif not any(all(piece in form for piece in alt) for alt in self.needs.get(kind, [()])):
+                continue
+            for m in pat.finditer(form):
+                yield kind, m.group(0)
 
 
 # --- views ----------------------------------------------------------------------------------------
@@ -479,9 +499,11 @@ class _Scanner:
         self.patterns = [(p.id, Patterns.of(p)) for p in people]
 
     def match(self, text: str, where: str, view: str, out: list[Hit]) -> None:
-        for who, pat in self.patterns:
-            for kind, found in pat.find(text):
-                out.append(Hit(where, view, kind, found, who))
+        for form in canonical_forms(text):
+            digits = re.sub(r"\D", "", form)
+            for who, pat in self.patterns:
+                for kind, found in pat.find_in_form(form, digits):
+                    out.append(Hit(where, view, kind, found, who))
 
     def scan_text(self, text: str, where: str, view: str, depth: int, out: list[Hit], seen: Seen) -> None:
         if not seen.first(("t", hash(text), len(text)), depth):
