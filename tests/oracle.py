@@ -497,13 +497,36 @@ def plausible(raw: bytes) -> bool:
 class _Scanner:
     def __init__(self, people: Iterable[Person]) -> None:
         self.patterns = [(p.id, Patterns.of(p)) for p in people]
+        # One pass per kind for everyone: each person's pattern a named group inside a lookahead, so that
+        # matches may overlap (one person's spelling never hides another's).
+        self.combined: dict[str, re.Pattern[str]] = {}
+        for kind in ("id", "email", "name", "phone"):
+            alts = [f"(?P<p{i}>{pat.by_kind[kind].pattern})" for i, (_, pat) in enumerate(self.patterns)
+                    if kind in pat.by_kind]
+            if alts:
+                self.combined[kind] = re.compile("(?=" + "|".join(alts) + ")")
+
+    def _candidates(self, kind: str, form: str, digits: str) -> bool:
+        for _, pat in self.patterns:
+            if kind not in pat.by_kind:
+                continue
+            if kind == "phone":
+                if pat.nsn and pat.nsn in digits:
+                    return True
+            elif any(all(piece in form for piece in alt) for alt in pat.needs.get(kind, [()])):
+                return True
+        return False
 
     def match(self, text: str, where: str, view: str, out: list[Hit]) -> None:
         for form in canonical_forms(text):
             digits = re.sub(r"\D", "", form)
-            for who, pat in self.patterns:
-                for kind, found in pat.find_in_form(form, digits):
-                    out.append(Hit(where, view, kind, found, who))
+            for kind, combined in self.combined.items():
+                if not self._candidates(kind, form, digits):
+                    continue
+                for m in combined.finditer(form):
+                    group = m.lastgroup or ""
+                    who = self.patterns[int(group[1:])][0]
+                    out.append(Hit(where, view, kind, m.group(group), who))
 
     def scan_text(self, text: str, where: str, view: str, depth: int, out: list[Hit], seen: Seen) -> None:
         if not seen.first(("t", hash(text), len(text)), depth):
