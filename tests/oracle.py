@@ -463,6 +463,11 @@ class Scan:
         return "\n".join(lines + ([f"... and {more} more"] if more > 0 else []))
 
 
+_WINDOW = 400
+"""Characters on each side of an anchor that a pattern is run on (longer than any match)."""
+_PHONE_RUN = re.compile(r"[0-9+][0-9\s\-./()\[\]+]*[0-9]")
+
+
 class Seen:
     """Views already read, with the shallowest depth each was read at: a view read again deeper is
     skipped (the shallower reading nested at least as far); read again shallower, it is read again."""
@@ -497,36 +502,40 @@ def plausible(raw: bytes) -> bool:
 class _Scanner:
     def __init__(self, people: Iterable[Person]) -> None:
         self.patterns = [(p.id, Patterns.of(p)) for p in people]
-        # One pass per kind for everyone: each person's pattern a named group inside a lookahead, so that
-        # matches may overlap (one person's spelling never hides another's).
-        self.combined: dict[str, re.Pattern[str]] = {}
-        for kind in ("id", "email", "name", "phone"):
-            alts = [f"(?P<p{i}>{pat.by_kind[kind].pattern})" for i, (_, pat) in enumerate(self.patterns)
-                    if kind in pat.by_kind]
-            if alts:
-                self.combined[kind] = re.compile("(?=" + "|".join(alts) + ")")
-
-    def _candidates(self, kind: str, form: str, digits: str) -> bool:
-        for _, pat in self.patterns:
-            if kind not in pat.by_kind:
-                continue
-            if kind == "phone":
-                if pat.nsn and pat.nsn in digits:
-                    return True
-            elif any(all(piece in form for piece in alt) for alt in pat.needs.get(kind, [()])):
-                return True
-        return False
 
     def match(self, text: str, where: str, view: str, out: list[Hit]) -> None:
+        """Every match of every person's patterns in every canonical form of `text`. A pattern runs
+        only on windows around an occurrence of a piece every one of its matches contains (the longest
+        piece of each alternative; phones: a run of digits and separators holding the national
+        number), which finds exactly what a pass over the whole text finds: matches are far shorter
+        than the window."""
         for form in canonical_forms(text):
-            digits = re.sub(r"\D", "", form)
-            for kind, combined in self.combined.items():
-                if not self._candidates(kind, form, digits):
-                    continue
-                for m in combined.finditer(form):
-                    group = m.lastgroup or ""
-                    who = self.patterns[int(group[1:])][0]
-                    out.append(Hit(where, view, kind, m.group(group), who))
+            seen: set[tuple[str, str, int]] = set()
+            phone_runs = None
+            for who, pat in self.patterns:
+                for kind, rx in pat.by_kind.items():
+                    if kind == "phone":
+                        if phone_runs is None:
+                            phone_runs = [(m.start(), m.end(), re.sub(r"\D", "", m.group(0)))
+                                          for m in _PHONE_RUN.finditer(form)]
+                        anchors = [(a, b) for a, b, d in phone_runs if pat.nsn and pat.nsn in d]
+                    else:
+                        anchors = []
+                        for alt in pat.needs.get(kind, []):
+                            if not alt or not all(piece in form for piece in alt):
+                                continue
+                            key = max(alt, key=len)
+                            pos = form.find(key)
+                            while pos >= 0:
+                                anchors.append((pos, pos + len(key)))
+                                pos = form.find(key, pos + 1)
+                    for a, b in anchors:
+                        lo = max(0, a - _WINDOW)
+                        for m in rx.finditer(form, lo, min(len(form), b + _WINDOW)):
+                            k = (who, kind, m.start())
+                            if k not in seen:
+                                seen.add(k)
+                                out.append(Hit(where, view, kind, m.group(0), who))
 
     def scan_text(self, text: str, where: str, view: str, depth: int, out: list[Hit], seen: Seen) -> None:
         if not seen.first(("t", hash(text), len(text)), depth):
