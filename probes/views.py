@@ -170,7 +170,10 @@ def _patterns(kind: str, text: str) -> tuple[list[str], list[bytes]]:
         local, _, domain = canonical(text.strip()).rpartition("@")
         local = local.split("+", 1)[0]
         rx = rf"(?<![\w.+\-]){re.escape(local)}(?:\+[\w.\-]*)?@{re.escape(domain)}(?![\w\-])"
-        return [rx], [_literal(domain), _literal(local)]
+        # The trigger is the mailbox's longest run of letters and digits (it survives every text
+        # encoding); never the domain, which thousands of other people's addresses share.
+        anchor = max(re.findall(r"[a-z0-9]+", local) or [local], key=len)
+        return [rx], [_literal(anchor if len(anchor) >= MIN_FRAGMENT else local)]
     digits = re.sub(r"\D", "", text)
     if _PHONE_SHAPE.match(text.strip()) and len(digits) >= 7:
         national = digits.startswith("0") and not digits.startswith("00") and not text.strip().startswith("+")
