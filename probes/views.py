@@ -74,6 +74,8 @@ CHUNK = 16 << 20
 OVERLAP = 8 << 10
 WINDOW = 640
 """Bytes read on each side of a trigger."""
+MAX_SPAN = 8 * WINDOW
+"""Longest window that overlapping windows merge into."""
 MIN_BASE64 = 12
 MIN_FRAGMENT = 3
 MAX_WORKERS = 4
@@ -603,7 +605,10 @@ def _windows(ends: Sequence[int], size: int) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     for end in sorted(ends):
         a, b = max(0, end - WINDOW), min(size, end + WINDOW)
-        if spans and a <= spans[-1][1]:
+        # Overlapping windows merge up to MAX_SPAN: where the triggers are dense (the subject's own
+        # frames, before an erasure) one merged window would grow to the whole chunk, and every text
+        # view of a 16 MiB string costs seconds; windows that overlap count an occurrence twice at most.
+        if spans and a <= spans[-1][1] and b - spans[-1][0] <= MAX_SPAN:
             spans[-1] = (spans[-1][0], max(spans[-1][1], b))
         else:
             spans.append((a, b))
