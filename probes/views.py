@@ -710,8 +710,13 @@ def _sqlite_values(scan: _FileScan, path: str) -> None:
     try:
         page = conn.execute("PRAGMA page_size").fetchone()
         longest_local = int(page[0]) - 64 if page else LONG_SQL_VALUE
+        virtual = [str(r[0]) for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL%'")]
+        # Shadow tables of full-text and vector indexes hold index segments and vector chunks, not
+        # anyone's text as written (the raw view reads their bytes).
         tables = [str(r[0]) for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")]
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")
+            if not any(str(r[0]).startswith(f"{v}_") for v in virtual)]
         for table in tables:
             cols = [str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')]
             for col in cols:
