@@ -448,7 +448,7 @@ def _texty(data: bytes) -> bool:
         return False
     text = data[:4096].decode("utf-8", "replace")
     good = sum(1 for ch in text if ch.isprintable() or ch in "\n\r\t")
-    return good >= 0.85 * len(text)
+    return good >= 0.7 * len(text)
 
 
 def _entropy(data: bytes) -> float:
@@ -665,7 +665,9 @@ def _base64_run(scan: _FileScan, data: bytes, end: int, depth: int) -> int:
             out = base64.urlsafe_b64decode(padded) if urlsafe else base64.b64decode(padded)
         except (binascii.Error, ValueError):
             continue
-        if len(out) <= 4096 or _texty(out) or _container_magic(out):
+        # Only what reads as text (or is a container) is read on: letters and digits that merely look
+        # like base64 (full-text index segments are full of them) decode to noise.
+        if _texty(out) or _container_magic(out):
             if scan.budget.take(len(out)):
                 _payload(scan, out, depth + 1, whole_file=False)
             break
