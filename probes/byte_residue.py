@@ -58,8 +58,7 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     report = scan_tree(ctx.store_dir, [n.data for n in needles],
                        caseless={i for i, n in enumerate(needles) if n.caseless})
     folded = folded_groups(ctx.store_dir, [needles])[0]
-    text = {NeedleKind.identifier: "identifier", NeedleKind.content: "content", NeedleKind.shared_identifier: "shared"}
-    views = scan_views(ctx.store_dir, [(text.get(n.kind, ""), n.data.decode("utf-8", "replace")) for n in needles])
+    views = scan_views(ctx.store_dir, [n.view() for n in needles])
     return measurements(needles, report.found_indexes(), len(report.unreadable), {}, folded=len(folded),
                         viewed=views.found_indexes())
 

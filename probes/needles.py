@@ -55,6 +55,9 @@ class NeedleKind(StrEnum):
     canary = "canary"
 
 
+_VIEW_KINDS = {NeedleKind.identifier: "identifier", NeedleKind.content: "content",
+               NeedleKind.shared_identifier: "shared"}
+
 SUBJECT_KINDS: tuple[NeedleKind, ...] = (NeedleKind.identifier, NeedleKind.content, NeedleKind.vector,
                                          NeedleKind.blob)
 """Needle kinds whose presence after the cascade is residue (shared identifiers are reported as
@@ -72,6 +75,12 @@ class Needle(BaseModel):
     group: int
     data: bytes = Field(repr=False)
     caseless: bool = False
+
+    def view(self) -> tuple[str, str]:
+        """(kind, text) as the decoded views match it (`probes.views.scan_views`): identifiers and
+        content windows are looked for, another subject's own identifier only explains hits, and the
+        other kinds (vector and blob pieces, canaries) are raw bytes, not text (kind '')."""
+        return _VIEW_KINDS.get(self.kind, ""), self.data.decode("utf-8", "replace")
 
 
 def fts_phrase(text: str) -> str | None:

@@ -60,7 +60,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from erasure.sqlite import connect
-from probes.bytescan import _Walk
+from probes.bytescan import _escape, _Walk
 
 MAX_DEPTH = 4
 """Decodings nested in one another (a base64 run in a JSON string in a gzip member is three)."""
@@ -157,14 +157,15 @@ def _boundary(core: str) -> str:
 
 def _name_variants(text: str) -> list[str]:
     """The canonical spellings of a name or id: as given, and with umlauts written out or folded in."""
-    out = [canonical(text), canonical(text.translate(_UMLAUT))]
     folded = canonical(text)
-    out.append(re.sub(r"(?<=[^aeiou\W])(ae|oe|ue)", lambda m: m.group(1)[0], folded))
+    out = [folded, canonical(text.translate(_UMLAUT)),
+           re.sub(r"(?<=[^aeiou\W])(ae|oe|ue)", lambda m: m.group(1)[0], folded)]
     return list(dict.fromkeys(v for v in out if v.strip()))
 
 
-def _patterns(kind: str, text: str) -> tuple[list[str], list[bytes]]:
-    """(canonical regexes, raw-byte trigger expressions) for one needle's text."""
+def _patterns(kind: str, text: str) -> tuple[list[str], list[str | bytes]]:
+    """(canonical regexes, raw-byte triggers) for one needle's text: a trigger is a literal text (str,
+    looked for in UTF-8 and in the wide encodings too) or a hyperscan expression (bytes)."""
     if kind == "content":
         c = canonical(text)
         return [re.escape(c)], []
@@ -175,7 +176,7 @@ def _patterns(kind: str, text: str) -> tuple[list[str], list[bytes]]:
         # The trigger is the mailbox's longest run of letters and digits (it survives every text
         # encoding); never the domain, which thousands of other people's addresses share.
         anchor = max(re.findall(r"[a-z0-9]+", local) or [local], key=len)
-        return [rx], [_literal(anchor if len(anchor) >= MIN_FRAGMENT else local)]
+        return [rx], [anchor if len(anchor) >= MIN_FRAGMENT else local]
     digits = re.sub(r"\D", "", text)
     if _PHONE_SHAPE.match(text.strip()) and len(digits) >= 7:
         national = digits.startswith("0") and not digits.startswith("00") and not text.strip().startswith("+")
@@ -187,7 +188,7 @@ def _patterns(kind: str, text: str) -> tuple[list[str], list[bytes]]:
         trigger = _SEP_RAW.join(d.encode() for d in (digits[1:] if national else digits))
         return [rx], [trigger]
     regexes: list[str] = []
-    triggers: list[bytes] = []
+    triggers: list[str | bytes] = []
     for variant in _name_variants(text):
         tokens = _TOKEN.findall(variant)
         if not tokens:
@@ -195,13 +196,13 @@ def _patterns(kind: str, text: str) -> tuple[list[str], list[bytes]]:
         orders = [tokens] if len(tokens) == 1 else [tokens, [tokens[-1], *tokens[:-1]]]
         regexes += [_boundary(_TOKEN_SEP.join(re.escape(t) for t in order)) for order in orders]
         long = [t for t in tokens if len(t) >= MIN_FRAGMENT]
-        triggers += [_literal(t) for t in long] or [_literal(variant)]
+        triggers += long or [variant]
     lowered = unicodedata.normalize("NFKC", text)
     for token in _TOKEN.findall(lowered.lower()) + _TOKEN.findall(lowered.casefold()):
         # Non-ASCII letters are escaped or re-encoded by software; the ASCII runs between them survive.
-        triggers += [_literal(run) for run in re.findall(rf"[a-z0-9]{{{MIN_FRAGMENT},}}", token) if run != token]
+        triggers += [run for run in re.findall(rf"[a-z0-9]{{{MIN_FRAGMENT},}}", token) if run != token]
         if not token.isascii():
-            triggers.append(_literal(token))
+            triggers.append(token)
     return list(dict.fromkeys(regexes)), list(dict.fromkeys(triggers))
 
 
@@ -212,29 +213,13 @@ database has NULs; decoding each window four more ways cost most of the views' t
 _WIDE_CODECS = (("utf-16-le", 2), ("utf-16-be", 2), ("utf-32-le", 4), ("utf-32-be", 4))
 
 
-def _wide(triggers: list[bytes]) -> list[bytes]:
-    """Each trigger, and each literal one also as UTF-16 and UTF-32 text (both byte orders): text in a
-    wide encoding inside other bytes (a UTF-16 attachment in a blob column) is found by its own letters,
-    which is far cheaper than looking for every run of wide text."""
-    out = list(triggers)
-    for t in triggers:
-        if not t.startswith(b"\\x"):
-            continue  # a regex (a phone's digits with separators), not a literal
-        raw = bytes.fromhex(t.decode("ascii").replace("\\x", ""))
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        out += [_literal_bytes(text.encode(codec)) for codec, _w in _WIDE_CODECS]
-    return out
-
-
-def _literal_bytes(data: bytes) -> bytes:
-    return "".join(f"\\x{b:02x}" for b in data).encode("ascii")
-
-
-def _literal(text: str) -> bytes:
-    return "".join(f"\\x{b:02x}" for b in text.encode("utf-8")).encode("ascii")
+def _expressions(trigger: str | bytes) -> list[bytes]:
+    """A trigger as hyperscan expressions: an expression as it is; a literal text in UTF-8 and in UTF-16
+    and UTF-32 (both byte orders), so that text in a wide encoding inside other bytes (a UTF-16
+    attachment in a blob column) is found by its own letters, far cheaper than every run of wide text."""
+    if isinstance(trigger, bytes):
+        return [trigger]
+    return [_escape(trigger.encode(codec)) for codec in ("utf-8", *(c for c, _w in _WIDE_CODECS))]
 
 
 # Generic triggers: where an encoding or a container starts, whoever's data it holds.
@@ -295,7 +280,7 @@ class Matcher:
                 continue
             rxs, triggers = _patterns(kind, text)
             self.regexes += [(index, re.compile(rx)) for rx in rxs]
-            for t in _wide(triggers):
+            for t in (e for trigger in triggers for e in _expressions(trigger)):
                 expressions.append(t)
                 ids.append(len(_GENERIC) + index)
                 flags.append(hyperscan.HS_FLAG_CASELESS)
@@ -307,7 +292,6 @@ class Matcher:
         self.generic, self._generic_scratch = _generic_db()
         self._local = threading.local()
         self._lock = threading.Lock()
-        self.needle_count = len(needles)
 
     @property
     def empty(self) -> bool:
@@ -417,7 +401,7 @@ def _text_variants(text: str) -> list[str]:
 # --- bytes, containers, files ---------------------------------------------------------------------------------
 
 _IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image"), (b"\xff\xd8\xff", "image"), (b"GIF87a", "image"),
-                (b"GIF89a", "image"), (b"II*\x00", "image"), (b"MM\x00*", "image"), (b"BM", None),
+                (b"GIF89a", "image"), (b"II*\x00", "image"), (b"MM\x00*", "image"),
                 (b"OggS", "audio-video"), (b"ID3", "audio-video"), (b"fLaC", "audio-video"))
 _B64_RUN = re.compile(rb"[A-Za-z0-9+/_\-]+={0,2}")
 _HEX = re.compile(rb"[0-9a-fA-F]+")
@@ -504,7 +488,7 @@ def _payload(scan: _FileScan, data: bytes, depth: int, *, whole_file: bool) -> N
     if _container(scan, data, depth):
         return
     for magic, reason in _IMAGE_MAGIC:
-        if reason and data.startswith(magic):
+        if data.startswith(magic):
             scan.opaque(reason, data if not whole_file else None, len(data))
             return
     encoding = _utf16_kind(data)
@@ -826,9 +810,4 @@ def _folder(rel: str) -> str:
     return rel.split("/", 1)[0] if "/" in rel else ""
 
 
-def entropy_bits(data: bytes) -> float:
-    """Shannon entropy of `data` in bits per byte (0 for no data)."""
-    return _entropy(data) if data else 0.0
-
-
-__all__ = ["MAX_DEPTH", "Matcher", "Unscanned", "ViewReport", "canonical", "entropy_bits", "scan_views"]
+__all__ = ["MAX_DEPTH", "Matcher", "Unscanned", "ViewReport", "canonical", "scan_views"]

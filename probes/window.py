@@ -338,10 +338,6 @@ def _scan(root: Path, owned: Sequence[Sequence[Needle]]) -> tuple[list[dict[int,
     return hits, len(report.unreadable)
 
 
-VIEW_KINDS = {NeedleKind.identifier: "identifier", NeedleKind.content: "content",
-              NeedleKind.shared_identifier: "shared"}
-
-
 def _views(root: Path, owned: Sequence[Sequence[Needle]], *,
            report_unscanned: bool) -> tuple[list[set[int]], list[Unscanned]]:
     """One read of `root` through the decoded views for several owners' identifier and content needles:
@@ -349,8 +345,8 @@ def _views(root: Path, owned: Sequence[Sequence[Needle]], *,
     distinct: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for who, needles in enumerate(owned):
         for i, x in enumerate(needles):
-            if x.kind in VIEW_KINDS:
-                distinct.setdefault((VIEW_KINDS[x.kind], x.data.decode("utf-8", "replace")), []).append((who, i))
+            if x.view()[0]:
+                distinct.setdefault(x.view(), []).append((who, i))
     keys = list(distinct)
     report = scan_views(root, keys, report_unscanned=report_unscanned)
     found: list[set[int]] = [set() for _ in owned]

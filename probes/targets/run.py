@@ -27,10 +27,6 @@ def byte_results(target: Target, fp: TargetFingerprint) -> list[ProbeResult]:
     return _bytes(target, fp)[0]
 
 
-_VIEW_KINDS = {NeedleKind.identifier: "identifier", NeedleKind.content: "content",
-               NeedleKind.shared_identifier: "shared"}
-
-
 def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], list[Unscanned]]:
     roots = scan_roots(probe_for(target).files(target))
     needles = fp.needles
@@ -38,7 +34,7 @@ def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], li
     viewed: set[int] = set()
     unscanned: list[Unscanned] = []
     unreadable = 0
-    texts = [(_VIEW_KINDS.get(n.kind, ""), n.data.decode("utf-8", "replace")) for n in needles]
+    texts = [n.view() for n in needles]
     for root in roots:
         report = scan_tree(root, [n.data for n in needles], caseless={i for i, n in enumerate(needles) if n.caseless})
         found |= report.found_indexes()
