@@ -195,6 +195,7 @@ def harness_url(prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.mark.slow
 @pytest.mark.redteam_generated
+@pytest.mark.timeout(EXAMPLES * 600)  # one erasure window an example, each up to the suite's 600 s a test
 def test_generated_scenarios_never_certify_a_subject_the_oracle_still_finds(harness_url: str) -> None:
     """EXAMPLES x SCENARIOS generated scenarios (derandomised): every example runs (no stop at the first
     failing one, no shrinking: each costs a window), and the problems of all are reported at the end."""
