@@ -125,7 +125,8 @@ class Unscanned(BaseModel):
 
 @dataclass
 class ViewReport:
-    """What the decoded views found: per needle index, hits; and what they could not read."""
+    """What the decoded views found: per needle index, its hits (counted in the views that found it first:
+    a needle once found is not looked for again); and what they could not read."""
 
     found: dict[int, int] = field(default_factory=dict)
     unscanned: list[Unscanned] = field(default_factory=list)
@@ -272,6 +273,7 @@ class Matcher:
         ids: list[int] = []
         flags: list[int] = []
         self.shared: list[re.Pattern[str]] = []
+        self._indexes: set[int] = set()
         for index, (kind, text) in enumerate(needles):
             if kind == "shared":
                 self.shared += [re.compile(rx) for rx in _patterns("identifier", text)[0]]
@@ -280,6 +282,7 @@ class Matcher:
                 continue
             rxs, triggers = _patterns(kind, text)
             self.regexes += [(index, re.compile(rx)) for rx in rxs]
+            self._indexes.add(index)
             for t in (e for trigger in triggers for e in _expressions(trigger)):
                 expressions.append(t)
                 ids.append(len(_GENERIC) + index)
@@ -292,27 +295,39 @@ class Matcher:
         self.generic, self._generic_scratch = _generic_db()
         self._local = threading.local()
         self._lock = threading.Lock()
+        self.found: set[int] = set()
+        """Needles already found in some view: never looked for again (a verdict needs one occurrence, and
+        a store that still holds a subject has a trigger in every one of their frames)."""
 
     @property
     def empty(self) -> bool:
         """No needle to look for."""
         return not self.regexes
 
+    @property
+    def all_found(self) -> bool:
+        """Every needle has been found: what is left to read is only for the unscanned list."""
+        return len(self.found) == len(self._indexes)
+
     def match_text(self, text: str, hits: dict[int, int]) -> None:
         """Count each needle's occurrences in `text` read through every text view (the largest count any
         one view gives, so an occurrence seen by several views counts once). An occurrence inside one of
         a `shared` needle (another person's own identifier: a namesake's name, a household phone) is
         theirs, and not counted."""
+        regexes = [(index, rx) for index, rx in self.regexes if index not in self.found]
+        if not regexes:
+            return
         best: dict[int, int] = {}
         for variant in _text_variants(text):
             c = canonical(variant)
             explained = [m.span() for rx in self.shared for m in rx.finditer(c)]
-            for index, rx in self.regexes:
+            for index, rx in regexes:
                 n = sum(1 for m in rx.finditer(c) if not any(a < m.end() and m.start() < b for a, b in explained))
                 if n > best.get(index, 0):
                     best[index] = n
         for index, n in best.items():
             hits[index] = hits.get(index, 0) + n
+        self.found |= best.keys()
 
     def triggers(self, data: bytes) -> list[tuple[int, int]]:
         """(trigger id, end offset) of every trigger in `data` (ids below `len(_GENERIC)` are generic)."""
@@ -611,7 +626,8 @@ def _triggered(scan: _FileScan, data: bytes, depth: int, *, match_windows: bool)
     done_to = {name: -1 for name in _GENERIC_NAMES}
     for pid, end in scan.matcher.triggers(data):
         if pid >= len(_GENERIC):
-            ends.append(end)
+            if pid - len(_GENERIC) not in scan.matcher.found:
+                ends.append(end)
             continue
         name = _GENERIC_NAMES[pid]
         if end <= done_to[name]:
