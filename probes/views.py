@@ -132,6 +132,8 @@ class ViewReport:
     unscanned: list[Unscanned] = field(default_factory=list)
     files: int = 0
     bytes_read: int = 0
+    decoded: int = 0
+    """Payloads decoded out of the files' bytes (members, streams, base64 runs) and read again."""
     seconds: float = 0.0
 
     def found_indexes(self) -> set[int]:
@@ -442,18 +444,20 @@ class _FileScan:
     unscanned: list[tuple[str, bytes | None, int]]
     """(reason, the bytes when they are a member, size)."""
     budget: _Budget = field(default_factory=_Budget)
+    decoded: int = 0
 
     def opaque(self, reason: str, data: bytes | None, size: int) -> None:
         self.unscanned.append((reason, data, size))
 
 
 def _texty(data: bytes) -> bool:
-    """Whether decoded bytes look like text worth reading (mostly printable UTF-8)."""
+    """Whether decoded bytes look like text worth reading: mostly printable UTF-8 (a byte UTF-8 cannot
+    decode is U+FFFD, which `isprintable` calls printable: noise is not text), or UTF-16/32 text."""
     if not data:
         return False
     text = data[:4096].decode("utf-8", "replace")
-    good = sum(1 for ch in text if ch.isprintable() or ch in "\n\r\t")
-    return good >= 0.7 * len(text)
+    good = sum(1 for ch in text if (ch.isprintable() and ch != "\ufffd") or ch in "\n\r\t")
+    return good >= 0.7 * len(text) or _utf16_kind(data) is not None
 
 
 def _entropy(data: bytes) -> float:
@@ -500,6 +504,7 @@ def _payload(scan: _FileScan, data: bytes, depth: int, *, whole_file: bool) -> N
     if depth > MAX_DEPTH:
         scan.opaque("container-too-deep", data, len(data))
         return
+    scan.decoded += depth > 0
     if _container(scan, data, depth):
         return
     for magic, reason in _IMAGE_MAGIC:
@@ -796,6 +801,7 @@ def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscann
             continue
         scan, n = got
         report.bytes_read += n
+        report.decoded += scan.decoded
         for index, hits in scan.hits.items():
             report.found[index] = report.found.get(index, 0) + hits
         report.files += 1

@@ -129,7 +129,7 @@ def _in_binary(data: bytes) -> bytes:
 CONTAINERS: dict[str, Callable[[bytes], bytes]] = {
     "file": lambda d: d, "gzip": _gzip, "zlib": zlib.compress, "bz2": bz2.compress, "xz": lzma.compress,
     "zip": _zip, "pdf": _pdf, "inside-binary": _in_binary, "gzip-in-base64": lambda d: _b64_bytes(_gzip(d)),
-    "zip-in-gzip": lambda d: _gzip(_zip(d)),
+    "zip-in-gzip": lambda d: _gzip(_zip(d)), "base64-attachment": lambda d: _b64_bytes(d),
 }
 
 
@@ -257,3 +257,21 @@ def test_generated_spelling_encoding_container(tmp_path: Path, kind: str, data: 
         assert found & wanted, (kind, text, encoding, container)
     else:
         assert not found & wanted, (kind, text, encoding, container)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_wide_text_attached_in_base64_is_read(tmp_path: Path, encoding: str) -> None:
+    """A UTF-16/32 text file pasted as a base64 attachment: decoded, it has a NUL in every other byte, and
+    is text all the same."""
+    found = _found(tmp_path, {"mail.json": _b64_bytes(ENCODINGS[encoding](f"from {EMAIL}, call {PHONE}"))})
+    assert {1, 2} <= found, encoding
+
+
+def test_base64_of_random_bytes_is_not_read_as_text(tmp_path: Path) -> None:
+    """Base64 runs of binary noise (vectors, keys, digests in a store) are not text: no view decodes them
+    further (decoded as UTF-8, noise is mostly U+FFFD, which is 'printable')."""
+    rng = __import__("random").Random(5)
+    noise = b"\n".join(b'{"vec": "' + base64.b64encode(rng.randbytes(384)) + b'"}' for _ in range(200))
+    (tmp_path / "vectors.jsonl").write_bytes(noise)
+    report = scan_views(tmp_path, [("identifier", EMAIL)])
+    assert report.decoded == 0
