@@ -19,6 +19,7 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ConfigError, Conflict, InputError, NotFound, RequestBlocked
+from erasure.models import REQUEST_ID_MAX_CHARS
 from erasure.files import private_dirs
 from erasure.states import RequestState
 from proof.evidence import REQUEST_ID
@@ -285,8 +286,8 @@ def export(
     The pack must verify with the engine's key AND the DPO's trusted key before anything is written.
     Files go only into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`."""
     if not REQUEST_ID.fullmatch(request_id):
-        raise InputError(f"{printable(request_id)!r} is not a request id (1-64 of A-Z a-z 0-9 . _ -, starting with a"
-                         " letter or digit)")
+        raise InputError(f"{printable(request_id)!r} is not a request id (1-{REQUEST_ID_MAX_CHARS} of"
+                         " A-Z a-z 0-9 . _ -, starting with a letter or digit)")
     _refuse_unsafe_target(to, force)
     h = home_of(home)
     pack = _pack_path(h, request_id)
