@@ -19,12 +19,12 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ConfigError, Conflict, InputError, NotFound, RequestBlocked
-from erasure.models import REQUEST_ID_MAX_CHARS
 from erasure.files import private_dirs
+from erasure.models import REQUEST_ID_MAX_CHARS
 from erasure.sqlite import transaction
 from erasure.states import RequestState
-from proof.evidence import REQUEST_ID
 from proof.errors import PackRejected
+from proof.evidence import REQUEST_ID
 from proof.keys import load_private_key, public_key_pem
 from proof.pack import PACK_NAME, summary
 from proof.pack import attest as sign_attestation

@@ -37,7 +37,7 @@ from erasure.untrusted import check_json_depth, read_capped
 REQUEST_ID_MAX_CHARS = 128
 """The one limit on request (and tenant) ids: submit, the pack writer, `export` and the offline verifier
 (which keeps its own copy of the pattern, checked equal by the tests) all use it."""
-SAFE_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (REQUEST_ID_MAX_CHARS - 1))
+SAFE_TOKEN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{REQUEST_ID_MAX_CHARS - 1}}}")
 """Request and tenant ids: they become file names and Prefect parameters (use `fullmatch`)."""
 
 CLOCK_SKEW = timedelta(minutes=5)
