@@ -4,7 +4,6 @@ requester's notification once a pack is sealed and all clear."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import smtplib
 from email.message import EmailMessage
@@ -25,25 +24,33 @@ from erasure.sqlite import transaction
 from erasure.states import RequestState
 from proof.errors import PackRejected
 from proof.evidence import REQUEST_ID
-from proof.keys import load_private_key, public_key_pem
+from proof.keys import keyid, load_private_key, load_public_key, public_key_pem
 from proof.pack import PACK_NAME, summary
 from proof.pack import attest as sign_attestation
 from proof.tarball import write_atomic
-from proof.verify import printable
+from proof.verify import PackError, printable, verify_bytes
 
 VERIFY_MD = r"""# Verifying erasure proof pack @REQUEST_ID@
 
-This directory holds `@PACK@` (sha256 `@SHA@`), the engine's and the DPO's public keys, and this note.
+This directory holds `@PACK@`, the engine's and the DPO's public keys, the store's audit checkpoint
+key (`audit.pub.pem`, when the store keeps an audit log), and this note.
+
+The pack's name is `sha256:@NAME_DIGEST@`: the sha256 of the statement the engine signed (the payload
+of `signatures/engine.intoto.json`). The requester's notification quotes it. It names what is signed,
+not the tar.gz's bytes, which no signature covers; the verifier refuses any tar or gzip header field
+and any member mode the writer does not write, and any high-s ECDSA signature.
 
 1. Confirm the key fingerprints with the controller through a channel other than this export:
-   engine keyid `@ENGINE_KEYID@`, DPO keyid `@DPO_KEYID@` (sha256 of each public key's DER). Do not
-   trust the keys in this directory until you have.
+   engine keyid `@ENGINE_KEYID@`, DPO keyid `@DPO_KEYID@`, audit checkpoint keyid `@AUDIT_KEYID@`
+   (sha256 of each public key's DER). Do not trust the keys in this directory until you have.
 2. With our small verifier (needs only Python and `cryptography`; it runs every check below and the
    two that have no shell equivalent: the audit-log evidence, whose RFC 6962 Merkle inclusion (one
    multiproof for all its entries) and consistency proofs and Ed25519 checkpoints only the verifier
    checks, and the consistency of the claims):
 
-       python -m proof.verify @PACK@ --engine-key engine.pub.pem --dpo-key dpo.pub.pem
+       python -m proof.verify @PACK@ --engine-key engine.pub.pem --dpo-key dpo.pub.pem @AUDIT_ARG@
+
+   (`--json` also prints the pack's name, `pack_name`.)
 
 3. Without our software (GNU tar, sha256sum, openssl, jq): run the recipe below in this directory
    (`bash recipe.sh` after copying the block into it). It stops at the first failed step; each step
@@ -52,6 +59,7 @@ This directory holds `@PACK@` (sha256 `@SHA@`), the engine's and the DPO's publi
 ```sh
 set -euo pipefail
 PACK=$PWD/@PACK@ ENGINE_PUB=$PWD/engine.pub.pem DPO_PUB=$PWD/dpo.pub.pem REQUEST_ID=@REQUEST_ID@
+NAME=@NAME_DIGEST@ AUDIT_PUB=$PWD/audit.pub.pem
 fail() { echo "FAILED: $*" >&2; exit 1; }
 kid() { openssl pkey -pubin -in "$1" -outform DER | sha256sum | cut -d' ' -f1; }
 
@@ -64,13 +72,14 @@ echo "engine keyid $ENGINE_KID"; echo "DPO keyid    $DPO_KID"
 #    under one folder named after the request; no absolute path, no '..'.
 LIST=$(tar -tvzf "$PACK" 2>&1) || fail "tar cannot read the pack: $LIST"
 grep -v '^[-d]' <<<"$LIST" >/dev/null && fail "an entry is not a regular file or directory: $LIST"
+grep -Ev '^(-rw-r--r--|drwxr-xr-x) 0/0 ' <<<"$LIST" >/dev/null && fail "a mode or owner the writer never writes: $LIST"
 NAMES=$(tar -tzf "$PACK")
 grep -Ev "^$REQUEST_ID(/|$)" <<<"$NAMES" >/dev/null && fail "an entry lies outside the folder $REQUEST_ID"
 grep -E '(^/|(^|/)\.\.(/|$))' <<<"$NAMES" >/dev/null && fail "an absolute path or '..' in the pack"
 
 # 3. Extract into a fresh folder; SHA256SUMS covers the evidence, the certificate and manifest.json.
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-tar -xzf "$PACK" -C "$W" 2>"$W/tar.err" || fail "tar: $(cat "$W/tar.err")"
+tar --no-same-owner --no-same-permissions -xzf "$PACK" -C "$W" 2>"$W/tar.err" || fail "tar: $(cat "$W/tar.err")"
 [ ! -s "$W/tar.err" ] || fail "tar warned: $(cat "$W/tar.err")"
 cd "$W/$REQUEST_ID"
 sha256sum --strict --quiet -c SHA256SUMS || fail "a file does not match SHA256SUMS"
@@ -108,6 +117,11 @@ check_envelope signatures/engine.intoto.json "$ENGINE_PUB" "$ENGINE_KID" \
 check_envelope signatures/dpo.intoto.json "$DPO_PUB" "$DPO_KID" \
   https://erasure-cascade.dev/dpo-attestation/v1 signatures/engine.intoto.json
 E=$W/engine.intoto.json.payload D=$W/dpo.intoto.json.payload
+[ "$(sha256sum < "$E" | cut -d' ' -f1)" = "$NAME" ] || fail "the engine's statement is not the pack named $NAME"
+if [ -f "$AUDIT_PUB" ]; then  # the checkpoints are signed by the store's key you confirmed
+  [ "$(jq -r .checkpoint_key.key_id audit-log-redaction.json)" = "$(kid "$AUDIT_PUB")" ] \
+    || fail "the audit checkpoints name another key than audit.pub.pem"
+fi
 [ "$(jq -r .predicate.engine_keyid "$E")" = "$ENGINE_KID" ] || fail "the engine statement names another key"
 [ "$(jq -r .predicate.dpo_keyid "$D")" = "$DPO_KID" ] || fail "the DPO statement names another DPO key"
 [ "$(jq -r .predicate.engine_keyid "$D")" = "$ENGINE_KID" ] || fail "the DPO statement names another engine key"
@@ -252,15 +266,15 @@ def seal(h: Home, request_id: str, dpo_key: Path, *, passphrase: str | None = No
     sealed = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)
     outbox = None
     if sealed["all_clear"]:
-        outbox = _deliver(h, request_id, sealed["pack_sha256"], sealed["verified_at"])
+        outbox = _deliver(h, request_id, sealed["pack_name"], sealed["verified_at"])
     engine = open_engine(h.engine_db)
     try:
         with transaction(engine):
             requests.set_state(engine, request_id, RequestState.sealed)
             requests.log_event(engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"],
-                                                                     "pack": sealed["pack_sha256"]})
+                                                                     "pack": sealed["pack_name"]})
             if sealed["all_clear"]:
-                _record_notified(engine, request_id, sealed["pack_sha256"])
+                _record_notified(engine, request_id, sealed["pack_name"])
     finally:
         engine.close()
     return {**sealed, "pack": str(pack), "outbox": str(outbox) if outbox else None}
@@ -304,12 +318,22 @@ def attest(
     sealed = seal(h, request_id, dpo_key, passphrase=os.environ.get(passphrase_env) if passphrase_env else None)
     if json_out:
         print_json({"request_id": request_id, "sealed": True, "pack": sealed["pack"],
-                    "pack_sha256": sealed["pack_sha256"], "notified": sealed["all_clear"],
+                    "pack_name": sealed["pack_name"], "notified": sealed["all_clear"],
                     "outbox": sealed["outbox"]})
     else:
-        console.print(printable(f"sealed: {sealed['pack']} (sha256 {sealed['pack_sha256'][:16]}...)"
+        console.print(printable(f"sealed: {sealed['pack']} (name sha256:{sealed['pack_name']})"
                       + ("; requester notified" if sealed["all_clear"] else "; not all clear: requester NOT notified")),
                       markup=False, highlight=False)
+
+
+def _audit_pub(h: Home) -> bytes | None:
+    """The store's audit checkpoint public key, or None when the home keeps no audit log of its own."""
+    from erasure.targets import home_targets
+    from memory.audit import checkpoint_public_pem
+
+    if home_targets(h.root, h.store_dir).reference() is None:
+        return None
+    return checkpoint_public_pem(h.store_dir)
 
 
 def _refuse_unsafe_target(to: Path, force: bool) -> None:
@@ -352,17 +376,24 @@ def export(
     s = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)
     if not s["attested"]:
         raise RequestBlocked(f"the pack of {request_id} is not sealed yet: the DPO must attest it first")
-    if hashlib.sha256(data).hexdigest() != s["pack_sha256"]:
+    if pack.read_bytes() != data:
         raise Conflict(f"the pack of {request_id} changed while it was being checked: export again")
+    audit_pub = _audit_pub(h)
+    try:
+        verify_bytes(data, engine_pub, dpo_pub, audit_pub_pem=audit_pub)
+    except PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
     name = f"{request_id}-{PACK_NAME}"
-    note = verify_md(request_id=request_id, pack=name, sha=s["pack_sha256"], engine_keyid=s["engine_keyid"],
+    note = verify_md(request_id=request_id, pack=name, name_digest=s["pack_name"], engine_keyid=s["engine_keyid"],
+                     audit_keyid=keyid(load_public_key(audit_pub)) if audit_pub else "(none: no audit log)",
+                     audit_arg="--audit-key audit.pub.pem" if audit_pub else "--no-audit-key",
                      dpo_keyid=str(s["dpo_keyid"]), status=s["status"], all_clear=str(s["all_clear"]).lower(),
                      verified_at=printable(str(s["verified_at"])), attested_at=printable(str(s["attested_at"])))
     _refuse_unsafe_target(to, force)
     to.mkdir(parents=True, exist_ok=True)
     # One rename each (write_atomic): a symbolic link in the way is replaced, never followed.
     for fname, body in ((name, data), ("engine.pub.pem", engine_pub), ("dpo.pub.pem", dpo_pub),
-                        ("VERIFY.md", note.encode("utf-8"))):
+                        *((("audit.pub.pem", audit_pub),) if audit_pub else ()), ("VERIFY.md", note.encode("utf-8"))):
         write_atomic(to / fname, body, 0o644)
     written = sorted(p.name for p in to.iterdir())
     if json_out:

@@ -336,7 +336,7 @@ def raw_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]], fmt: int = tarfi
                 info = tarfile.TarInfo(e[0])
                 info.size = len(e[1])
                 tar.addfile(info, io.BytesIO(e[1]))
-    return gzip.compress(raw.getvalue(), mtime=0)
+    return gz(raw.getvalue())
 
 
 BLOCK = 512
@@ -372,8 +372,11 @@ def finish_tar(blocks: bytes) -> bytes:
 
 
 def gz(data: bytes) -> bytes:
-    """One gzip member of `data`, with the writer's header (mtime 0, no name)."""
-    return gzip.compress(data, compresslevel=6, mtime=0)
+    """One gzip member of `data`, with the writer's header (mtime 0, no name, XFL 0, OS 255)."""
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, filename="", compresslevel=6) as fh:
+        fh.write(data)
+    return out.getvalue()
 
 
 def pack_entries(top: str, files: dict[str, bytes]) -> list[tarfile.TarInfo | tuple[str, bytes]]:
