@@ -287,6 +287,8 @@ class Keys:
     engine_pub: Path
     dpo: Path
     dpo_pub: Path
+    audit_pub: Path
+    """The synthetic store's audit checkpoint public key (`audit_key()`), to pin with --audit-key."""
 
     @property
     def engine_pem(self) -> bytes:
@@ -300,7 +302,10 @@ class Keys:
 def make_keys(directory: Path, algorithm: str = "ecdsa-p256", dpo_algorithm: str | None = None) -> Keys:
     e = generate_keypair("engine", directory, algorithm=algorithm)
     d = generate_keypair("dpo", directory, algorithm=dpo_algorithm or algorithm)
-    return Keys(e.private, e.public, d.private, d.public)
+    audit_pub = directory / "audit.pub.pem"
+    audit_pub.write_bytes(audit_key().public_key().public_bytes(serialization.Encoding.PEM,
+                                                                serialization.PublicFormat.SubjectPublicKeyInfo))
+    return Keys(e.private, e.public, d.private, d.public, audit_pub)
 
 
 # --- archive surgery -----------------------------------------------------------------------------
