@@ -78,10 +78,12 @@ def test_a_long_request_id_is_erased_with_a_pack_that_verifies(store: Home, tmp_
     assert pack.is_file(), f"erased without a pack; exit {res.code}: {res.out[-400:]}"
     assert res.code == 0, res
     assert _state(store, rid) == "awaiting attestation"
+    audit_pub = tmp_path / "audit.pub.pem"
+    assert erasure("keys", "audit", "--out", str(audit_pub), "--home", h).code == 0
     out = subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key",
-                          str(store.keys_dir / "engine.pub.pem"), "--no-dpo", "--no-audit-key"],
+                          str(store.keys_dir / "engine.pub.pem"), "--no-dpo", "--audit-key", str(audit_pub)],
                          capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.startswith("OK"), out.stdout + out.stderr
+    assert out.returncode == 0 and out.stdout.strip() == "OK", out.stdout + out.stderr
 
 
 def test_a_run_that_erases_and_cannot_write_its_pack_does_not_exit_0(store: Home, tmp_path: Path) -> None:
