@@ -1,6 +1,10 @@
 """Offline verifier of an erasure proof pack: the Python standard library and `cryptography` only.
 
-    python -m proof.verify proof.tar.gz --engine-key engine.pub.pem --dpo-key dpo.pub.pem [--json]
+    python -m proof.verify proof.tar.gz --engine-key engine.pub.pem --dpo-key dpo.pub.pem \
+        --audit-key audit.pub.pem [--json]
+
+A pack's name is the sha256 of the engine's signed statement (`VerifyResult.pack_name`), never of
+its container bytes.
 
 This file also runs on its own (`python verify.py ...`): it imports nothing else of this project.
 Trusted public keys come from the command line, never from the pack. Every input ends in one line,
@@ -17,10 +21,14 @@ every input they know):
  1 archive        ArchiveError      Read as a stream in steps of 64 KiB, every size checked before
                                     anything is allocated. The pack (at most 17 MiB) is exactly ONE
                                     gzip member: deflate, no optional header field (the writer sets
-                                    none), CRC-32 and length right, no byte after it. It unpacks to at
+                                    none), mtime 0, XFL 0, OS 255, CRC-32 and length right, no byte
+                                    after it. It unpacks to at
                                     most 16 MiB holding exactly ONE POSIX ustar stream: every
                                     header has a valid checksum, the ustar magic, zero-padded octal
-                                    numbers, NUL-padded names, no link name; entries are regular files
+                                    numbers, NUL-padded names, no link name; mode 0644 (files) or 0755
+                                    (directories), uid/gid/mtime 0, no user or group name, no device
+                                    numbers, type '0' or '5', the name split into prefix/name only as
+                                    the writer splits it; entries are regular files
                                     and directories only (no pax or GNU header, link, device, fifo or
                                     sparse file); data padding is zero; the stream ends with two zero
                                     blocks and nothing but zero bytes follows them. At most 256
@@ -38,7 +46,9 @@ every input they know):
                                     the DPO's envelope, so its bytes may not vary), holds only
                                     payloadType, payload and ONE signature (keyid, sig), whose keyid
                                     is the sha256 of the GIVEN key's SubjectPublicKeyInfo DER and
-                                    which verifies over PAE(payloadType, payload) with that key.
+                                    which verifies over PAE(payloadType, payload) with that key;
+                                    payload and sig in canonical base64; an ECDSA sig in DER with
+                                    s <= n/2 (low-s: (r, n - s) would be a second valid encoding).
  3 statement      StatementError    payloadType is application/vnd.in-toto+json; the payload is an
                                     in-toto Statement v1 with our predicateType (erasure proof for
                                     the engine, DPO attestation for the DPO); the predicates are
@@ -52,8 +62,10 @@ every input they know):
  6 distinct-keys  SameKeyError      The engine key and the DPO key differ.
  7 audit-log      AuditLogError     audit-log-redaction.json, format audit-log-redaction/v3 (or v2;
                                     v1, which carried the whole hash-chain segment, is refused and the
-                                    line says so): the checkpoint key (--audit-key pins it, else the
-                                    key the document names, covered by the engine's signature); both
+                                    line says so): the checkpoint key (--audit-key pins it; the command
+                                    line requires it or --no-audit-key, else the key the document
+                                    names, covered by the engine's signature, and the OK line says the
+                                    key was NOT pinned); both
                                     checkpoints' Ed25519 signatures over {"type":
                                     "audit-checkpoint/v2", seq, head_hash, tree_size, root_hash, at}
                                     (canonical JSON), tree_size == seq, before <= after; the
@@ -72,8 +84,9 @@ every input they know):
                                     and unique, names an included entry's field holding exactly
                                     {"commit": 64 hex}; every other included entry is the one
                                     erasure.audit_redaction entry with before.tree_size < seq <=
-                                    after.tree_size (check 8 binds its request id); nothing left in
-                                    the vault. (v2: every entry also carries entry_hash, prev_hash
+                                    after.tree_size (check 8 binds its request id), whose
+                                    fields.redacted equals the number of redacted items; nothing left
+                                    in the vault. (v2: every entry also carries entry_hash, prev_hash
                                     and its own RFC 9162 2.1.3.2 inclusion path, and each redacted
                                     item the commitment.) A home whose targets hold no reference
                                     store writes audit-log-redaction/none/v1 (format, reason,
@@ -104,7 +117,9 @@ verification.json without `exceptions` has none; verified_at is a UTC time. Each
 subprocessor-receipts.jsonl names this request, a processor (once) and a status done|pending|failed;
 a receipt not done means the subprocessors tier is neither erased nor skipped. The audit evidence's
 `erasure.audit_redaction` entry between its before and after checkpoints has fields.request_id this
-request (the store's checkpoint key signs that binding: the entry is in the after checkpoint's tree). The DPO's
+request (the store's checkpoint key signs that binding: the entry is in the after checkpoint's tree).
+The checkpoints were taken during the run: received_at - 5 min <= before.at <= after.at <= verified_at
+(after.at to the second). The DPO's
 statement text is "I have reviewed the evidence in this pack for erasure request <id>, signed by the
 engine key <engine keyid>, and attest that it records the outcome of the request as stated:
 <status>." with the pack's status; attested_at is not before verified_at (to the second) and not

@@ -7,7 +7,6 @@ those of an insider who holds the engine key: only the later checks can catch th
 from __future__ import annotations
 
 import base64
-import gzip
 import io
 import json
 import shutil
