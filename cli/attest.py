@@ -4,7 +4,6 @@ requester's notification once a pack is sealed and all clear."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import smtplib
 from email.message import EmailMessage
@@ -20,27 +19,38 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ConfigError, Conflict, InputError, NotFound, RequestBlocked
 from erasure.files import private_dirs
+from erasure.models import REQUEST_ID_MAX_CHARS
+from erasure.sqlite import transaction
 from erasure.states import RequestState
+from proof.errors import PackRejected
 from proof.evidence import REQUEST_ID
-from proof.keys import load_private_key, public_key_pem
+from proof.keys import keyid, load_private_key, load_public_key, public_key_pem
 from proof.pack import PACK_NAME, summary
 from proof.pack import attest as sign_attestation
 from proof.tarball import write_atomic
-from proof.verify import printable
+from proof.verify import PackError, printable, verify_bytes
 
 VERIFY_MD = r"""# Verifying erasure proof pack @REQUEST_ID@
 
-This directory holds `@PACK@` (sha256 `@SHA@`), the engine's and the DPO's public keys, and this note.
+This directory holds `@PACK@`, the engine's and the DPO's public keys, the store's audit checkpoint
+key (`audit.pub.pem`, when the store keeps an audit log), and this note.
+
+The pack's name is `sha256:@NAME_DIGEST@`: the sha256 of the statement the engine signed (the payload
+of `signatures/engine.intoto.json`). The requester's notification quotes it. It names what is signed,
+not the tar.gz's bytes, which no signature covers; the verifier refuses any tar or gzip header field
+and any member mode the writer does not write, and any high-s ECDSA signature.
 
 1. Confirm the key fingerprints with the controller through a channel other than this export:
-   engine keyid `@ENGINE_KEYID@`, DPO keyid `@DPO_KEYID@` (sha256 of each public key's DER). Do not
-   trust the keys in this directory until you have.
+   engine keyid `@ENGINE_KEYID@`, DPO keyid `@DPO_KEYID@`, audit checkpoint keyid `@AUDIT_KEYID@`
+   (sha256 of each public key's DER). Do not trust the keys in this directory until you have.
 2. With our small verifier (needs only Python and `cryptography`; it runs every check below and the
    two that have no shell equivalent: the audit-log evidence, whose RFC 6962 Merkle inclusion (one
    multiproof for all its entries) and consistency proofs and Ed25519 checkpoints only the verifier
    checks, and the consistency of the claims):
 
-       python -m proof.verify @PACK@ --engine-key engine.pub.pem --dpo-key dpo.pub.pem
+       python -m proof.verify @PACK@ --engine-key engine.pub.pem --dpo-key dpo.pub.pem @AUDIT_ARG@
+
+   (`--json` also prints the pack's name, `pack_name`.)
 
 3. Without our software (GNU tar, sha256sum, openssl, jq): run the recipe below in this directory
    (`bash recipe.sh` after copying the block into it). It stops at the first failed step; each step
@@ -49,6 +59,7 @@ This directory holds `@PACK@` (sha256 `@SHA@`), the engine's and the DPO's publi
 ```sh
 set -euo pipefail
 PACK=$PWD/@PACK@ ENGINE_PUB=$PWD/engine.pub.pem DPO_PUB=$PWD/dpo.pub.pem REQUEST_ID=@REQUEST_ID@
+NAME=@NAME_DIGEST@ AUDIT_PUB=$PWD/audit.pub.pem
 fail() { echo "FAILED: $*" >&2; exit 1; }
 kid() { openssl pkey -pubin -in "$1" -outform DER | sha256sum | cut -d' ' -f1; }
 
@@ -61,13 +72,14 @@ echo "engine keyid $ENGINE_KID"; echo "DPO keyid    $DPO_KID"
 #    under one folder named after the request; no absolute path, no '..'.
 LIST=$(tar -tvzf "$PACK" 2>&1) || fail "tar cannot read the pack: $LIST"
 grep -v '^[-d]' <<<"$LIST" >/dev/null && fail "an entry is not a regular file or directory: $LIST"
+grep -Ev '^(-rw-r--r--|drwxr-xr-x) 0/0 ' <<<"$LIST" >/dev/null && fail "a mode or owner the writer never writes: $LIST"
 NAMES=$(tar -tzf "$PACK")
 grep -Ev "^$REQUEST_ID(/|$)" <<<"$NAMES" >/dev/null && fail "an entry lies outside the folder $REQUEST_ID"
 grep -E '(^/|(^|/)\.\.(/|$))' <<<"$NAMES" >/dev/null && fail "an absolute path or '..' in the pack"
 
 # 3. Extract into a fresh folder; SHA256SUMS covers the evidence, the certificate and manifest.json.
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-tar -xzf "$PACK" -C "$W" 2>"$W/tar.err" || fail "tar: $(cat "$W/tar.err")"
+tar --no-same-owner --no-same-permissions -xzf "$PACK" -C "$W" 2>"$W/tar.err" || fail "tar: $(cat "$W/tar.err")"
 [ ! -s "$W/tar.err" ] || fail "tar warned: $(cat "$W/tar.err")"
 cd "$W/$REQUEST_ID"
 sha256sum --strict --quiet -c SHA256SUMS || fail "a file does not match SHA256SUMS"
@@ -105,6 +117,11 @@ check_envelope signatures/engine.intoto.json "$ENGINE_PUB" "$ENGINE_KID" \
 check_envelope signatures/dpo.intoto.json "$DPO_PUB" "$DPO_KID" \
   https://erasure-cascade.dev/dpo-attestation/v1 signatures/engine.intoto.json
 E=$W/engine.intoto.json.payload D=$W/dpo.intoto.json.payload
+[ "$(sha256sum < "$E" | cut -d' ' -f1)" = "$NAME" ] || fail "the engine's statement is not the pack named $NAME"
+if [ -f "$AUDIT_PUB" ]; then  # the checkpoints are signed by the store's key you confirmed
+  [ "$(jq -r .checkpoint_key.key_id audit-log-redaction.json)" = "$(kid "$AUDIT_PUB")" ] \
+    || fail "the audit checkpoints name another key than audit.pub.pem"
+fi
 [ "$(jq -r .predicate.engine_keyid "$E")" = "$ENGINE_KID" ] || fail "the engine statement names another key"
 [ "$(jq -r .predicate.dpo_keyid "$D")" = "$DPO_KID" ] || fail "the DPO statement names another DPO key"
 [ "$(jq -r .predicate.engine_keyid "$D")" = "$ENGINE_KID" ] || fail "the DPO statement names another engine key"
@@ -140,62 +157,96 @@ def _pack_path(h: Home, request_id: str) -> Path:
     return p
 
 
-def notify_requester(h: Home, request_id: str, pack_sha256: str, verified_at: str) -> Path | None:
-    """Tell the requester the erasure is done: an outbox file by default (0600, the message itself must
-    reach them, so it names them), SMTP when ERASURE_SMTP_HOST is set. Only for sealed, all-clear packs."""
+def _message(h: Home, request_id: str, pack_ref: str, verified_at: str) -> EmailMessage:
     engine = open_engine(h.engine_db)
     try:
         subject = requests.load_envelope(engine, request_id).subject
-        msg = EmailMessage()
-        msg["Subject"] = f"Your erasure request {request_id} is complete"
-        msg["From"] = os.environ.get("ERASURE_NOTIFY_FROM", "privacy@localhost")
-        msg["To"] = subject.email or f"<requester of {request_id}>"
-        msg.set_content(f"Your erasure request {request_id} was carried out and independently verified at "
-                        f"{verified_at}. Proof pack reference: sha256:{pack_sha256}.\n")
-        out: Path | None = None
-        host = os.environ.get("ERASURE_SMTP_HOST")
-        if host:
-            with smtplib.SMTP(host, int(os.environ.get("ERASURE_SMTP_PORT", "25")), timeout=30) as smtp:
-                smtp.send_message(msg)
-        else:
-            # The message names the requester: written 0600, never through a symlink. The outbox
-            # folder itself must not be a symlink; the file is written under a temporary name
-            # (O_EXCL | O_NOFOLLOW) and renamed over `<id>.eml`, which replaces a symlink there
-            # instead of following it.
-            private_dirs(h.outbox_dir)
-            if h.outbox_dir.is_symlink() or not h.outbox_dir.is_dir():
-                raise ConfigError(f"the outbox {h.outbox_dir} is a symlink or not a folder: refused")
-            dir_fd = os.open(h.outbox_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                name, tmp = f"{request_id}.eml", f".{request_id}.eml.{os.getpid()}.tmp"
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                             dir_fd=dir_fd)
-                try:
-                    os.fchmod(fd, 0o600)
-                    with os.fdopen(fd, "wb") as fh:
-                        fh.write(bytes(msg))
-                        fh.flush()
-                        os.fsync(fh.fileno())
-                    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(tmp, dir_fd=dir_fd)
-                    raise
-            finally:
-                os.close(dir_fd)
-            out = h.outbox_dir / name
-        requests.set_state(engine, request_id, RequestState.notified)
-        requests.log_event(engine, request_id, "requester.notified",
-                           {"channel": "smtp" if host else "outbox", "pack_sha256": pack_sha256})
-        return out
     finally:
         engine.close()
+    msg = EmailMessage()
+    msg["Subject"] = f"Your erasure request {request_id} is complete"
+    msg["From"] = os.environ.get("ERASURE_NOTIFY_FROM", "privacy@localhost")
+    msg["To"] = subject.email or f"<requester of {request_id}>"
+    msg.set_content(f"Your erasure request {request_id} was carried out and independently verified at "
+                    f"{verified_at}. Proof pack reference: sha256:{pack_ref}.\n")
+    return msg
+
+
+def _outbox_fd(h: Home) -> int:
+    """The outbox folder, opened (never through a symlink); `ConfigError` when it cannot take mail."""
+    private_dirs(h.outbox_dir)
+    if h.outbox_dir.is_symlink() or not h.outbox_dir.is_dir():
+        raise ConfigError(f"the outbox {h.outbox_dir} is a symlink or not a folder: refused")
+    try:
+        return os.open(h.outbox_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"the outbox {h.outbox_dir} cannot be opened: {exc.strerror}") from exc
+
+
+def _outbox_ready(h: Home) -> None:
+    """Refuse an unusable outbox before anything is signed (SMTP: checked when sending)."""
+    if not os.environ.get("ERASURE_SMTP_HOST"):
+        os.close(_outbox_fd(h))
+
+
+def _deliver(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path | None:
+    """Send (SMTP) or queue (outbox file) the requester's notification; records nothing."""
+    msg = _message(h, request_id, pack_ref, verified_at)
+    host = os.environ.get("ERASURE_SMTP_HOST")
+    if host:
+        with smtplib.SMTP(host, int(os.environ.get("ERASURE_SMTP_PORT", "25")), timeout=30) as smtp:
+            smtp.send_message(msg)
+        return None
+    # The message names the requester: written 0600, never through a symlink. The outbox folder
+    # itself must not be a symlink; the file is written under a temporary name (O_EXCL | O_NOFOLLOW)
+    # and renamed over `<id>.eml`, which replaces a symlink there instead of following it.
+    dir_fd = _outbox_fd(h)
+    try:
+        name, tmp = f"{request_id}.eml", f".{request_id}.eml.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=dir_fd)
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(bytes(msg))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+    finally:
+        os.close(dir_fd)
+    return h.outbox_dir / name
+
+
+def _record_notified(engine: Any, request_id: str, pack_ref: str) -> None:
+    requests.set_state(engine, request_id, RequestState.notified)
+    requests.log_event(engine, request_id, "requester.notified",
+                       {"channel": "smtp" if os.environ.get("ERASURE_SMTP_HOST") else "outbox", "pack": pack_ref})
+
+
+def notify_requester(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path | None:
+    """Tell the requester the erasure is done: an outbox file by default (0600, the message itself must
+    reach them, so it names them), SMTP when ERASURE_SMTP_HOST is set; then record the request as
+    notified. `pack_ref` is the pack's name (the digest of its signed statement)."""
+    out = _deliver(h, request_id, pack_ref, verified_at)
+    engine = open_engine(h.engine_db)
+    try:
+        _record_notified(engine, request_id, pack_ref)
+    finally:
+        engine.close()
+    return out
 
 
 def seal(h: Home, request_id: str, dpo_key: Path, *, passphrase: str | None = None) -> dict[str, Any]:
     """The DPO's signature over a request awaiting attestation: attest the pack (refusing the engine's
-    key), record the request as sealed, and notify the requester when the pack is all clear. Returns
-    the sealed pack's summary, plus the outbox file when one was written."""
+    key), then, for an all-clear pack, send or queue the requester's notification, and only then record
+    the request as sealed (and notified) in one transaction. An outbox that cannot take the message is
+    refused before anything is signed; if delivery fails later, the request stays awaiting attestation
+    and the same command, run again, completes it (a pack this DPO key already attested is not signed
+    again). Returns the sealed pack's summary, plus the outbox file when one was written."""
     engine = open_engine(h.engine_db)
     try:
         row = requests.get(engine, request_id)
@@ -205,20 +256,36 @@ def seal(h: Home, request_id: str, dpo_key: Path, *, passphrase: str | None = No
         raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
     pack = _pack_path(h, request_id)
     engine_pub = _engine_pub(h)
-    sign_attestation(pack, dpo_key, engine_pub=engine_pub, passphrase=passphrase)
     dpo_pub = public_key_pem(load_private_key(dpo_key, passphrase).public_key())
+    before = summary(pack, engine_pub=engine_pub)
+    if before["all_clear"]:
+        _outbox_ready(h)
+    mine = before["dpo_attestation"] == "not checked" and _attested_by(pack, engine_pub, dpo_pub)
+    if not mine:
+        sign_attestation(pack, dpo_key, engine_pub=engine_pub, passphrase=passphrase)
     sealed = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)
-    engine = open_engine(h.engine_db)
-    try:
-        requests.set_state(engine, request_id, RequestState.sealed)
-        requests.log_event(engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"],
-                                                                 "pack_sha256": sealed["pack_sha256"]})
-    finally:
-        engine.close()
     outbox = None
     if sealed["all_clear"]:
-        outbox = notify_requester(h, request_id, sealed["pack_sha256"], sealed["verified_at"])
+        outbox = _deliver(h, request_id, sealed["pack_name"], sealed["verified_at"])
+    engine = open_engine(h.engine_db)
+    try:
+        with transaction(engine):
+            requests.set_state(engine, request_id, RequestState.sealed)
+            requests.log_event(engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"],
+                                                                     "pack": sealed["pack_name"]})
+            if sealed["all_clear"]:
+                _record_notified(engine, request_id, sealed["pack_name"])
+    finally:
+        engine.close()
     return {**sealed, "pack": str(pack), "outbox": str(outbox) if outbox else None}
+
+
+def _attested_by(pack: Path, engine_pub: Path, dpo_pub: bytes) -> bool:
+    """Whether the pack's DPO attestation verifies under `dpo_pub` (a rerun after a failed delivery)."""
+    try:
+        return bool(summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)["attested"])
+    except PackRejected:
+        return False
 
 
 def _engine_pub(h: Home) -> Path:
@@ -251,12 +318,22 @@ def attest(
     sealed = seal(h, request_id, dpo_key, passphrase=os.environ.get(passphrase_env) if passphrase_env else None)
     if json_out:
         print_json({"request_id": request_id, "sealed": True, "pack": sealed["pack"],
-                    "pack_sha256": sealed["pack_sha256"], "notified": sealed["all_clear"],
+                    "pack_name": sealed["pack_name"], "notified": sealed["all_clear"],
                     "outbox": sealed["outbox"]})
     else:
-        console.print(printable(f"sealed: {sealed['pack']} (sha256 {sealed['pack_sha256'][:16]}...)"
+        console.print(printable(f"sealed: {sealed['pack']} (name sha256:{sealed['pack_name']})"
                       + ("; requester notified" if sealed["all_clear"] else "; not all clear: requester NOT notified")),
                       markup=False, highlight=False)
+
+
+def _audit_pub(h: Home) -> bytes | None:
+    """The store's audit checkpoint public key, or None when the home keeps no audit log of its own."""
+    from erasure.targets import home_targets
+    from memory.audit import checkpoint_public_pem
+
+    if home_targets(h.root, h.store_dir).reference() is None:
+        return None
+    return checkpoint_public_pem(h.store_dir)
 
 
 def _refuse_unsafe_target(to: Path, force: bool) -> None:
@@ -285,8 +362,8 @@ def export(
     The pack must verify with the engine's key AND the DPO's trusted key before anything is written.
     Files go only into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`."""
     if not REQUEST_ID.fullmatch(request_id):
-        raise InputError(f"{printable(request_id)!r} is not a request id (1-64 of A-Z a-z 0-9 . _ -, starting with a"
-                         " letter or digit)")
+        raise InputError(f"{printable(request_id)!r} is not a request id (1-{REQUEST_ID_MAX_CHARS} of"
+                         " A-Z a-z 0-9 . _ -, starting with a letter or digit)")
     _refuse_unsafe_target(to, force)
     h = home_of(home)
     pack = _pack_path(h, request_id)
@@ -299,17 +376,24 @@ def export(
     s = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)
     if not s["attested"]:
         raise RequestBlocked(f"the pack of {request_id} is not sealed yet: the DPO must attest it first")
-    if hashlib.sha256(data).hexdigest() != s["pack_sha256"]:
+    if pack.read_bytes() != data:
         raise Conflict(f"the pack of {request_id} changed while it was being checked: export again")
+    audit_pub = _audit_pub(h)
+    try:
+        verify_bytes(data, engine_pub, dpo_pub, audit_pub_pem=audit_pub)
+    except PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
     name = f"{request_id}-{PACK_NAME}"
-    note = verify_md(request_id=request_id, pack=name, sha=s["pack_sha256"], engine_keyid=s["engine_keyid"],
+    note = verify_md(request_id=request_id, pack=name, name_digest=s["pack_name"], engine_keyid=s["engine_keyid"],
+                     audit_keyid=keyid(load_public_key(audit_pub)) if audit_pub else "(none: no audit log)",
+                     audit_arg="--audit-key audit.pub.pem" if audit_pub else "--no-audit-key",
                      dpo_keyid=str(s["dpo_keyid"]), status=s["status"], all_clear=str(s["all_clear"]).lower(),
                      verified_at=printable(str(s["verified_at"])), attested_at=printable(str(s["attested_at"])))
     _refuse_unsafe_target(to, force)
     to.mkdir(parents=True, exist_ok=True)
     # One rename each (write_atomic): a symbolic link in the way is replaced, never followed.
     for fname, body in ((name, data), ("engine.pub.pem", engine_pub), ("dpo.pub.pem", dpo_pub),
-                        ("VERIFY.md", note.encode("utf-8"))):
+                        *((("audit.pub.pem", audit_pub),) if audit_pub else ()), ("VERIFY.md", note.encode("utf-8"))):
         write_atomic(to / fname, body, 0o644)
     written = sorted(p.name for p in to.iterdir())
     if json_out:

@@ -15,8 +15,10 @@ import typer
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.errors import ConfigError
 from proof.keys import algorithm_of, generate_keypair, keyid, load_private_key, load_public_key
+from proof.tarball import write_atomic
 
-app = typer.Typer(help="Create signing keys (engine, DPO) and show key fingerprints.", no_args_is_help=True)
+app = typer.Typer(help="Create signing keys (engine, DPO), show key fingerprints and the audit key.",
+                  no_args_is_help=True)
 
 
 class Role(StrEnum):
@@ -93,3 +95,25 @@ def fingerprint(
         print_json({"keyid": keyid(loaded), "algorithm": algorithm_of(loaded)})
         return
     console.print(keyid(loaded), markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("audit")
+def audit_key(
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the public key (PEM) to this file.",
+                                             show_default=False)] = None,
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Print the store's audit checkpoint public key (PEM) and its key id: the key a regulator pins with
+    `python -m proof.verify --audit-key` (`erasure export` ships it as audit.pub.pem)."""
+    from memory.audit import checkpoint_public_pem
+
+    pem = checkpoint_public_pem(home_of(home).store_dir)
+    kid = keyid(load_public_key(pem))
+    if out is not None:
+        write_atomic(out, pem, 0o644)
+    if json_out:
+        print_json({"keyid": kid, "algorithm": "ed25519", "public_key_pem": pem.decode("ascii")})
+        return
+    console.print(f"audit checkpoint key {kid}", markup=False, highlight=False, soft_wrap=True)
+    console.print(pem.decode("ascii").rstrip("\n"), markup=False, highlight=False, soft_wrap=True)

@@ -43,7 +43,7 @@ _LAZY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
               "inspect it."),
     "request": ("cli.request", "app", ("cli.run",), "Submit erasure requests, show them, and pause, resume or "
                 "extend their clocks."),
-    "keys": ("cli.keys", "app", (), "Create signing keys (engine, DPO) and show key fingerprints."),
+    "keys": ("cli.keys", "app", (), "Create signing keys (engine, DPO), show key fingerprints and the audit key."),
     "pack": ("cli.pack", "app", (), "Build, show, attest and verify signed proof packs."),
     "hold": ("cli.hold", "app", (), "Litigation holds: while one is active on a subject, nothing of them is "
              "erased."),

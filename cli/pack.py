@@ -97,9 +97,9 @@ def build(
     s = summary(pack)
     if json_out:
         print_json({"pack": str(pack), "request_id": s["request_id"], "status": s["status"],
-                    "all_clear": s["all_clear"], "engine_keyid": s["engine_keyid"], "sha256": s["pack_sha256"]})
+                    "all_clear": s["all_clear"], "engine_keyid": s["engine_keyid"], "name": s["pack_name"]})
         return
-    console.print(verifier.printable(f"wrote {pack}  status {s['status']}  sha256 {s['pack_sha256']}"),
+    console.print(verifier.printable(f"wrote {pack}  status {s['status']}  name sha256:{s['pack_name']}"),
                   markup=False, highlight=False, soft_wrap=True)
 
 
@@ -149,7 +149,7 @@ def attest_cmd(
                     dpo_pub=public_key_pem(load_private_key(key, passphrase).public_key()))
     if json_out:
         print_json({"pack": str(path), "request_id": after["request_id"], "dpo_keyid": after["dpo_keyid"],
-                    "attested_at": after["attested_at"], "sha256": after["pack_sha256"]})
+                    "attested_at": after["attested_at"], "name": after["pack_name"]})
         return
     console.print(verifier.printable(f"attested {path}  dpo key {after['dpo_keyid']}"), markup=False,
                   highlight=False, soft_wrap=True)
@@ -163,12 +163,17 @@ def verify_cmd(
                                                  "required unless --no-dpo.", show_default=False)] = None,
     no_dpo: Annotated[bool, typer.Option("--no-dpo", help="Accept a pack not yet attested by the DPO.")] = False,
     audit_key: Annotated[Path | None, typer.Option("--audit-key", help="Pin the store's audit checkpoint "
-                                                   "public key (PEM).", show_default=False)] = None,
+                                                   "public key (PEM; `erasure keys audit` prints it); required "
+                                                   "unless --no-audit-key.", show_default=False)] = None,
+    no_audit_key: Annotated[bool, typer.Option("--no-audit-key", help="Accept the audit key the pack names "
+                                               "(pins nothing; the OK line says so).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Verify a pack offline with trusted keys: prints OK, or FAIL: <check>: <why> and exits 1."""
     if dpo_key is None and not no_dpo:
         raise typer.BadParameter("--dpo-key is required (or --no-dpo for a pack awaiting attestation)")
+    if audit_key is None and not no_audit_key:
+        raise typer.BadParameter("--audit-key is required (or --no-audit-key, which pins nothing)")
     try:
         result = verifier.verify_pack(_pack_file(pack), _read_key(engine_key, "engine"),
                                       _read_key(dpo_key, "DPO") if dpo_key else None, require_dpo=not no_dpo,

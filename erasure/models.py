@@ -34,7 +34,10 @@ from erasure.subject import Subject
 from erasure.tiers import CASCADE_ORDER, Tier
 from erasure.untrusted import check_json_depth, read_capped
 
-SAFE_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+REQUEST_ID_MAX_CHARS = 128
+"""The one limit on request (and tenant) ids: submit, the pack writer, `export` and the offline verifier
+(which keeps its own copy of the pattern, checked equal by the tests) all use it."""
+SAFE_TOKEN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{REQUEST_ID_MAX_CHARS - 1}}}")
 """Request and tenant ids: they become file names and Prefect parameters (use `fullmatch`)."""
 
 CLOCK_SKEW = timedelta(minutes=5)
@@ -45,7 +48,8 @@ MIN_RECEIVED_AT = datetime(2000, 1, 1, tzinfo=UTC)
 of year 1 or 9999 would overflow the calendar)."""
 
 MAX_ENVELOPE_BYTES = 1_000_000
-_TOKEN_RULE = "must be 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+_TOKEN_RULE = (f"must be 1-{REQUEST_ID_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with a letter"
+               " or digit")
 _MIN_TOKEN = 3  # name tokens and email local parts shorter than this would refuse most texts
 REQUEST_ID_FIELD = "request_id"
 

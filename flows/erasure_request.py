@@ -175,6 +175,11 @@ def _erase_verify_prove(request_id: str) -> State:
     all_clear = bool(isinstance(v, dict) and v.get("all_clear"))
     exceptions = any(r.get("status") == "exception" for r in records)
     pack = proof_task(request_id)
+    if all_clear and not pack.get("pack"):
+        # It erased, and there is no signed pack to show for it: never "awaiting attestation", never exit 0.
+        why = f"erased and verified, but the proof pack was not written: {pack.get('error')}; rerun the request"
+        _set_state(request_id, RequestState.exception, why)
+        return Failed(name="NoPack", message=why)
     if not all_clear:
         why = v_state.message or "verification did not end all clear"
         _set_state(request_id, RequestState.exception, why)

@@ -290,7 +290,11 @@ def _window(request_ids: list[str]) -> dict[str, dict[str, Any]]:
         for rid in active:
             v = verified[rid]
             pack = packs.get(rid, {})
-            if v.get("all_clear"):
+            if v.get("all_clear") and not pack.get("pack"):
+                why = f"erased and verified, but the proof pack was not written: {pack.get('error')}"
+                states[rid] = (RequestState.exception, why)
+                report[rid] = {"outcome": "no_pack", "detail": why, "pack": None}
+            elif v.get("all_clear"):
                 detail = "erased with exceptions: see the pack" if rid in exceptions else None
                 states[rid] = (RequestState.awaiting_attestation, detail)
                 report[rid] = {"outcome": "all_clear", "detail": detail, "pack": pack.get("pack")}

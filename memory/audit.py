@@ -43,7 +43,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from erasure.errors import ConfigError, StoreError
+from erasure.errors import ConfigError, NotFound, StoreError
 from erasure.sqlite import transaction
 from memory import audit_tree
 
@@ -240,6 +240,16 @@ def checkpoint_key(store_dir: Path) -> Ed25519PrivateKey:
     if not isinstance(loaded, Ed25519PrivateKey):
         raise ConfigError(f"{path} is not an Ed25519 key")
     return loaded
+
+
+def checkpoint_public_pem(store_dir: Path) -> bytes:
+    """The store's checkpoint public key (SubjectPublicKeyInfo PEM): what a regulator pins with
+    `--audit-key`. `NotFound` when the store has no key yet (never creates one)."""
+    if not _key_path(store_dir).exists():
+        raise NotFound(f"the store at {store_dir} has no audit checkpoint key yet (it is made with the first"
+                       " checkpoint)")
+    return checkpoint_key(store_dir).public_key().public_bytes(serialization.Encoding.PEM,
+                                                               serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def public_key_der(public_key: Ed25519PublicKey) -> bytes:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from erasure.models import REQUEST_ID_MAX_CHARS, SAFE_TOKEN
 from proof.errors import EvidenceInvalid, IdentifierInPack
 from proof.status import TIERS, step_order
 
@@ -25,8 +26,9 @@ EVIDENCE_ROLES: dict[str, str] = {
 RECEIPT_STATUSES = ("done", "pending", "failed")
 """What a subprocessor's receipt may say (`erasure.requests.RECEIPT_STATUSES`; the verifier checks them)."""
 
-REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-"""A request id usable as a directory name inside a USTAR archive."""
+REQUEST_ID = SAFE_TOKEN
+"""A request id (`erasure.models.SAFE_TOKEN`, the one rule `request submit` applies): a directory name
+inside a USTAR archive (its 155-byte prefix field holds the top directory and `signatures`)."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def _check_records(request: dict[str, Any], steps: list[dict[str, Any]], verific
                    receipts: list[dict[str, Any]]) -> None:
     rid = request.get("request_id")
     if not isinstance(rid, str) or not REQUEST_ID.fullmatch(rid):
-        raise EvidenceInvalid("request.json has no valid request_id (1-64 of A-Z a-z 0-9 . _ -)")
+        raise EvidenceInvalid(f"request.json has no valid request_id (1-{REQUEST_ID_MAX_CHARS} of A-Z a-z 0-9 . _ -)")
     for field in ("legal_basis", "received_at"):
         if not isinstance(request.get(field), str):
             raise EvidenceInvalid(f"request.json has no {field}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from erasure.errors import ConfigError, Conflict, InputError
 from proof.tarball import write_atomic
@@ -145,8 +146,13 @@ def algorithm_of(key: PublicKey | PrivateKey) -> str:
     return "ed25519" if isinstance(key, Ed25519PrivateKey | Ed25519PublicKey) else "ecdsa-p256"
 
 
+P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
 def sign(key: PrivateKey, data: bytes) -> bytes:
-    """Sign `data`: ECDSA-SHA256 (deterministic, DER-encoded) or Ed25519 (64 raw bytes)."""
+    """Sign `data`: ECDSA-SHA256 (deterministic, DER-encoded, low-s: s <= n/2, as the verifier
+    requires, so (r, n - s) is not a second valid encoding) or Ed25519 (64 raw bytes)."""
     if isinstance(key, Ed25519PrivateKey):
         return key.sign(data)
-    return key.sign(data, ec.ECDSA(hashes.SHA256(), deterministic_signing=True))
+    r, s = decode_dss_signature(key.sign(data, ec.ECDSA(hashes.SHA256(), deterministic_signing=True)))
+    return encode_dss_signature(r, P256_ORDER - s if s > P256_ORDER // 2 else s)

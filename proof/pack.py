@@ -318,5 +318,5 @@ def summary(pack_path: Path, *, engine_pub: bytes | Path | None = None,
         "dpo_keyid": result.dpo_keyid,
         "attested_at": result.attested_at,
         "signatures_verified": result.signatures_verified,
-        "pack_sha256": hashlib.sha256(data).hexdigest(),
+        "pack_name": result.pack_name,
     }

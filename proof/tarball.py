@@ -1,8 +1,9 @@
 """Reproducible `proof.tar.gz`: same files in, same bytes out.
 
-Entries sorted by path under one top directory; mtime fixed ($SOURCE_DATE_EPOCH, else 0); uid/gid 0,
-empty user/group names; mode 0644 files, 0755 dirs; USTAR headers; gzip header with mtime 0 and no
-file name; compression level 6 (bytes are identical for the same zlib).
+Entries sorted by path under one top directory; mtime 0; uid/gid 0, empty user/group names; mode 0644
+files, 0755 dirs; USTAR headers; gzip header with mtime 0, no file name, XFL 0 and OS 255; compression
+level 6 (bytes are identical for the same zlib). The verifier refuses any other value of these fields;
+a pack is named by its signed statement's digest, never by these bytes.
 """
 
 from __future__ import annotations
@@ -17,12 +18,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 
-def source_date_epoch() -> int:
-    """The fixed mtime of every entry: `$SOURCE_DATE_EPOCH` when set to an integer, else 0."""
-    raw = os.environ.get("SOURCE_DATE_EPOCH", "")
-    return int(raw) if raw.isdigit() else 0
-
-
 def _info(name: str, mtime: int, *, size: int = 0, directory: bool = False) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type = tarfile.DIRTYPE if directory else tarfile.REGTYPE
@@ -34,9 +29,9 @@ def _info(name: str, mtime: int, *, size: int = 0, directory: bool = False) -> t
     return info
 
 
-def tar_gz_bytes(top: str, files: Mapping[str, bytes], *, mtime: int | None = None) -> bytes:
+def tar_gz_bytes(top: str, files: Mapping[str, bytes]) -> bytes:
     """The gzipped tar of `files` (relative path -> bytes) under `top/`, with its directories."""
-    when = source_date_epoch() if mtime is None else mtime
+    when = 0
     dirs = {top}
     for rel in files:
         parts = rel.split("/")[:-1]

@@ -1,6 +1,10 @@
 """Offline verifier of an erasure proof pack: the Python standard library and `cryptography` only.
 
-    python -m proof.verify proof.tar.gz --engine-key engine.pub.pem --dpo-key dpo.pub.pem [--json]
+    python -m proof.verify proof.tar.gz --engine-key engine.pub.pem --dpo-key dpo.pub.pem \
+        --audit-key audit.pub.pem [--json]
+
+A pack's name is the sha256 of the engine's signed statement (`VerifyResult.pack_name`), never of
+its container bytes.
 
 This file also runs on its own (`python verify.py ...`): it imports nothing else of this project.
 Trusted public keys come from the command line, never from the pack. Every input ends in one line,
@@ -17,10 +21,14 @@ every input they know):
  1 archive        ArchiveError      Read as a stream in steps of 64 KiB, every size checked before
                                     anything is allocated. The pack (at most 17 MiB) is exactly ONE
                                     gzip member: deflate, no optional header field (the writer sets
-                                    none), CRC-32 and length right, no byte after it. It unpacks to at
+                                    none), mtime 0, XFL 0, OS 255, CRC-32 and length right, no byte
+                                    after it. It unpacks to at
                                     most 16 MiB holding exactly ONE POSIX ustar stream: every
                                     header has a valid checksum, the ustar magic, zero-padded octal
-                                    numbers, NUL-padded names, no link name; entries are regular files
+                                    numbers, NUL-padded names, no link name; mode 0644 (files) or 0755
+                                    (directories), uid/gid/mtime 0, no user or group name, no device
+                                    numbers, type '0' or '5', the name split into prefix/name only as
+                                    the writer splits it; entries are regular files
                                     and directories only (no pax or GNU header, link, device, fifo or
                                     sparse file); data padding is zero; the stream ends with two zero
                                     blocks and nothing but zero bytes follows them. At most 256
@@ -38,7 +46,9 @@ every input they know):
                                     the DPO's envelope, so its bytes may not vary), holds only
                                     payloadType, payload and ONE signature (keyid, sig), whose keyid
                                     is the sha256 of the GIVEN key's SubjectPublicKeyInfo DER and
-                                    which verifies over PAE(payloadType, payload) with that key.
+                                    which verifies over PAE(payloadType, payload) with that key;
+                                    payload and sig in canonical base64; an ECDSA sig in DER with
+                                    s <= n/2 (low-s: (r, n - s) would be a second valid encoding).
  3 statement      StatementError    payloadType is application/vnd.in-toto+json; the payload is an
                                     in-toto Statement v1 with our predicateType (erasure proof for
                                     the engine, DPO attestation for the DPO); the predicates are
@@ -52,8 +62,10 @@ every input they know):
  6 distinct-keys  SameKeyError      The engine key and the DPO key differ.
  7 audit-log      AuditLogError     audit-log-redaction.json, format audit-log-redaction/v3 (or v2;
                                     v1, which carried the whole hash-chain segment, is refused and the
-                                    line says so): the checkpoint key (--audit-key pins it, else the
-                                    key the document names, covered by the engine's signature); both
+                                    line says so): the checkpoint key (--audit-key pins it; the command
+                                    line requires it or --no-audit-key, else the key the document
+                                    names, covered by the engine's signature, and the OK line says the
+                                    key was NOT pinned); both
                                     checkpoints' Ed25519 signatures over {"type":
                                     "audit-checkpoint/v2", seq, head_hash, tree_size, root_hash, at}
                                     (canonical JSON), tree_size == seq, before <= after; the
@@ -72,8 +84,9 @@ every input they know):
                                     and unique, names an included entry's field holding exactly
                                     {"commit": 64 hex}; every other included entry is the one
                                     erasure.audit_redaction entry with before.tree_size < seq <=
-                                    after.tree_size (check 8 binds its request id); nothing left in
-                                    the vault. (v2: every entry also carries entry_hash, prev_hash
+                                    after.tree_size (check 8 binds its request id), whose
+                                    fields.redacted equals the number of redacted items; nothing left
+                                    in the vault. (v2: every entry also carries entry_hash, prev_hash
                                     and its own RFC 9162 2.1.3.2 inclusion path, and each redacted
                                     item the commitment.) A home whose targets hold no reference
                                     store writes audit-log-redaction/none/v1 (format, reason,
@@ -104,7 +117,9 @@ verification.json without `exceptions` has none; verified_at is a UTC time. Each
 subprocessor-receipts.jsonl names this request, a processor (once) and a status done|pending|failed;
 a receipt not done means the subprocessors tier is neither erased nor skipped. The audit evidence's
 `erasure.audit_redaction` entry between its before and after checkpoints has fields.request_id this
-request (the store's checkpoint key signs that binding: the entry is in the after checkpoint's tree). The DPO's
+request (the store's checkpoint key signs that binding: the entry is in the after checkpoint's tree).
+The checkpoints were taken during the run: received_at - 5 min <= before.at <= after.at <= verified_at
+(after.at to the second). The DPO's
 statement text is "I have reviewed the evidence in this pack for erasure request <id>, signed by the
 engine key <engine keyid>, and attest that it records the outcome of the request as stated:
 <status>." with the pack's status; attested_at is not before verified_at (to the second) and not
@@ -137,6 +152,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -184,11 +200,18 @@ MAX_AUDIT_SEQ = 2**63 - 1
 """No audit log has more entries than a (signed 64-bit) SQLite integer counts."""
 CLOCK_SKEW = timedelta(days=1)
 
+WRITER_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+"""The only gzip header the writer writes: deflate, no flag, mtime 0, XFL 0, OS 255 (unknown)."""
+WRITER_MODES = {"file": 0o644, "dir": 0o755}
+"""The only member modes the writer writes (no setuid, setgid, sticky or group/other write bit)."""
+P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
 BLOCK = 512
 _CHUNK = 64 * 1024
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _SUMS_LINE = re.compile(r"([0-9a-f]{64})  ([^\n]+)")
-_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""erasure.models.SAFE_TOKEN, copied (this file imports nothing of the project; a test keeps them equal)."""
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _UTC_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
 _LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
@@ -297,6 +320,11 @@ class VerifyResult:
     signatures_verified: bool = True
     dpo_attestation: str = "absent"
     attested_at: str | None = None
+    pack_name: str = ""
+    audit_key_pinned: bool = False
+    """The pack's name: sha256 hex of the engine's signed statement (the payload of
+    signatures/engine.intoto.json). It names what is signed, so it never changes with the container
+    (compression, tar or gzip headers, the DPO's attestation); the requester's email quotes it."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -306,10 +334,13 @@ class VerifyResult:
 
     def line(self) -> str:
         """The one line `main` prints for a pack that verified."""
+        notes = []
         if self.dpo_attestation == "not checked":
-            return ("OK (engine signature and contents; the DPO attestation in the pack was NOT checked:"
-                    " give --dpo-key to check it)")
-        return "OK"
+            notes.append("engine signature and contents; the DPO attestation in the pack was NOT checked:"
+                         " give --dpo-key to check it")
+        if not self.audit_key_pinned:
+            notes.append("the audit checkpoint key was NOT pinned: give --audit-key to check it")
+        return "OK" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 # --- small helpers -------------------------------------------------------------------------------
@@ -459,6 +490,11 @@ class _Gunzip:
         if head[3] != 0:
             _fail(ArchiveError, "the gzip header carries optional fields (name, comment, extra field or header"
                                 " CRC) that the pack writer never writes")
+        if head != WRITER_GZIP_HEADER:
+            what = "mtime" if head[4:8] != WRITER_GZIP_HEADER[4:8] else ("XFL (compression level)" if head[8]
+                                                                          != WRITER_GZIP_HEADER[8] else "OS byte")
+            _fail(ArchiveError, f"the gzip header has a {what} the pack writer never writes (it writes mtime 0,"
+                                " XFL 0, OS 255)")
 
     def _take(self, n: int) -> bytes:
         data = self._raw.read(n)
@@ -591,11 +627,51 @@ def _header(block: bytes, at: int) -> _Header:
             _fail(ArchiveError, f"a {kind} with a link name in archive: {name!r}")
         if kind == "dir" and numbers["size"]:
             _fail(ArchiveError, f"a directory with a size in archive: {name!r}")
+        _writer_fields(block, kind, numbers, texts, name)
         return _Header(name, kind, numbers["size"])
     if kind.startswith("pax"):
         _fail(ArchiveError, f"a {kind} in archive (pax extensions are never written by the pack writer):"
                             f" {name!r}")
     _fail(ArchiveError, f"{kind} in archive: {name!r}")
+
+
+def _writer_fields(block: bytes, kind: str, numbers: Mapping[str, int], texts: Mapping[str, bytes],
+                   name: str) -> None:
+    """Every header field the writer fixes holds what it writes: a pack's bytes (and a member's
+    permissions once extracted) cannot vary while every other check passes."""
+    mode = numbers["mode"]
+    if mode != WRITER_MODES[kind]:
+        _fail(ArchiveError, f"a {kind} with mode {mode:04o} in archive (the writer writes"
+                            f" {WRITER_MODES[kind]:04o}; setuid, setgid or other bits are refused): {name!r}")
+    for what in ("uid", "gid", "mtime"):
+        if numbers[what]:
+            _fail(ArchiveError, f"a {kind} with {what} {numbers[what]} in archive (the writer writes 0): {name!r}")
+    for what in ("uname", "gname"):
+        if texts[what]:
+            _fail(ArchiveError, f"a {kind} with a {what} in archive (the writer writes none): {name!r}")
+    if "devmajor" in numbers or "devminor" in numbers:
+        _fail(ArchiveError, f"a {kind} with device numbers in archive (the writer writes none): {name!r}")
+    if block[156:157] != (b"0" if kind == "file" else b"5"):
+        _fail(ArchiveError, f"a {kind} with the old type flag NUL in archive (the writer writes '0'): {name!r}")
+    if kind == "dir" and not name.endswith("/"):
+        _fail(ArchiveError, f"a directory name without its final '/' in archive: {name!r}")
+    if (texts["prefix"], texts["name"]) != _writer_split(name):
+        _fail(ArchiveError, f"a name split between the prefix and name fields as the writer never splits it"
+                            f" in archive: {name!r}")
+
+
+def _writer_split(name: str) -> tuple[bytes, bytes]:
+    """(prefix, name) fields as the writer (Python's tarfile, ustar) stores `name`: whole in the name
+    field when it fits in 100 bytes, else split at the first '/' that fits both fields."""
+    raw = name.encode("latin-1")
+    if len(raw) <= 100:
+        return b"", raw
+    parts = raw.split(b"/")
+    for i in range(1, len(parts)):
+        prefix, rest = b"/".join(parts[:i]), b"/".join(parts[i:])
+        if len(prefix) <= 155 and len(rest) <= 100:
+            return prefix, rest
+    return b"", b""  # never written: refused by the caller
 
 
 def _member_name(raw: str, kind: str) -> str:
@@ -785,6 +861,8 @@ def _envelope(data: bytes, name: str) -> tuple[dict[str, Any], bytes]:
         payload = base64.b64decode(env["payload"], validate=True)
     except (binascii.Error, ValueError):
         _fail(SignatureError, f"{name}: payload is not base64")
+    if base64.b64encode(payload).decode("ascii") != env["payload"]:
+        _fail(SignatureError, f"{name}: payload is not in canonical base64 (padding bits set)")
     return env, payload
 
 
@@ -797,6 +875,19 @@ def _verify_sig(key: PublicKey, sig: bytes, message: bytes) -> bool:
     except InvalidSignature:
         return False
     return True
+
+
+def _low_s_der(sig: bytes, name: str, role: str) -> None:
+    """An ECDSA signature as the writer makes it: DER (one encoding of (r, s)) with s <= n/2. Either
+    (r, s) or (r, n - s) verifies; accepting both would let anyone change the pack's bytes."""
+    try:
+        r, s = decode_dss_signature(sig)
+    except ValueError:
+        _fail(SignatureError, f"{name}: the {role} signature is not a DER-encoded ECDSA signature")
+    if encode_dss_signature(r, s) != sig:
+        _fail(SignatureError, f"{name}: the {role} signature is not in DER (another encoding of the same values)")
+    if s > P256_ORDER // 2:
+        _fail(SignatureError, f"{name}: the {role} signature is high-s (s > n/2): the writer signs low-s only")
 
 
 def check_signature(data: bytes, name: str, key: PublicKey, role: str) -> tuple[str, bytes]:
@@ -815,6 +906,10 @@ def check_signature(data: bytes, name: str, key: PublicKey, role: str) -> tuple[
             sig = base64.b64decode(sig_text, validate=True)
         except (binascii.Error, ValueError):
             continue
+        if base64.b64encode(sig).decode("ascii") != sig_text:
+            _fail(SignatureError, f"{name}: the {role} signature is not in canonical base64 (padding bits set)")
+        if isinstance(key, ec.EllipticCurvePublicKey):
+            _low_s_der(sig, name, role)
         if _verify_sig(key, sig, message):
             return env["payloadType"], payload
     _fail(SignatureError, f"{name}: the {role} signature does not verify")
@@ -1080,8 +1175,8 @@ def _audit_checkpoint(doc: Mapping[str, Any], which: str, key: Ed25519PublicKey)
     for name in ("head_hash", "root_hash"):
         if not isinstance(cp.get(name), str) or not _HEX64.fullmatch(cp[name]):
             _fail(AuditLogError, f"the {which} checkpoint's {name} is not 64 hex digits")
-    if not isinstance(cp.get("at"), str):
-        _fail(AuditLogError, f"the {which} checkpoint is malformed")
+    if utc_time(cp.get("at")) is None:
+        _fail(AuditLogError, f"the {which} checkpoint's at is not a UTC time (YYYY-MM-DDTHH:MM:SS[.ffffff]Z)")
     if size != seq:
         _fail(AuditLogError, f"the {which} checkpoint's tree_size is not its seq")
     if seq > MAX_AUDIT_SEQ:  # the store's seq is a 64-bit integer; proofs then recurse at most 63 deep
@@ -1102,6 +1197,8 @@ class AuditSummary:
     redaction_request: str | None = None
     no_audit_log_for: str | None = None
     """The request id of an `audit-log-redaction/none/v1` document (no reference store, no audit log)."""
+    checkpoint_times: tuple[str, str] | None = None
+    """The before and after checkpoints' `at`: check 8 bounds them by the run's own times."""
 
 
 def _redacted_item(raw: Any, v2: bool) -> tuple[int, str, str | None]:
@@ -1229,8 +1326,15 @@ def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> Audi
         _fail(AuditLogError, f"more than one {AUDIT_REDACTION_EVENT} entry between the checkpoints")
     if doc.get("vault_remaining_for_subject") != 0:
         _fail(AuditLogError, "the audit vault still holds values of the subject")
+    if redactions:
+        said = redactions[0]["fields"].get("redacted")
+        if not _is_int(said) or said != len(items):
+            _fail(AuditLogError, f"the evidence lists {len(items)} redacted item(s), but the log's own"
+                                 f" {AUDIT_REDACTION_EVENT} entry says {printable(str(said))}: an entry is hidden"
+                                 " or added")
     rid = redactions[0]["fields"].get("request_id") if redactions else None
-    return AuditSummary(redaction_request=rid if isinstance(rid, str) else None)
+    return AuditSummary(redaction_request=rid if isinstance(rid, str) else None,
+                        checkpoint_times=(doc["before"]["at"], doc["after"]["at"]))
 
 
 # --- 8 consistency -------------------------------------------------------------------------------
@@ -1362,6 +1466,27 @@ def _check_dpo(dpo: Mapping[str, Any], rid: str, engine_keyid: str, status: str,
         _fail(C, "the DPO's attested_at lies in the future")
 
 
+RECEIVED_SKEW = timedelta(minutes=5)
+"""How far in the future a request's received_at may be when it is submitted (erasure.models.CLOCK_SKEW)."""
+
+
+def _check_checkpoint_times(times: tuple[str, str], received: Any, verified_at: datetime) -> None:
+    """The audit checkpoints were taken during the run: received_at <= before <= after <= verified_at
+    (received_at less the submit's clock skew; the verification is to the second)."""
+    before, after = utc_time(times[0]), utc_time(times[1])
+    start = utc_time(received)
+    assert before is not None and after is not None  # check 7
+    if start is None:
+        _fail(ConsistencyError, "request.json's received_at is not a UTC time (YYYY-MM-DDTHH:MM:SS[.ffffff]Z)")
+    if before < start - RECEIVED_SKEW:
+        _fail(ConsistencyError, f"the before audit checkpoint ({times[0]}) is dated before the request was"
+                                " received")
+    if after < before:
+        _fail(ConsistencyError, "the after audit checkpoint is dated before the before checkpoint")
+    if after.replace(microsecond=0) > verified_at:
+        _fail(ConsistencyError, f"the after audit checkpoint ({times[1]}) is dated after the verification")
+
+
 def check_consistency(data: Callable[[str], bytes], manifest: Mapping[str, Any], predicate: Mapping[str, Any],
                       dpo_predicate: Mapping[str, Any] | None, audit: AuditSummary,
                       now: datetime | None = None) -> None:
@@ -1393,6 +1518,8 @@ def check_consistency(data: Callable[[str], bytes], manifest: Mapping[str, Any],
     verified_at = utc_time(predicate["verified_at"])
     if verified_at is None:
         _fail(C, "verified_at is not a UTC time (YYYY-MM-DDTHH:MM:SS[.ffffff]Z)")
+    if audit.checkpoint_times is not None:
+        _check_checkpoint_times(audit.checkpoint_times, request.get("received_at"), verified_at)
     probes = verification["probes"]
     all_clear = predicate["all_clear"]
     if all_clear:
@@ -1511,7 +1638,9 @@ def _checks(pack: Unpacked, checks: list[str], engine_key: PublicKey | None, dpo
                         all_clear=predicate["all_clear"], engine_keyid=engine_keyid, dpo_keyid=dpo_keyid,
                         files=len(files), checks=tuple(checks), signatures_verified=engine_key is not None,
                         dpo_attestation=attestation,
-                        attested_at=dpo_predicate["attested_at"] if dpo_predicate is not None else None)
+                        attested_at=dpo_predicate["attested_at"] if dpo_predicate is not None else None,
+                        pack_name=sha256_hex(e_payload),
+                        audit_key_pinned=audit_key is not None or audit.no_audit_log_for is not None)
 
 
 def read_pack(pack_path: str | Path) -> bytes:
@@ -1607,11 +1736,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dpo-key", help="the DPO's trusted public key (PEM); required unless --no-dpo")
     parser.add_argument("--no-dpo", action="store_true",
                         help="accept a pack the DPO has not attested yet (its engine signature only)")
-    parser.add_argument("--audit-key", help="the store's audit checkpoint public key (PEM), to pin it")
+    parser.add_argument("--audit-key", help="the store's audit checkpoint public key (PEM; `erasure keys audit`"
+                        " prints it, `erasure export` ships it as audit.pub.pem); required unless --no-audit-key")
+    parser.add_argument("--no-audit-key", action="store_true",
+                        help="check the audit checkpoints against the key the pack itself names (NOT pinned:"
+                             " whoever re-signs the pack can re-sign the checkpoints too)")
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of one line")
     args = parser.parse_args(argv)
     if args.dpo_key is None and not args.no_dpo:
         parser.error("--dpo-key is required (or --no-dpo to check a pack awaiting attestation)")
+    if args.audit_key is None and not args.no_audit_key:
+        parser.error("--audit-key is required: the store's audit checkpoint public key (or --no-audit-key to"
+                     " accept the key the pack names, which pins nothing)")
     try:
         with _checking(KeyArgumentError):
             engine = read_key(args.engine_key, "engine")

@@ -45,10 +45,13 @@ class AuditLogStep(BaseStep):
             requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "checkpoint_before", [cp.checkpoint_id])
             before_ids = {str(cp.checkpoint_id)}
         requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "redacted", keys.get("redacted", set()))
+        # The entry counts every item this request redacted (a resumed run's too): the verifier compares it
+        # with the items the evidence lists, so a hidden one shows.
+        total = len(requests.footprint(ctx.engine, ctx.request_id, self.tier, "redacted"))
         with transaction(ctx.store):
             count = sum(audit.redact_subject(ctx.store, sid).count for sid in ctx.ids())
             audit.append(ctx.store, audit.REDACTION_EVENT, "erasure-engine",
-                         {"request_id": ctx.request_id, "redacted": count})
+                         {"request_id": ctx.request_id, "redacted": total})
         checkpoint_truncate(ctx.store)
         with transaction(ctx.store):
             after = audit.checkpoint(ctx.store, ctx.store_dir)

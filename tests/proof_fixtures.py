@@ -287,6 +287,8 @@ class Keys:
     engine_pub: Path
     dpo: Path
     dpo_pub: Path
+    audit_pub: Path
+    """The synthetic store's audit checkpoint public key (`audit_key()`), to pin with --audit-key."""
 
     @property
     def engine_pem(self) -> bytes:
@@ -300,7 +302,10 @@ class Keys:
 def make_keys(directory: Path, algorithm: str = "ecdsa-p256", dpo_algorithm: str | None = None) -> Keys:
     e = generate_keypair("engine", directory, algorithm=algorithm)
     d = generate_keypair("dpo", directory, algorithm=dpo_algorithm or algorithm)
-    return Keys(e.private, e.public, d.private, d.public)
+    audit_pub = directory / "audit.pub.pem"
+    audit_pub.write_bytes(audit_key().public_key().public_bytes(serialization.Encoding.PEM,
+                                                                serialization.PublicFormat.SubjectPublicKeyInfo))
+    return Keys(e.private, e.public, d.private, d.public, audit_pub)
 
 
 # --- archive surgery -----------------------------------------------------------------------------
@@ -336,7 +341,7 @@ def raw_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]], fmt: int = tarfi
                 info = tarfile.TarInfo(e[0])
                 info.size = len(e[1])
                 tar.addfile(info, io.BytesIO(e[1]))
-    return gzip.compress(raw.getvalue(), mtime=0)
+    return gz(raw.getvalue())
 
 
 BLOCK = 512
@@ -372,8 +377,11 @@ def finish_tar(blocks: bytes) -> bytes:
 
 
 def gz(data: bytes) -> bytes:
-    """One gzip member of `data`, with the writer's header (mtime 0, no name)."""
-    return gzip.compress(data, compresslevel=6, mtime=0)
+    """One gzip member of `data`, with the writer's header (mtime 0, no name, XFL 0, OS 255)."""
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, filename="", compresslevel=6) as fh:
+        fh.write(data)
+    return out.getvalue()
 
 
 def pack_entries(top: str, files: dict[str, bytes]) -> list[tarfile.TarInfo | tuple[str, bytes]]:

@@ -381,7 +381,8 @@ def test_evidence_size_grows_with_the_subject_not_the_log(home: Home, store: aps
             audit.append(store, "ingest", "ingest-worker", {"i": i}, personal)
         before = audit.checkpoint(store, home.store_dir)
         result = audit.redact_subject(store, ALICE)
-        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST})
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST,
+                                                                      "redacted": result.count})
         after = audit.checkpoint(store, home.store_dir)
     assert audit.verify_chain(store).ok
     doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST,
@@ -409,7 +410,8 @@ def test_evidence_of_a_subject_with_thousands_of_entries_fits_the_verifier(
                                                             "training": False, "subprocessors": 0}, personal)
         before = audit.checkpoint(store, home.store_dir)
         result = audit.redact_subject(store, ALICE)
-        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST})
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST,
+                                                                      "redacted": result.count})
         after = audit.checkpoint(store, home.store_dir)
     assert result.count == 3 * n // every
     doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST,
@@ -426,7 +428,8 @@ def test_evidence_after_a_v1_before_checkpoint_resigned_as_v2(home: Home, store:
     _populate(store)
     with transaction(store):
         result = audit.redact_subject(store, ALICE)
-        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST})
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST,
+                                                                      "redacted": result.count})
     before = audit.checkpoint(store, home.store_dir, tree_size=7)
     after = audit.checkpoint(store, home.store_dir)
     assert (before.seq, before.tree_size, after.seq) == (7, 7, 8)

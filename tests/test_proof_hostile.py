@@ -81,7 +81,7 @@ class Run:
 def run_verifier(pack: Path | str, keys: Keys, *, engine: Path | str | None = None, dpo: Path | str | None = None,
                  no_dpo: bool = False, encoding: str | None = None, timeout: float = 60) -> Run:
     """`python -m proof.verify` in its own process, and its own peak RSS (KiB)."""
-    args = [str(pack), "--engine-key", str(engine or keys.engine_pub)]
+    args = [str(pack), "--engine-key", str(engine or keys.engine_pub), "--audit-key", str(keys.audit_pub)]
     args += ["--no-dpo"] if no_dpo else ["--dpo-key", str(dpo or keys.dpo_pub)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONIOENCODING")}
     if encoding:
@@ -153,6 +153,9 @@ def _gzip_stream(path: Path, parts: list[bytes | tuple[int, int]]) -> Path:
                 out.write(comp.compress(chunk[:count]))
                 count -= MIB
         out.write(comp.flush())
+    with path.open("r+b") as out:  # the writer's XFL and OS bytes (zlib writes level 9's and Unix's)
+        out.seek(8)
+        out.write(b"\x00\xff")
     return path
 
 
@@ -295,7 +298,7 @@ def test_erasure_pack_verify_escapes_names(genuine: Genuine) -> None:
                             + tar_member(f"{genuine.top}/{TERMINAL_TRICK}", b"x")))
     path = genuine.write("escape-cli.tar.gz", hostile)
     res = CliRunner().invoke(pack_app, ["verify", str(path), "--engine-key", str(genuine.keys.engine_pub),
-                                        "--dpo-key", str(genuine.keys.dpo_pub)])
+                                        "--dpo-key", str(genuine.keys.dpo_pub), "--no-audit-key"])
     assert res.exit_code == 1 and res.output.startswith("FAIL: archive: ")
     _no_terminal_controls(res.output)
 
@@ -326,11 +329,11 @@ def test_erasure_error_line_escapes_names(genuine: Genuine) -> None:
 
 
 def test_erasure_pack_verify_with_the_zero_device(genuine: Genuine) -> None:
-    keys = ["--engine-key", str(genuine.keys.engine_pub), "--dpo-key", str(genuine.keys.dpo_pub)]
+    keys = ["--engine-key", str(genuine.keys.engine_pub), "--dpo-key", str(genuine.keys.dpo_pub), "--no-audit-key"]
     res = CliRunner().invoke(pack_app, ["verify", "/dev/zero", *keys])
     assert res.exit_code == 1 and res.output.startswith("FAIL: archive: ")
     res = CliRunner().invoke(pack_app, ["verify", str(genuine.path), "--engine-key", "/dev/zero",
-                                        "--dpo-key", str(genuine.keys.dpo_pub)])
+                                        "--dpo-key", str(genuine.keys.dpo_pub), "--no-audit-key"])
     assert isinstance(res.exception, ConfigError) and "larger than" in str(res.exception)
     shown = CliRunner().invoke(pack_app, ["show", str(genuine.path), "--engine-key", "/dev/zero"])
     assert shown.exit_code != 0 and "larger than" in str(shown.exception)

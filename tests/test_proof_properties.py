@@ -91,7 +91,7 @@ def run_main(g: Genuine, data: bytes, *, no_dpo: bool = False) -> tuple[int, str
     """`python -m proof.verify` (its `main`, in this process) on `data` written to a file."""
     pack = g.tmp / "mutated.tar.gz"
     pack.write_bytes(data)
-    args = [str(pack), "--engine-key", str(g.keys.engine_pub)]
+    args = [str(pack), "--engine-key", str(g.keys.engine_pub), "--audit-key", str(g.keys.audit_pub)]
     args += ["--no-dpo"] if no_dpo else ["--dpo-key", str(g.keys.dpo_pub)]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -83,6 +83,11 @@ def test_verify_contents_checks_everything_but_origin(tmp_path: Path) -> None:
 
 # --- python -m proof.verify, and verify.py on its own --------------------------------------------
 
+def _pin(keys: Keys, engine: Path) -> list[str]:
+    """The engine key and the synthetic store's audit key, pinned."""
+    return ["--engine-key", str(engine), "--audit-key", str(keys.audit_pub)]
+
+
 def _run(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
@@ -90,29 +95,29 @@ def _run(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 def test_module_cli_prints_ok_or_fail_with_exit_codes(tmp_path: Path, keys: Keys) -> None:
     pack = _attested(tmp_path, keys)
-    ok = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.engine_pub),
+    ok = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.engine_pub),
                "--dpo-key", str(keys.dpo_pub)])
     assert (ok.returncode, ok.stdout) == (0, "OK\n")
-    as_json = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.engine_pub),
+    as_json = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.engine_pub),
                     "--dpo-key", str(keys.dpo_pub), "--json"])
     doc = json.loads(as_json.stdout)
     assert as_json.returncode == 0 and doc["ok"] is True and doc["status"] == "erased"
-    swapped = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.dpo_pub),
+    swapped = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.dpo_pub),
                     "--dpo-key", str(keys.engine_pub)])
     assert swapped.returncode == 1 and swapped.stdout.startswith("FAIL: signature: ")
-    bad = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.dpo_pub), "--dpo-key",
+    bad = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.dpo_pub), "--dpo-key",
                 str(keys.engine_pub), "--json"])
     assert bad.returncode == 1 and json.loads(bad.stdout)["check"] == "signature"
     usage = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.engine_pub)])
     assert usage.returncode == 2 and "--dpo-key is required" in usage.stderr
-    missing_key = _run(["-m", "proof.verify", str(pack), "--engine-key", str(tmp_path / "nope.pem"),
+    missing_key = _run(["-m", "proof.verify", str(pack), *_pin(keys, tmp_path / "nope.pem"),
                         "--dpo-key", str(keys.dpo_pub)])
     assert missing_key.returncode == 1 and missing_key.stdout.startswith("FAIL: keys: ")
 
 
 def test_module_cli_no_dpo_for_a_pack_awaiting_attestation(tmp_path: Path, keys: Keys) -> None:
     pack = write_pack(make_evidence(tmp_path), keys.engine)
-    res = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.engine_pub), "--no-dpo"])
+    res = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.engine_pub), "--no-dpo"])
     assert (res.returncode, res.stdout) == (0, "OK\n")
 
 
@@ -121,7 +126,7 @@ def test_verify_py_runs_alone_with_only_the_stdlib_and_cryptography(tmp_path: Pa
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy(ROOT / "proof" / "verify.py", alone / "verify.py")
-    res = _run(["-I", "verify.py", str(pack), "--engine-key", str(keys.engine_pub), "--dpo-key",
+    res = _run(["-I", "verify.py", str(pack), *_pin(keys, keys.engine_pub), "--dpo-key",
                 str(keys.dpo_pub)], cwd=alone)
     assert (res.returncode, res.stdout) == (0, "OK\n"), res.stderr
     probe = ("import sys, verify; "
@@ -136,13 +141,13 @@ def test_verify_py_runs_alone_with_only_the_stdlib_and_cryptography(tmp_path: Pa
 def test_pack_verify_command(tmp_path: Path, keys: Keys) -> None:
     pack = _attested(tmp_path, keys)
     runner = CliRunner()
-    ok = runner.invoke(pack_app, ["verify", str(pack), "--engine-key", str(keys.engine_pub),
+    ok = runner.invoke(pack_app, ["verify", str(pack), *_pin(keys, keys.engine_pub),
                                   "--dpo-key", str(keys.dpo_pub)])
     assert (ok.exit_code, ok.output) == (0, "OK\n")
-    ok_dir = runner.invoke(pack_app, ["verify", str(pack.parent), "--engine-key", str(keys.engine_pub),
+    ok_dir = runner.invoke(pack_app, ["verify", str(pack.parent), *_pin(keys, keys.engine_pub),
                                       "--dpo-key", str(keys.dpo_pub), "--json"])
     assert ok_dir.exit_code == 0 and json.loads(ok_dir.output)["ok"] is True
-    fail = runner.invoke(pack_app, ["verify", str(pack), "--engine-key", str(keys.engine_pub),
+    fail = runner.invoke(pack_app, ["verify", str(pack), *_pin(keys, keys.engine_pub),
                                     "--dpo-key", str(keys.engine_pub)])
     assert fail.exit_code == 1 and fail.output.startswith("FAIL: distinct-keys: ")
     usage = runner.invoke(pack_app, ["verify", str(pack), "--engine-key", str(keys.engine_pub)])

@@ -141,8 +141,13 @@ def test_one_request_across_all_four_kinds_ends_all_clear_with_one_pack(
              (home.evidence_dir("req-four-0001") / "steps.jsonl").read_text().splitlines()]
     assert {s.get("target") for s in steps} == {None, "support-agent", "kb-vectors", "assistant-memory"}
     pack = home.evidence_dir("req-four-0001") / "proof.tar.gz"
+    from memory.audit import checkpoint_public_pem
+
+    audit_pub = tmp_path / "audit.pub.pem"
+    audit_pub.write_bytes(checkpoint_public_pem(home.store_dir))
     verified = subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key",
-                               str(home.keys_dir / "engine.pub.pem"), "--no-dpo"], cwd=PROJECT_ROOT,
+                               str(home.keys_dir / "engine.pub.pem"), "--no-dpo", "--audit-key", str(audit_pub)],
+                              cwd=PROJECT_ROOT,
                               capture_output=True, text=True, timeout=300, check=False)
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
@@ -179,6 +184,6 @@ thread_key = "user_id"
     assert audit["format"] == "audit-log-redaction/none/v1"
     pack = home.evidence_dir("req-lg-only-1") / "proof.tar.gz"
     verified = subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key",
-                               str(home.keys_dir / "engine.pub.pem"), "--no-dpo"], cwd=PROJECT_ROOT,
+                               str(home.keys_dir / "engine.pub.pem"), "--no-dpo", "--no-audit-key"], cwd=PROJECT_ROOT,
                               capture_output=True, text=True, timeout=300, check=False)
     assert verified.returncode == 0, verified.stdout + verified.stderr
