@@ -5,7 +5,8 @@ Debian's `postgresql` package (`initdb`, `pg_ctl` in `/usr/lib/postgresql/<versi
 refuses to run as root, and CI runs as root: then every PostgreSQL command runs as the package's
 `postgres` user (`runuser`), which owns the cluster's folder. The cluster listens on a Unix socket in
 `<ERASURE_HOME>/postgres/run` only (no TCP port); local connections are trusted, and only the cluster's
-owner (and root) can enter the socket's folder. Prefect connects with
+owner (and root) can enter the socket's folder. As root, the home gets the `postgres` group and mode 0710
+(traverse only, no world access) so that `postgres` reaches its cluster inside. Prefect connects with
 `postgresql+asyncpg://prefect@/prefect?host=<socket folder>`.
 """
 
@@ -16,6 +17,7 @@ import glob
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,16 +111,29 @@ def _give_to_owner(c: Cluster) -> None:
             os.lchown(p, pw.pw_uid, pw.pw_gid)
     c.root.chmod(0o700)
     c.socket_dir.chmod(0o700)
-    # The home is made 0700; `postgres` must traverse it to reach its own 0700 cluster folder inside.
-    # Traverse only (o+x, not read): every folder and file of ours in the home keeps 0700/0600.
-    home = c.root.parent
-    home.chmod(home.stat().st_mode & 0o777 | 0o001)
+    _let_postgres_through(c.root.parent, pw.pw_gid)
     blocked = next((str(d) for d in [c.root.parent, *c.root.parent.parents]
                     if subprocess.run(["runuser", "-u", RUN_AS, "--", "test", "-x", str(d)],
                                       check=False).returncode != 0), None)
     if blocked is not None:
         raise ConfigError(f"the `{RUN_AS}` user cannot reach {c.root}: {blocked} is closed to it "
                           f"(chmod o+x {blocked}, or use an ERASURE_HOME it can reach)")
+
+
+def _let_postgres_through(home: Path, gid: int) -> None:
+    """`postgres` must pass through the home (0700) to reach its own 0700 cluster folder inside: the home
+    gets the `postgres` group with traverse only (0710), never the world (an older version added o+x,
+    which let every local user reach whatever in the home was not 0600/0700: it is taken back). A home
+    someone else owns is left as it is (the reachability check below names what blocks)."""
+    st = home.stat()
+    if st.st_uid != os.geteuid():
+        return
+    if st.st_gid != gid:
+        os.chown(home, -1, gid)
+    mode = stat.S_IMODE(st.st_mode) | 0o010
+    if mode & 0o007 == 0o001:
+        mode &= ~0o001
+    home.chmod(mode)
 
 
 def is_running(c: Cluster) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from erasure.errors import ConfigError
-from erasure.files import private_dirs, tighten
+from erasure.files import private_dirs, private_umask, tighten
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,7 +76,10 @@ class Home:
         """Create the home and its folders, each 0700 when this call makes it. Folders inside the home
         that are ours but readable by others (an older version made them 0755) are made 0700; the home
         folder itself keeps the mode it has when it already existed (`--home` may name a shared one).
-        `ConfigError` when they cannot be made (the home is a file, or under one; no permission)."""
+        `ConfigError` when they cannot be made (the home is a file, or under one; no permission).
+        It also sets this process's umask to 077 (`erasure.files.private_umask`): whatever is created
+        under the home afterwards, by us, Prefect or PostgreSQL, is its owner's only."""
+        private_umask()
         try:
             private_dirs(self.root)
             for d in (self.store_dir, self.engine_dir, self.keys_dir, self.outbox_dir, self.inbox_dir,

@@ -12,6 +12,29 @@ from pathlib import Path
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+PRIVATE_UMASK = 0o077
+
+
+def private_umask() -> None:
+    """From here on this process, and every process it starts (Prefect's server and workers, PostgreSQL
+    through `runuser`), creates what has no explicit mode readable by its owner only: files 0600,
+    folders 0700. A stricter umask already set is kept."""
+    os.umask(os.umask(PRIVATE_UMASK) | PRIVATE_UMASK)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write `path` whole as a private file (0600, never through a symlink): to a temporary name beside
+    it first, then renamed over it, so a reader sees the old bytes or the new ones."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = open_private(tmp)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def private_dirs(path: Path) -> Path:

@@ -6,7 +6,30 @@ import re
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# One addr-spec (RFC 5322 3.4.1) in its dot-atom form, nothing around it: atoms of atext (RFC 6532
+# adds any non-ASCII character but white space) joined by single dots, '@', then a domain of two or
+# more labels (letters, digits, inner '-'). No quoted local part, domain literal, comment, display
+# name, angle bracket, group or list: a comma or ';' is not atext, so `a,b@x.example` is refused.
+_ATOM = r"(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]|[^\x00-\x7f\s\x80-\x9f\u2028\u2029])+"
+_LABEL = r"[^\W_]+(?:-+[^\W_]+)*"
+_EMAIL = re.compile(rf"{_ATOM}(?:\.{_ATOM})*@{_LABEL}(?:\.{_LABEL})+")
+MAX_EMAIL = 254  # RFC 5321 4.5.3.1.3: a path holds at most 256 octets, with its angle brackets
+
+
+def one_addr_spec(v: str) -> bool:
+    """True when `v` is exactly one addr-spec (`local@domain`), which a mail header reads as one
+    recipient: no list, display name, group, comment, quoting or white space."""
+    if len(v) > MAX_EMAIL or not _EMAIL.fullmatch(v):
+        return False
+    # The standard library's reading of the field as a To header must agree: one mailbox, this one.
+    from email.headerregistry import Address
+    from email.utils import getaddresses
+
+    try:
+        parsed = Address(addr_spec=v)
+    except (ValueError, IndexError, TypeError):
+        return False
+    return parsed.addr_spec == v and getaddresses([v]) == [("", v)]
 
 
 class Subject(BaseModel):
@@ -29,8 +52,8 @@ class Subject(BaseModel):
     @field_validator("email")
     @classmethod
     def _email_shape(cls, v: str | None) -> str | None:
-        if v is not None and not _EMAIL.match(v):
-            raise ValueError("not an email address")
+        if v is not None and not one_addr_spec(v):
+            raise ValueError("not one address (local@domain, with no name, list, comment or quoting)")
         return v
 
     @field_validator("name", "phone")

@@ -24,10 +24,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from erasure.errors import ConfigError
 from erasure.models import SAFE_TOKEN
+from erasure.untrusted import toml_bounds
 
 TARGETS_FILE = "targets.toml"
 REFERENCE = "reference"
 MAX_TARGETS_BYTES = 1_000_000
+MAX_TOML_DEPTH = 16
+"""Deepest nesting of arrays and tables (brackets) accepted in targets.toml."""
+MAX_KEY_PARTS = 16
+"""Most parts of one dotted key (`a.b.c` has 3) accepted in targets.toml."""
 
 
 class Target(BaseModel):
@@ -139,8 +144,15 @@ def load_targets(home_root: Path, store_dir: Path, file: Path | None = None) -> 
     if len(raw) > MAX_TARGETS_BYTES:
         raise ConfigError(f"targets: {path} is larger than {MAX_TARGETS_BYTES} bytes")
     try:
-        doc = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"targets: {path}: not valid TOML: {exc}") from exc
+    too_costly = toml_bounds(text, MAX_TOML_DEPTH, MAX_KEY_PARTS)  # before the parser spends on it
+    if too_costly is not None:
+        raise ConfigError(f"targets: {path}: refused before parsing: {too_costly}")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"targets: {path}: not valid TOML: {exc}") from exc
     unknown = sorted(set(doc) - {"tenant", "targets"})
     if unknown:

@@ -19,6 +19,45 @@ MAX_JSON_DEPTH = 32
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]', re.DOTALL)
 
 
+# TOML, as far as its bounds need: strings of its four kinds and comments are skipped whole (what they
+# hold is no structure), then one bracket, one key dot, or one character that ends a dotted key.
+# Possessive quantifiers: linear on unterminated strings. A string the parser would refuse is left
+# unmatched and its characters are counted as structure: the counts can only grow.
+_TOML_TOKEN = re.compile(
+    r'"""(?:[^"\\]++|\\.|"{1,2}+(?!"))*+"{3,5}+'
+    r"|'''(?:[^']++|'{1,2}+(?!'))*+'{3,5}+"
+    r'|"(?:[^"\\\n]++|\\.)*+"'
+    r"|'[^'\n]*+'"
+    r"|#[^\n]*+"
+    r"|[\[\]{}.=,\n]", re.DOTALL)
+
+
+def toml_bounds(text: str, max_depth: int, max_key_parts: int) -> str | None:
+    """What makes TOML `text` too costly to parse, or None: arrays and tables (inline ones and the
+    `[[...]]` of a header) nested more than `max_depth` deep (Python's parser recurses on them), or a
+    dotted key of more than `max_key_parts` parts (the parser's work grows with their square: 30,000
+    parts took 16-47 s). Linear in the text; brackets and dots inside strings and comments do not
+    count. A value's own dot (`0.5`, a time's fraction) counts as a key's would: 2 parts."""
+    depth = dots = 0
+    for m in _TOML_TOKEN.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > max_depth:
+                return f"arrays or tables nested more than {max_depth} levels deep"
+        elif c in "]}":
+            depth -= 1
+        elif c == ".":
+            dots += 1
+            if dots >= max_key_parts:
+                return f"a dotted key of more than {max_key_parts} parts"
+            continue
+        elif c[0] in "\"'":
+            continue  # a quoted part of a key, or a string value: the dots around it still count
+        dots = 0  # a bracket, '=', ',', a comment or a new line ends the key
+    return None
+
+
 def read_capped(path: Path, limit: int, *, what: str = "file") -> bytes:
     """The bytes of `path`, read at most `limit` + 1 of them: `InputError` "PATH: WHAT is larger than
     LIMIT bytes" when there are more (a device or a pipe that never ends is refused the same way),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 import apsw
 
 from erasure.errors import Conflict, InputError, NotFound, StoreError
+from erasure.files import open_private, private_dirs
 from erasure.sqlite import transaction
 from memory.schema import CORPORA_DIR
 
@@ -86,11 +88,11 @@ def _start_version(conn: apsw.Connection, store_dir: Path, name: str, version: i
                    copy_of: CorpusVersion | None) -> CorpusVersion:
     rel = relative_path(name, version)
     path = Path(store_dir) / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
+    # A corpus holds people's words: 0600 in 0700 folders, a copy too (copyfile keeps no mode).
+    os.close(open_private(path))
     if copy_of is not None:
         shutil.copyfile(Path(store_dir) / copy_of.path, path)
-    else:
-        path.write_bytes(b"")
     examples = copy_of.examples if copy_of else 0
     conn.execute("INSERT INTO ft_corpora(name, version, path, examples, created_at) VALUES (?,?,?,?,?)",
                  (name, version, rel, examples, now))

@@ -37,6 +37,7 @@ from typing import Any
 import apsw
 
 from erasure.errors import Conflict, InputError
+from erasure.files import private_dirs, write_private
 from erasure.sqlite import checkpoint_truncate, transaction
 from erasure.subject import Subject
 from memory import corpora
@@ -402,8 +403,8 @@ def write_subjects_file(path: Path, subjects: list[Subject], *, seed: int, tenan
     [{"id", "email", "name", "phone"}]}`."""
     doc: dict[str, Any] = {"format": "demo-subjects/v1", "seed": seed, "tenant": tenant,
                            "subjects": [s.model_dump() for s in subjects]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    private_dirs(path.parent)
+    write_private(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))  # names people
     return path
 
 

@@ -7,11 +7,11 @@ ids are opaque random tokens, never derived from the subject.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from erasure.files import private_dirs, write_private
 from memory.schema import SESSIONS_DIR
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{8,128}$")
@@ -45,10 +45,8 @@ def state_json(state: dict[str, Any]) -> str:
 def write_session(store_dir: Path, session_id: str, state_text: str) -> Path:
     """Write the session file (created lazily with its directory); returns its path."""
     path = session_path(store_dir, session_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(state_text, encoding="utf-8")
-    os.replace(tmp, path)
+    private_dirs(path.parent)
+    write_private(path, state_text.encode("utf-8"))  # a session's turns are a person's words: 0600
     return path
 
 

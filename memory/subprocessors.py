@@ -1,14 +1,19 @@
 """Tier 8 client side: the subprocessor inventory, pushing records to processors, and their deletion APIs.
 
-The wire protocol is the one `memory.subprocessor_service` serves (see its docstring). Every call
-uses short timeouts and retries transient failures (HTTP 429, 502, 503, 504, connection errors and
-timeouts) with exponential backoff. No HTTP call runs inside a store transaction that this module
-opens; error messages name the processor's URL and HTTP status, never a subject.
+The wire protocol is the one `memory.subprocessor_service` serves (see its docstring). A processor is a
+peer we do not trust: every request has a total deadline (`timeout`: connect to last byte, a peer
+dripping one byte at a time included), every call one more over its retries and backoff (`deadline`),
+an answer is read up to `memory.peer_http.MAX_RESPONSE_BYTES`, and the ids and times it returns are
+bounded before they are kept (`MAX_TICKET`, `MAX_TIME_TEXT`). Transient failures (HTTP 429, 502, 503,
+504, connection errors and timeouts) are retried with exponential backoff. No HTTP call runs inside a
+store transaction that this module opens; error messages name the processor's URL and HTTP status,
+never a subject.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -16,15 +21,24 @@ from datetime import UTC, datetime
 from typing import Any
 
 import apsw
-import httpx
 
+from erasure.clocks import parse_utc
 from erasure.errors import ErasureError
 from erasure.sqlite import transaction
 from memory import suppression
+from memory.peer_http import Answer, PeerClient, PeerError, PeerUnreachable
 from memory.subprocessor_service import DEMO_PROCESSORS, RunningService
 
 TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
 DEFAULT_TIMEOUT = 5.0
+"""Seconds one HTTP request may take, connect to last byte."""
+DEFAULT_DEADLINE = 20.0
+"""Seconds one call may take, every retry and backoff included."""
+MAX_TICKET = 128
+_REMOTE_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_TICKET}}}")
+"""A ticket or record id from a processor: it goes into a URL path (`/v1/jobs/<ticket>`), the engine
+database and the proof pack, so it is short and holds no '/', '.', '?' or '%'."""
+MAX_TIME_TEXT = 64
 
 
 class SubprocessorError(ErasureError):
@@ -77,35 +91,39 @@ def inventory(conn: apsw.Connection) -> list[Processor]:
 
 # --- HTTP with retries ---------------------------------------------------------------------------
 
-def _transient(exc: httpx.HTTPError) -> bool:
-    return isinstance(exc, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError)
+def _call(client: PeerClient, method: str, url: str, *, body: dict[str, Any] | None = None,
+          params: dict[str, str] | None = None, attempts: int, backoff: float, timeout: float,
+          deadline: float) -> tuple[Answer, int]:
+    """Send with retries on transient failures; return (answer, attempts used). Each attempt ends within
+    `timeout` seconds and the whole call by `deadline` (a `time.monotonic()` value).
 
-
-def _call(client: httpx.Client, method: str, url: str, *, body: dict[str, Any] | None = None,
-          attempts: int, backoff: float) -> tuple[httpx.Response, int]:
-    """Send with retries on transient failures; return (response, attempts used).
-
-    The response may still be a non-transient error status: the caller decides what it means.
-    Raises `SubprocessorError` when every attempt failed transiently.
+    The answer may still be a non-transient error status: the caller decides what it means.
+    Raises `SubprocessorError` when every attempt failed transiently, the deadline passed, or the
+    answer was larger than the cap.
     """
-    last = "no attempt made"
+    last, made = "no attempt made", 0
     for attempt in range(1, max(1, attempts) + 1):
+        now = time.monotonic()
+        if now >= deadline:
+            last += "; the call's deadline passed"
+            break
+        made = attempt
         try:
-            resp = client.request(method, url, json=body)
-        except httpx.HTTPError as exc:
-            if not _transient(exc):
-                raise SubprocessorError(f"{method} {url} failed: {type(exc).__name__}") from exc
-            last = type(exc).__name__
+            resp = client.request(method, url, body=body, params=params, deadline=min(deadline, now + timeout))
+        except PeerUnreachable as exc:
+            last = str(exc)
+        except PeerError as exc:
+            raise SubprocessorError(f"{method} {url} refused: {exc}") from None
         else:
             if resp.status_code not in TRANSIENT_STATUS:
                 return resp, attempt
             last = f"HTTP {resp.status_code}"
         if attempt < attempts:
-            time.sleep(backoff * (2 ** (attempt - 1)))
-    raise SubprocessorError(f"{method} {url} still failing after {attempts} attempts: {last}")
+            time.sleep(max(0.0, min(backoff * (2 ** (attempt - 1)), deadline - time.monotonic())))
+    raise SubprocessorError(f"{method} {url} still failing after {made} attempts: {last}")
 
 
-def _json(resp: httpx.Response, url: str) -> dict[str, Any]:
+def _json(resp: Answer, url: str) -> dict[str, Any]:
     try:
         body = resp.json()
     except ValueError as exc:
@@ -115,12 +133,24 @@ def _json(resp: httpx.Response, url: str) -> dict[str, Any]:
     return body
 
 
-def _client(timeout: float, base_url: str | None = None) -> httpx.Client:
-    # Loading the CA bundle costs ~27 ms per client; plain-HTTP processors (the local ones) need none.
-    # Redirects are not followed, so a plain-HTTP client never reaches a TLS endpoint.
-    plain = base_url is not None and base_url.lower().startswith("http://")
-    return httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)), trust_env=False,
-                        verify=not plain, follow_redirects=False)
+def _client() -> PeerClient:
+    # Redirects are not followed and no proxy is read from the environment.
+    return PeerClient(connect_timeout=2.0)
+
+
+def _remote_id(v: Any) -> bool:
+    return isinstance(v, str) and _REMOTE_ID.fullmatch(v) is not None
+
+
+def _time_text(v: Any) -> str | None:
+    """`v` when it is an ISO 8601 time with an offset of at most `MAX_TIME_TEXT` characters, else None."""
+    if not isinstance(v, str) or len(v) > MAX_TIME_TEXT:
+        return None
+    try:
+        parse_utc(v)
+    except ValueError:
+        return None
+    return v
 
 
 # --- deletion ------------------------------------------------------------------------------------
@@ -147,27 +177,36 @@ def _receipt(body: dict[str, Any], url: str, *, requested_at: str, attempts: int
     ticket, status = body.get("ticket_id"), body.get("status")
     if not isinstance(ticket, str) or not ticket or status not in ("done", "pending"):
         raise SubprocessorError(f"{url} answered HTTP {http_status} without a ticket id and status")
+    if not _remote_id(ticket):
+        raise SubprocessorError(f"{url} answered HTTP {http_status} with a ticket id that is not 1-{MAX_TICKET}"
+                                " letters, digits, '_' or '-'")
     deleted = body.get("deleted")
     completed = body.get("completed_at")
+    if completed and status == "done" and _time_text(completed) is None:
+        raise SubprocessorError(f"{url} answered HTTP {http_status} with a completed_at that is not an ISO 8601"
+                                f" time of at most {MAX_TIME_TEXT} characters")
     return DeletionReceipt(
         ticket_id=ticket, status=str(status), requested_at=requested_at,
         completed_at=str(completed) if completed and status == "done" else None,
         attempts=attempts, http_status=http_status,
-        deleted=int(deleted) if isinstance(deleted, int) and status == "done" else None,
+        deleted=deleted if (isinstance(deleted, int) and not isinstance(deleted, bool) and 0 <= deleted < 2 ** 53
+                            and status == "done") else None,
     )
 
 
 def request_deletion(base_url: str, subject_ref: str, *, attempts: int = 5, backoff: float = 0.2,
-                     timeout: float = DEFAULT_TIMEOUT, ids: Sequence[str] | None = None) -> DeletionReceipt:
+                     timeout: float = DEFAULT_TIMEOUT, ids: Sequence[str] | None = None,
+                     deadline: float = DEFAULT_DEADLINE) -> DeletionReceipt:
     """Ask the processor at `base_url` to delete everything it holds for `subject_ref` (or, with
     `ids`, exactly those remote records). Returns a `done` or `pending` receipt; a pending one is
-    finished by `poll_job`. Raises `SubprocessorError` on a refusal (4xx, 500, ...) or when transient
-    errors outlast `attempts`."""
+    finished by `poll_job`. Raises `SubprocessorError` on a refusal (4xx, 500, an answer too large or
+    with an unbounded ticket id) or when transient errors outlast `attempts` or `deadline` seconds."""
     url = base_url.rstrip("/") + "/v1/deletions"
     body: dict[str, Any] = {"ids": list(ids)} if ids is not None else {"subject_ref": subject_ref}
     requested_at = _now()
-    with _client(timeout, base_url) as client:
-        resp, used = _call(client, "POST", url, body=body, attempts=attempts, backoff=backoff)
+    with _client() as client:
+        resp, used = _call(client, "POST", url, body=body, attempts=attempts, backoff=backoff, timeout=timeout,
+                           deadline=time.monotonic() + deadline)
     if resp.status_code not in (200, 202):
         raise SubprocessorError(f"{url} refused the deletion: HTTP {resp.status_code}")
     return _receipt(_json(resp, url), url, requested_at=requested_at, attempts=used,
@@ -175,12 +214,15 @@ def request_deletion(base_url: str, subject_ref: str, *, attempts: int = 5, back
 
 
 def rectify(base_url: str, remote_ref: str, content: str, *, attempts: int = 5, backoff: float = 0.2,
-            timeout: float = DEFAULT_TIMEOUT) -> bool:
+            timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE) -> bool:
     """Replace the content of one record the processor holds (rectification): True when it confirmed,
     False when it does not know the record. Raises `SubprocessorError` on a refusal or outage."""
+    if not _remote_id(remote_ref):
+        raise SubprocessorError(f"{base_url}: a record id that is not 1-{MAX_TICKET} letters, digits, '_' or '-'")
     url = base_url.rstrip("/") + f"/v1/records/{remote_ref}"
-    with _client(timeout, base_url) as client:
-        resp, _used = _call(client, "PUT", url, body={"content": content}, attempts=attempts, backoff=backoff)
+    with _client() as client:
+        resp, _used = _call(client, "PUT", url, body={"content": content}, attempts=attempts, backoff=backoff,
+                            timeout=timeout, deadline=time.monotonic() + deadline)
     if resp.status_code == 404:
         return False
     if resp.status_code != 200:
@@ -194,25 +236,29 @@ def poll_job(base_url: str, ticket_id: str, *, timeout: float = 30.0, interval: 
 
     Returns the last receipt: `done`, or `pending` when time ran out (the caller keeps it open).
     Transient failures while polling are tolerated; an unknown ticket or another refusal raises
-    `SubprocessorError`.
+    `SubprocessorError`. No request starts after `timeout` seconds, and each ends within
+    `request_timeout`: the call is over by their sum (plus one `interval`).
     """
+    if not _remote_id(ticket_id):
+        raise SubprocessorError(f"{base_url}: a ticket id that is not 1-{MAX_TICKET} letters, digits, '_' or '-'")
     url = f"{base_url.rstrip('/')}/v1/jobs/{ticket_id}"
     deadline = time.monotonic() + timeout
     requests, last_status = 0, 0
     last_receipt: DeletionReceipt | None = None
-    with _client(request_timeout, base_url) as client:
+    with _client() as client:
         while True:
             requests += 1
             try:
-                resp = client.get(url)
-            except httpx.HTTPError as exc:
-                if not _transient(exc):
-                    raise SubprocessorError(f"GET {url} failed: {type(exc).__name__}") from exc
+                resp = client.request("GET", url, deadline=time.monotonic() + request_timeout)
+            except PeerUnreachable:
+                pass
+            except PeerError as exc:
+                raise SubprocessorError(f"GET {url} refused: {exc}") from None
             else:
                 last_status = resp.status_code
                 if resp.status_code == 200:
                     body = _json(resp, url)
-                    last_receipt = _receipt(body, url, requested_at=str(body.get("requested_at") or ""),
+                    last_receipt = _receipt(body, url, requested_at=_time_text(body.get("requested_at")) or "",
                                             attempts=requests, http_status=200)
                     if last_receipt.status == "done":
                         return last_receipt
@@ -228,26 +274,18 @@ def poll_job(base_url: str, ticket_id: str, *, timeout: float = 30.0, interval: 
 
 
 def lookup_count(base_url: str, subject_ref: str, *, attempts: int = 5, backoff: float = 0.2,
-                 timeout: float = DEFAULT_TIMEOUT) -> int:
+                 timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE) -> int:
     """How many records the processor says it holds for `subject_ref`."""
     url = base_url.rstrip("/") + "/v1/lookup"
-    with _client(timeout, base_url) as client:
-        for attempt in range(1, max(1, attempts) + 1):
-            try:
-                resp = client.get(url, params={"subject_ref": subject_ref})
-            except httpx.HTTPError as exc:
-                if not _transient(exc) or attempt == attempts:
-                    raise SubprocessorError(f"GET {url} failed: {type(exc).__name__}") from exc
-            else:
-                if resp.status_code == 200:
-                    count = _json(resp, url).get("count")
-                    if not isinstance(count, int):
-                        raise SubprocessorError(f"{url} answered without a count")
-                    return count
-                if resp.status_code not in TRANSIENT_STATUS or attempt == attempts:
-                    raise SubprocessorError(f"{url} answered HTTP {resp.status_code}")
-            time.sleep(backoff * (2 ** (attempt - 1)))
-    raise SubprocessorError(f"GET {url} made no attempt")  # pragma: no cover - attempts >= 1
+    with _client() as client:
+        resp, _used = _call(client, "GET", url, params={"subject_ref": subject_ref}, attempts=attempts,
+                            backoff=backoff, timeout=timeout, deadline=time.monotonic() + deadline)
+    if resp.status_code != 200:
+        raise SubprocessorError(f"{url} answered HTTP {resp.status_code}")
+    count = _json(resp, url).get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise SubprocessorError(f"{url} answered without a count")
+    return count
 
 
 # --- pushing pending records ---------------------------------------------------------------------
@@ -276,7 +314,7 @@ SELECT r.record_id, r.processor, s.base_url, r.subject_id, r.source, r.source_re
 
 
 def sync_pending(conn: apsw.Connection, *, attempts: int = 3, backoff: float = 0.1,
-                 timeout: float = DEFAULT_TIMEOUT) -> SyncReport:
+                 timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE) -> SyncReport:
     """Send every record without a `remote_ref` to its processor and store the ids it returns.
 
     One `POST /v1/records` per (processor, subject), content = the record's archive content (empty
@@ -302,7 +340,7 @@ def sync_pending(conn: apsw.Connection, *, attempts: int = 3, backoff: float = 0
         groups.setdefault((str(processor), str(subject_id)), []).append(
             (record_id, f"{source}/{source_ref}", str(content or "")))
     failed: set[str] = set()
-    with _client(timeout) as client:
+    with _client() as client:
         for (processor, subject_id), rows in groups.items():
             if processor in failed:
                 report.pending += len(rows)
@@ -311,12 +349,13 @@ def sync_pending(conn: apsw.Connection, *, attempts: int = 3, backoff: float = 0
             url = urls[processor].rstrip("/") + "/v1/records"
             body = {"subject_ref": subject_id, "records": [{"ref": ref, "content": c} for _, ref, c in rows]}
             try:
-                resp, _used = _call(client, "POST", url, body=body, attempts=attempts, backoff=backoff)
+                resp, _used = _call(client, "POST", url, body=body, attempts=attempts, backoff=backoff,
+                                    timeout=timeout, deadline=time.monotonic() + deadline)
                 if resp.status_code != 201:
                     raise SubprocessorError(f"{url} refused the records: HTTP {resp.status_code}")
                 ids = _json(resp, url).get("ids")
                 if not (isinstance(ids, list) and len(ids) == len(rows)
-                        and all(isinstance(i, str) and i for i in ids)):
+                        and all(_remote_id(i) for i in ids)):
                     raise SubprocessorError(f"{url} returned ids that do not match the records sent")
             except SubprocessorError:
                 failed.add(processor)

@@ -1,18 +1,25 @@
 """Tier 8 (subprocessors): ask every processor in the store's inventory, with the probes' own HTTP.
 
 For each row of `subprocessors`: `GET {base_url}/v1/lookup?subject_ref=<subject id>` must answer
-`{"count": 0}`. A processor that does not answer (after `ATTEMPTS` tries on connection errors and 5xx)
-or answers nonsense is residue-unknown: residue 1 under method `lookup-unreachable:<name>`. The same
-lookup for a few other subjects the processor holds (sampled in the fingerprint) gives the bystander
-count: a deletion call that took others' records with it shows as a drop. The store's own
+`{"count": 0}`. A processor that does not answer (after `ATTEMPTS` tries on connection errors and 5xx,
+each over by the probe's HTTP timeout in all, however slowly the peer drips its answer) or answers
+nonsense (or more than `MAX_ANSWER` bytes) is residue-unknown: residue 1 under method
+`lookup-unreachable:<name>`. The same lookup for a few other subjects the processor holds (sampled in
+the fingerprint) gives the bystander count: a deletion call that took others' records with it shows as
+a drop. The store's own
 `subprocessor_records` rows of the subject are residue too.
 """
 
 from __future__ import annotations
 
+import json
+import ssl
 import time
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlencode
 
-import httpx
+import httpcore
 
 from probes.model import Measurement, ProbeContext, ProbeResult, to_results
 from probes.store import count, ids_in, open_store
@@ -20,33 +27,121 @@ from probes.store import count, ids_in, open_store
 TIER = "subprocessors"
 ATTEMPTS = 3
 BACKOFF = 0.2
+MAX_ANSWER = 64 * 1024
+"""A lookup answer is a few dozen bytes: anything over this is nonsense (residue-unknown)."""
 
 
-class _Unreachable(Exception):
-    pass
+class Unreachable(Exception):
+    """The processor gave no count: no answer within the deadline, an error, or nonsense."""
 
 
-def _lookup(client: httpx.Client, base_url: str, subject_ref: str) -> int:
-    url = f"{base_url.rstrip('/')}/v1/lookup"
-    for attempt in range(ATTEMPTS):
-        if attempt:
-            time.sleep(BACKOFF * attempt)
-        try:
-            resp = client.get(url, params={"subject_ref": subject_ref})
-        except httpx.HTTPError:
-            continue
-        if resp.status_code >= 500 or resp.status_code == 429:
-            continue
-        if resp.status_code != 200:
-            break
-        try:
-            n = resp.json().get("count")
-        except (ValueError, AttributeError):
-            break
-        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
-            return n
-        break
-    raise _Unreachable
+class _Deadline:
+    """Every socket operation of the probe's lookups waits at most what is left until `at`: httpx's
+    per-read timeouts alone let a peer dripping one byte at a time hold a lookup forever."""
+
+    def __init__(self) -> None:
+        self.at = 0.0
+
+    def left(self, timeout: float | None) -> float:
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise httpcore.ReadTimeout("deadline")
+        return left if timeout is None else min(timeout, left)
+
+
+class _Stream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream, deadline: _Deadline) -> None:
+        self._inner, self._deadline = inner, deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, self._deadline.left(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, self._deadline.left(timeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _Stream(self._inner.start_tls(ssl_context, server_hostname, self._deadline.left(timeout)),
+                       self._deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _Backend(httpcore.SyncBackend):
+    def __init__(self, deadline: _Deadline) -> None:
+        self._deadline = deadline
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        return _Stream(super().connect_tcp(host, port, self._deadline.left(timeout), local_address, socket_options),
+                       self._deadline)
+
+
+def _get_count(pool: httpcore.ConnectionPool, deadline: _Deadline, url: str, timeout: float) -> int | None:
+    """One GET within `timeout` seconds in all: the count, None for a transient failure (retry), or
+    `Unreachable` for an answer that will not change (4xx, nonsense, too large)."""
+    deadline.at = time.monotonic() + timeout
+    limits = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+    try:
+        with pool.stream("GET", url, headers=[("Accept", "application/json")],
+                         extensions={"timeout": limits}) as resp:
+            if resp.status >= 500 or resp.status == 429:
+                return None
+            body = b""
+            for chunk in resp.iter_stream():
+                body += chunk
+                if len(body) > MAX_ANSWER:
+                    raise Unreachable
+    except (httpcore.TimeoutException, httpcore.NetworkError, httpcore.RemoteProtocolError):
+        return None
+    except httpcore.UnsupportedProtocol:
+        raise Unreachable from None
+    if resp.status != 200:
+        raise Unreachable
+    try:
+        n = json.loads(body).get("count")
+    except (ValueError, AttributeError):
+        raise Unreachable from None
+    if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+        return n
+    raise Unreachable
+
+
+class Lookups:
+    """The probe's HTTP client for processors' lookups (a connection pool). Use as a context manager."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._deadline = _Deadline()
+        self._pool = httpcore.ConnectionPool(network_backend=_Backend(self._deadline), max_connections=2)
+
+    def count(self, base_url: str, subject_ref: str) -> int:
+        """`GET {base_url}/v1/lookup?subject_ref=...`: the count; `Unreachable` after `ATTEMPTS` tries
+        of at most `timeout` seconds each, or at once on an answer that is not a count."""
+        url = f"{base_url.rstrip('/')}/v1/lookup?{urlencode({'subject_ref': subject_ref})}"
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                time.sleep(BACKOFF * attempt)
+            n = _get_count(self._pool, self._deadline, url, self.timeout)
+            if n is not None:
+                return n
+        raise Unreachable
+
+    def __enter__(self) -> Lookups:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.close()
+
+
+def lookup(base_url: str, subject_ref: str, *, timeout: float) -> int:
+    """The processor's count for `subject_ref`; `Unreachable` when it gives none."""
+    with Lookups(timeout) as lookups:
+        return lookups.count(base_url, subject_ref)
 
 
 def measure(ctx: ProbeContext) -> list[Measurement]:
@@ -61,12 +156,12 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     out = [Measurement("records-by-subject-id", records, "records", record_others)]
     if not processors:
         return out
-    with httpx.Client(timeout=ctx.http_timeout) as client:
+    with Lookups(ctx.http_timeout) as lookups:
         for name, url in processors:
             try:
-                residue = sum(_lookup(client, url, sid) for sid in ctx.ids)
-                others = sum(_lookup(client, url, ref) for ref in keys.subprocessor_bystanders.get(name, []))
-            except _Unreachable:
+                residue = sum(lookups.count(url, sid) for sid in ctx.ids)
+                others = sum(lookups.count(url, ref) for ref in keys.subprocessor_bystanders.get(name, []))
+            except Unreachable:
                 out.append(Measurement(f"lookup-unreachable:{name}", 1, f"unreachable:{name}", 0))
                 continue
             out.append(Measurement(f"lookup:{name}", residue, f"processor:{name}", others))
