@@ -23,7 +23,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from erasure.errors import InputError, StoreError
-from erasure.files import open_private, private_dirs
+from erasure.files import check_relative, inside_folder, open_private, private_dirs
 from memory.schema import meta
 
 COPY_CHUNK = 1 << 20
@@ -87,8 +87,23 @@ def location_fs(store_dir: Path, location: str) -> tuple[AbstractFileSystem, str
 
 
 def blob_path(root: str, key: str) -> str:
-    """`<root>/<key[:2]>/<key>`."""
+    """`<root>/<key[:2]>/<key>` (unchecked: `blob_file` is for keys read from a store)."""
     return f"{root}/{key[:2]}/{key}"
+
+
+def blob_file(store_dir: Path, location: str, key: str) -> tuple[AbstractFileSystem, str]:
+    """The filesystem and path of one copy of the blob `key` in `location`, both read from the store's
+    rows: a relative location must lie inside the store's folder, and the copy inside its location
+    (`erasure.files.inside_folder`; a location that is not local gets the check that needs no file
+    system). `StoreError` naming the kind ("blob location", "blob key") otherwise."""
+    fs, root = location_fs(store_dir, location)
+    rel = f"{key[:2]}/{key}"
+    if not isinstance(fs, LocalFileSystem):
+        check_relative(rel, "blob key")
+        return fs, blob_path(root, key)
+    if "://" not in location and not Path(location).is_absolute():
+        inside_folder(Path(store_dir), location, "blob location")
+    return fs, str(inside_folder(Path(root), rel, "blob key"))
 
 
 def _open_target(fs: AbstractFileSystem, root: str, target: str, key: str) -> BinaryIO:
@@ -116,9 +131,8 @@ def put_blob(store_dir: Path, location: str, key: str, blob: BlobData) -> str:
 
 
 def delete_blob(store_dir: Path, location: str, key: str) -> bool:
-    """Remove one copy of a blob; True if it existed."""
-    fs, root = location_fs(store_dir, location)
-    target = blob_path(root, key)
+    """Remove one copy of a blob; True if it existed. The key and location are checked (`blob_file`)."""
+    fs, target = blob_file(store_dir, location, key)
     if not fs.exists(target):
         return False
     fs.rm(target)
