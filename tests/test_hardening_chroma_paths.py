@@ -40,9 +40,10 @@ def _build(path: Path, owners: list[str]) -> None:
             "notes", embedding_function=hash_embedding(),
             configuration={"hnsw": {"space": "l2", "sync_threshold": 20, "batch_size": 20}})
         for s in range(0, RECORDS, 20):
-            ids = [f"r{i}" for i in range(s, s + 20)]
-            col.add(ids=ids, documents=[f"{owners[i % len(owners)]} wrote note {i} about kilns" for i in range(s, s + 20)],
-                    metadatas=[{SUBJECT_KEY: owners[i % len(owners)], "n": i} for i in range(s, s + 20)])
+            part = range(s, s + 20)
+            col.add(ids=[f"r{i}" for i in part],
+                    documents=[f"{owners[i % len(owners)]} wrote note {i} about kilns" for i in part],
+                    metadatas=[{SUBJECT_KEY: owners[i % len(owners)], "n": i} for i in part])
 
 
 def _files(root: Path) -> dict[str, str]:
