@@ -44,7 +44,8 @@ class BlobData:
 
 def open_source(blob: BlobData) -> BinaryIO:
     """Open the upload's source file for reading: never through a symlink in its last component, a
-    regular file only, and the very file checked when `identity` is set. `InputError` otherwise (the
+    regular file with one link only (no hard link made since the check), and the very file checked
+    when `identity` is set. `InputError` otherwise (the
     message names no file: a file name can name a person)."""
     assert blob.path is not None
     try:
@@ -52,8 +53,8 @@ def open_source(blob: BlobData) -> BinaryIO:
     except OSError:
         raise InputError("an attachment could not be opened (it changed after it was checked?)") from None
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or (blob.identity is not None
-                                        and (st.st_dev, st.st_ino) != blob.identity):
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (blob.identity is not None
+                                                            and (st.st_dev, st.st_ino) != blob.identity):
         os.close(fd)
         raise InputError("an attachment is not the regular file that was checked: refused")
     return os.fdopen(fd, "rb")
