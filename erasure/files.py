@@ -2,13 +2,19 @@
 the outbox) is created readable by its owner only, whatever the umask: folders 0700, files 0600.
 
 Only what we create is tightened: an existing folder or file that someone else made (a home given
-with `--home /srv/x`, an agent's own database) keeps its mode."""
+with `--home /srv/x`, an agent's own database) keeps its mode.
+
+A path built from what a store holds (a blob key, a session id, a corpus path, a Chroma segment id) is
+data, not a place we trust: `inside_folder` is the one rule every eraser and probe applies to it."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
+
+from erasure.errors import StoreError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -92,3 +98,41 @@ def open_private(path: Path) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _refused(kind: str) -> StoreError:
+    return StoreError(f"the store has a {kind} that leads outside its folder: refused, nothing was deleted "
+                      "(its rows were tampered with, or written by another program)")
+
+
+def check_relative(relative: str, kind: str) -> None:
+    """The half of `inside_folder` that needs no file system (for a location that is not local, e.g.
+    `s3://`): `relative` is a non-empty relative path with no `..` component. `StoreError` otherwise."""
+    if not isinstance(relative, str) or not relative or "\x00" in relative or relative.startswith("/"):
+        raise _refused(kind)
+    parts = relative.split("/")
+    if ".." in parts or all(p in ("", ".") for p in parts):
+        raise _refused(kind)
+
+
+def inside_folder(root: Path, relative: str, kind: str) -> Path:
+    """`root / relative`, where `relative` comes from a store's rows or files (`kind` says what it is:
+    "blob key", "session id", "corpus path", "chroma segment id"), once it is known to lie inside the
+    folder `root`: no `..` component, no absolute part (`check_relative`), and, with every symlink
+    resolved, strictly under the resolved `root` (a link inside that leads out, or loops, is refused).
+    The path returned is not resolved: removing it removes a link, never what the link points at.
+
+    Anything else raises `StoreError` naming the kind, never the value (a value can name a person, or
+    be the attacker's message); callers check every path before their first deletion."""
+    check_relative(relative, kind)
+    path = Path(root) / relative
+    base = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real == base or os.path.commonpath([base, real]) != base:
+        raise _refused(kind)
+    try:
+        os.stat(real)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # realpath stops at a loop without saying so
+            raise _refused(kind) from None
+    return path

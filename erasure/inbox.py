@@ -10,15 +10,21 @@ the file name the envelope came under (perhaps an email address) is not kept. Af
 An erasure looks here too: `inbox_files(home)` is every file under the inbox (the byte scan's scope),
 and `purge_rejected_for(home, subject)` removes every rejected envelope that names the subject.
 
+Only regular files of their own (not a symlink, not a file with another hard link, not a folder, a
+FIFO or a device) are read, sealed or removed, each opened without following links: anything else is
+refused and left alone, with one warning line that names no file (`REFUSED`). A link to another
+user's file would otherwise be read into a sealed copy and then overwritten with zeros.
+
 Encrypted file layout: `b"ERJ1"` + rejected-at (8 bytes, big-endian Unix seconds) + nonce (12 bytes)
 + AES-GCM ciphertext and tag; the first 12 bytes are the associated data.
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import secrets
+import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -41,6 +47,10 @@ _HEADER = len(MAGIC) + 8
 _NONCE = 12
 
 HomeLike = Home | str | os.PathLike[str]
+REFUSED = ("inbox: an entry that is not a regular file of its own (a symlink, a hard link, a folder, a FIFO "
+           "or a device) was refused and left alone")
+
+log = logging.getLogger(__name__)
 
 
 def _root(home: HomeLike) -> Path:
@@ -100,15 +110,62 @@ def inbox_key(home: HomeLike, *, create: bool = True) -> bytes | None:
     return key
 
 
-def shred(path: Path) -> None:
-    """Overwrite the file with zeros, then unlink it (best effort on copy-on-write file systems)."""
-    with contextlib.suppress(FileNotFoundError):
-        size = path.stat().st_size
-        with open(path, "r+b") as fh:
-            fh.write(b"\0" * size)
-            fh.flush()
-            os.fsync(fh.fileno())
-        path.unlink()
+def _open_own(path: Path, flags: int) -> tuple[int, os.stat_result] | None:
+    """`path` opened without following a link, when it is a regular file with no other hard link: its
+    descriptor and status. None when it is anything else (or gone): it is left as it is."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # a symlink (ELOOP), a folder, a FIFO without a reader, gone
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        return None
+    return fd, st
+
+
+def is_own_file(path: Path) -> bool:
+    """A regular file with one link, by its own status (a symlink is not followed)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+
+
+def read_entry(path: Path) -> bytes | None:
+    """The bytes of an inbox file, read without following links; None when it is not a regular file
+    of its own (the caller refuses it: `refuse`)."""
+    opened = _open_own(path, os.O_RDONLY)
+    if opened is None:
+        return None
+    with os.fdopen(opened[0], "rb") as fh:
+        return fh.read()
+
+
+def refuse() -> None:
+    """The one line for an entry that is not a regular file of its own (it is left alone)."""
+    log.warning(REFUSED)
+
+
+def shred(path: Path) -> bool:
+    """Overwrite a regular file of its own with zeros, then unlink its name (best effort on
+    copy-on-write file systems). Anything else (a link, a hard-linked file, a folder, a device) is
+    left alone. True when the file was removed."""
+    opened = _open_own(path, os.O_RDWR)
+    if opened is None:
+        return False
+    fd, st = opened
+    try:
+        os.pwrite(fd, b"\0" * st.st_size, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    now = os.lstat(path)
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):  # swapped meanwhile: not ours to unlink
+        return False
+    path.unlink()
+    return True
 
 
 def _seal(key: bytes, data: bytes, at: datetime) -> bytes:
@@ -143,8 +200,8 @@ def keep_rejected(home: HomeLike, data: bytes, message: str, *, name: str | None
 def read_rejected(home: HomeLike, path: Path) -> bytes:
     """The envelope bytes of a sealed rejected file. `ConfigError` without the key; `ValueError` when
     the file is not a sealed envelope or does not decrypt (tampered, or another key)."""
-    blob = path.read_bytes()
-    if _rejected_at(blob) is None:
+    blob = read_entry(path)
+    if blob is None or _rejected_at(blob) is None:
         raise ValueError(f"{path.name}: not a sealed rejected envelope")
     key = inbox_key(home, create=False)
     if key is None:
@@ -163,7 +220,7 @@ def _entries(home: HomeLike) -> list[tuple[Path, Path]]:
         return []
     out: list[tuple[Path, Path]] = []
     for p in sorted(d.iterdir()):
-        if not p.is_file() or p.name.endswith(ERROR_SUFFIX) or p.name.endswith(".tmp"):
+        if not is_own_file(p) or p.name.endswith(ERROR_SUFFIX) or p.name.endswith(".tmp"):
             continue
         if p.name.endswith(SEALED_SUFFIX):
             out.append((p, d / f"{p.name.removesuffix(SEALED_SUFFIX)}{ERROR_SUFFIX}"))
@@ -177,6 +234,25 @@ def _remove(*paths: Path) -> None:
         shred(p)
 
 
+def _text(path: Path) -> str | None:
+    data = read_entry(path)
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def strangers(home: HomeLike) -> int:
+    """Entries under `rejected/` that are not regular files of their own: each is refused (`refuse`,
+    one line) and left alone. Returns how many."""
+    d = rejected_dir(home)
+    if not d.is_dir():
+        return 0
+    found = 0
+    for p in sorted(d.iterdir()):
+        if not is_own_file(p):
+            refuse()
+            found += 1
+    return found
+
+
 def seal_legacy(home: HomeLike, *, now: datetime | None = None) -> int:
     """Encrypt plaintext rejected envelopes that older versions left under their original names (which
     may name the subject): each gets a random name; its error line loses the old path. Returns how many."""
@@ -184,15 +260,19 @@ def seal_legacy(home: HomeLike, *, now: datetime | None = None) -> int:
     for env, err in _entries(home):
         if env.name.endswith(SEALED_SUFFIX):
             continue
+        data = read_entry(env)
+        if data is None:  # swapped for a link since it was listed
+            continue
         name = new_name()
         message = "rejected"
-        if err.exists():
-            text = err.read_text(encoding="utf-8", errors="replace").strip()
+        text = _text(err)
+        if text is not None:
+            text = text.strip()
             # the old line was "<inbox path>: field: what": keep "field: what" only
             _, sep, rest = text.partition(f"{env.name}: ")
             message = f"{name}: {rest if sep else 'rejected (error text of an older version withheld)'}"
         at = datetime.fromtimestamp(env.stat().st_mtime, UTC) if now is None else now
-        keep_rejected(home, env.read_bytes(), message, name=name, now=at)
+        keep_rejected(home, data, message, name=name, now=at)
         _remove(env, err)
         sealed += 1
     return sealed
@@ -204,8 +284,9 @@ def purge_expired(home: HomeLike, *, now: datetime | None = None, days: int | No
     limit = now - timedelta(days=retention_days() if days is None else days)
     purged = 0
     for env, err in _entries(home):
-        with open(env, "rb") as fh:
-            head = fh.read(_HEADER + _NONCE)
+        head = read_entry(env)
+        if head is None:
+            continue
         at = _rejected_at(head) or datetime.fromtimestamp(env.stat().st_mtime, UTC)
         if at <= limit:
             _remove(env, err)
@@ -235,10 +316,13 @@ def purge_rejected_for(home: HomeLike, subject: Subject) -> int:
             except (ValueError, ConfigError):
                 continue
         else:
-            data = env.read_bytes()
+            raw = read_entry(env)
+            if raw is None:
+                continue
+            data = raw
         texts = [env.name, data.decode("utf-8", errors="replace")]
-        if err.exists():
-            texts.append(err.read_text(encoding="utf-8", errors="replace"))
+        if (text := _text(err)) is not None:
+            texts.append(text)
         if any(mentions_subject(t, subject, partial=False) for t in texts):
             _remove(env, err)
             purged += 1

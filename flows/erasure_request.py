@@ -12,7 +12,7 @@ from prefect.states import Completed, Failed
 
 from erasure import requests
 from erasure.engine import open_engine
-from erasure.errors import ConfigError
+from erasure.errors import ConfigError, ErasureError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
 from flows import run_report
@@ -166,7 +166,10 @@ def _erase_verify_prove(request_id: str) -> State:
     for target in targets.external():
         t_state = target_task(request_id, target.name, return_state=True)
         if not t_state.is_completed():
-            why = f"target {target.name} did not finish: rerun the request to resume it"
+            exc = t_state.result(raise_on_failure=False)
+            # Our own error says why (a store whose rows lead out of its folder is not fixed by a rerun).
+            why = (f"target {target.name} did not finish: {user_reason(exc)}" if isinstance(exc, ErasureError)
+                   else f"target {target.name} did not finish: rerun the request to resume it")
             _set_state(request_id, RequestState.exception, why)
             return Failed(message=why)
         records.append({"status": "exception" if t_state.result().get("mentions") else "erased"})

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any
 
 import apsw
@@ -27,7 +26,7 @@ from erasure import requests
 from erasure.clocks import ClockPolicy, Deadline, iso_utc
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import ErasureError, InputError, NotFound
+from erasure.errors import ErasureError, NotFound
 from erasure.models import ErasureRequestEnvelope, parse_envelope
 from erasure.states import RequestState
 from flows.common import RequestId, checked_request_id, described, home
@@ -214,17 +213,12 @@ class IntakeResult:
     rejected: int = 0
     purged: int = 0
     """Rejected envelopes removed because they were older than the retention."""
+    refused: int = 0
+    """Entries that are not regular files of their own (links, hard links, folders, devices): left alone."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"vaulted": self.vaulted, "already_present": self.already_present, "rejected": self.rejected,
-                "purged": self.purged}
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror or exc})") from None
+                "purged": self.purged, "refused": self.refused}
 
 
 def drain_inbox(h: Home, *, now: datetime | None = None, policy: ClockPolicy | None = None,
@@ -243,13 +237,19 @@ def drain_inbox(h: Home, *, now: datetime | None = None, policy: ClockPolicy | N
         fcntl.flock(lock, fcntl.LOCK_EX)
         inbox_mod.seal_legacy(h)
         result.purged = inbox_mod.purge_expired(h, now=now)
-        files = sorted(p for p in inbox.glob(INBOX_GLOB) if p.is_file() and not p.name.startswith("."))
+        result.refused = inbox_mod.strangers(h)
+        files = sorted(p for p in inbox.glob(INBOX_GLOB) if not p.name.startswith("."))
         for path in files[:limit]:
             at = now or datetime.now(UTC)
             name = inbox_mod.new_name()  # errors name the envelope by this, never by its file name
-            raw = b""
+            # Read without following a link, a regular file of its own only: a link to another user's
+            # file would be sealed here and then overwritten with zeros (`erasure.inbox`).
+            raw = inbox_mod.read_entry(path)
+            if raw is None:
+                inbox_mod.refuse()
+                result.refused += 1
+                continue
             try:
-                raw = _read(path)
                 envelope: ErasureRequestEnvelope = parse_envelope(raw, source=f"envelope {name}", now=at)
                 res = requests.submit(engine, envelope, now=at, policy=policy)
             except ErasureError as exc:
@@ -345,6 +345,7 @@ def intake(
     its file; bad envelopes are kept encrypted in `inbox/rejected/` (random names) with their error,
     and purged after the retention."""
     out = drain_inbox(home(), limit=limit)
-    get_run_logger().info("intake: %d vaulted, %d already present, %d rejected, %d expired rejected purged",
-                          len(out.vaulted), len(out.already_present), out.rejected, out.purged)
+    get_run_logger().info("intake: %d vaulted, %d already present, %d rejected, %d expired rejected purged,"
+                          " %d refused (not regular files)", len(out.vaulted), len(out.already_present), out.rejected,
+                          out.purged, out.refused)
     return out.as_dict()

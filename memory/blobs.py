@@ -23,7 +23,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from erasure.errors import InputError, StoreError
-from erasure.files import open_private, private_dirs
+from erasure.files import check_relative, inside_folder, open_private, private_dirs
 from memory.schema import meta
 
 COPY_CHUNK = 1 << 20
@@ -44,7 +44,8 @@ class BlobData:
 
 def open_source(blob: BlobData) -> BinaryIO:
     """Open the upload's source file for reading: never through a symlink in its last component, a
-    regular file only, and the very file checked when `identity` is set. `InputError` otherwise (the
+    regular file with one link only (no hard link made since the check), and the very file checked
+    when `identity` is set. `InputError` otherwise (the
     message names no file: a file name can name a person)."""
     assert blob.path is not None
     try:
@@ -52,8 +53,8 @@ def open_source(blob: BlobData) -> BinaryIO:
     except OSError:
         raise InputError("an attachment could not be opened (it changed after it was checked?)") from None
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or (blob.identity is not None
-                                        and (st.st_dev, st.st_ino) != blob.identity):
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (blob.identity is not None
+                                                            and (st.st_dev, st.st_ino) != blob.identity):
         os.close(fd)
         raise InputError("an attachment is not the regular file that was checked: refused")
     return os.fdopen(fd, "rb")
@@ -87,8 +88,23 @@ def location_fs(store_dir: Path, location: str) -> tuple[AbstractFileSystem, str
 
 
 def blob_path(root: str, key: str) -> str:
-    """`<root>/<key[:2]>/<key>`."""
+    """`<root>/<key[:2]>/<key>` (unchecked: `blob_file` is for keys read from a store)."""
     return f"{root}/{key[:2]}/{key}"
+
+
+def blob_file(store_dir: Path, location: str, key: str) -> tuple[AbstractFileSystem, str]:
+    """The filesystem and path of one copy of the blob `key` in `location`, both read from the store's
+    rows: a relative location must lie inside the store's folder, and the copy inside its location
+    (`erasure.files.inside_folder`; a location that is not local gets the check that needs no file
+    system). `StoreError` naming the kind ("blob location", "blob key") otherwise."""
+    fs, root = location_fs(store_dir, location)
+    rel = f"{key[:2]}/{key}"
+    if not isinstance(fs, LocalFileSystem):
+        check_relative(rel, "blob key")
+        return fs, blob_path(root, key)
+    if "://" not in location and not Path(location).is_absolute():
+        inside_folder(Path(store_dir), location, "blob location")
+    return fs, str(inside_folder(Path(root), rel, "blob key"))
 
 
 def _open_target(fs: AbstractFileSystem, root: str, target: str, key: str) -> BinaryIO:
@@ -116,9 +132,8 @@ def put_blob(store_dir: Path, location: str, key: str, blob: BlobData) -> str:
 
 
 def delete_blob(store_dir: Path, location: str, key: str) -> bool:
-    """Remove one copy of a blob; True if it existed."""
-    fs, root = location_fs(store_dir, location)
-    target = blob_path(root, key)
+    """Remove one copy of a blob; True if it existed. The key and location are checked (`blob_file`)."""
+    fs, target = blob_file(store_dir, location, key)
     if not fs.exists(target):
         return False
     fs.rm(target)

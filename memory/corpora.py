@@ -22,7 +22,7 @@ from typing import Any
 import apsw
 
 from erasure.errors import Conflict, InputError, NotFound, StoreError
-from erasure.files import open_private, private_dirs
+from erasure.files import inside_folder, open_private, private_dirs
 from erasure.sqlite import transaction
 from memory.schema import CORPORA_DIR
 
@@ -72,6 +72,12 @@ def relative_path(name: str, version: int) -> str:
     return f"{CORPORA_DIR}/{name}/v{version}.jsonl"
 
 
+def corpus_file(store_dir: Path, rel: str) -> Path:
+    """The file of a corpus version's `ft_corpora.path`: inside the store's folder, or `StoreError`
+    naming the kind "corpus path" (`erasure.files.inside_folder`): a row is not trusted with a path."""
+    return inside_folder(Path(store_dir), rel, "corpus path")
+
+
 def _row(r: tuple[Any, ...]) -> CorpusVersion:
     return CorpusVersion(int(r[0]), str(r[1]), int(r[2]), str(r[3]), int(r[4]), None if r[5] is None else str(r[5]))
 
@@ -92,7 +98,7 @@ def _start_version(conn: apsw.Connection, store_dir: Path, name: str, version: i
     # A corpus holds people's words: 0600 in 0700 folders, a copy too (copyfile keeps no mode).
     os.close(open_private(path))
     if copy_of is not None:
-        shutil.copyfile(Path(store_dir) / copy_of.path, path)
+        shutil.copyfile(corpus_file(store_dir, copy_of.path), path)
     examples = copy_of.examples if copy_of else 0
     conn.execute("INSERT INTO ft_corpora(name, version, path, examples, created_at) VALUES (?,?,?,?,?)",
                  (name, version, rel, examples, now))
@@ -120,7 +126,7 @@ def append_examples(conn: apsw.Connection, store_dir: Path, version: CorpusVersi
                     examples: list[Example]) -> int:
     """Append lines to an unfrozen version's file and index them in `ft_examples`. Runs inside the
     caller's transaction; returns the file size before the append (to truncate back on rollback)."""
-    path = Path(store_dir) / version.path
+    path = corpus_file(store_dir, version.path)
     before = path.stat().st_size if path.exists() else 0
     row = conn.execute("SELECT examples FROM ft_corpora WHERE corpus_id=?", (version.corpus_id,)).fetchone()
     if row is None:
@@ -165,7 +171,7 @@ def freeze_and_train(conn: apsw.Connection, store_dir: Path, name: str, model_id
                 raise StoreError(f"the latest version of corpus {name!r} has had its bytes removed")
             if conn.execute("SELECT 1 FROM model_lineage WHERE model_id=?", (model_id,)).fetchone():
                 raise Conflict(f"model {model_id!r} is already in the lineage")
-            path = Path(store_dir) / cur.path
+            path = corpus_file(store_dir, cur.path)
             if not path.exists():
                 raise StoreError(f"corpus file {cur.path} is missing")
             if cur.frozen_at is None:

@@ -418,7 +418,7 @@ def _write(conn: apsw.Connection, store_dir: Path, rows: _Rows, embedder: Embedd
     if rows.examples:
         before = corpora.latest(conn, corpora.SFT_CORPUS)
         version = corpora.open_version(conn, store_dir, corpora.SFT_CORPUS, now)
-        path = Path(store_dir) / version.path
+        path = corpora.corpus_file(store_dir, version.path)
         if before is None or before.corpus_id != version.corpus_id:
             undo.append(partial(path.unlink, missing_ok=True))  # the version was started here
         size = corpora.append_examples(conn, store_dir, version, rows.examples)

@@ -79,8 +79,9 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def resolve_attachment(name: str, base_dir: Path, where: str) -> Path:
-    """The real path of one attachment: a regular file inside `base_dir` (itself resolved) after
-    resolving symlinks. Relative names are relative to `base_dir`. Anything else (outside the folder,
+    """The real path of one attachment: a regular file with one link (a hard link's other name can be
+    any file) inside `base_dir` (itself resolved) after resolving symlinks. Relative names are
+    relative to `base_dir`. Anything else (outside the folder,
     a directory, a device, a FIFO, a loop, a missing file) raises `InputError("WHERE: why")`; the
     message never repeats the name."""
     if "\x00" in name:
@@ -94,11 +95,13 @@ def resolve_attachment(name: str, base_dir: Path, where: str) -> Path:
     if not path.is_relative_to(base_dir):
         raise InputError(f"{where}: outside the JSONL file's folder (attachments must be inside it)")
     try:
-        mode = path.stat().st_mode
+        st = path.stat()
     except OSError:
         raise InputError(f"{where}: cannot be read") from None
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{where}: not a regular file")
+    if st.st_nlink != 1:  # its other name may be any file of the file system: refused like a link out
+        raise InputError(f"{where}: has another hard link (a hard-linked file may be someone else's file)")
     return path
 
 

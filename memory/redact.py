@@ -16,7 +16,7 @@ import apsw
 from memory.embedder import Embedder, HashingEmbedder, to_blob
 from memory.frames import chunk_ids_of, delete_chunk_vectors
 from memory.ingest import IdAllocator, chunk_text
-from memory.sessions import session_path, write_session
+from memory.sessions import stored_session_path, write_session
 
 
 def rewrite_frame(conn: apsw.Connection, frame_id: int, content: str, *, embedder: Embedder | None = None) -> int:
@@ -52,6 +52,7 @@ def rewrite_archive(conn: apsw.Connection, archive_id: int, content: str) -> Non
 
 def rewrite_session(conn: apsw.Connection, store_dir: Path, session_id: str, state: str) -> None:
     """Replace a session's state in its row and its file (the file only where it exists)."""
+    path = stored_session_path(store_dir, session_id)
     conn.execute("UPDATE working_sessions SET state = ? WHERE session_id = ?", (state, session_id))
-    if session_path(store_dir, session_id).exists():
-        write_session(store_dir, session_id, state)
+    if path.exists():
+        write_session(store_dir, session_id, state, path=path)

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from erasure.files import private_dirs, write_private
+from erasure.files import inside_folder, private_dirs, write_private
 from memory.schema import SESSIONS_DIR
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{8,128}$")
@@ -31,6 +31,14 @@ def session_path(store_dir: Path, session_id: str) -> Path:
     return sessions_dir(store_dir) / f"{session_id}.json"
 
 
+def stored_session_path(store_dir: Path, session_id: str) -> Path:
+    """Where the file of a session id read from the store's rows lives: `sessions/<id>.json`, which
+    must lie inside the store's folder (`erasure.files.inside_folder`: a `sessions` folder linked out
+    of it is refused too; `StoreError` naming the kind "session id"). Ids another program wrote need
+    not be our tokens; they must stay inside."""
+    return inside_folder(Path(store_dir), f"{SESSIONS_DIR}/{session_id}.json", "session id")
+
+
 def session_state(source: str, source_ref: str, turns: list[str], updated_at: str) -> dict[str, Any]:
     """The state JSON of a session: where it came from and its last `RECENT_TURNS` turns."""
     return {"source": source, "source_ref": source_ref, "turns": turns[-RECENT_TURNS:],
@@ -42,9 +50,10 @@ def state_json(state: dict[str, Any]) -> str:
     return json.dumps(state, sort_keys=True, ensure_ascii=False)
 
 
-def write_session(store_dir: Path, session_id: str, state_text: str) -> Path:
-    """Write the session file (created lazily with its directory); returns its path."""
-    path = session_path(store_dir, session_id)
+def write_session(store_dir: Path, session_id: str, state_text: str, *, path: Path | None = None) -> Path:
+    """Write the session file (created lazily with its directory); returns its path. `path`: where,
+    when the caller already checked it (`stored_session_path`)."""
+    path = path or session_path(store_dir, session_id)
     private_dirs(path.parent)
     write_private(path, state_text.encode("utf-8"))  # a session's turns are a person's words: 0600
     return path

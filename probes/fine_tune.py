@@ -15,6 +15,8 @@ from pathlib import Path
 
 import apsw
 
+from erasure.errors import StoreError
+from erasure.files import inside_folder
 from probes.model import Measurement, ProbeContext, ProbeResult, to_results
 from probes.store import (
     CORPORA_DIR,
@@ -57,11 +59,15 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
 
 
 def _corpus_files(conn: apsw.Connection, store_dir: Path) -> list[Path]:
+    """Every regular file under `corpora/`, and every `ft_corpora.path` that lies inside the store's
+    folder (`erasure.files.inside_folder`, the erasers' rule); one that leads out is never read."""
     files = list(regular_files(store_dir / CORPORA_DIR))
-    root = store_dir.resolve()
     for rel in column(conn, "SELECT path FROM ft_corpora"):
-        path = (store_dir / str(rel)).resolve()
-        if path.is_relative_to(root) and path.is_file() and path not in {f.resolve() for f in files}:
+        try:
+            path = inside_folder(store_dir, str(rel), "corpus path").resolve()
+        except StoreError:
+            continue
+        if path.is_file() and path not in {f.resolve() for f in files}:
             files.append(path)
     return files
 

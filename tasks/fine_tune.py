@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from erasure import requests
 from erasure.clocks import iso_utc
+from erasure.files import inside_folder
 from erasure.identity import Identity
 from erasure.sqlite import one, transaction
 from erasure.tiers import Tier
@@ -48,6 +49,13 @@ def _line_owners(ctx: StepContext, corpus_id: int, line: str) -> tuple[str, ...]
     return tuple(sorted({str(r[0]) for r in ctx.store.execute(
         "SELECT subject_id FROM ft_examples WHERE corpus_id = ? AND source = ? AND source_ref = ?"
         " AND subject_id IS NOT NULL", (corpus_id, str(item.get("source")), str(item.get("source_ref"))))}))
+
+
+def _next_file(ctx: StepContext, name: str, version: int) -> tuple[str, Path]:
+    """`corpora/<name>/v<version>.jsonl` (relative, and its path): the corpus name comes from the rows,
+    so the file must lie inside the store's folder like any path read there."""
+    rel = f"corpora/{name}/v{version}.jsonl"
+    return rel, inside_folder(ctx.store_dir, rel, "corpus name")
 
 
 class FineTuneStep(BaseStep):
@@ -87,7 +95,7 @@ class FineTuneStep(BaseStep):
         att = mentions.attribution(ctx.store, who, ctx.ids())
         out: dict[str, list[ItemMentions]] = {}
         for cid, rel in ctx.store.execute("SELECT corpus_id, path FROM ft_corpora WHERE removed_at IS NULL"):
-            path = ctx.store_dir / str(rel)
+            path = inside_folder(ctx.store_dir, str(rel), "corpus path")
             try:
                 named = mentions.lines_naming(ctx.store, path, who)
                 if not named:
@@ -100,11 +108,14 @@ class FineTuneStep(BaseStep):
         return out
 
     def _corpus(self, ctx: StepContext, corpus_id: int) -> tuple[str, int, Path, str | None] | None:
+        """(name, version, file, removed_at) of a corpus version. Its file, and the file its next
+        version would be written to, must lie inside the store's folder (`StoreError` otherwise)."""
         row = ctx.store.execute("SELECT name, version, path, removed_at FROM ft_corpora WHERE corpus_id = ?",
                                 (corpus_id,)).fetchone()
         if row is None:
             return None
-        return str(row[0]), int(row[1]), ctx.store_dir / str(row[2]), row[3]
+        _next_file(ctx, str(row[0]), int(row[1]) + 1)
+        return str(row[0]), int(row[1]), inside_folder(ctx.store_dir, str(row[2]), "corpus path"), row[3]
 
     def _files_left(self, ctx: StepContext, keys: Keys) -> list[Path]:
         """Files of the corpora this request reached (its keys, and every version an erase of it
@@ -157,8 +168,9 @@ class FineTuneStep(BaseStep):
             "ORDER BY version DESC LIMIT 1", (name,)).fetchone()
         doomed = [cid for cid in affected if (c := self._corpus(ctx, cid)) and c[0] == name and c[3] is None]
         if latest is not None and int(latest[0]) in doomed:
-            removed += self._rewrite_without_subject(ctx, name, int(latest[0]), int(latest[1]),
-                                                     ctx.store_dir / str(latest[2]), set(ctx.sources), written)
+            removed += self._rewrite_without_subject(
+                ctx, name, int(latest[0]), int(latest[1]), inside_folder(ctx.store_dir, str(latest[2]), "corpus path"),
+                set(ctx.sources), written)
         for cid in doomed:
             ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (cid,))
             removed += ctx.store.changes()
@@ -206,8 +218,7 @@ class FineTuneStep(BaseStep):
                 refs.append(ref)
                 owners.append(owner)
         new_version = version + 1
-        rel = f"corpora/{name}/v{new_version}.jsonl"
-        new_path = ctx.store_dir / rel
+        rel, new_path = _next_file(ctx, name, new_version)
         new_path.parent.mkdir(parents=True, exist_ok=True)
         body = "".join(k + "\n" for k in kept).encode("utf-8")
         tmp = new_path.with_suffix(".tmp")

@@ -13,6 +13,7 @@ import fsspec
 
 from erasure.sqlite import one
 from erasure.tiers import Tier
+from memory.blobs import blob_file
 from tasks.base import BaseStep, Keys, StepContext, existing
 
 
@@ -20,14 +21,6 @@ def _locations(ctx: StepContext, key: str) -> set[str]:
     configured = set(json.loads(one(ctx.store, "SELECT value FROM store_meta WHERE key = 'blob_locations'")[0]))
     recorded = {r[0] for r in ctx.store.execute("SELECT location FROM blob_locations WHERE blob_key = ?", (key,))}
     return configured | recorded
-
-
-def _blob_path(ctx: StepContext, location: str, key: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    if "://" in location:
-        fs, root = fsspec.core.url_to_fs(location)
-    else:
-        fs, root = fsspec.filesystem("file"), str(ctx.store_dir / location)
-    return fs, f"{root.rstrip('/')}/{key[:2]}/{key}"
 
 
 class UploadsStep(BaseStep):
@@ -43,17 +36,18 @@ class UploadsStep(BaseStep):
         return {"blob": set(keys)}
 
     def _files(self, ctx: StepContext, key: str) -> list[tuple[fsspec.AbstractFileSystem, str]]:
-        out = []
-        for loc in sorted(_locations(ctx, key)):
-            fs, path = _blob_path(ctx, loc, key)
-            if fs.exists(path):
-                out.append((fs, path))
-        return out
+        """The copies of `key` on disk; every path is checked first (`memory.blobs.blob_file`: a key or
+        location from the rows that leads out of the store is a `StoreError`)."""
+        paths = [blob_file(ctx.store_dir, loc, key) for loc in sorted(_locations(ctx, key))]
+        return [(fs, path) for fs, path in paths if fs.exists(path)]
 
     def _remaining(self, ctx: StepContext, keys: Keys) -> list[str]:
+        """Keys with a row or a file left. Every key's paths are checked (the footprint's count runs
+        this before the cascade's first deletion)."""
         ids = sorted(keys.get("blob", set()))
         rows = set(existing(ctx.store, "blobs", "blob_key", ids))
-        return sorted(k for k in ids if k in rows or self._files(ctx, k))
+        files = {k for k in ids if self._files(ctx, k)}
+        return sorted(k for k in ids if k in rows or k in files)
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
         return len(self._remaining(ctx, keys))

@@ -10,13 +10,11 @@ from typing import ClassVar
 from erasure.sqlite import one
 from erasure.tiers import Tier
 from memory.redact import rewrite_session
-from memory.sessions import session_path
+from memory.sessions import stored_session_path
 from tasks import mentions
 from tasks.attribution import ItemMentions
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing
 from tasks.mentions import sessions_mentioning
-
-SESSIONS_DIR = "sessions"
 
 
 class WorkingStep(BaseStep):
@@ -45,7 +43,7 @@ class WorkingStep(BaseStep):
                     "SELECT session_id, state, subject_id FROM working_sessions WHERE session_id = ?", (sid,)):
                 owners = () if owner is None else (str(owner),)
                 texts = [str(state)]
-                path = session_path(ctx.store_dir, sid)
+                path = stored_session_path(ctx.store_dir, sid)
                 if path.exists():
                     texts.append(path.read_text(encoding="utf-8"))
                 found = [mentions.item_mentions(who, att, t, owners, as_json=True) for t in texts]
@@ -70,9 +68,14 @@ class WorkingStep(BaseStep):
         return out
 
     def _remaining(self, ctx: StepContext, keys: Keys) -> list[str]:
+        """Sessions with a row or a file left. The file of every session found (the subject's and those
+        naming them) is checked to lie inside `sessions/` (`stored_session_path`): the footprint's count
+        runs this before the cascade's first deletion."""
+        for sid in keys.get("mention_session", set()):
+            stored_session_path(ctx.store_dir, sid)
         ids = sorted(keys.get("session", set()))
         rows = set(existing(ctx.store, "working_sessions", "session_id", ids))
-        files = {i for i in ids if (ctx.store_dir / SESSIONS_DIR / f"{i}.json").exists()}
+        files = {i for i in ids if stored_session_path(ctx.store_dir, i).exists()}
         return sorted(rows | files)
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
@@ -83,7 +86,7 @@ class WorkingStep(BaseStep):
         batch = self._remaining(ctx, keys)[:limit]
         files = 0
         for sid in batch:
-            path = ctx.store_dir / SESSIONS_DIR / f"{sid}.json"
+            path = stored_session_path(ctx.store_dir, sid)
             if path.exists():
                 path.unlink()
                 files += 1

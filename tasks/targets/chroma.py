@@ -106,6 +106,7 @@ if TYPE_CHECKING:
     from chromadb.api.client import Client
 
 from erasure.errors import ConfigError, StoreError
+from erasure.files import inside_folder
 from erasure.identity import Identity, fold
 from erasure.sqlite import connect, transaction
 from erasure.subject import Subject
@@ -232,6 +233,19 @@ def _collections(conn: apsw.Connection) -> list[Collection]:
             metadata_segments=tuple(s for s, scope in mine if scope != VECTOR_SCOPE),
             vector_segments=tuple(s for s, scope in mine if scope == VECTOR_SCOPE)))
     return out
+
+
+def _segment_folder(root: Path, segment: str) -> Path:
+    """The folder of a vector segment: its id comes from the `segments` rows, so it must name a folder
+    inside the store's (`erasure.files.inside_folder`; `StoreError` naming "chroma segment id")."""
+    return inside_folder(root, segment, "chroma segment id")
+
+
+def _check_segments(root: Path, collections: list[Collection]) -> None:
+    """Every vector segment's folder lies inside the store's: checked before anything is deleted."""
+    for col in collections:
+        for seg in col.vector_segments:
+            _segment_folder(root, seg)
 
 
 def _topic_collection(topic: str) -> str:
@@ -645,7 +659,7 @@ def _rewrite_segment(root: Path, segment: str, space: str, subject_ids: set[str]
     creates every segment with room for 100 elements, from memory that held whatever the process had
     freed: we found the subject's identifiers there in stores below the sync threshold), so a segment
     with nothing to drop is rewritten too, unless it already is byte for byte what we would write."""
-    folder = root / segment
+    folder = _segment_folder(root, segment)
     h = _read_hnsw(folder)
     if h is None:
         return {}
@@ -937,6 +951,7 @@ class _Counts:
 
 def _count(conn: apsw.Connection, cfg: Config, subject: Subject) -> _Counts:
     collections = _collections(conn)
+    _check_segments(cfg.root, collections)
     found = _resolve(conn, cfg, subject, collections)
     c = _Counts(records=len(found.rows), queue_rows=len(found.queue), queue_vectors=found.queue_vectors)
     row = conn.execute("SELECT count(*) FROM embedding_fulltext_search_content WHERE id IN"
@@ -947,7 +962,7 @@ def _count(conn: apsw.Connection, cfg: Config, subject: Subject) -> _Counts:
     for col in collections:
         live = (_live_ids(conn, col) | _pending_ids(conn, col)) if col.metadata_segments else None
         for seg in col.vector_segments:
-            h = _read_hnsw(cfg.root / seg)
+            h = _read_hnsw(_segment_folder(cfg.root, seg))
             if h is None:
                 continue
             _keep, hc = _classify(h, found.ids.get(col.id, set()), live)
@@ -1018,10 +1033,12 @@ class ChromaEraser:
             found = retry_busy(lambda: _resolve(conn, cfg, subject, collections), "the chroma store")
         finally:
             conn.close()
+        _check_segments(cfg.root, collections)  # before chromadb's delete, our SQL and any file
         api = _api_delete(cfg, found, collections)
         conn = _open(cfg)
         try:
             collections = _collections(conn)
+            _check_segments(cfg.root, collections)
             again = retry_busy(lambda: _resolve(conn, cfg, subject, collections, found.ids), "the chroma store")
             detail: dict[str, int] = {"framework_api": int(api >= 0), "framework_api_deleted": max(api, 0)}
             detail |= retry_busy(lambda: _sql_delete(conn, again, collections, Identity.of(subject)),
