@@ -1,9 +1,10 @@
 """Which Prefect API a command that runs a flow talks to, made ready before the flow starts.
 
 In order: `PREFECT_API_URL` when it is set (a shared server, Prefect Cloud, `make serve`), which must
-answer its health check; else the home's own long-lived server when it is up (`erasure server start`
-writes its address to `<home>/server/state.json`); else Prefect starts a temporary server for this
-process. A temporary server migrates a brand-new
+answer its health check (its credential, `PREFECT_API_AUTH_STRING` or `PREFECT_API_KEY`, is the
+caller's); else the home's own long-lived server when it is up (`erasure server start` writes its
+address to `<home>/server/state.json`; its credential is the home's, cli/prefect_auth.py); else Prefect
+starts a temporary server for this process, which requires the home's credential too. A temporary server migrates a brand-new
 Prefect database inside its start-up window (20 s by default), which a busy 2-core machine misses:
 so we migrate the home's database first, once per Prefect version, and give the temporary server a
 start-up window that fits a busy machine.
@@ -91,10 +92,15 @@ def prepare(h: Home) -> str | None:
     if api_url:
         _require_healthy(api_url)
         return api_url
+    from cli import prefect_auth
+
     home_api = home_server(h)
     if home_api:
         os.environ["PREFECT_API_URL"] = home_api
+        os.environ[prefect_auth.CLIENT_VAR] = prefect_auth.home_secret(h)
         return home_api
+    # The temporary server listens on 127.0.0.1 too: it requires the home's credential as well.
+    os.environ.update(prefect_auth.server_env(prefect_auth.home_secret(h)))
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_SECONDS)
     if database_url_is_default():
         migrate_database(h)
@@ -117,9 +123,14 @@ def home_server(h: Home) -> str | None:
 def require_api(h: Home) -> str:
     """The API of a long-lived server, for commands that configure one (automations): PREFECT_API_URL
     or the home's server. Exported as PREFECT_API_URL. `ConfigError` (exit 3) when there is none."""
-    api_url = os.environ.get("PREFECT_API_URL") or home_server(h)
+    from cli import prefect_auth
+
+    api_url = os.environ.get("PREFECT_API_URL")
     if not api_url:
-        raise ConfigError("no Prefect server: start one (`erasure server start`) or set PREFECT_API_URL")
+        api_url = home_server(h)
+        if not api_url:
+            raise ConfigError("no Prefect server: start one (`erasure server start`) or set PREFECT_API_URL")
+        os.environ[prefect_auth.CLIENT_VAR] = prefect_auth.home_secret(h)
     _require_healthy(api_url)
     os.environ["PREFECT_API_URL"] = api_url
     return api_url
