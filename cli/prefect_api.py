@@ -12,9 +12,11 @@ start-up window that fits a busy machine.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from erasure.config import Home
@@ -44,7 +46,7 @@ def database_url_is_default() -> bool:
 
 def migrate_database(h: Home, *, say: bool = True, home_dir: Path | None = None) -> bool:
     """Create or upgrade the Prefect database of this home (or of the Prefect home `home_dir`), once per
-    Prefect version.
+    Prefect version, under a lock: a concurrent first run waits for this one's migrations.
 
     Returns True when it ran the migrations, False when they were already done."""
     ph = home_dir or prefect_home(h)
@@ -52,6 +54,29 @@ def migrate_database(h: Home, *, say: bool = True, home_dir: Path | None = None)
     if marker.exists() and (ph / "prefect.db").exists():
         return False
     ph.mkdir(parents=True, exist_ok=True)
+    # Two commands at once in a new home both ran the migrations on the same new file, and one failed:
+    # the first takes the lock and migrates; the others wait for it, then find the database ready.
+    with _migration_lock(ph):
+        if marker.exists() and (ph / "prefect.db").exists():
+            return False
+        _migrate(ph, marker, say=say)
+    return True
+
+
+@contextlib.contextmanager
+def _migration_lock(ph: Path) -> Iterator[None]:
+    """An exclusive lock on `<ph>/.migrate.lock` (released when the holder exits, even by a crash)."""
+    import fcntl
+
+    fd = os.open(ph / ".migrate.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _migrate(ph: Path, marker: Path, *, say: bool) -> None:
     if say:
         sys.stderr.write("preparing Prefect's database in this home (first run only) ...\n")
         sys.stderr.flush()
@@ -68,7 +93,6 @@ def migrate_database(h: Home, *, say: bool = True, home_dir: Path | None = None)
         last = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["no output"]
         raise ConfigError(f"Prefect's database migrations failed (exit {proc.returncode}): {last[0]}")
     marker.write_text("migrated\n")
-    return True
 
 
 def api_healthy(api_url: str, timeout: float = 3.0) -> bool:
