@@ -4,10 +4,11 @@ In order: `PREFECT_API_URL` when it is set (a shared server, Prefect Cloud, `mak
 answer its health check (its credential, `PREFECT_API_AUTH_STRING` or `PREFECT_API_KEY`, is the
 caller's); else the home's own long-lived server when it is up (`erasure server start` writes its
 address to `<home>/server/state.json`; its credential is the home's, cli/prefect_auth.py); else Prefect
-starts a temporary server for this process, which requires the home's credential too. A temporary server migrates a brand-new
-Prefect database inside its start-up window (20 s by default), which a busy 2-core machine misses:
-so we migrate the home's database first, once per Prefect version, and give the temporary server a
-start-up window that fits a busy machine.
+starts a temporary server for this process, which requires the home's credential too. A temporary
+server migrates a brand-new Prefect database inside its start-up window (20 s by default), which a
+busy 2-core machine misses: so we migrate the home's database first, once per Prefect version (under a
+lock: two first commands at once), and give the temporary server a start-up window that fits a busy
+machine.
 """
 
 from __future__ import annotations
