@@ -113,11 +113,13 @@ def prepare(h: Home) -> str | None:
     Returns the API URL when a server is set or the home's server is up (then exported as
     PREFECT_API_URL), or None when a temporary server will be started. `ConfigError` (exit 3) when
     `PREFECT_API_URL` names a server that does not answer."""
+    from cli import prefect_auth
+
     api_url = os.environ.get("PREFECT_API_URL")
     if api_url:
         _require_healthy(api_url)
+        _home_credential_for(h, api_url)
         return api_url
-    from cli import prefect_auth
 
     home_api = home_server(h)
     if home_api:
@@ -130,6 +132,18 @@ def prepare(h: Home) -> str | None:
     if database_url_is_default():
         migrate_database(h)
     return None
+
+
+def _home_credential_for(h: Home, api_url: str) -> None:
+    """`PREFECT_API_URL` named the home's own server (`make serve`, `erasure server start`) and no
+    credential was given: send the home's."""
+    from cli import prefect_auth
+
+    if os.environ.get(prefect_auth.CLIENT_VAR) or os.environ.get("PREFECT_API_KEY"):
+        return
+    secret = prefect_auth.home_secret(h)
+    if prefect_auth.is_ours(api_url, secret):
+        os.environ[prefect_auth.CLIENT_VAR] = secret
 
 
 def _require_healthy(api_url: str) -> None:
@@ -157,6 +171,7 @@ def require_api(h: Home) -> str:
             raise ConfigError("no Prefect server: start one (`erasure server start`) or set PREFECT_API_URL")
         os.environ[prefect_auth.CLIENT_VAR] = prefect_auth.home_secret(h)
     _require_healthy(api_url)
+    _home_credential_for(h, api_url)
     os.environ["PREFECT_API_URL"] = api_url
     return api_url
 
