@@ -1,19 +1,23 @@
 """Which Prefect API a command that runs a flow talks to, made ready before the flow starts.
 
 In order: `PREFECT_API_URL` when it is set (a shared server, Prefect Cloud, `make serve`), which must
-answer its health check; else the home's own long-lived server when it is up (`erasure server start`
-writes its address to `<home>/server/state.json`); else Prefect starts a temporary server for this
-process. A temporary server migrates a brand-new
-Prefect database inside its start-up window (20 s by default), which a busy 2-core machine misses:
-so we migrate the home's database first, once per Prefect version, and give the temporary server a
-start-up window that fits a busy machine.
+answer its health check (its credential, `PREFECT_API_AUTH_STRING` or `PREFECT_API_KEY`, is the
+caller's); else the home's own long-lived server when it is up (`erasure server start` writes its
+address to `<home>/server/state.json`; its credential is the home's, cli/prefect_auth.py); else Prefect
+starts a temporary server for this process, which requires the home's credential too. A temporary
+server migrates a brand-new Prefect database inside its start-up window (20 s by default), which a
+busy 2-core machine misses: so we migrate the home's database first, once per Prefect version (under a
+lock: two first commands at once), and give the temporary server a start-up window that fits a busy
+machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from erasure.config import Home
@@ -43,7 +47,7 @@ def database_url_is_default() -> bool:
 
 def migrate_database(h: Home, *, say: bool = True, home_dir: Path | None = None) -> bool:
     """Create or upgrade the Prefect database of this home (or of the Prefect home `home_dir`), once per
-    Prefect version.
+    Prefect version, under a lock: a concurrent first run waits for this one's migrations.
 
     Returns True when it ran the migrations, False when they were already done."""
     ph = home_dir or prefect_home(h)
@@ -51,6 +55,29 @@ def migrate_database(h: Home, *, say: bool = True, home_dir: Path | None = None)
     if marker.exists() and (ph / "prefect.db").exists():
         return False
     ph.mkdir(parents=True, exist_ok=True)
+    # Two commands at once in a new home both ran the migrations on the same new file, and one failed:
+    # the first takes the lock and migrates; the others wait for it, then find the database ready.
+    with _migration_lock(ph):
+        if marker.exists() and (ph / "prefect.db").exists():
+            return False
+        _migrate(ph, marker, say=say)
+    return True
+
+
+@contextlib.contextmanager
+def _migration_lock(ph: Path) -> Iterator[None]:
+    """An exclusive lock on `<ph>/.migrate.lock` (released when the holder exits, even by a crash)."""
+    import fcntl
+
+    fd = os.open(ph / ".migrate.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _migrate(ph: Path, marker: Path, *, say: bool) -> None:
     if say:
         sys.stderr.write("preparing Prefect's database in this home (first run only) ...\n")
         sys.stderr.flush()
@@ -67,7 +94,6 @@ def migrate_database(h: Home, *, say: bool = True, home_dir: Path | None = None)
         last = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["no output"]
         raise ConfigError(f"Prefect's database migrations failed (exit {proc.returncode}): {last[0]}")
     marker.write_text("migrated\n")
-    return True
 
 
 def api_healthy(api_url: str, timeout: float = 3.0) -> bool:
@@ -87,18 +113,37 @@ def prepare(h: Home) -> str | None:
     Returns the API URL when a server is set or the home's server is up (then exported as
     PREFECT_API_URL), or None when a temporary server will be started. `ConfigError` (exit 3) when
     `PREFECT_API_URL` names a server that does not answer."""
+    from cli import prefect_auth
+
     api_url = os.environ.get("PREFECT_API_URL")
     if api_url:
         _require_healthy(api_url)
+        _home_credential_for(h, api_url)
         return api_url
+
     home_api = home_server(h)
     if home_api:
         os.environ["PREFECT_API_URL"] = home_api
+        os.environ[prefect_auth.CLIENT_VAR] = prefect_auth.home_secret(h)
         return home_api
+    # The temporary server listens on 127.0.0.1 too: it requires the home's credential as well.
+    os.environ.update(prefect_auth.server_env(prefect_auth.home_secret(h)))
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_SECONDS)
     if database_url_is_default():
         migrate_database(h)
     return None
+
+
+def _home_credential_for(h: Home, api_url: str) -> None:
+    """`PREFECT_API_URL` named the home's own server (`make serve`, `erasure server start`) and no
+    credential was given: send the home's."""
+    from cli import prefect_auth
+
+    if os.environ.get(prefect_auth.CLIENT_VAR) or os.environ.get("PREFECT_API_KEY"):
+        return
+    secret = prefect_auth.home_secret(h)
+    if prefect_auth.is_ours(api_url, secret):
+        os.environ[prefect_auth.CLIENT_VAR] = secret
 
 
 def _require_healthy(api_url: str) -> None:
@@ -117,10 +162,16 @@ def home_server(h: Home) -> str | None:
 def require_api(h: Home) -> str:
     """The API of a long-lived server, for commands that configure one (automations): PREFECT_API_URL
     or the home's server. Exported as PREFECT_API_URL. `ConfigError` (exit 3) when there is none."""
-    api_url = os.environ.get("PREFECT_API_URL") or home_server(h)
+    from cli import prefect_auth
+
+    api_url = os.environ.get("PREFECT_API_URL")
     if not api_url:
-        raise ConfigError("no Prefect server: start one (`erasure server start`) or set PREFECT_API_URL")
+        api_url = home_server(h)
+        if not api_url:
+            raise ConfigError("no Prefect server: start one (`erasure server start`) or set PREFECT_API_URL")
+        os.environ[prefect_auth.CLIENT_VAR] = prefect_auth.home_secret(h)
     _require_healthy(api_url)
+    _home_credential_for(h, api_url)
     os.environ["PREFECT_API_URL"] = api_url
     return api_url
 

@@ -2,7 +2,8 @@
 foreground (`erasure server start` is the same in the background).
 
 In order: point Prefect at `<ERASURE_HOME>/prefect` (offline, analytics off); reuse the home's running
-server (`erasure server start`) or a Prefect server already answering on host:port, else (with
+server (`erasure server start`: its state file and its credential, cli/prefect_auth.py), refuse a port
+anything else answers on (another user's Prefect server is never adopted), else (with
 `--postgres`, after starting the home's PostgreSQL cluster) start `prefect server start` on 127.0.0.1
 and wait for its health check; create the process work pool `erasure-local` if it does not exist; run
 `prefect --no-prompt deploy --all` from the project directory (prefect.yaml); start a worker on the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,6 +31,7 @@ from typing import IO, Annotated, Any
 import httpx
 import typer
 
+from cli import prefect_auth
 from cli.common import HomeOpt, home_of
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
@@ -46,7 +49,8 @@ def serve_env(h: Home, host: str, port: int, base: dict[str, str] | None = None,
     """The environment of every child: this home, Prefect's home inside it, offline, our API URL, and
     what `prefect deploy` writes into every deployment's `job_variables.env` (prefect.yaml): the home,
     the evidence folder, the project folder (the runs' working directory) and the clock settings (empty
-    when unset: the flows then take the defaults)."""
+    when unset: the flows then take the defaults); and the home's credential, which the server requires
+    and every client (worker, flow run, `prefect deploy`) sends."""
     env = dict(os.environ if base is None else base)
     env.update({
         "ERASURE_HOME": str(h.root),
@@ -61,6 +65,7 @@ def serve_env(h: Home, host: str, port: int, base: dict[str, str] | None = None,
     for name in CLOCK_SETTINGS:
         env.setdefault(name, "")
     env.pop("PREFECT_API_KEY", None)
+    env.update(prefect_auth.server_env(prefect_auth.home_secret(h)))
     return env
 
 
@@ -73,16 +78,72 @@ def api_answers(api_url: str) -> bool:
         return False
 
 
-def ensure_pool(api_url: str, run: Callable[[str, list[str]], None]) -> bool:
-    """Create the process work pool unless it exists (never `--overwrite`: a pool someone tuned keeps
-    its settings). `run(name, cmd)` runs a prefect command. Returns True when it created the pool."""
-    r = httpx.get(f"{api_url}/work_pools/{POOL}", timeout=30.0)
-    if r.status_code == 200:
-        return False
-    if r.status_code != 404:
-        raise ConfigError(f"the Prefect API at {api_url} answered {r.status_code} for the work pool {POOL}")
-    run("work-pool", prefect_cmd("work-pool", "create", POOL, "--type", "process"))
-    return True
+def deployment_env(env: dict[str, str], project_dir: Path = PROJECT_ROOT) -> dict[str, str]:
+    """The `job_variables.env` that `prefect deploy` writes into every deployment: prefect.yaml's
+    `definitions.work_pool.job_variables.env`, its `{{ $NAME }}` placeholders filled from `env` (as
+    `prefect deploy` fills them from its environment; an unset one stays as it is)."""
+    import yaml
+
+    doc = yaml.safe_load((project_dir / "prefect.yaml").read_text())
+    raw = doc["definitions"]["work_pool"]["job_variables"]["env"]
+    return {str(k): _ENV_PLACEHOLDER.sub(lambda m: env.get(m.group(1), m.group(0)), str(v)) for k, v in raw.items()}
+
+
+_ENV_PLACEHOLDER = re.compile(r"{{\s*\$(\w+)\s*}}")
+
+
+def pool_job_template(env: dict[str, str]) -> dict[str, Any]:
+    """The process pool's base job template: a run cannot change what the worker runs.
+
+    Prefect's default lets a run's `job_variables` set the command, the working folder and the
+    environment of the process the worker starts (as root when the worker is root). Here the command
+    and the working folder are fixed in `job_configuration` (none: Prefect's engine, in a fresh
+    temporary folder; the deployment's `pull:` step then changes into the project) and are no variables;
+    `env` must be exactly the deployments' own (`const`), so a run's override of it is refused; and an
+    unknown variable is refused (`additionalProperties: false`) rather than ignored. The server checks
+    every run's variables against this schema (422 otherwise)."""
+    return {
+        "job_configuration": {"command": None, "env": "{{ env }}", "labels": "{{ labels }}", "name": "{{ name }}",
+                              "stream_output": "{{ stream_output }}", "working_dir": None},
+        "variables": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "name": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "Name",
+                         "description": "Name given to the flow run's process."},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}, "title": "Labels",
+                           "description": "Labels applied to the flow run's process."},
+                "stream_output": {"type": "boolean", "default": True, "title": "Stream Output",
+                                  "description": "Stream the flow run's output to the worker's log."},
+                "env": {"type": "object", "const": dict(env), "title": "Environment Variables",
+                        "description": "Pinned to the deployments' own (prefect.yaml): a run cannot change it."},
+            },
+        },
+    }
+
+
+def ensure_pool(api_url: str, env: dict[str, str], project_dir: Path = PROJECT_ROOT) -> bool:
+    """Create the process work pool with `pool_job_template`, or give an existing pool that template
+    (its other settings, e.g. a concurrency limit someone set, are kept). `env` is the environment
+    `prefect deploy` runs with (its credential is sent). Returns True when it created the pool."""
+    template = pool_job_template(deployment_env(env, project_dir))
+    auth = prefect_auth.headers(env.get(prefect_auth.CLIENT_VAR))
+    with httpx.Client(base_url=api_url, timeout=30.0, headers=auth) as c:
+        r = c.get(f"/work_pools/{POOL}")
+        if r.status_code == 404:
+            r = c.post("/work_pools/", json={"name": POOL, "type": "process", "base_job_template": template})
+            if r.status_code == 409:  # made meanwhile: give it the template below
+                r = c.get(f"/work_pools/{POOL}")
+            elif r.status_code in (200, 201):
+                return True
+        if r.status_code != 200:
+            raise ConfigError(f"the Prefect API at {api_url} answered {r.status_code} for the work pool {POOL}")
+        if r.json().get("base_job_template") != template:
+            p = c.patch(f"/work_pools/{POOL}", json={"base_job_template": template})
+            if p.status_code not in (200, 204):
+                raise ConfigError(f"the Prefect API at {api_url} refused the job template of the work pool "
+                                  f"{POOL} ({p.status_code})")
+    return False
 
 
 def prefect_cmd(*args: str) -> list[str]:
@@ -116,10 +177,13 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def run_deployment_now(api_url: str, name: str, parameters: dict[str, Any] | None = None) -> str:
-    """Create a flow run of deployment `flow/deployment` through the REST API; returns its id."""
+def run_deployment_now(api_url: str, name: str, parameters: dict[str, Any] | None = None,
+                       secret: str | None = None) -> str:
+    """Create a flow run of deployment `flow/deployment` through the REST API (with the credential
+    `secret`, else this process's own); returns its id."""
     flow_name, dep_name = name.split("/", 1)
-    with httpx.Client(base_url=api_url, timeout=30.0) as c:
+    auth = prefect_auth.headers(secret) if secret else prefect_auth.client_headers()
+    with httpx.Client(base_url=api_url, timeout=30.0, headers=auth) as c:
         r = c.get(f"/deployments/name/{flow_name}/{dep_name}")
         r.raise_for_status()
         r = c.post(f"/deployments/{r.json()['id']}/create_flow_run", json={"parameters": parameters or {}})
@@ -186,19 +250,20 @@ def _say(msg: str) -> None:
 
 
 def _running_server(h: Home, host: str, port: int) -> tuple[str, int] | None:
-    """(host, port) of a Prefect server to reuse: the home's own (`erasure server start`), else one that
-    answers on host:port. None when there is none; `ConfigError` when host:port is taken by something
-    that is not a Prefect server."""
+    """(host, port) of the home's own server to reuse (`erasure server start`: its state file names a
+    live Prefect process, and the server there takes the home's credential and refuses requests without
+    it). None when host:port is free; `ConfigError` when something else answers there (another user's
+    Prefect server, or anything else): never adopted."""
     from cli import server as background
 
     state = background.read_state(h)
-    if state is not None and background.server_alive(state) and api_answers(state.api_url):
+    if state is not None and background.server_alive(state) and prefect_auth.is_ours(
+            state.api_url, prefect_auth.home_secret(h)):
         return state.host, state.port
     if port_in_use(host, port):
-        if api_answers(f"http://{host}:{port}/api"):
-            return host, port
-        raise ConfigError(f"{host}:{port} is already in use by something that is not a Prefect server: "
-                          "stop it or pass --port")
+        what = "a Prefect server that is not this home's" if api_answers(f"http://{host}:{port}/api") else \
+            "something that is not this home's Prefect server"
+        raise ConfigError(f"{host}:{port} is already in use by {what}: stop it or pass --port")
     return None
 
 
@@ -240,7 +305,7 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
             wait_healthy(api, alive=lambda: server.poll() is None)
             _say(f"server healthy after {time.monotonic() - t0:.1f} s")
         _say("creating the pool if needed and deploying prefect.yaml ...")
-        ensure_pool(api, lambda name, cmd: stack.run(name, cmd, project_dir))
+        ensure_pool(api, env, project_dir)
         # The worker starts while prefect.yaml deploys: both take seconds, and runs wait for the worker.
         stack.start("worker", prefect_cmd("worker", "start", "--pool", POOL, "--type", "process"), project_dir)
         stack.run("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), project_dir)
@@ -251,7 +316,7 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
             metrics_server = serve_metrics(h, metrics_port, addr=host)
             _say(f"metrics: http://{host}:{metrics_port}/metrics")
         if sla_now:
-            run_deployment_now(api, "sla-monitor/sla-monitor")
+            run_deployment_now(api, "sla-monitor/sla-monitor", secret=env[prefect_auth.CLIENT_VAR])
         _say(f"ready: Prefect UI at http://{host}:{port}  (logs in {log_dir}; Ctrl-C stops)")
         while not stop.wait(0.5):
             dead = stack.dead()

@@ -115,13 +115,14 @@ def server_alive(st: ServerState) -> bool:
 
 
 def running_api(h: Home) -> str | None:
-    """The API URL of the home's server when it is up (its process alive and healthy), else None."""
-    from cli.serve import api_answers
+    """The API URL of the home's server when it is up (its process alive, and the server there takes
+    the home's credential and refuses requests without it), else None."""
+    from cli import prefect_auth
 
     st = read_state(h)
     if st is None or not server_alive(st):
         return None
-    return st.api_url if api_answers(st.api_url) else None
+    return st.api_url if prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)) else None
 
 
 def _spawn(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path) -> subprocess.Popen[bytes]:
@@ -158,13 +159,13 @@ def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers:
                  project_dir: Path = PROJECT_ROOT, say: Any = None) -> ServerState:
     """Start the home's server, pool, deployments and workers in the background. Idempotent: a running
     server is returned as it is. `ConfigError` (exit 3) when something fails (all started is stopped)."""
-    from cli import prefect_api
-    from cli.serve import api_answers, ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy
+    from cli import prefect_api, prefect_auth
+    from cli.serve import ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy
 
     say = say or (lambda msg: None)
     st = read_state(h)
     if st is not None and server_alive(st):
-        if api_answers(st.api_url):
+        if prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)):
             return st
         raise ConfigError(f"the home's server (pid {st.server_pid}) runs but does not answer at {st.api_url}: "
                           "`erasure server stop` first")
@@ -196,7 +197,7 @@ def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers:
         say(f"starting the Prefect server (logs in {logs}) ...")
         wait_healthy(api, alive=lambda: server.poll() is None)
         say(f"server healthy after {time.monotonic() - t0:.1f} s; deploying prefect.yaml ...")
-        ensure_pool(api, lambda name, cmd: _run_logged(name, cmd, env, project_dir, logs))
+        ensure_pool(api, env, project_dir)
         _run_logged("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), env, project_dir, logs)
         for i in range(1, workers + 1):
             w = _spawn(f"worker-{i}", prefect_cmd("worker", "start", "--pool", "erasure-local", "--type", "process"),
@@ -237,12 +238,15 @@ def stop_server(h: Home) -> dict[str, Any]:
     return out
 
 
-def next_runs(api_url: str, names: tuple[str, ...] = SCHEDULED) -> dict[str, dict[str, Any]]:
-    """For each deployment (flow and deployment share the name): its schedules and its next scheduled run."""
+def next_runs(api_url: str, secret: str | None, names: tuple[str, ...] = SCHEDULED) -> dict[str, dict[str, Any]]:
+    """For each deployment (flow and deployment share the name): its schedules and its next scheduled run.
+    `secret`: the server's credential."""
     import httpx
 
+    from cli import prefect_auth
+
     out: dict[str, dict[str, Any]] = {}
-    with httpx.Client(base_url=api_url, timeout=10.0) as c:
+    with httpx.Client(base_url=api_url, timeout=10.0, headers=prefect_auth.headers(secret)) as c:
         for name in names:
             r = c.get(f"/deployments/name/{name}/{name}")
             if r.status_code == 404:
@@ -265,13 +269,14 @@ def next_runs(api_url: str, names: tuple[str, ...] = SCHEDULED) -> dict[str, dic
 
 def status_of(h: Home) -> dict[str, Any]:
     """What runs for this home: server, workers, database, next scheduled runs."""
-    from cli.serve import api_answers
+    from cli import prefect_auth
 
     st = read_state(h)
     if st is None:
         return {"running": False, "home": str(h.root)}
     alive = server_alive(st)
-    healthy = alive and api_answers(st.api_url)
+    secret = prefect_auth.home_secret(h)
+    healthy = alive and prefect_auth.is_ours(st.api_url, secret)
     doc: dict[str, Any] = {
         "running": healthy, "home": str(h.root), "api_url": st.api_url, "ui_url": st.ui_url,
         "server_pid": st.server_pid, "server_alive": alive, "started_at": st.started_at,
@@ -286,7 +291,7 @@ def status_of(h: Home) -> dict[str, Any]:
     else:
         doc["sqlite"] = str(h.prefect_home / "prefect.db")
     if healthy:
-        doc["scheduled"] = next_runs(st.api_url)
+        doc["scheduled"] = next_runs(st.api_url, secret)
     return doc
 
 

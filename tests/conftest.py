@@ -25,8 +25,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
 
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
-    """One Prefect test server for the whole session (about 13 s to start). Request it in flow tests."""
+    """One Prefect test server for the whole session (about 13 s to start). Request it in flow tests.
+    Like every server the project starts, it requires a credential (issue 23): its clients send it."""
+    import secrets
+
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_SERVER_API_AUTH_STRING, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    secret = secrets.token_urlsafe(32)
+    with temporary_settings({PREFECT_SERVER_API_AUTH_STRING: secret, PREFECT_API_AUTH_STRING: secret}), \
+            prefect_test_harness(server_startup_timeout=120):
         yield

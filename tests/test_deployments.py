@@ -120,7 +120,9 @@ def wait_final(client: Any, run_ids: dict[str, Any], timeout: float = RUN_TIMEOU
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    from cli.prefect_auth import home_secret
 
     tmp = tmp_path_factory.mktemp("deployments")
     h = Home.resolve(tmp / "home", tmp / "evidence").ensure()
@@ -135,7 +137,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         envelope("req-inbox", "GDPR", 1, INBOX_SUBJECT).canonical_dict()))
     c = start_console(h, tmp / "serve.out")
     try:
-        with temporary_settings({PREFECT_API_URL: c.api}):
+        with temporary_settings({PREFECT_API_URL: c.api, PREFECT_API_AUTH_STRING: home_secret(h)}):
             yield c
     finally:
         stop_console(c)

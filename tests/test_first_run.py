@@ -49,6 +49,8 @@ def test_prepare_migrates_a_new_prefect_home_once(tmp_path: Path, monkeypatch: p
 
     h = Home.resolve(tmp_path / "home", tmp_path / "ev").ensure()
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    for var in ("PREFECT_API_AUTH_STRING", "PREFECT_SERVER_API_AUTH_STRING"):  # prepare() sets them
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PREFECT_HOME", str(h.prefect_home))
     assert not (h.prefect_home / "prefect.db").exists()
 

@@ -90,13 +90,13 @@ class Service:
     workers: list[tuple[subprocess.Popen[bytes], Path]] = field(default_factory=list)
 
 
-def start_worker(root: Path, api: str, n: int) -> tuple[subprocess.Popen[bytes], Path]:
+def start_worker(root: Path, api: str, n: int, secret: str) -> tuple[subprocess.Popen[bytes], Path]:
     """`prefect worker start --pool erasure-local`, by hand: its own process and session, an unrelated
-    working folder, its own Prefect home, and no ERASURE_* variable."""
+    working folder, its own Prefect home, and no ERASURE_* variable; only the server's credential."""
     cwd = root / f"elsewhere-{n}"
     cwd.mkdir(exist_ok=True)
     log = root / f"worker-{n}.log"
-    env = clean_env(PREFECT_API_URL=api, PREFECT_HOME=str(root / f"worker-{n}-prefect"))
+    env = clean_env(PREFECT_API_URL=api, PREFECT_HOME=str(root / f"worker-{n}-prefect"), PREFECT_API_AUTH_STRING=secret)
     with open(log, "wb") as fh:
         proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "worker", "start", "--pool",
                                  "erasure-local"], cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT,
@@ -116,8 +116,9 @@ def stop_worker(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def service(request: pytest.FixtureRequest) -> Iterator[Service]:
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
+    from cli.prefect_auth import home_secret
     from memory.demo import build_demo
     from proof.keys import generate_keypair
 
@@ -144,8 +145,8 @@ def service(request: pytest.FixtureRequest) -> Iterator[Service]:
     api = json.loads(res.stdout)["api_url"]
     svc = Service(backend, root, h, api, env, subjects)
     try:
-        svc.workers = [start_worker(root, api, n) for n in (1, 2)]
-        with temporary_settings({PREFECT_API_URL: api}):
+        svc.workers = [start_worker(root, api, n, home_secret(h)) for n in (1, 2)]
+        with temporary_settings({PREFECT_API_URL: api, PREFECT_API_AUTH_STRING: home_secret(h)}):
             pause_the_hourly_window()
             yield svc
     finally:
@@ -350,8 +351,11 @@ def test_serve_reuses_the_running_server_and_keeps_the_pool(service: Service) ->
     running server, leaves the pool's settings alone (no --overwrite), and stops only its own worker."""
     import httpx
 
+    from cli.prefect_auth import headers, home_secret
+
     pool = f"{service.api}/work_pools/erasure-local"
-    httpx.patch(pool, json={"concurrency_limit": 7}, timeout=30).raise_for_status()
+    auth = headers(home_secret(service.home))
+    httpx.patch(pool, json={"concurrency_limit": 7}, timeout=30, headers=auth).raise_for_status()
     out = service.root / "serve.out"
     with open(out, "wb") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "cli.serve", "--home", str(service.home.root), "--port",
@@ -363,10 +367,10 @@ def test_serve_reuses_the_running_server_and_keeps_the_pool(service: Service) ->
             assert proc.poll() is None and time.monotonic() < deadline, out.read_text()
             time.sleep(0.5)
         assert f"reusing the Prefect server at {service.api}" in out.read_text()
-        assert httpx.get(pool, timeout=30).json()["concurrency_limit"] == 7
+        assert httpx.get(pool, timeout=30, headers=auth).json()["concurrency_limit"] == 7
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=120)
-        httpx.patch(pool, json={"concurrency_limit": None}, timeout=30)
+        httpx.patch(pool, json={"concurrency_limit": None}, timeout=30, headers=auth)
     assert proc.returncode == 0, out.read_text()
     assert httpx.get(f"{service.api}/health", timeout=10).json() is True  # the server it reused still runs

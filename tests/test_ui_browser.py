@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
+from cli.prefect_auth import home_secret
 from erasure.config import PROJECT_ROOT, Home
 from tests.cascade_fixtures import SUBJECT, SUBJECT_PHRASE, build_store, submit
 from tests.test_deployments import Console, envelope, start_console, stop_console, vault
@@ -67,6 +68,10 @@ def page(console: Console) -> Iterator[Any]:
         ctx = pw.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
                                                     args=CHROMIUM_ARGS, viewport={"width": 1600, "height": 1000})
         ctx.set_default_timeout(TIMEOUT_MS)
+        # The home's server requires its credential; Prefect's UI keeps the one typed on its login page
+        # in localStorage["prefect-password"] (base64): give it as the operator would have typed it.
+        secret = json.dumps(home_secret(console.home))
+        ctx.add_init_script(f"window.localStorage.setItem('prefect-password', btoa({secret}))")
         try:
             yield ctx.new_page()
         finally:
@@ -77,15 +82,22 @@ def ui(console: Console) -> str:
     return console.api.removesuffix("/api")
 
 
+def auth(console: Console) -> dict[str, str]:
+    """The console's credential (issue 23: the home's server requires it), as HTTP headers."""
+    from cli.prefect_auth import headers, home_secret
+
+    return headers(home_secret(console.home))
+
+
 def deployment_id(console: Console, name: str) -> str:
-    r = httpx.get(f"{console.api}/deployments/name/{name}/{name}", timeout=10)
+    r = httpx.get(f"{console.api}/deployments/name/{name}/{name}", timeout=10, headers=auth(console))
     r.raise_for_status()
     return str(r.json()["id"])
 
 
 def flow_runs_of(console: Console, name: str) -> int:
     body = {"deployments": {"id": {"any_": [deployment_id(console, name)]}}}
-    return int(httpx.post(f"{console.api}/flow_runs/count", json=body, timeout=10).json())
+    return int(httpx.post(f"{console.api}/flow_runs/count", json=body, timeout=10, headers=auth(console)).json())
 
 
 def test_erasure_request_form_has_our_fields(console: Console, page: Any) -> None:
@@ -133,7 +145,7 @@ def test_sla_artifact_table_in_the_ui(console: Console, page: Any) -> None:
     deadline = time.monotonic() + 120
     while True:  # the start-up sla-monitor run, executed by the worker
         arts = httpx.post(f"{console.api}/artifacts/filter", json={"artifacts": {"key": {"any_": ["erasure-sla"]}}},
-                          timeout=10).json()
+                          headers=auth(console), timeout=10).json()
         if arts:
             break
         assert time.monotonic() < deadline, "no erasure-sla artifact: did the sla-monitor run?"
@@ -189,7 +201,7 @@ def dpo_webhook() -> Iterator[tuple[str, list[bytes]]]:
 def finished_run(console: Console, dpo_webhook: tuple[str, list[bytes]]) -> str:
     """`erasure server automation` on the console, then `req-ann-1` erased by deployment on its worker."""
     env = {**os.environ, "ERASURE_HOME": str(console.home.root), "ERASURE_EVIDENCE": str(console.home.evidence_root),
-           "PREFECT_API_URL": console.api}
+           "PREFECT_API_URL": console.api, "PREFECT_API_AUTH_STRING": home_secret(console.home)}
     res = subprocess.run([sys.executable, "-m", "cli.main", "server", "automation", "--webhook", dpo_webhook[0],
                           "--json"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
                          check=False)
@@ -197,12 +209,12 @@ def finished_run(console: Console, dpo_webhook: tuple[str, list[bytes]]) -> str:
     submit(console.home, "req-ann-1")
     dep = deployment_id(console, "erasure-request")
     r = httpx.post(f"{console.api}/deployments/{dep}/create_flow_run", json={"parameters": {"request_id": "req-ann-1"}},
-                   timeout=30)
+                   timeout=30, headers=auth(console))
     r.raise_for_status()
     run_id = str(r.json()["id"])
     deadline = time.monotonic() + 300
     while True:
-        run = httpx.get(f"{console.api}/flow_runs/{run_id}", timeout=10).json()
+        run = httpx.get(f"{console.api}/flow_runs/{run_id}", timeout=10, headers=auth(console)).json()
         if run["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
             break
         assert time.monotonic() < deadline, run["state"]
