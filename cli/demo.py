@@ -24,6 +24,7 @@ from erasure import requests
 from erasure.engine import open_engine
 from erasure.errors import ErasureError
 from erasure.models import ErasureRequestEnvelope
+from memory.audit import checkpoint_public_pem
 from memory.demo import build_demo, write_subjects_file
 from memory.schema import create
 from memory.subprocessor_service import start_demo_processors
@@ -96,8 +97,11 @@ def main() -> int:
                   + (f"; requester notified ({sealed['outbox']})" if sealed["outbox"] else ""))
 
     console.rule("6. offline verification (python -m proof.verify)")
+    audit_pub = h.keys_dir / "audit.pub.pem"  # what `erasure keys audit --out` writes: the regulator pins it
+    audit_pub.write_bytes(checkpoint_public_pem(h.store_dir))
     out = subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key", str(engine_pub),
-                          "--dpo-key", str(dpo_pub)], capture_output=True, text=True, check=False)
+                          "--dpo-key", str(dpo_pub), "--audit-key", str(audit_pub)],
+                         capture_output=True, text=True, check=False)
     console.print(out.stdout.strip() or out.stderr.strip())
     return out.returncode
 
