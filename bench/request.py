@@ -74,10 +74,26 @@ def bare_flow() -> None:
     print(json.dumps({"flow_run_id": str(state.state_details.flow_run_id), "state": state.name}))
 
 
+_AUTH: dict[str, str] = {}
+"""The long-lived server's credential once it has started (`use_server_credential`)."""
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}
-    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", **extra)
+    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", **_AUTH, **extra)
     return env
+
+
+def use_server_credential(server_home: Path) -> None:
+    """Every later command, and this script's own API calls, send the server home's credential (the
+    server requires it; the runs' homes are other homes)."""
+    _AUTH["PREFECT_API_AUTH_STRING"] = (server_home / "keys" / "prefect-api.auth").read_text().strip()
+
+
+def _headers() -> dict[str, str]:
+    from cli.prefect_auth import headers
+
+    return headers(_AUTH.get("PREFECT_API_AUTH_STRING"))
 
 
 def _timed(cmd: list[str], env: dict[str, str],
@@ -93,7 +109,8 @@ def _run_seconds(api: str, name: str) -> float | None:
     import httpx
 
     r = httpx.post(f"{api}/flow_runs/filter", json={"flow_runs": {"name": {"any_": [name]}},
-                                                    "sort": "START_TIME_DESC", "limit": 1}, timeout=30)
+                                                    "sort": "START_TIME_DESC", "limit": 1}, timeout=30,
+                   headers=_headers())
     r.raise_for_status()
     runs = r.json()
     return float(runs[0]["total_run_time"]) if runs and runs[0].get("total_run_time") is not None else None
@@ -104,11 +121,12 @@ def _task_seconds(api: str, name: str) -> dict[str, float]:
     import httpx
 
     runs = httpx.post(f"{api}/flow_runs/filter", json={"flow_runs": {"name": {"any_": [name]}},
-                                                       "sort": "START_TIME_DESC", "limit": 1}, timeout=30).json()
+                                                       "sort": "START_TIME_DESC", "limit": 1}, timeout=30,
+                      headers=_headers()).json()
     if not runs:
         return {}
     tasks = httpx.post(f"{api}/task_runs/filter", json={"flow_runs": {"id": {"any_": [runs[0]["id"]]}}},
-                       timeout=30).json()
+                       timeout=30, headers=_headers()).json()
     out: dict[str, float] = {}
     for t in tasks:
         label = re.sub(r"-[0-9a-f]{3}$", "", t["name"])  # preflight-1a2 -> preflight
@@ -119,7 +137,7 @@ def _task_seconds(api: str, name: str) -> dict[str, float]:
 def _flow_run_seconds(api: str, run_id: str) -> float | None:
     import httpx
 
-    r = httpx.get(f"{api}/flow_runs/{run_id}", timeout=30)
+    r = httpx.get(f"{api}/flow_runs/{run_id}", timeout=30, headers=_headers())
     r.raise_for_status()
     v = r.json().get("total_run_time")
     return None if v is None else float(v)
@@ -250,6 +268,7 @@ def main() -> None:
     if res.returncode != 0:
         raise SystemExit(f"erasure server start failed:\n{res.stdout}\n{res.stderr}")
     api = json.loads(res.stdout)["api_url"]
+    use_server_credential(server_home)
     rows = []
     breakdown: dict[int, dict[str, float]] = {}
     try:

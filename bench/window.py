@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from request import _env, _timed, demo_subjects, ensure_store, prepare_home  # noqa: E402  (bench/request.py)
+from request import _env, _timed, demo_subjects, ensure_store, prepare_home, use_server_credential  # noqa: E402  (bench/request.py)
 
 DEFAULT_PLAN = "10000:1,30,100;100000:1,10,30,100;1000000:1,30,100"
 SUBJECTS = 130
@@ -115,6 +115,7 @@ def main() -> None:
     if res.returncode != 0:
         raise SystemExit(f"erasure server start failed:\n{res.stdout}\n{res.stderr}")
     api = json.loads(res.stdout)["api_url"]
+    use_server_credential(server_home)
     rows: list[tuple[int, int, float, float | None, int]] = []
     marginal: dict[tuple[int, int], tuple[list[float], list[float]]] = {}  # (frames, N) -> wall, cpu by round
     try:
