@@ -412,7 +412,8 @@ def test_drain_inbox_vaults_deletes_and_rejects(home: Home) -> None:
     (inbox / ".partial.json").write_text("{")  # hidden: a file still being written
     (inbox / "notes.txt").write_text("ignored")
     res = operations.drain_inbox(home)
-    assert res.as_dict() == {"vaulted": ["req-in-1"], "already_present": ["req-in-1"], "rejected": 2, "purged": 0}
+    assert res.as_dict() == {"vaulted": ["req-in-1"], "already_present": ["req-in-1"], "rejected": 2, "purged": 0,
+                             "refused": 0}
     assert sorted(p.name for p in inbox.iterdir() if p.is_file()) == [".intake.lock", ".partial.json", "notes.txt"]
     # rejected envelopes are sealed under random names (tests/test_inbox_hygiene.py)
     rejected = sorted(p.name for p in (inbox / "rejected").iterdir())
@@ -420,4 +421,4 @@ def test_drain_inbox_vaults_deletes_and_rejects(home: Home) -> None:
     errors = [p.read_text() for p in (inbox / "rejected").glob("*.error.txt")]
     assert any("different body" in e for e in errors)
     assert operations.drain_inbox(home).as_dict() == {"vaulted": [], "already_present": [], "rejected": 0,
-                                                      "purged": 0}
+                                                      "purged": 0, "refused": 0}

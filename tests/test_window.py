@@ -199,11 +199,12 @@ def test_a_window_killed_mid_step_finishes_on_the_next_window(store: Home) -> No
     import subprocess
     import sys
 
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL
 
     submit(store, "req-k-1", SUBJECT)
     submit(store, "req-k-2", BYSTANDER)
     env = {**os.environ, "ERASURE_CRASH_AT": "mid:episodic:0", "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+           "PREFECT_API_AUTH_STRING": str(PREFECT_API_AUTH_STRING.value()),  # the harness requires it
            "ERASURE_HOME": str(store.root), "ERASURE_EVIDENCE": str(store.evidence_root)}
     died = subprocess.run([sys.executable, "-c", "from flows.window import _window; _window(['req-k-1', 'req-k-2'])"],
                           env=env, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
