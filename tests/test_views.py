@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import bz2
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -275,3 +276,13 @@ def test_base64_of_random_bytes_is_not_read_as_text(tmp_path: Path) -> None:
     (tmp_path / "vectors.jsonl").write_bytes(noise)
     report = scan_views(tmp_path, [("identifier", EMAIL)])
     assert report.decoded == 0
+
+
+def test_base64_glued_to_a_digest_in_a_record_is_read(tmp_path: Path) -> None:
+    """A database record's fields have no separator: a hex digest, then a base64 field holding the
+    subject, then an id, make one run of base64 letters; the base64 between them is read."""
+    digest = hashlib.sha256(b"x").hexdigest().encode()
+    for tail in (b"", b"chatref0017882user001098"):
+        record = b"\x00\x17" + digest + base64.b64encode(f"to {EMAIL} re: call {PHONE}".encode()) + tail
+        folder = tmp_path / str(len(tail))
+        assert {1, 2} <= _found(folder, {"memory.db": record}), tail
