@@ -445,6 +445,8 @@ NO_CAPITALS = 48
 capitals, so 48 without one come once in 10^11 characters of base64 of random bytes; in base64 of text,
 only where the text is 36 characters from h to z with no space, capital, digit or sign among them."""
 _NO_CAPITALS = re.compile(rb"[^A-Z]{%d,}" % NO_CAPITALS)
+GLUED = 7
+"""Characters of a stretch without capitals that may still be the base64 run's own (see `_base64_run`)."""
 _B64_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
 _PDF_STREAM = re.compile(rb"<<(?P<dict>(?:(?!>>\s*stream).){0,2048}?)>>\s*stream\r?\n", re.S)
 
@@ -476,19 +478,22 @@ class _FileScan:
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
-def _texty(data: bytes) -> bool:
-    """Whether decoded bytes look like text worth reading: UTF-8 with few bytes it cannot decode and few
-    control characters (noise decodes to U+FFFD, which `isprintable` would call printable), or UTF-16/32
-    text. It runs on every alignment of every base64-looking run of a store (digests, vectors): C-speed
-    counts only."""
+TEXT_NOISE = 0.3
+"""Share of a decoding's first KiB that may be undecodable or control characters for it to be text."""
+
+
+def _noise(data: bytes) -> float:
+    """Share of undecodable bytes and control characters in the first KiB of `data` read as UTF-8 (noise
+    decodes to U+FFFD, which `isprintable` would call printable); 0 for UTF-16/32 text. It runs on every
+    alignment of every base64-looking run of a store (digests, vectors): C-speed counts only."""
     if not data:
-        return False
+        return 1.0
     text = data[:1024].decode("utf-8", "replace")
-    bad = text.count("\ufffd") + len(_CONTROL.findall(text))
-    if bad <= 0.3 * len(text):
-        return True
+    bad = (text.count("\ufffd") + len(_CONTROL.findall(text))) / len(text)
+    if bad <= TEXT_NOISE:
+        return bad
     wide = data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in data[:64]
-    return wide and _utf16_kind(data) is not None
+    return 0.0 if wide and _utf16_kind(data) is not None else bad
 
 
 def _entropy(data: bytes) -> float:
@@ -699,31 +704,70 @@ def _base64_run(scan: _FileScan, data: bytes, end: int, depth: int) -> int:
         return m.end()
     # Base64 of text, or of any bytes, has a capital letter in every few characters; a stretch of
     # NO_CAPITALS without one is a hex digest or a word glued to the run (a database record's fields have
-    # no separator between them), never part of it. The run is read on in the pieces between them.
-    for piece in _NO_CAPITALS.split(run.rstrip(b"=")):
-        if len(piece) >= MIN_BASE64:
-            _base64_piece(scan, piece, depth)
+    # no separator between them), never part of it, but for its last few characters (base64 of text may
+    # begin with a few lower-case letters or digits) and its first ones (and end with them). The run is
+    # read on in the pieces between such stretches, each from a few characters inside the stretch before
+    # it to a few inside the one after it.
+    core = run.rstrip(b"=")
+    cuts = [(s.start(), s.end()) for s in _NO_CAPITALS.finditer(core)]
+    bounds = [0, *(x for cut in cuts for x in cut), len(core)]
+    for begin, stop in zip(bounds[0::2], bounds[1::2], strict=True):
+        if stop - begin < MIN_BASE64 - GLUED:
+            continue
+        back = min(GLUED, begin)  # 0 at the run's own start
+        piece = core[begin - back:min(len(core), stop + 3)]
+        _base64_piece(scan, piece, range(max(4, back + 1)), depth)
     return m.end()
 
 
-def _base64_piece(scan: _FileScan, core: bytes, depth: int) -> None:
-    """Decode one base64 run (at each of its four alignments: its start may be glued to other letters)
-    and read on the first alignment that decodes to text or a container."""
+def _b64decode(piece: bytes, urlsafe: bool) -> bytes | None:
+    if len(piece) % 4 == 1:
+        piece = piece[:-1]
+    try:
+        padded = piece + b"=" * (-len(piece) % 4)
+        return base64.urlsafe_b64decode(padded) if urlsafe else base64.b64decode(padded)
+    except (binascii.Error, ValueError):
+        return None
+
+
+EDGE = 96
+"""Decoded bytes at either end of a base64 run that a different guess of its true start or end changes."""
+
+
+def _base64_piece(scan: _FileScan, core: bytes, starts: range, depth: int) -> None:
+    """Decode one base64 run from each of `starts` (letters may be glued to it on either side, so its
+    true start, alignment and end are not known) and read on the alignment whose decoding is a container
+    or reads most as text. Other guesses in that alignment (a start 4 characters on, an end up to 3
+    short) differ from it only at its ends, where they are matched too."""
     urlsafe = b"-" in core or b"_" in core
-    for offset in range(4):
-        piece = core[offset:]
-        piece = piece[:len(piece) - len(piece) % 4] if len(piece) % 4 == 1 else piece
-        try:
-            padded = piece + b"=" * (-len(piece) % 4)
-            out = base64.urlsafe_b64decode(padded) if urlsafe else base64.b64decode(padded)
-        except (binascii.Error, ValueError):
+    best: tuple[float, int, bytes] | None = None
+    others: list[bytes] = []
+    for offset in starts:
+        if len(core) - offset < MIN_BASE64 - GLUED:
+            break
+        out = _b64decode(core[offset:], urlsafe)
+        if out is None or len(out) < MIN_BASE64 * 3 // 4:  # a few bytes of noise can look like text
+            continue
+        if best is not None and offset % 4 == best[1] % 4:
+            others.append(out)
             continue
         # Only what reads as text (or is a container) is read on: letters and digits that merely look
         # like base64 (full-text index segments are full of them) decode to noise.
-        if _texty(out) or _container_magic(out):
-            if scan.budget.take(len(out)):
-                _payload(scan, out, depth + 1, whole_file=False)
-            break
+        noise = 0.0 if _container_magic(out) else _noise(out)
+        if noise <= TEXT_NOISE and (best is None or noise < best[0]):
+            best = (noise, offset, out)
+            others = []
+    if best is None:
+        return
+    offset, out = best[1], best[2]
+    if scan.budget.take(len(out)):
+        _payload(scan, out, depth + 1, whole_file=False)
+    for other in others:
+        scan.matcher.match_text(other[:EDGE].decode("utf-8", "replace"), scan.hits)
+    for short in (1, 2, 3):
+        tail = _b64decode(core[offset:len(core) - short], urlsafe)
+        if tail:
+            scan.matcher.match_text(tail[-EDGE:].decode("utf-8", "replace"), scan.hits)
 
 
 def _container_magic(data: bytes) -> bool:

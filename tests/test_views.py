@@ -286,3 +286,24 @@ def test_base64_glued_to_a_digest_in_a_record_is_read(tmp_path: Path) -> None:
         record = b"\x00\x17" + digest + base64.b64encode(f"to {EMAIL} re: call {PHONE}".encode()) + tail
         folder = tmp_path / str(len(tail))
         assert {1, 2} <= _found(folder, {"memory.db": record}), tail
+
+
+_GLUE_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz-_"
+_GLUE = st.text(alphabet=_GLUE_ALPHABET, max_size=3) | st.text(alphabet=_GLUE_ALPHABET, min_size=48, max_size=90)
+"""Letters glued to a base64 value: up to 3 (its alignment is tried) or a digest-long field (cut off where
+48 in a row hold no capital). Between 4 and 47 glued letters are a known limit (README)."""
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=_GLUE, after=_GLUE, lead=st.sampled_from(["", "to ", "from: ", "note "]),
+       trail=st.sampled_from(["", ".", " re: order", ", thanks"]), urlsafe=st.booleans())
+def test_generated_base64_glued_to_other_fields(tmp_path: Path, before: str, after: str, lead: str, trail: str,
+                                                urlsafe: bool) -> None:
+    """Oracle: what was planted. The subject's email, base64-encoded (where in its text it stands: first,
+    inside, last) and glued without a separator to other fields' letters and digits (a digest, an id)
+    on either side, is found."""
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    value = encode(f"{lead}{EMAIL}{trail}".encode()).rstrip(b"=")
+    record = b"\x0b\x00" + before.encode() + value + after.encode() + b"\x00\x01"
+    assert 1 in _found(tmp_path / os.urandom(6).hex(), {"memory.db": record}), (before, lead, trail, after)
