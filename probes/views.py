@@ -275,15 +275,16 @@ class Matcher:
     """Every needle (identifier or content text) as canonical regexes, with one hyperscan database of
     raw-byte triggers for them all."""
 
-    def __init__(self, needles: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, needles: Sequence[tuple[str, str]], *, once: bool = False) -> None:
         """`needles`: (kind, text) per needle index, kind `identifier` or `content`, or `shared` (another
-        person's own identifier: only explains hits); other kinds are skipped."""
+        person's own identifier: only explains hits); other kinds are skipped. `once`: a needle found in
+        one text is not looked for in later ones (a scan for a verdict; not a matcher asked about each
+        text in turn, such as the canaries' choice)."""
         self.regexes: list[tuple[int, re.Pattern[str], str]] = []
         expressions: list[bytes] = []
         ids: list[int] = []
         flags: list[int] = []
         self.shared: list[re.Pattern[str]] = []
-        self._indexes: set[int] = set()
         for index, (kind, text) in enumerate(needles):
             if kind == "shared":
                 self.shared += [re.compile(rx) for rx, _literal in _patterns("identifier", text)[0]]
@@ -292,7 +293,6 @@ class Matcher:
                 continue
             rxs, triggers = _patterns(kind, text)
             self.regexes += [(index, re.compile(rx), literal) for rx, literal in rxs]
-            self._indexes.add(index)
             for t in (e for trigger in triggers for e in _expressions(trigger)):
                 expressions.append(t)
                 ids.append(len(_GENERIC) + index)
@@ -305,19 +305,15 @@ class Matcher:
         self.generic, self._generic_scratch = _generic_db()
         self._local = threading.local()
         self._lock = threading.Lock()
+        self.once = once
         self.found: set[int] = set()
-        """Needles already found in some view: never looked for again (a verdict needs one occurrence, and
-        a store that still holds a subject has a trigger in every one of their frames)."""
+        """With `once`, needles already found in some view: never looked for again (a verdict needs one
+        occurrence, and a store that still holds a subject has a trigger in every one of their frames)."""
 
     @property
     def empty(self) -> bool:
         """No needle to look for."""
         return not self.regexes
-
-    @property
-    def all_found(self) -> bool:
-        """Every needle has been found: what is left to read is only for the unscanned list."""
-        return len(self.found) == len(self._indexes)
 
     def match_text(self, text: str, hits: dict[int, int]) -> None:
         """Count each needle's occurrences in `text` read through every text view (the largest count any
@@ -347,7 +343,8 @@ class Matcher:
                     best[index] = n
         for index, n in best.items():
             hits[index] = hits.get(index, 0) + n
-        self.found |= best.keys()
+        if self.once:
+            self.found |= best.keys()
 
     def triggers(self, data: bytes) -> list[tuple[int, int]]:
         """(trigger id, end offset) of every trigger in `data` (ids below `len(_GENERIC)` are generic)."""
@@ -874,7 +871,7 @@ def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscann
     listed (a folder of the engine's own ciphertexts)."""
     started = time.perf_counter()
     report = ViewReport()
-    matcher = Matcher(needles)
+    matcher = Matcher(needles, once=True)
     if matcher.empty:
         return report
     files = list(_Walk(Path(root)).files())  # what cannot be listed or read: the raw scan counts it

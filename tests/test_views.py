@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from probes.views import canonical, scan_views
+from probes.views import Matcher, canonical, scan_views
 
 NAME, EMAIL, PHONE, PHONE_NATIONAL, SID = "Jana Weißmüller", "jana.weiss@post.example", "+48 600 700 800", \
     "0600700800", "cust-8841"
@@ -307,3 +307,16 @@ def test_generated_base64_glued_to_other_fields(tmp_path: Path, before: str, aft
     value = encode(f"{lead}{EMAIL}{trail}".encode()).rstrip(b"=")
     record = b"\x0b\x00" + before.encode() + value + after.encode() + b"\x00\x01"
     assert 1 in _found(tmp_path / os.urandom(6).hex(), {"memory.db": record}), (before, lead, trail, after)
+
+
+def test_a_matcher_asked_about_texts_in_turn_answers_for_each() -> None:
+    """The canaries' choice asks one matcher about each bystander frame in turn: a frame that names the
+    subject is named so even when an earlier frame named them too (only a verdict's scan stops looking for
+    a needle once found)."""
+    spelled = Matcher([("identifier", EMAIL)])
+    answers = []
+    for text in (f"mail {EMAIL} today", "nothing here", f"again: {EMAIL.upper()}"):
+        hits: dict[int, int] = {}
+        spelled.match_text(text, hits)
+        answers.append(bool(hits))
+    assert answers == [True, False, True]
