@@ -113,6 +113,20 @@ def _view_needles(needles: list[bytes], store: Path | None) -> list[tuple[str, s
             and all(32 <= c < 127 for c in n)]
 
 
+def _absent_needles(store: Path | None) -> list[tuple[str, str]] | None:
+    """A person the demo store does not hold, shaped like its subjects (the first subject's given name,
+    so a namesake's frames still open windows): the views' cost after an erasure, when nothing is found
+    and every trigger is read to the end."""
+    subjects = store.parent / "demo-subjects.json" if store is not None else None
+    if subjects is None or not subjects.exists():
+        return None
+    import json
+
+    given = str(json.loads(subjects.read_text())["subjects"][0]["name"]).split()[0]
+    return [("identifier", "subj-zz-000123"), ("identifier", "zqx.absent@mail.example"),
+            ("identifier", f"{given} Quillfeather"), ("identifier", "+44 7700 900461")]
+
+
 def _gib_s(reports: list[ViewReport]) -> float:
     return statistics.median(r.bytes_read / GIB / r.seconds for r in reports if r.seconds > 0)
 
@@ -159,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
 
     texts = _view_needles(needles, args.store)
     views = [scan_views(root, texts) for _ in range(max(1, min(args.runs, 3)))]
+    absent_texts = _absent_needles(args.store)
+    absent = [scan_views(root, absent_texts) for _ in range(max(1, min(args.runs, 3)))] if absent_texts else []
     hs = statistics.median(r.gib_per_s for r in fast)
     hs1 = statistics.median(r.gib_per_s for r in single)
     naive = statistics.median(r.gib_per_s for r in slow)
@@ -184,6 +200,14 @@ def main(argv: list[str] | None = None) -> int:
          f"{statistics.median(v.seconds for v in views) / statistics.median(r.seconds for r in fast):.1f}x"),
         ("files no view could read", f"{len(views[0].unscanned)}"),
     ]
+    if absent:
+        rows += [
+            (f"decoded views, a person the store does not hold, median of {len(absent)}",
+             f"{statistics.median(v.seconds for v in absent):.3f} s"),
+            ("decoded views throughput, nothing found", f"{_gib_s(absent):.2f} GiB/s"),
+            ("decoded views, nothing found / raw scan time",
+             f"{statistics.median(v.seconds for v in absent) / statistics.median(r.seconds for r in fast):.1f}x"),
+        ]
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}}  value")
     print(f"{'-' * width}  {'-' * 40}")

@@ -91,7 +91,8 @@ _DASHES = re.compile("[\u058a\u05be\u1400\u1806\u2010-\u2015\u2043\u2212\u2e17\u
                      "\u3030\u30a0\ufe31\ufe32\ufe58\ufe63\uff0d]")
 _MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 _SPACE = re.compile(r"\s+")
-_LETTERS = str.maketrans({"ø": "o", "đ": "d", "ł": "l", "æ": "ae", "œ": "oe", "ı": "i", "þ": "th", "ð": "d"})
+_LETTERS = {"ø": "o", "đ": "d", "ł": "l", "æ": "ae", "œ": "oe", "ı": "i", "þ": "th", "ð": "d"}
+_LETTER_RX = re.compile("[" + "".join(_LETTERS) + "]")  # a regex, not str.translate: that looks up every character
 _TOKEN = re.compile(r"[^\W_]+")
 _UMLAUT = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "Ä": "ae", "Ö": "oe", "Ü": "ue"})
 
@@ -101,8 +102,8 @@ def canonical(text: str) -> str:
     t = unicodedata.normalize("NFKC", text).casefold()
     t = _DASHES.sub("-", _FORMAT_CHARS.sub("", t))
     if not t.isascii():
-        t = _MARKS.sub("", unicodedata.normalize("NFD", t)).translate(_LETTERS)
-        t = unicodedata.normalize("NFC", t)
+        t = _MARKS.sub("", unicodedata.normalize("NFD", t))
+        t = unicodedata.normalize("NFC", _LETTER_RX.sub(lambda m: _LETTERS[m.group(0)], t))
     return _SPACE.sub(" ", t)
 
 
@@ -151,6 +152,9 @@ UTF-16 and UTF-32 text puts NULs between the digits).
 Encoded separators (`\\u2011`, `%E2%80%91`, `&#8209;`) hold digits: the generic escape triggers open a
 window there instead (a trigger per phone with them costs a tenth of a second to compile)."""
 _PHONE_SEP = r"[\s\-.()/]{0,3}"
+_DIGITS_ONLY = "\x00"
+"""Marks a regex's required text as digits, to be looked for in the window's digits alone."""
+_NON_DIGIT = re.compile(r"\D+")
 _TOKEN_SEP = r"[\W_]{1,8}"
 
 
@@ -166,12 +170,15 @@ def _name_variants(text: str) -> list[str]:
     return list(dict.fromkeys(v for v in out if v.strip()))
 
 
-def _patterns(kind: str, text: str) -> tuple[list[str], list[str | bytes]]:
-    """(canonical regexes, raw-byte triggers) for one needle's text: a trigger is a literal text (str,
-    looked for in UTF-8 and in the wide encodings too) or a hyperscan expression (bytes)."""
+def _patterns(kind: str, text: str) -> tuple[list[tuple[str, str]], list[str | bytes]]:
+    """(canonical regexes, raw-byte triggers) for one needle's text. Each regex comes with a text every
+    match of it contains (a phone's: its digits, which the window's digits alone contain, whatever
+    separates them), so that a window without it is passed over by a substring test. A trigger is a
+    literal text (str, looked for in UTF-8 and in the wide encodings too) or a hyperscan expression
+    (bytes)."""
     if kind == "content":
         c = canonical(text)
-        return [re.escape(c)], []
+        return [(re.escape(c), c)], []
     if _EMAIL_SHAPE.match(text.strip()):
         local, _, domain = canonical(text.strip()).rpartition("@")
         local = local.split("+", 1)[0]
@@ -179,7 +186,7 @@ def _patterns(kind: str, text: str) -> tuple[list[str], list[str | bytes]]:
         # The trigger is the mailbox's longest run of letters and digits (it survives every text
         # encoding); never the domain, which thousands of other people's addresses share.
         anchor = max(re.findall(r"[a-z0-9]+", local) or [local], key=len)
-        return [rx], [anchor if len(anchor) >= MIN_FRAGMENT else local]
+        return [(rx, local)], [anchor if len(anchor) >= MIN_FRAGMENT else local]
     digits = re.sub(r"\D", "", text)
     if _PHONE_SHAPE.match(text.strip()) and len(digits) >= 7:
         national = digits.startswith("0") and not digits.startswith("00") and not text.strip().startswith("+")
@@ -189,15 +196,16 @@ def _patterns(kind: str, text: str) -> tuple[list[str], list[str | bytes]]:
         lead = rf"(?:\(?0\)?{_PHONE_SEP})?" if national else r"(?:\+|00)?"
         rx = r"(?<![\d])" + lead + body + r"(?!\d)"
         trigger = _SEP_RAW.join(d.encode() for d in (digits[1:] if national else digits))
-        return [rx], [trigger]
-    regexes: list[str] = []
+        return [(rx, _DIGITS_ONLY + (digits[1:] if national else digits))], [trigger]
+    regexes: list[tuple[str, str]] = []
     triggers: list[str | bytes] = []
     for variant in _name_variants(text):
         tokens = _TOKEN.findall(variant)
         if not tokens:
             continue
         orders = [tokens] if len(tokens) == 1 else [tokens, [tokens[-1], *tokens[:-1]]]
-        regexes += [_boundary(_TOKEN_SEP.join(re.escape(t) for t in order)) for order in orders]
+        regexes += [(_boundary(_TOKEN_SEP.join(re.escape(t) for t in order)), max(tokens, key=len))
+                    for order in orders]
         long = [t for t in tokens if len(t) >= MIN_FRAGMENT]
         triggers += long or [variant]
     lowered = unicodedata.normalize("NFKC", text)
@@ -267,24 +275,24 @@ class Matcher:
     """Every needle (identifier or content text) as canonical regexes, with one hyperscan database of
     raw-byte triggers for them all."""
 
-    def __init__(self, needles: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, needles: Sequence[tuple[str, str]], *, once: bool = False) -> None:
         """`needles`: (kind, text) per needle index, kind `identifier` or `content`, or `shared` (another
-        person's own identifier: only explains hits); other kinds are skipped."""
-        self.regexes: list[tuple[int, re.Pattern[str]]] = []
+        person's own identifier: only explains hits); other kinds are skipped. `once`: a needle found in
+        one text is not looked for in later ones (a scan for a verdict; not a matcher asked about each
+        text in turn, such as the canaries' choice)."""
+        self.regexes: list[tuple[int, re.Pattern[str], str]] = []
         expressions: list[bytes] = []
         ids: list[int] = []
         flags: list[int] = []
         self.shared: list[re.Pattern[str]] = []
-        self._indexes: set[int] = set()
         for index, (kind, text) in enumerate(needles):
             if kind == "shared":
-                self.shared += [re.compile(rx) for rx in _patterns("identifier", text)[0]]
+                self.shared += [re.compile(rx) for rx, _literal in _patterns("identifier", text)[0]]
                 continue
             if kind not in ("identifier", "content"):
                 continue
             rxs, triggers = _patterns(kind, text)
-            self.regexes += [(index, re.compile(rx)) for rx in rxs]
-            self._indexes.add(index)
+            self.regexes += [(index, re.compile(rx), literal) for rx, literal in rxs]
             for t in (e for trigger in triggers for e in _expressions(trigger)):
                 expressions.append(t)
                 ids.append(len(_GENERIC) + index)
@@ -297,39 +305,46 @@ class Matcher:
         self.generic, self._generic_scratch = _generic_db()
         self._local = threading.local()
         self._lock = threading.Lock()
+        self.once = once
         self.found: set[int] = set()
-        """Needles already found in some view: never looked for again (a verdict needs one occurrence, and
-        a store that still holds a subject has a trigger in every one of their frames)."""
+        """With `once`, needles already found in some view: never looked for again (a verdict needs one
+        occurrence, and a store that still holds a subject has a trigger in every one of their frames)."""
 
     @property
     def empty(self) -> bool:
         """No needle to look for."""
         return not self.regexes
 
-    @property
-    def all_found(self) -> bool:
-        """Every needle has been found: what is left to read is only for the unscanned list."""
-        return len(self.found) == len(self._indexes)
-
     def match_text(self, text: str, hits: dict[int, int]) -> None:
         """Count each needle's occurrences in `text` read through every text view (the largest count any
         one view gives, so an occurrence seen by several views counts once). An occurrence inside one of
         a `shared` needle (another person's own identifier: a namesake's name, a household phone) is
         theirs, and not counted."""
-        regexes = [(index, rx) for index, rx in self.regexes if index not in self.found]
+        regexes = [(index, rx, literal) for index, rx, literal in self.regexes if index not in self.found]
         if not regexes:
             return
         best: dict[int, int] = {}
         for variant in _text_variants(text):
             c = canonical(variant)
             explained = [m.span() for rx in self.shared for m in rx.finditer(c)]
-            for index, rx in regexes:
+            digits = _NON_DIGIT.sub("", c) if any(lit[:1] == _DIGITS_ONLY for _i, _r, lit in regexes) else ""
+            for index, rx, literal in regexes:
+                # Most windows hold no needle: a substring test (regexes that start with a look-behind
+                # are tried at every position), then a search, before any match is counted.
+                if literal[:1] == _DIGITS_ONLY:
+                    if literal[1:] not in digits:
+                        continue
+                elif literal not in c:
+                    continue
+                if rx.search(c) is None:
+                    continue
                 n = sum(1 for m in rx.finditer(c) if not any(a < m.end() and m.start() < b for a, b in explained))
                 if n > best.get(index, 0):
                     best[index] = n
         for index, n in best.items():
             hits[index] = hits.get(index, 0) + n
-        self.found |= best.keys()
+        if self.once:
+            self.found |= best.keys()
 
     def triggers(self, data: bytes) -> list[tuple[int, int]]:
         """(trigger id, end offset) of every trigger in `data` (ids below `len(_GENERIC)` are generic)."""
@@ -422,6 +437,13 @@ _IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image"), (b"\xff\xd8\xff", "image"), (b"
                 (b"OggS", "audio-video"), (b"ID3", "audio-video"), (b"fLaC", "audio-video"))
 _B64_RUN = re.compile(rb"[A-Za-z0-9+/_\-]+={0,2}")
 _HEX = re.compile(rb"[0-9a-fA-F]+")
+NO_CAPITALS = 48
+"""Base64 characters in a row without a capital letter that end a base64 run: 26 of its 64 characters are
+capitals, so 48 without one come once in 10^11 characters of base64 of random bytes; in base64 of text,
+only where the text is 36 characters from h to z with no space, capital, digit or sign among them."""
+_NO_CAPITALS = re.compile(rb"[^A-Z]{%d,}" % NO_CAPITALS)
+GLUED = 7
+"""Characters of a stretch without capitals that may still be the base64 run's own (see `_base64_run`)."""
 _B64_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
 _PDF_STREAM = re.compile(rb"<<(?P<dict>(?:(?!>>\s*stream).){0,2048}?)>>\s*stream\r?\n", re.S)
 
@@ -450,14 +472,25 @@ class _FileScan:
         self.unscanned.append((reason, data, size))
 
 
-def _texty(data: bytes) -> bool:
-    """Whether decoded bytes look like text worth reading: mostly printable UTF-8 (a byte UTF-8 cannot
-    decode is U+FFFD, which `isprintable` calls printable: noise is not text), or UTF-16/32 text."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+TEXT_NOISE = 0.3
+"""Share of a decoding's first KiB that may be undecodable or control characters for it to be text."""
+
+
+def _noise(data: bytes) -> float:
+    """Share of undecodable bytes and control characters in the first KiB of `data` read as UTF-8 (noise
+    decodes to U+FFFD, which `isprintable` would call printable); 0 for UTF-16/32 text. It runs on every
+    alignment of every base64-looking run of a store (digests, vectors): C-speed counts only."""
     if not data:
-        return False
-    text = data[:4096].decode("utf-8", "replace")
-    good = sum(1 for ch in text if (ch.isprintable() and ch != "\ufffd") or ch in "\n\r\t")
-    return good >= 0.7 * len(text) or _utf16_kind(data) is not None
+        return 1.0
+    text = data[:1024].decode("utf-8", "replace")
+    bad = (text.count("\ufffd") + len(_CONTROL.findall(text))) / len(text)
+    if bad <= TEXT_NOISE:
+        return bad
+    wide = data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in data[:64]
+    return 0.0 if wide and _utf16_kind(data) is not None else bad
 
 
 def _entropy(data: bytes) -> float:
@@ -666,27 +699,84 @@ def _base64_run(scan: _FileScan, data: bytes, end: int, depth: int) -> int:
     if len(run) > 2 * MAX_MEMBER:
         scan.opaque("container-too-large", None, len(run))
         return m.end()
+    # Base64 of text, or of any bytes, has a capital letter in every few characters; a stretch of
+    # NO_CAPITALS without one is a hex digest or a word glued to the run (a database record's fields have
+    # no separator between them), never part of it, but for its last few characters (base64 of text may
+    # begin with a few lower-case letters or digits) and its first ones (and end with them). The run is
+    # read on in the pieces between such stretches, each from a few characters inside the stretch before
+    # it to a few inside the one after it.
     core = run.rstrip(b"=")
-    urlsafe = b"-" in core or b"_" in core
-    for offset in range(4):
-        piece = core[offset:]
-        piece = piece[:len(piece) - len(piece) % 4] if len(piece) % 4 == 1 else piece
-        try:
-            padded = piece + b"=" * (-len(piece) % 4)
-            out = base64.urlsafe_b64decode(padded) if urlsafe else base64.b64decode(padded)
-        except (binascii.Error, ValueError):
+    cuts = [(s.start(), s.end()) for s in _NO_CAPITALS.finditer(core)]
+    bounds = [0, *(x for cut in cuts for x in cut), len(core)]
+    for begin, stop in zip(bounds[0::2], bounds[1::2], strict=True):
+        if stop - begin < MIN_BASE64 - GLUED:
             continue
-        # Only what reads as text (or is a container) is read on: letters and digits that merely look
-        # like base64 (full-text index segments are full of them) decode to noise.
-        if _texty(out) or _container_magic(out):
-            if scan.budget.take(len(out)):
-                _payload(scan, out, depth + 1, whole_file=False)
-            break
+        back = min(GLUED, begin)  # 0 at the run's own start
+        piece = core[begin - back:min(len(core), stop + 3)]
+        _base64_piece(scan, piece, range(max(4, back + 1)), depth)
     return m.end()
 
 
+def _b64decode(piece: bytes, urlsafe: bool) -> bytes | None:
+    if len(piece) % 4 == 1:
+        piece = piece[:-1]
+    try:
+        padded = piece + b"=" * (-len(piece) % 4)
+        return base64.urlsafe_b64decode(padded) if urlsafe else base64.b64decode(padded)
+    except (binascii.Error, ValueError):
+        return None
+
+
+EDGE = 96
+"""Decoded bytes at either end of a base64 run that a different guess of its true start or end changes."""
+
+
+def _base64_piece(scan: _FileScan, core: bytes, starts: range, depth: int) -> None:
+    """Decode one base64 run from each of `starts` (letters may be glued to it on either side, so its
+    true start, alignment and end are not known) and read on the alignment whose decoding is a container
+    or reads most as text. Other guesses in that alignment (a start 4 characters on, an end up to 3
+    short) differ from it only at its ends, where they are matched too."""
+    urlsafe = b"-" in core or b"_" in core
+    best: tuple[float, int, bytes] | None = None
+    others: list[bytes] = []
+    for offset in starts:
+        if len(core) - offset < MIN_BASE64 - GLUED:
+            break
+        out = _b64decode(core[offset:], urlsafe)
+        if out is None or len(out) < MIN_BASE64 * 3 // 4:  # a few bytes of noise can look like text
+            continue
+        if best is not None and offset % 4 == best[1] % 4:
+            others.append(out)
+            continue
+        # Only what reads as text (or is a container) is read on: letters and digits that merely look
+        # like base64 (full-text index segments are full of them) decode to noise.
+        noise = 0.0 if _container_magic(out) else _noise(out)
+        if noise <= TEXT_NOISE and (best is None or noise < best[0]):
+            best = (noise, offset, out)
+            others = []
+    if best is None:
+        return
+    offset, out = best[1], best[2]
+    if scan.budget.take(len(out)):
+        _payload(scan, out, depth + 1, whole_file=False)
+    for other in others:
+        scan.matcher.match_text(other[:EDGE].decode("utf-8", "replace"), scan.hits)
+    for short in (1, 2, 3):
+        tail = _b64decode(core[offset:len(core) - short], urlsafe)
+        if tail:
+            scan.matcher.match_text(tail[-EDGE:].decode("utf-8", "replace"), scan.hits)
+
+
 def _container_magic(data: bytes) -> bool:
-    return data.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"PK\x03\x04", b"%PDF-"))
+    """Whether decoded bytes start as a container does. Strict: base64-looking runs of a store (a few
+    hundred thousand, each tried at four alignments) decode to noise, and noise that begins `1f 8b` would
+    be reported as a corrupt gzip member. A gzip header is checked to its OS byte (deflate, no reserved
+    flag, an XFL and OS that compressors write)."""
+    if data[:2] == b"\x1f\x8b":
+        return (len(data) >= 10 and data[2] == 8 and not data[3] & 0xE0 and data[8] in (0, 2, 4)
+                and (data[9] <= 13 or data[9] == 255))
+    return (data.startswith((b"\xfd7zXZ\x00", b"PK\x03\x04", b"%PDF-"))
+            or (data[:3] == b"BZh" and data[4:10] == b"1AY&SY"))
 
 
 def _embedded_container(scan: _FileScan, data: bytes, end: int, name: str, depth: int) -> int:
@@ -781,7 +871,7 @@ def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscann
     listed (a folder of the engine's own ciphertexts)."""
     started = time.perf_counter()
     report = ViewReport()
-    matcher = Matcher(needles)
+    matcher = Matcher(needles, once=True)
     if matcher.empty:
         return report
     files = list(_Walk(Path(root)).files())  # what cannot be listed or read: the raw scan counts it

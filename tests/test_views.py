@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import bz2
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -23,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from probes.views import canonical, scan_views
+from probes.views import Matcher, canonical, scan_views
 
 NAME, EMAIL, PHONE, PHONE_NATIONAL, SID = "Jana Weißmüller", "jana.weiss@post.example", "+48 600 700 800", \
     "0600700800", "cust-8841"
@@ -275,3 +276,47 @@ def test_base64_of_random_bytes_is_not_read_as_text(tmp_path: Path) -> None:
     (tmp_path / "vectors.jsonl").write_bytes(noise)
     report = scan_views(tmp_path, [("identifier", EMAIL)])
     assert report.decoded == 0
+
+
+def test_base64_glued_to_a_digest_in_a_record_is_read(tmp_path: Path) -> None:
+    """A database record's fields have no separator: a hex digest, then a base64 field holding the
+    subject, then an id, make one run of base64 letters; the base64 between them is read."""
+    digest = hashlib.sha256(b"x").hexdigest().encode()
+    for tail in (b"", b"chatref0017882user001098"):
+        record = b"\x00\x17" + digest + base64.b64encode(f"to {EMAIL} re: call {PHONE}".encode()) + tail
+        folder = tmp_path / str(len(tail))
+        assert {1, 2} <= _found(folder, {"memory.db": record}), tail
+
+
+_GLUE_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz-_"
+_GLUE = st.text(alphabet=_GLUE_ALPHABET, max_size=3) | st.text(alphabet=_GLUE_ALPHABET, min_size=48, max_size=90)
+"""Letters glued to a base64 value: up to 3 (its alignment is tried) or a digest-long field (cut off where
+48 in a row hold no capital). Between 4 and 47 glued letters are a known limit (README)."""
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=_GLUE, after=_GLUE, lead=st.sampled_from(["", "to ", "from: ", "note "]),
+       trail=st.sampled_from(["", ".", " re: order", ", thanks"]), urlsafe=st.booleans())
+def test_generated_base64_glued_to_other_fields(tmp_path: Path, before: str, after: str, lead: str, trail: str,
+                                                urlsafe: bool) -> None:
+    """Oracle: what was planted. The subject's email, base64-encoded (where in its text it stands: first,
+    inside, last) and glued without a separator to other fields' letters and digits (a digest, an id)
+    on either side, is found."""
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    value = encode(f"{lead}{EMAIL}{trail}".encode()).rstrip(b"=")
+    record = b"\x0b\x00" + before.encode() + value + after.encode() + b"\x00\x01"
+    assert 1 in _found(tmp_path / os.urandom(6).hex(), {"memory.db": record}), (before, lead, trail, after)
+
+
+def test_a_matcher_asked_about_texts_in_turn_answers_for_each() -> None:
+    """The canaries' choice asks one matcher about each bystander frame in turn: a frame that names the
+    subject is named so even when an earlier frame named them too (only a verdict's scan stops looking for
+    a needle once found)."""
+    spelled = Matcher([("identifier", EMAIL)])
+    answers = []
+    for text in (f"mail {EMAIL} today", "nothing here", f"again: {EMAIL.upper()}"):
+        hits: dict[int, int] = {}
+        spelled.match_text(text, hits)
+        answers.append(bool(hits))
+    assert answers == [True, False, True]
