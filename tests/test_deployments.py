@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from memory.schema import create
 from proof.keys import generate_keypair
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store
 from tests.cascade_fixtures import submit as submit_subject
+from tests.process_fixtures import free_port
 
 DEPLOYMENTS = {"erasure-request", "erasure-window", "verification", "sla-monitor", "hold-place", "hold-release",
                "suppression-allow", "request-extend", "request-pause", "request-resume", "intake"}
@@ -59,12 +59,6 @@ def vault(h: Home, env: ErasureRequestEnvelope) -> None:
         requests.submit(engine, env, now=datetime.now(UTC))
     finally:
         engine.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

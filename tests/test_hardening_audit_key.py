@@ -43,7 +43,7 @@ from tests.proof_fixtures import (
     reseal,
     sign_checkpoint,
 )
-from tests.test_hardening_seal import REQ, awaiting  # noqa: F401 (the fixture)
+from tests.test_attest_export import REQ, awaiting  # noqa: F401 (the fixture)
 
 STORE_KEY = audit_key(0)
 """The store's checkpoint key in the synthetic evidence (tests.proof_fixtures)."""

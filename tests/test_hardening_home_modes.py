@@ -16,17 +16,15 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from erasure.config import PROJECT_ROOT
+from tests.process_fixtures import clean_env, erasure, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -34,23 +32,9 @@ START_TIMEOUT = 600
 OTHER = "nobody"
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}
-    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", **extra)
-    return env
-
-
 def _erasure(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`erasure ARGS` in a subprocess started with the usual umask 022."""
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env, text=True,
-                          capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
-                          umask=0o022)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return erasure(env, *args, timeout=timeout, umask=0o022)
 
 
 def _as_other_can_read(path: Path) -> bool:
@@ -97,7 +81,7 @@ def open_parent() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def demo_home(open_parent: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     home = open_parent / "home"
-    env = _clean_env(ERASURE_HOME=str(home), ERASURE_EVIDENCE=str(open_parent / "evidence"))
+    env = clean_env(ERASURE_HOME=str(home), ERASURE_EVIDENCE=str(open_parent / "evidence"))
     res = _erasure(env, "store", "init", "--demo", "--frames", "1000", "--subjects", "3", "--json")
     assert res.returncode == 0, res.stderr[-2000:]
     yield home, env
@@ -122,7 +106,7 @@ def test_with_postgres_only_the_postgres_group_passes_through_the_home(
     except KeyError:
         pytest.skip("no postgres user (make postgres)")
     home, env = demo_home
-    res = _erasure(env, "server", "start", "--postgres", "--workers", "0", "--port", str(_free_port()), "--json",
+    res = _erasure(env, "server", "start", "--postgres", "--workers", "0", "--port", str(free_port()), "--json",
                    timeout=START_TIMEOUT)
     try:
         assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-2000:])

@@ -13,26 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.states import RequestState
-from flows.pack_writer import write_engine_pack
-from flows.verification import probes_task, take_and_seal_fingerprint
-from proof.keys import generate_keypair
-from tasks.runner import run_cascade
-from tests.cascade_fixtures import SUBJECT, build_store, submit
+from tests.cascade_fixtures import SUBJECT
 from tests.cli_fixtures import erasure
-
-REQ = "req-ann-1"
-
-
-def _state(h: Home) -> str:
-    engine = open_engine(h.engine_db)
-    try:
-        return requests.get(engine, REQ).state.value
-    finally:
-        engine.close()
+from tests.test_attest_export import REQ, _state, awaiting  # noqa: F401 (the fixture)
 
 
 def _events(h: Home) -> list[str]:
@@ -45,23 +30,7 @@ def _events(h: Home) -> list[str]:
 
 
 @pytest.fixture
-def awaiting(home: Home, tmp_path: Path) -> Home:
-    build_store(home, tmp_path)
-    submit(home)
-    generate_keypair("engine", home.keys_dir)
-    generate_keypair("dpo", home.keys_dir)
-    take_and_seal_fingerprint(REQ, home)
-    run_cascade(REQ, home)
-    assert probes_task.fn(REQ)["all_clear"]
-    write_engine_pack(REQ, home)
-    engine = open_engine(home.engine_db)
-    requests.set_state(engine, REQ, RequestState.awaiting_attestation)
-    engine.close()
-    return home
-
-
-@pytest.fixture
-def symlinked_outbox(awaiting: Home, tmp_path: Path) -> Home:
+def symlinked_outbox(awaiting: Home, tmp_path: Path) -> Home:  # noqa: F811 (the fixture)
     """The attack: the outbox folder replaced by a symlink to somewhere else (the notifier refuses
     to write through it)."""
     elsewhere = tmp_path / "elsewhere"
@@ -95,7 +64,7 @@ def test_a_refused_outbox_leaves_the_request_unsealed_with_a_clear_error(symlink
     assert events.count("pack.attested") == 1 and events.count("requester.notified") == 1
 
 
-def test_sealing_and_notifying_are_recorded_together(awaiting: Home) -> None:
+def test_sealing_and_notifying_are_recorded_together(awaiting: Home) -> None:  # noqa: F811 (the fixture)
     res = erasure("attest", REQ, "--dpo-key", str(awaiting.keys_dir / "dpo.pem"), "--yes", "--home",
                   str(awaiting.root))
     assert res.code == 0, res

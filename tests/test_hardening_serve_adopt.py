@@ -17,7 +17,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,20 +30,9 @@ import httpx
 import pytest
 
 from erasure.config import PROJECT_ROOT, Home
+from tests.process_fixtures import clean_env, free_port
 
 SERVE_TIMEOUT = 300.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}
-    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", **extra)
-    return env
 
 
 def serve(h: Home, port: int, out: Path) -> subprocess.Popen[bytes]:

@@ -23,10 +23,8 @@ import base64
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -38,7 +36,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from erasure.config import PROJECT_ROOT, Home
+from erasure.config import Home
+from tests.process_fixtures import clean_env, erasure, free_port
 
 START_TIMEOUT = 600
 RUN_TIMEOUT = 240.0
@@ -60,23 +59,6 @@ try:
 except urllib.error.HTTPError as e:
     print(json.dumps({"status": e.code, "body": e.read().decode()}))
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}
-    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", **extra)
-    return env
-
-
-def erasure(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env, text=True,
-                          capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
 
 def as_nobody(api: str, method: str, path: str, body: Any = None, auth: str | None = None) -> dict[str, Any]:

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from erasure.subject import Subject
 from erasure.tiers import CASCADE_ORDER
 from memory import holds
 from memory.schema import create, open_store
+from tests.process_fixtures import clean_env, erasure, free_port
 from tests.test_deployments import DEPLOYMENTS, vault
 
 pytestmark = pytest.mark.slow
@@ -52,24 +52,6 @@ pytestmark = pytest.mark.slow
 QUEUED = [f"req-q-{i}" for i in range(8)]
 START_TIMEOUT = 600
 RUN_TIMEOUT = 900.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without any Prefect or erasure setting, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}
-    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", **extra)
-    return env
-
-
-def erasure(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env, text=True,
-                          capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
 
 def envelope(request_id: str, subject: Subject) -> ErasureRequestEnvelope:
