@@ -54,6 +54,9 @@ MAX_STREAM = 64 * 1024 * 1024
 """At most this many bytes are inflated from one compressed stream."""
 MAX_FILE = 512 * 1024 * 1024
 """A file larger than this is not read (reported as `unread`)."""
+JUNK_RUN = 5
+"""A text view is read in pieces cut at runs of this many control or undecodable characters (see
+`segments`)."""
 MIN_B64 = 12
 """Shortest base64 run that is decoded (9 bytes: shorter than any identifier we plant)."""
 
@@ -499,6 +502,24 @@ def plausible(raw: bytes) -> bool:
     return True
 
 
+_JUNK_RUN = re.compile(f"[\x00-\x08\x0e-\x1f\x7f\ufffd]{{{JUNK_RUN}}}")
+
+
+def segments(text: str) -> Iterator[str]:
+    """`text` cut at every run of JUNK_RUN or more control or undecodable characters. No match can
+    hold such a run (an id's or a name's separators are at most 4 characters, a phone's at most 3, an
+    email has none, its `+tag` taken to hold none either), so nothing a pass over the whole text finds
+    is lost; each piece is unescaped and decoded on its own, so a view tree grows only where escapes
+    are, not over the whole file."""
+    start = 0
+    for m in _JUNK_RUN.finditer(text):
+        if m.start() > start:
+            yield text[start:m.start()]
+        start = m.end()
+    if start < len(text):
+        yield text[start:]
+
+
 class _Scanner:
     def __init__(self, people: Iterable[Person]) -> None:
         self.patterns = [(p.id, Patterns.of(p)) for p in people]
@@ -563,7 +584,8 @@ class _Scanner:
         if not seen.first(("b", hash(data), len(data)), depth):
             return
         for name, text in text_decodings(data):
-            self.scan_text(text, where, f"{view}>{name}" if view else name, depth, out, seen)
+            for piece in segments(text):
+                self.scan_text(piece, where, f"{view}>{name}" if view else name, depth, out, seen)
         if depth >= MAX_DEPTH:
             return
         for name, inner in containers(data):

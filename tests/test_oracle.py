@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.oracle import Person, canonical_forms, scan_bytes, scan_text, scan_tree, split_phone
 
@@ -323,3 +325,26 @@ def test_a_chroma_store_is_read(tmp_path: Path) -> None:
     finally:
         c.close()
     assert "email" in scan_tree(tmp_path / "chroma", JANE).kinds()
+
+
+def test_a_view_is_read_in_pieces_cut_at_junk_runs_and_nothing_is_lost() -> None:
+    """Tokens parted by four control characters still match; a needle right beside a long junk run too."""
+    assert "name" in scan_bytes(b"\x01\x02\x03\x04\x05\x06Jane\x01\x02\x03\x04Doe\x00\x00\x00\x00\x00", JANE).kinds()
+    assert "email" in scan_bytes(b"\xff" * 9 + b"jane.doe%40mail.example" + b"\x00" * 9, JANE).kinds()
+    assert not scan_bytes(b"Jane\x01\x02\x03\x04\x05Doe", JANE), "five junk characters part two tokens"
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from([s for kind in SPELLINGS.values() for s in kind]),
+                          st.sampled_from(sorted(ENCODINGS)),
+                          st.binary(min_size=0, max_size=40)), min_size=1, max_size=6))
+def test_needles_in_several_encodings_amid_binary_noise_are_all_found(
+        pieces: list[tuple[tuple[Person, str, str], str, bytes]]) -> None:
+    """A blob such as a database page: several needles, each in its own encoding, between runs of binary
+    noise: every one is found (the pieces are unescaped apart, never lost between them)."""
+    blob = b"".join(noise + b"\x00" * 6 + ENCODINGS[enc](sentence(spelling)) + b"\x00" * 6
+                    for (_, spelling, _), enc, noise in pieces)
+    found = scan_bytes(blob, JANE, JUERGEN)
+    for (person, spelling, expect), enc, _ in pieces:
+        got = {h.kind for h in found.hits if h.who == person.id}
+        assert expect in got, (spelling, enc, sorted(got))
