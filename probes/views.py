@@ -545,8 +545,8 @@ def _payload(scan: _FileScan, data: bytes, depth: int, *, whole_file: bool) -> N
             scan.opaque(reason, data if not whole_file else None, len(data))
             return
     encoding = _utf16_kind(data)
-    if encoding:
-        scan.matcher.match_text(data.decode(encoding, "replace"), scan.hits)
+    if encoding:  # wide text is read on as UTF-8: a base64 run or an embedded container in it is a view too
+        _payload(scan, data.decode(encoding, "replace").encode("utf-8"), depth + 1, whole_file=False)
         return
     if data.startswith(b"%PDF-"):
         _pdf(scan, data, depth)

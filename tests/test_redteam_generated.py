@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 
 from erasure.config import Home
 from tests.cli_fixtures import erasure
-from tests.oracle import Person, scan_home
+from tests.oracle import Person, Scan, scan_home
 from tests.redteam_fixtures import archive_content, ok, pack_files
 
 SCENARIOS = 50
@@ -57,6 +57,12 @@ CARA = {"id": "usr-cara-0077", "email": "cara.nunes@example.com", "name": "Cara 
 def subject_of(i: int) -> dict[str, str]:
     return {"id": f"usr-g-{i:03d}", "email": f"person{i:03d}.x@mail.example",
             "name": f"{FIRST[i % 10]} {LAST[i // 10 % 10]}", "phone": f"+44 20 7946 {i:04d}"}
+
+
+def own_words(i: int) -> Person:
+    """The words of subject i's own item ("my order 7 of walnut shelves"), as the oracle looks for an
+    id: where a namesake keeps the name by right, these say whether the subject's own item is gone."""
+    return Person(id=f"my order {i} of walnut shelves")
 
 
 def namesake_of(i: int) -> dict[str, str]:
@@ -253,8 +259,10 @@ def _example(home: Home, tmp: Path, plan: list[Scenario]) -> list[str]:
     path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in items), encoding="utf-8")
     ok(erasure("ingest", str(path), "--home", h, "--json"))
     people = [Person(**subject_of(i)) for i in range(len(plan))]
-    before = scan_home(home.root, home.evidence_root, *people)
-    blind = [i for i, sc in enumerate(plan) if sc.owner != "namesake" and not before.of(people[i].id)]
+    markers = [own_words(i) for i in range(len(plan))]
+    before = scan_home(home.root, home.evidence_root, *people, *markers)
+    blind = [i for i, sc in enumerate(plan)
+             if not before.of(markers[i].id) or (sc.owner != "namesake" and not before.of(people[i].id))]
     if blind:
         return [f"the oracle misses planted scenario {i} before the erasure: {plan[i]}" for i in blind]
     others = [i for i, sc in enumerate(plan) if sc.owner != "own"]
@@ -269,7 +277,7 @@ def _example(home: Home, tmp: Path, plan: list[Scenario]) -> list[str]:
         p.write_text(json.dumps(env, ensure_ascii=False), encoding="utf-8")
         ok(erasure("request", "submit", str(p), "--home", h))
     res = erasure("request", "run", *rids, "--home", h, "--json")
-    after = scan_home(home.root, home.evidence_root, *people)
+    after = scan_home(home.root, home.evidence_root, *people, *markers)
     problems: list[str] = []
     for i, rid in enumerate(rids):
         files_ = pack_files(home, rid)
@@ -279,6 +287,9 @@ def _example(home: Home, tmp: Path, plan: list[Scenario]) -> list[str]:
         kinds = {str(e.get("kind")) for e in ver.get("exceptions", [])}
         clear = manifest.get("all_clear") is True and manifest.get("status") == "erased"
         left = after.of(people[i].id)
+        if plan[i].owner == "namesake":  # the namesake keeps the name, in their own item, by right
+            left = Scan([h for h in left.hits if h.kind != "name"], left.unread)
+        left.hits += after.of(markers[i].id).hits
         if clear and left:
             problems.append(f"{rid} {plan[i]}: ALL CLEAR while the oracle finds: {left.summary(3)}")
         elif not clear and res.code == 0 and not kinds & {"unscanned_content", "mention_ambiguous",
@@ -316,6 +327,7 @@ KNOWN = [
     [Scenario("name", 1, "raw", "content", False, "bystander")],  # "Last, First"
     [Scenario("name", 0, "raw", "gzip", False, "bystander")],  # an attachment that is not plain text
     [Scenario("name", 0, "raw", "content", False, "namesake")],
+    [Scenario("phone", 0, "base64", "utf16", True, "bystander")],  # base64 inside a UTF-16 attachment
 ]
 
 

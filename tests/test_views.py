@@ -320,3 +320,29 @@ def test_a_matcher_asked_about_texts_in_turn_answers_for_each() -> None:
         spelled.match_text(text, hits)
         answers.append(bool(hits))
     assert answers == [True, False, True]
+
+
+WIDE: dict[str, Callable[[str], bytes]] = {
+    "utf-16": lambda t: t.encode("utf-16"), "utf-16-le": lambda t: t.encode("utf-16-le"),
+    "utf-16-be": lambda t: t.encode("utf-16-be"), "utf-32": lambda t: t.encode("utf-32"),
+}
+_NARROW = sorted(set(ENCODINGS) - {"utf-16", "utf-16-be", "utf-32"})
+
+
+def test_base64_inside_a_utf16_attachment_is_read(tmp_path: Path) -> None:
+    """A note saved as UTF-16 by a Windows tool, holding a log line with the phone in base64."""
+    text = "Note 0: log payload=" + base64.b64encode(PHONE.encode()).decode() + " asked about the order."
+    assert KIND_INDEX["phone"] in _found(tmp_path, {"note-utf16.txt": text.encode("utf-16")})
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(sorted(SPELLINGS)), pick=st.integers(0, 9), inner=st.sampled_from(_NARROW),
+       wide=st.sampled_from(sorted(WIDE)), container=st.sampled_from(["file", "gzip", "zip", "base64-attachment"]))
+def test_every_text_encoding_inside_wide_text_is_read(tmp_path_factory: pytest.TempPathFactory, kind: str, pick: int,
+                                                       inner: str, wide: str, container: str) -> None:
+    """Wide text (UTF-16/32, with or without a byte order mark) is a view like the others: what is
+    escaped or base64-encoded inside it is decoded too, in any container."""
+    spelling = SPELLINGS[kind][pick % len(SPELLINGS[kind])]
+    data = CONTAINERS[container](WIDE[wide](ENCODINGS[inner](spelling).decode("utf-8")))
+    found = _found(tmp_path_factory.mktemp("wide"), {"attachment.bin": data})
+    assert KIND_INDEX[kind] in found or (kind == "phone" and 3 in found), (spelling, inner, wide, container)
