@@ -423,8 +423,9 @@ def jsonl_edit(data: bytes, change: Callable[[list[dict[str, Any]]], None]) -> b
 
 def resign_statement(files: dict[str, bytes], engine_key: Path) -> None:
     """Re-sign the engine envelope over the current files, keeping its predicate (in place)."""
-    from proof.dsse import envelope_bytes, sign_envelope
+    from proof.dsse import sign_envelope
     from proof.statement import erasure_statement
+    from proof.verify.wire import envelope_bytes
 
     env = json.loads(files["signatures/engine.intoto.json"])
     predicate = json.loads(base64.b64decode(env["payload"]))["predicate"]

@@ -22,7 +22,7 @@ from erasure.errors import StoreError
 from erasure.sqlite import checkpoint_truncate, connect, transaction
 from memory import audit, audit_tree, schema
 from proof import verify
-from proof.verify import archive
+from proof.verify import archive, wire
 
 ALICE = "subj-alice"
 BOB = "subj-bob"
@@ -187,8 +187,8 @@ def test_rewritten_tail_is_caught_by_a_checkpoint(home: Home, store: apsw.Connec
     for seq, at, event, actor, fields, _prev, _digest in rows[4:]:
         if seq == 5:
             fields = '{"rows":99}'
-        digest = audit.entry_hash(prev, {"seq": seq, "at": at, "event": event, "actor": actor,
-                                         "fields": json.loads(fields)})
+        digest = wire.audit_entry_hash(prev, {"seq": seq, "at": at, "event": event, "actor": actor,
+                                              "fields": json.loads(fields)})
         raw.execute("UPDATE audit_log SET fields = ?, prev_hash = ?, entry_hash = ? WHERE seq = ?",
                     (fields, prev, digest, seq))
         prev = digest

@@ -21,11 +21,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from proof import verify
-from proof.dsse import envelope_bytes, sign_envelope
+from proof.dsse import sign_envelope
 from proof.keys import keyid, load_private_key
 from proof.pack import attest, write_pack
-from proof.statement import canonical_json, dpo_statement
+from proof.statement import dpo_statement
 from proof.verify import archive
+from proof.verify.wire import canonical_json, envelope_bytes
 from tests.proof_fixtures import (
     END_OF_ARCHIVE,
     Keys,

@@ -31,8 +31,8 @@ SIGNATURES_DIR = "signatures/"
 ENGINE_ENVELOPE = "signatures/engine.intoto.json"
 DPO_ENVELOPE = "signatures/dpo.intoto.json"
 MANIFEST, SUMS, AUDIT = "manifest.json", "SHA256SUMS", "audit-log-redaction.json"
-EVIDENCE = ("request.json", "steps.jsonl", "verification.json", "subprocessor-receipts.jsonl", AUDIT,
-            "attestation.txt")
+ATTESTATION = "attestation.txt"
+EVIDENCE = ("request.json", "steps.jsonl", "verification.json", "subprocessor-receipts.jsonl", AUDIT, ATTESTATION)
 """The files every manifest lists: the five the flows write and the certificate."""
 REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """The pack's top directory: erasure.models.SAFE_TOKEN, copied (`erasure` is no import of the
@@ -66,8 +66,6 @@ GENESIS = "0" * 64
 AUDIT_ENTRY_KEYS = ("seq", "at", "event", "actor", "fields")
 """The body of an audit entry: what its hash covers, after its predecessor's hash."""
 AUDIT_HASH_RULE = "sha256(prev_hash + '\\n' + canonical_json(body))"
-P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
-"""n of NIST P-256: an ECDSA signature is written low-s (s <= n/2), the one encoding the verifier accepts."""
 MERKLE_TREE_RULE = ("RFC 9162 2.1: leaf i = sha256(0x00 || bytes(entry_hash of seq i+1)),"
                     " node = sha256(0x01 || left || right)")
 
@@ -98,6 +96,10 @@ def envelope_bytes(envelope: Mapping[str, Any]) -> bytes:
     """The one file form of a DSSE envelope: sorted keys, two-space indent, ASCII, one final newline.
     No signature covers an envelope's own bytes, so the verifier accepts only this form."""
     return (json.dumps(envelope, sort_keys=True, indent=2) + "\n").encode("ascii")
+
+
+P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+"""n of NIST P-256: an ECDSA signature is written low-s (s <= n/2), the one encoding the verifier accepts."""
 
 
 def keyid_of(public_key: ec.EllipticCurvePublicKey | Ed25519PublicKey) -> str:
