@@ -3,7 +3,7 @@
 The evidence follows the formats the flows write (request.json, steps.jsonl, verification.json,
 subprocessor-receipts.jsonl, audit-log-redaction.json). The audit-log document (audit-log-redaction/v3,
 or v2 on request) is built here with its own hashing, its own RFC 6962 Merkle tree (the RFC's recursive definitions,
-written out) and an Ed25519 checkpoint key, independently of memory/audit.py and proof/verify.py.
+written out) and an Ed25519 checkpoint key, independently of memory/audit.py and proof/verify/.
 """
 
 from __future__ import annotations

@@ -281,7 +281,7 @@ def test_redaction_destroys_values_and_keeps_the_chain(home: Home, store: apsw.C
 
 
 # --- redaction evidence ----------------------------------------------------------------------------
-# The document is checked by the offline verifier's check 7 (proof/verify.py), the one code that checks it.
+# The document is checked by the offline verifier's check 7 (proof/verify/audit.py), the one code that checks it.
 
 REQUEST = "req-1"
 
