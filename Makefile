@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := python3 -m uv
 
-.PHONY: help bootstrap demo test lint typecheck contracts unit redteam serve bench clean
+.PHONY: help bootstrap demo test lint typecheck contracts unit redteam serve bench clean verifier
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -47,6 +47,11 @@ test: lint typecheck contracts browser postgres unit ## everything CI runs
 
 demo: bootstrap ## build a demo store, submit a request, erase, verify, sign, attest, verify offline
 	$(VENV)/bin/python -m cli.demo
+
+# Only the standard library builds it (no .venv needed): a regulator can rebuild it from a checkout and
+# compare its sha256 with the one `erasure export` shipped.
+verifier: ## the offline verifier as one file: dist/erasure-verify.pyz (python dist/erasure-verify.pyz PACK ...)
+	python3 -m proof.verifier_zipapp dist/erasure-verify.pyz
 
 bench: bootstrap ## the benchmark tables (slow: builds large stores)
 	$(PY) bench/build_store.py

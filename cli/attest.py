@@ -28,12 +28,22 @@ from proof.keys import keyid, load_private_key, load_public_key, public_key_pem
 from proof.pack import PACK_NAME, summary
 from proof.pack import attest as sign_attestation
 from proof.tarball import write_atomic
+from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
 from proof.verify import PackError, printable, verify_bytes
+from proof.verify.wire import (
+    DPO_ENVELOPE,
+    DPO_PREDICATE,
+    ENGINE_ENVELOPE,
+    ERASURE_PREDICATE,
+    PAYLOAD_TYPE,
+    STATEMENT_TYPE,
+)
 
 VERIFY_MD = r"""# Verifying erasure proof pack @REQUEST_ID@
 
 This directory holds `@PACK@`, the engine's and the DPO's public keys, the store's audit checkpoint
-key (`audit.pub.pem`, when the store keeps an audit log), and this note.
+key (`audit.pub.pem`, when the store keeps an audit log), our offline verifier as one file
+(`erasure-verify.pyz`), and this note.
 
 The pack's name is `sha256:@NAME_DIGEST@`: the sha256 of the statement the engine signed (the payload
 of `signatures/engine.intoto.json`). The requester's notification quotes it. It names what is signed,
@@ -43,14 +53,17 @@ and any member mode the writer does not write, and any high-s ECDSA signature.
 1. Confirm the key fingerprints with the controller through a channel other than this export:
    engine keyid `@ENGINE_KEYID@`, DPO keyid `@DPO_KEYID@`, audit checkpoint keyid `@AUDIT_KEYID@`
    (sha256 of each public key's DER). Do not trust the keys in this directory until you have.
-2. With our small verifier (needs only Python and `cryptography`; it runs every check below and the
-   two that have no shell equivalent: the audit-log evidence, whose RFC 6962 Merkle inclusion (one
-   multiproof for all its entries) and consistency proofs and Ed25519 checkpoints only the verifier
-   checks, and the consistency of the claims):
+2. With our small verifier, `erasure-verify.pyz` (needs only Python 3.11 or later and
+   `cryptography`; it runs every check below and the two that have no shell equivalent: the
+   audit-log evidence, whose RFC 6962 Merkle inclusion (one multiproof for all its entries) and
+   consistency proofs and Ed25519 checkpoints only the verifier checks, and the consistency of the
+   claims):
 
-       python -m proof.verify @PACK@ --engine-key engine.pub.pem --dpo-key dpo.pub.pem @AUDIT_ARG@
+       python erasure-verify.pyz @PACK@ --engine-key engine.pub.pem --dpo-key dpo.pub.pem @AUDIT_ARG@
 
-   (`--json` also prints the pack's name, `pack_name`.)
+   (`--json` also prints the pack's name, `pack_name`. It is a zip of the verifier's Python sources:
+   `python -m zipfile -l erasure-verify.pyz` lists them. Where erasure-cascade is installed,
+   `python -m proof.verify` is the same command.)
 
 3. Without our software (GNU tar, sha256sum, openssl, jq): run the recipe below in this directory
    (`bash recipe.sh` after copying the block into it). It stops at the first failed step; each step
@@ -91,10 +104,10 @@ check_envelope() {  # envelope, trusted public key, its key id, predicateType, e
   local env=$1 pub=$2 kid=$3 ptype=$4 extra=$5 p=$W/$(basename "$1").payload
   [ "$(jq -r '.signatures | length' "$env")" = 1 ] || fail "$env: not exactly one signature"
   [ "$(jq -r '.signatures[0].keyid' "$env")" = "$kid" ] || fail "$env: not signed by the key you trust"
-  [ "$(jq -r .payloadType "$env")" = application/vnd.in-toto+json ] || fail "$env: wrong payloadType"
+  [ "$(jq -r .payloadType "$env")" = @PAYLOAD_TYPE@ ] || fail "$env: wrong payloadType"
   jq -r .payload "$env" | base64 -d > "$p"
   jq -r '.signatures[0].sig' "$env" | base64 -d > "$W/sig.bin"
-  { printf 'DSSEv1 28 application/vnd.in-toto+json %d ' "$(wc -c < "$p")"; cat "$p"; } > "$W/pae.bin"
+  { printf 'DSSEv1 @PAYLOAD_TYPE_BYTES@ @PAYLOAD_TYPE@ %d ' "$(wc -c < "$p")"; cat "$p"; } > "$W/pae.bin"
   if openssl pkey -pubin -in "$pub" -noout -text | head -1 | grep -qi ed25519; then
     openssl pkeyutl -verify -pubin -inkey "$pub" -rawin -in "$W/pae.bin" -sigfile "$W/sig.bin" >/dev/null \
       || fail "$env: the signature does not verify"
@@ -102,7 +115,7 @@ check_envelope() {  # envelope, trusted public key, its key id, predicateType, e
     openssl dgst -sha256 -verify "$pub" -signature "$W/sig.bin" "$W/pae.bin" >/dev/null \
       || fail "$env: the signature does not verify"
   fi
-  [ "$(jq -r ._type "$p")" = https://in-toto.io/Statement/v1 ] || fail "$env: not an in-toto Statement v1"
+  [ "$(jq -r ._type "$p")" = @STATEMENT_TYPE@ ] || fail "$env: not an in-toto Statement v1"
   [ "$(jq -r .predicateType "$p")" = "$ptype" ] || fail "$env: wrong predicateType"
   [ "$(jq -r .predicate.request_id "$p")" = "$REQUEST_ID" ] || fail "$env: another request"
   jq -r '.subject[] | "\(.digest.sha256)  \(.name)"' "$p" | sha256sum --strict --quiet -c - \
@@ -112,10 +125,10 @@ check_envelope() {  # envelope, trusted public key, its key id, predicateType, e
     | sort > "$W/files"
   diff "$W/subjects" "$W/files" >&2 || fail "$env: its subjects are not exactly the files"
 }
-check_envelope signatures/engine.intoto.json "$ENGINE_PUB" "$ENGINE_KID" \
-  https://erasure-cascade.dev/erasure-proof/v1 ""
-check_envelope signatures/dpo.intoto.json "$DPO_PUB" "$DPO_KID" \
-  https://erasure-cascade.dev/dpo-attestation/v1 signatures/engine.intoto.json
+check_envelope @ENGINE_ENVELOPE@ "$ENGINE_PUB" "$ENGINE_KID" \
+  @ERASURE_PREDICATE@ ""
+check_envelope @DPO_ENVELOPE@ "$DPO_PUB" "$DPO_KID" \
+  @DPO_PREDICATE@ @ENGINE_ENVELOPE@
 E=$W/engine.intoto.json.payload D=$W/dpo.intoto.json.payload
 [ "$(sha256sum < "$E" | cut -d' ' -f1)" = "$NAME" ] || fail "the engine's statement is not the pack named $NAME"
 if [ -f "$AUDIT_PUB" ]; then  # the checkpoints are signed by the store's key you confirmed
@@ -135,17 +148,23 @@ esac
 jq -r '.predicate | "status \(.status), all clear \(.all_clear), verified at \(.verified_at)"' "$E"
 jq -r '.predicate | "attested by the DPO at \(.attested_at)"' "$D"
 jq -r '.predicate.tiers | to_entries[] | "  \(.key): \(.value.status)"' "$E"
-echo "ALL CHECKS PASSED (the audit-log Merkle proofs and the consistency of the claims: python -m proof.verify)"
+echo "ALL CHECKS PASSED (the audit-log Merkle proofs and the consistency of the claims: python erasure-verify.pyz)"
 ```
 
 Status: @STATUS@; all clear: @ALL_CLEAR@; verified at @VERIFIED_AT@; attested at @ATTESTED_AT@.
 """
 
 
+_WIRE_SLOTS = {"payload_type": PAYLOAD_TYPE, "payload_type_bytes": str(len(PAYLOAD_TYPE.encode())),
+               "statement_type": STATEMENT_TYPE, "erasure_predicate": ERASURE_PREDICATE,
+               "dpo_predicate": DPO_PREDICATE, "engine_envelope": ENGINE_ENVELOPE, "dpo_envelope": DPO_ENVELOPE}
+
+
 def verify_md(**fields: str) -> str:
-    """VERIFY.md for an export (`fields` fill the @NAME@ slots: ids, digests, times, all printable)."""
+    """VERIFY.md for an export (`fields` fill the @NAME@ slots: ids, digests, times, all printable;
+    the recipe's types and file names come from the wire format)."""
     text = VERIFY_MD
-    for name, value in fields.items():
+    for name, value in {**_WIRE_SLOTS, **fields}.items():
         text = text.replace(f"@{name.upper()}@", value)
     return text
 
@@ -360,7 +379,8 @@ def export(
     """Write the sealed pack, the public keys and VERIFY.md (a full openssl recipe) for the regulator.
 
     The pack must verify with the engine's key AND the DPO's trusted key before anything is written.
-    Files go only into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`."""
+    The offline verifier goes along as one file (erasure-verify.pyz, run by `python`). Files go only
+    into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`."""
     if not REQUEST_ID.fullmatch(request_id):
         raise InputError(f"{printable(request_id)!r} is not a request id (1-{REQUEST_ID_MAX_CHARS} of"
                          " A-Z a-z 0-9 . _ -, starting with a letter or digit)")
@@ -393,7 +413,8 @@ def export(
     to.mkdir(parents=True, exist_ok=True)
     # One rename each (write_atomic): a symbolic link in the way is replaced, never followed.
     for fname, body in ((name, data), ("engine.pub.pem", engine_pub), ("dpo.pub.pem", dpo_pub),
-                        *((("audit.pub.pem", audit_pub),) if audit_pub else ()), ("VERIFY.md", note.encode("utf-8"))):
+                        *((("audit.pub.pem", audit_pub),) if audit_pub else ()), ("VERIFY.md", note.encode("utf-8")),
+                        (VERIFIER_ZIPAPP, verifier_zipapp())):
         write_atomic(to / fname, body, 0o644)
     written = sorted(p.name for p in to.iterdir())
     if json_out:

@@ -19,7 +19,6 @@ from typing import Any
 
 import apsw
 
-from erasure.canonical import canonical_json, sha256_hex
 from erasure.clocks import (
     ClockEvent,
     ClockKind,
@@ -44,10 +43,10 @@ from erasure.sqlite import transaction
 from erasure.states import OPEN_STATES, RequestState
 from erasure.subject import Subject
 from erasure.tiers import CASCADE_ORDER, Tier, scope_name
+from proof.verify.wire import RECEIPT_STATUSES, canonical_json, sha256_hex
 
 SALT_BYTES = 32
 MAX_REASON = 2000
-RECEIPT_STATUSES = frozenset({"done", "pending", "failed"})
 _REQUEST_COLUMNS = ("request_id, tenant_id, legal_basis, data_classes, received_at, envelope_sha256, state, "
                     "state_detail, deadline, target, created_at, updated_at")
 

@@ -1,5 +1,7 @@
 """The store's audit log (tier 9): a hash chain whose personal fields are salted commitments, and a
-Merkle tree over the chain (RFC 6962 / RFC 9162 section 2.1, in `memory/audit_tree.py`).
+Merkle tree over the chain (RFC 6962 / RFC 9162 section 2.1, in `memory/audit_tree.py`). Its hashes,
+signed statements and names are the proof pack's wire format, defined once in `proof.verify.wire`
+(stdlib and `cryptography` only), which the offline verifier checks them with.
 
 Layout (tables in `memory/schema.py`):
 - `audit_log`: one row per entry. `entry_hash = sha256(prev_hash + "\\n" + canonical_json(body))`
@@ -19,8 +21,8 @@ before and after the redaction, the consistency proof between them, and only the
 and the request's `erasure.audit_redaction` entry, with one multiproof of their inclusion (the
 subtrees none of them is in); each entry is written once, its hash and, where its predecessor is
 also there, its prev_hash left for the verifier to recompute. O(log n) hashes for a few entries,
-about k log(n/k) for k, whatever the size of the log. The offline verifier (`proof/verify.py`) is
-what checks it.
+about k log(n/k) for k, whatever the size of the log. The offline verifier's check 7
+(`proof/verify/audit.py`) is what checks it.
 """
 
 from __future__ import annotations
@@ -41,35 +43,24 @@ from typing import Any, NamedTuple
 import apsw
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from erasure.errors import ConfigError, NotFound, StoreError
 from erasure.sqlite import transaction
 from memory import audit_tree
+from proof.verify import wire
+from proof.verify.wire import GENESIS, audit_entry_hash, canonical_json, checkpoint_statement, keyid_of
 
-GENESIS_HASH = "0" * 64
 SALT_BYTES = 16
 KEY_FILE = "audit-checkpoint.key"  # same name as memory.schema.AUDIT_KEY_FILE
-CHECKPOINT_TYPE = "audit-checkpoint/v2"
 CHECKPOINT_TYPE_V1 = "audit-checkpoint/v1"
 """Checkpoints signed before the Merkle tree: still verified in the store, never put in evidence."""
-EVIDENCE_FORMAT = "audit-log-redaction/v3"
-REDACTION_EVENT = "erasure.audit_redaction"
+EVIDENCE_FORMAT = wire.AUDIT_FORMAT
+REDACTION_EVENT = wire.AUDIT_REDACTION_EVENT
 """The entry the audit-log step appends after redacting; `fields.request_id` names the request."""
-HASH_RULE = "sha256(prev_hash + '\\n' + canonical_json(body))"
 
 
 # --- hashing -------------------------------------------------------------------------------------
-
-def canonical_json(obj: Any) -> bytes:
-    """The one serialisation that is hashed and signed: sorted keys, no spaces, UTF-8."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def entry_hash(prev_hash: str, body: dict[str, Any]) -> str:
-    """`sha256(prev_hash + "\\n" + canonical_json(body))`, hex."""
-    return hashlib.sha256(prev_hash.encode("ascii") + b"\n" + canonical_json(body)).hexdigest()
-
 
 def commitment(salt: bytes, value: str) -> str:
     """The salted commitment to a personal value: `sha256(salt + value)`, hex."""
@@ -83,6 +74,10 @@ def iso_utc(at: datetime | None = None) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _body(seq: int, at: str, event: str, actor: str, fields: dict[str, Any]) -> dict[str, Any]:
     return {"seq": seq, "at": at, "event": event, "actor": actor, "fields": fields}
 
@@ -91,7 +86,7 @@ def _body(seq: int, at: str, event: str, actor: str, fields: dict[str, Any]) -> 
 
 def _head(conn: apsw.Connection) -> tuple[int, str]:
     row = conn.execute("SELECT seq, entry_hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
-    return (0, GENESIS_HASH) if row is None else (int(row[0]), str(row[1]))
+    return (0, GENESIS) if row is None else (int(row[0]), str(row[1]))
 
 
 def append(conn: apsw.Connection, event: str, actor: str, fields: dict[str, Any],
@@ -123,7 +118,7 @@ def append(conn: apsw.Connection, event: str, actor: str, fields: dict[str, Any]
     seq = last_seq + 1
     when = iso_utc(at)
     fields_json = canonical_json(stored).decode("utf-8")
-    digest = entry_hash(prev, _body(seq, when, event, actor, stored))
+    digest = audit_entry_hash(prev, _body(seq, when, event, actor, stored))
     conn.execute(
         "INSERT INTO audit_log(seq, at, event, actor, fields, prev_hash, entry_hash)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -173,22 +168,22 @@ def verify_chain(conn: apsw.Connection) -> ChainStatus:
     cps = [(int(r[0]), str(r[1]), r[2], r[3]) for r in conn.execute(
         "SELECT seq, head_hash, tree_size, root_hash FROM audit_checkpoints ORDER BY seq")]
     wanted = {seq for seq, *_ in cps}
-    count, expected_seq, prev = 0, 1, GENESIS_HASH
+    count, expected_seq, prev = 0, 1, GENESIS
     first_bad: int | None = None
-    heads: dict[int, str] = {0: GENESIS_HASH}
+    heads: dict[int, str] = {0: GENESIS}
     raw_hashes: list[bytes] = []
     for seq, at, event, actor, fields_json, prev_hash, stored_hash in _rows(conn):
         count += 1
         if seq in wanted:
             heads[seq] = stored_hash
         if first_bad is None:
-            try:
-                fields = json.loads(fields_json)
+            try:  # NaN or Infinity is no canonical JSON: such an entry is bad
+                fields = json.loads(fields_json, parse_constant=_not_json)
             except ValueError:
                 fields = None
             if (seq != expected_seq or prev_hash != prev or not isinstance(fields, dict)
                     or canonical_json(fields).decode("utf-8") != fields_json
-                    or entry_hash(prev_hash, _body(seq, at, event, actor, fields)) != stored_hash):
+                    or audit_entry_hash(prev_hash, _body(seq, at, event, actor, fields)) != stored_hash):
                 first_bad = seq
         if first_bad is None:
             raw_hashes.append(bytes.fromhex(stored_hash))
@@ -252,23 +247,6 @@ def checkpoint_public_pem(store_dir: Path) -> bytes:
                                                                serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def public_key_der(public_key: Ed25519PublicKey) -> bytes:
-    """SubjectPublicKeyInfo DER of the key: what `key_id` hashes."""
-    return public_key.public_bytes(serialization.Encoding.DER,
-                                   serialization.PublicFormat.SubjectPublicKeyInfo)
-
-
-def key_id(public_key: Ed25519PublicKey) -> str:
-    """sha256 of the public key's DER, hex."""
-    return hashlib.sha256(public_key_der(public_key)).hexdigest()
-
-
-def checkpoint_statement(seq: int, head_hash: str, tree_size: int, root_hash: str, at: str) -> bytes:
-    """The bytes an `audit-checkpoint/v2` signature covers."""
-    return canonical_json({"type": CHECKPOINT_TYPE, "seq": seq, "head_hash": head_hash, "tree_size": tree_size,
-                           "root_hash": root_hash, "at": at})
-
-
 @dataclass(frozen=True)
 class Checkpoint:
     """A signed statement that the log's entry `seq` has hash `head_hash` and that the Merkle tree of
@@ -316,11 +294,11 @@ def checkpoint(conn: apsw.Connection, store_dir: Path, *, tree_size: int | None 
             raise ValueError(f"the log has no prefix of {tree_size} entries")
         size = tree_size
     row = conn.execute("SELECT entry_hash FROM audit_log WHERE seq = ?", (size,)).fetchone()
-    head = GENESIS_HASH if size == 0 or row is None else str(row[0])
+    head = GENESIS if size == 0 or row is None else str(row[0])
     root = audit_tree.root(conn, size).hex()
     at = iso_utc()
     signature = base64.b64encode(key.sign(checkpoint_statement(size, head, size, root, at))).decode("ascii")
-    kid = key_id(key.public_key())
+    kid = keyid_of(key.public_key())
     conn.execute(
         "INSERT INTO audit_checkpoints(seq, head_hash, at, key_id, signature, tree_size, root_hash)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -345,10 +323,10 @@ def verify_checkpoint(conn: apsw.Connection, store_dir: Path, cp: Checkpoint) ->
         public.verify(base64.b64decode(cp.signature, validate=True), cp.statement())
     except (InvalidSignature, ValueError):
         return False
-    if cp.key_id != key_id(public):
+    if cp.key_id != keyid_of(public):
         return False
     if cp.seq == 0:
-        head_ok = cp.head_hash == GENESIS_HASH
+        head_ok = cp.head_hash == GENESIS
     else:
         row = conn.execute("SELECT entry_hash FROM audit_log WHERE seq = ?", (cp.seq,)).fetchone()
         head_ok = row is not None and row[0] == cp.head_hash
@@ -419,7 +397,7 @@ def _entry(conn: apsw.Connection, seq: int) -> dict[str, Any]:
 def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoint, after: Checkpoint,
                        redacted: RedactionResult | Sequence[tuple[int, str, str]], *, request_id: str,
                        subject_id: str | None = None) -> dict[str, Any]:
-    """The `audit-log-redaction/v3` document for the proof pack (checked by `proof/verify.py`, check 7).
+    """The `audit-log-redaction/v3` document for the proof pack (the offline verifier's check 7).
 
     `before` and `after` are v2 checkpoints of this store; `consistency` proves the tree at
     after.tree_size extends the one at before.tree_size; `entries` are the entries holding a redacted
@@ -439,7 +417,7 @@ def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoin
     if fields and fields[-1].seq > after.seq:
         raise ValueError("a redacted entry lies after the 'after' checkpoint")
     public = checkpoint_key(store_dir).public_key()
-    kid = key_id(public)
+    kid = keyid_of(public)
     if before.key_id != kid or after.key_id != kid:
         raise StoreError("an audit checkpoint was signed by another key than this store's")
     before_doc, after_doc = before.as_evidence(), after.as_evidence()
@@ -457,7 +435,8 @@ def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoin
     by_seq: dict[int, dict[str, Any]] = {}
     for seq in seqs:
         e = _entry(conn, seq)
-        if entry_hash(e["prev_hash"], _body(seq, e["at"], e["event"], e["actor"], e["fields"])) != e["entry_hash"]:
+        body = _body(seq, e["at"], e["event"], e["actor"], e["fields"])
+        if audit_entry_hash(e["prev_hash"], body) != e["entry_hash"]:
             raise StoreError(f"audit entry {seq} does not recompute: run audit.verify_chain")
         del e["entry_hash"]
         if seq - 1 in by_seq:  # the verifier takes it from the predecessor it recomputes
@@ -476,8 +455,8 @@ def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoin
         raise StoreError("the audit vault still holds values of the subject")
     return {
         "format": EVIDENCE_FORMAT,
-        "hash": HASH_RULE,
-        "tree": audit_tree.TREE_RULE,
+        "hash": wire.AUDIT_HASH_RULE,
+        "tree": wire.MERKLE_TREE_RULE,
         "checkpoint_key": {
             "key_id": kid,
             "public_key_pem": public.public_bytes(serialization.Encoding.PEM,

@@ -12,41 +12,23 @@ fills it once). Every left subtree in the RFC's recursion is such an aligned per
 at any size and a consistency proof each need O(log n) lookups, and a multiproof of k leaves
 O(k log n).
 
-The offline verifier (`proof/verify.py`) checks these proofs with its own code; this module only
+The leaf and node hashes are the wire format's (`proof.verify.wire`), shared with the offline
+verifier, which checks these proofs with its own code (`proof/verify/merkle.py`); this module only
 builds them, and `recompute` re-derives the stored nodes from the entries for `verify_chain`.
 """
 
 from __future__ import annotations
 
 import bisect
-import hashlib
 from collections.abc import Iterable, Sequence
 
 import apsw
 
 from erasure.errors import StoreError
 from erasure.sqlite import transaction
+from proof.verify.wire import MERKLE_EMPTY_ROOT, merkle_leaf, merkle_node, merkle_split
 
-EMPTY_ROOT = hashlib.sha256(b"").digest()
-"""MTH of the empty tree: SHA-256 of the empty string."""
-TREE_RULE = ("RFC 9162 2.1: leaf i = sha256(0x00 || bytes(entry_hash of seq i+1)),"
-             " node = sha256(0x01 || left || right)")
 _BATCH = 20_000
-
-
-def leaf_hash(data: bytes) -> bytes:
-    """SHA-256(0x00 || data)."""
-    return hashlib.sha256(b"\x00" + data).digest()
-
-
-def node_hash(left: bytes, right: bytes) -> bytes:
-    """SHA-256(0x01 || left || right)."""
-    return hashlib.sha256(b"\x01" + left + right).digest()
-
-
-def split(n: int) -> int:
-    """The largest power of two smaller than `n` (n >= 2): where the RFC splits D[n]."""
-    return 1 << ((n - 1).bit_length() - 1)
 
 
 def stored_size(conn: apsw.Connection) -> int:
@@ -80,13 +62,13 @@ def extend(conn: apsw.Connection) -> int:
             if seq != size + 1:
                 raise StoreError(f"the audit log has no entry at seq {size + 1}: the tree cannot cover it")
             try:
-                h = leaf_hash(bytes.fromhex(str(digest)))
+                h = merkle_leaf(bytes.fromhex(str(digest)))
             except ValueError:
                 raise StoreError(f"audit entry {seq} has a malformed entry_hash") from None
             level, idx = 0, size
             rows.append((level, idx, h))
             while idx & 1:
-                h = node_hash(waiting.pop(level), h)
+                h = merkle_node(waiting.pop(level), h)
                 level, idx = level + 1, idx >> 1
                 rows.append((level, idx, h))
             waiting[level] = h
@@ -119,17 +101,17 @@ class _Tree:
     def mth(self, start: int, size: int) -> bytes:
         """MTH(D[start:start+size]); a perfect subtree aligned on its size is one stored node."""
         if size == 0:
-            return EMPTY_ROOT
+            return MERKLE_EMPTY_ROOT
         if size & (size - 1) == 0 and start % size == 0:
             return self.node(size.bit_length() - 1, start // size)
-        k = split(size)
-        return node_hash(self.mth(start, k), self.mth(start + k, size - k))
+        k = merkle_split(size)
+        return merkle_node(self.mth(start, k), self.mth(start + k, size - k))
 
     def subproof(self, m: int, start: int, size: int, whole: bool) -> list[bytes]:
         """SUBPROOF(m, D[start:start+size], whole) (RFC 9162 2.1.4.1)."""
         if m == size:
             return [] if whole else [self.mth(start, size)]
-        k = split(size)
+        k = merkle_split(size)
         if m <= k:
             return [*self.subproof(m, start, k, whole), self.mth(start + k, size - k)]
         return [*self.subproof(m - k, start + k, size - k, False), self.mth(start, k)]
@@ -154,7 +136,7 @@ def multiproof(conn: apsw.Connection, indices: Iterable[int], size: int) -> list
         if lo == hi:
             out.append(tree.mth(start, n))
         elif n > 1:
-            k = split(n)
+            k = merkle_split(n)
             mid = bisect.bisect_left(wanted, start + k, lo, hi)
             walk(start, k, lo, mid)
             walk(start + k, n - k, mid, hi)
@@ -183,7 +165,7 @@ def recompute(conn: apsw.Connection, entry_hashes: Sequence[bytes],
     parts: dict[int, list[bytes]] = {n: [] for n in wanted}  # its perfect subtrees, rightmost first
     stored = stored_size(conn)
     first_bad: int | None = None
-    nodes = [leaf_hash(h) for h in entry_hashes]
+    nodes = [merkle_leaf(h) for h in entry_hashes]
     n, level = len(nodes), 0
     while nodes or (stored >> level):
         expected = 0
@@ -203,12 +185,12 @@ def recompute(conn: apsw.Connection, entry_hashes: Sequence[bytes],
         for n in wanted:
             if n >> level & 1:
                 parts[n].append(nodes[(n >> level) - 1])
-        nodes = [node_hash(nodes[i], nodes[i + 1]) for i in range(0, len(nodes) - 1, 2)]
+        nodes = [merkle_node(nodes[i], nodes[i + 1]) for i in range(0, len(nodes) - 1, 2)]
         level += 1
     roots = {}
     for n in wanted:
-        acc = EMPTY_ROOT if n == 0 else parts[n][0]
+        acc = MERKLE_EMPTY_ROOT if n == 0 else parts[n][0]
         for left in parts[n][1:]:  # parts[n] runs from the smallest subtree (rightmost) to the largest
-            acc = node_hash(left, acc)
+            acc = merkle_node(left, acc)
         roots[n] = acc
     return first_bad, roots

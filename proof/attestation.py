@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from proof.statement import DPO_ENVELOPE, ENGINE_ENVELOPE
+from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE
 
 _WIDTHS = (14, 22, 8, 8, 8)
 

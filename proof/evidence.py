@@ -12,7 +12,7 @@ from typing import Any
 
 from erasure.models import REQUEST_ID_MAX_CHARS, SAFE_TOKEN
 from proof.errors import EvidenceInvalid, IdentifierInPack
-from proof.status import TIERS, step_order
+from proof.verify.wire import RECEIPT_STATUSES, TIERS, step_order
 
 EVIDENCE_ROLES: dict[str, str] = {
     "request.json": "request",
@@ -22,9 +22,6 @@ EVIDENCE_ROLES: dict[str, str] = {
     "audit-log-redaction.json": "audit-log-redaction",
 }
 """The files the flows write, each with its role in the manifest. All five are required."""
-
-RECEIPT_STATUSES = ("done", "pending", "failed")
-"""What a subprocessor's receipt may say (`erasure.requests.RECEIPT_STATUSES`; the verifier checks them)."""
 
 REQUEST_ID = SAFE_TOKEN
 """A request id (`erasure.models.SAFE_TOKEN`, the one rule `request submit` applies): a directory name
@@ -51,12 +48,17 @@ def _obj(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _parse(name: str, data: bytes) -> Any:
+    """JSON without NaN or Infinity: the statement is signed as canonical JSON, which has neither."""
     try:
         text = data.decode("utf-8")
         if name.endswith(".jsonl"):
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-        return json.loads(text)
+            return [json.loads(line, parse_constant=_not_json) for line in text.splitlines() if line.strip()]
+        return json.loads(text, parse_constant=_not_json)
     except (UnicodeDecodeError, ValueError) as exc:
         raise EvidenceInvalid(f"evidence file {name} is not valid UTF-8 JSON") from exc
 

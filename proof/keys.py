@@ -7,7 +7,6 @@ signatures are deterministic (RFC 6979), so the same pack signed twice has the s
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from erasure.errors import ConfigError, Conflict, InputError
 from proof.tarball import write_atomic
+from proof.verify.wire import P256_ORDER, keyid_of
 
 PrivateKey = ec.EllipticCurvePrivateKey | Ed25519PrivateKey
 PublicKey = ec.EllipticCurvePublicKey | Ed25519PublicKey
@@ -135,18 +135,13 @@ def public_key_pem(key: PublicKey) -> bytes:
 
 
 def keyid(key: PublicKey | PrivateKey) -> str:
-    """sha256 hex of the public key's SubjectPublicKeyInfo DER."""
-    public = key.public_key() if isinstance(key, ec.EllipticCurvePrivateKey | Ed25519PrivateKey) else key
-    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return hashlib.sha256(der).hexdigest()
+    """The key id of `key`'s public key (`wire.keyid_of`: sha256 hex of its SubjectPublicKeyInfo DER)."""
+    return keyid_of(key.public_key() if isinstance(key, ec.EllipticCurvePrivateKey | Ed25519PrivateKey) else key)
 
 
 def algorithm_of(key: PublicKey | PrivateKey) -> str:
     """`ecdsa-p256` or `ed25519`."""
     return "ed25519" if isinstance(key, Ed25519PrivateKey | Ed25519PublicKey) else "ecdsa-p256"
-
-
-P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 
 
 def sign(key: PrivateKey, data: bytes) -> bytes:

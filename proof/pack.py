@@ -8,7 +8,6 @@ offline verifier (`proof.verify`) before it is written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -19,24 +18,32 @@ from typing import Any
 from erasure.errors import InputError, NotFound
 from proof import verify
 from proof.attestation import render
-from proof.dsse import envelope_bytes, sign_envelope
+from proof.dsse import sign_envelope
 from proof.errors import AlreadyAttested, EvidenceInvalid, PackRejected, SameKeyRefused
 from proof.evidence import EVIDENCE_ROLES, Evidence, load_evidence, scan_identifiers
 from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
-from proof.statement import (
+from proof.statement import dpo_statement, erasure_statement
+from proof.tarball import tar_gz_bytes, write_atomic
+from proof.verify.wire import (
+    ATTESTATION,
+    AUDIT,
     DPO_ENVELOPE,
     DPO_PREDICATE,
     ENGINE_ENVELOPE,
     ERASURE_PREDICATE,
+    MANIFEST,
+    SIGNATURES_DIR,
     STATEMENT_TYPE,
-    dpo_statement,
-    erasure_statement,
+    SUMS,
+    TIERS,
+    all_clear_problems,
+    envelope_bytes,
+    overall_status,
+    sha256_hex,
+    tiers_table,
 )
-from proof.status import all_clear_problems, overall_status, tiers_table
-from proof.tarball import tar_gz_bytes, write_atomic
 
 PACK_NAME = "proof.tar.gz"
-ATTESTATION, MANIFEST, SUMS = "attestation.txt", "manifest.json", "SHA256SUMS"
 MANIFEST_FORMAT = "erasure-proof-manifest/v1"
 DEFAULT_OUT_OF_SCOPE: tuple[str, ...] = (
     "backups and snapshots of the store taken before the erasure (they expire on their own schedule)",
@@ -60,7 +67,7 @@ def tool_version() -> str:
 
 
 def build_predicate(ev: Evidence, engine_keyid: str, out_of_scope: Sequence[str]) -> dict[str, Any]:
-    """The erasure-proof predicate, derived from the records (see `proof.status` for the rules)."""
+    """The erasure-proof predicate, derived from the records (by the status rules of `proof.verify.wire`)."""
     probes, exceptions = ev.verification["probes"], ev.verification.get("exceptions", [])
     tiers = tiers_table(ev.steps, probes)
     all_clear = bool(ev.verification["all_clear"])
@@ -103,7 +110,7 @@ def _manifest(files: Mapping[str, bytes], predicate: Mapping[str, Any], algorith
         "all_clear": predicate["all_clear"],
         "engine_keyid": predicate["engine_keyid"],
         "engine_key_algorithm": algorithm,
-        "files": [{"path": name, "size": len(files[name]), "sha256": hashlib.sha256(files[name]).hexdigest(),
+        "files": [{"path": name, "size": len(files[name]), "sha256": sha256_hex(files[name]),
                    "role": roles[name]} for name in sorted(files)],
         "signatures": {"engine": ENGINE_ENVELOPE, "dpo": DPO_ENVELOPE},
         "versions": {"tool": "erasure-cascade", "tool_version": tool_version(), "manifest": MANIFEST_FORMAT,
@@ -114,7 +121,7 @@ def _manifest(files: Mapping[str, bytes], predicate: Mapping[str, Any], algorith
 
 
 def _sums(files: Mapping[str, bytes]) -> bytes:
-    return "".join(f"{hashlib.sha256(files[n]).hexdigest()}  {n}\n" for n in sorted(files)).encode("ascii")
+    return "".join(f"{sha256_hex(files[n])}  {n}\n" for n in sorted(files)).encode("ascii")
 
 
 def seal_files(evidence_files: Mapping[str, bytes], predicate: Mapping[str, Any],
@@ -123,7 +130,7 @@ def seal_files(evidence_files: Mapping[str, bytes], predicate: Mapping[str, Any]
     certificate, manifest.json, SHA256SUMS and the engine's envelope. Checks nothing."""
     files = dict(evidence_files)
     files[ATTESTATION] = render(predicate, tool_version=tool_version()).encode("utf-8")
-    audit = json.loads(files["audit-log-redaction.json"]).get("format")
+    audit = json.loads(files[AUDIT]).get("format")
     files[MANIFEST] = _manifest(files, predicate, algorithm_of(key), audit)
     files[SUMS] = _sums(files)
     files[ENGINE_ENVELOPE] = envelope_bytes(sign_envelope(erasure_statement(files, predicate), key))
@@ -143,8 +150,8 @@ def _keep_dpo(evidence_dir: Path, files: Mapping[str, bytes]) -> bytes | None:
         named = {s["name"]: s["digest"]["sha256"] for s in subjects}
     except (verify.PackError, ValueError, KeyError, TypeError):
         return None
-    covered = {n: hashlib.sha256(b).hexdigest() for n, b in files.items()
-               if not n.startswith("signatures/") or n == ENGINE_ENVELOPE}
+    covered = {n: sha256_hex(b) for n, b in files.items()
+               if not n.startswith(SIGNATURES_DIR) or n == ENGINE_ENVELOPE}
     return data if named == covered else None
 
 
@@ -300,7 +307,7 @@ def summary(pack_path: Path, *, engine_pub: bytes | Path | None = None,
         "verified_at": pred["verified_at"],
         "status": result.status,
         "all_clear": result.all_clear,
-        "tiers": [{"tier": t, **pred["tiers"][t]} for t in verify.TIERS],
+        "tiers": [{"tier": t, **pred["tiers"][t]} for t in TIERS],
         "exceptions": pred["exceptions"],
         "out_of_scope": pred["out_of_scope"],
         "verification": {

@@ -3,7 +3,7 @@
 The evidence follows the formats the flows write (request.json, steps.jsonl, verification.json,
 subprocessor-receipts.jsonl, audit-log-redaction.json). The audit-log document (audit-log-redaction/v3,
 or v2 on request) is built here with its own hashing, its own RFC 6962 Merkle tree (the RFC's recursive definitions,
-written out) and an Ed25519 checkpoint key, independently of memory/audit.py and proof/verify.py.
+written out) and an Ed25519 checkpoint key, independently of memory/audit.py and proof/verify/.
 """
 
 from __future__ import annotations
@@ -423,8 +423,9 @@ def jsonl_edit(data: bytes, change: Callable[[list[dict[str, Any]]], None]) -> b
 
 def resign_statement(files: dict[str, bytes], engine_key: Path) -> None:
     """Re-sign the engine envelope over the current files, keeping its predicate (in place)."""
-    from proof.dsse import envelope_bytes, sign_envelope
+    from proof.dsse import sign_envelope
     from proof.statement import erasure_statement
+    from proof.verify.wire import envelope_bytes
 
     env = json.loads(files["signatures/engine.intoto.json"])
     predicate = json.loads(base64.b64decode(env["payload"]))["predicate"]

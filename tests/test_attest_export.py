@@ -24,10 +24,11 @@ from erasure.errors import Conflict, InputError, RequestBlocked
 from erasure.states import RequestState
 from flows.pack_writer import write_engine_pack
 from flows.verification import probes_task, take_and_seal_fingerprint
-from proof.dsse import envelope_bytes, sign_envelope
+from proof.dsse import sign_envelope
 from proof.errors import PackRejected, SameKeyRefused
 from proof.keys import generate_keypair, keyid, load_private_key
 from proof.statement import dpo_statement
+from proof.verify.wire import envelope_bytes
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import SUBJECT, build_store, submit
 from tests.proof_fixtures import json_edit, read_members, repack, sums_of
@@ -110,7 +111,7 @@ def test_export_writes_a_pack_the_regulator_verifies_with_the_exported_keys(awai
     out = tmp_path / "for-regulator"
     assert runner.invoke(app, ["export", REQ, "--to", str(out)]).exit_code == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["VERIFY.md", "audit.pub.pem", "dpo.pub.pem", "engine.pub.pem", f"{REQ}-proof.tar.gz"])
+        ["VERIFY.md", "audit.pub.pem", "dpo.pub.pem", "engine.pub.pem", "erasure-verify.pyz", f"{REQ}-proof.tar.gz"])
     verify = subprocess.run([sys.executable, "-m", "proof.verify", str(out / f"{REQ}-proof.tar.gz"),
                              "--engine-key", str(out / "engine.pub.pem"), "--dpo-key", str(out / "dpo.pub.pem"),
                              "--audit-key", str(out / "audit.pub.pem")],
@@ -119,6 +120,19 @@ def test_export_writes_a_pack_the_regulator_verifies_with_the_exported_keys(awai
     note = (out / "VERIFY.md").read_text()
     for needle in SUBJECT.identifiers():
         assert needle not in note
+
+
+def test_export_ships_the_verifier_that_verify_md_tells_the_regulator_to_run(awaiting: Home, tmp_path: Path) -> None:
+    """Step 2 of VERIFY.md, literally, in the exported folder: an isolated interpreter, nothing of the
+    project imported from outside erasure-verify.pyz."""
+    _sealed(awaiting)
+    out = tmp_path / "for-regulator"
+    assert CliRunner().invoke(app, ["export", REQ, "--to", str(out)]).exit_code == 0
+    step = re.search(r"^ +(python erasure-verify\.pyz .*)$", (out / "VERIFY.md").read_text(), re.M)
+    assert step is not None
+    run = subprocess.run([sys.executable, "-I", *step.group(1).split()[1:]], cwd=out, capture_output=True,
+                         text=True, timeout=120)
+    assert (run.returncode, run.stdout, run.stderr) == (0, "OK\n", "")
 
 
 def test_with_smtp_configured_the_requester_is_mailed_and_no_outbox_file_is_kept(

@@ -22,6 +22,7 @@ from erasure.errors import StoreError
 from erasure.sqlite import checkpoint_truncate, connect, transaction
 from memory import audit, audit_tree, schema
 from proof import verify
+from proof.verify import archive, wire
 
 ALICE = "subj-alice"
 BOB = "subj-bob"
@@ -186,8 +187,8 @@ def test_rewritten_tail_is_caught_by_a_checkpoint(home: Home, store: apsw.Connec
     for seq, at, event, actor, fields, _prev, _digest in rows[4:]:
         if seq == 5:
             fields = '{"rows":99}'
-        digest = audit.entry_hash(prev, {"seq": seq, "at": at, "event": event, "actor": actor,
-                                         "fields": json.loads(fields)})
+        digest = wire.audit_entry_hash(prev, {"seq": seq, "at": at, "event": event, "actor": actor,
+                                              "fields": json.loads(fields)})
         raw.execute("UPDATE audit_log SET fields = ?, prev_hash = ?, entry_hash = ? WHERE seq = ?",
                     (fields, prev, digest, seq))
         prev = digest
@@ -280,7 +281,7 @@ def test_redaction_destroys_values_and_keeps_the_chain(home: Home, store: apsw.C
 
 
 # --- redaction evidence ----------------------------------------------------------------------------
-# The document is checked by the offline verifier's check 7 (proof/verify.py), the one code that checks it.
+# The document is checked by the offline verifier's check 7 (proof/verify/audit.py), the one code that checks it.
 
 REQUEST = "req-1"
 
@@ -418,7 +419,7 @@ def test_evidence_of_a_subject_with_thousands_of_entries_fits_the_verifier(
                                    subject_id=ALICE)
     data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()  # as tasks/audit_log.py writes it
     assert len(doc["entries"]) == n // every + 1
-    assert len(data) < verify.MAX_FILE_BYTES * 3 // 4, len(data)
+    assert len(data) < archive.MAX_FILE_BYTES * 3 // 4, len(data)
     assert len(gzip.compress(data)) < 1024 * 1024
     assert verify.check_audit_log(data).redaction_request == REQUEST
 

@@ -18,6 +18,7 @@ from erasure.config import Home
 from erasure.sqlite import connect, transaction
 from memory import audit, audit_tree, schema
 from proof import verify
+from proof.verify import wire
 from tests.proof_fixtures import audit_document, consistency_proof, inclusion_path, leaf_hash, mth, multiproof
 
 # The Certificate Transparency reference tree (certificate-transparency-go / transparency-dev merkle
@@ -60,11 +61,10 @@ def _flipped(proof: list[bytes]) -> Iterator[list[bytes]]:
 
 def test_reference_roots_of_the_ct_tree() -> None:
     leaves = [leaf_hash(d) for d in CT_LEAVES]
-    assert mth([]).hex() == EMPTY_ROOT == verify.MERKLE_EMPTY_ROOT.hex() == audit_tree.EMPTY_ROOT.hex()
+    assert mth([]).hex() == EMPTY_ROOT == verify.MERKLE_EMPTY_ROOT.hex()  # the store's too: one definition
     assert [mth(leaves[:n]).hex() for n in range(1, 9)] == CT_ROOTS
-    assert verify.merkle_leaf(b"").hex() == audit_tree.leaf_hash(b"").hex() == CT_ROOTS[0]
-    assert verify.merkle_node(leaves[0], leaves[1]).hex() == audit_tree.node_hash(leaves[0], leaves[1]).hex() \
-        == CT_ROOTS[1]
+    assert verify.merkle_leaf(b"").hex() == CT_ROOTS[0]
+    assert verify.merkle_node(leaves[0], leaves[1]).hex() == CT_ROOTS[1]
 
 
 @pytest.mark.parametrize(("index", "size", "path"), CT_INCLUSION)
@@ -230,12 +230,12 @@ def _make_old_store(home: Home, entries: int) -> None:
     key = audit.checkpoint_key(home.store_dir)
     seq, head = conn.execute("SELECT seq, entry_hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
     at = audit.iso_utc()
-    v1 = audit.canonical_json({"type": "audit-checkpoint/v1", "seq": seq, "head_hash": head, "at": at})
+    v1 = wire.canonical_json({"type": "audit-checkpoint/v1", "seq": seq, "head_hash": head, "at": at})
     conn.execute("DROP TABLE audit_merkle")
     conn.execute("ALTER TABLE audit_checkpoints DROP COLUMN tree_size")
     conn.execute("ALTER TABLE audit_checkpoints DROP COLUMN root_hash")
     conn.execute("INSERT INTO audit_checkpoints(seq, head_hash, at, key_id, signature) VALUES (?, ?, ?, ?, ?)",
-                 (seq, head, at, audit.key_id(key.public_key()), base64.b64encode(key.sign(v1)).decode()))
+                 (seq, head, at, wire.keyid_of(key.public_key()), base64.b64encode(key.sign(v1)).decode()))
     conn.close()
 
 

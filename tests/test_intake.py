@@ -16,7 +16,6 @@ import pytest
 from pydantic import ValidationError
 
 from erasure import requests
-from erasure.canonical import canonical_json, sha256_hex
 from erasure.clocks import ClockPolicy
 from erasure.config import Home
 from erasure.engine import open_engine
@@ -31,6 +30,7 @@ from erasure.models import (
 from erasure.sqlite import transaction
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER, Tier
+from proof.verify.wire import canonical_json, sha256_hex
 
 FIXTURES = Path(__file__).parent / "fixtures" / "requests"
 POLICY = ClockPolicy()

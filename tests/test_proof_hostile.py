@@ -180,8 +180,9 @@ def test_gzip_bomb_of_one_large_member(genuine: Genuine) -> None:
 def test_gzip_bomb_of_padding_after_the_end(genuine: Genuine, monkeypatch: pytest.MonkeyPatch) -> None:
     """A genuine stream followed by zero padding without end: refused at the cap on unpacked bytes."""
     from proof import verify
+    from proof.verify import archive
 
-    monkeypatch.setattr(verify, "MAX_UNPACKED_BYTES", 4 * MIB)
+    monkeypatch.setattr(archive, "MAX_UNPACKED_BYTES", 4 * MIB)
     data = gz(tar_blocks(genuine.top, genuine.files) + b"\0" * (8 * MIB))
     with pytest.raises(verify.ArchiveError, match="unpacks to more than"):
         verify.verify_bytes(data, genuine.keys.engine_pem, genuine.keys.dpo_pem)

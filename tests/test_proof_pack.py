@@ -18,7 +18,7 @@ from erasure.tiers import CASCADE_ORDER
 from proof import verify
 from proof.errors import AlreadyAttested, EvidenceInvalid, IdentifierInPack, SameKeyRefused
 from proof.pack import attest, summary, write_pack
-from proof.status import TIERS
+from proof.verify.wire import TIERS
 from tests.proof_fixtures import (
     IDENTIFIERS,
     Keys,

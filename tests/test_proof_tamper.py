@@ -21,10 +21,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from proof import verify
-from proof.dsse import envelope_bytes, sign_envelope
+from proof.dsse import sign_envelope
 from proof.keys import keyid, load_private_key
 from proof.pack import attest, write_pack
-from proof.statement import canonical_json, dpo_statement
+from proof.statement import dpo_statement
+from proof.verify import archive
+from proof.verify.wire import canonical_json, envelope_bytes
 from tests.proof_fixtures import (
     END_OF_ARCHIVE,
     Keys,
@@ -185,12 +187,12 @@ def test_tar_with_duplicate_entry_overriding_a_file(pack: Pack) -> None:
 
 
 def test_tar_with_oversized_file(pack: Pack, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(verify, "MAX_FILE_BYTES", max(len(v) for v in pack.files.values()) - 1)
+    monkeypatch.setattr(archive, "MAX_FILE_BYTES", max(len(v) for v in pack.files.values()) - 1)
     assert pack.check_of(pack.path.read_bytes(), why="larger than") == "archive"
 
 
 def test_tar_with_too_many_entries(pack: Pack) -> None:
-    many = [(f"{pack.top}/junk/{i}", b"") for i in range(verify.MAX_ENTRIES + 1)]
+    many = [(f"{pack.top}/junk/{i}", b"") for i in range(archive.MAX_ENTRIES + 1)]
     assert pack.check_of(_with(pack, *many), why="entries") == "archive"
 
 

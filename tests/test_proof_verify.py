@@ -1,4 +1,4 @@
-"""The offline verifier: API, `python -m proof.verify`, a standalone copy of verify.py, `erasure pack`
+"""The offline verifier: API, `python -m proof.verify`, the verifier as one file (a zipapp), `erasure pack`
 commands, and the audit-log check against the store's real producer (memory/audit.py)."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from erasure.config import Home
 from proof import verify
 from proof.errors import PackRejected
 from proof.pack import attest, summary, write_pack
+from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
 from tests.proof_fixtures import (
     IDENTIFIERS,
     Keys,
@@ -28,8 +29,11 @@ from tests.proof_fixtures import (
     audit_log,
     evidence_files,
     evidence_of,
+    json_edit,
     make_evidence,
     make_keys,
+    read_members,
+    repack,
     sign_checkpoint,
 )
 
@@ -81,7 +85,7 @@ def test_verify_contents_checks_everything_but_origin(tmp_path: Path) -> None:
     assert not result.signatures_verified and "signature" not in result.checks and result.status == "erased"
 
 
-# --- python -m proof.verify, and verify.py on its own --------------------------------------------
+# --- python -m proof.verify, and erasure-verify.pyz on its own ---------------------------------
 
 def _pin(keys: Keys, engine: Path) -> list[str]:
     """The engine key and the synthetic store's audit key, pinned."""
@@ -121,18 +125,32 @@ def test_module_cli_no_dpo_for_a_pack_awaiting_attestation(tmp_path: Path, keys:
     assert (res.returncode, res.stdout) == (0, "OK\n")
 
 
-def test_verify_py_runs_alone_with_only_the_stdlib_and_cryptography(tmp_path: Path, keys: Keys) -> None:
-    pack = _attested(tmp_path, keys)
+def test_the_verifier_as_one_file_runs_alone_with_only_the_stdlib_and_cryptography(tmp_path: Path,
+                                                                                   keys: Keys) -> None:
+    """erasure-verify.pyz, built as `make verifier` and `erasure export` build it, copied where no
+    project is on sys.path and run by an isolated interpreter: OK on a real pack, FAIL on a tampered
+    one; it loads nothing of the project from outside itself."""
+    built = tmp_path / "dist" / VERIFIER_ZIPAPP
+    assert _run(["-m", "proof.verifier_zipapp", str(built)]).returncode == 0
+    assert built.read_bytes() == verifier_zipapp()  # the same sources give the same bytes
     alone = tmp_path / "alone"
     alone.mkdir()
-    shutil.copy(ROOT / "proof" / "verify.py", alone / "verify.py")
-    res = _run(["-I", "verify.py", str(pack), *_pin(keys, keys.engine_pub), "--dpo-key",
-                str(keys.dpo_pub)], cwd=alone)
-    assert (res.returncode, res.stdout) == (0, "OK\n"), res.stderr
-    probe = ("import sys, verify; "
-             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-             "('erasure', 'proof', 'pydantic', 'apsw', 'typer', 'rich', 'prefect')); print(bad)")
-    res = _run(["-I", "-c", f"import sys; sys.path.insert(0, '.'); {probe}"], cwd=alone)
+    shutil.copy(built, alone / VERIFIER_ZIPAPP)
+    pack = shutil.copy(_attested(tmp_path, keys), alone / "pack.tar.gz")
+    args = ["-I", VERIFIER_ZIPAPP, "pack.tar.gz", *_pin(keys, keys.engine_pub), "--dpo-key", str(keys.dpo_pub)]
+    res = _run(args, cwd=alone)
+    assert (res.returncode, res.stdout, res.stderr) == (0, "OK\n", "")
+    top, files = read_members(Path(pack))
+    files["verification.json"] = json_edit(files["verification.json"], lambda d: d.update(all_clear=False))
+    Path(pack).write_bytes(repack(top, files))
+    res = _run(args, cwd=alone)
+    assert (res.returncode, res.stdout) == (1, "FAIL: subjects: verification.json does not match its digest in"
+                                               " signatures/engine.intoto.json\n"), res.stderr
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import proof.verify; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('erasure', 'memory', 'pydantic', 'apsw', 'typer', 'rich', 'prefect') or "
+             "(m.startswith('proof') and not getattr(sys.modules[m], '__file__', '').startswith(sys.argv[1]))))")
+    res = _run(["-I", "-c", probe, str(alone / VERIFIER_ZIPAPP)], cwd=alone)
     assert res.stdout.strip() == "[]", res.stderr
 
 

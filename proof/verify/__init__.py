@@ -1,0 +1,57 @@
+"""Offline verifier of an erasure proof pack: the Python standard library and `cryptography` only.
+
+    python -m proof.verify proof.tar.gz --engine-key engine.pub.pem --dpo-key dpo.pub.pem \
+        --audit-key audit.pub.pem [--json]
+
+It imports nothing else of this project (import-linter checks it), so it also ships as one file,
+`erasure-verify.pyz` (`make verifier`; `erasure export` writes it beside the pack), and a regulator
+runs it with nothing but Python and `cryptography`. Trusted public keys come from the command line,
+never from the pack. A pack's name is the sha256 of the engine's signed statement
+(`VerifyResult.pack_name`), never of its container bytes.
+
+Modules, in the order a pack meets them:
+
+    wire         the wire format, defined once (the writer imports it too): names, canonical JSON,
+                 DSSE PAE, key ids, audit hashes, Merkle leaf and node, the status rules
+    errors       the one error hierarchy (`PackError`, one subclass per check) and its safety net
+    strict_json  JSON as every check reads it
+    verifier     the checks 0-8 in order (their list is at its top), `verify_pack`
+    archive      check 1: one gzip member, one ustar stream, exactly the manifest's files
+    envelopes    keys, check 2 (DSSE signatures) and check 3 (in-toto statements)
+    digests      checks 4 and 5: subjects, manifest.json and SHA256SUMS
+    merkle       RFC 9162 inclusion, multiproof and consistency proofs
+    audit        check 7: the audit-log redaction evidence
+    consistency  check 8: the claims follow from the records
+    command      the command line (`__main__` runs it)
+"""
+
+from proof.verify.archive import extract, read_pack
+from proof.verify.audit import AuditSummary, check_audit_log
+from proof.verify.command import main
+from proof.verify.envelopes import load_public_key, read_key, unverified_payload
+from proof.verify.errors import (
+    ArchiveError,
+    AuditLogError,
+    ChecksumError,
+    ConsistencyError,
+    KeyArgumentError,
+    PackError,
+    SameKeyError,
+    SignatureError,
+    StatementError,
+    SubjectError,
+    printable,
+)
+from proof.verify.merkle import verify_consistency, verify_inclusion, verify_multiproof
+from proof.verify.strict_json import utc_time
+from proof.verify.verifier import VerifyResult, verify_bytes, verify_contents, verify_pack
+from proof.verify.wire import MERKLE_EMPTY_ROOT, TIERS, keyid_of, merkle_leaf, merkle_node
+
+__all__ = [
+    "MERKLE_EMPTY_ROOT", "TIERS", "ArchiveError", "AuditLogError", "AuditSummary", "ChecksumError",
+    "ConsistencyError", "KeyArgumentError", "PackError", "SameKeyError", "SignatureError", "StatementError",
+    "SubjectError", "VerifyResult", "check_audit_log", "extract", "keyid_of", "load_public_key", "main",
+    "merkle_leaf", "merkle_node", "printable", "read_key", "read_pack", "unverified_payload", "utc_time",
+    "verify_bytes", "verify_consistency", "verify_contents", "verify_inclusion", "verify_multiproof",
+    "verify_pack",
+]

@@ -1,0 +1,69 @@
+"""The verifier's command line:
+
+    python -m proof.verify PACK --engine-key PUB --dpo-key PUB --audit-key PUB [--json]
+
+and the same command as one file, `python erasure-verify.pyz ...` (`make verifier`; `erasure export`
+ships it beside the pack).
+
+Every input ends in one line, `OK` (exit 0) or `FAIL: <check>: <why>` (exit 1; 2 for bad usage), never
+a traceback; every character outside printable ASCII in it is written as a \\x, \\u or \\U escape,
+so nothing taken from a pack can act on a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from proof.verify.envelopes import read_key
+from proof.verify.errors import KeyArgumentError, PackError, checking, printable
+from proof.verify.verifier import verify_pack
+
+DESCRIPTION = "Offline verifier of an erasure proof pack: the Python standard library and `cryptography` only."
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(printable(line) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The verifier's command line: `python -m proof.verify PACK --engine-key PUB --dpo-key PUB [--json]`: prints OK or
+    `FAIL: <check>: <why>`; exit 0 when the pack verifies, 1 when it does not, 2 on bad usage."""
+    parser = argparse.ArgumentParser(prog="python -m proof.verify", description=DESCRIPTION)
+    parser.add_argument("pack", help="the proof.tar.gz to verify")
+    parser.add_argument("--engine-key", required=True, help="the engine's trusted public key (PEM)")
+    parser.add_argument("--dpo-key", help="the DPO's trusted public key (PEM); required unless --no-dpo")
+    parser.add_argument("--no-dpo", action="store_true",
+                        help="accept a pack the DPO has not attested yet (its engine signature only)")
+    parser.add_argument("--audit-key", help="the store's audit checkpoint public key (PEM; `erasure keys audit`"
+                        " prints it, `erasure export` ships it as audit.pub.pem); required unless --no-audit-key")
+    parser.add_argument("--no-audit-key", action="store_true",
+                        help="check the audit checkpoints against the key the pack itself names (NOT pinned:"
+                             " whoever re-signs the pack can re-sign the checkpoints too)")
+    parser.add_argument("--json", action="store_true", help="print a JSON object instead of one line")
+    args = parser.parse_args(argv)
+    if args.dpo_key is None and not args.no_dpo:
+        parser.error("--dpo-key is required (or --no-dpo to check a pack awaiting attestation)")
+    if args.audit_key is None and not args.no_audit_key:
+        parser.error("--audit-key is required: the store's audit checkpoint public key (or --no-audit-key to"
+                     " accept the key the pack names, which pins nothing)")
+    try:
+        with checking(KeyArgumentError):
+            engine = read_key(args.engine_key, "engine")
+            dpo = read_key(args.dpo_key, "DPO") if args.dpo_key else None
+            audit = read_key(args.audit_key, "audit") if args.audit_key else None
+        result = verify_pack(args.pack, engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit)
+    except PackError as exc:
+        if args.json:
+            _say(json.dumps({"ok": False, "check": exc.check, "error": str(exc)}, sort_keys=True))
+        else:
+            _say(f"FAIL: {exc.check}: {exc}")
+        return 1
+    if args.json:
+        _say(json.dumps({"ok": True, **result.as_dict()}, sort_keys=True))
+    else:
+        _say(result.line())
+    return 0
