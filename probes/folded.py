@@ -14,6 +14,7 @@ the needles are the fingerprint's identifier needles, so a shared or withheld sp
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -61,11 +62,19 @@ def folded_groups(store_dir: Path, needle_sets: Sequence[Sequence[Needle]]) -> l
     a non-ASCII text of the store once both are folded."""
     folded: list[bytes] = []
     owners: list[tuple[int, int]] = []
+    shared: set[str] = set()
     for i, needles in enumerate(needle_sets):
         for n in needles:
             if n.kind is NeedleKind.identifier:
                 folded.append(_fold(n.data.decode("utf-8", "replace")).encode("utf-8"))
                 owners.append((i, n.group))
+            elif n.kind is NeedleKind.shared_identifier:
+                shared.add(_fold(n.data.decode("utf-8", "replace")))
+    # Another person's own identifier (a namesake's name) folds like the subject's spelling of it: it is
+    # blanked out before matching, as the byte scan and the views explain it. One set serves every
+    # subject: a string one subject shares with someone is, folded, shared by every subject who has it.
+    explained = re.compile("|".join(re.escape(t) for t in sorted(shared, key=len, reverse=True) if t)) if shared \
+        else None
     found: list[set[int]] = [set() for _ in needle_sets]
     if not folded:
         return found
@@ -79,7 +88,7 @@ def folded_groups(store_dir: Path, needle_sets: Sequence[Sequence[Needle]]) -> l
     batch: list[str] = []
     size = 0
     for text in _non_ascii_texts(Path(store_dir)):
-        batch.append(_fold(text))
+        batch.append(_fold(text) if explained is None else explained.sub("\x00", _fold(text)))
         size += len(batch[-1])
         if size >= BATCH_BYTES:
             db.scan("\x00".join(batch).encode("utf-8"), match_event_handler=on_match, scratch=scratch)

@@ -292,6 +292,9 @@ def _example(home: Home, tmp: Path, plan: list[Scenario]) -> list[str]:
         left.hits += after.of(markers[i].id).hits
         if clear and left:
             problems.append(f"{rid} {plan[i]}: ALL CLEAR while the oracle finds: {left.summary(3)}")
+        elif not clear and plan[i].owner == "namesake":
+            problems.append(f"{rid} {plan[i]}: not all clear although the name left is a namesake's own: status "
+                            f"{manifest.get('status')}, exceptions {sorted(kinds)}")
         elif not clear and res.code == 0 and not kinds & {"unscanned_content", "mention_ambiguous",
                                                            "mention_reported"}:
             problems.append(f"{rid} {plan[i]}: exit 0 without all clear and without a specific exception: "
