@@ -44,7 +44,7 @@ WORDS = (
 )
 KEY = "user_id"
 BATCH = 5000
-PARTS = ("_api_delete", "_sql_delete", "_rewrite_indexes", "_hygiene")
+PARTS = ("api_delete", "sql_delete", "rewrite_indexes", "hygiene")
 
 
 def person(i: int) -> Subject:

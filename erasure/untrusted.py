@@ -1,13 +1,17 @@
-"""Reading input we do not trust (request envelopes, ingest files) with bounds checked before the
-memory is spent: a file is read up to a cap (the zero device never ends), and JSON text is refused
-when it nests deeper than a limit (Python's parser recurses: 100k `[` is a RecursionError).
+"""Reading input we do not trust (request envelopes, ingest files, other software's pickles) with
+bounds checked before the memory is spent: a file is read up to a cap (the zero device never ends),
+and JSON text is refused when it nests deeper than a limit (Python's parser recurses: 100k `[` is a
+RecursionError). A pickle is read as data only (`load_pickle`): it can name no function to run.
 
 Messages name the limit that was passed, never the content."""
 
 from __future__ import annotations
 
+import io
+import pickle
 import re
 from pathlib import Path
+from typing import Any
 
 from erasure.errors import InputError
 
@@ -96,3 +100,47 @@ def check_json_depth(text: str, where: str, limit: int = MAX_JSON_DEPTH) -> None
     """`InputError` "WHERE: JSON nested more than LIMIT levels deep" when `text` nests deeper."""
     if json_depth(text, limit) > limit:
         raise InputError(f"{where}: JSON nested more than {limit} levels deep")
+
+
+QDRANT_POINT_CLASSES = frozenset(f"qdrant_client.http.models.models.{name}"
+                                 for name in ("PointStruct", "SparseVector", "Record"))
+"""The classes a pickled local-Qdrant point names (mem0's vector store): read as `PickledRecord`s."""
+
+
+class PickledRecord:
+    """What a class a pickle may name becomes: its fields (the pickled state), never an object of that
+    class, and nothing that runs code."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.state: dict[str, Any] = {}
+
+    def __setstate__(self, state: object) -> None:
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], dict):
+            state = state[0]  # (__dict__, slots), as pickle builds it for some protocols
+        if isinstance(state, dict):
+            inner = state.get("__dict__")  # a pydantic model's state holds its fields there
+            self.state = inner if isinstance(inner, dict) else state
+
+
+class _DataOnly(pickle.Unpickler):
+    def __init__(self, data: bytes, records: frozenset[str]) -> None:
+        super().__init__(io.BytesIO(data))
+        self._records = records
+
+    def find_class(self, module: str, name: str) -> Any:
+        if f"{module}.{name}" in self._records:
+            return PickledRecord
+        raise pickle.UnpicklingError(f"a pickle of data may not name {module}.{name}")
+
+
+def load_pickle(data: bytes, *, records: frozenset[str] = frozenset()) -> Any:
+    """The data in an untrusted pickle: dicts, lists, tuples, sets, strings, bytes, numbers, and a
+    `PickledRecord` for each class in `records` ("module.Name"). Any other class or function it names
+    (`os.system`, `builtins.eval`, `subprocess.Popen`...) is refused before it is looked up, so loading
+    runs no code. `pickle.UnpicklingError` for anything that is not such a pickle."""
+    try:
+        return _DataOnly(data, records).load()
+    except pickle.UnpicklingError:
+        raise
+    except Exception as exc:  # truncated, malformed or hostile opcodes: one error for all of them
+        raise pickle.UnpicklingError(f"not a pickle of data ({type(exc).__name__})") from None

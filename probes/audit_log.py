@@ -13,7 +13,8 @@ import contextlib
 import apsw
 import hyperscan
 
-from probes.model import Measurement, ProbeContext, ProbeResult, to_results
+from probes.context import ProbeContext, to_results
+from probes.model import Measurement, ProbeResult
 from probes.needles import NeedleKind
 from probes.store import count, ids_in, json_list, open_store
 

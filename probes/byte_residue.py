@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from probes.bytescan import scan_tree
+from probes.context import ProbeContext, to_results
 from probes.folded import folded_groups
-from probes.model import BYTES, Measurement, ProbeContext, ProbeResult, to_results
+from probes.model import BYTES, Measurement, ProbeResult
 from probes.needles import SUBJECT_KINDS, Needle, NeedleKind
 from probes.views import scan_views
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import apsw
 
-from probes.model import Measurement, ProbeContext, ProbeResult, to_results
+from probes.context import ProbeContext, to_results
+from probes.model import Measurement, ProbeResult
 from probes.needles import NeedleKind, fts_phrase
 from probes.store import column, count, ids_in, json_list, open_store
 

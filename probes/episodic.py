@@ -7,7 +7,8 @@ row that still has the subject's id or still has content.
 
 from __future__ import annotations
 
-from probes.model import Measurement, ProbeContext, ProbeResult, to_results
+from probes.context import ProbeContext, to_results
+from probes.model import Measurement, ProbeResult
 from probes.store import count, ids_in, json_list, json_pairs, not_mine, open_store, outside, pair_rows, pairs_in
 
 TIER = "episodic"

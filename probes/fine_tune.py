@@ -17,7 +17,8 @@ import apsw
 
 from erasure.errors import StoreError
 from erasure.files import inside_folder
-from probes.model import Measurement, ProbeContext, ProbeResult, to_results
+from probes.context import ProbeContext, to_results
+from probes.model import Measurement, ProbeResult
 from probes.store import (
     CORPORA_DIR,
     column,

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from erasure.subject import Subject
 from probes.identity import spellings
 from probes.keys import SubjectKeys
+from probes.matcher import Matcher
 from probes.needles import (
     MIN_IDENTIFIER_BYTES,
     NeedleKind,
@@ -29,7 +30,6 @@ from probes.needles import (
 )
 from probes.resolve import IN_IDS, fts_hit_outside
 from probes.store import column, json_list, local_blob_roots
-from probes.views import Matcher
 
 MAX_CONTENT_GROUPS = 256
 MAX_VECTOR_GROUPS = 64

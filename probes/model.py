@@ -1,26 +1,19 @@
-"""What a probe is given and what it returns.
+"""What a probe returns.
 
 A tier module measures with its own queries and file walks and returns `Measurement`s: for one method,
 the subject's residue and the size of one bystander population (what is NOT the subject's, e.g.
 frames outside the subject's set). The fingerprint holds each population's size as measured before
-the cascade; `to_results` pairs them into `ProbeResult`s, so an over-deleting erasure shows up as
+the cascade; `probes.context.to_results` pairs them into `ProbeResult`s, so an over-deleting erasure shows up as
 `bystanders_after < bystanders_before`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from erasure.subject import Subject
 from erasure.tiers import Tier
-from probes.views import Unscanned
-
-if TYPE_CHECKING:
-    from probes.fingerprint import Fingerprint
 
 BYTES = "bytes"
 """The byte scan's pseudo-tier: every file of the store, not one of the nine tiers."""
@@ -29,6 +22,23 @@ PROBE_TIERS: tuple[str, ...] = (BYTES, *(t.value for t in Tier))
 """Every probe tier, in the order the runner runs them (bytes first, before any SQL handle)."""
 
 DEFAULT_HTTP_TIMEOUT = 5.0
+
+
+class Unscanned(BaseModel):
+    """A file, or a member of one, that no view could read. Never a path: digest, size and reason."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sha256: str
+    size: int
+    reason: str
+    folder: str = Field(default="", exclude=True)
+    """The top folder of the root it lies in ('' at the root): which tier wrote it (never reported: a
+    folder can be named after a person)."""
+    tier: str = "bytes"
+    """The tier whose files hold it (`bytes`: a file no one tier owns)."""
+    target: str | None = None
+    """The target it lies in (None: the reference store)."""
 
 
 class ProbeResult(BaseModel):
@@ -63,42 +73,6 @@ class Measurement:
     bystanders: int
 
 
-@dataclass(frozen=True)
-class ProbeContext:
-    """Everything a probe needs: the store, the subject, the fingerprint taken before the cascade."""
-
-    store_dir: Path
-    subject: Subject
-    fingerprint: Fingerprint
-    http_timeout: float = DEFAULT_HTTP_TIMEOUT
-    extra_roots: tuple[Path, ...] = ()
-    """Other folders of the home the byte scan covers (inbox, outbox, services, Prefect's home): all
-    of it but the request vault and the keys."""
-    others: tuple[Subject, ...] = ()
-    """The window's other subjects, when `fingerprint` stands for a whole window (`probes.window`)."""
-
-    def spellings(self) -> list[tuple[str, str]]:
-        """(kind, spelling) of every identifier of the subject (of every subject of the window)."""
-        from probes.identity import spellings
-
-        out: list[tuple[str, str]] = []
-        for i, subject in enumerate((self.subject, *self.others)):
-            out += spellings(subject, self.ids if i == 0 else [subject.id])
-        return list(dict.fromkeys(out))
-
-    @property
-    def ids(self) -> list[str]:
-        """The subject's ids as the store spelled them before the cascade (at least the request's)."""
-        return sorted({self.subject.id, *self.fingerprint.subject_ids})
-
-    @property
-    def ids_json(self) -> str:
-        """`ids` as a JSON array for `json_each(?)`."""
-        import json
-
-        return json.dumps(self.ids)
-
-
 class Verification(BaseModel):
     """Every probe result of one verification run."""
 
@@ -129,17 +103,3 @@ class Verification(BaseModel):
 def population_key(tier: str, population: str) -> str:
     """How a bystander population is named in the fingerprint's baseline."""
     return f"{tier}/{population}"
-
-
-def to_results(tier: str, measured: list[Measurement], fingerprint: Fingerprint) -> list[ProbeResult]:
-    """Pair each measurement with its population's size before the cascade.
-
-    A population the fingerprint did not measure (e.g. a processor unreachable back then) has no
-    before: it is reported as unchanged, since no loss can be shown without one.
-    """
-    out = []
-    for m in measured:
-        before = fingerprint.bystanders.get(population_key(tier, m.population), m.bystanders)
-        out.append(ProbeResult(tier=tier, method=m.method, residue=m.residue,
-                               bystanders_before=before, bystanders_after=m.bystanders))
-    return out

@@ -17,7 +17,8 @@ from probes import (
     vectors,
     working,
 )
-from probes.model import PROBE_TIERS, Measurement, ProbeContext
+from probes.context import ProbeContext
+from probes.model import PROBE_TIERS, Measurement
 
 Measure = Callable[[ProbeContext], list[Measurement]]
 

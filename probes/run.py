@@ -15,8 +15,9 @@ from typing import Any
 
 from erasure.subject import Subject
 from erasure.tiers import Tier
-from probes.fingerprint import Fingerprint
+from probes.fingerprint_model import Fingerprint
 from probes.model import DEFAULT_HTTP_TIMEOUT, Verification
+from probes.window import verify_window
 
 __all__ = ["Verification", "run_probes", "to_json"]
 
@@ -27,8 +28,6 @@ def run_probes(store_dir: Path, subject: Subject, fingerprint: Fingerprint, *,
                extra_roots: Iterable[Path] = ()) -> Verification:
     """Probe `tiers` (default: all nine and the byte scan, which also covers `extra_roots`): a window of
     one subject (`probes.window.verify_window`)."""
-    from probes.window import verify_window
-
     wanted = None if tiers is None else [str(t.value if isinstance(t, Tier) else t) for t in tiers]
     return verify_window(store_dir, [(subject, fingerprint)], tiers=wanted, http_timeout=http_timeout,
                          extra_roots=extra_roots)[0]

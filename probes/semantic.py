@@ -8,7 +8,8 @@ others mention too) are bystanders' and must survive, with their other links and
 
 from __future__ import annotations
 
-from probes.model import Measurement, ProbeContext, ProbeResult, to_results
+from probes.context import ProbeContext, to_results
+from probes.model import Measurement, ProbeResult
 from probes.store import PERSONAL_ENTITY_KINDS, count, ids_in, json_list, open_store, outside
 
 TIER = "semantic"

@@ -21,7 +21,8 @@ from urllib.parse import urlencode
 
 import httpcore
 
-from probes.model import Measurement, ProbeContext, ProbeResult, to_results
+from probes.context import ProbeContext, to_results
+from probes.model import Measurement, ProbeResult
 from probes.store import count, ids_in, open_store
 
 TIER = "subprocessors"

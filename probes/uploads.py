@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from probes.model import Measurement, ProbeContext, ProbeResult, to_results
+from probes.context import ProbeContext, to_results
+from probes.model import Measurement, ProbeResult
 from probes.store import BLOBS_DIR, count, ids_in, json_list, local_blob_roots, open_store, regular_files
 
 TIER = "uploads"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import apsw
 
-from probes.model import Measurement, ProbeContext, ProbeResult, to_results
+from probes.context import ProbeContext, to_results
+from probes.model import Measurement, ProbeResult
 from probes.store import count, open_store
 
 TIER = "vectors"

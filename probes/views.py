@@ -5,8 +5,8 @@ encoded, compressed and re-spelled, and a literal scan is blind to all of it. Th
 file through views and matches each identifier in one canonical form:
 
 Views (each applied to what the one before produced, nested up to `MAX_DEPTH` decodings deep):
-- raw UTF-8 text; JSON string escapes (`\\u0040`, surrogate pairs, `\\n`); percent-encoding (`%40`, with
-  and without `+` as a space); HTML entities (named and numeric); quoted-printable (`=40`, soft breaks);
+- raw UTF-8 text, and the text views of `probes.matcher` (JSON, percent, HTML and quoted-printable
+  escapes);
 - base64 and base64url runs of at least `MIN_BASE64` characters (decoded at every alignment);
 - UTF-16 (LE/BE, with or without a BOM) and UTF-32 text;
 - compressed containers: gzip, zlib/deflate streams (a whole file, or a PDF's `FlateDecode` streams),
@@ -14,12 +14,8 @@ Views (each applied to what the one before produced, nested up to `MAX_DEPTH` de
 - SQLite database files: besides their bytes, every text or blob value longer than a page's share is
   read through SQL too (a long value is split over overflow pages, with page pointers in between).
 
-Canonical form (both sides): NFKC, case folding, format characters removed (soft hyphen, zero-width
-characters, BOM), every dash a hyphen, diacritics stripped, every run of white space one space. So
-`ß`/`ss`, `Müller`/`Muller` are one spelling; `Mueller` is added as a spelling of a name with an umlaut
-(and the reverse). Phones match as their digits with any separators and an optional `+`/`00` before
-them (each of the probe's phone forms, national trunk form included, is its own needle); emails with
-any `+tag`; names and ids with their tokens in either order and any separators between them.
+Each identifier is matched in one canonical form, with its own regexes and raw-byte triggers
+(`probes.matcher`: the canonical form, the needles' patterns and the text views are described there).
 
 Speed: a large file is never decoded whole. One hyperscan pass over its bytes finds triggers (a
 fragment of an identifier that survives every text encoding, a phone's digits with encoded separators,
@@ -39,28 +35,24 @@ import base64
 import binascii
 import bz2
 import hashlib
-import html
 import io
 import lzma
 import os
-import quopri
 import re
-import threading
 import time
-import unicodedata
 import zipfile
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import hyperscan
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from erasure.sqlite import connect
-from probes.bytescan import _escape, _Walk
+from probes.bytescan import _Walk
+from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, WIDE_TEXT, Matcher, canonical
+from probes.model import Unscanned
 
 MAX_DEPTH = 4
 """Decodings nested in one another (a base64 run in a JSON string in a gzip member is three)."""
@@ -76,52 +68,12 @@ WINDOW = 640
 """Bytes read on each side of a trigger."""
 MAX_SPAN = 8 * WINDOW
 """Longest window that overlapping windows merge into."""
-MIN_BASE64 = 12
-MIN_FRAGMENT = 3
 MAX_WORKERS = 4
 OPAQUE_ENTROPY = 7.9
 OPAQUE_MIN_BYTES = 4096
 LONG_SQL_VALUE = 4000
 """SQLite values longer than a page's local payload (page size less its headers; this when the page size
 cannot be read) may lie on overflow pages: they are read through SQL as well."""
-
-_FORMAT_CHARS = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-                           "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb]")
-_DASHES = re.compile("[\u058a\u05be\u1400\u1806\u2010-\u2015\u2043\u2212\u2e17\u2e1a\u2e3a\u2e3b\u2e40\u301c"
-                     "\u3030\u30a0\ufe31\ufe32\ufe58\ufe63\uff0d]")
-_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
-_SPACE = re.compile(r"\s+")
-_LETTERS = {"ø": "o", "đ": "d", "ł": "l", "æ": "ae", "œ": "oe", "ı": "i", "þ": "th", "ð": "d"}
-_LETTER_RX = re.compile("[" + "".join(_LETTERS) + "]")  # a regex, not str.translate: that looks up every character
-_TOKEN = re.compile(r"[^\W_]+")
-_UMLAUT = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "Ä": "ae", "Ö": "oe", "Ü": "ue"})
-
-
-def canonical(text: str) -> str:
-    """The one form text is compared in (see the module docstring)."""
-    t = unicodedata.normalize("NFKC", text).casefold()
-    t = _DASHES.sub("-", _FORMAT_CHARS.sub("", t))
-    if not t.isascii():
-        t = _MARKS.sub("", unicodedata.normalize("NFD", t))
-        t = unicodedata.normalize("NFC", _LETTER_RX.sub(lambda m: _LETTERS[m.group(0)], t))
-    return _SPACE.sub(" ", t)
-
-
-class Unscanned(BaseModel):
-    """A file, or a member of one, that no view could read. Never a path: digest, size and reason."""
-
-    model_config = ConfigDict(frozen=True)
-
-    sha256: str
-    size: int
-    reason: str
-    folder: str = Field(default="", exclude=True)
-    """The top folder of the root it lies in ('' at the root): which tier wrote it (never reported: a
-    folder can be named after a person)."""
-    tier: str = "bytes"
-    """The tier whose files hold it (`bytes`: a file no one tier owns)."""
-    target: str | None = None
-    """The target it lies in (None: the reference store)."""
 
 
 @dataclass
@@ -140,294 +92,6 @@ class ViewReport:
     def found_indexes(self) -> set[int]:
         """Indexes of the needles found in at least one view."""
         return set(self.found)
-
-
-# --- the needles, as canonical patterns and raw-byte triggers -------------------------------------------------
-
-_PHONE_SHAPE = re.compile(r"^\+?[\d\s().\-/]+$")
-_EMAIL_SHAPE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-_SEP_RAW = rb"[^0-9A-Za-z]{0,12}"
-"""Between a phone's digits in raw bytes: separators in any byte encoding (UTF-8 dashes are three bytes;
-UTF-16 and UTF-32 text puts NULs between the digits).
-Encoded separators (`\\u2011`, `%E2%80%91`, `&#8209;`) hold digits: the generic escape triggers open a
-window there instead (a trigger per phone with them costs a tenth of a second to compile)."""
-_PHONE_SEP = r"[\s\-.()/]{0,3}"
-_DIGITS_ONLY = "\x00"
-"""Marks a regex's required text as digits, to be looked for in the window's digits alone."""
-_NON_DIGIT = re.compile(r"\D+")
-_TOKEN_SEP = r"[\W_]{1,8}"
-
-
-def _boundary(core: str) -> str:
-    return rf"(?<![^\W_]){core}(?![^\W_])"
-
-
-def _name_variants(text: str) -> list[str]:
-    """The canonical spellings of a name or id: as given, and with umlauts written out or folded in."""
-    folded = canonical(text)
-    out = [folded, canonical(text.translate(_UMLAUT)),
-           re.sub(r"(?<=[^aeiou\W])(ae|oe|ue)", lambda m: m.group(1)[0], folded)]
-    return list(dict.fromkeys(v for v in out if v.strip()))
-
-
-def _patterns(kind: str, text: str) -> tuple[list[tuple[str, str]], list[str | bytes]]:
-    """(canonical regexes, raw-byte triggers) for one needle's text. Each regex comes with a text every
-    match of it contains (a phone's: its digits, which the window's digits alone contain, whatever
-    separates them), so that a window without it is passed over by a substring test. A trigger is a
-    literal text (str, looked for in UTF-8 and in the wide encodings too) or a hyperscan expression
-    (bytes)."""
-    if kind == "content":
-        c = canonical(text)
-        return [(re.escape(c), c)], []
-    if _EMAIL_SHAPE.match(text.strip()):
-        local, _, domain = canonical(text.strip()).rpartition("@")
-        local = local.split("+", 1)[0]
-        rx = rf"(?<![\w.+\-]){re.escape(local)}(?:\+[\w.\-]*)?@{re.escape(domain)}(?![\w\-])"
-        # The trigger is the mailbox's longest run of letters and digits (it survives every text
-        # encoding); never the domain, which thousands of other people's addresses share.
-        anchor = max(re.findall(r"[a-z0-9]+", local) or [local], key=len)
-        return [(rx, local)], [anchor if len(anchor) >= MIN_FRAGMENT else local]
-    digits = re.sub(r"\D", "", text)
-    if _PHONE_SHAPE.match(text.strip()) and len(digits) >= 7:
-        national = digits.startswith("0") and not digits.startswith("00") and not text.strip().startswith("+")
-        body = _PHONE_SEP.join(digits[1:] if national else digits)
-        # A national form's trunk 0 is optional: where there is none (or it is written "(0)"), the
-        # subscriber's digits alone are the number.
-        lead = rf"(?:\(?0\)?{_PHONE_SEP})?" if national else r"(?:\+|00)?"
-        rx = r"(?<![\d])" + lead + body + r"(?!\d)"
-        trigger = _SEP_RAW.join(d.encode() for d in (digits[1:] if national else digits))
-        return [(rx, _DIGITS_ONLY + (digits[1:] if national else digits))], [trigger]
-    regexes: list[tuple[str, str]] = []
-    triggers: list[str | bytes] = []
-    for variant in _name_variants(text):
-        tokens = _TOKEN.findall(variant)
-        if not tokens:
-            continue
-        orders = [tokens] if len(tokens) == 1 else [tokens, [tokens[-1], *tokens[:-1]]]
-        regexes += [(_boundary(_TOKEN_SEP.join(re.escape(t) for t in order)), max(tokens, key=len))
-                    for order in orders]
-        long = [t for t in tokens if len(t) >= MIN_FRAGMENT]
-        triggers += long or [variant]
-    lowered = unicodedata.normalize("NFKC", text)
-    for token in _TOKEN.findall(lowered.lower()) + _TOKEN.findall(lowered.casefold()):
-        # Non-ASCII letters are escaped or re-encoded by software; the ASCII runs between them survive.
-        triggers += [run for run in re.findall(rf"[a-z0-9]{{{MIN_FRAGMENT},}}", token) if run != token]
-        if not token.isascii():
-            triggers.append(token)
-    return list(dict.fromkeys(regexes)), list(dict.fromkeys(triggers))
-
-
-_WIDE_TEXT = re.compile(rb"(?:[\x20-\x7e]\x00){3}|(?:\x00[\x20-\x7e]){3}"
-                        rb"|(?:[\x20-\x7e]\x00\x00\x00){3}|(?:\x00\x00\x00[\x20-\x7e]){3}")
-"""Letters with NULs between them: only then is a window read as UTF-16/32 too (every page of a
-database has NULs; decoding each window four more ways cost most of the views' time there)."""
-_WIDE_CODECS = (("utf-16-le", 2), ("utf-16-be", 2), ("utf-32-le", 4), ("utf-32-be", 4))
-
-
-def _expressions(trigger: str | bytes) -> list[bytes]:
-    """A trigger as hyperscan expressions: an expression as it is; a literal text in UTF-8 and in UTF-16
-    and UTF-32 (both byte orders), so that text in a wide encoding inside other bytes (a UTF-16
-    attachment in a blob column) is found by its own letters, far cheaper than every run of wide text."""
-    if isinstance(trigger, bytes):
-        return [trigger]
-    return [_escape(trigger.encode(codec)) for codec in ("utf-8", *(c for c, _w in _WIDE_CODECS))]
-
-
-# Generic triggers: where an encoding or a container starts, whoever's data it holds.
-_GENERIC: dict[str, bytes] = {
-    # an encoded separator between two digits (a phone), two escapes in a row, an escaped dash or
-    # space, one entity, two quoted-printable octets
-    "escapes": rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};)[^A-Za-z0-9]{0,2}[0-9]"
-               rb"|(?:\\u[0-9a-fA-F]{4}){2}|\\u20[0-9a-fA-F]{2}|\\u00[aA][0dD]|(?:%[0-9A-Fa-f]{2}){2}|%[Cc]2%[Aa]0"
-               rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}",
-    "fullwidth": rb"(?:\xef[\xbc\xbd][\x80-\xbf]){3}",
-    # A run's start, once (anchored on the byte before it), with a capital, digit or symbol among its
-    # first characters: a long lower-case word is not base64 (12 lower-case letters in a row start
-    # 2 in 100,000 base64 runs), and triggers cost a decode each.
-    # `-` is left out of the trigger (not of the run it finds): ISO timestamps ("2025-01-06T22") are
-    # in every row of a store, and a url-safe run has a stretch without `-` long enough anyway.
-    "base64": rb"(?:^|[^A-Za-z0-9+/_])[A-Za-z0-9+/_][a-z]{0,%d}[A-Z0-9+/_][A-Za-z0-9+/_]{%d}"
-              % (MIN_BASE64 - 2, MIN_BASE64 - 2),
-    "gzip": rb"\x1f\x8b\x08",
-    "bz2": rb"BZh[1-9]1AY&SY",
-    "xz": rb"\xfd7zXZ\x00",
-    "zip": rb"PK\x03\x04",
-    "flate": rb"stream\r?\n",
-}
-_GENERIC_NAMES = list(_GENERIC)
-
-
-_GENERIC_DB: list[tuple[hyperscan.Database, hyperscan.Scratch]] = []
-
-
-def _generic_db() -> tuple[hyperscan.Database, hyperscan.Scratch]:
-    """The generic triggers' database, compiled once per process (a scratch of its own per matcher)."""
-    if not _GENERIC_DB:
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        db.compile(expressions=[_GENERIC[n] for n in _GENERIC_NAMES], ids=list(range(len(_GENERIC_NAMES))),
-                   flags=[0] * len(_GENERIC_NAMES))
-        _GENERIC_DB.append((db, hyperscan.Scratch(db)))
-    db, scratch = _GENERIC_DB[0]
-    return db, scratch.clone()
-
-
-class Matcher:
-    """Every needle (identifier or content text) as canonical regexes, with one hyperscan database of
-    raw-byte triggers for them all."""
-
-    def __init__(self, needles: Sequence[tuple[str, str]], *, once: bool = False) -> None:
-        """`needles`: (kind, text) per needle index, kind `identifier` or `content`, or `shared` (another
-        person's own identifier: only explains hits); other kinds are skipped. `once`: a needle found in
-        one text is not looked for in later ones (a scan for a verdict; not a matcher asked about each
-        text in turn, such as the canaries' choice)."""
-        self.regexes: list[tuple[int, re.Pattern[str], str]] = []
-        expressions: list[bytes] = []
-        ids: list[int] = []
-        flags: list[int] = []
-        self.shared: list[re.Pattern[str]] = []
-        for index, (kind, text) in enumerate(needles):
-            if kind == "shared":
-                self.shared += [re.compile(rx) for rx, _literal in _patterns("identifier", text)[0]]
-                continue
-            if kind not in ("identifier", "content"):
-                continue
-            rxs, triggers = _patterns(kind, text)
-            self.regexes += [(index, re.compile(rx), literal) for rx, literal in rxs]
-            for t in (e for trigger in triggers for e in _expressions(trigger)):
-                expressions.append(t)
-                ids.append(len(_GENERIC) + index)
-                flags.append(hyperscan.HS_FLAG_CASELESS)
-        self.db: hyperscan.Database | None = None
-        if expressions:
-            self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            self.db.compile(expressions=expressions, ids=ids, flags=flags)
-            self._scratch = hyperscan.Scratch(self.db)
-        self.generic, self._generic_scratch = _generic_db()
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self.once = once
-        self.found: set[int] = set()
-        """With `once`, needles already found in some view: never looked for again (a verdict needs one
-        occurrence, and a store that still holds a subject has a trigger in every one of their frames)."""
-
-    @property
-    def empty(self) -> bool:
-        """No needle to look for."""
-        return not self.regexes
-
-    def match_text(self, text: str, hits: dict[int, int]) -> None:
-        """Count each needle's occurrences in `text` read through every text view (the largest count any
-        one view gives, so an occurrence seen by several views counts once). An occurrence inside one of
-        a `shared` needle (another person's own identifier: a namesake's name, a household phone) is
-        theirs, and not counted."""
-        regexes = [(index, rx, literal) for index, rx, literal in self.regexes if index not in self.found]
-        if not regexes:
-            return
-        best: dict[int, int] = {}
-        for variant in _text_variants(text):
-            c = canonical(variant)
-            explained = [m.span() for rx in self.shared for m in rx.finditer(c)]
-            digits = _NON_DIGIT.sub("", c) if any(lit[:1] == _DIGITS_ONLY for _i, _r, lit in regexes) else ""
-            for index, rx, literal in regexes:
-                # Most windows hold no needle: a substring test (regexes that start with a look-behind
-                # are tried at every position), then a search, before any match is counted.
-                if literal[:1] == _DIGITS_ONLY:
-                    if literal[1:] not in digits:
-                        continue
-                elif literal not in c:
-                    continue
-                if rx.search(c) is None:
-                    continue
-                n = sum(1 for m in rx.finditer(c) if not any(a < m.end() and m.start() < b for a, b in explained))
-                if n > best.get(index, 0):
-                    best[index] = n
-        for index, n in best.items():
-            hits[index] = hits.get(index, 0) + n
-        if self.once:
-            self.found |= best.keys()
-
-    def triggers(self, data: bytes) -> list[tuple[int, int]]:
-        """(trigger id, end offset) of every trigger in `data` (ids below `len(_GENERIC)` are generic)."""
-        out: list[tuple[int, int]] = []
-
-        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            out.append((pid, end))
-
-        if not hasattr(self._local, "generic"):  # a scratch space is one thread's at a time
-            with self._lock:
-                self._local.generic = self._generic_scratch.clone()
-                self._local.needles = self._scratch.clone() if self.db is not None else None
-        self.generic.scan(data, match_event_handler=on_match, scratch=self._local.generic)
-        if self.db is not None:
-            self.db.scan(data, match_event_handler=on_match, scratch=self._local.needles)
-        return sorted(out, key=lambda t: t[1])
-
-
-# --- text views -----------------------------------------------------------------------------------------------
-
-_JSON_ESCAPE = re.compile(r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})"
-                          r"|\\([nrtbf/\"\\])")
-_SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "/": "/", '"': '"', "\\": "\\"}
-_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
-_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
-_QP = re.compile(r"=(?:[0-9A-F]{2}|\r?\n)")
-
-
-def _json_unescape(text: str) -> str:
-    def one(m: re.Match[str]) -> str:
-        if m.group(1):
-            hi, lo = int(m.group(1), 16), int(m.group(2), 16)
-            return chr(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
-        if m.group(3):
-            return chr(int(m.group(3), 16))
-        return _SIMPLE[m.group(4)]
-
-    return _JSON_ESCAPE.sub(one, text) if "\\" in text else text
-
-
-def _percent(text: str) -> str:
-    from urllib.parse import unquote
-
-    return unquote(text, errors="replace") if _PERCENT.search(text) else text
-
-
-def _percent_plus(text: str) -> str:
-    from urllib.parse import unquote_plus
-
-    return unquote_plus(text, errors="replace") if "+" in text or _PERCENT.search(text) else text
-
-
-def _entities(text: str) -> str:
-    return html.unescape(text) if _ENTITY.search(text) else text
-
-
-def _quoted_printable(text: str) -> str:
-    if not _QP.search(text):
-        return text
-    return quopri.decodestring(text.encode("utf-8", "surrogatepass")).decode("utf-8", "replace")
-
-
-_TEXT_DECODERS: tuple[Callable[[str], str], ...] = (_json_unescape, _percent, _entities, _quoted_printable,
-                                                     _percent_plus)
-MAX_TEXT_VARIANTS = 16
-
-
-def _text_variants(text: str) -> list[str]:
-    """`text` and what each text decoder, and each pair of them, makes of it."""
-    out = [text]
-    frontier = [text]
-    for _round in range(2):
-        nxt: list[str] = []
-        for t in frontier:
-            for decode in _TEXT_DECODERS:
-                d = decode(t)
-                if d != t and d not in out:
-                    out.append(d)
-                    nxt.append(d)
-                    if len(out) >= MAX_TEXT_VARIANTS:
-                        return out
-        frontier = nxt
-    return out
 
 
 # --- bytes, containers, files ---------------------------------------------------------------------------------
@@ -552,7 +216,7 @@ def _payload(scan: _FileScan, data: bytes, depth: int, *, whole_file: bool) -> N
         _pdf(scan, data, depth)
     if len(data) <= WHOLE_PAYLOAD and depth > 0:
         scan.matcher.match_text(data.decode("utf-8", "replace"), scan.hits)
-        _triggered(scan, data, depth, match_windows=bool(_WIDE_TEXT.search(data)))  # wide text in windows
+        _triggered(scan, data, depth, match_windows=bool(WIDE_TEXT.search(data)))  # wide text in windows
     else:
         _triggered(scan, data, depth, match_windows=True)
     if (not data.startswith((b"SQLite format 3\x00", b"%PDF-")) and len(data) >= OPAQUE_MIN_BYTES
@@ -661,13 +325,13 @@ def _windows(ends: Sequence[int], size: int) -> list[tuple[int, int]]:
 def _triggered(scan: _FileScan, data: bytes, depth: int, *, match_windows: bool) -> None:
     """Find triggers in `data`; decode what they point at; match windows around identifier triggers."""
     ends: list[int] = []
-    done_to = {name: -1 for name in _GENERIC_NAMES}
+    done_to = {name: -1 for name in GENERIC_NAMES}
     for pid, end in scan.matcher.triggers(data):
-        if pid >= len(_GENERIC):
-            if pid - len(_GENERIC) not in scan.matcher.found:
+        if pid >= len(GENERIC_NAMES):
+            if pid - len(GENERIC_NAMES) not in scan.matcher.found:
                 ends.append(end)
             continue
-        name = _GENERIC_NAMES[pid]
+        name = GENERIC_NAMES[pid]
         if end <= done_to[name]:
             continue
         if name in ("escapes", "fullwidth"):
@@ -680,8 +344,8 @@ def _triggered(scan: _FileScan, data: bytes, depth: int, *, match_windows: bool)
         for a, b in _windows(ends, len(data)):
             window = data[a:b]
             scan.matcher.match_text(window.decode("utf-8", "replace"), scan.hits)
-            if _WIDE_TEXT.search(window):  # a trigger in UTF-16 or UTF-32 (see `_wide`): text in either alignment
-                for codec, width in _WIDE_CODECS:
+            if WIDE_TEXT.search(window):  # a trigger in UTF-16 or UTF-32 (see `_wide`): text in either alignment
+                for codec, width in WIDE_CODECS:
                     for shift in range(width):
                         scan.matcher.match_text(window[shift:].decode(codec, "replace"), scan.hits)
 

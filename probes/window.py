@@ -35,18 +35,19 @@ from erasure.errors import ErasureError, InputError
 from erasure.subject import Subject
 from probes import byte_residue
 from probes.bytescan import scan_tree
-from probes.fingerprint import Fingerprint
+from probes.context import ProbeContext
+from probes.fingerprint_model import Fingerprint
 from probes.folded import folded_groups
 from probes.harvest import canary_windows, harvest, sample_vectors
-from probes.identity import email_entities, ids_by_fold, spellings, store_ids_in
+from probes.identity import ID_TABLES, email_entities, ids_by_fold, spellings, store_ids_in
 from probes.keys import SubjectKeys
 from probes.model import (
     BYTES,
     DEFAULT_HTTP_TIMEOUT,
     PROBE_TIERS,
     Measurement,
-    ProbeContext,
     ProbeResult,
+    Unscanned,
     Verification,
     population_key,
 )
@@ -54,7 +55,7 @@ from probes.needles import VECTOR_PIECE_BYTES, Needle, NeedleKind, distinctive_p
 from probes.registry import MEASURES
 from probes.resolve import PersonalEntities, exclusive_entities, resolve_keys
 from probes.store import BLOBS_DIR, CORPORA_DIR, SESSIONS_DIR, open_store
-from probes.views import Unscanned, scan_views
+from probes.views import scan_views
 
 VECTOR_BATCH = 50_000
 _BASE = 0x9E3779B97F4A7C15  # odd: invertible modulo 2**64
@@ -184,8 +185,6 @@ class StoreFacts:
     @cached_property
     def store_ids(self) -> list[str]:
         """Every subject id the store holds, in any table."""
-        from probes.identity import ID_TABLES
-
         ids: set[str] = set()
         for table in ID_TABLES:
             ids |= {str(r[0]) for r in self.conn.execute(

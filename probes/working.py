@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from probes.model import Measurement, ProbeContext, ProbeResult, to_results
+from probes.context import ProbeContext, to_results
+from probes.model import Measurement, ProbeResult
 from probes.store import (
     SESSIONS_DIR,
     count,

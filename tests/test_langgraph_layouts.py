@@ -355,7 +355,7 @@ def _earlier_release(mp: pytest.MonkeyPatch) -> None:
     """The probe as the release before this one attributed namespaces: only a configured prefix made
     an item the subject's, so each of two targets on one file counted the other's items as bystanders
     (its sealed fingerprint says so: that is what a rerun after upgrading finds)."""
-    from probes.targets import langgraph_sqlite as probe
+    from probes.targets.langgraph_sqlite import records as probe
 
     def is_subject(self: Any, prefix: str, key: str) -> bool:
         return self._template(prefix.split("."), True) is not None  # type: ignore[no-any-return]

@@ -1,6 +1,8 @@
 """The protocol every target kind's probing module implements; it shares no code with the erasing side.
 
-A kind's module is `probes/targets/<kind with - as _>.py` and exposes `PROBE`, an object with:
+A kind's module (or package) is `probes/targets/<kind with - as _>` and exposes `PROBE`; its keys are read
+by its configuration model, `erasure/target_kinds/<kind with - as _>.py` (settings only: the erasing side
+uses the same model, and no code that reads a store). `PROBE` is an object with:
 
 - `kind`: the kind's name as written in targets.toml;
 - `files(target)`: every file of the target to scan byte by byte (main files, `-wal`, `-shm`,
@@ -27,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from erasure.errors import ConfigError
 from erasure.subject import Subject
+from erasure.target_kinds import check_config
 from erasure.targets import Target
 from probes.model import Measurement
 from probes.needles import Needle
@@ -73,4 +76,5 @@ def probe_for(target: Target) -> TargetProbe:
     probe: Any = getattr(module, "PROBE", None)
     if probe is None:
         raise ConfigError(f"targets: kind {target.kind!r} has no probe")
+    check_config(target)  # its keys, read by the kind's one configuration model
     return probe  # type: ignore[no-any-return]

@@ -3,9 +3,9 @@ from the files with the probe's own code (never mem0, never qdrant-client, nothi
 
 What it reads, read-only (`file:...?mode=ro`):
 - every `storage.sqlite` under `<qdrant_path>/collection/` (every collection on disk, listed or not
-  in meta.json): one row per point, a pickled qdrant-client `PointStruct`. The pickle is read with a
-  restricted unpickler that turns qdrant-client's point classes into inert records and refuses every
-  other class (a row it cannot read is residue: nothing can be said about whose it is);
+  in meta.json): one row per point, a pickled qdrant-client `PointStruct`. The pickle is read as data
+  (`erasure.untrusted.load_pickle`: qdrant-client's point classes become inert records, every other
+  class is refused); a row it cannot read is residue (nothing can be said about whose it is);
 - `history` and `messages` of the history database.
 
 Who the subject is: the request's id and the `user_id`s equal to it after NFKC and case folding, in
@@ -32,7 +32,6 @@ messages and live memories' history rows that name the subject.
 from __future__ import annotations
 
 import hashlib
-import io
 import pickle
 import re
 import struct
@@ -45,8 +44,10 @@ import apsw
 
 from erasure.sqlite import connect
 from erasure.subject import Subject
+from erasure.target_kinds.mem0 import Mem0Config
 from erasure.targets import Target
 from erasure.tiers import Tier
+from erasure.untrusted import QDRANT_POINT_CLASSES, PickledRecord, load_pickle
 from probes.bytescan import scan_tree
 from probes.identity import spellings
 from probes.model import Measurement
@@ -59,8 +60,6 @@ FLOATS_PER_PIECE = 16
 """A vector needle piece: 16 pickled floats (144 bytes)."""
 MAX_CONTENT_GROUPS = 400
 _BINFLOAT = b"G"
-_MODELS_MODULE = "qdrant_client.http.models.models"
-_MODEL_NAMES = frozenset({"PointStruct", "SparseVector", "Record"})
 _WORD = r"[0-9A-Za-z]"
 
 
@@ -82,27 +81,6 @@ def _scope_user(scope: object) -> str | None:
 
 
 # --- the probe's own reading of local Qdrant's pickles ------------------------------------------
-
-
-class _Inert:
-    """A qdrant-client model as pickled: only its state is kept."""
-
-    def __init__(self, *args: object) -> None:
-        self.state: dict[str, Any] = {}
-
-    def __setstate__(self, state: object) -> None:
-        if isinstance(state, tuple) and state and isinstance(state[0], dict):
-            state = state[0]
-        if isinstance(state, dict):
-            inner = state.get("__dict__")
-            self.state = inner if isinstance(inner, dict) else state
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if module == _MODELS_MODULE and name in _MODEL_NAMES:
-            return _Inert
-        raise pickle.UnpicklingError("refused")
 
 
 def pickled_floats(vector: list[float]) -> bytes:
@@ -137,10 +115,10 @@ def _dense(vector: object) -> tuple[float, ...]:
 
 def _parse(collection: str, blob: bytes) -> StoredPoint | None:
     try:
-        obj = _RestrictedUnpickler(io.BytesIO(blob)).load()
-    except Exception:
+        obj = load_pickle(blob, records=QDRANT_POINT_CLASSES)
+    except pickle.UnpicklingError:
         return None
-    if not isinstance(obj, _Inert):
+    if not isinstance(obj, PickledRecord):
         return None
     payload = obj.state.get("payload")
     return StoredPoint(collection, str(obj.state.get("id")), payload if isinstance(payload, dict) else {},
@@ -148,20 +126,6 @@ def _parse(collection: str, blob: bytes) -> StoredPoint | None:
 
 
 # --- one read of the whole target ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Paths:
-    history_db: Path
-    qdrant_path: Path
-
-
-def _paths(target: Target) -> _Paths:
-    """The target's files (the probe reads every collection of the folder, whatever `collection` says)."""
-    history = target.path("history_db", required=True)
-    qdrant = target.path("qdrant_path", required=True)
-    assert history is not None and qdrant is not None
-    return _Paths(history, qdrant)
 
 
 def _sql_rows(conn: apsw.Connection, table: str, columns: str) -> list[tuple[Any, ...]]:
@@ -183,7 +147,7 @@ class _View:
 
     @classmethod
     def load(cls, target: Target) -> _View:
-        p = _paths(target)
+        p = Mem0Config.of(target)  # the probe reads every collection of the folder, whatever `collection` says
         view = cls()
         base = p.qdrant_path / "collection"
         for storage in sorted(base.rglob("storage.sqlite")) if base.is_dir() else []:
@@ -311,8 +275,8 @@ class Mem0Probe:
     kind: ClassVar[str] = KIND
 
     def files(self, target: Target) -> list[Path]:
-        p = _paths(target)
-        return [p.history_db, p.qdrant_path]
+        cfg = Mem0Config.of(target)
+        return [cfg.history_db, cfg.qdrant_path]
 
     def fingerprint(self, target: Target, subject: Subject) -> TargetFingerprint:
         view = _View.load(target)

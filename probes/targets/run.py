@@ -8,10 +8,10 @@ from pathlib import Path
 from erasure.subject import Subject
 from erasure.targets import Target
 from probes.bytescan import scan_tree
-from probes.model import BYTES, ProbeResult, Verification
+from probes.model import BYTES, ProbeResult, Unscanned, Verification
 from probes.needles import SUBJECT_KINDS, NeedleKind
 from probes.targets.base import TargetFingerprint, probe_for
-from probes.views import Unscanned, scan_views
+from probes.views import scan_views
 
 
 def scan_roots(paths: list[Path]) -> list[Path]:

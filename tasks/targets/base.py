@@ -1,6 +1,8 @@
 """The protocol every target kind's erasing module implements, and how a kind's module is found.
 
-A kind's module is `tasks/targets/<kind with - as _>.py` and exposes `ERASER`, an object with:
+A kind's module (or package) is `tasks/targets/<kind with - as _>` and exposes `ERASER`; its keys are read
+by its configuration model, `erasure/target_kinds/<kind with - as _>.py` (the probes read them with the same
+model). `ERASER` is an object with:
 
 - `kind`: the kind's name as written in targets.toml;
 - `tiers`: the tiers of the nine this kind holds (the others are "not applicable" for it);
@@ -31,6 +33,7 @@ import apsw
 from erasure.errors import ConfigError, StoreError
 from erasure.sqlite import checkpoint_truncate, journal_mode
 from erasure.subject import Subject
+from erasure.target_kinds import check_config
 from erasure.targets import Target
 from erasure.tiers import Tier
 
@@ -70,6 +73,7 @@ def eraser_for(target: Target) -> TargetEraser:
     eraser: Any = getattr(module, "ERASER", None)
     if eraser is None:
         raise ConfigError(f"targets: kind {target.kind!r} has no eraser")
+    check_config(target)  # its keys, read by the kind's one configuration model
     return eraser  # type: ignore[no-any-return]
 
 

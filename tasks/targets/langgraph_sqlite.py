@@ -1,20 +1,9 @@
 """Kind `langgraph-sqlite`: LangGraph's `SqliteStore` (long-term memory, with its `store_vectors`
 index) and `SqliteSaver` (thread checkpoints), erased by SQL on their files.
 
-Configuration (targets.toml):
-
-    store = "agent/store.sqlite"              # SqliteStore database (with or without a vector index)
-    checkpoints = "agent/checkpoints.sqlite"  # SqliteSaver database (may be the same file)
-    namespace = ["users", "{subject_id}"]     # namespace prefix holding one subject's items, or
-    namespaces = [["memories", "{subject_id}"], ["users", "{subject_id}", "prefs"]]  # several
-    thread_key = "user_id"                    # checkpoint metadata key naming the subject, or
-    thread_keys = ["user_id", "uid"]          # several (an older version of the app wrote `uid`)
-    episodic = ["episodes"]                   # optional: namespace labels right under the prefix whose
-                                              # items are episodic memories (the rest are semantic)
-
-At least one of `store` and `checkpoints` is needed; a namespace goes with `store`, a thread key with
-`checkpoints`. Tiers: working = the subject's threads (every `checkpoints` and `writes` row of them),
-episodic and semantic = their items in `store`, vectors = their `store_vectors` rows.
+Configuration: `erasure.target_kinds.langgraph_sqlite` (`store`, `checkpoints`, `namespace(s)`,
+`thread_key(s)`, `episodic`). Tiers: working = the subject's threads (every `checkpoints` and `writes`
+row of them), episodic and semantic = their items in `store`, vectors = their `store_vectors` rows.
 
 Whose is an item or a thread: the configuration names where the app keeps a person, but the person is
 theirs wherever it wrote them. An item is the subject's when any label of its namespace, or its key,
@@ -63,88 +52,24 @@ changed.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import apsw
 
-from erasure.errors import ConfigError, InputError, StoreError
+from erasure.errors import InputError, StoreError
 from erasure.identity import Identity, fold
 from erasure.sqlite import connect, scalar, transaction
 from erasure.subject import Subject
+from erasure.target_kinds.langgraph_sqlite import SUBJECT_LABEL, LangGraphSqliteConfig
 from erasure.targets import Target
 from erasure.tiers import Tier
 from tasks.targets.base import TierOutcome, rebuild_pages, retry_busy
 
 KIND = "langgraph-sqlite"
-SUBJECT_LABEL = "{subject_id}"
-"""TRUNCATE checkpoint attempts while a reader holds the WAL (about 40 s with the growing pause)."""
-_METADATA_KEY = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _SIDECARS = ("-wal", "-shm", "-journal")
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Config:
-    """A langgraph-sqlite target's keys, checked."""
-
-    store: Path | None
-    checkpoints: Path | None
-    namespaces: tuple[tuple[str, ...], ...]
-    thread_keys: tuple[str, ...]
-    episodic: frozenset[str]
-
-
-def _namespaces(target: Target, where: str) -> dict[tuple[str, ...], str]:
-    """`namespace` (one prefix) and `namespaces` (a list of them), together -> the key each came from."""
-    out = {tuple(target.texts("namespace")): "namespace"} if target.value("namespace") is not None else {}
-    many = target.value("namespaces")
-    if many is not None:
-        if not isinstance(many, list) or not many or not all(
-                isinstance(ns, list) and all(isinstance(x, str) for x in ns) for ns in many):
-            raise ConfigError(f"{where}: key 'namespaces' must be a list of namespace prefixes (lists of labels)")
-        out |= {tuple(ns): "namespaces" for ns in many if tuple(ns) not in out}
-    return out
-
-
-def _thread_keys(target: Target) -> list[str]:
-    """`thread_key` (one metadata key) and `thread_keys` (a list of them), together."""
-    one = target.text("thread_key")
-    return list(dict.fromkeys([*([one] if one is not None else []), *target.texts("thread_keys")]))
-
-
-def config(target: Target) -> Config:
-    """The target's keys (`ConfigError` naming the key that is wrong)."""
-    where = f"targets: target {target.name!r} ({target.kind})"
-    store = target.path("store")
-    checkpoints = target.path("checkpoints")
-    if store is None and checkpoints is None:
-        raise ConfigError(f"{where}: key 'store' or 'checkpoints' is required")
-    namespaces = _namespaces(target, where)
-    if store is not None:
-        if not namespaces:
-            raise ConfigError(f"{where}: key 'namespace' (or 'namespaces') is required")
-        for namespace, key in namespaces.items():
-            if not namespace or any(not label for label in namespace):
-                raise ConfigError(f"{where}: key {key!r} must be a list of non-empty labels")
-            if sum(SUBJECT_LABEL in label for label in namespace) != 1:
-                raise ConfigError(f"{where}: key {key!r} must hold {SUBJECT_LABEL} in exactly one label")
-            if any("." in label for label in namespace):
-                raise ConfigError(f"{where}: key {key!r}: LangGraph namespace labels cannot contain '.'")
-    thread_keys = _thread_keys(target)
-    if checkpoints is not None:
-        if not thread_keys:
-            raise ConfigError(f"{where}: key 'thread_key' (or 'thread_keys') is required")
-        if not all(_METADATA_KEY.fullmatch(k) for k in thread_keys):
-            raise ConfigError(f"{where}: key 'thread_key' / 'thread_keys' must name metadata keys"
-                              " (letters, digits, _ and -)")
-    episodic = frozenset(target.texts("episodic"))
-    return Config(store=store, checkpoints=checkpoints, namespaces=tuple(namespaces),
-                  thread_keys=tuple(thread_keys), episodic=episodic)
 
 
 # --- who is the subject in this store ------------------------------------------------------------
@@ -175,16 +100,16 @@ class _Matcher:
     id)`) still wrote the person. The configured prefixes (their other labels compared exactly, as
     LangGraph does) decide the tier and tell which of the subject's layouts nobody configured."""
 
-    def __init__(self, cfg: Config, subject: Subject) -> None:
+    def __init__(self, cfg: LangGraphSqliteConfig, subject: Subject) -> None:
         self.want = fold(subject.id)
         self.templates: list[list[tuple[str, bool]]] = []
-        for namespace in cfg.namespaces:
+        for namespace in cfg.prefixes:
             labels = [label.replace(SUBJECT_LABEL, subject.id) for label in namespace]
             if any("." in label for label in labels):
                 raise InputError("the subject's id contains '.', which a LangGraph namespace label cannot hold")
             self.templates.append([(fold(label) if SUBJECT_LABEL in t else label, SUBJECT_LABEL in t)
                                    for label, t in zip(labels, namespace, strict=True)])
-        self.episodic = cfg.episodic
+        self.episodic = frozenset(cfg.episodic)
 
     def _configured(self, parts: list[str]) -> int | None:
         """The length of the configured prefix `parts` lies under, if any."""
@@ -219,7 +144,6 @@ class _Matcher:
         own = self._own_label(parts)
         return None if own is None else ".".join([*parts[:own], SUBJECT_LABEL])
 
-
 Scope = tuple[str, str | None]
 """`(namespace, None)`: every item in the subject's namespace; `(namespace, key)`: one item elsewhere
 whose key is the subject's id (`store.put(("profiles",), user_id, ...)`)."""
@@ -249,7 +173,6 @@ def _layout(matcher: _Matcher, scope: Scope) -> str | None:
     """The layout of a scope of the subject's that no configured prefix holds (counted only)."""
     prefix, key = scope
     return f"{prefix}/{SUBJECT_LABEL}" if key is not None else matcher.unconfigured_layout(prefix)
-
 
 FRAMEWORK_METADATA = frozenset({"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id",
                                 "checkpoint_ns", "run_id", "run_name", "task_id"})
@@ -336,7 +259,7 @@ def _open(path: Path, key: str, *, readonly: bool) -> apsw.Connection:
         raise StoreError(f"langgraph-sqlite: cannot open {path} (key {key!r}): {exc}") from exc
 
 
-def _measure(cfg: Config, subject: Subject) -> _Counts:
+def _measure(cfg: LangGraphSqliteConfig, subject: Subject) -> _Counts:
     counts = _Counts(items={Tier.episodic: 0, Tier.semantic: 0}, vectors=0, orphan_vectors=0, threads=0,
                      thread_rows={})
     if cfg.store is not None:
@@ -353,7 +276,7 @@ def _measure(cfg: Config, subject: Subject) -> _Counts:
     if cfg.checkpoints is not None:
         conn = _open(cfg.checkpoints, "checkpoints", readonly=True)
         try:
-            threads = _subject_threads(conn, cfg.thread_keys, subject)
+            threads = _subject_threads(conn, cfg.metadata_keys, subject)
             counts.threads = len(threads)
             counts.thread_rows = _count_threads(conn, list(threads))
             counts.unconfigured_threads = sum(1 for configured in threads.values() if not configured)
@@ -396,7 +319,7 @@ def _delete_threads(conn: apsw.Connection, thread_keys: tuple[str, ...], subject
     return removed
 
 
-def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[Scope, Tier], dict[str, int]]:
+def _erase_store(cfg: LangGraphSqliteConfig, subject: Subject, path: Path) -> tuple[dict[Scope, Tier], dict[str, int]]:
     conn = _open(path, "store", readonly=False)
     try:
         matcher = _Matcher(cfg, subject)
@@ -405,10 +328,10 @@ def _erase_store(cfg: Config, subject: Subject, path: Path) -> tuple[dict[Scope,
         conn.close()
 
 
-def _erase_threads(cfg: Config, subject: Subject, path: Path) -> dict[str, int]:
+def _erase_threads(cfg: LangGraphSqliteConfig, subject: Subject, path: Path) -> dict[str, int]:
     conn = _open(path, "checkpoints", readonly=False)
     try:
-        return retry_busy(lambda: _delete_threads(conn, cfg.thread_keys, subject), f"langgraph-sqlite: {path}")
+        return retry_busy(lambda: _delete_threads(conn, cfg.metadata_keys, subject), f"langgraph-sqlite: {path}")
     finally:
         conn.close()
 
@@ -538,10 +461,10 @@ class LangGraphSqliteEraser:
     tiers: ClassVar[tuple[Tier, ...]] = (Tier.working, Tier.episodic, Tier.semantic, Tier.vectors)
 
     def check(self, target: Target) -> None:
-        config(target)
+        LangGraphSqliteConfig.of(target)
 
     def files(self, target: Target) -> list[Path]:
-        cfg = config(target)
+        cfg = LangGraphSqliteConfig.of(target)
         out: list[Path] = []
         for db in (cfg.store, cfg.checkpoints):
             if db is None or db in out:
@@ -551,12 +474,12 @@ class LangGraphSqliteEraser:
         return out
 
     def count(self, target: Target, subject: Subject) -> dict[Tier, int]:
-        c = _measure(config(target), subject)
+        c = _measure(LangGraphSqliteConfig.of(target), subject)
         return {Tier.working: c.threads, Tier.episodic: c.items[Tier.episodic],
                 Tier.semantic: c.items[Tier.semantic], Tier.vectors: c.vectors}
 
     def erase(self, target: Target, subject: Subject) -> dict[Tier, TierOutcome]:
-        cfg = config(target)
+        cfg = LangGraphSqliteConfig.of(target)
         before = _measure(cfg, subject)
         removed: dict[str, int] = {}
         scopes: dict[Scope, Tier] = {}
@@ -592,7 +515,7 @@ class LangGraphSqliteEraser:
         }
 
     def mentions(self, target: Target, subject: Subject) -> int:
-        cfg = config(target)
+        cfg = LangGraphSqliteConfig.of(target)
         identity = Identity.of(subject)
         n = 0
         if cfg.store is not None:
@@ -604,7 +527,7 @@ class LangGraphSqliteEraser:
         if cfg.checkpoints is not None:
             conn = _open(cfg.checkpoints, "checkpoints", readonly=True)
             try:
-                threads = set(_subject_threads(conn, cfg.thread_keys, subject))
+                threads = set(_subject_threads(conn, cfg.metadata_keys, subject))
                 n += _thread_mentions(conn, threads, identity)
             finally:
                 conn.close()

@@ -1,12 +1,7 @@
 """Kind `mem0`: a mem0 `Memory` with local Qdrant (path mode, on disk) and its SQLite history, erased
 by SQL on the files under Qdrant's own folder lock.
 
-Configuration (targets.toml):
-
-    history_db = "mem0/history.db"    # mem0's SQLite history database (`history_db_path`)
-    qdrant_path = "qdrant"            # mem0's local Qdrant directory (`vector_store.config.path`)
-    collection = "mem0"               # the Qdrant collection (`collection_name`); default "mem0"
-    lock_timeout = 120                # optional: seconds to wait for the agent to release the folder
+Configuration: `erasure.target_kinds.mem0` (`history_db`, `qdrant_path`, `collection`, `lock_timeout`).
 
 The subject is mem0's `user_id` (case variants of the request's id included). Tiers:
 - working = the subject's `messages` rows (the raw turns mem0 keeps per session scope
@@ -40,7 +35,7 @@ its DELETE rows would have to be deleted right after. Local Qdrant's storage is 
 `points(id TEXT PRIMARY KEY, point BLOB)` per collection holding a pickled `PointStruct`; deleting a
 point is `DELETE FROM points WHERE id = ?` (qdrant-client's `CollectionPersistence.delete`). So this
 module imports neither mem0 nor qdrant-client (it works where they are not installed) and reads point
-payloads with a restricted unpickler that builds inert records and refuses any other class.
+payloads with `erasure.untrusted.load_pickle`, which builds inert records and refuses any other class.
 
 Locks: qdrant-client's local mode takes an exclusive `flock` on `<qdrant_path>/.lock` for as long as a
 client is open, and refuses (it does not wait) when another holds it: mem0 local mode is
@@ -70,16 +65,14 @@ Other people's memories, entities, history and messages that name the subject ar
 from __future__ import annotations
 
 import fcntl
-import io
 import json
-import math
 import pickle
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import apsw
 
@@ -87,87 +80,33 @@ from erasure.errors import ConfigError, StoreError
 from erasure.identity import Identity, fold
 from erasure.sqlite import connect, scalar, transaction
 from erasure.subject import Subject
+from erasure.target_kinds.mem0 import Mem0Config
 from erasure.targets import Target
 from erasure.tiers import Tier
+from erasure.untrusted import QDRANT_POINT_CLASSES, PickledRecord, load_pickle
 from tasks.targets.base import TierOutcome, rebuild_pages, retry_busy
 
 KIND = "mem0"
-DEFAULT_COLLECTION = "mem0"
 ENTITY_SUFFIX = "_entities"
 """mem0 2.x keeps entity records in a sibling collection `<collection>_entities` (Qdrant provider)."""
-DEFAULT_LOCK_TIMEOUT = 120.0
 LOCK_FILE = ".lock"
 META_FILE = "meta.json"
 STORAGE_FILE = "storage.sqlite"
-_QDRANT_MODELS = "qdrant_client.http.models.models"
-_ALLOWED_CLASSES = frozenset({"PointStruct", "SparseVector", "Record"})
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Config:
-    """A mem0 target's keys, resolved."""
-
-    history_db: Path
-    qdrant_path: Path
-    collection: str
-    lock_timeout: float
-
-    @property
-    def entity_collection(self) -> str:
-        return self.collection + ENTITY_SUFFIX
-
-    def storage(self, collection: str) -> Path:
-        return self.qdrant_path / "collection" / collection / STORAGE_FILE
 
 
 def _error(target: Target, key: str, what: str) -> ConfigError:
     return ConfigError(f"targets: target {target.name!r} ({KIND}): key {key!r}: {what}")
 
 
-def config(target: Target) -> Config:
-    """The target's keys; `ConfigError` naming the key when one is missing or malformed."""
-    history = target.path("history_db", required=True)
-    qdrant = target.path("qdrant_path", required=True)
-    assert history is not None and qdrant is not None
-    collection = target.text("collection", DEFAULT_COLLECTION) or ""
-    if not collection or "/" in collection or "\\" in collection or collection in (".", "..") \
-            or "\x00" in collection:
-        raise _error(target, "collection", "must be a Qdrant collection name (no path separators)")
-    timeout = target.value("lock_timeout", DEFAULT_LOCK_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) \
-            or timeout < 0:
-        raise _error(target, "lock_timeout", "must be a number of seconds, 0 or more")
-    return Config(history_db=history, qdrant_path=qdrant, collection=collection, lock_timeout=float(timeout))
+def _entity_collection(cfg: Mem0Config) -> str:
+    return cfg.collection + ENTITY_SUFFIX
+
+
+def _storage(cfg: Mem0Config, collection: str) -> Path:
+    return cfg.qdrant_path / "collection" / collection / STORAGE_FILE
 
 
 # --- reading Qdrant's local storage -------------------------------------------------------------
-
-
-class _Model:
-    """What a pickled qdrant-client model becomes here: its state, and nothing that runs code."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.state: dict[str, Any] = {}
-
-    def __setstate__(self, state: Any) -> None:
-        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], dict):
-            state = state[0]  # (__dict__, slots) as pickle builds it for some protocols
-        self.state = state if isinstance(state, dict) else {}
-
-    def fields(self) -> dict[str, Any]:
-        inner = self.state.get("__dict__")
-        return inner if isinstance(inner, dict) else self.state
-
-
-class _PointUnpickler(pickle.Unpickler):
-    """Builds `_Model`s for qdrant-client's point classes; any other class is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == _QDRANT_MODELS and name in _ALLOWED_CLASSES:
-            return _Model
-        raise pickle.UnpicklingError(f"class not allowed in a point: {module}.{name}")
 
 
 @dataclass(frozen=True)
@@ -181,12 +120,11 @@ class Point:
 
 def read_point(blob: bytes) -> tuple[str, dict[str, Any]]:
     """(point id, payload) of one stored point; `pickle.UnpicklingError` if it is not one."""
-    obj = _PointUnpickler(io.BytesIO(blob)).load()
-    if not isinstance(obj, _Model):
+    obj = load_pickle(blob, records=QDRANT_POINT_CLASSES)
+    if not isinstance(obj, PickledRecord):
         raise pickle.UnpicklingError("not a point")
-    fields = obj.fields()
-    payload = fields.get("payload")
-    return str(fields.get("id")), payload if isinstance(payload, dict) else {}
+    payload = obj.state.get("payload")
+    return str(obj.state.get("id")), payload if isinstance(payload, dict) else {}
 
 
 def read_points(path: Path, *, readonly: bool = True) -> list[Point]:
@@ -208,7 +146,7 @@ def _points(conn: apsw.Connection, path: Path) -> list[Point]:
     for rowid, blob in conn.execute("SELECT rowid, point FROM points"):
         try:
             pid, payload = read_point(bytes(blob))
-        except Exception:  # any malformed pickle: counted, then refused below
+        except pickle.UnpicklingError:  # counted, then refused below
             bad += 1
             continue
         out.append(Point(int(rowid), pid, payload))
@@ -218,7 +156,7 @@ def _points(conn: apsw.Connection, path: Path) -> list[Point]:
     return out
 
 
-def collections(cfg: Config) -> list[str]:
+def collections(cfg: Mem0Config) -> list[str]:
     """The collections of the Qdrant folder (its meta.json), as qdrant-client lists them."""
     meta = cfg.qdrant_path / META_FILE
     try:
@@ -284,14 +222,14 @@ class Resolver:
     def point_names(self, p: Point) -> bool:
         return self.names(p.payload.get("data"), p.payload.get("actor_id"))
 
-    def points(self, cfg: Config, read: Callable[[Path], list[Point]]) -> Footprint:
+    def points(self, cfg: Mem0Config, read: Callable[[Path], list[Point]]) -> Footprint:
         fp = Footprint()
         for name in collections(cfg):
-            rows = read(cfg.storage(name))
+            rows = read(_storage(cfg, name))
             fp.live_ids |= {p.point_id for p in rows}
             if name == cfg.collection:
                 fp.memories = [p for p in rows if self.is_subject(p.payload.get("user_id"))]
-            elif name == cfg.entity_collection:
+            elif name == _entity_collection(cfg):
                 fp.entities = [p for p in rows if self.is_subject(p.payload.get("user_id"))]
         return fp
 
@@ -310,13 +248,13 @@ class Resolver:
             fp.message_ids = [str(mid) for mid, scope in conn.execute("SELECT id, session_scope FROM messages")
                               if self.is_subject(scope_user(scope))]
 
-    def mentions(self, cfg: Config, conn: apsw.Connection | None) -> int:
+    def mentions(self, cfg: Mem0Config, conn: apsw.Connection | None) -> int:
         """Other people's points (memories, entities), messages and live memories' history rows that
         name the subject."""
         n = 0
         bystander_memories: set[str] = set()
         for name in collections(cfg):
-            for p in read_points(cfg.storage(name)):
+            for p in read_points(_storage(cfg, name)):
                 if self.is_subject(p.payload.get("user_id")):
                     continue
                 if name == cfg.collection:
@@ -342,7 +280,7 @@ def _has_table(conn: apsw.Connection, name: str) -> bool:
 
 
 @contextmanager
-def folder_lock(cfg: Config) -> Iterator[None]:
+def folder_lock(cfg: Mem0Config) -> Iterator[None]:
     """Hold the local Qdrant folder the way qdrant-client does (exclusive flock on `.lock`), waiting
     up to `lock_timeout` for the agent's client to close; StoreError when it does not."""
     lock = cfg.qdrant_path / LOCK_FILE
@@ -385,7 +323,7 @@ class Mem0Eraser:
     tiers: ClassVar[tuple[Tier, ...]] = (Tier.working, Tier.semantic, Tier.vectors, Tier.audit_log)
 
     def check(self, target: Target) -> None:
-        cfg = config(target)
+        cfg = Mem0Config.of(target)
         if not cfg.history_db.is_file():
             raise _error(target, "history_db", f"no file at {cfg.history_db}")
         if not (cfg.qdrant_path / META_FILE).is_file():
@@ -394,12 +332,12 @@ class Mem0Eraser:
             raise _error(target, "collection", f"no collection {cfg.collection!r} in {cfg.qdrant_path}")
 
     def files(self, target: Target) -> list[Path]:
-        cfg = config(target)
+        cfg = Mem0Config.of(target)
         return [cfg.history_db, cfg.qdrant_path]
 
     def count(self, target: Target, subject: Subject) -> dict[Tier, int]:
         self.check(target)
-        cfg = config(target)
+        cfg = Mem0Config.of(target)
         resolver = Resolver(subject)
         fp = resolver.points(cfg, read_points)
         conn = connect(cfg.history_db, readonly=True)
@@ -417,7 +355,7 @@ class Mem0Eraser:
 
     def erase(self, target: Target, subject: Subject) -> dict[Tier, TierOutcome]:
         self.check(target)
-        cfg = config(target)
+        cfg = Mem0Config.of(target)
         resolver = Resolver(subject)
         with folder_lock(cfg):
             # 1. The points: the only link from the subject to their memory ids.
@@ -429,8 +367,8 @@ class Mem0Eraser:
                                                          "a mem0 database")
                 # 3. The points, then each storage file rebuilt while the folder is still ours.
                 started = time.perf_counter()
-                deleted = {name: self._erase_points(cfg.storage(name), points) for name, points in
-                           ((cfg.collection, fp.memories), (cfg.entity_collection, fp.entities))}
+                deleted = {name: self._erase_points(_storage(cfg, name), points) for name, points in
+                           ((cfg.collection, fp.memories), (_entity_collection(cfg), fp.entities))}
                 points_ms = round((time.perf_counter() - started) * 1000)
                 # 4. The history database rebuilt too; then what is left, counted afresh.
                 started = time.perf_counter()
@@ -445,7 +383,7 @@ class Mem0Eraser:
             Tier.working: TierOutcome(before[Tier.working], after[Tier.working], {"messages": msgs}),
             Tier.semantic: TierOutcome(before[Tier.semantic], after[Tier.semantic],
                                        {"memories": deleted[cfg.collection],
-                                        "entities": deleted[cfg.entity_collection]}),
+                                        "entities": deleted[_entity_collection(cfg)]}),
             Tier.vectors: TierOutcome(before[Tier.vectors], after[Tier.vectors],
                                       {"points": sum(deleted.values()), "delete_and_vacuum_ms": points_ms}),
             Tier.audit_log: TierOutcome(before[Tier.audit_log], after[Tier.audit_log],
@@ -482,7 +420,7 @@ class Mem0Eraser:
 
     def mentions(self, target: Target, subject: Subject) -> int:
         self.check(target)
-        cfg = config(target)
+        cfg = Mem0Config.of(target)
         conn = connect(cfg.history_db, readonly=True)
         try:
             return Resolver(subject).mentions(cfg, conn)

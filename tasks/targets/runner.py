@@ -18,6 +18,7 @@ from erasure.errors import ErasureError
 from erasure.models import StepRecord, StepStatus
 from erasure.targets import Target
 from erasure.tiers import BYTES_SCOPE, CASCADE_ORDER
+from tasks.runner import write_steps_jsonl
 from tasks.targets.base import eraser_for
 
 NOT_APPLICABLE = "not applicable: this target's kind holds no such tier"
@@ -59,8 +60,6 @@ def erase_target(request_id: str, target: Target, home: Home) -> dict[str, Any]:
         if mentions:
             requests.open_exception(engine, request_id, BYTES_SCOPE, "mention_reported", f"target:{target.name}",
                                     {"target": target.name, "items": mentions}, MENTION_GROUND)
-        from tasks.runner import write_steps_jsonl
-
         write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
         if left:
             raise TargetIncomplete(f"target {target.name}: items left in {', '.join(left)}: rerun to resume")
