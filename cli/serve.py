@@ -311,7 +311,7 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
         stack.run("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), project_dir)
         _say(f"deployed after {time.monotonic() - t0:.1f} s")
         if metrics_port:
-            from flows.metrics import serve_metrics, stop_metrics
+            from service.metrics import serve_metrics, stop_metrics
 
             metrics_server = serve_metrics(h, metrics_port, addr=host)
             _say(f"metrics: http://{host}:{metrics_port}/metrics")

@@ -17,7 +17,6 @@ from tests.cascade_fixtures import SUBJECT, build_store, owned_counts, submit
 from tests.cli_fixtures import erasure
 
 REQUEST = "req-ann-1"
-pytestmark = pytest.mark.xfail(strict=True, reason="issue 24: the CLI's hold release leaves the request blocked")
 
 
 @pytest.fixture
