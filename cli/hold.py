@@ -10,11 +10,9 @@ import typer
 from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
-from erasure import requests
-from erasure.config import Home
-from erasure.engine import open_engine
 from memory import holds
 from memory.schema import open_store
+from service.holds import place_subject_hold, release_subject_holds
 
 app = typer.Typer(help="Litigation holds: while one is active on a subject, nothing of them is erased.",
                   no_args_is_help=True)
@@ -38,48 +36,22 @@ def _actor(actor: str | None) -> str:
         return "cli"
 
 
-def _checked(h: Home, subject_id: str, reason: str, actor: str) -> None:
-    """Refuse (exit 2) a reason or actor naming the subject (every identifier the vault knows for that
-    id) or anyone in the request vault, before the store's append-only audit log sees it."""
-    engine = open_engine(h.engine_db)
-    try:
-        requests.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor},
-                                           requests.subject_by_id(engine, subject_id))
-    finally:
-        engine.close()
-
-
 @app.command()
 def place(subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None,
           json_out: JsonOpt = False) -> None:
     """Place a hold on a subject."""
-    h = home_of(home)
-    who = _actor(actor)
-    _checked(h, subject_id, reason, who)
-    conn = open_store(h.store_dir)
-    try:
-        hold_id = holds.place(conn, subject_id, reason, who)
-        active = holds.active_holds(conn, subject_id)
-    finally:
-        conn.close()
+    placed = place_subject_hold(home_of(home), subject_id, reason, _actor(actor))
     if json_out:
-        print_json({"hold_id": hold_id, "active_holds": active})
+        print_json(placed)
     else:
-        console.print(f"hold {hold_id} placed; {active} active hold(s) on that subject")
+        console.print(f"hold {placed['hold_id']} placed; {placed['active_holds']} active hold(s) on that subject")
 
 
 @app.command()
 def release(subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None,
             json_out: JsonOpt = False) -> None:
     """Release every active hold on a subject."""
-    h = home_of(home)
-    who = _actor(actor)
-    _checked(h, subject_id, reason, who)
-    conn = open_store(h.store_dir)
-    try:
-        released = holds.release(conn, subject_id, reason, who)
-    finally:
-        conn.close()
+    released = release_subject_holds(home_of(home), subject_id, reason, _actor(actor))["released"]
     if json_out:
         print_json({"released": released})
     else:

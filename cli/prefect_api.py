@@ -20,6 +20,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from cli import prefect_auth
+from cli.server_state import running_api
 from erasure.config import Home
 from erasure.errors import ConfigError
 
@@ -113,8 +115,6 @@ def prepare(h: Home) -> str | None:
     Returns the API URL when a server is set or the home's server is up (then exported as
     PREFECT_API_URL), or None when a temporary server will be started. `ConfigError` (exit 3) when
     `PREFECT_API_URL` names a server that does not answer."""
-    from cli import prefect_auth
-
     api_url = os.environ.get("PREFECT_API_URL")
     if api_url:
         _require_healthy(api_url)
@@ -137,8 +137,6 @@ def prepare(h: Home) -> str | None:
 def _home_credential_for(h: Home, api_url: str) -> None:
     """`PREFECT_API_URL` named the home's own server (`make serve`, `erasure server start`) and no
     credential was given: send the home's."""
-    from cli import prefect_auth
-
     if os.environ.get(prefect_auth.CLIENT_VAR) or os.environ.get("PREFECT_API_KEY"):
         return
     secret = prefect_auth.home_secret(h)
@@ -154,16 +152,12 @@ def _require_healthy(api_url: str) -> None:
 
 def home_server(h: Home) -> str | None:
     """The API URL of this home's long-lived server (`erasure server start`) when it is up, else None."""
-    from cli.server import running_api
-
     return running_api(h)
 
 
 def require_api(h: Home) -> str:
     """The API of a long-lived server, for commands that configure one (automations): PREFECT_API_URL
     or the home's server. Exported as PREFECT_API_URL. `ConfigError` (exit 3) when there is none."""
-    from cli import prefect_auth
-
     api_url = os.environ.get("PREFECT_API_URL")
     if not api_url:
         api_url = home_server(h)

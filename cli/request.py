@@ -17,10 +17,11 @@ from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure import requests
-from erasure.clocks import ClockPolicy, Deadline, iso_utc
+from erasure.clocks import ClockPolicy, iso_utc
 from erasure.engine import open_engine
 from erasure.errors import InputError
-from erasure.models import load_envelope_file
+from service.clocks import ClockOp, clock_operation, clock_view
+from service.intake import submit_file
 
 app = typer.Typer(help="Submit erasure requests, show them, and pause, resume or extend their clocks.",
                   no_args_is_help=True)
@@ -39,9 +40,6 @@ def _engine(home: Path | None) -> Iterator[apsw.Connection]:
         conn.close()
 
 
-def _clock_dict(request_id: str, clock: Deadline) -> dict[str, Any]:
-    return {"request_id": request_id, "deadline": iso_utc(clock.deadline), "target": iso_utc(clock.target),
-            "days_left": clock.days_left, "paused": clock.paused, "extended": clock.extended}
 
 
 @app.command()
@@ -51,9 +49,7 @@ def submit(
     json_out: JsonOpt = False,
 ) -> None:
     """Validate an envelope, vault it and start its legal clock (idempotent for the same file)."""
-    envelope = load_envelope_file(file)  # before opening anything: bad input writes nothing
-    with _engine(home) as conn:
-        res = requests.submit(conn, envelope, now=datetime.now(UTC), policy=ClockPolicy.from_env())
+    res = submit_file(home_of(home), file)
     out = {"request_id": res.request_id, "legal_basis": res.legal_basis.value, "created": res.created,
            "deadline": iso_utc(res.deadline), "target": iso_utc(res.target)}
     if json_out:
@@ -73,10 +69,11 @@ def show(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False) -> 
         clock = requests.deadline_of(conn, request_id, now=datetime.now(UTC), policy=ClockPolicy.from_env())
         step_list = [{"step": s.step, "status": s.status.value, "before_count": s.before_count,
                       "after_count": s.after_count} for s in requests.steps(conn, request_id)]
-    out = {**_clock_dict(request_id, clock), "tenant_id": row.tenant_id, "legal_basis": row.legal_basis.value,
-           "state": row.state.value, "state_detail": row.state_detail,
-           "received_at": iso_utc(row.received_at), "data_classes": [t.value for t in row.data_classes],
-           "steps": step_list}
+    out: dict[str, Any] = {
+        **clock_view(request_id, clock), "tenant_id": row.tenant_id, "legal_basis": row.legal_basis.value,
+        "state": row.state.value, "state_detail": row.state_detail,
+        "received_at": iso_utc(row.received_at), "data_classes": [t.value for t in row.data_classes],
+        "steps": step_list}
     if json_out:
         print_json(out)
         return
@@ -99,11 +96,11 @@ def list_(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Every request, soonest deadline first."""
     now = datetime.now(UTC)
     policy = ClockPolicy.from_env()
-    rows = []
+    rows: list[dict[str, Any]] = []
     with _engine(home) as conn:
         for r in requests.list_requests(conn):
             clock = requests.deadline_of(conn, r.request_id, now=now, policy=policy)
-            rows.append({**_clock_dict(r.request_id, clock), "state": r.state.value,
+            rows.append({**clock_view(r.request_id, clock), "state": r.state.value,
                          "legal_basis": r.legal_basis.value})
     if json_out:
         print_json(rows)
@@ -114,25 +111,16 @@ def list_(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     console.print(table)
 
 
-_DONE = {"pause": "paused", "resume": "resumed", "extend": "extended"}
+_DONE = {ClockOp.pause: "paused", ClockOp.resume: "resumed", ClockOp.extend: "extended"}
 
 
-def _clock_command(kind: str, request_id: str, reason: str, home: Path | None, json_out: bool,
+def _clock_command(op: ClockOp, request_id: str, reason: str, home: Path | None, json_out: bool,
                    until: date | None = None) -> None:
-    now = datetime.now(UTC)
-    policy = ClockPolicy.from_env()
-    with _engine(home) as conn:
-        if kind == "pause":
-            clock = requests.pause(conn, request_id, reason, now=now, policy=policy)
-        elif kind == "resume":
-            clock = requests.resume(conn, request_id, reason, now=now, policy=policy)
-        else:
-            clock = requests.extend(conn, request_id, reason, now=now, until=until, policy=policy)
-    out = _clock_dict(request_id, clock)
+    out = clock_operation(home_of(home), op, request_id, reason, until=until)
     if json_out:
         print_json(out)
         return
-    console.print(f"request {request_id}: clock {_DONE[kind]}; deadline {out['deadline']} "
+    console.print(f"request {request_id}: clock {_DONE[op]}; deadline {out['deadline']} "
                   f"({out['days_left']} days left), target {out['target']}",
                   markup=False, highlight=False, soft_wrap=True)
 
@@ -140,13 +128,13 @@ def _clock_command(kind: str, request_id: str, reason: str, home: Path | None, j
 @app.command()
 def pause(request_id: IdArg, reason: ReasonOpt, home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Pause the clock while the subject's identity is verified."""
-    _clock_command("pause", request_id, reason, home, json_out)
+    _clock_command(ClockOp.pause, request_id, reason, home, json_out)
 
 
 @app.command()
 def resume(request_id: IdArg, reason: ReasonOpt, home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Resume a paused clock; the deadline moves by the paused time."""
-    _clock_command("resume", request_id, reason, home, json_out)
+    _clock_command(ClockOp.resume, request_id, reason, home, json_out)
 
 
 @app.command()
@@ -165,4 +153,4 @@ def extend(
             day = date.fromisoformat(until)
         except ValueError:
             raise InputError("--until: not an ISO date (YYYY-MM-DD)") from None
-    _clock_command("extend", request_id, reason, home, json_out, until=day)
+    _clock_command(ClockOp.extend, request_id, reason, home, json_out, until=day)

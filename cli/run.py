@@ -6,18 +6,17 @@ ephemeral Prefect server started for this process."""
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from rich.live import Live
 from rich.table import Table
 
+from cli import prefect_api
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.live import run_with_table
 from cli.request import app as request_app
 from cli.targets import TargetsOpt, targets_for
+from cli.window import run_window
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
@@ -110,8 +109,6 @@ def _refuse_before_the_flow(request_id: str, h: Home) -> None:
 
 def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
     """Run the flow in this process, refreshing the step table while it runs. Returns its final state."""
-    from cli import prefect_api
-
     if not (h.keys_dir / "engine.pem").exists():
         raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
                           "run `erasure keys generate --role engine` first")
@@ -121,33 +118,6 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
 
     return run_with_table(lambda: erasure_request(request_id, return_state=True),
                           (lambda: steps_table(h, request_id)) if live else None)
-
-
-def run_with_table(call: Callable[[], Any], table: Callable[[], Table] | None, *, transient: bool = False) -> Any:
-    """Run `call` (a flow, in this process) in a thread, showing `table()` live until it ends (when
-    given); returns its result, or raises what it raised (a Prefect start-up failure explained)."""
-    from cli import prefect_api
-
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["state"] = call()
-        except BaseException as exc:
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, name="erasure-flow", daemon=True)
-    thread.start()
-    if table is not None:
-        with Live(table(), console=console, refresh_per_second=4, transient=transient) as view:
-            while thread.is_alive():
-                time.sleep(0.3)
-                view.update(table())
-            view.update(table())
-    thread.join()
-    if "error" in result:
-        raise prefect_api.explain_start_failure(result["error"]) or result["error"]
-    return result["state"]
 
 
 @request_app.command("run")
@@ -183,8 +153,6 @@ def run(
     if all_submitted or len(ids) > 1:
         if confirm_aliases is not None:
             raise InputError("--confirm-aliases applies to one request: run that request on its own")
-        from cli.window import run_window
-
         run_window(home_of(home), ids or None, json_out=json_out, targets=targets)
         return
     request_id = ids[0]

@@ -31,8 +31,9 @@ from typing import IO, Annotated, Any
 import httpx
 import typer
 
-from cli import prefect_auth
+from cli import prefect_api, prefect_auth
 from cli.common import HomeOpt, home_of
+from cli.server_state import read_state, server_alive
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
 
@@ -254,10 +255,8 @@ def _running_server(h: Home, host: str, port: int) -> tuple[str, int] | None:
     live Prefect process, and the server there takes the home's credential and refuses requests without
     it). None when host:port is free; `ConfigError` when something else answers there (another user's
     Prefect server, or anything else): never adopted."""
-    from cli import server as background
-
-    state = background.read_state(h)
-    if state is not None and background.server_alive(state) and prefect_auth.is_ours(
+    state = read_state(h)
+    if state is not None and server_alive(state) and prefect_auth.is_ours(
             state.api_url, prefect_auth.home_secret(h)):
         return state.host, state.port
     if port_in_use(host, port):
@@ -273,8 +272,6 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
     """Start (or reuse) the server, then pool, deployments, worker (and metrics); block until `stop` is
     set or a child dies; stop everything it started. Returns 0 after a requested stop, 1 when a child
     died."""
-    from cli import prefect_api
-
     stop = stop or threading.Event()
     reuse = _running_server(h, host, port)
     if reuse is not None:
@@ -311,7 +308,7 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
         stack.run("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), project_dir)
         _say(f"deployed after {time.monotonic() - t0:.1f} s")
         if metrics_port:
-            from flows.metrics import serve_metrics, stop_metrics
+            from service.metrics import serve_metrics, stop_metrics
 
             metrics_server = serve_metrics(h, metrics_port, addr=host)
             _say(f"metrics: http://{host}:{metrics_port}/metrics")

@@ -15,114 +15,39 @@ Prefect automation that notifies the DPO (automations/notify-dpo.yaml).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from cli import prefect_api, prefect_auth
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.server_state import (
+    ServerState,
+    clear_state,
+    log_dir,
+    pid_alive,
+    read_state,
+    server_alive,
+    write_state,
+)
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
 
 app = typer.Typer(help="The home's long-lived Prefect server and worker in the background: start, stop, status.",
                   no_args_is_help=True)
 
-STATE = "state.json"
 STOP_TIMEOUT = 20.0
 #: The deployments that run on a schedule (prefect.yaml), shown by `status`.
 SCHEDULED = ("sla-monitor", "intake")
 AUTOMATION_FILE = PROJECT_ROOT / "automations" / "notify-dpo.yaml"
 WEBHOOK_BLOCK = "erasure-dpo-webhook"
-
-
-@dataclass
-class ServerState:
-    """What `start` started: written to `<home>/server/state.json`."""
-
-    host: str
-    port: int
-    server_pid: int
-    worker_pids: list[int] = field(default_factory=list)
-    postgres: bool = False
-    project_dir: str = str(PROJECT_ROOT)
-    started_at: str = ""
-
-    @property
-    def api_url(self) -> str:
-        return f"http://{self.host}:{self.port}/api"
-
-    @property
-    def ui_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-
-def state_dir(h: Home) -> Path:
-    return h.root / "server"
-
-
-def log_dir(h: Home) -> Path:
-    return state_dir(h) / "logs"
-
-
-def read_state(h: Home) -> ServerState | None:
-    """The state file of the home's server, or None when there is none (or it is unreadable)."""
-    try:
-        doc = json.loads((state_dir(h) / STATE).read_text())
-        return ServerState(**doc)
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def _write_state(h: Home, st: ServerState) -> None:
-    d = state_dir(h)
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".{STATE}.tmp"
-    tmp.write_text(json.dumps(asdict(st), indent=2, sort_keys=True) + "\n")
-    tmp.replace(d / STATE)
-    (d / "server.pid").write_text(f"{st.server_pid}\n")
-    for old in d.glob("worker-*.pid"):
-        old.unlink()
-    for i, pid in enumerate(st.worker_pids, 1):
-        (d / f"worker-{i}.pid").write_text(f"{pid}\n")
-
-
-def _clear_state(h: Home) -> None:
-    d = state_dir(h)
-    for p in (d / STATE, d / "server.pid", *d.glob("worker-*.pid")):
-        with contextlib.suppress(FileNotFoundError):
-            p.unlink()
-
-
-def pid_alive(pid: int) -> bool:
-    """True when `pid` is a live (not zombie) Prefect process: a recycled pid is not ours."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return b"prefect" in cmdline and stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
-def server_alive(st: ServerState) -> bool:
-    return pid_alive(st.server_pid)
-
-
-def running_api(h: Home) -> str | None:
-    """The API URL of the home's server when it is up (its process alive, and the server there takes
-    the home's credential and refuses requests without it), else None."""
-    from cli import prefect_auth
-
-    st = read_state(h)
-    if st is None or not server_alive(st):
-        return None
-    return st.api_url if prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)) else None
 
 
 def _spawn(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path) -> subprocess.Popen[bytes]:
@@ -159,8 +84,7 @@ def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers:
                  project_dir: Path = PROJECT_ROOT, say: Any = None) -> ServerState:
     """Start the home's server, pool, deployments and workers in the background. Idempotent: a running
     server is returned as it is. `ConfigError` (exit 3) when something fails (all started is stopped)."""
-    from cli import prefect_api, prefect_auth
-    from cli.serve import ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy
+    from cli.serve import ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy  # httpx: only to start
 
     say = say or (lambda msg: None)
     st = read_state(h)
@@ -169,7 +93,7 @@ def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers:
             return st
         raise ConfigError(f"the home's server (pid {st.server_pid}) runs but does not answer at {st.api_url}: "
                           "`erasure server stop` first")
-    _clear_state(h)
+    clear_state(h)
     if port_in_use(host, port):
         raise ConfigError(f"{host}:{port} is already in use: pass --port, or stop what runs there")
     logs = log_dir(h)
@@ -193,7 +117,7 @@ def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers:
         started.append(server.pid)
         st = ServerState(host=host, port=port, server_pid=server.pid, postgres=postgres,
                          project_dir=str(project_dir), started_at=datetime.now(UTC).isoformat())
-        _write_state(h, st)
+        write_state(h, st)
         say(f"starting the Prefect server (logs in {logs}) ...")
         wait_healthy(api, alive=lambda: server.poll() is None)
         say(f"server healthy after {time.monotonic() - t0:.1f} s; deploying prefect.yaml ...")
@@ -204,13 +128,13 @@ def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers:
                        env, project_dir, logs)
             started.append(w.pid)
             st.worker_pids.append(w.pid)
-        _write_state(h, st)
+        write_state(h, st)
         say(f"deployed after {time.monotonic() - t0:.1f} s")
         return st
     except BaseException:
         for pid in reversed(started):
             _kill_group(pid)
-        _clear_state(h)
+        clear_state(h)
         if postgres:
             from cli import postgres as pg
 
@@ -234,7 +158,7 @@ def stop_server(h: Home) -> dict[str, Any]:
             from cli import postgres as pg
 
             out["postgres"] = pg.stop(h)
-    _clear_state(h)
+    clear_state(h)
     return out
 
 
@@ -242,8 +166,6 @@ def next_runs(api_url: str, secret: str | None, names: tuple[str, ...] = SCHEDUL
     """For each deployment (flow and deployment share the name): its schedules and its next scheduled run.
     `secret`: the server's credential."""
     import httpx
-
-    from cli import prefect_auth
 
     out: dict[str, dict[str, Any]] = {}
     with httpx.Client(base_url=api_url, timeout=10.0, headers=prefect_auth.headers(secret)) as c:
@@ -269,8 +191,6 @@ def next_runs(api_url: str, secret: str | None, names: tuple[str, ...] = SCHEDUL
 
 def status_of(h: Home) -> dict[str, Any]:
     """What runs for this home: server, workers, database, next scheduled runs."""
-    from cli import prefect_auth
-
     st = read_state(h)
     if st is None:
         return {"running": False, "home": str(h.root)}
@@ -376,8 +296,6 @@ def automation(
 ) -> None:
     """Create (or update) the Prefect automation that notifies the DPO when a request awaits attestation,
     is blocked or failed (automations/notify-dpo.yaml), with a webhook notification block."""
-    from cli import prefect_api
-
     h = home_of(home)
     api = prefect_api.require_api(h)
     from flows.run_report import create_dpo_automation

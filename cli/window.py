@@ -7,7 +7,9 @@ from typing import Any
 
 from rich.table import Table
 
+from cli import prefect_api
 from cli.common import console, print_json
+from cli.live import run_with_table
 from cli.targets import targets_for
 from erasure import requests
 from erasure.config import Home
@@ -54,15 +56,12 @@ def _ids_to_show(h: Home, request_ids: list[str] | None) -> list[str]:
 
 def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, targets: Any) -> None:
     """Run the erasure-window flow in this process; print per-request outcomes; raise on any failure."""
-    from cli import prefect_api
-
     if not (h.keys_dir / "engine.pem").exists():
         raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
                           "run `erasure keys generate --role engine` first")
     targets_for(h, targets)
     prefect_api.prepare(h)
     shown = _ids_to_show(h, request_ids)
-    from cli.run import run_with_table
     from flows.window import erasure_window
 
     state = run_with_table(lambda: erasure_window(request_ids, return_state=True),

@@ -269,6 +269,13 @@ def subject_by_id(conn: apsw.Connection, subject_id: str) -> Subject:
     return Subject(id=subject_id)
 
 
+def requests_of_subject(conn: apsw.Connection, subject_id: str) -> list[str]:
+    """The ids of every vaulted request whose subject id is `subject_id` (NFKC + case folding)."""
+    want = fold(subject_id)
+    return [rid for rid, text in conn.execute("SELECT request_id, envelope_json FROM vault ORDER BY request_id")
+            if fold(str(json.loads(text)["subject"]["id"])) == want]
+
+
 def subject_of(conn: apsw.Connection, request_id: str | None) -> Subject | None:
     """The subject of `request_id` from the vault, or None when there is no such request."""
     if request_id is None:

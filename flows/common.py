@@ -1,11 +1,10 @@
-"""What the flows share: the home, the per-request run lock, the one-writer-per-store slot, the cache key
-of a step."""
+"""What the flows share beyond the service layer: typed parameters for the UI forms and the
+one-writer-per-store slot (a Prefect global concurrency limit)."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import fcntl
 import hashlib
 import time
 from collections.abc import Iterator
@@ -15,9 +14,6 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from erasure.config import Home
-from erasure.errors import ConfigError, Conflict, InputError
-from erasure.models import is_safe_token
-from erasure.targets import Targets, home_targets
 
 
 def described(description: str, **constraints: Any) -> Any:
@@ -32,50 +28,6 @@ def described(description: str, **constraints: Any) -> Any:
 RequestId = Annotated[str, described(
     min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
     description="The request id (as given by `erasure request submit` or the inbox). Never an email or a name.")]
-
-
-def home() -> Home:
-    """The home named by the environment (the CLI and the worker export it, prefect.yaml passes it to every
-    run). `ConfigError` when a deployment carries a `{{ $ERASURE_... }}` placeholder that `prefect deploy`
-    could not fill in (it ran without that variable)."""
-    import os
-
-    for name in ("ERASURE_HOME", "ERASURE_EVIDENCE"):
-        if "{{" in os.environ.get(name, ""):
-            raise ConfigError(f"{name} is an unfilled placeholder ({os.environ[name]}): deploy with "
-                              "`erasure server start` or export it before `prefect deploy`")
-    return Home.resolve().ensure()
-
-
-def user_reason(exc: BaseException) -> str:
-    """Why a run failed, for the request's state: our errors carry a user-facing message without
-    identifiers; any other error is named by its type only (its text could hold anything)."""
-    from erasure.errors import ErasureError
-
-    return str(exc)[:300] if isinstance(exc, ErasureError) else f"unexpected {type(exc).__name__}: see the run's logs"
-
-
-def checked_request_id(request_id: str) -> str:
-    if not is_safe_token(request_id):
-        raise InputError("request_id: not a safe token (letters, digits, '.', '_', '-'; at most 128)")
-    return request_id
-
-
-@contextmanager
-def request_lock(h: Home, request_id: str) -> Iterator[None]:
-    """One run per request at a time. An OS file lock: a run killed with -9 releases it with its
-    process, so a dead run never blocks the next one."""
-    lock_dir = h.engine_dir / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{request_id}.lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise Conflict(f"request {request_id} is already being run by another process") from exc
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 #: The store slot names this process (this flow run and the child flows it runs in-process) holds.
@@ -148,23 +100,3 @@ def _run_logger() -> Any:
         return get_run_logger()
     except MissingContextError:
         return logging.getLogger("erasure.store_writer")
-
-
-@contextmanager
-def store_lock(h: Home) -> Iterator[None]:
-    """One erasure of a store at a time, from its fingerprint to its verification, so that no other
-    subject's erasure changes the bystander populations in between. Waits (an OS file lock, released
-    with its process if that dies)."""
-    lock_dir = h.engine_dir / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / "store.lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def targets_of(h: Home) -> Targets:
-    """The home's targets (`erasure.targets.home_targets`)."""
-    return home_targets(h.root, h.store_dir)

@@ -12,21 +12,24 @@ from prefect.states import Completed, Failed
 
 from erasure import requests
 from erasure.engine import open_engine
-from erasure.errors import ConfigError, ErasureError
+from erasure.errors import ErasureError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
 from flows import run_report
-from flows.common import (
-    RequestId,
+from flows.common import RequestId, store_writer
+from flows.verification import verification
+from proof.errors import EvidenceInvalid
+from service.common import (
     checked_request_id,
+    engine_key_present,
     home,
     request_lock,
     store_lock,
-    store_writer,
     targets_of,
     user_reason,
 )
-from flows.verification import verification
+from service.packs import write_engine_pack
+from service.verification import take_and_seal_fingerprint
 from tasks import runner
 from tasks.preflight import preflight
 
@@ -56,8 +59,6 @@ def footprint_task(request_id: str) -> dict[str, int]:
 @task(name="fingerprint", retries=0)
 def fingerprint_task(request_id: str) -> dict[str, Any]:
     """The probes' own fingerprint, sealed to disk under a key the verification destroys."""
-    from flows.verification import take_and_seal_fingerprint
-
     return take_and_seal_fingerprint(request_id, home())
 
 
@@ -94,20 +95,11 @@ def scrub_task(request_id: str) -> dict[str, Any]:
 def proof_task(request_id: str) -> dict[str, Any]:
     """Write the engine-signed pack. Evidence that is missing (a step that never finished) or that
     contradicts itself leaves no pack: the request stays in exception until a rerun completes it."""
-    from flows.pack_writer import write_engine_pack
-    from proof.errors import EvidenceInvalid
-
     try:
         return write_engine_pack(request_id, home())
     except EvidenceInvalid as exc:
         get_run_logger().warning("no pack for %s: %s", request_id, exc)
         return {"request_id": request_id, "pack": None, "error": str(exc)}
-
-
-def _engine_key_present() -> None:
-    key = home().keys_dir / "engine.pem"
-    if not key.exists():
-        raise ConfigError(f"no engine signing key at {key}: run `erasure keys generate --role engine` first")
 
 
 @flow(name="erasure-request", flow_run_name="erasure-{request_id}", persist_result=False, log_prints=False,
@@ -118,7 +110,7 @@ def erasure_request(request_id: RequestId) -> State:
     log = get_run_logger()
     h = home()
     with request_lock(h, request_id):
-        _engine_key_present()
+        engine_key_present(h)
         pf = preflight_task(request_id)
         if pf["action"] == "noop":
             log.info("request %s already completed (%s): nothing to do", request_id, pf["state"])

@@ -5,7 +5,7 @@ Each run reads `erasure.sla` rows and
   (the Artifacts page of the Prefect UI keeps their history);
 - emits the Prefect events `erasure.request.deadline.at-risk` and `erasure.request.deadline.breached`,
   one per request, on the resource `erasure.request.<request_id>` (automations can catch them);
-- writes the Prometheus textfile (`flows.metrics`).
+- writes the Prometheus textfile (`service.metrics`).
 Rows, artifacts, events and metrics hold request ids, dates and flags: never the subject.
 """
 
@@ -24,8 +24,9 @@ from erasure.clocks import ClockPolicy, iso_utc
 from erasure.engine import open_engine
 from erasure.models import LegalBasis
 from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise, to_markdown
-from flows.common import described, home
-from flows.metrics import default_textfile, write_textfile
+from flows.common import described
+from service.common import home
+from service.metrics import default_textfile, write_textfile
 
 TABLE_KEY = "erasure-sla"
 MARKDOWN_KEY = "erasure-sla-report"

@@ -27,17 +27,20 @@ from erasure.engine import open_engine
 from erasure.errors import Conflict, ErasureError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER, Tier
-from flows.common import (
-    RequestId,
+from flows.common import RequestId, described, store_writer
+from probes.fingerprint import Fingerprint
+from probes.window import take_window, verify_window
+from service.common import (
     checked_request_id,
-    described,
+    engine_key_present,
     home,
     request_lock,
     store_lock,
-    store_writer,
     targets_of,
     user_reason,
 )
+from service.packs import write_engine_pack
+from service.verification import fingerprint_paths, home_scan_roots, record_verification, take_and_seal_fingerprint
 from tasks import runner
 from tasks.preflight import preflight
 
@@ -75,9 +78,6 @@ def window_fingerprint(request_ids: list[str]) -> dict[str, str]:
     """The probes' fingerprints of every subject, sealed per request, taken together (one store-facts
     read, one byte scan, one bystander baseline). A request with a sealed fingerprint from an earlier run
     keeps it (or has its bystander baseline retaken, as a single run would)."""
-    from flows.verification import fingerprint_paths, take_and_seal_fingerprint
-    from probes.window import take_window
-
     h = home()
     out: dict[str, str] = {}
     fresh: list[str] = []
@@ -141,10 +141,6 @@ def window_scrub(request_ids: list[str]) -> dict[str, Any]:
 @task(name="window-verification", retries=0, cache_policy=NO_CACHE)
 def window_verification(request_ids: list[str]) -> dict[str, dict[str, Any]]:
     """The independent probes for every request at once; each request's verification.json."""
-    from flows.verification import fingerprint_paths, home_scan_roots, record_verification
-    from probes.fingerprint import Fingerprint
-    from probes.window import verify_window
-
     h = home()
     engine = open_engine(h.engine_db)
     try:
@@ -165,8 +161,6 @@ def window_verification(request_ids: list[str]) -> dict[str, dict[str, Any]]:
 @task(name="proof-packs", retries=0, cache_policy=NO_CACHE)
 def window_packs(request_ids: list[str]) -> dict[str, Any]:
     """Each request's engine-signed pack."""
-    from flows.pack_writer import write_engine_pack
-
     h = home()
     return _each(request_ids, lambda rid: write_engine_pack(rid, h))
 
@@ -186,14 +180,12 @@ def erasure_window(request_ids: RequestIds = None) -> State:
     """Erase several requests as one window (none given: every submitted request, and every one a dead
     run left running), verify each independently, write each one's signed pack. Held requests are
     skipped and reported."""
-    from flows.erasure_request import _engine_key_present
-
     log = get_run_logger()
     h = home()
     ids = list(dict.fromkeys(checked_request_id(r) for r in request_ids)) if request_ids else _submitted()
     if not ids:
         return Completed(message="no request to run", data={"requests": {}})
-    _engine_key_present()
+    engine_key_present(h)
     report: dict[str, dict[str, Any]] = {}
     with contextlib.ExitStack() as locks:
         runnable: list[str] = []

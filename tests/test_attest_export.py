@@ -22,13 +22,14 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import Conflict, InputError, RequestBlocked
 from erasure.states import RequestState
-from flows.pack_writer import write_engine_pack
-from flows.verification import probes_task, take_and_seal_fingerprint
+from flows.verification import probes_task
 from proof.dsse import sign_envelope
 from proof.errors import PackRejected, SameKeyRefused
 from proof.keys import generate_keypair, keyid, load_private_key
 from proof.statement import dpo_statement
 from proof.verify.wire import envelope_bytes
+from service.packs import write_engine_pack
+from service.verification import take_and_seal_fingerprint
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import SUBJECT, build_store, submit
 from tests.proof_fixtures import json_edit, read_members, repack, sums_of

@@ -30,10 +30,11 @@ from erasure.errors import Conflict, InputError, NotFound
 from erasure.models import ErasureRequestEnvelope
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from flows import operations
 from memory import holds, suppression
 from memory.schema import create
 from proof.keys import generate_keypair
+from service import clocks, consent, intake
+from service import holds as service_holds
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store
 from tests.cascade_fixtures import submit as submit_subject
 from tests.process_fixtures import free_port
@@ -325,14 +326,14 @@ def store_home(home: Home) -> Home:
 
 
 def test_hold_place_and_release_by_request_id(store_home: Home) -> None:
-    placed = operations.place_hold(store_home, "req-a", "litigation: case 77", "legal")
+    placed = service_holds.place_hold(store_home, "req-a", "litigation: case 77", "legal")
     assert placed["active_holds"] == 1
     engine = open_engine(store_home.engine_db)
     try:
         requests.set_state(engine, "req-a", RequestState.blocked, "held: 1 items")
     finally:
         engine.close()
-    released = operations.release_hold(store_home, "req-a", "case closed", "legal")
+    released = service_holds.release_hold(store_home, "req-a", "case closed", "legal")
     assert released == {"request_id": "req-a", "released": [placed["hold_id"]], "active_holds": 0}
     engine = open_engine(store_home.engine_db)
     try:
@@ -342,7 +343,7 @@ def test_hold_place_and_release_by_request_id(store_home: Home) -> None:
         engine.close()
     assert events[-4:] == ["hold.placed", "request.state", "hold.released", "request.state"]
     with pytest.raises(NotFound):
-        operations.release_hold(store_home, "req-a", "again", "legal")
+        service_holds.release_hold(store_home, "req-a", "again", "legal")
 
 
 @pytest.mark.parametrize(("field", "text"), [("reason", "hold for Mira Oksa"), ("reason", "re mira.oksa@example.net"),
@@ -350,7 +351,7 @@ def test_hold_place_and_release_by_request_id(store_home: Home) -> None:
 def test_operations_refuse_text_that_names_the_subject(store_home: Home, field: str, text: str) -> None:
     args = {"reason": "litigation", "actor": "legal", field: text}
     with pytest.raises(InputError, match=field):
-        operations.place_hold(store_home, "req-a", args["reason"], args["actor"])
+        service_holds.place_hold(store_home, "req-a", args["reason"], args["actor"])
     store = create(store_home.store_dir)
     try:
         assert holds.list_holds(store) == []
@@ -360,9 +361,9 @@ def test_operations_refuse_text_that_names_the_subject(store_home: Home, field: 
 
 def test_operations_refuse_unknown_or_unsafe_request_ids(store_home: Home) -> None:
     with pytest.raises(NotFound):
-        operations.place_hold(store_home, "req-nope", "litigation", "legal")
+        service_holds.place_hold(store_home, "req-nope", "litigation", "legal")
     with pytest.raises(InputError):
-        operations.place_hold(store_home, "../etc", "litigation", "legal")
+        service_holds.place_hold(store_home, "../etc", "litigation", "legal")
 
 
 def test_suppression_allow_removes_only_that_requests_keys(store_home: Home) -> None:
@@ -376,10 +377,10 @@ def test_suppression_allow_removes_only_that_requests_keys(store_home: Home) -> 
             suppression.record(store, "chat", "conv-9", "req-other")
     finally:
         store.close()
-    assert operations.allow_reingest(store_home, "req-a", "re-consent given", "dpo", "chat")["allowed"] == 1
-    assert operations.allow_reingest(store_home, "req-a", "re-consent given", "dpo")["allowed"] == 1
+    assert consent.allow_reingest(store_home, "req-a", "re-consent given", "dpo", "chat")["allowed"] == 1
+    assert consent.allow_reingest(store_home, "req-a", "re-consent given", "dpo")["allowed"] == 1
     with pytest.raises(NotFound):
-        operations.allow_reingest(store_home, "req-a", "re-consent given", "dpo")
+        consent.allow_reingest(store_home, "req-a", "re-consent given", "dpo")
     store = create(store_home.store_dir)
     try:
         assert [(k.source, k.source_ref) for k in suppression.list_suppressed(store)] == [
@@ -390,9 +391,9 @@ def test_suppression_allow_removes_only_that_requests_keys(store_home: Home) -> 
 
 def test_clock_operations_refusals_surface_as_errors(store_home: Home) -> None:
     with pytest.raises(Conflict):
-        operations.clock_operation(store_home, "resume", "req-a", "not paused")
+        clocks.clock_operation(store_home, "resume", "req-a", "not paused")
     with pytest.raises(InputError, match="legal maximum"):
-        operations.clock_operation(store_home, "extend", "req-a", "complex",
+        clocks.clock_operation(store_home, "extend", "req-a", "complex",
                                    until=datetime.now(UTC).date() + timedelta(days=400))
 
 
@@ -405,7 +406,7 @@ def test_drain_inbox_vaults_deletes_and_rejects(home: Home) -> None:
     (inbox / "d.json").write_text(json.dumps({**good, "reason": "x"}))  # same id, other body
     (inbox / ".partial.json").write_text("{")  # hidden: a file still being written
     (inbox / "notes.txt").write_text("ignored")
-    res = operations.drain_inbox(home)
+    res = intake.drain_inbox(home)
     assert res.as_dict() == {"vaulted": ["req-in-1"], "already_present": ["req-in-1"], "rejected": 2, "purged": 0,
                              "refused": 0}
     assert sorted(p.name for p in inbox.iterdir() if p.is_file()) == [".intake.lock", ".partial.json", "notes.txt"]
@@ -414,5 +415,5 @@ def test_drain_inbox_vaults_deletes_and_rejects(home: Home) -> None:
     assert len(rejected) == 4 and sum(n.endswith(".rejected") for n in rejected) == 2
     errors = [p.read_text() for p in (inbox / "rejected").glob("*.error.txt")]
     assert any("different body" in e for e in errors)
-    assert operations.drain_inbox(home).as_dict() == {"vaulted": [], "already_present": [], "rejected": 0,
+    assert intake.drain_inbox(home).as_dict() == {"vaulted": [], "already_present": [], "rejected": 0,
                                                       "purged": 0, "refused": 0}

@@ -31,11 +31,11 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.identity import Identity
 from erasure.subject import Subject
-from flows.common import store_lock
 from memory.ingest import ingest
 from memory.items import MemoryItem
 from memory.schema import create
 from memory.sessions import session_path
+from service.common import store_lock
 from tasks import mentions
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit

@@ -151,7 +151,7 @@ def test_a_run_that_died_before_verification_verifies_on_rerun_with_the_sealed_f
     """The first run sealed the fingerprint and finished the cascade, then died: the rerun's probes use
     the needles taken before the cascade (the subject's content is gone by now), and destroy them."""
     from flows.erasure_request import erasure_request
-    from flows.verification import fingerprint_paths, take_and_seal_fingerprint
+    from service.verification import fingerprint_paths, take_and_seal_fingerprint
     from tasks.runner import run_cascade
 
     assert take_and_seal_fingerprint("req-ann-1", ready)["fingerprint"] == "taken"

@@ -17,9 +17,11 @@ from erasure.config import Home
 from erasure.errors import InputError
 from erasure.sqlite import transaction
 from erasure.subject import Subject
-from flows.operations import allow_reingest, clock_operation, place_hold, release_hold
 from memory import holds, suppression
 from memory.schema import create
+from service.clocks import clock_operation
+from service.consent import allow_reingest
+from service.holds import place_hold, release_hold
 from tests.cascade_fixtures import submit
 
 SUBJECT = Subject(id="subj-zqvxk-4471", email="annabel.quist@example.org", name="Annabel Quist",

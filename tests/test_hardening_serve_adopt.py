@@ -161,7 +161,8 @@ def test_a_state_file_pointing_at_a_foreign_server_is_not_the_homes_server(
     reuse it."""
     from cli import prefect_api
     from cli.serve import _running_server
-    from cli.server import ServerState, _write_state, running_api
+    from cli.server_state import ServerState, running_api
+    from cli.server_state import write_state as _write_state
     from erasure.errors import ConfigError
 
     api, pid = other_users_prefect_server

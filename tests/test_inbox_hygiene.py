@@ -18,7 +18,7 @@ from erasure.config import Home
 from erasure.errors import ConfigError
 from erasure.inbox import inbox_files, key_path, purge_rejected_for, read_rejected, rejected_dir
 from erasure.subject import Subject
-from flows.operations import drain_inbox
+from service.intake import drain_inbox
 
 SUBJECT = Subject(id="subj-zqvxk-4471", email="annabel.quist@example.org", name="Annabel Quist",
                   phone="+44 79 5833 1277")

@@ -438,7 +438,7 @@ def test_another_subjects_erasure_from_the_same_target_after_the_seal_is_discoun
         case7: Layouts, home: Home, tmp_path: Path, prefect_harness: None) -> None:
     """A's fingerprint sealed, then a crash; B (a bystander of A's) erased from the same LangGraph file;
     A's rerun retakes the bystander baseline at once instead of counting B's erasure as A's loss."""
-    from flows.verification import take_and_seal_fingerprint
+    from service.verification import take_and_seal_fingerprint
 
     lay = copy_of(case7, tmp_path / "agent")
     both = {"name": "agent", "kind": "langgraph-sqlite", "store": str(lay.store), "checkpoints": str(lay.checkpoints),

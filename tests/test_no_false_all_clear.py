@@ -199,7 +199,7 @@ def test_case_3_a_second_id_for_the_same_person_needs_confirmation(store: Home) 
 
 def test_case_7_a_stale_sealed_baseline_is_retaken_after_another_erasure(store: Home) -> None:
     """A crash just after A's fingerprint was sealed, then B erased: A's rerun converges, and says so."""
-    from flows.verification import take_and_seal_fingerprint
+    from service.verification import take_and_seal_fingerprint
 
     submit(store, "req-case-7a")
     submit(store, "req-case-7b", subject=BYSTANDER)
@@ -275,7 +275,7 @@ def test_case_2_a_processors_copy_of_the_mention_is_rectified(home: Home, tmp_pa
 
 
 def test_case_5_a_rejected_inbox_envelope_of_the_subject_is_purged_by_the_erasure(store: Home) -> None:
-    from flows.operations import drain_inbox
+    from service.intake import drain_inbox
 
     bad = {"request_id": "req-bad", "subject": SUBJECT.model_dump(), "legal_basis": "NOPE"}
     (store.inbox_dir / f"{SUBJECT.email}.json").write_text(json.dumps(bad))

@@ -27,12 +27,12 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.subject import Subject
 from erasure.tiers import CASCADE_ORDER
-from flows.common import store_lock
 from memory.ingest import ingest
 from memory.items import MemoryItem
 from memory.schema import create
 from probes.fingerprint import take_fingerprint
 from probes.run import run_probes
+from service.common import store_lock
 from tasks.runner import prepare, run_cascade, run_step
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
 

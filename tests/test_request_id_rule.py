@@ -19,7 +19,7 @@ from erasure.engine import open_engine
 from erasure.errors import InputError
 from erasure.models import mentions_subject
 from erasure.subject import Subject
-from flows.operations import drain_inbox
+from service.intake import drain_inbox
 
 SUBJECT = {"id": "subj-zqvxk-4471", "email": "annabel.quist@example.org", "name": "Annabel Quist",
            "phone": "+44 79 5833 1277"}

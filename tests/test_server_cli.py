@@ -60,7 +60,8 @@ def test_a_stale_state_file_is_not_a_server(tmp_path: Path) -> None:
     """A state file left by a server that died (its pid gone or recycled) is ignored: commands fall back
     to a temporary server, and `start` starts afresh."""
     from cli import prefect_api
-    from cli.server import ServerState, _write_state, read_state, running_api
+    from cli.server_state import ServerState, read_state, running_api
+    from cli.server_state import write_state as _write_state
 
     h = Home.resolve(tmp_path / "home", tmp_path / "ev").ensure()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

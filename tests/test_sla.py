@@ -24,8 +24,8 @@ from erasure.errors import InputError
 from erasure.models import ErasureRequestEnvelope, LegalBasis
 from erasure.sla import COLUMNS, sla_rows, state_counts, summarise, to_markdown
 from erasure.states import RequestState
-from flows.metrics import default_textfile, families, write_textfile
-from flows.operations import clock_operation
+from service.clocks import clock_operation
+from service.metrics import default_textfile, families, write_textfile
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)  # a Tuesday
 POLICY = ClockPolicy()
@@ -237,7 +237,7 @@ def test_live_metrics_endpoint_recomputes_on_every_scrape(home: Home, engine: ap
 
     import httpx
 
-    from flows.metrics import serve_metrics, stop_metrics
+    from service.metrics import serve_metrics, stop_metrics
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -20,12 +20,12 @@ from cli.main import app
 from erasure.config import Home
 from erasure.errors import InputError
 from erasure.subject import Subject
-from flows.operations import allow_reingest
 from memory import suppression
 from memory.demo import COUNTED_TABLES
 from memory.ingest import ingest
 from memory.items import MemoryItem
 from memory.schema import create
+from service.consent import allow_reingest
 from tasks import runner
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, owned_counts, store_bytes, submit

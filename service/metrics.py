@@ -4,7 +4,7 @@ state, overdue and at-risk totals. Labels carry request ids, legal bases and sta
 Two ways out:
 - a textfile (node_exporter's textfile collector format), written atomically by the sla-monitor flow
   after each run; default `<ERASURE_HOME>/metrics/erasure_sla.prom`;
-- an HTTP endpoint that recomputes on every scrape: `python -m flows.metrics --port 9464`, or
+- an HTTP endpoint that recomputes on every scrape: `python -m service.metrics --port 9464`, or
   `erasure serve --metrics-port 9464`.
 """
 
@@ -126,8 +126,8 @@ def stop_metrics(server: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m flows.metrics`: serve live metrics on a port, or write the textfile once."""
-    p = argparse.ArgumentParser(prog="python -m flows.metrics", description=__doc__.splitlines()[0])
+    """`python -m service.metrics`: serve live metrics on a port, or write the textfile once."""
+    p = argparse.ArgumentParser(prog="python -m service.metrics", description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, help="serve on this port until interrupted")
     p.add_argument("--addr", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--textfile", type=Path, help="write the textfile here once (default: under ERASURE_HOME)")

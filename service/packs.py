@@ -11,6 +11,8 @@ from typing import Any
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
+from proof.pack import write_pack
+from service.common import targets_of
 
 
 def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -40,9 +42,7 @@ def write_evidence(request_id: str, h: Home) -> Path:
         }
         out = h.evidence_dir(request_id)
         out.mkdir(parents=True, exist_ok=True)
-        from erasure.targets import home_targets
-
-        if home_targets(h.root, h.store_dir).reference() is None:
+        if targets_of(h).reference() is None:
             # No reference store among the targets: no audit log of ours to redact, and the pack says so.
             (out / "audit-log-redaction.json").write_text(json.dumps(
                 {"format": "audit-log-redaction/none/v1", "request_id": row.request_id,
@@ -71,8 +71,6 @@ def forbidden_strings(request_id: str, h: Home) -> list[str]:
 
 def write_engine_pack(request_id: str, h: Home) -> dict[str, Any]:
     """Evidence files, then the engine-signed pack. Returns the pack path (no identifiers)."""
-    from proof.pack import write_pack
-
     out = write_evidence(request_id, h)
     pack = write_pack(out, h.keys_dir / "engine.pem", forbidden=forbidden_strings(request_id, h))
     return {"request_id": request_id, "pack": str(pack)}

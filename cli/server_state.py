@@ -1,0 +1,98 @@
+"""Where the home's long-lived Prefect server is: `<home>/server/state.json` (written by `erasure server
+start`), whether its process is alive, and its API when it is up and takes the home's credential. Read by
+every command that runs a flow (`cli.prefect_api`), by `erasure serve` and by `erasure server`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from cli import prefect_auth
+from erasure.config import PROJECT_ROOT, Home
+
+STATE = "state.json"
+
+
+@dataclass
+class ServerState:
+    """What `start` started: written to `<home>/server/state.json`."""
+
+    host: str
+    port: int
+    server_pid: int
+    worker_pids: list[int] = field(default_factory=list)
+    postgres: bool = False
+    project_dir: str = str(PROJECT_ROOT)
+    started_at: str = ""
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{self.host}:{self.port}/api"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def state_dir(h: Home) -> Path:
+    return h.root / "server"
+
+
+def log_dir(h: Home) -> Path:
+    return state_dir(h) / "logs"
+
+
+def read_state(h: Home) -> ServerState | None:
+    """The state file of the home's server, or None when there is none (or it is unreadable)."""
+    try:
+        doc = json.loads((state_dir(h) / STATE).read_text())
+        return ServerState(**doc)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def write_state(h: Home, st: ServerState) -> None:
+    """Write the state file and a pid file per process (atomically for the state file)."""
+    d = state_dir(h)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{STATE}.tmp"
+    tmp.write_text(json.dumps(asdict(st), indent=2, sort_keys=True) + "\n")
+    tmp.replace(d / STATE)
+    (d / "server.pid").write_text(f"{st.server_pid}\n")
+    for old in d.glob("worker-*.pid"):
+        old.unlink()
+    for i, pid in enumerate(st.worker_pids, 1):
+        (d / f"worker-{i}.pid").write_text(f"{pid}\n")
+
+
+def clear_state(h: Home) -> None:
+    """Remove the state file and the pid files."""
+    d = state_dir(h)
+    for p in (d / STATE, d / "server.pid", *d.glob("worker-*.pid")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def pid_alive(pid: int) -> bool:
+    """True when `pid` is a live (not zombie) Prefect process: a recycled pid is not ours."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return b"prefect" in cmdline and stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def server_alive(st: ServerState) -> bool:
+    return pid_alive(st.server_pid)
+
+
+def running_api(h: Home) -> str | None:
+    """The API URL of the home's server when it is up (its process alive, and the server there takes
+    the home's credential and refuses requests without it), else None."""
+    st = read_state(h)
+    if st is None or not server_alive(st):
+        return None
+    return st.api_url if prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)) else None

@@ -1,0 +1,123 @@
+"""Litigation holds, placed and released once for every surface: the CLI names the subject by id, the
+`hold-place` / `hold-release` deployments by a request id (a UI form never holds an identifier).
+
+Hold wins (invariant 3): while a hold is active, a run ends `blocked`. When the last hold on a subject
+is released, every request of that subject left `blocked` goes back to `submitted`, so the next run,
+`erasure request run --all` or the hourly window, erases it."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.states import RequestState
+from erasure.subject import Subject
+from memory import holds
+from memory.schema import open_store
+from service.common import checked_request_id
+
+UNBLOCKED = "hold released: run again to erase"
+
+
+class HoldPlaced(TypedDict):
+    """A placed hold (ids and counts only)."""
+
+    hold_id: int
+    active_holds: int
+
+
+class RequestHoldPlaced(HoldPlaced):
+    """A hold placed on the subject of a request."""
+
+    request_id: str
+
+
+class HoldsReleased(TypedDict):
+    """The released holds' ids (ids and counts only)."""
+
+    released: list[int]
+    active_holds: int
+
+
+class RequestHoldsReleased(HoldsReleased):
+    """The holds released on the subject of a request."""
+
+    request_id: str
+
+
+def _checked(h: Home, reason: str, actor: str, *, request_id: str | None = None, subject_id: str = "") -> Subject:
+    """Refuse a reason or actor that names the subject (every identifier the vault knows: read by request
+    id, or by subject id) or anyone in the vault, before the store's append-only audit log sees it."""
+    engine = open_engine(h.engine_db)
+    try:
+        subject = (requests.load_envelope(engine, checked_request_id(request_id)).subject if request_id is not None
+                   else requests.subject_by_id(engine, subject_id))
+        requests.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
+        return subject
+    finally:
+        engine.close()
+
+
+def _place(h: Home, subject_id: str, reason: str, actor: str) -> HoldPlaced:
+    store = open_store(h.store_dir)
+    try:
+        hold_id = holds.place(store, subject_id, reason, actor)
+        return {"hold_id": hold_id, "active_holds": holds.active_holds(store, subject_id)}
+    finally:
+        store.close()
+
+
+def _release(h: Home, subject_id: str, reason: str, actor: str, request_id: str | None) -> HoldsReleased:
+    """Release every active hold on `subject_id`; with none left, the subject's blocked requests go back
+    to `submitted`. `NotFound` if there is no active hold."""
+    store = open_store(h.store_dir)
+    try:
+        released = holds.release(store, subject_id, reason, actor)
+        active = holds.active_holds(store, subject_id)
+    finally:
+        store.close()
+    engine = open_engine(h.engine_db)
+    try:
+        if request_id is not None:
+            requests.log_event(engine, request_id, "hold.released", {"hold_ids": released, "active_holds": active})
+        if active == 0:
+            for rid in requests.requests_of_subject(engine, subject_id):
+                if requests.get(engine, rid).state is RequestState.blocked:
+                    requests.set_state(engine, rid, RequestState.submitted, UNBLOCKED)
+    finally:
+        engine.close()
+    return {"released": released, "active_holds": active}
+
+
+def place_subject_hold(h: Home, subject_id: str, reason: str, actor: str) -> HoldPlaced:
+    """Place a litigation hold on the subject whose platform id is `subject_id` (`erasure hold place`)."""
+    _checked(h, reason, actor, subject_id=subject_id)
+    return _place(h, subject_id, reason, actor)
+
+
+def release_subject_holds(h: Home, subject_id: str, reason: str, actor: str) -> HoldsReleased:
+    """Release every active hold on the subject whose platform id is `subject_id` (`erasure hold
+    release`); the subject's blocked requests go back to `submitted`."""
+    _checked(h, reason, actor, subject_id=subject_id)
+    return _release(h, subject_id, reason, actor, None)
+
+
+def place_hold(h: Home, request_id: str, reason: str, actor: str) -> RequestHoldPlaced:
+    """Place a litigation hold on the subject of `request_id` (the `hold-place` deployment)."""
+    subject = _checked(h, reason, actor, request_id=request_id)
+    placed = _place(h, subject.id, reason, actor)
+    engine = open_engine(h.engine_db)
+    try:
+        requests.log_event(engine, request_id, "hold.placed", dict(placed))
+    finally:
+        engine.close()
+    return {"request_id": request_id, **placed}
+
+
+def release_hold(h: Home, request_id: str, reason: str, actor: str) -> RequestHoldsReleased:
+    """Release every active hold on the subject of `request_id` (the `hold-release` deployment); the
+    subject's blocked requests go back to `submitted`. `NotFound` if the subject has no active hold."""
+    subject = _checked(h, reason, actor, request_id=request_id)
+    return {"request_id": request_id, **_release(h, subject.id, reason, actor, request_id)}

@@ -1,0 +1,179 @@
+"""Independent verification, the library under the `verification` flow and the erasure windows.
+
+The fingerprint (needles: identifiers, distinctive content, raw vector bytes) is taken by the probes'
+own code before the cascade and sealed to disk under a fresh key (AES-GCM); a run that crashes between
+cascade and verification unseals it on the rerun. Verification destroys key and ciphertext when it
+ends all clear. Re-verifying later, without a fingerprint, probes with the identifiers from the vault.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.subject import Subject
+from probes.fingerprint import Fingerprint, destroy, take_fingerprint
+from probes.keys import SubjectKeys
+from probes.run import Verification, run_probes, to_json
+from probes.targets import run as target_probes
+from service.common import targets_of
+
+
+def home_scan_roots(h: Home) -> list[Path]:
+    """Every folder of the home besides the store that the byte scan covers: all but the request vault
+    (engine/) and the keys."""
+    skip = {h.store_dir.name, h.engine_dir.name, h.keys_dir.name}
+    return sorted(p for p in h.root.iterdir() if p.is_dir() and p.name not in skip) if h.root.is_dir() else []
+
+
+def fingerprint_paths(h: Home, request_id: str) -> tuple[Path, Path]:
+    d = h.engine_dir / "fingerprints"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{request_id}.sealed", h.keys_dir / f"fingerprint-{request_id}.key"
+
+
+def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
+    """Take the fingerprint before the cascade, unless a sealed one from an earlier run exists."""
+    ct, key = fingerprint_paths(h, request_id)
+    engine = open_engine(h.engine_db)
+    try:
+        subject = requests.load_envelope(engine, request_id).subject
+        if ct.exists() and key.exists():
+            old = Fingerprint.unseal(ct, key)
+            if _bystanders_lost_last_time(h, request_id):
+                why = "retaken-after-bystanders-lost"
+            elif _other_erasure_since(engine, request_id, old.taken_at):
+                why = "retaken-after-another-erasure"
+            else:
+                return {"request_id": request_id, "fingerprint": "reused"}
+            # The store's bystanders changed after this baseline (another subject's erasure, or this
+            # request's own failed run, which reported its loss): keep the subject's needles and keys
+            # from before the cascade, measure the bystanders anew.
+            fp = old.with_bystanders_of(take_all(h, subject), why)
+            destroy(ct, key)
+            fp.seal(ct, key)
+            requests.log_event(engine, request_id, "fingerprint.baseline_retaken", {"baseline": why})
+            return {"request_id": request_id, "fingerprint": "baseline-retaken"}
+    finally:
+        engine.close()
+    fp = take_all(h, subject)
+    fp.seal(ct, key)
+    return {"request_id": request_id, "fingerprint": "taken", "needles": len(fp.needles)}
+
+
+def take_all(h: Home, subject: Subject) -> Fingerprint:
+    """The fingerprint of the reference store (when the home has one) and of every other target."""
+    targets = targets_of(h)
+    if targets.reference() is not None:
+        fp = take_fingerprint(h.store_dir, subject)
+    else:
+        fp = Fingerprint(subject_id=subject.id, subject_ids=[subject.id], taken_at=datetime.now(UTC),
+                         keys=SubjectKeys())
+    others = {t.name: target_probes.take(t, subject) for t in targets.external()}
+    return fp.model_copy(update={"targets": others}) if others else fp
+
+
+def _bystanders_lost_last_time(h: Home, request_id: str) -> bool:
+    """Whether the request's last verification ended with other people's data lost (exit 10)."""
+    path = h.evidence_dir(request_id) / "verification.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and bool(doc.get("lost_bystander_tiers"))
+
+
+def _other_erasure_since(engine: Any, request_id: str, since: datetime) -> bool:
+    """Whether another request's erasure scrubbed this home's store, or erased items from one of its
+    targets, after `since`."""
+    rows = [*engine.execute("SELECT at FROM engine_events WHERE event = 'store.scrubbed' AND request_id != ?",
+                            (request_id,)),
+            *engine.execute("SELECT ended_at FROM target_step_records WHERE request_id != ? AND before_count > 0"
+                            " AND ended_at IS NOT NULL", (request_id,))]
+    for (at,) in rows:
+        when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+        if when > since:
+            return True
+    return False
+
+
+def record_verification(h: Home, engine: Any, request_id: str, result: Verification, fp: Fingerprint,
+                        sealed: bool) -> dict[str, Any]:
+    """Write the request's `verification.json` from the probes' `result`, open (or close) its residue
+    exceptions, and destroy the sealed fingerprint when all clear. Returns the document (counts only)."""
+    doc = to_json(result, request_id, datetime.now(UTC))
+    retaken = {"retaken-after-another-erasure": "after another erasure",
+               "retaken-after-bystanders-lost": "after a run of this request lost other people's data (exit 10)"}
+    doc["fingerprint"] = ("taken-at-verification" if not sealed else
+                          f"sealed-before-cascade; bystander baseline retaken {retaken[fp.baseline]}"
+                          if fp.baseline in retaken else "sealed-before-cascade")
+    doc["needles"] = fp.needle_stats
+    if not doc["all_clear"]:
+        for tier in doc.get("failing_tiers", []):
+            requests.open_exception(engine, request_id, tier, "residue", "verification",
+                                    {"probe": "independent", "tier": tier})
+    else:
+        for e in requests.exceptions(engine, request_id, open_only=True):
+            if e.kind == "residue":
+                requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
+    record_unscanned(engine, request_id, doc.get("unscanned_content", []))
+    # Every open exception of the request (ids only) travels into the signed pack.
+    doc["exceptions"] = [{"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
+                         for e in requests.exceptions(engine, request_id, open_only=True)]
+    evidence = h.evidence_dir(request_id)
+    evidence.mkdir(parents=True, exist_ok=True)
+    (evidence / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    if doc["all_clear"] and sealed:
+        ct, key = fingerprint_paths(h, request_id)
+        destroy(ct, key)
+    return doc
+
+
+UNSCANNED = "unscanned_content"
+
+
+def record_unscanned(engine: Any, request_id: str, unscanned: list[dict[str, Any]]) -> None:
+    """One open `unscanned_content` exception per file (or member) no decoded view could read, keyed by
+    its digest (and target); those a later verification read, or no longer found, are closed."""
+    keep: set[tuple[str, str]] = set()
+    for u in unscanned:
+        key = (f"target:{u['target']}:" if u.get("target") else "") + f"sha256:{u['sha256']}"
+        keep.add((str(u["tier"]), key))
+        requests.open_exception(engine, request_id, str(u["tier"]), UNSCANNED, key,
+                                {"reason": u["reason"], "size": u["size"]}, "verification")
+    for e in requests.exceptions(engine, request_id, open_only=True):
+        if e.kind == UNSCANNED and (e.tier, e.item_key) not in keep:
+            requests.close_exception(engine, e.exception_id)
+
+
+def verify_request(h: Home, request_id: str, tiers: list[str] | None = None) -> dict[str, Any]:
+    """Run the probes for one request (every tier, or `tiers` and the byte scan) with its sealed
+    fingerprint (or one taken now, from the vault); write verification.json; return it (ids and counts
+    only)."""
+    engine = open_engine(h.engine_db)
+    try:
+        subject = requests.load_envelope(engine, request_id).subject
+        ct, key = fingerprint_paths(h, request_id)
+        sealed = ct.exists() and key.exists()
+        fp = Fingerprint.unseal(ct, key) if sealed else take_all(h, subject)
+        targets = targets_of(h)
+        found: list[Any] = []
+        unscanned: list[Any] = []
+        if targets.reference() is not None:
+            ref = run_probes(h.store_dir, subject, fp, tiers=tiers, extra_roots=home_scan_roots(h))
+            found += ref.probes
+            unscanned += ref.unscanned
+        for target in targets.external():
+            tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
+            got = target_probes.verify(target, subject, tfp)
+            found += got.probes
+            unscanned += got.unscanned
+        return record_verification(h, engine, request_id, Verification(probes=found, unscanned=unscanned), fp,
+                                   sealed)
+    finally:
+        engine.close()
