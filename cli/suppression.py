@@ -17,7 +17,7 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import InputError, NotFound
 from erasure.subject import Subject
-from memory import suppression
+from memory import keyed, suppression
 from memory.items import item_key, parse_line
 from memory.schema import open_store
 
@@ -123,7 +123,7 @@ def check(
             if not line.strip():
                 continue
             item = parse_line(line.decode("utf-8", errors="replace"), f"{file}:{lineno}", base)
-            key = item_key(suppression.identity_secret(conn), item.source, item.source_ref, item.subject.id,
+            key = item_key(keyed.identity_secret(conn), item.source, item.source_ref, item.subject.id,
                            item.content, item.item_id)
             if suppression.check(conn, item.source, item.source_ref, key) is not suppression.Guard.allowed:
                 rows.append({"line": lineno, "verdict": "skipped_suppressed"})

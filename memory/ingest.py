@@ -50,7 +50,7 @@ import apsw
 from erasure.errors import ErasureError, InputError
 from erasure.sqlite import transaction
 from erasure.subject import Subject
-from memory import audit, blobs, corpora, sessions, suppression
+from memory import audit, blobs, corpora, keyed, sessions, suppression
 from memory.embedder import Embedder, HashingEmbedder, to_blob
 from memory.items import MemoryItem, item_key
 
@@ -472,7 +472,7 @@ def sync_subprocessors(conn: apsw.Connection) -> tuple[str, int]:
 def _secret(conn: apsw.Connection) -> bytes | None:
     """The store's keyed-hash secret, or None when it cannot be read (the guard then fails closed)."""
     try:
-        return suppression.identity_secret(conn)
+        return keyed.identity_secret(conn)
     except Exception:  # a missing or broken secret, corruption, I/O: every item is held as unreadable
         return None
 

@@ -22,6 +22,7 @@ import apsw
 from erasure.errors import StoreError
 from erasure.files import private_dirs
 from erasure.sqlite import JournalMode, connect, scalar, transaction
+from memory.keyed import hashed
 
 SCHEMA_VERSION = 1
 EMBEDDING_DIM = 128
@@ -444,8 +445,6 @@ def _migrate_erased_keys(conn: apsw.Connection) -> None:
     """Rebuild `erased_subjects` of a store made before items had keys: unique per item, not per
     conversation, and every source key of an erased item, in the list and in the archive's skeletons,
     kept only as its keyed hash (old rows kept a half in plaintext unless it spelled the subject)."""
-    from memory.suppression import hashed
-
     rows = conn.execute("SELECT id, source, source_ref, erased_at, request_ref FROM erased_subjects").fetchall()
     conn.execute("ALTER TABLE erased_subjects RENAME TO erased_subjects_v1")
     conn.execute(TABLES_SQL)  # creates the new erased_subjects; every other table exists already

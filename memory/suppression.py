@@ -18,7 +18,6 @@ and must not be held.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,7 +29,7 @@ from erasure.identity import Identity, fold, national_digits, phone_digits, salt
 from erasure.sqlite import transaction
 from erasure.subject import Subject
 from memory import audit
-from memory.schema import meta
+from memory.keyed import hashed_key, identity_secret
 
 IDENTITY_KINDS = ("id", "email", "phone")
 """What sticky erasure by identity matches on. A name alone is too weak: namesakes exist."""
@@ -60,31 +59,6 @@ class SuppressedKey:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-PROTECTED = "hmac:"
-"""Prefix of a source key half kept as its keyed hash."""
-
-
-def protect(conn: apsw.Connection, value: str) -> str:
-    """The keyed-hash form of one half of a source key (`hmac:<hex>`, under the store's secret)."""
-    return PROTECTED + salted_hash(identity_secret(conn), "source-key", value)
-
-
-_HASHED = re.compile(r"hmac:[0-9a-f]{64}")
-
-
-def hashed(conn: apsw.Connection, value: str) -> str:
-    """`value` as a keyed hash: `protect(value)`, or `value` itself when it is one already (exactly
-    `hmac:` and 64 hex digits: a key that only starts with `hmac:` may spell anything)."""
-    return value if _HASHED.fullmatch(value) else protect(conn, value)
-
-
-def hashed_key(conn: apsw.Connection, source: str, source_ref: str) -> tuple[str, str]:
-    """`(source, source_ref)` of an erased item as the suppression list and the archive skeleton keep
-    it: both halves as keyed hashes, whatever they spell (a key can name a person in forms no
-    identifier match foresees: `ticket-jane-doe-0042`, `jane.doe%40mail.example`)."""
-    return hashed(conn, source), hashed(conn, source_ref)
 
 
 # The key as given too: a row someone wrote in plaintext (by hand, or an old tool) still suppresses.
@@ -167,11 +141,6 @@ def list_suppressed(conn: apsw.Connection) -> list[SuppressedKey]:
 
 
 # --- sticky erasure by identity --------------------------------------------------------------------
-
-
-def identity_secret(conn: apsw.Connection) -> bytes:
-    """The store's keyed-hash secret (`store_meta.subject_key_secret`, shared with holds)."""
-    return bytes.fromhex(meta(conn, "subject_key_secret"))
 
 
 def _phone_spellings(subject: Subject) -> list[str]:

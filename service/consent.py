@@ -8,7 +8,7 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import NotFound
-from memory import suppression
+from memory import keyed, suppression
 from memory.schema import open_store
 from service.common import checked_request_id
 
@@ -34,7 +34,7 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
         try:
             keys = [k for k in suppression.list_suppressed(store)
                     if k.request_ref == request_id
-                    and (source is None or k.source == suppression.hashed(store, source))]
+                    and (source is None or k.source == keyed.hashed(store, source))]
             if not keys:
                 raise NotFound(f"no suppressed keys recorded for request {request_id}"
                                + (f" and source {source!r}" if source else ""))

@@ -17,8 +17,8 @@ from erasure.clocks import iso_utc
 from erasure.sqlite import one
 from erasure.tiers import Tier
 from memory.frames import chunk_ids_of, delete_frame_rows
+from memory.keyed import hashed_key
 from memory.redact import rewrite_archive, rewrite_frame
-from memory.suppression import hashed_key
 from tasks import mentions
 from tasks.attribution import ItemMentions, frame_owners
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints

@@ -27,7 +27,7 @@ from erasure.identity import Identity
 from erasure.models import StepRecord, StepStatus, removed_digest
 from erasure.sqlite import checkpoint_truncate, transaction
 from erasure.tiers import ALWAYS_RUN, CASCADE_ORDER, Tier
-from memory import audit, holds, suppression
+from memory import audit, holds, keyed, suppression
 from memory.schema import open_store
 from tasks import mentions
 from tasks.audit_log import AuditLogStep
@@ -148,7 +148,7 @@ def open_context(request_id: str, home: Home, *, batch_size: int = 10_000,
             requests.add_footprint(engine, request_id, Tier.episodic, "source",
                                    [json.dumps(list(s)) for s in sorted(live - stored)])
         sources = sorted(stored | live)
-        secret = suppression.identity_secret(store)
+        secret = keyed.identity_secret(store)
         known_items = {tuple(json.loads(k)) for k in requests.footprint(engine, request_id, Tier.episodic, "item")}
         live_items: set[tuple[str, str, str]] = set()
         for sid in subject_ids:

@@ -30,7 +30,7 @@ from erasure.errors import Conflict, InputError, NotFound
 from erasure.models import ErasureRequestEnvelope
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from memory import holds, suppression
+from memory import holds, keyed, suppression
 from memory.schema import create
 from proof.keys import generate_keypair
 from service import clocks, consent, intake
@@ -384,7 +384,7 @@ def test_suppression_allow_removes_only_that_requests_keys(store_home: Home) -> 
     store = create(store_home.store_dir)
     try:
         assert [(k.source, k.source_ref) for k in suppression.list_suppressed(store)] == [
-            suppression.hashed_key(store, "chat", "conv-9")]  # kept as keyed hashes
+            keyed.hashed_key(store, "chat", "conv-9")]  # kept as keyed hashes
     finally:
         store.close()
 

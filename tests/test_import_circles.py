@@ -8,17 +8,6 @@ import grimp
 
 PACKAGES = ("erasure", "memory", "tasks", "probes", "proof", "service", "flows", "cli")
 
-# Circles in packages other engineers own, listed so that none grows or appears unnoticed; each owner
-# empties their entry when they break it (issue 24 names the probes one).
-KNOWN = {
-    frozenset({"memory.schema", "memory.suppression"}),
-    frozenset({"probes.audit_log", "probes.byte_residue", "probes.derivatives", "probes.episodic",
-               "probes.fine_tune", "probes.fingerprint", "probes.model", "probes.registry", "probes.semantic",
-               "probes.subprocessors", "probes.targets.base", "probes.uploads", "probes.vectors",
-               "probes.window", "probes.working"}),
-}
-
-
 def circles(graph: grimp.ImportGraph) -> list[frozenset[str]]:
     """The strongly connected components of more than one module (Tarjan, iterative)."""
     edges = {m: sorted(graph.find_modules_directly_imported_by(m) & graph.modules) for m in graph.modules}
@@ -63,8 +52,7 @@ def circles(graph: grimp.ImportGraph) -> list[frozenset[str]]:
 
 def test_no_import_circle_among_the_projects_packages() -> None:
     found = circles(grimp.build_graph(*PACKAGES))
-    new = [sorted(c) for c in found if c not in KNOWN]
-    assert not new, f"import circles: {new}"
+    assert not found, f"import circles: {[sorted(c) for c in found]}"
 
 
 def test_the_circle_finder_finds_a_circle() -> None:

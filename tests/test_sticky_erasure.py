@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from erasure.config import Home
-from memory import suppression
+from memory import keyed, suppression
 from memory.ingest import IngestReport, ingest
 from memory.schema import create
 from tasks import runner
@@ -47,7 +47,7 @@ def _suppressed(home: Home) -> list[tuple[str, str, str | None]]:
     matches none stays a hash)."""
     conn = create(home.store_dir)
     try:
-        known = {suppression.hashed_key(conn, s, r): (s, r) for s, r in [*SUBJECT_KEYS, *BYSTANDER_KEYS]}
+        known = {keyed.hashed_key(conn, s, r): (s, r) for s, r in [*SUBJECT_KEYS, *BYSTANDER_KEYS]}
         return [(*known.get((k.source, k.source_ref), (k.source, k.source_ref)), k.request_ref)
                 for k in suppression.list_suppressed(conn)]
     finally:

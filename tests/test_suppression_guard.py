@@ -14,7 +14,7 @@ from cli.suppression import app as suppression_app
 from erasure.config import Home
 from erasure.errors import NotFound
 from erasure.sqlite import transaction
-from memory import suppression
+from memory import keyed, suppression
 from memory.demo import COUNTED_TABLES
 from memory.ingest import ingest
 from memory.items import MemoryItem, read_jsonl
@@ -103,7 +103,7 @@ def test_cli_lists_and_allows(home: Home) -> None:
     [row] = json.loads(listed.output)
     # listed as keyed hashes: a source key can spell its person in any form
     assert (row["source"], row["source_ref"], row["request_ref"]) == (
-        *suppression.hashed_key(conn, "chat", "conv-0001"), "req-test-1")
+        *keyed.hashed_key(conn, "chat", "conv-0001"), "req-test-1")
 
     missing = runner.invoke(suppression_app, ["allow", "chat", "conv-9999", "--reason", "r", "--home",
                                               str(home.root)])
