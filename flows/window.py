@@ -38,7 +38,7 @@ from flows.common import (
     targets_of,
     user_reason,
 )
-from tasks import runner
+from tasks import epochs, runner
 from tasks.preflight import preflight
 
 RequestIds = Annotated[list[RequestId] | None, described(
@@ -296,6 +296,7 @@ def _window(request_ids: list[str]) -> dict[str, dict[str, Any]]:
                 report[rid] = {"outcome": "no_pack", "detail": why, "pack": None}
             elif v.get("all_clear"):
                 detail = "erased with exceptions: see the pack" if rid in exceptions else None
+                epochs.record_completed(rid, home())  # hook (issue 26): the ledger of erasures
                 states[rid] = (RequestState.awaiting_attestation, detail)
                 report[rid] = {"outcome": "all_clear", "detail": detail, "pack": pack.get("pack")}
             else:
