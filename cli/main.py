@@ -53,6 +53,8 @@ _LAZY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
                 "in them."),
     "restore": ("cli.restore", "app", (), "Restored stores: show their erasure epochs against the ledger, replay "
                 "their erasures."),  # issue 26
+    "backups": ("cli.backups", "app", (), "Declared backups: what they still hold and until when; follow-up "
+                "statements once they are gone."),  # issue 26
     "server": ("cli.server", "app", (), "The home's long-lived Prefect server and worker in the background: "
                "start, stop, status."),
 }

@@ -23,6 +23,7 @@ from erasure.engine import open_engine
 from erasure.states import RequestState
 from erasure.tiers import Tier
 from flows.common import RequestId, checked_request_id, home, targets_of
+from tasks.backup_holds import hold_in_backups
 
 
 def home_scan_roots(h: Home) -> list[Path]:
@@ -109,6 +110,7 @@ def _other_erasure_since(engine: Any, request_id: str, since: datetime) -> bool:
     return False
 
 
+
 def record_verification(h: Home, engine: Any, request_id: str, result: Any, fp: Any, sealed: bool) -> dict[str, Any]:
     """Write the request's `verification.json` from the probes' `result`, open (or close) its residue
     exceptions, and destroy the sealed fingerprint when all clear. Returns the document (counts only)."""
@@ -131,6 +133,7 @@ def record_verification(h: Home, engine: Any, request_id: str, result: Any, fp: 
             if e.kind == "residue":
                 requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
     record_unscanned(engine, request_id, doc.get("unscanned_content", []))
+    hold_in_backups(engine, request_id, h)  # hook (issue 26): declared backups that still hold the subject
     # Every open exception of the request (ids only) travels into the signed pack.
     doc["exceptions"] = [{"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
                          for e in requests.exceptions(engine, request_id, open_only=True)]

@@ -1726,6 +1726,12 @@ def _say(line: str) -> None:
     sys.stdout.flush()
 
 
+def _backups_hook(pack: str, engine: bytes, json_out: bool) -> int | None:
+    from proof.verify_backups import hook
+
+    return hook(pack, engine, json_out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m proof.verify PACK --engine-key PUB --dpo-key PUB [--json]`: prints OK or
     `FAIL: <check>: <why>`; exit 0 when the pack verifies, 1 when it does not, 2 on bad usage."""
@@ -1760,6 +1766,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             _say(f"FAIL: {exc.check}: {exc}")
         return 1
+    if (followup := _backups_hook(args.pack, engine, args.json)) is not None:  # hook (issue 26): follow-up
+        return followup
     if args.json:
         _say(json.dumps({"ok": True, **result.as_dict()}, sort_keys=True))
     else:
