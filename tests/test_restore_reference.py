@@ -93,6 +93,9 @@ def test_restore_is_refused_then_replay_ends_all_clear(home: Home, tmp_path: Pat
     assert refused.code == 6 and "restore replay --target reference" in refused.err
     listed = json.loads(erasure("targets", "list", "--home", h, "--json").out)["targets"]
     assert listed[0]["restored"] is True and listed[0]["to_replay"] == REQUESTS
+    from flows.sla_monitor import sla_monitor
+
+    assert sla_monitor(metrics_textfile=str(tmp_path / "sla.prom"))["restored"] == ["reference"]  # + an event
 
     replay = erasure("restore", "replay", "--target", "reference", "--home", h, "--json")
     assert replay.code == 0, replay.out[-3000:] + replay.err[-3000:]
