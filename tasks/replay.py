@@ -4,9 +4,10 @@ For each entry, in epoch order:
 1. find the subject in the restored store by the entry's keyed hashes: every subject id the store
    files items under, and every person, email and phone entity, is normalised (`erasure.identity`)
    and hashed under the ledger key; those that match the entry are the subject's, and their values
-   (read from the store itself, not from the vault) make the replay's subject. For a framework store,
-   or when the store holds nothing of them, the original request's vault is used when it still
-   exists and its hashes match the entry.
+   (read from the store itself, not from the vault) make the replay's subject. A framework store is
+   read the same way over every item's identifiers, namespace labels and metadata values
+   (`tasks/replay_find.py`). When the store holds nothing of them, the original request's vault is
+   used when it still exists and its hashes match the entry; without it, nothing is left to erase.
 2. vault a replay request (`<original>.replay-<seq>`, registered in the ledger, so a restored store
    lets it through) and run the same erasure-request flow on that one target (the caller does);
 3. after it ended all clear: put the entry's sticky rows back into the store (the suppression lists
@@ -101,8 +102,13 @@ def find_subject(home: Home, target: Target, entry: Entry) -> Found:
     key = ledger.ledger_key(home)
     if target.kind == REFERENCE:
         found = _from_store(epoch_db(target, home), key, entry)
-        if found.subject is not None:
-            return found
+    else:
+        from tasks.replay_find import harvest, match
+
+        subject, _aliases = match(key, entry, harvest(target))  # the framework erasers find by the id alone
+        found = Found(subject, "store" if subject is not None else None)
+    if found.subject is not None:
+        return found
     return _from_vault(home, key, entry)
 
 

@@ -131,3 +131,35 @@ def test_framework_restores_are_refused_then_replayed_all_clear(home: Home, tmp_
     bystanders = [LG.BYSTANDERS[1], M0.BYSTANDERS[1]]
     assert all(oracle.scan_tree(agents, b).hits for b in bystanders)  # kept
     assert erasure("request", "run", "req-fw-new", "--home", h, "--json").code == 0  # no longer refused
+
+
+def test_framework_replay_needs_only_the_ledger(home: Home, erased: dict[str, Path]) -> None:
+    """The requests' vault rows are gone (their retention ended): replay finds each subject in the restored
+    LangGraph, Chroma and mem0 stores by the ledger's keyed hashes of every item's identifiers (namespace
+    labels, metadata values, payloads) and erases them with the same erasers, all clear; the oracle agrees."""
+    from erasure.engine import open_engine
+
+    h, agents = str(home.root), erased["agents"]
+    left = {(x.file, x.kind, x.who) for x in oracle.scan_tree(agents, *SUBJECTS).hits}
+    engine = open_engine(home.engine_db)
+    try:
+        for table in ("vault_store_ids", "vault"):
+            engine.execute(f"DELETE FROM {table} WHERE request_id IN (?, ?, ?)", REQUESTS)
+    finally:
+        engine.close()
+    _restore(agents, erased["backups"])
+    assert {(x.file, x.kind, x.who) for x in oracle.scan_tree(agents, *SUBJECTS).hits} - left  # brought back
+    for target in TARGETS:
+        replay = erasure("restore", "replay", "--target", target, "--home", h, "--json")
+        assert replay.code == 0, target + replay.out[-3000:] + replay.err[-3000:]
+        out = json.loads(replay.out)
+        assert [r["original"] for r in out["replayed"]] == list(REQUESTS)
+        # Each store holds the subject of its own fixture only: found there by keyed hashes, erased all clear;
+        # the other two subjects have no item in it (nothing found, nothing to erase).
+        mine = REQUESTS[TARGETS.index(target)]
+        assert {(r["original"], r["found_by"], r["outcome"]) for r in out["replayed"]} == {
+            (rid, "store", "all_clear") if rid == mine else (rid, None, "nothing_found") for rid in REQUESTS}
+        assert out["restored"] is False
+    assert oracle.scan_home(home.root, home.evidence_root, *SUBJECTS).hits == []
+    assert {(x.file, x.kind, x.who) for x in oracle.scan_tree(agents, *SUBJECTS).hits} <= left
+    assert all(oracle.scan_tree(agents, b).hits for b in (LG.BYSTANDERS[1], M0.BYSTANDERS[1]))  # kept
