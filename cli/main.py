@@ -51,6 +51,10 @@ _LAZY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
                     "and erased identities, allow re-ingest."),
     "targets": ("cli.targets", "app", (), "The agent memories a request erases from: list them, count a subject "
                 "in them."),
+    "restore": ("cli.restore", "app", (), "Restored stores: show their erasure epochs against the ledger, replay "
+                "their erasures."),  # issue 26
+    "backups": ("cli.backups", "app", (), "Declared backups: what they still hold and until when; follow-up "
+                "statements once they are gone."),  # issue 26
     "server": ("cli.server", "app", (), "The home's long-lived Prefect server and worker in the background: "
                "start, stop, status."),
 }

@@ -94,6 +94,9 @@ def _refuse_before_the_flow(request_id: str, h: Home) -> None:
     the one targets.toml names. Reads request rows and store metadata only, never the vault."""
     found = targets_of_home(h)
     tenant = found.tenant
+    from tasks.epochs import refuse_if_restored
+
+    refuse_if_restored(h, request_id=request_id, targets=found)  # hook (issue 26): a restored store waits
     if found.reference() is not None:
         store = open_store(h.store_dir)
         try:

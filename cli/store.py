@@ -124,6 +124,9 @@ def ingest(
     identity (id, email or phone) are held, stored nowhere, and counted."""
     items = read_jsonl(file)
     h = home_of(home)
+    from tasks.epochs import refuse_if_restored
+
+    refuse_if_restored(h, only="reference")  # hook (issue 26): no ingest into a restored store before its replay
     conn = open_store(h.store_dir)
     try:
         report = ingest_mod.ingest(conn, h.store_dir, items)

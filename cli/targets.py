@@ -55,6 +55,9 @@ def list_(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt = 
         except ErasureError as exc:
             rows.append({"name": t.name, "kind": t.kind, "tiers": [], "reachable": False, "missing": [],
                          "error": str(exc)})
+    from cli.restore import annotate_targets
+
+    annotate_targets(rows, h, found)  # hook (issue 26): restored stores and what they wait to replay
     if json_out:
         print_json({"tenant": found.tenant, "source": str(found.source) if found.source else None, "targets": rows})
         return
@@ -63,6 +66,7 @@ def list_(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt = 
         table.add_column(col)
     for r in rows:
         reach = "yes" if r["reachable"] else f"[red]no[/red] {r['error'] or ', '.join(r['missing'])}"
+        reach += f" [red]restored: replay {len(r['to_replay'])} erasure(s)[/red]" if r.get("restored") else ""
         table.add_row(r["name"], r["kind"], ", ".join(r["tiers"]), reach)
     console.print(table)
 

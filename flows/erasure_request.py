@@ -30,7 +30,7 @@ from service.common import (
 )
 from service.packs import write_engine_pack
 from service.verification import take_and_seal_fingerprint
-from tasks import runner
+from tasks import epochs, runner
 from tasks.preflight import preflight
 
 
@@ -179,6 +179,7 @@ def _erase_verify_prove(request_id: str) -> State:
         why = v_state.message or "verification did not end all clear"
         _set_state(request_id, RequestState.exception, why)
         return Failed(name="BystandersLost" if v_state.name == "BystandersLost" else "Failed", message=why)
+    epochs.record_completed(request_id, home())  # hook (issue 26): the ledger of erasures
     _set_state(request_id, RequestState.awaiting_attestation,
                "erased with exceptions: see the pack" if exceptions else None)
     return Completed(message="erased, verified all clear, awaiting DPO attestation",

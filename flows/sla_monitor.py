@@ -112,5 +112,8 @@ def sla_monitor(
     write_textfile(textfile, rows, counts, now=now, at_risk_days=at_risk_days)
     log.info("sla: %d open, %d breached, %d at risk; events %d at-risk, %d breached", s.open, s.breached,
              s.at_risk, sent[EVENT_AT_RISK], sent[EVENT_BREACHED])
+    from flows.restored import report
+
+    backups = report(h, emit=emit_events)  # hook (issue 26): restored stores, backups holding subjects
     return {"open": s.open, "at_risk": s.at_risk, "breached": s.breached, "paused": s.paused,
-            "extended": s.extended, "events": sent, "metrics_textfile": str(textfile)}
+            "extended": s.extended, "events": sent, "metrics_textfile": str(textfile), **backups}

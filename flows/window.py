@@ -41,7 +41,7 @@ from service.common import (
 )
 from service.packs import write_engine_pack
 from service.verification import fingerprint_paths, home_scan_roots, record_verification, take_and_seal_fingerprint
-from tasks import runner
+from tasks import epochs, runner
 from tasks.preflight import preflight
 
 RequestIds = Annotated[list[RequestId] | None, described(
@@ -288,6 +288,7 @@ def _window(request_ids: list[str]) -> dict[str, dict[str, Any]]:
                 report[rid] = {"outcome": "no_pack", "detail": why, "pack": None}
             elif v.get("all_clear"):
                 detail = "erased with exceptions: see the pack" if rid in exceptions else None
+                epochs.record_completed(rid, home())  # hook (issue 26): the ledger of erasures
                 states[rid] = (RequestState.awaiting_attestation, detail)
                 report[rid] = {"outcome": "all_clear", "detail": detail, "pack": pack.get("pack")}
             else:

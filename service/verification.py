@@ -22,6 +22,7 @@ from probes.keys import SubjectKeys
 from probes.run import Verification, run_probes, to_json
 from probes.targets import run as target_probes
 from service.common import targets_of
+from tasks.backup_holds import hold_in_backups
 
 
 def home_scan_roots(h: Home) -> list[Path]:
@@ -122,6 +123,7 @@ def record_verification(h: Home, engine: Any, request_id: str, result: Verificat
             if e.kind == "residue":
                 requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
     record_unscanned(engine, request_id, doc.get("unscanned_content", []))
+    hold_in_backups(engine, request_id, h)  # declared backups that still hold the subject (issue 26)
     # Every open exception of the request (ids only) travels into the signed pack.
     doc["exceptions"] = [{"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
                          for e in requests.exceptions(engine, request_id, open_only=True)]

@@ -14,6 +14,7 @@ from erasure.models import refuse_if_mentions_subject
 from erasure.states import RequestState
 from memory import holds
 from memory.schema import meta, open_store
+from tasks.epochs import refuse_if_restored
 from tasks.identity import IdentityConflict, resolve_store_ids
 
 DONE_STATES = frozenset({RequestState.awaiting_attestation, RequestState.sealed, RequestState.notified})
@@ -40,6 +41,7 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
         row = requests.get(engine, request_id)
         if row.state in DONE_STATES:
             return Preflight("noop", row.state.value)
+        refuse_if_restored(home, request_id=request_id)  # hook (issue 26): a restored store waits for replay
         envelope = requests.load_envelope(engine, request_id)
         refuse_if_mentions_subject("reason", envelope.reason, envelope.subject)
         if not reference:

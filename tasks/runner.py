@@ -19,7 +19,7 @@ from typing import Any
 
 import apsw
 
-from erasure import requests
+from erasure import epoch, requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError, HoldActive
@@ -224,6 +224,7 @@ def _record_batch(ctx: StepContext, tier: Tier, batch: int, removed: int) -> Non
     suppression.record_identity(ctx.store, ctx.subject, ctx.request_id, also_ids=ctx.ids())
     audit.append(ctx.store, "erasure.step", ACTOR,
                  {"request_id": ctx.request_id, "step": tier.value, "batch": batch, "removed": removed})
+    epoch.advance(ctx.store, ctx.request_id)  # hook (issue 26): the store's erasure epoch, same transaction
 
 
 def _checkpoint(ctx: StepContext) -> None:
@@ -399,6 +400,7 @@ def scrub_window(request_ids: list[str], home: Home) -> dict[str, Any]:
         with open_context(request_id, home, frames=False) as ctx:
             with transaction(ctx.store):
                 suppression.record_identity(ctx.store, ctx.subject, request_id, also_ids=ctx.ids())
+                epoch.advance(ctx.store, request_id)  # hook (issue 26): also for a subject the store held nothing of
             purged[request_id] = purge_rejected_for(home, ctx.subject)
     report = scrub_store(home.store_dir)
     engine = open_engine(home.engine_db)

@@ -17,6 +17,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from proof.verify import backups
 from proof.verify.envelopes import read_key
 from proof.verify.errors import KeyArgumentError, PackError, checking, printable
 from proof.verify.verifier import verify_pack
@@ -62,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             _say(f"FAIL: {exc.check}: {exc}")
         return 1
+    if (followup := backups.hook(args.pack, engine, args.json)) is not None:  # a backups follow-up beside it
+        return followup
     if args.json:
         _say(json.dumps({"ok": True, **result.as_dict()}, sort_keys=True))
     else:

@@ -63,6 +63,9 @@ def erase_target(request_id: str, target: Target, home: Home) -> dict[str, Any]:
         write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
         if left:
             raise TargetIncomplete(f"target {target.name}: items left in {', '.join(left)}: rerun to resume")
+        from tasks.epochs import advance_target
+
+        advance_target(target, home, request_id)  # hook (issue 26): the target's erasure epoch, after its erasure
         return {"target": target.name, "kind": target.kind, "mentions": mentions,
                 "tiers": {t.value: [o.before, o.after] for t, o in outcomes.items()}}
     finally:

@@ -1,0 +1,46 @@
+"""The follow-up statement: once no declared backup holds a request's subject any longer, the engine
+signs a statement over the request's pack that says so, beside the pack in its evidence folder
+(`backups-followup.intoto.json`). The verifier checks it (`proof/verify/backups.py`).
+
+It is a DSSE envelope over an in-toto Statement v1 whose subject is the pack (`proof.tar.gz` and its
+sha256) and whose predicate lists every backup the pack said held the subject (`held_in_backup_until`
+exceptions), each with its expiry and how it ended (expired, or deleted before it expired), and when
+this was checked. Ids, times and digests only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from proof.dsse import sign_envelope
+from proof.keys import keyid, load_private_key
+from proof.verify.wire import FOLLOWUP_FILE, FOLLOWUP_PREDICATE, STATEMENT_TYPE, canonical_json, envelope_bytes
+
+PACK_FILE = "proof.tar.gz"
+
+
+def followup_statement(pack: bytes, request_id: str, backups: Sequence[dict[str, Any]], stated_at: str,
+                       engine_keyid: str) -> bytes:
+    """The canonical Statement bytes (see the module's docstring)."""
+    return canonical_json({
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": PACK_FILE, "digest": {"sha256": hashlib.sha256(pack).hexdigest()}}],
+        "predicateType": FOLLOWUP_PREDICATE,
+        "predicate": {"request_id": request_id, "stated_at": stated_at, "engine_keyid": engine_keyid,
+                      "backups": [dict(b) for b in backups], "held_in_backup": 0,
+                      "statement": "no declared backup taken before the erasure holds the subject any longer"}})
+
+
+def write_followup(evidence_dir: Path, engine_key_path: Path, request_id: str,
+                   backups: Sequence[dict[str, Any]], stated_at: str) -> Path:
+    """Sign the follow-up statement over `evidence_dir/proof.tar.gz` with the engine key and write it
+    beside the pack. `backups`: {ref, expires_at, ended ('expired' | 'deleted')} per backup."""
+    key = load_private_key(engine_key_path)
+    pack = (evidence_dir / PACK_FILE).read_bytes()
+    payload = followup_statement(pack, request_id, backups, stated_at, keyid(key))
+    out = evidence_dir / FOLLOWUP_FILE
+    out.write_bytes(envelope_bytes(sign_envelope(payload, key)))
+    return out

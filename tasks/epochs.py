@@ -1,0 +1,204 @@
+"""Erasure epochs of every target, the ledger entries of completed erasures, and restored stores.
+
+Where each kind keeps its epoch (`erasure.epoch`, a table `erasure_epoch`):
+- the reference store: in `memory.db`, advanced in the same transaction as each batch's deletions and
+  sticky rows (`tasks.runner`), and in the scrub's sticky-identity transaction (a subject the store
+  held nothing of still changes its sticky lists);
+- langgraph-sqlite, chroma, mem0: in the kind's main SQLite file (the first of its eraser's `files`:
+  LangGraph's store database, Chroma's `chroma.sqlite3`, mem0's history database). Inside the store's
+  own database, not beside it: a backup of that one file (SQLite's online backup, `VACUUM INTO`) or of
+  the folder (a tar) carries it, so a restore brings the old epoch back with the old data. The
+  framework erases through its own API in its own transactions, so the epoch is advanced right after
+  the target's erasure completed: a crash between the two leaves the epoch behind, and the store is
+  then taken for restored and replayed (idempotent): the safe side.
+
+A target is restored when its epoch is behind the ledger's newest entry for it. Until it is replayed,
+ingest and requests on it are refused (`refuse_if_restored`, exit 6).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from erasure import epoch, ledger, requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.errors import ErasureError, RequestBlocked
+from erasure.identity import Identity
+from erasure.sqlite import connect, transaction
+from erasure.targets import REFERENCE, Target, Targets, home_targets
+from erasure.tiers import Tier
+
+
+class StoreRestored(RequestBlocked):
+    """A target was restored from a backup older than its last erasure: refused until replayed (exit 6)."""
+
+
+def epoch_db(target: Target, home: Home) -> Path:
+    """The SQLite file that holds `target`'s erasure epoch."""
+    if target.kind == REFERENCE:
+        return home.store_db if target.path("path") is None else Path(str(target.path("path"))) / "memory.db"
+    from tasks.targets.base import eraser_for
+
+    return eraser_for(target).files(target)[0]
+
+
+def _open(path: Path) -> apsw.Connection:
+    conn = apsw.Connection(str(path))
+    conn.setbusytimeout(30_000)
+    return conn
+
+
+def target_epoch(target: Target, home: Home) -> int:
+    """The target's epoch now (0 when its database is missing or no erasure touched it)."""
+    path = epoch_db(target, home)
+    if not path.exists():
+        return 0
+    conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    conn.setbusytimeout(30_000)
+    try:
+        return epoch.current(conn)
+    finally:
+        conn.close()
+
+
+def advance_target(target: Target, home: Home, request_id: str) -> int:
+    """Advance a framework target's epoch for `request_id`'s completed erasure (idempotent)."""
+    conn = _open(epoch_db(target, home))
+    try:
+        with transaction(conn):
+            return epoch.advance(conn, request_id)
+    finally:
+        conn.close()
+
+
+def raise_target(target: Target, home: Home, to: int, marker: str) -> int:
+    """Bring a target's epoch up to `to` (after a replay re-applied the ledger up to it)."""
+    conn = _open(epoch_db(target, home))
+    try:
+        with transaction(conn):
+            return epoch.raise_to(conn, to, marker)
+    finally:
+        conn.close()
+
+
+def _request_epoch(target: Target, home: Home, request_id: str) -> int:
+    path = epoch_db(target, home)
+    conn = _open(path)
+    try:
+        with transaction(conn):
+            return epoch.advance(conn, request_id)  # the epoch it already has; made now if a path skipped it
+    finally:
+        conn.close()
+
+
+def _sticky(home: Home, target: Target, request_id: str) -> dict[str, Any]:
+    """The reference store's own suppression rows of `request_id` (keyed hashes under its secret)."""
+    if target.kind != REFERENCE:
+        return {}
+    conn = connect(epoch_db(target, home), readonly=True)
+    try:
+        keys = [list(r) for r in conn.execute(
+            "SELECT source, source_ref, item_key, erased_at FROM erased_subjects WHERE request_ref = ? ORDER BY id",
+            (request_id,))]
+        ids = [list(r) for r in conn.execute(
+            "SELECT kind, digest, created_at FROM erased_identities WHERE erasure_ref = ? ORDER BY kind, digest",
+            (request_id,))]
+    finally:
+        conn.close()
+    return {"erased_subjects": keys, "erased_identities": ids}
+
+
+def record_completed(request_id: str, home: Home) -> list[int]:
+    """Hook: a request completed all clear: one ledger entry per target (hashes only). A replay
+    (registered in the ledger) records nothing new. Returns the entries' seqs."""
+    targets = home_targets(home.root, home.store_dir)
+    key = ledger.ledger_key(home)
+    book = ledger.open_ledger(home)
+    engine = open_engine(home.engine_db)
+    try:
+        if ledger.is_replay(book, request_id):
+            return []
+        row = requests.get(engine, request_id)
+        subject = requests.load_envelope(engine, request_id).subject
+        store_ids = {subject.id, *requests.store_ids(engine, request_id)}
+        sources = {tuple(json.loads(k)) for k in requests.footprint(engine, request_id, Tier.episodic, "source")}
+        hashes = ledger.identity_hashes(key, Identity.of(subject))
+        hashes += [("store_id", ledger.store_id_hash(key, s)) for s in sorted(store_ids)]
+        hashes += [("source_key", ledger.source_key_hash(key, str(s[0]), str(s[1]))) for s in sorted(sources)]
+        seqs = []
+        for target in targets.targets:
+            seqs.append(ledger.record(book, target=target.name, request_id=request_id,
+                                      epoch=_request_epoch(target, home, request_id),
+                                      legal_basis=row.legal_basis.value, hashes=hashes,
+                                      sticky=_sticky(home, target, request_id)))
+        return seqs
+    finally:
+        engine.close()
+        book.close()
+
+
+@dataclass(frozen=True)
+class TargetEpoch:
+    """A target's epoch against the ledger's: `restored` when the store is behind."""
+
+    target: str
+    kind: str
+    store_epoch: int
+    ledger_epoch: int
+    pending: tuple[str, ...]
+    """The original requests whose erasures the restored store no longer has (to replay)."""
+
+    @property
+    def restored(self) -> bool:
+        return self.store_epoch < self.ledger_epoch
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "kind": self.kind, "store_epoch": self.store_epoch,
+                "ledger_epoch": self.ledger_epoch, "restored": self.restored, "pending": list(self.pending)}
+
+
+def epochs(home: Home, targets: Targets | None = None) -> list[TargetEpoch]:
+    """Every target's epoch against the ledger."""
+    targets = targets or home_targets(home.root, home.store_dir)
+    if not ledger.ledger_path(home).exists():
+        return [TargetEpoch(t.name, t.kind, 0, 0, ()) for t in targets.targets]
+    book = ledger.open_ledger(home)
+    try:
+        out = []
+        for t in targets.targets:
+            try:
+                now = target_epoch(t, home)
+            except ErasureError:
+                continue  # an unusable target (unknown kind, bad keys): listed with its error elsewhere
+            pending = tuple(e.request_id for e in ledger.entries(book, t.name, after_epoch=now))
+            out.append(TargetEpoch(t.name, t.kind, now, ledger.last_epoch(book, t.name), pending))
+        return out
+    finally:
+        book.close()
+
+
+def refuse_if_restored(home: Home, *, request_id: str | None = None, only: str | None = None,
+                       targets: Targets | None = None) -> None:
+    """Hook: refuse (exit 6, one line) when a target (or the one named, or of the kind, `only`) was restored and not
+    yet replayed. A registered replay (`request_id`) is let through: it is what brings the store back."""
+    if not ledger.ledger_path(home).exists():
+        return
+    if request_id is not None:
+        book = ledger.open_ledger(home)
+        try:
+            if ledger.is_replay(book, request_id):
+                return
+        finally:
+            book.close()
+    for t in epochs(home, targets):
+        if t.restored and (only is None or only in (t.target, t.kind)):
+            raise StoreRestored(
+                f"target {t.target} was restored from a backup: its erasure epoch {t.store_epoch} is behind the "
+                f"ledger's {t.ledger_epoch} ({len(t.pending)} erasure(s) to replay): run `erasure restore replay "
+                f"--target {t.target}` first")
