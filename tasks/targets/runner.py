@@ -59,6 +59,9 @@ def erase_target(request_id: str, target: Target, home: Home) -> dict[str, Any]:
         if mentions:
             requests.open_exception(engine, request_id, BYTES_SCOPE, "mention_reported", f"target:{target.name}",
                                     {"target": target.name, "items": mentions}, MENTION_GROUND)
+        from tasks.targets.reach import record_beyond_reach
+
+        record_beyond_reach(engine, request_id, target, eraser)
         from tasks.runner import write_steps_jsonl
 
         write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
