@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = ("langgraph_sqlite", "chroma", "mem0")
+KINDS = ("langgraph_sqlite", "chroma", "mem0", "langgraph_postgres")
 
 
 def main() -> int:

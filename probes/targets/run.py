@@ -28,11 +28,13 @@ def byte_results(target: Target, fp: TargetFingerprint) -> list[ProbeResult]:
 
 
 def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], list[Unscanned]]:
-    roots = scan_roots(probe_for(target).files(target))
+    kind_probe = probe_for(target)
+    roots = scan_roots(kind_probe.files(target))
     needles = fp.needles
     found: set[int] = set()
     viewed: set[int] = set()
-    unscanned: list[Unscanned] = []
+    # What the kind knows it cannot read (a managed cluster's files, a WAL archive): never certified.
+    unscanned: list[Unscanned] = list(getattr(kind_probe, "unscanned", lambda _t: [])(target))
     unreadable = 0
     texts = [n.view() for n in needles]
     for root in roots:

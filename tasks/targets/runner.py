@@ -20,6 +20,7 @@ from erasure.targets import Target
 from erasure.tiers import BYTES_SCOPE, CASCADE_ORDER
 from tasks.runner import write_steps_jsonl
 from tasks.targets.base import eraser_for
+from tasks.targets.reach import record_beyond_reach
 
 NOT_APPLICABLE = "not applicable: this target's kind holds no such tier"
 MENTION_GROUND = "mention reported: another person's item in this target names the subject (not erased)"
@@ -60,6 +61,7 @@ def erase_target(request_id: str, target: Target, home: Home) -> dict[str, Any]:
         if mentions:
             requests.open_exception(engine, request_id, BYTES_SCOPE, "mention_reported", f"target:{target.name}",
                                     {"target": target.name, "items": mentions}, MENTION_GROUND)
+        record_beyond_reach(engine, request_id, target, eraser)
         write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
         if left:
             raise TargetIncomplete(f"target {target.name}: items left in {', '.join(left)}: rerun to resume")

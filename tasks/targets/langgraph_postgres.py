@@ -1,0 +1,311 @@
+"""Kind `langgraph-postgres`: LangGraph's `PostgresStore` (long-term memory, with its pgvector index in
+`store_vectors`) and `PostgresSaver` (threads: `checkpoints`, `checkpoint_blobs`, `checkpoint_writes`),
+in a team's PostgreSQL cluster, erased by SQL (configuration: `erasure/postgres_target.py`).
+
+Whose is an item or a thread (as for `langgraph-sqlite`): an item is the subject's when any label of its
+namespace, or its key, IS a spelling of their id (the whole label, after NFKC and case folding); a
+thread is the subject's when any checkpoint's metadata has a top-level value that is their id, under
+any key but LangGraph's own. The configured prefixes and keys decide the tier and tell what nobody
+configured (counted in the step record).
+
+Why SQL and not the framework's API: `PostgresStore.delete` is `DELETE FROM store WHERE prefix = ? AND
+key = ?` (its vectors go by `ON DELETE CASCADE`), `delete_thread` three deletes by thread id; opening
+the team's database with our LangGraph would run OUR migrations (`setup()`) on THEIR schema. So this
+module never imports LangGraph: in one transaction per target (READ COMMITTED; every statement waits at
+most `lock_timeout_ms` on the agent's row locks, and the whole transaction is retried while it cannot
+get them) it resolves the subject's namespaces, items and threads and deletes their vectors, items,
+writes, blobs and checkpoints. Then the byte hygiene of `tasks/targets/pg_hygiene.py` (VACUUM FULL,
+statistics, CHECKPOINT, WAL cycles) on every run, also when nothing was found: a rerun after a crash
+between the deletes and the rewrite must still remove the bytes. Other people's items and threads that
+name the subject are counted (`mentions`), never changed. What the erasure cannot reach (WAL archive,
+standbys, replication slots, logical replication) is returned by `beyond_reach` and becomes an
+exception in the pack.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psycopg
+from psycopg import sql
+
+from erasure.errors import StoreError
+from erasure.identity import Identity, fold
+from erasure.subject import Subject
+from erasure.target_kinds.langgraph_postgres import SUBJECT_LABEL, PostgresTarget, postgres_target
+from erasure.targets import Target
+from erasure.tiers import Tier
+from tasks.targets import pg_hygiene
+from tasks.targets.base import TierOutcome
+
+KIND = "langgraph-postgres"
+ITEM_TABLES = ("store_vectors", "store")
+"""Keyed by (prefix, key); vectors first (no cascade is relied on)."""
+THREAD_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
+FRAMEWORK_METADATA = frozenset({"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id",
+                                "checkpoint_ns", "run_id", "run_name", "task_id"})
+MIN_CONTENT = 16
+MAX_CONTENT = 400
+
+
+class _Matcher:
+    """Whether a dot-joined namespace is the subject's, and the tier of its items."""
+
+    def __init__(self, cfg: PostgresTarget, subject: Subject) -> None:
+        self.want = fold(subject.id)
+        self.templates = [[(fold(label.replace(SUBJECT_LABEL, subject.id)) if SUBJECT_LABEL in label else label,
+                            SUBJECT_LABEL in label) for label in ns] for ns in cfg.namespaces]
+        self.episodic = cfg.episodic
+
+    def _configured(self, parts: list[str]) -> int | None:
+        for labels in self.templates:
+            if len(parts) >= len(labels) and all((fold(p) if folded else p) == label
+                                                 for p, (label, folded) in zip(parts, labels, strict=False)):
+                return len(labels)
+        return None
+
+    def tier(self, prefix: str) -> Tier | None:
+        """The tier of the items in namespace `prefix` if it is the subject's, else None."""
+        parts = prefix.split(".")
+        end = self._configured(parts)
+        if end is None:
+            own = next((i for i, p in enumerate(parts) if fold(p) == self.want), None)
+            if own is None:
+                return None
+            end = own + 1
+        rest = parts[end:]
+        return Tier.episodic if rest and rest[0] in self.episodic else Tier.semantic
+
+    def unconfigured(self, prefix: str) -> bool:
+        return self._configured(prefix.split(".")) is None
+
+
+@dataclass
+class _Found:
+    """The subject's records, resolved inside the erasing transaction (or a read-only one)."""
+
+    prefixes: dict[str, Tier] = field(default_factory=dict)
+    keyed: list[tuple[str, str]] = field(default_factory=list)
+    """Items elsewhere whose key is the subject's id (`store.put(("profiles",), user_id, ...)`)."""
+    threads: dict[str, bool] = field(default_factory=dict)
+    """thread id -> whether a configured metadata key names the subject."""
+    items: dict[Tier, int] = field(default_factory=lambda: {Tier.episodic: 0, Tier.semantic: 0})
+    vectors: int = 0
+    thread_rows: dict[str, int] = field(default_factory=dict)
+    unconfigured_items: int = 0
+    content: list[bytes] = field(default_factory=list)
+
+
+def _tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
+    rows = conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))
+    return {str(r[0]) for r in rows}
+
+
+def _t(cfg: PostgresTarget, table: str) -> sql.Identifier:
+    return sql.Identifier(cfg.schema, table)
+
+
+def _item_where(found: _Found) -> tuple[sql.Composable, tuple[Any, ...]]:
+    return (sql.SQL("(prefix = ANY(%s) OR (prefix, key) IN (SELECT * FROM unnest(%s::text[], %s::text[])))"),
+            (list(found.prefixes), [p for p, _k in found.keyed], [k for _p, k in found.keyed]))
+
+
+def _names_subject(meta: Any, want: str) -> set[str]:
+    if not isinstance(meta, dict):
+        return set()
+    return {str(k) for k, v in meta.items() if str(k) not in FRAMEWORK_METADATA and not str(k).startswith("langgraph_")
+            and isinstance(v, (str, int)) and not isinstance(v, bool) and fold(str(v)) == want}
+
+
+def _leaves(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _leaves(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _leaves(v)]
+    return []
+
+
+def _resolve(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subject) -> _Found:
+    """The subject's namespaces, keyed items and threads, with counts (inside the caller's transaction)."""
+    matcher = _Matcher(cfg, subject)
+    tables = _tables(conn, cfg.schema)
+    found = _Found()
+    items = [t for t in ITEM_TABLES if t in tables]
+    for table in items:
+        for (prefix,) in conn.execute(sql.SQL("SELECT DISTINCT prefix FROM {}").format(_t(cfg, table))):
+            tier = matcher.tier(str(prefix))
+            if tier is not None:
+                found.prefixes[str(prefix)] = tier
+        for prefix, key in conn.execute(sql.SQL("SELECT DISTINCT prefix, key FROM {} WHERE lower(key) = lower(%s) "
+                                                "OR key ILIKE %s").format(_t(cfg, table)), (subject.id, subject.id)):
+            if str(prefix) not in found.prefixes and fold(str(key)) == matcher.want \
+                    and (str(prefix), str(key)) not in found.keyed:
+                found.keyed.append((str(prefix), str(key)))
+    if found.prefixes or found.keyed:
+        where, args = _item_where(found)
+        if "store" in tables:
+            for prefix, value in conn.execute(sql.SQL("SELECT prefix, value FROM {} WHERE ").format(_t(cfg, "store"))
+                                              + where, args):
+                tier = found.prefixes.get(str(prefix), Tier.semantic)
+                found.items[tier] += 1
+                if str(prefix) not in found.prefixes or matcher.unconfigured(str(prefix)):
+                    found.unconfigured_items += 1
+                for text in _leaves(value):
+                    if len(text) >= MIN_CONTENT and len(found.content) < MAX_CONTENT:
+                        found.content.append(text[:48].encode())
+        if "store_vectors" in tables:
+            row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE ").format(_t(cfg, "store_vectors")) + where,
+                               args).fetchone()
+            found.vectors = int(row[0]) if row else 0
+    if "checkpoints" in tables:
+        want = fold(subject.id)
+        for tid, meta in conn.execute(sql.SQL(
+                "SELECT thread_id, metadata FROM {} WHERE EXISTS (SELECT 1 FROM jsonb_each_text(metadata) e "
+                "WHERE lower(e.value) = lower(%s) OR e.value ILIKE %s)").format(_t(cfg, "checkpoints")),
+                (subject.id, subject.id)):
+            keys = _names_subject(meta, want)
+            if keys:
+                found.threads[str(tid)] = found.threads.get(str(tid), False) or bool(keys & set(cfg.thread_keys))
+        for table in (t for t in THREAD_TABLES if t in tables):
+            row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE thread_id = ANY(%s)").format(_t(cfg, table)),
+                               (list(found.threads),)).fetchone()
+            found.thread_rows[table] = int(row[0]) if row else 0
+    return found
+
+
+def _delete(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subject) -> tuple[_Found, dict[str, int]]:
+    """One transaction: resolve, then delete vectors, items, writes, blobs, checkpoints."""
+    removed: dict[str, int] = {}
+    with conn.transaction():
+        found = _resolve(conn, cfg, subject)
+        tables = _tables(conn, cfg.schema)
+        if found.prefixes or found.keyed:
+            where, args = _item_where(found)
+            for table in (t for t in ITEM_TABLES if t in tables):
+                cur = conn.execute(sql.SQL("DELETE FROM {} WHERE ").format(_t(cfg, table)) + where, args)
+                removed[table] = cur.rowcount
+        if found.threads:
+            for table in (t for t in THREAD_TABLES if t in tables):
+                cur = conn.execute(sql.SQL("DELETE FROM {} WHERE thread_id = ANY(%s)").format(_t(cfg, table)),
+                                   (list(found.threads),))
+                removed[table] = cur.rowcount
+    return found, removed
+
+
+def _measure(cfg: PostgresTarget, subject: Subject) -> _Found:
+    conn = pg_hygiene.connect(cfg, autocommit=False)
+    try:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION READ ONLY")
+            return _resolve(conn, cfg, subject)
+    finally:
+        conn.close()
+
+
+def _needles(subject: Subject, found: _Found) -> list[bytes]:
+    """What the WAL cycles look for: the subject's identifiers as written, and heads of their items."""
+    out = [s.encode() for s in (subject.id, subject.email, subject.name, subject.phone) if s]
+    if subject.phone:
+        out.append("".join(c for c in subject.phone if c.isdigit()).encode())
+    return [n for n in dict.fromkeys([*out, *found.content]) if len(n) >= 6]
+
+
+class LangGraphPostgresEraser:
+    """The erasing side of kind `langgraph-postgres` (see the module docstring)."""
+
+    kind: ClassVar[str] = KIND
+    tiers: ClassVar[tuple[Tier, ...]] = (Tier.working, Tier.episodic, Tier.semantic, Tier.vectors)
+
+    def check(self, target: Target) -> None:
+        postgres_target(target)
+
+    def files(self, target: Target) -> list[Path]:
+        cfg = postgres_target(target)
+        return [cfg.data_dir] if cfg.data_dir is not None else []
+
+    def count(self, target: Target, subject: Subject) -> dict[Tier, int]:
+        f = _measure(postgres_target(target), subject)
+        return {Tier.working: len(f.threads), Tier.episodic: f.items[Tier.episodic],
+                Tier.semantic: f.items[Tier.semantic], Tier.vectors: f.vectors}
+
+    def erase(self, target: Target, subject: Subject) -> dict[Tier, TierOutcome]:
+        cfg = postgres_target(target)
+        conn = pg_hygiene.connect(cfg, autocommit=False)
+        try:
+            if conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,):
+                raise StoreError(f"langgraph-postgres: target {cfg.name!r} is a standby (read-only): point its url "
+                                 "at the primary")
+            conn.commit()
+            t0 = time.perf_counter()
+            before, removed = pg_hygiene.retry_locked(cfg, lambda: _delete(conn, cfg, subject), "the deletes")
+            delete_ms = int((time.perf_counter() - t0) * 1000)
+            present = _tables(conn, cfg.schema)
+            conn.commit()
+        finally:
+            conn.close()
+        rewritten = pg_hygiene.rewrite(cfg, [t for t in (*ITEM_TABLES, *THREAD_TABLES) if t in present])
+        wal = pg_hygiene.wal_cycles(cfg, _needles(subject, before))
+        after = _measure(cfg, subject)
+        hygiene = {"delete_ms": delete_ms, **rewritten, **wal}
+        return {
+            Tier.working: TierOutcome(len(before.threads), len(after.threads), {
+                "threads": len(before.threads), **{f"{t}_rows": n for t, n in before.thread_rows.items()},
+                **{f"deleted_{t}_rows": removed.get(t, 0) for t in THREAD_TABLES if t in before.thread_rows},
+                "threads_under_unconfigured_metadata_keys": sum(1 for c in before.threads.values() if not c)}),
+            Tier.episodic: TierOutcome(before.items[Tier.episodic], after.items[Tier.episodic], {
+                "items": before.items[Tier.episodic]}),
+            Tier.semantic: TierOutcome(before.items[Tier.semantic], after.items[Tier.semantic], {
+                "items": before.items[Tier.semantic], "namespaces": len(before.prefixes),
+                "items_keyed_by_subject_id": len(before.keyed),
+                "items_under_unconfigured_layouts": before.unconfigured_items, **hygiene}),
+            Tier.vectors: TierOutcome(before.vectors, after.vectors, {
+                "vectors": before.vectors, "deleted_store_vectors_rows": removed.get("store_vectors", 0)}),
+        }
+
+    def mentions(self, target: Target, subject: Subject) -> int:
+        """Other people's items and threads whose text names the subject (counted, never changed)."""
+        cfg = postgres_target(target)
+        identity = Identity.of(subject)
+        literals = [s for s in (subject.email, subject.name, subject.id) if s]
+        conn = pg_hygiene.connect(cfg, autocommit=False)
+        try:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION READ ONLY")
+                found = _resolve(conn, cfg, subject)
+                tables = _tables(conn, cfg.schema)
+                n = 0
+                patterns = [f"%{s.replace('%', '').replace('_', '')}%" for s in literals]
+                if "store" in tables:
+                    for prefix, key, text in conn.execute(sql.SQL(
+                            "SELECT prefix, key, value::text FROM {} WHERE value::text ILIKE ANY(%s)").format(
+                            _t(cfg, "store")), (patterns,)):
+                        if str(prefix) in found.prefixes or (str(prefix), str(key)) in found.keyed:
+                            continue
+                        n += identity.found_in(json.dumps(json.loads(str(text)), ensure_ascii=False)) is not None
+                threads: set[str] = set()
+                raw = [s.encode() for s in literals]
+                for table, column in (("checkpoints", "checkpoint::text::bytea"), ("checkpoint_blobs", "blob"),
+                                      ("checkpoint_writes", "blob")):
+                    if table not in tables:
+                        continue
+                    for (tid,) in conn.execute(sql.SQL("SELECT DISTINCT thread_id FROM {} WHERE EXISTS (SELECT 1 FROM"
+                                                       " unnest(%s::bytea[]) n WHERE position(n IN {}) > 0)").format(
+                            _t(cfg, table), sql.SQL(column)), (raw,)):
+                        if str(tid) not in found.threads:
+                            threads.add(str(tid))
+                return n + len(threads)
+        finally:
+            conn.close()
+
+    def beyond_reach(self, target: Target) -> list[dict[str, Any]]:
+        """WAL archive, standbys, replication slots, logical replication: declared, never erased."""
+        return pg_hygiene.beyond_reach(postgres_target(target))
+
+
+ERASER = LangGraphPostgresEraser()

@@ -1,0 +1,230 @@
+"""Byte hygiene of a PostgreSQL cluster after an erasure's deletes, and what lies beyond its reach.
+
+A `DELETE` leaves the rows' bytes in dead tuples (heap, TOAST, every index, the HNSW graph of pgvector)
+and in the WAL. Measured on PostgreSQL 18 with LangGraph's PostgresStore + PostgresSaver: after the
+framework's deletes the subject's email was still in `base/` 170 times; after `VACUUM` 134; after
+`VACUUM FULL` + `CHECKPOINT` 0 in `base/` but every WAL segment written since still held it, and a
+recycled segment kept it until it was overwritten. So, in order:
+
+1. `VACUUM (FULL)` of every touched table: a new file for the heap, its TOAST and every index, the
+   old files truncated at commit and unlinked at the next checkpoint. It takes an ACCESS EXCLUSIVE
+   lock on the table for its duration: the agent's statements on that table wait (and a statement
+   that waits longer than the agent's own `lock_timeout`/`statement_timeout` fails). We wait at most
+   `lock_timeout_ms` for the lock (so a long agent transaction is not queued behind, blocking others
+   for longer), then retry with a growing pause for up to `wait_seconds`.
+2. Planner statistics: `pg_statistic` keeps sampled values (most common values, histogram bounds) of
+   the tables' columns, namespaces and keys of the subject among them. When the touched tables have
+   statistics we `ANALYZE` them again and `VACUUM (FULL)` `pg_statistic` (superuser, or MAINTAIN).
+3. `CHECKPOINT`: dirty buffers written, the old relation files unlinked.
+4. WAL: `pg_switch_wal()` + `CHECKPOINT` cycles. A switch fills the rest of the segment with zeros, a
+   checkpoint removes or recycles the segments before its redo point; a recycled segment (renamed for
+   reuse) still holds its old records until WAL is written over it. When the data directory is
+   readable we search the segments after each cycle for the subject's identifiers and content (a
+   plain byte search of our own: the independent probe scans them again through every decoded
+   view) and stop when none holds them; without it we run as many cycles as `pg_ls_waldir()` lists
+   segments. Bounded by `wal_cycles`, and reported (cycles, segments holding the subject before and
+   after) in the step record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors, sql
+
+from erasure.errors import StoreError
+from erasure.target_kinds.langgraph_postgres import PostgresTarget
+
+T = TypeVar("T")
+RETRYABLE = (errors.LockNotAvailable, errors.DeadlockDetected, errors.SerializationFailure,
+             errors.QueryCanceled)
+
+
+def retry_locked(cfg: PostgresTarget, fn: Callable[[], T], what: str) -> T:
+    """Run `fn`, again while the agent holds a lock we waited `lock_timeout_ms` on (or a deadlock or
+    serialisation failure), backing off up to `wait_seconds`; then `StoreError` (nothing is lost:
+    a transaction that failed rolled back, and the step reruns)."""
+    deadline = time.monotonic() + cfg.wait_seconds
+    pause = 0.1
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return fn()
+        except RETRYABLE as exc:
+            if time.monotonic() >= deadline:
+                raise StoreError(f"langgraph-postgres: {what} stayed locked by another session for "
+                                 f"{cfg.wait_seconds:.0f} s ({attempts} attempts); nothing is lost: rerun the "
+                                 "step") from exc
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+def connect(cfg: PostgresTarget, *, autocommit: bool) -> psycopg.Connection[Any]:
+    """A connection to the target's cluster, waiting at most `lock_timeout_ms` on any lock."""
+    try:
+        conn = psycopg.connect(cfg.url, autocommit=autocommit, connect_timeout=15, application_name="erasure")
+    except psycopg.OperationalError as exc:
+        raise StoreError(f"langgraph-postgres: target {cfg.name!r}: cannot connect "
+                         f"({type(exc).__name__})") from exc
+    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{cfg.lock_timeout_ms}ms")))
+    if autocommit:
+        return conn
+    conn.commit()
+    return conn
+
+
+def _stat_tables(conn: psycopg.Connection[Any], schema: str, tables: list[str]) -> bool:
+    row = conn.execute("SELECT count(*) FROM pg_catalog.pg_statistic s JOIN pg_catalog.pg_class c ON c.oid = "
+                       "s.starelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s"
+                       " AND c.relname = ANY(%s)", (schema, tables)).fetchone()
+    return bool(row and row[0])
+
+
+def _run(cfg: PostgresTarget, conn: psycopg.Connection[Any], statement: sql.Composed, what: str) -> None:
+    retry_locked(cfg, lambda: conn.execute(statement), what)
+
+
+def rewrite(cfg: PostgresTarget, tables: list[str]) -> dict[str, int]:
+    """VACUUM FULL of `tables` (in `cfg.schema`), statistics resampled where they exist, CHECKPOINT.
+    Returns timings and flags (counts only) for the step record."""
+    out: dict[str, int] = {}
+    conn = connect(cfg, autocommit=True)
+    try:
+        started = time.perf_counter()
+        for table in tables:
+            t0 = time.perf_counter()
+            _run(cfg, conn, sql.SQL("VACUUM (FULL) {}").format(sql.Identifier(cfg.schema, table)),
+                 f"VACUUM FULL of {table}")
+            out[f"vacuum_full_{table}_ms"] = int((time.perf_counter() - t0) * 1000)
+        out["vacuum_full_ms"] = int((time.perf_counter() - started) * 1000)
+        out["statistics_rewritten"] = 0
+        if tables and _stat_tables(conn, cfg.schema, tables):
+            t0 = time.perf_counter()
+            for table in tables:
+                _run(cfg, conn, sql.SQL("ANALYZE {}").format(sql.Identifier(cfg.schema, table)),
+                     f"ANALYZE of {table}")
+            try:
+                retry_locked(cfg, lambda: conn.execute("VACUUM (FULL) pg_catalog.pg_statistic"),
+                             "VACUUM FULL of pg_statistic")
+                out["statistics_rewritten"] = 1
+            except errors.InsufficientPrivilege:
+                out["statistics_not_rewritten_no_privilege"] = 1
+            out["statistics_ms"] = int((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        retry_locked(cfg, lambda: conn.execute("CHECKPOINT"), "CHECKPOINT")
+        out["checkpoint_ms"] = int((time.perf_counter() - t0) * 1000)
+        return out
+    finally:
+        conn.close()
+
+
+def _segments(data_dir: Path) -> list[Path]:
+    wal = data_dir / "pg_wal"
+    return sorted(p for p in wal.iterdir() if p.is_file() and len(p.name) == 24
+                  and all(c in "0123456789ABCDEF" for c in p.name))
+
+
+def segments_holding(data_dir: Path, needles: Iterable[bytes]) -> int:
+    """How many WAL segment files hold any needle (case-insensitive bytes)."""
+    lows = [n.lower() for n in needles if n]
+    n = 0
+    for seg in _segments(data_dir):
+        try:
+            data = seg.read_bytes().lower()
+        except OSError:
+            continue
+        if any(needle in data for needle in lows):
+            n += 1
+    return n
+
+
+def wal_cycles(cfg: PostgresTarget, needles: list[bytes]) -> dict[str, int]:
+    """Switch WAL segments and checkpoint until no segment holds a needle (data directory readable), or
+    as many times as there are segments (not readable); at most `cfg.wal_cycles`. Counts only."""
+    conn = connect(cfg, autocommit=True)
+    try:
+        readable = cfg.data_dir_readable() and cfg.data_dir is not None
+        out: dict[str, int] = {"wal_data_dir_readable": int(readable)}
+        if readable:
+            assert cfg.data_dir is not None
+            holding = segments_holding(cfg.data_dir, needles)
+            out["wal_segments_with_subject_before"] = holding
+            target = cfg.wal_cycles
+        else:
+            try:
+                row = conn.execute("SELECT count(*) FROM pg_ls_waldir()").fetchone()
+                target = min(cfg.wal_cycles, int(row[0]) + 1 if row else cfg.wal_cycles)
+            except errors.InsufficientPrivilege:
+                target = cfg.wal_cycles
+            holding = 1
+        started = time.perf_counter()
+        cycles = 0
+        while cycles < target and holding:
+            conn.execute("SELECT pg_switch_wal()")
+            retry_locked(cfg, lambda: conn.execute("CHECKPOINT"), "CHECKPOINT")
+            cycles += 1
+            if readable:
+                assert cfg.data_dir is not None
+                holding = segments_holding(cfg.data_dir, needles)
+        out["wal_cycles"] = cycles
+        out["wal_cycles_ms"] = int((time.perf_counter() - started) * 1000)
+        if readable:
+            out["wal_segments_with_subject_after"] = holding
+        return out
+    finally:
+        conn.close()
+
+
+def beyond_reach(cfg: PostgresTarget) -> list[dict[str, Any]]:
+    """What holds copies of the cluster's WAL or data that the erasure cannot rewrite: WAL archiving,
+    streaming standbys, replication slots, logical subscriptions. Each: `what` (a stable key), `detail`
+    (counts and settings, no data) and `ground` (what the team must do)."""
+    conn = connect(cfg, autocommit=True)
+    try:
+        def one(query: str) -> Any:
+            row = conn.execute(query).fetchone()
+            return row[0] if row else None
+
+        out: list[dict[str, Any]] = []
+        mode = str(one("SELECT current_setting('archive_mode')"))
+        if mode != "off":
+            command = one("SELECT current_setting('archive_command', true)") or ""
+            library = one("SELECT current_setting('archive_library', true)") or ""
+            archived = one("SELECT archived_count FROM pg_stat_archiver")
+            out.append({"what": "wal_archive", "detail": {
+                "archive_mode": mode, "archiver": "library" if library else "command" if command else "none",
+                "segments_archived": int(archived or 0)},
+                "ground": "WAL archiving is on: the segments written before the erasure, which hold the subject, "
+                          "were copied to the archive (and base backups taken before it hold the data): delete "
+                          "those segments and backups in the archive, or record the archive's retention as the "
+                          "date the copies expire"})
+        standbys = int(one("SELECT count(*) FROM pg_stat_replication") or 0)
+        if standbys:
+            out.append({"what": "streaming_replicas", "detail": {"standbys": standbys},
+                        "ground": "standbys stream this cluster's WAL: they replay the erasure's deletes and VACUUM "
+                                  "FULL, but their own pg_wal and any archive of theirs keep the old records: on each "
+                                  "standby, once it has replayed past the erasure, run CHECKPOINT and scan its data "
+                                  "directory (a langgraph-postgres target with its own data_dir and url), or rebuild "
+                                  "it with pg_basebackup"})
+        slots = conn.execute("SELECT slot_type, count(*) FROM pg_replication_slots GROUP BY slot_type").fetchall()
+        if slots:
+            out.append({"what": "replication_slots", "detail": {f"{t}_slots": int(n) for t, n in slots},
+                        "ground": "replication slots retain WAL from their restart point on, so segments holding "
+                                  "the subject may not be recycled until every slot's consumer has advanced; a "
+                                  "logical slot's consumer has received the subject's changes: erase them there "
+                                  "too, or drop unused slots"})
+        subs = int(one("SELECT count(*) FROM pg_subscription") or 0)
+        pubs = int(one("SELECT count(*) FROM pg_publication") or 0)
+        if subs or pubs:
+            out.append({"what": "logical_replication", "detail": {"subscriptions": subs, "publications": pubs},
+                        "ground": "logical replication copies rows between clusters: a publication's subscribers "
+                                  "hold the subject's rows in their own tables, and a subscription's publisher is "
+                                  "where they came from: make each of those clusters a target of its own"})
+        return out
+    finally:
+        conn.close()
