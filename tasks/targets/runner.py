@@ -20,7 +20,6 @@ from erasure.targets import Target
 from erasure.tiers import BYTES_SCOPE, CASCADE_ORDER
 from tasks.runner import write_steps_jsonl
 from tasks.targets.base import eraser_for
-from tasks.targets.reach import record_beyond_reach
 
 NOT_APPLICABLE = "not applicable: this target's kind holds no such tier"
 MENTION_GROUND = "mention reported: another person's item in this target names the subject (not erased)"
@@ -80,3 +79,30 @@ def count_target(target: Target, subject: Any) -> dict[str, int | None]:
     eraser.check(target)
     counts = eraser.count(target, subject)
     return {t.value: (counts.get(t, 0) if t in eraser.tiers else None) for t in CASCADE_ORDER}
+
+
+# --- what a kind says lies beyond the erasure's reach ------------------------------------------------
+
+BEYOND_REACH = "beyond_reach"
+
+
+def record_beyond_reach(engine: Any, request_id: str, target: Target, eraser: Any) -> int:
+    """Open (or close) the target's beyond-reach exceptions (a WAL archive, standbys, replication slots,
+    logical replication for PostgreSQL); returns how many are open. A kind's eraser may expose
+    `beyond_reach(target) -> list[dict]`, each with `what` (a stable key), `detail` (counts and settings
+    only) and `ground` (what the team must do): one exception per `what`, keyed `target:<name>:<what>`;
+    those a later run no longer finds are closed. The pack then says `erasedWithExceptions`."""
+    probe = getattr(eraser, "beyond_reach", None)
+    found: list[dict[str, Any]] = probe(target) if probe is not None else []
+    prefix = f"target:{target.name}:"
+    keep = set()
+    for item in found:
+        key = prefix + str(item["what"])
+        keep.add(key)
+        requests.open_exception(engine, request_id, BYTES_SCOPE, BEYOND_REACH, key,
+                                {"target": target.name, "what": item["what"], **item.get("detail", {})},
+                                str(item["ground"]))
+    for e in requests.exceptions(engine, request_id, open_only=True):
+        if e.kind == BEYOND_REACH and e.item_key.startswith(prefix) and e.item_key not in keep:
+            requests.close_exception(engine, e.exception_id)
+    return len(keep)

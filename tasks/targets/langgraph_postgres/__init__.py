@@ -14,7 +14,7 @@ the team's database with our LangGraph would run OUR migrations (`setup()`) on T
 module never imports LangGraph: in one transaction per target (READ COMMITTED; every statement waits at
 most `lock_timeout_ms` on the agent's row locks, and the whole transaction is retried while it cannot
 get them) it resolves the subject's namespaces, items and threads and deletes their vectors, items,
-writes, blobs and checkpoints. Then the byte hygiene of `tasks/targets/pg_hygiene.py` (VACUUM FULL,
+writes, blobs and checkpoints. Then the byte hygiene of `hygiene.py` beside it (VACUUM FULL,
 statistics, CHECKPOINT, WAL cycles) on every run, also when nothing was found: a rerun after a crash
 between the deletes and the rewrite must still remove the bytes. Other people's items and threads that
 name the subject are counted (`mentions`), never changed. What the erasure cannot reach (WAL archive,
@@ -39,8 +39,8 @@ from erasure.subject import Subject
 from erasure.target_kinds.langgraph_postgres import SUBJECT_LABEL, PostgresTarget, postgres_target
 from erasure.targets import Target
 from erasure.tiers import Tier
-from tasks.targets import pg_hygiene
 from tasks.targets.base import TierOutcome
+from tasks.targets.langgraph_postgres import hygiene as pg_hygiene
 
 KIND = "langgraph-postgres"
 ITEM_TABLES = ("store_vectors", "store")
