@@ -46,17 +46,6 @@ def status(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt =
     console.print(table)
 
 
-def annotate_targets(rows: list[dict[str, Any]], h: Any, found: Any) -> None:
-    """Hook of `erasure targets list`: each row gets `restored` and `to_replay` (original request ids)."""
-    from tasks.epochs import epochs
-
-    by_name = {e.target: e for e in epochs(h, found)}
-    for row in rows:
-        e = by_name.get(row["name"])
-        row["restored"] = bool(e and e.restored)
-        row["to_replay"] = list(e.pending) if e else []
-
-
 def _tenant(h: Any, found: Any) -> str:
     if found.reference() is None:
         return str(found.tenant)

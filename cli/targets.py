@@ -55,9 +55,7 @@ def list_(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt = 
         except ErasureError as exc:
             rows.append({"name": t.name, "kind": t.kind, "tiers": [], "reachable": False, "missing": [],
                          "error": str(exc)})
-    from cli.restore import annotate_targets
-
-    annotate_targets(rows, h, found)  # hook (issue 26): restored stores and what they wait to replay
+    _annotate_restored(rows, h, found)  # hook (issue 26): restored stores and what they wait to replay
     if json_out:
         print_json({"tenant": found.tenant, "source": str(found.source) if found.source else None, "targets": rows})
         return
@@ -108,3 +106,14 @@ def check(
     for tier in CASCADE_ORDER:
         table.add_row(tier.value, *["n/a" if out[n][tier.value] is None else str(out[n][tier.value]) for n in out])
     console.print(table)
+
+
+def _annotate_restored(rows: list[dict[str, Any]], h: Any, found: Any) -> None:
+    """Each row gets `restored` and `to_replay` (the original request ids a restored store waits to replay)."""
+    from tasks.epochs import epochs  # only when listing: tasks is heavy for the CLI's start
+
+    by_name = {e.target: e for e in epochs(h, found)}
+    for row in rows:
+        e = by_name.get(row["name"])
+        row["restored"] = bool(e and e.restored)
+        row["to_replay"] = list(e.pending) if e else []

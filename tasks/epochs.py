@@ -48,6 +48,18 @@ def epoch_db(target: Target, home: Home) -> Path:
     return eraser_for(target).files(target)[0]
 
 
+def tracks_epoch(target: Target, home: Home) -> bool:
+    """Whether `target`'s kind keeps an epoch: the reference store and the kinds whose main file is a
+    SQLite file. A PostgreSQL target (its files are a cluster's data directory) keeps none yet: a
+    restore of the cluster is not detected (README, backups)."""
+    if target.kind == REFERENCE:
+        return True
+    from tasks.targets.base import eraser_for
+
+    files = eraser_for(target).files(target)
+    return bool(files) and not files[0].is_dir()
+
+
 def _open(path: Path) -> apsw.Connection:
     conn = apsw.Connection(str(path))
     conn.setbusytimeout(30_000)
@@ -69,6 +81,8 @@ def target_epoch(target: Target, home: Home) -> int:
 
 def advance_target(target: Target, home: Home, request_id: str) -> int:
     """Advance a framework target's epoch for `request_id`'s completed erasure (idempotent)."""
+    if not tracks_epoch(target, home):
+        return 0
     conn = _open(epoch_db(target, home))
     try:
         with transaction(conn):
@@ -79,6 +93,8 @@ def advance_target(target: Target, home: Home, request_id: str) -> int:
 
 def raise_target(target: Target, home: Home, to: int, marker: str) -> int:
     """Bring a target's epoch up to `to` (after a replay re-applied the ledger up to it)."""
+    if not tracks_epoch(target, home):
+        return 0
     conn = _open(epoch_db(target, home))
     try:
         with transaction(conn):
@@ -132,7 +148,7 @@ def record_completed(request_id: str, home: Home) -> list[int]:
         hashes += [("store_id", ledger.store_id_hash(key, s)) for s in sorted(store_ids)]
         hashes += [("source_key", ledger.source_key_hash(key, str(s[0]), str(s[1]))) for s in sorted(sources)]
         seqs = []
-        for target in targets.targets:
+        for target in (t for t in targets.targets if tracks_epoch(t, home)):
             seqs.append(ledger.record(book, target=target.name, request_id=request_id,
                                       epoch=_request_epoch(target, home, request_id),
                                       legal_basis=row.legal_basis.value, hashes=hashes,
@@ -173,6 +189,8 @@ def epochs(home: Home, targets: Targets | None = None) -> list[TargetEpoch]:
         out = []
         for t in targets.targets:
             try:
+                if not tracks_epoch(t, home):
+                    continue
                 now = target_epoch(t, home)
             except ErasureError:
                 continue  # an unusable target (unknown kind, bad keys): listed with its error elsewhere
