@@ -4,7 +4,7 @@ subjects they still hold and until when, and the follow-up statements once none 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -68,3 +68,76 @@ def list_(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt = 
     console.print(t2)
     for rid in doc["followups_written"]:
         console.print(f"{rid}: no backup holds the subject any longer: follow-up statement signed")
+
+
+@app.command("rewrite")
+def rewrite(
+    target: Annotated[str, typer.Option("--target", help="The target whose `mode = \"rewrite\"` backups to erase "
+                                        "inside (its name in targets.toml).", show_default=False)],
+    home: HomeOpt = None,
+    targets: TargetsOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Erase inside each backup of the target's `mode = "rewrite"` folders: restore a copy beside it,
+    re-apply every erasure the backup predates (same cascade, verification and signed pack, as
+    `<original>.rewrite-<backup>-<n>`), and put the erased copy in place of the backup atomically with
+    its original backup time. The requests' `held_in_backup_until` exceptions then end as `rewritten`
+    (`erasure backups list` signs their follow-up statements). Exits 0 when every backup ended all clear."""
+    h = home_of(home)
+    found = targets_for(h, targets)
+    done = rewrite_backups(h, found.by_name(target), str(found.tenant))
+    if json_out:
+        print_json({"target": target, "backups": done})
+        return
+    table = Table(title=f"backups of {target} rewritten")
+    for col in ("backup", "taken", "epoch", "erasures applied"):
+        table.add_column(col)
+    for b in done:
+        table.add_row(b["name"], b["taken_at"], f"{b['epoch_before']} -> {b['epoch']}", ", ".join(b["applied"]))
+    console.print(table)
+
+
+def rewrite_backups(h: Home, t: Any, tenant: str) -> list[dict[str, Any]]:
+    """Rewrite every backup of `t`'s rewrite folders (see `rewrite`); one row per backup (ids and times)."""
+    import os
+    import shutil
+
+    from cli.restore import replay_one
+    from cli.run import run_flow
+    from erasure import ledger
+    from tasks import backup_rewrite as bw
+    from tasks.epochs import target_epoch
+
+    out: list[dict[str, Any]] = []
+    before = os.environ.get("ERASURE_TARGETS")
+    try:
+        for src, path, backup in bw.backups_to_rewrite(t):
+            copy = bw.restore_copy(t, src, path, backup, tenant)
+            try:
+                start = target_epoch(copy.target, h)
+                book = ledger.open_ledger(h)
+                try:
+                    pending = ledger.entries(book, t.name, after_epoch=start)
+                finally:
+                    book.close()
+                row = {"name": backup.name, "ref": backup.ref, "taken_at": backup.as_dict()["taken_at"],
+                       "epoch_before": start, "epoch": start, "applied": [], "replays": []}
+                if pending:
+                    os.environ["ERASURE_TARGETS"] = str(copy.targets_file)
+                    tag = "rewrite-" + backup.ref.rsplit(":", 1)[-1][:8]
+                    for entry in pending:
+                        r = replay_one(h, copy.target, entry, tenant, run_flow, tag=tag)
+                        row["replays"].append(r)
+                    row["applied"] = [e.request_id for e in pending]
+                    row["epoch"] = target_epoch(copy.target, h)
+                    bw.replace(copy)
+                    bw.record(copy, row["epoch"], row["applied"])
+                out.append(row)
+            finally:
+                shutil.rmtree(copy.work, ignore_errors=True)
+    finally:
+        if before is None:
+            os.environ.pop("ERASURE_TARGETS", None)
+        else:
+            os.environ["ERASURE_TARGETS"] = before
+    return out

@@ -94,7 +94,7 @@ def replay(
             if one is not None:
                 os.environ["ERASURE_TARGETS"] = str(one)
             for entry in pending:
-                results.append(_replay_one(h, t, entry, tenant, run_flow))
+                results.append(replay_one(h, t, entry, tenant, run_flow))
         finally:
             if one is not None:
                 one.unlink(missing_ok=True)
@@ -117,15 +117,18 @@ def replay(
             console.print(f"target {t.name} is not restored: nothing to replay")
 
 
-def _replay_one(h: Any, t: Any, entry: ledger.Entry, tenant: str, run_flow: Any) -> dict[str, Any]:
+def replay_one(h: Any, t: Any, entry: ledger.Entry, tenant: str, run_flow: Any, tag: str = "replay") -> dict[str, Any]:
+    """Re-apply one ledger entry on target `t` (a restored store, or a restored copy of a backup): find
+    the subject by the ledger's keyed hashes, run the request flow as `<original>.<tag>-<seq>`, and bring
+    the store's epoch up to the entry's. Raises when it did not end all clear."""
     from tasks import replay as rp
 
     found = rp.find_subject(h, t, entry)
     if found.subject is None:  # no item of the store is keyed by the subject (ledger hashes): nothing to erase
-        rp.finish(h, t, entry, f"{rp.replay_id(entry)}", "nothing_found")
+        rp.finish(h, t, entry, f"{rp.replay_id(entry, tag)}", "nothing_found")
         return {"original": entry.request_id, "replay": None, "found_by": None, "outcome": "nothing_found",
                 "pack": None}
-    rid = rp.submit_replay(h, t, entry, found, tenant)
+    rid = rp.submit_replay(h, t, entry, found, tenant, rp.replay_id(entry, tag))
     state = run_flow(rid, h, live=False)
     ver = h.evidence_dir(rid) / "verification.json"
     doc = json.loads(ver.read_text()) if ver.exists() else {}

@@ -10,6 +10,12 @@
     retention_days = 35                    # how long a backup is kept after it was taken
 
     [[targets.backups]]
+    folder = "/var/backups/agent-memory/nightly"
+    mode = "rewrite"                       # erase inside each backup instead of waiting for it to expire
+    option = "store"                       # the target key each backup is a copy of (a file, folder or tar)
+    retention_days = 35
+
+    [[targets.backups]]
     command = ["/usr/local/bin/list-snapshots", "agent-memory"]  # prints "<ISO-8601 UTC time> <name>" lines
     retention_days = 7
 
@@ -27,7 +33,7 @@ import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -37,6 +43,8 @@ from erasure.targets import Target
 HELD_IN_BACKUP = "held_in_backup_until"
 """The exception kind a pack lists for a backup that still holds the subject."""
 LIST_TIMEOUT = 60.0
+WORK_PREFIX = ".erasure-"
+"""Names in a backup folder that are ours (a rewrite's work and its sidecar), never backups."""
 
 
 class BackupSource(BaseModel):
@@ -48,6 +56,12 @@ class BackupSource(BaseModel):
     pattern: str = "*"
     command: list[str] | None = None
     retention_days: int = Field(ge=0)
+    mode: Literal["hold", "rewrite"] = "hold"
+    """`hold`: a backup taken before an erasure holds the subject until it expires (the pack says so);
+    `rewrite`: `erasure backups rewrite` erases inside each backup of this folder (see `tasks/backup_rewrite.py`)."""
+    option: str | None = None
+    """For `rewrite`: the target key whose file or folder each backup is a copy of (default: the kind's first,
+    `store` for langgraph-sqlite, `path` for chroma)."""
 
     @model_validator(mode="after")
     def _one_place(self) -> BackupSource:
@@ -55,6 +69,8 @@ class BackupSource(BaseModel):
             raise ValueError("give exactly one of folder or command")
         if self.command is not None and not self.command:
             raise ValueError("command must name a program")
+        if self.mode == "rewrite" and self.folder is None:
+            raise ValueError("mode = 'rewrite' needs a folder (a listing command names backups we cannot open)")
         return self
 
 
@@ -114,6 +130,8 @@ def list_backups(target: Target) -> list[Backup]:
             if not folder.is_dir():
                 continue
             for p in sorted(folder.glob(src.pattern)):
+                if p.name.startswith(WORK_PREFIX):
+                    continue  # our own work: a rewrite's copy, its replacement, its sidecar
                 if p.is_file() or p.is_dir():
                     taken = datetime.fromtimestamp(p.stat().st_mtime, UTC)
                     out.append(Backup(target.name, p.name, taken, taken + keep))

@@ -37,7 +37,7 @@ def followup_statement(pack: bytes, request_id: str, backups: Sequence[dict[str,
 def write_followup(evidence_dir: Path, engine_key_path: Path, request_id: str,
                    backups: Sequence[dict[str, Any]], stated_at: str) -> Path:
     """Sign the follow-up statement over `evidence_dir/proof.tar.gz` with the engine key and write it
-    beside the pack. `backups`: {ref, expires_at, ended ('expired' | 'deleted')} per backup."""
+    beside the pack. `backups`: {ref, expires_at, ended ('expired' | 'deleted' | 'rewritten')} per backup."""
     key = load_private_key(engine_key_path)
     pack = (evidence_dir / PACK_FILE).read_bytes()
     payload = followup_statement(pack, request_id, backups, stated_at, keyid(key))

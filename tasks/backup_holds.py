@@ -18,6 +18,7 @@ from erasure.config import Home
 from erasure.errors import ErasureError
 from erasure.targets import home_targets
 from erasure.tiers import BYTES_SCOPE
+from tasks import backup_rewrite
 
 GROUND = ("held in a backup taken before the erasure until {until}: put beyond use (a restore is refused until "
           "its erasures are replayed), erased when it expires")
@@ -49,7 +50,7 @@ class Held:
     taken_at: str
     expires_at: str
     ended: str | None
-    """None: the backup still holds the subject; 'expired' or 'deleted' otherwise."""
+    """None: the backup still holds the subject; 'expired', 'deleted' or 'rewritten' (erased inside it) otherwise."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "target": self.target, "backup": self.ref, "taken_at": self.taken_at,
@@ -61,9 +62,11 @@ def open_holds(engine: apsw.Connection, home: Home, now: datetime | None = None)
     now = now or datetime.now(UTC)
     targets = home_targets(home.root, home.store_dir)
     existing: dict[str, set[str]] = {}
+    rewritten: dict[str, dict[str, set[str]]] = {}
     for t in targets.targets:
         try:
             existing[t.name] = {b.ref for b in list_backups(t)}
+            rewritten[t.name] = backup_rewrite.rewritten(t)
         except ErasureError:
             existing[t.name] = set()
     out = []
@@ -73,8 +76,10 @@ def open_holds(engine: apsw.Connection, home: Home, now: datetime | None = None)
         d = json.loads(str(detail or "{}"))
         ref = str(item_key).rpartition(":until:")[0]
         until = str(d.get("expires_at"))
+        target = str(d.get("target"))
         ended = ("expired" if until <= iso(now) else
-                 "deleted" if ref not in existing.get(str(d.get("target")), set()) else None)
+                 "deleted" if ref not in existing.get(target, set()) else
+                 "rewritten" if str(rid) in rewritten.get(target, {}).get(ref, set()) else None)
         out.append(Held(str(rid), int(str(eid)), str(d.get("target")), ref, str(d.get("taken_at")), until, ended))
     return out
 

@@ -45,9 +45,10 @@ class Found:
     aliases: int = 0
 
 
-def replay_id(entry: Entry) -> str:
-    """The replay request's id: it names the original request (and so does every file of its pack)."""
-    suffix = f".replay-{entry.seq}"
+def replay_id(entry: Entry, tag: str = "replay") -> str:
+    """The replay request's id: it names the original request (and so does every file of its pack).
+    `tag` tells replays of a restored store (`replay`) from rewrites of a backup (`rewrite-<backup>`)."""
+    suffix = f".{tag}-{entry.seq}"
     return entry.request_id[: REQUEST_ID_MAX_CHARS - len(suffix)] + suffix
 
 
@@ -112,10 +113,11 @@ def find_subject(home: Home, target: Target, entry: Entry) -> Found:
     return _from_vault(home, key, entry)
 
 
-def submit_replay(home: Home, target: Target, entry: Entry, found: Found, tenant: str) -> str:
-    """Vault the replay request for `entry` and register it in the ledger; returns its id."""
+def submit_replay(home: Home, target: Target, entry: Entry, found: Found, tenant: str, rid: str | None = None) -> str:
+    """Vault the replay request for `entry` (id `rid`, default `replay_id(entry)`) and register it in the
+    ledger; returns its id."""
     assert found.subject is not None
-    rid = replay_id(entry)
+    rid = rid or replay_id(entry)
     book = ledger.open_ledger(home)
     try:
         ledger.start_replay(book, rid, entry)

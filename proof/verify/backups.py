@@ -6,7 +6,7 @@ Stdlib and cryptography only, like the verifier that calls it. Steps:
 2. its subject is this pack: `proof.tar.gz` with the pack file's sha256;
 3. it is for the pack's request, and says no backup holds the subject (`held_in_backup` 0);
 4. every backup the pack's engine statement listed as `held_in_backup_until` is in it, ended (expired at
-   or before the statement's time, or deleted), with the same expiry.
+   or before the statement's time, deleted, or rewritten: erased inside it), with the same expiry.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def verify_followup(pack: Path, statement: Path, engine_pub_pem: bytes) -> dict[
             raise FollowupError(f"backup {ref}: another expiry than the pack's")
         if b.get("ended") == "expired" and not until <= stated:
             raise FollowupError(f"backup {ref} is said expired before its expiry")
-        if b.get("ended") not in ("expired", "deleted"):
+        if b.get("ended") not in ("expired", "deleted", "rewritten"):
             raise FollowupError(f"backup {ref}: not ended")
     return pred
 
