@@ -91,7 +91,11 @@ def test_a_rebuilt_engine_never_reuses_another_runs_cached_steps(ready, tmp_path
     from flows.erasure_request import erasure_request
 
     assert erasure_request("req-ann-1", return_state=True).is_completed()
-    for d in (ready.store_dir, ready.engine_dir, ready.evidence_dir("req-ann-1")):
+    from erasure.ledger import ledger_path
+
+    # The whole home rebuilt, its ledger of erasures too: with the ledger kept, the new store would be
+    # a restored one, refused until replayed (tests/test_restore_reference.py).
+    for d in (ready.store_dir, ready.engine_dir, ready.evidence_dir("req-ann-1"), ledger_path(ready).parent):
         shutil.rmtree(d)
     ready.ensure()
     build_store(ready, tmp_path / "again")
