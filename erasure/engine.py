@@ -231,7 +231,8 @@ def open_engine(path: Path) -> EngineConnection:
     """Open (creating if needed) the engine database at `path`. It is ours and its vault names
     subjects: created 0600 (`connect`), and made 0600 again if it was left readable by others.
     Inside `engine_session(path)`, the session's connection (close it as usual: that gives it back)."""
-    session = _SESSIONS.get().get(_key(path))
+    sessions = _SESSIONS.get()
+    session = sessions.get(_key(path)) if sessions else None
     if session is not None and session.lend():
         return session.conn
     return _open(path)
