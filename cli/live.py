@@ -3,6 +3,7 @@ window) shows its progress while the flow runs in a thread."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable
@@ -19,10 +20,11 @@ def run_with_table(call: Callable[[], Any], table: Callable[[], Table] | None, *
     """Run `call` (a flow, in this process) in a thread, showing `table()` live until it ends (when
     given); returns its result, or raises what it raised (a Prefect start-up failure explained)."""
     result: dict[str, Any] = {}
+    context = contextvars.copy_context()  # the caller's engine session goes with the flow
 
     def target() -> None:
         try:
-            result["state"] = call()
+            result["state"] = context.run(call)
         except BaseException as exc:
             result["error"] = exc
 

@@ -19,7 +19,7 @@ from cli.targets import TargetsOpt, targets_for
 from cli.window import run_window
 from erasure import requests
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine import engine_session, open_engine
 from erasure.errors import (
     BystandersLost,
     ConfigError,
@@ -125,6 +125,7 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
 
 @request_app.command("run")
 def run(
+    ctx: typer.Context,
     request_ids: Annotated[list[str] | None, typer.Argument(
         help="The request(s) to erase. Several ids (or --all) run as one erasure window.",
         show_default=False)] = None,
@@ -153,6 +154,7 @@ def run(
         raise InputError("give request ids or --all, not both")
     if not all_submitted and not ids:
         raise InputError("give a request id (or several, or --all)")
+    ctx.with_resource(engine_session(home_of(home).engine_db))  # one connection a run
     if all_submitted or len(ids) > 1:
         if confirm_aliases is not None:
             raise InputError("--confirm-aliases applies to one request: run that request on its own")

@@ -53,14 +53,15 @@ def _check_features(conn: apsw.Connection) -> None:
         raise ConfigError("this SQLite build refuses PRAGMA secure_delete=ON")
 
 
-def connect(path: str | Path, *, readonly: bool = False,
-            journal_mode: JournalMode | None = None) -> apsw.Connection:
+def connect(path: str | Path, *, readonly: bool = False, journal_mode: JournalMode | None = None,
+            factory: type[apsw.Connection] = apsw.Connection) -> apsw.Connection:
     """Open `path` with the project's settings and sqlite-vec loaded.
 
     `readonly=True` opens a `file:...?mode=ro` URI (the probes' handles): nothing can be written
     through it. A new database file is created 0600 (folders made for it 0700). `journal_mode` is
     applied to a writable connection; left `None`, a new file starts in WAL and an existing one keeps
-    its mode. Raises `ConfigError` when the SQLite build lacks
+    its mode. `factory` makes the connection (a subclass of `apsw.Connection`). Raises `ConfigError`
+    when the SQLite build lacks
     sqlite-vec, FTS5, FTS5 secure-delete or `secure_delete`, `StoreError` when a read-only target is
     missing.
     """
@@ -70,14 +71,14 @@ def connect(path: str | Path, *, readonly: bool = False,
             raise StoreError(f"no database at {p}")
         uri = f"file:{quote(str(p.resolve()))}?mode=ro"
         flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-        conn = apsw.Connection(uri, flags=flags)
+        conn = factory(uri, flags=flags)
     else:
         is_new = not p.exists() or p.stat().st_size == 0
         private_dirs(p.parent)
         # A new database is its owner's only: 0600 before SQLite writes a byte, and SQLite gives its
         # -wal, -shm and -journal files the database file's mode.
         create_private_file(p)
-        conn = apsw.Connection(str(p))
+        conn = factory(str(p))
         if journal_mode is None and is_new:
             journal_mode = "wal"
     conn.setbusytimeout(BUSY_TIMEOUT_MS)

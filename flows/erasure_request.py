@@ -11,7 +11,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed
 
 from erasure import requests
-from erasure.engine import open_engine
+from erasure.engine import engine_session, open_engine
 from erasure.errors import ErasureError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
@@ -109,7 +109,7 @@ def erasure_request(request_id: RequestId) -> State:
     checked_request_id(request_id)
     log = get_run_logger()
     h = home()
-    with request_lock(h, request_id):
+    with request_lock(h, request_id), engine_session(h.engine_db):
         engine_key_present(h)
         pf = preflight_task(request_id)
         if pf["action"] == "noop":

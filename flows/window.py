@@ -23,7 +23,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed
 
 from erasure import requests
-from erasure.engine import open_engine
+from erasure.engine import engine_session, open_engine
 from erasure.errors import Conflict, ErasureError
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER, Tier
@@ -188,6 +188,7 @@ def erasure_window(request_ids: RequestIds = None) -> State:
     engine_key_present(h)
     report: dict[str, dict[str, Any]] = {}
     with contextlib.ExitStack() as locks:
+        locks.enter_context(engine_session(h.engine_db))
         runnable: list[str] = []
         for rid in ids:
             try:

@@ -1,0 +1,58 @@
+"""The request vault API over the engine database (`erasure.engine.open_engine`): a facade over one
+module per concern, so `from erasure import requests; requests.set_state(conn, ...)` works everywhere.
+
+- `intake`: submit, the request row (get, list, tenant check) and its state
+- `vault`: the envelope (identifiers), salt, store ids, confirmed aliases, free-text checks
+- `clocks`: pauses, resumes and the extension
+- `steps`: step records and the footprint
+- `exceptions`, `receipts`, `events`: what could not be erased, subprocessor receipts, the event log
+
+Every function takes an apsw connection to the engine database (`erasure.engine_db.Engine` binds
+them to one). Only the `vault` tables hold the subject's identifiers; request rows, clock events,
+engine events, step records, exceptions and receipts hold ids, counts and digests. Multi-statement
+writes run in one transaction (a savepoint when the caller already holds one), so a failure leaves
+nothing behind.
+"""
+
+from __future__ import annotations
+
+from erasure.requests.clocks import MAX_REASON, clock_events, deadline_of, extend, pause, resume
+from erasure.requests.events import log_event
+from erasure.requests.exceptions import ExceptionRow, close_exception, exceptions, open_exception
+from erasure.requests.intake import (
+    SALT_BYTES,
+    RequestRow,
+    SubmitResult,
+    check_tenant,
+    get,
+    list_requests,
+    set_state,
+    submit,
+)
+from erasure.requests.receipts import ReceiptRow, receipts, upsert_receipt
+from erasure.requests.steps import add_footprint, footprint, steps, target_steps, upsert_step
+from erasure.requests.vault import (
+    add_store_ids,
+    commit_identifier,
+    confirm_aliases,
+    confirmed_aliases,
+    envelope_digest,
+    load_envelope,
+    refuse_if_names_a_subject,
+    requests_of_subject,
+    store_ids,
+    subject_by_id,
+    subject_of,
+    subject_salt,
+    vault_subjects,
+)
+
+__all__ = [
+    "MAX_REASON", "SALT_BYTES", "ExceptionRow", "ReceiptRow", "RequestRow", "SubmitResult", "add_footprint",
+    "add_store_ids", "check_tenant", "clock_events", "close_exception", "commit_identifier", "confirm_aliases",
+    "confirmed_aliases", "deadline_of", "envelope_digest", "exceptions", "extend", "footprint", "get",
+    "list_requests", "load_envelope", "log_event", "open_exception", "pause", "receipts",
+    "refuse_if_names_a_subject", "requests_of_subject", "resume", "set_state", "steps", "store_ids",
+    "subject_by_id", "subject_of", "subject_salt", "submit", "target_steps", "upsert_receipt", "upsert_step",
+    "vault_subjects",
+]

@@ -1,0 +1,178 @@
+"""One run, one engine connection (issue 24): `erasure request run` through the CLI opens `engine.db`
+once, and validates each request's vaulted envelope once. Counted at the one place a connection to
+the engine database is made (`erasure.engine.connect`), not at the call sites. Then the session's
+rules: nested, shared with threads that copy the context, one thread at a time, closed at its end;
+and `Engine`, the operations bound to one connection."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import engine_session, open_engine
+from erasure.engine_db import Engine
+from erasure.models import ErasureRequestEnvelope
+from erasure.states import RequestState
+from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, owned_counts, submit
+from tests.cli_fixtures import erasure
+
+
+@pytest.fixture
+def ready(home: Home, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> Home:
+    """A store with the subject, one submitted request, an engine key; flows on the session's server."""
+    from prefect.settings import PREFECT_API_URL
+
+    from proof.keys import generate_keypair
+
+    build_store(home, tmp_path)
+    submit(home)
+    generate_keypair("engine", home.keys_dir)
+    monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))
+    monkeypatch.setenv("PREFECT_HOME", str(home.root / "prefect"))
+    return home
+
+
+def _counting(counts: Counter[str], key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        counts[key] += 1
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def count_opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Count real connections to engine.db and memory.db, and envelope validations."""
+    import erasure.engine
+    import memory.schema
+
+    counts: Counter[str] = Counter()
+    monkeypatch.setattr(erasure.engine, "connect", _counting(counts, "engine.db", erasure.engine.connect))
+    monkeypatch.setattr(memory.schema, "connect", _counting(counts, "memory.db", memory.schema.connect))
+    validate = ErasureRequestEnvelope.model_validate_json
+    monkeypatch.setattr(ErasureRequestEnvelope, "model_validate_json",
+                        _counting(counts, "envelope", validate))
+    return counts
+
+
+def test_a_request_run_opens_the_engine_database_once(ready: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = count_opens(monkeypatch)
+    res = erasure("request", "run", "req-ann-1", "--home", str(ready.root), "--json")
+    assert res.code == 0, res.out + res.err
+    assert json.loads(res.out)["all_clear"] is True
+    assert all(v == 0 for v in owned_counts(ready, SUBJECT).values())
+    assert counts["engine.db"] == 1, dict(counts)
+    assert counts["envelope"] == 1, dict(counts)
+
+
+def test_a_window_of_two_opens_the_engine_database_once(ready: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    submit(ready, "req-other-1", BYSTANDER)
+    counts = count_opens(monkeypatch)
+    res = erasure("request", "run", "req-ann-1", "req-other-1", "--home", str(ready.root), "--json")
+    assert res.code == 0, res.out + res.err
+    assert {r["outcome"] for r in json.loads(res.out)["requests"].values()} == {"all_clear"}
+    assert counts["engine.db"] == 1, dict(counts)
+    assert counts["envelope"] == 2, dict(counts)
+
+
+# --- the session's rules --------------------------------------------------------------------------
+
+
+def test_open_engine_inside_a_session_lends_its_connection_and_close_gives_it_back(home: Home) -> None:
+    submit(home)
+    with engine_session(home.engine_db) as conn:
+        a = open_engine(home.engine_db)
+        a.close()
+        with engine_session(home.engine_db) as inner:  # a session inside one of the same path: the same
+            b = open_engine(home.engine_db)
+            assert a is b is conn is inner
+            b.close()
+        assert requests.get(conn, "req-ann-1").state is RequestState.submitted  # still open
+    with pytest.raises(apsw.ConnectionClosedError):
+        conn.execute("SELECT 1")
+    outside = open_engine(home.engine_db)  # no session: a connection of its own
+    assert outside is not conn
+    outside.close()
+
+
+def test_the_envelope_is_validated_once_per_connection(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    submit(home)
+    counts = count_opens(monkeypatch)
+    with Engine.open(home.engine_db) as engine:
+        first = engine.vault.load_envelope("req-ann-1")
+        assert engine.vault.load_envelope("req-ann-1") is first
+        assert requests.load_envelope(engine.conn, "req-ann-1") is first
+    with Engine.open(home.engine_db) as engine:
+        assert engine.vault.load_envelope("req-ann-1") == first
+    assert counts["envelope"] == 2 and counts["engine.db"] == 2
+
+
+def test_engine_binds_the_operations_by_concern(home: Home) -> None:
+    submit(home)
+    with Engine.session(home.engine_db) as engine:
+        engine.requests.set_state("req-ann-1", RequestState.running, "a test")
+        assert engine.requests.get("req-ann-1").state is RequestState.running
+        assert engine.vault.subject_of("req-ann-1") == SUBJECT
+        assert engine.evidence.exceptions("req-ann-1") == []
+        assert engine.steps.steps("req-ann-1") == []
+        assert len(engine.id) == 32
+        with Engine.open(home.engine_db) as again:  # inside the session: the same connection
+            assert again.conn is engine.conn
+
+
+def test_threads_that_copy_the_context_share_the_connection_one_at_a_time(home: Home) -> None:
+    submit(home)
+    order: list[str] = []
+    with engine_session(home.engine_db) as conn:
+        mine = open_engine(home.engine_db)  # this thread holds it
+        order.append("main took it")
+
+        def other() -> None:
+            theirs = open_engine(home.engine_db)  # waits until the main thread gives it back
+            order.append("thread took it")
+            assert theirs is conn
+            requests.set_state(theirs, "req-ann-1", RequestState.running)
+            theirs.close()
+
+        t = threading.Thread(target=contextvars.copy_context().run, args=(other,))
+        t.start()
+        time.sleep(0.1)
+        order.append("main gives it back")
+        mine.close()
+        t.join(timeout=10)
+        assert order == ["main took it", "main gives it back", "thread took it"]
+        assert requests.get(conn, "req-ann-1").state is RequestState.running
+
+
+def test_a_thread_without_the_context_or_kept_waiting_opens_its_own(home: Home,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import erasure.engine
+
+    monkeypatch.setattr(erasure.engine, "LEND_WAIT_SECONDS", 0.05)
+    submit(home)
+    got: dict[str, apsw.Connection] = {}
+
+    def grab(name: str) -> None:
+        got[name] = open_engine(home.engine_db)
+        requests.get(got[name], "req-ann-1")
+        got[name].close()
+
+    with engine_session(home.engine_db) as conn:
+        held = open_engine(home.engine_db)
+        plain = threading.Thread(target=grab, args=("plain",))  # a new thread starts with an empty context
+        waiting = threading.Thread(target=contextvars.copy_context().run, args=(grab, "waiting"))
+        for t in (plain, waiting):
+            t.start()
+            t.join(timeout=10)
+        held.close()
+    assert got["plain"] is not conn and got["waiting"] is not conn
