@@ -3,6 +3,7 @@ byte scan of every file it has, after. The same for every kind; the kind's modul
 
 from __future__ import annotations
 
+import logging
 import socket
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,6 +16,8 @@ from probes.model import BYTES, ProbeResult, Unscanned, Verification
 from probes.needles import SUBJECT_KINDS, NeedleKind
 from probes.targets.base import TargetFingerprint, probe_for
 from probes.views import scan_views
+
+log = logging.getLogger(__name__)
 
 
 def scan_roots(paths: list[Path]) -> list[Path]:
@@ -96,6 +99,8 @@ def verify(target: Target, subject: Subject, fp: TargetFingerprint) -> Verificat
         out, unscanned = _bytes(target, fp)
         measured = probe_for(target).measure(target, subject, fp)
     window.raise_if_down()
+    if window.control is not None:
+        log.info("target %s: server unavailable %.2f s for the verification", target.name, window.seconds)
     for tier, m in measured:
         before = fp.bystanders.get(m.population, m.bystanders)
         out.append(ProbeResult(tier=str(tier), method=m.method, residue=m.residue, bystanders_before=before,
