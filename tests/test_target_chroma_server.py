@@ -147,3 +147,79 @@ def test_a_server_that_does_not_start_again_fails_the_step_and_says_it_is_down(
         assert folder_hits(srv.db) == {}  # the data was erased: only the server is missing
         ver = home.evidence_dir(RID) / "verification.json"
         assert not ver.exists() or json.loads(ver.read_text())["all_clear"] is not True
+
+
+# --- the keys, and waiting for a server someone else stops (no Chroma needed) ------------------------------
+
+BAD_KEYS = [
+    ({"url": "ftp://127.0.0.1:8000"}, "key 'url' must be the server's http:// or https:// URL"),
+    ({"url": "http://admin:secret@127.0.0.1:8000"}, "without credentials"),
+    ({"url": "http://h", "stop": "/bin/kill -TERM 42", "start": ["/bin/true"]}, "never a shell string"),
+    ({"url": "http://h", "stop": [], "start": ["/bin/true"]}, "key 'stop' must name a command"),
+    ({"url": "http://h", "stop": ["./stop.sh"], "start": ["/bin/true"]}, "an absolute path or a bare name on PATH"),
+    ({"url": "http://h", "stop": ["no-such-command-25"], "start": ["true"]}, "'no-such-command-25' is not found"),
+    ({"url": "http://h", "stop": ["{tmp}/plain.txt"], "start": ["true"]}, "is not an executable file"),
+    ({"url": "http://h", "stop": ["/bin/true"]}, "keys 'stop' and 'start' go together"),
+    ({"stopped_check": ["/bin/true"]}, "key 'url' is required with"),
+    ({"url": "http://h", "stop_wait_seconds": 0}, "key 'stop_wait_seconds' must be a number of seconds"),
+]
+
+
+@pytest.mark.parametrize(("keys", "says"), BAD_KEYS)
+def test_server_keys_are_checked_by_the_one_model_on_both_sides(tmp_path: Path, keys: dict[str, Any],
+                                                                says: str) -> None:
+    from erasure.errors import ConfigError
+    from probes.targets.base import probe_for
+    from tasks.targets.base import eraser_for
+    from tests.chroma_fixtures import target_for
+
+    (tmp_path / "plain.txt").write_text("not a program\n")
+    keys = {k: [x.replace("{tmp}", str(tmp_path)) for x in v] if isinstance(v, list) else v for k, v in keys.items()}
+    target = target_for(tmp_path / "chroma", **keys)
+    with pytest.raises(ConfigError) as erasing:
+        eraser_for(target)
+    with pytest.raises(ConfigError) as probing:
+        probe_for(target)
+    assert says in str(erasing.value) and str(erasing.value) == str(probing.value)
+
+
+def _listener() -> Any:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s
+
+
+def test_with_only_a_url_the_eraser_waits_until_it_refuses_connections_bounded() -> None:
+    import threading
+    import time
+
+    from erasure.server_control import ServerControl, ServerNotStopped, quiesced
+
+    s = _listener()
+    url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    c = ServerControl(target="t", url=url, stop_wait_seconds=1)
+    with pytest.raises(ServerNotStopped, match=r"still answers after 1 s \(stop it, or give `stop`"), \
+            quiesced(c, "the erasure"):
+        raise AssertionError("never entered")
+    threading.Timer(0.5, s.close).start()  # someone stops it meanwhile
+    with quiesced(ServerControl(target="t", url=url, stop_wait_seconds=10), "the erasure") as w:
+        time.sleep(0.1)
+    assert w.detail()["server_left_stopped"] == 1 and w.detail()["server_restarted"] == 0
+    assert 0 < w.seconds < 5
+
+
+def test_a_stopped_check_that_fails_keeps_the_folder_untouched(tmp_path: Path) -> None:
+    from erasure.server_control import ServerControl, ServerNotStopped, quiesced
+
+    s = _listener()
+    url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    s.close()  # the URL refuses connections, but the check says the process is still there
+    c = ServerControl(target="t", url=url, stopped_check=("/bin/false",), stop_wait_seconds=1)
+    with pytest.raises(ServerNotStopped, match="stopped_check did not exit 0 within 1 s"), quiesced(c, "the erasure"):
+        raise AssertionError("never entered")
+    with quiesced(ServerControl(target="t", url=url, stopped_check=("/bin/true",)), "the erasure") as w:
+        pass
+    assert w.control is not None and not w.restarted
