@@ -3,8 +3,12 @@ byte scan of every file it has, after. The same for every kind; the kind's modul
 
 from __future__ import annotations
 
+import logging
+import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from erasure.server_control import ServerNotStopped, quiesced
 from erasure.subject import Subject
 from erasure.targets import Target
 from probes.bytescan import scan_tree
@@ -12,6 +16,8 @@ from probes.model import BYTES, ProbeResult, Unscanned, Verification
 from probes.needles import SUBJECT_KINDS, NeedleKind
 from probes.targets.base import TargetFingerprint, probe_for
 from probes.views import scan_views
+
+log = logging.getLogger(__name__)
 
 
 def scan_roots(paths: list[Path]) -> list[Path]:
@@ -82,9 +88,20 @@ def probe(target: Target, subject: Subject, fp: TargetFingerprint) -> list[Probe
 
 
 def verify(target: Target, subject: Subject, fp: TargetFingerprint) -> Verification:
-    """`probe`, with the target's files that no decoded view could read."""
-    out, unscanned = _bytes(target, fp)
-    for tier, m in probe_for(target).measure(target, subject, fp):
+    """`probe`, with the target's files that no decoded view could read. A target served by a running
+    server (issue 25: a `chroma` target with `url`) is read only while the server is down: stopped for
+    the reading and started again (or, managed by others, found stopped); a server that does not come
+    back fails the verification (`ServerNotStarted`), never a silent all clear."""
+    server = getattr(probe_for(target), "server", None)
+    with quiesced(server(target) if server is not None else None, "the verification") as window:
+        if window.control is not None:
+            _still_listening(window.control.url, target.name)
+        out, unscanned = _bytes(target, fp)
+        measured = probe_for(target).measure(target, subject, fp)
+    window.raise_if_down()
+    if window.control is not None:
+        log.info("target %s: server unavailable %.2f s for the verification", target.name, window.seconds)
+    for tier, m in measured:
         before = fp.bystanders.get(m.population, m.bystanders)
         out.append(ProbeResult(tier=str(tier), method=m.method, residue=m.residue, bystanders_before=before,
                                bystanders_after=m.bystanders, target=target.name))
@@ -92,3 +109,18 @@ def verify(target: Target, subject: Subject, fp: TargetFingerprint) -> Verificat
         out.append(ProbeResult(tier=BYTES, method="mentions-reported", residue=0, bystanders_before=fp.mentions,
                                bystanders_after=fp.mentions, target=target.name))
     return Verification(probes=out, unscanned=unscanned)
+
+
+def _still_listening(url: str, target: str) -> None:
+    """The probes' own look, before reading a served folder: nothing may accept a connection at the
+    server's host and port (the stop was confirmed by `erasure.server_control`; this does not rely on it)."""
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "localhost", parts.port or 80), timeout=2.0):
+            pass
+    except ConnectionRefusedError:
+        return
+    except OSError:
+        pass
+    raise ServerNotStopped(f"target {target}: the server at {url} still accepts connections: its folder was "
+                           "not read")

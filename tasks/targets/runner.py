@@ -16,6 +16,7 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError
 from erasure.models import StepRecord, StepStatus
+from erasure.server_control import ServerControl, quiesced
 from erasure.targets import Target
 from erasure.tiers import BYTES_SCOPE, CASCADE_ORDER
 from tasks.runner import write_steps_jsonl
@@ -37,8 +38,14 @@ def erase_target(request_id: str, target: Target, home: Home) -> dict[str, Any]:
     try:
         subject = requests.load_envelope(engine, request_id).subject
         started = datetime.now(UTC)
-        mentions = eraser.mentions(target, subject)
-        outcomes = eraser.erase(target, subject)
+        # hook (issue 25): a target served by a running server is erased only while it is down.
+        with quiesced(server_of(eraser, target), "the erasure") as window:
+            mentions = eraser.mentions(target, subject)
+            outcomes = eraser.erase(target, subject)
+            if window.control is not None and not any(o.after for o in outcomes.values()):
+                from tasks.epochs import advance_target
+
+                advance_target(target, home, request_id)  # the epoch lives in the folder: written while down
         ended = datetime.now(UTC)
         left: list[str] = []
         for tier in CASCADE_ORDER:
@@ -52,16 +59,17 @@ def erase_target(request_id: str, target: Target, home: Home) -> dict[str, Any]:
                 after = out.after if out else 0
                 if after:
                     left.append(tier.value)
-                status = StepStatus.failed if after else StepStatus.erased
+                status = StepStatus.failed if after or window.start_error else StepStatus.erased
                 record = StepRecord(request_id=request_id, step=tier.value, target=target.name, status=status,
                                     before_count=before, after_count=after, started_at=started, ended_at=ended,
-                                    detail={"kind": target.kind, **(out.detail if out else {})})
+                                    detail={"kind": target.kind, **(out.detail if out else {}), **window.detail()})
             requests.upsert_step(engine, record)
         if mentions:
             requests.open_exception(engine, request_id, BYTES_SCOPE, "mention_reported", f"target:{target.name}",
                                     {"target": target.name, "items": mentions}, MENTION_GROUND)
         record_beyond_reach(engine, request_id, target, eraser)
         write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
+        window.raise_if_down()  # erased and recorded, but the server did not come back: the step fails
         if left:
             raise TargetIncomplete(f"target {target.name}: items left in {', '.join(left)}: rerun to resume")
         from tasks.epochs import advance_target
@@ -71,6 +79,12 @@ def erase_target(request_id: str, target: Target, home: Home) -> dict[str, Any]:
                 "tiers": {t.value: [o.before, o.after] for t, o in outcomes.items()}}
     finally:
         engine.close()
+
+
+def server_of(eraser: Any, target: Target) -> ServerControl | None:
+    """The server that keeps the target's files open, when its kind has one (`server(target)`)."""
+    server = getattr(eraser, "server", None)
+    return server(target) if server is not None else None
 
 
 def count_target(target: Target, subject: Any) -> dict[str, int | None]:

@@ -1,0 +1,231 @@
+"""Quiescing a store's server: stop it (or wait until someone else has), and start it again.
+
+A store served over the network (`chroma run`) keeps its folder open: editing the files under a running
+server is a race with its own writes and its in-memory index, which it would persist over ours. So a
+target that names its server (`url`) is erased, and read by the probes, only while the server is down:
+the side that needs the folder opens a `Window` (`quiesced`), which stops the server (runs the
+target's `stop` argv) or waits until it is stopped (its `stopped_check` argv exits 0, or, with nothing
+but `url`, the URL no longer answers), both bounded; and, when it closes, runs `start` and waits until
+the heartbeat answers. The window measures how long the server was unavailable.
+
+Process control only: nothing here reads or writes a store, and nothing it returns or raises carries an
+identifier or content (commands' output is discarded; errors name the URL, the key and exit codes).
+Commands are argv lists run without a shell; a command that starts a server in the background must not
+keep our stdio (they are /dev/null) and runs in its own session, so the server outlives this process.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from erasure.errors import ErasureError
+
+HEARTBEATS = ("/api/v2/heartbeat", "/api/v1/heartbeat")
+"""Chroma's heartbeat: v2 since chromadb 1.0 (1.5 answers v1 with 410 Gone), v1 before."""
+PROBE_TIMEOUT = 2.0
+POLL = 0.2
+COMMAND_GRACE = 30.0
+"""A command may run this long beyond the wait it belongs to before it is killed."""
+
+
+class ServerNotStopped(ErasureError):
+    """The server still answers (or its stopped check fails): nothing of its folder was touched."""
+
+    exit_code = 8
+
+
+class ServerNotStarted(ErasureError):
+    """The server did not answer again after its start command: the store is unavailable."""
+
+    exit_code = 8
+
+
+@dataclass(frozen=True)
+class ServerControl:
+    """A target's server and how to quiesce it (settings only; built by the kind's configuration)."""
+
+    target: str
+    url: str
+    stop: tuple[str, ...] = ()
+    start: tuple[str, ...] = ()
+    stopped_check: tuple[str, ...] = ()
+    stop_wait_seconds: float = 60.0
+    start_wait_seconds: float = 120.0
+
+    @property
+    def managed(self) -> bool:
+        """Whether we stop and start the server ourselves (else someone else keeps it stopped)."""
+        return bool(self.stop)
+
+
+@dataclass
+class Window:
+    """One stretch with the server down: how long it lasted, and whether it came back."""
+
+    control: ServerControl | None
+    stopped_at: float | None = None
+    ended_at: float | None = None
+    restarted: bool = False
+    start_error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        """How long the store was unavailable (from the stop command, or from when we found it stopped,
+        to the heartbeat answering again, or to the end of our work when we do not start it)."""
+        if self.stopped_at is None:
+            return 0.0
+        end = self.ended_at if self.ended_at is not None else time.monotonic()
+        return round(end - self.stopped_at, 2)
+
+    def detail(self) -> dict[str, float | int]:
+        """For a step record: counts and seconds only."""
+        if self.control is None:
+            return {}
+        out: dict[str, float | int] = {"unavailable_seconds": self.seconds,
+                                       "server_restarted": int(self.restarted)}
+        if not self.control.managed:
+            out["server_left_stopped"] = 1
+        if self.start_error is not None:
+            out["server_down"] = 1
+        return out
+
+    def raise_if_down(self) -> None:
+        """`ServerNotStarted` when the server we stopped did not come back."""
+        if self.start_error is not None:
+            raise ServerNotStarted(self.start_error)
+
+
+def answers(url: str, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether something still listens at the URL's host and port. Only a refused connection counts as
+    "no": a timeout may be a server that hangs with the folder open, so it counts as "yes"."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
+            return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:
+        return True
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""No proxy from the environment: the server whose folder we edit runs on this machine."""
+
+
+def heartbeat(url: str, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether the server's heartbeat answers 200 (v2, then v1 where v2 is unknown)."""
+    base = url.rstrip("/")
+    for path in HEARTBEATS:
+        try:
+            with _OPENER.open(base + path, timeout=timeout) as resp:
+                if resp.status == 200:
+                    return True
+        except urllib.error.HTTPError as exc:
+            if exc.code in (404, 410):
+                continue  # this version serves the other path
+            return exc.code in (401, 403)  # up, behind its authentication
+        except (OSError, ValueError):
+            return False
+    return False
+
+
+def run_command(argv: tuple[str, ...], timeout: float) -> int:
+    """Run one argv (no shell, stdio to /dev/null, its own session); its exit status (-1: timed out,
+    -2: could not be run)."""
+    try:
+        done = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=timeout, check=False, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return -1
+    except OSError:
+        return -2
+    return done.returncode
+
+
+def _status(code: int) -> str:
+    return {-1: "timed out", -2: "could not be run"}.get(code, f"exited with status {code}")
+
+
+def _stopped(c: ServerControl) -> bool:
+    if answers(c.url):
+        return False
+    return not c.stopped_check or run_command(c.stopped_check, c.stop_wait_seconds + COMMAND_GRACE) == 0
+
+
+def stop(c: ServerControl, what: str) -> float:
+    """Stop the server (or wait until it is stopped), bounded by `stop_wait_seconds`; the monotonic time
+    its unavailability began. `ServerNotStopped` when it still answers (or its `stopped_check` fails):
+    nothing was touched, and nothing is started (a second server on the folder would be worse).
+    A stop command that fails on a server already down is no reason to refuse."""
+    began = time.monotonic()
+    code = 0
+    if c.managed:
+        code = run_command(c.stop, c.stop_wait_seconds + COMMAND_GRACE)
+    deadline = time.monotonic() + c.stop_wait_seconds
+    while True:
+        if _stopped(c):
+            return began
+        if code != 0 or time.monotonic() >= deadline:
+            break
+        time.sleep(POLL)
+    how = (f"its stop command {_status(code)}" if code != 0 else
+           f"it still answers {c.stop_wait_seconds:g} s after its stop command" if c.managed else
+           f"it still answers after {c.stop_wait_seconds:g} s (stop it, or give `stop` and `start` commands)")
+    if c.stopped_check and code == 0 and not answers(c.url):
+        how = f"its stopped_check did not exit 0 within {c.stop_wait_seconds:g} s"
+    raise ServerNotStopped(f"target {c.target}: the server at {c.url} was not stopped ({how}): nothing of "
+                           f"its folder was touched; {what} did not run")
+
+
+def _start(c: ServerControl, w: Window, what: str) -> None:
+    code = run_command(c.start, c.start_wait_seconds + COMMAND_GRACE)
+    deadline = time.monotonic() + c.start_wait_seconds
+    while code == 0 and not heartbeat(c.url):
+        if time.monotonic() >= deadline:
+            code = -3
+            break
+        time.sleep(POLL)
+    w.ended_at = time.monotonic()
+    if code == 0:
+        w.restarted = True
+        return
+    how = (f"its heartbeat did not answer within {c.start_wait_seconds:g} s of its start command" if code == -3
+           else f"its start command {_status(code)}")
+    w.start_error = (f"target {c.target}: {what} is done, but the server at {c.url} did not start again "
+                     f"({how}): the server is down; start it, then rerun the request")
+
+
+@contextmanager
+def quiesced(c: ServerControl | None, what: str) -> Iterator[Window]:
+    """A window with the server down (no-op for a target without a server). Stops it (or waits until it
+    is stopped) on entry; on exit starts it again (managed) and waits for its heartbeat, or, when others
+    manage it, leaves it stopped. A start that fails is kept in `Window.start_error` (the caller records
+    its step, then `raise_if_down`); when the body raised too, the body's error is raised with it."""
+    w = Window(control=c)
+    if c is None:
+        yield w
+        return
+    w.stopped_at = stop(c, what)
+    try:
+        yield w
+    except BaseException as exc:
+        if c.managed:
+            _start(c, w, what)
+            if w.start_error is not None:
+                raise ServerNotStarted(f"{w.start_error} (and {what} did not finish: {type(exc).__name__})"
+                                       ) from exc
+        raise
+    if c.managed:
+        _start(c, w, what)
+    else:
+        w.ended_at = time.monotonic()
