@@ -20,21 +20,12 @@ from cli.window import run_window
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import (
-    BystandersLost,
-    ConfigError,
-    Conflict,
-    ErasureError,
-    InputError,
-    RequestBlocked,
-    VerificationFailed,
-)
+from erasure.errors import ConfigError, InputError
 from erasure.tiers import CASCADE_ORDER
 from memory.schema import meta, open_store
+from service.outcome import Outcome, Result, RunFailed
 
-
-class RunFailed(ErasureError):
-    """The cascade did not complete."""
+__all__ = ["RunFailed", "run", "run_flow", "steps_table"]
 
 
 def steps_table(h: Home, request_id: str, title: str = "cascade") -> Table:
@@ -169,6 +160,8 @@ def run(
         finally:
             engine.close()
     state = run_flow(request_id, h, live=not json_out)
+    result = Result.from_json(_data(state))
+    outcome = result.outcome if result is not None else Outcome.failed
     ver_path = h.evidence_dir(request_id) / "verification.json"
     doc = json.loads(ver_path.read_text()) if ver_path.exists() else {}
     engine = open_engine(h.engine_db)
@@ -178,23 +171,23 @@ def run(
         engine.close()
     if json_out:
         print_json({"request_id": request_id, "flow_state": state.name, "message": state.message,
-                    "state": row.state.value, "state_detail": row.state_detail,
+                    "outcome": outcome.value, "state": row.state.value, "state_detail": row.state_detail,
                     "all_clear": doc.get("all_clear"), "verification": doc.get("probes", [])})
     else:
         if doc:
             console.print(verification_table(doc))
         console.print(f"flow state: {state.name}: {state.message or ''}")
         console.print(f"request state: {row.state.value}" + (f" ({row.state_detail})" if row.state_detail else ""))
-    if state.name == "Blocked":
-        raise RequestBlocked(state.message or "blocked by a litigation hold")
-    if state.name == "IdentityConflict":
-        raise Conflict(state.message or "the request's identifiers also belong to other subjects")
-    if not state.is_completed():
-        if state.name == "BystandersLost" or (doc and not doc.get("all_clear", False)
-                                              and not doc.get("residue_tiers") and doc.get("lost_bystander_tiers")):
-            raise BystandersLost(state.message or "other people's data was lost")
-        if doc and not doc.get("all_clear", False):
-            raise VerificationFailed(state.message or "verification found residue")
-        raise RunFailed(state.message or "the cascade did not complete")
+    error = outcome.error(state.message or "the cascade did not complete")
+    if error is not None:
+        raise error
 
 
+def _data(state: Any) -> Any:
+    """What a flow's final state carries (None when it crashed without a result)."""
+    if not (state.is_completed() or state.is_failed()):
+        return None
+    try:
+        return state.result(raise_on_failure=False)
+    except Exception:  # a result that cannot be read is no result
+        return None
