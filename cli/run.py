@@ -22,27 +22,16 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ConfigError, InputError
 from erasure.tiers import CASCADE_ORDER
-from memory.schema import meta, open_store
+from service.common import targets_of
 from service.outcome import Outcome, Result, RunFailed
+from service.scope import home_tenant, step_records
 
 __all__ = ["RunFailed", "run", "run_flow", "steps_table"]
 
 
 def steps_table(h: Home, request_id: str, title: str = "cascade") -> Table:
     """Per-tier before/after table from the engine's step records (counts only)."""
-    from erasure.targets import REFERENCE
-
-    engine = open_engine(h.engine_db)
-    try:
-        by_target: dict[str, dict[str, Any]] = {}
-        if targets_of_home(h).reference() is not None:
-            by_target[REFERENCE] = {s.step: s for s in requests.steps(engine, request_id)}
-        for s in requests.target_steps(engine, request_id):
-            by_target.setdefault(str(s.target), {})[s.step] = s
-        for t in targets_of_home(h).external():
-            by_target.setdefault(t.name, {})
-    finally:
-        engine.close()
+    by_target = step_records(h, request_id)
     t = Table(title=f"{title}: {request_id}")
     for col in ("#", "target", "tier", "status", "before", "after", "removed digest"):
         t.add_column(col, justify="right" if col in ("#", "before", "after") else "left")
@@ -63,13 +52,6 @@ def steps_table(h: Home, request_id: str, title: str = "cascade") -> Table:
     return t
 
 
-def targets_of_home(h: Home) -> Any:
-    """The home's targets as the flow sees them."""
-    from erasure.targets import home_targets
-
-    return home_targets(h.root, h.store_dir)
-
-
 def verification_table(doc: dict[str, Any]) -> Table:
     t = Table(title=f"verification: all_clear: {str(doc.get('all_clear')).lower()}")
     for col in ("tier", "method", "residue", "bystanders before", "bystanders after"):
@@ -83,17 +65,10 @@ def _refuse_before_the_flow(request_id: str, h: Home) -> None:
     """An unknown request (exit 4) or another tenant's (exit 6) is refused here, before a flow run
     exists; the flow's preflight checks everything again. The tenant is the reference store's, else
     the one targets.toml names. Reads request rows and store metadata only, never the vault."""
-    found = targets_of_home(h)
-    tenant = found.tenant
     from tasks.epochs import refuse_if_restored
 
-    refuse_if_restored(h, request_id=request_id, targets=found)  # hook (issue 26): a restored store waits
-    if found.reference() is not None:
-        store = open_store(h.store_dir)
-        try:
-            tenant = meta(store, "tenant_id")
-        finally:
-            store.close()
+    refuse_if_restored(h, request_id=request_id, targets=targets_of(h))  # hook (issue 26): a restored store waits
+    tenant = home_tenant(h)
     engine = open_engine(h.engine_db)
     try:
         requests.check_tenant(engine, request_id, tenant)

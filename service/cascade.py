@@ -26,8 +26,9 @@ from erasure.errors import Conflict
 from erasure.models import StepRecord, StepStatus
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from service.common import engine_key_present, request_lock, store_lock, targets_of, user_reason
+from service.common import engine_key_present, request_lock, store_lock, user_reason
 from service.outcome import Outcome, Result
+from service.scope import scope_of
 from service.stages import Failure, Stages
 from service.verification import Verdict, judge
 from tasks import epochs, runner
@@ -85,7 +86,7 @@ def run_requests(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
                     f"litigation hold: {sum(found.values())} item(s) held under {holds} hold(s); nothing erased"
                     if isinstance(found, dict) else f"litigation hold: {holds} hold(s) on the subject; nothing erased"))
         record(h, results)
-        windows = [go] if not targets_of(h).external() else [[rid] for rid in go]
+        windows = [[rid] for rid in go] if scope_of(h).per_subject else [go]
         for window in (w for w in windows if w):
             with stages.writer(), store_lock(h):
                 results |= erase_window(h, window, stages)
@@ -133,8 +134,8 @@ def erase_window(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
     record(h, {}, also=request_ids)
     try:
         whole(stages.fingerprint, "fingerprint")
-        targets = targets_of(h)
-        if active and targets.reference() is not None:
+        scope = scope_of(h)
+        if active and scope.reference:
             with runner.shared_mentions(active, h):  # the store's texts read once for every step of every request
                 drop(stages.footprint(active), "footprint")
                 for tier in CASCADE_ORDER:
@@ -146,7 +147,7 @@ def erase_window(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
                     drop(got, f"step {tier.value}")
             if active:
                 whole(stages.scrub, "byte hygiene")
-        for target in targets.external():
+        for target in scope.others:
             if not active:
                 break
             erased = stages.target(target.name, active)

@@ -19,6 +19,7 @@ from erasure.models import StepRecord
 from erasure.tiers import Tier
 from service.common import targets_of, user_reason
 from service.packs import write_engine_pack
+from service.scope import scope_of
 from service.verification import Verdict, seal_fingerprints, verdict_of, verify_requests
 from tasks import runner
 from tasks.preflight import Preflight, preflight
@@ -49,9 +50,8 @@ def each(request_ids: list[str], work: Callable[[str], T]) -> dict[str, T | Fail
 
 def preflight_all(h: Home, request_ids: list[str]) -> dict[str, Preflight | Failure]:
     """Each request's preflight (`tasks.preflight`): run, noop, blocked, conflict; a refusal as Failure."""
-    targets = targets_of(h)
-    reference = targets.reference() is not None
-    return each(request_ids, lambda rid: preflight(rid, h, reference=reference, tenant=targets.tenant))
+    scope = scope_of(h)
+    return each(request_ids, lambda rid: preflight(rid, h, reference=scope.reference, tenant=scope.tenant))
 
 
 def footprint_all(h: Home, request_ids: list[str]) -> dict[str, dict[str, int] | Failure]:

@@ -22,8 +22,8 @@ from probes.keys import SubjectKeys
 from probes.run import Verification, to_json
 from probes.targets import run as target_probes
 from probes.window import take_window, verify_window
-from service.common import targets_of
 from service.outcome import Outcome
+from service.scope import scope_of
 from tasks.backup_holds import hold_in_backups
 
 
@@ -76,15 +76,15 @@ def take_all(h: Home, subject: Subject) -> Fingerprint:
 
 def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
     """Every subject's fingerprint (`take_all`), the reference store's taken as one window."""
-    targets = targets_of(h)
-    if targets.reference() is not None:
+    scope = scope_of(h)
+    if scope.reference:
         fps = take_window(h.store_dir, subjects)
     else:
         fps = [Fingerprint(subject_id=s.id, subject_ids=[s.id], taken_at=datetime.now(UTC), keys=SubjectKeys())
                for s in subjects]
-    if not targets.external():
+    if not scope.others:
         return fps
-    return [fp.model_copy(update={"targets": {t.name: target_probes.take(t, s) for t in targets.external()}})
+    return [fp.model_copy(update={"targets": {t.name: target_probes.take(t, s) for t in scope.others}})
             for fp, s in zip(fps, subjects, strict=True)]
 
 
@@ -233,13 +233,13 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
             ct, key = fingerprint_paths(h, rid)
             sealed.append(ct.exists() and key.exists())
             pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(h, subject)))
-        targets = targets_of(h)
+        scope = scope_of(h)
         found = (verify_window(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h))
-                 if targets.reference() is not None else [Verification(probes=[], unscanned=[]) for _ in pairs])
+                 if scope.reference else [Verification(probes=[], unscanned=[]) for _ in pairs])
         docs: dict[str, dict[str, Any]] = {}
         for rid, (subject, fp), ref, was_sealed in zip(request_ids, pairs, found, sealed, strict=True):
             probes, unscanned = list(ref.probes), list(ref.unscanned)
-            for target in targets.external():
+            for target in scope.others:
                 tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
                 got = target_probes.verify(target, subject, tfp)
                 probes += got.probes
