@@ -347,12 +347,9 @@ def attest(
 
 def _audit_pub(h: Home) -> bytes | None:
     """The store's audit checkpoint public key, or None when the home keeps no audit log of its own."""
-    from erasure.targets import home_targets
-    from memory.audit import checkpoint_public_pem
+    from service.scope import audit_public_pem
 
-    if home_targets(h.root, h.store_dir).reference() is None:
-        return None
-    return checkpoint_public_pem(h.store_dir)
+    return audit_public_pem(h)
 
 
 def _refuse_unsafe_target(to: Path, force: bool) -> None:

@@ -20,38 +20,18 @@ from cli.window import run_window
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import engine_session, open_engine
-from erasure.errors import (
-    BystandersLost,
-    ConfigError,
-    Conflict,
-    ErasureError,
-    InputError,
-    RequestBlocked,
-    VerificationFailed,
-)
+from erasure.errors import ConfigError, InputError
 from erasure.tiers import CASCADE_ORDER
-from memory.schema import meta, open_store
+from service.common import targets_of
+from service.outcome import Outcome, Result, RunFailed
+from service.scope import home_tenant, step_records
 
-
-class RunFailed(ErasureError):
-    """The cascade did not complete."""
+__all__ = ["RunFailed", "run", "run_flow", "steps_table"]
 
 
 def steps_table(h: Home, request_id: str, title: str = "cascade") -> Table:
     """Per-tier before/after table from the engine's step records (counts only)."""
-    from erasure.targets import REFERENCE
-
-    engine = open_engine(h.engine_db)
-    try:
-        by_target: dict[str, dict[str, Any]] = {}
-        if targets_of_home(h).reference() is not None:
-            by_target[REFERENCE] = {s.step: s for s in requests.steps(engine, request_id)}
-        for s in requests.target_steps(engine, request_id):
-            by_target.setdefault(str(s.target), {})[s.step] = s
-        for t in targets_of_home(h).external():
-            by_target.setdefault(t.name, {})
-    finally:
-        engine.close()
+    by_target = step_records(h, request_id)
     t = Table(title=f"{title}: {request_id}")
     for col in ("#", "target", "tier", "status", "before", "after", "removed digest"):
         t.add_column(col, justify="right" if col in ("#", "before", "after") else "left")
@@ -72,13 +52,6 @@ def steps_table(h: Home, request_id: str, title: str = "cascade") -> Table:
     return t
 
 
-def targets_of_home(h: Home) -> Any:
-    """The home's targets as the flow sees them."""
-    from erasure.targets import home_targets
-
-    return home_targets(h.root, h.store_dir)
-
-
 def verification_table(doc: dict[str, Any]) -> Table:
     t = Table(title=f"verification: all_clear: {str(doc.get('all_clear')).lower()}")
     for col in ("tier", "method", "residue", "bystanders before", "bystanders after"):
@@ -92,17 +65,10 @@ def _refuse_before_the_flow(request_id: str, h: Home) -> None:
     """An unknown request (exit 4) or another tenant's (exit 6) is refused here, before a flow run
     exists; the flow's preflight checks everything again. The tenant is the reference store's, else
     the one targets.toml names. Reads request rows and store metadata only, never the vault."""
-    found = targets_of_home(h)
-    tenant = found.tenant
     from tasks.epochs import refuse_if_restored
 
-    refuse_if_restored(h, request_id=request_id, targets=found)  # hook (issue 26): a restored store waits
-    if found.reference() is not None:
-        store = open_store(h.store_dir)
-        try:
-            tenant = meta(store, "tenant_id")
-        finally:
-            store.close()
+    refuse_if_restored(h, request_id=request_id, targets=targets_of(h))  # hook (issue 26): a restored store waits
+    tenant = home_tenant(h)
     engine = open_engine(h.engine_db)
     try:
         requests.check_tenant(engine, request_id, tenant)
@@ -171,6 +137,8 @@ def run(
         finally:
             engine.close()
     state = run_flow(request_id, h, live=not json_out)
+    result = Result.from_json(_data(state))
+    outcome = result.outcome if result is not None else Outcome.failed
     ver_path = h.evidence_dir(request_id) / "verification.json"
     doc = json.loads(ver_path.read_text()) if ver_path.exists() else {}
     engine = open_engine(h.engine_db)
@@ -180,23 +148,23 @@ def run(
         engine.close()
     if json_out:
         print_json({"request_id": request_id, "flow_state": state.name, "message": state.message,
-                    "state": row.state.value, "state_detail": row.state_detail,
+                    "outcome": outcome.value, "state": row.state.value, "state_detail": row.state_detail,
                     "all_clear": doc.get("all_clear"), "verification": doc.get("probes", [])})
     else:
         if doc:
             console.print(verification_table(doc))
         console.print(f"flow state: {state.name}: {state.message or ''}")
         console.print(f"request state: {row.state.value}" + (f" ({row.state_detail})" if row.state_detail else ""))
-    if state.name == "Blocked":
-        raise RequestBlocked(state.message or "blocked by a litigation hold")
-    if state.name == "IdentityConflict":
-        raise Conflict(state.message or "the request's identifiers also belong to other subjects")
-    if not state.is_completed():
-        if state.name == "BystandersLost" or (doc and not doc.get("all_clear", False)
-                                              and not doc.get("residue_tiers") and doc.get("lost_bystander_tiers")):
-            raise BystandersLost(state.message or "other people's data was lost")
-        if doc and not doc.get("all_clear", False):
-            raise VerificationFailed(state.message or "verification found residue")
-        raise RunFailed(state.message or "the cascade did not complete")
+    error = outcome.error(state.message or "the cascade did not complete")
+    if error is not None:
+        raise error
 
 
+def _data(state: Any) -> Any:
+    """What a flow's final state carries (None when it crashed without a result)."""
+    if not (state.is_completed() or state.is_failed()):
+        return None
+    try:
+        return state.result(raise_on_failure=False)
+    except Exception:  # a result that cannot be read is no result
+        return None

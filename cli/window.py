@@ -14,12 +14,10 @@ from cli.targets import targets_for
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import BystandersLost, ConfigError, ErasureError, VerificationFailed
+from erasure.errors import ConfigError, ErasureError
 from erasure.tiers import CASCADE_ORDER
-
-
-class WindowFailed(ErasureError):
-    """A request of the window did not complete."""
+from service import cascade
+from service.outcome import Outcome, Result, RunFailed, window_error
 
 
 def progress_table(h: Home, request_ids: list[str]) -> Table:
@@ -43,15 +41,7 @@ def progress_table(h: Home, request_ids: list[str]) -> Table:
 
 
 def _ids_to_show(h: Home, request_ids: list[str] | None) -> list[str]:
-    if request_ids:
-        return request_ids
-    from erasure.states import RequestState
-
-    engine = open_engine(h.engine_db)
-    try:
-        return [r.request_id for r in requests.list_requests(engine, [RequestState.submitted, RequestState.running])]
-    finally:
-        engine.close()
+    return request_ids or cascade.pending(h)
 
 
 def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, targets: Any) -> None:
@@ -68,23 +58,23 @@ def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, target
                            (lambda: progress_table(h, shown)) if not json_out and shown else None, transient=True)
     data = state.result(raise_on_failure=False) if state.is_completed() or state.is_failed() else None
     report: dict[str, dict[str, Any]] = (data or {}).get("requests", {}) if isinstance(data, dict) else {}
+    results = {rid: Result.from_json(r) for rid, r in report.items()}
     if json_out:
         print_json({"flow_state": state.name, "message": state.message, "requests": report})
     else:
         t = Table(title="erasure window")
         for col in ("request", "outcome", "detail", "pack"):
             t.add_column(col)
-        for rid, r in report.items():
-            style = {"all_clear": "green", "held": "yellow", "noop": "dim"}.get(r["outcome"], "red")
-            t.add_row(rid, f"[{style}]{r['outcome']}[/{style}]", r.get("detail") or "", r.get("pack") or "")
+        for rid, r in results.items():
+            outcome = r.outcome if r is not None else Outcome.failed
+            style = "dim" if outcome is Outcome.noop else "yellow" if outcome is Outcome.held else \
+                "green" if outcome.settled else "red"
+            t.add_row(rid, f"[{style}]{outcome.value}[/{style}]", (r.detail if r else None) or "",
+                      (r.pack if r else None) or "")
         console.print(t)
         console.print(f"flow state: {state.name}: {state.message or ''}")
-    outcomes = {r["outcome"] for r in report.values()}
     if not report and not state.is_completed():
-        raise WindowFailed(state.message or "the window did not run")
-    if "residue" in outcomes:
-        raise VerificationFailed("a request of the window ended with residue: see the table")
-    if "bystanders_lost" in outcomes:
-        raise BystandersLost("a request of the window lost other people's data: see the table")
-    if outcomes - {"all_clear", "held", "noop"}:
-        raise WindowFailed("a request of the window did not complete: see the table")
+        raise RunFailed(state.message or "the window did not run")
+    error = window_error(r.outcome if r is not None else Outcome.failed for r in results.values())
+    if error is not None:
+        raise error

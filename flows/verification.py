@@ -8,13 +8,12 @@ from typing import Any
 from prefect import State, flow, get_run_logger, task
 from prefect.states import Completed, Failed
 
-from erasure import requests
-from erasure.engine import open_engine
-from erasure.states import RequestState
 from erasure.tiers import Tier
 from flows.common import RequestId
+from service import cascade
 from service.common import checked_request_id, home
-from service.verification import verify_request
+from service.outcome import Outcome, Result
+from service.verification import judge, verdict_of, verify_request
 
 
 @task(name="probes", retries=0)
@@ -26,26 +25,16 @@ def probes_task(request_id: str, tiers: list[str] | None = None) -> dict[str, An
 
 @flow(name="verification", flow_run_name="verify-{request_id}", persist_result=False)
 def verification(request_id: RequestId, tiers: list[Tier] | None = None) -> State:
-    """Probe every tier for the request's subject; all clear or a Failed state naming the tiers."""
+    """Probe every tier for the request's subject; all clear or a Failed state naming the tiers (its
+    data: the verification document, counts only)."""
     checked_request_id(request_id)
     doc = probes_task(request_id, [*(t.value for t in tiers), "bytes"] if tiers else None)
     log = get_run_logger()
     for p in doc["probes"]:
         log.info("probe %s/%s: residue %s, bystanders %s -> %s", p["tier"], p["method"], p["residue"],
                  p["bystanders_before"], p["bystanders_after"])
-    if doc["all_clear"]:
-        return Completed(message="all clear", data=doc)
-    residue = ", ".join(doc.get("residue_tiers", []))
-    lost = ", ".join(doc.get("lost_bystander_tiers", []))
-    if residue:
-        why, name = f"residue found in: {residue}", "Residue"
-    elif lost:
-        why, name = f"other people's data lost in: {lost} (no residue of the subject)", "BystandersLost"
-    else:
-        why, name = "no probe ran", "Residue"
-    engine = open_engine(home().engine_db)
-    try:
-        requests.set_state(engine, request_id, RequestState.exception, why)
-    finally:
-        engine.close()
-    return Failed(name=name, message=why)
+    outcome, why = judge(verdict_of(doc))
+    if outcome is Outcome.all_clear:
+        return Completed(message=why, data=doc)
+    cascade.record(home(), {request_id: Result(outcome, why)})
+    return Failed(name="BystandersLost" if outcome is Outcome.bystanders_lost else "Residue", message=why, data=doc)

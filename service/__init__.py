@@ -3,6 +3,9 @@
 `cli/` and `flows/` are thin shells over it; it sits on `tasks/`, `probes/`, `proof/`, `memory/` and
 `erasure/`, and never imports Prefect, typer or rich.
 
+- `service.cascade`: the one cascade driver (a single request is a window of one); `service.stages`
+  its stages; `service.outcome` how a request ended (state, exit code); `service.scope` which kinds
+  a home has
 - `service.holds`: place and release litigation holds (by request or by subject id)
 - `service.consent`: re-consent (allow re-ingest of an erased request's items)
 - `service.clocks`: pause, resume and extend a request's clock

@@ -12,7 +12,7 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from proof.pack import write_pack
-from service.common import targets_of
+from service.scope import scope_of
 
 
 def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -42,7 +42,7 @@ def write_evidence(request_id: str, h: Home) -> Path:
         }
         out = h.evidence_dir(request_id)
         out.mkdir(parents=True, exist_ok=True)
-        if targets_of(h).reference() is None:
+        if not scope_of(h).reference:
             # No reference store among the targets: no audit log of ours to redact, and the pack says so.
             (out / "audit-log-redaction.json").write_text(json.dumps(
                 {"format": "audit-log-redaction/none/v1", "request_id": row.request_id,

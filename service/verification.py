@@ -11,17 +11,19 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.subject import Subject
-from probes.fingerprint import Fingerprint, destroy, take_fingerprint
+from probes.fingerprint import Fingerprint, destroy
 from probes.keys import SubjectKeys
-from probes.run import Verification, run_probes, to_json
+from probes.run import Verification, to_json
 from probes.targets import run as target_probes
-from service.common import targets_of
+from probes.window import take_window, verify_window
+from service.outcome import Outcome
+from service.scope import scope_of
 from tasks.backup_holds import hold_in_backups
 
 
@@ -69,14 +71,45 @@ def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
 
 def take_all(h: Home, subject: Subject) -> Fingerprint:
     """The fingerprint of the reference store (when the home has one) and of every other target."""
-    targets = targets_of(h)
-    if targets.reference() is not None:
-        fp = take_fingerprint(h.store_dir, subject)
+    return take_window_all(h, [subject])[0]
+
+
+def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
+    """Every subject's fingerprint (`take_all`), the reference store's taken as one window."""
+    scope = scope_of(h)
+    if scope.reference:
+        fps = take_window(h.store_dir, subjects)
     else:
-        fp = Fingerprint(subject_id=subject.id, subject_ids=[subject.id], taken_at=datetime.now(UTC),
-                         keys=SubjectKeys())
-    others = {t.name: target_probes.take(t, subject) for t in targets.external()}
-    return fp.model_copy(update={"targets": others}) if others else fp
+        fps = [Fingerprint(subject_id=s.id, subject_ids=[s.id], taken_at=datetime.now(UTC), keys=SubjectKeys())
+               for s in subjects]
+    if not scope.others:
+        return fps
+    return [fp.model_copy(update={"targets": {t.name: target_probes.take(t, s) for t in scope.others}})
+            for fp, s in zip(fps, subjects, strict=True)]
+
+
+def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
+    """Every request's fingerprint, sealed, before its cascade: one taken for all that have none (one
+    store-facts read, one byte scan, one bystander baseline); one sealed by an earlier run is kept (or
+    its bystander baseline retaken, `take_and_seal_fingerprint`). Returns what happened per request."""
+    out: dict[str, str] = {}
+    fresh: list[str] = []
+    for rid in request_ids:
+        ct, key = fingerprint_paths(h, rid)
+        if ct.exists() and key.exists():
+            out[rid] = str(take_and_seal_fingerprint(rid, h)["fingerprint"])
+        else:
+            fresh.append(rid)
+    if fresh:
+        engine = open_engine(h.engine_db)
+        try:
+            subjects = [requests.load_envelope(engine, rid).subject for rid in fresh]
+        finally:
+            engine.close()
+        for rid, fp in zip(fresh, take_window_all(h, subjects), strict=True):
+            fp.seal(*fingerprint_paths(h, rid))
+            out[rid] = "taken"
+    return out
 
 
 def _bystanders_lost_last_time(h: Home, request_id: str) -> bool:
@@ -153,29 +186,66 @@ def record_unscanned(engine: Any, request_id: str, unscanned: list[dict[str, Any
             requests.close_exception(engine, e.exception_id)
 
 
+class Verdict(TypedDict):
+    """What a request's verification says (tier names and a flag only)."""
+
+    all_clear: bool
+    residue_tiers: list[str]
+    lost_bystander_tiers: list[str]
+
+
+def verdict_of(doc: dict[str, Any]) -> Verdict:
+    """The verdict of a `verification.json` document."""
+    return {"all_clear": bool(doc.get("all_clear")), "residue_tiers": list(doc.get("residue_tiers") or []),
+            "lost_bystander_tiers": list(doc.get("lost_bystander_tiers") or [])}
+
+
+def judge(verdict: Verdict) -> tuple[Outcome, str]:
+    """The outcome a verdict means, and why: all clear; residue (named by tier); other people's data
+    lost with no residue; or residue when no probe ran (zero probes is never all clear)."""
+    if verdict["all_clear"]:
+        return Outcome.all_clear, "all clear"
+    if verdict["residue_tiers"]:
+        return Outcome.residue, f"residue found in: {', '.join(verdict['residue_tiers'])}"
+    lost = ", ".join(verdict["lost_bystander_tiers"])
+    if lost:
+        return Outcome.bystanders_lost, f"other people's data lost in: {lost} (no residue of the subject)"
+    return Outcome.residue, "no probe ran"
+
+
 def verify_request(h: Home, request_id: str, tiers: list[str] | None = None) -> dict[str, Any]:
     """Run the probes for one request (every tier, or `tiers` and the byte scan) with its sealed
     fingerprint (or one taken now, from the vault); write verification.json; return it (ids and counts
     only)."""
+    return verify_requests(h, [request_id], tiers)[request_id]
+
+
+def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """`verify_request` for several requests at once: the reference store's probes run once for all of
+    them (`probes.window.verify_window`: one byte scan, the tier probes with the union of their keys),
+    every other target's probes per request. Returns each request's verification.json."""
     engine = open_engine(h.engine_db)
     try:
-        subject = requests.load_envelope(engine, request_id).subject
-        ct, key = fingerprint_paths(h, request_id)
-        sealed = ct.exists() and key.exists()
-        fp = Fingerprint.unseal(ct, key) if sealed else take_all(h, subject)
-        targets = targets_of(h)
-        found: list[Any] = []
-        unscanned: list[Any] = []
-        if targets.reference() is not None:
-            ref = run_probes(h.store_dir, subject, fp, tiers=tiers, extra_roots=home_scan_roots(h))
-            found += ref.probes
-            unscanned += ref.unscanned
-        for target in targets.external():
-            tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
-            got = target_probes.verify(target, subject, tfp)
-            found += got.probes
-            unscanned += got.unscanned
-        return record_verification(h, engine, request_id, Verification(probes=found, unscanned=unscanned), fp,
-                                   sealed)
+        pairs: list[tuple[Subject, Fingerprint]] = []
+        sealed: list[bool] = []
+        for rid in request_ids:
+            subject = requests.load_envelope(engine, rid).subject
+            ct, key = fingerprint_paths(h, rid)
+            sealed.append(ct.exists() and key.exists())
+            pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(h, subject)))
+        scope = scope_of(h)
+        found = (verify_window(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h))
+                 if scope.reference else [Verification(probes=[], unscanned=[]) for _ in pairs])
+        docs: dict[str, dict[str, Any]] = {}
+        for rid, (subject, fp), ref, was_sealed in zip(request_ids, pairs, found, sealed, strict=True):
+            probes, unscanned = list(ref.probes), list(ref.unscanned)
+            for target in scope.others:
+                tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
+                got = target_probes.verify(target, subject, tfp)
+                probes += got.probes
+                unscanned += got.unscanned
+            docs[rid] = record_verification(h, engine, rid, Verification(probes=probes, unscanned=unscanned), fp,
+                                            was_sealed)
+        return docs
     finally:
         engine.close()

@@ -4,6 +4,7 @@ and nothing of the subject is under litigation hold (hold wins: then nothing is 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from erasure import requests
 from erasure.config import Home
@@ -20,12 +21,20 @@ from tasks.identity import IdentityConflict, resolve_store_ids
 DONE_STATES = frozenset({RequestState.awaiting_attestation, RequestState.sealed, RequestState.notified})
 
 
+class Action(StrEnum):
+    """What the run should do with a request."""
+
+    run = "run"            # erase it
+    noop = "noop"          # already completed
+    blocked = "blocked"    # held: nothing is erased
+    conflict = "conflict"  # the request's email also belongs to other store ids the team has not confirmed
+
+
 @dataclass(frozen=True)
 class Preflight:
-    """What the flow should do: `run`, `noop` (already completed), `blocked` (held) or `conflict` (the
-    request's email also belongs to other store ids the team has not confirmed; `detail` says so)."""
+    """What the run should do (`Action`), the request's state, the active holds, and why (`conflict`)."""
 
-    action: str
+    action: Action
     state: str
     holds: int = 0
     detail: str | None = None
@@ -40,7 +49,7 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
     try:
         row = requests.get(engine, request_id)
         if row.state in DONE_STATES:
-            return Preflight("noop", row.state.value)
+            return Preflight(Action.noop, row.state.value)
         refuse_if_restored(home, request_id=request_id)  # hook (issue 26): a restored store waits for replay
         envelope = requests.load_envelope(engine, request_id)
         refuse_if_mentions_subject("reason", envelope.reason, envelope.subject)
@@ -48,7 +57,7 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
             if tenant != row.tenant_id:
                 raise RequestBlocked(f"request {request_id} is for tenant {row.tenant_id!r}; these targets belong "
                                      f"to {tenant!r}: refused")
-            return Preflight("run", row.state.value)
+            return Preflight(Action.run, row.state.value)
         store = open_store(home.store_dir)
         try:
             tenant = meta(store, "tenant_id")
@@ -59,10 +68,10 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
                 ids = resolve_store_ids(store, Identity.of(envelope.subject),
                                         confirmed_aliases=requests.confirmed_aliases(engine, request_id))
             except IdentityConflict as exc:
-                return Preflight("conflict", row.state.value, 0, str(exc))
+                return Preflight(Action.conflict, row.state.value, 0, str(exc))
             held = sum(holds.active_holds(store, sid) for sid in {envelope.subject.id, *ids.all()})
         finally:
             store.close()
-        return Preflight("blocked" if held else "run", row.state.value, held)
+        return Preflight(Action.blocked if held else Action.run, row.state.value, held)
     finally:
         engine.close()

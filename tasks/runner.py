@@ -374,8 +374,9 @@ def write_steps_jsonl(engine: apsw.Connection, request_id: str, evidence_dir: Pa
 
 
 def run_cascade(request_id: str, home: Home, *, batch_size: int = 10_000) -> list[dict[str, Any]]:
-    """The nine steps in order, then the byte scrub, without Prefect (tests, crash drills, benches).
-    Stops at the first step that cannot finish, after recording it."""
+    """The reference store's nine steps in order, then the byte scrub, for one request: no preflight,
+    verification or pack (tests, crash drills, benches; a run is `service.cascade`, which calls the
+    same functions stage by stage). Stops at the first step that cannot finish, after recording it."""
     with shared_mentions([request_id], home):
         prepare(request_id, home)
         records = [run_step(request_id, tier, home, batch_size=batch_size) for tier in CASCADE_ORDER]

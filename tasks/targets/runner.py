@@ -9,7 +9,7 @@ idempotent). Other people's items that name the subject are counted and reported
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from erasure import requests
 from erasure.config import Home
@@ -26,11 +26,20 @@ NOT_APPLICABLE = "not applicable: this target's kind holds no such tier"
 MENTION_GROUND = "mention reported: another person's item in this target names the subject (not erased)"
 
 
+class TargetErased(TypedDict):
+    """What one target's erasure of a request did (counts only): per tier [before, after]."""
+
+    target: str
+    kind: str
+    mentions: int
+    tiers: dict[str, list[int]]
+
+
 class TargetIncomplete(ErasureError):
     """A target still holds items of the subject after its erase."""
 
 
-def erase_target(request_id: str, target: Target, home: Home) -> dict[str, Any]:
+def erase_target(request_id: str, target: Target, home: Home) -> TargetErased:
     """Erase the request's subject from `target`; write its step records; return counts only."""
     eraser = eraser_for(target)
     eraser.check(target)

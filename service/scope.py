@@ -1,0 +1,75 @@
+"""What a home's erasure covers, asked in one place: the reference store (our own nine tiers, with an
+audit log and a tenant in its metadata) when targets.toml lists it, and every other target. The flows
+and the CLI ask these functions and never branch on the kind themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.models import StepRecord
+from erasure.targets import REFERENCE, Target
+from memory.schema import meta, open_store
+from service.common import targets_of
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The reference store (present or not) and the other targets of a home."""
+
+    reference: bool
+    others: tuple[Target, ...]
+    tenant: str
+    """The tenant targets.toml names (the reference store's own is `home_tenant`)."""
+
+    @property
+    def per_subject(self) -> bool:
+        """Whether a window's requests run one by one: other targets' probes count bystanders per subject,
+        so an erasure and its probe there must not see another subject's erasure in between."""
+        return bool(self.others)
+
+
+def scope_of(h: Home) -> Scope:
+    """The scope of `h`'s erasures, from its targets (`targets.toml`, else the reference store alone)."""
+    targets = targets_of(h)
+    return Scope(reference=targets.reference() is not None, others=targets.external(), tenant=targets.tenant)
+
+
+def home_tenant(h: Home) -> str:
+    """The tenant a request must belong to: the reference store's, else the one targets.toml names."""
+    scope = scope_of(h)
+    if not scope.reference:
+        return scope.tenant
+    store = open_store(h.store_dir)
+    try:
+        return str(meta(store, "tenant_id"))
+    finally:
+        store.close()
+
+
+def audit_public_pem(h: Home) -> bytes | None:
+    """The reference store's audit checkpoint public key; None when the home keeps no audit log of ours."""
+    from memory.audit import checkpoint_public_pem
+
+    return checkpoint_public_pem(h.store_dir) if scope_of(h).reference else None
+
+
+def step_records(h: Home, request_id: str) -> dict[str, dict[str, StepRecord]]:
+    """The request's step records by target name (the reference store first) and step; a target with
+    none yet is listed empty."""
+    scope = scope_of(h)
+    engine = open_engine(h.engine_db)
+    try:
+        out: dict[str, dict[str, StepRecord]] = {}
+        if scope.reference:
+            out[REFERENCE] = {s.step: s for s in requests.steps(engine, request_id)}
+        for s in requests.target_steps(engine, request_id):
+            out.setdefault(str(s.target), {})[s.step] = s
+    finally:
+        engine.close()
+    for t in scope.others:
+        out.setdefault(t.name, {})
+    return out
