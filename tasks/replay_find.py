@@ -26,7 +26,6 @@ import pickletools
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import apsw
 
@@ -35,6 +34,7 @@ from erasure.identity import fold, normal_email, phone_digits
 from erasure.ledger import Entry
 from erasure.subject import Subject
 from erasure.targets import Target
+from tasks.targets.langgraph_sqlite import json_strings
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 MAX_WHOLE = 256
@@ -60,18 +60,6 @@ def sqlite_files(target: Target) -> list[Path]:
                     if f.read(16) == SQLITE_MAGIC:
                         out.append(p)
     return out
-
-
-def _json_strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield str(k)
-            yield from _json_strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _json_strings(v)
 
 
 def _pickle_strings(data: bytes) -> Iterator[str]:
@@ -101,7 +89,7 @@ def _text_strings(text: str, depth: int = 0) -> Iterator[str]:
             doc = json.loads(t)
         except ValueError:
             doc = None
-        for s in _json_strings(doc):
+        for s in json_strings(doc):
             if s != text:
                 yield from _text_strings(s, depth + 1)
     if len(text) <= MAX_WHOLE and "." in text and " " not in text:

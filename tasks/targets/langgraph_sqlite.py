@@ -393,16 +393,17 @@ def _msgpack_strings(data: bytes, depth: int = 0) -> Iterator[str]:
             raise ValueError("truncated msgpack")
 
 
-def _json_strings(value: Any) -> Iterator[str]:
+def json_strings(value: Any) -> Iterator[str]:
+    """Every string of a decoded JSON (or msgpack) value, keys included, depth first."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for k, v in value.items():
             yield str(k)
-            yield from _json_strings(v)
+            yield from json_strings(v)
     elif isinstance(value, list):
         for v in value:
-            yield from _json_strings(v)
+            yield from json_strings(v)
 
 
 def _text_of(kind: Any, data: Any) -> str:
@@ -414,7 +415,7 @@ def _text_of(kind: Any, data: Any) -> str:
         if kind == "msgpack":
             return "\n".join(_msgpack_strings(raw))
         if kind in ("json", None):
-            return "\n".join(_json_strings(json.loads(raw)))
+            return "\n".join(json_strings(json.loads(raw)))
     except ValueError:
         pass
     return raw.decode("utf-8", "replace")
