@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -48,7 +49,7 @@ def test_derived_frames_that_reference_or_quote_the_subject_go_and_bystander_dig
     conn = create(built.store_dir)
     derived = [r[0] for r in conn.execute("SELECT content FROM frames WHERE kind = 'derived'")]
     assert derived == ["Bystander-only digest: laptop refunds are slow."]
-    assert conn.execute("SELECT count(*) FROM recall_cache").fetchone()[0] == 1
+    assert cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM recall_cache").fetchone())[0] == 1
 
 
 def test_shared_topic_entities_survive(built) -> None:  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -113,8 +114,9 @@ def test_erasing_one_person_leaves_the_other_in_the_room(home: Home) -> None:
     assert _turns(home) == [B1]
     conn = create(home.store_dir)
     try:
-        assert int(conn.execute("SELECT count(*) FROM working_sessions WHERE subject_id = ?",
-                                (BOB.id,)).fetchone()[0]) == 1
+        assert int(cast(tuple[Any, ...],
+                        conn.execute("SELECT count(*) FROM working_sessions WHERE subject_id = ?",
+                                     (BOB.id,)).fetchone())[0]) == 1
     finally:
         conn.close()
 
