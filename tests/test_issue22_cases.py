@@ -201,7 +201,7 @@ def test_case_5_attachments_that_are_not_plain_text(cli_home: Any, tmp_path: Pat
 
 
 def _release_chroma() -> None:
-    from chromadb.api.client import SharedSystemClient
+    from chromadb.api.shared_system_client import SharedSystemClient
 
     SharedSystemClient.clear_system_cache()
     gc.collect()
