@@ -391,7 +391,7 @@ def pack_entries(top: str, files: dict[str, bytes]) -> list[tarfile.TarInfo | tu
 
 
 def reseal(files: dict[str, bytes], engine_key: Path, *,
-           edit: Callable[[dict[str, Any]], None] | None = None) -> dict[str, bytes]:
+           edit: Callable[[dict[str, Any]], object] | None = None) -> dict[str, bytes]:
     """Re-derive and RE-SIGN an engine pack from (possibly tampered) evidence files with the real
     engine key, bypassing the writer's consistency checks: an insider with the key. `edit` may
     change the predicate before signing."""
@@ -409,14 +409,14 @@ def reseal(files: dict[str, bytes], engine_key: Path, *,
     return seal_files(ev.files, predicate, key)
 
 
-def json_edit(data: bytes, change: Callable[[Any], None]) -> bytes:
+def json_edit(data: bytes, change: Callable[[Any], object]) -> bytes:
     """Apply `change` to a JSON document's parsed form and re-serialise it."""
     doc = json.loads(data)
     change(doc)
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
 
-def jsonl_edit(data: bytes, change: Callable[[list[dict[str, Any]]], None]) -> bytes:
+def jsonl_edit(data: bytes, change: Callable[[list[dict[str, Any]]], object]) -> bytes:
     rows = [json.loads(x) for x in data.decode().splitlines() if x.strip()]
     change(rows)
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()

@@ -228,7 +228,8 @@ def _make_old_store(home: Home, entries: int) -> None:
     conn = schema.create(home.store_dir)
     _append(conn, entries)
     key = audit.checkpoint_key(home.store_dir)
-    seq, head = conn.execute("SELECT seq, entry_hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
+    seq, head = cast(tuple[Any, ...],
+                     conn.execute("SELECT seq, entry_hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone())
     at = audit.iso_utc()
     v1 = wire.canonical_json({"type": "audit-checkpoint/v1", "seq": seq, "head_hash": head, "at": at})
     conn.execute("DROP TABLE audit_merkle")

@@ -65,10 +65,10 @@ def test_exact_frame_count_and_every_tier_filled(built: tuple[apsw.Connection, P
 def test_derived_frames_reference_and_quote_several_people(
         built: tuple[apsw.Connection, Path, DemoResult]) -> None:
     conn, _, res = built
-    first = conn.execute(
+    first = cast(list[tuple[int, str, int, int]], conn.execute(
         "SELECT d.frame_id, d.content, count(*), count(DISTINCT s.subject_id) FROM frames d"
         " JOIN frame_refs r ON r.frame_id = d.frame_id JOIN frames s ON s.frame_id = r.ref_frame_id"
-        " WHERE d.kind='derived' AND s.kind='summary' GROUP BY d.frame_id").fetchall()
+        " WHERE d.kind='derived' AND s.kind='summary' GROUP BY d.frame_id").fetchall())
     assert len(first) >= res.derived * 0.9
     for fid, content, refs, people in first:
         assert 2 <= refs <= 3 and people == refs
@@ -129,6 +129,7 @@ def test_processors_get_records_when_registered(home: Home) -> None:
             subprocessors.register(conn, "crm-sync", svc.url, "CRM", ["episodic"])
         build_demo(conn, home.store_dir, frames=1000, subjects=2, seed=3)
     rows = conn.execute("SELECT count(*), count(remote_ref) FROM subprocessor_records").fetchone()
+    assert rows is not None
     assert rows[0] > 0 and rows[1] == rows[0]
 
 

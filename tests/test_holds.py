@@ -57,7 +57,7 @@ def test_place_count_and_release(conn: apsw.Connection) -> None:
 def test_place_and_release_are_audited(conn: apsw.Connection) -> None:
     holds.place(conn, SUBJECT, "matter A", "legal")
     holds.release(conn, SUBJECT, "settled", "legal")
-    rows = conn.execute("SELECT event, fields FROM audit_log ORDER BY seq").fetchall()
+    rows = cast(list[tuple[str, str]], conn.execute("SELECT event, fields FROM audit_log ORDER BY seq").fetchall())
     assert [r[0] for r in rows] == ["hold.place", "hold.release"]
     place_fields = json.loads(rows[0][1])
     assert place_fields["subject_id"].keys() == {"commit"} and place_fields["reason"] == "matter A"

@@ -74,7 +74,8 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
 
     # episodic: the summary names the subject and quotes the first sentence; turns carry neither
     # subject nor archive link, only their turn key
-    summary = conn.execute("SELECT subject_id, archive_id, content FROM frames WHERE kind='summary'").fetchall()
+    summary = cast(list[tuple[str, int, str]],
+                   conn.execute("SELECT subject_id, archive_id, content FROM frames WHERE kind='summary'").fetchall())
     assert len(summary) == 1
     sid, archive_id, text = summary[0]
     assert sid == "user-0001" and archive_id == 1
@@ -93,7 +94,7 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
 
     # vectors: the stored bytes are the embedder's output for each frame's content
     emb = HashingEmbedder()
-    for fid, content in conn.execute("SELECT frame_id, content FROM frames").fetchall():
+    for fid, content in cast(list[tuple[int, str]], conn.execute("SELECT frame_id, content FROM frames").fetchall()):
         stored = cast(tuple[Any, ...],
                       conn.execute("SELECT embedding FROM frame_vectors WHERE frame_id=?", (fid,)).fetchone())[0]
         assert stored == to_blob(emb.embed([content])[0])
@@ -115,7 +116,7 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
     assert conn.execute("SELECT line_no, subject_id FROM ft_examples").fetchall() == [(1, "user-0001")]
 
     # audit: one entry whose subject fields are commitments; the values sit in the vault
-    event, fields = conn.execute("SELECT event, fields FROM audit_log").fetchone()
+    event, fields = cast(tuple[Any, ...], conn.execute("SELECT event, fields FROM audit_log").fetchone())
     assert event == "memory.ingest" and "user-0001" not in fields and "conv-0001" not in fields
     assert cast(tuple[Any, ...],
                 conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id='user-0001'").fetchone())[0] == 3

@@ -161,6 +161,7 @@ def test_a_store_from_before_item_keys_is_migrated_on_open(home: Home) -> None:
         assert len(keys) == 2 and all(k.source.startswith("hmac:") and k.source_ref.startswith("hmac:")
                                       and k.item_key is None for k in keys)
         skeleton = conn.execute("SELECT source, source_ref FROM raw_archive WHERE erased_at IS NOT NULL").fetchone()
+        assert skeleton is not None
         assert str(skeleton[0]).startswith("hmac:") and str(skeleton[1]).startswith("hmac:")
         # a list row from before item keys still suppresses its whole conversation (fail-closed)
         assert suppression.is_suppressed(conn, "chat", "room-gone", "any-item")

@@ -105,7 +105,7 @@ def run(home: Home, request_id: str) -> tuple[object, dict[str, object]]:
     return state, ver
 
 
-def steps_detail(home: Home, request_id: str) -> dict[str, dict[str, object]]:
+def steps_detail(home: Home, request_id: str) -> dict[str, dict[str, Any]]:
     engine = open_engine(home.engine_db)
     try:
         return {s.step: s.detail or {} for s in requests.steps(engine, request_id)}
@@ -286,7 +286,7 @@ def test_case_5_a_rejected_inbox_envelope_of_the_subject_is_purged_by_the_erasur
 
     bad = {"request_id": "req-bad", "subject": SUBJECT.model_dump(), "legal_basis": "NOPE"}
     (store.inbox_dir / f"{SUBJECT.email}.json").write_text(json.dumps(bad))
-    assert drain_inbox(store).rejected == 1  # type: ignore[attr-defined]
+    assert drain_inbox(store).rejected == 1
     assert list((store.inbox_dir / "rejected").iterdir())
     submit(store, "req-case-5")
     state, ver = run(store, "req-case-5")

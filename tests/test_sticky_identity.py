@@ -84,7 +84,8 @@ def counts(h: Home) -> dict[str, int]:
 def test_erasure_records_keyed_hashes_of_id_email_and_phone(erased: Home) -> None:
     conn = create(erased.store_dir)
     try:
-        rows = conn.execute("SELECT kind, digest, erasure_ref FROM erased_identities ORDER BY kind").fetchall()
+        rows = cast(list[tuple[str, str, str]],
+                    conn.execute("SELECT kind, digest, erasure_ref FROM erased_identities ORDER BY kind").fetchall())
     finally:
         conn.close()
     kinds = sorted({r[0] for r in rows})
@@ -247,6 +248,7 @@ def test_confirmed_aliases_are_sticky_by_id_too(home: Home, tmp_path: Path,
 
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
     build_store(home, tmp_path)
+    assert SUBJECT.email is not None
     alias = {"id": "acct-ann-2", "email": SUBJECT.email}
     conn = create(home.store_dir)
     ingest(conn, home.store_dir, [MemoryItem.model_validate(item("chat", "conv-8001", alias, 8))])

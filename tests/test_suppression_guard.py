@@ -90,7 +90,7 @@ def test_allow_reopens_ingest_and_is_audited(home: Home) -> None:
     _suppress(conn, "chat", "conv-0001")
     assert suppression.allow(conn, "chat", "conv-0001", "subject re-consented in writing", "dpo") is True
     assert suppression.allow(conn, "chat", "conv-0001", "again", "dpo") is False
-    event, fields = conn.execute("SELECT event, fields FROM audit_log").fetchone()
+    event, fields = cast(tuple[Any, ...], conn.execute("SELECT event, fields FROM audit_log").fetchone())
     assert event == "suppression.allow"
     assert "conv-0001" not in fields and json.loads(fields)["source_ref"].keys() == {"commit"}
     report = ingest(conn, home.store_dir, read_jsonl(ONE))

@@ -48,7 +48,7 @@ def window(ids: list[str] | None) -> tuple[Any, dict[str, dict[str, Any]]]:
     from flows.window import erasure_window
 
     state = erasure_window(ids, return_state=True)
-    data = state.result(raise_on_failure=False)
+    data = cast(dict[str, Any], state.result(raise_on_failure=False))
     return state, data["requests"]
 
 
