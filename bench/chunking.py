@@ -42,7 +42,7 @@ def text_of(n_bytes: int, seed: int = 7) -> str:
     return " ".join(parts)[:n_bytes]
 
 
-def median_s(fn: Callable[[], object], runs: int) -> float:
+def median_s(fn: Callable[..., object], runs: int) -> float:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -120,7 +120,7 @@ def copy_store(root: Path, dest: Path) -> Home:
 def frame_count(root: Path) -> int:
     conn = connect(db_path(root / "store"), readonly=True)
     try:
-        return int(conn.execute("SELECT count(*) FROM frames").fetchone()[0])
+        return int(cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM frames").fetchone())[0])
     finally:
         conn.close()
 
@@ -327,10 +327,12 @@ def residue(home: Home, subject: Subject) -> int:
     """Rows that still carry the subject (by its id, entity names, turn keys of its archive rows)."""
     conn = connect(home.store_db, readonly=True)
     try:
-        n = sum(int(conn.execute(f"SELECT count(*) FROM {t} WHERE {c} = ?", (subject.id,)).fetchone()[0])
+        n = sum(int(cast(tuple[Any, ...],
+                         conn.execute(f"SELECT count(*) FROM {t} WHERE {c} = ?", (subject.id,)).fetchone())[0])
                 for t, c in OWNED.items())
         for ident in subject.identifiers():
-            n += int(conn.execute("SELECT count(*) FROM kg_entities WHERE name = ?", (ident,)).fetchone()[0])
+            n += int(cast(tuple[Any, ...],
+                          conn.execute("SELECT count(*) FROM kg_entities WHERE name = ?", (ident,)).fetchone())[0])
         return n
     finally:
         conn.close()
@@ -339,7 +341,8 @@ def residue(home: Home, subject: Subject) -> int:
 def rows(home: Home) -> dict[str, int]:
     conn = connect(home.store_db, readonly=True)
     try:
-        return {t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in SAME_ROWS}
+        return {t: int(cast(tuple[Any, ...],
+                            conn.execute(f"SELECT count(*) FROM {t}").fetchone())[0]) for t in SAME_ROWS}
     finally:
         conn.close()
 

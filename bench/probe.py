@@ -226,7 +226,8 @@ def verification_times(store: Path, runs: int) -> None:
 
     from erasure.subject import Subject
     from probes.fingerprint import take_fingerprint
-    from probes.run import PROBE_TIERS, run_probes
+    from probes.model import PROBE_TIERS
+    from probes.run import run_probes
 
     subjects = json.loads((store.parent / "demo-subjects.json").read_text())["subjects"]
     subject = Subject.model_validate(subjects[0])

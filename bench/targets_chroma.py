@@ -124,6 +124,7 @@ def main() -> None:
         if not (pristine / "chroma.sqlite3").exists():
             shutil.rmtree(pristine, ignore_errors=True)
             built = build(pristine, size, args.people)
+        parts: dict[str, list[float]]
         theirs, ours, parts = [], [], {p: [] for p in PARTS}
         for run in range(args.runs):
             subject = person(run + 1)

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from erasure import requests
 from erasure.config import Home
@@ -68,12 +68,14 @@ def add_derived(home: Home, content: str, refs: list[int]) -> int:
     emb = HashingEmbedder()
     now = datetime.now(UTC).isoformat()
     with transaction(conn):
-        fid = int(conn.execute("SELECT coalesce(max(frame_id), 0) + 1000 FROM frames").fetchone()[0])
+        fid = int(cast(tuple[Any, ...],
+                       conn.execute("SELECT coalesce(max(frame_id), 0) + 1000 FROM frames").fetchone())[0])
         conn.execute("INSERT INTO frames(frame_id, kind, content, created_at) VALUES (?, 'derived', ?, ?)",
                      (fid, content, now))
         for r in refs:
             conn.execute("INSERT INTO frame_refs(frame_id, ref_frame_id) VALUES (?, ?)", (fid, r))
-        cid = int(conn.execute("SELECT coalesce(max(chunk_id), 0) + 1000 FROM frame_chunks").fetchone()[0])
+        cid = int(cast(tuple[Any, ...],
+                       conn.execute("SELECT coalesce(max(chunk_id), 0) + 1000 FROM frame_chunks").fetchone())[0])
         conn.execute("INSERT INTO frame_chunks(chunk_id, frame_id, seq, content) VALUES (?, ?, 0, ?)",
                      (cid, fid, content))
         vec = to_blob(emb.embed([content])[0])
@@ -90,8 +92,9 @@ def add_derived(home: Home, content: str, refs: list[int]) -> int:
 def summary_frame(home: Home, subject_id: str) -> int:
     conn = create(home.store_dir)
     try:
-        return int(conn.execute("SELECT min(frame_id) FROM frames WHERE subject_id = ? AND kind = 'summary'",
-                                (subject_id,)).fetchone()[0])
+        return int(cast(tuple[Any, ...],
+                        conn.execute("SELECT min(frame_id) FROM frames WHERE subject_id = ? AND kind = 'summary'",
+                                     (subject_id,)).fetchone())[0])
     finally:
         conn.close()
 
@@ -144,13 +147,16 @@ def owned_counts(home: Home, subject: Subject) -> dict[str, int]:
     """Per table, rows that belong to `subject` (through its own keys), read with a plain query."""
     conn = create(home.store_dir)
     try:
-        out = {t: int(conn.execute(f"SELECT count(*) FROM {t} WHERE {c} = ?", (subject.id,)).fetchone()[0])
+        out = {t: int(cast(tuple[Any, ...],
+                           conn.execute(f"SELECT count(*) FROM {t} WHERE {c} = ?", (subject.id,)).fetchone())[0])
                for t, c in TABLES_BY_SUBJECT.items()}
         # Corpora are cumulative versions: count the distinct examples, not their copies per version.
-        out["ft_examples"] = int(conn.execute(
+        out["ft_examples"] = int(cast(tuple[Any, ...], conn.execute(
             "SELECT count(DISTINCT source || '/' || source_ref) FROM ft_examples WHERE subject_id = ?",
-            (subject.id,)).fetchone()[0])
-        out["entities"] = sum(int(conn.execute("SELECT count(*) FROM kg_entities WHERE name = ?", (i,)).fetchone()[0])
+            (subject.id,)).fetchone())[0])
+        out["entities"] = sum(int(cast(tuple[Any, ...],
+                                       conn.execute("SELECT count(*) FROM kg_entities WHERE name = ?",
+                                                    (i,)).fetchone())[0])
                               for i in subject.identifiers())
         return out
     finally:

@@ -101,7 +101,7 @@ def client(path: Path) -> Any:
 def reopen(path: Path) -> Any:
     """What an agent does to see a store changed by another process: drop chromadb's in-process cache
     of the store (its HNSW indexes live there) and open a new client."""
-    from chromadb.api.client import SharedSystemClient
+    from chromadb.api.shared_system_client import SharedSystemClient
 
     SharedSystemClient.clear_system_cache()
     return client(path)

@@ -92,7 +92,8 @@ def build_memory(a: Agent, database: str, *, copies: int = 3, turns: int = 3, th
         items[0] = (ns, key, {**value, "text": value["text"] + " (updated)"})
         a.store.put(*items[0])
         mem.items[person.id] = items
-    shared = [(("docs", "policies"), f"doc-{i}", {"text": t}) for i, t in enumerate(SHARED_DOCS)]
+    shared: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
+        (("docs", "policies"), f"doc-{i}", {"text": t}) for i, t in enumerate(SHARED_DOCS)]
     for ns, key, value in shared:
         a.store.put(ns, key, value)
     mem.items[""] = shared

@@ -117,7 +117,7 @@ def sqlite_module() -> ModuleType:
             return sqlite3
     finally:
         conn.close()
-    import pysqlite3.dbapi2 as pysqlite3  # type: ignore[import-not-found]
+    import pysqlite3.dbapi2 as pysqlite3
 
     return pysqlite3  # type: ignore[no-any-return]
 
@@ -273,7 +273,8 @@ def build_memory(root: Path, *, copies: int = 12, turns: int = 4, threads_per_pe
             new = {**value, "text": value["text"] + " (updated)"}
             store.put(ns, key, new)
             mem.items[person.id][0] = (ns, key, new)
-        shared = [(("docs", "policies"), f"doc-{i}", {"text": t}) for i, t in enumerate(SHARED_DOCS)]
+        shared: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
+            (("docs", "policies"), f"doc-{i}", {"text": t}) for i, t in enumerate(SHARED_DOCS)]
         for ns, key, value in shared:
             store.put(ns, key, value)
         mem.items[""] = shared

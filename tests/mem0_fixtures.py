@@ -179,8 +179,8 @@ def open_memory(root: Path, *, collection: str = COLLECTION) -> Any:
     import mem0.memory.main as mem0_main
     from mem0 import Memory
 
-    mem0_main.extract_entities = extract_entities  # type: ignore[assignment]
-    mem0_main.extract_entities_batch = extract_entities_batch  # type: ignore[assignment]
+    mem0_main.extract_entities = extract_entities
+    mem0_main.extract_entities_batch = extract_entities_batch
     (root / HISTORY_DB).parent.mkdir(parents=True, exist_ok=True)
     m = Memory.from_config(mem0_config(root, collection=collection))
     m.embedding_model = HashEmbedder()
@@ -215,7 +215,8 @@ def mem0_target(root: Path, **keys: Any) -> Target:
 
 def _scope(i: int, person: Subject) -> dict[str, str]:
     """Session scopes in turn: user only; user + agent; user + agent + run (a thread)."""
-    kinds = ({}, {"agent_id": AGENT}, {"agent_id": AGENT, "run_id": f"thread-{person.id[-4:]}-{i % 2}"})
+    kinds: tuple[dict[str, str], ...] = (
+        {}, {"agent_id": AGENT}, {"agent_id": AGENT, "run_id": f"thread-{person.id[-4:]}-{i % 2}"})
     return {"user_id": person.id, **kinds[i % 3]}
 
 

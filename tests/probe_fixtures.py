@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,7 +70,7 @@ class Built:
     derived_bystander: list[int] = field(default_factory=list)
 
 
-def _tokens() -> Iterable[str]:
+def _tokens() -> Iterator[str]:
     return (f"tok{n:04d}{secrets.token_hex(4)}" for n in itertools.count())
 
 
@@ -165,7 +165,7 @@ def _ids(conn: apsw.Connection, sql: str, params: tuple[object, ...] = ()) -> li
 
 
 def _in(ids: Iterable[object]) -> str:
-    return json.dumps(sorted(set(ids)))  # type: ignore[type-var]
+    return json.dumps(sorted(set(ids)))
 
 
 IN = "IN (SELECT value FROM json_each(?))"

@@ -18,7 +18,7 @@ import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -134,6 +134,7 @@ def audit_log(n_entries: int = 20, *, request_id: str = "req-0001") -> list[dict
     """A chain of `n_entries` (>= 4): every 5th entry before the last two holds the subject's email as
     a commitment, every 7th a bystander's; entry n-1 is an erasure step's event, entry n the audit-log
     step's `erasure.audit_redaction` naming `request_id`."""
+    entries: list[dict[str, Any]]
     entries, prev = [], GENESIS
     n_redacted = len([s for s in range(1, n_entries - 1) if s % 5 == 0])
     for seq in range(1, n_entries + 1):
@@ -348,8 +349,8 @@ BLOCK = 512
 END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
 
 
-def tar_member(name: str, data: bytes = b"", *, kind: bytes = tarfile.REGTYPE, fmt: int = tarfile.USTAR_FORMAT,
-               pax: dict[str, str] | None = None) -> bytes:
+def tar_member(name: str, data: bytes = b"", *, kind: bytes = tarfile.REGTYPE,
+               fmt: Literal[0, 1, 2] = tarfile.USTAR_FORMAT, pax: dict[str, str] | None = None) -> bytes:
     """One tar member as raw blocks (header(s), data, zero padding), with no end-of-archive."""
     info = tarfile.TarInfo(name)
     info.type, info.size, info.mode = kind, len(data) if kind == tarfile.REGTYPE else 0, 0o644
@@ -390,7 +391,7 @@ def pack_entries(top: str, files: dict[str, bytes]) -> list[tarfile.TarInfo | tu
 
 
 def reseal(files: dict[str, bytes], engine_key: Path, *,
-           edit: Callable[[dict[str, Any]], None] | None = None) -> dict[str, bytes]:
+           edit: Callable[[dict[str, Any]], object] | None = None) -> dict[str, bytes]:
     """Re-derive and RE-SIGN an engine pack from (possibly tampered) evidence files with the real
     engine key, bypassing the writer's consistency checks: an insider with the key. `edit` may
     change the predicate before signing."""
@@ -408,14 +409,14 @@ def reseal(files: dict[str, bytes], engine_key: Path, *,
     return seal_files(ev.files, predicate, key)
 
 
-def json_edit(data: bytes, change: Callable[[Any], None]) -> bytes:
+def json_edit(data: bytes, change: Callable[[Any], object]) -> bytes:
     """Apply `change` to a JSON document's parsed form and re-serialise it."""
     doc = json.loads(data)
     change(doc)
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
 
-def jsonl_edit(data: bytes, change: Callable[[list[dict[str, Any]]], None]) -> bytes:
+def jsonl_edit(data: bytes, change: Callable[[list[dict[str, Any]]], object]) -> bytes:
     rows = [json.loads(x) for x in data.decode().splitlines() if x.strip()]
     change(rows)
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()

@@ -149,11 +149,12 @@ def test_with_smtp_configured_the_requester_is_mailed_and_no_outbox_file_is_kept
         def process_message(self, peer, mailfrom, rcpttos, data, **kwargs):  # type: ignore[no-untyped-def]
             received.append((rcpttos, data))
 
-    server = Sink(("127.0.0.1", 0), None)
+    server = Sink(("127.0.0.1", 0), None)  # type: ignore[arg-type]  # no relay address: process_message keeps it all
     loop = threading.Thread(target=asyncore.loop, kwargs={"timeout": 0.05}, daemon=True)
     loop.start()
     try:
         monkeypatch.setenv("ERASURE_SMTP_HOST", "127.0.0.1")
+        assert server.socket is not None
         monkeypatch.setenv("ERASURE_SMTP_PORT", str(server.socket.getsockname()[1]))
         result = CliRunner().invoke(app, ["attest", REQ, "--dpo-key", str(awaiting.keys_dir / "dpo.pem"), "--yes"])
         assert result.exit_code == 0, result.output
@@ -225,7 +226,7 @@ def test_pack_show_says_attested_only_when_the_dpo_key_verifies_it(awaiting: Hom
 
 
 def _recipe(note: str) -> str:
-    blocks = re.findall(r"```sh\n(.*?)```", note, re.S)
+    blocks: list[str] = re.findall(r"```sh\n(.*?)```", note, re.S)
     assert len(blocks) == 1, "VERIFY.md holds one shell recipe"
     return blocks[0]
 

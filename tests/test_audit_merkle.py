@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -131,7 +131,7 @@ def test_stored_root_is_the_rfc_root_at_every_size(store: apsw.Connection) -> No
     assert len(leaves) == audit_tree.stored_size(store) == 70
     for n in range(0, 71):
         assert audit_tree.root(store, n) == mth(leaves[:n]), n
-    rows = int(store.execute("SELECT count(*) FROM audit_merkle").fetchone()[0])
+    rows = int(cast(tuple[Any, ...], store.execute("SELECT count(*) FROM audit_merkle").fetchone())[0])
     assert rows == sum(70 >> level for level in range(7))  # every perfect subtree, once
 
 
@@ -228,7 +228,8 @@ def _make_old_store(home: Home, entries: int) -> None:
     conn = schema.create(home.store_dir)
     _append(conn, entries)
     key = audit.checkpoint_key(home.store_dir)
-    seq, head = conn.execute("SELECT seq, entry_hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
+    seq, head = cast(tuple[Any, ...],
+                     conn.execute("SELECT seq, entry_hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone())
     at = audit.iso_utc()
     v1 = wire.canonical_json({"type": "audit-checkpoint/v1", "seq": seq, "head_hash": head, "at": at})
     conn.execute("DROP TABLE audit_merkle")
@@ -251,11 +252,12 @@ def test_an_old_store_gains_the_tree_on_open_and_fills_it_once(home: Home) -> No
         assert audit_tree.stored_size(conn) == 0 and audit.verify_chain(conn).ok
         cp = audit.checkpoint(conn, home.store_dir)  # the first checkpoint fills the tree
         assert audit_tree.stored_size(conn) == 300 and cp.root_hash == mth(_leaves(conn)).hex()
-        rows = int(conn.execute("SELECT count(*) FROM audit_merkle").fetchone()[0])
+        rows = int(cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM audit_merkle").fetchone())[0])
         _append(conn, 3)
         audit.checkpoint(conn, home.store_dir)  # later ones only add the new leaves and their parents
         added = sum(303 >> level for level in range(9)) - sum(300 >> level for level in range(9))
-        assert int(conn.execute("SELECT count(*) FROM audit_merkle").fetchone()[0]) == rows + added == rows + 4
+        assert int(cast(tuple[Any, ...],
+                        conn.execute("SELECT count(*) FROM audit_merkle").fetchone())[0]) == rows + added == rows + 4
         assert audit.verify_chain(conn) == audit.ChainStatus(True, 303, audit.verify_chain(conn).head_hash, None, 3)
     finally:
         conn.close()

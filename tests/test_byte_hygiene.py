@@ -10,6 +10,7 @@ intact."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 from erasure.sqlite import connect
 from tasks.runner import run_cascade
@@ -20,7 +21,7 @@ from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, owned_counts
 def _plant_in_a_gap(db: Path, needle: bytes) -> int:
     """Write `needle` into the unallocated gap of a live b-tree leaf page; return the page number."""
     conn = connect(db, readonly=True)
-    page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    page_size = int(cast(tuple[Any, ...], conn.execute("PRAGMA page_size").fetchone())[0])
     leaves = [int(r[0]) for r in conn.execute("SELECT pageno FROM dbstat WHERE name = 'frames' AND pagetype = 'leaf'")]
     conn.close()
     data = bytearray(db.read_bytes())
@@ -45,14 +46,15 @@ def test_a_stale_copy_in_a_page_gap_is_scrubbed_and_the_store_stays_intact(home,
     needle = f"stale copy naming {SUBJECT.email}".encode()
     _plant_in_a_gap(db, needle)
     conn = connect(db, readonly=True)
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"  # a gap is not part of any cell
+    assert cast(tuple[Any, ...],
+                conn.execute("PRAGMA integrity_check").fetchone())[0] == "ok"  # a gap is not part of any cell
     conn.close()
     assert needle in store_bytes(home)
     report = scrub_store(home.store_dir)
     assert needle not in store_bytes(home)
     assert report["bytes_after"] > 0
     conn = connect(db, readonly=True)
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert cast(tuple[Any, ...], conn.execute("PRAGMA integrity_check").fetchone())[0] == "ok"
     conn.close()
     assert owned_counts(home, BYSTANDER)["frames"] > 0
 

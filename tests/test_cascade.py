@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from erasure import requests
+from erasure.config import Home
 from erasure.engine import open_engine
 from memory.schema import create
 from tasks.runner import run_cascade
@@ -34,13 +36,14 @@ def test_every_tier_of_the_subject_is_erased_and_the_bystander_keeps_everything(
 
 
 def test_bytes_of_the_subject_leave_every_file(built) -> None:  # type: ignore[no-untyped-def]
+    assert SUBJECT.email is not None and BYSTANDER.email is not None
     data = store_bytes(built)
-    assert SUBJECT.email.encode() in data and SUBJECT_PHRASE.encode() in data  # type: ignore[union-attr]
+    assert SUBJECT.email.encode() in data and SUBJECT_PHRASE.encode() in data
     run_cascade("req-ann-1", built)
     data = store_bytes(built)
     for needle in [*SUBJECT.identifiers(), SUBJECT_PHRASE]:
         assert needle.encode() not in data, needle
-    assert BYSTANDER.email.encode() in data  # type: ignore[union-attr]
+    assert BYSTANDER.email.encode() in data
 
 
 def test_derived_frames_that_reference_or_quote_the_subject_go_and_bystander_digests_stay(built) -> None:  # type: ignore[no-untyped-def]
@@ -48,7 +51,7 @@ def test_derived_frames_that_reference_or_quote_the_subject_go_and_bystander_dig
     conn = create(built.store_dir)
     derived = [r[0] for r in conn.execute("SELECT content FROM frames WHERE kind = 'derived'")]
     assert derived == ["Bystander-only digest: laptop refunds are slow."]
-    assert conn.execute("SELECT count(*) FROM recall_cache").fetchone()[0] == 1
+    assert cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM recall_cache").fetchone())[0] == 1
 
 
 def test_shared_topic_entities_survive(built) -> None:  # type: ignore[no-untyped-def]
@@ -73,7 +76,7 @@ def test_step_records_are_one_per_step_and_written_to_evidence(built) -> None:  
 
 @pytest.mark.parametrize("left", ["torn", "earlier-format"])
 def test_a_rerun_writes_audit_evidence_again_that_a_crash_tore_or_an_earlier_version_wrote(
-        built, left: str) -> None:  # type: ignore[no-untyped-def]
+        built: Home, left: str) -> None:
     """The audit-log step was counted done while its evidence file existed at all: a write torn by a
     crash, or a file an earlier version wrote in a format it has since outgrown (v2 evidence of a heavy
     subject is past the verifier's size limit), then failed every pack of the request, rerun after rerun."""

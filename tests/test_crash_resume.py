@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -134,7 +134,8 @@ def table_counts(h: Home) -> dict[str, int]:
             "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
         virtual = [n for n, sql in tables.items() if sql.upper().startswith("CREATE VIRTUAL")]
         keep = [n for n in tables if not any(n.startswith(v + "_") for v in virtual) and n not in VOLATILE_TABLES]
-        return {n: int(conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0]) for n in sorted(keep)}
+        return {n: int(cast(tuple[Any, ...],
+                            conn.execute(f'SELECT count(*) FROM "{n}"').fetchone())[0]) for n in sorted(keep)}
     finally:
         conn.close()
 
@@ -147,7 +148,8 @@ def end_state(h: Home) -> dict[str, Any]:
                  for s in requests.steps(engine, REQUEST)]
         exceptions = sorted((e.tier, e.kind, e.item_key) for e in requests.exceptions(engine, REQUEST))
         receipts = sorted((r.processor, r.status) for r in requests.receipts(engine, REQUEST))
-        step_rows = engine.execute("SELECT count(*) FROM step_records WHERE request_id = ?", (REQUEST,)).fetchone()[0]
+        step_rows = cast(tuple[Any, ...], engine.execute(
+            "SELECT count(*) FROM step_records WHERE request_id = ?", (REQUEST,)).fetchone())[0]
         footprint = sorted(tuple(r) for r in engine.execute(
             "SELECT tier, kind, item_key FROM footprint WHERE request_id = ?", (REQUEST,)))
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -58,16 +59,16 @@ def test_exact_frame_count_and_every_tier_filled(built: tuple[apsw.Connection, P
     # only each person's latest item keeps a live session
     assert counts["working_sessions"] == res.people
     # every frame is distinct, so no two vectors coincide
-    assert conn.execute("SELECT count(DISTINCT content) FROM frames").fetchone()[0] == FRAMES
+    assert cast(tuple[Any, ...], conn.execute("SELECT count(DISTINCT content) FROM frames").fetchone())[0] == FRAMES
 
 
 def test_derived_frames_reference_and_quote_several_people(
         built: tuple[apsw.Connection, Path, DemoResult]) -> None:
     conn, _, res = built
-    first = conn.execute(
+    first = cast(list[tuple[int, str, int, int]], conn.execute(
         "SELECT d.frame_id, d.content, count(*), count(DISTINCT s.subject_id) FROM frames d"
         " JOIN frame_refs r ON r.frame_id = d.frame_id JOIN frames s ON s.frame_id = r.ref_frame_id"
-        " WHERE d.kind='derived' AND s.kind='summary' GROUP BY d.frame_id").fetchall()
+        " WHERE d.kind='derived' AND s.kind='summary' GROUP BY d.frame_id").fetchall())
     assert len(first) >= res.derived * 0.9
     for fid, content, refs, people in first:
         assert 2 <= refs <= 3 and people == refs
@@ -75,28 +76,30 @@ def test_derived_frames_reference_and_quote_several_people(
                                        " ON s.frame_id = r.ref_frame_id WHERE r.frame_id=?", (fid,)):
             quote = summary[summary.index('"') + 1:-1]
             assert quote in content
-    unlinked = conn.execute("SELECT count(*) FROM frames WHERE kind='derived' AND frame_id NOT IN"
-                            " (SELECT frame_id FROM frame_refs)").fetchone()[0]
+    unlinked = cast(tuple[Any, ...],
+                    conn.execute("SELECT count(*) FROM frames WHERE kind='derived' AND frame_id NOT IN"
+                                 " (SELECT frame_id FROM frame_refs)").fetchone())[0]
     assert unlinked >= 1  # quotes without a reference: only FTS finds them
-    second = conn.execute(
+    second = cast(tuple[Any, ...], conn.execute(
         "SELECT count(DISTINCT r.frame_id) FROM frame_refs r JOIN frames t ON t.frame_id = r.ref_frame_id"
-        " WHERE t.kind='derived'").fetchone()[0]
+        " WHERE t.kind='derived'").fetchone())[0]
     assert second == res.second_order >= 1
-    dangling = conn.execute("SELECT count(*) FROM recall_cache WHERE frame_id NOT IN"
-                            " (SELECT frame_id FROM frames)").fetchone()[0]
+    dangling = cast(tuple[Any, ...],
+                    conn.execute("SELECT count(*) FROM recall_cache WHERE frame_id NOT IN"
+                                 " (SELECT frame_id FROM frames)").fetchone())[0]
     assert dangling == 0
 
 
 def test_bystanders_share_topic_entities_with_subjects(built: tuple[apsw.Connection, Path, DemoResult]) -> None:
     conn, _, res = built
     for subject in res.subjects:
-        shared = conn.execute(
+        shared = cast(tuple[Any, ...], conn.execute(
             "SELECT count(DISTINCT e.entity_id) FROM kg_entities e"
             " JOIN kg_entity_frames mine ON mine.entity_id = e.entity_id"
             " JOIN frames fm ON fm.frame_id = mine.frame_id AND fm.subject_id = ?"
             " JOIN kg_entity_frames theirs ON theirs.entity_id = e.entity_id"
             " JOIN frames ft ON ft.frame_id = theirs.frame_id AND ft.subject_id LIKE 'user-%'"
-            " WHERE e.kind = 'topic'", (subject.id,)).fetchone()[0]
+            " WHERE e.kind = 'topic'", (subject.id,)).fetchone())[0]
         assert shared >= 1, subject.id
 
 
@@ -111,11 +114,11 @@ def test_identifiers_never_collide(built: tuple[apsw.Connection, Path, DemoResul
             assert blob.count(name) == 1, (kind, name)
     # a subject's name appears only in their own summaries and turns (and in derived frames)
     for s in res.subjects:
-        own = conn.execute(
+        own = cast(tuple[Any, ...], conn.execute(
             "SELECT count(*) FROM frames f WHERE f.content LIKE ? AND f.kind != 'derived'"
             " AND coalesce(f.subject_id, '') != ? AND coalesce(f.turn_key, '') NOT IN"
             " (SELECT source || '/' || source_ref FROM raw_archive WHERE subject_id = ?)",
-            (f"%{s.name}%", s.id, s.id)).fetchone()[0]
+            (f"%{s.name}%", s.id, s.id)).fetchone())[0]
         assert own == 0, s.id
 
 
@@ -126,6 +129,7 @@ def test_processors_get_records_when_registered(home: Home) -> None:
             subprocessors.register(conn, "crm-sync", svc.url, "CRM", ["episodic"])
         build_demo(conn, home.store_dir, frames=1000, subjects=2, seed=3)
     rows = conn.execute("SELECT count(*), count(remote_ref) FROM subprocessor_records").fetchone()
+    assert rows is not None
     assert rows[0] > 0 and rows[1] == rows[0]
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -143,10 +143,12 @@ def runs(console: Console) -> dict[str, Any]:
     """Every flow run of the module, triggered by deployment with parameters; the independent ones at
     once, then the erasure of the held request after its hold is in place."""
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import FlowRun
     from prefect.deployments import run_deployment
 
     def trigger(name: str, **params: Any) -> Any:
-        run = run_deployment(name, parameters=params, timeout=0)  # does not wait, does not raise
+        # called from sync code: the run itself, not a coroutine
+        run = cast(FlowRun, run_deployment(name, parameters=params, timeout=0))  # does not wait, does not raise
         return run.id
 
     with get_client(sync_client=True) as client:
@@ -177,6 +179,7 @@ def test_every_deployment_comes_from_prefect_yaml_with_form_fields(console: Cons
     assert all(s.active for s in sla.schedules)
     window = deps["erasure-window"]
     assert [s.schedule.cron for s in window.schedules] == ["0 * * * *"]  # type: ignore[union-attr]
+    assert window.parameter_openapi_schema is not None
     ids = window.parameter_openapi_schema["properties"]["request_ids"]
     assert ids["description"] and ids["anyOf"][0]["items"]["pattern"].startswith("^[A-Za-z0-9]")
     intake = deps["intake"]
@@ -184,19 +187,25 @@ def test_every_deployment_comes_from_prefect_yaml_with_form_fields(console: Cons
     assert all(s.active for s in intake.schedules)
     assert {d.job_variables["env"]["ERASURE_HOME"] for d in deps.values()} == {str(console.home.root)}
     for name, d in deps.items():
+        assert d.parameter_openapi_schema is not None
         props = d.parameter_openapi_schema["properties"]
         assert not {"subject", "subject_id", "email", "name", "phone"} & set(props), name
         if "request_id" in props and name not in {"erasure-request", "verification"}:
             assert props["request_id"]["pattern"].startswith("^[A-Za-z0-9]"), name
         if name not in {"erasure-request", "verification"}:  # the lead's flows; ours describe every field
             assert all(p.get("description") for p in props.values()), name
+    assert deps["erasure-request"].parameter_openapi_schema is not None
     assert set(deps["erasure-request"].parameter_openapi_schema["properties"]) == {"request_id"}
     sla_schema = sla.parameter_openapi_schema
+    assert sla_schema is not None
     assert sla_schema["definitions"]["LegalBasis"]["enum"] == ["GDPR", "CCPA", "POPIA", "KE_DPA"]
+    assert deps["request-extend"].parameter_openapi_schema is not None
     until = deps["request-extend"].parameter_openapi_schema["properties"]["until"]
     assert {"type": "string", "format": "date"} in until["anyOf"]
+    assert deps["hold-place"].parameter_openapi_schema is not None
     assert deps["hold-place"].parameter_openapi_schema["required"] == ["request_id", "reference", "actor"]
     for name, d in deps.items():  # no free text in any form: every string is an enum or a pattern-checked token
+        assert d.parameter_openapi_schema is not None
         for field, prop in d.parameter_openapi_schema["properties"].items():
             if prop.get("type") == "string" and "format" not in prop:
                 assert "pattern" in prop or "enum" in prop, (name, field)

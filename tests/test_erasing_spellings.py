@@ -258,7 +258,8 @@ def test_an_everyday_word_id_is_never_redacted_from_other_peoples_sentences(buil
 
 # --- generated: identifier kind x spelling x encoding x whose item ------------------------------------
 
-SPELLINGS = {
+assert SUBJECT.email is not None and SUBJECT.name is not None
+SPELLINGS: dict[str, list[str]] = {
     "email": [SUBJECT.email, "annabel.quist+tag7@example.org", "Annabel.Quist@Example.org"],
     "phone": PHONES,
     "name": [SUBJECT.name, "Quist, Annabel", "Annabel Qu\u00adist", "ANNABEL\tQUIST", "Annabel \u200bQuist"],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any, cast
 
 import pytest
 
@@ -31,10 +32,12 @@ def _bystander_says(built: Built, words: str) -> None:
     mention would leave them): no bystander count changes."""
     conn = built.conn
     bob = BYSTANDERS[0].id
-    (fid,) = conn.execute("SELECT frame_id FROM frames WHERE subject_id = ? LIMIT 1", (bob,)).fetchone()
+    (fid,) = cast(tuple[Any, ...],
+                  conn.execute("SELECT frame_id FROM frames WHERE subject_id = ? LIMIT 1", (bob,)).fetchone())
     conn.execute("UPDATE frames SET content = content || ? WHERE frame_id = ?", (f" ask {words}", fid))
-    (sid, state) = conn.execute("SELECT session_id, state FROM working_sessions WHERE subject_id = ? LIMIT 1",
-                                (bob,)).fetchone()
+    (sid, state) = cast(tuple[Any, ...],
+                        conn.execute("SELECT session_id, state FROM working_sessions WHERE subject_id = ? LIMIT 1",
+                                     (bob,)).fetchone())
     conn.execute("UPDATE working_sessions SET state = ? WHERE session_id = ?",
                  (json.dumps({**json.loads(state), "note": f"call {words}"}, ensure_ascii=False), sid))
 

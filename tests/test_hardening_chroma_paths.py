@@ -79,7 +79,7 @@ def segment_id_climbing_into_team_b(team_a: Path, team_b: Path) -> None:
 
 @pytest.fixture
 def two_teams(home: Home, tmp_path: Path, prefect_harness: None) -> tuple[Path, Path]:
-    from chromadb.api.client import SharedSystemClient
+    from chromadb.api.shared_system_client import SharedSystemClient
 
     from proof.keys import generate_keypair
 

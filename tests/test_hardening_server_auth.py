@@ -253,7 +253,8 @@ def _server_accepts(template: dict[str, Any], run_vars: dict[str, Any]) -> bool:
     from starlette.exceptions import HTTPException
 
     try:
-        asyncio.run(_validate_work_pool_job_variables(None, "erasure-local", template, DEPLOYMENT_VARS, run_vars,
+        # no session: the check reads the database only for block references in defaults, and the template has none
+        asyncio.run(_validate_work_pool_job_variables(None, "erasure-local", template, DEPLOYMENT_VARS, run_vars,  # type: ignore[arg-type]
                                                       ignore_required=False, ignore_invalid_defaults=True))
     except (ValidationError, HTTPException):
         return False

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -62,5 +63,5 @@ def test_a_hold_released_from_the_cli_is_picked_up_by_the_hourly_window(held: Ho
 
     state = erasure_window(None, return_state=True)
     assert state.is_completed(), state.message
-    assert state.result()["requests"][REQUEST]["outcome"] == "all_clear"
+    assert cast(dict[str, Any], state.result())["requests"][REQUEST]["outcome"] == "all_clear"
     assert state_of(held) == "awaiting attestation"

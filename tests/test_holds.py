@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -56,19 +57,20 @@ def test_place_count_and_release(conn: apsw.Connection) -> None:
 def test_place_and_release_are_audited(conn: apsw.Connection) -> None:
     holds.place(conn, SUBJECT, "matter A", "legal")
     holds.release(conn, SUBJECT, "settled", "legal")
-    rows = conn.execute("SELECT event, fields FROM audit_log ORDER BY seq").fetchall()
+    rows = cast(list[tuple[str, str]], conn.execute("SELECT event, fields FROM audit_log ORDER BY seq").fetchall())
     assert [r[0] for r in rows] == ["hold.place", "hold.release"]
     place_fields = json.loads(rows[0][1])
     assert place_fields["subject_id"].keys() == {"commit"} and place_fields["reason"] == "matter A"
-    assert conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id=?", (SUBJECT,)).fetchone()[0] == 2
+    assert cast(tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id=?", (SUBJECT,)).fetchone())[0] == 2
 
 
 @pytest.mark.parametrize("reason", [f"hold for {SUBJECT}", f"re {SUBJECT.upper()} case", "   "])
 def test_reason_naming_the_subject_is_refused(conn: apsw.Connection, reason: str) -> None:
     with pytest.raises(InputError):
         holds.place(conn, SUBJECT, reason, "legal")
-    assert conn.execute("SELECT count(*) FROM holds").fetchone()[0] == 0
-    assert conn.execute("SELECT count(*) FROM audit_log").fetchone()[0] == 0
+    assert cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM holds").fetchone())[0] == 0
+    assert cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM audit_log").fetchone())[0] == 0
 
 
 def test_release_reason_naming_the_subject_is_refused(conn: apsw.Connection) -> None:

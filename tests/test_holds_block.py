@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -32,8 +33,9 @@ def store_digest(home: Home) -> dict[str, str]:
     """sha256 of every table's rows (shadow tables of FTS and vec0 included) and of every other file."""
     conn = connect(db_path(home.store_dir), readonly=True)  # `create` itself rewrites the FTS config
     try:
-        out = {}
-        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
+        out: dict[str, str] = {}
+        for (name,) in cast(list[tuple[str]], conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()):
             rows = sorted(repr(r) for r in conn.execute(f'SELECT * FROM "{name}"'))
             out[name] = hashlib.sha256("\n".join(rows).encode()).hexdigest()
     finally:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any, cast
 
 import apsw
 import fsspec
@@ -73,7 +74,8 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
 
     # episodic: the summary names the subject and quotes the first sentence; turns carry neither
     # subject nor archive link, only their turn key
-    summary = conn.execute("SELECT subject_id, archive_id, content FROM frames WHERE kind='summary'").fetchall()
+    summary = cast(list[tuple[str, int, str]],
+                   conn.execute("SELECT subject_id, archive_id, content FROM frames WHERE kind='summary'").fetchall())
     assert len(summary) == 1
     sid, archive_id, text = summary[0]
     assert sid == "user-0001" and archive_id == 1
@@ -84,23 +86,25 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
     assert turns == [(None, None, "chat/conv-0001", i) for i in range(3)]
 
     # semantic: no entity is born unlinked; topic relations point at the summary frame
-    assert conn.execute("SELECT count(*) FROM kg_entities WHERE entity_id NOT IN "
-                        "(SELECT entity_id FROM kg_entity_frames)").fetchone()[0] == 0
+    assert cast(tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM kg_entities WHERE entity_id NOT IN "
+                             "(SELECT entity_id FROM kg_entity_frames)").fetchone())[0] == 0
     preds = sorted(str(r[0]) for r in conn.execute("SELECT predicate FROM kg_relations WHERE frame_id=1"))
     assert preds == ["discussed"] * 4 + ["has_email", "has_phone"]
 
     # vectors: the stored bytes are the embedder's output for each frame's content
     emb = HashingEmbedder()
-    for fid, content in conn.execute("SELECT frame_id, content FROM frames").fetchall():
-        stored = conn.execute("SELECT embedding FROM frame_vectors WHERE frame_id=?", (fid,)).fetchone()[0]
+    for fid, content in cast(list[tuple[int, str]], conn.execute("SELECT frame_id, content FROM frames").fetchall()):
+        stored = cast(tuple[Any, ...],
+                      conn.execute("SELECT embedding FROM frame_vectors WHERE frame_id=?", (fid,)).fetchone())[0]
         assert stored == to_blob(emb.embed([content])[0])
 
     # files: the session, the blob in EVERY location (same bytes), one corpus line
     store = home.store_dir
-    session_id = conn.execute("SELECT session_id FROM working_sessions").fetchone()[0]
+    session_id = cast(tuple[Any, ...], conn.execute("SELECT session_id FROM working_sessions").fetchone())[0]
     state = json.loads((store / "sessions" / f"{session_id}.json").read_text())
     assert state["source_ref"] == "conv-0001" and len(state["turns"]) == 3
-    key = conn.execute("SELECT blob_key FROM blobs WHERE subject_id='user-0001'").fetchone()[0]
+    key = cast(tuple[Any, ...], conn.execute("SELECT blob_key FROM blobs WHERE subject_id='user-0001'").fetchone())[0]
     original = (FIXTURES / "files" / "passport.txt").read_bytes()
     for loc in ("primary", "replica-1"):
         assert (store / "blobs" / loc / key[:2] / key).read_bytes() == original
@@ -112,9 +116,10 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
     assert conn.execute("SELECT line_no, subject_id FROM ft_examples").fetchall() == [(1, "user-0001")]
 
     # audit: one entry whose subject fields are commitments; the values sit in the vault
-    event, fields = conn.execute("SELECT event, fields FROM audit_log").fetchone()
+    event, fields = cast(tuple[Any, ...], conn.execute("SELECT event, fields FROM audit_log").fetchone())
     assert event == "memory.ingest" and "user-0001" not in fields and "conv-0001" not in fields
-    assert conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id='user-0001'").fetchone()[0] == 3
+    assert cast(tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id='user-0001'").fetchone())[0] == 3
 
 
 def test_topic_entities_are_shared_between_subjects(home: Home) -> None:
@@ -125,8 +130,9 @@ def test_topic_entities_are_shared_between_subjects(home: Home) -> None:
     report = ingest(conn, home.store_dir, items)
     # Alice: person, email, phone, billing. Bob: person (billing is shared, not created again)
     assert report.entities == 5
-    linked = conn.execute("SELECT count(*) FROM kg_entity_frames l JOIN kg_entities e USING(entity_id)"
-                          " WHERE e.kind='topic' AND e.name='billing'").fetchone()[0]
+    linked = cast(tuple[Any, ...],
+                  conn.execute("SELECT count(*) FROM kg_entity_frames l JOIN kg_entities e USING(entity_id)"
+                               " WHERE e.kind='topic' AND e.name='billing'").fetchone())[0]
     assert linked == 2
 
 
@@ -160,7 +166,7 @@ def test_blob_goes_to_an_fsspec_url_location(home: Home) -> None:
         conn.execute("UPDATE store_meta SET value=? WHERE key='blob_locations'",
                      (json.dumps(["blobs/primary", url]),))
     ingest(conn, home.store_dir, read_jsonl(ONE))
-    key = conn.execute("SELECT blob_key FROM blobs").fetchone()[0]
+    key = cast(tuple[Any, ...], conn.execute("SELECT blob_key FROM blobs").fetchone())[0]
     fs = fsspec.filesystem("memory")
     root = url.removeprefix("memory://")
     assert fs.cat_file(f"/{root}/{key[:2]}/{key}") == (FIXTURES / "files" / "passport.txt").read_bytes()
@@ -200,14 +206,14 @@ def test_batches_commit_separately_and_count_everything(home: Home) -> None:
 def test_row_ids_freed_by_an_erasure_are_never_reused(home: Home) -> None:
     conn = _store(home)
     ingest(conn, home.store_dir, read_jsonl(ONE))
-    top_frame = conn.execute("SELECT max(frame_id) FROM frames").fetchone()[0]
-    top_chunk = conn.execute("SELECT max(chunk_id) FROM frame_chunks").fetchone()[0]
+    top_frame = cast(tuple[Any, ...], conn.execute("SELECT max(frame_id) FROM frames").fetchone())[0]
+    top_chunk = cast(tuple[Any, ...], conn.execute("SELECT max(chunk_id) FROM frame_chunks").fetchone())[0]
     with transaction(conn):
         ids = [r[0] for r in conn.execute("SELECT frame_id FROM frames")]
         purge_frames(conn, ids)
     ingest(conn, home.store_dir, [MemoryItem.model_validate(GOOD)])
-    assert conn.execute("SELECT min(frame_id) FROM frames").fetchone()[0] > top_frame
-    assert conn.execute("SELECT min(chunk_id) FROM frame_chunks").fetchone()[0] > top_chunk
+    assert cast(tuple[Any, ...], conn.execute("SELECT min(frame_id) FROM frames").fetchone())[0] > top_frame
+    assert cast(tuple[Any, ...], conn.execute("SELECT min(chunk_id) FROM frame_chunks").fetchone())[0] > top_chunk
 
 
 def test_a_failing_batch_writes_no_rows_and_leaves_no_files(home: Home, tmp_path: Path) -> None:

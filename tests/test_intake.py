@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -40,7 +40,7 @@ TABLES = ("requests", "vault", "clock_events", "footprint", "step_records", "exc
 
 
 def good() -> dict[str, Any]:
-    return json.loads((FIXTURES / "gdpr.json").read_text())
+    return cast(dict[str, Any], json.loads((FIXTURES / "gdpr.json").read_text()))
 
 
 IDENTIFIERS = ["subj-0001", "ada.example@example.org", "Ada Example", "+44 20 7946 0001"]
@@ -247,8 +247,9 @@ def test_submit_stores_row_vault_and_event(engine: apsw.Connection, tmp_path: Pa
     raw = engine.execute("SELECT received_at, deadline FROM requests WHERE request_id = ?",
                          ("req-gdpr-0001",)).fetchone()
     assert raw == ("2024-01-31T08:30:00.000000Z", "2024-02-29T23:59:59.999999Z")
-    (detail,) = engine.execute("SELECT detail FROM engine_events WHERE request_id = ? AND event = ?",
-                               ("req-gdpr-0001", "request.submitted")).fetchone()
+    (detail,) = cast(tuple[Any, ...],
+                     engine.execute("SELECT detail FROM engine_events WHERE request_id = ? AND event = ?",
+                                    ("req-gdpr-0001", "request.submitted")).fetchone())
     assert json.loads(detail) == {"legal_basis": "GDPR", "deadline": "2024-02-29T23:59:59.999999Z"}
     env = requests.load_envelope(engine, "req-gdpr-0001")
     assert env == load_envelope_file(FIXTURES / "gdpr.json")

@@ -201,7 +201,7 @@ def test_case_5_attachments_that_are_not_plain_text(cli_home: Any, tmp_path: Pat
 
 
 def _release_chroma() -> None:
-    from chromadb.api.client import SharedSystemClient
+    from chromadb.api.shared_system_client import SharedSystemClient
 
     SharedSystemClient.clear_system_cache()
     gc.collect()
@@ -338,8 +338,9 @@ def test_case_6_framework_stores_hold_encoded_mentions(cli_home: Any, tmp_path: 
     agents = tmp_path / "agents"
     uid, bob = JANE_PL["id"], BOB["id"]
     pasted = json.dumps({"tool": "crm", "contact": JANE_PL["name"]}).replace("Jane Doe", "\\u004aane\\u0020Doe")
-    lg_items = [(("users", uid, "memories"), "m-1", {"text": "Jane likes the window seat on trains"}),
-                (("users", bob, "memories"), "m-1", {"text": "Bob keeps bees near the tram depot"})]
+    lg_items: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
+        (("users", uid, "memories"), "m-1", {"text": "Jane likes the window seat on trains"}),
+        (("users", bob, "memories"), "m-1", {"text": "Bob keeps bees near the tram depot"})]
     lg_threads = [("t-jane-1", {"user_id": uid}, f"Hi, this is {JANE_PL['name']} about my refund."),
                   ("t-bob-1", {"user_id": bob}, f"Pasted from the CRM: {pasted}"),
                   ("t-bob-2", {"user_id": bob}, "Reschedule the typewriter repair to Monday.")]

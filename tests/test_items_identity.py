@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -113,8 +114,9 @@ def test_erasing_one_person_leaves_the_other_in_the_room(home: Home) -> None:
     assert _turns(home) == [B1]
     conn = create(home.store_dir)
     try:
-        assert int(conn.execute("SELECT count(*) FROM working_sessions WHERE subject_id = ?",
-                                (BOB.id,)).fetchone()[0]) == 1
+        assert int(cast(tuple[Any, ...],
+                        conn.execute("SELECT count(*) FROM working_sessions WHERE subject_id = ?",
+                                     (BOB.id,)).fetchone())[0]) == 1
     finally:
         conn.close()
 
@@ -159,6 +161,7 @@ def test_a_store_from_before_item_keys_is_migrated_on_open(home: Home) -> None:
         assert len(keys) == 2 and all(k.source.startswith("hmac:") and k.source_ref.startswith("hmac:")
                                       and k.item_key is None for k in keys)
         skeleton = conn.execute("SELECT source, source_ref FROM raw_archive WHERE erased_at IS NOT NULL").fetchone()
+        assert skeleton is not None
         assert str(skeleton[0]).startswith("hmac:") and str(skeleton[1]).startswith("hmac:")
         # a list row from before item keys still suppresses its whole conversation (fail-closed)
         assert suppression.is_suppressed(conn, "chat", "room-gone", "any-item")

@@ -358,7 +358,7 @@ def _earlier_release(mp: pytest.MonkeyPatch) -> None:
     from probes.targets.langgraph_sqlite import records as probe
 
     def is_subject(self: Any, prefix: str, key: str) -> bool:
-        return self._template(prefix.split("."), True) is not None  # type: ignore[no-any-return]
+        return self._template(prefix.split("."), True) is not None
 
     mp.setattr(probe._Namespaces, "is_subject", is_subject)
     mp.setattr(probe._Namespaces, "unconfigured", lambda self, prefix, key: None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -61,15 +62,18 @@ def bystander_state(home: Home, subject_id: str) -> dict[str, int]:
     conn = create(home.store_dir)
     try:
         return {
-            "archive": conn.execute("SELECT count(*) FROM raw_archive WHERE subject_id = ?",
-                                    (subject_id,)).fetchone()[0],
-            "frames": conn.execute("SELECT count(*) FROM frames WHERE subject_id = ?", (subject_id,)).fetchone()[0],
-            "links": conn.execute(
+            "archive": cast(tuple[Any, ...],
+                            conn.execute("SELECT count(*) FROM raw_archive WHERE subject_id = ?",
+                                         (subject_id,)).fetchone())[0],
+            "frames": cast(tuple[Any, ...],
+                           conn.execute("SELECT count(*) FROM frames WHERE subject_id = ?",
+                                        (subject_id,)).fetchone())[0],
+            "links": cast(tuple[Any, ...], conn.execute(
                 "SELECT count(*) FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
-                " WHERE f.subject_id = ?", (subject_id,)).fetchone()[0],
-            "relations": conn.execute(
+                " WHERE f.subject_id = ?", (subject_id,)).fetchone())[0],
+            "relations": cast(tuple[Any, ...], conn.execute(
                 "SELECT count(*) FROM kg_relations r JOIN frames f ON f.frame_id = r.frame_id"
-                " WHERE f.subject_id = ?", (subject_id,)).fetchone()[0],
+                " WHERE f.subject_id = ?", (subject_id,)).fetchone())[0],
         }
     finally:
         conn.close()
@@ -101,7 +105,7 @@ def run(home: Home, request_id: str) -> tuple[object, dict[str, object]]:
     return state, ver
 
 
-def steps_detail(home: Home, request_id: str) -> dict[str, dict[str, object]]:
+def steps_detail(home: Home, request_id: str) -> dict[str, dict[str, Any]]:
     engine = open_engine(home.engine_db)
     try:
         return {s.step: s.detail or {} for s in requests.steps(engine, request_id)}
@@ -136,7 +140,8 @@ def test_case_2_a_bystanders_item_that_mentions_the_subject_is_redacted(store: H
     assert bystander_state(store, BYSTANDER.id) == by_before  # the item stays: it is the bystander's
     conn = create(store.store_dir)
     try:
-        text = conn.execute("SELECT content FROM raw_archive WHERE source_ref = 'conv-5005'").fetchone()[0]
+        text = cast(tuple[Any, ...],
+                    conn.execute("SELECT content FROM raw_archive WHERE source_ref = 'conv-5005'").fetchone())[0]
     finally:
         conn.close()
     assert "[redacted]" in text and "shared laptop refund" in text
@@ -163,8 +168,9 @@ def test_case_6_a_namesake_keeps_shared_entities_and_links(store: Home) -> None:
     assert bystander_state(store, NAMESAKE.id) == namesake_before
     conn = create(store.store_dir)
     try:
-        person = conn.execute("SELECT count(*) FROM kg_entities WHERE kind = 'person' AND name = ?",
-                              (NAMESAKE.name,)).fetchone()[0]
+        person = cast(tuple[Any, ...],
+                      conn.execute("SELECT count(*) FROM kg_entities WHERE kind = 'person' AND name = ?",
+                                   (NAMESAKE.name,)).fetchone())[0]
     finally:
         conn.close()
     assert person == 1
@@ -243,7 +249,8 @@ def test_a_bystander_loss_is_its_own_verdict_not_residue(store: Home) -> None:
     fp = take_fingerprint(store.store_dir, SUBJECT)
     conn = create(store.store_dir)
     try:
-        fid = conn.execute("SELECT max(frame_id) FROM frames WHERE subject_id = ?", (BYSTANDER.id,)).fetchone()[0]
+        fid = cast(tuple[Any, ...],
+                   conn.execute("SELECT max(frame_id) FROM frames WHERE subject_id = ?", (BYSTANDER.id,)).fetchone())[0]
         conn.execute("DELETE FROM frames WHERE frame_id = ?", (fid,))
     finally:
         conn.close()
@@ -279,7 +286,7 @@ def test_case_5_a_rejected_inbox_envelope_of_the_subject_is_purged_by_the_erasur
 
     bad = {"request_id": "req-bad", "subject": SUBJECT.model_dump(), "legal_basis": "NOPE"}
     (store.inbox_dir / f"{SUBJECT.email}.json").write_text(json.dumps(bad))
-    assert drain_inbox(store).rejected == 1  # type: ignore[attr-defined]
+    assert drain_inbox(store).rejected == 1
     assert list((store.inbox_dir / "rejected").iterdir())
     submit(store, "req-case-5")
     state, ver = run(store, "req-case-5")

@@ -10,6 +10,7 @@ import stat
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -138,7 +139,8 @@ def test_each_probe_finds_its_residue(built: Built, skip: str, tier: str, method
 def test_leftover_chunk_vector_is_found_by_id_by_search_and_by_bytes(built: Built) -> None:
     fp = take_fingerprint(built.store_dir, SUBJECT)
     chunk = fp.keys.chunk_ids[-1]
-    kept = built.conn.execute("SELECT embedding FROM chunk_vectors WHERE chunk_id=?", (chunk,)).fetchone()[0]
+    kept = cast(tuple[Any, ...],
+                built.conn.execute("SELECT embedding FROM chunk_vectors WHERE chunk_id=?", (chunk,)).fetchone())[0]
     erase_by_hand(built)
     with transaction(built.conn):  # one orphaned chunk vector, as a frame delete that forgot them leaves
         built.conn.execute("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES (?,?)", (chunk, kept))
@@ -505,9 +507,11 @@ def test_a_vector_piece_a_bystander_shares_is_not_a_needle(built: Built) -> None
     from erasure.sqlite import checkpoint_truncate
 
     conn = built.conn
-    fid = int(conn.execute("SELECT min(frame_id) FROM frames WHERE subject_id = ?", (SUBJECT.id,)).fetchone()[0])
-    own = np.frombuffer(bytes(conn.execute("SELECT embedding FROM frame_vectors WHERE frame_id = ?",
-                                           (fid,)).fetchone()[0]), dtype="<f4").copy()
+    fid = int(cast(tuple[Any, ...],
+                   conn.execute("SELECT min(frame_id) FROM frames WHERE subject_id = ?", (SUBJECT.id,)).fetchone())[0])
+    own = np.frombuffer(bytes(cast(tuple[Any, ...],
+                                   conn.execute("SELECT embedding FROM frame_vectors WHERE frame_id = ?",
+                                                (fid,)).fetchone())[0]), dtype="<f4").copy()
     pieces = distinctive_pieces(own.tobytes())
     assert pieces  # the vector has pieces worth looking for: the check below can fail
     kept = np.zeros(len(own), dtype=bool)

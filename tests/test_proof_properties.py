@@ -374,7 +374,7 @@ INSIDER_CHANGE = st.tuples(
 
 
 def insider_change(g: Genuine, change: tuple[str, int, str, str, str, str]
-                   ) -> tuple[dict[str, bytes], Callable[[dict[str, Any]], None] | None]:
+                   ) -> tuple[dict[str, bytes], Callable[[dict[str, Any]], object] | None]:
     kind, i, other, status, name, tier = change
     files = {k: v for k, v in g.files.items() if k != DPO_ENV}
     if kind == "request-id":
@@ -406,7 +406,7 @@ def insider_change(g: Genuine, change: tuple[str, int, str, str, str, str]
         doc = audit_document(12, request_id=other)
         files["audit-log-redaction.json"] = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
     elif kind == "claim-status":
-        return files, lambda p: (assume(p["status"] != status), p.update(status=status))  # type: ignore[func-returns-value]
+        return files, lambda p: (assume(p["status"] != status), p.update(status=status))
     elif kind == "claim-tier":
         def lie(p: dict[str, Any]) -> None:
             assume(p["tiers"][tier]["status"] != status)

@@ -18,6 +18,7 @@ import tempfile
 import threading
 import unicodedata
 from pathlib import Path
+from typing import Any, cast
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -81,12 +82,16 @@ def people_state(home: Home, ids: list[str]) -> dict[str, tuple[int, ...]]:
     conn = create(home.store_dir)
     try:
         return {sid: (
-            conn.execute("SELECT count(*) FROM raw_archive WHERE subject_id = ?", (sid,)).fetchone()[0],
-            conn.execute("SELECT count(*) FROM frames WHERE subject_id = ?", (sid,)).fetchone()[0],
-            conn.execute("SELECT count(*) FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
-                         " WHERE f.subject_id = ?", (sid,)).fetchone()[0],
-            conn.execute("SELECT count(*) FROM kg_relations r JOIN frames f ON f.frame_id = r.frame_id"
-                         " WHERE f.subject_id = ?", (sid,)).fetchone()[0],
+            cast(tuple[Any, ...],
+                 conn.execute("SELECT count(*) FROM raw_archive WHERE subject_id = ?", (sid,)).fetchone())[0],
+            cast(tuple[Any, ...],
+                 conn.execute("SELECT count(*) FROM frames WHERE subject_id = ?", (sid,)).fetchone())[0],
+            cast(tuple[Any, ...],
+                 conn.execute("SELECT count(*) FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
+                              " WHERE f.subject_id = ?", (sid,)).fetchone())[0],
+            cast(tuple[Any, ...],
+                 conn.execute("SELECT count(*) FROM kg_relations r JOIN frames f ON f.frame_id = r.frame_id"
+                              " WHERE f.subject_id = ?", (sid,)).fetchone())[0],
         ) for sid in ids}
     finally:
         conn.close()

@@ -68,7 +68,8 @@ _token = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,40}", fullmatch=True)
 # A request id must not contain the subject's identifiers in any spelling (nor a name token, nor a
 # phone's digits): valid ones use letters that none of MARK's tokens has, and few digits.
 _request_id = st.from_regex(r"[bdfghj][bdfghijtvwyBDFGHJ._-]{0,20}[0-9]{0,4}", fullmatch=True)
-_free = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60)
+# mypy infers tuple[str] for the tuple literal through hypothesis' decorators (a cast is "redundant")
+_free = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60)  # type: ignore[arg-type]
 # Reasons never name the subject: none of the letters of MARK's tokens, no digits.
 _reason = st.text(st.sampled_from("bcdfghijltuvwy .,;-()'"), min_size=1, max_size=200)
 _offset = st.integers(-14 * 60 + 1, 14 * 60 - 1).map(lambda m: timezone(timedelta(minutes=m)))

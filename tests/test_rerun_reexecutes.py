@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 from erasure import requests
 from erasure.config import Home
@@ -40,7 +41,8 @@ def test_a_rerun_after_residue_erases_again(home: Home, tmp_path: Path, prefect_
     state = erasure_request("req-rerun-1", return_state=True)
     assert state.is_completed(), state.message
     conn = create(home.store_dir)
-    left = conn.execute("SELECT count(*) FROM working_sessions WHERE subject_id = ?", (SUBJECT.id,)).fetchone()[0]
+    left = cast(tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM working_sessions WHERE subject_id = ?", (SUBJECT.id,)).fetchone())[0]
     conn.close()
     assert left == 0
 

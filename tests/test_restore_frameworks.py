@@ -43,7 +43,7 @@ def erased(home: Home, tmp_path: Path, prefect_harness: None) -> dict[str, Path]
     agents = tmp_path / "agents"
     lg = LG.build_memory(agents / "langgraph", copies=3, threads_per_person=1, mentions=False, case_variants=False)
     CH.build_memory(agents / "chroma", per_collection=200)
-    from chromadb.api.client import SharedSystemClient
+    from chromadb.api.shared_system_client import SharedSystemClient
 
     SharedSystemClient.clear_system_cache()
     gc.collect()

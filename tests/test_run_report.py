@@ -45,7 +45,8 @@ def events_of(resource: str, names: set[str], since: datetime, timeout: float = 
     with get_client(sync_client=True) as client:
         while True:
             page = client.read_events(filter=EventFilter(event=EventNameFilter(name=sorted(names)),
-                                                         occurred=EventOccurredFilter(since=since),
+                                                         # pydantic validates a datetime into prefect's DateTime
+                                                         occurred=EventOccurredFilter(since=since),  # type: ignore[arg-type]
                                                          resource=EventResourceFilter(id=[resource])), limit=50)
             got = [e for e in page.events if e.event in names]
             if {e.event for e in got} >= names or time.monotonic() > deadline:

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -148,9 +148,11 @@ def pause_the_hourly_window() -> None:
 
 
 def trigger(name: str, **params: Any) -> Any:
+    from prefect.client.schemas.objects import FlowRun
     from prefect.deployments import run_deployment
 
-    return run_deployment(f"{name}/{name}", parameters=params, timeout=0).id  # does not wait, does not raise
+    # called from sync code: the run itself, not a coroutine; does not wait, does not raise
+    return cast(FlowRun, run_deployment(f"{name}/{name}", parameters=params, timeout=0)).id
 
 
 def wait_final(run_ids: dict[str, Any], timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
@@ -318,6 +320,7 @@ def test_status_shows_the_next_scheduled_runs(service: Service) -> None:
 def test_request_run_uses_the_homes_server(service: Service) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+    from prefect.client.schemas.objects import State
 
     h = service.home
     vault(h, envelope("req-cli-1", Subject(id="subj-cli-unknown-1")))
@@ -325,7 +328,8 @@ def test_request_run_uses_the_homes_server(service: Service) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     with get_client(sync_client=True) as client:
         found = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["erasure-req-cli-1"])))
-    assert [r.state.type.value for r in found] == ["COMPLETED"]  # on this server, not a temporary one
+    # on this server, not a temporary one
+    assert [cast("State[Any]", r.state).type.value for r in found] == ["COMPLETED"]
 
 
 def test_serve_reuses_the_running_server_and_keeps_the_pool(service: Service) -> None:

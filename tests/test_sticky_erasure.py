@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -77,7 +78,8 @@ def _reconsent_and_reingest(built: Home, tmp_path: Path) -> tuple[IngestReport, 
     try:
         assert suppression.allow(conn, "chat", "conv-1001", "subject re-consented in writing", "dpo@example.com")
         assert not suppression.allow(conn, "chat", "conv-1001", "again", "dpo@example.com")  # not listed now
-        audited = int(conn.execute("SELECT count(*) FROM audit_log WHERE event = 'suppression.allow'").fetchone()[0])
+        audited = int(cast(tuple[Any, ...], conn.execute(
+            "SELECT count(*) FROM audit_log WHERE event = 'suppression.allow'").fetchone())[0])
         # the key alone is not enough since sticky erasure by identity: the subject's id is erased too
         assert ingest(conn, built.store_dir, memory_items(tmp_path / "held")[:1]).held_erased_identity == 1
         assert suppression.allow_identity(conn, SUBJECT, "subject re-consented in writing", "dpo@example.com")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from typer.testing import CliRunner
@@ -75,7 +75,8 @@ def cli(h: Home, *args: str) -> Any:
 def counts(h: Home) -> dict[str, int]:
     conn = create(h.store_dir)
     try:
-        return {t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in COUNTED_TABLES}
+        return {t: int(cast(tuple[Any, ...],
+                            conn.execute(f"SELECT count(*) FROM {t}").fetchone())[0]) for t in COUNTED_TABLES}
     finally:
         conn.close()
 
@@ -83,7 +84,8 @@ def counts(h: Home) -> dict[str, int]:
 def test_erasure_records_keyed_hashes_of_id_email_and_phone(erased: Home) -> None:
     conn = create(erased.store_dir)
     try:
-        rows = conn.execute("SELECT kind, digest, erasure_ref FROM erased_identities ORDER BY kind").fetchall()
+        rows = cast(list[tuple[str, str, str]],
+                    conn.execute("SELECT kind, digest, erasure_ref FROM erased_identities ORDER BY kind").fetchall())
     finally:
         conn.close()
     kinds = sorted({r[0] for r in rows})
@@ -149,8 +151,9 @@ def test_allow_identity_of_one_line_lets_only_that_identity_in(erased: Home, tmp
     assert (report["held_erased_identity"], report["ingested"]) == (4, 3)
     conn = create(erased.store_dir)
     try:
-        assert conn.execute("SELECT count(*) FROM audit_log WHERE event='suppression.allow_identity'"
-                            ).fetchone()[0] == 1
+        assert cast(tuple[Any, ...],
+                    conn.execute("SELECT count(*) FROM audit_log WHERE event='suppression.allow_identity'"
+                                 ).fetchone())[0] == 1
         assert {r[0] for r in conn.execute("SELECT kind FROM erased_identities")} == {"id", "phone"}
     finally:
         conn.close()
@@ -168,7 +171,7 @@ def test_allow_identity_reason_is_checked_at_the_door(erased: Home, tmp_path: Pa
     assert isinstance(bad.exception, InputError)
     conn = create(erased.store_dir)
     try:
-        assert conn.execute("SELECT count(*) FROM erased_identities").fetchone()[0] == 4
+        assert cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM erased_identities").fetchone())[0] == 4
     finally:
         conn.close()
 
@@ -207,7 +210,7 @@ def test_identity_hashes_commit_with_the_erasure(home: Home, tmp_path: Path,
         run_cascade(REQUEST, home, batch_size=1)
     conn = create(home.store_dir)
     try:
-        assert conn.execute("SELECT count(*) FROM erased_identities").fetchone()[0] == 0
+        assert cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM erased_identities").fetchone())[0] == 0
         assert suppression.list_suppressed(conn) == []
     finally:
         conn.close()
@@ -245,6 +248,7 @@ def test_confirmed_aliases_are_sticky_by_id_too(home: Home, tmp_path: Path,
 
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
     build_store(home, tmp_path)
+    assert SUBJECT.email is not None
     alias = {"id": "acct-ann-2", "email": SUBJECT.email}
     conn = create(home.store_dir)
     ingest(conn, home.store_dir, [MemoryItem.model_validate(item("chat", "conv-8001", alias, 8))])

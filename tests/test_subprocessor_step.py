@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -26,8 +27,9 @@ REQUEST = "req-ann-1"
 def _records_left(home: Home) -> int:
     conn = create(home.store_dir)
     try:
-        return int(conn.execute("SELECT count(*) FROM subprocessor_records WHERE subject_id = ?",
-                                (SUBJECT.id,)).fetchone()[0])
+        return int(cast(tuple[Any, ...],
+                        conn.execute("SELECT count(*) FROM subprocessor_records WHERE subject_id = ?",
+                                     (SUBJECT.id,)).fetchone())[0])
     finally:
         conn.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -45,8 +46,10 @@ def test_suppressed_item_is_skipped_and_counted(home: Home) -> None:
     report = ingest(conn, home.store_dir, [*read_jsonl(ONE), OTHER])
     assert (report.ingested, report.skipped_suppressed, report.suppression_unreadable) == (1, 1, 0)
     assert conn.execute("SELECT source_ref FROM raw_archive").fetchall() == [("conv-0002",)]
-    assert conn.execute("SELECT count(*) FROM frames WHERE turn_key='chat/conv-0001'").fetchone()[0] == 0
-    assert conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 0  # only the suppressed item had one
+    assert cast(tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM frames WHERE turn_key='chat/conv-0001'").fetchone())[0] == 0
+    assert cast(tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM blobs").fetchone())[0] == 0  # only the suppressed item had one
 
 
 def test_guard_runs_before_the_duplicate_check(home: Home) -> None:
@@ -78,7 +81,7 @@ def test_unreadable_list_fails_closed(home: Home, damage: str) -> None:
     assert (report.ingested, report.skipped_suppressed, report.suppression_unreadable) == (0, 2, 2)
     for table in COUNTED_TABLES:
         if table != "erased_subjects":
-            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+            assert cast(tuple[Any, ...], conn.execute(f"SELECT count(*) FROM {table}").fetchone())[0] == 0, table
     assert _data_files(home.store_dir) == []
 
 
@@ -87,7 +90,7 @@ def test_allow_reopens_ingest_and_is_audited(home: Home) -> None:
     _suppress(conn, "chat", "conv-0001")
     assert suppression.allow(conn, "chat", "conv-0001", "subject re-consented in writing", "dpo") is True
     assert suppression.allow(conn, "chat", "conv-0001", "again", "dpo") is False
-    event, fields = conn.execute("SELECT event, fields FROM audit_log").fetchone()
+    event, fields = cast(tuple[Any, ...], conn.execute("SELECT event, fields FROM audit_log").fetchone())
     assert event == "suppression.allow"
     assert "conv-0001" not in fields and json.loads(fields)["source_ref"].keys() == {"commit"}
     report = ingest(conn, home.store_dir, read_jsonl(ONE))
@@ -124,7 +127,8 @@ def test_reconsented_item_is_imported_again_over_its_redacted_skeleton(home: Hom
     suppression.allow(conn, "chat", "conv-0001", "re-consent", "dpo")
     report = ingest(conn, home.store_dir, read_jsonl(ONE))
     assert (report.ingested, report.skipped_duplicate) == (1, 0)
-    assert conn.execute("SELECT count(*) FROM raw_archive WHERE source_ref='conv-0001' AND erased_at IS NULL"
-                        ).fetchone()[0] == 1
+    assert cast(tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM raw_archive WHERE source_ref='conv-0001' AND erased_at IS NULL"
+                             ).fetchone())[0] == 1
     assert ingest(conn, home.store_dir, read_jsonl(ONE)).skipped_duplicate == 1
 

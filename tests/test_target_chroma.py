@@ -23,7 +23,7 @@ from erasure.errors import ConfigError
 from erasure.sqlite import connect
 from erasure.tiers import Tier
 from probes.targets import run
-from probes.targets.chroma import fts_rowids
+from probes.targets.chroma.indexes import fts_rowids
 from tasks.targets.chroma import ERASER
 from tests.chroma_fixtures import (
     COLLECTIONS,
@@ -237,6 +237,7 @@ def test_erase_leaves_no_byte_of_the_subject_and_bystanders_read_back(
     # Our own walk: the only identifier left is the name inside the bystander's record that mentions
     # the subject (reported as a mention, not erased); no content and no vector of the subject anywhere.
     hits = _string_hits(memory)
+    assert SUBJECT.name is not None
     assert hits == {"chroma.sqlite3": [SUBJECT.name.lower()]}, hits
     assert _vector_hits(memory) == {}
     assert not [p for p in memory.path.iterdir() if p.is_dir() and p.name.endswith((".erasure-new", ".erasure-old"))]
@@ -263,6 +264,7 @@ def test_framework_delete_leaves_the_subject_on_disk_and_the_probe_catches_it(
     # What the framework left, seen by our own walk: text in chroma.sqlite3 (log, freed pages), vectors
     # in the HNSW files (data_level0.bin keeps them) and the dropped collection's folder.
     hits = _string_hits(memory)
+    assert SUBJECT.name is not None
     assert any(s != SUBJECT.name.lower() for s in hits.get("chroma.sqlite3", [])), hits
     vectors = _vector_hits(memory)
     assert any(f.endswith("data_level0.bin") for f in vectors), vectors

@@ -204,6 +204,7 @@ def test_archiving_on_and_unreadable_files_make_the_pack_say_so(archiving: Clust
     shown = cli(home, "pack", "show", str(home.evidence_dir("req-pg-0002") / "proof.tar.gz"), "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["status"] == "erasedWithExceptions"
+    assert SUBJECT.email is not None
     assert SUBJECT.email not in (home.evidence_dir("req-pg-0002") / "verification.json").read_text()
 
 

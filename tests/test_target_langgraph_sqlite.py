@@ -242,6 +242,7 @@ def test_the_frameworks_delete_leaves_the_subject_on_disk_and_the_probe_catches_
         agent.send("framework-delete")
 
         ids = walk(mem.root, subject_identifiers(), caseless=True)
+        assert SUBJECT.name is not None
         assert "store.sqlite" in ids[SUBJECT.id]  # store_vectors rows, sqlite_stat4 samples
         assert "checkpoints.sqlite-wal" in ids[SUBJECT.name]  # the thread's turns, until a TRUNCATE checkpoint
         assert walk(mem.root, subject_content(), caseless=False)

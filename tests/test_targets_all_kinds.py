@@ -60,7 +60,7 @@ def four_targets(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     # the rewritten index files (Chroma is not process-safe; see README).
     import gc
 
-    from chromadb.api.client import SharedSystemClient
+    from chromadb.api.shared_system_client import SharedSystemClient
 
     SharedSystemClient.clear_system_cache()
     gc.collect()

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from cli.main import app
 from erasure.config import PROJECT_ROOT, Home
@@ -17,7 +17,7 @@ from erasure.errors import ConfigError
 from erasure.targets import load_targets
 
 
-def _cli(home: Home, *args: str) -> object:
+def _cli(home: Home, *args: str) -> Result:
     return CliRunner().invoke(app, ["targets", *args, "--home", str(home.root)])
 
 
@@ -26,8 +26,8 @@ def test_without_a_file_the_one_target_is_the_reference_store(home: Home) -> Non
     assert [(t.name, t.kind) for t in found.targets] == [("reference", "reference")]
     assert found.targets[0].path("path") == home.store_dir
     res = _cli(home, "list", "--json")
-    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
-    doc = json.loads(res.stdout)  # type: ignore[attr-defined]
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
     assert doc["targets"][0]["kind"] == "reference" and len(doc["targets"][0]["tiers"]) == 9
 
 
@@ -64,7 +64,7 @@ def test_the_cli_says_one_line_and_exits_3(home: Home, tmp_path: Path) -> None:
     (home.root / "targets.toml").write_text('[[targets]]\nname = "kb"\nkind = "no-such-kind"\n')
     res = _cli(home, "list")
     assert res.exit_code == 0  # listed, with the reason it cannot be used
-    assert "unknown kind" in res.output  # type: ignore[attr-defined]
+    assert "unknown kind" in res.output
     (home.root / "targets.toml").write_text('[[targets]]\nname = "kb"\n')
     proc = subprocess.run([sys.executable, "-m", "cli.main", "targets", "list", "--home", str(home.root)],
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120, check=False)

@@ -85,7 +85,7 @@ def test_the_matcher_finds_exactly_the_rows_holding_a_vector_or_a_piece(vector: 
     for at, piece in pieces:
         wanted_at.setdefault(at, set()).add(piece)
     found = set(_VectorMatcher([vector], wanted_at).holders(rows))
-    want = {(rid, data, None) for rid, data in rows if data == vector}
+    want: set[tuple[int, bytes, int | None]] = {(rid, data, None) for rid, data in rows if data == vector}
     want |= {(rid, data[at:at + VECTOR_PIECE_BYTES], at) for rid, data in rows for at, piece in pieces
              if data[at:at + VECTOR_PIECE_BYTES] == piece}
     assert found == want

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -48,7 +48,7 @@ def window(ids: list[str] | None) -> tuple[Any, dict[str, dict[str, Any]]]:
     from flows.window import erasure_window
 
     state = erasure_window(ids, return_state=True)
-    data = state.result(raise_on_failure=False)
+    data = cast(dict[str, Any], state.result(raise_on_failure=False))
     return state, data["requests"]
 
 
@@ -70,7 +70,7 @@ def verify_offline(home: Home, rid: str) -> None:
 def corpus_versions(home: Home) -> int:
     conn = create(home.store_dir)
     try:
-        return int(conn.execute("SELECT count(*) FROM ft_corpora").fetchone()[0])
+        return int(cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM ft_corpora").fetchone())[0])
     finally:
         conn.close()
 
@@ -160,7 +160,8 @@ def test_a_held_request_is_skipped_and_reported_and_the_others_run(store: Home) 
 def test_one_request_that_fails_leaves_the_others_results(store: Home) -> None:
     conn = create(store.store_dir)
     try:
-        key = str(conn.execute("SELECT blob_key FROM blobs WHERE subject_id = ?", (SUBJECT.id,)).fetchone()[0])
+        key = str(cast(tuple[Any, ...],
+                       conn.execute("SELECT blob_key FROM blobs WHERE subject_id = ?", (SUBJECT.id,)).fetchone())[0])
     finally:
         conn.close()
     blob = next(store.store_dir.rglob(key))
