@@ -54,11 +54,13 @@ def _counting(counts: Counter[str], key: str, fn: Callable[..., Any]) -> Callabl
 def count_opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Count real connections to engine.db and memory.db, and envelope validations."""
     import erasure.engine
+    import erasure.sqlite
     import memory.schema
 
     counts: Counter[str] = Counter()
-    monkeypatch.setattr(erasure.engine, "connect", _counting(counts, "engine.db", erasure.engine.connect))
-    monkeypatch.setattr(memory.schema, "connect", _counting(counts, "memory.db", memory.schema.connect))
+    # Each module's own name `connect` (imported from erasure.sqlite) is the one it opens with.
+    monkeypatch.setattr(erasure.engine, "connect", _counting(counts, "engine.db", erasure.sqlite.connect))
+    monkeypatch.setattr(memory.schema, "connect", _counting(counts, "memory.db", erasure.sqlite.connect))
     validate = ErasureRequestEnvelope.model_validate_json
     monkeypatch.setattr(ErasureRequestEnvelope, "model_validate_json",
                         _counting(counts, "envelope", validate))

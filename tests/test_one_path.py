@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -58,7 +58,7 @@ def _run(path: str, h: Home) -> tuple[Outcome, int | None, str | None]:
     from flows.window import erasure_window
 
     state = erasure_window([RID], return_state=True)
-    got = state.result(raise_on_failure=False)["requests"]
+    got = cast(dict[str, Any], state.result(raise_on_failure=False))["requests"]
     assert list(got) == [RID], got
     result = Result.from_json(got[RID])
     assert result is not None, got
