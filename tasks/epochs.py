@@ -10,7 +10,11 @@ Where each kind keeps its epoch (`erasure.epoch`, a table `erasure_epoch`):
   the folder (a tar) carries it, so a restore brings the old epoch back with the old data. The
   framework erases through its own API in its own transactions, so the epoch is advanced right after
   the target's erasure completed: a crash between the two leaves the epoch behind, and the store is
-  then taken for restored and replayed (idempotent): the safe side.
+  then taken for restored and replayed (idempotent): the safe side;
+- langgraph-postgres: in a table `erasure_epoch` of the agent's own database (configured schema),
+  advanced by the eraser in the same transaction as its deletes; a `pg_dump`/`pg_basebackup` carries
+  it. A kind like it exposes the hook `tasks.targets.base.EpochKeeper` (`epoch_current`,
+  `epoch_advance`, `epoch_raise`), which the functions here call instead of opening a SQLite file.
 
 A target is restored when its epoch is behind the ledger's newest entry for it. Until it is replayed,
 ingest and requests on it are refused (`refuse_if_restored`, exit 6).
@@ -21,7 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
@@ -33,6 +37,9 @@ from erasure.identity import Identity
 from erasure.sqlite import connect, transaction
 from erasure.targets import REFERENCE, Target, Targets, home_targets
 from erasure.tiers import Tier
+
+if TYPE_CHECKING:
+    from tasks.targets.base import EpochKeeper
 
 
 class StoreRestored(RequestBlocked):
@@ -48,11 +55,21 @@ def epoch_db(target: Target, home: Home) -> Path:
     return eraser_for(target).files(target)[0]
 
 
-def tracks_epoch(target: Target, home: Home) -> bool:
-    """Whether `target`'s kind keeps an epoch: the reference store and the kinds whose main file is a
-    SQLite file. A PostgreSQL target (its files are a cluster's data directory) keeps none yet: a
-    restore of the cluster is not detected (README, backups)."""
+def _keeper(target: Target) -> EpochKeeper | None:
+    """The target's eraser when its kind keeps its epoch itself (langgraph-postgres), else None."""
     if target.kind == REFERENCE:
+        return None
+    from tasks.targets.base import epoch_keeper, eraser_for
+
+    return epoch_keeper(eraser_for(target))
+
+
+def tracks_epoch(target: Target, home: Home) -> bool:
+    """Whether `target`'s kind keeps an epoch: the reference store, the kinds with the epoch hook
+    (langgraph-postgres) and the kinds whose main file is a SQLite file."""
+    if target.kind == REFERENCE:
+        return True
+    if _keeper(target) is not None:
         return True
     from tasks.targets.base import eraser_for
 
@@ -68,6 +85,9 @@ def _open(path: Path) -> apsw.Connection:
 
 def target_epoch(target: Target, home: Home) -> int:
     """The target's epoch now (0 when its database is missing or no erasure touched it)."""
+    keeper = _keeper(target)
+    if keeper is not None:
+        return keeper.epoch_current(target)
     path = epoch_db(target, home)
     if not path.exists():
         return 0
@@ -83,6 +103,9 @@ def advance_target(target: Target, home: Home, request_id: str) -> int:
     """Advance a framework target's epoch for `request_id`'s completed erasure (idempotent)."""
     if not tracks_epoch(target, home):
         return 0
+    keeper = _keeper(target)
+    if keeper is not None:
+        return keeper.epoch_advance(target, request_id)
     conn = _open(epoch_db(target, home))
     try:
         with transaction(conn):
@@ -95,6 +118,9 @@ def raise_target(target: Target, home: Home, to: int, marker: str) -> int:
     """Bring a target's epoch up to `to` (after a replay re-applied the ledger up to it)."""
     if not tracks_epoch(target, home):
         return 0
+    keeper = _keeper(target)
+    if keeper is not None:
+        return keeper.epoch_raise(target, to, marker)
     conn = _open(epoch_db(target, home))
     try:
         with transaction(conn):
@@ -104,6 +130,9 @@ def raise_target(target: Target, home: Home, to: int, marker: str) -> int:
 
 
 def _request_epoch(target: Target, home: Home, request_id: str) -> int:
+    keeper = _keeper(target)
+    if keeper is not None:
+        return keeper.epoch_advance(target, request_id)  # the epoch its deletes' transaction gave it
     path = epoch_db(target, home)
     conn = _open(path)
     try:

@@ -113,8 +113,16 @@ def _candidates(value: object) -> Iterator[str]:
 
 
 def harvest(target: Target) -> set[str]:
-    """Every candidate string of every row of every SQLite database of `target` (in memory only)."""
+    """Every candidate string of every row of every SQLite database of `target` (in memory only); a kind
+    whose eraser has `replay_strings(target)` (langgraph-postgres) gives its rows' strings itself."""
     out: set[str] = set()
+    from tasks.targets.base import eraser_for
+
+    own = getattr(eraser_for(target), "replay_strings", None)
+    if own is not None:  # a kind not in SQLite files (langgraph-postgres) reads its own rows
+        for value in own(target):
+            out.update(_candidates(value))
+        return out
     for path in sqlite_files(target):
         conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
         conn.setbusytimeout(30_000)

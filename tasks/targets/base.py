@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import apsw
 
@@ -60,6 +60,26 @@ class TargetEraser(Protocol):
     def erase(self, target: Target, subject: Subject) -> dict[Tier, TierOutcome]: ...
 
     def mentions(self, target: Target, subject: Subject) -> int: ...
+
+
+@runtime_checkable
+class EpochKeeper(Protocol):
+    """A kind that keeps its erasure epoch itself, not in a SQLite file (langgraph-postgres: a table in
+    the agent's database): `erase` takes the request id and advances the epoch in the deletes' own
+    transaction; `tasks/epochs.py` reads and raises it through the other three (issue 26)."""
+
+    def erase(self, target: Target, subject: Subject, request_id: str | None = None) -> dict[Tier, TierOutcome]: ...
+
+    def epoch_current(self, target: Target) -> int: ...
+
+    def epoch_advance(self, target: Target, request_id: str) -> int: ...
+
+    def epoch_raise(self, target: Target, to: int, marker: str) -> int: ...
+
+
+def epoch_keeper(eraser: object) -> EpochKeeper | None:
+    """The eraser as an `EpochKeeper` when its kind keeps its own epoch, else None."""
+    return eraser if isinstance(eraser, EpochKeeper) else None
 
 
 def eraser_for(target: Target) -> TargetEraser:

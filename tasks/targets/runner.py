@@ -20,7 +20,7 @@ from erasure.server_control import ServerControl, quiesced
 from erasure.targets import Target
 from erasure.tiers import BYTES_SCOPE, CASCADE_ORDER
 from tasks.runner import write_steps_jsonl
-from tasks.targets.base import eraser_for
+from tasks.targets.base import epoch_keeper, eraser_for
 
 NOT_APPLICABLE = "not applicable: this target's kind holds no such tier"
 MENTION_GROUND = "mention reported: another person's item in this target names the subject (not erased)"
@@ -50,7 +50,8 @@ def erase_target(request_id: str, target: Target, home: Home) -> TargetErased:
         # hook (issue 25): a target served by a running server is erased only while it is down.
         with quiesced(server_of(eraser, target), "the erasure") as window:
             mentions = eraser.mentions(target, subject)
-            outcomes = eraser.erase(target, subject)
+            keeper = epoch_keeper(eraser)  # its epoch advances inside the deletes' transaction (issue 26)
+            outcomes = keeper.erase(target, subject, request_id) if keeper else eraser.erase(target, subject)
             if window.control is not None and not any(o.after for o in outcomes.values()):
                 from tasks.epochs import advance_target
 

@@ -14,7 +14,8 @@ the team's database with our LangGraph would run OUR migrations (`setup()`) on T
 module never imports LangGraph: in one transaction per target (READ COMMITTED; every statement waits at
 most `lock_timeout_ms` on the agent's row locks, and the whole transaction is retried while it cannot
 get them) it resolves the subject's namespaces, items and threads and deletes their vectors, items,
-writes, blobs and checkpoints. Then the byte hygiene of `hygiene.py` beside it (VACUUM FULL,
+writes, blobs and checkpoints, and advances the database's erasure epoch (`epoch.py`, issue 26).
+Then the byte hygiene of `hygiene.py` beside it (VACUUM FULL,
 statistics, CHECKPOINT, WAL cycles) on every run, also when nothing was found: a rerun after a crash
 between the deletes and the rewrite must still remove the bytes. Other people's items and threads that
 name the subject are counted (`mentions`), never changed. What the erasure cannot reach (WAL archive,
@@ -40,6 +41,7 @@ from erasure.target_kinds.langgraph_postgres import SUBJECT_LABEL, PostgresTarge
 from erasure.targets import Target
 from erasure.tiers import Tier
 from tasks.targets.base import TierOutcome
+from tasks.targets.langgraph_postgres import epoch as pg_epoch
 from tasks.targets.langgraph_postgres import hygiene as pg_hygiene
 
 KIND = "langgraph-postgres"
@@ -179,10 +181,14 @@ def _resolve(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subjec
     return found
 
 
-def _delete(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subject) -> tuple[_Found, dict[str, int]]:
-    """One transaction: resolve, then delete vectors, items, writes, blobs, checkpoints."""
+def _delete(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subject,
+            request_id: str | None = None) -> tuple[_Found, dict[str, int]]:
+    """One transaction: resolve, then delete vectors, items, writes, blobs, checkpoints, and advance the
+    database's erasure epoch for `request_id` (`epoch.py`) in that same transaction."""
     removed: dict[str, int] = {}
     with conn.transaction():
+        if request_id is not None:
+            pg_epoch.advance(conn, cfg, request_id)
         found = _resolve(conn, cfg, subject)
         tables = _tables(conn, cfg.schema)
         if found.prefixes or found.keyed:
@@ -234,7 +240,9 @@ class LangGraphPostgresEraser:
         return {Tier.working: len(f.threads), Tier.episodic: f.items[Tier.episodic],
                 Tier.semantic: f.items[Tier.semantic], Tier.vectors: f.vectors}
 
-    def erase(self, target: Target, subject: Subject) -> dict[Tier, TierOutcome]:
+    def erase(self, target: Target, subject: Subject, request_id: str | None = None) -> dict[Tier, TierOutcome]:
+        """Erase (see the module docstring); with `request_id`, the erasure epoch advances in the deletes'
+        transaction."""
         cfg = postgres_target(target)
         conn = pg_hygiene.connect(cfg, autocommit=False)
         try:
@@ -243,7 +251,8 @@ class LangGraphPostgresEraser:
                                  "at the primary")
             conn.commit()
             t0 = time.perf_counter()
-            before, removed = pg_hygiene.retry_locked(cfg, lambda: _delete(conn, cfg, subject), "the deletes")
+            before, removed = pg_hygiene.retry_locked(cfg, lambda: _delete(conn, cfg, subject, request_id),
+                                                      "the deletes")
             delete_ms = int((time.perf_counter() - t0) * 1000)
             present = _tables(conn, cfg.schema)
             conn.commit()
@@ -300,6 +309,68 @@ class LangGraphPostgresEraser:
                         if str(tid) not in found.threads:
                             threads.add(str(tid))
                 return n + len(threads)
+        finally:
+            conn.close()
+
+    # --- the erasure epoch (issue 26; `epoch.py`), read and raised by `tasks/epochs.py` ---------------
+
+    def epoch_current(self, target: Target) -> int:
+        """The database's epoch. The table is made on first read, so a backup taken after the target was
+        first checked carries it, and a `pg_restore --clean` of that backup brings its old rows back."""
+        cfg = postgres_target(target)
+        conn = pg_hygiene.connect(cfg, autocommit=False)
+        try:
+            with conn.transaction():
+                missing = conn.execute("SELECT pg_is_in_recovery() = false AND to_regclass(%s) IS NULL", (
+                    sql.Identifier(cfg.schema, pg_epoch.TABLE).as_string(conn),)).fetchone()
+            if missing and missing[0]:
+                pg_hygiene.retry_locked(cfg, lambda: self._create(conn, cfg), "the erasure epoch")
+            with conn.transaction():
+                conn.execute("SET TRANSACTION READ ONLY")
+                return pg_epoch.current(conn, cfg)
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _create(conn: psycopg.Connection[Any], cfg: PostgresTarget) -> None:
+        with conn.transaction():
+            pg_epoch.ensure(conn, cfg)
+
+    def _epoch_write(self, target: Target, fn: Any, what: str) -> int:
+        cfg = postgres_target(target)
+        conn = pg_hygiene.connect(cfg, autocommit=False)
+        try:
+            def once() -> int:
+                with conn.transaction():
+                    return int(fn(conn, cfg))
+            return pg_hygiene.retry_locked(cfg, once, what)
+        finally:
+            conn.close()
+
+    def epoch_advance(self, target: Target, request_id: str) -> int:
+        return self._epoch_write(target, lambda c, cfg: pg_epoch.advance(c, cfg, request_id), "the erasure epoch")
+
+    def epoch_raise(self, target: Target, to: int, marker: str) -> int:
+        return self._epoch_write(target, lambda c, cfg: pg_epoch.raise_to(c, cfg, to, marker), "the erasure epoch")
+
+    def replay_strings(self, target: Target) -> list[str]:
+        """What a replay looks for a ledger entry's subject in (`tasks/replay_find.py`): every namespace,
+        key and top-level checkpoint metadata value (in memory only)."""
+        cfg = postgres_target(target)
+        conn = pg_hygiene.connect(cfg, autocommit=False)
+        try:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION READ ONLY")
+                tables = _tables(conn, cfg.schema)
+                out: list[str] = []
+                if "store" in tables:
+                    out += [str(v) for r in conn.execute(sql.SQL("SELECT DISTINCT prefix, key FROM {}").format(
+                        _t(cfg, "store"))) for v in r]
+                if "checkpoints" in tables:
+                    out += [str(r[0]) for r in conn.execute(sql.SQL(
+                        "SELECT DISTINCT e.value FROM {}, jsonb_each_text(metadata) e").format(
+                        _t(cfg, "checkpoints")))]
+                return out
         finally:
             conn.close()
 
