@@ -16,7 +16,6 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ConfigError, ErasureError
 from erasure.tiers import CASCADE_ORDER
-from service import cascade
 from service.outcome import Outcome, Result, RunFailed, window_error
 
 
@@ -41,6 +40,8 @@ def progress_table(h: Home, request_ids: list[str]) -> Table:
 
 
 def _ids_to_show(h: Home, request_ids: list[str] | None) -> list[str]:
+    from service import cascade  # the driver brings the probes (numpy, hyperscan): only for a run
+
     return request_ids or cascade.pending(h)
 
 
