@@ -26,10 +26,11 @@ $(VENV)/.synced: pyproject.toml uv.lock
 bootstrap: $(VENV)/.synced ## create .venv from the lock file (and compile the project's bytecode)
 	@$(PY) -m compileall -q erasure memory tasks probes proof flows cli >/dev/null
 
-lint: bootstrap ## ruff
+lint: bootstrap ## ruff: the rules, and the tree formatted (`ruff format` fixes it)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
-typecheck: bootstrap ## mypy strict on every package
+typecheck: bootstrap ## mypy strict on every package, tests and bench included
 	$(VENV)/bin/mypy
 
 contracts: bootstrap ## import-linter contracts (the import rules of DESIGN.md)

@@ -40,7 +40,8 @@ def one(size: int, subject_entries: int) -> dict[str, float | int]:
             with transaction(conn):
                 for i in range(1, size + 1):
                     personal: dict[str, tuple[str | None, str]] | None = (
-                        {"email": (SUBJECT, EMAIL)} if i % every == every // 2 else None)
+                        {"email": (SUBJECT, EMAIL)} if i % every == every // 2 else None
+                    )
                     audit.append(conn, "ingest", "ingest-worker", {"items": i % 7}, personal)
             built = time.perf_counter() - t
 
@@ -52,14 +53,16 @@ def one(size: int, subject_entries: int) -> dict[str, float | int]:
             with transaction(conn):
                 before = audit.checkpoint(conn, store_dir)
                 result = audit.redact_subject(conn, SUBJECT)
-                audit.append(conn, audit.REDACTION_EVENT, "erasure-engine",
-                             {"request_id": REQUEST, "redacted": result.count})
+                audit.append(
+                    conn, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST, "redacted": result.count}
+                )
                 after = audit.checkpoint(conn, store_dir)
             erasure = time.perf_counter() - t
 
             t = time.perf_counter()
-            doc = audit.redaction_evidence(conn, store_dir, before, after, result, request_id=REQUEST,
-                                           subject_id=SUBJECT)
+            doc = audit.redaction_evidence(
+                conn, store_dir, before, after, result, request_id=REQUEST, subject_id=SUBJECT
+            )
             data = (json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n").encode()
             evidence = time.perf_counter() - t
 
@@ -70,9 +73,17 @@ def one(size: int, subject_entries: int) -> dict[str, float | int]:
             assert EMAIL.encode() not in data and SUBJECT.encode() not in data
         finally:
             conn.close()
-    return {"entries": size, "subject": len(doc["entries"]) - 1, "build_log": built,
-            "first_checkpoint": first_checkpoint, "erasure": erasure, "evidence": evidence,
-            "bytes": len(data), "gzipped": len(gzip.compress(data, mtime=0)), "verify": check}
+    return {
+        "entries": size,
+        "subject": len(doc["entries"]) - 1,
+        "build_log": built,
+        "first_checkpoint": first_checkpoint,
+        "erasure": erasure,
+        "evidence": evidence,
+        "bytes": len(data),
+        "gzipped": len(gzip.compress(data, mtime=0)),
+        "verify": check,
+    }
 
 
 def main() -> None:
@@ -81,13 +92,17 @@ def main() -> None:
     ap.add_argument("--subject-entries", type=int, default=20)
     args = ap.parse_args()
     rows = [one(int(n), args.subject_entries) for n in args.sizes.split(",")]
-    print("| log entries | subject's entries | build log | first checkpoint (tree fill) | checkpoints + redaction"
-          " | evidence build | evidence bytes | gzipped | check 7 |")
+    print(
+        "| log entries | subject's entries | build log | first checkpoint (tree fill) | checkpoints + redaction"
+        " | evidence build | evidence bytes | gzipped | check 7 |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['entries']:,} | {r['subject']} | {r['build_log']:.1f} s | {r['first_checkpoint']:.2f} s"
-              f" | {r['erasure']:.3f} s | {r['evidence']:.3f} s | {r['bytes']:,} | {r['gzipped']:,}"
-              f" | {r['verify']:.3f} s |")
+        print(
+            f"| {r['entries']:,} | {r['subject']} | {r['build_log']:.1f} s | {r['first_checkpoint']:.2f} s"
+            f" | {r['erasure']:.3f} s | {r['evidence']:.3f} s | {r['bytes']:,} | {r['gzipped']:,}"
+            f" | {r['verify']:.3f} s |"
+        )
 
 
 if __name__ == "__main__":

@@ -55,9 +55,15 @@ def build_once(home_dir: Path, frames: int, subjects: int, seed: int, journal: s
     seconds = time.perf_counter() - started
     write_subjects_file(home.root / "demo-subjects.json", result.subjects, seed=seed, tenant="default")
     size = store_bytes(home.store_dir)
-    info: dict[str, float] = {"frames": result.frames, "seconds": seconds, "bytes": size,
-                              "people": result.people, "items": result.items, "subjects": subjects,
-                              "seed": seed}
+    info: dict[str, float] = {
+        "frames": result.frames,
+        "seconds": seconds,
+        "bytes": size,
+        "people": result.people,
+        "items": result.items,
+        "subjects": subjects,
+        "seed": seed,
+    }
     (home_dir / "build.json").write_text(json.dumps(info, indent=2) + "\n")
     return info
 
@@ -82,17 +88,16 @@ def main(argv: list[str] | None = None) -> None:
         if record.exists() and not args.rebuild and args.repeat == 1:
             info = json.loads(record.read_text())
             info["bytes"] = store_bytes(home_dir / "store")
-            rows.append((info["frames"], info["seconds"], info["bytes"] / MIB, info["frames"] / info["seconds"],
-                         "reused"))
+            rows.append(
+                (info["frames"], info["seconds"], info["bytes"] / MIB, info["frames"] / info["seconds"], "reused")
+            )
             continue
         runs = [build_once(home_dir, size, args.subjects, args.seed, args.journal) for _ in range(args.repeat)]
         secs = statistics.median(r["seconds"] for r in runs)
         last = runs[-1]
-        rows.append((int(last["frames"]), secs, last["bytes"] / MIB, last["frames"] / secs,
-                     f"built x{args.repeat}"))
+        rows.append((int(last["frames"]), secs, last["bytes"] / MIB, last["frames"] / secs, f"built x{args.repeat}"))
 
-    print(f"demo store build ({args.subjects} subjects, seed {args.seed}, journal {args.journal}; "
-          f"median seconds)")
+    print(f"demo store build ({args.subjects} subjects, seed {args.seed}, journal {args.journal}; median seconds)")
     print(f"{'frames':>10} | {'build s':>9} | {'store MiB':>10} | {'frames/s':>9} | run")
     print(f"{'-' * 10}-+-{'-' * 9}-+-{'-' * 10}-+-{'-' * 9}-+-{'-' * 10}")
     for frames, secs, mib, rate, how in rows:

@@ -54,8 +54,12 @@ def median_s(fn: Callable[..., object], runs: int) -> float:
 def ingest_one_line(n_bytes: int) -> float:
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
-        line = {"source": "chat", "source_ref": "bench-1", "subject": {"id": "bench-subject"},
-                "content": text_of(n_bytes)}
+        line = {
+            "source": "chat",
+            "source_ref": "bench-1",
+            "subject": {"id": "bench-subject"},
+            "content": text_of(n_bytes),
+        }
         path = folder / "items.jsonl"
         path.write_text(json.dumps(line) + "\n")
         conn = create(folder / "store")

@@ -29,15 +29,20 @@ GOAL_S = 0.5
 
 def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}
-    env.update(ERASURE_HOME=str(home), ERASURE_EVIDENCE=str(home / "evidence"), DO_NOT_TRACK="1",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.update(
+        ERASURE_HOME=str(home),
+        ERASURE_EVIDENCE=str(home / "evidence"),
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
     return env
 
 
 def _run(args: list[str], env: dict[str, str], *, importtime: bool = False) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "cli.main", *args]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False,
-                          stdin=subprocess.DEVNULL, timeout=120)
+    return subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, timeout=120
+    )
 
 
 def prepare(home: Path, requests: int) -> None:
@@ -46,10 +51,19 @@ def prepare(home: Path, requests: int) -> None:
     env = _env(home)
     for i in range(requests):
         f = home / f"req-{i}.json"
-        f.write_text(json.dumps({
-            "request_id": f"req-bench-{i:03d}", "tenant_id": "default", "subject": {"id": f"subj-bench-{i:03d}"},
-            "legal_basis": ["GDPR", "CCPA", "POPIA"][i % 3], "received_at": f"2026-01-{1 + i % 28:02d}T09:00:00+00:00",
-            "requester_identity_proof_ref": "idv/bench", "reason": "Art.17 request"}))
+        f.write_text(
+            json.dumps(
+                {
+                    "request_id": f"req-bench-{i:03d}",
+                    "tenant_id": "default",
+                    "subject": {"id": f"subj-bench-{i:03d}"},
+                    "legal_basis": ["GDPR", "CCPA", "POPIA"][i % 3],
+                    "received_at": f"2026-01-{1 + i % 28:02d}T09:00:00+00:00",
+                    "requester_identity_proof_ref": "idv/bench",
+                    "reason": "Art.17 request",
+                }
+            )
+        )
         res = _run(["request", "submit", str(f)], env)
         if res.returncode != 0:
             raise SystemExit(f"could not submit a request: {res.stderr}")
@@ -85,9 +99,11 @@ def main() -> None:
                 if res.returncode != 0:
                     raise SystemExit(f"erasure {' '.join(args)} failed: {res.stderr}")
             med = statistics.median(times)
-            print(f"| erasure {' '.join(args)} | {med:.3f} s | {min(times):.3f} s | {max(times):.3f} s "
-                  f"| {statistics.median(cpu):.3f} s | {a.runs} "
-                  f"| {'yes' if med < GOAL_S else 'NO'} | {heavy_imports(args, env)} |")
+            print(
+                f"| erasure {' '.join(args)} | {med:.3f} s | {min(times):.3f} s | {max(times):.3f} s "
+                f"| {statistics.median(cpu):.3f} s | {a.runs} "
+                f"| {'yes' if med < GOAL_S else 'NO'} | {heavy_imports(args, env)} |"
+            )
 
 
 if __name__ == "__main__":

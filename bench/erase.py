@@ -67,15 +67,36 @@ OWN = ("prepare", *(t.value for t in CASCADE_ORDER))
 # Work proportional to a corpus, the audit log, the whole database file, by design.
 LINEAR = ("fine_tune", "audit_log", "scrub")
 # Tables whose rows of everyone else must be the same after the cascade and after the baseline.
-SAME_ROWS = ("frames", "frame_chunks", "frame_refs", "frame_vectors", "chunk_vectors", "frames_fts", "kg_entities",
-             "kg_relations", "kg_entity_frames", "recall_cache", "working_sessions", "blobs", "blob_locations",
-             "subprocessor_records", "audit_vault")
-OWNED = {"frames": "subject_id", "raw_archive": "subject_id", "working_sessions": "subject_id",
-         "blobs": "subject_id", "ft_examples": "subject_id", "subprocessor_records": "subject_id",
-         "audit_vault": "subject_id"}
+SAME_ROWS = (
+    "frames",
+    "frame_chunks",
+    "frame_refs",
+    "frame_vectors",
+    "chunk_vectors",
+    "frames_fts",
+    "kg_entities",
+    "kg_relations",
+    "kg_entity_frames",
+    "recall_cache",
+    "working_sessions",
+    "blobs",
+    "blob_locations",
+    "subprocessor_records",
+    "audit_vault",
+)
+OWNED = {
+    "frames": "subject_id",
+    "raw_archive": "subject_id",
+    "working_sessions": "subject_id",
+    "blobs": "subject_id",
+    "ft_examples": "subject_id",
+    "subprocessor_records": "subject_id",
+    "audit_vault": "subject_id",
+}
 
 
 # --- stores ----------------------------------------------------------------------------------------
+
 
 def ensure_store(bench_dir: Path, frames: int, *, subjects: int, seed: int, rebuild: bool = False) -> Path:
     """The home of the demo store of `frames` frames: reused when complete (its `build.json` is
@@ -87,8 +108,9 @@ def ensure_store(bench_dir: Path, frames: int, *, subjects: int, seed: int, rebu
         return root
     if root.exists():
         if not rebuild:
-            raise SystemExit(f"{root} holds an incomplete store (a build may still be running): "
-                             "wait for it, or pass --rebuild")
+            raise SystemExit(
+                f"{root} holds an incomplete store (a build may still be running): wait for it, or pass --rebuild"
+            )
         shutil.rmtree(root)
     home = Home.resolve(root, root / "evidence").ensure()
     print(f"building a demo store of {frames:,} frames in {root} ...", flush=True)
@@ -151,11 +173,19 @@ def fts_phrase(text: str) -> str:
 
 # --- the cascade -----------------------------------------------------------------------------------
 
+
 def submit(home: Home, tenant: str, subject: Subject, request_id: str) -> None:
-    env = ErasureRequestEnvelope.model_validate({
-        "request_id": request_id, "tenant_id": tenant, "subject": subject.model_dump(exclude_none=True),
-        "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-        "requester_identity_proof_ref": "bench", "reason": "erasure benchmark"})
+    env = ErasureRequestEnvelope.model_validate(
+        {
+            "request_id": request_id,
+            "tenant_id": tenant,
+            "subject": subject.model_dump(exclude_none=True),
+            "legal_basis": "GDPR",
+            "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+            "requester_identity_proof_ref": "bench",
+            "reason": "erasure benchmark",
+        }
+    )
     engine = open_engine(home.engine_db)
     try:
         requests.submit(engine, env, now=datetime.now(UTC))
@@ -182,6 +212,7 @@ def time_cascade(home: Home, request_id: str, batch_size: int) -> dict[str, floa
 
 
 # --- the baseline ----------------------------------------------------------------------------------
+
 
 def _ids(conn: apsw.Connection, sql: str, params: Any = ()) -> list[Any]:
     return [r[0] for r in conn.execute(sql, params)]
@@ -221,30 +252,48 @@ def baseline(home: Home, subject: Subject) -> dict[str, float]:
             x(f"INSERT OR IGNORE INTO temp.src SELECT source, source_ref FROM {table} WHERE subject_id = ?", (s,))
         x("CREATE TEMP TABLE f(id INTEGER PRIMARY KEY)")
         x("INSERT OR IGNORE INTO temp.f SELECT frame_id FROM frames WHERE subject_id = ?", (s,))
-        x("INSERT OR IGNORE INTO temp.f SELECT fr.frame_id FROM raw_archive a JOIN frames fr "
-          "ON fr.archive_id = a.archive_id WHERE a.subject_id = ?", (s,))
-        x("INSERT OR IGNORE INTO temp.f SELECT fr.frame_id FROM temp.src JOIN frames fr "
-          "ON fr.turn_key = src.source || '/' || src.source_ref")
+        x(
+            "INSERT OR IGNORE INTO temp.f SELECT fr.frame_id FROM raw_archive a JOIN frames fr "
+            "ON fr.archive_id = a.archive_id WHERE a.subject_id = ?",
+            (s,),
+        )
+        x(
+            "INSERT OR IGNORE INTO temp.f SELECT fr.frame_id FROM temp.src JOIN frames fr "
+            "ON fr.turn_key = src.source || '/' || src.source_ref"
+        )
         for ident in subject.identifiers():
-            x("INSERT OR IGNORE INTO temp.f SELECT fr.frame_id FROM frames_fts JOIN frames fr "
-              "ON fr.frame_id = frames_fts.rowid WHERE frames_fts MATCH ? AND fr.kind = 'derived'",
-              (fts_phrase(ident),))
-        x("INSERT OR IGNORE INTO temp.f WITH RECURSIVE d(id) AS (SELECT id FROM temp.f UNION "
-          "SELECT r.frame_id FROM frame_refs r JOIN d ON r.ref_frame_id = d.id) SELECT id FROM d")
+            x(
+                "INSERT OR IGNORE INTO temp.f SELECT fr.frame_id FROM frames_fts JOIN frames fr "
+                "ON fr.frame_id = frames_fts.rowid WHERE frames_fts MATCH ? AND fr.kind = 'derived'",
+                (fts_phrase(ident),),
+            )
+        x(
+            "INSERT OR IGNORE INTO temp.f WITH RECURSIVE d(id) AS (SELECT id FROM temp.f UNION "
+            "SELECT r.frame_id FROM frame_refs r JOIN d ON r.ref_frame_id = d.id) SELECT id FROM d"
+        )
         x("CREATE TEMP TABLE c(id INTEGER PRIMARY KEY)")
         x("INSERT INTO temp.c SELECT chunk_id FROM frame_chunks WHERE frame_id IN (SELECT id FROM temp.f)")
         x("CREATE TEMP TABLE e(id INTEGER PRIMARY KEY)")
         for ident in subject.identifiers():
-            x("INSERT OR IGNORE INTO temp.e SELECT entity_id FROM kg_entities WHERE name = ? "
-              "AND kind IN ('person', 'email', 'phone')", (ident,))
+            x(
+                "INSERT OR IGNORE INTO temp.e SELECT entity_id FROM kg_entities WHERE name = ? "
+                "AND kind IN ('person', 'email', 'phone')",
+                (ident,),
+            )
         x("CREATE TEMP TABLE cand(id INTEGER PRIMARY KEY)")
-        x("INSERT OR IGNORE INTO temp.cand SELECT entity_id FROM kg_entity_frames "
-          "WHERE frame_id IN (SELECT id FROM temp.f)")
+        x(
+            "INSERT OR IGNORE INTO temp.cand SELECT entity_id FROM kg_entity_frames "
+            "WHERE frame_id IN (SELECT id FROM temp.f)"
+        )
 
     def working() -> None:
-        sessions = _ids(conn, "SELECT session_id FROM working_sessions WHERE subject_id = ? UNION "
-                        "SELECT w.session_id FROM temp.src JOIN working_sessions w "
-                        "ON w.source = src.source AND w.source_ref = src.source_ref", (s,))
+        sessions = _ids(
+            conn,
+            "SELECT session_id FROM working_sessions WHERE subject_id = ? UNION "
+            "SELECT w.session_id FROM temp.src JOIN working_sessions w "
+            "ON w.source = src.source AND w.source_ref = src.source_ref",
+            (s,),
+        )
         with transaction(conn):
             for sid in sessions:
                 (store / "sessions" / f"{sid}.json").unlink(missing_ok=True)
@@ -253,18 +302,24 @@ def baseline(home: Home, subject: Subject) -> dict[str, float]:
     def episodic() -> None:
         with transaction(conn):
             x("DELETE FROM frames WHERE frame_id IN (SELECT id FROM temp.f)")  # chunks, refs, links cascade
-            x("UPDATE raw_archive SET content = NULL, subject_id = NULL, archive_uid = hex(randomblob(16)), "
-              "erased_at = ?, erasure_ref = 'bench' WHERE archive_id IN (SELECT archive_id FROM raw_archive "
-              "WHERE subject_id = ? UNION SELECT a.archive_id FROM temp.src JOIN raw_archive a "
-              "ON a.source = src.source AND a.source_ref = src.source_ref WHERE a.erased_at IS NULL)",
-              (datetime.now(UTC).isoformat(), s))
+            x(
+                "UPDATE raw_archive SET content = NULL, subject_id = NULL, archive_uid = hex(randomblob(16)), "
+                "erased_at = ?, erasure_ref = 'bench' WHERE archive_id IN (SELECT archive_id FROM raw_archive "
+                "WHERE subject_id = ? UNION SELECT a.archive_id FROM temp.src JOIN raw_archive a "
+                "ON a.source = src.source AND a.source_ref = src.source_ref WHERE a.erased_at IS NULL)",
+                (datetime.now(UTC).isoformat(), s),
+            )
 
     def semantic() -> None:
         with transaction(conn):
-            x("INSERT OR IGNORE INTO temp.e SELECT id FROM temp.cand WHERE NOT EXISTS "
-              "(SELECT 1 FROM kg_entity_frames l WHERE l.entity_id = cand.id)")
-            x("DELETE FROM kg_relations WHERE frame_id IN (SELECT id FROM temp.f) "
-              "OR src_entity_id IN (SELECT id FROM temp.e) OR dst_entity_id IN (SELECT id FROM temp.e)")
+            x(
+                "INSERT OR IGNORE INTO temp.e SELECT id FROM temp.cand WHERE NOT EXISTS "
+                "(SELECT 1 FROM kg_entity_frames l WHERE l.entity_id = cand.id)"
+            )
+            x(
+                "DELETE FROM kg_relations WHERE frame_id IN (SELECT id FROM temp.f) "
+                "OR src_entity_id IN (SELECT id FROM temp.e) OR dst_entity_id IN (SELECT id FROM temp.e)"
+            )
             x("DELETE FROM kg_entity_frames WHERE entity_id IN (SELECT id FROM temp.e)")
             x("DELETE FROM kg_entities WHERE entity_id IN (SELECT id FROM temp.e)")
 
@@ -276,12 +331,20 @@ def baseline(home: Home, subject: Subject) -> dict[str, float]:
 
     def fine_tune() -> None:
         refs = {(str(a), str(b)) for a, b in conn.execute("SELECT source, source_ref FROM temp.src")}
-        paths = [store / str(p) for p in _ids(conn, "SELECT DISTINCT c.path FROM ft_examples x JOIN ft_corpora c "
-                                             "ON c.corpus_id = x.corpus_id WHERE x.subject_id = ?", (s,))]
+        paths = [
+            store / str(p)
+            for p in _ids(
+                conn,
+                "SELECT DISTINCT c.path FROM ft_examples x JOIN ft_corpora c "
+                "ON c.corpus_id = x.corpus_id WHERE x.subject_id = ?",
+                (s,),
+            )
+        ]
         for path in paths:
             if path.exists():
-                kept = [ln for ln in path.read_text(encoding="utf-8").splitlines()
-                        if ln.strip() and _ref(ln) not in refs]
+                kept = [
+                    ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and _ref(ln) not in refs
+                ]
                 path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
         with transaction(conn):
             x("DELETE FROM ft_examples WHERE subject_id = ?", (s,))
@@ -310,10 +373,19 @@ def baseline(home: Home, subject: Subject) -> dict[str, float]:
 
     try:
         parts: list[tuple[str, Callable[[], None]]] = [
-            ("prepare", resolve), ("working", working), ("episodic", episodic), ("semantic", semantic),
-            ("vectors", vectors), ("fine_tune", fine_tune), ("uploads", uploads), ("derivatives", derivatives),
-            ("subprocessors", subprocessor_records), ("audit_log", audit_log),
-            ("checkpoint", lambda: _checkpoint(conn)), ("scrub", lambda: _vacuum(conn))]
+            ("prepare", resolve),
+            ("working", working),
+            ("episodic", episodic),
+            ("semantic", semantic),
+            ("vectors", vectors),
+            ("fine_tune", fine_tune),
+            ("uploads", uploads),
+            ("derivatives", derivatives),
+            ("subprocessors", subprocessor_records),
+            ("audit_log", audit_log),
+            ("checkpoint", lambda: _checkpoint(conn)),
+            ("scrub", lambda: _vacuum(conn)),
+        ]
         for name, fn in parts:
             _timed(out, name, fn)
     finally:
@@ -323,16 +395,26 @@ def baseline(home: Home, subject: Subject) -> dict[str, float]:
 
 # --- checks ----------------------------------------------------------------------------------------
 
+
 def residue(home: Home, subject: Subject) -> int:
     """Rows that still carry the subject (by its id, entity names, turn keys of its archive rows)."""
     conn = connect(home.store_db, readonly=True)
     try:
-        n = sum(int(cast(tuple[Any, ...],
-                         conn.execute(f"SELECT count(*) FROM {t} WHERE {c} = ?", (subject.id,)).fetchone())[0])
-                for t, c in OWNED.items())
+        n = sum(
+            int(
+                cast(
+                    tuple[Any, ...], conn.execute(f"SELECT count(*) FROM {t} WHERE {c} = ?", (subject.id,)).fetchone()
+                )[0]
+            )
+            for t, c in OWNED.items()
+        )
         for ident in subject.identifiers():
-            n += int(cast(tuple[Any, ...],
-                          conn.execute("SELECT count(*) FROM kg_entities WHERE name = ?", (ident,)).fetchone())[0])
+            n += int(
+                cast(
+                    tuple[Any, ...],
+                    conn.execute("SELECT count(*) FROM kg_entities WHERE name = ?", (ident,)).fetchone(),
+                )[0]
+            )
         return n
     finally:
         conn.close()
@@ -341,16 +423,24 @@ def residue(home: Home, subject: Subject) -> int:
 def rows(home: Home) -> dict[str, int]:
     conn = connect(home.store_db, readonly=True)
     try:
-        return {t: int(cast(tuple[Any, ...],
-                            conn.execute(f"SELECT count(*) FROM {t}").fetchone())[0]) for t in SAME_ROWS}
+        return {
+            t: int(cast(tuple[Any, ...], conn.execute(f"SELECT count(*) FROM {t}").fetchone())[0]) for t in SAME_ROWS
+        }
     finally:
         conn.close()
 
 
 # --- finding scans -------------------------------------------------------------------------------
 
-SMALL_TABLES = ("sqlite_master", "store_meta", "subprocessors", "ft_corpora", "model_lineage", "audit_checkpoints",
-                "holds")
+SMALL_TABLES = (
+    "sqlite_master",
+    "store_meta",
+    "subprocessors",
+    "ft_corpora",
+    "model_lineage",
+    "audit_checkpoints",
+    "holds",
+)
 CONSTANT = ("ORDER BY seq DESC LIMIT 1",)  # reads the last row of a rowid table: no scan in fact
 
 
@@ -388,9 +478,13 @@ def explain(root: Path, work: Path, batch_size: int) -> int:
                 plan = [str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, _nulls(sql))]
             except apsw.Error:
                 continue
-            scans = [line for line in plan if line.startswith("SCAN")
-                     and not any(f"SCAN {t}" in line for t in SMALL_TABLES)
-                     and not any(k in line for k in ("INDEX 1:", "INDEX 0:=", "INDEX 0:M"))]  # vec0 key, FTS5 key/MATCH
+            scans = [
+                line
+                for line in plan
+                if line.startswith("SCAN")
+                and not any(f"SCAN {t}" in line for t in SMALL_TABLES)
+                and not any(k in line for k in ("INDEX 1:", "INDEX 0:=", "INDEX 0:M"))
+            ]  # vec0 key, FTS5 key/MATCH
             if scans:
                 found += 1
                 print(f"\n{sql[:300]}")
@@ -408,6 +502,7 @@ def _nulls(sql: str) -> tuple[None, ...]:
 
 # --- the run ---------------------------------------------------------------------------------------
 
+
 def run_size(root: Path, work: Path, k: int, batch_size: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     tenant, subjects = demo_subjects(root)
     cascade: dict[str, list[float]] = {s: [] for s in STEPS}
@@ -424,9 +519,12 @@ def run_size(root: Path, work: Path, k: int, batch_size: int) -> tuple[dict[str,
             raw[step].append(sec)
         left = (residue(h1, subject), residue(h2, subject))
         same = rows(h1) == rows(h2)
-        print(f"  subject {i}: cascade {sum(c[-1] for c in cascade.values()):.3f} s, baseline "
-              f"{sum(r[-1] for r in raw.values()):.3f} s, residue {left[0]}/{left[1]}, "
-              f"same rows of everyone else: {'yes' if same else 'NO'}", flush=True)
+        print(
+            f"  subject {i}: cascade {sum(c[-1] for c in cascade.values()):.3f} s, baseline "
+            f"{sum(r[-1] for r in raw.values()):.3f} s, residue {left[0]}/{left[1]}, "
+            f"same rows of everyone else: {'yes' if same else 'NO'}",
+            flush=True,
+        )
         if left != (0, 0) or not same:
             print("  WARNING: the two erasures did not remove the same rows", flush=True)
     shutil.rmtree(work / "cascade", ignore_errors=True)
@@ -460,17 +558,20 @@ def print_table(frames: int, cascade: dict[str, list[float]], raw: dict[str, lis
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES),
-                        help="comma-separated store sizes in frames")
+    parser.add_argument(
+        "--sizes", default=",".join(str(s) for s in DEFAULT_SIZES), help="comma-separated store sizes in frames"
+    )
     parser.add_argument("--subjects", type=int, default=3, help="subjects erased per size (median over them)")
     parser.add_argument("--bench-dir", type=Path, default=Path("/tmp/erasure-bench"), help="where the stores live")
     parser.add_argument("--work-dir", type=Path, default=None, help="where the copies go (default <bench-dir>/work)")
     parser.add_argument("--batch-size", type=int, default=10_000, help="the cascade's batch size")
     parser.add_argument("--seed", type=int, default=7, help="seed of stores built here")
     parser.add_argument("--rebuild", action="store_true", help="build the stores again even if they exist")
-    parser.add_argument("--explain", action="store_true",
-                        help="instead: trace one cascade on the smallest size and print every statement whose "
-                             "query plan scans a table")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="instead: trace one cascade on the smallest size and print every statement whose query plan scans a table",
+    )
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     work = args.work_dir or args.bench_dir / "work"
@@ -488,20 +589,25 @@ def main(argv: list[str] | None = None) -> int:
         own = med(_sums(cascade, OWN))
         flat = med(_sums(cascade, [k for k in OWN if k not in LINEAR]))
         summary.append((frames, ct, rt, own, flat))
-    print(f"\n{'frames':>12}{'cascade s':>12}{'baseline s':>12}{'ratio':>8}{'own cascade s':>15}"
-          f"{'indexed steps s':>17}")
+    print(
+        f"\n{'frames':>12}{'cascade s':>12}{'baseline s':>12}{'ratio':>8}{'own cascade s':>15}{'indexed steps s':>17}"
+    )
     for frames, ct, rt, own, flat in summary:
         print(f"{frames:>12,}{ct:>12.4f}{rt:>12.4f}{ct / rt:>8.1f}{own:>15.4f}{flat:>17.4f}")
     if len(summary) > 1:
         small, large = min(summary), max(summary)
-        print(f"largest/smallest store ({large[0]:,}/{small[0]:,} frames): cascade {large[1] / small[1]:.2f}x; "
-              f"baseline {large[2] / small[2]:.2f}x; own cascade {large[3] / small[3]:.2f}x; indexed steps "
-              f"{large[4] / small[4]:.2f}x")
-    print("(own cascade: prepare and the nine steps of one request, what an erasure window pays per request; "
-          f"indexed steps: the same without {', '.join(k for k in LINEAR if k in OWN)}. "
-          f"{', '.join(LINEAR)} are linear by design: a new corpus version is the old one minus the subject; "
-          "the audit-log evidence carries the hash chain from the subject's first entry to the head; VACUUM "
-          "rewrites the whole database file)")
+        print(
+            f"largest/smallest store ({large[0]:,}/{small[0]:,} frames): cascade {large[1] / small[1]:.2f}x; "
+            f"baseline {large[2] / small[2]:.2f}x; own cascade {large[3] / small[3]:.2f}x; indexed steps "
+            f"{large[4] / small[4]:.2f}x"
+        )
+    print(
+        "(own cascade: prepare and the nine steps of one request, what an erasure window pays per request; "
+        f"indexed steps: the same without {', '.join(k for k in LINEAR if k in OWN)}. "
+        f"{', '.join(LINEAR)} are linear by design: a new corpus version is the old one minus the subject; "
+        "the audit-log evidence carries the hash chain from the subject's first entry to the head; VACUUM "
+        "rewrites the whole database file)"
+    )
     return 0
 
 

@@ -38,9 +38,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from probes.bytescan import DEFAULT_BUFFER, GIB, MIB, compile_needles, naive_scan_tree, scan_tree
 from probes.views import ViewReport, scan_views
 
-WORDS = ["refund", "parcel", "courier", "billing", "address", "appointment", "pharmacy", "clinic", "hiking",
-         "cabin", "router", "antenna", "recipe", "wedding", "pension", "payroll", "chess", "printer",
-         "telescope", "course", "delivery", "invoice", "subscription"]
+WORDS = [
+    "refund",
+    "parcel",
+    "courier",
+    "billing",
+    "address",
+    "appointment",
+    "pharmacy",
+    "clinic",
+    "hiking",
+    "cabin",
+    "router",
+    "antenna",
+    "recipe",
+    "wedding",
+    "pension",
+    "payroll",
+    "chess",
+    "printer",
+    "telescope",
+    "course",
+    "delivery",
+    "invoice",
+    "subscription",
+]
 
 
 def make_needles(n: int, rng: np.random.Generator) -> list[bytes]:
@@ -60,8 +82,13 @@ def build_store(root: Path, size_mib: int, needles: list[bytes], rng: np.random.
     """Write ~size_mib of store-like files under root and plant a few needles."""
     if root.exists():
         shutil.rmtree(root)
-    parts = {"memory.db": 0.45, "memory.db-wal": 0.1, "blobs/primary/ab/blob-a": 0.15,
-             "blobs/replica-1/ab/blob-a": 0.15, "corpora/assistant-sft/v1.jsonl": 0.15}
+    parts = {
+        "memory.db": 0.45,
+        "memory.db-wal": 0.1,
+        "blobs/primary/ab/blob-a": 0.15,
+        "blobs/replica-1/ab/blob-a": 0.15,
+        "corpora/assistant-sft/v1.jsonl": 0.15,
+    }
     for rel, share in parts.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +102,7 @@ def build_store(root: Path, size_mib: int, needles: list[bytes], rng: np.random.
                     block = _text_block(rng, 4 * MIB)
                 else:  # pages of text rows and vectors
                     block = _text_block(rng, 2 * MIB) + rng.standard_normal(MIB // 2).astype("<f4").tobytes()
-                f.write(block[:total - written])
+                f.write(block[: total - written])
                 written += min(len(block), total - written)
     for i, rel in enumerate(parts):  # plant needle i across the first read boundary of file i
         needle = needles[i * 7 % len(needles)]
@@ -109,8 +136,11 @@ def _view_needles(needles: list[bytes], store: Path | None) -> list[tuple[str, s
 
         first = json.loads(subjects.read_text())["subjects"][0]
         return [("identifier", str(first[k])) for k in ("id", "email", "name", "phone") if first.get(k)]
-    return [("identifier" if b"@" in n else "content", n.decode()) for n in needles if n.isascii()
-            and all(32 <= c < 127 for c in n)]
+    return [
+        ("identifier" if b"@" in n else "content", n.decode())
+        for n in needles
+        if n.isascii() and all(32 <= c < 127 for c in n)
+    ]
 
 
 def _absent_needles(store: Path | None) -> list[tuple[str, str]] | None:
@@ -123,8 +153,12 @@ def _absent_needles(store: Path | None) -> list[tuple[str, str]] | None:
     import json
 
     given = str(json.loads(subjects.read_text())["subjects"][0]["name"]).split()[0]
-    return [("identifier", "subj-zz-000123"), ("identifier", "zqx.absent@mail.example"),
-            ("identifier", f"{given} Quillfeather"), ("identifier", "+44 7700 900461")]
+    return [
+        ("identifier", "subj-zz-000123"),
+        ("identifier", "zqx.absent@mail.example"),
+        ("identifier", f"{given} Quillfeather"),
+        ("identifier", "+44 7700 900461"),
+    ]
 
 
 def _gib_s(reports: list[ViewReport]) -> float:
@@ -141,8 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--naive-mib", type=int, default=64)
     ap.add_argument("--keep", action="store_true", help="keep the synthetic store for the next run")
-    ap.add_argument("--verify", action="store_true",
-                    help="also time the fingerprint and each tier's probes on a demo store (--store)")
+    ap.add_argument(
+        "--verify",
+        action="store_true",
+        help="also time the fingerprint and each tier's probes on a demo store (--store)",
+    )
     args = ap.parse_args(argv)
     rng = np.random.default_rng(20250301)
     needles = make_needles(args.needles, rng)
@@ -188,25 +225,35 @@ def main(argv: list[str] | None = None) -> int:
         (f"hyperscan scan, median of {len(fast)}", f"{statistics.median(r.seconds for r in fast):.3f} s"),
         (f"hyperscan throughput ({os.cpu_count()} CPUs, default threads)", f"{hs:.2f} GiB/s"),
         ("hyperscan throughput, 1 thread", f"{hs1:.2f} GiB/s"),
-        (f"naive per-needle find, median of {len(slow)}",
-         f"{statistics.median(r.seconds for r in slow):.3f} s on a {slow[0].bytes_scanned / MIB:.0f} MiB sample"),
+        (
+            f"naive per-needle find, median of {len(slow)}",
+            f"{statistics.median(r.seconds for r in slow):.3f} s on a {slow[0].bytes_scanned / MIB:.0f} MiB sample",
+        ),
         ("naive throughput (scaled from the sample)", f"{naive:.3f} GiB/s"),
         ("speed-up", f"{hs / naive:.0f}x" if naive else "n/a"),
         ("naive and hyperscan agree on the sample", "yes" if agree else "NO"),
-        (f"decoded views ({len(texts)} identifier/content needles), median of {len(views)}",
-         f"{statistics.median(v.seconds for v in views):.3f} s"),
+        (
+            f"decoded views ({len(texts)} identifier/content needles), median of {len(views)}",
+            f"{statistics.median(v.seconds for v in views):.3f} s",
+        ),
         ("decoded views throughput", f"{_gib_s(views):.2f} GiB/s"),
-        ("decoded views / raw scan time",
-         f"{statistics.median(v.seconds for v in views) / statistics.median(r.seconds for r in fast):.1f}x"),
+        (
+            "decoded views / raw scan time",
+            f"{statistics.median(v.seconds for v in views) / statistics.median(r.seconds for r in fast):.1f}x",
+        ),
         ("files no view could read", f"{len(views[0].unscanned)}"),
     ]
     if absent:
         rows += [
-            (f"decoded views, a person the store does not hold, median of {len(absent)}",
-             f"{statistics.median(v.seconds for v in absent):.3f} s"),
+            (
+                f"decoded views, a person the store does not hold, median of {len(absent)}",
+                f"{statistics.median(v.seconds for v in absent):.3f} s",
+            ),
             ("decoded views throughput, nothing found", f"{_gib_s(absent):.2f} GiB/s"),
-            ("decoded views, nothing found / raw scan time",
-             f"{statistics.median(v.seconds for v in absent) / statistics.median(r.seconds for r in fast):.1f}x"),
+            (
+                "decoded views, nothing found / raw scan time",
+                f"{statistics.median(v.seconds for v in absent) / statistics.median(r.seconds for r in fast):.1f}x",
+            ),
         ]
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}}  value")

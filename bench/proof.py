@@ -56,13 +56,16 @@ def main() -> None:
 
         rows.append(("attest (verify + DPO sign + repack)", _median_ms(do_attest, args.runs)))
         engine_pem, dpo_pem = keys.engine_pem, keys.dpo_pem
-        rows.append(("verify (checks 1-8)", _median_ms(lambda: verify.verify_pack(pack, engine_pem, dpo_pem),
-                                                      args.runs)))
+        rows.append(
+            ("verify (checks 1-8)", _median_ms(lambda: verify.verify_pack(pack, engine_pem, dpo_pem), args.runs))
+        )
         data = pack.read_bytes()
         rows.append(("  of which extract (check 1)", _median_ms(lambda: verify.extract(data), args.runs)))
-        print(f"evidence: 9 steps, {args.receipts} receipts, {args.audit_entries} audit entries;"
-              f" {evidence_bytes / 1e6:.2f} MB of evidence, pack {len(data) / 1e6:.2f} MB gzipped;"
-              f" engine ecdsa-p256, dpo {args.dpo_algorithm}; {args.runs} runs")
+        print(
+            f"evidence: 9 steps, {args.receipts} receipts, {args.audit_entries} audit entries;"
+            f" {evidence_bytes / 1e6:.2f} MB of evidence, pack {len(data) / 1e6:.2f} MB gzipped;"
+            f" engine ecdsa-p256, dpo {args.dpo_algorithm}; {args.runs} runs"
+        )
         print(f"{'operation':<38}{'median ms':>11}{'min ms':>10}{'max ms':>10}")
         for name, (med, lo, hi) in rows:
             print(f"{name:<38}{med:>11.1f}{lo:>10.1f}{hi:>10.1f}")

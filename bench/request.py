@@ -50,8 +50,11 @@ def bare_flow() -> None:
     def noop(name: str) -> dict[str, Any]:
         return {"task": name}
 
-    @task(name="cascade-step", cache_key_fn=lambda _ctx, params: f"bare-{time.time_ns()}-{params['name']}",
-          persist_result=True)
+    @task(
+        name="cascade-step",
+        cache_key_fn=lambda _ctx, params: f"bare-{time.time_ns()}-{params['name']}",
+        persist_result=True,
+    )
     def step(name: str) -> dict[str, Any]:
         return {"step": name}
 
@@ -96,11 +99,13 @@ def _headers() -> dict[str, str]:
     return headers(_AUTH.get("PREFECT_API_AUTH_STRING"))
 
 
-def _timed(cmd: list[str], env: dict[str, str],
-           timeout: float = 1800) -> tuple[float, subprocess.CompletedProcess[str]]:
+def _timed(
+    cmd: list[str], env: dict[str, str], timeout: float = 1800
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
-                         stdin=subprocess.DEVNULL)
+    res = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+    )
     return time.perf_counter() - t0, res
 
 
@@ -108,9 +113,12 @@ def _run_seconds(api: str, name: str) -> float | None:
     """Start to end of the last flow run named `name`, as the server recorded it."""
     import httpx
 
-    r = httpx.post(f"{api}/flow_runs/filter", json={"flow_runs": {"name": {"any_": [name]}},
-                                                    "sort": "START_TIME_DESC", "limit": 1}, timeout=30,
-                   headers=_headers())
+    r = httpx.post(
+        f"{api}/flow_runs/filter",
+        json={"flow_runs": {"name": {"any_": [name]}}, "sort": "START_TIME_DESC", "limit": 1},
+        timeout=30,
+        headers=_headers(),
+    )
     r.raise_for_status()
     runs = r.json()
     return float(runs[0]["total_run_time"]) if runs and runs[0].get("total_run_time") is not None else None
@@ -120,13 +128,17 @@ def _task_seconds(api: str, name: str) -> dict[str, float]:
     """Seconds per task (and child flow) of the last flow run named `name`."""
     import httpx
 
-    runs = httpx.post(f"{api}/flow_runs/filter", json={"flow_runs": {"name": {"any_": [name]}},
-                                                       "sort": "START_TIME_DESC", "limit": 1}, timeout=30,
-                      headers=_headers()).json()
+    runs = httpx.post(
+        f"{api}/flow_runs/filter",
+        json={"flow_runs": {"name": {"any_": [name]}}, "sort": "START_TIME_DESC", "limit": 1},
+        timeout=30,
+        headers=_headers(),
+    ).json()
     if not runs:
         return {}
-    tasks = httpx.post(f"{api}/task_runs/filter", json={"flow_runs": {"id": {"any_": [runs[0]["id"]]}}},
-                       timeout=30, headers=_headers()).json()
+    tasks = httpx.post(
+        f"{api}/task_runs/filter", json={"flow_runs": {"id": {"any_": [runs[0]["id"]]}}}, timeout=30, headers=_headers()
+    ).json()
     out: dict[str, float] = {}
     for t in tasks:
         label = re.sub(r"-[0-9a-f]{3}$", "", t["name"])  # preflight-1a2 -> preflight
@@ -199,10 +211,17 @@ def prepare_home(src: Path, dest: Path, requested: list[tuple[Any, str]], engine
     engine = open_engine(h.engine_db)
     try:
         for subject, request_id in requested:
-            env = ErasureRequestEnvelope.model_validate({
-                "request_id": request_id, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
-                "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
-                "requester_identity_proof_ref": "idv/bench", "reason": "Art.17 request (benchmark)"})
+            env = ErasureRequestEnvelope.model_validate(
+                {
+                    "request_id": request_id,
+                    "tenant_id": "default",
+                    "subject": subject.model_dump(exclude_none=True),
+                    "legal_basis": "GDPR",
+                    "received_at": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
+                    "requester_identity_proof_ref": "idv/bench",
+                    "reason": "Art.17 request (benchmark)",
+                }
+            )
             requests.submit(engine, env, now=datetime.now(UTC))
     finally:
         engine.close()
@@ -210,8 +229,9 @@ def prepare_home(src: Path, dest: Path, requested: list[tuple[Any, str]], engine
 
 
 def run_request(home: Path, request_id: str, api: str | None) -> tuple[float, float | None]:
-    env = _env(ERASURE_HOME=str(home), ERASURE_EVIDENCE=str(home / "evidence"),
-               **({"PREFECT_API_URL": api} if api else {}))
+    env = _env(
+        ERASURE_HOME=str(home), ERASURE_EVIDENCE=str(home / "evidence"), **({"PREFECT_API_URL": api} if api else {})
+    )
     wall, res = _timed([sys.executable, "-m", "cli.main", "request", "run", request_id, "--json"], env)
     if res.returncode != 0:
         raise SystemExit(f"erasure request run {request_id} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
@@ -263,8 +283,22 @@ def main() -> None:
     server_home = a.work_dir / "server-home"
     senv = _env(ERASURE_HOME=str(server_home), ERASURE_EVIDENCE=str(server_home / "evidence"))
     print(f"starting a long-lived Prefect server ({'PostgreSQL' if a.postgres else 'SQLite'}) ...", flush=True)
-    _, res = _timed([sys.executable, "-m", "cli.main", "server", "start", "--port", str(a.port), "--workers", "0",
-                     "--json", *(["--postgres"] if a.postgres else [])], senv)
+    _, res = _timed(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "server",
+            "start",
+            "--port",
+            str(a.port),
+            "--workers",
+            "0",
+            "--json",
+            *(["--postgres"] if a.postgres else []),
+        ],
+        senv,
+    )
     if res.returncode != 0:
         raise SystemExit(f"erasure server start failed:\n{res.stdout}\n{res.stderr}")
     api = json.loads(res.stdout)["api_url"]
@@ -288,30 +322,53 @@ def main() -> None:
                 served.append(run_request(home, rid, api))
                 bare.append(run_bare(api, a.work_dir))
                 shutil.rmtree(home)
-                print(f"  {frames:,} frames, run {i + 1}: request {served[-1][0]:.2f} s, bare {bare[-1][0]:.2f} s",
-                      flush=True)
+                print(
+                    f"  {frames:,} frames, run {i + 1}: request {served[-1][0]:.2f} s, bare {bare[-1][0]:.2f} s",
+                    flush=True,
+                )
                 if not a.no_temporary:
                     rid = f"req-bench-{frames}-t{i}"
-                    home = prepare_request(src, a.work_dir / f"t-{frames}-{i}", subjects[a.runs + i], rid,
-                                           keys / "engine.pem")
+                    home = prepare_request(
+                        src, a.work_dir / f"t-{frames}-{i}", subjects[a.runs + i], rid, keys / "engine.pem"
+                    )
                     temporary.append(run_request(home, rid, None)[0])
                     shutil.rmtree(home)
-                    print(f"  {frames:,} frames, run {i + 1}: request with a temporary server {temporary[-1]:.2f} s",
-                          flush=True)
-            breakdown[frames] = {k: statistics.median(d.get(k, 0.0) for d in _TASKS)
-                                 for k in sorted({k for d in _TASKS for k in d})}
+                    print(
+                        f"  {frames:,} frames, run {i + 1}: request with a temporary server {temporary[-1]:.2f} s",
+                        flush=True,
+                    )
+            breakdown[frames] = {
+                k: statistics.median(d.get(k, 0.0) for d in _TASKS) for k in sorted({k for d in _TASKS for k in d})
+            }
             req_wall = statistics.median(w for w, _ in served)
             bare_wall = statistics.median(w for w, _ in bare)
-            rows.append((frames, req_wall, _med([f for _, f in served]), bare_wall, _med([f for _, f in bare]),
-                         req_wall / bare_wall, _med(list(temporary)) if temporary else "-"))
+            rows.append(
+                (
+                    frames,
+                    req_wall,
+                    _med([f for _, f in served]),
+                    bare_wall,
+                    _med([f for _, f in bare]),
+                    req_wall / bare_wall,
+                    _med(list(temporary)) if temporary else "-",
+                )
+            )
     finally:
-        subprocess.run([sys.executable, "-m", "cli.main", "server", "stop"], cwd=ROOT, env=senv, capture_output=True,
-                       check=False, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "cli.main", "server", "stop"],
+            cwd=ROOT,
+            env=senv,
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
     print()
     db = "PostgreSQL" if a.postgres else "SQLite"
     print(f"long-lived server: {db}; medians of {a.runs} runs; goal: ratio <= 1.3")
-    print("| store | request (wall) | request (flow run) | bare flow (wall) | bare flow (flow run) "
-          "| ratio (wall) | request, temporary server (wall) |")
+    print(
+        "| store | request (wall) | request (flow run) | bare flow (wall) | bare flow (flow run) "
+        "| ratio (wall) | request, temporary server (wall) |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for frames, rw, rf, bw, bf, ratio, tmp in rows:
         print(f"| {frames:,} frames | {rw:.2f} s | {rf} | {bw:.2f} s | {bf} | {ratio:.2f} | {tmp} |")

@@ -30,8 +30,12 @@ def main() -> int:
     failed = 0
     for kind in [k.strip() for k in args.kinds.split(",") if k.strip()]:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, str(here / f"targets_{kind}.py"), "--sizes", args.sizes,
-                               "--runs", str(args.runs)], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, str(here / f"targets_{kind}.py"), "--sizes", args.sizes, "--runs", str(args.runs)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         table = [line for line in proc.stdout.splitlines() if line.startswith(("|", kind.split("_")[0]))]
         print(f"\n## {kind.replace('_', '-')} ({time.perf_counter() - t0:.0f} s to build and measure)")
         print("\n".join(table) if proc.returncode == 0 else f"failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")

@@ -37,10 +37,44 @@ from tasks.targets.chroma import ERASER
 from tests.chroma_fixtures import client, embed, reopen, target_for
 
 WORDS = (
-    "parcel", "refund", "invoice", "appointment", "clinic", "router", "boots", "ferry", "recipe", "pension",
-    "printer", "library", "violin", "holiday", "courier", "pharmacy", "allergy", "lesson", "dentist",
-    "insurance", "mortgage", "garden", "bicycle", "passport", "visa", "flight", "hotel", "museum", "concert",
-    "ticket", "warranty", "laptop", "phone", "tablet", "charger", "kettle", "oven", "fridge",
+    "parcel",
+    "refund",
+    "invoice",
+    "appointment",
+    "clinic",
+    "router",
+    "boots",
+    "ferry",
+    "recipe",
+    "pension",
+    "printer",
+    "library",
+    "violin",
+    "holiday",
+    "courier",
+    "pharmacy",
+    "allergy",
+    "lesson",
+    "dentist",
+    "insurance",
+    "mortgage",
+    "garden",
+    "bicycle",
+    "passport",
+    "visa",
+    "flight",
+    "hotel",
+    "museum",
+    "concert",
+    "ticket",
+    "warranty",
+    "laptop",
+    "phone",
+    "tablet",
+    "charger",
+    "kettle",
+    "oven",
+    "fridge",
 )
 KEY = "user_id"
 BATCH = 5000
@@ -66,9 +100,12 @@ def build(path: Path, size: int, people: int) -> dict[str, float]:
             for s in range(0, half, BATCH):
                 ns = range(s, min(half, s + BATCH))
                 docs = [text(n % people, n) for n in ns]
-                col.add(ids=[f"{name}-{n}" for n in ns], documents=docs,
-                        embeddings=[embed(d) for d in docs],
-                        metadatas=[{KEY: person(n % people).id, "n": n} for n in ns])
+                col.add(
+                    ids=[f"{name}-{n}" for n in ns],
+                    documents=docs,
+                    embeddings=[embed(d) for d in docs],
+                    metadatas=[{KEY: person(n % people).id, "n": n} for n in ns],
+                )
     finally:
         c.close()
     return {"build_s": time.perf_counter() - t0}
@@ -142,14 +179,35 @@ def main() -> None:
                 parts[p].append(spent.get(p, 0.0))
             assert all(o.after == 0 for o in out.values()), out
             found = out[Tier.episodic].before
-            print(f"size {size} run {run + 1}: subject items {found}, framework {theirs[-1]:.2f} s (left on disk:"
-                  f" {left[Tier.episodic]} log rows/records, {left[Tier.vectors]} vectors), ours {ours[-1]:.2f} s",
-                  flush=True)
-        rows.append((size, built["build_s"], du(pristine) / 2**20, found, statistics.median(theirs),
-                     statistics.median(ours), *(statistics.median(parts[p]) for p in PARTS)))
+            print(
+                f"size {size} run {run + 1}: subject items {found}, framework {theirs[-1]:.2f} s (left on disk:"
+                f" {left[Tier.episodic]} log rows/records, {left[Tier.vectors]} vectors), ours {ours[-1]:.2f} s",
+                flush=True,
+            )
+        rows.append(
+            (
+                size,
+                built["build_s"],
+                du(pristine) / 2**20,
+                found,
+                statistics.median(theirs),
+                statistics.median(ours),
+                *(statistics.median(parts[p]) for p in PARTS),
+            )
+        )
     print(f"chroma: {args.people} people, two collections, medians of {args.runs} runs, seconds")
-    head = ["items", "build", "MiB", "subject items", "framework delete", "ours", "ours: api delete",
-            "ours: sql + log", "ours: hnsw rewrite", "ours: fts rebuild + vacuum"]
+    head = [
+        "items",
+        "build",
+        "MiB",
+        "subject items",
+        "framework delete",
+        "ours",
+        "ours: api delete",
+        "ours: sql + log",
+        "ours: hnsw rewrite",
+        "ours: fts rebuild + vacuum",
+    ]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in head) + "|")
     for r in rows:

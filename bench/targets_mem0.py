@@ -52,10 +52,44 @@ from tests.mem0_fixtures import DIMS, close_memory, mem0_target, open_memory  # 
 warnings.simplefilter("ignore")  # local Qdrant's "not recommended above 20,000 points", payload indexes
 
 WORDS = (
-    "parcel", "refund", "invoice", "appointment", "clinic", "router", "boots", "ferry", "recipe", "pension",
-    "printer", "library", "violin", "holiday", "courier", "pharmacy", "allergy", "lesson", "dentist",
-    "insurance", "mortgage", "garden", "bicycle", "passport", "visa", "flight", "hotel", "museum", "concert",
-    "ticket", "warranty", "laptop", "phone", "tablet", "charger", "kettle", "oven", "fridge",
+    "parcel",
+    "refund",
+    "invoice",
+    "appointment",
+    "clinic",
+    "router",
+    "boots",
+    "ferry",
+    "recipe",
+    "pension",
+    "printer",
+    "library",
+    "violin",
+    "holiday",
+    "courier",
+    "pharmacy",
+    "allergy",
+    "lesson",
+    "dentist",
+    "insurance",
+    "mortgage",
+    "garden",
+    "bicycle",
+    "passport",
+    "visa",
+    "flight",
+    "hotel",
+    "museum",
+    "concert",
+    "ticket",
+    "warranty",
+    "laptop",
+    "phone",
+    "tablet",
+    "charger",
+    "kettle",
+    "oven",
+    "fridge",
 )
 AGENT = "support-bot"
 BATCH = 2000
@@ -77,8 +111,11 @@ def vector(i: int, n: int) -> list[float]:
 
 def scope(i: int, n: int) -> dict[str, str]:
     p = person(i)
-    return ({"user_id": p.id}, {"user_id": p.id, "agent_id": AGENT},
-            {"user_id": p.id, "agent_id": AGENT, "run_id": f"thread-{i}"})[n % 3]
+    return (
+        {"user_id": p.id},
+        {"user_id": p.id, "agent_id": AGENT},
+        {"user_id": p.id, "agent_id": AGENT, "run_id": f"thread-{i}"},
+    )[n % 3]
 
 
 def _fast(m: Any) -> None:
@@ -122,31 +159,51 @@ def build(root: Path, items: int, people: int) -> dict[str, Any]:
                 t = text(i, n)
                 now = datetime.now(UTC).isoformat()
                 mid = str(uuid.uuid4())
-                payload = {**scope(i, n), "data": t, "hash": hashlib.md5(t.encode()).hexdigest(),
-                           "created_at": now, "updated_at": now, "text_lemmatized": t, "role": "user"}
+                payload = {
+                    **scope(i, n),
+                    "data": t,
+                    "hash": hashlib.md5(t.encode()).hexdigest(),
+                    "created_at": now,
+                    "updated_at": now,
+                    "text_lemmatized": t,
+                    "role": "user",
+                }
                 vecs.append(vector(i, n))
                 ids.append(mid)
                 payloads.append(payload)
-                history.append({"memory_id": mid, "old_memory": None, "new_memory": t, "event": "ADD",
-                                "created_at": now, "is_deleted": 0})
+                history.append(
+                    {
+                        "memory_id": mid,
+                        "old_memory": None,
+                        "new_memory": t,
+                        "event": "ADD",
+                        "created_at": now,
+                        "is_deleted": 0,
+                    }
+                )
                 linked[n % 3].append(mid)
                 if len(ids) >= BATCH:
                     flush()
             p = person(i)
             for k, mids in linked.items():
                 if mids:
-                    entities.append((vector(i, -8 + k), str(uuid.uuid4()),
-                                     {"data": p.name, "entity_type": "PROPER", "linked_memory_ids": mids,
-                                      **scope(i, k)}))
+                    entities.append(
+                        (
+                            vector(i, -8 + k),
+                            str(uuid.uuid4()),
+                            {"data": p.name, "entity_type": "PROPER", "linked_memory_ids": mids, **scope(i, k)},
+                        )
+                    )
                     turns = [{"role": "user", "content": f"{p.name} ({p.email}): {text(i, j)}"} for j in range(10)]
                     sc = "&".join(f"{key}={value}" for key, value in sorted(scope(i, k).items()))
                     m.db.save_messages(turns, sc)
         flush()
         _fast(m)
         for start in range(0, len(entities), BATCH):
-            chunk = entities[start:start + BATCH]
-            m.entity_store.insert(vectors=[c[0] for c in chunk], ids=[c[1] for c in chunk],
-                                  payloads=[c[2] for c in chunk])
+            chunk = entities[start : start + BATCH]
+            m.entity_store.insert(
+                vectors=[c[0] for c in chunk], ids=[c[1] for c in chunk], payloads=[c[2] for c in chunk]
+            )
     finally:
         close_memory(m)
     seconds = time.perf_counter() - started
@@ -181,8 +238,9 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000", help="memories per store, comma-separated")
     ap.add_argument("--people", type=int, default=100, help="people per memory (the subject is one of them)")
     ap.add_argument("--runs", type=int, default=3, help="runs per size (medians)")
-    ap.add_argument("--dir", type=Path, default=Path("/tmp/erasure-bench/mem0"),
-                    help="where the memories are built and copied")
+    ap.add_argument(
+        "--dir", type=Path, default=Path("/tmp/erasure-bench/mem0"), help="where the memories are built and copied"
+    )
     args = ap.parse_args()
     import mem0  # noqa: F401 - imported once before any timing (it takes seconds)
 
@@ -206,19 +264,34 @@ def main() -> None:
             out = ERASER.erase(mem0_target(work), subject)
             ours.append(time.perf_counter() - started)
             assert all(o.after == 0 for o in out.values()), out
-            vacuum.append((out[Tier.vectors].detail["delete_and_vacuum_ms"]
-                           + out[Tier.audit_log].detail["vacuum_ms"]) / 1000)
+            vacuum.append(
+                (out[Tier.vectors].detail["delete_and_vacuum_ms"] + out[Tier.audit_log].detail["vacuum_ms"]) / 1000
+            )
             found = out[Tier.semantic].detail["memories"]
-        rows.append((size, built["build_s"], mib(base), found, statistics.median(opens), statistics.median(theirs),
-                     statistics.median(ours), statistics.median(vacuum)))
+        rows.append(
+            (
+                size,
+                built["build_s"],
+                mib(base),
+                found,
+                statistics.median(opens),
+                statistics.median(theirs),
+                statistics.median(ours),
+                statistics.median(vacuum),
+            )
+        )
     print(f"mem0 (local Qdrant + SQLite history): {args.people} people, medians of {args.runs} runs, seconds")
-    print(f"| {'items':>7} | {'build':>6} | {'MiB':>6} | {'subject items':>13} | {'framework delete':>16} | "
-          f"{'of which open':>13} | {'our erase':>9} | {'ratio':>5} | {'of which delete+VACUUM':>22} |")
+    print(
+        f"| {'items':>7} | {'build':>6} | {'MiB':>6} | {'subject items':>13} | {'framework delete':>16} | "
+        f"{'of which open':>13} | {'our erase':>9} | {'ratio':>5} | {'of which delete+VACUUM':>22} |"
+    )
     print("|" + "|".join("-" * (w + 2) for w in (7, 6, 6, 13, 16, 13, 9, 5, 22)) + "|")
     for size, build_s, size_mib, n, open_s, theirs_s, ours_s, vac_s in rows:
         ratio = ours_s / theirs_s if theirs_s else float("inf")
-        print(f"| {size:>7} | {build_s:>6.1f} | {size_mib:>6.1f} | {n:>13} | {theirs_s:>16.3f} | {open_s:>13.3f} | "
-              f"{ours_s:>9.3f} | {ratio:>5.2f} | {vac_s:>22.3f} |")
+        print(
+            f"| {size:>7} | {build_s:>6.1f} | {size_mib:>6.1f} | {n:>13} | {theirs_s:>16.3f} | {open_s:>13.3f} | "
+            f"{ours_s:>9.3f} | {ratio:>5.2f} | {vac_s:>22.3f} |"
+        )
 
 
 if __name__ == "__main__":

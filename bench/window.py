@@ -60,8 +60,10 @@ def _run(home: Path, api: str, args: list[str]) -> tuple[float, float, dict[str,
     wall, res = _timed([sys.executable, "-m", "cli.main", "request", "run", *args, "--json"], env, timeout=7200)
     cpu = _children_cpu() - cpu
     if res.returncode != 0:
-        raise SystemExit(f"erasure request run {' '.join(args[:3])} ... failed (exit {res.returncode}):\n"
-                         f"{res.stdout[-2000:]}\n{res.stderr[-3000:]}")
+        raise SystemExit(
+            f"erasure request run {' '.join(args[:3])} ... failed (exit {res.returncode}):\n"
+            f"{res.stdout[-2000:]}\n{res.stderr[-3000:]}"
+        )
     return wall, cpu, json.loads(res.stdout)
 
 
@@ -110,8 +112,9 @@ def main() -> None:
     server_home = a.work_dir / "server-home"
     senv = _env(ERASURE_HOME=str(server_home), ERASURE_EVIDENCE=str(server_home / "evidence"))
     print("starting a long-lived Prefect server ...", flush=True)
-    _, res = _timed([sys.executable, "-m", "cli.main", "server", "start", "--port", str(a.port), "--workers", "0",
-                     "--json"], senv)
+    _, res = _timed(
+        [sys.executable, "-m", "cli.main", "server", "start", "--port", str(a.port), "--workers", "0", "--json"], senv
+    )
     if res.returncode != 0:
         raise SystemExit(f"erasure server start failed:\n{res.stdout}\n{res.stderr}")
     api = json.loads(res.stdout)["api_url"]
@@ -132,8 +135,9 @@ def main() -> None:
                 for n in sizes:
                     chosen = subjects[:n]
                     ids = [f"req-{i:04d}" for i in range(n)]
-                    home = prepare_home(src, a.work_dir / f"w-{frames}-{n}", list(zip(chosen, ids, strict=True)),
-                                        keys / "engine.pem")
+                    home = prepare_home(
+                        src, a.work_dir / f"w-{frames}-{n}", list(zip(chosen, ids, strict=True)), keys / "engine.pem"
+                    )
                     wall, cpu, out = _run(home, api, ["--all"])
                     bad = {rid: r["outcome"] for rid, r in out["requests"].items() if r["outcome"] != "all_clear"}
                     if bad or len(out["requests"]) != n:
@@ -146,11 +150,16 @@ def main() -> None:
             for big in sorted(sizes):
                 if big == small:
                     continue
-                per_round = [((b[0] - s[0]) / (big - small), (b[1] - s[1]) / (big - small))
-                             for b, s in zip(runs[big], runs[small], strict=True)]
+                per_round = [
+                    ((b[0] - s[0]) / (big - small), (b[1] - s[1]) / (big - small))
+                    for b, s in zip(runs[big], runs[small], strict=True)
+                ]
                 marginal[(frames, big)] = ([w for w, _ in per_round], [c for _, c in per_round])
-                print(f"  {frames:>9,} frames: marginal per request, {big} vs {small}, by round: "
-                      + ", ".join(f"{w:.3f} s ({c:.3f} s CPU)" for w, c in per_round), flush=True)
+                print(
+                    f"  {frames:>9,} frames: marginal per request, {big} vs {small}, by round: "
+                    + ", ".join(f"{w:.3f} s ({c:.3f} s CPU)" for w, c in per_round),
+                    flush=True,
+                )
             for n in sizes:
                 chosen = subjects[:n]
                 ids = [f"req-{i:04d}" for i in range(n)]
@@ -158,8 +167,9 @@ def main() -> None:
                 largest = largest_of[n]
                 single: float | None = None
                 if n in one_by_one:
-                    home = prepare_home(src, a.work_dir / f"o-{frames}-{n}", list(zip(chosen, ids, strict=True)),
-                                        keys / "engine.pem")
+                    home = prepare_home(
+                        src, a.work_dir / f"o-{frames}-{n}", list(zip(chosen, ids, strict=True)), keys / "engine.pem"
+                    )
                     single = 0.0
                     for rid in ids:
                         w, _cpu, doc = _run(home, api, [rid])
@@ -169,12 +179,22 @@ def main() -> None:
                     largest = max(largest, _check(home, chosen, ids, keys))
                     shutil.rmtree(home)
                 rows.append((frames, n, wall, single, largest))
-                print(f"  {frames:>9,} frames, {n:>3} requests: window {wall:7.1f} s (median of "
-                      + ", ".join(f"{r:.1f}" for r, _ in runs[n]) + ")"
-                      + (f", one by one {single:7.1f} s" if single is not None else ""), flush=True)
+                print(
+                    f"  {frames:>9,} frames, {n:>3} requests: window {wall:7.1f} s (median of "
+                    + ", ".join(f"{r:.1f}" for r, _ in runs[n])
+                    + ")"
+                    + (f", one by one {single:7.1f} s" if single is not None else ""),
+                    flush=True,
+                )
     finally:
-        subprocess.run([sys.executable, "-m", "cli.main", "server", "stop"], cwd=ROOT, env=senv, capture_output=True,
-                       check=False, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "cli.main", "server", "stop"],
+            cwd=ROOT,
+            env=senv,
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
     print()
     print("Erasure windows on a long-lived Prefect server (SQLite), wall time of `erasure request run --all`;")
     print("every request all clear, every pack verified offline, no subject's identifier in any byte of the home.")
@@ -186,10 +206,14 @@ def main() -> None:
         print(f"| {frames:,} frames | {n} | {wall:.1f} s | {n / wall:.2f} | {ob} | {up} | {largest / 1024:.0f} KiB |")
     if marginal:
         print()
-        print("Marginal cost of one more request in a window, (T(N) - T(1)) / (N - 1), median of the rounds"
-              " (wall; CPU of the run process):")
-        print("| store | N | marginal s/request | rounds | vs the smallest store | CPU s/request | rounds"
-              " | vs the smallest store |")
+        print(
+            "Marginal cost of one more request in a window, (T(N) - T(1)) / (N - 1), median of the rounds"
+            " (wall; CPU of the run process):"
+        )
+        print(
+            "| store | N | marginal s/request | rounds | vs the smallest store | CPU s/request | rounds"
+            " | vs the smallest store |"
+        )
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         smallest = min(f for f, _ in marginal)
         for (frames, big), (walls, cpus) in marginal.items():
@@ -197,10 +221,17 @@ def main() -> None:
             w, c = statistics.median(walls), statistics.median(cpus)
             vs_w = f"{w / statistics.median(base[0]):.2f}x" if base else "-"
             vs_c = f"{c / statistics.median(base[1]):.2f}x" if base else "-"
-            print(f"| {frames:,} frames | {big} | {w:.2f} s | " + " / ".join(f"{x:.3f}" for x in walls)
-                  + f" | {vs_w} | {c:.2f} s | " + " / ".join(f"{x:.3f}" for x in cpus) + f" | {vs_c} |")
-    print(f"(each window cell is the median of {a.runs} run(s) on a noisy 2-core machine; one by one is one run;"
-          f" stores from {a.bench_dir})")
+            print(
+                f"| {frames:,} frames | {big} | {w:.2f} s | "
+                + " / ".join(f"{x:.3f}" for x in walls)
+                + f" | {vs_w} | {c:.2f} s | "
+                + " / ".join(f"{x:.3f}" for x in cpus)
+                + f" | {vs_c} |"
+            )
+    print(
+        f"(each window cell is the median of {a.runs} run(s) on a noisy 2-core machine; one by one is one run;"
+        f" stores from {a.bench_dir})"
+    )
 
 
 if __name__ == "__main__":

@@ -155,9 +155,15 @@ Status: @STATUS@; all clear: @ALL_CLEAR@; verified at @VERIFIED_AT@; attested at
 """
 
 
-_WIRE_SLOTS = {"payload_type": PAYLOAD_TYPE, "payload_type_bytes": str(len(PAYLOAD_TYPE.encode())),
-               "statement_type": STATEMENT_TYPE, "erasure_predicate": ERASURE_PREDICATE,
-               "dpo_predicate": DPO_PREDICATE, "engine_envelope": ENGINE_ENVELOPE, "dpo_envelope": DPO_ENVELOPE}
+_WIRE_SLOTS = {
+    "payload_type": PAYLOAD_TYPE,
+    "payload_type_bytes": str(len(PAYLOAD_TYPE.encode())),
+    "statement_type": STATEMENT_TYPE,
+    "erasure_predicate": ERASURE_PREDICATE,
+    "dpo_predicate": DPO_PREDICATE,
+    "engine_envelope": ENGINE_ENVELOPE,
+    "dpo_envelope": DPO_ENVELOPE,
+}
 
 
 def verify_md(**fields: str) -> str:
@@ -186,8 +192,10 @@ def _message(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Email
     msg["Subject"] = f"Your erasure request {request_id} is complete"
     msg["From"] = os.environ.get("ERASURE_NOTIFY_FROM", "privacy@localhost")
     msg["To"] = subject.email or f"<requester of {request_id}>"
-    msg.set_content(f"Your erasure request {request_id} was carried out and independently verified at "
-                    f"{verified_at}. Proof pack reference: sha256:{pack_ref}.\n")
+    msg.set_content(
+        f"Your erasure request {request_id} was carried out and independently verified at "
+        f"{verified_at}. Proof pack reference: sha256:{pack_ref}.\n"
+    )
     return msg
 
 
@@ -222,8 +230,7 @@ def _deliver(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path 
     dir_fd = _outbox_fd(h)
     try:
         name, tmp = f"{request_id}.eml", f".{request_id}.eml.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=dir_fd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
         try:
             os.fchmod(fd, 0o600)
             with os.fdopen(fd, "wb") as fh:
@@ -242,8 +249,12 @@ def _deliver(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path 
 
 def _record_notified(engine: Any, request_id: str, pack_ref: str) -> None:
     requests.set_state(engine, request_id, RequestState.notified)
-    requests.log_event(engine, request_id, "requester.notified",
-                       {"channel": "smtp" if os.environ.get("ERASURE_SMTP_HOST") else "outbox", "pack": pack_ref})
+    requests.log_event(
+        engine,
+        request_id,
+        "requester.notified",
+        {"channel": "smtp" if os.environ.get("ERASURE_SMTP_HOST") else "outbox", "pack": pack_ref},
+    )
 
 
 def notify_requester(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path | None:
@@ -290,8 +301,9 @@ def seal(h: Home, request_id: str, dpo_key: Path, *, passphrase: str | None = No
     try:
         with transaction(engine):
             requests.set_state(engine, request_id, RequestState.sealed)
-            requests.log_event(engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"],
-                                                                     "pack": sealed["pack_name"]})
+            requests.log_event(
+                engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"], "pack": sealed["pack_name"]}
+            )
             if sealed["all_clear"]:
                 _record_notified(engine, request_id, sealed["pack_name"])
     finally:
@@ -336,13 +348,25 @@ def attest(
         raise typer.Abort()
     sealed = seal(h, request_id, dpo_key, passphrase=os.environ.get(passphrase_env) if passphrase_env else None)
     if json_out:
-        print_json({"request_id": request_id, "sealed": True, "pack": sealed["pack"],
-                    "pack_name": sealed["pack_name"], "notified": sealed["all_clear"],
-                    "outbox": sealed["outbox"]})
+        print_json(
+            {
+                "request_id": request_id,
+                "sealed": True,
+                "pack": sealed["pack"],
+                "pack_name": sealed["pack_name"],
+                "notified": sealed["all_clear"],
+                "outbox": sealed["outbox"],
+            }
+        )
     else:
-        console.print(printable(f"sealed: {sealed['pack']} (name sha256:{sealed['pack_name']})"
-                      + ("; requester notified" if sealed["all_clear"] else "; not all clear: requester NOT notified")),
-                      markup=False, highlight=False)
+        console.print(
+            printable(
+                f"sealed: {sealed['pack']} (name sha256:{sealed['pack_name']})"
+                + ("; requester notified" if sealed["all_clear"] else "; not all clear: requester NOT notified")
+            ),
+            markup=False,
+            highlight=False,
+        )
 
 
 def _audit_pub(h: Home) -> bytes | None:
@@ -365,11 +389,22 @@ def _refuse_unsafe_target(to: Path, force: bool) -> None:
 def export(
     request_id: Annotated[str, typer.Argument(help="The sealed request to export.")],
     to: Annotated[Path, typer.Option("--to", help="Directory to write the pack and VERIFY.md into (new or empty).")],
-    dpo_key: Annotated[Path | None, typer.Option("--dpo-key", help="The DPO's trusted public key (PEM) to check the "
-                                                 "attestation with (default: the home's keys/dpo.pub.pem).",
-                                                 show_default=False)] = None,
-    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory, replacing the exported "
-                                        "files (never through a symbolic link).")] = False,
+    dpo_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--dpo-key",
+            help="The DPO's trusted public key (PEM) to check the "
+            "attestation with (default: the home's keys/dpo.pub.pem).",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write into a non-empty directory, replacing the exported files (never through a symbolic link).",
+        ),
+    ] = False,
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -379,8 +414,10 @@ def export(
     The offline verifier goes along as one file (erasure-verify.pyz, run by `python`). Files go only
     into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`."""
     if not REQUEST_ID.fullmatch(request_id):
-        raise InputError(f"{printable(request_id)!r} is not a request id (1-{REQUEST_ID_MAX_CHARS} of"
-                         " A-Z a-z 0-9 . _ -, starting with a letter or digit)")
+        raise InputError(
+            f"{printable(request_id)!r} is not a request id (1-{REQUEST_ID_MAX_CHARS} of"
+            " A-Z a-z 0-9 . _ -, starting with a letter or digit)"
+        )
     _refuse_unsafe_target(to, force)
     h = home_of(home)
     pack = _pack_path(h, request_id)
@@ -401,21 +438,33 @@ def export(
     except PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
     name = f"{request_id}-{PACK_NAME}"
-    note = verify_md(request_id=request_id, pack=name, name_digest=s["pack_name"], engine_keyid=s["engine_keyid"],
-                     audit_keyid=keyid(load_public_key(audit_pub)) if audit_pub else "(none: no audit log)",
-                     audit_arg="--audit-key audit.pub.pem" if audit_pub else "--no-audit-key",
-                     dpo_keyid=str(s["dpo_keyid"]), status=s["status"], all_clear=str(s["all_clear"]).lower(),
-                     verified_at=printable(str(s["verified_at"])), attested_at=printable(str(s["attested_at"])))
+    note = verify_md(
+        request_id=request_id,
+        pack=name,
+        name_digest=s["pack_name"],
+        engine_keyid=s["engine_keyid"],
+        audit_keyid=keyid(load_public_key(audit_pub)) if audit_pub else "(none: no audit log)",
+        audit_arg="--audit-key audit.pub.pem" if audit_pub else "--no-audit-key",
+        dpo_keyid=str(s["dpo_keyid"]),
+        status=s["status"],
+        all_clear=str(s["all_clear"]).lower(),
+        verified_at=printable(str(s["verified_at"])),
+        attested_at=printable(str(s["attested_at"])),
+    )
     _refuse_unsafe_target(to, force)
     to.mkdir(parents=True, exist_ok=True)
     # One rename each (write_atomic): a symbolic link in the way is replaced, never followed.
-    for fname, body in ((name, data), ("engine.pub.pem", engine_pub), ("dpo.pub.pem", dpo_pub),
-                        *((("audit.pub.pem", audit_pub),) if audit_pub else ()), ("VERIFY.md", note.encode("utf-8")),
-                        (VERIFIER_ZIPAPP, verifier_zipapp())):
+    for fname, body in (
+        (name, data),
+        ("engine.pub.pem", engine_pub),
+        ("dpo.pub.pem", dpo_pub),
+        *((("audit.pub.pem", audit_pub),) if audit_pub else ()),
+        ("VERIFY.md", note.encode("utf-8")),
+        (VERIFIER_ZIPAPP, verifier_zipapp()),
+    ):
         write_atomic(to / fname, body, 0o644)
     written = sorted(p.name for p in to.iterdir())
     if json_out:
         print_json({"request_id": request_id, "exported_to": str(to), "files": written})
     else:
-        console.print(printable(f"exported {request_id} to {to}: " + ", ".join(written)), markup=False,
-                      highlight=False)
+        console.print(printable(f"exported {request_id} to {to}: " + ", ".join(written)), markup=False, highlight=False)

@@ -15,8 +15,10 @@ from erasure.backups import iso, list_backups
 from erasure.config import Home
 from erasure.engine import open_engine
 
-app = typer.Typer(help="Declared backups: what they still hold and until when; follow-up statements once they "
-                  "are gone.", no_args_is_help=True)
+app = typer.Typer(
+    help="Declared backups: what they still hold and until when; follow-up statements once they are gone.",
+    no_args_is_help=True,
+)
 
 
 def followups(h: Home, now: datetime | None = None) -> dict[str, Any]:
@@ -33,8 +35,13 @@ def followups(h: Home, now: datetime | None = None) -> dict[str, Any]:
         for rid, mine in by_request(holds).items():
             pack = h.evidence_dir(rid) / "proof.tar.gz"
             if all(x.ended for x in mine) and pack.exists() and (h.keys_dir / "engine.pem").exists():
-                write_followup(h.evidence_dir(rid), h.keys_dir / "engine.pem", rid,
-                               [{"ref": x.ref, "expires_at": x.expires_at, "ended": x.ended} for x in mine], iso(now))
+                write_followup(
+                    h.evidence_dir(rid),
+                    h.keys_dir / "engine.pem",
+                    rid,
+                    [{"ref": x.ref, "expires_at": x.expires_at, "ended": x.ended} for x in mine],
+                    iso(now),
+                )
                 close_ended(engine, mine)
                 written.append(rid)
     finally:
@@ -72,8 +79,14 @@ def list_(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt = 
 
 @app.command("rewrite")
 def rewrite(
-    target: Annotated[str, typer.Option("--target", help="The target whose `mode = \"rewrite\"` backups to erase "
-                                        "inside (its name in targets.toml).", show_default=False)],
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target",
+            help='The target whose `mode = "rewrite"` backups to erase inside (its name in targets.toml).',
+            show_default=False,
+        ),
+    ],
     home: HomeOpt = None,
     targets: TargetsOpt = None,
     json_out: JsonOpt = False,
@@ -120,8 +133,15 @@ def rewrite_backups(h: Home, t: Any, tenant: str) -> list[dict[str, Any]]:
                     pending = ledger.entries(book, t.name, after_epoch=start)
                 finally:
                     book.close()
-                row = {"name": backup.name, "ref": backup.ref, "taken_at": backup.as_dict()["taken_at"],
-                       "epoch_before": start, "epoch": start, "applied": [], "replays": []}
+                row = {
+                    "name": backup.name,
+                    "ref": backup.ref,
+                    "taken_at": backup.as_dict()["taken_at"],
+                    "epoch_before": start,
+                    "epoch": start,
+                    "applied": [],
+                    "replays": [],
+                }
                 if pending:
                     os.environ["ERASURE_TARGETS"] = str(copy.targets_file)
                     tag = "rewrite-" + backup.ref.rsplit(":", 1)[-1][:8]

@@ -17,8 +17,9 @@ err_console = Console(stderr=True)
 
 HomeOpt = Annotated[
     Path | None,
-    typer.Option("--home", envvar="ERASURE_HOME", help="State directory (default: .erasure/ in the project).",
-                 show_default=False),
+    typer.Option(
+        "--home", envvar="ERASURE_HOME", help="State directory (default: .erasure/ in the project).", show_default=False
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 

@@ -48,16 +48,28 @@ def main() -> int:
     try:
         conn = create(h.store_dir)
         register_demo(conn, services)
-        columns = (TextColumn("building demo store"), BarColumn(),
-                   TextColumn("{task.completed}/{task.total} frames"), TimeElapsedColumn())
+        columns = (
+            TextColumn("building demo store"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} frames"),
+            TimeElapsedColumn(),
+        )
         with Progress(*columns, console=console) as bar:
             task = bar.add_task("build", total=FRAMES)
-            result = build_demo(conn, h.store_dir, frames=FRAMES, subjects=SUBJECTS, seed=SEED,
-                                on_progress=lambda done, total: bar.update(task, completed=done, total=total))
+            result = build_demo(
+                conn,
+                h.store_dir,
+                frames=FRAMES,
+                subjects=SUBJECTS,
+                seed=SEED,
+                on_progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
         conn.close()
         write_subjects_file(h.root / "demo-subjects.json", result.subjects, seed=SEED, tenant="default")
-        console.print(f"{result.frames} frames, {result.people} people ({SUBJECTS} demo subjects), "
-                      f"{len(services)} subprocessors on 127.0.0.1, in {result.elapsed:.1f} s")
+        console.print(
+            f"{result.frames} frames, {result.people} people ({SUBJECTS} demo subjects), "
+            f"{len(services)} subprocessors on 127.0.0.1, in {result.elapsed:.1f} s"
+        )
 
         console.rule("2. keys")
         for role in ("engine", "dpo"):
@@ -67,10 +79,17 @@ def main() -> int:
 
         console.rule("3. the request")
         subject = result.subjects[0]
-        env = ErasureRequestEnvelope.model_validate({
-            "request_id": REQUEST_ID, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
-            "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=3)).isoformat(),
-            "requester_identity_proof_ref": "idv/demo-0001", "reason": "Art.17 request via the privacy portal"})
+        env = ErasureRequestEnvelope.model_validate(
+            {
+                "request_id": REQUEST_ID,
+                "tenant_id": "default",
+                "subject": subject.model_dump(exclude_none=True),
+                "legal_basis": "GDPR",
+                "received_at": (datetime.now(UTC) - timedelta(days=3)).isoformat(),
+                "requester_identity_proof_ref": "idv/demo-0001",
+                "reason": "Art.17 request via the privacy portal",
+            }
+        )
         engine = open_engine(h.engine_db)
         sub = requests.submit(engine, env, now=datetime.now(UTC))
         engine.close()
@@ -93,15 +112,31 @@ def main() -> int:
     engine_pub, dpo_pub = h.keys_dir / "engine.pub.pem", h.keys_dir / "dpo.pub.pem"
     print_summary(summary(pack, engine_pub=engine_pub))
     sealed = seal(h, REQUEST_ID, h.keys_dir / "dpo.pem")
-    console.print(f"sealed pack: {pack} ({sealed['status']})"
-                  + (f"; requester notified ({sealed['outbox']})" if sealed["outbox"] else ""))
+    console.print(
+        f"sealed pack: {pack} ({sealed['status']})"
+        + (f"; requester notified ({sealed['outbox']})" if sealed["outbox"] else "")
+    )
 
     console.rule("6. offline verification (python -m proof.verify)")
     audit_pub = h.keys_dir / "audit.pub.pem"  # what `erasure keys audit --out` writes: the regulator pins it
     audit_pub.write_bytes(checkpoint_public_pem(h.store_dir))
-    out = subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key", str(engine_pub),
-                          "--dpo-key", str(dpo_pub), "--audit-key", str(audit_pub)],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proof.verify",
+            str(pack),
+            "--engine-key",
+            str(engine_pub),
+            "--dpo-key",
+            str(dpo_pub),
+            "--audit-key",
+            str(audit_pub),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     console.print(out.stdout.strip() or out.stderr.strip())
     return out.returncode
 

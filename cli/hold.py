@@ -14,17 +14,21 @@ from memory import holds
 from memory.schema import open_store
 from service.holds import place_subject_hold, release_subject_holds
 
-app = typer.Typer(help="Litigation holds: while one is active on a subject, nothing of them is erased.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Litigation holds: while one is active on a subject, nothing of them is erased.", no_args_is_help=True
+)
 
 KEY_PREFIX = 12
-SubjectOpt = Annotated[str, typer.Option("--subject-id", help="The subject's platform id (never printed).",
-                                         show_default=False)]
-ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (audited; must not name the subject nor anyone "
-                                        "in the request vault).",
-                                        show_default=False)]
-ActorOpt = Annotated[str | None, typer.Option("--actor", help="Who does it (default: login name).",
-                                              show_default=False)]
+SubjectOpt = Annotated[
+    str, typer.Option("--subject-id", help="The subject's platform id (never printed).", show_default=False)
+]
+ReasonOpt = Annotated[
+    str,
+    typer.Option(
+        "--reason", help="Why (audited; must not name the subject nor anyone in the request vault).", show_default=False
+    ),
+]
+ActorOpt = Annotated[str | None, typer.Option("--actor", help="Who does it (default: login name).", show_default=False)]
 
 
 def _actor(actor: str | None) -> str:
@@ -37,8 +41,9 @@ def _actor(actor: str | None) -> str:
 
 
 @app.command()
-def place(subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None,
-          json_out: JsonOpt = False) -> None:
+def place(
+    subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None, json_out: JsonOpt = False
+) -> None:
     """Place a hold on a subject."""
     placed = place_subject_hold(home_of(home), subject_id, reason, _actor(actor))
     if json_out:
@@ -48,8 +53,9 @@ def place(subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, hom
 
 
 @app.command()
-def release(subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None,
-            json_out: JsonOpt = False) -> None:
+def release(
+    subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None, json_out: JsonOpt = False
+) -> None:
     """Release every active hold on a subject."""
     released = release_subject_holds(home_of(home), subject_id, reason, _actor(actor))["released"]
     if json_out:
@@ -67,15 +73,33 @@ def list_holds(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     finally:
         conn.close()
     if json_out:
-        print_json([{"hold_id": h.hold_id, "subject_key_prefix": h.subject_key[:KEY_PREFIX],
-                     "active": h.active, "reason": h.reason, "placed_at": h.placed_at, "placed_by": h.placed_by,
-                     "released_at": h.released_at, "release_reason": h.release_reason,
-                     "released_by": h.released_by} for h in rows])
+        print_json(
+            [
+                {
+                    "hold_id": h.hold_id,
+                    "subject_key_prefix": h.subject_key[:KEY_PREFIX],
+                    "active": h.active,
+                    "reason": h.reason,
+                    "placed_at": h.placed_at,
+                    "placed_by": h.placed_by,
+                    "released_at": h.released_at,
+                    "release_reason": h.release_reason,
+                    "released_by": h.released_by,
+                }
+                for h in rows
+            ]
+        )
         return
     t = Table(title=f"holds ({sum(h.active for h in rows)} active)")
     for col in ("id", "subject key", "status", "placed", "released", "reason"):
         t.add_column(col)
     for h in rows:
-        t.add_row(str(h.hold_id), h.subject_key[:KEY_PREFIX] + "…", "active" if h.active else "released",
-                  h.placed_at, h.released_at or "", h.reason)
+        t.add_row(
+            str(h.hold_id),
+            h.subject_key[:KEY_PREFIX] + "…",
+            "active" if h.active else "released",
+            h.placed_at,
+            h.released_at or "",
+            h.reason,
+        )
     console.print(t)

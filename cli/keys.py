@@ -17,8 +17,9 @@ from erasure.errors import ConfigError
 from proof.keys import algorithm_of, generate_keypair, keyid, load_private_key, load_public_key
 from proof.tarball import write_atomic
 
-app = typer.Typer(help="Create signing keys (engine, DPO), show key fingerprints and the audit key.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Create signing keys (engine, DPO), show key fingerprints and the audit key.", no_args_is_help=True
+)
 
 
 class Role(StrEnum):
@@ -33,9 +34,13 @@ class Algorithm(StrEnum):
 
 PassphraseEnvOpt = Annotated[
     str | None,
-    typer.Option("--passphrase-env", metavar="VAR",
-                 help="Name of an environment variable holding the key's passphrase (never the passphrase "
-                      "itself on the command line).", show_default=False),
+    typer.Option(
+        "--passphrase-env",
+        metavar="VAR",
+        help="Name of an environment variable holding the key's passphrase (never the passphrase "
+        "itself on the command line).",
+        show_default=False,
+    ),
 ]
 
 
@@ -51,10 +56,13 @@ def passphrase_from_env(var: str | None) -> str | None:
 
 @app.command()
 def generate(
-    role: Annotated[Role, typer.Option("--role", help="Whose key: the engine's or the DPO's.",
-                                       show_default=False)],
-    out: Annotated[Path | None, typer.Option("--out", help="Directory for the key files "
-                                             "(default: the home's keys/ directory).", show_default=False)] = None,
+    role: Annotated[Role, typer.Option("--role", help="Whose key: the engine's or the DPO's.", show_default=False)],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Directory for the key files (default: the home's keys/ directory).", show_default=False
+        ),
+    ] = None,
     algorithm: Annotated[Algorithm, typer.Option("--algorithm", help="Key type.")] = Algorithm.ecdsa_p256,
     passphrase_env: PassphraseEnvOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Replace existing key files.")] = False,
@@ -63,19 +71,25 @@ def generate(
 ) -> None:
     """Write <role>.pem (PKCS8, mode 0600) and <role>.pub.pem; print the key id (sha256 of the public DER)."""
     out_dir = out if out is not None else home_of(home).keys_dir
-    files = generate_keypair(role.value, out_dir, algorithm=algorithm.value,
-                             passphrase=passphrase_from_env(passphrase_env), force=force)
-    result = {"role": role.value, "algorithm": files.algorithm, "keyid": files.keyid,
-              "private_key": str(files.private), "public_key": str(files.public),
-              "encrypted": passphrase_env is not None}
+    files = generate_keypair(
+        role.value, out_dir, algorithm=algorithm.value, passphrase=passphrase_from_env(passphrase_env), force=force
+    )
+    result = {
+        "role": role.value,
+        "algorithm": files.algorithm,
+        "keyid": files.keyid,
+        "private_key": str(files.private),
+        "public_key": str(files.public),
+        "encrypted": passphrase_env is not None,
+    }
     if json_out:
         print_json(result)
         return
-    console.print(f"{role.value} key ({files.algorithm}) keyid {files.keyid}", markup=False, highlight=False,
-                  soft_wrap=True)
+    console.print(
+        f"{role.value} key ({files.algorithm}) keyid {files.keyid}", markup=False, highlight=False, soft_wrap=True
+    )
     console.print(f"  private: {files.private} (keep it secret)", markup=False, highlight=False, soft_wrap=True)
-    console.print(f"  public:  {files.public} (give it to verifiers)", markup=False, highlight=False,
-                  soft_wrap=True)
+    console.print(f"  public:  {files.public} (give it to verifiers)", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -89,8 +103,9 @@ def fingerprint(
         text = key.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read {key}: {exc.strerror}") from exc
-    loaded = (load_private_key(key, passphrase_from_env(passphrase_env)) if b"PRIVATE KEY" in text
-              else load_public_key(text))
+    loaded = (
+        load_private_key(key, passphrase_from_env(passphrase_env)) if b"PRIVATE KEY" in text else load_public_key(text)
+    )
     if json_out:
         print_json({"keyid": keyid(loaded), "algorithm": algorithm_of(loaded)})
         return
@@ -99,8 +114,9 @@ def fingerprint(
 
 @app.command("audit")
 def audit_key(
-    out: Annotated[Path | None, typer.Option("--out", help="Also write the public key (PEM) to this file.",
-                                             show_default=False)] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Also write the public key (PEM) to this file.", show_default=False)
+    ] = None,
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -27,36 +27,79 @@ from erasure.errors import ErasureError
 _LAZY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     # name: (module, attribute, extension modules, short help). A Typer attribute is a command group;
     # a function is a top-level command. Extension modules add commands to the group (`request run`).
-    "ingest": ("cli.store", "ingest", (), "Ingest memory items into the store: the whole file is validated "
-               "before anything is written; erased (suppressed) and already-ingested items are skipped and "
-               "counted; items of an erased identity (id, email or phone) are held, stored nowhere, and "
-               "counted."),
-    "attest": ("cli.attest", "attest", (), "Show the DPO what they sign (per-tier table, exceptions, "
-               "verification), then add their signature."),
-    "export": ("cli.attest", "export", (), "Write the sealed pack, the public keys and VERIFY.md (a full openssl "
-               "recipe) for the regulator."),
-    "sla": ("cli.sla", "sla", (), "Open requests against their legal deadlines (days left, state, extended, "
-            "paused, at risk, breached)."),
-    "serve": ("cli.serve", "serve", (), "Start the local Prefect server + UI, deploy prefect.yaml, start a "
-              "worker; Ctrl-C stops all."),
-    "store": ("cli.store", "app", (), "The agent-memory store: create it (empty or with demo data) and "
-              "inspect it."),
-    "request": ("cli.request", "app", ("cli.run",), "Submit erasure requests, show them, and pause, resume or "
-                "extend their clocks."),
+    "ingest": (
+        "cli.store",
+        "ingest",
+        (),
+        "Ingest memory items into the store: the whole file is validated "
+        "before anything is written; erased (suppressed) and already-ingested items are skipped and "
+        "counted; items of an erased identity (id, email or phone) are held, stored nowhere, and "
+        "counted.",
+    ),
+    "attest": (
+        "cli.attest",
+        "attest",
+        (),
+        "Show the DPO what they sign (per-tier table, exceptions, verification), then add their signature.",
+    ),
+    "export": (
+        "cli.attest",
+        "export",
+        (),
+        "Write the sealed pack, the public keys and VERIFY.md (a full openssl recipe) for the regulator.",
+    ),
+    "sla": (
+        "cli.sla",
+        "sla",
+        (),
+        "Open requests against their legal deadlines (days left, state, extended, paused, at risk, breached).",
+    ),
+    "serve": (
+        "cli.serve",
+        "serve",
+        (),
+        "Start the local Prefect server + UI, deploy prefect.yaml, start a worker; Ctrl-C stops all.",
+    ),
+    "store": ("cli.store", "app", (), "The agent-memory store: create it (empty or with demo data) and inspect it."),
+    "request": (
+        "cli.request",
+        "app",
+        ("cli.run",),
+        "Submit erasure requests, show them, and pause, resume or extend their clocks.",
+    ),
     "keys": ("cli.keys", "app", (), "Create signing keys (engine, DPO), show key fingerprints and the audit key."),
     "pack": ("cli.pack", "app", (), "Build, show, attest and verify signed proof packs."),
-    "hold": ("cli.hold", "app", (), "Litigation holds: while one is active on a subject, nothing of them is "
-             "erased."),
-    "suppression": ("cli.suppression", "app", (), "Sticky erasure: list suppressed (source, source_ref) keys "
-                    "and erased identities, allow re-ingest."),
-    "targets": ("cli.targets", "app", (), "The agent memories a request erases from: list them, count a subject "
-                "in them."),
-    "restore": ("cli.restore", "app", (), "Restored stores: show their erasure epochs against the ledger, replay "
-                "their erasures."),  # issue 26
-    "backups": ("cli.backups", "app", (), "Declared backups: what they still hold and until when; follow-up "
-                "statements once they are gone."),  # issue 26
-    "server": ("cli.server", "app", (), "The home's long-lived Prefect server and worker in the background: "
-               "start, stop, status."),
+    "hold": ("cli.hold", "app", (), "Litigation holds: while one is active on a subject, nothing of them is erased."),
+    "suppression": (
+        "cli.suppression",
+        "app",
+        (),
+        "Sticky erasure: list suppressed (source, source_ref) keys and erased identities, allow re-ingest.",
+    ),
+    "targets": (
+        "cli.targets",
+        "app",
+        (),
+        "The agent memories a request erases from: list them, count a subject in them.",
+    ),
+    "restore": (
+        "cli.restore",
+        "app",
+        (),
+        "Restored stores: show their erasure epochs against the ledger, replay their erasures.",
+    ),  # issue 26
+    "backups": (
+        "cli.backups",
+        "app",
+        (),
+        "Declared backups: what they still hold and until when; follow-up statements once they are gone.",
+    ),  # issue 26
+    "server": (
+        "cli.server",
+        "app",
+        (),
+        "The home's long-lived Prefect server and worker in the background: start, stop, status.",
+    ),
 }
 
 
@@ -127,8 +170,7 @@ def run(args: Sequence[str] | None = None) -> int:
     Every `ErasureError` is one line, `error: <message>`, and its exit code; a usage error (unknown
     option or command, missing argument, bad value) prints click's usage and message and exits 2."""
     try:
-        rc = _command().main(args=list(args) if args is not None else None, prog_name="erasure",
-                             standalone_mode=False)
+        rc = _command().main(args=list(args) if args is not None else None, prog_name="erasure", standalone_mode=False)
         return rc if isinstance(rc, int) else 0
     except ErasureError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -20,10 +20,10 @@ from proof.pack import PACK_NAME, attest, summary, write_pack
 
 app = typer.Typer(help="Build, show, attest and verify signed proof packs.", no_args_is_help=True)
 
-PackArg = Annotated[Path, typer.Argument(help="The proof.tar.gz (or its evidence directory).",
-                                         show_default=False)]
-EngineKeyOpt = Annotated[Path, typer.Option("--engine-key", help="The engine's trusted public key (PEM).",
-                                            show_default=False)]
+PackArg = Annotated[Path, typer.Argument(help="The proof.tar.gz (or its evidence directory).", show_default=False)]
+EngineKeyOpt = Annotated[
+    Path, typer.Option("--engine-key", help="The engine's trusted public key (PEM).", show_default=False)
+]
 
 
 def _pack_file(path: Path) -> Path:
@@ -41,18 +41,27 @@ def _read_key(path: Path, role: str) -> bytes:
 def print_summary(s: dict[str, Any]) -> None:
     """The summary for a person at a terminal. Every string that came from the pack is escaped
     (`proof.verify.printable`): a pack cannot move the cursor, rewrite a line or hide text."""
+
     def line(text: str) -> None:
         console.print(verifier.printable(text), markup=False, highlight=False, soft_wrap=True)
 
-    line(f"request {s['request_id']}  legal basis {s['legal_basis']}  received {s['received_at']}"
-         f"  verified {s['verified_at']}")
+    line(
+        f"request {s['request_id']}  legal basis {s['legal_basis']}  received {s['received_at']}"
+        f"  verified {s['verified_at']}"
+    )
     v = s["verification"]
-    line(f"status {s['status']}  ({'all clear' if s['all_clear'] else 'NOT all clear'}: {v['probes']} probes,"
-         f" residue {v['residue']}, bystanders {v['bystanders_before']} -> {v['bystanders_after']})")
+    line(
+        f"status {s['status']}  ({'all clear' if s['all_clear'] else 'NOT all clear'}: {v['probes']} probes,"
+        f" residue {v['residue']}, bystanders {v['bystanders_before']} -> {v['bystanders_after']})"
+    )
     table = Table("tier", "status", "before", "after", "residue")
     for row in s["tiers"]:
-        table.add_row(*(verifier.printable(str("-" if row[k] is None else row[k]))
-                        for k in ("tier", "status", "before", "after", "residue")))
+        table.add_row(
+            *(
+                verifier.printable(str("-" if row[k] is None else row[k]))
+                for k in ("tier", "status", "before", "after", "residue")
+            )
+        )
     console.print(table)
     line("exceptions: " + ("none" if not s["exceptions"] else str(len(s["exceptions"]))))
     for exc in s["exceptions"]:
@@ -62,8 +71,10 @@ def print_summary(s: dict[str, Any]) -> None:
         line(f"  - {item}")
     receipts = ", ".join(f"{k} {n}" for k, n in s["receipts"].items()) or "none"
     line(f"subprocessor receipts: {receipts}")
-    line(f"engine key {s['engine_keyid']}"
-         + ("" if s["signatures_verified"] else "  (signature NOT checked: pass --engine-key)"))
+    line(
+        f"engine key {s['engine_keyid']}"
+        + ("" if s["signatures_verified"] else "  (signature NOT checked: pass --engine-key)")
+    )
     if s["attested"]:
         line(f"DPO attestation: {s['dpo_keyid']} at {s['attested_at']} (verified with the DPO key given)")
     elif s.get("dpo_attestation") == "not checked":
@@ -74,14 +85,27 @@ def print_summary(s: dict[str, Any]) -> None:
 
 @app.command()
 def build(
-    target: Annotated[str, typer.Argument(help="An evidence directory, or a request id (its directory under "
-                                          "the evidence root).", show_default=False)],
-    key: Annotated[Path | None, typer.Option("--key", help="The engine's private key "
-                                             "(default: the home's keys/engine.pem).", show_default=False)] = None,
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="An evidence directory, or a request id (its directory under the evidence root).", show_default=False
+        ),
+    ],
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key", help="The engine's private key (default: the home's keys/engine.pem).", show_default=False
+        ),
+    ] = None,
     passphrase_env: PassphraseEnvOpt = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Where to write the tar.gz "
-                                             "(default: proof.tar.gz in the evidence directory).",
-                                             show_default=False)] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Where to write the tar.gz (default: proof.tar.gz in the evidence directory).",
+            show_default=False,
+        ),
+    ] = None,
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -96,28 +120,54 @@ def build(
     pack = write_pack(path, key, passphrase=passphrase_from_env(passphrase_env), out=out)
     s = summary(pack)
     if json_out:
-        print_json({"pack": str(pack), "request_id": s["request_id"], "status": s["status"],
-                    "all_clear": s["all_clear"], "engine_keyid": s["engine_keyid"], "name": s["pack_name"]})
+        print_json(
+            {
+                "pack": str(pack),
+                "request_id": s["request_id"],
+                "status": s["status"],
+                "all_clear": s["all_clear"],
+                "engine_keyid": s["engine_keyid"],
+                "name": s["pack_name"],
+            }
+        )
         return
-    console.print(verifier.printable(f"wrote {pack}  status {s['status']}  name sha256:{s['pack_name']}"),
-                  markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        verifier.printable(f"wrote {pack}  status {s['status']}  name sha256:{s['pack_name']}"),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()
 def show(
     pack: PackArg,
-    engine_key: Annotated[Path | None, typer.Option("--engine-key", help="Also check the engine signature "
-                                                    "with this trusted public key.", show_default=False)] = None,
-    dpo_key: Annotated[Path | None, typer.Option("--dpo-key", help="Also check the DPO's attestation with this "
-                                                 "trusted public key (needs --engine-key); without it the pack "
-                                                 "is never called attested.", show_default=False)] = None,
+    engine_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--engine-key", help="Also check the engine signature with this trusted public key.", show_default=False
+        ),
+    ] = None,
+    dpo_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--dpo-key",
+            help="Also check the DPO's attestation with this "
+            "trusted public key (needs --engine-key); without it the pack "
+            "is never called attested.",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """What the DPO reviews: status per tier, exceptions, scope, probes, receipts, keys (no identifiers)."""
     if dpo_key is not None and engine_key is None:
         raise typer.BadParameter("--dpo-key needs --engine-key (the DPO's statement names the engine's key)")
-    s = summary(_pack_file(pack), engine_pub=_read_key(engine_key, "engine") if engine_key else None,
-                dpo_pub=_read_key(dpo_key, "DPO") if dpo_key else None)
+    s = summary(
+        _pack_file(pack),
+        engine_pub=_read_key(engine_key, "engine") if engine_key else None,
+        dpo_pub=_read_key(dpo_key, "DPO") if dpo_key else None,
+    )
     if json_out:
         print_json(s)
         return
@@ -127,8 +177,7 @@ def show(
 @app.command("attest")
 def attest_cmd(
     pack: PackArg,
-    key: Annotated[Path, typer.Option("--key", help="The DPO's private key (never the engine's).",
-                                      show_default=False)],
+    key: Annotated[Path, typer.Option("--key", help="The DPO's private key (never the engine's).", show_default=False)],
     engine_key: EngineKeyOpt,
     passphrase_env: PassphraseEnvOpt = None,
     yes: Annotated[bool, typer.Option("--yes", help="Attest without asking (after review elsewhere).")] = False,
@@ -145,28 +194,51 @@ def attest_cmd(
         raise typer.Abort()
     passphrase = passphrase_from_env(passphrase_env)
     attest(path, key, engine_pub=engine_pem, passphrase=passphrase, force=force)
-    after = summary(path, engine_pub=engine_pem,
-                    dpo_pub=public_key_pem(load_private_key(key, passphrase).public_key()))
+    after = summary(path, engine_pub=engine_pem, dpo_pub=public_key_pem(load_private_key(key, passphrase).public_key()))
     if json_out:
-        print_json({"pack": str(path), "request_id": after["request_id"], "dpo_keyid": after["dpo_keyid"],
-                    "attested_at": after["attested_at"], "name": after["pack_name"]})
+        print_json(
+            {
+                "pack": str(path),
+                "request_id": after["request_id"],
+                "dpo_keyid": after["dpo_keyid"],
+                "attested_at": after["attested_at"],
+                "name": after["pack_name"],
+            }
+        )
         return
-    console.print(verifier.printable(f"attested {path}  dpo key {after['dpo_keyid']}"), markup=False,
-                  highlight=False, soft_wrap=True)
+    console.print(
+        verifier.printable(f"attested {path}  dpo key {after['dpo_keyid']}"),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("verify")
 def verify_cmd(
     pack: PackArg,
     engine_key: EngineKeyOpt,
-    dpo_key: Annotated[Path | None, typer.Option("--dpo-key", help="The DPO's trusted public key (PEM); "
-                                                 "required unless --no-dpo.", show_default=False)] = None,
+    dpo_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--dpo-key", help="The DPO's trusted public key (PEM); required unless --no-dpo.", show_default=False
+        ),
+    ] = None,
     no_dpo: Annotated[bool, typer.Option("--no-dpo", help="Accept a pack not yet attested by the DPO.")] = False,
-    audit_key: Annotated[Path | None, typer.Option("--audit-key", help="Pin the store's audit checkpoint "
-                                                   "public key (PEM; `erasure keys audit` prints it); required "
-                                                   "unless --no-audit-key.", show_default=False)] = None,
-    no_audit_key: Annotated[bool, typer.Option("--no-audit-key", help="Accept the audit key the pack names "
-                                               "(pins nothing; the OK line says so).")] = False,
+    audit_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--audit-key",
+            help="Pin the store's audit checkpoint "
+            "public key (PEM; `erasure keys audit` prints it); required "
+            "unless --no-audit-key.",
+            show_default=False,
+        ),
+    ] = None,
+    no_audit_key: Annotated[
+        bool,
+        typer.Option("--no-audit-key", help="Accept the audit key the pack names (pins nothing; the OK line says so)."),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Verify a pack offline with trusted keys: prints OK, or FAIL: <check>: <why> and exits 1."""
@@ -175,15 +247,20 @@ def verify_cmd(
     if audit_key is None and not no_audit_key:
         raise typer.BadParameter("--audit-key is required (or --no-audit-key, which pins nothing)")
     try:
-        result = verifier.verify_pack(_pack_file(pack), _read_key(engine_key, "engine"),
-                                      _read_key(dpo_key, "DPO") if dpo_key else None, require_dpo=not no_dpo,
-                                      audit_pub_pem=_read_key(audit_key, "audit") if audit_key else None)
+        result = verifier.verify_pack(
+            _pack_file(pack),
+            _read_key(engine_key, "engine"),
+            _read_key(dpo_key, "DPO") if dpo_key else None,
+            require_dpo=not no_dpo,
+            audit_pub_pem=_read_key(audit_key, "audit") if audit_key else None,
+        )
     except verifier.PackError as exc:
         if json_out:
             print_json({"ok": False, "check": exc.check, "error": str(exc)})
         else:
-            console.print(verifier.printable(f"FAIL: {exc.check}: {exc}"), markup=False, highlight=False,
-                          soft_wrap=True)
+            console.print(
+                verifier.printable(f"FAIL: {exc.check}: {exc}"), markup=False, highlight=False, soft_wrap=True
+            )
         raise typer.Exit(1) from None
     if json_out:
         print_json({"ok": True, **result.as_dict()})

@@ -63,8 +63,10 @@ class Cluster:
 
 def bindir() -> Path:
     """The newest installed PostgreSQL's bin folder; `ConfigError` when none is installed."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-                   key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
+    )
     if found:
         return Path(found[-1]).parent
     on_path = shutil.which("initdb")
@@ -80,15 +82,18 @@ def _as_owner(cmd: list[str]) -> list[str]:
     try:
         pwd.getpwnam(RUN_AS)
     except KeyError:
-        raise ConfigError(f"PostgreSQL refuses to run as root and there is no `{RUN_AS}` user: "
-                          "install Debian's postgresql package (`make postgres`)") from None
+        raise ConfigError(
+            f"PostgreSQL refuses to run as root and there is no `{RUN_AS}` user: "
+            "install Debian's postgresql package (`make postgres`)"
+        ) from None
     return ["runuser", "-u", RUN_AS, "--", *cmd]
 
 
 def _run(cmd: list[str], what: str, timeout: float = START_TIMEOUT) -> str:
     try:
-        proc = subprocess.run(_as_owner(cmd), capture_output=True, text=True, timeout=timeout, check=False,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            _as_owner(cmd), capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         raise ConfigError(f"PostgreSQL: {what} did not finish within {timeout:.0f} s") from None
     if proc.returncode != 0:
@@ -112,12 +117,19 @@ def _give_to_owner(c: Cluster) -> None:
     c.root.chmod(0o700)
     c.socket_dir.chmod(0o700)
     _let_postgres_through(c.root.parent, pw.pw_gid)
-    blocked = next((str(d) for d in [c.root.parent, *c.root.parent.parents]
-                    if subprocess.run(["runuser", "-u", RUN_AS, "--", "test", "-x", str(d)],
-                                      check=False).returncode != 0), None)
+    blocked = next(
+        (
+            str(d)
+            for d in [c.root.parent, *c.root.parent.parents]
+            if subprocess.run(["runuser", "-u", RUN_AS, "--", "test", "-x", str(d)], check=False).returncode != 0
+        ),
+        None,
+    )
     if blocked is not None:
-        raise ConfigError(f"the `{RUN_AS}` user cannot reach {c.root}: {blocked} is closed to it "
-                          f"(chmod o+x {blocked}, or use an ERASURE_HOME it can reach)")
+        raise ConfigError(
+            f"the `{RUN_AS}` user cannot reach {c.root}: {blocked} is closed to it "
+            f"(chmod o+x {blocked}, or use an ERASURE_HOME it can reach)"
+        )
 
 
 def _let_postgres_through(home: Path, gid: int) -> None:
@@ -140,8 +152,13 @@ def is_running(c: Cluster) -> bool:
     """True when `pg_ctl status` finds the cluster running."""
     if not (c.data / "PG_VERSION").exists():
         return False
-    proc = subprocess.run(_as_owner([str(bindir() / "pg_ctl"), "-D", str(c.data), "status"]),
-                          capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        _as_owner([str(bindir() / "pg_ctl"), "-D", str(c.data), "status"]),
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     return proc.returncode == 0
 
 
@@ -151,26 +168,67 @@ def start(h: Home) -> Cluster:
     c = Cluster.of(h)
     socket = c.socket_dir / ".s.PGSQL.5432"
     if len(str(socket)) > MAX_SOCKET_PATH:
-        raise ConfigError(f"the PostgreSQL socket path {socket} is longer than {MAX_SOCKET_PATH} bytes: "
-                          "use a shorter ERASURE_HOME")
+        raise ConfigError(
+            f"the PostgreSQL socket path {socket} is longer than {MAX_SOCKET_PATH} bytes: use a shorter ERASURE_HOME"
+        )
     b = bindir()
     _give_to_owner(c)
     fresh = not (c.data / "PG_VERSION").exists()
     if fresh:
-        _run([str(b / "initdb"), "-D", str(c.data), "-U", DB_USER, "--auth-local=trust", "--auth-host=reject",
-              "-E", "UTF8", "--no-locale", "--no-instructions"], "initdb")
+        _run(
+            [
+                str(b / "initdb"),
+                "-D",
+                str(c.data),
+                "-U",
+                DB_USER,
+                "--auth-local=trust",
+                "--auth-host=reject",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-instructions",
+            ],
+            "initdb",
+        )
     if not is_running(c):
         opts = f"-c listen_addresses='' -k {c.socket_dir} -c unix_socket_permissions=0700"
-        _run([str(b / "pg_ctl"), "-D", str(c.data), "-l", str(c.log), "-o", opts, "-w", "-t", str(START_TIMEOUT),
-              "start"], "pg_ctl start")
+        _run(
+            [
+                str(b / "pg_ctl"),
+                "-D",
+                str(c.data),
+                "-l",
+                str(c.log),
+                "-o",
+                opts,
+                "-w",
+                "-t",
+                str(START_TIMEOUT),
+                "start",
+            ],
+            "pg_ctl start",
+        )
     if fresh or not _database_exists(c, b):
         _run([str(b / "createdb"), "-h", str(c.socket_dir), "-U", DB_USER, DB_NAME], "createdb")
     return c
 
 
 def _database_exists(c: Cluster, b: Path) -> bool:
-    out = _run([str(b / "psql"), "-h", str(c.socket_dir), "-U", DB_USER, "-d", "postgres", "-tAc",
-                f"SELECT 1 FROM pg_database WHERE datname = '{DB_NAME}'"], "psql")
+    out = _run(
+        [
+            str(b / "psql"),
+            "-h",
+            str(c.socket_dir),
+            "-U",
+            DB_USER,
+            "-d",
+            "postgres",
+            "-tAc",
+            f"SELECT 1 FROM pg_database WHERE datname = '{DB_NAME}'",
+        ],
+        "psql",
+    )
     return out.strip() == "1"
 
 

@@ -44,7 +44,8 @@ def prefect_home(h: Home) -> Path:
 def database_url_is_default() -> bool:
     """True when Prefect's server database is the SQLite file inside PREFECT_HOME (ours to migrate)."""
     return not os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL") and not os.environ.get(
-        "PREFECT_SERVER_DATABASE_CONNECTION_URL")
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL"
+    )
 
 
 def migrate_database(h: Home, *, say: bool = True, home_dir: Path | None = None) -> bool:
@@ -83,15 +84,22 @@ def _migrate(ph: Path, marker: Path, *, say: bool) -> None:
     if say:
         sys.stderr.write("preparing Prefect's database in this home (first run only) ...\n")
         sys.stderr.flush()
-    env = dict(os.environ, PREFECT_HOME=str(ph), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               DO_NOT_TRACK="1")
+    env = dict(os.environ, PREFECT_HOME=str(ph), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
     try:
-        proc = subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
-                              env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=MIGRATE_TIMEOUT, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=MIGRATE_TIMEOUT,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
-        raise ConfigError(f"Prefect's database migrations did not finish within {MIGRATE_TIMEOUT:.0f} s "
-                          f"(PREFECT_HOME={ph}): retry when the machine is less busy") from exc
+        raise ConfigError(
+            f"Prefect's database migrations did not finish within {MIGRATE_TIMEOUT:.0f} s "
+            f"(PREFECT_HOME={ph}): retry when the machine is less busy"
+        ) from exc
     if proc.returncode != 0:
         last = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["no output"]
         raise ConfigError(f"Prefect's database migrations failed (exit {proc.returncode}): {last[0]}")
@@ -146,8 +154,10 @@ def _home_credential_for(h: Home, api_url: str) -> None:
 
 def _require_healthy(api_url: str) -> None:
     if not api_healthy(api_url):
-        raise ConfigError(f"the Prefect API at {api_url} does not answer: start it "
-                          "(`erasure server start`), or unset PREFECT_API_URL to use a temporary server")
+        raise ConfigError(
+            f"the Prefect API at {api_url} does not answer: start it "
+            "(`erasure server start`), or unset PREFECT_API_URL to use a temporary server"
+        )
 
 
 def home_server(h: Home) -> str | None:
@@ -175,7 +185,9 @@ def explain_start_failure(exc: BaseException) -> ConfigError | None:
     text = str(exc)
     if isinstance(exc, RuntimeError) and "ephemeral Prefect API server" in text:
         timeout = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20")
-        return ConfigError(f"Prefect's temporary server did not start within {timeout} s: retry, raise "
-                           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or run a long-lived server "
-                           "(`erasure server start`): the CLI then uses it")
+        return ConfigError(
+            f"Prefect's temporary server did not start within {timeout} s: retry, raise "
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or run a long-lived server "
+            "(`erasure server start`): the CLI then uses it"
+        )
     return None

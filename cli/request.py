@@ -23,11 +23,11 @@ from erasure.errors import InputError
 from service.clocks import ClockOp, clock_operation, clock_view
 from service.intake import submit_file
 
-app = typer.Typer(help="Submit erasure requests, show them, and pause, resume or extend their clocks.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Submit erasure requests, show them, and pause, resume or extend their clocks.", no_args_is_help=True
+)
 
-ReasonOpt = Annotated[str, typer.Option("--reason",
-                                        help="Why (kept as evidence: must not name the subject).")]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept as evidence: must not name the subject).")]
 IdArg = Annotated[str, typer.Argument(help="The request id.", show_default=False)]
 
 
@@ -40,8 +40,6 @@ def _engine(home: Path | None) -> Iterator[apsw.Connection]:
         conn.close()
 
 
-
-
 @app.command()
 def submit(
     file: Annotated[Path, typer.Argument(help="The request envelope (JSON).", show_default=False)],
@@ -50,15 +48,24 @@ def submit(
 ) -> None:
     """Validate an envelope, vault it and start its legal clock (idempotent for the same file)."""
     res = submit_file(home_of(home), file)
-    out = {"request_id": res.request_id, "legal_basis": res.legal_basis.value, "created": res.created,
-           "deadline": iso_utc(res.deadline), "target": iso_utc(res.target)}
+    out = {
+        "request_id": res.request_id,
+        "legal_basis": res.legal_basis.value,
+        "created": res.created,
+        "deadline": iso_utc(res.deadline),
+        "target": iso_utc(res.target),
+    }
     if json_out:
         print_json(out)
         return
     verb = "submitted" if res.created else "already present (identical envelope)"
     console.print(f"request {res.request_id} {verb}", markup=False, highlight=False, soft_wrap=True)
-    console.print(f"  legal basis {out['legal_basis']}  deadline {out['deadline']}  target {out['target']}",
-                  markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"  legal basis {out['legal_basis']}  deadline {out['deadline']}  target {out['target']}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()
@@ -67,27 +74,44 @@ def show(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False) -> 
     with _engine(home) as conn:
         row = requests.get(conn, request_id)
         clock = requests.deadline_of(conn, request_id, now=datetime.now(UTC), policy=ClockPolicy.from_env())
-        step_list = [{"step": s.step, "status": s.status.value, "before_count": s.before_count,
-                      "after_count": s.after_count} for s in requests.steps(conn, request_id)]
+        step_list = [
+            {"step": s.step, "status": s.status.value, "before_count": s.before_count, "after_count": s.after_count}
+            for s in requests.steps(conn, request_id)
+        ]
     out: dict[str, Any] = {
-        **clock_view(request_id, clock), "tenant_id": row.tenant_id, "legal_basis": row.legal_basis.value,
-        "state": row.state.value, "state_detail": row.state_detail,
-        "received_at": iso_utc(row.received_at), "data_classes": [t.value for t in row.data_classes],
-        "steps": step_list}
+        **clock_view(request_id, clock),
+        "tenant_id": row.tenant_id,
+        "legal_basis": row.legal_basis.value,
+        "state": row.state.value,
+        "state_detail": row.state_detail,
+        "received_at": iso_utc(row.received_at),
+        "data_classes": [t.value for t in row.data_classes],
+        "steps": step_list,
+    }
     if json_out:
         print_json(out)
         return
     table = Table(show_header=False, box=None)
-    for key in ("request_id", "tenant_id", "legal_basis", "state", "state_detail", "received_at", "deadline",
-                "target", "days_left", "paused", "extended"):
+    for key in (
+        "request_id",
+        "tenant_id",
+        "legal_basis",
+        "state",
+        "state_detail",
+        "received_at",
+        "deadline",
+        "target",
+        "days_left",
+        "paused",
+        "extended",
+    ):
         table.add_row(key, "" if out[key] is None else str(out[key]))
     table.add_row("data_classes", ", ".join(out["data_classes"]))
     console.print(table)
     if step_list:
         steps_table = Table("step", "status", "before", "after")
         for s in step_list:
-            steps_table.add_row(str(s["step"]), str(s["status"]), str(s["before_count"]),
-                                str(s["after_count"]))
+            steps_table.add_row(str(s["step"]), str(s["status"]), str(s["before_count"]), str(s["after_count"]))
         console.print(steps_table)
 
 
@@ -100,8 +124,7 @@ def list_(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     with _engine(home) as conn:
         for r in requests.list_requests(conn):
             clock = requests.deadline_of(conn, r.request_id, now=now, policy=policy)
-            rows.append({**clock_view(r.request_id, clock), "state": r.state.value,
-                         "legal_basis": r.legal_basis.value})
+            rows.append({**clock_view(r.request_id, clock), "state": r.state.value, "legal_basis": r.legal_basis.value})
     if json_out:
         print_json(rows)
         return
@@ -114,15 +137,20 @@ def list_(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
 _DONE = {ClockOp.pause: "paused", ClockOp.resume: "resumed", ClockOp.extend: "extended"}
 
 
-def _clock_command(op: ClockOp, request_id: str, reason: str, home: Path | None, json_out: bool,
-                   until: date | None = None) -> None:
+def _clock_command(
+    op: ClockOp, request_id: str, reason: str, home: Path | None, json_out: bool, until: date | None = None
+) -> None:
     out = clock_operation(home_of(home), op, request_id, reason, until=until)
     if json_out:
         print_json(out)
         return
-    console.print(f"request {request_id}: clock {_DONE[op]}; deadline {out['deadline']} "
-                  f"({out['days_left']} days left), target {out['target']}",
-                  markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"request {request_id}: clock {_DONE[op]}; deadline {out['deadline']} "
+        f"({out['days_left']} days left), target {out['target']}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()
@@ -141,8 +169,10 @@ def resume(request_id: IdArg, reason: ReasonOpt, home: HomeOpt = None, json_out:
 def extend(
     request_id: IdArg,
     reason: ReasonOpt,
-    until: Annotated[str | None, typer.Option("--until", help="New deadline day (YYYY-MM-DD); default: "
-                                                "the legal maximum.", show_default=False)] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="New deadline day (YYYY-MM-DD); default: the legal maximum.", show_default=False),
+    ] = None,
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -19,8 +19,9 @@ from cli.targets import TargetsOpt, targets_for
 from erasure import ledger
 from erasure.errors import ErasureError, VerificationFailed
 
-app = typer.Typer(help="Restored stores: show their erasure epochs against the ledger, replay their erasures.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Restored stores: show their erasure epochs against the ledger, replay their erasures.", no_args_is_help=True
+)
 
 
 class ReplayFailed(ErasureError):
@@ -41,8 +42,14 @@ def status(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt =
     for col in ("target", "kind", "store epoch", "ledger epoch", "restored", "to replay"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["target"], r["kind"], str(r["store_epoch"]), str(r["ledger_epoch"]),
-                      "[red]yes[/red]" if r["restored"] else "no", ", ".join(r["pending"]))
+        table.add_row(
+            r["target"],
+            r["kind"],
+            str(r["store_epoch"]),
+            str(r["ledger_epoch"]),
+            "[red]yes[/red]" if r["restored"] else "no",
+            ", ".join(r["pending"]),
+        )
     console.print(table)
 
 
@@ -60,8 +67,9 @@ def _tenant(h: Any, found: Any) -> str:
 
 @app.command("replay")
 def replay(
-    target: Annotated[str, typer.Option("--target", help="The restored target (its name in targets.toml).",
-                                        show_default=False)],
+    target: Annotated[
+        str, typer.Option("--target", help="The restored target (its name in targets.toml).", show_default=False)
+    ],
     home: HomeOpt = None,
     targets: TargetsOpt = None,
     json_out: JsonOpt = False,
@@ -104,8 +112,15 @@ def replay(
                 os.environ["ERASURE_TARGETS"] = before
     after = next(e for e in epochs(h, targets_for(h, targets)) if e.target == t.name)
     if json_out:
-        print_json({"target": t.name, "replayed": results, "store_epoch": after.store_epoch,
-                    "ledger_epoch": after.ledger_epoch, "restored": after.restored})
+        print_json(
+            {
+                "target": t.name,
+                "replayed": results,
+                "store_epoch": after.store_epoch,
+                "ledger_epoch": after.ledger_epoch,
+                "restored": after.restored,
+            }
+        )
     else:
         table = Table(title=f"replay on {t.name}: epoch {after.store_epoch} of {after.ledger_epoch}")
         for col in ("original request", "replay request", "found by", "outcome", "pack"):
@@ -126,8 +141,13 @@ def replay_one(h: Any, t: Any, entry: ledger.Entry, tenant: str, run_flow: Any, 
     found = rp.find_subject(h, t, entry)
     if found.subject is None:  # no item of the store is keyed by the subject (ledger hashes): nothing to erase
         rp.finish(h, t, entry, f"{rp.replay_id(entry, tag)}", "nothing_found")
-        return {"original": entry.request_id, "replay": None, "found_by": None, "outcome": "nothing_found",
-                "pack": None}
+        return {
+            "original": entry.request_id,
+            "replay": None,
+            "found_by": None,
+            "outcome": "nothing_found",
+            "pack": None,
+        }
     rid = rp.submit_replay(h, t, entry, found, tenant, rp.replay_id(entry, tag))
     state = run_flow(rid, h, live=False)
     ver = h.evidence_dir(rid) / "verification.json"
@@ -139,10 +159,16 @@ def replay_one(h: Any, t: Any, entry: ledger.Entry, tenant: str, run_flow: Any, 
         finally:
             book.close()
         if doc and not doc.get("all_clear"):
-            raise VerificationFailed(f"replay {rid} of {entry.request_id}: verification found residue; the store "
-                                     "stays refused")
+            raise VerificationFailed(
+                f"replay {rid} of {entry.request_id}: verification found residue; the store stays refused"
+            )
         raise ReplayFailed(f"replay {rid} of {entry.request_id} did not complete: {state.message or state.name}")
     rp.finish(h, t, entry, rid, "all_clear")
     pack = h.evidence_dir(rid) / "proof.tar.gz"
-    return {"original": entry.request_id, "replay": rid, "found_by": found.source, "outcome": "all_clear",
-            "pack": str(pack) if pack.exists() else None}
+    return {
+        "original": entry.request_id,
+        "replay": rid,
+        "found_by": found.source,
+        "outcome": "all_clear",
+        "pack": str(pack) if pack.exists() else None,
+    }

@@ -44,11 +44,18 @@ def steps_table(h: Home, request_id: str, title: str = "cascade") -> Table:
             status = r.status.value
             if status == "skipped" and str((r.detail or {}).get("reason", "")).startswith("not applicable"):
                 status = "n/a"
-            style = {"erased": "green", "exception": "yellow", "failed": "red", "running": "cyan",
-                     "n/a": "dim"}.get(status, "")
-            t.add_row(str(i), name, tier.value, f"[{style}]{status}[/{style}]" if style else status,
-                      "" if r.before_count is None else str(r.before_count),
-                      "" if r.after_count is None else str(r.after_count), (r.removed_digest or "")[:16])
+            style = {"erased": "green", "exception": "yellow", "failed": "red", "running": "cyan", "n/a": "dim"}.get(
+                status, ""
+            )
+            t.add_row(
+                str(i),
+                name,
+                tier.value,
+                f"[{style}]{status}[/{style}]" if style else status,
+                "" if r.before_count is None else str(r.before_count),
+                "" if r.after_count is None else str(r.after_count),
+                (r.removed_digest or "")[:16],
+            )
     return t
 
 
@@ -79,32 +86,48 @@ def _refuse_before_the_flow(request_id: str, h: Home) -> None:
 def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
     """Run the flow in this process, refreshing the step table while it runs. Returns its final state."""
     if not (h.keys_dir / "engine.pem").exists():
-        raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
-                          "run `erasure keys generate --role engine` first")
+        raise ConfigError(
+            f"no engine signing key at {h.keys_dir / 'engine.pem'}: run `erasure keys generate --role engine` first"
+        )
     prefect_api.prepare(h)
     _refuse_before_the_flow(request_id, h)
     from flows.erasure_request import erasure_request
 
-    return run_with_table(lambda: erasure_request(request_id, return_state=True),
-                          (lambda: steps_table(h, request_id)) if live else None)
+    return run_with_table(
+        lambda: erasure_request(request_id, return_state=True), (lambda: steps_table(h, request_id)) if live else None
+    )
 
 
 @request_app.command("run")
 def run(
     ctx: typer.Context,
-    request_ids: Annotated[list[str] | None, typer.Argument(
-        help="The request(s) to erase. Several ids (or --all) run as one erasure window.",
-        show_default=False)] = None,
-    all_submitted: Annotated[bool, typer.Option(
-        "--all", help="Run every submitted request (and every one a dead run left running) as one window; "
-                      "held ones are skipped and reported.")] = False,
+    request_ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="The request(s) to erase. Several ids (or --all) run as one erasure window.", show_default=False
+        ),
+    ] = None,
+    all_submitted: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Run every submitted request (and every one a dead run left running) as one window; "
+            "held ones are skipped and reported.",
+        ),
+    ] = False,
     home: HomeOpt = None,
     json_out: JsonOpt = False,
     targets: TargetsOpt = None,
-    confirm_aliases: Annotated[int | None, typer.Option(
-        "--confirm-aliases", min=1, show_default=False,
-        help="The request's email also belongs to this many other subject ids in the store, which you "
-             "reviewed: erase them too, as the same person (one request only).")] = None,
+    confirm_aliases: Annotated[
+        int | None,
+        typer.Option(
+            "--confirm-aliases",
+            min=1,
+            show_default=False,
+            help="The request's email also belongs to this many other subject ids in the store, which you "
+            "reviewed: erase them too, as the same person (one request only).",
+        ),
+    ] = None,
 ) -> None:
     """Run the erasure: cascade, independent verification, engine-signed proof pack.
 
@@ -147,9 +170,18 @@ def run(
     finally:
         engine.close()
     if json_out:
-        print_json({"request_id": request_id, "flow_state": state.name, "message": state.message,
-                    "outcome": outcome.value, "state": row.state.value, "state_detail": row.state_detail,
-                    "all_clear": doc.get("all_clear"), "verification": doc.get("probes", [])})
+        print_json(
+            {
+                "request_id": request_id,
+                "flow_state": state.name,
+                "message": state.message,
+                "outcome": outcome.value,
+                "state": row.state.value,
+                "state_detail": row.state_detail,
+                "all_clear": doc.get("all_clear"),
+                "verification": doc.get("probes", []),
+            }
+        )
     else:
         if doc:
             console.print(verification_table(doc))

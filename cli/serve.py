@@ -45,24 +45,27 @@ STOP_TIMEOUT = 15.0
 CLOCK_SETTINGS = ("ERASURE_HOLIDAYS", "ERASURE_INTERNAL_BOUND_DAYS", "ERASURE_TARGET_DAYS_BEFORE", "ERASURE_LEGAL_TZ")
 
 
-def serve_env(h: Home, host: str, port: int, base: dict[str, str] | None = None,
-              project_dir: Path = PROJECT_ROOT) -> dict[str, str]:
+def serve_env(
+    h: Home, host: str, port: int, base: dict[str, str] | None = None, project_dir: Path = PROJECT_ROOT
+) -> dict[str, str]:
     """The environment of every child: this home, Prefect's home inside it, offline, our API URL, and
     what `prefect deploy` writes into every deployment's `job_variables.env` (prefect.yaml): the home,
     the evidence folder, the project folder (the runs' working directory) and the clock settings (empty
     when unset: the flows then take the defaults); and the home's credential, which the server requires
     and every client (worker, flow run, `prefect deploy`) sends."""
     env = dict(os.environ if base is None else base)
-    env.update({
-        "ERASURE_HOME": str(h.root),
-        "ERASURE_EVIDENCE": str(h.evidence_root),
-        "ERASURE_PROJECT_DIR": str(project_dir),
-        "PREFECT_HOME": str(h.prefect_home),
-        "PREFECT_API_URL": f"http://{host}:{port}/api",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "DO_NOT_TRACK": "1",
-        "PREFECT_UI_ENABLED": "true",
-    })
+    env.update(
+        {
+            "ERASURE_HOME": str(h.root),
+            "ERASURE_EVIDENCE": str(h.evidence_root),
+            "ERASURE_PROJECT_DIR": str(project_dir),
+            "PREFECT_HOME": str(h.prefect_home),
+            "PREFECT_API_URL": f"http://{host}:{port}/api",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "DO_NOT_TRACK": "1",
+            "PREFECT_UI_ENABLED": "true",
+        }
+    )
     for name in CLOCK_SETTINGS:
         env.setdefault(name, "")
     env.pop("PREFECT_API_KEY", None)
@@ -104,20 +107,42 @@ def pool_job_template(env: dict[str, str]) -> dict[str, Any]:
     unknown variable is refused (`additionalProperties: false`) rather than ignored. The server checks
     every run's variables against this schema (422 otherwise)."""
     return {
-        "job_configuration": {"command": None, "env": "{{ env }}", "labels": "{{ labels }}", "name": "{{ name }}",
-                              "stream_output": "{{ stream_output }}", "working_dir": None},
+        "job_configuration": {
+            "command": None,
+            "env": "{{ env }}",
+            "labels": "{{ labels }}",
+            "name": "{{ name }}",
+            "stream_output": "{{ stream_output }}",
+            "working_dir": None,
+        },
         "variables": {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "name": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "Name",
-                         "description": "Name given to the flow run's process."},
-                "labels": {"type": "object", "additionalProperties": {"type": "string"}, "title": "Labels",
-                           "description": "Labels applied to the flow run's process."},
-                "stream_output": {"type": "boolean", "default": True, "title": "Stream Output",
-                                  "description": "Stream the flow run's output to the worker's log."},
-                "env": {"type": "object", "const": dict(env), "title": "Environment Variables",
-                        "description": "Pinned to the deployments' own (prefect.yaml): a run cannot change it."},
+                "name": {
+                    "anyOf": [{"type": "string"}, {"type": "null"}],
+                    "default": None,
+                    "title": "Name",
+                    "description": "Name given to the flow run's process.",
+                },
+                "labels": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "title": "Labels",
+                    "description": "Labels applied to the flow run's process.",
+                },
+                "stream_output": {
+                    "type": "boolean",
+                    "default": True,
+                    "title": "Stream Output",
+                    "description": "Stream the flow run's output to the worker's log.",
+                },
+                "env": {
+                    "type": "object",
+                    "const": dict(env),
+                    "title": "Environment Variables",
+                    "description": "Pinned to the deployments' own (prefect.yaml): a run cannot change it.",
+                },
             },
         },
     }
@@ -142,8 +167,9 @@ def ensure_pool(api_url: str, env: dict[str, str], project_dir: Path = PROJECT_R
         if r.json().get("base_job_template") != template:
             p = c.patch(f"/work_pools/{POOL}", json={"base_job_template": template})
             if p.status_code not in (200, 204):
-                raise ConfigError(f"the Prefect API at {api_url} refused the job template of the work pool "
-                                  f"{POOL} ({p.status_code})")
+                raise ConfigError(
+                    f"the Prefect API at {api_url} refused the job template of the work pool {POOL} ({p.status_code})"
+                )
     return False
 
 
@@ -152,8 +178,7 @@ def prefect_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "prefect", *args]
 
 
-def wait_healthy(api_url: str, *, timeout: float = HEALTH_TIMEOUT,
-                 alive: Callable[[], bool] = lambda: True) -> None:
+def wait_healthy(api_url: str, *, timeout: float = HEALTH_TIMEOUT, alive: Callable[[], bool] = lambda: True) -> None:
     """Poll `<api>/health` until it answers true; `ConfigError` on timeout or if `alive()` turns false."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -178,8 +203,9 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def run_deployment_now(api_url: str, name: str, parameters: dict[str, Any] | None = None,
-                       secret: str | None = None) -> str:
+def run_deployment_now(
+    api_url: str, name: str, parameters: dict[str, Any] | None = None, secret: str | None = None
+) -> str:
     """Create a flow run of deployment `flow/deployment` through the REST API (with the credential
     `secret`, else this process's own); returns its id."""
     flow_name, dep_name = name.split("/", 1)
@@ -205,8 +231,15 @@ class Stack:
         """Start a long-running child in its own session; output to `<log_dir>/<name>.log`."""
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
-        proc = subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.procs.append((name, proc))
         return proc
 
@@ -214,8 +247,16 @@ class Stack:
         """Run a child to completion; `ConfigError` with the log's path if it fails."""
         path = self.log_dir / f"{name}.log"
         with open(path, "ab") as log:
-            rc = subprocess.run(cmd, cwd=cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, timeout=timeout, check=False).returncode
+            rc = subprocess.run(
+                cmd,
+                cwd=cwd,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+                check=False,
+            ).returncode
         if rc != 0:
             raise ConfigError(f"`{' '.join(cmd[2:])}` failed (exit {rc}): see {path}")
 
@@ -256,19 +297,29 @@ def _running_server(h: Home, host: str, port: int) -> tuple[str, int] | None:
     it). None when host:port is free; `ConfigError` when something else answers there (another user's
     Prefect server, or anything else): never adopted."""
     state = read_state(h)
-    if state is not None and server_alive(state) and prefect_auth.is_ours(
-            state.api_url, prefect_auth.home_secret(h)):
+    if state is not None and server_alive(state) and prefect_auth.is_ours(state.api_url, prefect_auth.home_secret(h)):
         return state.host, state.port
     if port_in_use(host, port):
-        what = "a Prefect server that is not this home's" if api_answers(f"http://{host}:{port}/api") else \
-            "something that is not this home's Prefect server"
+        what = (
+            "a Prefect server that is not this home's"
+            if api_answers(f"http://{host}:{port}/api")
+            else "something that is not this home's Prefect server"
+        )
         raise ConfigError(f"{host}:{port} is already in use by {what}: stop it or pass --port")
     return None
 
 
-def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_dir: Path = PROJECT_ROOT,
-                metrics_port: int | None = None, sla_now: bool = True, postgres: bool = False,
-                stop: threading.Event | None = None) -> int:
+def run_console(
+    h: Home,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 4200,
+    project_dir: Path = PROJECT_ROOT,
+    metrics_port: int | None = None,
+    sla_now: bool = True,
+    postgres: bool = False,
+    stop: threading.Event | None = None,
+) -> int:
     """Start (or reuse) the server, then pool, deployments, worker (and metrics); block until `stop` is
     set or a child dies; stop everything it started. Returns 0 after a requested stop, 1 when a child
     died."""
@@ -296,8 +347,9 @@ def run_console(h: Home, *, host: str = "127.0.0.1", port: int = 4200, project_d
                 _say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
             elif prefect_api.database_url_is_default():
                 prefect_api.migrate_database(h, home_dir=h.prefect_home)
-            server = stack.start("server", prefect_cmd("server", "start", "--host", host, "--port", str(port)),
-                                 project_dir)
+            server = stack.start(
+                "server", prefect_cmd("server", "start", "--host", host, "--port", str(port)), project_dir
+            )
             _say(f"starting the Prefect server (PREFECT_HOME={h.prefect_home}) ...")
             wait_healthy(api, alive=lambda: server.poll() is None)
             _say(f"server healthy after {time.monotonic() - t0:.1f} s")
@@ -336,20 +388,21 @@ def serve(
     home: HomeOpt = None,
     port: Annotated[int, typer.Option("--port", help="Port of the Prefect server and UI.")] = 4200,
     host: Annotated[str, typer.Option("--host", help="Address to bind (keep it local).")] = "127.0.0.1",
-    metrics_port: Annotated[int | None, typer.Option(
-        "--metrics-port", help="Also serve live Prometheus metrics on this port.", show_default=False)] = None,
-    sla_now: Annotated[bool, typer.Option("--sla-now/--no-sla-now",
-                                          help="Run sla-monitor once at start-up.")] = True,
-    postgres: Annotated[bool, typer.Option(
-        "--postgres", help="Prefect's database on the home's PostgreSQL cluster (<home>/postgres).")] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option("--metrics-port", help="Also serve live Prometheus metrics on this port.", show_default=False),
+    ] = None,
+    sla_now: Annotated[bool, typer.Option("--sla-now/--no-sla-now", help="Run sla-monitor once at start-up.")] = True,
+    postgres: Annotated[
+        bool, typer.Option("--postgres", help="Prefect's database on the home's PostgreSQL cluster (<home>/postgres).")
+    ] = False,
 ) -> None:
     """Start the local Prefect server + UI, deploy prefect.yaml, start a worker; Ctrl-C stops all."""
     h = home_of(home)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    rc = run_console(h, host=host, port=port, metrics_port=metrics_port, sla_now=sla_now, postgres=postgres,
-                     stop=stop)
+    rc = run_console(h, host=host, port=port, metrics_port=metrics_port, sla_now=sla_now, postgres=postgres, stop=stop)
     if rc:
         raise typer.Exit(rc)
 

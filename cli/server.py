@@ -40,8 +40,9 @@ from cli.server_state import (
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
 
-app = typer.Typer(help="The home's long-lived Prefect server and worker in the background: start, stop, status.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="The home's long-lived Prefect server and worker in the background: start, stop, status.", no_args_is_help=True
+)
 
 STOP_TIMEOUT = 20.0
 #: The deployments that run on a schedule (prefect.yaml), shown by `status`.
@@ -53,16 +54,30 @@ WEBHOOK_BLOCK = "erasure-dpo-webhook"
 def _spawn(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path) -> subprocess.Popen[bytes]:
     """A detached child (own session, so it outlives this command) logging to `<logs>/<name>.log`."""
     with open(logs / f"{name}.log", "ab") as log:
-        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
 
-def _run_logged(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path,
-                timeout: float = 300.0) -> None:
+def _run_logged(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path, timeout: float = 300.0) -> None:
     path = logs / f"{name}.log"
     with open(path, "ab") as log:
-        rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, timeout=timeout, check=False).returncode
+        rc = subprocess.run(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        ).returncode
     if rc != 0:
         raise ConfigError(f"`{' '.join(cmd[2:])}` failed (exit {rc}): see {path}")
 
@@ -80,8 +95,16 @@ def _kill_group(pid: int, timeout: float = STOP_TIMEOUT) -> None:
         os.killpg(pid, signal.SIGKILL)  # whatever of the group is left (flow runs, uvicorn)
 
 
-def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers: int = 1, postgres: bool = False,
-                 project_dir: Path = PROJECT_ROOT, say: Any = None) -> ServerState:
+def start_server(
+    h: Home,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 4200,
+    workers: int = 1,
+    postgres: bool = False,
+    project_dir: Path = PROJECT_ROOT,
+    say: Any = None,
+) -> ServerState:
     """Start the home's server, pool, deployments and workers in the background. Idempotent: a running
     server is returned as it is. `ConfigError` (exit 3) when something fails (all started is stopped)."""
     from cli.serve import ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy  # httpx: only to start
@@ -91,8 +114,10 @@ def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers:
     if st is not None and server_alive(st):
         if prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)):
             return st
-        raise ConfigError(f"the home's server (pid {st.server_pid}) runs but does not answer at {st.api_url}: "
-                          "`erasure server stop` first")
+        raise ConfigError(
+            f"the home's server (pid {st.server_pid}) runs but does not answer at {st.api_url}: "
+            "`erasure server stop` first"
+        )
     clear_state(h)
     if port_in_use(host, port):
         raise ConfigError(f"{host}:{port} is already in use: pass --port, or stop what runs there")
@@ -112,11 +137,18 @@ def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers:
             env.pop("PREFECT_SERVER_DATABASE_CONNECTION_URL", None)
             prefect_api.migrate_database(h, home_dir=h.prefect_home)
         t0 = time.monotonic()
-        server = _spawn("server", prefect_cmd("server", "start", "--host", host, "--port", str(port)), env,
-                        project_dir, logs)
+        server = _spawn(
+            "server", prefect_cmd("server", "start", "--host", host, "--port", str(port)), env, project_dir, logs
+        )
         started.append(server.pid)
-        st = ServerState(host=host, port=port, server_pid=server.pid, postgres=postgres,
-                         project_dir=str(project_dir), started_at=datetime.now(UTC).isoformat())
+        st = ServerState(
+            host=host,
+            port=port,
+            server_pid=server.pid,
+            postgres=postgres,
+            project_dir=str(project_dir),
+            started_at=datetime.now(UTC).isoformat(),
+        )
         write_state(h, st)
         say(f"starting the Prefect server (logs in {logs}) ...")
         wait_healthy(api, alive=lambda: server.poll() is None)
@@ -124,8 +156,13 @@ def start_server(h: Home, *, host: str = "127.0.0.1", port: int = 4200, workers:
         ensure_pool(api, env, project_dir)
         _run_logged("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), env, project_dir, logs)
         for i in range(1, workers + 1):
-            w = _spawn(f"worker-{i}", prefect_cmd("worker", "start", "--pool", "erasure-local", "--type", "process"),
-                       env, project_dir, logs)
+            w = _spawn(
+                f"worker-{i}",
+                prefect_cmd("worker", "start", "--pool", "erasure-local", "--type", "process"),
+                env,
+                project_dir,
+                logs,
+            )
             started.append(w.pid)
             st.worker_pids.append(w.pid)
         write_state(h, st)
@@ -176,16 +213,29 @@ def next_runs(api_url: str, secret: str | None, names: tuple[str, ...] = SCHEDUL
                 continue
             r.raise_for_status()
             dep = r.json()
-            schedules = [{"active": s.get("active", True),
-                          **{k: v for k, v in (s.get("schedule") or {}).items() if k in ("cron", "interval")}}
-                         for s in dep.get("schedules") or []]
-            runs = c.post("/flow_runs/filter", json={
-                "flow_runs": {"deployment_id": {"any_": [dep["id"]]}, "state": {"type": {"any_": ["SCHEDULED"]}}},
-                "sort": "EXPECTED_START_TIME_ASC", "limit": 1})
+            schedules = [
+                {
+                    "active": s.get("active", True),
+                    **{k: v for k, v in (s.get("schedule") or {}).items() if k in ("cron", "interval")},
+                }
+                for s in dep.get("schedules") or []
+            ]
+            runs = c.post(
+                "/flow_runs/filter",
+                json={
+                    "flow_runs": {"deployment_id": {"any_": [dep["id"]]}, "state": {"type": {"any_": ["SCHEDULED"]}}},
+                    "sort": "EXPECTED_START_TIME_ASC",
+                    "limit": 1,
+                },
+            )
             runs.raise_for_status()
             first = runs.json()[:1]
-            out[name] = {"deployed": True, "paused": bool(dep.get("paused")), "schedules": schedules,
-                         "next_run": first[0]["expected_start_time"] if first else None}
+            out[name] = {
+                "deployed": True,
+                "paused": bool(dep.get("paused")),
+                "schedules": schedules,
+                "next_run": first[0]["expected_start_time"] if first else None,
+            }
     return out
 
 
@@ -198,10 +248,16 @@ def status_of(h: Home) -> dict[str, Any]:
     secret = prefect_auth.home_secret(h)
     healthy = alive and prefect_auth.is_ours(st.api_url, secret)
     doc: dict[str, Any] = {
-        "running": healthy, "home": str(h.root), "api_url": st.api_url, "ui_url": st.ui_url,
-        "server_pid": st.server_pid, "server_alive": alive, "started_at": st.started_at,
+        "running": healthy,
+        "home": str(h.root),
+        "api_url": st.api_url,
+        "ui_url": st.ui_url,
+        "server_pid": st.server_pid,
+        "server_alive": alive,
+        "started_at": st.started_at,
         "workers": [{"pid": p, "alive": pid_alive(p)} for p in st.worker_pids],
-        "database": "postgresql" if st.postgres else "sqlite", "logs": str(log_dir(h)),
+        "database": "postgresql" if st.postgres else "sqlite",
+        "logs": str(log_dir(h)),
     }
     if st.postgres:
         from cli import postgres as pg
@@ -225,22 +281,26 @@ def start(
     port: Annotated[int, typer.Option("--port", help="Port of the Prefect server and UI.")] = 4200,
     host: Annotated[str, typer.Option("--host", help="Address to bind (keep it local).")] = "127.0.0.1",
     workers: Annotated[int, typer.Option("--workers", min=0, help="Process workers to start.")] = 1,
-    postgres: Annotated[bool, typer.Option(
-        "--postgres", help="Prefect's database on a PostgreSQL cluster in <home>/postgres (created on first use).")
+    postgres: Annotated[
+        bool,
+        typer.Option(
+            "--postgres", help="Prefect's database on a PostgreSQL cluster in <home>/postgres (created on first use)."
+        ),
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Start Prefect's server (UI on 127.0.0.1), deploy prefect.yaml and start a worker, in the background."""
     h = home_of(home)
     before = read_state(h)
-    st = start_server(h, host=host, port=port, workers=workers, postgres=postgres,
-                      say=None if json_out else _say)
+    st = start_server(h, host=host, port=port, workers=workers, postgres=postgres, say=None if json_out else _say)
     already = before is not None and before.server_pid == st.server_pid
     if json_out:
         print_json({**asdict(st), "api_url": st.api_url, "ui_url": st.ui_url, "already_running": already})
         return
-    _say(("already running" if already else "ready") + f": Prefect UI at {st.ui_url}  (API {st.api_url}; "
-         f"logs in {log_dir(h)}; `erasure server stop` stops it)")
+    _say(
+        ("already running" if already else "ready") + f": Prefect UI at {st.ui_url}  (API {st.api_url}; "
+        f"logs in {log_dir(h)}; `erasure server stop` stops it)"
+    )
 
 
 @app.command("stop")
@@ -269,19 +329,30 @@ def status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     elif not doc.get("api_url"):
         _say(f"not running (home {h.root}): `erasure server start`")
     else:
-        _say(f"server: {'up' if doc['running'] else 'DOWN'} at {doc['ui_url']} (pid {doc['server_pid']}, "
-             f"since {doc['started_at'][:19]})")
+        _say(
+            f"server: {'up' if doc['running'] else 'DOWN'} at {doc['ui_url']} (pid {doc['server_pid']}, "
+            f"since {doc['started_at'][:19]})"
+        )
         alive = sum(1 for w in doc["workers"] if w["alive"])
         _say(f"workers: {alive} of {len(doc['workers'])} running")
         db = doc.get("postgres", {})
         pg_state = "running" if db.get("running") else "STOPPED"
-        _say("database: " + (f"PostgreSQL ({pg_state}, socket {db.get('socket_dir')})"
-                             if doc["database"] == "postgresql" else f"SQLite {doc.get('sqlite')}"))
+        _say(
+            "database: "
+            + (
+                f"PostgreSQL ({pg_state}, socket {db.get('socket_dir')})"
+                if doc["database"] == "postgresql"
+                else f"SQLite {doc.get('sqlite')}"
+            )
+        )
         for name, info in (doc.get("scheduled") or {}).items():
             when = info.get("next_run")
             sched = ", ".join(s.get("cron") or f"every {s.get('interval')} s" for s in info.get("schedules", []))
-            _say(f"next {name}: {when[:19].replace('T', ' ') + ' UTC' if when else 'not scheduled yet'}"
-                 + (f"  ({sched})" if sched else "") + ("  [paused]" if info.get("paused") else ""))
+            _say(
+                f"next {name}: {when[:19].replace('T', ' ') + ' UTC' if when else 'not scheduled yet'}"
+                + (f"  ({sched})" if sched else "")
+                + ("  [paused]" if info.get("paused") else "")
+            )
         _say(f"logs: {doc['logs']}")
     if not doc.get("running"):
         raise typer.Exit(1)
@@ -289,8 +360,9 @@ def status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
 
 @app.command("automation")
 def automation(
-    webhook: Annotated[str, typer.Option(
-        "--webhook", help="URL the DPO's notification is POSTed to (their chat or mail gateway).")],
+    webhook: Annotated[
+        str, typer.Option("--webhook", help="URL the DPO's notification is POSTed to (their chat or mail gateway).")
+    ],
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -26,8 +26,9 @@ def _status(d: dict[str, object]) -> str:
 def sla(
     home: HomeOpt = None,
     json_out: JsonOpt = False,
-    at_risk_days: Annotated[int, typer.Option(
-        "--at-risk-days", min=0, help="Flag requests with at most this many days left.")] = DEFAULT_AT_RISK_DAYS,
+    at_risk_days: Annotated[
+        int, typer.Option("--at-risk-days", min=0, help="Flag requests with at most this many days left.")
+    ] = DEFAULT_AT_RISK_DAYS,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown report instead.")] = False,
 ) -> None:
     """Open requests against their legal deadlines (days left, state, extended, paused, at risk, breached)."""
@@ -44,12 +45,29 @@ def sla(
     if markdown:
         console.print(to_markdown(rows, now=now, at_risk_days=at_risk_days), markup=False, highlight=False)
         return
-    table = Table("request", "basis", "state", "deadline (UTC)", "days left", "extended", "paused", "status",
-                  title=f"Open erasure requests ({len(rows)})")
+    table = Table(
+        "request",
+        "basis",
+        "state",
+        "deadline (UTC)",
+        "days left",
+        "extended",
+        "paused",
+        "status",
+        title=f"Open erasure requests ({len(rows)})",
+    )
     for r in rows:
         d = r.as_dict()
-        table.add_row(r.request_id, d["legal_basis"], d["state"], str(d["deadline"])[:16].replace("T", " "),
-                      str(r.days_left), "yes" if r.extended else "", "yes" if r.paused else "", _status(d))
+        table.add_row(
+            r.request_id,
+            d["legal_basis"],
+            d["state"],
+            str(d["deadline"])[:16].replace("T", " "),
+            str(r.days_left),
+            "yes" if r.extended else "",
+            "yes" if r.paused else "",
+            _status(d),
+        )
     console.print(table)
 
 

@@ -21,8 +21,9 @@ from memory import ingest as ingest_mod
 from memory.items import read_jsonl
 from memory.schema import create, open_store
 
-app = typer.Typer(help="The agent-memory store: create it (empty or with demo data) and inspect it.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="The agent-memory store: create it (empty or with demo data) and inspect it.", no_args_is_help=True
+)
 
 
 class Journal(StrEnum):
@@ -46,14 +47,23 @@ def init(
     home: HomeOpt = None,
     tenant: Annotated[str, typer.Option("--tenant", help="Tenant id the store belongs to.")] = "default",
     demo: Annotated[bool, typer.Option("--demo", help="Fill the new store with deterministic demo data.")] = False,
-    frames: Annotated[int | None, typer.Option(
-        "--frames", help=f"Demo size in frames ({demo_mod.MIN_FRAMES:,}-{demo_mod.MAX_FRAMES:,}; default 10,000).",
-        show_default=False)] = None,
-    subjects: Annotated[int | None, typer.Option(
-        "--subjects", help="Demo subjects: people who may file erasure requests (default 5).",
-        show_default=False)] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Demo seed (default 7): same seed, same store.",
-                                             show_default=False)] = None,
+    frames: Annotated[
+        int | None,
+        typer.Option(
+            "--frames",
+            help=f"Demo size in frames ({demo_mod.MIN_FRAMES:,}-{demo_mod.MAX_FRAMES:,}; default 10,000).",
+            show_default=False,
+        ),
+    ] = None,
+    subjects: Annotated[
+        int | None,
+        typer.Option(
+            "--subjects", help="Demo subjects: people who may file erasure requests (default 5).", show_default=False
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Demo seed (default 7): same seed, same store.", show_default=False)
+    ] = None,
     journal: Annotated[Journal, typer.Option("--journal", help="SQLite journal mode of a new store.")] = Journal.wal,
     json_out: JsonOpt = False,
 ) -> None:
@@ -65,18 +75,41 @@ def init(
     out: dict[str, Any] = {"store": str(h.store_dir), "tenant": tenant, "journal": journal_mode(conn)}
     if demo:
         n, k, s = frames or 10_000, subjects or 5, 7 if seed is None else seed
-        with Progress(TextColumn("building demo store"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("frames"), TimeElapsedColumn(), console=err_console,
-                      disable=json_out, transient=True) as bar:
+        with Progress(
+            TextColumn("building demo store"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("frames"),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=json_out,
+            transient=True,
+        ) as bar:
             task = bar.add_task("demo", total=n)
-            result = demo_mod.build_demo(conn, h.store_dir, frames=n, subjects=k, seed=s,
-                                         on_progress=lambda done, _total: bar.update(task, completed=done))
-        path = demo_mod.write_subjects_file(h.root / demo_mod.SUBJECTS_FILE, result.subjects, seed=s,
-                                            tenant=tenant)
-        out.update({"seed": s, "people": result.people, "subjects": len(result.subjects),
-                    "items": result.items, "frames": result.frames, "derived_frames": result.derived,
-                    "second_order_frames": result.second_order, "recall_cache": result.recall_cache,
-                    "model_trained": result.model_id, "seconds": result.elapsed, "subjects_file": str(path)})
+            result = demo_mod.build_demo(
+                conn,
+                h.store_dir,
+                frames=n,
+                subjects=k,
+                seed=s,
+                on_progress=lambda done, _total: bar.update(task, completed=done),
+            )
+        path = demo_mod.write_subjects_file(h.root / demo_mod.SUBJECTS_FILE, result.subjects, seed=s, tenant=tenant)
+        out.update(
+            {
+                "seed": s,
+                "people": result.people,
+                "subjects": len(result.subjects),
+                "items": result.items,
+                "frames": result.frames,
+                "derived_frames": result.derived,
+                "second_order_frames": result.second_order,
+                "recall_cache": result.recall_cache,
+                "model_trained": result.model_id,
+                "seconds": result.elapsed,
+                "subjects_file": str(path),
+            }
+        )
     conn.close()
     if json_out:
         print_json(out)
@@ -137,8 +170,12 @@ def ingest(
     else:
         console.print(_table("ingest", report.as_dict()))
     if report.held_erased_identity:
-        err_console.print(f"{report.held_erased_identity} item(s) held_erased_identity: their subject's id, "
-                          "email or phone was erased; they were stored nowhere. `erasure suppression check "
-                          "FILE.jsonl` lists their lines; after re-consent, release one with `erasure "
-                          "suppression allow --identity-of FILE.jsonl:LINE --reason ...` and ingest the file "
-                          "again.", markup=False, highlight=False)
+        err_console.print(
+            f"{report.held_erased_identity} item(s) held_erased_identity: their subject's id, "
+            "email or phone was erased; they were stored nowhere. `erasure suppression check "
+            "FILE.jsonl` lists their lines; after re-consent, release one with `erasure "
+            "suppression allow --identity-of FILE.jsonl:LINE --reason ...` and ingest the file "
+            "again.",
+            markup=False,
+            highlight=False,
+        )

@@ -21,9 +21,10 @@ from memory import keyed, suppression
 from memory.items import item_key, parse_line
 from memory.schema import open_store
 
-app = typer.Typer(help="Sticky erasure: list suppressed (source, source_ref) keys and erased identities, "
-                       "allow re-ingest.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Sticky erasure: list suppressed (source, source_ref) keys and erased identities, allow re-ingest.",
+    no_args_is_help=True,
+)
 
 
 def _actor() -> str:
@@ -61,22 +62,38 @@ def list_keys(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     for k in keys:
         t.add_row(str(k.id), k.source, k.source_ref, k.erased_at, k.request_ref or "")
     console.print(t)
-    console.print(f"erased identities: {identities} keyed hash(es) of ids, emails and phones "
-                  "(items that match one are held at ingest)", highlight=False)
+    console.print(
+        f"erased identities: {identities} keyed hash(es) of ids, emails and phones "
+        "(items that match one are held at ingest)",
+        highlight=False,
+    )
 
 
 @app.command()
 def allow(
-    reason: Annotated[str, typer.Option("--reason", help="Why re-ingest is allowed (audited; must not name the "
-                                        "subject nor anyone in the request vault).", show_default=False)],
+    reason: Annotated[
+        str,
+        typer.Option(
+            "--reason",
+            help="Why re-ingest is allowed (audited; must not name the subject nor anyone in the request vault).",
+            show_default=False,
+        ),
+    ],
     source: Annotated[str | None, typer.Argument(help="The item's source.", show_default=False)] = None,
     source_ref: Annotated[str | None, typer.Argument(help="The item's source_ref.", show_default=False)] = None,
-    identity_of: Annotated[str | None, typer.Option(
-        "--identity-of", metavar="FILE.jsonl:LINE",
-        help="Release the erased identity (id, email, phone) that holds the item on this line of an ingest "
-             "file (`erasure ingest` counts such items as held_erased_identity).", show_default=False)] = None,
-    actor: Annotated[str | None, typer.Option("--actor", help="Who allows it (default: login name).",
-                                              show_default=False)] = None,
+    identity_of: Annotated[
+        str | None,
+        typer.Option(
+            "--identity-of",
+            metavar="FILE.jsonl:LINE",
+            help="Release the erased identity (id, email, phone) that holds the item on this line of an ingest "
+            "file (`erasure ingest` counts such items as held_erased_identity).",
+            show_default=False,
+        ),
+    ] = None,
+    actor: Annotated[
+        str | None, typer.Option("--actor", help="Who allows it (default: login name).", show_default=False)
+    ] = None,
     home: HomeOpt = None,
 ) -> None:
     """Re-consent: remove one (source, source_ref) key from the list, or (--identity-of) the erased
@@ -102,8 +119,9 @@ def allow(
 
 @app.command()
 def check(
-    file: Annotated[Path, typer.Argument(help="JSONL file of memory items (as for `erasure ingest`).",
-                                         show_default=False)],
+    file: Annotated[
+        Path, typer.Argument(help="JSONL file of memory items (as for `erasure ingest`).", show_default=False)
+    ],
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -123,8 +141,9 @@ def check(
             if not line.strip():
                 continue
             item = parse_line(line.decode("utf-8", errors="replace"), f"{file}:{lineno}", base)
-            key = item_key(keyed.identity_secret(conn), item.source, item.source_ref, item.subject.id,
-                           item.content, item.item_id)
+            key = item_key(
+                keyed.identity_secret(conn), item.source, item.source_ref, item.subject.id, item.content, item.item_id
+            )
             if suppression.check(conn, item.source, item.source_ref, key) is not suppression.Guard.allowed:
                 rows.append({"line": lineno, "verdict": "skipped_suppressed"})
             elif guard.check(item.subject) is not suppression.Guard.allowed:
@@ -178,5 +197,9 @@ def _allow_identity(h: Home, spec: str, reason: str, actor: str) -> None:
         conn.close()
     console.print(f"allowed: the erased identity ({', '.join(kinds)}) may be ingested again", highlight=False)
     if key_still:
-        console.print("note: that item's (source, source_ref) key is still suppressed; allow it with "
-                      "`erasure suppression allow SOURCE SOURCE_REF`", highlight=False, markup=False)
+        console.print(
+            "note: that item's (source, source_ref) key is still suppressed; allow it with "
+            "`erasure suppression allow SOURCE SOURCE_REF`",
+            highlight=False,
+            markup=False,
+        )

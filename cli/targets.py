@@ -15,12 +15,19 @@ from erasure.errors import ErasureError
 from erasure.targets import REFERENCE, Targets, load_targets
 from erasure.tiers import CASCADE_ORDER
 
-app = typer.Typer(help="The agent memories a request erases from: list them, count a subject in them.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="The agent memories a request erases from: list them, count a subject in them.", no_args_is_help=True
+)
 
-TargetsOpt = Annotated[Path | None, typer.Option(
-    "--targets", envvar="ERASURE_TARGETS", show_default=False,
-    help="targets.toml to use (default: $ERASURE_HOME/targets.toml, else the reference store alone).")]
+TargetsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--targets",
+        envvar="ERASURE_TARGETS",
+        show_default=False,
+        help="targets.toml to use (default: $ERASURE_HOME/targets.toml, else the reference store alone).",
+    ),
+]
 
 
 def targets_for(h: Home, file: Path | None) -> Targets:
@@ -50,11 +57,20 @@ def list_(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt = 
         try:
             tiers, files = _tiers_and_files(t, h)
             missing = [str(f) for f in files if not f.exists()]
-            rows.append({"name": t.name, "kind": t.kind, "tiers": tiers, "reachable": not missing,
-                         "missing": missing, "error": None})
+            rows.append(
+                {
+                    "name": t.name,
+                    "kind": t.kind,
+                    "tiers": tiers,
+                    "reachable": not missing,
+                    "missing": missing,
+                    "error": None,
+                }
+            )
         except ErasureError as exc:
-            rows.append({"name": t.name, "kind": t.kind, "tiers": [], "reachable": False, "missing": [],
-                         "error": str(exc)})
+            rows.append(
+                {"name": t.name, "kind": t.kind, "tiers": [], "reachable": False, "missing": [], "error": str(exc)}
+            )
     _annotate_restored(rows, h, found)  # hook (issue 26): restored stores and what they wait to replay
     if json_out:
         print_json({"tenant": found.tenant, "source": str(found.source) if found.source else None, "targets": rows})

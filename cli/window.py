@@ -48,15 +48,19 @@ def _ids_to_show(h: Home, request_ids: list[str] | None) -> list[str]:
 def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, targets: Any) -> None:
     """Run the erasure-window flow in this process; print per-request outcomes; raise on any failure."""
     if not (h.keys_dir / "engine.pem").exists():
-        raise ConfigError(f"no engine signing key at {h.keys_dir / 'engine.pem'}: "
-                          "run `erasure keys generate --role engine` first")
+        raise ConfigError(
+            f"no engine signing key at {h.keys_dir / 'engine.pem'}: run `erasure keys generate --role engine` first"
+        )
     targets_for(h, targets)
     prefect_api.prepare(h)
     shown = _ids_to_show(h, request_ids)
     from flows.window import erasure_window
 
-    state = run_with_table(lambda: erasure_window(request_ids, return_state=True),
-                           (lambda: progress_table(h, shown)) if not json_out and shown else None, transient=True)
+    state = run_with_table(
+        lambda: erasure_window(request_ids, return_state=True),
+        (lambda: progress_table(h, shown)) if not json_out and shown else None,
+        transient=True,
+    )
     data = state.result(raise_on_failure=False) if state.is_completed() or state.is_failed() else None
     report: dict[str, dict[str, Any]] = (data or {}).get("requests", {}) if isinstance(data, dict) else {}
     results = {rid: Result.from_json(r) for rid, r in report.items()}
@@ -68,10 +72,21 @@ def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, target
             t.add_column(col)
         for rid, r in results.items():
             outcome = r.outcome if r is not None else Outcome.failed
-            style = "dim" if outcome is Outcome.noop else "yellow" if outcome is Outcome.held else \
-                "green" if outcome.settled else "red"
-            t.add_row(rid, f"[{style}]{outcome.value}[/{style}]", (r.detail if r else None) or "",
-                      (r.pack if r else None) or "")
+            style = (
+                "dim"
+                if outcome is Outcome.noop
+                else "yellow"
+                if outcome is Outcome.held
+                else "green"
+                if outcome.settled
+                else "red"
+            )
+            t.add_row(
+                rid,
+                f"[{style}]{outcome.value}[/{style}]",
+                (r.detail if r else None) or "",
+                (r.pack if r else None) or "",
+            )
         console.print(t)
         console.print(f"flow state: {state.name}: {state.message or ''}")
     if not report and not state.is_completed():

@@ -90,8 +90,13 @@ class Backup:
         return f"target:{self.target}:backup:{iso(self.taken_at)}:{digest}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "name": self.name, "taken_at": iso(self.taken_at),
-                "expires_at": iso(self.expires_at), "ref": self.ref}
+        return {
+            "target": self.target,
+            "name": self.name,
+            "taken_at": iso(self.taken_at),
+            "expires_at": iso(self.expires_at),
+            "ref": self.ref,
+        }
 
 
 def iso(t: datetime) -> str:
@@ -138,11 +143,19 @@ def list_backups(target: Target) -> list[Backup]:
         else:
             assert src.command is not None
             try:
-                done = subprocess.run(src.command, capture_output=True, text=True, timeout=LIST_TIMEOUT,
-                                      check=True, cwd=target.base_dir, stdin=subprocess.DEVNULL)
+                done = subprocess.run(
+                    src.command,
+                    capture_output=True,
+                    text=True,
+                    timeout=LIST_TIMEOUT,
+                    check=True,
+                    cwd=target.base_dir,
+                    stdin=subprocess.DEVNULL,
+                )
             except (OSError, subprocess.SubprocessError) as exc:
-                raise ConfigError(f"targets: target {target.name!r}: the backup listing command failed: "
-                                  f"{type(exc).__name__}") from exc
+                raise ConfigError(
+                    f"targets: target {target.name!r}: the backup listing command failed: {type(exc).__name__}"
+                ) from exc
             for line in done.stdout.splitlines():
                 if not line.strip():
                     continue
@@ -150,8 +163,10 @@ def list_backups(target: Target) -> list[Backup]:
                 try:
                     taken = _parse_time(when)
                 except ValueError as exc:
-                    raise ConfigError(f"targets: target {target.name!r}: the backup listing command printed a "
-                                      "line that does not start with an ISO-8601 time") from exc
+                    raise ConfigError(
+                        f"targets: target {target.name!r}: the backup listing command printed a "
+                        "line that does not start with an ISO-8601 time"
+                    ) from exc
                 out.append(Backup(target.name, name.strip() or when, taken, taken + keep))
     return sorted(out, key=lambda b: (b.taken_at, b.name))
 

@@ -224,8 +224,9 @@ def _extension(events: Iterable[ClockEvent]) -> ClockEvent | None:
     return next((ev for ev in sorted(events, key=lambda e: e.at) if ev.kind == "extend"), None)
 
 
-def effective_deadline(basis: LegalBasis, received_at: datetime, clock_events: Iterable[ClockEvent], *,
-                       now: datetime, policy: ClockPolicy) -> Deadline:
+def effective_deadline(
+    basis: LegalBasis, received_at: datetime, clock_events: Iterable[ClockEvent], *, now: datetime, policy: ClockPolicy
+) -> Deadline:
     """The deadline at `now`: the legal deadline, or the extended one after an extension (to its
     `until` day when given, capped at the legal maximum), moved by the whole paused time."""
     events = list(clock_events)
@@ -240,12 +241,23 @@ def effective_deadline(basis: LegalBasis, received_at: datetime, clock_events: I
     deadline = base + shift
     tz = policy.tz
     days_left = (deadline.astimezone(tz).date() - now.astimezone(tz).date()).days
-    return Deadline(deadline=deadline, target=deadline - timedelta(days=policy.target_days_before),
-                    paused=paused, extended=ext is not None, days_left=days_left)
+    return Deadline(
+        deadline=deadline,
+        target=deadline - timedelta(days=policy.target_days_before),
+        paused=paused,
+        extended=ext is not None,
+        days_left=days_left,
+    )
 
 
-def check_clock_event(basis: LegalBasis, received_at: datetime, clock_events: Iterable[ClockEvent],
-                      new: ClockEvent, *, policy: ClockPolicy) -> None:
+def check_clock_event(
+    basis: LegalBasis,
+    received_at: datetime,
+    clock_events: Iterable[ClockEvent],
+    new: ClockEvent,
+    *,
+    policy: ClockPolicy,
+) -> None:
     """Refuse a clock event that the law or the recorded history does not allow.
 
     `InputError`: an event dated before the last recorded one, an extension the law
@@ -271,7 +283,9 @@ def check_clock_event(basis: LegalBasis, received_at: datetime, clock_events: It
     if new.until is not None:
         until_end = end_of_day(new.until, policy)
         if until_end > maximum:
-            raise InputError(f"extend: {new.until.isoformat()} is past the legal maximum "
-                             f"({maximum.astimezone(policy.tz).date().isoformat()})")
+            raise InputError(
+                f"extend: {new.until.isoformat()} is past the legal maximum "
+                f"({maximum.astimezone(policy.tz).date().isoformat()})"
+            )
         if until_end <= legal_deadline(basis, received_at, policy=policy):
             raise InputError("extend: the new date is not after the original deadline")

@@ -22,8 +22,9 @@ class Home:
     evidence_root: Path
 
     @classmethod
-    def resolve(cls, home: str | os.PathLike[str] | None = None,
-                evidence: str | os.PathLike[str] | None = None) -> Home:
+    def resolve(
+        cls, home: str | os.PathLike[str] | None = None, evidence: str | os.PathLike[str] | None = None
+    ) -> Home:
         """The home named by the argument, else `$ERASURE_HOME`, else `.erasure/` in the project."""
         root = Path(home or os.environ.get("ERASURE_HOME") or PROJECT_ROOT / ".erasure")
         ev = Path(evidence or os.environ.get("ERASURE_EVIDENCE") or PROJECT_ROOT / "evidence")
@@ -82,8 +83,15 @@ class Home:
         private_umask()
         try:
             private_dirs(self.root)
-            for d in (self.store_dir, self.engine_dir, self.keys_dir, self.outbox_dir, self.inbox_dir,
-                      self.services_dir, self.prefect_home):
+            for d in (
+                self.store_dir,
+                self.engine_dir,
+                self.keys_dir,
+                self.outbox_dir,
+                self.inbox_dir,
+                self.services_dir,
+                self.prefect_home,
+            ):
                 private_dirs(d)
                 tighten(d)
                 if not d.is_dir():

@@ -222,8 +222,7 @@ def _open(path: Path) -> EngineConnection:
     assert isinstance(conn, EngineConnection)
     with transaction(conn):
         conn.execute(ENGINE_SCHEMA)
-        conn.execute("INSERT OR IGNORE INTO engine_meta(key, value) VALUES ('engine_id', ?)",
-                      (secrets.token_hex(16),))
+        conn.execute("INSERT OR IGNORE INTO engine_meta(key, value) VALUES ('engine_id', ?)", (secrets.token_hex(16),))
     return conn
 
 

@@ -68,6 +68,7 @@ def raise_to(conn: apsw.Connection, epoch: int, marker: str) -> int:
     """Bring the epoch up to at least `epoch` (a replay that re-applied the ledger up to it)."""
     ensure(conn)
     if current(conn) < epoch:
-        conn.execute("INSERT OR REPLACE INTO erasure_epoch(request_id, epoch, at) VALUES (?, ?, ?)",
-                     (marker, epoch, _now()))
+        conn.execute(
+            "INSERT OR REPLACE INTO erasure_epoch(request_id, epoch, at) VALUES (?, ?, ?)", (marker, epoch, _now())
+        )
     return current(conn)

@@ -101,8 +101,10 @@ def open_private(path: Path) -> int:
 
 
 def _refused(kind: str) -> StoreError:
-    return StoreError(f"the store has a {kind} that leads outside its folder: refused, nothing was deleted "
-                      "(its rows were tampered with, or written by another program)")
+    return StoreError(
+        f"the store has a {kind} that leads outside its folder: refused, nothing was deleted "
+        "(its rows were tampered with, or written by another program)"
+    )
 
 
 def check_relative(relative: str, kind: str) -> None:

@@ -26,13 +26,93 @@ from erasure.subject import Subject
 
 MIN_MATCH_CHARS = 4
 """An identifier shorter than this is matched only where it stands as a whole token."""
-_COUNTRY_CODES = ("1", "7", "20", "27", "30", "31", "32", "33", "34", "36", "39", "40", "41", "43", "44",
-                  "45", "46", "47", "48", "49", "51", "52", "53", "54", "55", "56", "57", "58", "60", "61",
-                  "62", "63", "64", "65", "66", "81", "82", "84", "86", "90", "91", "92", "93", "94", "95",
-                  "98", "211", "212", "213", "216", "218", "220", "221", "233", "234", "254", "255", "256",
-                  "260", "263", "264", "267", "351", "352", "353", "354", "358", "359", "370", "371", "372",
-                  "380", "381", "385", "386", "420", "421", "852", "880", "886", "961", "962", "966", "971",
-                  "972")
+_COUNTRY_CODES = (
+    "1",
+    "7",
+    "20",
+    "27",
+    "30",
+    "31",
+    "32",
+    "33",
+    "34",
+    "36",
+    "39",
+    "40",
+    "41",
+    "43",
+    "44",
+    "45",
+    "46",
+    "47",
+    "48",
+    "49",
+    "51",
+    "52",
+    "53",
+    "54",
+    "55",
+    "56",
+    "57",
+    "58",
+    "60",
+    "61",
+    "62",
+    "63",
+    "64",
+    "65",
+    "66",
+    "81",
+    "82",
+    "84",
+    "86",
+    "90",
+    "91",
+    "92",
+    "93",
+    "94",
+    "95",
+    "98",
+    "211",
+    "212",
+    "213",
+    "216",
+    "218",
+    "220",
+    "221",
+    "233",
+    "234",
+    "254",
+    "255",
+    "256",
+    "260",
+    "263",
+    "264",
+    "267",
+    "351",
+    "352",
+    "353",
+    "354",
+    "358",
+    "359",
+    "370",
+    "371",
+    "372",
+    "380",
+    "381",
+    "385",
+    "386",
+    "420",
+    "421",
+    "852",
+    "880",
+    "886",
+    "961",
+    "962",
+    "966",
+    "971",
+    "972",
+)
 
 
 def fold(text: str) -> str:
@@ -76,15 +156,16 @@ class Identity:
 
     @classmethod
     def of(cls, subject: Subject) -> Identity:
-        return cls(ids=(fold(subject.id),),
-                   emails=(normal_email(subject.email),) if subject.email else (),
-                   names=(fold(subject.name),) if subject.name else (),
-                   phones=(phone_digits(subject.phone),) if subject.phone and phone_digits(subject.phone) else ())
+        return cls(
+            ids=(fold(subject.id),),
+            emails=(normal_email(subject.email),) if subject.email else (),
+            names=(fold(subject.name),) if subject.name else (),
+            phones=(phone_digits(subject.phone),) if subject.phone and phone_digits(subject.phone) else (),
+        )
 
     def items(self) -> Iterator[tuple[str, str]]:
         """(kind, normal form) of every identifier: kinds id, email, name, phone."""
-        for kind, values in (("id", self.ids), ("email", self.emails), ("name", self.names),
-                             ("phone", self.phones)):
+        for kind, values in (("id", self.ids), ("email", self.emails), ("name", self.names), ("phone", self.phones)):
             for v in values:
                 yield kind, v
 
@@ -101,8 +182,9 @@ class Identity:
     @cached_property
     def spellings(self) -> Spellings:
         """The matchers of every spelling of every identifier (`erasure.spellings`)."""
-        return Spellings(ids=self.ids, emails=self.emails, names=self.names, phones=self.phones,
-                         country_codes=_COUNTRY_CODES)
+        return Spellings(
+            ids=self.ids, emails=self.emails, names=self.names, phones=self.phones, country_codes=_COUNTRY_CODES
+        )
 
     def hits(self, text: str) -> list[Hit]:
         """Every spelling of an identifier found in `text` (`Spellings.hits`), with its kind and span."""
@@ -119,7 +201,7 @@ class Identity:
             return None
         first = hits[0]
         mailboxes = {e.rpartition("@")[0].split("+", 1)[0] for e in self.emails}
-        if first.kind == "name" and text[first.start:first.end] in mailboxes:
+        if first.kind == "name" and text[first.start : first.end] in mailboxes:
             return "email"  # `annabel.quist` as the mailbox is written spells the name too: say the stronger
         return first.kind
 
@@ -131,8 +213,10 @@ class Identity:
 
     def salted_hashes(self, salt: bytes) -> list[tuple[str, str]]:
         """(kind, HMAC-SHA256(salt, kind:normal form) hex) for sticky erasure by identity."""
-        return [(kind, hmac.new(salt, f"{kind}:{value}".encode(), hashlib.sha256).hexdigest())
-                for kind, value in self.items()]
+        return [
+            (kind, hmac.new(salt, f"{kind}:{value}".encode(), hashlib.sha256).hexdigest())
+            for kind, value in self.items()
+        ]
 
 
 def salted_hash(salt: bytes, kind: str, value: str) -> str:

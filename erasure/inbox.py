@@ -47,8 +47,10 @@ _HEADER = len(MAGIC) + 8
 _NONCE = 12
 
 HomeLike = Home | str | os.PathLike[str]
-REFUSED = ("inbox: an entry that is not a regular file of its own (a symlink, a hard link, a folder, a FIFO "
-           "or a device) was refused and left alone")
+REFUSED = (
+    "inbox: an entry that is not a regular file of its own (a symlink, a hard link, a folder, a FIFO "
+    "or a device) was refused and left alone"
+)
 
 log = logging.getLogger(__name__)
 
@@ -177,11 +179,12 @@ def _seal(key: bytes, data: bytes, at: datetime) -> bytes:
 def _rejected_at(blob: bytes) -> datetime | None:
     if len(blob) < _HEADER + _NONCE or not blob.startswith(MAGIC):
         return None
-    return datetime.fromtimestamp(int.from_bytes(blob[len(MAGIC):_HEADER], "big", signed=True), UTC)
+    return datetime.fromtimestamp(int.from_bytes(blob[len(MAGIC) : _HEADER], "big", signed=True), UTC)
 
 
-def keep_rejected(home: HomeLike, data: bytes, message: str, *, name: str | None = None,
-                  now: datetime | None = None) -> str:
+def keep_rejected(
+    home: HomeLike, data: bytes, message: str, *, name: str | None = None, now: datetime | None = None
+) -> str:
     """Keep a rejected envelope's bytes encrypted under a random name, with its one-line error beside
     it; returns the name. The caller removes the original file (`shred`)."""
     name = name or new_name()
@@ -207,7 +210,7 @@ def read_rejected(home: HomeLike, path: Path) -> bytes:
     if key is None:
         raise ConfigError(f"{key_path(home)} is missing: rejected envelopes cannot be read")
     try:
-        return AESGCM(key).decrypt(blob[_HEADER:_HEADER + _NONCE], blob[_HEADER + _NONCE:], blob[:_HEADER])
+        return AESGCM(key).decrypt(blob[_HEADER : _HEADER + _NONCE], blob[_HEADER + _NONCE :], blob[:_HEADER])
     except InvalidTag:
         raise ValueError(f"{path.name}: does not decrypt with the inbox key") from None
 

@@ -129,21 +129,33 @@ def ledger_path(home: Home) -> Path:
     return home.root / LEDGER_DIR / LEDGER_DB
 
 
-def record(conn: apsw.Connection, *, target: str, request_id: str, epoch: int, legal_basis: str,
-           hashes: Iterable[tuple[str, str]], sticky: dict[str, Any] | None = None, at: str | None = None) -> int:
+def record(
+    conn: apsw.Connection,
+    *,
+    target: str,
+    request_id: str,
+    epoch: int,
+    legal_basis: str,
+    hashes: Iterable[tuple[str, str]],
+    sticky: dict[str, Any] | None = None,
+    at: str | None = None,
+) -> int:
     """Record a completed erasure on one target; idempotent per (target, request). Returns its seq."""
     with transaction(conn):
-        row = conn.execute("SELECT seq FROM entries WHERE target = ? AND request_id = ?",
-                           (target, request_id)).fetchone()
+        row = conn.execute(
+            "SELECT seq FROM entries WHERE target = ? AND request_id = ?", (target, request_id)
+        ).fetchone()
         if row is not None:
             seq = int(row[0])
         else:
-            conn.execute("INSERT INTO entries(target, request_id, at, epoch, legal_basis, sticky) VALUES (?,?,?,?,?,?)",
-                         (target, request_id, at or _now(), epoch, legal_basis,
-                          json.dumps(sticky or {}, sort_keys=True)))
+            conn.execute(
+                "INSERT INTO entries(target, request_id, at, epoch, legal_basis, sticky) VALUES (?,?,?,?,?,?)",
+                (target, request_id, at or _now(), epoch, legal_basis, json.dumps(sticky or {}, sort_keys=True)),
+            )
             seq = int(conn.last_insert_rowid())
-        conn.executemany("INSERT OR IGNORE INTO entry_hashes(seq, kind, digest) VALUES (?, ?, ?)",
-                         [(seq, k, d) for k, d in hashes])
+        conn.executemany(
+            "INSERT OR IGNORE INTO entry_hashes(seq, kind, digest) VALUES (?, ?, ?)", [(seq, k, d) for k, d in hashes]
+        )
     return seq
 
 
@@ -153,8 +165,18 @@ def _load(conn: apsw.Connection, rows: list[tuple[Any, ...]]) -> list[Entry]:
         hashes: dict[str, set[str]] = {}
         for kind, digest in conn.execute("SELECT kind, digest FROM entry_hashes WHERE seq = ?", (seq,)):
             hashes.setdefault(str(kind), set()).add(str(digest))
-        out.append(Entry(int(seq), str(target), str(rid), str(at), int(epoch), str(basis), json.loads(sticky),
-                         {k: frozenset(v) for k, v in hashes.items()}))
+        out.append(
+            Entry(
+                int(seq),
+                str(target),
+                str(rid),
+                str(at),
+                int(epoch),
+                str(basis),
+                json.loads(sticky),
+                {k: frozenset(v) for k, v in hashes.items()},
+            )
+        )
     return out
 
 
@@ -176,8 +198,10 @@ def entries(conn: apsw.Connection, target: str | None = None, *, after_epoch: in
 
 def entries_of_request(conn: apsw.Connection, request_id: str) -> list[Entry]:
     """Every target's entry of one request."""
-    return _load(conn, conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE request_id = ? ORDER BY target",
-                                    (request_id,)).fetchall())
+    return _load(
+        conn,
+        conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE request_id = ? ORDER BY target", (request_id,)).fetchall(),
+    )
 
 
 def last_epoch(conn: apsw.Connection, target: str) -> int:
@@ -189,8 +213,10 @@ def last_epoch(conn: apsw.Connection, target: str) -> int:
 def start_replay(conn: apsw.Connection, replay_id: str, entry: Entry) -> None:
     """Register `replay_id` as the replay of `entry` (it may then run on a restored store)."""
     with transaction(conn):
-        conn.execute("INSERT OR IGNORE INTO replays(replay_id, seq, target, started_at) VALUES (?, ?, ?, ?)",
-                     (replay_id, entry.seq, entry.target, _now()))
+        conn.execute(
+            "INSERT OR IGNORE INTO replays(replay_id, seq, target, started_at) VALUES (?, ?, ?, ?)",
+            (replay_id, entry.seq, entry.target, _now()),
+        )
 
 
 def end_replay(conn: apsw.Connection, replay_id: str, outcome: str) -> None:
@@ -205,8 +231,10 @@ def is_replay(conn: apsw.Connection, request_id: str) -> bool:
 
 def replays(conn: apsw.Connection, target: str | None = None) -> list[dict[str, Any]]:
     """Every replay (of one target): its id, the original request, times, outcome."""
-    sql = ("SELECT r.replay_id, e.request_id, r.target, r.started_at, r.ended_at, r.outcome FROM replays r "
-           "JOIN entries e ON e.seq = r.seq")
+    sql = (
+        "SELECT r.replay_id, e.request_id, r.target, r.started_at, r.ended_at, r.outcome FROM replays r "
+        "JOIN entries e ON e.seq = r.seq"
+    )
     params: tuple[str, ...] = ()
     if target is not None:
         sql += " WHERE r.target = ?"

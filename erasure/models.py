@@ -48,8 +48,7 @@ MIN_RECEIVED_AT = datetime(2000, 1, 1, tzinfo=UTC)
 of year 1 or 9999 would overflow the calendar)."""
 
 MAX_ENVELOPE_BYTES = 1_000_000
-_TOKEN_RULE = (f"must be 1-{REQUEST_ID_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with a letter"
-               " or digit")
+_TOKEN_RULE = f"must be 1-{REQUEST_ID_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with a letter or digit"
 _MIN_TOKEN = 3  # name tokens and email local parts shorter than this would refuse most texts
 REQUEST_ID_FIELD = "request_id"
 
@@ -184,8 +183,9 @@ def refuse_if_mentions_anyone(field: str, text: str, subjects: Iterable[Subject]
     for subject in subjects:
         kind = mentions_subject(text, subject, strict=strict, partial=False)
         if kind is not None:
-            raise InputError(f"{field}: must not contain a data subject's identifiers "
-                             f"(found the {kind} of a subject in the vault)")
+            raise InputError(
+                f"{field}: must not contain a data subject's identifiers (found the {kind} of a subject in the vault)"
+            )
 
 
 class ErasureRequestEnvelope(BaseModel):
@@ -260,8 +260,9 @@ class ErasureRequestEnvelope(BaseModel):
         # audit entries, all of which outlive the subject: it must not hold any part of their identity
         kind = mentions_subject(self.request_id, self.subject, strict=True)
         if kind is not None:
-            raise ValueError(f"{REQUEST_ID_FIELD}: must not contain the subject's identifiers "
-                             f"(found the subject's {kind})")
+            raise ValueError(
+                f"{REQUEST_ID_FIELD}: must not contain the subject's identifiers (found the subject's {kind})"
+            )
         return self
 
     def canonical_dict(self) -> dict[str, Any]:
@@ -339,8 +340,9 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in JSON")
 
 
-def parse_envelope(data: str | bytes, *, source: str = "envelope",
-                   now: datetime | None = None) -> ErasureRequestEnvelope:
+def parse_envelope(
+    data: str | bytes, *, source: str = "envelope", now: datetime | None = None
+) -> ErasureRequestEnvelope:
     """Parse and validate envelope JSON. Raises `InputError` with one line "SOURCE: field: what is
     wrong" (malformed JSON: "SOURCE: line L column C: ..."); the message never quotes a value."""
     if len(data) > MAX_ENVELOPE_BYTES:

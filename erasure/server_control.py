@@ -90,8 +90,7 @@ class Window:
         """For a step record: counts and seconds only."""
         if self.control is None:
             return {}
-        out: dict[str, float | int] = {"unavailable_seconds": self.seconds,
-                                       "server_restarted": int(self.restarted)}
+        out: dict[str, float | int] = {"unavailable_seconds": self.seconds, "server_restarted": int(self.restarted)}
         if not self.control.managed:
             out["server_left_stopped"] = 1
         if self.start_error is not None:
@@ -143,8 +142,15 @@ def run_command(argv: tuple[str, ...], timeout: float) -> int:
     """Run one argv (no shell, stdio to /dev/null, its own session); its exit status (-1: timed out,
     -2: could not be run)."""
     try:
-        done = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=timeout, check=False, start_new_session=True)
+        done = subprocess.run(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+            start_new_session=True,
+        )
     except subprocess.TimeoutExpired:
         return -1
     except OSError:
@@ -178,13 +184,19 @@ def stop(c: ServerControl, what: str) -> float:
         if code != 0 or time.monotonic() >= deadline:
             break
         time.sleep(POLL)
-    how = (f"its stop command {_status(code)}" if code != 0 else
-           f"it still answers {c.stop_wait_seconds:g} s after its stop command" if c.managed else
-           f"it still answers after {c.stop_wait_seconds:g} s (stop it, or give `stop` and `start` commands)")
+    how = (
+        f"its stop command {_status(code)}"
+        if code != 0
+        else f"it still answers {c.stop_wait_seconds:g} s after its stop command"
+        if c.managed
+        else f"it still answers after {c.stop_wait_seconds:g} s (stop it, or give `stop` and `start` commands)"
+    )
     if c.stopped_check and code == 0 and not answers(c.url):
         how = f"its stopped_check did not exit 0 within {c.stop_wait_seconds:g} s"
-    raise ServerNotStopped(f"target {c.target}: the server at {c.url} was not stopped ({how}): nothing of "
-                           f"its folder was touched; {what} did not run")
+    raise ServerNotStopped(
+        f"target {c.target}: the server at {c.url} was not stopped ({how}): nothing of "
+        f"its folder was touched; {what} did not run"
+    )
 
 
 def _start(c: ServerControl, w: Window, what: str) -> None:
@@ -199,10 +211,15 @@ def _start(c: ServerControl, w: Window, what: str) -> None:
     if code == 0:
         w.restarted = True
         return
-    how = (f"its heartbeat did not answer within {c.start_wait_seconds:g} s of its start command" if code == -3
-           else f"its start command {_status(code)}")
-    w.start_error = (f"target {c.target}: {what} is done, but the server at {c.url} did not start again "
-                     f"({how}): the server is down; start it, then rerun the request")
+    how = (
+        f"its heartbeat did not answer within {c.start_wait_seconds:g} s of its start command"
+        if code == -3
+        else f"its start command {_status(code)}"
+    )
+    w.start_error = (
+        f"target {c.target}: {what} is done, but the server at {c.url} did not start again "
+        f"({how}): the server is down; start it, then rerun the request"
+    )
 
 
 @contextmanager
@@ -222,8 +239,7 @@ def quiesced(c: ServerControl | None, what: str) -> Iterator[Window]:
         if c.managed:
             _start(c, w, what)
             if w.start_error is not None:
-                raise ServerNotStarted(f"{w.start_error} (and {what} did not finish: {type(exc).__name__})"
-                                       ) from exc
+                raise ServerNotStarted(f"{w.start_error} (and {what} did not finish: {type(exc).__name__})") from exc
         raise
     if c.managed:
         _start(c, w, what)

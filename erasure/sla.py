@@ -28,8 +28,18 @@ from erasure.states import OPEN_STATES, RequestState
 DEFAULT_AT_RISK_DAYS = 7
 """A request is at risk when this many calendar days or fewer are left before its deadline."""
 
-COLUMNS = ("request_id", "legal_basis", "state", "deadline", "target", "days_left", "extended", "paused",
-           "at_risk", "breached")
+COLUMNS = (
+    "request_id",
+    "legal_basis",
+    "state",
+    "deadline",
+    "target",
+    "days_left",
+    "extended",
+    "paused",
+    "at_risk",
+    "breached",
+)
 """The columns every SLA view shows, in this order."""
 
 
@@ -57,10 +67,18 @@ class SlaRow:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (the `COLUMNS` first): enums as their values, datetimes as ISO 8601 UTC with a 'Z'."""
         return {
-            "request_id": self.request_id, "legal_basis": self.legal_basis.value, "state": self.state.value,
-            "deadline": iso_utc(self.deadline), "target": iso_utc(self.target), "days_left": self.days_left,
-            "extended": self.extended, "paused": self.paused, "at_risk": self.at_risk, "breached": self.breached,
-            "seconds_left": round(self.seconds_left, 3), "past_target": self.past_target,
+            "request_id": self.request_id,
+            "legal_basis": self.legal_basis.value,
+            "state": self.state.value,
+            "deadline": iso_utc(self.deadline),
+            "target": iso_utc(self.target),
+            "days_left": self.days_left,
+            "extended": self.extended,
+            "paused": self.paused,
+            "at_risk": self.at_risk,
+            "breached": self.breached,
+            "seconds_left": round(self.seconds_left, 3),
+            "past_target": self.past_target,
         }
 
 
@@ -70,9 +88,14 @@ def _aware(now: datetime) -> datetime:
     return now
 
 
-def sla_rows(conn: apsw.Connection, *, now: datetime, policy: ClockPolicy | None = None,
-             at_risk_days: int = DEFAULT_AT_RISK_DAYS,
-             legal_bases: Iterable[LegalBasis | str] | None = None) -> list[SlaRow]:
+def sla_rows(
+    conn: apsw.Connection,
+    *,
+    now: datetime,
+    policy: ClockPolicy | None = None,
+    at_risk_days: int = DEFAULT_AT_RISK_DAYS,
+    legal_bases: Iterable[LegalBasis | str] | None = None,
+) -> list[SlaRow]:
     """The SLA table at `now`: one row per open request (optionally only for `legal_bases`), soonest
     deadline first. `InputError` if `at_risk_days` is negative."""
     now = _aware(now)
@@ -86,12 +109,21 @@ def sla_rows(conn: apsw.Connection, *, now: datetime, policy: ClockPolicy | None
             continue
         clock = requests.deadline_of(conn, row.request_id, now=now, policy=policy)
         breached = clock.overdue(now)
-        out.append(SlaRow(
-            request_id=row.request_id, legal_basis=row.legal_basis, state=row.state, deadline=clock.deadline,
-            target=clock.target, days_left=clock.days_left,
-            seconds_left=(clock.deadline - now).total_seconds(), extended=clock.extended, paused=clock.paused,
-            at_risk=not breached and clock.days_left <= at_risk_days, breached=breached,
-        ))
+        out.append(
+            SlaRow(
+                request_id=row.request_id,
+                legal_basis=row.legal_basis,
+                state=row.state,
+                deadline=clock.deadline,
+                target=clock.target,
+                days_left=clock.days_left,
+                seconds_left=(clock.deadline - now).total_seconds(),
+                extended=clock.extended,
+                paused=clock.paused,
+                at_risk=not breached and clock.days_left <= at_risk_days,
+                breached=breached,
+            )
+        )
     # The stored deadline of a paused request lags its effective one: sort on what was computed.
     out.sort(key=lambda r: (r.deadline, r.request_id))
     return out
@@ -118,9 +150,13 @@ class SlaSummary:
 
 def summarise(rows: Sequence[SlaRow]) -> SlaSummary:
     """Totals of the rows' flags."""
-    return SlaSummary(open=len(rows), at_risk=sum(r.at_risk for r in rows),
-                      breached=sum(r.breached for r in rows), paused=sum(r.paused for r in rows),
-                      extended=sum(r.extended for r in rows))
+    return SlaSummary(
+        open=len(rows),
+        at_risk=sum(r.at_risk for r in rows),
+        breached=sum(r.breached for r in rows),
+        paused=sum(r.paused for r in rows),
+        extended=sum(r.extended for r in rows),
+    )
 
 
 def _flag(row: SlaRow) -> str:
@@ -144,10 +180,14 @@ def to_markdown(rows: Sequence[SlaRow], *, now: datetime, at_risk_days: int = DE
     if not rows:
         lines.append("No open requests.")
         return "\n".join(lines) + "\n"
-    lines += ["| request | basis | state | deadline (UTC) | days left | extended | paused | status |",
-              "| --- | --- | --- | --- | ---: | --- | --- | --- |"]
+    lines += [
+        "| request | basis | state | deadline (UTC) | days left | extended | paused | status |",
+        "| --- | --- | --- | --- | ---: | --- | --- | --- |",
+    ]
     for r in rows:
-        lines.append(f"| `{r.request_id}` | {r.legal_basis.value} | {r.state.value} | "
-                     f"{iso_utc(r.deadline)[:16].replace('T', ' ')} | {r.days_left} | "
-                     f"{'yes' if r.extended else 'no'} | {'yes' if r.paused else 'no'} | {_flag(r)} |")
+        lines.append(
+            f"| `{r.request_id}` | {r.legal_basis.value} | {r.state.value} | "
+            f"{iso_utc(r.deadline)[:16].replace('T', ' ')} | {r.days_left} | "
+            f"{'yes' if r.extended else 'no'} | {'yes' if r.paused else 'no'} | {_flag(r)} |"
+        )
     return "\n".join(lines) + "\n"

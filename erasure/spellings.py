@@ -41,8 +41,10 @@ DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u058a\u05be\u1806\u2053\u2e
 _DASH_MAP = dict.fromkeys(map(ord, DASHES), "-")
 _TRANSLIT = {"ø": ("o", "oe"), "ł": ("l",), "đ": ("d",), "æ": ("ae",), "œ": ("oe",), "þ": ("th",), "ð": ("d",)}
 _UMLAUTS = {"ä": "ae", "ö": "oe", "ü": "ue"}
-ESCAPE_PATTERN = (r"%[0-9A-Fa-f]{2}|=\r?\n|=[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|\\[nrtbf/\"'\\]"
-                  r"|&#[0-9]{1,7};|&#[xX][0-9A-Fa-f]{1,6};|&[A-Za-z][A-Za-z0-9]{1,31};")
+ESCAPE_PATTERN = (
+    r"%[0-9A-Fa-f]{2}|=\r?\n|=[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|\\[nrtbf/\"'\\]"
+    r"|&#[0-9]{1,7};|&#[xX][0-9A-Fa-f]{1,6};|&[A-Za-z][A-Za-z0-9]{1,31};"
+)
 _ESCAPE = re.compile(ESCAPE_PATTERN)
 """One escape as software writes text (see the module docstring)."""
 _SPACES = re.compile(r"\s+")
@@ -88,7 +90,7 @@ class View:
             low = text.lower()
             at = 0
             for m in _SPACES.finditer(low):
-                out += [low[at:m.start()], " "]
+                out += [low[at : m.start()], " "]
                 starts += [*range(at, m.start()), m.start()]
                 ends += [*range(at + 1, m.start() + 1), m.end()]
                 at = m.end()
@@ -140,7 +142,7 @@ def _utf8_run(data: list[tuple[int, int, int]], out: list[str], spans: list[tupl
     while k < len(data):
         lead = data[k][0]
         size = 1 if lead < 0x80 else 2 if lead >> 5 == 6 else 3 if lead >> 4 == 14 else 4 if lead >> 3 == 30 else 0
-        chunk = data[k:k + size] if size else []
+        chunk = data[k : k + size] if size else []
         try:
             ch = bytes(b for b, _, _ in chunk).decode("utf-8") if len(chunk) == size and size else ""
         except UnicodeDecodeError:
@@ -188,7 +190,7 @@ def decode_escapes(text: str) -> tuple[str, list[tuple[int, int]]] | None:
     for m in found:
         if m.start() != at:
             flush()
-            out.extend(text[at:m.start()])
+            out.extend(text[at : m.start()])
             spans.extend((p, p + 1) for p in range(at, m.start()))
         esc = m.group(0)
         if esc[0] in "%=" and len(esc) == 3 and esc[1] not in "\r\n":
@@ -251,7 +253,7 @@ def base64_views(text: str) -> Iterable[tuple[int, int, bytes]]:
         alt = b"-_" if ("-" in run or "_" in run) else b"+/"
         for off in range(4):
             body = run[off:]
-            body = body[:len(body) - 1] if len(body) % 4 == 1 else body
+            body = body[: len(body) - 1] if len(body) % 4 == 1 else body
             if len(body) < 16:
                 continue
             try:
@@ -263,6 +265,7 @@ def base64_views(text: str) -> Iterable[tuple[int, int, bytes]]:
 
 def token_variants(token: str) -> set[str]:
     """A canonical name token's transliterations: diacritics stripped, umlauts spelt out or contracted."""
+
     def strip(t: str) -> str:
         t = "".join(c for c in unicodedata.normalize("NFD", t) if not unicodedata.combining(c))
         for src, dst in _TRANSLIT.items():
@@ -279,8 +282,15 @@ def token_variants(token: str) -> set[str]:
             t = t.replace(dst, src)
         return t
 
-    out = {token, strip(token), expand(token), strip(expand(token)), contract(token), strip(contract(token)),
-           expand(contract(token))}
+    out = {
+        token,
+        strip(token),
+        expand(token),
+        strip(expand(token)),
+        contract(token),
+        strip(contract(token)),
+        expand(contract(token)),
+    }
     return {v for v in out if v}
 
 
@@ -345,8 +355,10 @@ class Spellings:
         tokens = [t for t in re.split(r"[\s,]+", canonical(name)) if t]
         if not tokens:
             return None
-        alts = ["(?:" + "|".join(re.escape(v) for v in sorted(token_variants(t), key=lambda s: (-len(s), s))) + ")"
-                for t in tokens]
+        alts = [
+            "(?:" + "|".join(re.escape(v) for v in sorted(token_variants(t), key=lambda s: (-len(s), s))) + ")"
+            for t in tokens
+        ]
         orders = itertools.permutations(alts) if len(alts) <= 4 else [alts, [alts[-1], *alts[:-1]]]
         return "|".join(_B + _NAME_SEP.join(o) + _E for o in orders)
 
@@ -395,7 +407,7 @@ class Spellings:
         for h in self.hits(text):
             if not h.inline or h in kept:
                 continue
-            out += [text[at:h.start], placeholder]
+            out += [text[at : h.start], placeholder]
             at = h.end
             n += 1
         return ("".join(out) + text[at:], n) if n else (text, 0)

@@ -42,9 +42,7 @@ def _vec0_path() -> str:
 def _check_features(conn: apsw.Connection) -> None:
     version = tuple(int(p) for p in apsw.sqlite_lib_version().split("."))
     if version < MIN_SQLITE:
-        raise ConfigError(
-            f"SQLite {apsw.sqlite_lib_version()} is too old: FTS5 secure-delete needs 3.44 or newer"
-        )
+        raise ConfigError(f"SQLite {apsw.sqlite_lib_version()} is too old: FTS5 secure-delete needs 3.44 or newer")
     options = {row[0] for row in conn.execute("PRAGMA compile_options")}
     if "ENABLE_FTS5" not in options:
         raise ConfigError("this SQLite build has no FTS5")
@@ -53,8 +51,13 @@ def _check_features(conn: apsw.Connection) -> None:
         raise ConfigError("this SQLite build refuses PRAGMA secure_delete=ON")
 
 
-def connect(path: str | Path, *, readonly: bool = False, journal_mode: JournalMode | None = None,
-            factory: type[apsw.Connection] = apsw.Connection) -> apsw.Connection:
+def connect(
+    path: str | Path,
+    *,
+    readonly: bool = False,
+    journal_mode: JournalMode | None = None,
+    factory: type[apsw.Connection] = apsw.Connection,
+) -> apsw.Connection:
     """Open `path` with the project's settings and sqlite-vec loaded.
 
     `readonly=True` opens a `file:...?mode=ro` URI (the probes' handles): nothing can be written

@@ -33,7 +33,9 @@ _TOML_TOKEN = re.compile(
     r'|"(?:[^"\\\n]++|\\.)*+"'
     r"|'[^'\n]*+'"
     r"|#[^\n]*+"
-    r"|[\[\]{}.=,\n]", re.DOTALL)
+    r"|[\[\]{}.=,\n]",
+    re.DOTALL,
+)
 
 
 def toml_bounds(text: str, max_depth: int, max_key_parts: int) -> str | None:
@@ -102,8 +104,9 @@ def check_json_depth(text: str, where: str, limit: int = MAX_JSON_DEPTH) -> None
         raise InputError(f"{where}: JSON nested more than {limit} levels deep")
 
 
-QDRANT_POINT_CLASSES = frozenset(f"qdrant_client.http.models.models.{name}"
-                                 for name in ("PointStruct", "SparseVector", "Record"))
+QDRANT_POINT_CLASSES = frozenset(
+    f"qdrant_client.http.models.models.{name}" for name in ("PointStruct", "SparseVector", "Record")
+)
 """The classes a pickled local-Qdrant point names (mem0's vector store): read as `PickledRecord`s."""
 
 

@@ -25,14 +25,19 @@ def described(description: str, **constraints: Any) -> Any:
     return Field(description=description, json_schema_extra={"description": description}, **constraints)
 
 
-RequestId = Annotated[str, described(
-    min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
-    description="The request id (as given by `erasure request submit` or the inbox). Never an email or a name.")]
+RequestId = Annotated[
+    str,
+    described(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+        description="The request id (as given by `erasure request submit` or the inbox). Never an email or a name.",
+    ),
+]
 
 
 #: The store slot names this process (this flow run and the child flows it runs in-process) holds.
-_held_slots: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("erasure_store_slots",
-                                                                          default=frozenset())
+_held_slots: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("erasure_store_slots", default=frozenset())
 
 
 def store_limit_name(h: Home) -> str:

@@ -28,16 +28,23 @@ def _verify_in_its_own_run(request_ids: list[str]) -> dict[str, Verdict | Failur
     for rid in request_ids:
         state = verification(rid, return_state=True)
         doc = state.result(raise_on_failure=False) if state.is_completed() or state.is_failed() else None
-        out[rid] = (verdict_of(doc) if isinstance(doc, dict) and "all_clear" in doc
-                    else Failure(state.message or "the verification run did not end"))
+        out[rid] = (
+            verdict_of(doc)
+            if isinstance(doc, dict) and "all_clear" in doc
+            else Failure(state.message or "the verification run did not end")
+        )
     return out
 
 
 SINGLE = dataclasses.replace(
-    WINDOW, preflight=window_preflight.with_options(name="preflight"),
+    WINDOW,
+    preflight=window_preflight.with_options(name="preflight"),
     fingerprint=window_fingerprint.with_options(name="fingerprint"),
-    footprint=window_footprint.with_options(name="footprint"), step=window_step.with_options(name="cascade-step"),
-    verify=_verify_in_its_own_run, packs=window_packs.with_options(name="proof-pack"))
+    footprint=window_footprint.with_options(name="footprint"),
+    step=window_step.with_options(name="cascade-step"),
+    verify=_verify_in_its_own_run,
+    packs=window_packs.with_options(name="proof-pack"),
+)
 
 
 def flow_state(request_id: str, result: Result) -> State:
@@ -50,12 +57,19 @@ def flow_state(request_id: str, result: Result) -> State:
     return Failed(name=result.outcome.state_name, message=result.detail or result.outcome.value, data=data)
 
 
-@flow(name="erasure-request", flow_run_name="erasure-{request_id}", persist_result=False, log_prints=False,
-      on_completion=[run_report.publish], on_failure=[run_report.publish])
+@flow(
+    name="erasure-request",
+    flow_run_name="erasure-{request_id}",
+    persist_result=False,
+    log_prints=False,
+    on_completion=[run_report.publish],
+    on_failure=[run_report.publish],
+)
 def erasure_request(request_id: RequestId) -> State:
     """Erase one request's subject from every tier, verify independently, and write the signed pack."""
     checked_request_id(request_id)
     result = cascade.run_requests(home(), [request_id], SINGLE)[request_id]
-    get_run_logger().info("request %s: %s%s", request_id, result.outcome.value,
-                          f" ({result.detail})" if result.detail else "")
+    get_run_logger().info(
+        "request %s: %s%s", request_id, result.outcome.value, f" ({result.detail})" if result.detail else ""
+    )
     return flow_state(request_id, result)

@@ -27,12 +27,24 @@ from service.intake import drain_inbox
 # one, so a reason typed as "hold for <name>" would put an identifier there (invariant 6). A form
 # takes a reason code and a case reference (a token: no spaces, no "@"); the CLI, which checks free
 # text before anything is stored, still takes a free-text reason.
-CaseRef = Annotated[str, described(
-    min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}$",
-    description="Case or ticket reference (letters, digits, . _ : / -). Never an email or a name.")]
-Actor = Annotated[str, described(
-    min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$",
-    description="Staff id or role that authorises this (a token, e.g. legal-team), recorded in the audit log.")]
+CaseRef = Annotated[
+    str,
+    described(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}$",
+        description="Case or ticket reference (letters, digits, . _ : / -). Never an email or a name.",
+    ),
+]
+Actor = Annotated[
+    str,
+    described(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$",
+        description="Staff id or role that authorises this (a token, e.g. legal-team), recorded in the audit log.",
+    ),
+]
 
 
 class HoldReason(StrEnum):
@@ -74,12 +86,15 @@ class ClockReason(StrEnum):
     identity_not_verified = "identity-could-not-be-verified"
 
 
-HoldWhy = Annotated[HoldReason, described(
-    description="Why the hold is placed (a code; details stay in the case file).")]
+HoldWhy = Annotated[
+    HoldReason, described(description="Why the hold is placed (a code; details stay in the case file).")
+]
 ReleaseWhy = Annotated[ReleaseReason, described(description="Why the holds are released.")]
 ReconsentWhy = Annotated[ReconsentReason, described(description="Why the subject's items may be ingested again.")]
-ExtendWhy = Annotated[ExtendReason, described(
-    description="The ground for the extension (GDPR Art.12(3): complexity or number of requests).")]
+ExtendWhy = Annotated[
+    ExtendReason,
+    described(description="The ground for the extension (GDPR Art.12(3): complexity or number of requests)."),
+]
 ClockWhy = Annotated[ClockReason, described(description="Why the clock is paused or resumed.")]
 
 
@@ -91,19 +106,22 @@ def _reason(code: StrEnum, reference: str) -> str:
 
 
 @flow(name="hold-place", flow_run_name="hold-place-{request_id}", persist_result=False)
-def hold_place(request_id: RequestId, reference: CaseRef, actor: Actor,
-               reason: HoldWhy = HoldReason.litigation) -> RequestHoldPlaced:
+def hold_place(
+    request_id: RequestId, reference: CaseRef, actor: Actor, reason: HoldWhy = HoldReason.litigation
+) -> RequestHoldPlaced:
     """Place a litigation hold on the subject of a request: while it is active, nothing of the subject
     is erased (an erasure run ends blocked)."""
     out = place_hold(home(), request_id, _reason(reason, reference), actor)
-    get_run_logger().info("hold %s placed for the subject of request %s (%s active)", out["hold_id"],
-                          request_id, out["active_holds"])
+    get_run_logger().info(
+        "hold %s placed for the subject of request %s (%s active)", out["hold_id"], request_id, out["active_holds"]
+    )
     return out
 
 
 @flow(name="hold-release", flow_run_name="hold-release-{request_id}", persist_result=False)
-def hold_release(request_id: RequestId, reference: CaseRef, actor: Actor,
-                 reason: ReleaseWhy = ReleaseReason.matter_closed) -> RequestHoldsReleased:
+def hold_release(
+    request_id: RequestId, reference: CaseRef, actor: Actor, reason: ReleaseWhy = ReleaseReason.matter_closed
+) -> RequestHoldsReleased:
     """Release every active litigation hold on the subject of a request."""
     out = release_hold(home(), request_id, _reason(reason, reference), actor)
     get_run_logger().info("released %d hold(s) for the subject of request %s", len(out["released"]), request_id)
@@ -116,9 +134,14 @@ def suppression_allow(
     reference: CaseRef,
     actor: Actor,
     reason: ReconsentWhy = ReconsentReason.subject_reconsented,
-    source: Annotated[str | None, described(
-        max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
-        description="Only re-allow items of this source (e.g. chat, email); empty: every source.")] = None,
+    source: Annotated[
+        str | None,
+        described(
+            max_length=128,
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+            description="Only re-allow items of this source (e.g. chat, email); empty: every source.",
+        ),
+    ] = None,
 ) -> Reconsented:
     """Re-consent: let the subject of an erased request be ingested again (removes the request's
     suppression keys)."""
@@ -132,9 +155,13 @@ def request_extend(
     request_id: RequestId,
     reference: CaseRef,
     reason: ExtendWhy = ExtendReason.complexity,
-    until: Annotated[date | None, described(
-        description="New deadline day; empty: the legal maximum (GDPR two further months, CCPA 45 days). "
-                    "Only once, and only before the original deadline.")] = None,
+    until: Annotated[
+        date | None,
+        described(
+            description="New deadline day; empty: the legal maximum (GDPR two further months, CCPA 45 days). "
+            "Only once, and only before the original deadline."
+        ),
+    ] = None,
 ) -> ClockView:
     """Extend a request's legal deadline once, with notice to the subject."""
     out = clock_operation(home(), ClockOp.extend, request_id, _reason(reason, reference), until=until)
@@ -143,8 +170,9 @@ def request_extend(
 
 
 @flow(name="request-pause", flow_run_name="pause-{request_id}", persist_result=False)
-def request_pause(request_id: RequestId, reference: CaseRef,
-                  reason: ClockWhy = ClockReason.identity_verification) -> ClockView:
+def request_pause(
+    request_id: RequestId, reference: CaseRef, reason: ClockWhy = ClockReason.identity_verification
+) -> ClockView:
     """Pause a submitted request's clock while the subject's identity is verified."""
     out = clock_operation(home(), ClockOp.pause, request_id, _reason(reason, reference))
     get_run_logger().info("request %s paused", request_id)
@@ -152,8 +180,9 @@ def request_pause(request_id: RequestId, reference: CaseRef,
 
 
 @flow(name="request-resume", flow_run_name="resume-{request_id}", persist_result=False)
-def request_resume(request_id: RequestId, reference: CaseRef,
-                   reason: ClockWhy = ClockReason.identity_verified) -> ClockView:
+def request_resume(
+    request_id: RequestId, reference: CaseRef, reason: ClockWhy = ClockReason.identity_verified
+) -> ClockView:
     """Resume a paused clock: the deadline moves by the whole paused time."""
     out = clock_operation(home(), ClockOp.resume, request_id, _reason(reason, reference))
     get_run_logger().info("request %s resumed: deadline %s", request_id, out["deadline"])
@@ -162,14 +191,21 @@ def request_resume(request_id: RequestId, reference: CaseRef,
 
 @flow(name="intake", persist_result=False)
 def intake(
-    limit: Annotated[int | None, described(
-        ge=1, description="Vault at most this many envelopes in this run; empty: all.")] = None,
+    limit: Annotated[
+        int | None, described(ge=1, description="Vault at most this many envelopes in this run; empty: all.")
+    ] = None,
 ) -> dict[str, Any]:
     """Drain the inbox: vault each request envelope dropped into `<ERASURE_HOME>/inbox/` and delete
     its file; bad envelopes are kept encrypted in `inbox/rejected/` (random names) with their error,
     and purged after the retention."""
     out = drain_inbox(home(), limit=limit)
-    get_run_logger().info("intake: %d vaulted, %d already present, %d rejected, %d expired rejected purged,"
-                          " %d refused (not regular files)", len(out.vaulted), len(out.already_present), out.rejected,
-                          out.purged, out.refused)
+    get_run_logger().info(
+        "intake: %d vaulted, %d already present, %d rejected, %d expired rejected purged,"
+        " %d refused (not regular files)",
+        len(out.vaulted),
+        len(out.already_present),
+        out.rejected,
+        out.purged,
+        out.refused,
+    )
     return out.as_dict()

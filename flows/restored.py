@@ -29,20 +29,39 @@ def report(h: Home, *, emit: bool = True) -> dict[str, Any]:
         held = [x.as_dict() for x in open_holds(engine, h) if x.ended is None]
     finally:
         engine.close()
-    rows = [{"what": "restored store", "target": r["target"], "request_id": ", ".join(r["pending"]),
-             "until": f"epoch {r['store_epoch']} of {r['ledger_epoch']}: run `erasure restore replay`"}
-            for r in restored]
-    rows += [{"what": "held in backup", "target": x["target"], "request_id": x["request_id"], "until": x["expires_at"]}
-             for x in held]
+    rows = [
+        {
+            "what": "restored store",
+            "target": r["target"],
+            "request_id": ", ".join(r["pending"]),
+            "until": f"epoch {r['store_epoch']} of {r['ledger_epoch']}: run `erasure restore replay`",
+        }
+        for r in restored
+    ]
+    rows += [
+        {"what": "held in backup", "target": x["target"], "request_id": x["request_id"], "until": x["expires_at"]}
+        for x in held
+    ]
     if rows:
-        create_table_artifact(key=TABLE_KEY, table=rows,
-                              description="Restored stores waiting for their replay; backups holding subjects")
+        create_table_artifact(
+            key=TABLE_KEY, table=rows, description="Restored stores waiting for their replay; backups holding subjects"
+        )
     if emit:
         for r in restored:
-            emit_event(event=EVENT_RESTORED, resource={"prefect.resource.id": f"erasure.target.{r['target']}"},
-                       payload={"target": r["target"], "store_epoch": r["store_epoch"],
-                                "ledger_epoch": r["ledger_epoch"], "to_replay": r["pending"]})
+            emit_event(
+                event=EVENT_RESTORED,
+                resource={"prefect.resource.id": f"erasure.target.{r['target']}"},
+                payload={
+                    "target": r["target"],
+                    "store_epoch": r["store_epoch"],
+                    "ledger_epoch": r["ledger_epoch"],
+                    "to_replay": r["pending"],
+                },
+            )
         for x in held:
-            emit_event(event=EVENT_HELD, resource={"prefect.resource.id": f"erasure.request.{x['request_id']}"},
-                       payload={"request_id": x["request_id"], "target": x["target"], "expires_at": x["expires_at"]})
+            emit_event(
+                event=EVENT_HELD,
+                resource={"prefect.resource.id": f"erasure.request.{x['request_id']}"},
+                payload={"request_id": x["request_id"], "target": x["target"], "expires_at": x["expires_at"]},
+            )
     return {"restored": [r["target"] for r in restored], "held_in_backup": len(held)}

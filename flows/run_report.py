@@ -88,19 +88,33 @@ def tier_rows(h: Home, request_id: str, verification: dict[str, Any] | None) -> 
 
     def row(n: int | str, target: str | None, tier: str, r: Any) -> dict[str, Any]:
         key = (target, tier)
-        return {"#": n, "tier": tier if target is None else f"{target}/{tier}",
-                "status": r.status.value if r else "not run",
-                "before": "" if r is None or r.before_count is None else r.before_count,
-                "after": "" if r is None or r.after_count is None else r.after_count,
-                "residue": residue[key] if key in probed else ""}
+        return {
+            "#": n,
+            "tier": tier if target is None else f"{target}/{tier}",
+            "status": r.status.value if r else "not run",
+            "before": "" if r is None or r.before_count is None else r.before_count,
+            "after": "" if r is None or r.after_count is None else r.after_count,
+            "residue": residue[key] if key in probed else "",
+        }
 
-    rows = [row(i, None, t.value, reference.get(t.value)) for i, t in enumerate(CASCADE_ORDER, 1)
-            if reference or not others]
-    rows += [row(order.get(r.step, ""), r.target, r.step, r)
-             for r in sorted(others, key=lambda r: (str(r.target), order.get(r.step, 99)))]
+    rows = [
+        row(i, None, t.value, reference.get(t.value)) for i, t in enumerate(CASCADE_ORDER, 1) if reference or not others
+    ]
+    rows += [
+        row(order.get(r.step, ""), r.target, r.step, r)
+        for r in sorted(others, key=lambda r: (str(r.target), order.get(r.step, 99)))
+    ]
     if (None, "bytes") in probed:
-        rows.append({"#": "", "tier": "bytes (every file)", "status": "scanned", "before": "", "after": "",
-                     "residue": residue[(None, "bytes")]})
+        rows.append(
+            {
+                "#": "",
+                "tier": "bytes (every file)",
+                "status": "scanned",
+                "before": "",
+                "after": "",
+                "residue": residue[(None, "bytes")],
+            }
+        )
     return rows
 
 
@@ -128,42 +142,71 @@ def _outcome(state: Any, request_state: RequestState | None) -> tuple[str, list[
 
 def _next_step(request_id: str, outcome: str, all_clear: bool | None, pack: dict[str, Any] | None) -> str:
     if outcome == "awaiting attestation":
-        return (f"Review the pack, then sign the attestation with your own key, on your own machine: "
-                f"`erasure attest {request_id} --dpo-key <your key>`. The requester is notified only after "
-                f"that; `erasure export {request_id} --to <dir>` then gives the regulator the sealed pack.")
+        return (
+            f"Review the pack, then sign the attestation with your own key, on your own machine: "
+            f"`erasure attest {request_id} --dpo-key <your key>`. The requester is notified only after "
+            f"that; `erasure export {request_id} --to <dir>` then gives the regulator the sealed pack."
+        )
     if outcome == "blocked":
-        return ("Nothing was erased: a litigation hold covers the subject. Nothing to sign. When the case "
-                f"allows, release the hold (deployment `hold-release`, request id `{request_id}`) and run the "
-                "request again.")
+        return (
+            "Nothing was erased: a litigation hold covers the subject. Nothing to sign. When the case "
+            f"allows, release the hold (deployment `hold-release`, request id `{request_id}`) and run the "
+            "request again."
+        )
     if outcome == "completed":
         return "Nothing new: the request had already completed."
     why = "the probes found residue" if all_clear is False else "the cascade did not complete"
-    return (f"Do not attest: {why}. See the open exceptions above and the run's logs; after the fix, run "
-            f"`erasure-request` for `{request_id}` again (every step is idempotent)."
-            + (" The pack written for this run says so tier by tier." if pack else ""))
+    return (
+        f"Do not attest: {why}. See the open exceptions above and the run's logs; after the fix, run "
+        f"`erasure-request` for `{request_id}` again (every step is idempotent)."
+        + (" The pack written for this run says so tier by tier." if pack else "")
+    )
 
 
-def summary_markdown(request_id: str, outcome: str, state: Any, request_state: RequestState | None,
-                     verification: dict[str, Any] | None, exceptions: Counter[str],
-                     pack: dict[str, Any] | None) -> str:
+def summary_markdown(
+    request_id: str,
+    outcome: str,
+    state: Any,
+    request_state: RequestState | None,
+    verification: dict[str, Any] | None,
+    exceptions: Counter[str],
+    pack: dict[str, Any] | None,
+) -> str:
     all_clear = None if verification is None else bool(verification.get("all_clear"))
-    verdict = ("not run" if verification is None else "**all clear**" if all_clear else
-               "**residue found** in: " + ", ".join(f"`{t}`" for t in verification.get("failing_tiers", []))
-               or "**not all clear**")
-    lines = [f"# Erasure request `{request_id}`: {outcome}", "",
-             "| | |", "| --- | --- |",
-             f"| flow run | {state.name}: {(state.message or '').replace('|', '/')} |",
-             f"| request state | {request_state.value if request_state else 'unknown'} |",
-             f"| verification | {verdict} |", "",
-             "## Open exceptions by kind", ""]
+    verdict = (
+        "not run"
+        if verification is None
+        else "**all clear**"
+        if all_clear
+        else "**residue found** in: " + ", ".join(f"`{t}`" for t in verification.get("failing_tiers", []))
+        or "**not all clear**"
+    )
+    lines = [
+        f"# Erasure request `{request_id}`: {outcome}",
+        "",
+        "| | |",
+        "| --- | --- |",
+        f"| flow run | {state.name}: {(state.message or '').replace('|', '/')} |",
+        f"| request state | {request_state.value if request_state else 'unknown'} |",
+        f"| verification | {verdict} |",
+        "",
+        "## Open exceptions by kind",
+        "",
+    ]
     if exceptions:
         lines += ["| kind | count |", "| --- | --- |", *(f"| {k} | {n} |" for k, n in sorted(exceptions.items())), ""]
     else:
         lines += ["None.", ""]
     lines += ["## Proof pack", ""]
     if pack:
-        lines += ["| | |", "| --- | --- |", f"| path | `{pack['path']}` |", f"| size | {pack['bytes']:,} bytes |",
-                  f"| sha256 | `{pack['sha256']}` |", ""]
+        lines += [
+            "| | |",
+            "| --- | --- |",
+            f"| path | `{pack['path']}` |",
+            f"| size | {pack['bytes']:,} bytes |",
+            f"| sha256 | `{pack['sha256']}` |",
+            "",
+        ]
     else:
         lines += ["No pack written.", ""]
     lines += ["## What the DPO must do next", "", _next_step(request_id, outcome, all_clear, pack), ""]
@@ -185,10 +228,17 @@ def report(h: Home, request_id: str, state: Any) -> dict[str, Any]:
     verification = _verification(h, request_id)
     pack = _pack(h, request_id)
     outcome, events = _outcome(state, request_state)
-    return {"request_id": request_id, "outcome": outcome, "events": events, "request_state": request_state,
-            "verification": verification, "exceptions": kinds, "pack": pack,
-            "rows": tier_rows(h, request_id, verification),
-            "markdown": summary_markdown(request_id, outcome, state, request_state, verification, kinds, pack)}
+    return {
+        "request_id": request_id,
+        "outcome": outcome,
+        "events": events,
+        "request_state": request_state,
+        "verification": verification,
+        "exceptions": kinds,
+        "pack": pack,
+        "rows": tier_rows(h, request_id, verification),
+        "markdown": summary_markdown(request_id, outcome, state, request_state, verification, kinds, pack),
+    }
 
 
 def publish(flow: Any, flow_run: Any, state: Any) -> None:
@@ -206,21 +256,37 @@ def publish(flow: Any, flow_run: Any, state: Any) -> None:
     except ErasureError:
         return  # no engine (or no such request): nothing to report
     rows = rep["rows"]
-    create_table_artifact(key=artifact_key(request_id), table=rows,
-                          description=f"Erasure request {request_id}: {rep['outcome']}, per tier "
-                                      "(status, count before, count after, residue found by the probes)")
-    create_markdown_artifact(key=summary_key(request_id), markdown=rep["markdown"],
-                             description=f"Erasure request {request_id}: {rep['outcome']}")
+    create_table_artifact(
+        key=artifact_key(request_id),
+        table=rows,
+        description=f"Erasure request {request_id}: {rep['outcome']}, per tier "
+        "(status, count before, count after, residue found by the probes)",
+    )
+    create_markdown_artifact(
+        key=summary_key(request_id),
+        markdown=rep["markdown"],
+        description=f"Erasure request {request_id}: {rep['outcome']}",
+    )
     v = rep["verification"]
-    payload = {"request_id": request_id, "outcome": rep["outcome"], "flow_state": state.name,
-               "request_state": rep["request_state"].value if rep["request_state"] else None,
-               "all_clear": None if v is None else bool(v.get("all_clear")),
-               "exceptions": dict(rep["exceptions"]),
-               "pack_sha256": rep["pack"]["sha256"] if rep["pack"] else None}
+    payload = {
+        "request_id": request_id,
+        "outcome": rep["outcome"],
+        "flow_state": state.name,
+        "request_state": rep["request_state"].value if rep["request_state"] else None,
+        "all_clear": None if v is None else bool(v.get("all_clear")),
+        "exceptions": dict(rep["exceptions"]),
+        "pack_sha256": rep["pack"]["sha256"] if rep["pack"] else None,
+    }
     for event in rep["events"]:
-        emit_event(event=event, resource={"prefect.resource.id": resource_id(request_id),
-                                          "prefect.resource.name": request_id, "erasure.request-id": request_id},
-                   payload=payload)
+        emit_event(
+            event=event,
+            resource={
+                "prefect.resource.id": resource_id(request_id),
+                "prefect.resource.name": request_id,
+                "erasure.request-id": request_id,
+            },
+            payload=payload,
+        )
 
 
 def create_dpo_automation(api_url: str, definition: Path, webhook: str, *, block_name: str) -> dict[str, Any]:
@@ -233,8 +299,13 @@ def create_dpo_automation(api_url: str, definition: Path, webhook: str, *, block
 
     doc = yaml.safe_load(definition.read_text())
     block = CustomWebhookNotificationBlock(
-        name="erasure DPO", url=webhook, method="POST",
-        json_data={"subject": "{{subject}}", "body": "{{body}}"}, headers=None, cookies=None)
+        name="erasure DPO",
+        url=webhook,
+        method="POST",
+        json_data={"subject": "{{subject}}", "body": "{{body}}"},
+        headers=None,
+        cookies=None,
+    )
     block_id = block.save(block_name, overwrite=True)
     for action in doc.get("actions", []):
         if action.get("type") == "send-notification":
@@ -244,5 +315,10 @@ def create_dpo_automation(api_url: str, definition: Path, webhook: str, *, block
         for old in client.read_automations_by_name(automation.name):
             client.delete_automation(old.id)
         automation_id = client.create_automation(automation)
-    return {"id": str(automation_id), "name": automation.name, "api_url": api_url, "block": block_name,
-            "events": list(doc["trigger"].get("expect", []))}
+    return {
+        "id": str(automation_id),
+        "name": automation.name,
+        "api_url": api_url,
+        "block": block_name,
+        "events": list(doc["trigger"].get("expect", [])),
+    }

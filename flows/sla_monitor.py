@@ -32,8 +32,19 @@ TABLE_KEY = "erasure-sla"
 MARKDOWN_KEY = "erasure-sla-report"
 EVENT_AT_RISK = "erasure.request.deadline.at-risk"
 EVENT_BREACHED = "erasure.request.deadline.breached"
-TABLE_COLUMNS = ("request_id", "legal_basis", "state", "deadline", "days_left", "status", "extended", "paused",
-                 "at_risk", "breached", "target")
+TABLE_COLUMNS = (
+    "request_id",
+    "legal_basis",
+    "state",
+    "deadline",
+    "days_left",
+    "status",
+    "extended",
+    "paused",
+    "at_risk",
+    "breached",
+    "target",
+)
 """The table artifact's columns: `erasure.sla.COLUMNS` plus a status, the most read ones first."""
 
 
@@ -68,10 +79,26 @@ def emit_deadline_events(rows: Sequence[SlaRow]) -> dict[str, int]:
         d = r.as_dict()
         emit_event(
             event=name,
-            resource={"prefect.resource.id": resource_id(r.request_id), "prefect.resource.name": r.request_id,
-                      "erasure.legal-basis": r.legal_basis.value, "erasure.state": r.state.value},
-            payload={k: d[k] for k in ("request_id", "legal_basis", "state", "deadline", "target", "days_left",
-                                       "seconds_left", "extended", "paused")},
+            resource={
+                "prefect.resource.id": resource_id(r.request_id),
+                "prefect.resource.name": r.request_id,
+                "erasure.legal-basis": r.legal_basis.value,
+                "erasure.state": r.state.value,
+            },
+            payload={
+                k: d[k]
+                for k in (
+                    "request_id",
+                    "legal_basis",
+                    "state",
+                    "deadline",
+                    "target",
+                    "days_left",
+                    "seconds_left",
+                    "extended",
+                    "paused",
+                )
+            },
         )
         sent[name] += 1
     return sent
@@ -79,15 +106,25 @@ def emit_deadline_events(rows: Sequence[SlaRow]) -> dict[str, int]:
 
 @flow(name="sla-monitor", persist_result=False)
 def sla_monitor(
-    at_risk_days: Annotated[int, described(
-        ge=0, le=365, description="Flag a request as at risk when this many calendar days or fewer are left "
-                                  "before its legal deadline.")] = DEFAULT_AT_RISK_DAYS,
-    legal_bases: Annotated[list[LegalBasis] | None, described(
-        description="Only requests under these laws; empty: every law.")] = None,
-    emit_events: Annotated[bool, described(
-        description="Emit erasure.request.deadline.at-risk / .breached events for automations.")] = True,
-    metrics_textfile: Annotated[str | None, described(
-        description="Write the Prometheus textfile here; empty: metrics/erasure_sla.prom in ERASURE_HOME.")] = None,
+    at_risk_days: Annotated[
+        int,
+        described(
+            ge=0,
+            le=365,
+            description="Flag a request as at risk when this many calendar days or fewer are left "
+            "before its legal deadline.",
+        ),
+    ] = DEFAULT_AT_RISK_DAYS,
+    legal_bases: Annotated[
+        list[LegalBasis] | None, described(description="Only requests under these laws; empty: every law.")
+    ] = None,
+    emit_events: Annotated[
+        bool, described(description="Emit erasure.request.deadline.at-risk / .breached events for automations.")
+    ] = True,
+    metrics_textfile: Annotated[
+        str | None,
+        described(description="Write the Prometheus textfile here; empty: metrics/erasure_sla.prom in ERASURE_HOME."),
+    ] = None,
 ) -> dict[str, Any]:
     """List every open erasure request against its legal deadline: table and markdown artifacts,
     deadline events, Prometheus metrics."""
@@ -96,24 +133,45 @@ def sla_monitor(
     now = datetime.now(UTC)
     engine = open_engine(h.engine_db)
     try:
-        rows = sla_rows(engine, now=now, policy=ClockPolicy.from_env(), at_risk_days=at_risk_days,
-                        legal_bases=legal_bases)
+        rows = sla_rows(
+            engine, now=now, policy=ClockPolicy.from_env(), at_risk_days=at_risk_days, legal_bases=legal_bases
+        )
         counts = state_counts(engine)
     finally:
         engine.close()
     s = summarise(rows)
-    create_table_artifact(key=TABLE_KEY, table=table_rows(rows),
-                          description=f"Open erasure requests against their legal deadlines, {iso_utc(now)}: "
-                                      f"{s.open} open, {s.breached} breached, {s.at_risk} at risk.")
-    create_markdown_artifact(key=MARKDOWN_KEY, markdown=to_markdown(rows, now=now, at_risk_days=at_risk_days),
-                             description="Erasure SLA report")
+    create_table_artifact(
+        key=TABLE_KEY,
+        table=table_rows(rows),
+        description=f"Open erasure requests against their legal deadlines, {iso_utc(now)}: "
+        f"{s.open} open, {s.breached} breached, {s.at_risk} at risk.",
+    )
+    create_markdown_artifact(
+        key=MARKDOWN_KEY,
+        markdown=to_markdown(rows, now=now, at_risk_days=at_risk_days),
+        description="Erasure SLA report",
+    )
     sent = emit_deadline_events(rows) if emit_events else {EVENT_AT_RISK: 0, EVENT_BREACHED: 0}
     textfile = Path(metrics_textfile) if metrics_textfile else default_textfile(h)
     write_textfile(textfile, rows, counts, now=now, at_risk_days=at_risk_days)
-    log.info("sla: %d open, %d breached, %d at risk; events %d at-risk, %d breached", s.open, s.breached,
-             s.at_risk, sent[EVENT_AT_RISK], sent[EVENT_BREACHED])
+    log.info(
+        "sla: %d open, %d breached, %d at risk; events %d at-risk, %d breached",
+        s.open,
+        s.breached,
+        s.at_risk,
+        sent[EVENT_AT_RISK],
+        sent[EVENT_BREACHED],
+    )
     from flows.restored import report
 
     backups = report(h, emit=emit_events)  # hook (issue 26): restored stores, backups holding subjects
-    return {"open": s.open, "at_risk": s.at_risk, "breached": s.breached, "paused": s.paused,
-            "extended": s.extended, "events": sent, "metrics_textfile": str(textfile), **backups}
+    return {
+        "open": s.open,
+        "at_risk": s.at_risk,
+        "breached": s.breached,
+        "paused": s.paused,
+        "extended": s.extended,
+        "events": sent,
+        "metrics_textfile": str(textfile),
+        **backups,
+    }

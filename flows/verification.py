@@ -31,8 +31,14 @@ def verification(request_id: RequestId, tiers: list[Tier] | None = None) -> Stat
     doc = probes_task(request_id, [*(t.value for t in tiers), "bytes"] if tiers else None)
     log = get_run_logger()
     for p in doc["probes"]:
-        log.info("probe %s/%s: residue %s, bystanders %s -> %s", p["tier"], p["method"], p["residue"],
-                 p["bystanders_before"], p["bystanders_after"])
+        log.info(
+            "probe %s/%s: residue %s, bystanders %s -> %s",
+            p["tier"],
+            p["method"],
+            p["residue"],
+            p["bystanders_before"],
+            p["bystanders_after"],
+        )
     outcome, why = judge(verdict_of(doc))
     if outcome is Outcome.all_clear:
         return Completed(message=why, data=doc)

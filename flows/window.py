@@ -23,9 +23,13 @@ from service.verification import Verdict, seal_fingerprints
 from tasks.preflight import Preflight
 from tasks.targets.runner import TargetErased
 
-RequestIds = Annotated[list[RequestId] | None, described(
-    max_length=1000,
-    description="The request ids to run as one window (at most 1,000). Empty: every submitted request.")]
+RequestIds = Annotated[
+    list[RequestId] | None,
+    described(
+        max_length=1000,
+        description="The request ids to run as one window (at most 1,000). Empty: every submitted request.",
+    ),
+]
 
 
 @task(name="window-preflight", retries=0, cache_policy=NO_CACHE)
@@ -87,9 +91,17 @@ def window_packs(request_ids: list[str]) -> dict[str, str | Failure]:
     return stages.packs_all(home(), request_ids)
 
 
-WINDOW = Stages(preflight=window_preflight, fingerprint=window_fingerprint, footprint=window_footprint,
-                step=window_step, target=window_target, scrub=window_scrub, verify=window_verification,
-                packs=window_packs, writer=lambda: store_writer(home()))
+WINDOW = Stages(
+    preflight=window_preflight,
+    fingerprint=window_fingerprint,
+    footprint=window_footprint,
+    step=window_step,
+    target=window_target,
+    scrub=window_scrub,
+    verify=window_verification,
+    packs=window_packs,
+    writer=lambda: store_writer(home()),
+)
 
 
 @flow(name="erasure-window", persist_result=False, log_prints=False)

@@ -62,6 +62,7 @@ REDACTION_EVENT = wire.AUDIT_REDACTION_EVENT
 
 # --- hashing -------------------------------------------------------------------------------------
 
+
 def commitment(salt: bytes, value: str) -> str:
     """The salted commitment to a personal value: `sha256(salt + value)`, hex."""
     return hashlib.sha256(salt + value.encode("utf-8")).hexdigest()
@@ -84,14 +85,21 @@ def _body(seq: int, at: str, event: str, actor: str, fields: dict[str, Any]) -> 
 
 # --- appending and verifying ---------------------------------------------------------------------
 
+
 def _head(conn: apsw.Connection) -> tuple[int, str]:
     row = conn.execute("SELECT seq, entry_hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
     return (0, GENESIS) if row is None else (int(row[0]), str(row[1]))
 
 
-def append(conn: apsw.Connection, event: str, actor: str, fields: dict[str, Any],
-           personal: dict[str, tuple[str | None, str]] | None = None, *,
-           at: datetime | None = None) -> int:
+def append(
+    conn: apsw.Connection,
+    event: str,
+    actor: str,
+    fields: dict[str, Any],
+    personal: dict[str, tuple[str | None, str]] | None = None,
+    *,
+    at: datetime | None = None,
+) -> int:
     """Append one entry and return its seq. Runs inside the caller's transaction (outside any, it
     opens its own so the entry and its vault rows commit together).
 
@@ -120,8 +128,7 @@ def append(conn: apsw.Connection, event: str, actor: str, fields: dict[str, Any]
     fields_json = canonical_json(stored).decode("utf-8")
     digest = audit_entry_hash(prev, _body(seq, when, event, actor, stored))
     conn.execute(
-        "INSERT INTO audit_log(seq, at, event, actor, fields, prev_hash, entry_hash)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO audit_log(seq, at, event, actor, fields, prev_hash, entry_hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (seq, when, event, actor, fields_json, prev, digest),
     )
     conn.executemany(
@@ -142,8 +149,9 @@ class ChainStatus:
     checkpoints: int = 0
 
 
-def _rows(conn: apsw.Connection, start: int = 1,
-          end: int | None = None) -> Iterator[tuple[int, str, str, str, str, str, str]]:
+def _rows(
+    conn: apsw.Connection, start: int = 1, end: int | None = None
+) -> Iterator[tuple[int, str, str, str, str, str, str]]:
     sql = "SELECT seq, at, event, actor, fields, prev_hash, entry_hash FROM audit_log WHERE seq >= ?"
     params: tuple[int, ...] = (start,)
     if end is not None:
@@ -165,8 +173,10 @@ def verify_chain(conn: apsw.Connection) -> ChainStatus:
     tail), or (v2) whose tree size is not its seq or whose root is not the recomputed one, makes its
     seq bad. Signatures are checked by `verify_checkpoint`, which has the key.
     """
-    cps = [(int(r[0]), str(r[1]), r[2], r[3]) for r in conn.execute(
-        "SELECT seq, head_hash, tree_size, root_hash FROM audit_checkpoints ORDER BY seq")]
+    cps = [
+        (int(r[0]), str(r[1]), r[2], r[3])
+        for r in conn.execute("SELECT seq, head_hash, tree_size, root_hash FROM audit_checkpoints ORDER BY seq")
+    ]
     wanted = {seq for seq, *_ in cps}
     count, expected_seq, prev = 0, 1, GENESIS
     first_bad: int | None = None
@@ -181,9 +191,13 @@ def verify_chain(conn: apsw.Connection) -> ChainStatus:
                 fields = json.loads(fields_json, parse_constant=_not_json)
             except ValueError:
                 fields = None
-            if (seq != expected_seq or prev_hash != prev or not isinstance(fields, dict)
-                    or canonical_json(fields).decode("utf-8") != fields_json
-                    or audit_entry_hash(prev_hash, _body(seq, at, event, actor, fields)) != stored_hash):
+            if (
+                seq != expected_seq
+                or prev_hash != prev
+                or not isinstance(fields, dict)
+                or canonical_json(fields).decode("utf-8") != fields_json
+                or audit_entry_hash(prev_hash, _body(seq, at, event, actor, fields)) != stored_hash
+            ):
                 first_bad = seq
         if first_bad is None:
             raw_hashes.append(bytes.fromhex(stored_hash))
@@ -198,11 +212,13 @@ def verify_chain(conn: apsw.Connection) -> ChainStatus:
             bad = bad or int(tree_size) != cp_seq or root is None or root.hex() != root_hash
         if bad and (first_bad is None or cp_seq < first_bad):
             first_bad = cp_seq
-    return ChainStatus(ok=first_bad is None, entries=count, head_hash=prev, first_bad_seq=first_bad,
-                       checkpoints=len(cps))
+    return ChainStatus(
+        ok=first_bad is None, entries=count, head_hash=prev, first_bad_seq=first_bad, checkpoints=len(cps)
+    )
 
 
 # --- the checkpoint key and checkpoints ----------------------------------------------------------
+
 
 def _key_path(store_dir: Path) -> Path:
     return Path(store_dir) / KEY_FILE
@@ -213,8 +229,9 @@ def checkpoint_key(store_dir: Path) -> Ed25519PrivateKey:
     path = _key_path(store_dir)
     if not path.exists():
         key = Ed25519PrivateKey.generate()
-        pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".audit-key-", dir=path.parent)  # mkstemp creates 0600
         try:
@@ -241,10 +258,14 @@ def checkpoint_public_pem(store_dir: Path) -> bytes:
     """The store's checkpoint public key (SubjectPublicKeyInfo PEM): what a regulator pins with
     `--audit-key`. `NotFound` when the store has no key yet (never creates one)."""
     if not _key_path(store_dir).exists():
-        raise NotFound(f"the store at {store_dir} has no audit checkpoint key yet (it is made with the first"
-                       " checkpoint)")
-    return checkpoint_key(store_dir).public_key().public_bytes(serialization.Encoding.PEM,
-                                                               serialization.PublicFormat.SubjectPublicKeyInfo)
+        raise NotFound(
+            f"the store at {store_dir} has no audit checkpoint key yet (it is made with the first checkpoint)"
+        )
+    return (
+        checkpoint_key(store_dir)
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
 
 
 @dataclass(frozen=True)
@@ -265,16 +286,23 @@ class Checkpoint:
     def statement(self) -> bytes:
         """The bytes the signature covers (v2, or v1 for an old row)."""
         if self.tree_size is None or self.root_hash is None:
-            return canonical_json({"type": CHECKPOINT_TYPE_V1, "seq": self.seq, "head_hash": self.head_hash,
-                                   "at": self.at})
+            return canonical_json(
+                {"type": CHECKPOINT_TYPE_V1, "seq": self.seq, "head_hash": self.head_hash, "at": self.at}
+            )
         return checkpoint_statement(self.seq, self.head_hash, self.tree_size, self.root_hash, self.at)
 
     def as_evidence(self) -> dict[str, Any]:
         """The `before`/`after` object of the redaction evidence (v2 checkpoints only)."""
         if self.tree_size is None:
             raise StoreError(f"audit checkpoint {self.checkpoint_id} is v1 (no Merkle root): it cannot be evidence")
-        return {"seq": self.seq, "head_hash": self.head_hash, "tree_size": self.tree_size,
-                "root_hash": self.root_hash, "at": self.at, "signature": self.signature}
+        return {
+            "seq": self.seq,
+            "head_hash": self.head_hash,
+            "tree_size": self.tree_size,
+            "root_hash": self.root_hash,
+            "at": self.at,
+            "signature": self.signature,
+        }
 
 
 def checkpoint(conn: apsw.Connection, store_dir: Path, *, tree_size: int | None = None) -> Checkpoint:
@@ -309,10 +337,22 @@ def checkpoint(conn: apsw.Connection, store_dir: Path, *, tree_size: int | None 
 
 def checkpoints(conn: apsw.Connection) -> list[Checkpoint]:
     """Every recorded checkpoint, oldest first."""
-    return [Checkpoint(int(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
-                       None if r[6] is None else int(r[6]), None if r[7] is None else str(r[7]))
-            for r in conn.execute("SELECT checkpoint_id, seq, head_hash, at, key_id, signature, tree_size,"
-                                  " root_hash FROM audit_checkpoints ORDER BY checkpoint_id")]
+    return [
+        Checkpoint(
+            int(r[0]),
+            int(r[1]),
+            str(r[2]),
+            str(r[3]),
+            str(r[4]),
+            str(r[5]),
+            None if r[6] is None else int(r[6]),
+            None if r[7] is None else str(r[7]),
+        )
+        for r in conn.execute(
+            "SELECT checkpoint_id, seq, head_hash, at, key_id, signature, tree_size,"
+            " root_hash FROM audit_checkpoints ORDER BY checkpoint_id"
+        )
+    ]
 
 
 def verify_checkpoint(conn: apsw.Connection, store_dir: Path, cp: Checkpoint) -> bool:
@@ -339,6 +379,7 @@ def verify_checkpoint(conn: apsw.Connection, store_dir: Path, cp: Checkpoint) ->
 
 
 # --- redaction -----------------------------------------------------------------------------------
+
 
 class RedactedField(NamedTuple):
     """One commitment whose value and salt were destroyed."""
@@ -372,19 +413,30 @@ def redact_subject(conn: apsw.Connection, subject_id: str) -> RedactionResult:
     `erasure.sqlite.connect`) zeroes the freed bytes, and the caller checkpoints the WAL after commit.
     Idempotent: a second call redacts nothing.
     """
-    redacted = [RedactedField(int(r[0]), str(r[1]), str(r[2])) for r in conn.execute(
-        "SELECT seq, field, commitment FROM audit_vault WHERE subject_id = ? ORDER BY seq, field",
-        (subject_id,))]
+    redacted = [
+        RedactedField(int(r[0]), str(r[1]), str(r[2]))
+        for r in conn.execute(
+            "SELECT seq, field, commitment FROM audit_vault WHERE subject_id = ? ORDER BY seq, field", (subject_id,)
+        )
+    ]
     conn.execute("DELETE FROM audit_vault WHERE subject_id = ?", (subject_id,))
     return RedactionResult(redacted)
 
 
 # --- evidence for the proof pack -----------------------------------------------------------------
 
+
 def _entry_json(row: tuple[int, str, str, str, str, str, str]) -> dict[str, Any]:
     seq, at, event, actor, fields_json, prev_hash, digest = row
-    return {"seq": seq, "at": at, "event": event, "actor": actor, "fields": json.loads(fields_json),
-            "prev_hash": prev_hash, "entry_hash": digest}
+    return {
+        "seq": seq,
+        "at": at,
+        "event": event,
+        "actor": actor,
+        "fields": json.loads(fields_json),
+        "prev_hash": prev_hash,
+        "entry_hash": digest,
+    }
 
 
 def _entry(conn: apsw.Connection, seq: int) -> dict[str, Any]:
@@ -394,9 +446,16 @@ def _entry(conn: apsw.Connection, seq: int) -> dict[str, Any]:
     return _entry_json(rows[0])
 
 
-def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoint, after: Checkpoint,
-                       redacted: RedactionResult | Sequence[tuple[int, str, str]], *, request_id: str,
-                       subject_id: str | None = None) -> dict[str, Any]:
+def redaction_evidence(
+    conn: apsw.Connection,
+    store_dir: Path,
+    before: Checkpoint,
+    after: Checkpoint,
+    redacted: RedactionResult | Sequence[tuple[int, str, str]],
+    *,
+    request_id: str,
+    subject_id: str | None = None,
+) -> dict[str, Any]:
     """The `audit-log-redaction/v3` document for the proof pack (the offline verifier's check 7).
 
     `before` and `after` are v2 checkpoints of this store; `consistency` proves the tree at
@@ -424,11 +483,17 @@ def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoin
     audit_tree.extend(conn)
     for name, cp in (("before", before), ("after", after)):
         if not verify_checkpoint(conn, store_dir, cp):
-            raise StoreError(f"the {name} audit checkpoint no longer matches the log or its tree:"
-                             " run audit.verify_chain")
-    mine = [int(seq) for seq, fields_json in conn.execute(
-        "SELECT seq, fields FROM audit_log WHERE seq > ? AND seq <= ? AND event = ? ORDER BY seq",
-        (before.seq, after.seq, REDACTION_EVENT)) if json.loads(fields_json).get("request_id") == request_id]
+            raise StoreError(
+                f"the {name} audit checkpoint no longer matches the log or its tree: run audit.verify_chain"
+            )
+    mine = [
+        int(seq)
+        for seq, fields_json in conn.execute(
+            "SELECT seq, fields FROM audit_log WHERE seq > ? AND seq <= ? AND event = ? ORDER BY seq",
+            (before.seq, after.seq, REDACTION_EVENT),
+        )
+        if json.loads(fields_json).get("request_id") == request_id
+    ]
     if not mine:
         raise StoreError(f"no {REDACTION_EVENT} entry of this request between the audit checkpoints")
     seqs = sorted({f.seq for f in fields} | {mine[-1]})
@@ -459,9 +524,9 @@ def redaction_evidence(conn: apsw.Connection, store_dir: Path, before: Checkpoin
         "tree": wire.MERKLE_TREE_RULE,
         "checkpoint_key": {
             "key_id": kid,
-            "public_key_pem": public.public_bytes(serialization.Encoding.PEM,
-                                                  serialization.PublicFormat.SubjectPublicKeyInfo
-                                                  ).decode("ascii"),
+            "public_key_pem": public.public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            ).decode("ascii"),
             "algorithm": "ed25519",
         },
         "before": before_doc,

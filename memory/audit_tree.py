@@ -50,11 +50,13 @@ def extend(conn: apsw.Connection) -> int:
     size = stored_size(conn)
     # The perfect subtrees of the first `size` leaves still waiting for a right sibling: one per set
     # bit of `size`, the node (level, (size >> level) - 1).
-    waiting = {level: _node(conn, level, (size >> level) - 1)
-               for level in range(size.bit_length()) if size >> level & 1}
+    waiting = {
+        level: _node(conn, level, (size >> level) - 1) for level in range(size.bit_length()) if size >> level & 1
+    }
     while True:
-        batch = conn.execute("SELECT seq, entry_hash FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?",
-                             (size, _BATCH)).fetchall()
+        batch = conn.execute(
+            "SELECT seq, entry_hash FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?", (size, _BATCH)
+        ).fetchall()
         if not batch:
             return size
         rows: list[tuple[int, int, bytes]] = []
@@ -156,8 +158,9 @@ def consistency(conn: apsw.Connection, first: int, second: int) -> list[bytes]:
     return _Tree(conn, second).subproof(first, 0, second, True)
 
 
-def recompute(conn: apsw.Connection, entry_hashes: Sequence[bytes],
-              sizes: Iterable[int]) -> tuple[int | None, dict[int, bytes]]:
+def recompute(
+    conn: apsw.Connection, entry_hashes: Sequence[bytes], sizes: Iterable[int]
+) -> tuple[int | None, dict[int, bytes]]:
     """Rebuild the tree from the entries' hashes (`entry_hashes[i]` of seq i+1) level by level and
     compare every stored node with it. Returns (the first seq a wrong, missing or surplus node
     covers, or None; {size: MTH} for each of `sizes` the entries reach)."""

@@ -53,8 +53,11 @@ def open_source(blob: BlobData) -> BinaryIO:
     except OSError:
         raise InputError("an attachment could not be opened (it changed after it was checked?)") from None
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (blob.identity is not None
-                                                            and (st.st_dev, st.st_ino) != blob.identity):
+    if (
+        not stat.S_ISREG(st.st_mode)
+        or st.st_nlink != 1
+        or (blob.identity is not None and (st.st_dev, st.st_ino) != blob.identity)
+    ):
         os.close(fd)
         raise InputError("an attachment is not the regular file that was checked: refused")
     return os.fdopen(fd, "rb")

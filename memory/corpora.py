@@ -61,8 +61,11 @@ def iso(at: datetime | None = None) -> str:
 
 def example_line(source: str, source_ref: str, prompt: str, completion: str) -> str:
     """The JSONL line of one example (sorted keys, UTF-8 kept)."""
-    return json.dumps({"source": source, "source_ref": source_ref, "prompt": prompt,
-                       "completion": completion}, sort_keys=True, ensure_ascii=False)
+    return json.dumps(
+        {"source": source, "source_ref": source_ref, "prompt": prompt, "completion": completion},
+        sort_keys=True,
+        ensure_ascii=False,
+    )
 
 
 def relative_path(name: str, version: int) -> str:
@@ -86,12 +89,15 @@ def latest(conn: apsw.Connection, name: str) -> CorpusVersion | None:
     """The highest version of corpus `name`, or None."""
     r = conn.execute(
         "SELECT corpus_id, name, version, path, examples, frozen_at FROM ft_corpora WHERE name=?"
-        " ORDER BY version DESC LIMIT 1", (name,)).fetchone()
+        " ORDER BY version DESC LIMIT 1",
+        (name,),
+    ).fetchone()
     return None if r is None else _row(r)
 
 
-def _start_version(conn: apsw.Connection, store_dir: Path, name: str, version: int, now: str,
-                   copy_of: CorpusVersion | None) -> CorpusVersion:
+def _start_version(
+    conn: apsw.Connection, store_dir: Path, name: str, version: int, now: str, copy_of: CorpusVersion | None
+) -> CorpusVersion:
     rel = relative_path(name, version)
     path = Path(store_dir) / rel
     private_dirs(path.parent)
@@ -100,14 +106,18 @@ def _start_version(conn: apsw.Connection, store_dir: Path, name: str, version: i
     if copy_of is not None:
         shutil.copyfile(corpus_file(store_dir, copy_of.path), path)
     examples = copy_of.examples if copy_of else 0
-    conn.execute("INSERT INTO ft_corpora(name, version, path, examples, created_at) VALUES (?,?,?,?,?)",
-                 (name, version, rel, examples, now))
+    conn.execute(
+        "INSERT INTO ft_corpora(name, version, path, examples, created_at) VALUES (?,?,?,?,?)",
+        (name, version, rel, examples, now),
+    )
     corpus_id = int(conn.last_insert_rowid())
     if copy_of is not None:
         conn.execute(
             "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref)"
             " SELECT ?, line_no, subject_id, source, source_ref FROM ft_examples WHERE corpus_id=?"
-            " ORDER BY line_no", (corpus_id, copy_of.corpus_id))
+            " ORDER BY line_no",
+            (corpus_id, copy_of.corpus_id),
+        )
     return CorpusVersion(corpus_id, name, version, rel, examples, None)
 
 
@@ -122,8 +132,7 @@ def open_version(conn: apsw.Connection, store_dir: Path, name: str, now: str) ->
     return cur
 
 
-def append_examples(conn: apsw.Connection, store_dir: Path, version: CorpusVersion,
-                    examples: list[Example]) -> int:
+def append_examples(conn: apsw.Connection, store_dir: Path, version: CorpusVersion, examples: list[Example]) -> int:
     """Append lines to an unfrozen version's file and index them in `ft_examples`. Runs inside the
     caller's transaction; returns the file size before the append (to truncate back on rollback)."""
     path = corpus_file(store_dir, version.path)
@@ -136,9 +145,9 @@ def append_examples(conn: apsw.Connection, store_dir: Path, version: CorpusVersi
         f.write("".join(e.line + "\n" for e in examples).encode("utf-8"))
     conn.executemany(
         "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref) VALUES (?,?,?,?,?)",
-        [(version.corpus_id, first + i, e.subject_id, e.source, e.source_ref) for i, e in enumerate(examples)])
-    conn.execute("UPDATE ft_corpora SET examples = examples + ? WHERE corpus_id=?",
-                 (len(examples), version.corpus_id))
+        [(version.corpus_id, first + i, e.subject_id, e.source, e.source_ref) for i, e in enumerate(examples)],
+    )
+    conn.execute("UPDATE ft_corpora SET examples = examples + ? WHERE corpus_id=?", (len(examples), version.corpus_id))
     return before
 
 
@@ -151,8 +160,9 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def freeze_and_train(conn: apsw.Connection, store_dir: Path, name: str, model_id: str, base_model: str,
-                     *, now: datetime | None = None) -> int:
+def freeze_and_train(
+    conn: apsw.Connection, store_dir: Path, name: str, model_id: str, base_model: str, *, now: datetime | None = None
+) -> int:
     """Freeze the latest version of `name` (sha256, frozen_at), record `model_id` as trained on it
     in `model_lineage`, and start the next version as a copy. Returns the frozen corpus_id.
 
@@ -166,8 +176,9 @@ def freeze_and_train(conn: apsw.Connection, store_dir: Path, name: str, model_id
             cur = latest(conn, name)
             if cur is None:
                 raise NotFound(f"no corpus named {name!r}")
-            if conn.execute("SELECT 1 FROM ft_corpora WHERE corpus_id=? AND removed_at IS NOT NULL",
-                            (cur.corpus_id,)).fetchone():
+            if conn.execute(
+                "SELECT 1 FROM ft_corpora WHERE corpus_id=? AND removed_at IS NOT NULL", (cur.corpus_id,)
+            ).fetchone():
                 raise StoreError(f"the latest version of corpus {name!r} has had its bytes removed")
             if conn.execute("SELECT 1 FROM model_lineage WHERE model_id=?", (model_id,)).fetchone():
                 raise Conflict(f"model {model_id!r} is already in the lineage")
@@ -175,11 +186,14 @@ def freeze_and_train(conn: apsw.Connection, store_dir: Path, name: str, model_id
             if not path.exists():
                 raise StoreError(f"corpus file {cur.path} is missing")
             if cur.frozen_at is None:
-                conn.execute("UPDATE ft_corpora SET sha256=?, frozen_at=? WHERE corpus_id=?",
-                             (file_sha256(path), when, cur.corpus_id))
+                conn.execute(
+                    "UPDATE ft_corpora SET sha256=?, frozen_at=? WHERE corpus_id=?",
+                    (file_sha256(path), when, cur.corpus_id),
+                )
             conn.execute(
                 "INSERT INTO model_lineage(model_id, corpus_id, base_model, trained_at) VALUES (?,?,?,?)",
-                (model_id, cur.corpus_id, base_model, when))
+                (model_id, cur.corpus_id, base_model, when),
+            )
             frozen = CorpusVersion(cur.corpus_id, name, cur.version, cur.path, cur.examples, when)
             started = Path(store_dir) / relative_path(name, cur.version + 1)
             _start_version(conn, store_dir, name, cur.version + 1, when, frozen)

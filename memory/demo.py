@@ -52,35 +52,160 @@ SUBJECTS_FILE = "demo-subjects.json"
 MODEL_ID = "assistant-demo-v1"
 BASE_MODEL = "demo-base-7b"
 BASE_TIME = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
-DERIVED_SHARE = 0.03      # first-order derived frames, of N
+DERIVED_SHARE = 0.03  # first-order derived frames, of N
 SECOND_ORDER_SHARE = 0.005
 
 # No first name is a suffix of another, and every surname has three 3-letter syllables: so no
 # full name is a substring of another one.
 FIRST_NAMES = (
-    "Amara", "Bruno", "Celeste", "Dmitri", "Esther", "Farid", "Greta", "Hugo", "Ingrid", "Jasper",
-    "Kalinda", "Lorenzo", "Mirela", "Nikolai", "Odette", "Pavel", "Quentin", "Rosalind", "Soren",
-    "Tamsin", "Ulrike", "Viktor", "Wilhelmina", "Xavier", "Yolanda", "Zoltan", "Beatrix", "Cosimo",
-    "Delphine", "Evander", "Fenella", "Gideon", "Henrike", "Ignatius", "Juniper", "Leopold",
-    "Marisol", "Octavia", "Percival", "Seraphine", "Thaddeus", "Valentina", "Wolfram", "Ysolde",
+    "Amara",
+    "Bruno",
+    "Celeste",
+    "Dmitri",
+    "Esther",
+    "Farid",
+    "Greta",
+    "Hugo",
+    "Ingrid",
+    "Jasper",
+    "Kalinda",
+    "Lorenzo",
+    "Mirela",
+    "Nikolai",
+    "Odette",
+    "Pavel",
+    "Quentin",
+    "Rosalind",
+    "Soren",
+    "Tamsin",
+    "Ulrike",
+    "Viktor",
+    "Wilhelmina",
+    "Xavier",
+    "Yolanda",
+    "Zoltan",
+    "Beatrix",
+    "Cosimo",
+    "Delphine",
+    "Evander",
+    "Fenella",
+    "Gideon",
+    "Henrike",
+    "Ignatius",
+    "Juniper",
+    "Leopold",
+    "Marisol",
+    "Octavia",
+    "Percival",
+    "Seraphine",
+    "Thaddeus",
+    "Valentina",
+    "Wolfram",
+    "Ysolde",
 )
 SYLLABLES = (
-    "bel", "cor", "dan", "fen", "gal", "hol", "kar", "lem", "mor", "nev", "pel", "qui", "ros", "sav",
-    "tor", "val", "wen", "zar", "bra", "dru", "fro", "gri", "kle", "pra", "sto", "tru", "vik", "lun",
+    "bel",
+    "cor",
+    "dan",
+    "fen",
+    "gal",
+    "hol",
+    "kar",
+    "lem",
+    "mor",
+    "nev",
+    "pel",
+    "qui",
+    "ros",
+    "sav",
+    "tor",
+    "val",
+    "wen",
+    "zar",
+    "bra",
+    "dru",
+    "fro",
+    "gri",
+    "kle",
+    "pra",
+    "sto",
+    "tru",
+    "vik",
+    "lun",
 )
 ADJECTIVES = (
-    "amber", "brass", "cobalt", "dappled", "emerald", "faded", "gilded", "hollow", "indigo", "jagged",
-    "lacquered", "mossy", "nimble", "opal", "pewter", "quilted", "rusty", "saffron", "tawny",
-    "umber", "velvet", "woolen", "zigzag", "crimson", "frosted", "golden", "silver", "striped",
+    "amber",
+    "brass",
+    "cobalt",
+    "dappled",
+    "emerald",
+    "faded",
+    "gilded",
+    "hollow",
+    "indigo",
+    "jagged",
+    "lacquered",
+    "mossy",
+    "nimble",
+    "opal",
+    "pewter",
+    "quilted",
+    "rusty",
+    "saffron",
+    "tawny",
+    "umber",
+    "velvet",
+    "woolen",
+    "zigzag",
+    "crimson",
+    "frosted",
+    "golden",
+    "silver",
+    "striped",
 )
 NOUNS = (
-    "umbrella", "kayak", "teapot", "lantern", "bicycle", "accordion", "compass", "typewriter",
-    "telescope", "hammock", "ukulele", "satchel", "thermos", "kettle", "canoe", "easel", "gramophone",
-    "windchime", "scooter", "birdhouse", "sextant", "harmonica", "toolbox", "backpack",
+    "umbrella",
+    "kayak",
+    "teapot",
+    "lantern",
+    "bicycle",
+    "accordion",
+    "compass",
+    "typewriter",
+    "telescope",
+    "hammock",
+    "ukulele",
+    "satchel",
+    "thermos",
+    "kettle",
+    "canoe",
+    "easel",
+    "gramophone",
+    "windchime",
+    "scooter",
+    "birdhouse",
+    "sextant",
+    "harmonica",
+    "toolbox",
+    "backpack",
 )
 CITIES = (
-    "Valparaiso", "Tromso", "Windhoek", "Ljubljana", "Cusco", "Hobart", "Tallinn", "Porto",
-    "Nagasaki", "Mombasa", "Reykjavik", "Quito", "Tbilisi", "Galway", "Antigua", "Bergen",
+    "Valparaiso",
+    "Tromso",
+    "Windhoek",
+    "Ljubljana",
+    "Cusco",
+    "Hobart",
+    "Tallinn",
+    "Porto",
+    "Nagasaki",
+    "Mombasa",
+    "Reykjavik",
+    "Quito",
+    "Tbilisi",
+    "Galway",
+    "Antigua",
+    "Bergen",
 )
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 VERBS = ("ordered", "returned", "cancelled", "renewed", "booked", "paid for", "lost", "repaired")
@@ -182,8 +307,9 @@ def _person(rng: random.Random, names: _Names, idx: int, is_subject: bool, numbe
     return Person(Subject(id=pid, email=email, name=f"{first} {last}", phone=phone), phrases, is_subject)
 
 
-def _plan(rng: random.Random, frames: int, k: int, processors: list[str]
-          ) -> tuple[list[Person], list[_Planned], int, int]:
+def _plan(
+    rng: random.Random, frames: int, k: int, processors: list[str]
+) -> tuple[list[Person], list[_Planned], int, int]:
     """People and items (shuffled into time order) so that item frames + derived frames == frames."""
     second = max(1, int(frames * SECOND_ORDER_SHARE))
     derived = max(3, int(frames * DERIVED_SHARE))
@@ -219,11 +345,18 @@ def _plan(rng: random.Random, frames: int, k: int, processors: list[str]
         procs: tuple[str, ...] = ()
         if processors and rng.random() < (0.6 if is_subj else 0.15):
             procs = tuple(sorted(rng.sample(processors, rng.randint(1, min(2, len(processors))))))
-        items.append(_Planned(
-            person=p, turns=turns, source=rng.choice(SOURCES), source_ref=f"ref-{i:07d}",
-            attachment=rng.random() < (0.4 if is_subj else 0.08),
-            training=rng.random() < (0.5 if is_subj else 0.25),
-            processors=procs, keep_session=last_of[p] == i))
+        items.append(
+            _Planned(
+                person=p,
+                turns=turns,
+                source=rng.choice(SOURCES),
+                source_ref=f"ref-{i:07d}",
+                attachment=rng.random() < (0.4 if is_subj else 0.08),
+                training=rng.random() < (0.5 if is_subj else 0.25),
+                processors=procs,
+                keep_session=last_of[p] == i,
+            )
+        )
     return people, items, derived, second
 
 
@@ -245,10 +378,16 @@ class _Text:
     def _slots(self, topic: str) -> dict[str, str]:
         r = self.rng
         return {
-            "topic": topic, "topic2": r.choice(TOPICS), "adj": r.choice(ADJECTIVES), "noun": r.choice(NOUNS),
-            "city": r.choice(CITIES), "day": r.choice(DAYS), "verb": r.choice(VERBS),
+            "topic": topic,
+            "topic2": r.choice(TOPICS),
+            "adj": r.choice(ADJECTIVES),
+            "noun": r.choice(NOUNS),
+            "city": r.choice(CITIES),
+            "day": r.choice(DAYS),
+            "verb": r.choice(VERBS),
             "time": f"{r.randint(7, 20)}:{r.randint(0, 59):02d}",
-            "amount": f"{r.randint(3, 900)} euros", "ref": f"R{r.randint(0, 99_999_999):08d}",
+            "amount": f"{r.randint(3, 900)} euros",
+            "ref": f"R{r.randint(0, 99_999_999):08d}",
         }
 
     def content(self, person: Person, turns: int) -> str:
@@ -263,29 +402,43 @@ class _Text:
             if t == personal_at:
                 out.append(self._fresh(PERSONAL_TEMPLATES, {"phrase": r.choice(person.phrases)}, topic))
             elif t == contact_at and t != 0:
-                out.append(self._fresh(CONTACT_TEMPLATES, {"email": s.email or "", "phone": s.phone or "",
-                                                           "name": s.name or ""}, topic))
+                out.append(
+                    self._fresh(
+                        CONTACT_TEMPLATES, {"email": s.email or "", "phone": s.phone or "", "name": s.name or ""}, topic
+                    )
+                )
             else:
                 out.append(self._fresh(TEMPLATES, {}, topic))
         return " ".join(out)
 
     def attachment(self, person: Person, n: int) -> BlobData:
         s = person.subject
-        body = (f"Scanned document {n}\nHolder: {s.name}\nEmail: {s.email}\n"
-                f"Item: {person.phrases[0]}\nPages: {self.rng.randint(1, 9)}\n")
+        body = (
+            f"Scanned document {n}\nHolder: {s.name}\nEmail: {s.email}\n"
+            f"Item: {person.phrases[0]}\nPages: {self.rng.randint(1, 9)}\n"
+        )
         kind = self.rng.choice(("receipt", "scan", "contract", "photo-note"))
         return BlobData(filename=f"{kind}-{n:07d}.txt", data=body.encode())
 
 
 def _quote_of(summary: str) -> str:
     start = summary.find('"')
-    return summary[start + 1:-1] if start >= 0 and summary.endswith('"') else summary
+    return summary[start + 1 : -1] if start >= 0 and summary.endswith('"') else summary
 
 
-def _derivatives(conn: apsw.Connection, rng: random.Random, people: dict[str, Person], derived: int,
-                 second: int, embedder: Embedder, now: datetime) -> tuple[int, int, int]:
-    summaries = [(int(r[0]), str(r[1]), str(r[2])) for r in conn.execute(
-        "SELECT frame_id, subject_id, content FROM frames WHERE kind='summary' ORDER BY frame_id")]
+def _derivatives(
+    conn: apsw.Connection,
+    rng: random.Random,
+    people: dict[str, Person],
+    derived: int,
+    second: int,
+    embedder: Embedder,
+    now: datetime,
+) -> tuple[int, int, int]:
+    summaries = [
+        (int(r[0]), str(r[1]), str(r[2]))
+        for r in conn.execute("SELECT frame_id, subject_id, content FROM frames WHERE kind='summary' ORDER BY frame_id")
+    ]
     first_order: list[tuple[str, list[int]]] = []
     unlinked_every = 25
     for i in range(derived):
@@ -305,8 +458,7 @@ def _derivatives(conn: apsw.Connection, rng: random.Random, people: dict[str, Pe
     second_frames: list[tuple[str, list[int]]] = []
     for j in range(second):
         a, b = rng.sample(range(len(ids)), 2)
-        content = (f"Digest {j + 1}: {first_order[a][0][:160].rstrip()} ... "
-                   f"{first_order[b][0][:160].rstrip()} ...")
+        content = f"Digest {j + 1}: {first_order[a][0][:160].rstrip()} ... {first_order[b][0][:160].rstrip()} ..."
         second_frames.append((content, [ids[a], ids[b]]))
     ids2 = add_derived_frames(conn, second_frames, embedder=embedder, now=now)
     cache: list[tuple[int, str, str, str]] = []
@@ -316,15 +468,28 @@ def _derivatives(conn: apsw.Connection, rng: random.Random, people: dict[str, Pe
         cache.append((fid, f"what did {who} say last time?", _quote_of(text), stamp))
     for n, fid in enumerate(ids + ids2):
         if n % 4 == 0:
-            cache.append((fid, f"recap number {n + 1}?", first_order[n][0] if n < len(ids) else
-                          second_frames[n - len(ids)][0], stamp))
+            cache.append(
+                (
+                    fid,
+                    f"recap number {n + 1}?",
+                    first_order[n][0] if n < len(ids) else second_frames[n - len(ids)][0],
+                    stamp,
+                )
+            )
     conn.executemany("INSERT INTO recall_cache(frame_id, query, answer, created_at) VALUES (?,?,?,?)", cache)
     return len(ids), len(ids2), len(cache)
 
 
-def build_demo(conn: apsw.Connection, store_dir: Path, *, frames: int, subjects: int, seed: int,
-               embedder: Embedder | None = None,
-               on_progress: Callable[[int, int], None] | None = None) -> DemoResult:
+def build_demo(
+    conn: apsw.Connection,
+    store_dir: Path,
+    *,
+    frames: int,
+    subjects: int,
+    seed: int,
+    embedder: Embedder | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> DemoResult:
     """Fill an EMPTY store with `frames` frames for `subjects` subjects plus bystanders (see the module
     docstring). `on_progress(frames_done, frames_total)` is called after each batch. `Conflict` if
     the store already holds frames, `InputError` on sizes out of range."""
@@ -346,8 +511,16 @@ def build_demo(conn: apsw.Connection, store_dir: Path, *, frames: int, subjects:
         for n, it in enumerate(batch):
             person = people[it.person]
             att = (text.attachment(person, offset + n),) if it.attachment else ()
-            yield IngestSource(it.source, it.source_ref, person.subject, text.content(person, it.turns),
-                               att, it.training, it.processors, it.keep_session)
+            yield IngestSource(
+                it.source,
+                it.source_ref,
+                person.subject,
+                text.content(person, it.turns),
+                att,
+                it.training,
+                it.processors,
+                it.keep_session,
+            )
 
     done_frames = 0
     model: str | None = None
@@ -357,18 +530,29 @@ def build_demo(conn: apsw.Connection, store_dir: Path, *, frames: int, subjects:
     for b, (start, stop) in enumerate(itertools.pairwise(bounds)):
         batch = items[start:stop]
         when = BASE_TIME + timedelta(hours=b)
-        report = ingest_sources(conn, store_dir, list(sources(batch, start)), embedder=emb, now=when,
-                                actor="demo-ingest", batch_items=BATCH_ITEMS, token=token, sync=False)
+        report = ingest_sources(
+            conn,
+            store_dir,
+            list(sources(batch, start)),
+            embedder=emb,
+            now=when,
+            actor="demo-ingest",
+            batch_items=BATCH_ITEMS,
+            token=token,
+            sync=False,
+        )
         done_frames += report.frames
         if model is None and stop >= half and corpora.latest(conn, corpora.SFT_CORPUS):
-            corpora.freeze_and_train(conn, store_dir, corpora.SFT_CORPUS, MODEL_ID, BASE_MODEL,
-                                     now=when + timedelta(minutes=30))
+            corpora.freeze_and_train(
+                conn, store_dir, corpora.SFT_CORPUS, MODEL_ID, BASE_MODEL, now=when + timedelta(minutes=30)
+            )
             model = MODEL_ID
         if on_progress is not None:
             on_progress(done_frames, frames)
     with transaction(conn):
-        d1, d2, cached = _derivatives(conn, random.Random(f"{seed}/derived"), by_id, derived, second, emb,
-                                      BASE_TIME + timedelta(days=30))
+        d1, d2, cached = _derivatives(
+            conn, random.Random(f"{seed}/derived"), by_id, derived, second, emb, BASE_TIME + timedelta(days=30)
+        )
     done_frames += d1 + d2
     if on_progress is not None:
         on_progress(done_frames, frames)
@@ -376,16 +560,43 @@ def build_demo(conn: apsw.Connection, store_dir: Path, *, frames: int, subjects:
         sync_subprocessors(conn)
     checkpoint_truncate(conn)
     return DemoResult(
-        subjects=[p.subject for p in people if p.is_subject], people=len(people), items=len(items),
-        frames=done_frames, derived=d1, second_order=d2, recall_cache=cached, model_id=model,
-        elapsed=round(time.perf_counter() - started, 3), counts=table_counts(conn))
+        subjects=[p.subject for p in people if p.is_subject],
+        people=len(people),
+        items=len(items),
+        frames=done_frames,
+        derived=d1,
+        second_order=d2,
+        recall_cache=cached,
+        model_id=model,
+        elapsed=round(time.perf_counter() - started, 3),
+        counts=table_counts(conn),
+    )
 
 
 COUNTED_TABLES = (
-    "raw_archive", "frames", "frame_refs", "frame_chunks", "frames_fts", "frame_vectors", "chunk_vectors",
-    "kg_entities", "kg_relations", "kg_entity_frames", "working_sessions", "blobs", "blob_locations",
-    "ft_corpora", "ft_examples", "model_lineage", "recall_cache", "subprocessors", "subprocessor_records",
-    "audit_log", "audit_vault", "erased_subjects", "holds",
+    "raw_archive",
+    "frames",
+    "frame_refs",
+    "frame_chunks",
+    "frames_fts",
+    "frame_vectors",
+    "chunk_vectors",
+    "kg_entities",
+    "kg_relations",
+    "kg_entity_frames",
+    "working_sessions",
+    "blobs",
+    "blob_locations",
+    "ft_corpora",
+    "ft_examples",
+    "model_lineage",
+    "recall_cache",
+    "subprocessors",
+    "subprocessor_records",
+    "audit_log",
+    "audit_vault",
+    "erased_subjects",
+    "holds",
 )
 
 
@@ -401,8 +612,12 @@ def table_counts(conn: apsw.Connection) -> dict[str, int]:
 def write_subjects_file(path: Path, subjects: list[Subject], *, seed: int, tenant: str) -> Path:
     """Write the demo's request input: `{"format": "demo-subjects/v1", "seed", "tenant", "subjects":
     [{"id", "email", "name", "phone"}]}`."""
-    doc: dict[str, Any] = {"format": "demo-subjects/v1", "seed": seed, "tenant": tenant,
-                           "subjects": [s.model_dump() for s in subjects]}
+    doc: dict[str, Any] = {
+        "format": "demo-subjects/v1",
+        "seed": seed,
+        "tenant": tenant,
+        "subjects": [s.model_dump() for s in subjects],
+    }
     private_dirs(path.parent)
     write_private(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))  # names people
     return path

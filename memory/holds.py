@@ -68,11 +68,17 @@ def place(conn: apsw.Connection, subject_id: str, reason: str, actor: str) -> in
     with transaction(conn):
         key = subject_key(conn, subject_id)
         now = _now()
-        conn.execute("INSERT INTO holds(subject_key, reason, placed_at, placed_by) VALUES (?,?,?,?)",
-                     (key, reason, now, actor))
+        conn.execute(
+            "INSERT INTO holds(subject_key, reason, placed_at, placed_by) VALUES (?,?,?,?)", (key, reason, now, actor)
+        )
         hold_id = int(conn.last_insert_rowid())
-        audit.append(conn, "hold.place", "holds", {"hold_id": hold_id, "subject_key": key, "reason": reason},
-                     {"subject_id": (subject_id, subject_id), "placed_by": (None, actor)})
+        audit.append(
+            conn,
+            "hold.place",
+            "holds",
+            {"hold_id": hold_id, "subject_key": key, "reason": reason},
+            {"subject_id": (subject_id, subject_id), "placed_by": (None, actor)},
+        )
     return hold_id
 
 
@@ -82,29 +88,42 @@ def release(conn: apsw.Connection, subject_id: str, reason: str, actor: str) -> 
     _check_text("release reason", reason, subject_id, actor)
     with transaction(conn):
         key = subject_key(conn, subject_id)
-        ids = [int(r[0]) for r in conn.execute(
-            "SELECT hold_id FROM holds WHERE subject_key=? AND released_at IS NULL ORDER BY hold_id", (key,))]
+        ids = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT hold_id FROM holds WHERE subject_key=? AND released_at IS NULL ORDER BY hold_id", (key,)
+            )
+        ]
         if not ids:
             raise NotFound("no active hold for that subject")
         now = _now()
         for hold_id in ids:
-            conn.execute("UPDATE holds SET released_at=?, release_reason=?, released_by=? WHERE hold_id=?",
-                         (now, reason, actor, hold_id))
-            audit.append(conn, "hold.release", "holds",
-                         {"hold_id": hold_id, "subject_key": key, "reason": reason},
-                         {"subject_id": (subject_id, subject_id), "released_by": (None, actor)})
+            conn.execute(
+                "UPDATE holds SET released_at=?, release_reason=?, released_by=? WHERE hold_id=?",
+                (now, reason, actor, hold_id),
+            )
+            audit.append(
+                conn,
+                "hold.release",
+                "holds",
+                {"hold_id": hold_id, "subject_key": key, "reason": reason},
+                {"subject_id": (subject_id, subject_id), "released_by": (None, actor)},
+            )
     return ids
 
 
 def active_holds(conn: apsw.Connection, subject_id: str) -> int:
     """How many holds are active on the subject."""
-    row = conn.execute("SELECT count(*) FROM holds WHERE subject_key=? AND released_at IS NULL",
-                       (subject_key(conn, subject_id),)).fetchone()
+    row = conn.execute(
+        "SELECT count(*) FROM holds WHERE subject_key=? AND released_at IS NULL", (subject_key(conn, subject_id),)
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
 def list_holds(conn: apsw.Connection) -> list[Hold]:
     """Every hold, active or released, oldest first."""
-    rows = conn.execute("SELECT hold_id, subject_key, reason, placed_at, placed_by, released_at,"
-                        " release_reason, released_by FROM holds ORDER BY hold_id")
+    rows = conn.execute(
+        "SELECT hold_id, subject_key, reason, placed_at, placed_by, released_at,"
+        " release_reason, released_by FROM holds ORDER BY hold_id"
+    )
     return [Hold(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), r[5], r[6], r[7]) for r in rows]

@@ -60,11 +60,48 @@ SUMMARY_QUOTE_CHARS = 200
 INGEST_EVENT = "memory.ingest"
 
 TOPICS: tuple[str, ...] = (
-    "billing", "shipping", "refund", "password", "invoice", "subscription", "delivery", "warranty",
-    "account", "privacy", "travel", "insurance", "mortgage", "pharmacy", "appointment", "vaccination",
-    "taxes", "payroll", "pension", "gardening", "football", "cooking", "photography", "hiking",
-    "music", "chess", "astronomy", "cycling", "knitting", "painting", "budget", "holiday", "wedding",
-    "recipe", "marathon", "laptop", "printer", "router", "headphones", "parking", "rent", "loan",
+    "billing",
+    "shipping",
+    "refund",
+    "password",
+    "invoice",
+    "subscription",
+    "delivery",
+    "warranty",
+    "account",
+    "privacy",
+    "travel",
+    "insurance",
+    "mortgage",
+    "pharmacy",
+    "appointment",
+    "vaccination",
+    "taxes",
+    "payroll",
+    "pension",
+    "gardening",
+    "football",
+    "cooking",
+    "photography",
+    "hiking",
+    "music",
+    "chess",
+    "astronomy",
+    "cycling",
+    "knitting",
+    "painting",
+    "budget",
+    "holiday",
+    "wedding",
+    "recipe",
+    "marathon",
+    "laptop",
+    "printer",
+    "router",
+    "headphones",
+    "parking",
+    "rent",
+    "loan",
 )
 """The fixed topic vocabulary: a topic entity is created for each term an item mentions."""
 _TOPIC_RE = re.compile(r"\b(" + "|".join(TOPICS) + r")\b", re.IGNORECASE)
@@ -72,6 +109,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 # --- text helpers ----------------------------------------------------------------------------------
+
 
 def split_turns(content: str) -> list[str]:
     """Sentences/turns of `content`: lines, then sentences ending in . ! or ?; empty parts dropped."""
@@ -96,7 +134,7 @@ def chunk_text(text: str, size: int = CHUNK_CHARS) -> list[str]:
         cut = text.rfind(" ", pos, pos + size + 1) - pos
         if cut <= 0:
             cut = size
-        chunks.append(text[pos:pos + cut].rstrip())
+        chunks.append(text[pos : pos + cut].rstrip())
         pos += cut
         while pos < n and text[pos].isspace():
             pos += 1
@@ -120,13 +158,17 @@ def person_name(subject: Subject) -> str:
 
 def summary_text(subject: Subject, source: str, first_sentence: str, topics: Sequence[str]) -> str:
     """A short summary that names the subject and quotes the first sentence."""
-    quote = first_sentence if len(first_sentence) <= SUMMARY_QUOTE_CHARS else (
-        first_sentence[:SUMMARY_QUOTE_CHARS].rstrip() + "...")
+    quote = (
+        first_sentence
+        if len(first_sentence) <= SUMMARY_QUOTE_CHARS
+        else (first_sentence[:SUMMARY_QUOTE_CHARS].rstrip() + "...")
+    )
     about = ", ".join(topics[:3]) if topics else "general matters"
     return f'{person_name(subject)} discussed {about} in {source}. They said: "{quote}"'
 
 
 # --- inputs and report -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class IngestSource:
@@ -159,8 +201,16 @@ class IngestSource:
             if not unchanged or not stat.S_ISREG(st.st_mode):
                 raise InputError(f"{item.source}: attachments.{i}: not a regular file with a resolved path")
             files.append(blobs.BlobData(filename=path.name, path=path, identity=(st.st_dev, st.st_ino)))
-        return cls(item.source, item.source_ref, item.subject, item.content, tuple(files),
-                   item.training, tuple(item.subprocessors), item_id=item.item_id)
+        return cls(
+            item.source,
+            item.source_ref,
+            item.subject,
+            item.content,
+            tuple(files),
+            item.training,
+            tuple(item.subprocessors),
+            item_id=item.item_id,
+        )
 
 
 @dataclass
@@ -204,8 +254,13 @@ class IngestReport:
 
 # --- id allocation ---------------------------------------------------------------------------------
 
-_ID_COLUMNS = {"raw_archive": "archive_id", "frames": "frame_id", "frame_chunks": "chunk_id",
-               "kg_entities": "entity_id", "kg_relations": "relation_id"}
+_ID_COLUMNS = {
+    "raw_archive": "archive_id",
+    "frames": "frame_id",
+    "frame_chunks": "chunk_id",
+    "kg_entities": "entity_id",
+    "kg_relations": "relation_id",
+}
 
 
 class IdAllocator:
@@ -227,8 +282,10 @@ class IdAllocator:
 
     def save(self, conn: apsw.Connection) -> None:
         """Persist the high-water marks."""
-        conn.executemany("INSERT OR REPLACE INTO store_meta(key, value) VALUES (?, ?)",
-                         [(f"hwm.{t}", str(n - 1)) for t, n in self._next.items()])
+        conn.executemany(
+            "INSERT OR REPLACE INTO store_meta(key, value) VALUES (?, ?)",
+            [(f"hwm.{t}", str(n - 1)) for t, n in self._next.items()],
+        )
 
 
 class EntityCache:
@@ -249,8 +306,9 @@ class EntityCache:
             eid = int(row[0])
         else:
             eid = ids.take("kg_entities")
-            conn.execute("INSERT INTO kg_entities(entity_id, kind, name, created_at) VALUES (?,?,?,?)",
-                         (eid, kind, name, now))
+            conn.execute(
+                "INSERT INTO kg_entities(entity_id, kind, name, created_at) VALUES (?,?,?,?)", (eid, kind, name, now)
+            )
             self.created += 1
         self._ids[key] = eid
         return eid
@@ -258,12 +316,13 @@ class EntityCache:
 
 # --- the batch writer ------------------------------------------------------------------------------
 
+
 @dataclass
 class _Rows:
     archive: list[tuple[Any, ...]] = field(default_factory=list)
     frames: list[tuple[Any, ...]] = field(default_factory=list)
     chunks: list[tuple[Any, ...]] = field(default_factory=list)
-    vec_frames: list[tuple[int, str]] = field(default_factory=list)   # (frame_id, text)
+    vec_frames: list[tuple[int, str]] = field(default_factory=list)  # (frame_id, text)
     vec_chunks: list[tuple[int, int, str | None]] = field(default_factory=list)  # (chunk, frame, text|None)
     relations: list[tuple[Any, ...]] = field(default_factory=list)
     links: list[tuple[int, int]] = field(default_factory=list)
@@ -277,9 +336,13 @@ class _Rows:
     audits: list[tuple[dict[str, Any], dict[str, tuple[str | None, str]]]] = field(default_factory=list)
 
 
-def add_frame(rows: _Rows, ids: IdAllocator, frame: tuple[str, str | None, int | None, str | None,
-                                                          int | None, str], now: str,
-              item: str | None = None) -> tuple[int, int]:
+def add_frame(
+    rows: _Rows,
+    ids: IdAllocator,
+    frame: tuple[str, str | None, int | None, str | None, int | None, str],
+    now: str,
+    item: str | None = None,
+) -> tuple[int, int]:
     """Queue one frame (kind, subject_id, archive_id, turn_key, turn_seq, content) with its chunks,
     FTS row and vectors; `item`: a turn frame's item key. Returns (frame_id, number of chunks)."""
     kind, subject_id, archive_id, turn_key, turn_seq, content = frame
@@ -295,9 +358,18 @@ def add_frame(rows: _Rows, ids: IdAllocator, frame: tuple[str, str | None, int |
     return fid, len(parts)
 
 
-def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: EntityCache,
-             src: IngestSource, key: str, locations: list[str], token: Callable[[], str], now: str,
-             report: IngestReport) -> None:
+def _fan_out(
+    conn: apsw.Connection,
+    rows: _Rows,
+    ids: IdAllocator,
+    entities: EntityCache,
+    src: IngestSource,
+    key: str,
+    locations: list[str],
+    token: Callable[[], str],
+    now: str,
+    report: IngestReport,
+) -> None:
     sid = src.subject.id
     archive_id = ids.take("raw_archive")
     rows.archive.append((archive_id, token(), src.source, src.source_ref, key, sid, src.content, now))
@@ -314,8 +386,10 @@ def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: Ent
 
     person = entities.get(conn, ids, "person", person_name(src.subject), now)
     linked = [person]
-    for kind, value, predicate in (("email", src.subject.email, "has_email"),
-                                   ("phone", src.subject.phone, "has_phone")):
+    for kind, value, predicate in (
+        ("email", src.subject.email, "has_email"),
+        ("phone", src.subject.phone, "has_phone"),
+    ):
         if value:
             eid = entities.get(conn, ids, kind, value, now)
             linked.append(eid)
@@ -342,17 +416,27 @@ def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: Ent
 
     if src.training:
         completion = " ".join(turns[1:]) or summary
-        rows.examples.append(corpora.Example(sid, src.source, src.source_ref, corpora.example_line(
-            src.source, src.source_ref, turns[0], completion)))
+        rows.examples.append(
+            corpora.Example(
+                sid, src.source, src.source_ref, corpora.example_line(src.source, src.source_ref, turns[0], completion)
+            )
+        )
 
     rows.sub_records += [(name, sid, src.source, src.source_ref, now) for name in src.subprocessors]
-    rows.audits.append((
-        {"frames": frames, "chunks": chunks, "blobs": len(src.attachments),
-         "training": src.training, "subprocessors": len(src.subprocessors)},
-        # A source key can name the person (`whatsapp-447958331277`, a ref ending in an email): both
-        # halves of the key go to the vault, so the redaction of the subject's vault rows reaches them.
-        {"subject_id": (sid, sid), "source": (sid, src.source), "source_ref": (sid, src.source_ref)},
-    ))
+    rows.audits.append(
+        (
+            {
+                "frames": frames,
+                "chunks": chunks,
+                "blobs": len(src.attachments),
+                "training": src.training,
+                "subprocessors": len(src.subprocessors),
+            },
+            # A source key can name the person (`whatsapp-447958331277`, a ref ending in an email): both
+            # halves of the key go to the vault, so the redaction of the subject's vault rows reaches them.
+            {"subject_id": (sid, sid), "source": (sid, src.source), "source_ref": (sid, src.source_ref)},
+        )
+    )
     report.ingested += 1
     report.archive_rows += 1
     report.frames += frames
@@ -362,8 +446,11 @@ def _fan_out(conn: apsw.Connection, rows: _Rows, ids: IdAllocator, entities: Ent
 def _write_frames(conn: apsw.Connection, rows: _Rows, embedder: Embedder) -> int:
     """Insert queued frames, chunks, FTS rows and vectors; returns the number of vectors written."""
     ex = conn.executemany
-    ex("INSERT INTO frames(frame_id, kind, subject_id, archive_id, turn_key, item_key, turn_seq, content,"
-       " created_at) VALUES (?,?,?,?,?,?,?,?,?)", rows.frames)
+    ex(
+        "INSERT INTO frames(frame_id, kind, subject_id, archive_id, turn_key, item_key, turn_seq, content,"
+        " created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+        rows.frames,
+    )
     ex("INSERT INTO frame_chunks(chunk_id, frame_id, seq, content) VALUES (?,?,?,?)", rows.chunks)
     ex("INSERT INTO frames_fts(rowid, content) VALUES (?,?)", [(f[0], f[7]) for f in rows.frames])
 
@@ -373,33 +460,69 @@ def _write_frames(conn: apsw.Connection, rows: _Rows, embedder: Embedder) -> int
     chunk_vecs = embedder.embed([t for _, t in own]) if own else None
     own_row = {cid: i for i, (cid, _) in enumerate(own)}
     if frame_vecs is not None:
-        ex("INSERT INTO frame_vectors(frame_id, embedding) VALUES (?,?)",
-           [(fid, to_blob(frame_vecs[i])) for i, (fid, _) in enumerate(rows.vec_frames)])
-        ex("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES (?,?)",
-           [(cid, to_blob(chunk_vecs[own_row[cid]] if t is not None and chunk_vecs is not None
-                          else frame_vecs[row_of[fid]])) for cid, fid, t in rows.vec_chunks])
+        ex(
+            "INSERT INTO frame_vectors(frame_id, embedding) VALUES (?,?)",
+            [(fid, to_blob(frame_vecs[i])) for i, (fid, _) in enumerate(rows.vec_frames)],
+        )
+        ex(
+            "INSERT INTO chunk_vectors(chunk_id, embedding) VALUES (?,?)",
+            [
+                (
+                    cid,
+                    to_blob(
+                        chunk_vecs[own_row[cid]]
+                        if t is not None and chunk_vecs is not None
+                        else frame_vecs[row_of[fid]]
+                    ),
+                )
+                for cid, fid, t in rows.vec_chunks
+            ],
+        )
     return len(rows.vec_frames) + len(rows.vec_chunks)
 
 
-def _write(conn: apsw.Connection, store_dir: Path, rows: _Rows, embedder: Embedder, locations: list[str],
-           actor: str, at: datetime | None, now: str, undo: list[Callable[[], object]],
-           report: IngestReport) -> None:
+def _write(
+    conn: apsw.Connection,
+    store_dir: Path,
+    rows: _Rows,
+    embedder: Embedder,
+    locations: list[str],
+    actor: str,
+    at: datetime | None,
+    now: str,
+    undo: list[Callable[[], object]],
+    report: IngestReport,
+) -> None:
     ex = conn.executemany
-    ex("INSERT INTO raw_archive(archive_id, archive_uid, source, source_ref, item_key, subject_id, content,"
-       " created_at) VALUES (?,?,?,?,?,?,?,?)", rows.archive)
+    ex(
+        "INSERT INTO raw_archive(archive_id, archive_uid, source, source_ref, item_key, subject_id, content,"
+        " created_at) VALUES (?,?,?,?,?,?,?,?)",
+        rows.archive,
+    )
     report.vectors += _write_frames(conn, rows, embedder)
-    ex("INSERT INTO kg_relations(relation_id, src_entity_id, dst_entity_id, predicate, frame_id, created_at)"
-       " VALUES (?,?,?,?,?,?)", rows.relations)
+    ex(
+        "INSERT INTO kg_relations(relation_id, src_entity_id, dst_entity_id, predicate, frame_id, created_at)"
+        " VALUES (?,?,?,?,?,?)",
+        rows.relations,
+    )
     ex("INSERT OR IGNORE INTO kg_entity_frames(entity_id, frame_id) VALUES (?,?)", rows.links)
     report.relations += len(rows.relations)
     report.entity_links += len(rows.links)
-    ex("INSERT INTO working_sessions(session_id, subject_id, source, source_ref, state, updated_at)"
-       " VALUES (?,?,?,?,?,?)", rows.sessions)
-    ex("INSERT INTO blobs(blob_key, subject_id, source, source_ref, filename, size, sha256, created_at)"
-       " VALUES (?,?,?,?,?,?,?,?)", rows.blob_rows)
+    ex(
+        "INSERT INTO working_sessions(session_id, subject_id, source, source_ref, state, updated_at)"
+        " VALUES (?,?,?,?,?,?)",
+        rows.sessions,
+    )
+    ex(
+        "INSERT INTO blobs(blob_key, subject_id, source, source_ref, filename, size, sha256, created_at)"
+        " VALUES (?,?,?,?,?,?,?,?)",
+        rows.blob_rows,
+    )
     ex("INSERT INTO blob_locations(blob_key, location) VALUES (?,?)", rows.blob_locs)
-    ex("INSERT INTO subprocessor_records(processor, subject_id, source, source_ref, created_at)"
-       " VALUES (?,?,?,?,?)", rows.sub_records)
+    ex(
+        "INSERT INTO subprocessor_records(processor, subject_id, source, source_ref, created_at) VALUES (?,?,?,?,?)",
+        rows.sub_records,
+    )
     report.blobs += len(rows.blob_rows)
     report.subprocessor_records += len(rows.sub_records)
     for fields, personal in rows.audits:
@@ -451,6 +574,7 @@ def sync_subprocessors(conn: apsw.Connection) -> tuple[str, int]:
     """Push pending subprocessor records with `memory.subprocessors.sync_pending` when that module is
     installed. Returns (status, records still pending): status is "synced" (none pending), "pending"
     (a processor did not take them: a later sync retries), "failed" or "unavailable"."""
+
     def pending() -> int:
         row = conn.execute("SELECT count(*) FROM subprocessor_records WHERE remote_ref IS NULL").fetchone()
         return int(row[0]) if row else 0
@@ -485,14 +609,25 @@ def _archived(conn: apsw.Connection, src: IngestSource, key: str) -> bool:
         return True
     old = conn.execute(
         "SELECT 1 FROM raw_archive WHERE source=? AND source_ref=? AND item_key IS NULL AND erased_at IS NULL"
-        " AND subject_id=? AND content=? LIMIT 1", (src.source, src.source_ref, src.subject.id, src.content))
+        " AND subject_id=? AND content=? LIMIT 1",
+        (src.source, src.source_ref, src.subject.id, src.content),
+    )
     return old.fetchone() is not None
 
 
-def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[IngestSource], *,
-                   embedder: Embedder | None = None, now: datetime | None = None, actor: str = "ingest",
-                   batch_items: int = BATCH_ITEMS, token: Callable[[], str] | None = None,
-                   sync: bool = True, progress: Callable[[int], None] | None = None) -> IngestReport:
+def ingest_sources(
+    conn: apsw.Connection,
+    store_dir: Path,
+    sources: Iterable[IngestSource],
+    *,
+    embedder: Embedder | None = None,
+    now: datetime | None = None,
+    actor: str = "ingest",
+    batch_items: int = BATCH_ITEMS,
+    token: Callable[[], str] | None = None,
+    sync: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> IngestReport:
     """The fan-out of prepared items, `batch_items` per transaction (see the module docstring).
 
     `token` makes the opaque ids (archive uid, session id, blob key); default: random. `progress`
@@ -506,7 +641,7 @@ def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[Ing
     report = IngestReport()
     store_dir = Path(store_dir)
     for start in range(0, len(items), batch_items):
-        batch = items[start:start + batch_items]
+        batch = items[start : start + batch_items]
         stamp = corpora.iso(now)
         undo: list[Callable[[], object]] = []
         try:
@@ -520,10 +655,16 @@ def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[Ing
                 identities = suppression.IdentityGuard(conn)
                 secret = _secret(conn)
                 for src in batch:
-                    key = None if secret is None else item_key(
-                        secret, src.source, src.source_ref, src.subject.id, src.content, src.item_id)
-                    verdict = (suppression.Guard.unreadable if key is None
-                               else suppression.check(conn, src.source, src.source_ref, key))
+                    key = (
+                        None
+                        if secret is None
+                        else item_key(secret, src.source, src.source_ref, src.subject.id, src.content, src.item_id)
+                    )
+                    verdict = (
+                        suppression.Guard.unreadable
+                        if key is None
+                        else suppression.check(conn, src.source, src.source_ref, key)
+                    )
                     if verdict is not suppression.Guard.allowed:
                         part.skipped_suppressed += 1
                         if verdict is suppression.Guard.unreadable:
@@ -557,8 +698,14 @@ def ingest_sources(conn: apsw.Connection, store_dir: Path, sources: Iterable[Ing
     return report
 
 
-def ingest(conn: apsw.Connection, store_dir: Path, items: Iterable[MemoryItem], *,
-           embedder: Embedder | None = None, now: datetime | None = None) -> IngestReport:
+def ingest(
+    conn: apsw.Connection,
+    store_dir: Path,
+    items: Iterable[MemoryItem],
+    *,
+    embedder: Embedder | None = None,
+    now: datetime | None = None,
+) -> IngestReport:
     """Ingest validated memory items into the store at `store_dir` (see the module docstring).
 
     Every item is prepared (attachments checked, processors known) before the first write; items
@@ -568,8 +715,13 @@ def ingest(conn: apsw.Connection, store_dir: Path, items: Iterable[MemoryItem], 
     return ingest_sources(conn, store_dir, sources, embedder=embedder, now=now)
 
 
-def add_derived_frames(conn: apsw.Connection, frames: Sequence[tuple[str, Sequence[int]]], *,
-                       embedder: Embedder | None = None, now: datetime | None = None) -> list[int]:
+def add_derived_frames(
+    conn: apsw.Connection,
+    frames: Sequence[tuple[str, Sequence[int]]],
+    *,
+    embedder: Embedder | None = None,
+    now: datetime | None = None,
+) -> list[int]:
     """Write derived frames (tier 7), each `(content, referenced frame ids)`, with their frame_refs,
     chunks, FTS rows and vectors, as the agent's summariser does. Runs inside the caller's
     transaction; returns the new frame ids (ids from the high-water marks, never reused)."""

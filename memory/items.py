@@ -32,12 +32,12 @@ MAX_LINE_BYTES = 1 << 20
 NonEmpty = Annotated[str, StringConstraints(strict=True, min_length=1, strip_whitespace=True)]
 # A source never contains "/": turn keys are "<source>/<source_ref>" and must not be ambiguous.
 SourceName = Annotated[
-    str, StringConstraints(strict=True, min_length=1, max_length=128, strip_whitespace=True,
-                           pattern=r"^[^/\x00-\x1f]+$"),
+    str,
+    StringConstraints(strict=True, min_length=1, max_length=128, strip_whitespace=True, pattern=r"^[^/\x00-\x1f]+$"),
 ]
 SourceRef = Annotated[
-    str, StringConstraints(strict=True, min_length=1, max_length=512, strip_whitespace=True,
-                           pattern=r"^[^\x00-\x1f]+$"),
+    str,
+    StringConstraints(strict=True, min_length=1, max_length=512, strip_whitespace=True, pattern=r"^[^\x00-\x1f]+$"),
 ]
 
 
@@ -57,13 +57,17 @@ class MemoryItem(BaseModel):
     """The platform's own id of the item within its conversation (a message id), when it has one."""
 
 
-def item_key(secret: bytes, source: str, source_ref: str, subject_id: str, content: str,
-             item_id: str | None = None) -> str:
+def item_key(
+    secret: bytes, source: str, source_ref: str, subject_id: str, content: str, item_id: str | None = None
+) -> str:
     """An item's identity: HMAC-SHA256 under the store's secret (hex) of its conversation and its
     `item_id`, or, without one, of its conversation, subject id and content. Keyed, so the key says
     nothing of what it identifies."""
-    parts = [source, source_ref, "id", item_id] if item_id is not None else [
-        source, source_ref, "content", subject_id, content]
+    parts = (
+        [source, source_ref, "id", item_id]
+        if item_id is not None
+        else [source, source_ref, "content", subject_id, content]
+    )
     return salted_hash(secret, "item", json.dumps(parts, ensure_ascii=False))
 
 
@@ -120,8 +124,9 @@ def parse_line(text: str, where: str, base_dir: Path) -> MemoryItem:
         item = MemoryItem.model_validate(obj)
     except ValidationError as exc:
         raise InputError(f"{where}: {_first_error(exc)}") from None
-    resolved = [str(resolve_attachment(name, base_dir, f"{where}: attachments.{i}"))
-                for i, name in enumerate(item.attachments)]
+    resolved = [
+        str(resolve_attachment(name, base_dir, f"{where}: attachments.{i}")) for i, name in enumerate(item.attachments)
+    ]
     if resolved:
         item = item.model_copy(update={"attachments": resolved})
     return item
@@ -142,8 +147,9 @@ def iter_lines(path: Path, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int
                 if line.endswith(b"\n"):
                     line = line[:-1]
                 elif len(line) > max_line:
-                    raise InputError(f"{path}:{lineno}: line is longer than {max_line:,} bytes "
-                                     f"(the maximum of one memory item)")
+                    raise InputError(
+                        f"{path}:{lineno}: line is longer than {max_line:,} bytes (the maximum of one memory item)"
+                    )
                 yield lineno, line
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None

@@ -78,8 +78,9 @@ class _Stream(httpcore.NetworkStream):
     def close(self) -> None:
         self._inner.close()
 
-    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
         inner = self._inner.start_tls(ssl_context, server_hostname, self._deadline.bound(timeout))
         return _Stream(inner, self._deadline)
 
@@ -91,13 +92,20 @@ class _Backend(httpcore.NetworkBackend):
     def __init__(self, deadline: _Deadline) -> None:
         self._inner, self._deadline = httpcore.SyncBackend(), deadline
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
         stream = self._inner.connect_tcp(host, port, self._deadline.bound(timeout), local_address, socket_options)
         return _Stream(stream, self._deadline)
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
         raise httpcore.ConnectError("unix sockets are not used for processors")
 
     def sleep(self, seconds: float) -> None:
@@ -114,8 +122,15 @@ class PeerClient:
         # The CA bundle is loaded by httpcore only when a TLS peer is met (local processors are plain HTTP).
         self._pool = httpcore.ConnectionPool(network_backend=_Backend(self._deadline), max_connections=4)
 
-    def request(self, method: str, url: str, *, body: dict[str, Any] | None = None,
-                params: dict[str, str] | None = None, deadline: float) -> Answer:
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: dict[str, Any] | None = None,
+        params: dict[str, str] | None = None,
+        deadline: float,
+    ) -> Answer:
         """Send one request and read its answer by `deadline` (a `time.monotonic()` value).
         `PeerUnreachable` on a transient failure (the deadline passing is one), `PeerTooLarge` when the
         answer is larger than `max_bytes`."""
@@ -131,8 +146,9 @@ class PeerClient:
             raise PeerUnreachable("ReadTimeout (deadline passed)")
         timeouts = {"connect": min(self._connect, left), "read": left, "write": left, "pool": left}
         try:
-            with self._pool.stream(method, url, headers=headers, content=content,
-                                   extensions={"timeout": timeouts}) as resp:
+            with self._pool.stream(
+                method, url, headers=headers, content=content, extensions={"timeout": timeouts}
+            ) as resp:
                 announced = next((v for k, v in resp.headers if k.lower() == b"content-length"), None)
                 if announced is not None and announced.strip().isdigit() and int(announced) > self.max_bytes:
                     raise PeerTooLarge(f"answer is larger than {self.max_bytes:,} bytes")

@@ -36,18 +36,20 @@ def rewrite_frame(conn: apsw.Connection, frame_id: int, content: str, *, embedde
     conn.execute("DELETE FROM frame_vectors WHERE frame_id = ?", (frame_id,))
     conn.execute("INSERT INTO frame_vectors(frame_id, embedding) VALUES (?, ?)", (frame_id, to_blob(vectors[0])))
     for seq, part in enumerate(parts):
-        conn.execute("INSERT INTO frame_chunks(chunk_id, frame_id, seq, content) VALUES (?, ?, ?, ?)",
-                     (first + seq, frame_id, seq, part))
-        conn.execute("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES (?, ?)",
-                     (first + seq, to_blob(vectors[seq + 1])))
+        conn.execute(
+            "INSERT INTO frame_chunks(chunk_id, frame_id, seq, content) VALUES (?, ?, ?, ?)",
+            (first + seq, frame_id, seq, part),
+        )
+        conn.execute(
+            "INSERT INTO chunk_vectors(chunk_id, embedding) VALUES (?, ?)", (first + seq, to_blob(vectors[seq + 1]))
+        )
     return len(parts)
 
 
 def rewrite_archive(conn: apsw.Connection, archive_id: int, content: str) -> None:
     """Replace a live archive row's content with its mention-redacted text (the append-only trigger
     allows this one change: the new text must carry the `[redacted]` mark)."""
-    conn.execute("UPDATE raw_archive SET content = ? WHERE archive_id = ? AND erased_at IS NULL",
-                 (content, archive_id))
+    conn.execute("UPDATE raw_archive SET content = ? WHERE archive_id = ? AND erased_at IS NULL", (content, archive_id))
 
 
 def rewrite_session(conn: apsw.Connection, store_dir: Path, session_id: str, state: str) -> None:

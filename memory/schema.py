@@ -340,8 +340,7 @@ def db_path(store_dir: Path) -> Path:
     return Path(store_dir) / "memory.db"
 
 
-def create(store_dir: Path, *, tenant_id: str = "default",
-           journal_mode: JournalMode | None = None) -> apsw.Connection:
+def create(store_dir: Path, *, tenant_id: str = "default", journal_mode: JournalMode | None = None) -> apsw.Connection:
     """Create (or open and check) the store in `store_dir`; returns a writable connection.
 
     Idempotent: on an existing store it checks the schema version and the tenant and returns without
@@ -373,8 +372,7 @@ def create(store_dir: Path, *, tenant_id: str = "default",
             "INSERT OR IGNORE INTO store_meta(key, value) VALUES "
             "('tenant_id', ?), ('schema_version', ?), ('embedding_dim', ?), ('subject_key_secret', ?),"
             " ('blob_locations', ?)",
-            (tenant_id, str(SCHEMA_VERSION), str(EMBEDDING_DIM), _new_secret(),
-             _default_blob_locations(store_dir)),
+            (tenant_id, str(SCHEMA_VERSION), str(EMBEDDING_DIM), _new_secret(), _default_blob_locations(store_dir)),
         )
     return conn
 
@@ -409,7 +407,7 @@ ADDITIVE_COLUMNS = (
     # items are not conversations: an archive row's item identity (`memory.items.item_key`; NULL on rows
     # archived before it, one item per (source, source_ref) then)
     ("raw_archive", "item_key", "TEXT"),
-    ("frames", "item_key", "TEXT"),          # a turn frame's item (its turn_key is its conversation's)
+    ("frames", "item_key", "TEXT"),  # a turn frame's item (its turn_key is its conversation's)
 )
 """Columns added after schema version 1 shipped: (table, column, type), added when missing."""
 
@@ -419,8 +417,11 @@ def _ensure_additive(conn: apsw.Connection) -> None:
     (writes only when one is missing)."""
     tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     missing_tables = not {"erased_identities", "audit_merkle"} <= tables
-    missing_columns = [(t, c, kind) for t, c, kind in ADDITIVE_COLUMNS
-                       if c not in {str(r[1]) for r in conn.execute(f"PRAGMA table_info({t})")}]
+    missing_columns = [
+        (t, c, kind)
+        for t, c, kind in ADDITIVE_COLUMNS
+        if c not in {str(r[1]) for r in conn.execute(f"PRAGMA table_info({t})")}
+    ]
     suppression_columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(erased_subjects)")}
     legacy_keys = bool(suppression_columns) and "item_key" not in suppression_columns  # gone: guard fails closed
     if missing_tables or missing_columns or legacy_keys:
@@ -450,12 +451,18 @@ def _migrate_erased_keys(conn: apsw.Connection) -> None:
     conn.execute(TABLES_SQL)  # creates the new erased_subjects; every other table exists already
     conn.executemany(
         "INSERT OR IGNORE INTO erased_subjects(id, source, source_ref, erased_at, request_ref) VALUES (?,?,?,?,?)",
-        [(i, hashed(conn, str(s)), hashed(conn, str(r)), at, ref) for i, s, r, at, ref in rows])
+        [(i, hashed(conn, str(s)), hashed(conn, str(r)), at, ref) for i, s, r, at, ref in rows],
+    )
     conn.execute("DROP TABLE erased_subjects_v1")
     skeletons = conn.execute("SELECT archive_id, source, source_ref FROM raw_archive WHERE erased_at IS NOT NULL")
-    conn.executemany("UPDATE raw_archive SET source = ?, source_ref = ? WHERE archive_id = ?",
-                     [(hs, hr, a) for a, s, r in skeletons.fetchall()
-                      if (hs := hashed(conn, str(s)), hr := hashed(conn, str(r))) != (s, r)])
+    conn.executemany(
+        "UPDATE raw_archive SET source = ?, source_ref = ? WHERE archive_id = ?",
+        [
+            (hs, hr, a)
+            for a, s, r in skeletons.fetchall()
+            if (hs := hashed(conn, str(s)), hr := hashed(conn, str(r))) != (s, r)
+        ],
+    )
 
 
 def meta(conn: apsw.Connection, key: str) -> str:

@@ -41,8 +41,13 @@ def stored_session_path(store_dir: Path, session_id: str) -> Path:
 
 def session_state(source: str, source_ref: str, turns: list[str], updated_at: str) -> dict[str, Any]:
     """The state JSON of a session: where it came from and its last `RECENT_TURNS` turns."""
-    return {"source": source, "source_ref": source_ref, "turns": turns[-RECENT_TURNS:],
-            "scratch": {}, "updated_at": updated_at}
+    return {
+        "source": source,
+        "source_ref": source_ref,
+        "turns": turns[-RECENT_TURNS:],
+        "scratch": {},
+        "updated_at": updated_at,
+    }
 
 
 def state_json(state: dict[str, Any]) -> str:

@@ -125,15 +125,17 @@ class ProcessorState:
         ids: list[str] = []
         with self._lock, transaction(self._conn):
             for ref, content in records:
-                row = self._conn.execute("SELECT id FROM records WHERE subject_ref = ? AND ref = ?",
-                                         (subject_ref, ref)).fetchone()
+                row = self._conn.execute(
+                    "SELECT id FROM records WHERE subject_ref = ? AND ref = ?", (subject_ref, ref)
+                ).fetchone()
                 if row is not None:
                     ids.append(str(row[0]))
                     continue
                 rid = "rec_" + secrets.token_hex(8)
                 self._conn.execute(
                     "INSERT INTO records(id, subject_ref, ref, content, created_at) VALUES (?, ?, ?, ?, ?)",
-                    (rid, subject_ref, ref, content, _now()))
+                    (rid, subject_ref, ref, content, _now()),
+                )
                 ids.append(rid)
         return ids
 
@@ -154,8 +156,14 @@ class ProcessorState:
                 self._conn.execute(
                     "INSERT INTO jobs(ticket_id, subject_ref, ids, status, requested_at, due_at)"
                     " VALUES (?, ?, ?, 'pending', ?, ?)",
-                    (ticket, subject_ref, None if ids is None else json.dumps(ids), _now(),
-                     time.time() + self.mode.async_delay))
+                    (
+                        ticket,
+                        subject_ref,
+                        None if ids is None else json.dumps(ids),
+                        _now(),
+                        time.time() + self.mode.async_delay,
+                    ),
+                )
             if self.mode.async_delay <= 0:
                 self._complete(ticket)
         job = self.job(ticket)
@@ -165,28 +173,36 @@ class ProcessorState:
     def _complete(self, ticket: str) -> None:
         """Delete the job's records and mark it done. Caller holds the lock."""
         with transaction(self._conn):
-            row = self._conn.execute("SELECT subject_ref, ids FROM jobs WHERE ticket_id = ? AND status = 'pending'",
-                                     (ticket,)).fetchone()
+            row = self._conn.execute(
+                "SELECT subject_ref, ids FROM jobs WHERE ticket_id = ? AND status = 'pending'", (ticket,)
+            ).fetchone()
             if row is None:
                 return
             subject_ref, ids_json = row
             if ids_json is not None:
                 ids = json.loads(ids_json)
-                self._conn.execute("DELETE FROM records WHERE id IN (SELECT value FROM json_each(?))",
-                                   (json.dumps(ids),))
+                self._conn.execute(
+                    "DELETE FROM records WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+                )
             else:
                 self._conn.execute("DELETE FROM records WHERE subject_ref = ?", (subject_ref,))
             deleted = self._conn.changes()
             self._conn.execute(
                 "UPDATE jobs SET status = 'done', deleted = ?, completed_at = ?, subject_ref = NULL, ids = NULL"
-                " WHERE ticket_id = ?", (deleted, _now(), ticket))
+                " WHERE ticket_id = ?",
+                (deleted, _now(), ticket),
+            )
         checkpoint_truncate(self._conn)  # the erased content leaves the -wal file too
 
     def complete_due(self) -> int:
         """Complete every pending job whose time has come; return how many."""
         with self._lock:
-            due = [str(r[0]) for r in self._conn.execute(
-                "SELECT ticket_id FROM jobs WHERE status = 'pending' AND due_at <= ?", (time.time(),))]
+            due = [
+                str(r[0])
+                for r in self._conn.execute(
+                    "SELECT ticket_id FROM jobs WHERE status = 'pending' AND due_at <= ?", (time.time(),)
+                )
+            ]
             for ticket in due:
                 self._complete(ticket)
         return len(due)
@@ -195,18 +211,22 @@ class ProcessorState:
         """The job's public view, or None."""
         with self._lock:
             row = self._conn.execute(
-                "SELECT status, deleted, completed_at, requested_at FROM jobs WHERE ticket_id = ?",
-                (ticket,)).fetchone()
+                "SELECT status, deleted, completed_at, requested_at FROM jobs WHERE ticket_id = ?", (ticket,)
+            ).fetchone()
         if row is None:
             return None
-        return {"ticket_id": ticket, "status": row[0], "deleted": row[1], "completed_at": row[2],
-                "requested_at": row[3]}
+        return {
+            "ticket_id": ticket,
+            "status": row[0],
+            "deleted": row[1],
+            "completed_at": row[2],
+            "requested_at": row[3],
+        }
 
     def lookup(self, subject_ref: str) -> int:
         """How many records the processor holds for `subject_ref`."""
         with self._lock:
-            row = self._conn.execute("SELECT count(*) FROM records WHERE subject_ref = ?",
-                                     (subject_ref,)).fetchone()
+            row = self._conn.execute("SELECT count(*) FROM records WHERE subject_ref = ?", (subject_ref,)).fetchone()
         return int(row[0]) if row else 0
 
     def close(self) -> None:
@@ -287,8 +307,12 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _BadRequest("subject_ref (string) and records (list) are required")
             pairs: list[tuple[str, str]] = []
             for r in records:
-                if not (isinstance(r, dict) and isinstance(r.get("ref"), str) and r["ref"]
-                        and isinstance(r.get("content"), str)):
+                if not (
+                    isinstance(r, dict)
+                    and isinstance(r.get("ref"), str)
+                    and r["ref"]
+                    and isinstance(r.get("content"), str)
+                ):
                     raise _BadRequest("each record needs a ref and a content string")
                 pairs.append((r["ref"], r["content"]))
             self._send(201, {"ids": state.add_records(subject_ref, pairs)})
@@ -308,8 +332,9 @@ class _Handler(BaseHTTPRequestHandler):
             if job["status"] == "done":
                 self._send(200, {k: job[k] for k in ("ticket_id", "status", "deleted", "completed_at")})
             else:
-                self._send(202, {"ticket_id": job["ticket_id"], "status": "pending",
-                                 "poll": f"/v1/jobs/{job['ticket_id']}"})
+                self._send(
+                    202, {"ticket_id": job["ticket_id"], "status": "pending", "poll": f"/v1/jobs/{job['ticket_id']}"}
+                )
         elif method == "GET" and (m := _JOB_PATH.match(path)):
             found = state.job(m.group(1))
             if found is None:
@@ -364,13 +389,22 @@ class RunningService:
     def __enter__(self) -> RunningService:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
-def start_service(name: str, data_dir: Path, *, port: int = 0, async_delay: float = 0,
-                  latency: float = 0, fail_every: int = 0, always_fail: bool = False) -> RunningService:
+def start_service(
+    name: str,
+    data_dir: Path,
+    *,
+    port: int = 0,
+    async_delay: float = 0,
+    latency: float = 0,
+    fail_every: int = 0,
+    always_fail: bool = False,
+) -> RunningService:
     """Start one processor on 127.0.0.1 (port 0: any free port) with its data in `data_dir/<name>.db`."""
     if not _NAME.match(name):
         raise InputError(f"processor name {name!r} must be lowercase letters, digits, '-' or '_'")
@@ -386,8 +420,9 @@ def start_service(name: str, data_dir: Path, *, port: int = 0, async_delay: floa
         state.close()
         raise InputError(f"cannot bind {HOST}:{port} for processor {name}: {exc.strerror}") from exc
     stop = threading.Event()
-    serve = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                             name=f"subprocessor-{name}", daemon=True)
+    serve = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"subprocessor-{name}", daemon=True
+    )
     threads = [serve]
     if mode.async_delay > 0:
         interval = min(0.1, mode.async_delay / 4)
@@ -400,8 +435,15 @@ def start_service(name: str, data_dir: Path, *, port: int = 0, async_delay: floa
     for t in threads:
         t.start()
     bound = server.server_address[1]
-    return RunningService(name=name, url=f"http://{HOST}:{bound}", db_path=state.db_path, mode=mode,
-                          _server=server, _threads=threads, _stop=stop)
+    return RunningService(
+        name=name,
+        url=f"http://{HOST}:{bound}",
+        db_path=state.db_path,
+        mode=mode,
+        _server=server,
+        _threads=threads,
+        _stop=stop,
+    )
 
 
 @dataclass(frozen=True)
@@ -416,10 +458,12 @@ class DemoProcessor:
 
 DEMO_PROCESSORS: tuple[DemoProcessor, ...] = (
     DemoProcessor("crm-sync", "CRM synchronisation of support conversations", ("episodic",), Mode()),
-    DemoProcessor("llm-kb", "hosted LLM knowledge base (asynchronous deletion)", ("episodic", "semantic"),
-                  Mode(async_delay=1.0)),
-    DemoProcessor("vector-saas", "hosted vector search (flaky: every 2nd request fails)", ("vectors",),
-                  Mode(fail_every=2)),
+    DemoProcessor(
+        "llm-kb", "hosted LLM knowledge base (asynchronous deletion)", ("episodic", "semantic"), Mode(async_delay=1.0)
+    ),
+    DemoProcessor(
+        "vector-saas", "hosted vector search (flaky: every 2nd request fails)", ("vectors",), Mode(fail_every=2)
+    ),
 )
 
 
@@ -428,9 +472,16 @@ def start_demo_processors(data_dir: Path) -> list[RunningService]:
     started: list[RunningService] = []
     try:
         for p in DEMO_PROCESSORS:
-            started.append(start_service(p.name, data_dir, async_delay=p.mode.async_delay,
-                                         latency=p.mode.latency, fail_every=p.mode.fail_every,
-                                         always_fail=p.mode.always_fail))
+            started.append(
+                start_service(
+                    p.name,
+                    data_dir,
+                    async_delay=p.mode.async_delay,
+                    latency=p.mode.latency,
+                    fail_every=p.mode.fail_every,
+                    always_fail=p.mode.always_fail,
+                )
+            )
     except BaseException:
         for s in started:
             s.stop()
@@ -440,8 +491,9 @@ def start_demo_processors(data_dir: Path) -> list[RunningService]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one processor in the foreground until SIGINT/SIGTERM; print its URL first."""
-    parser = argparse.ArgumentParser(prog="python -m memory.subprocessor_service",
-                                     description="A local simulated data processor (HTTP, JSON).")
+    parser = argparse.ArgumentParser(
+        prog="python -m memory.subprocessor_service", description="A local simulated data processor (HTTP, JSON)."
+    )
     parser.add_argument("--name", required=True, help="processor name (also its database file name)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1; 0 picks a free one")
     parser.add_argument("--data", type=Path, required=True, help="directory for the processor's database")
@@ -451,9 +503,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--always-fail", action="store_true", help="deletions answer 500")
     args = parser.parse_args(argv)
     try:
-        service = start_service(args.name, args.data, port=args.port, async_delay=args.async_delay,
-                                latency=args.latency, fail_every=args.fail_every,
-                                always_fail=args.always_fail)
+        service = start_service(
+            args.name,
+            args.data,
+            port=args.port,
+            async_delay=args.async_delay,
+            latency=args.latency,
+            fail_every=args.fail_every,
+            always_fail=args.always_fail,
+        )
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return InputError.exit_code

@@ -53,6 +53,7 @@ def _now() -> str:
 
 # --- the inventory -------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Processor:
     """One entry of the subprocessor inventory."""
@@ -85,15 +86,27 @@ def register_demo(conn: apsw.Connection, services: Iterable[RunningService]) -> 
 
 def inventory(conn: apsw.Connection) -> list[Processor]:
     """Every registered processor, by name."""
-    return [Processor(str(r[0]), str(r[1]), str(r[2]), list(json.loads(r[3])))
-            for r in conn.execute("SELECT name, base_url, purpose, holds FROM subprocessors ORDER BY name")]
+    return [
+        Processor(str(r[0]), str(r[1]), str(r[2]), list(json.loads(r[3])))
+        for r in conn.execute("SELECT name, base_url, purpose, holds FROM subprocessors ORDER BY name")
+    ]
 
 
 # --- HTTP with retries ---------------------------------------------------------------------------
 
-def _call(client: PeerClient, method: str, url: str, *, body: dict[str, Any] | None = None,
-          params: dict[str, str] | None = None, attempts: int, backoff: float, timeout: float,
-          deadline: float) -> tuple[Answer, int]:
+
+def _call(
+    client: PeerClient,
+    method: str,
+    url: str,
+    *,
+    body: dict[str, Any] | None = None,
+    params: dict[str, str] | None = None,
+    attempts: int,
+    backoff: float,
+    timeout: float,
+    deadline: float,
+) -> tuple[Answer, int]:
     """Send with retries on transient failures; return (answer, attempts used). Each attempt ends within
     `timeout` seconds and the whole call by `deadline` (a `time.monotonic()` value).
 
@@ -155,16 +168,17 @@ def _time_text(v: Any) -> str | None:
 
 # --- deletion ------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class DeletionReceipt:
     """What a processor said about a deletion: its ticket, and whether it is done."""
 
     ticket_id: str
-    status: str                # "done" | "pending"
-    requested_at: str          # ISO 8601 UTC: when we asked (or, from poll_job, when the processor logged it)
+    status: str  # "done" | "pending"
+    requested_at: str  # ISO 8601 UTC: when we asked (or, from poll_job, when the processor logged it)
     completed_at: str | None
-    attempts: int              # HTTP requests made, retries included
-    http_status: int           # of the last answer
+    attempts: int  # HTTP requests made, retries included
+    http_status: int  # of the last answer
     deleted: int | None = None  # records the processor says it deleted, once done
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,31 +186,44 @@ class DeletionReceipt:
         return asdict(self)
 
 
-def _receipt(body: dict[str, Any], url: str, *, requested_at: str, attempts: int,
-             http_status: int) -> DeletionReceipt:
+def _receipt(body: dict[str, Any], url: str, *, requested_at: str, attempts: int, http_status: int) -> DeletionReceipt:
     ticket, status = body.get("ticket_id"), body.get("status")
     if not isinstance(ticket, str) or not ticket or status not in ("done", "pending"):
         raise SubprocessorError(f"{url} answered HTTP {http_status} without a ticket id and status")
     if not _remote_id(ticket):
-        raise SubprocessorError(f"{url} answered HTTP {http_status} with a ticket id that is not 1-{MAX_TICKET}"
-                                " letters, digits, '_' or '-'")
+        raise SubprocessorError(
+            f"{url} answered HTTP {http_status} with a ticket id that is not 1-{MAX_TICKET} letters, digits, '_' or '-'"
+        )
     deleted = body.get("deleted")
     completed = body.get("completed_at")
     if completed and status == "done" and _time_text(completed) is None:
-        raise SubprocessorError(f"{url} answered HTTP {http_status} with a completed_at that is not an ISO 8601"
-                                f" time of at most {MAX_TIME_TEXT} characters")
+        raise SubprocessorError(
+            f"{url} answered HTTP {http_status} with a completed_at that is not an ISO 8601"
+            f" time of at most {MAX_TIME_TEXT} characters"
+        )
     return DeletionReceipt(
-        ticket_id=ticket, status=str(status), requested_at=requested_at,
+        ticket_id=ticket,
+        status=str(status),
+        requested_at=requested_at,
         completed_at=str(completed) if completed and status == "done" else None,
-        attempts=attempts, http_status=http_status,
-        deleted=deleted if (isinstance(deleted, int) and not isinstance(deleted, bool) and 0 <= deleted < 2 ** 53
-                            and status == "done") else None,
+        attempts=attempts,
+        http_status=http_status,
+        deleted=deleted
+        if (isinstance(deleted, int) and not isinstance(deleted, bool) and 0 <= deleted < 2**53 and status == "done")
+        else None,
     )
 
 
-def request_deletion(base_url: str, subject_ref: str, *, attempts: int = 5, backoff: float = 0.2,
-                     timeout: float = DEFAULT_TIMEOUT, ids: Sequence[str] | None = None,
-                     deadline: float = DEFAULT_DEADLINE) -> DeletionReceipt:
+def request_deletion(
+    base_url: str,
+    subject_ref: str,
+    *,
+    attempts: int = 5,
+    backoff: float = 0.2,
+    timeout: float = DEFAULT_TIMEOUT,
+    ids: Sequence[str] | None = None,
+    deadline: float = DEFAULT_DEADLINE,
+) -> DeletionReceipt:
     """Ask the processor at `base_url` to delete everything it holds for `subject_ref` (or, with
     `ids`, exactly those remote records). Returns a `done` or `pending` receipt; a pending one is
     finished by `poll_job`. Raises `SubprocessorError` on a refusal (4xx, 500, an answer too large or
@@ -205,24 +232,47 @@ def request_deletion(base_url: str, subject_ref: str, *, attempts: int = 5, back
     body: dict[str, Any] = {"ids": list(ids)} if ids is not None else {"subject_ref": subject_ref}
     requested_at = _now()
     with _client() as client:
-        resp, used = _call(client, "POST", url, body=body, attempts=attempts, backoff=backoff, timeout=timeout,
-                           deadline=time.monotonic() + deadline)
+        resp, used = _call(
+            client,
+            "POST",
+            url,
+            body=body,
+            attempts=attempts,
+            backoff=backoff,
+            timeout=timeout,
+            deadline=time.monotonic() + deadline,
+        )
     if resp.status_code not in (200, 202):
         raise SubprocessorError(f"{url} refused the deletion: HTTP {resp.status_code}")
-    return _receipt(_json(resp, url), url, requested_at=requested_at, attempts=used,
-                    http_status=resp.status_code)
+    return _receipt(_json(resp, url), url, requested_at=requested_at, attempts=used, http_status=resp.status_code)
 
 
-def rectify(base_url: str, remote_ref: str, content: str, *, attempts: int = 5, backoff: float = 0.2,
-            timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE) -> bool:
+def rectify(
+    base_url: str,
+    remote_ref: str,
+    content: str,
+    *,
+    attempts: int = 5,
+    backoff: float = 0.2,
+    timeout: float = DEFAULT_TIMEOUT,
+    deadline: float = DEFAULT_DEADLINE,
+) -> bool:
     """Replace the content of one record the processor holds (rectification): True when it confirmed,
     False when it does not know the record. Raises `SubprocessorError` on a refusal or outage."""
     if not _remote_id(remote_ref):
         raise SubprocessorError(f"{base_url}: a record id that is not 1-{MAX_TICKET} letters, digits, '_' or '-'")
     url = base_url.rstrip("/") + f"/v1/records/{remote_ref}"
     with _client() as client:
-        resp, _used = _call(client, "PUT", url, body={"content": content}, attempts=attempts, backoff=backoff,
-                            timeout=timeout, deadline=time.monotonic() + deadline)
+        resp, _used = _call(
+            client,
+            "PUT",
+            url,
+            body={"content": content},
+            attempts=attempts,
+            backoff=backoff,
+            timeout=timeout,
+            deadline=time.monotonic() + deadline,
+        )
     if resp.status_code == 404:
         return False
     if resp.status_code != 200:
@@ -230,8 +280,14 @@ def rectify(base_url: str, remote_ref: str, content: str, *, attempts: int = 5, 
     return True
 
 
-def poll_job(base_url: str, ticket_id: str, *, timeout: float = 30.0, interval: float = 0.2,
-             request_timeout: float = DEFAULT_TIMEOUT) -> DeletionReceipt:
+def poll_job(
+    base_url: str,
+    ticket_id: str,
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.2,
+    request_timeout: float = DEFAULT_TIMEOUT,
+) -> DeletionReceipt:
     """Poll `GET /v1/jobs/<ticket_id>` until the job is done or `timeout` seconds pass.
 
     Returns the last receipt: `done`, or `pending` when time ran out (the caller keeps it open).
@@ -258,8 +314,13 @@ def poll_job(base_url: str, ticket_id: str, *, timeout: float = 30.0, interval: 
                 last_status = resp.status_code
                 if resp.status_code == 200:
                     body = _json(resp, url)
-                    last_receipt = _receipt(body, url, requested_at=_time_text(body.get("requested_at")) or "",
-                                            attempts=requests, http_status=200)
+                    last_receipt = _receipt(
+                        body,
+                        url,
+                        requested_at=_time_text(body.get("requested_at")) or "",
+                        attempts=requests,
+                        http_status=200,
+                    )
                     if last_receipt.status == "done":
                         return last_receipt
                 elif resp.status_code not in TRANSIENT_STATUS:
@@ -269,17 +330,31 @@ def poll_job(base_url: str, ticket_id: str, *, timeout: float = 30.0, interval: 
             time.sleep(interval)
     if last_receipt is None:
         raise SubprocessorError(f"{url} gave no job status within {timeout:g} s (last: HTTP {last_status})")
-    return DeletionReceipt(last_receipt.ticket_id, "pending", last_receipt.requested_at, None, requests,
-                           last_status)
+    return DeletionReceipt(last_receipt.ticket_id, "pending", last_receipt.requested_at, None, requests, last_status)
 
 
-def lookup_count(base_url: str, subject_ref: str, *, attempts: int = 5, backoff: float = 0.2,
-                 timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE) -> int:
+def lookup_count(
+    base_url: str,
+    subject_ref: str,
+    *,
+    attempts: int = 5,
+    backoff: float = 0.2,
+    timeout: float = DEFAULT_TIMEOUT,
+    deadline: float = DEFAULT_DEADLINE,
+) -> int:
     """How many records the processor says it holds for `subject_ref`."""
     url = base_url.rstrip("/") + "/v1/lookup"
     with _client() as client:
-        resp, _used = _call(client, "GET", url, params={"subject_ref": subject_ref}, attempts=attempts,
-                            backoff=backoff, timeout=timeout, deadline=time.monotonic() + deadline)
+        resp, _used = _call(
+            client,
+            "GET",
+            url,
+            params={"subject_ref": subject_ref},
+            attempts=attempts,
+            backoff=backoff,
+            timeout=timeout,
+            deadline=time.monotonic() + deadline,
+        )
     if resp.status_code != 200:
         raise SubprocessorError(f"{url} answered HTTP {resp.status_code}")
     count = _json(resp, url).get("count")
@@ -290,14 +365,15 @@ def lookup_count(base_url: str, subject_ref: str, *, attempts: int = 5, backoff:
 
 # --- pushing pending records ---------------------------------------------------------------------
 
+
 @dataclass
 class SyncReport:
     """What `sync_pending` did: counts and processor names only."""
 
-    sent: int = 0                  # records now holding a remote_ref
-    pending: int = 0               # records left without one (processor down or refusing)
-    skipped_suppressed: int = 0    # records of erased (source, source_ref): never sent, left pending
-    groups: int = 0                # (processor, subject) batches attempted
+    sent: int = 0  # records now holding a remote_ref
+    pending: int = 0  # records left without one (processor down or refusing)
+    skipped_suppressed: int = 0  # records of erased (source, source_ref): never sent, left pending
+    groups: int = 0  # (processor, subject) batches attempted
     failed_processors: list[str] = field(default_factory=list)
 
 
@@ -313,8 +389,14 @@ SELECT r.record_id, r.processor, s.base_url, r.subject_id, r.source, r.source_re
 """
 
 
-def sync_pending(conn: apsw.Connection, *, attempts: int = 3, backoff: float = 0.1,
-                 timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE) -> SyncReport:
+def sync_pending(
+    conn: apsw.Connection,
+    *,
+    attempts: int = 3,
+    backoff: float = 0.1,
+    timeout: float = DEFAULT_TIMEOUT,
+    deadline: float = DEFAULT_DEADLINE,
+) -> SyncReport:
     """Send every record without a `remote_ref` to its processor and store the ids it returns.
 
     One `POST /v1/records` per (processor, subject), content = the record's archive content (empty
@@ -332,13 +414,15 @@ def sync_pending(conn: apsw.Connection, *, attempts: int = 3, backoff: float = 0
         # Erased: a list row for the whole conversation (the item key "" is no item's), or erased items
         # there and none of the record's subject left alive (a conversation is not a person).
         if suppression.is_suppressed(conn, str(source), str(source_ref), "") or (
-                content is None and suppression.is_suppressed(conn, str(source), str(source_ref))):
+            content is None and suppression.is_suppressed(conn, str(source), str(source_ref))
+        ):
             report.skipped_suppressed += 1
             continue
         assert isinstance(record_id, int)
         urls[str(processor)] = str(base_url)
         groups.setdefault((str(processor), str(subject_id)), []).append(
-            (record_id, f"{source}/{source_ref}", str(content or "")))
+            (record_id, f"{source}/{source_ref}", str(content or ""))
+        )
     failed: set[str] = set()
     with _client() as client:
         for (processor, subject_id), rows in groups.items():
@@ -349,13 +433,20 @@ def sync_pending(conn: apsw.Connection, *, attempts: int = 3, backoff: float = 0
             url = urls[processor].rstrip("/") + "/v1/records"
             body = {"subject_ref": subject_id, "records": [{"ref": ref, "content": c} for _, ref, c in rows]}
             try:
-                resp, _used = _call(client, "POST", url, body=body, attempts=attempts, backoff=backoff,
-                                    timeout=timeout, deadline=time.monotonic() + deadline)
+                resp, _used = _call(
+                    client,
+                    "POST",
+                    url,
+                    body=body,
+                    attempts=attempts,
+                    backoff=backoff,
+                    timeout=timeout,
+                    deadline=time.monotonic() + deadline,
+                )
                 if resp.status_code != 201:
                     raise SubprocessorError(f"{url} refused the records: HTTP {resp.status_code}")
                 ids = _json(resp, url).get("ids")
-                if not (isinstance(ids, list) and len(ids) == len(rows)
-                        and all(_remote_id(i) for i in ids)):
+                if not (isinstance(ids, list) and len(ids) == len(rows) and all(_remote_id(i) for i in ids)):
                     raise SubprocessorError(f"{url} returned ids that do not match the records sent")
             except SubprocessorError:
                 failed.add(processor)

@@ -97,35 +97,48 @@ def request_ref_of(conn: apsw.Connection, source: str, source_ref: str) -> str |
     return str(row[0]) if row is not None and row[0] is not None else None
 
 
-def record(conn: apsw.Connection, source: str, source_ref: str, request_ref: str | None,
-           item_key: str | None = None) -> bool:
+def record(
+    conn: apsw.Connection, source: str, source_ref: str, request_ref: str | None, item_key: str | None = None
+) -> bool:
     """Add the erased item `item_key` of `(source, source_ref)` to the list (None: every item of that
     key), the key as keyed hashes. Runs inside the caller's erase transaction; returns True if a row
     was added (a row already there is kept)."""
     hs, hr = hashed_key(conn, source, source_ref)
-    if item_key is None and conn.execute(  # NULLs are distinct in a UNIQUE index: look first
-            "SELECT 1 FROM erased_subjects WHERE source=? AND source_ref=? AND item_key IS NULL",
-            (hs, hr)).fetchone() is not None:
+    if (
+        item_key is None
+        and conn.execute(  # NULLs are distinct in a UNIQUE index: look first
+            "SELECT 1 FROM erased_subjects WHERE source=? AND source_ref=? AND item_key IS NULL", (hs, hr)
+        ).fetchone()
+        is not None
+    ):
         return False
     conn.execute(
         "INSERT OR IGNORE INTO erased_subjects(source, source_ref, item_key, erased_at, request_ref)"
-        " VALUES (?,?,?,?,?)", (hs, hr, item_key, _now(), request_ref))
+        " VALUES (?,?,?,?,?)",
+        (hs, hr, item_key, _now(), request_ref),
+    )
     return conn.changes() > 0
 
 
-def allow(conn: apsw.Connection, source: str, source_ref: str, reason: str, actor: str, *,
-          request_ref: str | None = None) -> bool:
+def allow(
+    conn: apsw.Connection, source: str, source_ref: str, reason: str, actor: str, *, request_ref: str | None = None
+) -> bool:
     """Re-consent: remove the erased items of `(source, source_ref)` (given in plaintext or as the list
     shows it; only those `request_ref` erased, when given) from the list so they may be ingested again,
     and audit it ('suppression.allow'). Opens its own transaction. Returns False when none was listed."""
     with transaction(conn):
         hs, hr = hashed_key(conn, source, source_ref)
-        conn.execute("DELETE FROM erased_subjects WHERE source IN (?1, ?2) AND source_ref IN (?3, ?4)"
-                     " AND (?5 IS NULL OR request_ref = ?5)", (source, hs, source_ref, hr, request_ref))
+        conn.execute(
+            "DELETE FROM erased_subjects WHERE source IN (?1, ?2) AND source_ref IN (?3, ?4)"
+            " AND (?5 IS NULL OR request_ref = ?5)",
+            (source, hs, source_ref, hr, request_ref),
+        )
         if conn.changes() == 0:
             return False
         audit.append(
-            conn, "suppression.allow", "suppression",
+            conn,
+            "suppression.allow",
+            "suppression",
             {"reason": reason},
             {"source": (None, source), "source_ref": (None, source_ref), "allowed_by": (None, actor)},
         )
@@ -167,8 +180,7 @@ def identity_digests(secret: bytes, subject: Subject) -> list[tuple[str, str]]:
     return out
 
 
-def record_identity(conn: apsw.Connection, subject: Subject, erasure_ref: str, *,
-                    also_ids: Iterable[str] = ()) -> int:
+def record_identity(conn: apsw.Connection, subject: Subject, erasure_ref: str, *, also_ids: Iterable[str] = ()) -> int:
     """Record the erased subject's identity hashes (id, email, phone spellings; INSERT OR IGNORE), and
     the id hash of each of `also_ids` (the other ids the store knew the subject by: case variants,
     confirmed aliases). Runs inside the caller's erase transaction, beside `record`; returns how many
@@ -180,7 +192,8 @@ def record_identity(conn: apsw.Connection, subject: Subject, erasure_ref: str, *
     before = conn.total_changes()
     conn.executemany(
         "INSERT OR IGNORE INTO erased_identities(kind, digest, erasure_ref, created_at) VALUES (?,?,?,?)",
-        [(kind, digest, erasure_ref, now) for kind, digest in dict.fromkeys(pairs)])
+        [(kind, digest, erasure_ref, now) for kind, digest in dict.fromkeys(pairs)],
+    )
     return int(conn.total_changes() - before)
 
 
@@ -209,8 +222,8 @@ class IdentityGuard:
         try:
             digests = [d for _, d in identity_digests(self._secret, subject)]
             row = self._conn.execute(
-                f"SELECT 1 FROM erased_identities WHERE digest IN ({','.join('?' * len(digests))}) LIMIT 1",
-                digests).fetchone()
+                f"SELECT 1 FROM erased_identities WHERE digest IN ({','.join('?' * len(digests))}) LIMIT 1", digests
+            ).fetchone()
         except Exception:
             return Guard.unreadable
         return Guard.allowed if row is None else Guard.suppressed
@@ -236,9 +249,13 @@ def allow_identity(conn: apsw.Connection, subject: Subject, reason: str, actor: 
                 kinds.add(kind)
                 rows += conn.changes()
         if rows:
-            audit.append(conn, "suppression.allow_identity", "suppression",
-                         {"kinds": sorted(kinds), "rows": rows, "reason": reason},
-                         {"allowed_by": (None, actor)})
+            audit.append(
+                conn,
+                "suppression.allow_identity",
+                "suppression",
+                {"kinds": sorted(kinds), "rows": rows, "reason": reason},
+                {"allowed_by": (None, actor)},
+            )
     return sorted(kinds)
 
 
@@ -249,9 +266,13 @@ def allow_identities_of(conn: apsw.Connection, erasure_ref: str, reason: str, ac
         conn.execute("DELETE FROM erased_identities WHERE erasure_ref=?", (erasure_ref,))
         rows = int(conn.changes())
         if rows:
-            audit.append(conn, "suppression.allow_identity", "suppression",
-                         {"request_ref": erasure_ref, "rows": rows, "reason": reason},
-                         {"allowed_by": (None, actor)})
+            audit.append(
+                conn,
+                "suppression.allow_identity",
+                "suppression",
+                {"request_ref": erasure_ref, "rows": rows, "reason": reason},
+                {"allowed_by": (None, actor)},
+            )
     return rows
 
 

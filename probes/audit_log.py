@@ -28,8 +28,11 @@ def _plaintext(conn: apsw.Connection, idents: list[str]) -> int:
         return 0
     needles = sorted({i.encode() for i in idents})
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=["".join(f"\\x{b:02x}" for b in n).encode() for n in needles],
-               ids=list(range(len(needles))), flags=hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SINGLEMATCH)
+    db.compile(
+        expressions=["".join(f"\\x{b:02x}" for b in n).encode() for n in needles],
+        ids=list(range(len(needles))),
+        flags=hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SINGLEMATCH,
+    )
     hits = [0]
 
     def on_match(*_args: object) -> bool:
@@ -47,18 +50,27 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     sid, commitments = ctx.ids_json, json_list(ctx.fingerprint.keys.audit_commitments)
     idents = [n.data.decode().lower() for n in ctx.fingerprint.needles if n.kind is NeedleKind.identifier]
     with open_store(ctx.store_dir) as conn:
-        vault_others = count(conn, "SELECT count(*) FROM audit_vault WHERE (subject_id IS NULL OR"
-                                   f" subject_id NOT {ids_in('?1')}) AND commitment NOT {ids_in('?2')}",
-                             (sid, commitments))
+        vault_others = count(
+            conn,
+            "SELECT count(*) FROM audit_vault WHERE (subject_id IS NULL OR"
+            f" subject_id NOT {ids_in('?1')}) AND commitment NOT {ids_in('?2')}",
+            (sid, commitments),
+        )
         entries = count(conn, "SELECT count(*) FROM audit_log")
         plaintext = _plaintext(conn, idents)
         return [
-            Measurement("vault-by-subject-id",
-                        count(conn, f"SELECT count(*) FROM audit_vault WHERE subject_id {ids_in()}", (sid,)),
-                        "vault", vault_others),
-            Measurement("vault-by-commitment",
-                        count(conn, f"SELECT count(*) FROM audit_vault WHERE commitment {ids_in()}",
-                              (commitments,)), "vault", vault_others),
+            Measurement(
+                "vault-by-subject-id",
+                count(conn, f"SELECT count(*) FROM audit_vault WHERE subject_id {ids_in()}", (sid,)),
+                "vault",
+                vault_others,
+            ),
+            Measurement(
+                "vault-by-commitment",
+                count(conn, f"SELECT count(*) FROM audit_vault WHERE commitment {ids_in()}", (commitments,)),
+                "vault",
+                vault_others,
+            ),
             Measurement("plaintext-in-entries", plaintext, "entries", entries),
         ]
 

@@ -21,8 +21,15 @@ from probes.views import scan_views
 TIER = BYTES
 
 
-def measurements(needles: Sequence[Needle], found: set[int], unreadable: int,
-                 home: Mapping[str, int], *, folded: int = 0, viewed: set[int] | None = None) -> list[Measurement]:
+def measurements(
+    needles: Sequence[Needle],
+    found: set[int],
+    unreadable: int,
+    home: Mapping[str, int],
+    *,
+    folded: int = 0,
+    viewed: set[int] | None = None,
+) -> list[Measurement]:
     """One subject's byte measurements: `found` are the indexes of its needles the store scan found,
     `home` the identifier and content groups found in each other folder of the home (by folder name),
     `folded` the identifier groups found in the store's texts once folded (`probes.folded`), `viewed`
@@ -34,8 +41,11 @@ def measurements(needles: Sequence[Needle], found: set[int], unreadable: int,
         all_groups.setdefault(n.kind, set()).add(n.group)
         if i in found:
             found_groups.setdefault(n.kind, set()).add(n.group)
-    out = [Measurement(f"scan:{kind.value}", len(found_groups.get(kind, ())), "none", 0)
-           for kind in SUBJECT_KINDS if kind in all_groups]
+    out = [
+        Measurement(f"scan:{kind.value}", len(found_groups.get(kind, ())), "none", 0)
+        for kind in SUBJECT_KINDS
+        if kind in all_groups
+    ]
     if NeedleKind.identifier in all_groups:
         out.append(Measurement("scan-folded:identifier", folded, "none", 0))
     if viewed is not None:
@@ -46,8 +56,11 @@ def measurements(needles: Sequence[Needle], found: set[int], unreadable: int,
     out.append(Measurement("canaries", 0, "canaries", len(found_groups.get(NeedleKind.canary, ()))))
     if NeedleKind.shared_identifier in all_groups:
         # Another subject's own identifiers (a namesake): explained, and expected to survive.
-        out.append(Measurement("shared-identifiers", 0, "shared-identifiers",
-                               len(found_groups.get(NeedleKind.shared_identifier, ()))))
+        out.append(
+            Measurement(
+                "shared-identifiers", 0, "shared-identifiers", len(found_groups.get(NeedleKind.shared_identifier, ()))
+            )
+        )
     out += [Measurement(f"scan-home:{name}", groups, "none", 0) for name, groups in home.items()]
     out.append(Measurement("unreadable-files", unreadable, "none", 0))
     return out
@@ -56,12 +69,14 @@ def measurements(needles: Sequence[Needle], found: set[int], unreadable: int,
 def measure(ctx: ProbeContext) -> list[Measurement]:
     """Scan the store directory with the fingerprint's needles (the extra roots: `probes.window`)."""
     needles = ctx.fingerprint.needles
-    report = scan_tree(ctx.store_dir, [n.data for n in needles],
-                       caseless={i for i, n in enumerate(needles) if n.caseless})
+    report = scan_tree(
+        ctx.store_dir, [n.data for n in needles], caseless={i for i, n in enumerate(needles) if n.caseless}
+    )
     folded = folded_groups(ctx.store_dir, [needles])[0]
     views = scan_views(ctx.store_dir, [n.view() for n in needles])
-    return measurements(needles, report.found_indexes(), len(report.unreadable), {}, folded=len(folded),
-                        viewed=views.found_indexes())
+    return measurements(
+        needles, report.found_indexes(), len(report.unreadable), {}, folded=len(folded), viewed=views.found_indexes()
+    )
 
 
 def probe(ctx: ProbeContext) -> list[ProbeResult]:

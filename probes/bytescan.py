@@ -114,13 +114,13 @@ class _Walk:
                 if stat.S_ISDIR(mode):
                     subdirs.append(entry.path)
                 elif stat.S_ISREG(mode):
-                    yield entry.path, entry.path[self._prefix:], st.st_size
+                    yield entry.path, entry.path[self._prefix :], st.st_size
                 else:  # symlinks, fifos, sockets, devices: reading them could loop or block
                     self.skipped_not_regular += 1
             stack.extend(reversed(subdirs))
 
     def _rel(self, path: str) -> str:
-        return path[self._prefix:] or "."
+        return path[self._prefix :] or "."
 
 
 def _check_needles(needles: Sequence[bytes]) -> None:
@@ -141,8 +141,9 @@ def _flags(n: int, caseless: Collection[int]) -> list[int]:
     return [hyperscan.HS_FLAG_CASELESS if i in caseless else 0 for i in range(n)]
 
 
-def compile_needles(needles: Sequence[bytes], caseless: Collection[int] = (), *,
-                    mode: int = hyperscan.HS_MODE_STREAM) -> hyperscan.Database:
+def compile_needles(
+    needles: Sequence[bytes], caseless: Collection[int] = (), *, mode: int = hyperscan.HS_MODE_STREAM
+) -> hyperscan.Database:
     """A hyperscan database (streaming unless `mode` says otherwise) matching each needle literally
     (those whose index is in `caseless` in any ASCII letter case); pattern id = needle index."""
     _check_needles(needles)
@@ -203,9 +204,15 @@ def _segments(walk: _Walk, segment_size: int) -> tuple[list[_Segment], list[_Bat
     return segments, batches
 
 
-def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAULT_BUFFER,
-              segment_size: int = DEFAULT_SEGMENT, workers: int | None = None,
-              caseless: Collection[int] = ()) -> ScanReport:
+def scan_tree(
+    root: Path,
+    needles: Sequence[bytes],
+    *,
+    buffer_size: int = DEFAULT_BUFFER,
+    segment_size: int = DEFAULT_SEGMENT,
+    workers: int | None = None,
+    caseless: Collection[int] = (),
+) -> ScanReport:
     """Scan every regular file under `root` for all `needles` in one pass; report hits by index.
 
     Files are cut into segments of `segment_size` scanned by `workers` threads (default: one per CPU,
@@ -258,8 +265,9 @@ def scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAUL
 _Stream = tuple["hyperscan.Database | None", "hyperscan.Scratch | None"]
 
 
-def _drain(queue: Queue[_Segment | _Batch], stream: _Stream, lengths: list[int], part: _Partial, buf: bytearray,
-           overlap: int) -> None:
+def _drain(
+    queue: Queue[_Segment | _Batch], stream: _Stream, lengths: list[int], part: _Partial, buf: bytearray, overlap: int
+) -> None:
     view = memoryview(buf)
     while True:
         try:
@@ -323,8 +331,14 @@ def _scan_batch(batch: _Batch, stream: _Stream, lengths: list[int], part: _Parti
     return len(buf)
 
 
-def _scan_segment(seg: _Segment, db: hyperscan.Database | None, scratch: hyperscan.Scratch | None,
-                  part: _Partial, view: memoryview, overlap: int) -> int:
+def _scan_segment(
+    seg: _Segment,
+    db: hyperscan.Database | None,
+    scratch: hyperscan.Scratch | None,
+    part: _Partial,
+    view: memoryview,
+    overlap: int,
+) -> int:
     """Scan one segment; returns the bytes of the segment itself (not the overlap) that were read."""
     begin = max(0, seg.start - overlap)
     own = 0
@@ -369,8 +383,9 @@ def _merge(n_needles: int, parts: list[_Partial], walk: _Walk, files: set[str], 
     return _report(n_needles, counts, where, walk, len(files - set(failed)), total, seconds)
 
 
-def _report(n_needles: int, counts: list[int], where: list[set[str]], walk: _Walk, files: int,
-            total: int, seconds: float) -> ScanReport:
+def _report(
+    n_needles: int, counts: list[int], where: list[set[str]], walk: _Walk, files: int, total: int, seconds: float
+) -> ScanReport:
     found = [NeedleHits(index=i, hits=c, files=sorted(where[i])) for i, c in enumerate(counts) if c]
     return ScanReport(
         needles=n_needles,
@@ -384,8 +399,7 @@ def _report(n_needles: int, counts: list[int], where: list[set[str]], walk: _Wal
     )
 
 
-def naive_scan_tree(root: Path, needles: Sequence[bytes], *,
-                    buffer_size: int = DEFAULT_BUFFER) -> ScanReport:
+def naive_scan_tree(root: Path, needles: Sequence[bytes], *, buffer_size: int = DEFAULT_BUFFER) -> ScanReport:
     """The bench baseline: the same walk, each needle searched with `bytes.find` per buffer.
 
     Buffers overlap by the longest needle less one byte; a match is counted in the buffer where it

@@ -54,6 +54,9 @@ def to_results(tier: str, measured: list[Measurement], fingerprint: Fingerprint)
     out = []
     for m in measured:
         before = fingerprint.bystanders.get(population_key(tier, m.population), m.bystanders)
-        out.append(ProbeResult(tier=tier, method=m.method, residue=m.residue,
-                               bystanders_before=before, bystanders_after=m.bystanders))
+        out.append(
+            ProbeResult(
+                tier=tier, method=m.method, residue=m.residue, bystanders_before=before, bystanders_after=m.bystanders
+            )
+        )
     return out

@@ -26,8 +26,12 @@ def _referencing(conn: apsw.Connection, seeds: set[int]) -> set[int]:
     found: set[int] = set()
     frontier = set(seeds)
     while frontier:
-        refs = {int(v) for v in column(conn, f"SELECT frame_id FROM frame_refs WHERE ref_frame_id {ids_in()}",
-                                       (json_list(frontier),))}
+        refs = {
+            int(v)
+            for v in column(
+                conn, f"SELECT frame_id FROM frame_refs WHERE ref_frame_id {ids_in()}", (json_list(frontier),)
+            )
+        }
         frontier = refs - found
         found |= frontier
     return found
@@ -46,8 +50,12 @@ def _identifier_hits(conn: apsw.Connection, ctx: ProbeContext, mine: set[int]) -
         hits |= _fts(conn, spelling)
     if not hits:
         return 0
-    live = {int(fid): str(kind) for fid, kind in conn.execute(
-        f"SELECT frame_id, kind FROM frames WHERE frame_id {ids_in()}", (json_list(hits),))}
+    live = {
+        int(fid): str(kind)
+        for fid, kind in conn.execute(
+            f"SELECT frame_id, kind FROM frames WHERE frame_id {ids_in()}", (json_list(hits),)
+        )
+    }
     return sum(1 for h in hits if h in mine or h not in live or live[h] == "derived")
 
 
@@ -65,18 +73,26 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     mine = set(keys.all_frame_ids())
     derived, frames = json_list(keys.derived_frame_ids), json_list(mine)
     with open_store(ctx.store_dir) as conn:
-        derived_others = count(conn, f"SELECT count(*) FROM frames WHERE kind = 'derived'"
-                                     f" AND frame_id NOT {ids_in()}", (derived,))
-        fts_mine = sum(1 for f in sorted(mine)
-                       if conn.execute("SELECT 1 FROM frames_fts WHERE rowid = ?", (f,)).fetchone())
+        derived_others = count(
+            conn, f"SELECT count(*) FROM frames WHERE kind = 'derived' AND frame_id NOT {ids_in()}", (derived,)
+        )
+        fts_mine = sum(
+            1 for f in sorted(mine) if conn.execute("SELECT 1 FROM frames_fts WHERE rowid = ?", (f,)).fetchone()
+        )
         fts_others = count(conn, "SELECT count(*) FROM frames_fts") - fts_mine
-        cache_mine = count(conn, f"SELECT count(*) FROM recall_cache WHERE frame_id {ids_in('?1')}"
-                                 f" OR cache_id {ids_in('?2')}", (frames, json_list(keys.recall_cache_ids)))
+        cache_mine = count(
+            conn,
+            f"SELECT count(*) FROM recall_cache WHERE frame_id {ids_in('?1')} OR cache_id {ids_in('?2')}",
+            (frames, json_list(keys.recall_cache_ids)),
+        )
         cache_others = count(conn, "SELECT count(*) FROM recall_cache") - cache_mine
         return [
-            Measurement("derived-by-fingerprint-id",
-                        count(conn, f"SELECT count(*) FROM frames WHERE frame_id {ids_in()}", (derived,)),
-                        "derived", derived_others),
+            Measurement(
+                "derived-by-fingerprint-id",
+                count(conn, f"SELECT count(*) FROM frames WHERE frame_id {ids_in()}", (derived,)),
+                "derived",
+                derived_others,
+            ),
             Measurement("derived-by-reference", len(_referencing(conn, mine)), "derived", derived_others),
             Measurement("fts-identifier", _identifier_hits(conn, ctx, mine), "fts-rows", fts_others),
             Measurement("fts-content", _content_hits(conn, ctx), "fts-rows", fts_others),

@@ -42,10 +42,17 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     keys = ctx.fingerprint.keys
     sid, ids, pairs = ctx.ids_json, json_list(keys.example_ids), json_pairs(keys.source_refs)
     with open_store(ctx.store_dir) as conn:
-        others = count(conn, "SELECT count(*) FROM (SELECT DISTINCT source, source_ref FROM ft_examples WHERE "
-                       + not_mine(f"SELECT rowid FROM ft_examples WHERE subject_id {ids_in('?1')}",
-                                  "SELECT value FROM json_each(?2)", pair_rows("ft_examples", "?3")) + ")",
-                       (sid, ids, pairs))
+        others = count(
+            conn,
+            "SELECT count(*) FROM (SELECT DISTINCT source, source_ref FROM ft_examples WHERE "
+            + not_mine(
+                f"SELECT rowid FROM ft_examples WHERE subject_id {ids_in('?1')}",
+                "SELECT value FROM json_each(?2)",
+                pair_rows("ft_examples", "?3"),
+            )
+            + ")",
+            (sid, ids, pairs),
+        )
         by_subject = count(conn, f"SELECT count(*) FROM ft_examples WHERE subject_id {ids_in()}", (sid,))
         by_id = count(conn, f"SELECT count(*) FROM ft_examples WHERE example_id {ids_in()}", (ids,))
         by_ref = count(conn, f"SELECT count(*) FROM ft_examples WHERE {pairs_in()}", (pairs,))

@@ -15,8 +15,7 @@ from probes.window import take_window
 __all__ = ["BYSTANDER_STATE", "Fingerprint", "FingerprintError", "destroy", "sealed_pair_exists", "take_fingerprint"]
 
 
-def take_fingerprint(store_dir: Path, subject: Subject, *,
-                     http_timeout: float = DEFAULT_HTTP_TIMEOUT) -> Fingerprint:
+def take_fingerprint(store_dir: Path, subject: Subject, *, http_timeout: float = DEFAULT_HTTP_TIMEOUT) -> Fingerprint:
     """Resolve the subject's keys, harvest the needles and measure the baseline, before the cascade: a
     window of one subject (`probes.window.take_window`). The baseline includes one byte scan, so it
     says how many needle groups and canaries the scan could see before anything was erased.

@@ -98,8 +98,14 @@ class Fingerprint(BaseModel):
                 continue
             state = {**old.state, **{k: new.state[k] for k in BYSTANDER_STATE if k in new.state}}
             targets[name] = old.model_copy(update={"bystanders": new.bystanders, "state": state})
-        return self.model_copy(update={"bystanders": fresh.bystanders, "targets": targets,
-                                       "taken_at": fresh.taken_at, "baseline": baseline})
+        return self.model_copy(
+            update={
+                "bystanders": fresh.bystanders,
+                "targets": targets,
+                "taken_at": fresh.taken_at,
+                "baseline": baseline,
+            }
+        )
 
     def needle_bytes(self) -> list[bytes]:
         """The needles' bytes, in order (index = needle index in a scan report)."""
@@ -145,7 +151,7 @@ class Fingerprint(BaseModel):
             raise FingerprintError("the sealed fingerprint or its key is missing") from exc
         if not blob.startswith(_MAGIC) or len(key) != 32:
             raise FingerprintError("the sealed fingerprint is not in a known format")
-        nonce, sealed = blob[len(_MAGIC):len(_MAGIC) + _NONCE], blob[len(_MAGIC) + _NONCE:]
+        nonce, sealed = blob[len(_MAGIC) : len(_MAGIC) + _NONCE], blob[len(_MAGIC) + _NONCE :]
         try:
             plain = AESGCM(key).decrypt(nonce, sealed, _MAGIC)
             return cls.model_validate_json(plain)

@@ -25,8 +25,12 @@ from probes.bytescan import compile_needles
 from probes.needles import Needle, NeedleKind
 from probes.store import CORPORA_DIR, DB_FILE, SESSIONS_DIR, open_store, regular_files
 
-TEXT_COLUMNS = (("frames", "content", ""), ("raw_archive", "content", "erased_at IS NULL"),
-                ("working_sessions", "state", ""), ("kg_entities", "name", ""))
+TEXT_COLUMNS = (
+    ("frames", "content", ""),
+    ("raw_archive", "content", "erased_at IS NULL"),
+    ("working_sessions", "state", ""),
+    ("kg_entities", "name", ""),
+)
 """(table, column, condition): where people's words are stored as text."""
 TEXT_DIRS = (CORPORA_DIR, SESSIONS_DIR)
 BATCH_BYTES = 32 << 20
@@ -44,7 +48,8 @@ def _non_ascii_texts(store_dir: Path) -> Iterator[str]:
             for table, col, cond in TEXT_COLUMNS:
                 where = f"{cond} AND " if cond else ""
                 for (text,) in conn.execute(
-                        f"SELECT {col} FROM {table} WHERE {where}length(CAST({col} AS BLOB)) != length({col})"):
+                    f"SELECT {col} FROM {table} WHERE {where}length(CAST({col} AS BLOB)) != length({col})"
+                ):
                     if text is not None:
                         yield str(text)
     for folder in TEXT_DIRS:
@@ -73,8 +78,9 @@ def folded_groups(store_dir: Path, needle_sets: Sequence[Sequence[Needle]]) -> l
     # Another person's own identifier (a namesake's name) folds like the subject's spelling of it: it is
     # blanked out before matching, as the byte scan and the views explain it. One set serves every
     # subject: a string one subject shares with someone is, folded, shared by every subject who has it.
-    explained = re.compile("|".join(re.escape(t) for t in sorted(shared, key=len, reverse=True) if t)) if shared \
-        else None
+    explained = (
+        re.compile("|".join(re.escape(t) for t in sorted(shared, key=len, reverse=True) if t)) if shared else None
+    )
     found: list[set[int]] = [set() for _ in needle_sets]
     if not folded:
         return found
@@ -96,4 +102,3 @@ def folded_groups(store_dir: Path, needle_sets: Sequence[Sequence[Needle]]) -> l
     if batch:
         db.scan("\x00".join(batch).encode("utf-8"), match_event_handler=on_match, scratch=scratch)
     return found
-

@@ -40,8 +40,7 @@ CANARY_CANDIDATES = 400
 class VectorRef(BaseModel):
     """One of the subject's vectors, kept for the nearest-neighbour probe."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64",
-                              val_json_bytes="base64")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
 
     table: str
     """`frame_vectors` or `chunk_vectors`."""
@@ -66,8 +65,17 @@ class Facts(Protocol):
     def belongs_to_someone_else(self, spelling: str, mine: set[str]) -> bool: ...
 
 
-def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: SubjectKeys, ids: list[str], *,
-            facts: Facts, window_ids: set[str], canaries: list[str]) -> Harvest:
+def harvest(
+    conn: apsw.Connection,
+    store_dir: Path,
+    subject: Subject,
+    keys: SubjectKeys,
+    ids: list[str],
+    *,
+    facts: Facts,
+    window_ids: set[str],
+    canaries: list[str],
+) -> Harvest:
     """Choose needles: identifiers, content windows, vector pieces, blob pieces, bystander canaries.
 
     `window_ids` are the store ids of every subject erased with this one (its own included): a spelling
@@ -75,8 +83,14 @@ def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: Subj
     (`canary_windows`)."""
     h = Harvest()
     mine = set(keys.all_frame_ids())
-    _identifiers(subject, ids, facts, window_ids | set(ids), h.needles,
-                 ordinary=lambda word: fts_hit_outside(conn, word, json_list(mine)))
+    _identifiers(
+        subject,
+        ids,
+        facts,
+        window_ids | set(ids),
+        h.needles,
+        ordinary=lambda word: fts_hit_outside(conn, word, json_list(mine)),
+    )
     _content(conn, keys, json_list(mine), h.needles)
     _vectors(conn, keys, mine, facts, h)
     _blobs(conn, store_dir, subject, keys, h.needles)
@@ -85,8 +99,15 @@ def harvest(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: Subj
     return h
 
 
-def _identifiers(subject: Subject, ids: list[str], facts: Facts, window_ids: set[str], out: NeedleSet, *,
-                 ordinary: Callable[[str], bool] = lambda _word: False) -> None:
+def _identifiers(
+    subject: Subject,
+    ids: list[str],
+    facts: Facts,
+    window_ids: set[str],
+    out: NeedleSet,
+    *,
+    ordinary: Callable[[str], bool] = lambda _word: False,
+) -> None:
     """Every spelling of every identifier, matched in any letter case. None is withheld silently: a
     spelling too short to mean anything is counted (`identifier_withheld_short`), and one that is also
     the own identifier of someone outside the window (another subject id, or the name of an entity that
@@ -109,10 +130,16 @@ def _identifiers(subject: Subject, ids: list[str], facts: Facts, window_ids: set
 
 
 def _content(conn: apsw.Connection, keys: SubjectKeys, mine: str, out: NeedleSet) -> None:
-    texts = column(conn, f"SELECT content FROM raw_archive WHERE archive_id {IN_IDS} AND content IS NOT NULL"
-                   " ORDER BY archive_id", (json_list(keys.archive_ids),))
-    texts += column(conn, f"SELECT content FROM frames WHERE frame_id {IN_IDS} AND kind = 'summary'"
-                    " ORDER BY frame_id", (json_list(keys.frame_ids),))
+    texts = column(
+        conn,
+        f"SELECT content FROM raw_archive WHERE archive_id {IN_IDS} AND content IS NOT NULL ORDER BY archive_id",
+        (json_list(keys.archive_ids),),
+    )
+    texts += column(
+        conn,
+        f"SELECT content FROM frames WHERE frame_id {IN_IDS} AND kind = 'summary' ORDER BY frame_id",
+        (json_list(keys.frame_ids),),
+    )
     kept = 0
     for text in texts:
         for window in plain_windows(str(text)):
@@ -171,7 +198,9 @@ def _blobs(conn: apsw.Connection, store_dir: Path, subject: Subject, keys: Subje
     for key in keys.blob_keys:
         shared = conn.execute(
             "SELECT 1 FROM blobs b JOIN blobs o ON o.sha256 = b.sha256 AND o.blob_key != b.blob_key"
-            " WHERE b.blob_key = ? AND o.subject_id IS NOT ? LIMIT 1", (key, subject.id)).fetchone()
+            " WHERE b.blob_key = ? AND o.subject_id IS NOT ? LIMIT 1",
+            (key, subject.id),
+        ).fetchone()
         if shared:
             out.bump("blob_withheld_shared")
             continue
@@ -201,10 +230,15 @@ def canary_windows(conn: apsw.Connection, window_ids: set[str], idents: list[str
     """Windows of bystanders' short frames (short: stored in one page, never split) outside the window
     (`window_ids`, `frames`) that name no subject of the window in any spelling (`idents`: a frame that
     mentions one is rewritten by the erasure). The same for every subject of a window: read once."""
-    rows = [(int(fid), str(text)) for fid, text in conn.execute(
-        "SELECT frame_id, content FROM frames WHERE kind != 'derived' AND length(content) BETWEEN 40 AND 2000"
-        " AND (subject_id IS NULL OR subject_id NOT IN (SELECT value FROM json_each(?)))"
-        " ORDER BY frame_id LIMIT ?", (json_list(window_ids), CANARY_CANDIDATES))]
+    rows = [
+        (int(fid), str(text))
+        for fid, text in conn.execute(
+            "SELECT frame_id, content FROM frames WHERE kind != 'derived' AND length(content) BETWEEN 40 AND 2000"
+            " AND (subject_id IS NULL OR subject_id NOT IN (SELECT value FROM json_each(?)))"
+            " ORDER BY frame_id LIMIT ?",
+            (json_list(window_ids), CANARY_CANDIDATES),
+        )
+    ]
     candidates = []
     spelled = Matcher([("identifier", i) for i in idents])  # any spelling or encoding of one of them
     for fid, text in rows:

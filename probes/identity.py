@@ -21,8 +21,7 @@ import apsw
 
 from erasure.subject import Subject
 
-ID_TABLES = ("raw_archive", "frames", "working_sessions", "blobs", "ft_examples", "subprocessor_records",
-              "audit_vault")
+ID_TABLES = ("raw_archive", "frames", "working_sessions", "blobs", "ft_examples", "subprocessor_records", "audit_vault")
 
 
 def _fold(text: str) -> str:
@@ -33,8 +32,9 @@ def store_ids(conn: apsw.Connection, subject: Subject) -> list[str]:
     """The subject's ids as the store spells them (the request's own id included)."""
     every: set[str] = set()
     for table in ID_TABLES:
-        every |= {str(r[0]) for r in conn.execute(
-            f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL")}
+        every |= {
+            str(r[0]) for r in conn.execute(f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL")
+        }
     return store_ids_in(conn, subject, ids_by_fold(every))
 
 
@@ -54,17 +54,23 @@ def email_entities(conn: apsw.Connection) -> dict[str, list[int]]:
     return out
 
 
-def store_ids_in(conn: apsw.Connection, subject: Subject, by_fold: dict[str, set[str]],
-                 emails: dict[str, list[int]] | None = None) -> list[str]:
+def store_ids_in(
+    conn: apsw.Connection, subject: Subject, by_fold: dict[str, set[str]], emails: dict[str, list[int]] | None = None
+) -> list[str]:
     """`store_ids`, given every store id by folded form (`ids_by_fold`) and, optionally, every email
     entity by address (`email_entities`): both read once for a whole window."""
     ids = {subject.id} | by_fold.get(_fold(subject.id), set())
     if subject.email:
         email = subject.email.strip().lower()
         for eid in (emails if emails is not None else email_entities(conn)).get(email, []):
-            ids |= {str(r[0]) for r in conn.execute(
-                "SELECT DISTINCT f.subject_id FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
-                " WHERE l.entity_id = ? AND f.subject_id IS NOT NULL", (eid,))}
+            ids |= {
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT DISTINCT f.subject_id FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
+                    " WHERE l.entity_id = ? AND f.subject_id IS NOT NULL",
+                    (eid,),
+                )
+            }
     return sorted(ids)
 
 
@@ -76,7 +82,7 @@ def phone_forms(phone: str) -> list[str]:
     out = [digits, "+" + digits]
     parts = re.findall(r"\d+", phone)
     if phone.strip().startswith("+") and parts and len(parts[0]) <= 3 and len(parts) > 1:
-        rest = digits[len(parts[0]):]
+        rest = digits[len(parts[0]) :]
         out.append(rest if parts[0] == "1" else "0" + rest)
     return [p for p in dict.fromkeys(out) if len(p.lstrip("+")) >= 7]
 

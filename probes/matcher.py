@@ -36,10 +36,14 @@ MIN_BASE64 = 12
 """Characters of the shortest base64 run read."""
 MIN_FRAGMENT = 3
 
-_FORMAT_CHARS = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-                           "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb]")
-_DASHES = re.compile("[\u058a\u05be\u1400\u1806\u2010-\u2015\u2043\u2212\u2e17\u2e1a\u2e3a\u2e3b\u2e40\u301c"
-                     "\u3030\u30a0\ufe31\ufe32\ufe58\ufe63\uff0d]")
+_FORMAT_CHARS = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb]"
+)
+_DASHES = re.compile(
+    "[\u058a\u05be\u1400\u1806\u2010-\u2015\u2043\u2212\u2e17\u2e1a\u2e3a\u2e3b\u2e40\u301c"
+    "\u3030\u30a0\ufe31\ufe32\ufe58\ufe63\uff0d]"
+)
 _MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 _SPACE = re.compile(r"\s+")
 _LETTERS = {"ø": "o", "đ": "d", "ł": "l", "æ": "ae", "œ": "oe", "ı": "i", "þ": "th", "ð": "d"}
@@ -81,8 +85,11 @@ def _boundary(core: str) -> str:
 def _name_variants(text: str) -> list[str]:
     """The canonical spellings of a name or id: as given, and with umlauts written out or folded in."""
     folded = canonical(text)
-    out = [folded, canonical(text.translate(_UMLAUT)),
-           re.sub(r"(?<=[^aeiou\W])(ae|oe|ue)", lambda m: m.group(1)[0], folded)]
+    out = [
+        folded,
+        canonical(text.translate(_UMLAUT)),
+        re.sub(r"(?<=[^aeiou\W])(ae|oe|ue)", lambda m: m.group(1)[0], folded),
+    ]
     return list(dict.fromkeys(v for v in out if v.strip()))
 
 
@@ -120,8 +127,7 @@ def _patterns(kind: str, text: str) -> tuple[list[tuple[str, str]], list[str | b
         if not tokens:
             continue
         orders = [tokens] if len(tokens) == 1 else [tokens, [tokens[-1], *tokens[:-1]]]
-        regexes += [(_boundary(_TOKEN_SEP.join(re.escape(t) for t in order)), max(tokens, key=len))
-                    for order in orders]
+        regexes += [(_boundary(_TOKEN_SEP.join(re.escape(t) for t in order)), max(tokens, key=len)) for order in orders]
         long = [t for t in tokens if len(t) >= MIN_FRAGMENT]
         triggers += long or [variant]
     lowered = unicodedata.normalize("NFKC", text)
@@ -133,8 +139,10 @@ def _patterns(kind: str, text: str) -> tuple[list[tuple[str, str]], list[str | b
     return list(dict.fromkeys(regexes)), list(dict.fromkeys(triggers))
 
 
-WIDE_TEXT = re.compile(rb"(?:[\x20-\x7e]\x00){3}|(?:\x00[\x20-\x7e]){3}"
-                        rb"|(?:[\x20-\x7e]\x00\x00\x00){3}|(?:\x00\x00\x00[\x20-\x7e]){3}")
+WIDE_TEXT = re.compile(
+    rb"(?:[\x20-\x7e]\x00){3}|(?:\x00[\x20-\x7e]){3}"
+    rb"|(?:[\x20-\x7e]\x00\x00\x00){3}|(?:\x00\x00\x00[\x20-\x7e]){3}"
+)
 """Letters with NULs between them: only then is a window read as UTF-16/32 too (every page of a
 database has NULs; decoding each window four more ways cost most of the views' time there)."""
 WIDE_CODECS = (("utf-16-le", 2), ("utf-16-be", 2), ("utf-32-le", 4), ("utf-32-be", 4))
@@ -154,8 +162,8 @@ _GENERIC: dict[str, bytes] = {
     # an encoded separator between two digits (a phone), two escapes in a row, an escaped dash or
     # space, one entity, two quoted-printable octets
     "escapes": rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};)[^A-Za-z0-9]{0,2}[0-9]"
-               rb"|(?:\\u[0-9a-fA-F]{4}){2}|\\u20[0-9a-fA-F]{2}|\\u00[aA][0dD]|(?:%[0-9A-Fa-f]{2}){2}|%[Cc]2%[Aa]0"
-               rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}",
+    rb"|(?:\\u[0-9a-fA-F]{4}){2}|\\u20[0-9a-fA-F]{2}|\\u00[aA][0dD]|(?:%[0-9A-Fa-f]{2}){2}|%[Cc]2%[Aa]0"
+    rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}",
     "fullwidth": rb"(?:\xef[\xbc\xbd][\x80-\xbf]){3}",
     # A run's start, once (anchored on the byte before it), with a capital, digit or symbol among its
     # first characters: a long lower-case word is not base64 (12 lower-case letters in a row start
@@ -163,7 +171,7 @@ _GENERIC: dict[str, bytes] = {
     # `-` is left out of the trigger (not of the run it finds): ISO timestamps ("2025-01-06T22") are
     # in every row of a store, and a url-safe run has a stretch without `-` long enough anyway.
     "base64": rb"(?:^|[^A-Za-z0-9+/_])[A-Za-z0-9+/_][a-z]{0,%d}[A-Z0-9+/_][A-Za-z0-9+/_]{%d}"
-              % (MIN_BASE64 - 2, MIN_BASE64 - 2),
+    % (MIN_BASE64 - 2, MIN_BASE64 - 2),
     "gzip": rb"\x1f\x8b\x08",
     "bz2": rb"BZh[1-9]1AY&SY",
     "xz": rb"\xfd7zXZ\x00",
@@ -180,8 +188,11 @@ def _generic_db() -> tuple[hyperscan.Database, hyperscan.Scratch]:
     """The generic triggers' database, compiled once per process (a scratch of its own per matcher)."""
     if not _GENERIC_DB:
         db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        db.compile(expressions=[_GENERIC[n] for n in GENERIC_NAMES], ids=list(range(len(GENERIC_NAMES))),
-                   flags=[0] * len(GENERIC_NAMES))
+        db.compile(
+            expressions=[_GENERIC[n] for n in GENERIC_NAMES],
+            ids=list(range(len(GENERIC_NAMES))),
+            flags=[0] * len(GENERIC_NAMES),
+        )
         _GENERIC_DB.append((db, hyperscan.Scratch(db)))
     db, scratch = _GENERIC_DB[0]
     return db, scratch.clone()
@@ -281,8 +292,10 @@ class Matcher:
 
 # --- text views -----------------------------------------------------------------------------------------------
 
-_JSON_ESCAPE = re.compile(r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})"
-                          r"|\\([nrtbf/\"\\])")
+_JSON_ESCAPE = re.compile(
+    r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})"
+    r"|\\([nrtbf/\"\\])"
+)
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "/": "/", '"': '"', "\\": "\\"}
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
@@ -319,8 +332,13 @@ def _quoted_printable(text: str) -> str:
     return quopri.decodestring(text.encode("utf-8", "surrogatepass")).decode("utf-8", "replace")
 
 
-_TEXT_DECODERS: tuple[Callable[[str], str], ...] = (_json_unescape, _percent, _entities, _quoted_printable,
-                                                     _percent_plus)
+_TEXT_DECODERS: tuple[Callable[[str], str], ...] = (
+    _json_unescape,
+    _percent,
+    _entities,
+    _quoted_printable,
+    _percent_plus,
+)
 MAX_TEXT_VARIANTS = 16
 
 
@@ -340,4 +358,3 @@ def _text_variants(text: str) -> list[str]:
                         return out
         frontier = nxt
     return out
-

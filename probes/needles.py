@@ -55,11 +55,13 @@ class NeedleKind(StrEnum):
     canary = "canary"
 
 
-_VIEW_KINDS = {NeedleKind.identifier: "identifier", NeedleKind.content: "content",
-               NeedleKind.shared_identifier: "shared"}
+_VIEW_KINDS = {
+    NeedleKind.identifier: "identifier",
+    NeedleKind.content: "content",
+    NeedleKind.shared_identifier: "shared",
+}
 
-SUBJECT_KINDS: tuple[NeedleKind, ...] = (NeedleKind.identifier, NeedleKind.content, NeedleKind.vector,
-                                         NeedleKind.blob)
+SUBJECT_KINDS: tuple[NeedleKind, ...] = (NeedleKind.identifier, NeedleKind.content, NeedleKind.vector, NeedleKind.blob)
 """Needle kinds whose presence after the cascade is residue (shared identifiers are reported as
 explained, canaries are the opposite)."""
 
@@ -68,8 +70,7 @@ class Needle(BaseModel):
     """One byte string to look for; `group` ties the pieces of one thing together. A `caseless`
     needle matches in any ASCII letter case (identifiers: full-text indexes keep lower-cased tokens)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64",
-                              val_json_bytes="base64")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
 
     kind: NeedleKind
     group: int
@@ -143,7 +144,7 @@ def distinctive_pieces(embedding: bytes) -> list[tuple[int, bytes]]:
     meet is larger and rarer; ending on the largest non-zero floats took the scan from 2.6 to 2.1 s
     (medians of 5) with more pieces (two for 1,537 vectors of 1,769 instead of 984). Two pieces that
     do not overlap are never both split by one page boundary (an overflow page holds 4 KiB or more)."""
-    floats = np.frombuffer(embedding[:len(embedding) - len(embedding) % 4], dtype="<f4")
+    floats = np.frombuffer(embedding[: len(embedding) - len(embedding) % 4], dtype="<f4")
     width = VECTOR_PIECE_BYTES // 4
     if len(floats) < width:
         return []
@@ -165,7 +166,7 @@ def distinctive_pieces(embedding: bytes) -> list[tuple[int, bytes]]:
             picked.append(s)
             if len(picked) == MAX_VECTOR_PIECES:
                 break
-    return [(4 * s, embedding[4 * s:4 * (s + width)]) for s in sorted(picked)]
+    return [(4 * s, embedding[4 * s : 4 * (s + width)]) for s in sorted(picked)]
 
 
 def vector_pieces(embedding: bytes) -> list[bytes]:
@@ -173,7 +174,7 @@ def vector_pieces(embedding: bytes) -> list[bytes]:
     other targets' probes, whose bystander check compares aligned pieces."""
     out = []
     for start in range(0, len(embedding) - VECTOR_PIECE_BYTES + 1, VECTOR_PIECE_BYTES):
-        piece = embedding[start:start + VECTOR_PIECE_BYTES]
+        piece = embedding[start : start + VECTOR_PIECE_BYTES]
         floats = np.frombuffer(piece, dtype="<f4")
         if int(np.count_nonzero(floats)) >= MIN_NONZERO_FLOATS:
             out.append(piece)

@@ -24,7 +24,17 @@ Measure = Callable[[ProbeContext], list[Measurement]]
 
 MEASURES: dict[str, Measure] = {
     m.TIER: m.measure
-    for m in (byte_residue, working, episodic, semantic, vectors, fine_tune, uploads, derivatives,
-              subprocessors, audit_log)
+    for m in (
+        byte_residue,
+        working,
+        episodic,
+        semantic,
+        vectors,
+        fine_tune,
+        uploads,
+        derivatives,
+        subprocessors,
+        audit_log,
+    )
 }
 assert tuple(MEASURES) == PROBE_TIERS

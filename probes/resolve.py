@@ -29,8 +29,7 @@ def subject_pairs(conn: apsw.Connection, ids_json: str) -> set[tuple[str, str]]:
     """(source, source_ref) of every row filed under one of the subject's ids (a `json_list`)."""
     pairs: set[tuple[str, str]] = set()
     for table in SUBJECT_TABLES:
-        for src, ref in conn.execute(
-                f"SELECT source, source_ref FROM {table} WHERE subject_id {IN_IDS}", (ids_json,)):
+        for src, ref in conn.execute(f"SELECT source, source_ref FROM {table} WHERE subject_id {IN_IDS}", (ids_json,)):
             if src is not None and ref is not None:
                 pairs.add((str(src), str(ref)))
     return pairs
@@ -45,8 +44,10 @@ def shared_pairs(conn: apsw.Connection, ids_json: str, pairs: set[tuple[str, str
     out: set[tuple[str, str]] = set()
     for table in SUBJECT_TABLES:
         for src, ref in conn.execute(
-                f"SELECT DISTINCT source, source_ref FROM {table} WHERE {pairs_in('?1')}"
-                f" AND subject_id IS NOT NULL AND subject_id NOT {ids_in('?2')}", (pj, ids_json)):
+            f"SELECT DISTINCT source, source_ref FROM {table} WHERE {pairs_in('?1')}"
+            f" AND subject_id IS NOT NULL AND subject_id NOT {ids_in('?2')}",
+            (pj, ids_json),
+        ):
             out.add((str(src), str(ref)))
     return out
 
@@ -54,9 +55,13 @@ def shared_pairs(conn: apsw.Connection, ids_json: str, pairs: set[tuple[str, str
 def item_turns(conn: apsw.Connection, ids_json: str) -> set[int]:
     """Verbatim turn frames of the subject's own items: their conversation's turn key and their item's
     key (a turn frame carries no subject and no archive link)."""
-    return _ids(conn, "SELECT f.frame_id FROM raw_archive a JOIN frames f"
-                      " ON f.turn_key = a.source || '/' || a.source_ref AND f.item_key IS a.item_key"
-                      f" WHERE a.subject_id {IN_IDS} AND a.item_key IS NOT NULL AND f.kind = 'turn'", ids_json)
+    return _ids(
+        conn,
+        "SELECT f.frame_id FROM raw_archive a JOIN frames f"
+        " ON f.turn_key = a.source || '/' || a.source_ref AND f.item_key IS a.item_key"
+        f" WHERE a.subject_id {IN_IDS} AND a.item_key IS NOT NULL AND f.kind = 'turn'",
+        ids_json,
+    )
 
 
 def _ids(conn: apsw.Connection, sql: str, *params: object) -> set[int]:
@@ -67,14 +72,15 @@ def _strs(conn: apsw.Connection, sql: str, *params: object) -> set[str]:
     return {str(v) for v in column(conn, sql, tuple(params))}
 
 
-def episodic_frames(conn: apsw.Connection, ids_json: str, archive_ids: set[int],
-                    turn_keys: set[str]) -> set[int]:
+def episodic_frames(conn: apsw.Connection, ids_json: str, archive_ids: set[int], turn_keys: set[str]) -> set[int]:
     """Summary frames by subject or archive link, turn frames by turn key."""
     frames = _ids(conn, f"SELECT frame_id FROM frames WHERE subject_id {IN_IDS} AND kind != 'derived'", ids_json)
-    frames |= _ids(conn, f"SELECT frame_id FROM frames WHERE archive_id {IN_IDS} AND kind != 'derived'",
-                   json_list(archive_ids))
-    frames |= _ids(conn, f"SELECT frame_id FROM frames WHERE turn_key {IN_IDS} AND kind != 'derived'",
-                   json_list(turn_keys))
+    frames |= _ids(
+        conn, f"SELECT frame_id FROM frames WHERE archive_id {IN_IDS} AND kind != 'derived'", json_list(archive_ids)
+    )
+    frames |= _ids(
+        conn, f"SELECT frame_id FROM frames WHERE turn_key {IN_IDS} AND kind != 'derived'", json_list(turn_keys)
+    )
     return frames
 
 
@@ -84,8 +90,9 @@ def fts_hit_outside(conn: apsw.Connection, text: str, frames_json: str) -> bool:
     phrase = fts_phrase(text)
     if phrase is None:
         return False
-    row = conn.execute(f"SELECT 1 FROM frames_fts WHERE frames_fts MATCH ? AND rowid NOT {IN_IDS} LIMIT 1",
-                       (phrase, frames_json)).fetchone()
+    row = conn.execute(
+        f"SELECT 1 FROM frames_fts WHERE frames_fts MATCH ? AND rowid NOT {IN_IDS} LIMIT 1", (phrase, frames_json)
+    ).fetchone()
     return row is not None
 
 
@@ -102,8 +109,7 @@ def derived_closure(conn: apsw.Connection, seeds: set[int], quoting: set[int]) -
     found = set(quoting)
     frontier = set(seeds) | set(quoting)
     while frontier:
-        refs = _ids(conn, f"SELECT r.frame_id FROM frame_refs r WHERE r.ref_frame_id {IN_IDS}",
-                    json_list(frontier))
+        refs = _ids(conn, f"SELECT r.frame_id FROM frame_refs r WHERE r.ref_frame_id {IN_IDS}", json_list(frontier))
         frontier = refs - found - seeds
         found |= frontier
     return found
@@ -115,8 +121,7 @@ def quoting_derived(conn: apsw.Connection, subject: Subject, ids: list[str]) -> 
     hits: set[int] = set()
     for _kind, spelling in spellings(subject, ids):
         hits |= fts_hits(conn, spelling)
-    return _ids(conn, f"SELECT frame_id FROM frames WHERE kind = 'derived' AND frame_id {IN_IDS}",
-                json_list(hits))
+    return _ids(conn, f"SELECT frame_id FROM frames WHERE kind = 'derived' AND frame_id {IN_IDS}", json_list(hits))
 
 
 @dataclass
@@ -148,21 +153,27 @@ class PersonalEntities:
         return out | (self.by_phone_digits.get(phone_digits, set()) if phone_digits else set())
 
 
-def named_entities(conn: apsw.Connection, subject: Subject, ids: list[str],
-                   entities: PersonalEntities | None = None) -> set[int]:
+def named_entities(
+    conn: apsw.Connection, subject: Subject, ids: list[str], entities: PersonalEntities | None = None
+) -> set[int]:
     """Personal entities named by any spelling of an identifier (case-insensitive; phones by digits)."""
     names = {s.lower() for _k, s in spellings(subject, ids)}
     phone = re.sub(r"\D", "", subject.phone or "")
     return (entities if entities is not None else PersonalEntities.read(conn)).named(names, phone)
 
 
-def subject_entities(conn: apsw.Connection, subject: Subject, frames: set[int], ids: list[str],
-                     entities: PersonalEntities | None = None) -> set[int]:
+def subject_entities(
+    conn: apsw.Connection, subject: Subject, frames: set[int], ids: list[str], entities: PersonalEntities | None = None
+) -> set[int]:
     """Personal entities named by an identifier that no one else's frame links (a namesake's person
     entity is shared, not the subject's), and entities whose every link is to `frames`."""
     named = named_entities(conn, subject, ids, entities)
-    named -= _ids(conn, f"SELECT DISTINCT entity_id FROM kg_entity_frames WHERE entity_id {IN_IDS}"
-                  f" AND frame_id NOT {IN_IDS}", json_list(named), json_list(frames))
+    named -= _ids(
+        conn,
+        f"SELECT DISTINCT entity_id FROM kg_entity_frames WHERE entity_id {IN_IDS} AND frame_id NOT {IN_IDS}",
+        json_list(named),
+        json_list(frames),
+    )
     return named | exclusive_entities(conn, frames)
 
 
@@ -170,13 +181,19 @@ def exclusive_entities(conn: apsw.Connection, frames: set[int]) -> set[int]:
     """Entities linked to `frames` and to no other frame. Each linked entity's links are read only up
     to the first one outside `frames`: a topic that a million frames link costs one row, not all of them."""
     fj = json_list(frames)
-    return _ids(conn, f"SELECT DISTINCT l.entity_id FROM kg_entity_frames l WHERE l.frame_id {IN_IDS}"
-                      " AND NOT EXISTS (SELECT 1 FROM kg_entity_frames o WHERE o.entity_id = l.entity_id"
-                      f" AND o.frame_id NOT {IN_IDS})", fj, fj)
+    return _ids(
+        conn,
+        f"SELECT DISTINCT l.entity_id FROM kg_entity_frames l WHERE l.frame_id {IN_IDS}"
+        " AND NOT EXISTS (SELECT 1 FROM kg_entity_frames o WHERE o.entity_id = l.entity_id"
+        f" AND o.frame_id NOT {IN_IDS})",
+        fj,
+        fj,
+    )
 
 
-def resolve_keys(conn: apsw.Connection, subject: Subject, ids: list[str] | None = None,
-                 entities: PersonalEntities | None = None) -> SubjectKeys:
+def resolve_keys(
+    conn: apsw.Connection, subject: Subject, ids: list[str] | None = None, entities: PersonalEntities | None = None
+) -> SubjectKeys:
     """Every key that reaches the subject (under any of its store `ids`), from the store as it is now
     (`entities`: the store's personal entities, when a window has read them already)."""
     ids = ids or [subject.id]
@@ -205,22 +222,43 @@ def resolve_keys(conn: apsw.Connection, subject: Subject, ids: list[str] | None 
         derived_frame_ids=sorted(derived),
         chunk_ids=sorted(_ids(conn, f"SELECT chunk_id FROM frame_chunks WHERE frame_id {IN_IDS}", fj)),
         entity_ids=sorted(subject_ents),
-        relation_ids=sorted(_ids(
-            conn,
-            f"SELECT relation_id FROM kg_relations WHERE frame_id {IN_IDS} OR src_entity_id {IN_IDS}"
-            f" OR dst_entity_id {IN_IDS}", fj, ej, ej)),
-        blob_keys=sorted(_strs(conn, f"SELECT blob_key FROM blobs WHERE subject_id {IN_IDS}", sid)
-                         | _strs(conn, f"SELECT blob_key FROM blobs WHERE {pairs_in()}", pj)),
-        example_ids=sorted(_ids(conn, f"SELECT example_id FROM ft_examples WHERE subject_id {IN_IDS}", sid)
-                           | _ids(conn, f"SELECT example_id FROM ft_examples WHERE {pairs_in()}", pj)),
-        session_ids=sorted(_strs(conn, f"SELECT session_id FROM working_sessions WHERE subject_id {IN_IDS}", sid)
-                           | _strs(conn, f"SELECT session_id FROM working_sessions WHERE {pairs_in()}", pj)),
+        relation_ids=sorted(
+            _ids(
+                conn,
+                f"SELECT relation_id FROM kg_relations WHERE frame_id {IN_IDS} OR src_entity_id {IN_IDS}"
+                f" OR dst_entity_id {IN_IDS}",
+                fj,
+                ej,
+                ej,
+            )
+        ),
+        blob_keys=sorted(
+            _strs(conn, f"SELECT blob_key FROM blobs WHERE subject_id {IN_IDS}", sid)
+            | _strs(conn, f"SELECT blob_key FROM blobs WHERE {pairs_in()}", pj)
+        ),
+        example_ids=sorted(
+            _ids(conn, f"SELECT example_id FROM ft_examples WHERE subject_id {IN_IDS}", sid)
+            | _ids(conn, f"SELECT example_id FROM ft_examples WHERE {pairs_in()}", pj)
+        ),
+        session_ids=sorted(
+            _strs(conn, f"SELECT session_id FROM working_sessions WHERE subject_id {IN_IDS}", sid)
+            | _strs(conn, f"SELECT session_id FROM working_sessions WHERE {pairs_in()}", pj)
+        ),
         audit_commitments=sorted(_strs(conn, f"SELECT commitment FROM audit_vault WHERE subject_id {IN_IDS}", sid)),
         recall_cache_ids=sorted(_ids(conn, f"SELECT cache_id FROM recall_cache WHERE frame_id {IN_IDS}", fj)),
         subprocessors=sorted(processors),
-        subprocessor_bystanders={p: sorted(_strs(
-            conn,
-            f"SELECT DISTINCT subject_id FROM subprocessor_records WHERE processor = ? AND subject_id NOT {IN_IDS}"
-            " AND remote_ref IS NOT NULL ORDER BY subject_id LIMIT ?", p, sid, BYSTANDER_SAMPLE))
-            for p in _strs(conn, "SELECT name FROM subprocessors")},
+        subprocessor_bystanders={
+            p: sorted(
+                _strs(
+                    conn,
+                    "SELECT DISTINCT subject_id FROM subprocessor_records WHERE processor = ?"
+                    f" AND subject_id NOT {IN_IDS}"
+                    " AND remote_ref IS NOT NULL ORDER BY subject_id LIMIT ?",
+                    p,
+                    sid,
+                    BYSTANDER_SAMPLE,
+                )
+            )
+            for p in _strs(conn, "SELECT name FROM subprocessors")
+        },
     )

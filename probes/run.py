@@ -22,15 +22,21 @@ from probes.window import verify_window
 __all__ = ["Verification", "run_probes", "to_json"]
 
 
-def run_probes(store_dir: Path, subject: Subject, fingerprint: Fingerprint, *,
-               tiers: Iterable[str | Tier] | None = None,
-               http_timeout: float = DEFAULT_HTTP_TIMEOUT,
-               extra_roots: Iterable[Path] = ()) -> Verification:
+def run_probes(
+    store_dir: Path,
+    subject: Subject,
+    fingerprint: Fingerprint,
+    *,
+    tiers: Iterable[str | Tier] | None = None,
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT,
+    extra_roots: Iterable[Path] = (),
+) -> Verification:
     """Probe `tiers` (default: all nine and the byte scan, which also covers `extra_roots`): a window of
     one subject (`probes.window.verify_window`)."""
     wanted = None if tiers is None else [str(t.value if isinstance(t, Tier) else t) for t in tiers]
-    return verify_window(store_dir, [(subject, fingerprint)], tiers=wanted, http_timeout=http_timeout,
-                         extra_roots=extra_roots)[0]
+    return verify_window(
+        store_dir, [(subject, fingerprint)], tiers=wanted, http_timeout=http_timeout, extra_roots=extra_roots
+    )[0]
 
 
 def to_json(verification: Verification, request_id: str, verified_at: datetime) -> dict[str, Any]:

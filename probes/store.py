@@ -64,8 +64,10 @@ def pairs_in(param: str = "?") -> str:
 def pair_rows(table: str, param: str = "?") -> str:
     """SQL: the rowids of `table`'s rows whose (source, source_ref) is one of the pairs bound to
     `param`, found by joining the pairs to the table (an index seek each, or SQLite's automatic index)."""
-    return (f"SELECT t.rowid FROM json_each({param}) AS j JOIN {table} AS t"
-            f" ON t.source = j.value->>0 AND t.source_ref = j.value->>1")
+    return (
+        f"SELECT t.rowid FROM json_each({param}) AS j JOIN {table} AS t"
+        f" ON t.source = j.value->>0 AND t.source_ref = j.value->>1"
+    )
 
 
 def not_mine(*mine: str) -> str:
@@ -139,7 +141,7 @@ def local_blob_roots(conn: apsw.Connection, store_dir: Path) -> tuple[list[Path]
     for loc in configured if isinstance(configured, list) else []:
         loc = str(loc)
         if loc.startswith("file://"):
-            local.append(Path(loc[len("file://"):]))
+            local.append(Path(loc[len("file://") :]))
         elif "://" in loc:
             remote.append(loc)
         else:

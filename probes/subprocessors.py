@@ -63,10 +63,12 @@ class _Stream(httpcore.NetworkStream):
     def close(self) -> None:
         self._inner.close()
 
-    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
-        return _Stream(self._inner.start_tls(ssl_context, server_hostname, self._deadline.left(timeout)),
-                       self._deadline)
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        return _Stream(
+            self._inner.start_tls(ssl_context, server_hostname, self._deadline.left(timeout)), self._deadline
+        )
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
@@ -76,10 +78,17 @@ class _Backend(httpcore.SyncBackend):
     def __init__(self, deadline: _Deadline) -> None:
         self._deadline = deadline
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        return _Stream(super().connect_tcp(host, port, self._deadline.left(timeout), local_address, socket_options),
-                       self._deadline)
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        return _Stream(
+            super().connect_tcp(host, port, self._deadline.left(timeout), local_address, socket_options), self._deadline
+        )
 
 
 def _get_count(pool: httpcore.ConnectionPool, deadline: _Deadline, url: str, timeout: float) -> int | None:
@@ -88,8 +97,7 @@ def _get_count(pool: httpcore.ConnectionPool, deadline: _Deadline, url: str, tim
     deadline.at = time.monotonic() + timeout
     limits = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
     try:
-        with pool.stream("GET", url, headers=[("Accept", "application/json")],
-                         extensions={"timeout": limits}) as resp:
+        with pool.stream("GET", url, headers=[("Accept", "application/json")], extensions={"timeout": limits}) as resp:
             if resp.status >= 500 or resp.status == 429:
                 return None
             body = b""
@@ -149,11 +157,13 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     """One lookup result per processor, and the store's records of the subject."""
     keys = ctx.fingerprint.keys
     with open_store(ctx.store_dir) as conn:
-        processors = [(str(n), str(u)) for n, u in conn.execute(
-            "SELECT name, base_url FROM subprocessors ORDER BY name")]
+        processors = [
+            (str(n), str(u)) for n, u in conn.execute("SELECT name, base_url FROM subprocessors ORDER BY name")
+        ]
         records = count(conn, f"SELECT count(*) FROM subprocessor_records WHERE subject_id {ids_in()}", (ctx.ids_json,))
-        record_others = count(conn, f"SELECT count(*) FROM subprocessor_records WHERE subject_id NOT {ids_in()}",
-                              (ctx.ids_json,))
+        record_others = count(
+            conn, f"SELECT count(*) FROM subprocessor_records WHERE subject_id NOT {ids_in()}", (ctx.ids_json,)
+        )
     out = [Measurement("records-by-subject-id", records, "records", record_others)]
     if not processors:
         return out

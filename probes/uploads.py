@@ -23,13 +23,16 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
     keys = ctx.fingerprint.keys
     sid, blob_keys = ctx.ids_json, json_list(keys.blob_keys)
     with open_store(ctx.store_dir) as conn:
-        others = count(conn, f"SELECT count(*) FROM blobs WHERE (subject_id IS NULL OR subject_id NOT {ids_in('?1')})"
-                             f" AND blob_key NOT {ids_in('?2')}", (sid, blob_keys))
+        others = count(
+            conn,
+            f"SELECT count(*) FROM blobs WHERE (subject_id IS NULL OR subject_id NOT {ids_in('?1')})"
+            f" AND blob_key NOT {ids_in('?2')}",
+            (sid, blob_keys),
+        )
         by_subject = count(conn, f"SELECT count(*) FROM blobs WHERE subject_id {ids_in()}", (sid,))
         by_key = count(conn, f"SELECT count(*) FROM blobs WHERE blob_key {ids_in()}", (blob_keys,))
         loc_rows = count(conn, f"SELECT count(*) FROM blob_locations WHERE blob_key {ids_in()}", (blob_keys,))
-        loc_others = count(conn, f"SELECT count(*) FROM blob_locations WHERE blob_key NOT {ids_in()}",
-                           (blob_keys,))
+        loc_others = count(conn, f"SELECT count(*) FROM blob_locations WHERE blob_key NOT {ids_in()}", (blob_keys,))
         roots, remote = local_blob_roots(conn, ctx.store_dir)
     files_mine, files_others = _blob_files(ctx.store_dir, roots, set(keys.blob_keys))
     out = [

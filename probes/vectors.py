@@ -22,8 +22,7 @@ _TABLES = {"frame_vectors": "frame_id", "chunk_vectors": "chunk_id"}
 
 def _present(conn: apsw.Connection, table: str, ids: list[int]) -> int:
     key = _TABLES[table]
-    return sum(1 for i in ids
-               if conn.execute(f"SELECT 1 FROM {table} WHERE {key} = ?", (i,)).fetchone() is not None)
+    return sum(1 for i in ids if conn.execute(f"SELECT 1 FROM {table} WHERE {key} = ?", (i,)).fetchone() is not None)
 
 
 def _identical_left(conn: apsw.Connection, ctx: ProbeContext) -> int:

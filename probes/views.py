@@ -96,9 +96,17 @@ class ViewReport:
 
 # --- bytes, containers, files ---------------------------------------------------------------------------------
 
-_IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image"), (b"\xff\xd8\xff", "image"), (b"GIF87a", "image"),
-                (b"GIF89a", "image"), (b"II*\x00", "image"), (b"MM\x00*", "image"),
-                (b"OggS", "audio-video"), (b"ID3", "audio-video"), (b"fLaC", "audio-video"))
+_IMAGE_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image"),
+    (b"\xff\xd8\xff", "image"),
+    (b"GIF87a", "image"),
+    (b"GIF89a", "image"),
+    (b"II*\x00", "image"),
+    (b"MM\x00*", "image"),
+    (b"OggS", "audio-video"),
+    (b"ID3", "audio-video"),
+    (b"fLaC", "audio-video"),
+)
 _B64_RUN = re.compile(rb"[A-Za-z0-9+/_\-]+={0,2}")
 _HEX = re.compile(rb"[0-9a-fA-F]+")
 NO_CAPITALS = 48
@@ -219,8 +227,11 @@ def _payload(scan: _FileScan, data: bytes, depth: int, *, whole_file: bool) -> N
         _triggered(scan, data, depth, match_windows=bool(WIDE_TEXT.search(data)))  # wide text in windows
     else:
         _triggered(scan, data, depth, match_windows=True)
-    if (not data.startswith((b"SQLite format 3\x00", b"%PDF-")) and len(data) >= OPAQUE_MIN_BYTES
-            and _entropy(data[:1 << 20]) >= OPAQUE_ENTROPY):
+    if (
+        not data.startswith((b"SQLite format 3\x00", b"%PDF-"))
+        and len(data) >= OPAQUE_MIN_BYTES
+        and _entropy(data[: 1 << 20]) >= OPAQUE_ENTROPY
+    ):
         scan.opaque("unknown-binary", data if not whole_file else None, len(data))
 
 
@@ -376,7 +387,7 @@ def _base64_run(scan: _FileScan, data: bytes, end: int, depth: int) -> int:
         if stop - begin < MIN_BASE64 - GLUED:
             continue
         back = min(GLUED, begin)  # 0 at the run's own start
-        piece = core[begin - back:min(len(core), stop + 3)]
+        piece = core[begin - back : min(len(core), stop + 3)]
         _base64_piece(scan, piece, range(max(4, back + 1)), depth)
     return m.end()
 
@@ -426,7 +437,7 @@ def _base64_piece(scan: _FileScan, core: bytes, starts: range, depth: int) -> No
     for other in others:
         scan.matcher.match_text(other[:EDGE].decode("utf-8", "replace"), scan.hits)
     for short in (1, 2, 3):
-        tail = _b64decode(core[offset:len(core) - short], urlsafe)
+        tail = _b64decode(core[offset : len(core) - short], urlsafe)
         if tail:
             scan.matcher.match_text(tail[-EDGE:].decode("utf-8", "replace"), scan.hits)
 
@@ -437,10 +448,16 @@ def _container_magic(data: bytes) -> bool:
     be reported as a corrupt gzip member. A gzip header is checked to its OS byte (deflate, no reserved
     flag, an XFL and OS that compressors write)."""
     if data[:2] == b"\x1f\x8b":
-        return (len(data) >= 10 and data[2] == 8 and not data[3] & 0xE0 and data[8] in (0, 2, 4)
-                and (data[9] <= 13 or data[9] == 255))
-    return (data.startswith((b"\xfd7zXZ\x00", b"PK\x03\x04", b"%PDF-"))
-            or (data[:3] == b"BZh" and data[4:10] == b"1AY&SY"))
+        return (
+            len(data) >= 10
+            and data[2] == 8
+            and not data[3] & 0xE0
+            and data[8] in (0, 2, 4)
+            and (data[9] <= 13 or data[9] == 255)
+        )
+    return data.startswith((b"\xfd7zXZ\x00", b"PK\x03\x04", b"%PDF-")) or (
+        data[:3] == b"BZh" and data[4:10] == b"1AY&SY"
+    )
 
 
 def _embedded_container(scan: _FileScan, data: bytes, end: int, name: str, depth: int) -> int:
@@ -449,7 +466,7 @@ def _embedded_container(scan: _FileScan, data: bytes, end: int, name: str, depth
     if name == "flate":
         body_start = end
         stop = data.find(b"endstream", body_start)
-        body = data[body_start:stop if stop >= 0 else len(data)]
+        body = data[body_start : stop if stop >= 0 else len(data)]
         kind = "zlib"
     else:
         start = {"gzip": end - 3, "bz2": end - 10, "xz": end - 6, "zip": end - 4}[name]
@@ -477,18 +494,25 @@ def _sqlite_values(scan: _FileScan, path: str) -> None:
     try:
         page = conn.execute("PRAGMA page_size").fetchone()
         longest_local = int(page[0]) - 64 if page else LONG_SQL_VALUE
-        virtual = [str(r[0]) for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL%'")]
+        virtual = [
+            str(r[0])
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL%'")
+        ]
         # Shadow tables of full-text and vector indexes hold index segments and vector chunks, not
         # anyone's text as written (the raw view reads their bytes).
-        tables = [str(r[0]) for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")
-            if not any(str(r[0]).startswith(f"{v}_") for v in virtual)]
+        tables = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'"
+            )
+            if not any(str(r[0]).startswith(f"{v}_") for v in virtual)
+        ]
         for table in tables:
             cols = [str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')]
             for col in cols:
                 for (value,) in conn.execute(
-                        f'SELECT "{col}" FROM "{table}" WHERE length(CAST("{col}" AS BLOB)) > ?', (longest_local,)):
+                    f'SELECT "{col}" FROM "{table}" WHERE length(CAST("{col}" AS BLOB)) > ?', (longest_local,)
+                ):
                     data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
                     if scan.budget.take(len(data)):
                         _payload(scan, data, 1, whole_file=False)
@@ -568,8 +592,7 @@ def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscann
                     digest = whole
                 else:
                     digest = hashlib.sha256(data).hexdigest()
-                report.unscanned.append(Unscanned(sha256=digest,
-                                                  size=n, reason=reason, folder=_folder(rel)))
+                report.unscanned.append(Unscanned(sha256=digest, size=n, reason=reason, folder=_folder(rel)))
     report.seconds = time.perf_counter() - started
     return report
 

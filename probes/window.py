@@ -129,7 +129,7 @@ class _VectorMatcher:
             for k, i in zip(*np.nonzero(self._bitmap[hashes & mask]), strict=True):
                 rid, data = same[int(i)]
                 offset = 4 * starts[int(k)]
-                got = data[offset:offset + VECTOR_PIECE_BYTES]
+                got = data[offset : offset + VECTOR_PIECE_BYTES]
                 if got in self._at[offset]:
                     yield rid, got, offset
 
@@ -138,7 +138,7 @@ class _VectorMatcher:
             if data in self._whole:
                 yield rid, data, None
             for at, wanted in self._at.items():
-                got = data[at:at + VECTOR_PIECE_BYTES]
+                got = data[at : at + VECTOR_PIECE_BYTES]
                 if got in wanted:
                     yield rid, got, at
 
@@ -187,8 +187,10 @@ class StoreFacts:
         """Every subject id the store holds, in any table."""
         ids: set[str] = set()
         for table in ID_TABLES:
-            ids |= {str(r[0]) for r in self.conn.execute(
-                f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL")}
+            ids |= {
+                str(r[0])
+                for r in self.conn.execute(f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL")
+            }
         return sorted(ids)
 
     @cached_property
@@ -219,9 +221,10 @@ class StoreFacts:
         """Every entity name (lower-cased) that a subject's frame links, with those subjects' ids."""
         owned: dict[str, set[str]] = {}
         for name, sid in self.conn.execute(
-                "SELECT DISTINCT lower(e.name), f.subject_id FROM kg_entities e"
-                " JOIN kg_entity_frames l ON l.entity_id = e.entity_id JOIN frames f ON f.frame_id = l.frame_id"
-                " WHERE f.subject_id IS NOT NULL"):
+            "SELECT DISTINCT lower(e.name), f.subject_id FROM kg_entities e"
+            " JOIN kg_entity_frames l ON l.entity_id = e.entity_id JOIN frames f ON f.frame_id = l.frame_id"
+            " WHERE f.subject_id IS NOT NULL"
+        ):
             owned.setdefault(str(name), set()).add(str(sid))
         return _Lines(owned)
 
@@ -304,9 +307,14 @@ def _union(fps: Sequence[Fingerprint], subjects: Sequence[Subject]) -> tuple[Fin
     keys = merged_keys((fp.keys for fp in fps), set(ids))
     shared = {e for fp in fps for e in fp.window_entity_ids}
     keys = keys.model_copy(update={"entity_ids": sorted({*keys.entity_ids, *shared})})
-    union = fps[0].model_copy(update={
-        "subject_ids": ids, "keys": keys,
-        "needles": [n for fp in fps for n in fp.needles], "vectors": [v for fp in fps for v in fp.vectors]})
+    union = fps[0].model_copy(
+        update={
+            "subject_ids": ids,
+            "keys": keys,
+            "needles": [n for fp in fps for n in fp.needles],
+            "vectors": [v for fp in fps for v in fp.vectors],
+        }
+    )
     return union, tuple(subjects[1:])
 
 
@@ -337,8 +345,9 @@ def _scan(root: Path, owned: Sequence[Sequence[Needle]]) -> tuple[list[dict[int,
     return hits, len(report.unreadable)
 
 
-def _views(root: Path, owned: Sequence[Sequence[Needle]], *,
-           report_unscanned: bool) -> tuple[list[set[int]], list[Unscanned]]:
+def _views(
+    root: Path, owned: Sequence[Sequence[Needle]], *, report_unscanned: bool
+) -> tuple[list[set[int]], list[Unscanned]]:
     """One read of `root` through the decoded views for several owners' identifier and content needles:
     per owner, the indexes (into its own list) found; and what no view could read."""
     distinct: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -362,8 +371,9 @@ def _found_by_owner(store_dir: Path, fps: Sequence[Fingerprint]) -> tuple[list[s
     return [set(h) for h in hits], hits, unreadable
 
 
-def take_window(store_dir: Path, subjects: Sequence[Subject], *,
-                http_timeout: float = DEFAULT_HTTP_TIMEOUT) -> list[Fingerprint]:
+def take_window(
+    store_dir: Path, subjects: Sequence[Subject], *, http_timeout: float = DEFAULT_HTTP_TIMEOUT
+) -> list[Fingerprint]:
     """Every subject's fingerprint before the cascade, with the window's shared bystander baseline."""
     if not subjects:
         return []
@@ -378,16 +388,28 @@ def take_window(store_dir: Path, subjects: Sequence[Subject], *,
             facts.wanted_vectors |= {emb for _t, _i, emb in sample_vectors(conn, m.keys) if emb is not None}
         window_frames = {f for m in members for f in m.keys.all_frame_ids()}
         canaries = canary_windows(conn, window_ids, window_spellings, window_frames)
-        harvests = [harvest(conn, store_dir, m.subject, m.keys, m.ids, facts=facts, window_ids=window_ids,
-                            canaries=canaries) for m in members]
+        harvests = [
+            harvest(conn, store_dir, m.subject, m.keys, m.ids, facts=facts, window_ids=window_ids, canaries=canaries)
+            for m in members
+        ]
         # Entities every link of which goes to the window's frames: no one subject's alone, but the
         # window's (the orphan sweep removes them once all its subjects are erased).
         shared_entities = exclusive_entities(conn, window_frames) - {e for m in members for e in m.keys.entity_ids}
     now = datetime.now(UTC)
-    fps = [Fingerprint(subject_id=m.subject.id, subject_ids=m.ids, taken_at=now, keys=m.keys,
-                       needles=h.needles.needles, vectors=h.vectors, needle_stats=dict(h.needles.stats),
-                       window=window, window_entity_ids=sorted(shared_entities))
-           for m, h in zip(members, harvests, strict=True)]
+    fps = [
+        Fingerprint(
+            subject_id=m.subject.id,
+            subject_ids=m.ids,
+            taken_at=now,
+            keys=m.keys,
+            needles=h.needles.needles,
+            vectors=h.vectors,
+            needle_stats=dict(h.needles.stats),
+            window=window,
+            window_entity_ids=sorted(shared_entities),
+        )
+        for m, h in zip(members, harvests, strict=True)
+    ]
     # Vector pieces the store holds more often than the subject's own vectors do prove nothing (a sparse
     # embedding shares pieces with others): one scan counts them for every subject, then they go.
     # One scan: the byte baseline (what the scan could see before; canaries found) and each needle's
@@ -402,8 +424,9 @@ def take_window(store_dir: Path, subjects: Sequence[Subject], *,
         kept_fps.append(_keep(fp, kept))
     fps = kept_fps
     union, others = _union(fps, subjects)
-    ctx = ProbeContext(store_dir=store_dir, subject=subjects[0], fingerprint=union, http_timeout=http_timeout,
-                       others=others)
+    ctx = ProbeContext(
+        store_dir=store_dir, subject=subjects[0], fingerprint=union, http_timeout=http_timeout, others=others
+    )
     shared: dict[str, int] = {}
     union_before: dict[str, int] = {}
     for tier, measured in _measure_tiers(ctx, [t for t in PROBE_TIERS if t != BYTES]).items():
@@ -432,9 +455,12 @@ def _kept_needles(fp: Fingerprint, hits: dict[int, int], keys: SubjectKeys, fact
     join): either withholds it."""
     own_rows = {("frame_vectors", i) for i in keys.all_frame_ids()} | {("chunk_vectors", i) for i in keys.chunk_ids}
     own = [v.embedding for v in fp.vectors]
-    shared = {i for i, n in enumerate(fp.needles)
-              if n.kind is NeedleKind.vector and (facts.piece_holders.get(n.data, set()) - own_rows
-                                                  or hits.get(i, 0) > sum(e.count(n.data) for e in own))}
+    shared = {
+        i
+        for i, n in enumerate(fp.needles)
+        if n.kind is NeedleKind.vector
+        and (facts.piece_holders.get(n.data, set()) - own_rows or hits.get(i, 0) > sum(e.count(n.data) for e in own))
+    }
     return [i for i in range(len(fp.needles)) if i not in shared]
 
 
@@ -447,9 +473,14 @@ def _keep(fp: Fingerprint, kept: list[int]) -> Fingerprint:
     return fp.model_copy(update={"needles": [fp.needles[i] for i in kept], "needle_stats": stats})
 
 
-def verify_window(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], *,
-                  tiers: Iterable[str] | None = None, http_timeout: float = DEFAULT_HTTP_TIMEOUT,
-                  extra_roots: Iterable[Path] = ()) -> list[Verification]:
+def verify_window(
+    store_dir: Path,
+    pairs: Sequence[tuple[Subject, Fingerprint]],
+    *,
+    tiers: Iterable[str] | None = None,
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT,
+    extra_roots: Iterable[Path] = (),
+) -> list[Verification]:
     """Probe every subject of the window after the cascade: one byte scan of the store (and of each
     extra root) with every subject's needles, the tier probes once with the union of their keys, and
     subject by subject only where the union found residue. Fingerprints taken in different windows (a
@@ -471,15 +502,21 @@ def verify_window(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
     for i, (_s, fp) in enumerate(pairs):
         groups.setdefault(fp.window or f"solo-{i}", []).append(i)
     for members in groups.values():
-        for i, found in zip(members, _tier_results(Path(store_dir), [pairs[i] for i in members],
-                                                   [t for t in wanted if t != BYTES], http_timeout), strict=True):
+        for i, found in zip(
+            members,
+            _tier_results(
+                Path(store_dir), [pairs[i] for i in members], [t for t in wanted if t != BYTES], http_timeout
+            ),
+            strict=True,
+        ):
             results[i] += found
     order = {t: k for k, t in enumerate(PROBE_TIERS)}
     return [Verification(probes=sorted(r, key=lambda p: order[p.tier]), unscanned=unscanned) for r in results]
 
 
-def _byte_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
-                  extra_roots: list[Path]) -> tuple[list[list[ProbeResult]], list[Unscanned]]:
+def _byte_results(
+    store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], extra_roots: list[Path]
+) -> tuple[list[list[ProbeResult]], list[Unscanned]]:
     """Per subject, the byte probes' results (raw, folded and decoded views of the store; raw and
     decoded views of the home's other folders); and the store's files no view could read."""
     fps = [fp for _s, fp in pairs]
@@ -488,21 +525,34 @@ def _byte_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
         folded = folded_groups(store_dir, [fp.needles for fp in fps])
         viewed, unscanned = _views(store_dir, [fp.needles for fp in fps], report_unscanned=True)
     except (ErasureError, OSError) as exc:
-        return [[ProbeResult(tier=BYTES, method=f"probe-error:{type(exc).__name__}", residue=1,
-                             bystanders_before=0, bystanders_after=0)] for _ in pairs], []
+        return [
+            [
+                ProbeResult(
+                    tier=BYTES,
+                    method=f"probe-error:{type(exc).__name__}",
+                    residue=1,
+                    bystanders_before=0,
+                    bystanders_after=0,
+                )
+            ]
+            for _ in pairs
+        ], []
     # The home's other folders: identifiers and content only (what a copy or a log line would hold), raw
     # and through the decoded views (what no view reads there is the engine's own: not listed).
     homes: list[dict[str, int]] = [{} for _ in pairs]
-    home_needles = [[n for n in fp.needles if n.kind in (NeedleKind.identifier, NeedleKind.content,
-                                                          NeedleKind.shared_identifier)] for fp in fps]
+    home_needles = [
+        [n for n in fp.needles if n.kind in (NeedleKind.identifier, NeedleKind.content, NeedleKind.shared_identifier)]
+        for fp in fps
+    ]
     for root in extra_roots:
         if not root.is_dir() or not any(home_needles):
             continue
         hits, unreadable_here = _scan(root, home_needles)
         seen, _ = _views(root, home_needles, report_unscanned=False)
         for i, (needles, h) in enumerate(zip(home_needles, hits, strict=True)):
-            homes[i][root.name] = len({needles[j].group for j in set(h) | seen[i]
-                                       if needles[j].kind is not NeedleKind.shared_identifier})
+            homes[i][root.name] = len(
+                {needles[j].group for j in set(h) | seen[i] if needles[j].kind is not NeedleKind.shared_identifier}
+            )
         unreadable += unreadable_here
     out = []
     for fp, f, fo, v, home in zip(fps, found, folded, viewed, homes, strict=True):
@@ -516,24 +566,36 @@ _STORE_FOLDER_TIERS = {BLOBS_DIR: "uploads", SESSIONS_DIR: "working", CORPORA_DI
 
 
 def _paired(tier: str, measured: list[Measurement], baseline: dict[str, int]) -> list[ProbeResult]:
-    return [ProbeResult(tier=tier, method=m.method, residue=m.residue,
-                        bystanders_before=baseline.get(population_key(tier, m.population), m.bystanders),
-                        bystanders_after=m.bystanders) for m in measured]
+    return [
+        ProbeResult(
+            tier=tier,
+            method=m.method,
+            residue=m.residue,
+            bystanders_before=baseline.get(population_key(tier, m.population), m.bystanders),
+            bystanders_after=m.bystanders,
+        )
+        for m in measured
+    ]
 
 
 def _error(tier: str, exc: Exception) -> list[ProbeResult]:
-    return [ProbeResult(tier=tier, method=f"probe-error:{type(exc).__name__}", residue=1,
-                        bystanders_before=0, bystanders_after=0)]
+    return [
+        ProbeResult(
+            tier=tier, method=f"probe-error:{type(exc).__name__}", residue=1, bystanders_before=0, bystanders_after=0
+        )
+    ]
 
 
-def _tier_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], tiers: list[str],
-                  http_timeout: float) -> list[list[ProbeResult]]:
+def _tier_results(
+    store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], tiers: list[str], http_timeout: float
+) -> list[list[ProbeResult]]:
     subjects = [s for s, _fp in pairs]
     fps = [fp for _s, fp in pairs]
     union, others = _union(fps, subjects)
     baseline = fps[0].bystanders
-    ctx = ProbeContext(store_dir=store_dir, subject=subjects[0], fingerprint=union, http_timeout=http_timeout,
-                       others=others)
+    ctx = ProbeContext(
+        store_dir=store_dir, subject=subjects[0], fingerprint=union, http_timeout=http_timeout, others=others
+    )
     out: list[list[ProbeResult]] = [[] for _ in pairs]
     for tier, measured in _measure_tiers(ctx, tiers).items():
         if isinstance(measured, Exception):
@@ -553,7 +615,12 @@ def _tier_results(store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]],
             if isinstance(own, Exception):
                 r += _error(tier, own)
                 continue
-            r += _paired(tier, [Measurement(m.method, m.residue, m.population,
-                                            window_population.get(m.method, m.bystanders)) for m in own],
-                         baseline)
+            r += _paired(
+                tier,
+                [
+                    Measurement(m.method, m.residue, m.population, window_population.get(m.method, m.bystanders))
+                    for m in own
+                ],
+                baseline,
+            )
     return out

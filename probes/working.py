@@ -32,10 +32,16 @@ def measure(ctx: ProbeContext) -> list[Measurement]:
         by_subject = count(conn, f"SELECT count(*) FROM working_sessions WHERE subject_id {ids_in()}", (sid,))
         by_id = count(conn, f"SELECT count(*) FROM working_sessions WHERE session_id {ids_in()}", (ids,))
         by_ref = count(conn, f"SELECT count(*) FROM working_sessions WHERE {pairs_in()}", (pairs,))
-        others = count(conn, "SELECT count(*) FROM working_sessions WHERE " + not_mine(
-            f"SELECT rowid FROM working_sessions WHERE subject_id {ids_in('?1')}",
-            f"SELECT rowid FROM working_sessions WHERE session_id {ids_in('?2')}",
-            pair_rows("working_sessions", "?3")), (sid, ids, pairs))
+        others = count(
+            conn,
+            "SELECT count(*) FROM working_sessions WHERE "
+            + not_mine(
+                f"SELECT rowid FROM working_sessions WHERE subject_id {ids_in('?1')}",
+                f"SELECT rowid FROM working_sessions WHERE session_id {ids_in('?2')}",
+                pair_rows("working_sessions", "?3"),
+            ),
+            (sid, ids, pairs),
+        )
     files_mine, files_others = _session_files(ctx.store_dir / SESSIONS_DIR, ctx)
     return [
         Measurement("sessions-by-subject-id", by_subject, "sessions", others),

@@ -36,10 +36,17 @@ def _mention_lines(mentions: Mapping[str, Any]) -> list[str]:
 def render(predicate: Mapping[str, Any], *, tool_version: str) -> str:
     """The certificate text for an erasure-proof predicate (request id, dates, tiers, scope, keys)."""
     head = ("tier", "status", "before", "after", "residue")
-    rows = [head] + [(tier, str(row["status"]), _count(row["before"]), _count(row["after"]),
-                      _count(row["residue"])) for tier, row in predicate["tiers"].items()]
-    table = ["  " + r[0].ljust(_WIDTHS[0]) + r[1].ljust(_WIDTHS[1])
-             + "".join(c.rjust(w) for c, w in zip(r[2:], _WIDTHS[2:], strict=True)) for r in rows]
+    rows = [head] + [
+        (tier, str(row["status"]), _count(row["before"]), _count(row["after"]), _count(row["residue"]))
+        for tier, row in predicate["tiers"].items()
+    ]
+    table = [
+        "  "
+        + r[0].ljust(_WIDTHS[0])
+        + r[1].ljust(_WIDTHS[1])
+        + "".join(c.rjust(w) for c, w in zip(r[2:], _WIDTHS[2:], strict=True))
+        for r in rows
+    ]
     exceptions = [f"  - {_exception_line(e)}" for e in predicate["exceptions"]] or ["  (none)"]
     scope: Sequence[str] = predicate["out_of_scope"]
     lines = [

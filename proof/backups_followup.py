@@ -22,20 +22,30 @@ from proof.verify.wire import FOLLOWUP_FILE, FOLLOWUP_PREDICATE, STATEMENT_TYPE,
 PACK_FILE = "proof.tar.gz"
 
 
-def followup_statement(pack: bytes, request_id: str, backups: Sequence[dict[str, Any]], stated_at: str,
-                       engine_keyid: str) -> bytes:
+def followup_statement(
+    pack: bytes, request_id: str, backups: Sequence[dict[str, Any]], stated_at: str, engine_keyid: str
+) -> bytes:
     """The canonical Statement bytes (see the module's docstring)."""
-    return canonical_json({
-        "_type": STATEMENT_TYPE,
-        "subject": [{"name": PACK_FILE, "digest": {"sha256": hashlib.sha256(pack).hexdigest()}}],
-        "predicateType": FOLLOWUP_PREDICATE,
-        "predicate": {"request_id": request_id, "stated_at": stated_at, "engine_keyid": engine_keyid,
-                      "backups": [dict(b) for b in backups], "held_in_backup": 0,
-                      "statement": "no declared backup taken before the erasure holds the subject any longer"}})
+    return canonical_json(
+        {
+            "_type": STATEMENT_TYPE,
+            "subject": [{"name": PACK_FILE, "digest": {"sha256": hashlib.sha256(pack).hexdigest()}}],
+            "predicateType": FOLLOWUP_PREDICATE,
+            "predicate": {
+                "request_id": request_id,
+                "stated_at": stated_at,
+                "engine_keyid": engine_keyid,
+                "backups": [dict(b) for b in backups],
+                "held_in_backup": 0,
+                "statement": "no declared backup taken before the erasure holds the subject any longer",
+            },
+        }
+    )
 
 
-def write_followup(evidence_dir: Path, engine_key_path: Path, request_id: str,
-                   backups: Sequence[dict[str, Any]], stated_at: str) -> Path:
+def write_followup(
+    evidence_dir: Path, engine_key_path: Path, request_id: str, backups: Sequence[dict[str, Any]], stated_at: str
+) -> Path:
     """Sign the follow-up statement over `evidence_dir/proof.tar.gz` with the engine key and write it
     beside the pack. `backups`: {ref, expires_at, ended ('expired' | 'deleted' | 'rewritten')} per backup."""
     key = load_private_key(engine_key_path)

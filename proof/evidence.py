@@ -67,8 +67,9 @@ def _count_ok(v: Any, nullable: bool) -> bool:
     return (v is None and nullable) or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
 
 
-def _check_records(request: dict[str, Any], steps: list[dict[str, Any]], verification: dict[str, Any],
-                   receipts: list[dict[str, Any]]) -> None:
+def _check_records(
+    request: dict[str, Any], steps: list[dict[str, Any]], verification: dict[str, Any], receipts: list[dict[str, Any]]
+) -> None:
     rid = request.get("request_id")
     if not isinstance(rid, str) or not REQUEST_ID.fullmatch(rid):
         raise EvidenceInvalid(f"request.json has no valid request_id (1-{REQUEST_ID_MAX_CHARS} of A-Z a-z 0-9 . _ -)")
@@ -86,8 +87,10 @@ def _check_records(request: dict[str, Any], steps: list[dict[str, Any]], verific
             raise EvidenceInvalid("steps.jsonl holds a record whose target is not a name")
         here = step_order(rec)
         if order is not None and here <= order:
-            raise EvidenceInvalid(f"steps.jsonl repeats step {rec['step']} or lists it out of order (the reference"
-                                  " store's records, then each target's by name, tiers in cascade order)")
+            raise EvidenceInvalid(
+                f"steps.jsonl repeats step {rec['step']} or lists it out of order (the reference"
+                " store's records, then each target's by name, tiers in cascade order)"
+            )
         order = here
         if not (_count_ok(rec.get("before_count"), True) and _count_ok(rec.get("after_count"), True)):
             raise EvidenceInvalid(f"step {rec['step']}: counts must be non-negative integers or null")
@@ -100,8 +103,11 @@ def _check_records(request: dict[str, Any], steps: list[dict[str, Any]], verific
         raise EvidenceInvalid("verification.json has no probes list, or exceptions is not a list")
     for p in probes:
         p = _obj(p, "a probe in verification.json")
-        if not isinstance(p.get("tier"), str) or not isinstance(p.get("method"), str) \
-                or not _count_ok(p.get("residue"), False):
+        if (
+            not isinstance(p.get("tier"), str)
+            or not isinstance(p.get("method"), str)
+            or not _count_ok(p.get("residue"), False)
+        ):
             raise EvidenceInvalid("verification.json holds a probe without tier, method or residue count")
     processors: set[str] = set()
     for r in receipts:
@@ -126,8 +132,10 @@ def load_evidence(evidence_dir: Path) -> Evidence:
     request = _obj(_parse("request.json", files["request.json"]), "request.json")
     steps = [_obj(s, "a line of steps.jsonl") for s in _parse("steps.jsonl", files["steps.jsonl"])]
     verification = _obj(_parse("verification.json", files["verification.json"]), "verification.json")
-    receipts = [_obj(r, "a line of subprocessor-receipts.jsonl")
-                for r in _parse("subprocessor-receipts.jsonl", files["subprocessor-receipts.jsonl"])]
+    receipts = [
+        _obj(r, "a line of subprocessor-receipts.jsonl")
+        for r in _parse("subprocessor-receipts.jsonl", files["subprocessor-receipts.jsonl"])
+    ]
     _obj(_parse("audit-log-redaction.json", files["audit-log-redaction.json"]), "audit-log-redaction.json")
     _check_records(request, steps, verification, receipts)
     return Evidence(files, request, steps, verification)

@@ -61,8 +61,14 @@ def _write_new(path: Path, data: bytes, mode: int, replace: bool) -> None:
         raise Conflict(f"{path} already exists: pass --force to replace it") from exc
 
 
-def generate_keypair(role: str, out_dir: Path, *, algorithm: str = "ecdsa-p256",
-                     passphrase: str | bytes | None = None, force: bool = False) -> KeyFiles:
+def generate_keypair(
+    role: str,
+    out_dir: Path,
+    *,
+    algorithm: str = "ecdsa-p256",
+    passphrase: str | bytes | None = None,
+    force: bool = False,
+) -> KeyFiles:
     """Write `<role>.pem` (PKCS8, mode 0600, encrypted when a passphrase is given) and
     `<role>.pub.pem` into `out_dir`. Refuses to overwrite either file unless `force`."""
     if role not in ROLES:
@@ -77,7 +83,8 @@ def generate_keypair(role: str, out_dir: Path, *, algorithm: str = "ecdsa-p256",
             if p.exists():
                 raise Conflict(f"{p} already exists: pass --force to replace it")
     encryption: serialization.KeySerializationEncryption = (
-        serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption())
+        serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+    )
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
     _write_new(priv_path, pem, 0o600, force)
     _write_new(pub_path, public_key_pem(key.public_key()), 0o644, force)
@@ -97,8 +104,11 @@ def load_private_key(path: Path, passphrase: str | bytes | None = None) -> Priva
     try:
         key = serialization.load_pem_private_key(data, password=_password(passphrase))
     except TypeError as exc:
-        msg = (f"key file {path} is encrypted: give its passphrase (--passphrase-env)" if passphrase is None
-               else f"key file {path} is not encrypted: do not give a passphrase")
+        msg = (
+            f"key file {path} is encrypted: give its passphrase (--passphrase-env)"
+            if passphrase is None
+            else f"key file {path} is not encrypted: do not give a passphrase"
+        )
         raise ConfigError(msg) from exc
     except ValueError as exc:
         raise ConfigError(f"cannot load key file {path}: not a PEM private key, or a wrong passphrase") from exc

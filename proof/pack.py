@@ -95,13 +95,13 @@ def mentions_summary(steps: Sequence[Mapping[str, Any]], exceptions: Sequence[An
         n = (s.get("detail") or {}).get("mentions_redacted", 0)
         if isinstance(n, int) and n > 0:
             redacted[str(s["step"])] = n
-    reported = sorted({str(e.get("tier")) for e in exceptions
-                       if isinstance(e, Mapping) and e.get("kind") == "mention_reported"})
+    reported = sorted(
+        {str(e.get("tier")) for e in exceptions if isinstance(e, Mapping) and e.get("kind") == "mention_reported"}
+    )
     return {"redacted": redacted, "reported_tiers": reported}
 
 
-def _manifest(files: Mapping[str, bytes], predicate: Mapping[str, Any], algorithm: str,
-              audit_format: Any) -> bytes:
+def _manifest(files: Mapping[str, bytes], predicate: Mapping[str, Any], algorithm: str, audit_format: Any) -> bytes:
     roles = {**EVIDENCE_ROLES, ATTESTATION: "attestation"}
     doc = {
         "format": MANIFEST_FORMAT,
@@ -110,12 +110,21 @@ def _manifest(files: Mapping[str, bytes], predicate: Mapping[str, Any], algorith
         "all_clear": predicate["all_clear"],
         "engine_keyid": predicate["engine_keyid"],
         "engine_key_algorithm": algorithm,
-        "files": [{"path": name, "size": len(files[name]), "sha256": sha256_hex(files[name]),
-                   "role": roles[name]} for name in sorted(files)],
+        "files": [
+            {"path": name, "size": len(files[name]), "sha256": sha256_hex(files[name]), "role": roles[name]}
+            for name in sorted(files)
+        ],
         "signatures": {"engine": ENGINE_ENVELOPE, "dpo": DPO_ENVELOPE},
-        "versions": {"tool": "erasure-cascade", "tool_version": tool_version(), "manifest": MANIFEST_FORMAT,
-                     "statement": STATEMENT_TYPE, "predicate": ERASURE_PREDICATE, "dpo_predicate": DPO_PREDICATE,
-                     "envelope": "DSSEv1", "audit_log_redaction": audit_format},
+        "versions": {
+            "tool": "erasure-cascade",
+            "tool_version": tool_version(),
+            "manifest": MANIFEST_FORMAT,
+            "statement": STATEMENT_TYPE,
+            "predicate": ERASURE_PREDICATE,
+            "dpo_predicate": DPO_PREDICATE,
+            "envelope": "DSSEv1",
+            "audit_log_redaction": audit_format,
+        },
     }
     return (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode("utf-8")
 
@@ -124,8 +133,7 @@ def _sums(files: Mapping[str, bytes]) -> bytes:
     return "".join(f"{sha256_hex(files[n])}  {n}\n" for n in sorted(files)).encode("ascii")
 
 
-def seal_files(evidence_files: Mapping[str, bytes], predicate: Mapping[str, Any],
-               key: PrivateKey) -> dict[str, bytes]:
+def seal_files(evidence_files: Mapping[str, bytes], predicate: Mapping[str, Any], key: PrivateKey) -> dict[str, bytes]:
     """Every file of an engine-signed pack from the evidence files and a predicate: adds the
     certificate, manifest.json, SHA256SUMS and the engine's envelope. Checks nothing."""
     files = dict(evidence_files)
@@ -150,8 +158,7 @@ def _keep_dpo(evidence_dir: Path, files: Mapping[str, bytes]) -> bytes | None:
         named = {s["name"]: s["digest"]["sha256"] for s in subjects}
     except (verify.PackError, ValueError, KeyError, TypeError):
         return None
-    covered = {n: sha256_hex(b) for n, b in files.items()
-               if not n.startswith(SIGNATURES_DIR) or n == ENGINE_ENVELOPE}
+    covered = {n: sha256_hex(b) for n, b in files.items() if not n.startswith(SIGNATURES_DIR) or n == ENGINE_ENVELOPE}
     return data if named == covered else None
 
 
@@ -162,9 +169,15 @@ def _self_check(tar: bytes, engine_pem: bytes, dpo_pem: bytes | None) -> None:
         raise PackRejected(exc.check, str(exc)) from exc
 
 
-def write_pack(evidence_dir: Path, engine_key_path: Path, *, passphrase: str | bytes | None = None,
-               out: Path | None = None, forbidden: Sequence[str] = (),
-               out_of_scope: Sequence[str] = DEFAULT_OUT_OF_SCOPE) -> Path:
+def write_pack(
+    evidence_dir: Path,
+    engine_key_path: Path,
+    *,
+    passphrase: str | bytes | None = None,
+    out: Path | None = None,
+    forbidden: Sequence[str] = (),
+    out_of_scope: Sequence[str] = DEFAULT_OUT_OF_SCOPE,
+) -> Path:
     """Derive the status per tier, sign with the engine key, write the pack files into
     `evidence_dir` and `proof.tar.gz` (or `out`); return the tar's path.
 
@@ -182,8 +195,7 @@ def write_pack(evidence_dir: Path, engine_key_path: Path, *, passphrase: str | b
     predicate = build_predicate(ev, keyid(key), out_of_scope)
     if ev.verification["all_clear"] and predicate["status"] == "notErased":
         bad = [t for t, row in predicate["tiers"].items() if row["status"] == "notErased"]
-        raise EvidenceInvalid(f"verification.json says all clear, but tier {bad[0]} is not erased:"
-                              " pack not written")
+        raise EvidenceInvalid(f"verification.json says all clear, but tier {bad[0]} is not erased: pack not written")
     files = seal_files(ev.files, predicate, key)
     scan_identifiers({**files, "(signed statement)": erasure_statement(files, predicate)}, forbidden)
     dpo = _keep_dpo(evidence_dir, files)
@@ -213,9 +225,15 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def attest(pack_path: Path, dpo_key_path: Path, *, engine_pub: bytes | Path | None = None,
-           passphrase: str | bytes | None = None, attested_at: str | None = None,
-           force: bool = False) -> Path:
+def attest(
+    pack_path: Path,
+    dpo_key_path: Path,
+    *,
+    engine_pub: bytes | Path | None = None,
+    passphrase: str | bytes | None = None,
+    attested_at: str | None = None,
+    force: bool = False,
+) -> Path:
     """Sign the DPO's attestation over a pack and rewrite `pack_path` with it; return the path.
 
     With `engine_pub` (PEM bytes or a file) the pack must first verify under that engine key;
@@ -228,14 +246,18 @@ def attest(pack_path: Path, dpo_key_path: Path, *, engine_pub: bytes | Path | No
     data = _read_pack(pack_path)
     engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     try:
-        result = (verify.verify_bytes(data, engine_pem, None, require_dpo=False) if engine_pem is not None
-                  else verify.verify_contents(data))
+        result = (
+            verify.verify_bytes(data, engine_pem, None, require_dpo=False)
+            if engine_pem is not None
+            else verify.verify_contents(data)
+        )
     except verify.PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
     dpo_keyid = keyid(key)
     if dpo_keyid == result.engine_keyid:
-        raise SameKeyRefused(f"the DPO key {dpo_keyid[:16]}... is the engine's key: the DPO must attest"
-                             " with a key of their own")
+        raise SameKeyRefused(
+            f"the DPO key {dpo_keyid[:16]}... is the engine's key: the DPO must attest with a key of their own"
+        )
     top, files = verify.extract(data)
     when = attested_at or _now()
     at = verify.utc_time(when)
@@ -246,8 +268,14 @@ def attest(pack_path: Path, dpo_key_path: Path, *, engine_pub: bytes | Path | No
         raise InputError(f"attested_at {when} is earlier than the verification the DPO attests")
     if DPO_ENVELOPE in files and not force:
         raise AlreadyAttested(f"{pack_path} is already attested: pass --force to replace the attestation")
-    statement = dpo_statement(files, request_id=result.request_id, attested_at=when,
-                              dpo_keyid=dpo_keyid, engine_keyid=result.engine_keyid, status=result.status)
+    statement = dpo_statement(
+        files,
+        request_id=result.request_id,
+        attested_at=when,
+        dpo_keyid=dpo_keyid,
+        engine_keyid=result.engine_keyid,
+        status=result.status,
+    )
     files[DPO_ENVELOPE] = envelope_bytes(sign_envelope(statement, key))
     tar = tar_gz_bytes(top, files)
     if engine_pem is not None:
@@ -269,8 +297,9 @@ def _predicate_of(envelope: bytes, name: str) -> dict[str, Any]:
     return pred if isinstance(pred, dict) else {}
 
 
-def summary(pack_path: Path, *, engine_pub: bytes | Path | None = None,
-            dpo_pub: bytes | Path | None = None) -> dict[str, Any]:
+def summary(
+    pack_path: Path, *, engine_pub: bytes | Path | None = None, dpo_pub: bytes | Path | None = None
+) -> dict[str, Any]:
     """What the DPO is shown before attesting: per-tier table, exceptions, scope, verification result,
     receipts by status, keys. Counts and ids only. The pack is checked first (signatures too when
     `engine_pub` is given; `signatures_verified` says which); `PackRejected` if it fails.
@@ -285,10 +314,16 @@ def summary(pack_path: Path, *, engine_pub: bytes | Path | None = None,
         raise InputError("the DPO's attestation is checked with the engine's key too: give both")
     data = _read_pack(pack_path)
     try:
-        result = (verify.verify_bytes(data, public_key_pem(load_public_key(engine_pub)),
-                                      public_key_pem(load_public_key(dpo_pub)) if dpo_pub is not None else None,
-                                      require_dpo=False)
-                  if engine_pub is not None else verify.verify_contents(data))
+        result = (
+            verify.verify_bytes(
+                data,
+                public_key_pem(load_public_key(engine_pub)),
+                public_key_pem(load_public_key(dpo_pub)) if dpo_pub is not None else None,
+                require_dpo=False,
+            )
+            if engine_pub is not None
+            else verify.verify_contents(data)
+        )
     except verify.PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
     _, files = verify.extract(data)

@@ -28,12 +28,19 @@ def subjects(files: Mapping[str, bytes]) -> list[dict[str, Any]]:
 def erasure_statement(files: Mapping[str, bytes], predicate: Mapping[str, Any]) -> bytes:
     """The engine's statement over every file of the pack except `signatures/*`."""
     covered = {k: v for k, v in files.items() if not k.startswith(SIGNATURES_DIR)}
-    return canonical_json({"_type": STATEMENT_TYPE, "subject": subjects(covered),
-                           "predicateType": ERASURE_PREDICATE, "predicate": dict(predicate)})
+    return canonical_json(
+        {
+            "_type": STATEMENT_TYPE,
+            "subject": subjects(covered),
+            "predicateType": ERASURE_PREDICATE,
+            "predicate": dict(predicate),
+        }
+    )
 
 
-def dpo_statement(files: Mapping[str, bytes], *, request_id: str, attested_at: str, dpo_keyid: str,
-                  engine_keyid: str, status: str) -> bytes:
+def dpo_statement(
+    files: Mapping[str, bytes], *, request_id: str, attested_at: str, dpo_keyid: str, engine_keyid: str, status: str
+) -> bytes:
     """The DPO's statement over the same files as the engine's plus the engine's envelope."""
     covered = {k: v for k, v in files.items() if not k.startswith(SIGNATURES_DIR) or k == ENGINE_ENVELOPE}
     if ENGINE_ENVELOPE not in covered:
@@ -45,5 +52,6 @@ def dpo_statement(files: Mapping[str, bytes], *, request_id: str, attested_at: s
         "engine_keyid": engine_keyid,
         "statement": dpo_statement_text(request_id, engine_keyid, status),
     }
-    return canonical_json({"_type": STATEMENT_TYPE, "subject": subjects(covered),
-                           "predicateType": DPO_PREDICATE, "predicate": predicate})
+    return canonical_json(
+        {"_type": STATEMENT_TYPE, "subject": subjects(covered), "predicateType": DPO_PREDICATE, "predicate": predicate}
+    )

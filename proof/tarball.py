@@ -36,8 +36,9 @@ def tar_gz_bytes(top: str, files: Mapping[str, bytes]) -> bytes:
     for rel in files:
         parts = rel.split("/")[:-1]
         dirs.update(f"{top}/{'/'.join(parts[:i])}" for i in range(1, len(parts) + 1))
-    entries = sorted([(d, None) for d in dirs] + [(f"{top}/{rel}", data) for rel, data in files.items()],
-                     key=lambda e: e[0])
+    entries = sorted(
+        [(d, None) for d in dirs] + [(f"{top}/{rel}", data) for rel, data in files.items()], key=lambda e: e[0]
+    )
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for name, data in entries:

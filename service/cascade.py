@@ -77,15 +77,21 @@ def run_requests(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
                 results[rid] = Result(Outcome.skipped, str(exc))
         checked = stages.preflight(runnable) if runnable else {}
         go = [rid for rid in runnable if _before_the_cascade(rid, checked[rid], results)]
-        held = {rid: pf.holds for rid, pf in checked.items()
-                if isinstance(pf, Preflight) and pf.action is Action.blocked}
+        held = {
+            rid: pf.holds for rid, pf in checked.items() if isinstance(pf, Preflight) and pf.action is Action.blocked
+        }
         if held:  # hold wins: nothing is erased, and the state says how much is held
             counted = stages.footprint(list(held))
             for rid, holds in held.items():
                 found = counted.get(rid)
-                results[rid] = Result(Outcome.held, (
-                    f"litigation hold: {sum(found.values())} item(s) held under {holds} hold(s); nothing erased"
-                    if isinstance(found, dict) else f"litigation hold: {holds} hold(s) on the subject; nothing erased"))
+                results[rid] = Result(
+                    Outcome.held,
+                    (
+                        f"litigation hold: {sum(found.values())} item(s) held under {holds} hold(s); nothing erased"
+                        if isinstance(found, dict)
+                        else f"litigation hold: {holds} hold(s) on the subject; nothing erased"
+                    ),
+                )
         record(h, results)
         windows = [[rid] for rid in go] if scope_of(h).per_subject else [go]
         for window in (w for w in windows if w):
@@ -119,8 +125,11 @@ def erase_window(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
         for rid in active:
             r = got.get(rid, Failure("no result"))
             if isinstance(r, Failure):
-                why = (f"{what} did not finish: {r.reason}" if r.ours and what.startswith("target ")
-                       else f"{what} did not finish: rerun the request to resume it ({r.reason})")
+                why = (
+                    f"{what} did not finish: {r.reason}"
+                    if r.ours and what.startswith("target ")
+                    else f"{what} did not finish: rerun the request to resume it ({r.reason})"
+                )
                 results[rid] = Result(Outcome.failed, why[:300])
         active = [rid for rid in active if rid not in results]
 
@@ -143,8 +152,9 @@ def erase_window(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
                     if not active:
                         break
                     got = stages.step(tier.value, active)
-                    exceptions |= {rid for rid, r in got.items()
-                                   if isinstance(r, StepRecord) and r.status is StepStatus.exception}
+                    exceptions |= {
+                        rid for rid, r in got.items() if isinstance(r, StepRecord) and r.status is StepStatus.exception
+                    }
                     drop(got, f"step {tier.value}")
             if active:
                 whole(stages.scrub, "byte hygiene")
@@ -181,6 +191,7 @@ def _judged(verdict: Verdict | Failure, pack: str | Failure | None, exceptions: 
         return Result(outcome, why, written)
     if written is None:  # it erased, and there is no signed pack to show for it: never exit 0
         reason = pack.reason if isinstance(pack, Failure) else "no pack"
-        return Result(Outcome.no_pack,
-                      f"erased and verified, but the proof pack was not written: {reason}; rerun the request")
+        return Result(
+            Outcome.no_pack, f"erased and verified, but the proof pack was not written: {reason}; rerun the request"
+        )
     return Result(Outcome.all_clear, "erased with exceptions: see the pack" if exceptions else None, written)

@@ -36,12 +36,19 @@ class ClockView(TypedDict):
 
 def clock_view(request_id: str, clock: Deadline) -> ClockView:
     """The view of `clock`."""
-    return {"request_id": request_id, "deadline": iso_utc(clock.deadline), "target": iso_utc(clock.target),
-            "days_left": clock.days_left, "paused": clock.paused, "extended": clock.extended}
+    return {
+        "request_id": request_id,
+        "deadline": iso_utc(clock.deadline),
+        "target": iso_utc(clock.target),
+        "days_left": clock.days_left,
+        "paused": clock.paused,
+        "extended": clock.extended,
+    }
 
 
-def clock_operation(h: Home, op: ClockOp | str, request_id: str, reason: str, *, until: date | None = None,
-                    now: datetime | None = None) -> ClockView:
+def clock_operation(
+    h: Home, op: ClockOp | str, request_id: str, reason: str, *, until: date | None = None, now: datetime | None = None
+) -> ClockView:
     """Pause, resume or extend (to `until`, default the legal maximum) a request's clock; the new clock.
     `ValueError` for an operation that is none of these."""
     op = ClockOp(op)

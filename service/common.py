@@ -21,8 +21,10 @@ def home() -> Home:
     could not fill in (it ran without that variable)."""
     for name in ("ERASURE_HOME", "ERASURE_EVIDENCE"):
         if "{{" in os.environ.get(name, ""):
-            raise ConfigError(f"{name} is an unfilled placeholder ({os.environ[name]}): deploy with "
-                              "`erasure server start` or export it before `prefect deploy`")
+            raise ConfigError(
+                f"{name} is an unfilled placeholder ({os.environ[name]}): deploy with "
+                "`erasure server start` or export it before `prefect deploy`"
+            )
     return Home.resolve().ensure()
 
 

@@ -32,20 +32,27 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
         requests.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
         store = open_store(h.store_dir)
         try:
-            keys = [k for k in suppression.list_suppressed(store)
-                    if k.request_ref == request_id
-                    and (source is None or k.source == keyed.hashed(store, source))]
+            keys = [
+                k
+                for k in suppression.list_suppressed(store)
+                if k.request_ref == request_id and (source is None or k.source == keyed.hashed(store, source))
+            ]
             if not keys:
-                raise NotFound(f"no suppressed keys recorded for request {request_id}"
-                               + (f" and source {source!r}" if source else ""))
-            allowed = sum(suppression.allow(store, s, r, reason, actor, request_ref=request_id)
-                          for s, r in dict.fromkeys((k.source, k.source_ref) for k in keys))
+                raise NotFound(
+                    f"no suppressed keys recorded for request {request_id}"
+                    + (f" and source {source!r}" if source else "")
+                )
+            allowed = sum(
+                suppression.allow(store, s, r, reason, actor, request_ref=request_id)
+                for s, r in dict.fromkeys((k.source, k.source_ref) for k in keys)
+            )
             # the whole re-consent (no source named) also releases the identity the erasure recorded
             identities = 0 if source else suppression.allow_identities_of(store, request_id, reason, actor)
         finally:
             store.close()
-        requests.log_event(engine, request_id, "suppression.allowed",
-                           {"keys": allowed, "source": source, "identities": identities})
+        requests.log_event(
+            engine, request_id, "suppression.allowed", {"keys": allowed, "source": source, "identities": identities}
+        )
     finally:
         engine.close()
     return {"request_id": request_id, "allowed": allowed, "identities": identities}

@@ -52,8 +52,11 @@ def _checked(h: Home, reason: str, actor: str, *, request_id: str | None = None,
     id, or by subject id) or anyone in the vault, before the store's append-only audit log sees it."""
     engine = open_engine(h.engine_db)
     try:
-        subject = (requests.load_envelope(engine, checked_request_id(request_id)).subject if request_id is not None
-                   else requests.subject_by_id(engine, subject_id))
+        subject = (
+            requests.load_envelope(engine, checked_request_id(request_id)).subject
+            if request_id is not None
+            else requests.subject_by_id(engine, subject_id)
+        )
         requests.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
         return subject
     finally:

@@ -54,12 +54,18 @@ class IntakeResult:
     """Entries that are not regular files of their own (links, hard links, folders, devices): left alone."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"vaulted": self.vaulted, "already_present": self.already_present, "rejected": self.rejected,
-                "purged": self.purged, "refused": self.refused}
+        return {
+            "vaulted": self.vaulted,
+            "already_present": self.already_present,
+            "rejected": self.rejected,
+            "purged": self.purged,
+            "refused": self.refused,
+        }
 
 
-def drain_inbox(h: Home, *, now: datetime | None = None, policy: ClockPolicy | None = None,
-                limit: int | None = None) -> IntakeResult:
+def drain_inbox(
+    h: Home, *, now: datetime | None = None, policy: ClockPolicy | None = None, limit: int | None = None
+) -> IntakeResult:
     """Vault every `*.json` envelope in the inbox (oldest name first) and delete each file once vaulted
     (also when the identical envelope was already vaulted). A bad or conflicting envelope is kept
     encrypted in `inbox/rejected/` under a random name, with its error in a `.error.txt` beside it

@@ -37,36 +37,45 @@ def default_textfile(h: Home) -> Path:
     return h.root / "metrics" / TEXTFILE_NAME
 
 
-def families(rows: Sequence[SlaRow], counts: dict[str, int], *, now: datetime,
-             at_risk_days: int = DEFAULT_AT_RISK_DAYS) -> list[Metric]:
+def families(
+    rows: Sequence[SlaRow], counts: dict[str, int], *, now: datetime, at_risk_days: int = DEFAULT_AT_RISK_DAYS
+) -> list[Metric]:
     """The metric families for one SLA snapshot."""
-    seconds = GaugeMetricFamily("erasure_request_seconds_to_deadline",
-                                "Seconds from now to the request's legal deadline (negative when overdue).",
-                                labels=_REQ_LABELS)
-    deadline = GaugeMetricFamily("erasure_request_deadline_timestamp_seconds",
-                                 "The request's legal deadline (pauses and extensions applied), Unix time.",
-                                 labels=_REQ_LABELS)
-    days = GaugeMetricFamily("erasure_request_days_left",
-                             "Calendar days left before the deadline in the legal timezone.", labels=_REQ_LABELS)
+    seconds = GaugeMetricFamily(
+        "erasure_request_seconds_to_deadline",
+        "Seconds from now to the request's legal deadline (negative when overdue).",
+        labels=_REQ_LABELS,
+    )
+    deadline = GaugeMetricFamily(
+        "erasure_request_deadline_timestamp_seconds",
+        "The request's legal deadline (pauses and extensions applied), Unix time.",
+        labels=_REQ_LABELS,
+    )
+    days = GaugeMetricFamily(
+        "erasure_request_days_left", "Calendar days left before the deadline in the legal timezone.", labels=_REQ_LABELS
+    )
     for r in rows:
         labels = [r.request_id, r.legal_basis.value, r.state.value, str(r.extended).lower(), str(r.paused).lower()]
         seconds.add_metric(labels, r.seconds_left)
         deadline.add_metric(labels, r.deadline.timestamp())
         days.add_metric(labels, r.days_left)
-    by_state = GaugeMetricFamily("erasure_requests", "Requests by state (all requests, open or not).",
-                                 labels=["state"])
+    by_state = GaugeMetricFamily("erasure_requests", "Requests by state (all requests, open or not).", labels=["state"])
     for state, n in sorted(counts.items()):
         by_state.add_metric([state], n)
     s = summarise(rows)
     totals = [
         GaugeMetricFamily("erasure_requests_open", "Open requests (not yet notified).", value=s.open),
         GaugeMetricFamily("erasure_requests_overdue", "Open requests past their legal deadline.", value=s.breached),
-        GaugeMetricFamily("erasure_requests_at_risk", "Open requests not overdue with at most the at-risk "
-                          "threshold of days left.", value=s.at_risk),
+        GaugeMetricFamily(
+            "erasure_requests_at_risk",
+            "Open requests not overdue with at most the at-risk threshold of days left.",
+            value=s.at_risk,
+        ),
         GaugeMetricFamily("erasure_requests_paused", "Open requests whose clock is paused.", value=s.paused),
         GaugeMetricFamily("erasure_sla_at_risk_days", "The at-risk threshold in days.", value=at_risk_days),
-        GaugeMetricFamily("erasure_sla_generated_timestamp_seconds", "When this snapshot was computed.",
-                          value=now.timestamp()),
+        GaugeMetricFamily(
+            "erasure_sla_generated_timestamp_seconds", "When this snapshot was computed.", value=now.timestamp()
+        ),
     ]
     return [seconds, deadline, days, by_state, *totals]
 
@@ -82,8 +91,7 @@ class _Snapshot(Collector):
 class SlaCollector(Collector):
     """Recomputes the SLA table from the engine database on every collection (for a live endpoint)."""
 
-    def __init__(self, h: Home, *, at_risk_days: int = DEFAULT_AT_RISK_DAYS,
-                 policy: ClockPolicy | None = None) -> None:
+    def __init__(self, h: Home, *, at_risk_days: int = DEFAULT_AT_RISK_DAYS, policy: ClockPolicy | None = None) -> None:
         self._home = h
         self._at_risk_days = at_risk_days
         self._policy = policy
@@ -100,8 +108,14 @@ class SlaCollector(Collector):
         yield from families(rows, counts, now=now, at_risk_days=self._at_risk_days)
 
 
-def write_textfile(path: Path, rows: Sequence[SlaRow], counts: dict[str, int], *, now: datetime,
-                   at_risk_days: int = DEFAULT_AT_RISK_DAYS) -> Path:
+def write_textfile(
+    path: Path,
+    rows: Sequence[SlaRow],
+    counts: dict[str, int],
+    *,
+    now: datetime,
+    at_risk_days: int = DEFAULT_AT_RISK_DAYS,
+) -> Path:
     """Write one snapshot in the Prometheus text format, atomically (temp file, then rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     registry = CollectorRegistry(auto_describe=False)
@@ -110,8 +124,7 @@ def write_textfile(path: Path, rows: Sequence[SlaRow], counts: dict[str, int], *
     return path
 
 
-def serve_metrics(h: Home, port: int, *, addr: str = "127.0.0.1",
-                  at_risk_days: int = DEFAULT_AT_RISK_DAYS) -> Any:
+def serve_metrics(h: Home, port: int, *, addr: str = "127.0.0.1", at_risk_days: int = DEFAULT_AT_RISK_DAYS) -> Any:
     """Serve live metrics on `addr:port` in a daemon thread; returns the server (`stop_metrics` it)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SlaCollector(h, at_risk_days=at_risk_days))
@@ -142,8 +155,9 @@ def main(argv: list[str] | None = None) -> int:
             counts = state_counts(engine)
         finally:
             engine.close()
-        out = write_textfile(args.textfile or default_textfile(h), rows, counts, now=now,
-                             at_risk_days=args.at_risk_days)
+        out = write_textfile(
+            args.textfile or default_textfile(h), rows, counts, now=now, at_risk_days=args.at_risk_days
+        )
         print(out)
         return 0
     server = serve_metrics(h, args.port, addr=args.addr, at_risk_days=args.at_risk_days)

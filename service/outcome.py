@@ -23,15 +23,15 @@ class RunFailed(ErasureError):
 class Outcome(StrEnum):
     """How one request's run ended."""
 
-    all_clear = "all_clear"              # erased, verified all clear, pack written
-    noop = "noop"                        # already completed: nothing to do
-    held = "held"                        # a litigation hold: nothing erased
-    conflict = "conflict"                # the email also belongs to other store ids nobody confirmed
-    refused = "refused"                  # preflight refused it (its state is left as it was)
-    skipped = "skipped"                  # another process is running this request
-    failed = "failed"                    # a step (or fingerprint, target, verification) did not finish
-    no_pack = "no_pack"                  # erased and verified, but the signed pack was not written
-    residue = "residue"                  # the probes found the subject
+    all_clear = "all_clear"  # erased, verified all clear, pack written
+    noop = "noop"  # already completed: nothing to do
+    held = "held"  # a litigation hold: nothing erased
+    conflict = "conflict"  # the email also belongs to other store ids nobody confirmed
+    refused = "refused"  # preflight refused it (its state is left as it was)
+    skipped = "skipped"  # another process is running this request
+    failed = "failed"  # a step (or fingerprint, target, verification) did not finish
+    no_pack = "no_pack"  # erased and verified, but the signed pack was not written
+    residue = "residue"  # the probes found the subject
     bystanders_lost = "bystanders_lost"  # no residue, but other people's data shrank
 
     @property
@@ -67,15 +67,24 @@ class Outcome(StrEnum):
 
 
 _STATES: dict[Outcome, RequestState] = {
-    Outcome.all_clear: RequestState.awaiting_attestation, Outcome.held: RequestState.blocked,
-    Outcome.conflict: RequestState.exception, Outcome.failed: RequestState.exception,
-    Outcome.no_pack: RequestState.exception, Outcome.residue: RequestState.exception,
+    Outcome.all_clear: RequestState.awaiting_attestation,
+    Outcome.held: RequestState.blocked,
+    Outcome.conflict: RequestState.exception,
+    Outcome.failed: RequestState.exception,
+    Outcome.no_pack: RequestState.exception,
+    Outcome.residue: RequestState.exception,
     Outcome.bystanders_lost: RequestState.exception,
 }
-_STATE_NAMES = {Outcome.held: "Blocked", Outcome.conflict: "IdentityConflict", Outcome.no_pack: "NoPack",
-                Outcome.bystanders_lost: "BystandersLost"}
+_STATE_NAMES = {
+    Outcome.held: "Blocked",
+    Outcome.conflict: "IdentityConflict",
+    Outcome.no_pack: "NoPack",
+    Outcome.bystanders_lost: "BystandersLost",
+}
 _ERRORS: dict[Outcome, type[ErasureError]] = {
-    Outcome.held: RequestBlocked, Outcome.conflict: Conflict, Outcome.residue: VerificationFailed,
+    Outcome.held: RequestBlocked,
+    Outcome.conflict: Conflict,
+    Outcome.residue: VerificationFailed,
     Outcome.bystanders_lost: BystandersLost,
 }
 
@@ -98,8 +107,12 @@ class Result:
 
     def to_json(self) -> ResultJson:
         out: ResultJson = {"outcome": self.outcome.value, "detail": self.detail}
-        if self.pack is not None or self.outcome in (Outcome.all_clear, Outcome.residue, Outcome.bystanders_lost,
-                                                     Outcome.no_pack):
+        if self.pack is not None or self.outcome in (
+            Outcome.all_clear,
+            Outcome.residue,
+            Outcome.bystanders_lost,
+            Outcome.no_pack,
+        ):
             out["pack"] = self.pack
         return out
 
@@ -109,8 +122,11 @@ class Result:
         if not isinstance(data, Mapping) or data.get("outcome") not in set(Outcome):
             return None
         detail, pack = data.get("detail"), data.get("pack")
-        return cls(Outcome(data["outcome"]), detail if isinstance(detail, str) else None,
-                   pack if isinstance(pack, str) else None)
+        return cls(
+            Outcome(data["outcome"]),
+            detail if isinstance(detail, str) else None,
+            pack if isinstance(pack, str) else None,
+        )
 
 
 def window_error(outcomes: Iterable[Outcome]) -> ErasureError | None:

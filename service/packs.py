@@ -27,11 +27,15 @@ def write_evidence(request_id: str, h: Home) -> Path:
         env = requests.load_envelope(engine, request_id)
         salt = requests.subject_salt(engine, request_id)
         subject = env.subject
-        commitments = {k: requests.commit_identifier(salt, v) for k, v in
-                       (("id", subject.id), ("email", subject.email), ("name", subject.name),
-                        ("phone", subject.phone)) if v}
+        commitments = {
+            k: requests.commit_identifier(salt, v)
+            for k, v in (("id", subject.id), ("email", subject.email), ("name", subject.name), ("phone", subject.phone))
+            if v
+        }
         doc = {
-            "request_id": row.request_id, "tenant_id": row.tenant_id, "legal_basis": row.legal_basis.value,
+            "request_id": row.request_id,
+            "tenant_id": row.tenant_id,
+            "legal_basis": row.legal_basis.value,
             "received_at": row.received_at.isoformat().replace("+00:00", "Z"),
             "deadline": row.deadline.isoformat().replace("+00:00", "Z"),
             "data_classes": [t.value for t in row.data_classes],
@@ -44,17 +48,36 @@ def write_evidence(request_id: str, h: Home) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         if not scope_of(h).reference:
             # No reference store among the targets: no audit log of ours to redact, and the pack says so.
-            (out / "audit-log-redaction.json").write_text(json.dumps(
-                {"format": "audit-log-redaction/none/v1", "request_id": row.request_id,
-                 "reason": "the targets include no reference store: there is no audit log of ours to redact"},
-                sort_keys=True, separators=(",", ":")) + "\n")
+            (out / "audit-log-redaction.json").write_text(
+                json.dumps(
+                    {
+                        "format": "audit-log-redaction/none/v1",
+                        "request_id": row.request_id,
+                        "reason": "the targets include no reference store: there is no audit log of ours to redact",
+                    },
+                    sort_keys=True,
+                    separators=(",", ":"),
+                )
+                + "\n"
+            )
         (out / "request.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        _jsonl(out / "subprocessor-receipts.jsonl", [
-            {"request_id": request_id, "processor": r.processor, "ticket_id": r.ticket_id, "status": r.status,
-             "requested_at": r.requested_at.isoformat().replace("+00:00", "Z"),
-             "completed_at": None if r.completed_at is None else r.completed_at.isoformat().replace("+00:00", "Z"),
-             "attempts": r.attempts}
-            for r in requests.receipts(engine, request_id)])
+        _jsonl(
+            out / "subprocessor-receipts.jsonl",
+            [
+                {
+                    "request_id": request_id,
+                    "processor": r.processor,
+                    "ticket_id": r.ticket_id,
+                    "status": r.status,
+                    "requested_at": r.requested_at.isoformat().replace("+00:00", "Z"),
+                    "completed_at": None
+                    if r.completed_at is None
+                    else r.completed_at.isoformat().replace("+00:00", "Z"),
+                    "attempts": r.attempts,
+                }
+                for r in requests.receipts(engine, request_id)
+            ],
+        )
         return out
     finally:
         engine.close()

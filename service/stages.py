@@ -71,8 +71,9 @@ def run_tier(h: Home, step: str, request_ids: list[str]) -> dict[str, StepRecord
 
         def one(rid: str) -> StepRecord:
             counted = before.get(rid)
-            return StepRecord.model_validate(runner.run_step(
-                rid, tier, h, before=counted if isinstance(counted, int) else None))
+            return StepRecord.model_validate(
+                runner.run_step(rid, tier, h, before=counted if isinstance(counted, int) else None)
+            )
 
         return each(request_ids, one)
 
@@ -117,7 +118,13 @@ class Stages:
 
 def direct(h: Home) -> Stages:
     """The stages bound to `h`, without Prefect (tests, benches, crash drills)."""
-    return Stages(preflight=lambda ids: preflight_all(h, ids), fingerprint=lambda ids: seal_fingerprints(h, ids),
-                  footprint=lambda ids: footprint_all(h, ids), step=lambda s, ids: run_tier(h, s, ids),
-                  target=lambda n, ids: erase_target_all(h, n, ids), scrub=lambda ids: scrub_all(h, ids),
-                  verify=lambda ids: verify_all(h, ids), packs=lambda ids: packs_all(h, ids))
+    return Stages(
+        preflight=lambda ids: preflight_all(h, ids),
+        fingerprint=lambda ids: seal_fingerprints(h, ids),
+        footprint=lambda ids: footprint_all(h, ids),
+        step=lambda s, ids: run_tier(h, s, ids),
+        target=lambda n, ids: erase_target_all(h, n, ids),
+        scrub=lambda ids: scrub_all(h, ids),
+        verify=lambda ids: verify_all(h, ids),
+        packs=lambda ids: packs_all(h, ids),
+    )

@@ -80,12 +80,16 @@ def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
     if scope.reference:
         fps = take_window(h.store_dir, subjects)
     else:
-        fps = [Fingerprint(subject_id=s.id, subject_ids=[s.id], taken_at=datetime.now(UTC), keys=SubjectKeys())
-               for s in subjects]
+        fps = [
+            Fingerprint(subject_id=s.id, subject_ids=[s.id], taken_at=datetime.now(UTC), keys=SubjectKeys())
+            for s in subjects
+        ]
     if not scope.others:
         return fps
-    return [fp.model_copy(update={"targets": {t.name: target_probes.take(t, s) for t in scope.others}})
-            for fp, s in zip(fps, subjects, strict=True)]
+    return [
+        fp.model_copy(update={"targets": {t.name: target_probes.take(t, s) for t in scope.others}})
+        for fp, s in zip(fps, subjects, strict=True)
+    ]
 
 
 def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
@@ -125,10 +129,16 @@ def _bystanders_lost_last_time(h: Home, request_id: str) -> bool:
 def _other_erasure_since(engine: Any, request_id: str, since: datetime) -> bool:
     """Whether another request's erasure scrubbed this home's store, or erased items from one of its
     targets, after `since`."""
-    rows = [*engine.execute("SELECT at FROM engine_events WHERE event = 'store.scrubbed' AND request_id != ?",
-                            (request_id,)),
-            *engine.execute("SELECT ended_at FROM target_step_records WHERE request_id != ? AND before_count > 0"
-                            " AND ended_at IS NOT NULL", (request_id,))]
+    rows = [
+        *engine.execute(
+            "SELECT at FROM engine_events WHERE event = 'store.scrubbed' AND request_id != ?", (request_id,)
+        ),
+        *engine.execute(
+            "SELECT ended_at FROM target_step_records WHERE request_id != ? AND before_count > 0"
+            " AND ended_at IS NOT NULL",
+            (request_id,),
+        ),
+    ]
     for (at,) in rows:
         when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
         if when > since:
@@ -136,21 +146,29 @@ def _other_erasure_since(engine: Any, request_id: str, since: datetime) -> bool:
     return False
 
 
-def record_verification(h: Home, engine: Any, request_id: str, result: Verification, fp: Fingerprint,
-                        sealed: bool) -> dict[str, Any]:
+def record_verification(
+    h: Home, engine: Any, request_id: str, result: Verification, fp: Fingerprint, sealed: bool
+) -> dict[str, Any]:
     """Write the request's `verification.json` from the probes' `result`, open (or close) its residue
     exceptions, and destroy the sealed fingerprint when all clear. Returns the document (counts only)."""
     doc = to_json(result, request_id, datetime.now(UTC))
-    retaken = {"retaken-after-another-erasure": "after another erasure",
-               "retaken-after-bystanders-lost": "after a run of this request lost other people's data (exit 10)"}
-    doc["fingerprint"] = ("taken-at-verification" if not sealed else
-                          f"sealed-before-cascade; bystander baseline retaken {retaken[fp.baseline]}"
-                          if fp.baseline in retaken else "sealed-before-cascade")
+    retaken = {
+        "retaken-after-another-erasure": "after another erasure",
+        "retaken-after-bystanders-lost": "after a run of this request lost other people's data (exit 10)",
+    }
+    doc["fingerprint"] = (
+        "taken-at-verification"
+        if not sealed
+        else f"sealed-before-cascade; bystander baseline retaken {retaken[fp.baseline]}"
+        if fp.baseline in retaken
+        else "sealed-before-cascade"
+    )
     doc["needles"] = fp.needle_stats
     if not doc["all_clear"]:
         for tier in doc.get("failing_tiers", []):
-            requests.open_exception(engine, request_id, tier, "residue", "verification",
-                                    {"probe": "independent", "tier": tier})
+            requests.open_exception(
+                engine, request_id, tier, "residue", "verification", {"probe": "independent", "tier": tier}
+            )
     else:
         for e in requests.exceptions(engine, request_id, open_only=True):
             if e.kind == "residue":
@@ -158,8 +176,10 @@ def record_verification(h: Home, engine: Any, request_id: str, result: Verificat
     record_unscanned(engine, request_id, doc.get("unscanned_content", []))
     hold_in_backups(engine, request_id, h)  # declared backups that still hold the subject (issue 26)
     # Every open exception of the request (ids only) travels into the signed pack.
-    doc["exceptions"] = [{"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
-                         for e in requests.exceptions(engine, request_id, open_only=True)]
+    doc["exceptions"] = [
+        {"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
+        for e in requests.exceptions(engine, request_id, open_only=True)
+    ]
     evidence = h.evidence_dir(request_id)
     evidence.mkdir(parents=True, exist_ok=True)
     (evidence / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -179,8 +199,15 @@ def record_unscanned(engine: Any, request_id: str, unscanned: list[dict[str, Any
     for u in unscanned:
         key = (f"target:{u['target']}:" if u.get("target") else "") + f"sha256:{u['sha256']}"
         keep.add((str(u["tier"]), key))
-        requests.open_exception(engine, request_id, str(u["tier"]), UNSCANNED, key,
-                                {"reason": u["reason"], "size": u["size"]}, "verification")
+        requests.open_exception(
+            engine,
+            request_id,
+            str(u["tier"]),
+            UNSCANNED,
+            key,
+            {"reason": u["reason"], "size": u["size"]},
+            "verification",
+        )
     for e in requests.exceptions(engine, request_id, open_only=True):
         if e.kind == UNSCANNED and (e.tier, e.item_key) not in keep:
             requests.close_exception(engine, e.exception_id)
@@ -196,8 +223,11 @@ class Verdict(TypedDict):
 
 def verdict_of(doc: dict[str, Any]) -> Verdict:
     """The verdict of a `verification.json` document."""
-    return {"all_clear": bool(doc.get("all_clear")), "residue_tiers": list(doc.get("residue_tiers") or []),
-            "lost_bystander_tiers": list(doc.get("lost_bystander_tiers") or [])}
+    return {
+        "all_clear": bool(doc.get("all_clear")),
+        "residue_tiers": list(doc.get("residue_tiers") or []),
+        "lost_bystander_tiers": list(doc.get("lost_bystander_tiers") or []),
+    }
 
 
 def judge(verdict: Verdict) -> tuple[Outcome, str]:
@@ -234,8 +264,11 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
             sealed.append(ct.exists() and key.exists())
             pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(h, subject)))
         scope = scope_of(h)
-        found = (verify_window(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h))
-                 if scope.reference else [Verification(probes=[], unscanned=[]) for _ in pairs])
+        found = (
+            verify_window(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h))
+            if scope.reference
+            else [Verification(probes=[], unscanned=[]) for _ in pairs]
+        )
         docs: dict[str, dict[str, Any]] = {}
         for rid, (subject, fp), ref, was_sealed in zip(request_ids, pairs, found, sealed, strict=True):
             probes, unscanned = list(ref.probes), list(ref.unscanned)
@@ -244,8 +277,9 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
                 got = target_probes.verify(target, subject, tfp)
                 probes += got.probes
                 unscanned += got.unscanned
-            docs[rid] = record_verification(h, engine, rid, Verification(probes=probes, unscanned=unscanned), fp,
-                                            was_sealed)
+            docs[rid] = record_verification(
+                h, engine, rid, Verification(probes=probes, unscanned=unscanned), fp, was_sealed
+            )
         return docs
     finally:
         engine.close()

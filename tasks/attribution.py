@@ -99,8 +99,10 @@ def carriers(conn: apsw.Connection, who: Identity, entities: Iterable[int]) -> d
         if not kinds:
             continue
         for (sid,) in conn.execute(
-                "SELECT DISTINCT f.subject_id FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
-                " WHERE l.entity_id = ? AND f.subject_id IS NOT NULL", (eid,)):
+            "SELECT DISTINCT f.subject_id FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
+            " WHERE l.entity_id = ? AND f.subject_id IS NOT NULL",
+            (eid,),
+        ):
             out.setdefault(fold(str(sid)), set()).update(kinds)
     return {k: frozenset(v) for k, v in out.items()}
 
@@ -108,8 +110,9 @@ def carriers(conn: apsw.Connection, who: Identity, entities: Iterable[int]) -> d
 def build(who: Identity, own_ids: Iterable[str], carried: Mapping[str, frozenset[str]]) -> Attribution:
     """The subject's attribution: `carried` without the subject's own ids."""
     own = frozenset(fold(i) for i in own_ids) | frozenset(who.ids)
-    return Attribution(own=own, carried={k: v for k, v in carried.items() if k not in own},
-                       word_id=any(word_like(i) for i in who.ids))
+    return Attribution(
+        own=own, carried={k: v for k, v in carried.items() if k not in own}, word_id=any(word_like(i) for i in who.ids)
+    )
 
 
 def frame_owners(conn: apsw.Connection, frame_id: int) -> tuple[str, ...]:
@@ -127,6 +130,15 @@ def frame_owners(conn: apsw.Connection, frame_id: int) -> tuple[str, ...]:
 
 def source_owners(conn: apsw.Connection, table: str, source: str, ref: str) -> tuple[str, ...]:
     """The subject ids of `table`'s rows with the source key (source, ref)."""
-    return tuple(sorted({str(r[0]) for r in conn.execute(
-        f"SELECT DISTINCT subject_id FROM {table} WHERE source = ? AND source_ref = ? AND subject_id IS NOT NULL",
-        (source, ref))}))
+    return tuple(
+        sorted(
+            {
+                str(r[0])
+                for r in conn.execute(
+                    f"SELECT DISTINCT subject_id FROM {table} WHERE source = ? AND source_ref = ?"
+                    " AND subject_id IS NOT NULL",
+                    (source, ref),
+                )
+            }
+        )
+    )

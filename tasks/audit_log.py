@@ -30,8 +30,15 @@ class AuditLogStep(BaseStep):
     transactional: ClassVar[bool] = False
 
     def resolve(self, ctx: StepContext) -> Keys:
-        return {"redacted": {f"{r[0]}|{r[1]}|{r[2]}" for sid in ctx.ids() for r in ctx.store.execute(
-            "SELECT seq, field, commitment FROM audit_vault WHERE subject_id = ?", (sid,))}}
+        return {
+            "redacted": {
+                f"{r[0]}|{r[1]}|{r[2]}"
+                for sid in ctx.ids()
+                for r in ctx.store.execute(
+                    "SELECT seq, field, commitment FROM audit_vault WHERE subject_id = ?", (sid,)
+                )
+            }
+        }
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
         left = sum(audit.vault_count(ctx.store, sid) for sid in ctx.ids())
@@ -50,8 +57,9 @@ class AuditLogStep(BaseStep):
         total = len(requests.footprint(ctx.engine, ctx.request_id, self.tier, "redacted"))
         with transaction(ctx.store):
             count = sum(audit.redact_subject(ctx.store, sid).count for sid in ctx.ids())
-            audit.append(ctx.store, audit.REDACTION_EVENT, "erasure-engine",
-                         {"request_id": ctx.request_id, "redacted": total})
+            audit.append(
+                ctx.store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": ctx.request_id, "redacted": total}
+            )
         checkpoint_truncate(ctx.store)
         with transaction(ctx.store):
             after = audit.checkpoint(ctx.store, ctx.store_dir)
@@ -61,16 +69,24 @@ class AuditLogStep(BaseStep):
             with transaction(ctx.store):
                 before = audit.checkpoint(ctx.store, ctx.store_dir, tree_size=before.seq)
         redacted = sorted(
-            (int(s), f, c) for s, f, c in
-            (k.split("|", 2) for k in requests.footprint(ctx.engine, ctx.request_id, self.tier, "redacted")))
-        doc = audit.redaction_evidence(ctx.store, ctx.store_dir, before, after, redacted,
-                                       request_id=ctx.request_id, subject_id=ctx.subject.id)
+            (int(s), f, c)
+            for s, f, c in (
+                k.split("|", 2) for k in requests.footprint(ctx.engine, ctx.request_id, self.tier, "redacted")
+            )
+        )
+        doc = audit.redaction_evidence(
+            ctx.store, ctx.store_dir, before, after, redacted, request_id=ctx.request_id, subject_id=ctx.subject.id
+        )
         ctx.evidence_dir.mkdir(parents=True, exist_ok=True)
         aside = ctx.evidence_dir / f".{EVIDENCE_FILE}.partial"
         aside.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
         os.replace(aside, ctx.evidence_dir / EVIDENCE_FILE)
-        ctx.add_detail(vault_values_destroyed=count, redacted_total=len(redacted),
-                       checkpoint_before=before.seq, checkpoint_after=after.seq)
+        ctx.add_detail(
+            vault_values_destroyed=count,
+            redacted_total=len(redacted),
+            checkpoint_before=before.seq,
+            checkpoint_after=after.seq,
+        )
         return count
 
 

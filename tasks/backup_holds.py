@@ -20,8 +20,10 @@ from erasure.targets import home_targets
 from erasure.tiers import BYTES_SCOPE
 from tasks import backup_rewrite
 
-GROUND = ("held in a backup taken before the erasure until {until}: put beyond use (a restore is refused until "
-          "its erasures are replayed), erased when it expires")
+GROUND = (
+    "held in a backup taken before the erasure until {until}: put beyond use (a restore is refused until "
+    "its erasures are replayed), erased when it expires"
+)
 
 
 def hold_in_backups(engine: apsw.Connection, request_id: str, home: Home, now: datetime | None = None) -> int:
@@ -32,9 +34,15 @@ def hold_in_backups(engine: apsw.Connection, request_id: str, home: Home, now: d
     for target in home_targets(home.root, home.store_dir).targets:
         for b in holding(target, erased_at=now, now=now):
             until = iso(b.expires_at)
-            requests.open_exception(engine, request_id, BYTES_SCOPE, HELD_IN_BACKUP, f"{b.ref}:until:{until}",
-                                    {"target": target.name, "taken_at": iso(b.taken_at), "expires_at": until},
-                                    GROUND.format(until=until))
+            requests.open_exception(
+                engine,
+                request_id,
+                BYTES_SCOPE,
+                HELD_IN_BACKUP,
+                f"{b.ref}:until:{until}",
+                {"target": target.name, "taken_at": iso(b.taken_at), "expires_at": until},
+                GROUND.format(until=until),
+            )
             n += 1
     return n
 
@@ -53,8 +61,14 @@ class Held:
     """None: the backup still holds the subject; 'expired', 'deleted' or 'rewritten' (erased inside it) otherwise."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"request_id": self.request_id, "target": self.target, "backup": self.ref, "taken_at": self.taken_at,
-                "expires_at": self.expires_at, "ended": self.ended}
+        return {
+            "request_id": self.request_id,
+            "target": self.target,
+            "backup": self.ref,
+            "taken_at": self.taken_at,
+            "expires_at": self.expires_at,
+            "ended": self.ended,
+        }
 
 
 def open_holds(engine: apsw.Connection, home: Home, now: datetime | None = None) -> list[Held]:
@@ -70,16 +84,25 @@ def open_holds(engine: apsw.Connection, home: Home, now: datetime | None = None)
         except ErasureError:
             existing[t.name] = set()
     out = []
-    rows = engine.execute("SELECT exception_id, request_id, item_key, detail FROM exceptions WHERE kind = ? AND "
-                          "closed_at IS NULL ORDER BY request_id, exception_id", (HELD_IN_BACKUP,)).fetchall()
+    rows = engine.execute(
+        "SELECT exception_id, request_id, item_key, detail FROM exceptions WHERE kind = ? AND "
+        "closed_at IS NULL ORDER BY request_id, exception_id",
+        (HELD_IN_BACKUP,),
+    ).fetchall()
     for eid, rid, item_key, detail in rows:
         d = json.loads(str(detail or "{}"))
         ref = str(item_key).rpartition(":until:")[0]
         until = str(d.get("expires_at"))
         target = str(d.get("target"))
-        ended = ("expired" if until <= iso(now) else
-                 "deleted" if ref not in existing.get(target, set()) else
-                 "rewritten" if str(rid) in rewritten.get(target, {}).get(ref, set()) else None)
+        ended = (
+            "expired"
+            if until <= iso(now)
+            else "deleted"
+            if ref not in existing.get(target, set())
+            else "rewritten"
+            if str(rid) in rewritten.get(target, {}).get(ref, set())
+            else None
+        )
         out.append(Held(str(rid), int(str(eid)), str(d.get("target")), ref, str(d.get("taken_at")), until, ended))
     return out
 

@@ -66,8 +66,10 @@ def rewrite_sources(target: Target) -> list[tuple[BackupSource, Path]]:
             continue
         keys = PATH_OPTIONS.get(target.kind)
         if keys is None:
-            raise ConfigError(f"targets: target {target.name!r}: backups of kind {target.kind!r} cannot be "
-                              "rewritten here (langgraph-sqlite and chroma can): use mode = 'hold'")
+            raise ConfigError(
+                f"targets: target {target.name!r}: backups of kind {target.kind!r} cannot be "
+                "rewritten here (langgraph-sqlite and chroma can): use mode = 'hold'"
+            )
         if (src.option or keys[0]) not in keys:
             raise ConfigError(f"targets: target {target.name!r}: backups.option must be one of {', '.join(keys)}")
         assert src.folder is not None
@@ -109,10 +111,17 @@ def restore_copy(target: Target, src: BackupSource, path: Path, backup: Backup, 
     opts = {k: v for k, v in target.options().items() if k not in keys and k != "backups"}
     opts[option] = str(restored)
     copy_target = Target.model_validate({**opts, "name": target.name, "kind": target.kind, "base_dir": work})
-    lines = [f"tenant = {json.dumps(tenant)}", "[[targets]]", f"name = {json.dumps(target.name)}",
-             f"kind = {json.dumps(target.kind)}"]
-    lines += [f"{k} = {json.dumps(v)}" for k, v in opts.items()
-              if isinstance(v, str | int | bool) or (isinstance(v, list) and all(isinstance(x, str) for x in v))]
+    lines = [
+        f"tenant = {json.dumps(tenant)}",
+        "[[targets]]",
+        f"name = {json.dumps(target.name)}",
+        f"kind = {json.dumps(target.kind)}",
+    ]
+    lines += [
+        f"{k} = {json.dumps(v)}"
+        for k, v in opts.items()
+        if isinstance(v, str | int | bool) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+    ]
     targets_file = work / "targets.toml"
     targets_file.write_text("\n".join(lines) + "\n")
     return Copy(backup, path, work, restored, copy_target, targets_file)
@@ -179,9 +188,13 @@ def record(copy: Copy, epoch: int, applied: list[str]) -> None:
     side = copy.path.parent / SIDECAR
     doc: dict[str, Any] = json.loads(side.read_text()) if side.exists() else {}
     was = doc.get(copy.backup.ref, {})
-    doc[copy.backup.ref] = {"name": copy.backup.name, "taken_at": was.get("taken_at", iso(copy.backup.taken_at)),
-                            "rewritten_at": iso(datetime.now(UTC)), "epoch": epoch,
-                            "applied": sorted({*was.get("applied", []), *applied})}
+    doc[copy.backup.ref] = {
+        "name": copy.backup.name,
+        "taken_at": was.get("taken_at", iso(copy.backup.taken_at)),
+        "rewritten_at": iso(datetime.now(UTC)),
+        "epoch": epoch,
+        "applied": sorted({*was.get("applied", []), *applied}),
+    }
     fd, tmp = tempfile.mkstemp(dir=side.parent, prefix=WORK_PREFIX + "sidecar-")
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")

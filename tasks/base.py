@@ -112,7 +112,7 @@ def existing(conn: apsw.Connection, table: str, column: str, ids: list[Any], *, 
     """Which of `ids` still exist as `table.column` (batched IN lookups on an indexed column)."""
     out: list[Any] = []
     for i in range(0, len(ids), 500):
-        b = ids[i:i + 500]
+        b = ids[i : i + 500]
         sql = f"SELECT {column} FROM {table} WHERE {column} IN ({in_list(len(b))}){extra}"
         out += [r[0] for r in conn.execute(sql, b)]
     return out

@@ -30,9 +30,13 @@ class DerivativesStep(BaseStep):
         ids = ints(keys, "fts") + ints(keys, "derived")
         out: list[int] = []
         for i in range(0, len(ids), 500):
-            b = ids[i:i + 500]
-            out += [int(r[0]) for r in ctx.store.execute(
-                f"SELECT cache_id FROM recall_cache WHERE frame_id IN ({in_list(len(b))})", b)]
+            b = ids[i : i + 500]
+            out += [
+                int(r[0])
+                for r in ctx.store.execute(
+                    f"SELECT cache_id FROM recall_cache WHERE frame_id IN ({in_list(len(b))})", b
+                )
+            ]
         return out
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
@@ -46,7 +50,10 @@ class DerivativesStep(BaseStep):
         n_fts = delete_fts_rows(ctx.store, fts)
         cache_frames = ints(keys, "fts")
         n_cache = delete_cache_rows(ctx.store, cache_frames)
-        ctx.add_detail(derived_frames=counts["frames"], fts_rows=n_fts + counts["fts_rows"],
-                       cache_rows=n_cache + counts["cache_rows"],
-                       derived_vectors=counts["frame_vectors"] + counts["chunk_vectors"])
+        ctx.add_detail(
+            derived_frames=counts["frames"],
+            fts_rows=n_fts + counts["fts_rows"],
+            cache_rows=n_cache + counts["cache_rows"],
+            derived_vectors=counts["frame_vectors"] + counts["chunk_vectors"],
+        )
         return counts["frames"] + n_fts + n_cache

@@ -37,29 +37,42 @@ class EpisodicStep(BaseStep):
             archives |= mine
             frames |= primary_frames(ctx.store, sid, mine)
         who = ctx.who()
-        return {"archive": {str(a) for a in archives}, "frame": {str(f) for f in frames},
-                "mention_frame": {str(f) for f in frames_mentioning(ctx.store, who, ctx.frames | frames)},
-                "mention_archive": {str(a) for a in archives_mentioning(ctx.store, who, archives)}}
+        return {
+            "archive": {str(a) for a in archives},
+            "frame": {str(f) for f in frames},
+            "mention_frame": {str(f) for f in frames_mentioning(ctx.store, who, ctx.frames | frames)},
+            "mention_archive": {str(a) for a in archives_mentioning(ctx.store, who, archives)},
+        }
 
     def _attributed(self, ctx: StepContext, keys: Keys) -> tuple[dict[int, ItemMentions], dict[int, ItemMentions]]:
         """Other people's frames and archive rows (of those found) that still name the subject, each
         hit attributed (`tasks.attribution`)."""
         who = ctx.who()
         att = mentions.attribution(ctx.store, who, ctx.ids())
-        frames = {int(r[0]): mentions.item_mentions(who, att, str(r[1]), frame_owners(ctx.store, int(r[0])))
-                  for fid in ints(keys, "mention_frame") for r in ctx.store.execute(
-                      "SELECT frame_id, content FROM frames WHERE frame_id = ?", (fid,)) if r[1] is not None}
-        archives = {int(r[0]): mentions.item_mentions(who, att, str(r[1]), () if r[2] is None else (str(r[2]),))
-                    for aid in ints(keys, "mention_archive") for r in ctx.store.execute(
-                        "SELECT archive_id, content, subject_id FROM raw_archive WHERE archive_id = ?"
-                        " AND erased_at IS NULL", (aid,)) if r[1] is not None}
+        frames = {
+            int(r[0]): mentions.item_mentions(who, att, str(r[1]), frame_owners(ctx.store, int(r[0])))
+            for fid in ints(keys, "mention_frame")
+            for r in ctx.store.execute("SELECT frame_id, content FROM frames WHERE frame_id = ?", (fid,))
+            if r[1] is not None
+        }
+        archives = {
+            int(r[0]): mentions.item_mentions(who, att, str(r[1]), () if r[2] is None else (str(r[2]),))
+            for aid in ints(keys, "mention_archive")
+            for r in ctx.store.execute(
+                "SELECT archive_id, content, subject_id FROM raw_archive WHERE archive_id = ? AND erased_at IS NULL",
+                (aid,),
+            )
+            if r[1] is not None
+        }
         return frames, archives
 
     def _mentions(self, ctx: StepContext, keys: Keys) -> tuple[list[int], list[int]]:
         """Other people's frames and archive rows (of those found) with a mention to redact."""
         frames, archives = self._attributed(ctx, keys)
-        return ([f for f, m in sorted(frames.items()) if m.redact],
-                [a for a, m in sorted(archives.items()) if m.redact])
+        return (
+            [f for f, m in sorted(frames.items()) if m.redact],
+            [a for a, m in sorted(archives.items()) if m.redact],
+        )
 
     def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
         frames, archives = self._attributed(ctx, keys)
@@ -73,14 +86,18 @@ class EpisodicStep(BaseStep):
         mf = [f for f, m in frames.items() if m.redact]
         ma = [a for a, m in archives.items() if m.redact]
         if mf or ma:
-            out.append(ExceptionSpec(kind="mention_reported", item_key="episodic",
-                                     detail={"frames": len(mf), "archive_rows": len(ma)},
-                                     ground=mentions.REPORT_GROUND))
+            out.append(
+                ExceptionSpec(
+                    kind="mention_reported",
+                    item_key="episodic",
+                    detail={"frames": len(mf), "archive_rows": len(ma)},
+                    ground=mentions.REPORT_GROUND,
+                )
+            )
         return out
 
     def _live_archives(self, ctx: StepContext, keys: Keys) -> list[int]:
-        return existing(ctx.store, "raw_archive", "archive_id", ints(keys, "archive"),
-                        extra=" AND erased_at IS NULL")
+        return existing(ctx.store, "raw_archive", "archive_id", ints(keys, "archive"), extra=" AND erased_at IS NULL")
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
         frames = existing(ctx.store, "frames", "frame_id", ints(keys, "frame"))
@@ -97,12 +114,11 @@ class EpisodicStep(BaseStep):
             # Write-ahead: later tiers must reach these after the rows that link them are gone.
             requests.add_footprint(ctx.engine, ctx.request_id, Tier.vectors, "frame", [str(f) for f in frames])
             requests.add_footprint(ctx.engine, ctx.request_id, Tier.vectors, "chunk", [str(c) for c in chunks])
-            requests.add_footprint(ctx.engine, ctx.request_id, Tier.derivatives, "fts",
-                                   [str(f) for f in frames])
+            requests.add_footprint(ctx.engine, ctx.request_id, Tier.derivatives, "fts", [str(f) for f in frames])
             delete_frame_rows(ctx.store, frames)
             ctx.add_detail(frames=len(frames), chunks=len(chunks))
         room = limit - len(frames)
-        archives = sorted(self._live_archives(ctx, keys))[:max(room, 0)]
+        archives = sorted(self._live_archives(ctx, keys))[: max(room, 0)]
         at = iso_utc(datetime.now(UTC))
         for aid in archives:
             source, ref = one(ctx.store, "SELECT source, source_ref FROM raw_archive WHERE archive_id = ?", (aid,))
@@ -110,7 +126,8 @@ class EpisodicStep(BaseStep):
             ctx.store.execute(
                 "UPDATE raw_archive SET content = NULL, subject_id = NULL, archive_uid = ?, erased_at = ?,"
                 " erasure_ref = ?, source = ?, source_ref = ? WHERE archive_id = ?",
-                (secrets.token_hex(16), at, ctx.request_id, source, ref, aid))
+                (secrets.token_hex(16), at, ctx.request_id, source, ref, aid),
+            )
         ctx.add_detail(archive_redacted=len(archives))
         done = len(frames) + len(archives)
         if mentions.policy() == "redact" and done < limit:
@@ -130,7 +147,7 @@ class EpisodicStep(BaseStep):
             rewrite_frame(ctx.store, fid, new)
             ctx.add_detail(mentions_redacted=n, mention_frames=1)
             done += 1
-        for aid in marchives[:max(limit - done, 0)]:
+        for aid in marchives[: max(limit - done, 0)]:
             text, owner = one(ctx.store, "SELECT content, subject_id FROM raw_archive WHERE archive_id = ?", (aid,))
             new, n = mentions.redact_item(who, att, str(text), () if owner is None else (str(owner),))
             rewrite_archive(ctx.store, aid, new)

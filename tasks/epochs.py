@@ -148,12 +148,20 @@ def _sticky(home: Home, target: Target, request_id: str) -> dict[str, Any]:
         return {}
     conn = connect(epoch_db(target, home), readonly=True)
     try:
-        keys = [list(r) for r in conn.execute(
-            "SELECT source, source_ref, item_key, erased_at FROM erased_subjects WHERE request_ref = ? ORDER BY id",
-            (request_id,))]
-        ids = [list(r) for r in conn.execute(
-            "SELECT kind, digest, created_at FROM erased_identities WHERE erasure_ref = ? ORDER BY kind, digest",
-            (request_id,))]
+        keys = [
+            list(r)
+            for r in conn.execute(
+                "SELECT source, source_ref, item_key, erased_at FROM erased_subjects WHERE request_ref = ? ORDER BY id",
+                (request_id,),
+            )
+        ]
+        ids = [
+            list(r)
+            for r in conn.execute(
+                "SELECT kind, digest, created_at FROM erased_identities WHERE erasure_ref = ? ORDER BY kind, digest",
+                (request_id,),
+            )
+        ]
     finally:
         conn.close()
     return {"erased_subjects": keys, "erased_identities": ids}
@@ -178,10 +186,17 @@ def record_completed(request_id: str, home: Home) -> list[int]:
         hashes += [("source_key", ledger.source_key_hash(key, str(s[0]), str(s[1]))) for s in sorted(sources)]
         seqs = []
         for target in (t for t in targets.targets if tracks_epoch(t, home)):
-            seqs.append(ledger.record(book, target=target.name, request_id=request_id,
-                                      epoch=_request_epoch(target, home, request_id),
-                                      legal_basis=row.legal_basis.value, hashes=hashes,
-                                      sticky=_sticky(home, target, request_id)))
+            seqs.append(
+                ledger.record(
+                    book,
+                    target=target.name,
+                    request_id=request_id,
+                    epoch=_request_epoch(target, home, request_id),
+                    legal_basis=row.legal_basis.value,
+                    hashes=hashes,
+                    sticky=_sticky(home, target, request_id),
+                )
+            )
         return seqs
     finally:
         engine.close()
@@ -204,8 +219,14 @@ class TargetEpoch:
         return self.store_epoch < self.ledger_epoch
 
     def as_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "kind": self.kind, "store_epoch": self.store_epoch,
-                "ledger_epoch": self.ledger_epoch, "restored": self.restored, "pending": list(self.pending)}
+        return {
+            "target": self.target,
+            "kind": self.kind,
+            "store_epoch": self.store_epoch,
+            "ledger_epoch": self.ledger_epoch,
+            "restored": self.restored,
+            "pending": list(self.pending),
+        }
 
 
 def epochs(home: Home, targets: Targets | None = None) -> list[TargetEpoch]:
@@ -230,8 +251,9 @@ def epochs(home: Home, targets: Targets | None = None) -> list[TargetEpoch]:
         book.close()
 
 
-def refuse_if_restored(home: Home, *, request_id: str | None = None, only: str | None = None,
-                       targets: Targets | None = None) -> None:
+def refuse_if_restored(
+    home: Home, *, request_id: str | None = None, only: str | None = None, targets: Targets | None = None
+) -> None:
     """Hook: refuse (exit 6, one line) when a target (or the one named, or of the kind, `only`) was restored and not
     yet replayed. A registered replay (`request_id`) is let through: it is what brings the store back."""
     if not ledger.ledger_path(home).exists():
@@ -248,4 +270,5 @@ def refuse_if_restored(home: Home, *, request_id: str | None = None, only: str |
             raise StoreRestored(
                 f"target {t.target} was restored from a backup: its erasure epoch {t.store_epoch} is behind the "
                 f"ledger's {t.ledger_epoch} ({len(t.pending)} erasure(s) to replay): run `erasure restore replay "
-                f"--target {t.target}` first")
+                f"--target {t.target}` first"
+            )

@@ -33,8 +33,13 @@ def _co_subjects(ctx: StepContext) -> list[tuple[Identity, set[tuple[str, str]],
     for rid in ctx.co_requests:
         subject = requests.load_envelope(ctx.engine, rid).subject
         sources = {tuple(json.loads(k)) for k in requests.footprint(ctx.engine, rid, Tier.episodic, "source")}
-        out.append((Identity.of(subject), {(str(a), str(b)) for a, b in sources},
-                    {subject.id, *requests.store_ids(ctx.engine, rid)}))
+        out.append(
+            (
+                Identity.of(subject),
+                {(str(a), str(b)) for a, b in sources},
+                {subject.id, *requests.store_ids(ctx.engine, rid)},
+            )
+        )
     return out
 
 
@@ -46,9 +51,18 @@ def _line_owners(ctx: StepContext, corpus_id: int, line: str) -> tuple[str, ...]
         return ()
     if not isinstance(item, dict):
         return ()
-    return tuple(sorted({str(r[0]) for r in ctx.store.execute(
-        "SELECT subject_id FROM ft_examples WHERE corpus_id = ? AND source = ? AND source_ref = ?"
-        " AND subject_id IS NOT NULL", (corpus_id, str(item.get("source")), str(item.get("source_ref"))))}))
+    return tuple(
+        sorted(
+            {
+                str(r[0])
+                for r in ctx.store.execute(
+                    "SELECT subject_id FROM ft_examples WHERE corpus_id = ? AND source = ? AND source_ref = ?"
+                    " AND subject_id IS NOT NULL",
+                    (corpus_id, str(item.get("source")), str(item.get("source_ref"))),
+                )
+            }
+        )
+    )
 
 
 def _next_file(ctx: StepContext, name: str, version: int) -> tuple[str, Path]:
@@ -69,13 +83,15 @@ class FineTuneStep(BaseStep):
         """(example_id, corpus_id) of the subject's live examples."""
         rows: set[tuple[int, int]] = set()
         for sid in ctx.ids():
-            rows |= set(ctx.store.execute(
-                "SELECT example_id, corpus_id FROM ft_examples WHERE subject_id = ?", (sid,)))
+            rows |= set(ctx.store.execute("SELECT example_id, corpus_id FROM ft_examples WHERE subject_id = ?", (sid,)))
         for source, ref in ctx.sources:
-            rows |= set(ctx.store.execute(
-                "SELECT example_id, corpus_id FROM ft_examples WHERE source = ? AND source_ref = ?"
-                " AND subject_id IS NULL",
-                (source, ref)))
+            rows |= set(
+                ctx.store.execute(
+                    "SELECT example_id, corpus_id FROM ft_examples WHERE source = ? AND source_ref = ?"
+                    " AND subject_id IS NULL",
+                    (source, ref),
+                )
+            )
         return sorted((int(a), int(b)) for a, b in rows)
 
     def resolve(self, ctx: StepContext) -> Keys:
@@ -103,15 +119,18 @@ class FineTuneStep(BaseStep):
                 lines = path.read_text(encoding="utf-8").splitlines()
             except FileNotFoundError:
                 continue
-            out[str(cid)] = [mentions.item_mentions(who, att, lines[i], _line_owners(ctx, int(cid), lines[i]),
-                                                    as_json=True) for i in sorted(named)]
+            out[str(cid)] = [
+                mentions.item_mentions(who, att, lines[i], _line_owners(ctx, int(cid), lines[i]), as_json=True)
+                for i in sorted(named)
+            ]
         return out
 
     def _corpus(self, ctx: StepContext, corpus_id: int) -> tuple[str, int, Path, str | None] | None:
         """(name, version, file, removed_at) of a corpus version. Its file, and the file its next
         version would be written to, must lie inside the store's folder (`StoreError` otherwise)."""
-        row = ctx.store.execute("SELECT name, version, path, removed_at FROM ft_corpora WHERE corpus_id = ?",
-                                (corpus_id,)).fetchone()
+        row = ctx.store.execute(
+            "SELECT name, version, path, removed_at FROM ft_corpora WHERE corpus_id = ?", (corpus_id,)
+        ).fetchone()
         if row is None:
             return None
         _next_file(ctx, str(row[0]), int(row[1]) + 1)
@@ -120,8 +139,9 @@ class FineTuneStep(BaseStep):
     def _files_left(self, ctx: StepContext, keys: Keys) -> list[Path]:
         """Files of the corpora this request reached (its keys, and every version an erase of it
         touched since) that are still on disk."""
-        ids = set(ints(keys, "corpus")) | {int(c) for c in requests.footprint(ctx.engine, ctx.request_id,
-                                                                              self.tier, "corpus")}
+        ids = set(ints(keys, "corpus")) | {
+            int(c) for c in requests.footprint(ctx.engine, ctx.request_id, self.tier, "corpus")
+        }
         out = []
         for cid in sorted(ids):
             c = self._corpus(ctx, cid)
@@ -165,36 +185,58 @@ class FineTuneStep(BaseStep):
         removed = 0
         latest = ctx.store.execute(
             "SELECT corpus_id, version, path FROM ft_corpora WHERE name = ? AND removed_at IS NULL "
-            "ORDER BY version DESC LIMIT 1", (name,)).fetchone()
+            "ORDER BY version DESC LIMIT 1",
+            (name,),
+        ).fetchone()
         doomed = [cid for cid in affected if (c := self._corpus(ctx, cid)) and c[0] == name and c[3] is None]
         if latest is not None and int(latest[0]) in doomed:
             removed += self._rewrite_without_subject(
-                ctx, name, int(latest[0]), int(latest[1]), inside_folder(ctx.store_dir, str(latest[2]), "corpus path"),
-                set(ctx.sources), written)
+                ctx,
+                name,
+                int(latest[0]),
+                int(latest[1]),
+                inside_folder(ctx.store_dir, str(latest[2]), "corpus path"),
+                set(ctx.sources),
+                written,
+            )
         for cid in doomed:
             ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (cid,))
             removed += ctx.store.changes()
-            ctx.store.execute("UPDATE ft_corpora SET removed_at = ? WHERE corpus_id = ?",
-                              (iso_utc(datetime.now(UTC)), cid))
+            ctx.store.execute(
+                "UPDATE ft_corpora SET removed_at = ? WHERE corpus_id = ?", (iso_utc(datetime.now(UTC)), cid)
+            )
         return removed
 
-    def _rewrite_without_subject(self, ctx: StepContext, name: str, corpus_id: int, version: int,
-                                 path: Path, sources: set[tuple[str, str]], written: list[Path]) -> int:
+    def _rewrite_without_subject(
+        self,
+        ctx: StepContext,
+        name: str,
+        corpus_id: int,
+        version: int,
+        path: Path,
+        sources: set[tuple[str, str]],
+        written: list[Path],
+    ) -> int:
         """Inside the caller's transaction: write version+1 of the corpus without the subject's lines (and,
         in an erasure window, without its other subjects' lines: one rewrite for the window)."""
         # A line is dropped by its owner (ft_examples): a conversation is not a person, and another
         # subject's line in the subject's conversation stays. A line no row owns goes by its source key.
-        owner_of = {int(r[0]): None if r[1] is None else str(r[1]) for r in ctx.store.execute(
-            "SELECT line_no, subject_id FROM ft_examples WHERE corpus_id = ?", (corpus_id,))}
+        owner_of = {
+            int(r[0]): None if r[1] is None else str(r[1])
+            for r in ctx.store.execute("SELECT line_no, subject_id FROM ft_examples WHERE corpus_id = ?", (corpus_id,))
+        }
         mine = set(ctx.ids())
         co = _co_subjects(ctx)
         co_ids = {i for _who, _srcs, ids in co for i in ids} - mine
         co_refs = {r for _who, srcs, _ids in co for r in srcs} - sources
         whos = [ctx.who(), *(c[0] for c in co)]
-        naming = [mentions.lines_naming(ctx.store, path, w) if mentions.policy() == "redact" else frozenset()
-                  for w in whos]
-        atts = [mentions.attribution(ctx.store, ctx.who(), ctx.ids()),
-                *(mentions.attribution(ctx.store, c[0], c[2]) for c in co)]
+        naming = [
+            mentions.lines_naming(ctx.store, path, w) if mentions.policy() == "redact" else frozenset() for w in whos
+        ]
+        atts = [
+            mentions.attribution(ctx.store, ctx.who(), ctx.ids()),
+            *(mentions.attribution(ctx.store, c[0], c[2]) for c in co),
+        ]
         kept: list[str] = []
         refs: list[tuple[str, str]] = []
         owners: list[str | None] = []
@@ -228,21 +270,25 @@ class FineTuneStep(BaseStep):
         ctx.store.execute(
             "INSERT INTO ft_corpora(name, version, path, sha256, examples, created_at) VALUES (?,?,?,?,?,?)"
             " ON CONFLICT(name, version) DO UPDATE SET sha256 = excluded.sha256, examples = excluded.examples",
-            (name, new_version, rel, hashlib.sha256(body).hexdigest(), len(kept), iso_utc(datetime.now(UTC))))
-        new_id = int(one(ctx.store, "SELECT corpus_id FROM ft_corpora WHERE name = ? AND version = ?",
-                             (name, new_version))[0])
+            (name, new_version, rel, hashlib.sha256(body).hexdigest(), len(kept), iso_utc(datetime.now(UTC))),
+        )
+        new_id = int(
+            one(ctx.store, "SELECT corpus_id FROM ft_corpora WHERE name = ? AND version = ?", (name, new_version))[0]
+        )
         ctx.store.execute("DELETE FROM ft_examples WHERE corpus_id = ?", (new_id,))
         ctx.store.executemany(  # line numbers are 1-based, as ingest numbers them
             "INSERT INTO ft_examples(corpus_id, line_no, subject_id, source, source_ref) VALUES (?,?,?,?,?)",
-            [(new_id, i + 1, owners[i], ref[0], ref[1]) for i, ref in enumerate(refs)])
+            [(new_id, i + 1, owners[i], ref[0], ref[1]) for i, ref in enumerate(refs)],
+        )
         ctx.add_detail(corpus_versions_written=1, examples_dropped=dropped, examples_kept=len(kept))
         if co:
             ctx.add_detail(window_requests=len(co), window_examples_dropped=co_dropped)
         return dropped
 
     @staticmethod
-    def _redacted(ctx: StepContext, line: str, item: Any, who: Identity, att: Attribution, owners: tuple[str, ...],
-                  *, own: bool) -> tuple[str, Any]:
+    def _redacted(
+        ctx: StepContext, line: str, item: Any, who: Identity, att: Attribution, owners: tuple[str, ...], *, own: bool
+    ) -> tuple[str, Any]:
         """The line with every mention of `who` to redact redacted (counted in the step's detail when
         `own`); the line may no longer name them (another subject's redaction of the same line took it)."""
         new, n = mentions.redact_item(who, att, line, owners, as_json=True)
@@ -262,12 +308,22 @@ class FineTuneStep(BaseStep):
             counts = [getattr(m, field) for m in found if getattr(m, field)]
             out += mentions.reported(kind, "fine_tune", {"examples": len(counts)}, sum(counts))
         for i in range(0, len(ids), 500):
-            b = ids[i:i + 500]
+            b = ids[i : i + 500]
             for model_id, cid, base, trained_at in ctx.store.execute(
-                    f"SELECT m.model_id, m.corpus_id, m.base_model, m.trained_at FROM model_lineage m "
-                    f"WHERE m.corpus_id IN ({in_list(len(b))})", b):
-                out.append(ExceptionSpec(
-                    kind="model_trained_on_subject", item_key=str(model_id),
-                    detail={"corpus_id": int(cid), "base_model": str(base), "trained_at": str(trained_at),
-                            "action": "retrain without the subject, or record an Art.17(3) ground"}))
+                f"SELECT m.model_id, m.corpus_id, m.base_model, m.trained_at FROM model_lineage m "
+                f"WHERE m.corpus_id IN ({in_list(len(b))})",
+                b,
+            ):
+                out.append(
+                    ExceptionSpec(
+                        kind="model_trained_on_subject",
+                        item_key=str(model_id),
+                        detail={
+                            "corpus_id": int(cid),
+                            "base_model": str(base),
+                            "trained_at": str(trained_at),
+                            "action": "retrain without the subject, or record an Art.17(3) ground",
+                        },
+                    )
+                )
         return out

@@ -25,8 +25,15 @@ from erasure.errors import Conflict
 from erasure.identity import Identity, fold, normal_email, phone_digits
 from tasks import mentions
 
-SUBJECT_ID_TABLES = ("raw_archive", "frames", "working_sessions", "blobs", "ft_examples",
-                     "subprocessor_records", "audit_vault")
+SUBJECT_ID_TABLES = (
+    "raw_archive",
+    "frames",
+    "working_sessions",
+    "blobs",
+    "ft_examples",
+    "subprocessor_records",
+    "audit_vault",
+)
 
 
 class IdentityConflict(Conflict):
@@ -58,8 +65,9 @@ _SPACE_RANGES = (("\t", "\x0e"), ("\x1c", "!"))
 """The ASCII characters `str.split` takes for white space, as half-open ranges."""
 
 
-def values_folding_to(conn: apsw.Connection, table: str, column: str, target: str, *,
-                      where: str = "", params: tuple[str, ...] = ()) -> set[str]:
+def values_folding_to(
+    conn: apsw.Connection, table: str, column: str, target: str, *, where: str = "", params: tuple[str, ...] = ()
+) -> set[str]:
     """Values of an indexed text column that may normalise to `target` (NFKC, case folding, white
     space folded), found by seeks on the column's index rather than a scan; the caller decides with
     its normal form. A superset of the values whose normal form is `target`:
@@ -73,9 +81,13 @@ def values_folding_to(conn: apsw.Connection, table: str, column: str, target: st
     """
     cond = f"{where} AND " if where else ""
     if not target.isascii():
-        return {str(r[0]) for r in conn.execute(
-            f"SELECT DISTINCT {column} FROM {table} WHERE {cond}{column} IS NOT NULL AND {_non_ascii(column)}",
-            params)}
+        return {
+            str(r[0])
+            for r in conn.execute(
+                f"SELECT DISTINCT {column} FROM {table} WHERE {cond}{column} IS NOT NULL AND {_non_ascii(column)}",
+                params,
+            )
+        }
     ranges = f"SELECT {column} FROM {table} WHERE {cond}{column} >= ? AND {column} < ?"
     tail = f"SELECT {column} FROM {table} WHERE {cond}{column} >= ?"
     exists = f"SELECT 1 FROM {table} WHERE {cond}{column} >= ? AND {column} < ? LIMIT 1"
@@ -132,13 +144,16 @@ def personal_entities(conn: apsw.Connection, identity: Identity) -> dict[int, st
             found |= values_folding_to(conn, "kg_entities", "name", target, where="kind = ?", params=(kind,))
         return found
 
-    normal: dict[str, tuple[set[str], Callable[[str], str]]] = {"person": (names, fold),
-                                                                "email": (emails, normal_email)}
+    normal: dict[str, tuple[set[str], Callable[[str], str]]] = {
+        "person": (names, fold),
+        "email": (emails, normal_email),
+    }
     for kind, (values, norm) in normal.items():
         for name in sorted(ids_named(kind, values)):
             if norm(name) in values:
-                for (eid,) in conn.execute("SELECT entity_id FROM kg_entities WHERE kind = ? AND name = ?",
-                                           (kind, name)):
+                for (eid,) in conn.execute(
+                    "SELECT entity_id FROM kg_entities WHERE kind = ? AND name = ?", (kind, name)
+                ):
                     out[int(eid)] = kind
     if phones:
         out |= dict.fromkeys(_phone_entities(conn, phones), "phone")
@@ -153,9 +168,16 @@ def _phone_entities(conn: apsw.Connection, phones: set[str]) -> set[int]:
     if index is not None:
         return index.phone_entities(conn, phones)
     globs = ["*" + "*".join(p) + "*" for p in sorted(phones)]
-    return {int(eid) for eid, name in conn.execute(
-        f"SELECT entity_id, name FROM kg_entities WHERE kind = 'phone' AND ({_non_ascii('name')} OR "
-        + " OR ".join("name GLOB ?" for _ in globs) + ")", globs) if phone_digits(str(name)) in phones}
+    return {
+        int(eid)
+        for eid, name in conn.execute(
+            f"SELECT entity_id, name FROM kg_entities WHERE kind = 'phone' AND ({_non_ascii('name')} OR "
+            + " OR ".join("name GLOB ?" for _ in globs)
+            + ")",
+            globs,
+        )
+        if phone_digits(str(name)) in phones
+    }
 
 
 def ids_linked_to(conn: apsw.Connection, entity_ids: set[int]) -> dict[str, int]:
@@ -163,8 +185,10 @@ def ids_linked_to(conn: apsw.Connection, entity_ids: set[int]) -> dict[str, int]
     out: dict[str, int] = {}
     for eid in sorted(entity_ids):
         for sid, n in conn.execute(
-                "SELECT f.subject_id, count(*) FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
-                " WHERE l.entity_id = ? AND f.subject_id IS NOT NULL GROUP BY f.subject_id", (eid,)):
+            "SELECT f.subject_id, count(*) FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
+            " WHERE l.entity_id = ? AND f.subject_id IS NOT NULL GROUP BY f.subject_id",
+            (eid,),
+        ):
             out[str(sid)] = out.get(str(sid), 0) + int(n)
     return out
 
@@ -183,5 +207,6 @@ def resolve_store_ids(conn: apsw.Connection, identity: Identity, *, confirmed_al
         raise IdentityConflict(
             f"{who}the request's email also belongs to {len(others)} other subject id(s) in the store "
             f"({items} item(s)): review them, then run again with --confirm-aliases {len(others)} to erase "
-            "them as the same person, or correct the request")
+            "them as the same person, or correct the request"
+        )
     return StoreIds(same=tuple(sorted(same)), aliases=tuple(sorted(others)), alias_items=sum(others.values()))

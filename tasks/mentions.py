@@ -65,8 +65,10 @@ from tasks.base import ExceptionSpec
 PLACEHOLDER = "[redacted]"
 POLICIES = ("redact", "report")
 REPORT_GROUND = "mention kept by policy (ERASURE_MENTIONS=report): another person's item names the subject"
-AMBIGUOUS_GROUND = ("ambiguous mention kept: a name another subject of the store carries, or an id that reads "
-                    "as a word; review before redacting another person's item")
+AMBIGUOUS_GROUND = (
+    "ambiguous mention kept: a name another subject of the store carries, or an id that reads "
+    "as a word; review before redacting another person's item"
+)
 UNREDACTABLE_GROUND = "mention the item cannot lose in place (inside a base64 run): review the item"
 
 ASCII_EQUIVALENTS = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
@@ -258,8 +260,9 @@ class MentionIndex:
         """Rowids of the rows after `after` that name each identity, and the last rowid read."""
         named: list[set[int]] = [set() for _ in self.identities]
         last = after
-        cursor = conn.execute(f"SELECT rowid, {_TEXT_COLUMN[table]} FROM {table} WHERE rowid > ? ORDER BY rowid",
-                              (after,))
+        cursor = conn.execute(
+            f"SELECT rowid, {_TEXT_COLUMN[table]} FROM {table} WHERE rowid > ? ORDER BY rowid", (after,)
+        )
         while rows := list(itertools.islice(cursor, BATCH_ROWS)):
             last = int(rows[-1][0])
             for k, hits in enumerate(self._confirmed([None if t is None else str(t) for _, t in rows])):
@@ -282,15 +285,19 @@ class MentionIndex:
         kept only if its name still has those digits (a window's deletes and renames drop out)."""
         with self._lock:
             last, by_digits = self._phones
-            for eid, name in conn.execute("SELECT entity_id, name FROM kg_entities WHERE kind = 'phone'"
-                                          " AND entity_id > ? ORDER BY entity_id", (last,)):
+            for eid, name in conn.execute(
+                "SELECT entity_id, name FROM kg_entities WHERE kind = 'phone' AND entity_id > ? ORDER BY entity_id",
+                (last,),
+            ):
                 by_digits.setdefault(phone_digits(str(name)), set()).add(int(eid))
                 last = int(eid)
             self._phones = (last, by_digits)
             found = {e for d in digits for e in by_digits.get(d, ())}
-        return {int(str(eid)) for eid, name in _rows_at(conn, "kg_entities", "entity_id, name", found,
-                                                        " AND kind = 'phone'")
-                if phone_digits(str(name)) in digits}
+        return {
+            int(str(eid))
+            for eid, name in _rows_at(conn, "kg_entities", "entity_id, name", found, " AND kind = 'phone'")
+            if phone_digits(str(name)) in digits
+        }
 
     def lines(self, path: Path, who: Identity) -> frozenset[int]:
         """Numbers (0-based, in `str.splitlines` order) of the lines of a text file that name `who`;
@@ -301,8 +308,9 @@ class MentionIndex:
         key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
         with self._lock:
             if key not in self._files:
-                self._files[key] = [frozenset(h) for h in
-                                    self._confirmed(path.read_text(encoding="utf-8").splitlines())]
+                self._files[key] = [
+                    frozenset(h) for h in self._confirmed(path.read_text(encoding="utf-8").splitlines())
+                ]
             return self._files[key][k]
 
 
@@ -344,21 +352,26 @@ def index_for(conn: apsw.Connection, who: Identity) -> MentionIndex:
     return index if index is not None and who in index else MentionIndex((who,))
 
 
-def _rows_at(conn: apsw.Connection, table: str, columns: str, rowids: set[int],
-             where: str = "") -> Iterator[tuple[object, ...]]:
+def _rows_at(
+    conn: apsw.Connection, table: str, columns: str, rowids: set[int], where: str = ""
+) -> Iterator[tuple[object, ...]]:
     """`columns` of `table`'s rows at `rowids` (read again now, 500 at a time) that meet `where`."""
     ids = sorted(rowids)
     for i in range(0, len(ids), 500):
-        b = ids[i:i + 500]
+        b = ids[i : i + 500]
         marks = ",".join("?" * len(b))
         yield from conn.execute(f"SELECT {columns} FROM {table} WHERE rowid IN ({marks}){where}", b)
 
 
-def _named_rows(conn: apsw.Connection, who: Identity, table: str, columns: str,
-                where: str = "") -> list[tuple[object, ...]]:
+def _named_rows(
+    conn: apsw.Connection, who: Identity, table: str, columns: str, where: str = ""
+) -> list[tuple[object, ...]]:
     """`columns` (the text last) of `table`'s rows whose text names `who` now."""
-    return [row for row in _rows_at(conn, table, columns, index_for(conn, who).rowids(conn, table, who), where)
-            if row[-1] is not None and who.names_in(str(row[-1]))]
+    return [
+        row
+        for row in _rows_at(conn, table, columns, index_for(conn, who).rowids(conn, table, who), where)
+        if row[-1] is not None and who.names_in(str(row[-1]))
+    ]
 
 
 def frame_mentions(conn: apsw.Connection, identity: Identity) -> dict[int, str]:
@@ -424,8 +437,9 @@ def _cut(hit: Hit, interiors: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(max(hit.start, lo), min(hit.end, hi)) for lo, hi in interiors if max(hit.start, lo) < min(hit.end, hi)]
 
 
-def item_mentions(who: Identity, att: Attribution, text: str, owners: Iterable[str], *,
-                  as_json: bool = False) -> ItemMentions:
+def item_mentions(
+    who: Identity, att: Attribution, text: str, owners: Iterable[str], *, as_json: bool = False
+) -> ItemMentions:
     """The attributed hits of `who` in one item's text, read whole (a session row and its file, a
     corpus line: one matcher for all). With `as_json`, a mention outside every string literal of a
     JSON document (a number) cannot be redacted in place: it counts as unredactable."""
@@ -434,12 +448,17 @@ def item_mentions(who: Identity, att: Attribution, text: str, owners: Iterable[s
     if interiors is None:
         return found
     outside = [h for h in found.redact if not _cut(h, interiors)]
-    return ItemMentions(redact=tuple(h for h in found.redact if h not in outside), keep=found.keep + tuple(outside),
-                        ambiguous=found.ambiguous, unredactable=found.unredactable + len(outside))
+    return ItemMentions(
+        redact=tuple(h for h in found.redact if h not in outside),
+        keep=found.keep + tuple(outside),
+        ambiguous=found.ambiguous,
+        unredactable=found.unredactable + len(outside),
+    )
 
 
-def redact_item(who: Identity, att: Attribution, text: str, owners: Iterable[str], *,
-                as_json: bool = False) -> tuple[str, int]:
+def redact_item(
+    who: Identity, att: Attribution, text: str, owners: Iterable[str], *, as_json: bool = False
+) -> tuple[str, int]:
     """The item's text with only its mentions of `who` to redact replaced by the placeholder (an
     escaped spelling with its whole escaped span); and how many. With `as_json` only the insides of
     string literals change, so the document stays JSON with its other bytes as they were."""

@@ -24,9 +24,9 @@ DONE_STATES = frozenset({RequestState.awaiting_attestation, RequestState.sealed,
 class Action(StrEnum):
     """What the run should do with a request."""
 
-    run = "run"            # erase it
-    noop = "noop"          # already completed
-    blocked = "blocked"    # held: nothing is erased
+    run = "run"  # erase it
+    noop = "noop"  # already completed
+    blocked = "blocked"  # held: nothing is erased
     conflict = "conflict"  # the request's email also belongs to other store ids the team has not confirmed
 
 
@@ -55,18 +55,23 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
         refuse_if_mentions_subject("reason", envelope.reason, envelope.subject)
         if not reference:
             if tenant != row.tenant_id:
-                raise RequestBlocked(f"request {request_id} is for tenant {row.tenant_id!r}; these targets belong "
-                                     f"to {tenant!r}: refused")
+                raise RequestBlocked(
+                    f"request {request_id} is for tenant {row.tenant_id!r}; these targets belong to {tenant!r}: refused"
+                )
             return Preflight(Action.run, row.state.value)
         store = open_store(home.store_dir)
         try:
             tenant = meta(store, "tenant_id")
             if tenant != row.tenant_id:
-                raise RequestBlocked(f"request {request_id} is for tenant {row.tenant_id!r}; this store belongs "
-                                     f"to {tenant!r}: refused")
+                raise RequestBlocked(
+                    f"request {request_id} is for tenant {row.tenant_id!r}; this store belongs to {tenant!r}: refused"
+                )
             try:
-                ids = resolve_store_ids(store, Identity.of(envelope.subject),
-                                        confirmed_aliases=requests.confirmed_aliases(engine, request_id))
+                ids = resolve_store_ids(
+                    store,
+                    Identity.of(envelope.subject),
+                    confirmed_aliases=requests.confirmed_aliases(engine, request_id),
+                )
             except IdentityConflict as exc:
                 return Preflight(Action.conflict, row.state.value, 0, str(exc))
             held = sum(holds.active_holds(store, sid) for sid in {envelope.subject.id, *ids.all()})

@@ -60,8 +60,11 @@ def _from_store(store_db: Path, key: bytes, entry: Entry) -> Found:
         for table in SUBJECT_ID_TABLES:
             sql = f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL"
             ids |= {str(r[0]) for r in conn.execute(sql)}
-        matched = sorted(s for s in ids if entry.has("store_id", ledger.store_id_hash(key, s))
-                         or entry.has("id", ledger.keyed(key, "id", fold(s))))
+        matched = sorted(
+            s
+            for s in ids
+            if entry.has("store_id", ledger.store_id_hash(key, s)) or entry.has("id", ledger.keyed(key, "id", fold(s)))
+        )
         spelled: dict[str, str] = {}
         for kind, name in conn.execute("SELECT kind, name FROM kg_entities WHERE kind IN ('person', 'email', 'phone')"):
             kind, name = str(kind), str(name)
@@ -69,8 +72,11 @@ def _from_store(store_db: Path, key: bytes, entry: Entry) -> Found:
                 spelled.setdefault("name", name)
             elif kind == "email" and entry.has("email", ledger.keyed(key, "email", normal_email(name))):
                 spelled.setdefault("email", name)
-            elif kind == "phone" and phone_digits(name) and entry.has("phone", ledger.keyed(key, "phone",
-                                                                                             phone_digits(name))):
+            elif (
+                kind == "phone"
+                and phone_digits(name)
+                and entry.has("phone", ledger.keyed(key, "phone", phone_digits(name)))
+            ):
                 spelled.setdefault("phone", name)
     finally:
         conn.close()
@@ -124,11 +130,17 @@ def submit_replay(home: Home, target: Target, entry: Entry, found: Found, tenant
     finally:
         book.close()
     now = datetime.now(UTC)
-    env = ErasureRequestEnvelope.model_validate({
-        "request_id": rid, "tenant_id": tenant, "subject": found.subject.model_dump(exclude_none=True),
-        "legal_basis": entry.legal_basis, "received_at": (now - timedelta(seconds=1)).isoformat(),
-        "requester_identity_proof_ref": f"ledger:{entry.request_id}",
-        "reason": f"replay of erasure {entry.request_id} after target {target.name} was restored from a backup"})
+    env = ErasureRequestEnvelope.model_validate(
+        {
+            "request_id": rid,
+            "tenant_id": tenant,
+            "subject": found.subject.model_dump(exclude_none=True),
+            "legal_basis": entry.legal_basis,
+            "received_at": (now - timedelta(seconds=1)).isoformat(),
+            "requester_identity_proof_ref": f"ledger:{entry.request_id}",
+            "reason": f"replay of erasure {entry.request_id} after target {target.name} was restored from a backup",
+        }
+    )
     engine = open_engine(home.engine_db)
     try:
         try:
@@ -151,12 +163,17 @@ def finish(home: Home, target: Target, entry: Entry, rid: str, outcome: str) -> 
         try:
             with transaction(conn):
                 for source, ref, item_key, erased_at in entry.sticky.get("erased_subjects", []):
-                    conn.execute("INSERT OR IGNORE INTO erased_subjects(source, source_ref, item_key, erased_at, "
-                                 "request_ref) VALUES (?, ?, ?, ?, ?)", (source, ref, item_key, erased_at,
-                                                                         entry.request_id))
+                    conn.execute(
+                        "INSERT OR IGNORE INTO erased_subjects(source, source_ref, item_key, erased_at, "
+                        "request_ref) VALUES (?, ?, ?, ?, ?)",
+                        (source, ref, item_key, erased_at, entry.request_id),
+                    )
                 for kind, digest, created_at in entry.sticky.get("erased_identities", []):
-                    conn.execute("INSERT OR IGNORE INTO erased_identities(kind, digest, erasure_ref, created_at) "
-                                 "VALUES (?, ?, ?, ?)", (kind, digest, entry.request_id, created_at))
+                    conn.execute(
+                        "INSERT OR IGNORE INTO erased_identities(kind, digest, erasure_ref, created_at) "
+                        "VALUES (?, ?, ?, ?)",
+                        (kind, digest, entry.request_id, created_at),
+                    )
                 now = epoch.raise_to(conn, entry.epoch, marker)
         finally:
             conn.close()
@@ -175,8 +192,12 @@ def replay_targets_file(source: Path | None, target: Target, home: Home, tenant:
     read the same); None for the default home (the reference store alone)."""
     if source is None:
         return None
-    lines = [f"tenant = {json.dumps(tenant)}", "[[targets]]", f"name = {json.dumps(target.name)}",
-             f"kind = {json.dumps(target.kind)}"]
+    lines = [
+        f"tenant = {json.dumps(tenant)}",
+        "[[targets]]",
+        f"name = {json.dumps(target.name)}",
+        f"kind = {json.dumps(target.kind)}",
+    ]
     for k, v in target.options().items():
         if isinstance(v, str | int | bool) or (isinstance(v, list) and all(isinstance(x, str) for x in v)):
             lines.append(f"{k} = {json.dumps(v)}")

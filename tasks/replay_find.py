@@ -84,7 +84,7 @@ def _blob_strings(data: bytes) -> Iterator[str]:
 def _text_strings(text: str, depth: int = 0) -> Iterator[str]:
     yield text
     t = text.strip()
-    if depth < 3 and t[:1] in "{[\"" and len(t) <= MAX_TEXT * 4:
+    if depth < 3 and t[:1] in '{["' and len(t) <= MAX_TEXT * 4:
         try:
             doc = json.loads(t)
         except ValueError:
@@ -127,8 +127,12 @@ def harvest(target: Target) -> set[str]:
         conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
         conn.setbusytimeout(30_000)
         try:
-            tables = [str(r[0]) for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")]
+            tables = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'"
+                )
+            ]
             for table in tables:
                 quoted = '"' + table.replace('"', '""') + '"'
                 try:
@@ -153,7 +157,7 @@ def _tokens(text: str) -> Iterator[tuple[str, str]]:
     for i in range(len(words)):
         for n in range(1, 5):
             if i + n <= len(words):
-                yield "name", " ".join(words[i:i + n])
+                yield "name", " ".join(words[i : i + n])
 
 
 def match(key: bytes, entry: Entry, strings: set[str]) -> tuple[Subject | None, int]:

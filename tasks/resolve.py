@@ -27,26 +27,36 @@ def subject_sources(conn: apsw.Connection, subject_id: str) -> set[tuple[str, st
     """Every (source, source_ref) under which the store filed something of the subject."""
     out: set[tuple[str, str]] = set()
     for table in ("raw_archive", "working_sessions", "blobs", "ft_examples", "subprocessor_records"):
-        out |= {(r[0], r[1]) for r in conn.execute(
-            f"SELECT source, source_ref FROM {table} WHERE subject_id = ? AND source IS NOT NULL",
-            (subject_id,))}
+        out |= {
+            (r[0], r[1])
+            for r in conn.execute(
+                f"SELECT source, source_ref FROM {table} WHERE subject_id = ? AND source IS NOT NULL", (subject_id,)
+            )
+        }
     return out
 
 
 def archive_ids(conn: apsw.Connection, subject_id: str) -> set[int]:
     """Archive rows of the subject that are not yet redacted (never another subject's row of the same
     conversation)."""
-    return {int(r[0]) for r in conn.execute(
-        "SELECT archive_id FROM raw_archive WHERE subject_id = ? AND erased_at IS NULL", (subject_id,))}
+    return {
+        int(r[0])
+        for r in conn.execute(
+            "SELECT archive_id FROM raw_archive WHERE subject_id = ? AND erased_at IS NULL", (subject_id,)
+        )
+    }
 
 
 def subject_items(conn: apsw.Connection, secret: bytes, subject_id: str) -> set[tuple[str, str, str]]:
     """(source, source_ref, item key) of the subject's live archive rows; a row archived before items
     had keys gets the key ingest gives the same item now (its subject and content)."""
-    return {(str(s), str(r), str(k) if k is not None else item_key(secret, str(s), str(r), subject_id, str(c)))
-            for s, r, k, c in conn.execute(
-                "SELECT source, source_ref, item_key, content FROM raw_archive WHERE subject_id = ?"
-                " AND erased_at IS NULL", (subject_id,))}
+    return {
+        (str(s), str(r), str(k) if k is not None else item_key(secret, str(s), str(r), subject_id, str(c)))
+        for s, r, k, c in conn.execute(
+            "SELECT source, source_ref, item_key, content FROM raw_archive WHERE subject_id = ? AND erased_at IS NULL",
+            (subject_id,),
+        )
+    }
 
 
 def primary_frames(conn: apsw.Connection, subject_id: str, archives: Iterable[int]) -> set[int]:
@@ -55,14 +65,20 @@ def primary_frames(conn: apsw.Connection, subject_id: str, archives: Iterable[in
     ids = {int(r[0]) for r in conn.execute("SELECT frame_id FROM frames WHERE subject_id = ?", (subject_id,))}
     a = list(archives)
     for i in range(0, len(a), 500):
-        b = a[i:i + 500]
-        ids |= {int(r[0]) for r in conn.execute(
-            f"SELECT frame_id FROM frames WHERE archive_id IN ({in_list(len(b))})", b)}
+        b = a[i : i + 500]
+        ids |= {
+            int(r[0]) for r in conn.execute(f"SELECT frame_id FROM frames WHERE archive_id IN ({in_list(len(b))})", b)
+        }
         for source, ref, key in conn.execute(
-                f"SELECT source, source_ref, item_key FROM raw_archive WHERE archive_id IN ({in_list(len(b))})", b):
-            ids |= {int(r[0]) for r in conn.execute(
-                "SELECT frame_id FROM frames WHERE turn_key = ? AND item_key IS ? AND kind = 'turn'",
-                (f"{source}/{ref}", key))}
+            f"SELECT source, source_ref, item_key FROM raw_archive WHERE archive_id IN ({in_list(len(b))})", b
+        ):
+            ids |= {
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT frame_id FROM frames WHERE turn_key = ? AND item_key IS ? AND kind = 'turn'",
+                    (f"{source}/{ref}", key),
+                )
+            }
     return ids
 
 
@@ -80,9 +96,11 @@ def derived_closure(conn: apsw.Connection, seeds: Iterable[int]) -> set[int]:
     while frontier:
         nxt: set[int] = set()
         for i in range(0, len(frontier), 500):
-            b = frontier[i:i + 500]
-            nxt |= {int(r[0]) for r in conn.execute(
-                f"SELECT frame_id FROM frame_refs WHERE ref_frame_id IN ({in_list(len(b))})", b)}
+            b = frontier[i : i + 500]
+            nxt |= {
+                int(r[0])
+                for r in conn.execute(f"SELECT frame_id FROM frame_refs WHERE ref_frame_id IN ({in_list(len(b))})", b)
+            }
         nxt -= all_frames
         seen |= nxt
         all_frames |= nxt

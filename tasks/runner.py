@@ -103,8 +103,9 @@ def shared_mentions(request_ids: list[str], home: Home) -> Iterator[None]:
             _RESOLVED.pop(key, None)
 
 
-def _store_ids(store: apsw.Connection, engine: apsw.Connection, request_id: str, identity: Identity,
-               store_dir: Path) -> StoreIds:
+def _store_ids(
+    store: apsw.Connection, engine: apsw.Connection, request_id: str, identity: Identity, store_dir: Path
+) -> StoreIds:
     """The subject's store ids (`resolve_store_ids`), resolved once per request inside `shared_mentions`."""
     key = (str(store_dir), request_id)
     found = _RESOLVED.get(key)
@@ -120,8 +121,9 @@ def _now() -> datetime:
 
 
 @contextmanager
-def open_context(request_id: str, home: Home, *, batch_size: int = 10_000,
-                 quoting: bool = True, frames: bool = True) -> Iterator[StepContext]:
+def open_context(
+    request_id: str, home: Home, *, batch_size: int = 10_000, quoting: bool = True, frames: bool = True
+) -> Iterator[StepContext]:
     """Open the engine and the store, load the subject from the vault, and gather what is known of
     the subject's sources and frames (footprint first, then a live resolution).
 
@@ -145,8 +147,9 @@ def open_context(request_id: str, home: Home, *, batch_size: int = 10_000,
         for sid in subject_ids:
             live |= subject_sources(store, sid)
         if live - stored:
-            requests.add_footprint(engine, request_id, Tier.episodic, "source",
-                                   [json.dumps(list(s)) for s in sorted(live - stored)])
+            requests.add_footprint(
+                engine, request_id, Tier.episodic, "source", [json.dumps(list(s)) for s in sorted(live - stored)]
+            )
         sources = sorted(stored | live)
         secret = keyed.identity_secret(store)
         known_items = {tuple(json.loads(k)) for k in requests.footprint(engine, request_id, Tier.episodic, "item")}
@@ -154,14 +157,27 @@ def open_context(request_id: str, home: Home, *, batch_size: int = 10_000,
         for sid in subject_ids:
             live_items |= subject_items(store, secret, sid)
         if live_items - known_items:
-            requests.add_footprint(engine, request_id, Tier.episodic, "item",
-                                   [json.dumps(list(i)) for i in sorted(live_items - known_items)])
-        ctx = StepContext(request_id=request_id, subject=subject, store_dir=home.store_dir, store=store,
-                          engine=engine, evidence_dir=home.evidence_dir(request_id),
-                          sources=[(str(a), str(b)) for a, b in sources], batch_size=batch_size,
-                          subject_ids=subject_ids, identity=identity,
-                          co_requests=tuple(r for r in _WINDOW.get() if r != request_id),
-                          items=[(str(a), str(b), str(c)) for a, b, c in sorted(known_items | live_items)])
+            requests.add_footprint(
+                engine,
+                request_id,
+                Tier.episodic,
+                "item",
+                [json.dumps(list(i)) for i in sorted(live_items - known_items)],
+            )
+        ctx = StepContext(
+            request_id=request_id,
+            subject=subject,
+            store_dir=home.store_dir,
+            store=store,
+            engine=engine,
+            evidence_dir=home.evidence_dir(request_id),
+            sources=[(str(a), str(b)) for a, b in sources],
+            batch_size=batch_size,
+            subject_ids=subject_ids,
+            identity=identity,
+            co_requests=tuple(r for r in _WINDOW.get() if r != request_id),
+            items=[(str(a), str(b), str(c)) for a, b, c in sorted(known_items | live_items)],
+        )
         if frames:
             known = {int(f) for f in requests.footprint(engine, request_id, Tier.episodic, "frame")}
             known |= {int(f) for f in requests.footprint(engine, request_id, Tier.derivatives, "derived")}
@@ -190,16 +206,19 @@ def _tier_keys(ctx: StepContext, tier: Tier, step: TierStep) -> Keys:
 
 
 def _kinds(ctx: StepContext, tier: Tier) -> set[str]:
-    return {r[0] for r in ctx.engine.execute(
-        "SELECT DISTINCT kind FROM footprint WHERE request_id = ? AND tier = ?", (ctx.request_id, tier.value))}
+    return {
+        r[0]
+        for r in ctx.engine.execute(
+            "SELECT DISTINCT kind FROM footprint WHERE request_id = ? AND tier = ?", (ctx.request_id, tier.value)
+        )
+    }
 
 
 def prepare(request_id: str, home: Home) -> dict[str, int]:
     """Resolve the subject's whole footprint before the first deletion; returns item counts per tier."""
     envelope_tiers = set(_data_classes(request_id, home))
     with open_context(request_id, home) as ctx:
-        requests.add_footprint(ctx.engine, request_id, Tier.episodic, "frame",
-                               sorted(str(f) for f in ctx.frames))
+        requests.add_footprint(ctx.engine, request_id, Tier.episodic, "frame", sorted(str(f) for f in ctx.frames))
         out: dict[str, int] = {}
         for tier in CASCADE_ORDER:
             if tier in envelope_tiers or tier in ALWAYS_RUN:
@@ -222,8 +241,12 @@ def _record_batch(ctx: StepContext, tier: Tier, batch: int, removed: int) -> Non
     for source, ref, key in ctx.items:
         suppression.record(ctx.store, source, ref, ctx.request_id, key)
     suppression.record_identity(ctx.store, ctx.subject, ctx.request_id, also_ids=ctx.ids())
-    audit.append(ctx.store, "erasure.step", ACTOR,
-                 {"request_id": ctx.request_id, "step": tier.value, "batch": batch, "removed": removed})
+    audit.append(
+        ctx.store,
+        "erasure.step",
+        ACTOR,
+        {"request_id": ctx.request_id, "step": tier.value, "batch": batch, "removed": removed},
+    )
     epoch.advance(ctx.store, ctx.request_id)  # hook (issue 26): the store's erasure epoch, same transaction
 
 
@@ -244,8 +267,9 @@ def count_step(request_id: str, tier: Tier, home: Home) -> int:
         return step.count(ctx, _tier_keys(ctx, tier, step))
 
 
-def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_000,
-             before: int | None = None) -> dict[str, Any]:
+def run_step(
+    request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_000, before: int | None = None
+) -> dict[str, Any]:
     """Run one tier's step to completion and return its record (ids and counts only). `before`: the
     step's count taken earlier in its window (`count_step`), kept as the record's before count.
 
@@ -259,8 +283,9 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
     with open_context(request_id, home, batch_size=batch_size, quoting=False) as ctx:
         held = sum(holds.active_holds(ctx.store, sid) for sid in ctx.ids())
         if held:  # hold wins, also over a run that passed preflight before the hold was placed
-            raise HoldActive(f"step {tier.value} refused: {held} active litigation hold(s) on the subject; "
-                             "nothing erased")
+            raise HoldActive(
+                f"step {tier.value} refused: {held} active litigation hold(s) on the subject; nothing erased"
+            )
         keys = _tier_keys(ctx, tier, step)
         prev = {s.step: s for s in requests.steps(ctx.engine, request_id)}.get(tier.value)
         counted = before
@@ -274,9 +299,16 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
         if counted is not None:
             before = max(before, counted)  # counted before a co-request of its window erased a shared whole
         started = _now()
-        requests.upsert_step(ctx.engine, StepRecord(request_id=request_id, step=tier.value,
-                                                    status=StepStatus.running, before_count=before,
-                                                    started_at=started))
+        requests.upsert_step(
+            ctx.engine,
+            StepRecord(
+                request_id=request_id,
+                step=tier.value,
+                status=StepStatus.running,
+                before_count=before,
+                started_at=started,
+            ),
+        )
         maybe_crash(f"start:{tier.value}")
         removed = 0
         if getattr(step, "transactional", True):
@@ -306,11 +338,23 @@ def run_step(request_id: str, tier: Tier, home: Home, *, batch_size: int = 10_00
                 requests.close_exception(ctx.engine, row.exception_id)  # resolved by this run
         _close_resolved(ctx, tier, step, specs)
         status = _status(after, specs)
-        detail = {**ctx.detail, "removed_this_run": removed, "exceptions": len(specs),
-                  "items": {k: len(v) for k, v in sorted(keys.items())}}
-        record = StepRecord(request_id=request_id, step=tier.value, status=status, before_count=before,
-                            after_count=after, started_at=started, ended_at=_now(),
-                            removed_digest=_digest(keys), detail=detail)
+        detail = {
+            **ctx.detail,
+            "removed_this_run": removed,
+            "exceptions": len(specs),
+            "items": {k: len(v) for k, v in sorted(keys.items())},
+        }
+        record = StepRecord(
+            request_id=request_id,
+            step=tier.value,
+            status=status,
+            before_count=before,
+            after_count=after,
+            started_at=started,
+            ended_at=_now(),
+            removed_digest=_digest(keys),
+            detail=detail,
+        )
         requests.upsert_step(ctx.engine, record)
         write_steps_jsonl(ctx.engine, request_id, ctx.evidence_dir)
         maybe_crash(f"end:{tier.value}")
@@ -352,8 +396,14 @@ def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
     engine = open_engine(home.engine_db)
     try:
         now = _now()
-        record = StepRecord(request_id=request_id, step=tier.value, status=StepStatus.skipped,
-                            started_at=now, ended_at=now, detail={"reason": "not in the request's data classes"})
+        record = StepRecord(
+            request_id=request_id,
+            step=tier.value,
+            status=StepStatus.skipped,
+            started_at=now,
+            ended_at=now,
+            detail={"reason": "not in the request's data classes"},
+        )
         requests.upsert_step(engine, record)
         write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
         return record.model_dump(mode="json")
@@ -365,8 +415,10 @@ def write_steps_jsonl(engine: apsw.Connection, request_id: str, evidence_dir: Pa
     """Rewrite `steps.jsonl` from the engine's records: one line per step of the reference store, in
     cascade order, then one per (target, step) of the other targets, each with its `target`."""
     evidence_dir.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(s.model_dump(mode="json", exclude={"target"}), sort_keys=True)
-             for s in requests.steps(engine, request_id)]
+    lines = [
+        json.dumps(s.model_dump(mode="json", exclude={"target"}), sort_keys=True)
+        for s in requests.steps(engine, request_id)
+    ]
     lines += [json.dumps(s.model_dump(mode="json"), sort_keys=True) for s in requests.target_steps(engine, request_id)]
     tmp = evidence_dir / "steps.jsonl.tmp"
     tmp.write_text("".join(line + "\n" for line in lines))
@@ -407,9 +459,12 @@ def scrub_window(request_ids: list[str], home: Home) -> dict[str, Any]:
     engine = open_engine(home.engine_db)
     try:
         for request_id in request_ids:
-            requests.log_event(engine, request_id, "store.scrubbed",
-                               {**report, "inbox_rejected_purged": purged[request_id],
-                                "window_requests": len(request_ids)})
+            requests.log_event(
+                engine,
+                request_id,
+                "store.scrubbed",
+                {**report, "inbox_rejected_purged": purged[request_id], "window_requests": len(request_ids)},
+            )
     finally:
         engine.close()
     return report

@@ -32,5 +32,9 @@ def scrub_store(store_dir: Path) -> dict[str, Any]:
         seconds = time.perf_counter() - started
     finally:
         conn.close()
-    return {"bytes_before": before, "bytes_after": db.stat().st_size, "seconds": round(seconds, 3),
-            "checkpoint_busy": bool(busy)}
+    return {
+        "bytes_before": before,
+        "bytes_after": db.stat().st_size,
+        "seconds": round(seconds, 3),
+        "checkpoint_busy": bool(busy),
+    }

@@ -25,13 +25,24 @@ class SemanticStep(BaseStep):
         relations: set[int] = set()
         fl = sorted(frames)
         for i in range(0, len(fl), 500):
-            b = fl[i:i + 500]
-            linked |= {int(r[0]) for r in ctx.store.execute(
-                f"SELECT entity_id FROM kg_entity_frames WHERE frame_id IN ({in_list(len(b))})", b)}
-            relations |= {int(r[0]) for r in ctx.store.execute(
-                f"SELECT relation_id FROM kg_relations WHERE frame_id IN ({in_list(len(b))})", b)}
-        return {"entity": {str(e) for e in own}, "candidate": {str(e) for e in linked - own},
-                "relation": {str(r) for r in relations}}
+            b = fl[i : i + 500]
+            linked |= {
+                int(r[0])
+                for r in ctx.store.execute(
+                    f"SELECT entity_id FROM kg_entity_frames WHERE frame_id IN ({in_list(len(b))})", b
+                )
+            }
+            relations |= {
+                int(r[0])
+                for r in ctx.store.execute(
+                    f"SELECT relation_id FROM kg_relations WHERE frame_id IN ({in_list(len(b))})", b
+                )
+            }
+        return {
+            "entity": {str(e) for e in own},
+            "candidate": {str(e) for e in linked - own},
+            "relation": {str(r) for r in relations},
+        }
 
     def _orphans(self, ctx: StepContext, keys: Keys) -> list[int]:
         """The subject's own and candidate entities that still exist and that no surviving frame links.
@@ -53,9 +64,14 @@ class SemanticStep(BaseStep):
     def _relations(self, ctx: StepContext, keys: Keys, doomed: list[int]) -> list[int]:
         rel = set(existing(ctx.store, "kg_relations", "relation_id", ints(keys, "relation")))
         for eid in doomed:
-            rel |= {int(r[0]) for r in ctx.store.execute(
-                "SELECT relation_id FROM kg_relations WHERE src_entity_id = ? UNION "
-                "SELECT relation_id FROM kg_relations WHERE dst_entity_id = ?", (eid, eid))}
+            rel |= {
+                int(r[0])
+                for r in ctx.store.execute(
+                    "SELECT relation_id FROM kg_relations WHERE src_entity_id = ? UNION "
+                    "SELECT relation_id FROM kg_relations WHERE dst_entity_id = ?",
+                    (eid, eid),
+                )
+            }
         return sorted(rel)
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
@@ -72,8 +88,12 @@ class SemanticStep(BaseStep):
         links = 0
         if removed < limit:
             for eid in doomed[: limit - removed]:
-                if ctx.store.execute("SELECT 1 FROM kg_relations WHERE src_entity_id = ? OR dst_entity_id = ? "
-                                     "LIMIT 1", (eid, eid)).fetchone() is not None:
+                if (
+                    ctx.store.execute(
+                        "SELECT 1 FROM kg_relations WHERE src_entity_id = ? OR dst_entity_id = ? LIMIT 1", (eid, eid)
+                    ).fetchone()
+                    is not None
+                ):
                     continue  # its relations go in the next batch first
                 ctx.store.execute("DELETE FROM kg_entity_frames WHERE entity_id = ?", (eid,))
                 links += ctx.store.changes()

@@ -23,8 +23,13 @@ class SubprocessorsStep(BaseStep):
     resolvable_kinds: ClassVar[frozenset[str]] = frozenset({"subprocessor_not_confirmed"})
 
     def resolve(self, ctx: StepContext) -> Keys:
-        names = {r[0] for sid in ctx.ids() for r in ctx.store.execute(
-            "SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id = ?", (sid,))}
+        names = {
+            r[0]
+            for sid in ctx.ids()
+            for r in ctx.store.execute(
+                "SELECT DISTINCT processor FROM subprocessor_records WHERE subject_id = ?", (sid,)
+            )
+        }
         return {"processor": set(names), "mention_record": self._mention_records(ctx)}
 
     def _mention_records(self, ctx: StepContext) -> set[str]:
@@ -35,9 +40,11 @@ class SubprocessorsStep(BaseStep):
         out: set[str] = set()
         for aid in sorted(requests.footprint(ctx.engine, ctx.request_id, Tier.episodic, "mention_archive")):
             for (rid,) in ctx.store.execute(
-                    "SELECT r.record_id FROM raw_archive a JOIN subprocessor_records r"
-                    " ON r.source = a.source AND r.source_ref = a.source_ref"
-                    " WHERE a.archive_id = ? AND r.remote_ref IS NOT NULL", (int(aid),)):
+                "SELECT r.record_id FROM raw_archive a JOIN subprocessor_records r"
+                " ON r.source = a.source AND r.source_ref = a.source_ref"
+                " WHERE a.archive_id = ? AND r.remote_ref IS NOT NULL",
+                (int(aid),),
+            ):
                 out.add(str(rid))
         return out
 
@@ -51,7 +58,9 @@ class SubprocessorsStep(BaseStep):
             row = ctx.store.execute(
                 "SELECT r.processor, r.remote_ref, a.content FROM subprocessor_records r JOIN raw_archive a"
                 " ON a.source = r.source AND a.source_ref = r.source_ref AND a.erased_at IS NULL"
-                " WHERE r.record_id = ?", (int(rid),)).fetchone()
+                " WHERE r.record_id = ?",
+                (int(rid),),
+            ).fetchone()
             if row is None or row[0] not in inventory:
                 continue
             try:
@@ -71,8 +80,9 @@ class SubprocessorsStep(BaseStep):
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
         done = self._done(ctx)
-        return sum(1 for n in keys.get("processor", set())
-                   if n not in done or self._records_left(ctx, n) > 0) + len(self._unrectified(ctx, keys))
+        return sum(1 for n in keys.get("processor", set()) if n not in done or self._records_left(ctx, n) > 0) + len(
+            self._unrectified(ctx, keys)
+        )
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
         self._rectify(ctx, keys)
@@ -85,9 +95,13 @@ class SubprocessorsStep(BaseStep):
                 if proc is None:
                     self._fail(ctx, name, "processor missing from the inventory")
                     continue
-                held_under = [sid for sid in ctx.ids() if ctx.store.execute(
-                    "SELECT 1 FROM subprocessor_records WHERE processor = ? AND subject_id = ? LIMIT 1",
-                    (name, sid)).fetchone()] or [ctx.subject.id]
+                held_under = [
+                    sid
+                    for sid in ctx.ids()
+                    if ctx.store.execute(
+                        "SELECT 1 FROM subprocessor_records WHERE processor = ? AND subject_id = ? LIMIT 1", (name, sid)
+                    ).fetchone()
+                ] or [ctx.subject.id]
                 try:
                     for sid in held_under:  # one deletion per id the processor knows the subject by
                         first = sp.request_deletion(proc.base_url, sid)
@@ -101,17 +115,25 @@ class SubprocessorsStep(BaseStep):
                 # counts every HTTP request: the deletion call with its retries, then the polls.
                 completed = parse_utc(receipt.completed_at) if receipt.completed_at else None
                 attempts = first.attempts + (receipt.attempts if receipt is not first else 0)
-                requests.upsert_receipt(ctx.engine, ctx.request_id, name, receipt.status,
-                                        ticket_id=receipt.ticket_id, completed_at=completed, attempts=attempts,
-                                        detail={"http_status": receipt.http_status},
-                                        now=parse_utc(first.requested_at))
+                requests.upsert_receipt(
+                    ctx.engine,
+                    ctx.request_id,
+                    name,
+                    receipt.status,
+                    ticket_id=receipt.ticket_id,
+                    completed_at=completed,
+                    attempts=attempts,
+                    detail={"http_status": receipt.http_status},
+                    now=parse_utc(first.requested_at),
+                )
                 if receipt.status != "done":
                     continue
             if self._records_left(ctx, name):
                 with transaction(ctx.store):
                     for sid in ctx.ids():
-                        ctx.store.execute("DELETE FROM subprocessor_records WHERE processor = ? AND subject_id = ?",
-                                          (name, sid))
+                        ctx.store.execute(
+                            "DELETE FROM subprocessor_records WHERE processor = ? AND subject_id = ?", (name, sid)
+                        )
                 finished += 1
                 ctx.add_detail(processors_confirmed=1)
         return finished
@@ -123,6 +145,13 @@ class SubprocessorsStep(BaseStep):
 
     def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:
         done = self._done(ctx)
-        return [ExceptionSpec(kind="subprocessor_not_confirmed", item_key=name,
-                              detail={"action": "retry the request; escalate to the processor"}, retryable=True)
-                for name in sorted(keys.get("processor", set())) if name not in done]
+        return [
+            ExceptionSpec(
+                kind="subprocessor_not_confirmed",
+                item_key=name,
+                detail={"action": "retry the request; escalate to the processor"},
+                retryable=True,
+            )
+            for name in sorted(keys.get("processor", set()))
+            if name not in done
+        ]

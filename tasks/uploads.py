@@ -31,8 +31,13 @@ class UploadsStep(BaseStep):
         for sid in ctx.ids():
             keys |= {r[0] for r in ctx.store.execute("SELECT blob_key FROM blobs WHERE subject_id = ?", (sid,))}
         for source, ref in ctx.sources:
-            keys |= {r[0] for r in ctx.store.execute(
-                "SELECT blob_key FROM blobs WHERE source = ? AND source_ref = ? AND subject_id IS NULL", (source, ref))}
+            keys |= {
+                r[0]
+                for r in ctx.store.execute(
+                    "SELECT blob_key FROM blobs WHERE source = ? AND source_ref = ? AND subject_id IS NULL",
+                    (source, ref),
+                )
+            }
         return {"blob": set(keys)}
 
     def _files(self, ctx: StepContext, key: str) -> list[tuple[fsspec.AbstractFileSystem, str]]:

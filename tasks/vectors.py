@@ -15,8 +15,9 @@ from tasks.base import BaseStep, Keys, StepContext, ints
 
 def _present(ctx: StepContext, table: str, column: str, ids: list[int]) -> list[int]:
     # vec0 answers point lookups on its primary key; an IN list is not pushed down to it.
-    return [i for i in ids
-            if ctx.store.execute(f"SELECT 1 FROM {table} WHERE {column} = ?", (i,)).fetchone() is not None]
+    return [
+        i for i in ids if ctx.store.execute(f"SELECT 1 FROM {table} WHERE {column} = ?", (i,)).fetchone() is not None
+    ]
 
 
 class VectorsStep(BaseStep):
@@ -27,8 +28,9 @@ class VectorsStep(BaseStep):
         return {"frame": {str(f) for f in frames}, "chunk": {str(c) for c in chunk_ids_of(ctx.store, frames)}}
 
     def count(self, ctx: StepContext, keys: Keys) -> int:
-        return (len(_present(ctx, "frame_vectors", "frame_id", ints(keys, "frame")))
-                + len(_present(ctx, "chunk_vectors", "chunk_id", ints(keys, "chunk"))))
+        return len(_present(ctx, "frame_vectors", "frame_id", ints(keys, "frame"))) + len(
+            _present(ctx, "chunk_vectors", "chunk_id", ints(keys, "chunk"))
+        )
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
         chunks = _present(ctx, "chunk_vectors", "chunk_id", ints(keys, "chunk"))[:limit]

@@ -23,14 +23,19 @@ class WorkingStep(BaseStep):
     def resolve(self, ctx: StepContext) -> Keys:
         ids: set[str] = set()
         for sid in ctx.ids():
-            ids |= {r[0] for r in ctx.store.execute(
-                "SELECT session_id FROM working_sessions WHERE subject_id = ?", (sid,))}
+            ids |= {
+                r[0] for r in ctx.store.execute("SELECT session_id FROM working_sessions WHERE subject_id = ?", (sid,))
+            }
         for source, ref in ctx.sources:
-            ids |= {r[0] for r in ctx.store.execute(
-                "SELECT session_id FROM working_sessions WHERE source = ? AND source_ref = ? AND subject_id IS NULL",
-                (source, ref))}
-        return {"session": set(ids),
-                "mention_session": set(sessions_mentioning(ctx.store, ctx.who(), ids))}
+            ids |= {
+                r[0]
+                for r in ctx.store.execute(
+                    "SELECT session_id FROM working_sessions WHERE source = ? AND source_ref = ?"
+                    " AND subject_id IS NULL",
+                    (source, ref),
+                )
+            }
+        return {"session": set(ids), "mention_session": set(sessions_mentioning(ctx.store, ctx.who(), ids))}
 
     def _attributed(self, ctx: StepContext, keys: Keys) -> dict[str, ItemMentions]:
         """Other people's sessions (of those found) that still name the subject in their row or their
@@ -40,16 +45,19 @@ class WorkingStep(BaseStep):
         out: dict[str, ItemMentions] = {}
         for sid in sorted(keys.get("mention_session", set())):
             for _, state, owner in ctx.store.execute(
-                    "SELECT session_id, state, subject_id FROM working_sessions WHERE session_id = ?", (sid,)):
+                "SELECT session_id, state, subject_id FROM working_sessions WHERE session_id = ?", (sid,)
+            ):
                 owners = () if owner is None else (str(owner),)
                 texts = [str(state)]
                 path = stored_session_path(ctx.store_dir, sid)
                 if path.exists():
                     texts.append(path.read_text(encoding="utf-8"))
                 found = [mentions.item_mentions(who, att, t, owners, as_json=True) for t in texts]
-                out[sid] = ItemMentions(redact=tuple(h for f in found for h in f.redact),
-                                        ambiguous=max(f.ambiguous for f in found),
-                                        unredactable=max(f.unredactable for f in found))
+                out[sid] = ItemMentions(
+                    redact=tuple(h for f in found for h in f.redact),
+                    ambiguous=max(f.ambiguous for f in found),
+                    unredactable=max(f.unredactable for f in found),
+                )
         return out
 
     def _mentions(self, ctx: StepContext, keys: Keys) -> list[str]:
@@ -63,8 +71,14 @@ class WorkingStep(BaseStep):
             out += mentions.reported(kind, "working", {"sessions": len(counts)}, sum(counts))
         left = [sid for sid, m in found.items() if m.redact]
         if mentions.policy() == "report" and left:
-            out.append(ExceptionSpec(kind="mention_reported", item_key="working", detail={"sessions": len(left)},
-                                     ground=mentions.REPORT_GROUND))
+            out.append(
+                ExceptionSpec(
+                    kind="mention_reported",
+                    item_key="working",
+                    detail={"sessions": len(left)},
+                    ground=mentions.REPORT_GROUND,
+                )
+            )
         return out
 
     def _remaining(self, ctx: StepContext, keys: Keys) -> list[str]:
@@ -96,11 +110,13 @@ class WorkingStep(BaseStep):
         if mentions.policy() == "redact":
             who = ctx.who()
             att = mentions.attribution(ctx.store, who, ctx.ids())
-            for sid in self._mentions(ctx, keys)[:max(limit - done, 0)]:
-                state, owner = one(ctx.store, "SELECT state, subject_id FROM working_sessions WHERE session_id = ?",
-                                   (sid,))
-                new, n = mentions.redact_item(who, att, str(state), () if owner is None else (str(owner),),
-                                              as_json=True)
+            for sid in self._mentions(ctx, keys)[: max(limit - done, 0)]:
+                state, owner = one(
+                    ctx.store, "SELECT state, subject_id FROM working_sessions WHERE session_id = ?", (sid,)
+                )
+                new, n = mentions.redact_item(
+                    who, att, str(state), () if owner is None else (str(owner),), as_json=True
+                )
                 rewrite_session(ctx.store, ctx.store_dir, sid, new)
                 ctx.add_detail(mentions_redacted=n, mention_sessions=1)
                 done += 1

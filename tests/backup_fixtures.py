@@ -26,18 +26,32 @@ def reference_items(path: Path) -> Path:
     lines = []
     for who in (*THREE, STAYS):
         for i, topic in enumerate(("the kiln rental invoice", "the pottery class on Monday")):
-            lines.append({"source": "chat", "source_ref": f"conv-{who.id}-{i}",
-                          "subject": who.model_dump(exclude_none=True),
-                          "content": f"Hello, this is {who.name} ({who.email}): please sort out {topic}."})
+            lines.append(
+                {
+                    "source": "chat",
+                    "source_ref": f"conv-{who.id}-{i}",
+                    "subject": who.model_dump(exclude_none=True),
+                    "content": f"Hello, this is {who.name} ({who.email}): please sort out {topic}.",
+                }
+            )
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
 
 
 def request_file(path: Path, request_id: str, subject: Subject, tenant: str = "default") -> Path:
-    path.write_text(json.dumps({
-        "request_id": request_id, "tenant_id": tenant, "subject": subject.model_dump(exclude_none=True),
-        "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-        "requester_identity_proof_ref": f"idv/{request_id}", "reason": "Art.17 request via the portal"}))
+    path.write_text(
+        json.dumps(
+            {
+                "request_id": request_id,
+                "tenant_id": tenant,
+                "subject": subject.model_dump(exclude_none=True),
+                "legal_basis": "GDPR",
+                "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+                "requester_identity_proof_ref": f"idv/{request_id}",
+                "reason": "Art.17 request via the portal",
+            }
+        )
+    )
     return path
 
 
@@ -72,8 +86,11 @@ def folder_backup(folder: Path, dest: Path, *, databases: tuple[str, ...] = (), 
 
     def ignore(d: str, names: list[str]) -> set[str]:
         rel = Path(d).relative_to(folder)
-        return {n for n in names if str(rel / n) in skip or any(str(rel / n) == s + x for s in skip
-                                                                for x in ("-wal", "-shm", "-journal"))}
+        return {
+            n
+            for n in names
+            if str(rel / n) in skip or any(str(rel / n) == s + x for s in skip for x in ("-wal", "-shm", "-journal"))
+        }
 
     shutil.copytree(folder, dest, ignore=ignore)
     for rel in databases:

@@ -21,8 +21,7 @@ from memory.ingest import ingest
 from memory.items import MemoryItem
 from memory.schema import create
 
-SUBJECT = Subject(id="subj-ann-7731", email="annabel.quist@example.org", name="Annabel Quist",
-                  phone="+44 20 7946 0001")
+SUBJECT = Subject(id="subj-ann-7731", email="annabel.quist@example.org", name="Annabel Quist", phone="+44 20 7946 0001")
 BYSTANDER = Subject(id="user-bob-0042", email="bob.marsh@example.net", name="Bob Marsh", phone="+1 555 0100")
 SUBJECT_PHRASE = "zebra-striped umbrella from Valparaiso"
 
@@ -41,23 +40,46 @@ def _items(tmp: Path, processors: list[str]) -> list[MemoryItem]:
     ann = SUBJECT.model_dump()
     bob = BYSTANDER.model_dump()
     return [
-        MemoryItem.model_validate({
-            "source": "chat", "source_ref": "conv-1001", "subject": ann,
-            "content": f"I need help with billing. My {SUBJECT_PHRASE} was charged twice. "
-                       "Please refund the second invoice.",
-            "attachments": [str(att / "ann-passport.txt")], "training": True,
-            "subprocessors": processors}),
-        MemoryItem.model_validate({
-            "source": "email", "source_ref": "msg-2002", "subject": ann,
-            "content": "Change my delivery address for the subscription. The old one was wrong.",
-            "training": False}),
-        MemoryItem.model_validate({
-            "source": "chat", "source_ref": "conv-3003", "subject": bob,
-            "content": "I have a billing question too. The refund for my laptop never arrived.",
-            "attachments": [str(att / "bob-receipt.txt")], "training": True}),
-        MemoryItem.model_validate({
-            "source": "chat", "source_ref": "conv-4004", "subject": bob,
-            "content": "Please send the invoice for my subscription again.", "training": True}),
+        MemoryItem.model_validate(
+            {
+                "source": "chat",
+                "source_ref": "conv-1001",
+                "subject": ann,
+                "content": f"I need help with billing. My {SUBJECT_PHRASE} was charged twice. "
+                "Please refund the second invoice.",
+                "attachments": [str(att / "ann-passport.txt")],
+                "training": True,
+                "subprocessors": processors,
+            }
+        ),
+        MemoryItem.model_validate(
+            {
+                "source": "email",
+                "source_ref": "msg-2002",
+                "subject": ann,
+                "content": "Change my delivery address for the subscription. The old one was wrong.",
+                "training": False,
+            }
+        ),
+        MemoryItem.model_validate(
+            {
+                "source": "chat",
+                "source_ref": "conv-3003",
+                "subject": bob,
+                "content": "I have a billing question too. The refund for my laptop never arrived.",
+                "attachments": [str(att / "bob-receipt.txt")],
+                "training": True,
+            }
+        ),
+        MemoryItem.model_validate(
+            {
+                "source": "chat",
+                "source_ref": "conv-4004",
+                "subject": bob,
+                "content": "Please send the invoice for my subscription again.",
+                "training": True,
+            }
+        ),
     ]
 
 
@@ -68,22 +90,30 @@ def add_derived(home: Home, content: str, refs: list[int]) -> int:
     emb = HashingEmbedder()
     now = datetime.now(UTC).isoformat()
     with transaction(conn):
-        fid = int(cast(tuple[Any, ...],
-                       conn.execute("SELECT coalesce(max(frame_id), 0) + 1000 FROM frames").fetchone())[0])
-        conn.execute("INSERT INTO frames(frame_id, kind, content, created_at) VALUES (?, 'derived', ?, ?)",
-                     (fid, content, now))
+        fid = int(
+            cast(tuple[Any, ...], conn.execute("SELECT coalesce(max(frame_id), 0) + 1000 FROM frames").fetchone())[0]
+        )
+        conn.execute(
+            "INSERT INTO frames(frame_id, kind, content, created_at) VALUES (?, 'derived', ?, ?)", (fid, content, now)
+        )
         for r in refs:
             conn.execute("INSERT INTO frame_refs(frame_id, ref_frame_id) VALUES (?, ?)", (fid, r))
-        cid = int(cast(tuple[Any, ...],
-                       conn.execute("SELECT coalesce(max(chunk_id), 0) + 1000 FROM frame_chunks").fetchone())[0])
-        conn.execute("INSERT INTO frame_chunks(chunk_id, frame_id, seq, content) VALUES (?, ?, 0, ?)",
-                     (cid, fid, content))
+        cid = int(
+            cast(
+                tuple[Any, ...], conn.execute("SELECT coalesce(max(chunk_id), 0) + 1000 FROM frame_chunks").fetchone()
+            )[0]
+        )
+        conn.execute(
+            "INSERT INTO frame_chunks(chunk_id, frame_id, seq, content) VALUES (?, ?, 0, ?)", (cid, fid, content)
+        )
         vec = to_blob(emb.embed([content])[0])
         conn.execute("INSERT INTO frame_vectors(frame_id, embedding) VALUES (?, ?)", (fid, vec))
         conn.execute("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES (?, ?)", (cid, vec))
         conn.execute("INSERT INTO frames_fts(rowid, content) VALUES (?, ?)", (fid, content))
-        conn.execute("INSERT INTO recall_cache(frame_id, query, answer, created_at) VALUES (?, ?, ?, ?)",
-                     (fid, "what happened?", content[:80], now))
+        conn.execute(
+            "INSERT INTO recall_cache(frame_id, query, answer, created_at) VALUES (?, ?, ?, ?)",
+            (fid, "what happened?", content[:80], now),
+        )
     checkpoint_truncate(conn)
     conn.close()
     return fid
@@ -92,9 +122,14 @@ def add_derived(home: Home, content: str, refs: list[int]) -> int:
 def summary_frame(home: Home, subject_id: str) -> int:
     conn = create(home.store_dir)
     try:
-        return int(cast(tuple[Any, ...],
-                        conn.execute("SELECT min(frame_id) FROM frames WHERE subject_id = ? AND kind = 'summary'",
-                                     (subject_id,)).fetchone())[0])
+        return int(
+            cast(
+                tuple[Any, ...],
+                conn.execute(
+                    "SELECT min(frame_id) FROM frames WHERE subject_id = ? AND kind = 'summary'", (subject_id,)
+                ).fetchone(),
+            )[0]
+        )
     finally:
         conn.close()
 
@@ -120,12 +155,22 @@ def build_store(home: Home, tmp: Path, *, journal: str = "wal", processors: list
     return Built(home, processors or [])
 
 
-def submit(home: Home, request_id: str = "req-ann-1", subject: Subject = SUBJECT,
-           data_classes: list[str] | None = None, tenant: str = "default") -> ErasureRequestEnvelope:
+def submit(
+    home: Home,
+    request_id: str = "req-ann-1",
+    subject: Subject = SUBJECT,
+    data_classes: list[str] | None = None,
+    tenant: str = "default",
+) -> ErasureRequestEnvelope:
     body: dict[str, Any] = {
-        "request_id": request_id, "tenant_id": tenant, "subject": subject.model_dump(exclude_none=True),
-        "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
-        "requester_identity_proof_ref": "idv-case-77", "reason": "data subject request via privacy portal"}
+        "request_id": request_id,
+        "tenant_id": tenant,
+        "subject": subject.model_dump(exclude_none=True),
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
+        "requester_identity_proof_ref": "idv-case-77",
+        "reason": "data subject request via privacy portal",
+    }
     if data_classes is not None:
         body["data_classes"] = data_classes
     env = ErasureRequestEnvelope.model_validate(body)
@@ -138,8 +183,13 @@ def submit(home: Home, request_id: str = "req-ann-1", subject: Subject = SUBJECT
 
 
 TABLES_BY_SUBJECT = {
-    "working_sessions": "subject_id", "frames": "subject_id", "raw_archive": "subject_id", "blobs": "subject_id",
-    "ft_examples": "subject_id", "subprocessor_records": "subject_id", "audit_vault": "subject_id",
+    "working_sessions": "subject_id",
+    "frames": "subject_id",
+    "raw_archive": "subject_id",
+    "blobs": "subject_id",
+    "ft_examples": "subject_id",
+    "subprocessor_records": "subject_id",
+    "audit_vault": "subject_id",
 }
 
 
@@ -147,17 +197,32 @@ def owned_counts(home: Home, subject: Subject) -> dict[str, int]:
     """Per table, rows that belong to `subject` (through its own keys), read with a plain query."""
     conn = create(home.store_dir)
     try:
-        out = {t: int(cast(tuple[Any, ...],
-                           conn.execute(f"SELECT count(*) FROM {t} WHERE {c} = ?", (subject.id,)).fetchone())[0])
-               for t, c in TABLES_BY_SUBJECT.items()}
+        out = {
+            t: int(
+                cast(
+                    tuple[Any, ...], conn.execute(f"SELECT count(*) FROM {t} WHERE {c} = ?", (subject.id,)).fetchone()
+                )[0]
+            )
+            for t, c in TABLES_BY_SUBJECT.items()
+        }
         # Corpora are cumulative versions: count the distinct examples, not their copies per version.
-        out["ft_examples"] = int(cast(tuple[Any, ...], conn.execute(
-            "SELECT count(DISTINCT source || '/' || source_ref) FROM ft_examples WHERE subject_id = ?",
-            (subject.id,)).fetchone())[0])
-        out["entities"] = sum(int(cast(tuple[Any, ...],
-                                       conn.execute("SELECT count(*) FROM kg_entities WHERE name = ?",
-                                                    (i,)).fetchone())[0])
-                              for i in subject.identifiers())
+        out["ft_examples"] = int(
+            cast(
+                tuple[Any, ...],
+                conn.execute(
+                    "SELECT count(DISTINCT source || '/' || source_ref) FROM ft_examples WHERE subject_id = ?",
+                    (subject.id,),
+                ).fetchone(),
+            )[0]
+        )
+        out["entities"] = sum(
+            int(
+                cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM kg_entities WHERE name = ?", (i,)).fetchone())[
+                    0
+                ]
+            )
+            for i in subject.identifiers()
+        )
         return out
     finally:
         conn.close()

@@ -29,8 +29,7 @@ from erasure.subject import Subject
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 DIM = 64
-SUBJECT = Subject(id="user-ada-0001", email="ada.lovelace@example.org", name="Ada Lovelace",
-                  phone="+44 20 7946 0123")
+SUBJECT = Subject(id="user-ada-0001", email="ada.lovelace@example.org", name="Ada Lovelace", phone="+44 20 7946 0123")
 BYSTANDERS = ("user-bob-0002", "user-cyd-0003")
 SUBJECT_KEY = "user_id"
 COLLECTIONS = {"notes": "cosine", "facts": "l2", "prefs": "ip"}
@@ -145,16 +144,25 @@ class Memory:
     def subject_strings(self) -> list[str]:
         """Identifiers in the spellings a byte scan must not find (checked case-insensitively), and
         distinctive content of the subject's records."""
-        out = [SUBJECT.id, SUBJECT.email or "", SUBJECT.name or "", SUBJECT.phone or "", "442079460123",
-               "+442079460123", "02079460123"]
+        out = [
+            SUBJECT.id,
+            SUBJECT.email or "",
+            SUBJECT.name or "",
+            SUBJECT.phone or "",
+            "442079460123",
+            "+442079460123",
+            "02079460123",
+        ]
         out += sorted({w for r in self.of_subject() for w in r.document.split() if w.startswith("zebra")})
         return [s for s in out if s]
 
 
 def _document(owner: str, i: int, collection: str) -> str:
     if owner == SUBJECT.id:
-        return (f"{SUBJECT.name} wrote {collection} entry {i}: zebra{collection}{i} lighthouse at dawn, "
-                f"reach her at {SUBJECT.email} or {SUBJECT.phone}")
+        return (
+            f"{SUBJECT.name} wrote {collection} entry {i}: zebra{collection}{i} lighthouse at dawn, "
+            f"reach her at {SUBJECT.email} or {SUBJECT.phone}"
+        )
     return f"{owner} logged {collection} item {i} walrus{collection}{i} harbour at noon"
 
 
@@ -176,23 +184,38 @@ def build_memory(path: Path, per_collection: int = 1300, *, batch: int = 400) ->
                     meta["email"] = SUBJECT.email
                 recs.append(Record(name, rid, _document(owner, i, name), meta))
             if name == "prefs":
-                recs.append(Record(name, "prefs-variant", _document(SUBJECT.id, per_collection, name),
-                                   {SUBJECT_KEY: SUBJECT.id.upper(), "n": per_collection, "kind": name}))
+                recs.append(
+                    Record(
+                        name,
+                        "prefs-variant",
+                        _document(SUBJECT.id, per_collection, name),
+                        {SUBJECT_KEY: SUBJECT.id.upper(), "n": per_collection, "kind": name},
+                    )
+                )
             if name == "facts":
-                recs.append(Record(name, MENTION_ID, MENTION_TEXT,
-                                   {SUBJECT_KEY: BYSTANDERS[0], "n": per_collection, "kind": name}))
+                recs.append(
+                    Record(
+                        name, MENTION_ID, MENTION_TEXT, {SUBJECT_KEY: BYSTANDERS[0], "n": per_collection, "kind": name}
+                    )
+                )
             for s in range(0, len(recs), batch):
-                part = recs[s:s + batch]
-                col.add(ids=[r.id for r in part], documents=[r.document for r in part],
-                        metadatas=[r.metadata for r in part])
+                part = recs[s : s + batch]
+                col.add(
+                    ids=[r.id for r in part], documents=[r.document for r in part], metadatas=[r.metadata for r in part]
+                )
             mem.records += recs
-        scratch = c.get_or_create_collection("scratch", embedding_function=ef,
-                                             configuration={"hnsw": {"space": "l2", "sync_threshold": 50,
-                                                                     "batch_size": 50}})
-        srecs = [Record("scratch", f"scratch-{i}", _document(people[i % 3], i, "scratch"),
-                        {SUBJECT_KEY: people[i % 3]}) for i in range(120)]
-        scratch.add(ids=[r.id for r in srecs], documents=[r.document for r in srecs],
-                    metadatas=[r.metadata for r in srecs])
+        scratch = c.get_or_create_collection(
+            "scratch",
+            embedding_function=ef,
+            configuration={"hnsw": {"space": "l2", "sync_threshold": 50, "batch_size": 50}},
+        )
+        srecs = [
+            Record("scratch", f"scratch-{i}", _document(people[i % 3], i, "scratch"), {SUBJECT_KEY: people[i % 3]})
+            for i in range(120)
+        ]
+        scratch.add(
+            ids=[r.id for r in srecs], documents=[r.document for r in srecs], metadatas=[r.metadata for r in srecs]
+        )
         c.delete_collection("scratch")
     finally:
         c.close()
@@ -219,5 +242,13 @@ def target_for(path: Path, **extra: Any) -> Any:
     """A `Target` of kind chroma for the store at `path`."""
     from erasure.targets import Target
 
-    return Target.model_validate({"name": "kb-vectors", "kind": "chroma", "base_dir": path.parent,
-                                  "path": str(path), "subject_key": SUBJECT_KEY, **extra})
+    return Target.model_validate(
+        {
+            "name": "kb-vectors",
+            "kind": "chroma",
+            "base_dir": path.parent,
+            "path": str(path),
+            "subject_key": SUBJECT_KEY,
+            **extra,
+        }
+    )

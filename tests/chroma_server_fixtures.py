@@ -95,8 +95,14 @@ class Server:
             return False
 
     def start(self, timeout: float = 60) -> None:
-        subprocess.run([str(self.start_script)], check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, start_new_session=True)
+        subprocess.run(
+            [str(self.start_script)],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while not self.up():
             assert time.monotonic() < deadline, (self.dir / "server.log").read_text()[-2000:]
@@ -140,7 +146,7 @@ def build_over_http(client: Any, per_collection: int = 60) -> dict[str, list[str
             docs.append(_document(owner, i, name))
             metas.append({SUBJECT_KEY: owner, "n": i} | ({"email": SUBJECT.email} if owner == SUBJECT.id else {}))
         for s in range(0, per_collection, 20):
-            col.add(ids=ids[s:s + 20], documents=docs[s:s + 20], metadatas=metas[s:s + 20])
+            col.add(ids=ids[s : s + 20], documents=docs[s : s + 20], metadatas=metas[s : s + 20])
         out[name] = [rid for rid, m in zip(ids, metas, strict=True) if m[SUBJECT_KEY] != SUBJECT.id]
     return out
 
@@ -150,10 +156,14 @@ def view(client: Any, ids: dict[str, list[str]]) -> dict[str, dict[str, tuple[An
     out: dict[str, dict[str, tuple[Any, Any, list[float]]]] = {}
     for name, wanted in ids.items():
         got = client.get_collection(name, embedding_function=hash_embedding()).get(
-            ids=wanted, include=["documents", "metadatas", "embeddings"])
-        out[name] = {rid: (doc, meta, np.asarray(emb, dtype=np.float32).tolist())
-                     for rid, doc, meta, emb in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"],
-                                                    strict=True)}
+            ids=wanted, include=["documents", "metadatas", "embeddings"]
+        )
+        out[name] = {
+            rid: (doc, meta, np.asarray(emb, dtype=np.float32).tolist())
+            for rid, doc, meta, emb in zip(
+                got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True
+            )
+        }
     return out
 
 

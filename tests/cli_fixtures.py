@@ -51,8 +51,9 @@ def snapshot(root: Path) -> dict[str, str | None]:
             out[str(p.relative_to(root))] = f"-> {os.readlink(p)}" if p.is_symlink() else None
         for name in files:
             p = Path(dirpath) / name
-            out[str(p.relative_to(root))] = (f"-> {os.readlink(p)}" if p.is_symlink()
-                                             else hashlib.sha256(p.read_bytes()).hexdigest())
+            out[str(p.relative_to(root))] = (
+                f"-> {os.readlink(p)}" if p.is_symlink() else hashlib.sha256(p.read_bytes()).hexdigest()
+            )
     return out
 
 

@@ -33,6 +33,8 @@ def prefect_harness() -> Iterator[None]:
     from prefect.testing.utilities import prefect_test_harness
 
     secret = secrets.token_urlsafe(32)
-    with temporary_settings({PREFECT_SERVER_API_AUTH_STRING: secret, PREFECT_API_AUTH_STRING: secret}), \
-            prefect_test_harness(server_startup_timeout=120):
+    with (
+        temporary_settings({PREFECT_SERVER_API_AUTH_STRING: secret, PREFECT_API_AUTH_STRING: secret}),
+        prefect_test_harness(server_startup_timeout=120),
+    ):
         yield

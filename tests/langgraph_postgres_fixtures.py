@@ -73,14 +73,30 @@ class PgMemory:
 
 
 def make_target(cluster: Cluster, database: str, *, data_dir: bool = True, **extra: Any) -> Target:
-    return Target.model_validate({
-        "name": "prod-agent", "kind": "langgraph-postgres", "base_dir": cluster.root,
-        "url": cluster.url(database), "namespace": NAMESPACE, "thread_key": THREAD_KEY, "episodic": ["episodes"],
-        **({"data_dir": str(cluster.data)} if data_dir else {}), **extra})
+    return Target.model_validate(
+        {
+            "name": "prod-agent",
+            "kind": "langgraph-postgres",
+            "base_dir": cluster.root,
+            "url": cluster.url(database),
+            "namespace": NAMESPACE,
+            "thread_key": THREAD_KEY,
+            "episodic": ["episodes"],
+            **({"data_dir": str(cluster.data)} if data_dir else {}),
+            **extra,
+        }
+    )
 
 
-def build_memory(a: Agent, database: str, *, copies: int = 3, turns: int = 3, threads_per_person: int = 2,
-                 people: tuple[Subject, ...] = (SUBJECT, *BYSTANDERS)) -> PgMemory:
+def build_memory(
+    a: Agent,
+    database: str,
+    *,
+    copies: int = 3,
+    turns: int = 3,
+    threads_per_person: int = 2,
+    people: tuple[Subject, ...] = (SUBJECT, *BYSTANDERS),
+) -> PgMemory:
     """Items (memories, profile, episodes; one update) and threads for every person, shared documents,
     and one bystander item the team deleted with the framework's own delete."""
     mem = PgMemory(database)
@@ -93,7 +109,8 @@ def build_memory(a: Agent, database: str, *, copies: int = 3, turns: int = 3, th
         a.store.put(*items[0])
         mem.items[person.id] = items
     shared: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
-        (("docs", "policies"), f"doc-{i}", {"text": t}) for i, t in enumerate(SHARED_DOCS)]
+        (("docs", "policies"), f"doc-{i}", {"text": t}) for i, t in enumerate(SHARED_DOCS)
+    ]
     for ns, key, value in shared:
         a.store.put(ns, key, value)
     mem.items[""] = shared

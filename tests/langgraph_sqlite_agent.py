@@ -62,8 +62,10 @@ def main() -> int:
             cmd, *args = line.split()
             try:
                 if cmd == "turn":
-                    graph.invoke({"messages": [("user", f"{SUBJECT.name} again: {_TOPICS[SUBJECT.id][1]}")]},
-                                 thread_config(mem.threads[SUBJECT.id][0], SUBJECT.id))
+                    graph.invoke(
+                        {"messages": [("user", f"{SUBJECT.name} again: {_TOPICS[SUBJECT.id][1]}")]},
+                        thread_config(mem.threads[SUBJECT.id][0], SUBJECT.id),
+                    )
                 elif cmd == "framework-delete":
                     framework_delete(mem, SUBJECT, store=store, saver=saver)
                 elif cmd == "hold":
@@ -75,8 +77,10 @@ def main() -> int:
                     b = BYSTANDERS[0]
                     store.put(("users", b.id, "memories"), "after", {"text": "A note written after the erasure"})
                     assert store.get(("users", b.id, "memories"), "after") is not None
-                    graph.invoke({"messages": [("user", "One more question about the router")]},
-                                 thread_config(mem.threads[b.id][0], b.id))
+                    graph.invoke(
+                        {"messages": [("user", "One more question about the router")]},
+                        thread_config(mem.threads[b.id][0], b.id),
+                    )
                     check_bystanders(mem, store=store, saver=saver)
                 elif cmd == "quit":
                     print("ok bye", flush=True)

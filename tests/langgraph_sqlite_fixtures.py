@@ -211,25 +211,47 @@ class Memory:
 
     def dump(self, path: Path) -> None:
         """Write what was built as JSON (keep it outside `root`: it names the subject)."""
-        path.write_text(json.dumps({
-            "root": str(self.root), "store": self.store_path.name, "checkpoints": self.checkpoints_path.name,
-            "items": {p: [[list(ns), k, v] for ns, k, v in items] for p, items in self.items.items()},
-            "threads": self.threads}))
+        path.write_text(
+            json.dumps(
+                {
+                    "root": str(self.root),
+                    "store": self.store_path.name,
+                    "checkpoints": self.checkpoints_path.name,
+                    "items": {p: [[list(ns), k, v] for ns, k, v in items] for p, items in self.items.items()},
+                    "threads": self.threads,
+                }
+            )
+        )
 
     @classmethod
     def load(cls, path: Path) -> Memory:
         doc = json.loads(path.read_text())
         root = Path(doc["root"])
-        return cls(root=root, store_path=root / doc["store"], checkpoints_path=root / doc["checkpoints"],
-                   items={p: [(tuple(ns), k, v) for ns, k, v in items] for p, items in doc["items"].items()},
-                   threads=doc["threads"])
+        return cls(
+            root=root,
+            store_path=root / doc["store"],
+            checkpoints_path=root / doc["checkpoints"],
+            items={p: [(tuple(ns), k, v) for ns, k, v in items] for p, items in doc["items"].items()},
+            threads=doc["threads"],
+        )
 
 
-def make_target(root: Path, store: str = "store.sqlite", checkpoints: str = "checkpoints.sqlite",
-                **extra: Any) -> Target:
-    return Target.model_validate({"name": "support-agent", "kind": "langgraph-sqlite", "base_dir": root,
-                                  "store": store, "checkpoints": checkpoints, "namespace": NAMESPACE,
-                                  "thread_key": THREAD_KEY, "episodic": ["episodes"], **extra})
+def make_target(
+    root: Path, store: str = "store.sqlite", checkpoints: str = "checkpoints.sqlite", **extra: Any
+) -> Target:
+    return Target.model_validate(
+        {
+            "name": "support-agent",
+            "kind": "langgraph-sqlite",
+            "base_dir": root,
+            "store": store,
+            "checkpoints": checkpoints,
+            "namespace": NAMESPACE,
+            "thread_key": THREAD_KEY,
+            "episodic": ["episodes"],
+            **extra,
+        }
+    )
 
 
 def person_items(person: Subject, topics: list[str], copies: int) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
@@ -237,20 +259,47 @@ def person_items(person: Subject, topics: list[str], copies: int) -> list[tuple[
     out: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
     for n in range(copies):
         for i, topic in enumerate(topics):
-            out.append((("users", person.id, "memories"), f"mem-{n:03d}-{i}",
-                        {"text": f"{topic} (note {n})", "kind": "fact", "source": "chat"}))
-    out.append((("users", person.id, "profile"), "contact",
-                {"text": f"{person.name} can be reached at {person.email}", "name": person.name,
-                 "email": person.email, "phone": person.phone}))
+            out.append(
+                (
+                    ("users", person.id, "memories"),
+                    f"mem-{n:03d}-{i}",
+                    {"text": f"{topic} (note {n})", "kind": "fact", "source": "chat"},
+                )
+            )
+    out.append(
+        (
+            ("users", person.id, "profile"),
+            "contact",
+            {
+                "text": f"{person.name} can be reached at {person.email}",
+                "name": person.name,
+                "email": person.email,
+                "phone": person.phone,
+            },
+        )
+    )
     for i, topic in enumerate(topics[:3]):
-        out.append((("users", person.id, "episodes"), f"ep-{i}",
-                    {"text": f"Conversation with {person.name}: {topic}", "outcome": "resolved"}))
+        out.append(
+            (
+                ("users", person.id, "episodes"),
+                f"ep-{i}",
+                {"text": f"Conversation with {person.name}: {topic}", "outcome": "resolved"},
+            )
+        )
     return out
 
 
-def build_memory(root: Path, *, copies: int = 12, turns: int = 4, threads_per_person: int = 3,
-                 store_wal: bool = False, analyze: bool = True, mentions: bool = True,
-                 case_variants: bool = True) -> Memory:
+def build_memory(
+    root: Path,
+    *,
+    copies: int = 12,
+    turns: int = 4,
+    threads_per_person: int = 3,
+    store_wal: bool = False,
+    analyze: bool = True,
+    mentions: bool = True,
+    case_variants: bool = True,
+) -> Memory:
     """Build the memory with the framework (see the module docstring). `copies` scales the items;
     `mentions` adds a bystander's item and a bystander's thread that name the subject; with
     `case_variants` the subject also has one item and one thread under their id in capitals (an app
@@ -262,8 +311,13 @@ def build_memory(root: Path, *, copies: int = 12, turns: int = 4, threads_per_pe
         for person in people:
             items = person_items(person, _TOPICS[person.id], copies)
             if person is SUBJECT and case_variants:
-                items.append((("users", person.id.upper(), "memories"), "imported",
-                              {"text": f"Imported from the old CRM: {_TOPICS[person.id][3]}"}))
+                items.append(
+                    (
+                        ("users", person.id.upper(), "memories"),
+                        "imported",
+                        {"text": f"Imported from the old CRM: {_TOPICS[person.id][3]}"},
+                    )
+                )
             for ns, key, value in items:
                 store.put(ns, key, value)
             mem.items[person.id] = items
@@ -274,7 +328,8 @@ def build_memory(root: Path, *, copies: int = 12, turns: int = 4, threads_per_pe
             store.put(ns, key, new)
             mem.items[person.id][0] = (ns, key, new)
         shared: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
-            (("docs", "policies"), f"doc-{i}", {"text": t}) for i, t in enumerate(SHARED_DOCS)]
+            (("docs", "policies"), f"doc-{i}", {"text": t}) for i, t in enumerate(SHARED_DOCS)
+        ]
         for ns, key, value in shared:
             store.put(ns, key, value)
         mem.items[""] = shared

@@ -49,8 +49,7 @@ HISTORY_DB = "mem0/history.db"
 QDRANT_PATH = "qdrant"
 AGENT = "support-bot"
 
-SUBJECT = Subject(id="m0-usr-4c1e7a", email="noor.haddad@example.org", name="Noor Haddad",
-                  phone="+44 20 7946 0321")
+SUBJECT = Subject(id="m0-usr-4c1e7a", email="noor.haddad@example.org", name="Noor Haddad", phone="+44 20 7946 0321")
 BYSTANDERS = (
     Subject(id="m0-usr-9b20d3", email="tomas.lindqvist@example.net", name="Tomas Lindqvist"),
     Subject(id="m0-usr-e57a18", email="grace.mwangi@example.com", name="Grace Mwangi"),
@@ -139,8 +138,7 @@ class ScriptedLLM:
     """mem0's extraction LLM, scripted: each new message's `remember: <fact>` becomes one memory,
     returned as the JSON object mem0's additive extraction prompt asks for."""
 
-    def generate_response(self, messages: list[dict[str, str]], response_format: Any = None,
-                          **kwargs: Any) -> str:
+    def generate_response(self, messages: list[dict[str, str]], response_format: Any = None, **kwargs: Any) -> str:
         section = _NEW_MESSAGES.search(messages[-1]["content"])
         facts = _REMEMBER.findall(section.group(1)) if section else []
         return json.dumps({"memory": [{"text": f} for f in dict.fromkeys(facts)]})
@@ -165,9 +163,10 @@ def mem0_config(root: Path, *, collection: str = COLLECTION) -> dict[str, Any]:
     """mem0's own configuration of the memory under `root` (an OpenAI provider named only so that
     mem0 builds; its embedder and LLM are replaced by local ones and never called)."""
     return {
-        "vector_store": {"provider": "qdrant", "config": {"path": str(root / QDRANT_PATH),
-                                                          "collection_name": collection,
-                                                          "embedding_model_dims": DIMS}},
+        "vector_store": {
+            "provider": "qdrant",
+            "config": {"path": str(root / QDRANT_PATH), "collection_name": collection, "embedding_model_dims": DIMS},
+        },
         "embedder": {"provider": "openai", "config": {"api_key": "offline-never-used"}},
         "llm": {"provider": "openai", "config": {"api_key": "offline-never-used"}},
         "history_db_path": str(root / HISTORY_DB),
@@ -208,15 +207,26 @@ class Built:
 
 
 def mem0_target(root: Path, **keys: Any) -> Target:
-    data = {"name": "assistant-memory", "kind": "mem0", "base_dir": root, "history_db": HISTORY_DB,
-            "qdrant_path": QDRANT_PATH, "collection": COLLECTION, "lock_timeout": 30, **keys}
+    data = {
+        "name": "assistant-memory",
+        "kind": "mem0",
+        "base_dir": root,
+        "history_db": HISTORY_DB,
+        "qdrant_path": QDRANT_PATH,
+        "collection": COLLECTION,
+        "lock_timeout": 30,
+        **keys,
+    }
     return Target.model_validate(data)
 
 
 def _scope(i: int, person: Subject) -> dict[str, str]:
     """Session scopes in turn: user only; user + agent; user + agent + run (a thread)."""
     kinds: tuple[dict[str, str], ...] = (
-        {}, {"agent_id": AGENT}, {"agent_id": AGENT, "run_id": f"thread-{person.id[-4:]}-{i % 2}"})
+        {},
+        {"agent_id": AGENT},
+        {"agent_id": AGENT, "run_id": f"thread-{person.id[-4:]}-{i % 2}"},
+    )
     return {"user_id": person.id, **kinds[i % 3]}
 
 
@@ -231,8 +241,9 @@ def build_memory(root: Path, *, mentions: bool = False) -> Built:
                 turn = f"Hello, this is {person.name}. Please remember: {fact}"
                 res = m.add([{"role": "user", "content": turn}], **_scope(i, person))
                 ids += [r["id"] for r in res["results"]]
-            raw = m.add([{"role": "user", "content": RAW_TURNS[person.id], "name": person.name}],
-                        user_id=person.id, infer=False)
+            raw = m.add(
+                [{"role": "user", "content": RAW_TURNS[person.id], "name": person.name}], user_id=person.id, infer=False
+            )
             ids += [r["id"] for r in raw["results"]]
             built.memory_ids[person.id] = ids
         for pid, text in UPDATED.items():
@@ -244,12 +255,12 @@ def build_memory(root: Path, *, mentions: bool = False) -> Built:
         if mentions:
             res = m.add([{"role": "user", "content": f"Please remember: {MENTION}"}], user_id=BYSTANDERS[0].id)
             built.memory_ids[BYSTANDERS[0].id] += [r["id"] for r in res["results"]]
-            res = m.add([{"role": "user", "content": MENTION_TURN}], user_id=BYSTANDERS[1].id, agent_id=AGENT,
-                        infer=False)
+            res = m.add(
+                [{"role": "user", "content": MENTION_TURN}], user_id=BYSTANDERS[1].id, agent_id=AGENT, infer=False
+            )
             built.memory_ids[BYSTANDERS[1].id] += [r["id"] for r in res["results"]]
             # A bystander's memory that named the subject, deleted by the bystander: an orphan naming them.
-            res = m.add([{"role": "user", "content": f"Please remember: {MENTION_DELETED}"}],
-                        user_id=BYSTANDERS[1].id)
+            res = m.add([{"role": "user", "content": f"Please remember: {MENTION_DELETED}"}], user_id=BYSTANDERS[1].id)
             for r in res["results"]:
                 m.delete(r["id"])
                 built.deleted_ids.append(r["id"])
@@ -270,8 +281,12 @@ def built_copy(dest: Path, *, mentions: bool = False) -> Built:
         _BUILT[mentions] = build_memory(base, mentions=mentions)
     shutil.copytree(_TEMPLATES[mentions], dest, ignore=shutil.ignore_patterns(".lock"))
     src = _BUILT[mentions]
-    return Built(root=dest, memory_ids={k: list(v) for k, v in src.memory_ids.items()},
-                 deleted_ids=list(src.deleted_ids), mentions=mentions)
+    return Built(
+        root=dest,
+        memory_ids={k: list(v) for k, v in src.memory_ids.items()},
+        deleted_ids=list(src.deleted_ids),
+        mentions=mentions,
+    )
 
 
 _BUILT: dict[bool, Built] = {}
@@ -308,8 +323,9 @@ def agent_main(root: Path, hold_qdrant: float, hold_history: float) -> None:
     m = open_memory(root)
     print("open", time.time(), flush=True)
     time.sleep(hold_qdrant)
-    res = m.add([{"role": "user", "content": AGENT_FACT, "name": BYSTANDERS[1].name}],
-                user_id=BYSTANDERS[1].id, infer=False)
+    res = m.add(
+        [{"role": "user", "content": AGENT_FACT, "name": BYSTANDERS[1].name}], user_id=BYSTANDERS[1].id, infer=False
+    )
     print("wrote", res["results"][0]["id"], flush=True)
     with m.db._lock:
         m.db.connection.execute("BEGIN IMMEDIATE")

@@ -80,8 +80,12 @@ class Person:
             return obj
         if isinstance(obj, dict):
             return cls(str(obj["id"]), obj.get("email"), obj.get("name"), obj.get("phone"))
-        return cls(str(getattr(obj, "id")), getattr(obj, "email", None), getattr(obj, "name", None),  # noqa: B009
-                   getattr(obj, "phone", None))
+        return cls(
+            str(getattr(obj, "id")),  # noqa: B009 (an object of any class with an id)
+            getattr(obj, "email", None),
+            getattr(obj, "name", None),
+            getattr(obj, "phone", None),
+        )
 
 
 # --- canonical text -------------------------------------------------------------------------------
@@ -121,9 +125,52 @@ _ALNUM_AFTER = r"(?![^\W_])"
 _SEP = r"[\W_]{0,4}"
 _PHONE_SEP = r"[\s\-./()\[\]]{0,3}"
 # ITU calling codes of one and two digits; everything else here is three digits.
-_CC2 = {"20", "27", "30", "31", "32", "33", "34", "36", "39", "40", "41", "43", "44", "45", "46", "47", "48", "49",
-        "51", "52", "53", "54", "55", "56", "57", "58", "60", "61", "62", "63", "64", "65", "66", "81", "82", "84",
-        "86", "90", "91", "92", "93", "94", "95", "98"}
+_CC2 = {
+    "20",
+    "27",
+    "30",
+    "31",
+    "32",
+    "33",
+    "34",
+    "36",
+    "39",
+    "40",
+    "41",
+    "43",
+    "44",
+    "45",
+    "46",
+    "47",
+    "48",
+    "49",
+    "51",
+    "52",
+    "53",
+    "54",
+    "55",
+    "56",
+    "57",
+    "58",
+    "60",
+    "61",
+    "62",
+    "63",
+    "64",
+    "65",
+    "66",
+    "81",
+    "82",
+    "84",
+    "86",
+    "90",
+    "91",
+    "92",
+    "93",
+    "94",
+    "95",
+    "98",
+}
 
 
 def split_phone(phone: str) -> tuple[str, str]:
@@ -182,8 +229,12 @@ class Patterns:
             for form in canonical_forms(person.email):
                 local, _, domain = form.rpartition("@")
                 out.setdefault("email", []).append(
-                    r"(?<![0-9a-z._+\-])" + re.escape(local) + r"(?:\+[^@\s\"'<>]{0,64})?\s?@\s?" + re.escape(domain)
-                    + _ALNUM_AFTER)
+                    r"(?<![0-9a-z._+\-])"
+                    + re.escape(local)
+                    + r"(?:\+[^@\s\"'<>]{0,64})?\s?@\s?"
+                    + re.escape(domain)
+                    + _ALNUM_AFTER
+                )
                 needs.setdefault("email", []).append((local, domain))
         if person.name:
             alts = _token_alternatives(canonical_forms(person.name))
@@ -257,7 +308,7 @@ def qp_unescape(text: str) -> str:
 
 
 _UNESCAPES: tuple[tuple[str, Callable[[str], bool], Callable[[str], str]], ...] = (
-    ("json", lambda t: ("\\u" in t or "\\/" in t or "\\n" in t or "\\t" in t or '\\"' in t), json_unescape),
+    ("json", lambda t: "\\u" in t or "\\/" in t or "\\n" in t or "\\t" in t or '\\"' in t, json_unescape),
     ("percent", lambda t: _PERCENT.search(t) is not None, percent_unescape),
     ("form", lambda t: "+" in t and _PERCENT.search(t) is not None, form_unescape),
     ("html", lambda t: _HTML.search(t) is not None, html.unescape),
@@ -284,8 +335,9 @@ def b64_candidates(run: str) -> Iterator[bytes]:
             yield raw
 
 
-_TEXTY = re.compile("[\t\n\r\x20-\x7e\u00a0-\u052f\u1e00-\u1fff\u2000-\u206f\u2100-\u214f\u2212"
-                    "\ufe00-\ufe6f\uff00-\uffef]{3,}")
+_TEXTY = re.compile(
+    "[\t\n\r\x20-\x7e\u00a0-\u052f\u1e00-\u1fff\u2000-\u206f\u2100-\u214f\u2212\ufe00-\ufe6f\uff00-\uffef]{3,}"
+)
 
 
 def texty(text: str) -> str:
@@ -304,12 +356,12 @@ def text_decodings(data: bytes) -> Iterator[tuple[str, str]]:
         yield "nul-stripped", data.replace(b"\x00", b"").decode("utf-8", "replace")
         for enc in ("utf-16-le", "utf-16-be"):
             for off in (0, 1):
-                yield f"{enc}@{off}", texty(data[off:len(data) - ((len(data) - off) % 2)].decode(enc, "replace"))
+                yield f"{enc}@{off}", texty(data[off : len(data) - ((len(data) - off) % 2)].decode(enc, "replace"))
         if b"\x00\x00" in data:
             for enc in ("utf-32-le", "utf-32-be"):
                 for off in range(4):
                     chunk = data[off:]
-                    chunk = chunk[:len(chunk) - len(chunk) % 4]
+                    chunk = chunk[: len(chunk) - len(chunk) % 4]
                     yield f"{enc}@{off}", texty(chunk.decode(enc, "replace"))
 
 
@@ -325,24 +377,24 @@ def _inflate(data: bytes, wbits: int) -> bytes | None:
 def containers(data: bytes) -> Iterator[tuple[str, bytes]]:
     """(name, decoded bytes) of every compressed container found anywhere in `data`."""
     for m in re.finditer(rb"\x1f\x8b\x08", data):
-        out = _inflate(data[m.start():], 31)
+        out = _inflate(data[m.start() :], 31)
         if out:
             yield f"gzip@{m.start()}", out
     for m in re.finditer(rb"\x78[\x01\x5e\x9c\xda]", data):
-        out = _inflate(data[m.start():], 15)
+        out = _inflate(data[m.start() :], 15)
         if out:
             yield f"zlib@{m.start()}", out
     for m in re.finditer(rb"stream\r?\n", data):
-        out = _inflate(data[m.end():], -15)
+        out = _inflate(data[m.end() :], -15)
         if out:
             yield f"pdf-deflate@{m.end()}", out
     for m in re.finditer(rb"PK\x03\x04", data):
         start = m.start()
         if len(data) < start + 30:
             continue
-        method = int.from_bytes(data[start + 8:start + 10], "little")
-        nlen = int.from_bytes(data[start + 26:start + 28], "little")
-        xlen = int.from_bytes(data[start + 28:start + 30], "little")
+        method = int.from_bytes(data[start + 8 : start + 10], "little")
+        nlen = int.from_bytes(data[start + 26 : start + 28], "little")
+        xlen = int.from_bytes(data[start + 28 : start + 30], "little")
         body = start + 30 + nlen + xlen
         if method == 8:
             out = _inflate(data[body:], -15)
@@ -367,14 +419,14 @@ def containers(data: bytes) -> Iterator[tuple[str, bytes]]:
             pass
     for m in re.finditer(rb"BZh[1-9]1AY&SY", data):
         try:
-            out = bz2.BZ2Decompressor().decompress(data[m.start():], MAX_STREAM)
+            out = bz2.BZ2Decompressor().decompress(data[m.start() :], MAX_STREAM)
         except (OSError, ValueError, EOFError):
             continue
         if out:
             yield f"bz2@{m.start()}", out
     for m in re.finditer(rb"\xfd7zXZ\x00", data):
         try:
-            out = lzma.LZMADecompressor().decompress(data[m.start():], MAX_STREAM)
+            out = lzma.LZMADecompressor().decompress(data[m.start() :], MAX_STREAM)
         except (lzma.LZMAError, EOFError):
             continue
         if out:
@@ -486,8 +538,18 @@ class Seen:
         return True
 
 
-_MAGICS = (b"\x1f\x8b\x08", b"\x78\x9c", b"\x78\xda", b"\x78\x01", b"\x78\x5e", b"PK\x03\x04", b"BZh",
-           b"\xfd7zXZ\x00", b"stream", SQLITE_MAGIC)
+_MAGICS = (
+    b"\x1f\x8b\x08",
+    b"\x78\x9c",
+    b"\x78\xda",
+    b"\x78\x01",
+    b"\x78\x5e",
+    b"PK\x03\x04",
+    b"BZh",
+    b"\xfd7zXZ\x00",
+    b"stream",
+    SQLITE_MAGIC,
+)
 
 
 def plausible(raw: bytes) -> bool:
@@ -514,7 +576,7 @@ def segments(text: str) -> Iterator[str]:
     start = 0
     for m in _JUNK_RUN.finditer(text):
         if m.start() > start:
-            yield text[start:m.start()]
+            yield text[start : m.start()]
         start = m.end()
     if start < len(text):
         yield text[start:]
@@ -537,8 +599,9 @@ class _Scanner:
                 for kind, rx in pat.by_kind.items():
                     if kind == "phone":
                         if phone_runs is None:
-                            phone_runs = [(m.start(), m.end(), re.sub(r"\D", "", m.group(0)))
-                                          for m in _PHONE_RUN.finditer(form)]
+                            phone_runs = [
+                                (m.start(), m.end(), re.sub(r"\D", "", m.group(0))) for m in _PHONE_RUN.finditer(form)
+                            ]
                         anchors = [(a, b) for a, b, d in phone_runs if pat.nsn and pat.nsn in d]
                     else:
                         anchors = []
@@ -573,8 +636,9 @@ class _Scanner:
                 if t2 != text:
                     self.scan_text(t2, where, f"{view}>{name}", depth + 1, out, seen)
                     if "\x00" in t2 and "\x00" not in text:  # escapes that spell bytes (escaped UTF-16)
-                        self.scan_bytes(t2.encode("latin-1", "ignore"), where, f"{view}>{name}>as-bytes", depth + 1,
-                                        out, seen)
+                        self.scan_bytes(
+                            t2.encode("latin-1", "ignore"), where, f"{view}>{name}>as-bytes", depth + 1, out, seen
+                        )
         for m in _B64_RUN.finditer(text):
             for raw in b64_candidates(m.group(0)):
                 if plausible(raw):

@@ -47,8 +47,9 @@ def _as_owner(cmd: list[str]) -> list[str]:
 
 
 def _run(cmd: list[str], timeout: float = 120) -> str:
-    proc = subprocess.run(_as_owner(cmd), capture_output=True, text=True, timeout=timeout, check=False,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        _as_owner(cmd), capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{Path(cmd[0]).name} failed ({proc.returncode}): {proc.stderr or proc.stdout}")
     return proc.stdout
@@ -79,20 +80,39 @@ class Cluster:
 
     def has_vector(self) -> bool:
         """Whether pgvector ships with these binaries."""
-        share = _run([str(self.bindir / "pg_config"), "--sharedir"]).strip() if (
-            self.bindir / "pg_config").exists() else ""
+        share = (
+            _run([str(self.bindir / "pg_config"), "--sharedir"]).strip() if (self.bindir / "pg_config").exists() else ""
+        )
         return bool(share) and Path(share, "extension", "vector.control").exists()
 
     def psql(self, sql: str, database: str = DATABASE) -> str:
-        return _run([str(self.bindir / "psql"), "-X", "-h", str(self.socket_dir), "-U", SUPERUSER, "-d", database,
-                     "-v", "ON_ERROR_STOP=1", "-tAc", sql])
+        return _run(
+            [
+                str(self.bindir / "psql"),
+                "-X",
+                "-h",
+                str(self.socket_dir),
+                "-U",
+                SUPERUSER,
+                "-d",
+                database,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-tAc",
+                sql,
+            ]
+        )
 
     def pg_ctl(self, *args: str) -> str:
         return _run([str(self.bindir / "pg_ctl"), "-D", str(self.data), *args])
 
     def start(self, *settings: str) -> None:
-        opts = " ".join([f"-c listen_addresses='' -k {self.socket_dir} -c unix_socket_permissions=0700",
-                         *(f"-c {s}" for s in settings)])
+        opts = " ".join(
+            [
+                f"-c listen_addresses='' -k {self.socket_dir} -c unix_socket_permissions=0700",
+                *(f"-c {s}" for s in settings),
+            ]
+        )
         self.pg_ctl("-l", str(self.root / "log"), "-o", opts, "-w", "-t", "120", "start")
 
     def stop(self) -> None:
@@ -121,8 +141,22 @@ def cluster(bindir: Path, *settings: str, prefix: str = "pg-", wal_segsize_mb: i
     c = Cluster(bindir, root)
     try:
         _run(["mkdir", "-m", "0700", str(c.socket_dir)])
-        _run([str(bindir / "initdb"), "-D", str(c.data), "-U", SUPERUSER, "--auth-local=trust", "--auth-host=reject",
-              "-E", "UTF8", "--no-locale", "--no-instructions", f"--wal-segsize={wal_segsize_mb}"])
+        _run(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(c.data),
+                "-U",
+                SUPERUSER,
+                "--auth-local=trust",
+                "--auth-host=reject",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-instructions",
+                f"--wal-segsize={wal_segsize_mb}",
+            ]
+        )
         c.start(*settings)
         _run([str(bindir / "createdb"), "-h", str(c.socket_dir), "-U", SUPERUSER, DATABASE])
         yield c

@@ -25,9 +25,16 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def erasure(env: dict[str, str], *args: str, timeout: float = 300,
-            umask: int = -1) -> subprocess.CompletedProcess[str]:
+def erasure(env: dict[str, str], *args: str, timeout: float = 300, umask: int = -1) -> subprocess.CompletedProcess[str]:
     """`erasure ARGS` in a subprocess with `env` (`umask`: the child's, -1 this process's)."""
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env, text=True,
-                          capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
-                          umask=umask)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        umask=umask,
+    )

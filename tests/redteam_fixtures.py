@@ -61,9 +61,15 @@ def init_store(home: Any) -> None:
 
 
 def submit(home: Any, inputs: Path, request_id: str, subject: dict[str, Any]) -> None:
-    envelope = {"request_id": request_id, "tenant_id": "default", "subject": subject, "legal_basis": "GDPR",
-                "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-                "requester_identity_proof_ref": "idv/redteam", "reason": "Art.17 request via the privacy portal"}
+    envelope = {
+        "request_id": request_id,
+        "tenant_id": "default",
+        "subject": subject,
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/redteam",
+        "reason": "Art.17 request via the privacy portal",
+    }
     path = inputs / f"{request_id}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(envelope, ensure_ascii=False), encoding="utf-8")
@@ -110,8 +116,13 @@ def verdict(home: Any, request_id: str, res: CliResult) -> Verdict:
     ver_path = home.evidence_dir(request_id) / "verification.json"
     ver = json.loads(ver_path.read_text()) if ver_path.exists() else {}
     kinds = {str(e.get("kind")) for e in ver.get("exceptions", [])}
-    return Verdict(res.code, manifest.get("status"), manifest.get("all_clear", ver.get("all_clear")), kinds,
-                   (res.out + res.err)[-1500:])
+    return Verdict(
+        res.code,
+        manifest.get("status"),
+        manifest.get("all_clear", ver.get("all_clear")),
+        kinds,
+        (res.out + res.err)[-1500:],
+    )
 
 
 def oracle_after(home: Any, person: Person, extra: list[Path] | tuple[Path, ...] = ()) -> Scan:
@@ -122,9 +133,16 @@ def oracle_after(home: Any, person: Person, extra: list[Path] | tuple[Path, ...]
     return scan
 
 
-def assert_truthful(home: Any, request_id: str, res: CliResult, person: Person, *,
-                    extra: list[Path] | tuple[Path, ...] = (), honest: frozenset[str] = HONEST_KINDS,
-                    must_be_clear: bool = False) -> tuple[Verdict, Scan]:
+def assert_truthful(
+    home: Any,
+    request_id: str,
+    res: CliResult,
+    person: Person,
+    *,
+    extra: list[Path] | tuple[Path, ...] = (),
+    honest: frozenset[str] = HONEST_KINDS,
+    must_be_clear: bool = False,
+) -> tuple[Verdict, Scan]:
     """The one rule: never "all clear" while the oracle finds the subject. Returns what the run said
     and what the oracle found, for the test's own further checks.
 
@@ -136,17 +154,20 @@ def assert_truthful(home: Any, request_id: str, res: CliResult, person: Person, 
     v = verdict(home, request_id, res)
     found = oracle_after(home, person, extra)
     if v.claims_all_clear:
-        assert not found, (f"{request_id}: ALL CLEAR while the oracle finds the subject:\n{found.summary()}")
+        assert not found, f"{request_id}: ALL CLEAR while the oracle finds the subject:\n{found.summary()}"
         return v, found
-    assert not must_be_clear, (f"{request_id}: must end all clear, got exit {v.code}, status {v.status}, "
-                               f"all_clear {v.all_clear}, exceptions {sorted(v.kinds)}\n{v.message}\n"
-                               f"oracle: {found.summary(8)}")
+    assert not must_be_clear, (
+        f"{request_id}: must end all clear, got exit {v.code}, status {v.status}, "
+        f"all_clear {v.all_clear}, exceptions {sorted(v.kinds)}\n{v.message}\n"
+        f"oracle: {found.summary(8)}"
+    )
     if v.code == 7:
         return v, found
     assert v.code == 0 and v.status == "erasedWithExceptions" and v.kinds & honest, (
         f"{request_id}: neither all clear nor an honest verdict: exit {v.code}, status {v.status}, "
         f"exceptions {sorted(v.kinds)} (expected one of {sorted(honest)})\n{v.message}\n"
-        f"oracle: {found.summary(8)}")
+        f"oracle: {found.summary(8)}"
+    )
     return v, found
 
 
@@ -154,9 +175,13 @@ def archive_content(home: Any, source: str, source_ref: str) -> list[tuple[str |
     """(subject_id, content) of the reference store's archive rows of one item, read-only."""
     conn = sqlite3.connect(f"file:{home.store_dir / 'memory.db'}?mode=ro", uri=True)
     try:
-        return [(r[0], r[1]) for r in conn.execute(
-            "SELECT subject_id, content FROM raw_archive WHERE source = ? AND source_ref = ? ORDER BY archive_id",
-            (source, source_ref))]
+        return [
+            (r[0], r[1])
+            for r in conn.execute(
+                "SELECT subject_id, content FROM raw_archive WHERE source = ? AND source_ref = ? ORDER BY archive_id",
+                (source, source_ref),
+            )
+        ]
     finally:
         conn.close()
 

@@ -66,10 +66,21 @@ def test_attest_seals_verifies_and_notifies_the_requester(awaiting: Home) -> Non
     assert result.exit_code == 0, result.output
     assert _state(awaiting) == "notified"
     pack = awaiting.evidence_dir(REQ) / "proof.tar.gz"
-    out = subprocess.run([sys.executable, "-m", "proof.verify", str(pack),
-                          "--engine-key", str(awaiting.keys_dir / "engine.pub.pem"),
-                          "--dpo-key", str(awaiting.keys_dir / "dpo.pub.pem"), "--no-audit-key"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proof.verify",
+            str(pack),
+            "--engine-key",
+            str(awaiting.keys_dir / "engine.pub.pem"),
+            "--dpo-key",
+            str(awaiting.keys_dir / "dpo.pub.pem"),
+            "--no-audit-key",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0 and out.stdout.startswith("OK"), out.stdout + out.stderr
     mail = awaiting.outbox_dir / f"{REQ}.eml"
     assert mail.stat().st_mode & 0o777 == 0o600
@@ -112,11 +123,24 @@ def test_export_writes_a_pack_the_regulator_verifies_with_the_exported_keys(awai
     out = tmp_path / "for-regulator"
     assert runner.invoke(app, ["export", REQ, "--to", str(out)]).exit_code == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["VERIFY.md", "audit.pub.pem", "dpo.pub.pem", "engine.pub.pem", "erasure-verify.pyz", f"{REQ}-proof.tar.gz"])
-    verify = subprocess.run([sys.executable, "-m", "proof.verify", str(out / f"{REQ}-proof.tar.gz"),
-                             "--engine-key", str(out / "engine.pub.pem"), "--dpo-key", str(out / "dpo.pub.pem"),
-                             "--audit-key", str(out / "audit.pub.pem")],
-                            capture_output=True, text=True)
+        ["VERIFY.md", "audit.pub.pem", "dpo.pub.pem", "engine.pub.pem", "erasure-verify.pyz", f"{REQ}-proof.tar.gz"]
+    )
+    verify = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proof.verify",
+            str(out / f"{REQ}-proof.tar.gz"),
+            "--engine-key",
+            str(out / "engine.pub.pem"),
+            "--dpo-key",
+            str(out / "dpo.pub.pem"),
+            "--audit-key",
+            str(out / "audit.pub.pem"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert verify.stdout.strip() == "OK"
     note = (out / "VERIFY.md").read_text()
     for needle in SUBJECT.identifiers():
@@ -131,13 +155,15 @@ def test_export_ships_the_verifier_that_verify_md_tells_the_regulator_to_run(awa
     assert CliRunner().invoke(app, ["export", REQ, "--to", str(out)]).exit_code == 0
     step = re.search(r"^ +(python erasure-verify\.pyz .*)$", (out / "VERIFY.md").read_text(), re.M)
     assert step is not None
-    run = subprocess.run([sys.executable, "-I", *step.group(1).split()[1:]], cwd=out, capture_output=True,
-                         text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-I", *step.group(1).split()[1:]], cwd=out, capture_output=True, text=True, timeout=120
+    )
     assert (run.returncode, run.stdout, run.stderr) == (0, "OK\n", "")
 
 
 def test_with_smtp_configured_the_requester_is_mailed_and_no_outbox_file_is_kept(
-        awaiting: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    awaiting: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A real SMTP server on 127.0.0.1 (the stdlib's, in Python 3.11) receives the notification."""
     import asyncore
     import smtpd
@@ -170,6 +196,7 @@ def test_with_smtp_configured_the_requester_is_mailed_and_no_outbox_file_is_kept
 
 # --- export: what the regulator receives ----------------------------------------------------------
 
+
 def _sealed(h: Home) -> Path:
     result = CliRunner().invoke(app, ["attest", REQ, "--dpo-key", str(h.keys_dir / "dpo.pem"), "--yes"])
     assert result.exit_code == 0, result.output
@@ -185,8 +212,14 @@ def _forge_dpo(pack: Path, tmp: Path) -> None:
     engine_keyid = env["signatures"][0]["keyid"]
     status = json.loads(base64.b64decode(env["payload"]))["predicate"]["status"]
     covered = {k: v for k, v in files.items() if k != "signatures/dpo.intoto.json"}
-    statement = dpo_statement(covered, request_id=top, attested_at="2099-01-01T00:00:00Z",
-                              dpo_keyid=keyid(key), engine_keyid=engine_keyid, status=status)
+    statement = dpo_statement(
+        covered,
+        request_id=top,
+        attested_at="2099-01-01T00:00:00Z",
+        dpo_keyid=keyid(key),
+        engine_keyid=engine_keyid,
+        status=status,
+    )
     files["signatures/dpo.intoto.json"] = envelope_bytes(sign_envelope(statement, key))
     pack.write_bytes(repack(top, files))
 
@@ -211,16 +244,29 @@ def test_pack_show_does_not_call_a_forged_attestation_attested(awaiting: Home, t
     assert doc["attested"] is False and doc["dpo_keyid"] is None and doc["dpo_attestation"] == "not checked"
     text = CliRunner().invoke(app, ["pack", "show", str(pack), "--engine-key", engine_pub])
     assert "DPO attestation: present, NOT verified" in text.output
-    checked = CliRunner().invoke(app, ["pack", "show", str(pack), "--engine-key", engine_pub,
-                                       "--dpo-key", str(awaiting.keys_dir / "dpo.pub.pem")])
+    checked = CliRunner().invoke(
+        app,
+        ["pack", "show", str(pack), "--engine-key", engine_pub, "--dpo-key", str(awaiting.keys_dir / "dpo.pub.pem")],
+    )
     assert isinstance(checked.exception, PackRejected) and checked.exception.check == "signature"
 
 
 def test_pack_show_says_attested_only_when_the_dpo_key_verifies_it(awaiting: Home) -> None:
     pack = _sealed(awaiting)
     keys = awaiting.keys_dir
-    shown = CliRunner().invoke(app, ["pack", "show", str(pack), "--engine-key", str(keys / "engine.pub.pem"),
-                                     "--dpo-key", str(keys / "dpo.pub.pem"), "--json"])
+    shown = CliRunner().invoke(
+        app,
+        [
+            "pack",
+            "show",
+            str(pack),
+            "--engine-key",
+            str(keys / "engine.pub.pem"),
+            "--dpo-key",
+            str(keys / "dpo.pub.pem"),
+            "--json",
+        ],
+    )
     doc = json.loads(shown.output)
     assert doc["attested"] is True and doc["dpo_attestation"] == "verified" and doc["attested_at"]
 
@@ -231,10 +277,11 @@ def _recipe(note: str) -> str:
     return blocks[0]
 
 
-@pytest.mark.skipif(not all(shutil.which(t) for t in ("jq", "openssl", "sha256sum", "tar")),
-                    reason="the recipe needs jq, openssl, sha256sum and tar")
-def test_verify_md_recipe_run_literally_catches_a_tampered_pack_with_fixed_sums(awaiting: Home,
-                                                                                 tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("jq", "openssl", "sha256sum", "tar")),
+    reason="the recipe needs jq, openssl, sha256sum and tar",
+)
+def test_verify_md_recipe_run_literally_catches_a_tampered_pack_with_fixed_sums(awaiting: Home, tmp_path: Path) -> None:
     _sealed(awaiting)
     out = tmp_path / "for-regulator"
     assert CliRunner().invoke(app, ["export", REQ, "--to", str(out)]).exit_code == 0
@@ -247,9 +294,13 @@ def test_verify_md_recipe_run_literally_catches_a_tampered_pack_with_fixed_sums(
     name = f"{REQ}-proof.tar.gz"
     top, files = read_members(out / name)
     files["verification.json"] = json_edit(files["verification.json"], lambda d: d.update(all_clear=False))
-    files["manifest.json"] = json_edit(files["manifest.json"], lambda m: [
-        e.update(size=len(files[e["path"]]), sha256=hashlib.sha256(files[e["path"]]).hexdigest())
-        for e in m["files"]])
+    files["manifest.json"] = json_edit(
+        files["manifest.json"],
+        lambda m: [
+            e.update(size=len(files[e["path"]]), sha256=hashlib.sha256(files[e["path"]]).hexdigest())
+            for e in m["files"]
+        ],
+    )
     files["SHA256SUMS"] = sums_of(files)
     (out / name).write_bytes(repack(top, files))
     tampered = subprocess.run(["bash", str(script)], cwd=out, capture_output=True, text=True, timeout=120)
@@ -258,6 +309,7 @@ def test_verify_md_recipe_run_literally_catches_a_tampered_pack_with_fixed_sums(
 
 
 # --- export: where it writes ----------------------------------------------------------------------
+
 
 def test_export_refuses_a_request_id_that_leaves_the_target(awaiting: Home, tmp_path: Path) -> None:
     pack = _sealed(awaiting)

@@ -18,8 +18,7 @@ from memory.schema import create
 from tasks import mentions
 from tasks.attribution import AMBIGUOUS, REDACT, THEIRS, UNREDACTABLE, word_like
 
-SUBJECT = Subject(id="subj-ann-7731", email="annabel.quist@example.org", name="Annabel Quist",
-                  phone="+44 20 7946 0001")
+SUBJECT = Subject(id="subj-ann-7731", email="annabel.quist@example.org", name="Annabel Quist", phone="+44 20 7946 0001")
 NAMESAKE = Subject(id="user-nms-5521", email="aq.other@example.net", name="ANNABEL  QUIST", phone="+1 555 0177")
 HOUSEMATE = Subject(id="user-hm-0087", email="hm@example.net", name="Rowan Hale", phone="020 7946 0001")
 BYSTANDER = Subject(id="user-bob-0042", email="bob.marsh@example.net", name="Bob Marsh", phone="+1 555 0100")
@@ -27,9 +26,21 @@ BYSTANDER = Subject(id="user-bob-0042", email="bob.marsh@example.net", name="Bob
 
 def _store(tmp: Path, people: list[Subject]) -> apsw.Connection:
     conn = create(tmp / "store")
-    ingest(conn, tmp / "store", [MemoryItem.model_validate({
-        "source": "chat", "source_ref": f"conv-{p.id}", "subject": p.model_dump(exclude_none=True),
-        "content": "Please refund the invoice."}) for p in people])
+    ingest(
+        conn,
+        tmp / "store",
+        [
+            MemoryItem.model_validate(
+                {
+                    "source": "chat",
+                    "source_ref": f"conv-{p.id}",
+                    "subject": p.model_dump(exclude_none=True),
+                    "content": "Please refund the invoice.",
+                }
+            )
+            for p in people
+        ],
+    )
     return conn
 
 
@@ -72,8 +83,17 @@ def test_the_window_index_attributes_as_a_search_alone(store: apsw.Connection) -
         assert mentions.attribution(store, who, [SUBJECT.id]) == alone
 
 
-@pytest.mark.parametrize(("value", "word"), [("jordan", True), ("Mike Ross", True), ("Zoë", True),
-                                             ("subj-ann-7731", False), ("jordan7", False), ("j.doe", False)])
+@pytest.mark.parametrize(
+    ("value", "word"),
+    [
+        ("jordan", True),
+        ("Mike Ross", True),
+        ("Zoë", True),
+        ("subj-ann-7731", False),
+        ("jordan7", False),
+        ("j.doe", False),
+    ],
+)
 def test_an_id_of_letters_only_reads_as_a_word(value: str, word: bool) -> None:
     assert word_like(value) is word
 
@@ -89,4 +109,6 @@ def test_an_item_keeps_what_is_not_to_redact(store: apsw.Connection) -> None:
     assert (new, n) == ("Annabel Quist ([redacted], [redacted]) asked.", 2)
     assert mentions.redact_item(who, att, text, [NAMESAKE.id])[1] == 2
     assert mentions.redact_item(who, att, "Annabel Quist here: hello", [NAMESAKE.id]) == (
-        "Annabel Quist here: hello", 0)
+        "Annabel Quist here: hello",
+        0,
+    )

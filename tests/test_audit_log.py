@@ -43,15 +43,20 @@ def _populate(conn: apsw.Connection) -> list[int]:
     seqs = []
     with transaction(conn):
         seqs.append(audit.append(conn, "store.created", "system", {"tenant": "default"}))
-        seqs.append(audit.append(conn, "ingest", "ingest-worker", {"items": 3},
-                                 {"email": (ALICE, ALICE_EMAIL), "name": (ALICE, ALICE_NAME)}))
-        seqs.append(audit.append(conn, "ingest", "ingest-worker", {"items": 1},
-                                 {"email": (BOB, BOB_EMAIL)}))
+        seqs.append(
+            audit.append(
+                conn,
+                "ingest",
+                "ingest-worker",
+                {"items": 3},
+                {"email": (ALICE, ALICE_EMAIL), "name": (ALICE, ALICE_NAME)},
+            )
+        )
+        seqs.append(audit.append(conn, "ingest", "ingest-worker", {"items": 1}, {"email": (BOB, BOB_EMAIL)}))
         seqs.append(audit.append(conn, "hold.placed", "compliance", {"hold_id": 1}))
         seqs.append(audit.append(conn, "export", "api", {"rows": 2}, {"email": (ALICE, ALICE_EMAIL)}))
         seqs.append(audit.append(conn, "ingest", "ingest-worker", {"items": 5}))
-        seqs.append(audit.append(conn, "ingest", "ingest-worker", {"items": 6},
-                                 {"operator": (None, "Dana Operator")}))
+        seqs.append(audit.append(conn, "ingest", "ingest-worker", {"items": 6}, {"operator": (None, "Dana Operator")}))
     return seqs
 
 
@@ -81,6 +86,7 @@ def _raw_tamper(store_dir: Path, sql: str, params: tuple[Any, ...] = ()) -> None
 
 # --- append ---------------------------------------------------------------------------------------
 
+
 def test_append_keeps_personal_values_out_of_the_log(store: apsw.Connection) -> None:
     seqs = _populate(store)
     assert seqs == [1, 2, 3, 4, 5, 6, 7]
@@ -91,8 +97,7 @@ def test_append_keeps_personal_values_out_of_the_log(store: apsw.Connection) -> 
     assert fields["items"] == 3
     assert set(fields["email"]) == {"commit"} and len(fields["email"]["commit"]) == 64
     # the commitment opens with the vault's salt and value
-    salt, value = _one(store, "SELECT salt, value FROM audit_vault WHERE commitment = ?",
-                       (fields["email"]["commit"],))
+    salt, value = _one(store, "SELECT salt, value FROM audit_vault WHERE commitment = ?", (fields["email"]["commit"],))
     assert value == ALICE_EMAIL and len(salt) == audit.SALT_BYTES
     assert audit.commitment(salt, value) == fields["email"]["commit"]
     # the same value gets a fresh salt each time: two entries do not link by commitment
@@ -112,9 +117,12 @@ def test_append_hashes_the_documented_body(store: apsw.Connection) -> None:
     prev = "0" * 64
     for seq, at_s, event, actor, fields, prev_hash, digest in rows:
         assert prev_hash == prev
-        body = json.dumps({"seq": seq, "at": at_s, "event": event, "actor": actor,
-                           "fields": json.loads(fields)},
-                          sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        body = json.dumps(
+            {"seq": seq, "at": at_s, "event": event, "actor": actor, "fields": json.loads(fields)},
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
         assert digest == hashlib.sha256(prev.encode() + b"\n" + body).hexdigest()
         prev = digest
 
@@ -147,6 +155,7 @@ def test_log_is_append_only(store: apsw.Connection) -> None:
 
 
 # --- chain verification ----------------------------------------------------------------------------
+
 
 def test_chain_verifies(store: apsw.Connection) -> None:
     assert audit.verify_chain(store) == audit.ChainStatus(True, 0, "0" * 64, None, 0)
@@ -187,10 +196,12 @@ def test_rewritten_tail_is_caught_by_a_checkpoint(home: Home, store: apsw.Connec
     for seq, at, event, actor, fields, _prev, _digest in rows[4:]:
         if seq == 5:
             fields = '{"rows":99}'
-        digest = wire.audit_entry_hash(prev, {"seq": seq, "at": at, "event": event, "actor": actor,
-                                              "fields": json.loads(fields)})
-        raw.execute("UPDATE audit_log SET fields = ?, prev_hash = ?, entry_hash = ? WHERE seq = ?",
-                    (fields, prev, digest, seq))
+        digest = wire.audit_entry_hash(
+            prev, {"seq": seq, "at": at, "event": event, "actor": actor, "fields": json.loads(fields)}
+        )
+        raw.execute(
+            "UPDATE audit_log SET fields = ?, prev_hash = ?, entry_hash = ? WHERE seq = ?", (fields, prev, digest, seq)
+        )
         prev = digest
     raw.close()
     status = audit.verify_chain(store)
@@ -213,6 +224,7 @@ def test_truncated_tail_is_caught_by_a_checkpoint(home: Home, store: apsw.Connec
 
 
 # --- checkpoints -----------------------------------------------------------------------------------
+
 
 def test_checkpoint_key_is_private_and_stable(home: Home, store: apsw.Connection) -> None:
     cp1 = audit.checkpoint(store, home.store_dir)
@@ -242,14 +254,15 @@ def test_checkpoint_key_readable_by_others_is_refused(home: Home, store: apsw.Co
 
 # --- redaction -------------------------------------------------------------------------------------
 
-def _redact_alice(home: Home, store: apsw.Connection) -> tuple[audit.Checkpoint, audit.Checkpoint,
-                                                                audit.RedactionResult]:
+
+def _redact_alice(
+    home: Home, store: apsw.Connection
+) -> tuple[audit.Checkpoint, audit.Checkpoint, audit.RedactionResult]:
     _populate(store)
     with transaction(store):
         before = audit.checkpoint(store, home.store_dir)
         result = audit.redact_subject(store, ALICE)
-        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"redacted": result.count,
-                                                                      "request_id": "req-1"})
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"redacted": result.count, "request_id": "req-1"})
         after = audit.checkpoint(store, home.store_dir)
     checkpoint_truncate(store)
     return before, after, result
@@ -263,8 +276,13 @@ def test_redaction_destroys_values_and_keeps_the_chain(home: Home, store: apsw.C
         result = audit.redact_subject(store, ALICE)
     checkpoint_truncate(store)
     assert [(r.seq, r.field) for r in result.redacted] == [(2, "email"), (2, "name"), (5, "email")]
-    commits = {json.loads(r[4])[f]["commit"] for r in log_before if r[0] in (2, 5)
-               for f in json.loads(r[4]) if isinstance(json.loads(r[4])[f], dict)}
+    commits = {
+        json.loads(r[4])[f]["commit"]
+        for r in log_before
+        if r[0] in (2, 5)
+        for f in json.loads(r[4])
+        if isinstance(json.loads(r[4])[f], dict)
+    }
     assert {r.commitment for r in result.redacted} == commits
     assert audit.vault_count(store, ALICE) == 0 and audit.vault_count(store, BOB) == 1
     assert _log_rows(store) == log_before
@@ -293,15 +311,25 @@ def _check(doc: dict[str, Any]) -> verify.AuditSummary:
 @pytest.fixture
 def evidence(home: Home, store: apsw.Connection) -> dict[str, Any]:
     before, after, result = _redact_alice(home, store)
-    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST,
-                                   subject_id=ALICE)
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST, subject_id=ALICE)
     assert _check(doc).redaction_request == REQUEST
     return doc
 
 
 def test_evidence_has_the_documented_shape(evidence: dict[str, Any]) -> None:
-    assert set(evidence) == {"format", "hash", "tree", "checkpoint_key", "before", "after", "consistency",
-                             "entries", "multiproof", "redacted", "vault_remaining_for_subject"}
+    assert set(evidence) == {
+        "format",
+        "hash",
+        "tree",
+        "checkpoint_key",
+        "before",
+        "after",
+        "consistency",
+        "entries",
+        "multiproof",
+        "redacted",
+        "vault_remaining_for_subject",
+    }
     assert evidence["format"] == "audit-log-redaction/v3"
     assert evidence["hash"] == "sha256(prev_hash + '\\n' + canonical_json(body))"
     assert evidence["checkpoint_key"]["algorithm"] == "ed25519"
@@ -314,8 +342,11 @@ def test_evidence_has_the_documented_shape(evidence: dict[str, Any]) -> None:
     # leaves 1, 4 and 7 of 8: the subtrees holding none are leaves 0, 5 and 6 and the pair (2, 3)
     assert len(evidence["multiproof"]) == 4
     assert len(evidence["consistency"]) == 4  # from 7 leaves to 8 (RFC 9162 2.1.4.1)
-    assert evidence["redacted"] == [{"seq": 2, "field": "email"}, {"seq": 2, "field": "name"},
-                                    {"seq": 5, "field": "email"}]
+    assert evidence["redacted"] == [
+        {"seq": 2, "field": "email"},
+        {"seq": 2, "field": "name"},
+        {"seq": 5, "field": "email"},
+    ]
     assert evidence["vault_remaining_for_subject"] == 0
     text = json.dumps(evidence)
     for value in (ALICE_EMAIL, ALICE_NAME, ALICE, BOB_EMAIL, "Dana Operator"):
@@ -378,24 +409,22 @@ def test_evidence_size_grows_with_the_subject_not_the_log(home: Home, store: aps
     with transaction(store):
         for i in range(1, n + 1):
             personal: dict[str, tuple[str | None, str]] | None = (
-                {"email": (ALICE, ALICE_EMAIL)} if i in (17, 4321) else None)
+                {"email": (ALICE, ALICE_EMAIL)} if i in (17, 4321) else None
+            )
             audit.append(store, "ingest", "ingest-worker", {"i": i}, personal)
         before = audit.checkpoint(store, home.store_dir)
         result = audit.redact_subject(store, ALICE)
-        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST,
-                                                                      "redacted": result.count})
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST, "redacted": result.count})
         after = audit.checkpoint(store, home.store_dir)
     assert audit.verify_chain(store).ok
-    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST,
-                                   subject_id=ALICE)
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST, subject_id=ALICE)
     assert [e["seq"] for e in doc["entries"]] == [17, 4321, n + 1]
     assert len(doc["multiproof"]) <= 2 * 13
     assert len(json.dumps(doc)) < 5000
     assert _check(doc).redaction_request == REQUEST
 
 
-def test_evidence_of_a_subject_with_thousands_of_entries_fits_the_verifier(
-        home: Home, store: apsw.Connection) -> None:
+def test_evidence_of_a_subject_with_thousands_of_entries_fits_the_verifier(home: Home, store: apsw.Connection) -> None:
     """A heavy user: 4,000 ingests of the subject (id, source and source ref in the vault, as ingest
     writes them) among 16,000 entries. The v2 evidence (a path and both hashes in every entry, the
     commitments again in `redacted`) was over 9 MiB, past the verifier's 4 MiB a file, so the pack was
@@ -405,18 +434,24 @@ def test_evidence_of_a_subject_with_thousands_of_entries_fits_the_verifier(
         for i in range(1, n + 1):
             personal: dict[str, tuple[str | None, str]] | None = None
             if i % every == 0:
-                personal = {"subject_id": (ALICE, ALICE), "source": (ALICE, "chat"),
-                            "source_ref": (ALICE, f"conv-{i:06d}")}
-            audit.append(store, "ingest", "ingest-worker", {"frames": 3, "chunks": 2, "blobs": 0,
-                                                            "training": False, "subprocessors": 0}, personal)
+                personal = {
+                    "subject_id": (ALICE, ALICE),
+                    "source": (ALICE, "chat"),
+                    "source_ref": (ALICE, f"conv-{i:06d}"),
+                }
+            audit.append(
+                store,
+                "ingest",
+                "ingest-worker",
+                {"frames": 3, "chunks": 2, "blobs": 0, "training": False, "subprocessors": 0},
+                personal,
+            )
         before = audit.checkpoint(store, home.store_dir)
         result = audit.redact_subject(store, ALICE)
-        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST,
-                                                                      "redacted": result.count})
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST, "redacted": result.count})
         after = audit.checkpoint(store, home.store_dir)
     assert result.count == 3 * n // every
-    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST,
-                                   subject_id=ALICE)
+    doc = audit.redaction_evidence(store, home.store_dir, before, after, result, request_id=REQUEST, subject_id=ALICE)
     data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()  # as tasks/audit_log.py writes it
     assert len(doc["entries"]) == n // every + 1
     assert len(data) < archive.MAX_FILE_BYTES * 3 // 4, len(data)
@@ -429,8 +464,7 @@ def test_evidence_after_a_v1_before_checkpoint_resigned_as_v2(home: Home, store:
     _populate(store)
     with transaction(store):
         result = audit.redact_subject(store, ALICE)
-        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST,
-                                                                      "redacted": result.count})
+        audit.append(store, audit.REDACTION_EVENT, "erasure-engine", {"request_id": REQUEST, "redacted": result.count})
     before = audit.checkpoint(store, home.store_dir, tree_size=7)
     after = audit.checkpoint(store, home.store_dir)
     assert (before.seq, before.tree_size, after.seq) == (7, 7, 8)

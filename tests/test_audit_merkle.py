@@ -23,30 +23,68 @@ from tests.proof_fixtures import audit_document, consistency_proof, inclusion_pa
 
 # The Certificate Transparency reference tree (certificate-transparency-go / transparency-dev merkle
 # test vectors): its leaf data, the root of each size 1..8, and proofs in the tree of 8.
-CT_LEAVES = [bytes.fromhex(h) for h in ("", "00", "10", "2021", "3031", "40414243", "5051525354555657",
-                                        "606162636465666768696a6b6c6d6e6f")]
-CT_ROOTS = ["6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
-            "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125",
-            "aeb6bcfe274b70a14fb067a5e5578264db0fa9b51af5e0ba159158f329e06e77",
-            "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
-            "4e3bbb1f7b478dcfe71fb631631519a3bca12c9aefca1612bfce4c13a86264d4",
-            "76e67dadbcdf1e10e1b74ddc608abd2f98dfb16fbce75277b5232a127f2087ef",
-            "ddb89be403809e325750d3d263cd78929c2942b7942a34b77e122c9594a74c8c",
-            "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328"]
+CT_LEAVES = [
+    bytes.fromhex(h)
+    for h in ("", "00", "10", "2021", "3031", "40414243", "5051525354555657", "606162636465666768696a6b6c6d6e6f")
+]
+CT_ROOTS = [
+    "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+    "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125",
+    "aeb6bcfe274b70a14fb067a5e5578264db0fa9b51af5e0ba159158f329e06e77",
+    "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
+    "4e3bbb1f7b478dcfe71fb631631519a3bca12c9aefca1612bfce4c13a86264d4",
+    "76e67dadbcdf1e10e1b74ddc608abd2f98dfb16fbce75277b5232a127f2087ef",
+    "ddb89be403809e325750d3d263cd78929c2942b7942a34b77e122c9594a74c8c",
+    "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328",
+]
 EMPTY_ROOT = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-CT_INCLUSION = [(0, 8, ["96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
-                        "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
-                        "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4"]),
-                (5, 8, ["bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
-                        "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
-                        "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7"])]
-CT_CONSISTENCY = [(2, 8, ["5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
-                          "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4"]),
-                  (6, 8, ["0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a",
-                          "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
-                          "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7"]),
-                  (2, 5, ["5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
-                          "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b"])]
+CT_INCLUSION = [
+    (
+        0,
+        8,
+        [
+            "96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
+            "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+            "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4",
+        ],
+    ),
+    (
+        5,
+        8,
+        [
+            "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
+            "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
+            "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
+        ],
+    ),
+]
+CT_CONSISTENCY = [
+    (
+        2,
+        8,
+        [
+            "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+            "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4",
+        ],
+    ),
+    (
+        6,
+        8,
+        [
+            "0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a",
+            "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
+            "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
+        ],
+    ),
+    (
+        2,
+        5,
+        [
+            "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+            "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
+        ],
+    ),
+]
 
 
 def _flipped(proof: list[bytes]) -> Iterator[list[bytes]]:
@@ -54,10 +92,11 @@ def _flipped(proof: list[bytes]) -> Iterator[list[bytes]]:
     for i in range(len(proof)):
         bad = bytearray(proof[i])
         bad[i % 32] ^= 0x01
-        yield [*proof[:i], bytes(bad), *proof[i + 1:]]
+        yield [*proof[:i], bytes(bad), *proof[i + 1 :]]
 
 
 # --- known answers --------------------------------------------------------------------------------
+
 
 def test_reference_roots_of_the_ct_tree() -> None:
     leaves = [leaf_hash(d) for d in CT_LEAVES]
@@ -104,6 +143,7 @@ def test_degenerate_consistency_cases() -> None:
 
 
 # --- the store's tree ------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def store(home: Home) -> Iterator[apsw.Connection]:
@@ -187,7 +227,7 @@ def test_random_proofs_verify_and_any_wrong_one_does_not(n: int, data: st.DataOb
     assert verify.verify_consistency(m, n, mth(leaves[:m]), root, proof)
     if 0 < m < n:
         j = data.draw(st.integers(0, len(proof) - 1))
-        bad = [*proof[:j], bytes(32), *proof[j + 1:]]
+        bad = [*proof[:j], bytes(32), *proof[j + 1 :]]
         assert not verify.verify_consistency(m, n, mth(leaves[:m]), root, bad)
         assert not verify.verify_consistency(m, n, mth(leaves[:m]), root, [*proof, bytes(32)])
 
@@ -199,8 +239,14 @@ def test_checkpoints_sign_the_tree(home: Home, store: apsw.Connection) -> None:
     cp = audit.checkpoint(store, home.store_dir)
     assert (cp.seq, cp.tree_size, cp.root_hash) == (11, 11, mth(_leaves(store)).hex())
     statement = json.loads(cp.statement())
-    assert statement == {"type": "audit-checkpoint/v2", "seq": 11, "head_hash": cp.head_hash, "tree_size": 11,
-                         "root_hash": cp.root_hash, "at": cp.at}
+    assert statement == {
+        "type": "audit-checkpoint/v2",
+        "seq": 11,
+        "head_hash": cp.head_hash,
+        "tree_size": 11,
+        "root_hash": cp.root_hash,
+        "at": cp.at,
+    }
     audit.checkpoint_key(home.store_dir).public_key().verify(base64.b64decode(cp.signature), cp.statement())
     assert audit.checkpoints(store) == [cp0, cp]
     assert audit.verify_checkpoint(store, home.store_dir, cp)
@@ -223,20 +269,24 @@ def test_verify_chain_checks_the_stored_nodes(home: Home, store: apsw.Connection
 
 # --- a store made before the tree ------------------------------------------------------------------
 
+
 def _make_old_store(home: Home, entries: int) -> None:
     """A store as the previous version left it: no audit_merkle, v1 checkpoint rows without tree columns."""
     conn = schema.create(home.store_dir)
     _append(conn, entries)
     key = audit.checkpoint_key(home.store_dir)
-    seq, head = cast(tuple[Any, ...],
-                     conn.execute("SELECT seq, entry_hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone())
+    seq, head = cast(
+        tuple[Any, ...], conn.execute("SELECT seq, entry_hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
+    )
     at = audit.iso_utc()
     v1 = wire.canonical_json({"type": "audit-checkpoint/v1", "seq": seq, "head_hash": head, "at": at})
     conn.execute("DROP TABLE audit_merkle")
     conn.execute("ALTER TABLE audit_checkpoints DROP COLUMN tree_size")
     conn.execute("ALTER TABLE audit_checkpoints DROP COLUMN root_hash")
-    conn.execute("INSERT INTO audit_checkpoints(seq, head_hash, at, key_id, signature) VALUES (?, ?, ?, ?, ?)",
-                 (seq, head, at, wire.keyid_of(key.public_key()), base64.b64encode(key.sign(v1)).decode()))
+    conn.execute(
+        "INSERT INTO audit_checkpoints(seq, head_hash, at, key_id, signature) VALUES (?, ?, ?, ?, ?)",
+        (seq, head, at, wire.keyid_of(key.public_key()), base64.b64encode(key.sign(v1)).decode()),
+    )
     conn.close()
 
 
@@ -256,14 +306,18 @@ def test_an_old_store_gains_the_tree_on_open_and_fills_it_once(home: Home) -> No
         _append(conn, 3)
         audit.checkpoint(conn, home.store_dir)  # later ones only add the new leaves and their parents
         added = sum(303 >> level for level in range(9)) - sum(300 >> level for level in range(9))
-        assert int(cast(tuple[Any, ...],
-                        conn.execute("SELECT count(*) FROM audit_merkle").fetchone())[0]) == rows + added == rows + 4
+        assert (
+            int(cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM audit_merkle").fetchone())[0])
+            == rows + added
+            == rows + 4
+        )
         assert audit.verify_chain(conn) == audit.ChainStatus(True, 303, audit.verify_chain(conn).head_hash, None, 3)
     finally:
         conn.close()
 
 
 # --- the evidence: any one hash changed is refused ----------------------------------------------
+
 
 def _hash_slots(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
     slots: list[tuple[Any, ...]] = [("consistency", i) for i in range(len(doc["consistency"]))]
@@ -288,6 +342,6 @@ def test_any_one_hash_of_the_evidence_changed_is_refused(n: int, v2: bool, data:
         target = target[k]
     pos = data.draw(st.integers(0, 63))
     old = target[last]
-    target[last] = old[:pos] + ("0" if old[pos] != "0" else "1") + old[pos + 1:]
+    target[last] = old[:pos] + ("0" if old[pos] != "0" else "1") + old[pos + 1 :]
     with pytest.raises(verify.AuditLogError):
         verify.check_audit_log(json.dumps(doc).encode())

@@ -36,13 +36,28 @@ def _predicate(pack: Path) -> dict[str, object]:
 
 
 def _verify(pack: Path, home: Home) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key",
-                           str(home.keys_dir / "engine.pub.pem"), "--no-dpo", "--no-audit-key"],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proof.verify",
+            str(pack),
+            "--engine-key",
+            str(home.keys_dir / "engine.pub.pem"),
+            "--no-dpo",
+            "--no-audit-key",
+        ],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
-def test_a_backup_holding_the_subject_is_in_the_pack_until_the_followup(home: Home, tmp_path: Path,
-                                                                         prefect_harness: None) -> None:
+def test_a_backup_holding_the_subject_is_in_the_pack_until_the_followup(
+    home: Home, tmp_path: Path, prefect_harness: None
+) -> None:
     h = str(home.root)
     assert erasure("store", "init", "--home", h).code == 0
     assert erasure("ingest", str(reference_items(tmp_path / "items.jsonl")), "--home", h).code == 0
@@ -99,7 +114,7 @@ retention_days = 30
 
 def test_backups_listed_by_a_command(home: Home, tmp_path: Path) -> None:
     script = "print('2026-03-01T02:00:00Z snap-0301'); print('2026-03-02T02:00:00Z snap-0302')"
-    (home.root / "targets.toml").write_text(f'''
+    (home.root / "targets.toml").write_text(f"""
 [[targets]]
 name = "reference"
 kind = "reference"
@@ -107,9 +122,10 @@ kind = "reference"
 [[targets.backups]]
 command = [{json.dumps(sys.executable)}, "-c", {json.dumps(script)}]
 retention_days = 7
-''')
+""")
     (target,) = load_targets(home.root, home.store_dir).targets
     got = [b.as_dict() for b in list_backups(target)]
     assert [(b["name"], b["taken_at"], b["expires_at"]) for b in got] == [
         ("snap-0301", "2026-03-01T02:00:00Z", "2026-03-08T02:00:00Z"),
-        ("snap-0302", "2026-03-02T02:00:00Z", "2026-03-09T02:00:00Z")]
+        ("snap-0302", "2026-03-02T02:00:00Z", "2026-03-09T02:00:00Z"),
+    ]

@@ -109,8 +109,11 @@ def test_rewrite_erases_inside_the_backups(home: Home, tmp_path: Path, rewritabl
         assert {x["outcome"] for r in rows for x in r["replays"]} <= {"all_clear", "nothing_found"}
 
     # The rewritten backups' files: nothing of the subjects (but Chroma's reported bystander mention).
-    assert sorted(p.name for p in (b / "lg").iterdir()) == [".erasure-rewritten.json", "store-online.sqlite",
-                                                           "store-vacuum.sqlite"]
+    assert sorted(p.name for p in (b / "lg").iterdir()) == [
+        ".erasure-rewritten.json",
+        "store-online.sqlite",
+        "store-vacuum.sqlite",
+    ]
     assert oracle.scan_tree(b / "lg", *people).hits == []
     after = _untar(b / "chroma" / "chroma.tar", tmp_path / "after")
     assert {(x.kind, x.who) for x in oracle.scan_tree(after, *people).hits} <= left
@@ -126,10 +129,23 @@ def test_rewrite_erases_inside_the_backups(home: Home, tmp_path: Path, rewritabl
     listed = json.loads(erasure("backups", "list", "--home", h, "--json").out)
     assert listed["open"] == [] and sorted(listed["followups_written"]) == sorted(REQUESTS)
     for rid in REQUESTS:
-        verified = subprocess.run([sys.executable, "-m", "proof.verify", str(home.evidence_dir(rid) / "proof.tar.gz"),
-                                   "--engine-key", str(home.keys_dir / "engine.pub.pem"), "--no-dpo",
-                                   "--no-audit-key"], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                                  timeout=300, check=False)
+        verified = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "proof.verify",
+                str(home.evidence_dir(rid) / "proof.tar.gz"),
+                "--engine-key",
+                str(home.keys_dir / "engine.pub.pem"),
+                "--no-dpo",
+                "--no-audit-key",
+            ],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert verified.returncode == 0 and "follow-up" in verified.stdout, verified.stdout + verified.stderr
 
     again = erasure("backups", "rewrite", "--target", "support-agent", "--home", h, "--json")

@@ -34,16 +34,24 @@ from tests.test_langgraph_layouts import (
     target,
 )
 
-CHANGES = ("rewrite-item", "delete-item-add-another", "alter-vector", "alter-checkpoint", "append-turn",
-           "add-item", "none")
+CHANGES = (
+    "rewrite-item",
+    "delete-item-add-another",
+    "alter-vector",
+    "alter-checkpoint",
+    "append-turn",
+    "add-item",
+    "none",
+)
 LOSSES = {"rewrite-item", "delete-item-add-another", "alter-vector", "alter-checkpoint"}
 """The changes that are a loss of someone else's data, written down apart from the probe."""
 
 
 @pytest.fixture(scope="module")
 def memory(tmp_path_factory: pytest.TempPathFactory) -> Layouts:
-    return build(tmp_path_factory.mktemp("digests") / "agent", [SUBJECT, *BYSTANDERS], [MEMORIES, PREFS],
-                 [NEW_KEY, OLD_KEY])
+    return build(
+        tmp_path_factory.mktemp("digests") / "agent", [SUBJECT, *BYSTANDERS], [MEMORIES, PREFS], [NEW_KEY, OLD_KEY]
+    )
 
 
 def change(lay: Layouts, kind: str, who: int, which: int) -> None:
@@ -61,20 +69,26 @@ def change(lay: Layouts, kind: str, who: int, which: int) -> None:
             store.put(ns, key + "-new", value)
     elif kind == "alter-vector":
         with sqlite3.connect(lay.store) as conn:
-            blob = conn.execute("SELECT embedding FROM store_vectors WHERE prefix = ? AND key = ?",
-                                (".".join(ns), key)).fetchone()[0]
+            blob = conn.execute(
+                "SELECT embedding FROM store_vectors WHERE prefix = ? AND key = ?", (".".join(ns), key)
+            ).fetchone()[0]
             flipped = bytes([blob[0] ^ 1]) + bytes(blob[1:])
-            conn.execute("UPDATE store_vectors SET embedding = ? WHERE prefix = ? AND key = ?",
-                         (flipped, ".".join(ns), key))
+            conn.execute(
+                "UPDATE store_vectors SET embedding = ? WHERE prefix = ? AND key = ?", (flipped, ".".join(ns), key)
+            )
     elif kind == "alter-checkpoint":
         with sqlite3.connect(lay.checkpoints) as conn:
-            conn.execute("UPDATE checkpoints SET metadata = CAST(replace(CAST(metadata AS TEXT), '\"loop\"',"
-                         " '\"edit\"') AS BLOB) WHERE thread_id = ?", (tid,))
+            conn.execute(
+                "UPDATE checkpoints SET metadata = CAST(replace(CAST(metadata AS TEXT), '\"loop\"',"
+                " '\"edit\"') AS BLOB) WHERE thread_id = ?",
+                (tid,),
+            )
             assert conn.total_changes > 0
     elif kind == "append-turn":
         with open_saver(lay.checkpoints) as saver:
-            chat_graph(saver).invoke({"messages": [("user", "one more question")]},
-                                     {"configurable": {"thread_id": tid, tkey: person.id}})
+            chat_graph(saver).invoke(
+                {"messages": [("user", "one more question")]}, {"configurable": {"thread_id": tid, tkey: person.id}}
+            )
     elif kind == "add-item":
         with open_store(lay.store) as store:
             store.put(ns, "later", {"text": "written after the erasure"})
@@ -84,11 +98,16 @@ def lost(results: list[ProbeResult]) -> list[tuple[str, str]]:
     return [(r.tier, r.method) for r in results if r.lost_bystanders()]
 
 
-@settings(max_examples=14, derandomize=True, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=14,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(kind=st.sampled_from(CHANGES), who=st.integers(0, len(BYSTANDERS) - 1), which=st.integers(0, 20))
 def test_a_change_to_someone_elses_record_is_a_loss_and_an_addition_is_not(
-        memory: Layouts, tmp_path_factory: pytest.TempPathFactory, kind: str, who: int, which: int) -> None:
+    memory: Layouts, tmp_path_factory: pytest.TempPathFactory, kind: str, who: int, which: int
+) -> None:
     event(kind)
     lay = copy_of(memory, tmp_path_factory.mktemp("d") / "agent")
     t = target(lay, "agent", [MEMORIES, PREFS], [NEW_KEY, OLD_KEY])

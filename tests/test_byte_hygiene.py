@@ -28,11 +28,11 @@ def _plant_in_a_gap(db: Path, needle: bytes) -> int:
     for pg in leaves:
         base = (pg - 1) * page_size
         hdr = base + (100 if pg == 1 else 0)
-        ncell = int.from_bytes(data[hdr + 3:hdr + 5], "big")
-        content = int.from_bytes(data[hdr + 5:hdr + 7], "big") or 65536
+        ncell = int.from_bytes(data[hdr + 3 : hdr + 5], "big")
+        content = int.from_bytes(data[hdr + 5 : hdr + 7], "big") or 65536
         gap_start, gap_end = hdr + 8 + 2 * ncell, base + content
         if gap_end - gap_start > len(needle) + 16:
-            data[gap_start + 8:gap_start + 8 + len(needle)] = needle
+            data[gap_start + 8 : gap_start + 8 + len(needle)] = needle
             db.write_bytes(bytes(data))
             return pg
     raise AssertionError("no leaf page with a gap")
@@ -46,8 +46,9 @@ def test_a_stale_copy_in_a_page_gap_is_scrubbed_and_the_store_stays_intact(home,
     needle = f"stale copy naming {SUBJECT.email}".encode()
     _plant_in_a_gap(db, needle)
     conn = connect(db, readonly=True)
-    assert cast(tuple[Any, ...],
-                conn.execute("PRAGMA integrity_check").fetchone())[0] == "ok"  # a gap is not part of any cell
+    assert (
+        cast(tuple[Any, ...], conn.execute("PRAGMA integrity_check").fetchone())[0] == "ok"
+    )  # a gap is not part of any cell
     conn.close()
     assert needle in store_bytes(home)
     report = scrub_store(home.store_dir)

@@ -125,12 +125,21 @@ _text = st.lists(_alphabet, max_size=300).map(b"".join)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(files=st.lists(_text, min_size=1, max_size=4),
-       needles=st.lists(st.lists(_alphabet, min_size=1, max_size=6).map(b"".join), min_size=1, max_size=8),
-       buffer_size=st.integers(min_value=1, max_value=40), segment_size=st.integers(min_value=1, max_value=90),
-       workers=st.integers(min_value=1, max_value=3))
-def test_matches_naive_find(tmp_path_factory: pytest.TempPathFactory, files: list[bytes], needles: list[bytes],
-                            buffer_size: int, segment_size: int, workers: int) -> None:
+@given(
+    files=st.lists(_text, min_size=1, max_size=4),
+    needles=st.lists(st.lists(_alphabet, min_size=1, max_size=6).map(b"".join), min_size=1, max_size=8),
+    buffer_size=st.integers(min_value=1, max_value=40),
+    segment_size=st.integers(min_value=1, max_value=90),
+    workers=st.integers(min_value=1, max_value=3),
+)
+def test_matches_naive_find(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: list[bytes],
+    needles: list[bytes],
+    buffer_size: int,
+    segment_size: int,
+    workers: int,
+) -> None:
     root = tmp_path_factory.mktemp("prop")
     for i, data in enumerate(files):
         _write(root, f"f{i}", data)
@@ -142,7 +151,7 @@ def test_matches_naive_find(tmp_path_factory: pytest.TempPathFactory, files: lis
 
 
 def _overlapping(data: bytes, needle: bytes) -> int:
-    return sum(1 for i in range(len(data) - len(needle) + 1) if data[i:i + len(needle)] == needle)
+    return sum(1 for i in range(len(data) - len(needle) + 1) if data[i : i + len(needle)] == needle)
 
 
 def test_small_files_are_scanned_in_batches_without_matches_across_two_files(tmp_path: Path) -> None:

@@ -27,8 +27,17 @@ def test_every_tier_of_the_subject_is_erased_and_the_bystander_keeps_everything(
     before_bystander = owned_counts(built, BYSTANDER)
     assert before_subject["frames"] > 0 and before_subject["blobs"] > 0 and before_subject["ft_examples"] > 0
     records = run_cascade("req-ann-1", built)
-    assert [r["step"] for r in records] == ["working", "episodic", "semantic", "vectors", "fine_tune",
-                                             "uploads", "derivatives", "subprocessors", "audit_log"]
+    assert [r["step"] for r in records] == [
+        "working",
+        "episodic",
+        "semantic",
+        "vectors",
+        "fine_tune",
+        "uploads",
+        "derivatives",
+        "subprocessors",
+        "audit_log",
+    ]
     assert all(r["after_count"] == 0 for r in records)
     assert {r["step"]: r["status"] for r in records}["fine_tune"] == "exception"  # a model was trained on it
     assert all(v == 0 for v in owned_counts(built, SUBJECT).values())
@@ -76,7 +85,8 @@ def test_step_records_are_one_per_step_and_written_to_evidence(built) -> None:  
 
 @pytest.mark.parametrize("left", ["torn", "earlier-format"])
 def test_a_rerun_writes_audit_evidence_again_that_a_crash_tore_or_an_earlier_version_wrote(
-        built: Home, left: str) -> None:
+    built: Home, left: str
+) -> None:
     """The audit-log step was counted done while its evidence file existed at all: a write torn by a
     crash, or a file an earlier version wrote in a format it has since outgrown (v2 evidence of a heavy
     subject is past the verifier's size limit), then failed every pack of the request, rerun after rerun."""

@@ -98,10 +98,16 @@ def test_a_hot_journal_left_by_a_killed_erase_is_rolled_back_and_cleared(home: H
     build_store(home, tmp_path, journal="delete")
     set_journal_mode(home, "delete")
     submit(home)
-    env = {**os.environ, "ERASURE_HOME": str(home.root), "ERASURE_EVIDENCE": str(home.evidence_root),
-           "ERASURE_CRASH_AT": "mid:episodic:0"}
-    code = ("from erasure.config import Home; from tasks.runner import run_cascade; "
-            f"run_cascade({REQUEST!r}, Home.resolve(), batch_size=4)")
+    env = {
+        **os.environ,
+        "ERASURE_HOME": str(home.root),
+        "ERASURE_EVIDENCE": str(home.evidence_root),
+        "ERASURE_CRASH_AT": "mid:episodic:0",
+    }
+    code = (
+        "from erasure.config import Home; from tasks.runner import run_cascade; "
+        f"run_cascade({REQUEST!r}, Home.resolve(), batch_size=4)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
     hot = db_files(home)

@@ -31,7 +31,7 @@ ORPHANS = {
     "fts": "SELECT count(*) FROM frames_fts WHERE rowid NOT IN (SELECT frame_id FROM frames)",
     "recall_cache": "SELECT count(*) FROM recall_cache WHERE frame_id NOT IN (SELECT frame_id FROM frames)",
     "entities": "SELECT count(*) FROM kg_entities e WHERE NOT EXISTS "
-                "(SELECT 1 FROM kg_entity_frames l WHERE l.entity_id = e.entity_id)",
+    "(SELECT 1 FROM kg_entity_frames l WHERE l.entity_id = e.entity_id)",
 }
 
 
@@ -71,16 +71,23 @@ def _subject_frames(conn: apsw.Connection) -> list[int]:
 
 def _nearest_chunks(conn: apsw.Connection, text: str, k: int = 3) -> list[tuple[int, float]]:
     vec = to_blob(HashingEmbedder().embed([text])[0])
-    return [(int(r[0]), float(r[1])) for r in conn.execute(
-        "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ? ORDER BY distance",
-        (vec, k))]
+    return [
+        (int(r[0]), float(r[1]))
+        for r in conn.execute(
+            "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ? ORDER BY distance", (vec, k)
+        )
+    ]
 
 
 def test_leak_1_chunk_vectors_survive_a_frame_delete_and_stay_recallable(built: Home, naive: apsw.Connection) -> None:
     frames = [int(r[0]) for r in naive.execute("SELECT frame_id FROM frames WHERE subject_id = ?", (SUBJECT.id,))]
     chunks = chunk_ids_of(naive, frames)
-    text = str(cast(tuple[Any, ...],
-                    naive.execute("SELECT content FROM frame_chunks WHERE chunk_id = ?", (chunks[0],)).fetchone())[0])
+    text = str(
+        cast(
+            tuple[Any, ...],
+            naive.execute("SELECT content FROM frame_chunks WHERE chunk_id = ?", (chunks[0],)).fetchone(),
+        )[0]
+    )
     naive.execute("DELETE FROM frames WHERE subject_id = ?", (SUBJECT.id,))
     assert chunk_ids_of(naive, frames) == []  # the chunks went by FK cascade...
     assert orphans(naive)["chunk_vectors"] == len(chunks) > 0  # ...their vectors did not
@@ -92,19 +99,29 @@ def test_leak_1_chunk_vectors_survive_a_frame_delete_and_stay_recallable(built: 
     run_cascade(REQUEST, built)
     assert orphans(conn)["chunk_vectors"] == 0 and orphans(conn)["frame_vectors"] == 0
     for cid in all_chunks:
-        assert cast(tuple[Any, ...],
-                    conn.execute("SELECT count(*) FROM chunk_vectors WHERE chunk_id = ?", (cid,)).fetchone())[0] == 0
+        assert (
+            cast(
+                tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM chunk_vectors WHERE chunk_id = ?", (cid,)).fetchone(),
+            )[0]
+            == 0
+        )
     assert all(cid not in all_chunks for cid, _ in _nearest_chunks(conn, text, k=10))
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM chunk_vectors").fetchone())[0] > 0  # bystander vectors stay
+    assert (
+        cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM chunk_vectors").fetchone())[0] > 0
+    )  # bystander vectors stay
 
 
 def test_leak_2_entities_left_with_no_link_are_deleted_shared_ones_survive(built: Home, naive: apsw.Connection) -> None:
     naive.execute("DELETE FROM frames WHERE subject_id = ?", (SUBJECT.id,))
     assert orphans(naive)["entities"] > 0
-    named = {str(r[0]) for r in naive.execute(
-        "SELECT name FROM kg_entities e WHERE NOT EXISTS (SELECT 1 FROM kg_entity_frames l "
-        "WHERE l.entity_id = e.entity_id)")}
+    named = {
+        str(r[0])
+        for r in naive.execute(
+            "SELECT name FROM kg_entities e WHERE NOT EXISTS (SELECT 1 FROM kg_entity_frames l "
+            "WHERE l.entity_id = e.entity_id)"
+        )
+    }
     assert {SUBJECT.name, SUBJECT.email, SUBJECT.phone, "delivery"} <= named  # PII still searchable
 
     conn = store(built)
@@ -116,66 +133,130 @@ def test_leak_2_entities_left_with_no_link_are_deleted_shared_ones_survive(built
 
 
 def test_fk_gotcha_relations_block_a_naive_entity_delete_the_cascade_deletes_them_first(
-        built: Home, naive: apsw.Connection) -> None:
+    built: Home, naive: apsw.Connection
+) -> None:
     with pytest.raises(apsw.ConstraintError):
         naive.execute("DELETE FROM kg_entities WHERE kind = 'person' AND name = ?", (SUBJECT.name,))
-    assert cast(tuple[Any, ...],
-                naive.execute("SELECT count(*) FROM kg_entities WHERE name = ?", (SUBJECT.name,)).fetchone())[0] == 1
+    assert (
+        cast(
+            tuple[Any, ...],
+            naive.execute("SELECT count(*) FROM kg_entities WHERE name = ?", (SUBJECT.name,)).fetchone(),
+        )[0]
+        == 1
+    )
 
     conn = store(built)
-    person = int(cast(tuple[Any, ...],
-                      conn.execute("SELECT entity_id FROM kg_entities WHERE kind = 'person' AND name = ?",
-                                   (SUBJECT.name,)).fetchone())[0])
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM kg_relations WHERE src_entity_id = ?", (person,)).fetchone())[0] > 0
+    person = int(
+        cast(
+            tuple[Any, ...],
+            conn.execute(
+                "SELECT entity_id FROM kg_entities WHERE kind = 'person' AND name = ?", (SUBJECT.name,)
+            ).fetchone(),
+        )[0]
+    )
+    assert (
+        cast(
+            tuple[Any, ...],
+            conn.execute("SELECT count(*) FROM kg_relations WHERE src_entity_id = ?", (person,)).fetchone(),
+        )[0]
+        > 0
+    )
     run_cascade(REQUEST, built)
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM kg_entities WHERE entity_id = ?", (person,)).fetchone())[0] == 0
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM kg_relations WHERE src_entity_id = ? OR dst_entity_id = ?",
-                             (person, person)).fetchone())[0] == 0
+    assert (
+        cast(
+            tuple[Any, ...], conn.execute("SELECT count(*) FROM kg_entities WHERE entity_id = ?", (person,)).fetchone()
+        )[0]
+        == 0
+    )
+    assert (
+        cast(
+            tuple[Any, ...],
+            conn.execute(
+                "SELECT count(*) FROM kg_relations WHERE src_entity_id = ? OR dst_entity_id = ?", (person, person)
+            ).fetchone(),
+        )[0]
+        == 0
+    )
     assert list(conn.execute("PRAGMA foreign_key_check")) == []
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM kg_relations").fetchone())[0] > 0  # the bystander's stay
+    assert (
+        cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM kg_relations").fetchone())[0] > 0
+    )  # the bystander's stay
 
 
 def test_verbatim_turn_frames_carry_no_archive_link_and_are_reached_by_turn_key(
-        built: Home, naive: apsw.Connection) -> None:
-    naive.execute("DELETE FROM frames WHERE subject_id = ? OR archive_id IN "
-                  "(SELECT archive_id FROM raw_archive WHERE subject_id = ?)", (SUBJECT.id, SUBJECT.id))
-    left = cast(tuple[Any, ...],
-                naive.execute("SELECT count(*) FROM frames WHERE turn_key IN ('chat/conv-1001', 'email/msg-2002')"
-                              ).fetchone())[0]
+    built: Home, naive: apsw.Connection
+) -> None:
+    naive.execute(
+        "DELETE FROM frames WHERE subject_id = ? OR archive_id IN "
+        "(SELECT archive_id FROM raw_archive WHERE subject_id = ?)",
+        (SUBJECT.id, SUBJECT.id),
+    )
+    left = cast(
+        tuple[Any, ...],
+        naive.execute("SELECT count(*) FROM frames WHERE turn_key IN ('chat/conv-1001', 'email/msg-2002')").fetchone(),
+    )[0]
     assert left > 0
-    assert cast(tuple[Any, ...],
-                naive.execute("SELECT count(*) FROM frames WHERE kind = 'turn' AND content LIKE ?",
-                              (f"%{SUBJECT_PHRASE}%",)).fetchone())[0] == 1  # the subject's own words, verbatim
+    assert (
+        cast(
+            tuple[Any, ...],
+            naive.execute(
+                "SELECT count(*) FROM frames WHERE kind = 'turn' AND content LIKE ?", (f"%{SUBJECT_PHRASE}%",)
+            ).fetchone(),
+        )[0]
+        == 1
+    )  # the subject's own words, verbatim
 
     conn = store(built)
-    bob_turns = cast(tuple[Any, ...],
-                     conn.execute("SELECT count(*) FROM frames WHERE turn_key IN ('chat/conv-3003', 'chat/conv-4004')"
-                                  ).fetchone())[0]
+    bob_turns = cast(
+        tuple[Any, ...],
+        conn.execute("SELECT count(*) FROM frames WHERE turn_key IN ('chat/conv-3003', 'chat/conv-4004')").fetchone(),
+    )[0]
     run_cascade(REQUEST, built)
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM frames WHERE turn_key IN ('chat/conv-1001', 'email/msg-2002')"
-                             ).fetchone())[0] == 0
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM frames_fts WHERE frames_fts MATCH ?",
-                             (f'"{SUBJECT_PHRASE}"',)).fetchone())[0] == 0
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM frames WHERE turn_key IN ('chat/conv-3003', 'chat/conv-4004')"
-                             ).fetchone())[0] == bob_turns > 0
+    assert (
+        cast(
+            tuple[Any, ...],
+            conn.execute(
+                "SELECT count(*) FROM frames WHERE turn_key IN ('chat/conv-1001', 'email/msg-2002')"
+            ).fetchone(),
+        )[0]
+        == 0
+    )
+    assert (
+        cast(
+            tuple[Any, ...],
+            conn.execute(
+                "SELECT count(*) FROM frames_fts WHERE frames_fts MATCH ?", (f'"{SUBJECT_PHRASE}"',)
+            ).fetchone(),
+        )[0]
+        == 0
+    )
+    assert (
+        cast(
+            tuple[Any, ...],
+            conn.execute(
+                "SELECT count(*) FROM frames WHERE turn_key IN ('chat/conv-3003', 'chat/conv-4004')"
+            ).fetchone(),
+        )[0]
+        == bob_turns
+        > 0
+    )
 
 
 def test_derived_frames_that_reference_or_quote_erased_frames_go_to_a_fixpoint(
-        built: Home, naive: apsw.Connection) -> None:
+    built: Home, naive: apsw.Connection
+) -> None:
     naive.execute("DELETE FROM frames WHERE subject_id = ?", (SUBJECT.id,))
-    quoting = cast(tuple[Any, ...], naive.execute(
-        "SELECT count(*) FROM frames WHERE kind = 'derived' AND (content LIKE ? OR content LIKE ?)",
-        (f"%{SUBJECT_PHRASE}%", f"%{SUBJECT.name}%")).fetchone())[0]
+    quoting = cast(
+        tuple[Any, ...],
+        naive.execute(
+            "SELECT count(*) FROM frames WHERE kind = 'derived' AND (content LIKE ? OR content LIKE ?)",
+            (f"%{SUBJECT_PHRASE}%", f"%{SUBJECT.name}%"),
+        ).fetchone(),
+    )[0]
     assert quoting == 2  # the digest quoting the phrase, the escalation quoting the name
-    roll_up = cast(tuple[Any, ...],
-                   naive.execute("SELECT count(*) FROM frames WHERE content LIKE 'Quarterly roll-up%'").fetchone())[0]
+    roll_up = cast(
+        tuple[Any, ...], naive.execute("SELECT count(*) FROM frames WHERE content LIKE 'Quarterly roll-up%'").fetchone()
+    )[0]
     assert roll_up == 1  # second order: references the digest, which is still there
 
     conn = store(built)
@@ -184,9 +265,13 @@ def test_derived_frames_that_reference_or_quote_erased_frames_go_to_a_fixpoint(
     assert derived == ["Bystander-only digest: laptop refunds are slow."]
     assert orphans(conn) == dict.fromkeys(ORPHANS, 0)
     for needle in (SUBJECT_PHRASE, SUBJECT.name):
-        assert cast(tuple[Any, ...],
-                    conn.execute("SELECT count(*) FROM frames_fts WHERE frames_fts MATCH ?",
-                                 (f'"{needle}"',)).fetchone())[0] == 0
+        assert (
+            cast(
+                tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM frames_fts WHERE frames_fts MATCH ?", (f'"{needle}"',)).fetchone(),
+            )[0]
+            == 0
+        )
 
 
 def test_compaction_purges_projections_where_a_naive_prune_orphans_them(built: Home, naive: apsw.Connection) -> None:

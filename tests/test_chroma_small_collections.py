@@ -40,8 +40,7 @@ pytest.importorskip("chromadb")
 PEOPLE = (
     Subject(id="user-ada-0001", email="ada.lovelace@example.org", name="Ada Lovelace", phone="+44 20 7946 0123"),
     Subject(id="user-bob-0002", email="bob.babbage@example.net", name="Bob Babbage", phone="+44 20 7946 0456"),
-    Subject(id="user-cyd-0003", email="cyd.somerville@example.com", name="Cyd Somerville",
-            phone="+44 161 496 0789"),
+    Subject(id="user-cyd-0003", email="cyd.somerville@example.com", name="Cyd Somerville", phone="+44 161 496 0789"),
     Subject(id="user-dee-0004", email="dee.hopper@example.org", name="Dee Hopper", phone="+44 113 496 0321"),
     Subject(id="user-eve-0005", email="eve.noether@example.net", name="Eve Noether", phone="+44 117 496 0654"),
 )
@@ -93,8 +92,10 @@ def build(path: Path, n: int, people: int, who: int, mode: str, space: str, sync
         if owner == subject and mode == "mentions":
             owner = cast[(i + 1) % people]
         if owner == subject:
-            doc = (f"{subject.name} wrote entry {i}: zebra{i} lighthouse at dawn, reach her at {subject.email}"
-                   f" or {subject.phone}")
+            doc = (
+                f"{subject.name} wrote entry {i}: zebra{i} lighthouse at dawn, reach her at {subject.email}"
+                f" or {subject.phone}"
+            )
             meta: dict[str, Any] = {SUBJECT_KEY: subject.id, "n": i}
             if i % 2:
                 meta["email"] = subject.email
@@ -110,10 +111,11 @@ def build(path: Path, n: int, people: int, who: int, mode: str, space: str, sync
         docs.append(doc)
         metas.append(meta)
     with opened(path) as client:
-        col = client.get_or_create_collection("notes", embedding_function=hash_embedding(),
-                                              configuration={"hnsw": hnsw})
+        col = client.get_or_create_collection(
+            "notes", embedding_function=hash_embedding(), configuration={"hnsw": hnsw}
+        )
         for s in range(0, n, 300):
-            col.add(ids=ids[s:s + 300], documents=docs[s:s + 300], metadatas=metas[s:s + 300])
+            col.add(ids=ids[s : s + 300], documents=docs[s : s + 300], metadatas=metas[s : s + 300])
     if redact:
         with opened(path) as client:
             col = client.get_collection("notes", embedding_function=hash_embedding())
@@ -134,9 +136,9 @@ def _near(data: bytes, v: np.ndarray, atol: float = 1e-5) -> bool:
             continue
         arr = np.frombuffer(data, dtype="<f4", count=count, offset=align)
         with np.errstate(invalid="ignore", over="ignore"):
-            starts = np.nonzero(np.abs(arr[:count - v.size + 1] - v[0]) <= atol)[0]
+            starts = np.nonzero(np.abs(arr[: count - v.size + 1] - v[0]) <= atol)[0]
         for start in starts:
-            if np.allclose(arr[start:start + v.size], v, atol=atol, rtol=0):
+            if np.allclose(arr[start : start + v.size], v, atol=atol, rtol=0):
                 return True
     return False
 
@@ -172,7 +174,7 @@ def _patch(file: Path, offset: int, blob: bytes) -> None:
     data = bytearray(file.read_bytes())
     if len(data) < offset + len(blob):
         data.extend(bytes(offset + len(blob) - len(data)))
-    data[offset:offset + len(blob)] = blob
+    data[offset : offset + len(blob)] = blob
     file.write_bytes(bytes(data))
 
 
@@ -191,7 +193,7 @@ def plant(store: Store, where: str, at: int) -> None:
         data = (folder / "data_level0.bin").read_bytes()
         blob = store.subject.email.encode() if store.subject.email else b""
         for i in range(count):
-            used = int.from_bytes(data[i * stride:i * stride + 2], "little")
+            used = int.from_bytes(data[i * stride : i * stride + 2], "little")
             if 4 * (max_m0 - used) >= len(blob):
                 _patch(folder / "data_level0.bin", i * stride + 4 + 4 * used, blob)
                 return
@@ -221,8 +223,9 @@ def neighbours(store: Store, k: int, exclude: set[str]) -> tuple[dict[str, list[
             assert store.space == "ip" or len(got) >= total - max(2, total // 100)
             out[rid] = [x for x in got if x not in exclude][:k]
         got = col.get(ids=sorted(store.bystanders), include=["embeddings"])
-        vectors = {rid: np.asarray(v, dtype="<f4").tobytes() for rid, v in zip(got["ids"], got["embeddings"],
-                                                                                 strict=True)}
+        vectors = {
+            rid: np.asarray(v, dtype="<f4").tobytes() for rid, v in zip(got["ids"], got["embeddings"], strict=True)
+        }
     return out, vectors
 
 
@@ -247,8 +250,9 @@ def erase_once_and_check(store: Store, where: str = "none", at: int = 0, *, use_
         col = client.get_collection("notes", embedding_function=hash_embedding())
         assert col.count() == len(store.bystanders)
         got = col.get(include=["documents", "metadatas"])
-        assert {rid: (doc, meta) for rid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"],
-                                                           strict=True)} == store.bystanders
+        assert {
+            rid: (doc, meta) for rid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+        } == store.bystanders
     if store.bystanders:
         near_after, vectors_after = neighbours(store, 3, set())
         assert vectors_after == vectors
@@ -263,8 +267,9 @@ def erase_once_and_check(store: Store, where: str = "none", at: int = 0, *, use_
 
 @pytest.mark.parametrize("use_api", [True, False], ids=["framework-api", "sql-only"])
 @pytest.mark.parametrize("space", ["cosine", "l2", "ip"])
-def test_unused_capacity_of_a_segment_with_nothing_to_drop_is_cleared(tmp_path: Path, space: str,
-                                                                      use_api: bool) -> None:
+def test_unused_capacity_of_a_segment_with_nothing_to_drop_is_cleared(
+    tmp_path: Path, space: str, use_api: bool
+) -> None:
     """Five writes: the segment on disk has no element, only the capacity chromadb wrote; the subject's
     bytes there (as we found them) go in one run. (The framework's delete may write the segment again
     from its own memory, with or without them: without it, they are there for certain.)"""
@@ -285,8 +290,11 @@ def test_redacted_mentions_leave_no_unredacted_copy_in_the_log(tmp_path: Path) -
     # threshold it applies them and persists, and every record answers for itself.
     with opened(store.path) as client:
         col = client.get_collection("notes", embedding_function=hash_embedding())
-        col.add(ids=[f"later-{i}" for i in range(1100)], documents=[f"later note {i} otter{i}" for i in range(1100)],
-                metadatas=[{SUBJECT_KEY: "user-zed-0009"}] * 1100)
+        col.add(
+            ids=[f"later-{i}" for i in range(1100)],
+            documents=[f"later note {i} otter{i}" for i in range(1100)],
+            metadatas=[{SUBJECT_KEY: "user-zed-0009"}] * 1100,
+        )
     with opened(store.path) as client:
         col = client.get_collection("notes", embedding_function=hash_embedding())
         assert col.count() == len(store.bystanders) + 1100
@@ -305,20 +313,39 @@ def test_unused_link_slots_of_a_live_element_are_cleared(tmp_path: Path) -> None
     erase_once_and_check(store, "slack", 0)
 
 
-@settings(max_examples=14, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(n=st.one_of(st.sampled_from([1, 5, 50, 300, 999]), st.integers(1, 999)),
-       people=st.integers(2, len(PEOPLE)), who=st.integers(0, len(PEOPLE) - 1), mode=st.sampled_from(MODES),
-       space=st.sampled_from(["cosine", "l2", "ip"]), sync=st.sampled_from([None, 100]),
-       where=st.sampled_from(PLANTS), at=st.integers(0, 10_000))
+@settings(
+    max_examples=14,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    n=st.one_of(st.sampled_from([1, 5, 50, 300, 999]), st.integers(1, 999)),
+    people=st.integers(2, len(PEOPLE)),
+    who=st.integers(0, len(PEOPLE) - 1),
+    mode=st.sampled_from(MODES),
+    space=st.sampled_from(["cosine", "l2", "ip"]),
+    sync=st.sampled_from([None, 100]),
+    where=st.sampled_from(PLANTS),
+    at=st.integers(0, 10_000),
+)
 @example(n=1, people=2, who=0, mode="own", space="cosine", sync=None, where="tail", at=3)
 @example(n=5, people=3, who=1, mode="both", space="l2", sync=None, where="none", at=0)
 @example(n=50, people=4, who=3, mode="mentions", space="ip", sync=None, where="tail", at=999)
 @example(n=300, people=5, who=2, mode="own", space="l2", sync=100, where="slack", at=0)
 @example(n=999, people=3, who=0, mode="both", space="cosine", sync=None, where="tail", at=40)
 def test_one_run_leaves_nothing_of_the_subject_whatever_the_size(
-        tmp_path_factory: pytest.TempPathFactory, n: int, people: int, who: int, mode: str, space: str,
-        sync: int | None, where: str, at: int) -> None:
+    tmp_path_factory: pytest.TempPathFactory,
+    n: int,
+    people: int,
+    who: int,
+    mode: str,
+    space: str,
+    sync: int | None,
+    where: str,
+    at: int,
+) -> None:
     path = tmp_path_factory.mktemp("small") / "chroma"
     try:
         store = build(path, n, people, who % people, mode, space, sync)

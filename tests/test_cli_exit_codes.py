@@ -24,8 +24,6 @@ from tests.cli_fixtures import erasure
 FIXTURES = Path(__file__).parent / "fixtures" / "requests"
 
 
-
-
 @pytest.fixture
 def cli_home(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
@@ -69,8 +67,14 @@ def test_help_exits_0(cli_home: Home) -> None:
 
 def test_the_installed_entry_point_exits_2_on_a_usage_error(tmp_path: Path) -> None:
     env = {**os.environ, "ERASURE_HOME": str(tmp_path / "home"), "PREFECT_HOME": str(tmp_path / "prefect")}
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "ingest", "--no-such-flag"], cwd=PROJECT_ROOT,
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "ingest", "--no-such-flag"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Usage: erasure ingest" in proc.stderr and "No such option: --no-such-flag" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -78,20 +82,24 @@ def test_the_installed_entry_point_exits_2_on_a_usage_error(tmp_path: Path) -> N
 
 # --- bad request files -----------------------------------------------------------------------------
 
+
 def _envelope(**changes: object) -> dict[str, object]:
     body: dict[str, object] = json.loads((FIXTURES / "gdpr.json").read_text())
     body.update(changes)
     return body
 
 
-@pytest.mark.parametrize("received_at", [
-    "0001-01-01T00:00:00+01:00",   # to UTC: before year 1
-    "0001-01-01T00:00:00Z",        # deadline arithmetic before the calendar's start
-    "0001-01-05T00:00:00-14:00",
-    "9999-12-31T23:59:59-01:00",   # to UTC: after year 9999
-    "9999-12-31T00:00:00Z",
-    "1899-12-31T23:00:00Z",        # before any law this engine knows
-])
+@pytest.mark.parametrize(
+    "received_at",
+    [
+        "0001-01-01T00:00:00+01:00",  # to UTC: before year 1
+        "0001-01-01T00:00:00Z",  # deadline arithmetic before the calendar's start
+        "0001-01-05T00:00:00-14:00",
+        "9999-12-31T23:59:59-01:00",  # to UTC: after year 9999
+        "9999-12-31T00:00:00Z",
+        "1899-12-31T23:00:00Z",  # before any law this engine knows
+    ],
+)
 def test_received_at_out_of_range_is_bad_input(cli_home: Home, tmp_path: Path, received_at: str) -> None:
     path = tmp_path / "req.json"
     path.write_text(json.dumps(_envelope(received_at=received_at)))
@@ -102,11 +110,15 @@ def test_received_at_out_of_range_is_bad_input(cli_home: Home, tmp_path: Path, r
     assert not cli_home.engine_db.exists()
 
 
-@pytest.mark.parametrize("text", [
-    "[" * 100_000,
-    "{\"a\":" * 100_000,
-    json.dumps(_envelope()).replace('"reason": "', '"reason": ' + "[" * 50_000 + '"', 1),
-], ids=["100k brackets", "100k objects", "nested inside a field"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000,
+        '{"a":' * 100_000,
+        json.dumps(_envelope()).replace('"reason": "', '"reason": ' + "[" * 50_000 + '"', 1),
+    ],
+    ids=["100k brackets", "100k objects", "nested inside a field"],
+)
 def test_deeply_nested_request_json_is_bad_input(cli_home: Home, tmp_path: Path, text: str) -> None:
     path = tmp_path / "deep.json"
     path.write_text(text)
@@ -121,16 +133,23 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-@pytest.mark.parametrize("args", [["request", "submit", "/dev/zero"], ["ingest", "/dev/zero"]],
-                         ids=["request submit", "ingest"])
-def test_the_zero_device_as_input_is_bad_input_not_an_out_of_memory_kill(tmp_path: Path,
-                                                                          args: list[str]) -> None:
+@pytest.mark.parametrize(
+    "args", [["request", "submit", "/dev/zero"], ["ingest", "/dev/zero"]], ids=["request submit", "ingest"]
+)
+def test_the_zero_device_as_input_is_bad_input_not_an_out_of_memory_kill(tmp_path: Path, args: list[str]) -> None:
     home = tmp_path / "home"
     env = {**os.environ, "ERASURE_HOME": str(home), "PREFECT_HOME": str(tmp_path / "prefect")}
     if args[0] == "ingest":
         assert erasure("store", "init", "--home", str(home)).code == 0
-    proc = subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, preexec_fn=_limit_memory)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_memory,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.startswith("error: /dev/zero"), proc.stderr[-2000:]
     assert len(proc.stderr.splitlines()) == 1
@@ -138,6 +157,7 @@ def test_the_zero_device_as_input_is_bad_input_not_an_out_of_memory_kill(tmp_pat
 
 
 # --- refusals of `request run` before any flow starts ----------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def migrated_prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -168,7 +188,8 @@ def _flow_runs(prefect_home: Path) -> int:
 
 
 def test_another_tenants_request_exits_6_before_any_flow_starts(
-        home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, migrated_prefect_home: Path) -> None:
+    home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, migrated_prefect_home: Path
+) -> None:
     monkeypatch.setenv("PREFECT_HOME", str(migrated_prefect_home))
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     h = str(home.root)
@@ -193,7 +214,8 @@ def test_another_tenants_request_exits_6_before_any_flow_starts(
 
 
 def test_an_unknown_request_exits_4_before_any_flow_starts(
-        home: Home, monkeypatch: pytest.MonkeyPatch, migrated_prefect_home: Path) -> None:
+    home: Home, monkeypatch: pytest.MonkeyPatch, migrated_prefect_home: Path
+) -> None:
     monkeypatch.setenv("PREFECT_HOME", str(migrated_prefect_home))
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     h = str(home.root)
@@ -206,8 +228,9 @@ def test_an_unknown_request_exits_4_before_any_flow_starts(
 
 
 @pytest.mark.parametrize("until", ["9999-12-31", "0001-01-01"])
-def test_an_extension_to_the_calendars_edge_is_bad_input(cli_home: Home, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch, until: str) -> None:
+def test_an_extension_to_the_calendars_edge_is_bad_input(
+    cli_home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, until: str
+) -> None:
     from datetime import UTC, datetime, timedelta
 
     monkeypatch.setenv("ERASURE_LEGAL_TZ", "America/New_York" if until.startswith("9999") else "Asia/Tokyo")
@@ -215,15 +238,15 @@ def test_an_extension_to_the_calendars_edge_is_bad_input(cli_home: Home, tmp_pat
     path.write_text(json.dumps(_envelope(received_at=(datetime.now(UTC) - timedelta(hours=1)).isoformat())))
     h = str(cli_home.root)
     assert erasure("request", "submit", str(path), "--home", h).code == 0
-    res = erasure("request", "extend", "req-gdpr-0001", "--reason", "complex request", "--until", until,
-                  "--home", h)
+    res = erasure("request", "extend", "req-gdpr-0001", "--reason", "complex request", "--until", until, "--home", h)
     assert res.code == 2, res
     assert res.err.startswith("error: ") and "Traceback" not in res.err, res.err
 
 
 @pytest.mark.parametrize("where", ["under a file", "a file"])
-def test_a_home_that_cannot_be_made_is_a_configuration_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             where: str) -> None:
+def test_a_home_that_cannot_be_made_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -20,10 +20,22 @@ HEAVY = ("prefect", "flows", "numpy", "httpx", "sqlite_vec")
 def imported_modules(args: list[str], home: Path) -> tuple[set[str], subprocess.CompletedProcess[str]]:
     """Run `python -X importtime -m cli.main ARGS`; the set of modules it imported."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}
-    env.update(ERASURE_HOME=str(home), ERASURE_EVIDENCE=str(home.parent / "evidence"), DO_NOT_TRACK="1",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env,
-                         capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
+    env.update(
+        ERASURE_HOME=str(home),
+        ERASURE_EVIDENCE=str(home.parent / "evidence"),
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
+    res = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "cli.main", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     mods = {line.split("|")[-1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
     return mods, res
 
@@ -32,10 +44,20 @@ def heavy(mods: set[str]) -> set[str]:
     return {m for m in mods if m.split(".")[0] in HEAVY}
 
 
-@pytest.mark.parametrize("args", [
-    ["--help"], ["sla", "--json"], ["request", "list", "--json"], ["hold", "list"], ["suppression", "list"],
-    ["keys", "--help"], ["pack", "verify", "--help"], ["request", "--help"], ["server", "--help"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["sla", "--json"],
+        ["request", "list", "--json"],
+        ["hold", "list"],
+        ["suppression", "list"],
+        ["keys", "--help"],
+        ["pack", "verify", "--help"],
+        ["request", "--help"],
+        ["server", "--help"],
+    ],
+)
 def test_commands_that_run_no_flow_import_neither_prefect_nor_the_flows(tmp_path: Path, args: list[str]) -> None:
     from memory.schema import create
 
@@ -48,10 +70,19 @@ def test_commands_that_run_no_flow_import_neither_prefect_nor_the_flows(tmp_path
 
 def test_request_submit_imports_no_prefect(tmp_path: Path) -> None:
     env_file = tmp_path / "req.json"
-    env_file.write_text(json.dumps({
-        "request_id": "req-lazy-1", "tenant_id": "default", "subject": {"id": "subj-lazy-1"},
-        "legal_basis": "GDPR", "received_at": "2026-01-05T09:00:00+00:00",
-        "requester_identity_proof_ref": "idv/1", "reason": "Art.17 request"}))
+    env_file.write_text(
+        json.dumps(
+            {
+                "request_id": "req-lazy-1",
+                "tenant_id": "default",
+                "subject": {"id": "subj-lazy-1"},
+                "legal_basis": "GDPR",
+                "received_at": "2026-01-05T09:00:00+00:00",
+                "requester_identity_proof_ref": "idv/1",
+                "reason": "Art.17 request",
+            }
+        )
+    )
     mods, res = imported_modules(["request", "submit", str(env_file)], tmp_path / "home")
     assert res.returncode == 0, res.stderr[-2000:]
     assert not heavy(mods), sorted(heavy(mods))

@@ -42,22 +42,28 @@ def eod(day: str) -> datetime:
 # --- GDPR: one month, Regulation 1182/71 Art.3 ---------------------------------------------------
 
 
-@pytest.mark.parametrize(("received", "deadline"), [
-    ("2024-01-31", "2024-02-29"),  # leap year: the month has no 31st -> its last day (a Thursday)
-    ("2023-01-31", "2023-02-28"),  # not a leap year -> 28 Feb (a Tuesday)
-    ("2024-03-31", "2024-04-30"),  # 30-day month
-    ("2024-01-15", "2024-02-15"),  # same date next month
-    ("2024-12-02", "2025-01-02"),  # across the year end
-])
+@pytest.mark.parametrize(
+    ("received", "deadline"),
+    [
+        ("2024-01-31", "2024-02-29"),  # leap year: the month has no 31st -> its last day (a Thursday)
+        ("2023-01-31", "2023-02-28"),  # not a leap year -> 28 Feb (a Tuesday)
+        ("2024-03-31", "2024-04-30"),  # 30-day month
+        ("2024-01-15", "2024-02-15"),  # same date next month
+        ("2024-12-02", "2025-01-02"),  # across the year end
+    ],
+)
 def test_gdpr_one_month_same_date_or_month_end(received: str, deadline: str) -> None:
     assert legal_deadline(GDPR, at(received), policy=POLICY) == eod(deadline)
 
 
-@pytest.mark.parametrize(("received", "deadline"), [
-    ("2024-04-04", "2024-05-06"),  # 4 May 2024 is a Saturday -> Monday 6 May
-    ("2024-04-05", "2024-05-06"),  # 5 May 2024 is a Sunday -> Monday 6 May
-    ("2023-08-30", "2023-10-02"),  # 30 Sep 2023 is a Saturday -> Monday 2 Oct
-])
+@pytest.mark.parametrize(
+    ("received", "deadline"),
+    [
+        ("2024-04-04", "2024-05-06"),  # 4 May 2024 is a Saturday -> Monday 6 May
+        ("2024-04-05", "2024-05-06"),  # 5 May 2024 is a Sunday -> Monday 6 May
+        ("2023-08-30", "2023-10-02"),  # 30 Sep 2023 is a Saturday -> Monday 2 Oct
+    ],
+)
 def test_gdpr_deadline_on_weekend_moves_to_monday(received: str, deadline: str) -> None:
     d = legal_deadline(GDPR, at(received), policy=POLICY)
     assert d == eod(deadline)
@@ -89,8 +95,7 @@ def test_gdpr_extension_two_further_months_from_the_original_deadline() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(received=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31),
-                             timezones=st.just(UTC)))
+@given(received=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31), timezones=st.just(UTC)))
 def test_gdpr_deadline_is_a_working_day_28_to_34_days_after_receipt(received: datetime) -> None:
     d = legal_deadline(GDPR, received, policy=POLICY)
     assert d.time() == time(23, 59, 59, 999999)
@@ -126,8 +131,7 @@ def test_popia_and_kenya_use_the_internal_bound_and_refuse_extension() -> None:
 def test_target_is_configurable_days_before_the_deadline() -> None:
     d = effective_deadline(GDPR, at("2024-01-31"), [], now=at("2024-02-01"), policy=POLICY)
     assert d.target == d.deadline - timedelta(days=7)
-    d3 = effective_deadline(GDPR, at("2024-01-31"), [], now=at("2024-02-01"),
-                            policy=ClockPolicy(target_days_before=3))
+    d3 = effective_deadline(GDPR, at("2024-01-31"), [], now=at("2024-02-01"), policy=ClockPolicy(target_days_before=3))
     assert d3.target == eod("2024-02-26")
     assert (d.days_left, d.paused, d.extended) == (28, False, False)
 
@@ -142,8 +146,9 @@ def test_extension_refused_past_the_legal_maximum() -> None:
     with pytest.raises(InputError, match="past the legal maximum"):
         check_clock_event(GDPR, at("2024-01-31"), [], too_far, policy=POLICY)
     with pytest.raises(InputError, match="past the legal maximum"):
-        check_clock_event(CCPA, at("2024-03-02"), [], ClockEvent("extend", at("2024-03-03"), date(2024, 6, 1)),
-                          policy=POLICY)
+        check_clock_event(
+            CCPA, at("2024-03-02"), [], ClockEvent("extend", at("2024-03-03"), date(2024, 6, 1)), policy=POLICY
+        )
 
 
 def test_extension_to_a_day_sets_that_deadline() -> None:
@@ -160,8 +165,7 @@ def test_second_extension_refused() -> None:
 
 def test_extension_after_the_original_deadline_refused() -> None:
     with pytest.raises(Conflict, match="before the original deadline"):
-        check_clock_event(GDPR, at("2024-01-31"), [], ClockEvent("extend", at("2024-03-01", "00:00")),
-                          policy=POLICY)
+        check_clock_event(GDPR, at("2024-01-31"), [], ClockEvent("extend", at("2024-03-01", "00:00")), policy=POLICY)
     # The last moment of the deadline day is still inside.
     check_clock_event(GDPR, at("2024-01-31"), [], ClockEvent("extend", eod("2024-02-29")), policy=POLICY)
 
@@ -177,7 +181,8 @@ def test_pause_and_resume_move_the_deadline_by_the_paused_time() -> None:
     assert not d.paused
     two = [*events, ClockEvent("pause", at("2024-02-05")), ClockEvent("resume", at("2024-02-06"))]
     assert effective_deadline(GDPR, received, two, now=at("2024-02-10"), policy=POLICY).deadline == (
-        eod("2024-02-29") + timedelta(days=4, hours=6))
+        eod("2024-02-29") + timedelta(days=4, hours=6)
+    )
 
 
 def test_open_pause_moves_the_deadline_by_now_minus_paused_at() -> None:
@@ -194,13 +199,21 @@ def test_pause_twice_or_resume_unpaused_refused() -> None:
     with pytest.raises(Conflict, match="not paused"):
         check_clock_event(GDPR, at("2024-01-31"), [], ClockEvent("resume", at("2024-02-01")), policy=POLICY)
     with pytest.raises(Conflict, match="already paused"):
-        check_clock_event(GDPR, at("2024-01-31"), [ClockEvent("pause", at("2024-02-01"))],
-                          ClockEvent("pause", at("2024-02-02")), policy=POLICY)
+        check_clock_event(
+            GDPR,
+            at("2024-01-31"),
+            [ClockEvent("pause", at("2024-02-01"))],
+            ClockEvent("pause", at("2024-02-02")),
+            policy=POLICY,
+        )
 
 
 def test_extension_with_a_pause_adds_both() -> None:
-    events = [ClockEvent("pause", at("2024-02-01")), ClockEvent("resume", at("2024-02-03")),
-              ClockEvent("extend", at("2024-02-10"))]
+    events = [
+        ClockEvent("pause", at("2024-02-01")),
+        ClockEvent("resume", at("2024-02-03")),
+        ClockEvent("extend", at("2024-02-10")),
+    ]
     d = effective_deadline(GDPR, at("2024-01-31"), events, now=at("2024-02-11"), policy=POLICY)
     assert d.deadline == eod("2024-04-29") + timedelta(days=2)
     assert d.extended
@@ -212,10 +225,20 @@ def test_extension_with_a_pause_adds_both() -> None:
 def test_policy_from_env(tmp_path: Path) -> None:
     hol = tmp_path / "holidays.json"
     hol.write_text(json.dumps(["2024-12-25", "2024-12-26"]))
-    p = ClockPolicy.from_env({"ERASURE_HOLIDAYS": str(hol), "ERASURE_INTERNAL_BOUND_DAYS": "21",
-                              "ERASURE_TARGET_DAYS_BEFORE": "5", "ERASURE_LEGAL_TZ": "Africa/Nairobi"})
-    assert p == ClockPolicy(holidays=frozenset({date(2024, 12, 25), date(2024, 12, 26)}),
-                            internal_bound_days=21, target_days_before=5, legal_tz="Africa/Nairobi")
+    p = ClockPolicy.from_env(
+        {
+            "ERASURE_HOLIDAYS": str(hol),
+            "ERASURE_INTERNAL_BOUND_DAYS": "21",
+            "ERASURE_TARGET_DAYS_BEFORE": "5",
+            "ERASURE_LEGAL_TZ": "Africa/Nairobi",
+        }
+    )
+    assert p == ClockPolicy(
+        holidays=frozenset({date(2024, 12, 25), date(2024, 12, 26)}),
+        internal_bound_days=21,
+        target_days_before=5,
+        legal_tz="Africa/Nairobi",
+    )
     assert ClockPolicy.from_env({}) == ClockPolicy()
 
 
@@ -251,12 +274,17 @@ def test_iso_utc_round_trip_and_order() -> None:
 
 
 def envelope(basis: LegalBasis = GDPR, rid: str = "req-1") -> ErasureRequestEnvelope:
-    return ErasureRequestEnvelope.model_validate({
-        "request_id": rid, "tenant_id": "t1", "legal_basis": basis.value,
-        "subject": {"id": "subj-42", "email": "zelda.q@example.org", "name": "Zelda Quartz"},
-        "received_at": "2024-01-31T10:00:00Z", "requester_identity_proof_ref": "kyc/1",
-        "reason": "Art.17(1)(a) request",
-    })
+    return ErasureRequestEnvelope.model_validate(
+        {
+            "request_id": rid,
+            "tenant_id": "t1",
+            "legal_basis": basis.value,
+            "subject": {"id": "subj-42", "email": "zelda.q@example.org", "name": "Zelda Quartz"},
+            "received_at": "2024-01-31T10:00:00Z",
+            "requester_identity_proof_ref": "kyc/1",
+            "reason": "Art.17(1)(a) request",
+        }
+    )
 
 
 def test_vault_pause_resume_extend_update_the_stored_deadline(home) -> None:  # type: ignore[no-untyped-def]
@@ -293,8 +321,10 @@ def test_vault_clock_refusals_write_nothing(home) -> None:  # type: ignore[no-un
     requests.submit(conn, envelope(POPIA, "req-za"), now=at("2024-01-31", "11:00"), policy=POLICY)
 
     def snapshot() -> list[object]:
-        return [conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
-                for t in ("requests", "clock_events", "engine_events")]
+        return [
+            conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+            for t in ("requests", "clock_events", "engine_events")
+        ]
 
     before = snapshot()
     with pytest.raises(InputError, match="no extension"):

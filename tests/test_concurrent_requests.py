@@ -64,10 +64,13 @@ def test_two_requests_in_two_threads(built: Home) -> None:
 def test_two_requests_in_two_processes(built: Home) -> None:
     env = {**os.environ, "ERASURE_HOME": str(built.root), "ERASURE_EVIDENCE": str(built.evidence_root)}
     env.pop("ERASURE_CRASH_AT", None)
-    code = ("import sys; from erasure.config import Home; from tasks.runner import run_cascade; "
-            "run_cascade(sys.argv[1], Home.resolve(), batch_size=1)")
-    procs = [subprocess.Popen([sys.executable, "-c", code, r], cwd=ROOT, env=env, stderr=subprocess.PIPE)
-             for r in (ANN, BOB)]
+    code = (
+        "import sys; from erasure.config import Home; from tasks.runner import run_cascade; "
+        "run_cascade(sys.argv[1], Home.resolve(), batch_size=1)"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, r], cwd=ROOT, env=env, stderr=subprocess.PIPE) for r in (ANN, BOB)
+    ]
     errs = [p.communicate(timeout=120)[1].decode() for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errs
     assert not any("locked" in e for e in errs)

@@ -130,12 +130,18 @@ def table_counts(h: Home) -> dict[str, int]:
     """Rows per table (virtual tables counted through themselves, their shadow tables left out)."""
     conn = create(h.store_dir)
     try:
-        tables = {str(n): str(sql) for n, sql in conn.execute(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+        tables = {
+            str(n): str(sql)
+            for n, sql in conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
         virtual = [n for n, sql in tables.items() if sql.upper().startswith("CREATE VIRTUAL")]
         keep = [n for n in tables if not any(n.startswith(v + "_") for v in virtual) and n not in VOLATILE_TABLES]
-        return {n: int(cast(tuple[Any, ...],
-                            conn.execute(f'SELECT count(*) FROM "{n}"').fetchone())[0]) for n in sorted(keep)}
+        return {
+            n: int(cast(tuple[Any, ...], conn.execute(f'SELECT count(*) FROM "{n}"').fetchone())[0])
+            for n in sorted(keep)
+        }
     finally:
         conn.close()
 
@@ -144,21 +150,34 @@ def end_state(h: Home) -> dict[str, Any]:
     """What must be the same after a crash and a rerun as after a crash-free run (ids and counts)."""
     engine = open_engine(h.engine_db)
     try:
-        steps = [(s.step, s.status.value, s.before_count, s.after_count, s.removed_digest)
-                 for s in requests.steps(engine, REQUEST)]
+        steps = [
+            (s.step, s.status.value, s.before_count, s.after_count, s.removed_digest)
+            for s in requests.steps(engine, REQUEST)
+        ]
         exceptions = sorted((e.tier, e.kind, e.item_key) for e in requests.exceptions(engine, REQUEST))
         receipts = sorted((r.processor, r.status) for r in requests.receipts(engine, REQUEST))
-        step_rows = cast(tuple[Any, ...], engine.execute(
-            "SELECT count(*) FROM step_records WHERE request_id = ?", (REQUEST,)).fetchone())[0]
-        footprint = sorted(tuple(r) for r in engine.execute(
-            "SELECT tier, kind, item_key FROM footprint WHERE request_id = ?", (REQUEST,)))
+        step_rows = cast(
+            tuple[Any, ...],
+            engine.execute("SELECT count(*) FROM step_records WHERE request_id = ?", (REQUEST,)).fetchone(),
+        )[0]
+        footprint = sorted(
+            tuple(r)
+            for r in engine.execute("SELECT tier, kind, item_key FROM footprint WHERE request_id = ?", (REQUEST,))
+        )
     finally:
         engine.close()
     lines = (h.evidence_dir(REQUEST) / "steps.jsonl").read_text().splitlines()
-    return {"steps": steps, "step_rows": step_rows, "exceptions": exceptions, "receipts": receipts,
-            "footprint": footprint, "jsonl": [json.loads(x)["step"] for x in lines],
-            "subject": owned_counts(h, SUBJECT), "bystander": owned_counts(h, BYSTANDER),
-            "tables": table_counts(h)}
+    return {
+        "steps": steps,
+        "step_rows": step_rows,
+        "exceptions": exceptions,
+        "receipts": receipts,
+        "footprint": footprint,
+        "jsonl": [json.loads(x)["step"] for x in lines],
+        "subject": owned_counts(h, SUBJECT),
+        "bystander": owned_counts(h, BYSTANDER),
+        "tables": table_counts(h),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -179,8 +198,14 @@ def drills(template: Home, scratch: Path) -> dict[str, tuple[Home, dict[str, Any
         homes[point] = copy_home(template, Home.resolve(base / "home", base / "evidence"))
     spec = [{"point": p, "root": str(h.root), "evidence": str(h.evidence_root)} for p, h in homes.items()]
     env = {k: v for k, v in os.environ.items() if k != "ERASURE_CRASH_AT"}
-    proc = subprocess.run([sys.executable, "-c", DRIVER, REQUEST, str(BATCH), str(PARALLEL)], cwd=ROOT, env=env,
-                          input=json.dumps(spec).encode(), capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER, REQUEST, str(BATCH), str(PARALLEL)],
+        cwd=ROOT,
+        env=env,
+        input=json.dumps(spec).encode(),
+        capture_output=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     statuses: dict[str, dict[str, Any]] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
     for status in statuses.values():
@@ -188,8 +213,9 @@ def drills(template: Home, scratch: Path) -> dict[str, tuple[Home, dict[str, Any
     return {p: (h, statuses[p]) for p, h in homes.items()}
 
 
-def check_drill(point: str, drills: dict[str, tuple[Home, dict[str, Any]]], template: Home,
-                reference: dict[str, Any]) -> None:
+def check_drill(
+    point: str, drills: dict[str, tuple[Home, dict[str, Any]]], template: Home, reference: dict[str, Any]
+) -> None:
     h, status = drills[point]
     assert (status["crash"], status["rerun"]) == (-signal.SIGKILL, 0), status["stderr"]
     state = end_state(h)
@@ -213,12 +239,14 @@ def test_reference_run_erases_everything(reference: dict[str, Any], template: Ho
 
 
 @pytest.mark.parametrize("point", BOUNDARY)
-def test_kill_at_a_step_boundary_then_rerun(point: str, drills: dict[str, tuple[Home, dict[str, Any]]],
-                                            template: Home, reference: dict[str, Any]) -> None:
+def test_kill_at_a_step_boundary_then_rerun(
+    point: str, drills: dict[str, tuple[Home, dict[str, Any]]], template: Home, reference: dict[str, Any]
+) -> None:
     check_drill(point, drills, template, reference)
 
 
 @pytest.mark.parametrize("point", MID)
-def test_kill_inside_a_batch_transaction_then_rerun(point: str, drills: dict[str, tuple[Home, dict[str, Any]]],
-                                                     template: Home, reference: dict[str, Any]) -> None:
+def test_kill_inside_a_batch_transaction_then_rerun(
+    point: str, drills: dict[str, tuple[Home, dict[str, Any]]], template: Home, reference: dict[str, Any]
+) -> None:
     check_drill(point, drills, template, reference)

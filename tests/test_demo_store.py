@@ -49,9 +49,20 @@ def test_exact_frame_count_and_every_tier_filled(built: tuple[apsw.Connection, P
     assert res.frames == counts["frames"] == FRAMES
     assert counts["frames_fts"] == counts["frame_vectors"] == FRAMES
     assert counts["chunk_vectors"] == counts["frame_chunks"] >= FRAMES
-    for table in ("raw_archive", "kg_entities", "kg_relations", "kg_entity_frames", "working_sessions",
-                  "blobs", "blob_locations", "ft_examples", "model_lineage", "recall_cache", "audit_log",
-                  "frame_refs"):
+    for table in (
+        "raw_archive",
+        "kg_entities",
+        "kg_relations",
+        "kg_entity_frames",
+        "working_sessions",
+        "blobs",
+        "blob_locations",
+        "ft_examples",
+        "model_lineage",
+        "recall_cache",
+        "audit_log",
+        "frame_refs",
+    ):
         assert counts[table] > 0, table
     assert counts["ft_corpora"] == 2 and res.model_id is not None  # v1 frozen and trained on, v2 open
     assert counts["subprocessor_records"] == 0  # no processor registered
@@ -62,44 +73,63 @@ def test_exact_frame_count_and_every_tier_filled(built: tuple[apsw.Connection, P
     assert cast(tuple[Any, ...], conn.execute("SELECT count(DISTINCT content) FROM frames").fetchone())[0] == FRAMES
 
 
-def test_derived_frames_reference_and_quote_several_people(
-        built: tuple[apsw.Connection, Path, DemoResult]) -> None:
+def test_derived_frames_reference_and_quote_several_people(built: tuple[apsw.Connection, Path, DemoResult]) -> None:
     conn, _, res = built
-    first = cast(list[tuple[int, str, int, int]], conn.execute(
-        "SELECT d.frame_id, d.content, count(*), count(DISTINCT s.subject_id) FROM frames d"
-        " JOIN frame_refs r ON r.frame_id = d.frame_id JOIN frames s ON s.frame_id = r.ref_frame_id"
-        " WHERE d.kind='derived' AND s.kind='summary' GROUP BY d.frame_id").fetchall())
+    first = cast(
+        list[tuple[int, str, int, int]],
+        conn.execute(
+            "SELECT d.frame_id, d.content, count(*), count(DISTINCT s.subject_id) FROM frames d"
+            " JOIN frame_refs r ON r.frame_id = d.frame_id JOIN frames s ON s.frame_id = r.ref_frame_id"
+            " WHERE d.kind='derived' AND s.kind='summary' GROUP BY d.frame_id"
+        ).fetchall(),
+    )
     assert len(first) >= res.derived * 0.9
     for fid, content, refs, people in first:
         assert 2 <= refs <= 3 and people == refs
-        for (summary,) in conn.execute("SELECT s.content FROM frame_refs r JOIN frames s"
-                                       " ON s.frame_id = r.ref_frame_id WHERE r.frame_id=?", (fid,)):
-            quote = summary[summary.index('"') + 1:-1]
+        for (summary,) in conn.execute(
+            "SELECT s.content FROM frame_refs r JOIN frames s ON s.frame_id = r.ref_frame_id WHERE r.frame_id=?", (fid,)
+        ):
+            quote = summary[summary.index('"') + 1 : -1]
             assert quote in content
-    unlinked = cast(tuple[Any, ...],
-                    conn.execute("SELECT count(*) FROM frames WHERE kind='derived' AND frame_id NOT IN"
-                                 " (SELECT frame_id FROM frame_refs)").fetchone())[0]
+    unlinked = cast(
+        tuple[Any, ...],
+        conn.execute(
+            "SELECT count(*) FROM frames WHERE kind='derived' AND frame_id NOT IN (SELECT frame_id FROM frame_refs)"
+        ).fetchone(),
+    )[0]
     assert unlinked >= 1  # quotes without a reference: only FTS finds them
-    second = cast(tuple[Any, ...], conn.execute(
-        "SELECT count(DISTINCT r.frame_id) FROM frame_refs r JOIN frames t ON t.frame_id = r.ref_frame_id"
-        " WHERE t.kind='derived'").fetchone())[0]
+    second = cast(
+        tuple[Any, ...],
+        conn.execute(
+            "SELECT count(DISTINCT r.frame_id) FROM frame_refs r JOIN frames t ON t.frame_id = r.ref_frame_id"
+            " WHERE t.kind='derived'"
+        ).fetchone(),
+    )[0]
     assert second == res.second_order >= 1
-    dangling = cast(tuple[Any, ...],
-                    conn.execute("SELECT count(*) FROM recall_cache WHERE frame_id NOT IN"
-                                 " (SELECT frame_id FROM frames)").fetchone())[0]
+    dangling = cast(
+        tuple[Any, ...],
+        conn.execute(
+            "SELECT count(*) FROM recall_cache WHERE frame_id NOT IN (SELECT frame_id FROM frames)"
+        ).fetchone(),
+    )[0]
     assert dangling == 0
 
 
 def test_bystanders_share_topic_entities_with_subjects(built: tuple[apsw.Connection, Path, DemoResult]) -> None:
     conn, _, res = built
     for subject in res.subjects:
-        shared = cast(tuple[Any, ...], conn.execute(
-            "SELECT count(DISTINCT e.entity_id) FROM kg_entities e"
-            " JOIN kg_entity_frames mine ON mine.entity_id = e.entity_id"
-            " JOIN frames fm ON fm.frame_id = mine.frame_id AND fm.subject_id = ?"
-            " JOIN kg_entity_frames theirs ON theirs.entity_id = e.entity_id"
-            " JOIN frames ft ON ft.frame_id = theirs.frame_id AND ft.subject_id LIKE 'user-%'"
-            " WHERE e.kind = 'topic'", (subject.id,)).fetchone())[0]
+        shared = cast(
+            tuple[Any, ...],
+            conn.execute(
+                "SELECT count(DISTINCT e.entity_id) FROM kg_entities e"
+                " JOIN kg_entity_frames mine ON mine.entity_id = e.entity_id"
+                " JOIN frames fm ON fm.frame_id = mine.frame_id AND fm.subject_id = ?"
+                " JOIN kg_entity_frames theirs ON theirs.entity_id = e.entity_id"
+                " JOIN frames ft ON ft.frame_id = theirs.frame_id AND ft.subject_id LIKE 'user-%'"
+                " WHERE e.kind = 'topic'",
+                (subject.id,),
+            ).fetchone(),
+        )[0]
         assert shared >= 1, subject.id
 
 
@@ -114,11 +144,15 @@ def test_identifiers_never_collide(built: tuple[apsw.Connection, Path, DemoResul
             assert blob.count(name) == 1, (kind, name)
     # a subject's name appears only in their own summaries and turns (and in derived frames)
     for s in res.subjects:
-        own = cast(tuple[Any, ...], conn.execute(
-            "SELECT count(*) FROM frames f WHERE f.content LIKE ? AND f.kind != 'derived'"
-            " AND coalesce(f.subject_id, '') != ? AND coalesce(f.turn_key, '') NOT IN"
-            " (SELECT source || '/' || source_ref FROM raw_archive WHERE subject_id = ?)",
-            (f"%{s.name}%", s.id, s.id)).fetchone())[0]
+        own = cast(
+            tuple[Any, ...],
+            conn.execute(
+                "SELECT count(*) FROM frames f WHERE f.content LIKE ? AND f.kind != 'derived'"
+                " AND coalesce(f.subject_id, '') != ? AND coalesce(f.turn_key, '') NOT IN"
+                " (SELECT source || '/' || source_ref FROM raw_archive WHERE subject_id = ?)",
+                (f"%{s.name}%", s.id, s.id),
+            ).fetchone(),
+        )[0]
         assert own == 0, s.id
 
 
@@ -133,8 +167,9 @@ def test_processors_get_records_when_registered(home: Home) -> None:
     assert rows[0] > 0 and rows[1] == rows[0]
 
 
-def test_refuses_a_store_with_data_and_bad_sizes(built: tuple[apsw.Connection, Path, DemoResult],
-                                                 tmp_path: Path) -> None:
+def test_refuses_a_store_with_data_and_bad_sizes(
+    built: tuple[apsw.Connection, Path, DemoResult], tmp_path: Path
+) -> None:
     conn, store, _ = built
     with pytest.raises(Conflict):
         build_demo(conn, store, frames=1000, subjects=1, seed=1)
@@ -147,8 +182,25 @@ def test_refuses_a_store_with_data_and_bad_sizes(built: tuple[apsw.Connection, P
 def test_cli_store_init_demo_writes_the_subjects_file(home: Home) -> None:
     from cli.main import app
 
-    result = CliRunner().invoke(app, ["store", "init", "--home", str(home.root), "--demo", "--frames", "1000",
-                                      "--subjects", "2", "--seed", "5", "--journal", "delete", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "store",
+            "init",
+            "--home",
+            str(home.root),
+            "--demo",
+            "--frames",
+            "1000",
+            "--subjects",
+            "2",
+            "--seed",
+            "5",
+            "--journal",
+            "delete",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert (out["frames"], out["subjects"], out["journal"]) == (1000, 2, "delete")

@@ -39,19 +39,36 @@ from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store
 from tests.cascade_fixtures import submit as submit_subject
 from tests.process_fixtures import free_port
 
-DEPLOYMENTS = {"erasure-request", "erasure-window", "verification", "sla-monitor", "hold-place", "hold-release",
-               "suppression-allow", "request-extend", "request-pause", "request-resume", "intake"}
+DEPLOYMENTS = {
+    "erasure-request",
+    "erasure-window",
+    "verification",
+    "sla-monitor",
+    "hold-place",
+    "hold-release",
+    "suppression-allow",
+    "request-extend",
+    "request-pause",
+    "request-resume",
+    "intake",
+}
 INBOX_SUBJECT = {"id": "subj-inbox-5150", "email": "odalys.brenn@example.com", "name": "Odalys Brenn"}
 READY_TIMEOUT = 180.0
 RUN_TIMEOUT = 240.0
 
 
 def envelope(rid: str, basis: str, days_ago: float, subject: dict[str, str] | None = None) -> ErasureRequestEnvelope:
-    return ErasureRequestEnvelope.model_validate({
-        "request_id": rid, "tenant_id": "default", "legal_basis": basis,
-        "subject": subject or {"id": f"subj-{rid}"},
-        "received_at": (datetime.now(UTC) - timedelta(days=days_ago)).isoformat(),
-        "requester_identity_proof_ref": "kyc/1", "reason": "deletion request via the portal"})
+    return ErasureRequestEnvelope.model_validate(
+        {
+            "request_id": rid,
+            "tenant_id": "default",
+            "legal_basis": basis,
+            "subject": subject or {"id": f"subj-{rid}"},
+            "received_at": (datetime.now(UTC) - timedelta(days=days_ago)).isoformat(),
+            "requester_identity_proof_ref": "kyc/1",
+            "reason": "deletion request via the portal",
+        }
+    )
 
 
 def vault(h: Home, env: ErasureRequestEnvelope) -> None:
@@ -73,13 +90,33 @@ class Console:
 def start_console(h: Home, out: Path, *, sla_now: bool = False) -> Console:
     """`python -m cli.serve` in its own session; returns once it prints `ready:`."""
     port = free_port()
-    env = {**os.environ, "ERASURE_HOME": str(h.root), "ERASURE_EVIDENCE": str(h.evidence_root),
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    env = {
+        **os.environ,
+        "ERASURE_HOME": str(h.root),
+        "ERASURE_EVIDENCE": str(h.evidence_root),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+    }
     with open(out, "wb") as fh:
-        cmd = [sys.executable, "-m", "cli.serve", "--home", str(h.root), "--port", str(port),
-               "--sla-now" if sla_now else "--no-sla-now"]
-        proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "cli.serve",
+            "--home",
+            str(h.root),
+            "--port",
+            str(port),
+            "--sla-now" if sla_now else "--no-sla-now",
+        ]
+        proc = subprocess.Popen(
+            cmd,
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     c = Console(h, f"http://127.0.0.1:{port}/api", proc, out)
     deadline = time.monotonic() + READY_TIMEOUT
     while "ready:" not in out.read_text():
@@ -122,14 +159,15 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     tmp = tmp_path_factory.mktemp("deployments")
     h = Home.resolve(tmp / "home", tmp / "evidence").ensure()
     build_store(h, tmp)
-    submit_subject(h, "req-ann-1")                              # erased by deployment
-    submit_subject(h, "req-hold", subject=BYSTANDER)            # held, then its erasure is blocked
+    submit_subject(h, "req-ann-1")  # erased by deployment
+    submit_subject(h, "req-hold", subject=BYSTANDER)  # held, then its erasure is blocked
     generate_keypair("engine", h.keys_dir)
-    vault(h, envelope("sla-late", "CCPA", 50))                  # 5 days overdue
-    vault(h, envelope("sla-risk", "CCPA", 42))                  # 3 days left
-    vault(h, envelope("sla-ok", "CCPA", 2))                     # 43 days left
-    (h.inbox_dir / "incoming-0001.json").write_text(json.dumps(
-        envelope("req-inbox", "GDPR", 1, INBOX_SUBJECT).canonical_dict()))
+    vault(h, envelope("sla-late", "CCPA", 50))  # 5 days overdue
+    vault(h, envelope("sla-risk", "CCPA", 42))  # 3 days left
+    vault(h, envelope("sla-ok", "CCPA", 2))  # 43 days left
+    (h.inbox_dir / "incoming-0001.json").write_text(
+        json.dumps(envelope("req-inbox", "GDPR", 1, INBOX_SUBJECT).canonical_dict())
+    )
     c = start_console(h, tmp / "serve.out")
     try:
         with temporary_settings({PREFECT_API_URL: c.api, PREFECT_API_AUTH_STRING: home_secret(h)}):
@@ -155,8 +193,13 @@ def runs(console: Console) -> dict[str, Any]:
         first = {
             "erasure": trigger("erasure-request/erasure-request", request_id="req-ann-1"),
             "sla": trigger("sla-monitor/sla-monitor", at_risk_days=7),
-            "hold": trigger("hold-place/hold-place", request_id="req-hold", reason="litigation",
-                            reference="case-2026-17", actor="legal-team"),
+            "hold": trigger(
+                "hold-place/hold-place",
+                request_id="req-hold",
+                reason="litigation",
+                reference="case-2026-17",
+                actor="legal-team",
+            ),
             "intake": trigger("intake/intake"),
         }
         done = wait_final(client, {"hold": first["hold"]})
@@ -244,8 +287,9 @@ def test_hold_placed_by_request_id_blocks_that_requests_erasure(console: Console
     engine = open_engine(console.home.engine_db)
     try:
         assert requests.get(engine, "req-hold").state is RequestState.blocked
-        events = [r[0] for r in engine.execute(
-            "SELECT event FROM engine_events WHERE request_id = 'req-hold' ORDER BY seq")]
+        events = [
+            r[0] for r in engine.execute("SELECT event FROM engine_events WHERE request_id = 'req-hold' ORDER BY seq")
+        ]
     finally:
         engine.close()
     assert "hold.placed" in events
@@ -270,15 +314,22 @@ def test_sla_monitor_publishes_artifacts_events_and_metrics(console: Console, ru
     sla = runs["sla"]
     assert sla.state.is_completed(), sla.state.message
     with get_client(sync_client=True) as client:
-        arts = {a.key: a for a in client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["erasure-sla", "erasure-sla-report"])))}
+        arts = {
+            a.key: a
+            for a in client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["erasure-sla", "erasure-sla-report"]))
+            )
+        }
         deadline = time.monotonic() + 60
         while True:
-            page = client.read_events(filter=EventFilter(event=EventNameFilter(prefix=["erasure.request.deadline."])),
-                                      limit=50)
+            page = client.read_events(
+                filter=EventFilter(event=EventNameFilter(prefix=["erasure.request.deadline."])), limit=50
+            )
             got = {(e.event, e.resource.id) for e in page.events}
-            if {("erasure.request.deadline.breached", "erasure.request.sla-late"),
-                    ("erasure.request.deadline.at-risk", "erasure.request.sla-risk")} <= got:
+            if {
+                ("erasure.request.deadline.breached", "erasure.request.sla-late"),
+                ("erasure.request.deadline.at-risk", "erasure.request.sla-risk"),
+            } <= got:
                 break
             assert time.monotonic() < deadline, got
             time.sleep(1.0)
@@ -311,8 +362,10 @@ def test_no_identifier_reaches_prefects_database_or_logs(console: Console, runs:
 
 def test_serve_stops_everything_it_started(tmp_path: Path, console: Console) -> None:
     # Checked on the module's console at teardown would be too late to assert: look at its children now.
-    pids = [int(p) for p in subprocess.run(["pgrep", "-P", str(console.proc.pid)], capture_output=True,
-                                           text=True).stdout.split()]
+    pids = [
+        int(p)
+        for p in subprocess.run(["pgrep", "-P", str(console.proc.pid)], capture_output=True, text=True).stdout.split()
+    ]
     assert len(pids) >= 2  # server and worker
     stop_console(console)
     assert console.proc.returncode == 0
@@ -329,8 +382,9 @@ def test_serve_stops_everything_it_started(tmp_path: Path, console: Console) -> 
 @pytest.fixture
 def store_home(home: Home) -> Home:
     create(home.store_dir).close()
-    vault(home, envelope("req-a", "GDPR", 1, {"id": "subj-ops-77", "email": "mira.oksa@example.net",
-                                              "name": "Mira Oksa"}))
+    vault(
+        home, envelope("req-a", "GDPR", 1, {"id": "subj-ops-77", "email": "mira.oksa@example.net", "name": "Mira Oksa"})
+    )
     return home
 
 
@@ -355,8 +409,10 @@ def test_hold_place_and_release_by_request_id(store_home: Home) -> None:
         service_holds.release_hold(store_home, "req-a", "again", "legal")
 
 
-@pytest.mark.parametrize(("field", "text"), [("reason", "hold for Mira Oksa"), ("reason", "re mira.oksa@example.net"),
-                                            ("actor", "subj-ops-77")])
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [("reason", "hold for Mira Oksa"), ("reason", "re mira.oksa@example.net"), ("actor", "subj-ops-77")],
+)
 def test_operations_refuse_text_that_names_the_subject(store_home: Home, field: str, text: str) -> None:
     args = {"reason": "litigation", "actor": "legal", field: text}
     with pytest.raises(InputError, match=field):
@@ -393,7 +449,8 @@ def test_suppression_allow_removes_only_that_requests_keys(store_home: Home) -> 
     store = create(store_home.store_dir)
     try:
         assert [(k.source, k.source_ref) for k in suppression.list_suppressed(store)] == [
-            keyed.hashed_key(store, "chat", "conv-9")]  # kept as keyed hashes
+            keyed.hashed_key(store, "chat", "conv-9")
+        ]  # kept as keyed hashes
     finally:
         store.close()
 
@@ -402,8 +459,9 @@ def test_clock_operations_refusals_surface_as_errors(store_home: Home) -> None:
     with pytest.raises(Conflict):
         clocks.clock_operation(store_home, "resume", "req-a", "not paused")
     with pytest.raises(InputError, match="legal maximum"):
-        clocks.clock_operation(store_home, "extend", "req-a", "complex",
-                                   until=datetime.now(UTC).date() + timedelta(days=400))
+        clocks.clock_operation(
+            store_home, "extend", "req-a", "complex", until=datetime.now(UTC).date() + timedelta(days=400)
+        )
 
 
 def test_drain_inbox_vaults_deletes_and_rejects(home: Home) -> None:
@@ -416,13 +474,23 @@ def test_drain_inbox_vaults_deletes_and_rejects(home: Home) -> None:
     (inbox / ".partial.json").write_text("{")  # hidden: a file still being written
     (inbox / "notes.txt").write_text("ignored")
     res = intake.drain_inbox(home)
-    assert res.as_dict() == {"vaulted": ["req-in-1"], "already_present": ["req-in-1"], "rejected": 2, "purged": 0,
-                             "refused": 0}
+    assert res.as_dict() == {
+        "vaulted": ["req-in-1"],
+        "already_present": ["req-in-1"],
+        "rejected": 2,
+        "purged": 0,
+        "refused": 0,
+    }
     assert sorted(p.name for p in inbox.iterdir() if p.is_file()) == [".intake.lock", ".partial.json", "notes.txt"]
     # rejected envelopes are sealed under random names (tests/test_inbox_hygiene.py)
     rejected = sorted(p.name for p in (inbox / "rejected").iterdir())
     assert len(rejected) == 4 and sum(n.endswith(".rejected") for n in rejected) == 2
     errors = [p.read_text() for p in (inbox / "rejected").glob("*.error.txt")]
     assert any("different body" in e for e in errors)
-    assert intake.drain_inbox(home).as_dict() == {"vaulted": [], "already_present": [], "rejected": 0,
-                                                      "purged": 0, "refused": 0}
+    assert intake.drain_inbox(home).as_dict() == {
+        "vaulted": [],
+        "already_present": [],
+        "rejected": 0,
+        "purged": 0,
+        "refused": 0,
+    }

@@ -62,8 +62,7 @@ def count_opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     monkeypatch.setattr(erasure.engine, "connect", _counting(counts, "engine.db", erasure.sqlite.connect))
     monkeypatch.setattr(memory.schema, "connect", _counting(counts, "memory.db", erasure.sqlite.connect))
     validate = ErasureRequestEnvelope.model_validate_json
-    monkeypatch.setattr(ErasureRequestEnvelope, "model_validate_json",
-                        _counting(counts, "envelope", validate))
+    monkeypatch.setattr(ErasureRequestEnvelope, "model_validate_json", _counting(counts, "envelope", validate))
     return counts
 
 
@@ -156,8 +155,9 @@ def test_threads_that_copy_the_context_share_the_connection_one_at_a_time(home: 
         assert requests.get(conn, "req-ann-1").state is RequestState.running
 
 
-def test_a_thread_without_the_context_or_kept_waiting_opens_its_own(home: Home,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_thread_without_the_context_or_kept_waiting_opens_its_own(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import erasure.engine
 
     monkeypatch.setattr(erasure.engine, "LEND_WAIT_SECONDS", 0.05)

@@ -63,13 +63,17 @@ def _decodings(text: str) -> Iterator[str]:
     yield urllib.parse.unquote(text)
     yield html.unescape(text)
     yield quopri.decodestring(text.encode("utf-8", "surrogatepass")).decode("utf-8", "replace")
-    yield re.sub(r"\\u([0-9a-fA-F]{4})|\\([ntr])", lambda m: chr(int(m.group(1), 16)) if m.group(1)
-                 else {"n": "\n", "t": "\t", "r": "\r"}[m.group(2)], text)
+    yield re.sub(
+        r"\\u([0-9a-fA-F]{4})|\\([ntr])",
+        lambda m: chr(int(m.group(1), 16)) if m.group(1) else {"n": "\n", "t": "\t", "r": "\r"}[m.group(2)],
+        text,
+    )
     for run in re.findall(r"[A-Za-z0-9+/_-]{12,}", text):
         for off in range(4):
             body = run[off:]
-            body = body[:len(body) - len(body) % 4] + ("" if len(body) % 4 < 2 else body[len(body) - len(body) % 4:]
-                                                      + "=" * (4 - len(body) % 4))
+            body = body[: len(body) - len(body) % 4] + (
+                "" if len(body) % 4 < 2 else body[len(body) - len(body) % 4 :] + "=" * (4 - len(body) % 4)
+            )
             for alt in (b"+/", b"-_"):
                 try:
                     data = base64.b64decode(body, altchars=alt, validate=True)
@@ -102,14 +106,16 @@ def oracle(text: str, person: Subject) -> set[str]:
 
 # --- one item in every tier -----------------------------------------------------------------------
 
+
 def item_texts(home: Home, source: str, ref: str) -> dict[str, str]:
     """Every text the store holds of one item: archive row, summary and turn frames, chunks, session
     row and file, corpus lines of the live versions."""
     conn = create(home.store_dir)
     out: dict[str, str] = {}
     try:
-        for aid, content in conn.execute("SELECT archive_id, content FROM raw_archive WHERE source = ? AND "
-                                         "source_ref = ?", (source, ref)):
+        for aid, content in conn.execute(
+            "SELECT archive_id, content FROM raw_archive WHERE source = ? AND source_ref = ?", (source, ref)
+        ):
             out[f"archive:{aid}"] = str(content)
             for fid, text in conn.execute("SELECT frame_id, content FROM frames WHERE archive_id = ?", (aid,)):
                 out[f"frame:{fid}"] = str(text)
@@ -119,8 +125,9 @@ def item_texts(home: Home, source: str, ref: str) -> dict[str, str]:
         for fid in frames:
             for cid, text in conn.execute("SELECT chunk_id, content FROM frame_chunks WHERE frame_id = ?", (fid,)):
                 out[f"chunk:{fid}:{cid}"] = str(text)
-        for sid, state in conn.execute("SELECT session_id, state FROM working_sessions WHERE source = ? AND "
-                                       "source_ref = ?", (source, ref)):
+        for sid, state in conn.execute(
+            "SELECT session_id, state FROM working_sessions WHERE source = ? AND source_ref = ?", (source, ref)
+        ):
             out[f"session:{sid}"] = str(state)
             path = session_path(home.store_dir, str(sid))
             if path.exists():
@@ -148,8 +155,13 @@ def add_items(home: Home, items: list[dict[str, Any]]) -> None:
 
 
 def item(subject: Subject, ref: str, content: str) -> dict[str, Any]:
-    return {"source": "chat", "source_ref": ref, "subject": subject.model_dump(exclude_none=True),
-            "content": content, "training": True}
+    return {
+        "source": "chat",
+        "source_ref": ref,
+        "subject": subject.model_dump(exclude_none=True),
+        "content": content,
+        "training": True,
+    }
 
 
 def erase(home: Home, request_id: str, subject: Subject) -> list[Any]:
@@ -175,14 +187,38 @@ def built(home: Home, tmp_path: Path) -> Home:
 
 # --- the red team's examples -------------------------------------------------------------------------
 
-PHONES = ["0044 20 7946 0001", "+44 20\u20117946\u20130001", "+44 20\u20127946\u20140001", "020\u22127946\u22120001",
-          "+44 (0)20 7946 0001", "(020) 7946 0001", "020 7946 0001", "+44\u00a020\u00a07946\u00a00001",
-          "[020] 7946.0001"]
-EMAILS = ["annabel.quist%40example.org", "annabel%2Equist%40example%2Eorg", "annabel.quist\\u0040example.org",
-          "annabel.quist&#64;example.org", "annabel.quist&#x40;example.org", "annabel.quist&commat;example.org",
-          "annabel.quist=40example.org", "annabel.quist+news@example.org", "ANNABEL.QUIST@EXAMPLE.ORG"]
-NAMES = ["Quist, Annabel", "Annabel Qu\u00adist", "Annabel Qu\u200bist", "Annabel\u2060Quist", "Annabel\nQuist",
-         "Annabel\tQuist", "QUIST ANNABEL", "Annabel\ufeffQuist"]
+PHONES = [
+    "0044 20 7946 0001",
+    "+44 20\u20117946\u20130001",
+    "+44 20\u20127946\u20140001",
+    "020\u22127946\u22120001",
+    "+44 (0)20 7946 0001",
+    "(020) 7946 0001",
+    "020 7946 0001",
+    "+44\u00a020\u00a07946\u00a00001",
+    "[020] 7946.0001",
+]
+EMAILS = [
+    "annabel.quist%40example.org",
+    "annabel%2Equist%40example%2Eorg",
+    "annabel.quist\\u0040example.org",
+    "annabel.quist&#64;example.org",
+    "annabel.quist&#x40;example.org",
+    "annabel.quist&commat;example.org",
+    "annabel.quist=40example.org",
+    "annabel.quist+news@example.org",
+    "ANNABEL.QUIST@EXAMPLE.ORG",
+]
+NAMES = [
+    "Quist, Annabel",
+    "Annabel Qu\u00adist",
+    "Annabel Qu\u200bist",
+    "Annabel\u2060Quist",
+    "Annabel\nQuist",
+    "Annabel\tQuist",
+    "QUIST ANNABEL",
+    "Annabel\ufeffQuist",
+]
 
 
 @pytest.mark.parametrize("spelled", PHONES + EMAILS + NAMES)
@@ -222,8 +258,13 @@ def test_a_sharp_s_name_is_found_as_the_request_writes_it(home: Home, tmp_path: 
     """The request says `Strauß`; the bystander writes `Strauß` and `Strauss`, `Jürgen` and `Juergen`."""
     build_store(home, tmp_path)
     strauss = Subject(id="subj-js-3301", email="js@example.org", name="Jürgen Strauß")
-    add_items(home, [item(strauss, "conv-js-1", "My own note about taxes."),
-                     item(BYSTANDER, "conv-spell-4", "Ask Jürgen Strauß, or Juergen Strauss, or Strauss, Jurgen.")])
+    add_items(
+        home,
+        [
+            item(strauss, "conv-js-1", "My own note about taxes."),
+            item(BYSTANDER, "conv-spell-4", "Ask Jürgen Strauß, or Juergen Strauss, or Strauss, Jurgen."),
+        ],
+    )
     found = erase(home, "req-spell-4", strauss)
     for where, text in item_texts(home, "chat", "conv-spell-4").items():
         assert not oracle(text, strauss), (where, text)
@@ -232,9 +273,15 @@ def test_a_sharp_s_name_is_found_as_the_request_writes_it(home: Home, tmp_path: 
 
 # --- attribution: over-erasure nobody reported -------------------------------------------------------
 
+
 def test_a_namesakes_own_item_stays_byte_for_byte_and_a_bystanders_name_is_reported(built: Home) -> None:
-    add_items(built, [item(NAMESAKE, "conv-nms-1", "Annabel Quist here: move my pharmacy appointment."),
-                      item(BYSTANDER, "conv-spell-5", f"Annabel Quist ({SUBJECT.email}) asked for a refund.")])
+    add_items(
+        built,
+        [
+            item(NAMESAKE, "conv-nms-1", "Annabel Quist here: move my pharmacy appointment."),
+            item(BYSTANDER, "conv-spell-5", f"Annabel Quist ({SUBJECT.email}) asked for a refund."),
+        ],
+    )
     namesake_before = item_texts(built, "chat", "conv-nms-1")
     found = erase(built, "req-spell-5", SUBJECT)
     assert item_texts(built, "chat", "conv-nms-1") == namesake_before
@@ -244,12 +291,18 @@ def test_a_namesakes_own_item_stays_byte_for_byte_and_a_bystanders_name_is_repor
     assert counted(found, "mention_ambiguous") >= 1
 
 
-@pytest.mark.parametrize("sentence", ["We went hiking in Jordan last spring.", "JORDAN, then Petra.",
-                                      "Jor\u00addan's deserts", "a trip to %4Aordan and back"])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "We went hiking in Jordan last spring.",
+        "JORDAN, then Petra.",
+        "Jor\u00addan's deserts",
+        "a trip to %4Aordan and back",
+    ],
+)
 def test_an_everyday_word_id_is_never_redacted_from_other_peoples_sentences(built: Home, sentence: str) -> None:
     jordan = Subject(id="jordan", email="jordan.k@example.org")
-    add_items(built, [item(jordan, "conv-jd-1", "Book me a table for two."),
-                      item(BYSTANDER, "conv-spell-6", sentence)])
+    add_items(built, [item(jordan, "conv-jd-1", "Book me a table for two."), item(BYSTANDER, "conv-spell-6", sentence)])
     before = item_texts(built, "chat", "conv-spell-6")
     found = erase(built, "req-spell-6", jordan)
     assert item_texts(built, "chat", "conv-spell-6") == before
@@ -281,12 +334,14 @@ def encode(text: str, how: str, pick: int = 0) -> str:
     return text
 
 
-scenes = st.fixed_dictionaries({
-    "kind": st.sampled_from(sorted(SPELLINGS)),
-    "pick": st.integers(min_value=0, max_value=99),
-    "encoding": st.sampled_from(["none", "percent", "json", "html", "qp", "base64"]),
-    "whose": st.sampled_from(["bystander", "namesake", "own"]),
-})
+scenes = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(sorted(SPELLINGS)),
+        "pick": st.integers(min_value=0, max_value=99),
+        "encoding": st.sampled_from(["none", "percent", "json", "html", "qp", "base64"]),
+        "whose": st.sampled_from(["bystander", "namesake", "own"]),
+    }
+)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -310,8 +365,9 @@ def test_generated_every_spelling_encoding_and_owner(s: dict[str, Any]) -> None:
         found = erase(home, "req-gen-1", SUBJECT)
         after = item_texts(home, "chat", "conv-gen-1")
         if whose == "own":
-            assert all(not k.startswith(("archive", "session", "corpus")) or not oracle(v, SUBJECT)
-                       for k, v in after.items()), s
+            assert all(
+                not k.startswith(("archive", "session", "corpus")) or not oracle(v, SUBJECT) for k, v in after.items()
+            ), s
             return
         ambiguous = whose == "namesake" and kind == "name"
         if ambiguous:
@@ -328,16 +384,24 @@ def test_generated_every_spelling_encoding_and_owner(s: dict[str, Any]) -> None:
 # --- the eraser's search finds what the oracle finds, and its prefilter never drops it ---------------
 
 OTHER = Identity.of(Subject(id="subj-other-1", name="Quill Ormsby", phone="+44 20 7946 0018"))
-texts = st.lists(st.tuples(st.sampled_from(sorted(SPELLINGS)), st.integers(min_value=0, max_value=99),
-                           st.sampled_from(["none", "percent", "json", "html", "qp", "base64"]),
-                           st.sampled_from(["Note: ", "(", "\n", "mailto:", "\u00ab"]),
-                           st.sampled_from([" thanks.", ")", "\n", ".", "\u00bb"])), min_size=1, max_size=5)
+texts = st.lists(
+    st.tuples(
+        st.sampled_from(sorted(SPELLINGS)),
+        st.integers(min_value=0, max_value=99),
+        st.sampled_from(["none", "percent", "json", "html", "qp", "base64"]),
+        st.sampled_from(["Note: ", "(", "\n", "mailto:", "\u00ab"]),
+        st.sampled_from([" thanks.", ")", "\n", ".", "\u00bb"]),
+    ),
+    min_size=1,
+    max_size=5,
+)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(parts=texts)
-def test_generated_the_search_finds_every_spelling_the_oracle_finds(parts: list[tuple[str, int, str, str, str]]) \
-        -> None:
+def test_generated_the_search_finds_every_spelling_the_oracle_finds(
+    parts: list[tuple[str, int, str, str, str]],
+) -> None:
     who = Identity.of(SUBJECT)
     written = []
     for kind, pick, how, before, after in parts:

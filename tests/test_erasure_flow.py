@@ -112,8 +112,17 @@ def test_request_run_prints_the_table_and_exits_0(ready) -> None:  # type: ignor
 
     result = CliRunner().invoke(app, ["request", "run", "req-ann-1"], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
-    for tier in ("working", "episodic", "semantic", "vectors", "fine_tune", "uploads", "derivatives",
-                 "subprocessors", "audit_log"):
+    for tier in (
+        "working",
+        "episodic",
+        "semantic",
+        "vectors",
+        "fine_tune",
+        "uploads",
+        "derivatives",
+        "subprocessors",
+        "audit_log",
+    ):
         assert tier in result.output
     assert "all_clear: true" in result.output
     for needle in SUBJECT.identifiers():

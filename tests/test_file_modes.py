@@ -27,7 +27,6 @@ def mode(p: Path) -> int:
     return stat.S_IMODE(p.lstat().st_mode)
 
 
-
 @pytest.fixture
 def umask_022() -> object:
     """The usual umask (files 0644, folders 0755 unless the code says otherwise)."""
@@ -45,15 +44,14 @@ def new_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask_022: object)
 
 # --- the home, the engine and the store ----------------------------------------------------------
 
+
 def test_a_new_home_and_its_folders_are_0700(new_home: Path) -> None:
     h = Home.resolve(new_home).ensure()
-    for d in (h.root, h.store_dir, h.engine_dir, h.keys_dir, h.outbox_dir, h.inbox_dir, h.services_dir,
-              h.prefect_home):
+    for d in (h.root, h.store_dir, h.engine_dir, h.keys_dir, h.outbox_dir, h.inbox_dir, h.services_dir, h.prefect_home):
         assert mode(d) == 0o700, d
 
 
-def test_an_existing_home_folder_keeps_its_mode_and_gets_private_folders(tmp_path: Path,
-                                                                        umask_022: object) -> None:
+def test_an_existing_home_folder_keeps_its_mode_and_gets_private_folders(tmp_path: Path, umask_022: object) -> None:
     root = tmp_path / "shared"
     root.mkdir(mode=0o755)
     h = Home.resolve(root).ensure()
@@ -85,8 +83,7 @@ def test_the_engine_databases_wal_and_shm_are_0600_while_open(tmp_path: Path, um
         conn.close()
 
 
-def test_an_engine_database_made_readable_by_others_is_made_private_again(tmp_path: Path,
-                                                                          umask_022: object) -> None:
+def test_an_engine_database_made_readable_by_others_is_made_private_again(tmp_path: Path, umask_022: object) -> None:
     db = tmp_path / "engine.db"
     open_engine(db).close()
     os.chmod(db, 0o644)  # as an older version left it
@@ -118,6 +115,7 @@ def test_a_new_database_anywhere_is_0600(tmp_path: Path, umask_022: object) -> N
 
 
 # --- the outbox ------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def vaulted(home: Home, umask_022: object) -> Home:

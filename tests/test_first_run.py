@@ -23,14 +23,27 @@ from erasure.config import PROJECT_ROOT, Home
 
 def _cli_env(root: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}
-    env.update(ERASURE_HOME=str(root / "home"), ERASURE_EVIDENCE=str(root / "evidence"),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", **extra)
+    env.update(
+        ERASURE_HOME=str(root / "home"),
+        ERASURE_EVIDENCE=str(root / "evidence"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        **extra,
+    )
     return env
 
 
 def _erasure(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env, text=True,
-                          capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture
@@ -89,9 +102,15 @@ def test_first_request_run_in_a_brand_new_home_on_a_busy_machine(tmp_path: Path,
     assert init.returncode == 0, init.stderr
     assert _erasure(env, "keys", "generate", "--role", "engine").returncode == 0
     subjects = json.loads((tmp_path / "home" / "demo-subjects.json").read_text())["subjects"]
-    envelope = {"request_id": "req-first-0001", "tenant_id": "default", "subject": subjects[0],
-                "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-                "requester_identity_proof_ref": "idv/first-run", "reason": "Art.17 request"}
+    envelope = {
+        "request_id": "req-first-0001",
+        "tenant_id": "default",
+        "subject": subjects[0],
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/first-run",
+        "reason": "Art.17 request",
+    }
     req = tmp_path / "request.json"
     req.write_text(json.dumps(envelope))
     assert _erasure(env, "request", "submit", str(req)).returncode == 0

@@ -32,21 +32,28 @@ def _bystander_says(built: Built, words: str) -> None:
     mention would leave them): no bystander count changes."""
     conn = built.conn
     bob = BYSTANDERS[0].id
-    (fid,) = cast(tuple[Any, ...],
-                  conn.execute("SELECT frame_id FROM frames WHERE subject_id = ? LIMIT 1", (bob,)).fetchone())
+    (fid,) = cast(
+        tuple[Any, ...], conn.execute("SELECT frame_id FROM frames WHERE subject_id = ? LIMIT 1", (bob,)).fetchone()
+    )
     conn.execute("UPDATE frames SET content = content || ? WHERE frame_id = ?", (f" ask {words}", fid))
-    (sid, state) = cast(tuple[Any, ...],
-                        conn.execute("SELECT session_id, state FROM working_sessions WHERE subject_id = ? LIMIT 1",
-                                     (bob,)).fetchone())
-    conn.execute("UPDATE working_sessions SET state = ? WHERE session_id = ?",
-                 (json.dumps({**json.loads(state), "note": f"call {words}"}, ensure_ascii=False), sid))
+    (sid, state) = cast(
+        tuple[Any, ...],
+        conn.execute("SELECT session_id, state FROM working_sessions WHERE subject_id = ? LIMIT 1", (bob,)).fetchone(),
+    )
+    conn.execute(
+        "UPDATE working_sessions SET state = ? WHERE session_id = ?",
+        (json.dumps({**json.loads(state), "note": f"call {words}"}, ensure_ascii=False), sid),
+    )
 
 
-@pytest.mark.parametrize("words", [
-    _fullwidth(SUBJECT.name or ""),                          # Ｄａｎａ Ｏｒｔｉｚ
-    _fullwidth((SUBJECT.email or "").upper()),               # ＤＡＮＡ．ＯＲＴＩＺ＠...
-    "\uff0b\uff11 555 \uff10\uff11\uff14\uff12",            # ＋１ 555 ０１４２: the phone, half in full width
-])
+@pytest.mark.parametrize(
+    "words",
+    [
+        _fullwidth(SUBJECT.name or ""),  # Ｄａｎａ Ｏｒｔｉｚ
+        _fullwidth((SUBJECT.email or "").upper()),  # ＤＡＮＡ．ＯＲＴＩＺ＠...
+        "\uff0b\uff11 555 \uff10\uff11\uff14\uff12",  # ＋１ 555 ０１４２: the phone, half in full width
+    ],
+)
 def test_an_identifier_in_full_width_is_residue(built: Built, words: str) -> None:
     fp = take_fingerprint(built.store_dir, SUBJECT)
     erase_by_hand(built)

@@ -24,8 +24,9 @@ from service.consent import allow_reingest
 from service.holds import place_hold, release_hold
 from tests.cascade_fixtures import submit
 
-SUBJECT = Subject(id="subj-zqvxk-4471", email="annabel.quist@example.org", name="Annabel Quist",
-                  phone="+44 79 5833 1277")
+SUBJECT = Subject(
+    id="subj-zqvxk-4471", email="annabel.quist@example.org", name="Annabel Quist", phone="+44 79 5833 1277"
+)
 OTHER = Subject(id="user-bob-0042", email="bob.marsh@example.net", name="Bob Marsh", phone="+1 555 0100")
 VALUES = [v for s in (SUBJECT, OTHER) for v in s.identifiers()] + ["annabel", "quist", "447958331277"]
 
@@ -63,9 +64,12 @@ def cli(h: Home, *args: str) -> Any:
 def store_state(h: Home) -> tuple[Any, ...]:
     conn = create(h.store_dir)
     try:
-        return (conn.execute("SELECT * FROM holds").fetchall(), conn.execute("SELECT * FROM audit_log").fetchall(),
-                conn.execute("SELECT * FROM audit_vault").fetchall(),
-                conn.execute("SELECT * FROM erased_subjects").fetchall())
+        return (
+            conn.execute("SELECT * FROM holds").fetchall(),
+            conn.execute("SELECT * FROM audit_log").fetchall(),
+            conn.execute("SELECT * FROM audit_vault").fetchall(),
+            conn.execute("SELECT * FROM erased_subjects").fetchall(),
+        )
     finally:
         conn.close()
 
@@ -98,10 +102,25 @@ def test_hold_place_reason_naming_a_subject_is_refused(vault: Home, text: str, k
 
 @pytest.mark.parametrize(("text", "kind"), NAMING[:3] + NAMING[-1:])
 def test_hold_actor_and_release_reason_are_checked(vault: Home, text: str, kind: str) -> None:
-    assert_refused(cli(vault, "hold", "place", "--subject-id", SUBJECT.id, "--reason", "litigation 2025-17",
-                       "--actor", text), "actor", kind)
-    assert cli(vault, "hold", "place", "--subject-id", SUBJECT.id, "--reason", "litigation 2025-17",
-               "--actor", "legal-team").exit_code == 0
+    assert_refused(
+        cli(vault, "hold", "place", "--subject-id", SUBJECT.id, "--reason", "litigation 2025-17", "--actor", text),
+        "actor",
+        kind,
+    )
+    assert (
+        cli(
+            vault,
+            "hold",
+            "place",
+            "--subject-id",
+            SUBJECT.id,
+            "--reason",
+            "litigation 2025-17",
+            "--actor",
+            "legal-team",
+        ).exit_code
+        == 0
+    )
     before = store_state(vault)
     assert_refused(cli(vault, "hold", "release", "--subject-id", SUBJECT.id, "--reason", text), "reason", kind)
     assert store_state(vault) == before
@@ -132,11 +151,13 @@ def test_clock_reasons_are_checked_against_the_vault(vault: Home, text: str, kin
 def test_operations_refuse_case_references_and_actors(vault: Home, text: str, kind: str) -> None:
     # the UI's forms build the audited reason as "<code> (<case reference>)"
     before = store_state(vault)
-    for call in (lambda: place_hold(vault, "req-door-1", f"litigation ({text})", "legal-team"),
-                 lambda: place_hold(vault, "req-door-1", "litigation (case-17)", text),
-                 lambda: release_hold(vault, "req-door-1", f"matter-closed ({text})", "legal-team"),
-                 lambda: allow_reingest(vault, "req-door-1", f"subject-reconsented ({text})", "dpo"),
-                 lambda: clock_operation(vault, "extend", "req-door-1", f"complexity ({text})")):
+    for call in (
+        lambda: place_hold(vault, "req-door-1", f"litigation ({text})", "legal-team"),
+        lambda: place_hold(vault, "req-door-1", "litigation (case-17)", text),
+        lambda: release_hold(vault, "req-door-1", f"matter-closed ({text})", "legal-team"),
+        lambda: allow_reingest(vault, "req-door-1", f"subject-reconsented ({text})", "dpo"),
+        lambda: clock_operation(vault, "extend", "req-door-1", f"complexity ({text})"),
+    ):
         with pytest.raises(InputError) as err:
             call()
         assert kind in str(err.value)
@@ -144,8 +165,20 @@ def test_operations_refuse_case_references_and_actors(vault: Home, text: str, ki
 
 
 def test_plain_reasons_pass_and_the_audit_log_names_nobody(vault: Home) -> None:
-    assert cli(vault, "hold", "place", "--subject-id", SUBJECT.id, "--reason", "litigation 2025-17 (court 4)",
-               "--actor", "legal-team").exit_code == 0
+    assert (
+        cli(
+            vault,
+            "hold",
+            "place",
+            "--subject-id",
+            SUBJECT.id,
+            "--reason",
+            "litigation 2025-17 (court 4)",
+            "--actor",
+            "legal-team",
+        ).exit_code
+        == 0
+    )
     assert cli(vault, "hold", "release", "--subject-id", SUBJECT.id, "--reason", "matter closed").exit_code == 0
     ok = cli(vault, "suppression", "allow", "chat", "conv-1001", "--reason", "re-consent in writing, ticket 88")
     assert ok.exit_code == 0, (ok.output, ok.exception)

@@ -44,8 +44,18 @@ def hard_link_to_another_users_file(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_hard_linked_attachment_is_refused_and_nothing_is_written(store_home: Home, tmp_path: Path) -> None:
     items, outside = hard_link_to_another_users_file(tmp_path)
     path = items / "items.jsonl"
-    path.write_text(json.dumps({"source": "chat", "source_ref": "conv-1", "subject": ALICE,
-                                "content": "About billing.", "attachments": ["files/receipt.txt"]}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "source": "chat",
+                "source_ref": "conv-1",
+                "subject": ALICE,
+                "content": "About billing.",
+                "attachments": ["files/receipt.txt"],
+            }
+        )
+        + "\n"
+    )
     before = snapshot(store_home.root)
 
     res = erasure("ingest", str(path), "--home", str(store_home.root))

@@ -50,8 +50,9 @@ STORE_KEY = audit_key(0)
 
 
 def pem(key: Any) -> bytes:
-    return bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                               serialization.PublicFormat.SubjectPublicKeyInfo))
+    return bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
 
 
 @pytest.fixture
@@ -75,6 +76,7 @@ def verdict(data: bytes, keys: Keys, audit: bytes | None) -> str:
 
 
 # --- the attacks -------------------------------------------------------------------------------------
+
 
 def resigned_checkpoints() -> dict[str, Any]:
     """The genuine log, its checkpoints signed (and the key named) by a key the attacker made."""
@@ -125,8 +127,9 @@ def checkpoint_after_the_verification() -> dict[str, Any]:
 
 
 NEEDS_THE_PIN = {f.__name__: f for f in (resigned_checkpoints, fabricated_two_entry_log)}
-REFUSED_ANYWAY = {f.__name__: f for f in (hidden_redacted_entry, checkpoint_dated_1970,
-                                          checkpoint_after_the_verification)}
+REFUSED_ANYWAY = {
+    f.__name__: f for f in (hidden_redacted_entry, checkpoint_dated_1970, checkpoint_after_the_verification)
+}
 
 
 def test_the_genuine_pack_passes_pinned(keys: Keys) -> None:
@@ -135,7 +138,8 @@ def test_the_genuine_pack_passes_pinned(keys: Keys) -> None:
 
 @pytest.mark.parametrize("attack", NEEDS_THE_PIN.values(), ids=NEEDS_THE_PIN.keys())
 def test_a_forged_log_under_another_key_is_refused_when_the_key_is_pinned(
-        keys: Keys, attack: Callable[[], dict[str, Any]]) -> None:
+    keys: Keys, attack: Callable[[], dict[str, Any]]
+) -> None:
     data = forged(keys, attack())
     got = verdict(data, keys, pem(STORE_KEY))
     assert got.startswith("FAIL: audit-log: ") and "another key" in got, got
@@ -149,8 +153,7 @@ def test_a_forged_log_under_the_store_key_is_refused(keys: Keys, attack: Callabl
         assert got.startswith("FAIL: "), got
 
 
-def test_the_command_line_verifier_requires_the_audit_key_or_says_it_was_not_pinned(
-        keys: Keys, tmp_path: Path) -> None:
+def test_the_command_line_verifier_requires_the_audit_key_or_says_it_was_not_pinned(keys: Keys, tmp_path: Path) -> None:
     pack = write_pack(make_evidence(tmp_path), keys.engine)
     audit_pub = tmp_path / "audit.pub.pem"
     audit_pub.write_bytes(pem(STORE_KEY))
@@ -168,7 +171,9 @@ def test_the_command_line_verifier_requires_the_audit_key_or_says_it_was_not_pin
 
 
 def test_keys_audit_prints_the_store_key_and_export_ships_it_and_verify_md_pins_it(
-        awaiting: Home, tmp_path: Path) -> None:  # noqa: F811 (the fixture)
+    awaiting: Home,  # noqa: F811 (the fixture imported above)
+    tmp_path: Path,
+) -> None:
     h = str(awaiting.root)
     shown = erasure("keys", "audit", "--home", h, "--json")
     assert shown.code == 0, shown
@@ -182,7 +187,20 @@ def test_keys_audit_prints_the_store_key_and_export_ships_it_and_verify_md_pins_
     assert (out / "audit.pub.pem").read_bytes() == store_pem
     note = (out / "VERIFY.md").read_text()
     assert "--audit-key audit.pub.pem" in note and key["keyid"] in note
-    res = subprocess.run([sys.executable, "-m", "proof.verify", str(out / f"{REQ}-proof.tar.gz"), "--engine-key",
-                          str(out / "engine.pub.pem"), "--dpo-key", str(out / "dpo.pub.pem"), "--audit-key",
-                          str(out / "audit.pub.pem")], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proof.verify",
+            str(out / f"{REQ}-proof.tar.gz"),
+            "--engine-key",
+            str(out / "engine.pub.pem"),
+            "--dpo-key",
+            str(out / "dpo.pub.pem"),
+            "--audit-key",
+            str(out / "audit.pub.pem"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.stdout.strip() == "OK", res

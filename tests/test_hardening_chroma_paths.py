@@ -37,18 +37,25 @@ def _build(path: Path, owners: list[str]) -> None:
     files (sync threshold 20)."""
     with opened(path) as client:
         col = client.get_or_create_collection(
-            "notes", embedding_function=hash_embedding(),
-            configuration={"hnsw": {"space": "l2", "sync_threshold": 20, "batch_size": 20}})
+            "notes",
+            embedding_function=hash_embedding(),
+            configuration={"hnsw": {"space": "l2", "sync_threshold": 20, "batch_size": 20}},
+        )
         for s in range(0, RECORDS, 20):
             part = range(s, s + 20)
-            col.add(ids=[f"r{i}" for i in part],
-                    documents=[f"{owners[i % len(owners)]} wrote note {i} about kilns" for i in part],
-                    metadatas=[{SUBJECT_KEY: owners[i % len(owners)], "n": i} for i in part])
+            col.add(
+                ids=[f"r{i}" for i in part],
+                documents=[f"{owners[i % len(owners)]} wrote note {i} about kilns" for i in part],
+                metadatas=[{SUBJECT_KEY: owners[i % len(owners)], "n": i} for i in part],
+            )
 
 
 def _files(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _vector_segment(root: Path) -> str:
@@ -69,10 +76,17 @@ def segment_id_climbing_into_team_b(team_a: Path, team_b: Path) -> None:
         with db:
             db.execute("UPDATE segments SET id = ? WHERE scope = 'VECTOR'", (target,))
             cols = [r[1] for r in db.execute("PRAGMA table_info(migrations)")]
-            row = {"dir": "sysdb", "version": 999, "filename": "00999-unknown.sqlite.sql", "sql": "SELECT 1",
-                   "hash": "0" * 32}
-            db.execute(f"INSERT INTO migrations({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                       [row.get(c, "x") for c in cols])
+            row = {
+                "dir": "sysdb",
+                "version": 999,
+                "filename": "00999-unknown.sqlite.sql",
+                "sql": "SELECT 1",
+                "hash": "0" * 32,
+            }
+            db.execute(
+                f"INSERT INTO migrations({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [row.get(c, "x") for c in cols],
+            )
     finally:
         db.close()
 
@@ -91,12 +105,18 @@ def two_teams(home: Home, tmp_path: Path, prefect_harness: None) -> tuple[Path, 
     gc.collect()
     assert (team_b / _vector_segment(team_b) / "data_level0.bin").stat().st_size > 0
     (home.root / "targets.toml").write_text(
-        f'[[targets]]\nname = "team-a-vectors"\nkind = "chroma"\npath = "{team_a}"\nsubject_key = "{SUBJECT_KEY}"\n')
+        f'[[targets]]\nname = "team-a-vectors"\nkind = "chroma"\npath = "{team_a}"\nsubject_key = "{SUBJECT_KEY}"\n'
+    )
     generate_keypair("engine", home.keys_dir)
-    envelope = {"request_id": "req-chroma-0001", "tenant_id": "default",
-                "subject": SUBJECT.model_dump(exclude_none=True), "legal_basis": "GDPR",
-                "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-                "requester_identity_proof_ref": "idv/chroma", "reason": "Art.17 request"}
+    envelope = {
+        "request_id": "req-chroma-0001",
+        "tenant_id": "default",
+        "subject": SUBJECT.model_dump(exclude_none=True),
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/chroma",
+        "reason": "Art.17 request",
+    }
     req = tmp_path / "request.json"
     req.write_text(json.dumps(envelope))
     assert erasure("request", "submit", str(req), "--home", str(home.root)).code == 0

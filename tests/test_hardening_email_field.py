@@ -62,20 +62,32 @@ def test_submit_refuses_an_email_that_is_not_one_addr_spec(home: Home, tmp_path:
     lines = res.err.strip().splitlines()
     assert len(lines) == 1 and "subject.email" in lines[0] and "one address" in lines[0], res.err
     assert "elsewhere" not in res.err  # the message names the rule, not the value
-    assert not home.engine_db.exists() or "req-gdpr-0001" not in erasure(
-        "request", "list", "--json", "--home", str(home.root)).out
+    assert (
+        not home.engine_db.exists()
+        or "req-gdpr-0001" not in erasure("request", "list", "--json", "--home", str(home.root)).out
+    )
 
 
 def test_submit_accepts_one_plain_address(home: Home, tmp_path: Path) -> None:
-    res = erasure("request", "submit", str(_envelope(tmp_path, "o'brien+erasure@mail.example.org")),
-                  "--home", str(home.root), "--json")
+    res = erasure(
+        "request",
+        "submit",
+        str(_envelope(tmp_path, "o'brien+erasure@mail.example.org")),
+        "--home",
+        str(home.root),
+        "--json",
+    )
     assert res.code == 0, res.err
     assert json.loads(res.out)["created"] is True
 
 
 def test_ingest_refuses_a_list_in_the_subjects_email(home: Home, tmp_path: Path) -> None:
-    line = {"source": "chat", "source_ref": "conv-1", "subject": {"id": "u-1", "email": LIST_OF_TWO},
-            "content": "hello"}
+    line = {
+        "source": "chat",
+        "source_ref": "conv-1",
+        "subject": {"id": "u-1", "email": LIST_OF_TWO},
+        "content": "hello",
+    }
     f = tmp_path / "items.jsonl"
     f.write_text(json.dumps(line) + "\n")
     assert erasure("store", "init", "--home", str(home.root)).code == 0
@@ -105,8 +117,11 @@ def not_one_addr_spec(draw: st.DrawFn) -> str:
     a, b = draw(addr_specs()), draw(addr_specs())
     local_b = b.split("@", 1)[0]
     name = draw(st.text(alphabet=string.ascii_letters + " ", min_size=1, max_size=6))
-    form = draw(st.sampled_from(["comma", "semicolon", "local-comma", "display", "angle", "group", "quoted",
-                                 "comment", "space", "crlf"]))
+    form = draw(
+        st.sampled_from(
+            ["comma", "semicolon", "local-comma", "display", "angle", "group", "quoted", "comment", "space", "crlf"]
+        )
+    )
     return {
         "comma": f"{a}{draw(st.sampled_from([',', ', ', ' ,']))}{b}",
         "semicolon": f"{a};{b}",

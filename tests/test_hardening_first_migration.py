@@ -28,14 +28,25 @@ AT_ONCE = 2
 
 def _env(root: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}
-    env.update(ERASURE_HOME=str(root / "home"), ERASURE_EVIDENCE=str(root / "evidence"),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
+    env.update(
+        ERASURE_HOME=str(root / "home"),
+        ERASURE_EVIDENCE=str(root / "evidence"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+    )
     return env
 
 
 def _start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
@@ -44,8 +55,15 @@ def test_two_request_runs_at_once_in_a_brand_new_home(tmp_path: Path, round_: in
     # As in the home: a store, a key, and the engine's database (requests were submitted there);
     # only Prefect's database is new.
     for args in (("store", "init"), ("keys", "generate", "--role", "engine"), ("request", "list")):
-        ready = subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env,
-                               capture_output=True, text=True, timeout=120, check=False)
+        ready = subprocess.run(
+            [sys.executable, "-m", "cli.main", *args],
+            cwd=PROJECT_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert ready.returncode == 0, ready.stderr
     prefect_home = tmp_path / "home" / "prefect"
     assert not (prefect_home / "prefect.db").exists()

@@ -40,8 +40,12 @@ def _erasure(env: dict[str, str], *args: str, timeout: float = 300) -> subproces
 def _as_other_can_read(path: Path) -> bool:
     """Whether `nobody` can read `path` (a file: cat; a folder: ls)."""
     cmd = ["cat", str(path)] if path.is_file() else ["ls", str(path)]
-    return subprocess.run(["runuser", "-u", OTHER, "--", *cmd], capture_output=True, check=False,
-                          stdin=subprocess.DEVNULL).returncode == 0
+    return (
+        subprocess.run(
+            ["runuser", "-u", OTHER, "--", *cmd], capture_output=True, check=False, stdin=subprocess.DEVNULL
+        ).returncode
+        == 0
+    )
 
 
 def _open_to_others(root: Path, allowed: dict[Path, int]) -> list[str]:
@@ -99,15 +103,24 @@ def test_a_demo_home_is_its_owners_only(demo_home: tuple[Path, dict[str, str]]) 
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root and runuser")
-def test_with_postgres_only_the_postgres_group_passes_through_the_home(
-        demo_home: tuple[Path, dict[str, str]]) -> None:
+def test_with_postgres_only_the_postgres_group_passes_through_the_home(demo_home: tuple[Path, dict[str, str]]) -> None:
     try:
         pg = pwd.getpwnam("postgres")
     except KeyError:
         pytest.skip("no postgres user (make postgres)")
     home, env = demo_home
-    res = _erasure(env, "server", "start", "--postgres", "--workers", "0", "--port", str(free_port()), "--json",
-                   timeout=START_TIMEOUT)
+    res = _erasure(
+        env,
+        "server",
+        "start",
+        "--postgres",
+        "--workers",
+        "0",
+        "--port",
+        str(free_port()),
+        "--json",
+        timeout=START_TIMEOUT,
+    )
     try:
         assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-2000:])
         state = home / "server" / "state.json"

@@ -71,10 +71,15 @@ def _sealed_payloads(h: Home) -> list[bytes]:
 
 
 def _good_envelope() -> dict[str, object]:
-    return {"request_id": "req-inbox-0001", "tenant_id": "default",
-            "subject": {"id": "subj-inbox-0001", "email": "lin.okafor@example.org"}, "legal_basis": "GDPR",
-            "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-            "requester_identity_proof_ref": "idv/inbox", "reason": "Art.17 request"}
+    return {
+        "request_id": "req-inbox-0001",
+        "tenant_id": "default",
+        "subject": {"id": "subj-inbox-0001", "email": "lin.okafor@example.org"},
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/inbox",
+        "reason": "Art.17 request",
+    }
 
 
 class Lines(logging.Handler):
@@ -90,8 +95,9 @@ class Lines(logging.Handler):
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
-def test_a_link_in_the_inbox_is_refused_and_left_alone(home: Home, victim: Path, prefect_harness: None,
-                                                       attack: str) -> None:
+def test_a_link_in_the_inbox_is_refused_and_left_alone(
+    home: Home, victim: Path, prefect_harness: None, attack: str
+) -> None:
     from flows.operations import intake
 
     home.inbox_dir.mkdir(parents=True, exist_ok=True)
@@ -107,8 +113,10 @@ def test_a_link_in_the_inbox_is_refused_and_left_alone(home: Home, victim: Path,
     finally:
         logger.removeHandler(lines)
 
-    assert victim.read_bytes() == VICTIM_BYTES and (
-        hashlib.sha256(victim.read_bytes()).hexdigest(), os.stat(victim).st_mtime_ns) == before
+    assert (
+        victim.read_bytes() == VICTIM_BYTES
+        and (hashlib.sha256(victim.read_bytes()).hexdigest(), os.stat(victim).st_mtime_ns) == before
+    )
     assert os.path.lexists(link) and os.lstat(link).st_ino == st.st_ino, "the entry was not left alone"
     assert all(VICTIM_BYTES not in p for p in _sealed_payloads(home)), "the target's bytes were kept"
     assert out["rejected"] == 0 and out["refused"] == 1, out

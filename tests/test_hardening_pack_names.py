@@ -45,6 +45,7 @@ BLOCK = 512
 
 # --- a genuine pack, and the name computed apart ---------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
     return make_keys(tmp_path_factory.mktemp("keys"))
@@ -90,8 +91,15 @@ def outcome(data: bytes, keys: Keys, *, dpo: bool) -> str:
 
 # --- container surgery -----------------------------------------------------------------------------
 
-def gzip_member(tar: bytes, *, header: bytes = WRITER_GZIP_HEADER, level: int = 6, wbits: int = -15,
-                strategy: int = zlib.Z_DEFAULT_STRATEGY) -> bytes:
+
+def gzip_member(
+    tar: bytes,
+    *,
+    header: bytes = WRITER_GZIP_HEADER,
+    level: int = 6,
+    wbits: int = -15,
+    strategy: int = zlib.Z_DEFAULT_STRATEGY,
+) -> bytes:
     c = zlib.compressobj(level, zlib.DEFLATED, wbits, 9, strategy)
     return header + c.compress(tar) + c.flush() + struct.pack("<II", zlib.crc32(tar), len(tar) & 0xFFFFFFFF)
 
@@ -99,20 +107,20 @@ def gzip_member(tar: bytes, *, header: bytes = WRITER_GZIP_HEADER, level: int = 
 def headers(tar: bytes) -> list[int]:
     """Offsets of every tar header."""
     out, pos = [], 0
-    while tar[pos:pos + BLOCK].strip(b"\0"):
+    while tar[pos : pos + BLOCK].strip(b"\0"):
         out.append(pos)
-        size = int(tar[pos + 124:pos + 135], 8)
+        size = int(tar[pos + 124 : pos + 135], 8)
         pos += BLOCK + -(-size // BLOCK) * BLOCK
     return out
 
 
 def set_field(tar: bytes, at: int, start: int, width: int, value: bytes) -> bytes:
     """Write `value` (padded with NULs to `width`) into the header at `at`, and fix its checksum."""
-    block = bytearray(tar[at:at + BLOCK])
-    block[start:start + width] = value.ljust(width, b"\0")[:width]
+    block = bytearray(tar[at : at + BLOCK])
+    block[start : start + width] = value.ljust(width, b"\0")[:width]
     block[148:156] = b" " * 8
     block[148:156] = b"%06o\0 " % sum(block)
-    return tar[:at] + bytes(block) + tar[at + BLOCK:]
+    return tar[:at] + bytes(block) + tar[at + BLOCK :]
 
 
 def octal(n: int, width: int) -> bytes:
@@ -124,7 +132,7 @@ def retar(data: bytes, change: Callable[[bytes], bytes]) -> bytes:
 
 
 def first_file(tar: bytes) -> int:
-    return next(at for at in headers(tar) if tar[at + 156:at + 157] in (b"0", b"\0"))
+    return next(at for at in headers(tar) if tar[at + 156 : at + 157] in (b"0", b"\0"))
 
 
 def high_s(sig: bytes) -> bytes:
@@ -150,10 +158,12 @@ def resigned_high_s(name: str) -> Callable[[dict[str, object]], None]:
         sigs = env["signatures"]
         assert isinstance(sigs, list)
         sigs[0]["sig"] = base64.b64encode(high_s(base64.b64decode(sigs[0]["sig"]))).decode()
+
     return change
 
 
 # --- the attacks, each on its own ------------------------------------------------------------------
+
 
 def high_s_engine_signature(data: bytes) -> bytes:
     return with_envelope(data, "signatures/engine.intoto.json", resigned_high_s("engine"))
@@ -203,15 +213,28 @@ def gzip_xfl_byte(data: bytes) -> bytes:
     return data[:8] + b"\x02" + data[9:]
 
 
-ATTACKS_REFUSED = {f.__name__: f for f in (
-    high_s_dpo_signature, tar_mtime_changed, tar_uid_changed, tar_gid_changed, tar_uname_root,
-    tar_gname_wheel, setuid_mode_4755, directory_mode_0777, gzip_header_mtime, gzip_os_byte_unix,
-    gzip_xfl_byte)}
+ATTACKS_REFUSED = {
+    f.__name__: f
+    for f in (
+        high_s_dpo_signature,
+        tar_mtime_changed,
+        tar_uid_changed,
+        tar_gid_changed,
+        tar_uname_root,
+        tar_gname_wheel,
+        setuid_mode_4755,
+        directory_mode_0777,
+        gzip_header_mtime,
+        gzip_os_byte_unix,
+        gzip_xfl_byte,
+    )
+}
 
 
 @pytest.mark.parametrize("attack", ATTACKS_REFUSED.values(), ids=ATTACKS_REFUSED.keys())
-def test_a_container_attack_on_a_sealed_pack_is_refused(sealed: bytes, keys: Keys,
-                                                        attack: Callable[[bytes], bytes]) -> None:
+def test_a_container_attack_on_a_sealed_pack_is_refused(
+    sealed: bytes, keys: Keys, attack: Callable[[bytes], bytes]
+) -> None:
     assert outcome(sealed, keys, dpo=True) == name_of(sealed)  # the genuine pack passes, by its name
     forged = attack(sealed)
     assert forged != sealed
@@ -253,8 +276,17 @@ def test_the_writer_signs_low_s(tmp_path: Path, keys: Keys) -> None:
 
 # --- the property: every container mutation is refused or keeps the name ----------------------------
 
-TAR_FIELDS = {"mode": (100, 8), "uid": (108, 8), "gid": (116, 8), "mtime": (136, 12), "uname": (265, 32),
-              "gname": (297, 32), "devmajor": (329, 8), "devminor": (337, 8), "padding": (500, 12)}
+TAR_FIELDS = {
+    "mode": (100, 8),
+    "uid": (108, 8),
+    "gid": (116, 8),
+    "mtime": (136, 12),
+    "uname": (265, 32),
+    "gname": (297, 32),
+    "devmajor": (329, 8),
+    "devminor": (337, 8),
+    "padding": (500, 12),
+}
 
 
 @st.composite
@@ -263,7 +295,7 @@ def mutations(draw: st.DrawFn) -> tuple[str, Callable[[bytes], bytes]]:
     if kind == "gzip-header":
         pos = draw(st.integers(3, 9))
         value = draw(st.integers(0, 255))
-        return f"gzip byte {pos} = {value}", lambda d: d[:pos] + bytes([value]) + d[pos + 1:]
+        return f"gzip byte {pos} = {value}", lambda d: d[:pos] + bytes([value]) + d[pos + 1 :]
     if kind == "tar-field":
         fname = draw(st.sampled_from(sorted(TAR_FIELDS)))
         start, width = TAR_FIELDS[fname]
@@ -277,14 +309,19 @@ def mutations(draw: st.DrawFn) -> tuple[str, Callable[[bytes], bytes]]:
             def edit(t: bytes) -> bytes:
                 hs = headers(t)
                 return set_field(t, hs[index % len(hs)], start, width, raw)
+
             return retar(d, edit)
+
         return f"tar {fname} of header {index} = {raw!r}", tar_change
     if kind == "deflate":
         level = draw(st.integers(0, 9))
-        strategy = draw(st.sampled_from([zlib.Z_DEFAULT_STRATEGY, zlib.Z_FILTERED, zlib.Z_HUFFMAN_ONLY,
-                                         zlib.Z_RLE, zlib.Z_FIXED]))
-        return (f"deflate level {level} strategy {strategy}",
-                lambda d: gzip_member(gzip.decompress(d), level=level, strategy=strategy))
+        strategy = draw(
+            st.sampled_from([zlib.Z_DEFAULT_STRATEGY, zlib.Z_FILTERED, zlib.Z_HUFFMAN_ONLY, zlib.Z_RLE, zlib.Z_FIXED])
+        )
+        return (
+            f"deflate level {level} strategy {strategy}",
+            lambda d: gzip_member(gzip.decompress(d), level=level, strategy=strategy),
+        )
     if kind == "trailing-zeros":
         extra = draw(st.integers(1, 4)) * BLOCK
         return f"{extra} more zero bytes after the archive", lambda d: gzip_member(gzip.decompress(d) + b"\0" * extra)
@@ -303,17 +340,19 @@ def mutations(draw: st.DrawFn) -> tuple[str, Callable[[bytes], bytes]]:
                 alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
                 core = text.rstrip("=")
                 last = alphabet[alphabet.index(core[-1]) | 1]
-                sigs[0]["sig"] = core[:-1] + last + text[len(core):]
+                sigs[0]["sig"] = core[:-1] + last + text[len(core) :]
         else:  # SEQUENCE with a long-form length byte: BER, not DER
             assert raw[0] == 0x30 and raw[1] < 0x80
             sigs[0]["sig"] = base64.b64encode(b"\x30\x81" + raw[1:2] + raw[2:]).decode()
+
     return f"{how} {which}", lambda d: with_envelope(d, which, sig_change)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutation=mutations())
 def test_every_container_mutation_is_refused_or_keeps_the_name(
-        sealed: bytes, keys: Keys, mutation: tuple[str, Callable[[bytes], bytes]]) -> None:
+    sealed: bytes, keys: Keys, mutation: tuple[str, Callable[[bytes], bytes]]
+) -> None:
     what, change = mutation
     forged = change(sealed)
     got = outcome(forged, keys, dpo=True)

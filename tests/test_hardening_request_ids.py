@@ -51,10 +51,19 @@ def _state(h: Home, rid: str) -> str:
 
 def _envelope(tmp: Path, rid: str) -> Path:
     path = tmp / f"{rid[:20]}.json"
-    path.write_text(json.dumps({
-        "request_id": rid, "tenant_id": "default", "subject": SUBJECT.model_dump(exclude_none=True),
-        "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
-        "requester_identity_proof_ref": "idv-case-77", "reason": "data subject request via privacy portal"}))
+    path.write_text(
+        json.dumps(
+            {
+                "request_id": rid,
+                "tenant_id": "default",
+                "subject": SUBJECT.model_dump(exclude_none=True),
+                "legal_basis": "GDPR",
+                "received_at": (datetime.now(UTC) - timedelta(days=2)).isoformat(),
+                "requester_identity_proof_ref": "idv-case-77",
+                "reason": "data subject request via privacy portal",
+            }
+        )
+    )
     return path
 
 
@@ -80,9 +89,21 @@ def test_a_long_request_id_is_erased_with_a_pack_that_verifies(store: Home, tmp_
     assert _state(store, rid) == "awaiting attestation"
     audit_pub = tmp_path / "audit.pub.pem"
     assert erasure("keys", "audit", "--out", str(audit_pub), "--home", h).code == 0
-    out = subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key",
-                          str(store.keys_dir / "engine.pub.pem"), "--no-dpo", "--audit-key", str(audit_pub)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proof.verify",
+            str(pack),
+            "--engine-key",
+            str(store.keys_dir / "engine.pub.pem"),
+            "--no-dpo",
+            "--audit-key",
+            str(audit_pub),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0 and out.stdout.strip() == "OK", out.stdout + out.stderr
 
 
@@ -112,8 +133,12 @@ def test_one_limit_submit_writer_verifier_and_export_agree() -> None:
     assert "1-64" not in readme and not re.search(r"\b64 (characters|chars)\b", readme)
 
 
-@given(st.one_of(st.text(alphabet="".join(sorted(ALLOWED)) + "/ é\x00", min_size=0, max_size=140),
-                 st.integers(120, 135).map(lambda n: "a" * n)))
+@given(
+    st.one_of(
+        st.text(alphabet="".join(sorted(ALLOWED)) + "/ é\x00", min_size=0, max_size=140),
+        st.integers(120, 135).map(lambda n: "a" * n),
+    )
+)
 def test_every_layer_accepts_exactly_the_ids_of_the_rule(value: str) -> None:
     want = oracle_is_request_id(value)
     assert is_safe_token(value) is want

@@ -23,8 +23,7 @@ from tests.test_attest_export import REQ, _state, awaiting  # noqa: F401 (the fi
 def _events(h: Home) -> list[str]:
     engine = open_engine(h.engine_db)
     try:
-        return [str(r[0]) for r in engine.execute("SELECT event FROM engine_events WHERE request_id = ?",
-                                                  (REQ,))]
+        return [str(r[0]) for r in engine.execute("SELECT event FROM engine_events WHERE request_id = ?", (REQ,))]
     finally:
         engine.close()
 
@@ -65,15 +64,20 @@ def test_a_refused_outbox_leaves_the_request_unsealed_with_a_clear_error(symlink
 
 
 def test_sealing_and_notifying_are_recorded_together(awaiting: Home) -> None:  # noqa: F811 (the fixture)
-    res = erasure("attest", REQ, "--dpo-key", str(awaiting.keys_dir / "dpo.pem"), "--yes", "--home",
-                  str(awaiting.root))
+    res = erasure("attest", REQ, "--dpo-key", str(awaiting.keys_dir / "dpo.pem"), "--yes", "--home", str(awaiting.root))
     assert res.code == 0, res
     assert _state(awaiting) == "notified"
     engine = open_engine(awaiting.engine_db)
     try:
-        states = [str(r[0]) for r in engine.execute(
-            "SELECT json_extract(detail, '$.state') FROM engine_events WHERE request_id = ? AND event = 'request.state'"
-            " ORDER BY rowid", (REQ,))]
+        states = [
+            str(r[0])
+            for r in engine.execute(
+                "SELECT json_extract(detail, '$.state') FROM engine_events"
+                " WHERE request_id = ? AND event = 'request.state'"
+                " ORDER BY rowid",
+                (REQ,),
+            )
+        ]
     finally:
         engine.close()
     assert states[-2:] == ["sealed", "notified"]

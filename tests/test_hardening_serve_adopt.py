@@ -38,9 +38,15 @@ SERVE_TIMEOUT = 300.0
 def serve(h: Home, port: int, out: Path) -> subprocess.Popen[bytes]:
     env = clean_env(ERASURE_HOME=str(h.root), ERASURE_EVIDENCE=str(h.evidence_root))
     with open(out, "wb") as fh:
-        return subprocess.Popen([sys.executable, "-m", "cli.serve", "--home", str(h.root), "--port", str(port),
-                                 "--no-sla-now"], cwd=PROJECT_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "cli.serve", "--home", str(h.root), "--port", str(port), "--no-sla-now"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
 
 def finish(proc: subprocess.Popen[bytes], out: Path) -> int:
@@ -70,9 +76,15 @@ def other_users_prefect_server() -> Iterator[tuple[str, int]]:
     port = free_port()
     env = clean_env(PREFECT_HOME=str(root / "prefect"))
     with open(root / "server.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start",
-                                 "--host", "127.0.0.1", "--port", str(port)], cwd=root, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     api = f"http://127.0.0.1:{port}/api"
     try:
         deadline = time.monotonic() + 240
@@ -131,8 +143,9 @@ def _one_line_refusal(out: Path, port: int) -> None:
     assert "Traceback" not in text and "reusing" not in text
 
 
-def test_serve_refuses_another_users_prefect_server(home: Home, other_users_prefect_server: tuple[str, int],
-                                                      tmp_path: Path) -> None:
+def test_serve_refuses_another_users_prefect_server(
+    home: Home, other_users_prefect_server: tuple[str, int], tmp_path: Path
+) -> None:
     api, _pid = other_users_prefect_server
     port = int(api.rsplit(":", 1)[1].split("/")[0])
     out = tmp_path / "serve.out"
@@ -145,8 +158,9 @@ def test_serve_refuses_another_users_prefect_server(home: Home, other_users_pref
     assert not (home.root / "server" / "state.json").exists()
 
 
-def test_serve_refuses_a_server_that_says_yes_to_everything(home: Home, server_that_says_yes_to_everything: int,
-                                                              tmp_path: Path) -> None:
+def test_serve_refuses_a_server_that_says_yes_to_everything(
+    home: Home, server_that_says_yes_to_everything: int, tmp_path: Path
+) -> None:
     port = server_that_says_yes_to_everything
     out = tmp_path / "serve.out"
     rc = finish(serve(home, port, out), out)
@@ -155,7 +169,8 @@ def test_serve_refuses_a_server_that_says_yes_to_everything(home: Home, server_t
 
 
 def test_a_state_file_pointing_at_a_foreign_server_is_not_the_homes_server(
-        home: Home, other_users_prefect_server: tuple[str, int]) -> None:
+    home: Home, other_users_prefect_server: tuple[str, int]
+) -> None:
     """The home's state file names a live Prefect process, but the server on its port is not ours (the
     home's server died and another user's took the port): the CLI does not use it, `serve` does not
     reuse it."""

@@ -64,9 +64,27 @@ except urllib.error.HTTPError as e:
 def as_nobody(api: str, method: str, path: str, body: Any = None, auth: str | None = None) -> dict[str, Any]:
     """One HTTP request to the API as the OS user `nobody`; returns {"status", "body"}."""
     env = {"PATH": "/usr/bin:/bin", **({"STOLEN_AUTH": auth} if auth else {})}
-    res = subprocess.run([RUNUSER, "-u", "nobody", "--", SYSTEM_PYTHON, "-c", ATTACKER, api, method, path,
-                          json.dumps(body) if body is not None else ""],
-                         env=env, capture_output=True, text=True, timeout=120, check=False, cwd="/")
+    res = subprocess.run(
+        [
+            RUNUSER,
+            "-u",
+            "nobody",
+            "--",
+            SYSTEM_PYTHON,
+            "-c",
+            ATTACKER,
+            api,
+            method,
+            path,
+            json.dumps(body) if body is not None else "",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd="/",
+    )
     assert res.returncode == 0, res.stderr
     return dict(json.loads(res.stdout))
 
@@ -90,8 +108,7 @@ def server() -> Iterator[Server]:
     h = Home.resolve(root / "home", root / "evidence").ensure()
     generate_keypair("engine", h.keys_dir)
     env = clean_env(ERASURE_HOME=str(h.root), ERASURE_EVIDENCE=str(h.evidence_root))
-    res = erasure(env, "server", "start", "--port", str(free_port()), "--workers", "1", "--json",
-                  timeout=START_TIMEOUT)
+    res = erasure(env, "server", "start", "--port", str(free_port()), "--workers", "1", "--json", timeout=START_TIMEOUT)
     if res.returncode != 0:
         erasure(env, "server", "stop")
         shutil.rmtree(root, ignore_errors=True)
@@ -144,8 +161,9 @@ def test_the_credentials_are_the_homes_own_and_private(server: Server) -> None:
     assert path.exists(), "no credential file in the home's keys/"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(path.read_text().strip()) >= 32
-    peek = subprocess.run([RUNUSER, "-u", "nobody", "--", "cat", str(path)], capture_output=True, text=True,
-                          check=False)
+    peek = subprocess.run(
+        [RUNUSER, "-u", "nobody", "--", "cat", str(path)], capture_output=True, text=True, check=False
+    )
     assert peek.returncode != 0 and not peek.stdout
 
 
@@ -153,10 +171,13 @@ def test_nobody_without_credentials_gets_401(server: Server) -> None:
     """The ordinary forms: reading the deployments, releasing a hold, triggering an erasure."""
     assert as_nobody(server.api, "GET", "/health")["status"] == 200  # Prefect's unauthenticated probe
     assert as_nobody(server.api, "POST", "/deployments/filter", {})["status"] == 401
-    for name, params in (("hold-release", {"request_id": "req-held-1", "reference": "x", "actor": "nobody"}),
-                         ("erasure-request", {"request_id": "req-held-1"})):
-        res = as_nobody(server.api, "POST", f"/deployments/{deployment_id(server, name)}/create_flow_run",
-                        {"parameters": params})
+    for name, params in (
+        ("hold-release", {"request_id": "req-held-1", "reference": "x", "actor": "nobody"}),
+        ("erasure-request", {"request_id": "req-held-1"}),
+    ):
+        res = as_nobody(
+            server.api, "POST", f"/deployments/{deployment_id(server, name)}/create_flow_run", {"parameters": params}
+        )
         assert res["status"] == 401, (name, res)
     # A wrong credential is no better than none.
     res = as_nobody(server.api, "POST", "/deployments/filter", {}, auth="guessed-" + "x" * 40)
@@ -195,15 +216,19 @@ def working_dir_override_shadowing_prefect(root: Path, srv: Server) -> tuple[dic
     return {"working_dir": str(d)}, marker
 
 
-@pytest.mark.parametrize("attack", [command_override, env_override_pythonpath,
-                                    working_dir_override_shadowing_prefect])
+@pytest.mark.parametrize("attack", [command_override, env_override_pythonpath, working_dir_override_shadowing_prefect])
 def test_a_run_cannot_override_command_env_or_working_dir(server: Server, attack: Any) -> None:
     """Even with the credentials (the operator's own, say stolen), `job_variables` that change what the
     worker runs are refused, and nothing planted runs."""
     job_variables, marker = attack(server.root, server)
     token = auth_file(server.home).read_text().strip() if auth_file(server.home).exists() else None
-    res = as_nobody(server.api, "POST", f"/deployments/{deployment_id(server, 'sla-monitor')}/create_flow_run",
-                    {"parameters": {}, "job_variables": job_variables}, auth=token)
+    res = as_nobody(
+        server.api,
+        "POST",
+        f"/deployments/{deployment_id(server, 'sla-monitor')}/create_flow_run",
+        {"parameters": {}, "job_variables": job_variables},
+        auth=token,
+    )
     if res["status"] in (200, 201):
         run = wait_final(server, json.loads(res["body"])["id"], stop=marker.exists)
         time.sleep(2.0)
@@ -230,20 +255,31 @@ def test_the_deployments_own_command_runs_with_the_credentials(server: Server) -
 
 # --- the class of overrides, against Prefect's own validation and process worker --------------------
 
-DEPLOYMENT_ENV = {"ERASURE_HOME": "/srv/erasure/home", "ERASURE_EVIDENCE": "/srv/erasure/evidence",
-                  "ERASURE_PROJECT_DIR": "/srv/erasure/project", "ERASURE_HOLIDAYS": "",
-                  "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+DEPLOYMENT_ENV = {
+    "ERASURE_HOME": "/srv/erasure/home",
+    "ERASURE_EVIDENCE": "/srv/erasure/evidence",
+    "ERASURE_PROJECT_DIR": "/srv/erasure/project",
+    "ERASURE_HOLIDAYS": "",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+}
 DEPLOYMENT_VARS: dict[str, Any] = {"env": DEPLOYMENT_ENV}
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=12),
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                  max_size=3), max_leaves=6)
-_env_values = st.dictionaries(st.sampled_from([*DEPLOYMENT_ENV, "PATH", "PYTHONPATH", "LD_PRELOAD", "X"]),
-                              st.sampled_from(["", "1", "/tmp/evil", *DEPLOYMENT_ENV.values()]) | st.none(),
-                              max_size=4)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+_env_values = st.dictionaries(
+    st.sampled_from([*DEPLOYMENT_ENV, "PATH", "PYTHONPATH", "LD_PRELOAD", "X"]),
+    st.sampled_from(["", "1", "/tmp/evil", *DEPLOYMENT_ENV.values()]) | st.none(),
+    max_size=4,
+)
 _overrides = st.dictionaries(
     st.sampled_from(["command", "env", "working_dir", "name", "labels", "stream_output", "image", "cwd"]),
-    st.one_of(_json, _env_values, st.just(DEPLOYMENT_ENV), st.text(max_size=30)), max_size=4)
+    st.one_of(_json, _env_values, st.just(DEPLOYMENT_ENV), st.text(max_size=30)),
+    max_size=4,
+)
 
 
 def _server_accepts(template: dict[str, Any], run_vars: dict[str, Any]) -> bool:
@@ -254,8 +290,17 @@ def _server_accepts(template: dict[str, Any], run_vars: dict[str, Any]) -> bool:
 
     try:
         # no session: the check reads the database only for block references in defaults, and the template has none
-        asyncio.run(_validate_work_pool_job_variables(None, "erasure-local", template, DEPLOYMENT_VARS, run_vars,  # type: ignore[arg-type]
-                                                      ignore_required=False, ignore_invalid_defaults=True))
+        asyncio.run(
+            _validate_work_pool_job_variables(
+                None,  # type: ignore[arg-type]
+                "erasure-local",
+                template,
+                DEPLOYMENT_VARS,
+                run_vars,
+                ignore_required=False,
+                ignore_invalid_defaults=True,
+            )
+        )
     except (ValidationError, HTTPException):
         return False
     return True
@@ -299,8 +344,11 @@ def test_the_pool_template_refuses_the_three_attacks_offline(prefect_harness: No
     from cli.serve import pool_job_template
 
     template = pool_job_template(DEPLOYMENT_ENV)
-    for attack in ({"command": "sh -c id"}, {"env": {"PYTHONPATH": "/tmp/x"}}, {"working_dir": "/tmp/x"},
-                   {"env": {**DEPLOYMENT_ENV, "ERASURE_HOME": "/tmp/other"}}):
+    for attack in (
+        {"command": "sh -c id"},
+        {"env": {"PYTHONPATH": "/tmp/x"}},
+        {"working_dir": "/tmp/x"},
+        {"env": {**DEPLOYMENT_ENV, "ERASURE_HOME": "/tmp/other"}},
+    ):
         assert not _server_accepts(template, attack), attack
     assert _server_accepts(template, {}) and _server_accepts(template, {"env": DEPLOYMENT_ENV})
-

@@ -77,8 +77,11 @@ def session_id_climbing_out(home: Home, tmp: Path) -> Path:
     victim = _victim(tmp, "session-victim.json")
     sid = CLIMB + str(victim.with_suffix("")).lstrip("/")
     with _db(home) as db:
-        db.execute("UPDATE working_sessions SET session_id = ? WHERE rowid = (SELECT min(rowid) FROM"
-                   " working_sessions WHERE subject_id = ?)", (sid, SUBJECT.id))
+        db.execute(
+            "UPDATE working_sessions SET session_id = ? WHERE rowid = (SELECT min(rowid) FROM"
+            " working_sessions WHERE subject_id = ?)",
+            (sid, SUBJECT.id),
+        )
     return victim
 
 
@@ -145,8 +148,27 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-NAMES = ["a", "real", "in-link", "abs-in", "out-link", "up-link", "dangling", "loop-a", "..", ".", "",
-         "...", "..\\..", "%2e%2e", "..%2f..", "a..b", " ..", ".. ", "x.json"]
+NAMES = [
+    "a",
+    "real",
+    "in-link",
+    "abs-in",
+    "out-link",
+    "up-link",
+    "dangling",
+    "loop-a",
+    "..",
+    ".",
+    "",
+    "...",
+    "..\\..",
+    "%2e%2e",
+    "..%2f..",
+    "a..b",
+    " ..",
+    ".. ",
+    "x.json",
+]
 FOLDERS_INSIDE = {"real", "in-link", "abs-in"}
 LEADS_OUT = {"out-link", "up-link", "loop-a"}
 """At the root: the names that are folders inside it, and the links that lead out of it (or loop)."""

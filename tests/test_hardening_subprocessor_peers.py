@@ -67,8 +67,9 @@ def _read_request(conn: socket.socket) -> None:
             return
         data += chunk
     head, _, rest = data.partition(b"\r\n\r\n")
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")), 0)
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
+    )
     while len(rest) < length:
         chunk = conn.recv(65536)
         if not chunk:
@@ -99,11 +100,13 @@ def _head(length: int | None, status: str = "200 OK") -> bytes:
     return f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{size}Connection: close\r\n\r\n".encode()
 
 
-RECEIPT = json.dumps({"ticket_id": "del_0123456789abcdef", "status": "done", "deleted": 1,
-                      "completed_at": "2024-01-01T00:00:00.000000Z"}).encode()
+RECEIPT = json.dumps(
+    {"ticket_id": "del_0123456789abcdef", "status": "done", "deleted": 1, "completed_at": "2024-01-01T00:00:00.000000Z"}
+).encode()
 
 
 # --- attack fixtures, named after the attack -----------------------------------------------------
+
 
 def slow_drip_body(conn: socket.socket) -> None:
     """A valid receipt, one byte every 0.3 s (each read is within any per-read timeout)."""
@@ -146,14 +149,17 @@ def huge_chunked_answer(conn: socket.socket) -> None:
 def _answer(body: bytes, status: str = "200 OK") -> Handler:
     def handler(conn: socket.socket) -> None:
         conn.sendall(_head(len(body), status) + body)
+
     return handler
 
 
 # --- a total deadline per call --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("attack", [slow_drip_body, slow_drip_status_line], ids=lambda f: f.__name__)
-def test_a_slow_drip_cannot_keep_request_deletion_past_its_deadline(peer: Callable[[Handler], Peer],
-                                                                    attack: Handler) -> None:
+def test_a_slow_drip_cannot_keep_request_deletion_past_its_deadline(
+    peer: Callable[[Handler], Peer], attack: Handler
+) -> None:
     p = peer(attack)
     t0 = time.monotonic()
     with pytest.raises(sp.SubprocessorError) as err:
@@ -195,6 +201,7 @@ def test_the_probes_lookup_has_a_deadline_too(peer: Callable[[Handler], Peer], a
 
 # --- a response size limit ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("attack", [huge_ticket_id, huge_chunked_answer], ids=lambda f: f.__name__)
 def test_a_64_mib_answer_is_refused_without_reading_it(peer: Callable[[Handler], Peer], attack: Handler) -> None:
     p = peer(attack)
@@ -234,11 +241,16 @@ def ticket_acceptable(t: object) -> bool:
 
 
 @settings(max_examples=80, deadline=None)
-@given(ticket=st.one_of(st.text(alphabet=TICKET_CHARS, min_size=0, max_size=200),
-                        st.text(min_size=0, max_size=40),
-                        st.sampled_from(["../admin", "a/b", "a?x=1", "%2e%2e", "a.b", "x" * 129, "x" * 128]),
-                        st.integers(), st.none()),
-       completed=st.one_of(st.just("2024-01-01T00:00:00.000000Z"), st.text(max_size=300)))
+@given(
+    ticket=st.one_of(
+        st.text(alphabet=TICKET_CHARS, min_size=0, max_size=200),
+        st.text(min_size=0, max_size=40),
+        st.sampled_from(["../admin", "a/b", "a?x=1", "%2e%2e", "a.b", "x" * 129, "x" * 128]),
+        st.integers(),
+        st.none(),
+    ),
+    completed=st.one_of(st.just("2024-01-01T00:00:00.000000Z"), st.text(max_size=300)),
+)
 def test_property_receipt_fields_are_bounded(ticket: object, completed: str) -> None:
     body = json.dumps({"ticket_id": ticket, "status": "done", "deleted": 1, "completed_at": completed}).encode()
     server = socket.create_server(("127.0.0.1", 0))

@@ -41,6 +41,7 @@ def _one_error_line(err: str) -> str:
 
 # --- attack fixtures, named after the attack -----------------------------------------------------
 
+
 @pytest.fixture
 def nested_arrays_bomb(tmp_path: Path) -> Path:
     p = tmp_path / "nested-arrays.toml"
@@ -84,8 +85,9 @@ def test_deep_nesting_is_refused_with_exit_3(home: Home, attack: str, request: p
 
 
 @pytest.mark.parametrize("attack", ["dotted_key_bomb", "quoted_dotted_key_bomb", "dotted_table_header_bomb"])
-def test_a_key_of_thousands_of_parts_is_refused_at_once(home: Home, attack: str,
-                                                      request: pytest.FixtureRequest) -> None:
+def test_a_key_of_thousands_of_parts_is_refused_at_once(
+    home: Home, attack: str, request: pytest.FixtureRequest
+) -> None:
     code, err, took = _list(home, request.getfixturevalue(attack))
     assert code == 3, err[-500:]
     assert "parts" in _one_error_line(err)
@@ -94,21 +96,25 @@ def test_a_key_of_thousands_of_parts_is_refused_at_once(home: Home, attack: str,
 
 def test_bounds_leave_ordinary_files_alone(home: Home, tmp_path: Path) -> None:
     conf = tmp_path / "ok.toml"
-    conf.write_text('tenant = "acme"  # a comment with [[[ and {{{ and a.b.c.d\n'
-                    + HEAD + 'subject_key = "user.id.x"\nlabels = ["a]", "{b", \'[c\', """\n]]]\n"""]\n'
-                    "threshold = 0.25\nopt = { a = { b = [1.5, [2.5, 3]] } }\nx.y.z = 1\n")
+    conf.write_text(
+        'tenant = "acme"  # a comment with [[[ and {{{ and a.b.c.d\n'
+        + HEAD
+        + 'subject_key = "user.id.x"\nlabels = ["a]", "{b", \'[c\', """\n]]]\n"""]\n'
+        "threshold = 0.25\nopt = { a = { b = [1.5, [2.5, 3]] } }\nx.y.z = 1\n"
+    )
     code, err, _ = _list(home, conf)
     assert code == 0, err
 
 
 # --- the class of inputs: nesting and dotted keys of any size ------------------------------------
 
+
 @st.composite
 def nested_value(draw: st.DrawFn) -> tuple[str, int]:
     """A TOML value of arrays and inline tables, with its depth counted as it is built (the oracle)."""
     depth = draw(st.integers(1, MAX_TOML_DEPTH + 6))
     kinds = draw(st.lists(st.sampled_from(["array", "table"]), min_size=depth, max_size=depth))
-    text = draw(st.sampled_from(['1', '"]}"', "'[{'", "2.5", "true"]))
+    text = draw(st.sampled_from(["1", '"]}"', "'[{'", "2.5", "true"]))
     for k in reversed(kinds):
         text = f"[{text}]" if k == "array" else f"{{ k = {text} }}"
     return text, depth
@@ -116,8 +122,9 @@ def nested_value(draw: st.DrawFn) -> tuple[str, int]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=nested_value())
-def test_property_depth_over_the_limit_is_refused_and_under_it_parses(home: Home, tmp_path: Path,
-                                                                    value: tuple[str, int]) -> None:
+def test_property_depth_over_the_limit_is_refused_and_under_it_parses(
+    home: Home, tmp_path: Path, value: tuple[str, int]
+) -> None:
     text, depth = value
     conf = tmp_path / "prop-depth.toml"
     conf.write_text(HEAD + f"x = {text}\n")
@@ -131,10 +138,13 @@ def test_property_depth_over_the_limit_is_refused_and_under_it_parses(home: Home
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parts=st.lists(st.sampled_from(["a", "b-1", '"q.r"', "'s t'", "7"]), min_size=1, max_size=MAX_KEY_PARTS + 8),
-       sep=st.sampled_from([".", " . ", ". "]))
-def test_property_dotted_keys_over_the_limit_are_refused(home: Home, tmp_path: Path, parts: list[str],
-                                                       sep: str) -> None:
+@given(
+    parts=st.lists(st.sampled_from(["a", "b-1", '"q.r"', "'s t'", "7"]), min_size=1, max_size=MAX_KEY_PARTS + 8),
+    sep=st.sampled_from([".", " . ", ". "]),
+)
+def test_property_dotted_keys_over_the_limit_are_refused(
+    home: Home, tmp_path: Path, parts: list[str], sep: str
+) -> None:
     conf = tmp_path / "prop-key.toml"
     conf.write_text(HEAD + f"{sep.join(parts)} = 1\n")
     if len(parts) > MAX_KEY_PARTS:

@@ -29,14 +29,34 @@ def held(home: Home, tmp_path: Path, prefect_harness: None) -> Home:
     submit(home)
     generate_keypair("engine", home.keys_dir)
     h = str(home.root)
-    placed = erasure("hold", "place", "--subject-id", SUBJECT.id, "--reason", "litigation: case 2026-114",
-                     "--actor", "legal-team", "--home", h)
+    placed = erasure(
+        "hold",
+        "place",
+        "--subject-id",
+        SUBJECT.id,
+        "--reason",
+        "litigation: case 2026-114",
+        "--actor",
+        "legal-team",
+        "--home",
+        h,
+    )
     assert placed.code == 0, placed
     blocked = erasure("request", "run", REQUEST, "--home", h, "--json")
     assert blocked.code == 6, blocked
     assert state_of(home) == "blocked"
-    released = erasure("hold", "release", "--subject-id", SUBJECT.id, "--reason", "matter settled",
-                       "--actor", "legal-team", "--home", h)
+    released = erasure(
+        "hold",
+        "release",
+        "--subject-id",
+        SUBJECT.id,
+        "--reason",
+        "matter settled",
+        "--actor",
+        "legal-team",
+        "--home",
+        h,
+    )
     assert released.code == 0, released
     return home
 

@@ -51,7 +51,10 @@ def test_place_count_and_release(conn: apsw.Connection) -> None:
         holds.release(conn, SUBJECT, "again", "legal")
     listed = holds.list_holds(conn)
     assert [(h.hold_id, h.active, h.release_reason) for h in listed] == [
-        (a, False, "matters settled"), (b, False, "matters settled"), (3, True, None)]
+        (a, False, "matters settled"),
+        (b, False, "matters settled"),
+        (3, True, None),
+    ]
 
 
 def test_place_and_release_are_audited(conn: apsw.Connection) -> None:
@@ -61,8 +64,12 @@ def test_place_and_release_are_audited(conn: apsw.Connection) -> None:
     assert [r[0] for r in rows] == ["hold.place", "hold.release"]
     place_fields = json.loads(rows[0][1])
     assert place_fields["subject_id"].keys() == {"commit"} and place_fields["reason"] == "matter A"
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id=?", (SUBJECT,)).fetchone())[0] == 2
+    assert (
+        cast(
+            tuple[Any, ...], conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id=?", (SUBJECT,)).fetchone()
+        )[0]
+        == 2
+    )
 
 
 @pytest.mark.parametrize("reason", [f"hold for {SUBJECT}", f"re {SUBJECT.upper()} case", "   "])

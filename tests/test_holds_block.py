@@ -34,8 +34,10 @@ def store_digest(home: Home) -> dict[str, str]:
     conn = connect(db_path(home.store_dir), readonly=True)  # `create` itself rewrites the FTS config
     try:
         out: dict[str, str] = {}
-        for (name,) in cast(list[tuple[str]], conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()):
+        for (name,) in cast(
+            list[tuple[str]],
+            conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall(),
+        ):
             rows = sorted(repr(r) for r in conn.execute(f'SELECT * FROM "{name}"'))
             out[name] = hashlib.sha256("\n".join(rows).encode()).hexdigest()
     finally:

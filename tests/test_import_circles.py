@@ -8,6 +8,7 @@ import grimp
 
 PACKAGES = ("erasure", "memory", "tasks", "probes", "proof", "service", "flows", "cli")
 
+
 def circles(graph: grimp.ImportGraph) -> list[frozenset[str]]:
     """The strongly connected components of more than one module (Tarjan, iterative)."""
     edges = {m: sorted(graph.find_modules_directly_imported_by(m) & graph.modules) for m in graph.modules}

@@ -20,16 +20,24 @@ from erasure.inbox import inbox_files, key_path, purge_rejected_for, read_reject
 from erasure.subject import Subject
 from service.intake import drain_inbox
 
-SUBJECT = Subject(id="subj-zqvxk-4471", email="annabel.quist@example.org", name="Annabel Quist",
-                  phone="+44 79 5833 1277")
+SUBJECT = Subject(
+    id="subj-zqvxk-4471", email="annabel.quist@example.org", name="Annabel Quist", phone="+44 79 5833 1277"
+)
 OTHER = Subject(id="user-bob-0042", email="bob.marsh@example.net", name="Bob Marsh", phone="+1 555 0100")
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 
 def body(request_id: str, subject: Subject, **extra: Any) -> dict[str, Any]:
-    return {"request_id": request_id, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
-            "legal_basis": "GDPR", "received_at": "2026-11-01T09:30:00+01:00",
-            "requester_identity_proof_ref": "idv/2231", "reason": "Art.17 request via the privacy portal", **extra}
+    return {
+        "request_id": request_id,
+        "tenant_id": "default",
+        "subject": subject.model_dump(exclude_none=True),
+        "legal_basis": "GDPR",
+        "received_at": "2026-11-01T09:30:00+01:00",
+        "requester_identity_proof_ref": "idv/2231",
+        "reason": "Art.17 request via the privacy portal",
+        **extra,
+    }
 
 
 def needles(subject: Subject) -> list[bytes]:
@@ -95,8 +103,9 @@ def test_purge_rejected_for_removes_only_the_subjects_envelopes(rejected: Home) 
 
 def test_purge_matches_any_spelling_of_any_identifier(home: Home) -> None:
     # rejected for a reason unrelated to the subject; the subject is named only by their phone, nationally
-    (home.inbox_dir / "x.json").write_text(json.dumps(body("req-x", Subject(id="acct-1", phone="07958 331277"),
-                                                           legal_basis="HIPAA")))
+    (home.inbox_dir / "x.json").write_text(
+        json.dumps(body("req-x", Subject(id="acct-1", phone="07958 331277"), legal_basis="HIPAA"))
+    )
     assert drain_inbox(home, now=NOW).rejected == 1
     assert purge_rejected_for(home, Subject(id="someone-else")) == 0
     assert purge_rejected_for(home, SUBJECT) == 1

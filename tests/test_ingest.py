@@ -43,8 +43,9 @@ def _store(home: Home) -> apsw.Connection:
 
 
 def _files(root: Path) -> list[str]:
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
-                  and not p.name.startswith("memory.db"))
+    return sorted(
+        p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and not p.name.startswith("memory.db")
+    )
 
 
 def _write_jsonl(path: Path, lines: list[object]) -> Path:
@@ -54,28 +55,54 @@ def _write_jsonl(path: Path, lines: list[object]) -> Path:
 
 # --- fan-out -------------------------------------------------------------------------------------
 
+
 def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
     conn = _store(home)
     report = ingest(conn, home.store_dir, read_jsonl(ONE))
 
     counts = table_counts(conn)
     expected = {
-        "raw_archive": 1, "frames": 4, "frame_chunks": 4, "frames_fts": 4, "frame_vectors": 4,
-        "chunk_vectors": 4, "frame_refs": 0,
+        "raw_archive": 1,
+        "frames": 4,
+        "frame_chunks": 4,
+        "frames_fts": 4,
+        "frame_vectors": 4,
+        "chunk_vectors": 4,
+        "frame_refs": 0,
         # person, email, phone + topics refund, headphones, billing, shipping
-        "kg_entities": 7, "kg_relations": 6, "kg_entity_frames": 7,
-        "working_sessions": 1, "blobs": 1, "blob_locations": 2, "ft_corpora": 1, "ft_examples": 1,
-        "subprocessor_records": 0, "audit_log": 1, "audit_vault": 3, "recall_cache": 0,  # vault: id, source, ref
+        "kg_entities": 7,
+        "kg_relations": 6,
+        "kg_entity_frames": 7,
+        "working_sessions": 1,
+        "blobs": 1,
+        "blob_locations": 2,
+        "ft_corpora": 1,
+        "ft_examples": 1,
+        "subprocessor_records": 0,
+        "audit_log": 1,
+        "audit_vault": 3,
+        "recall_cache": 0,  # vault: id, source, ref
     }
     assert {k: counts[k] for k in expected} == expected
-    assert (report.ingested, report.frames, report.chunks, report.vectors, report.entities, report.blobs,
-            report.examples, report.audit_entries, report.sessions, report.blob_copies) == (
-        1, 4, 4, 8, 7, 1, 1, 1, 1, 2)
+    assert (
+        report.ingested,
+        report.frames,
+        report.chunks,
+        report.vectors,
+        report.entities,
+        report.blobs,
+        report.examples,
+        report.audit_entries,
+        report.sessions,
+        report.blob_copies,
+    ) == (1, 4, 4, 8, 7, 1, 1, 1, 1, 2)
 
     # episodic: the summary names the subject and quotes the first sentence; turns carry neither
     # subject nor archive link, only their turn key
-    summary = cast(list[tuple[str, int, str]],
-                   conn.execute("SELECT subject_id, archive_id, content FROM frames WHERE kind='summary'").fetchall())
+    summary = cast(
+        list[tuple[str, int, str]],
+        conn.execute("SELECT subject_id, archive_id, content FROM frames WHERE kind='summary'").fetchall(),
+    )
     assert len(summary) == 1
     sid, archive_id, text = summary[0]
     assert sid == "user-0001" and archive_id == 1
@@ -86,17 +113,24 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
     assert turns == [(None, None, "chat/conv-0001", i) for i in range(3)]
 
     # semantic: no entity is born unlinked; topic relations point at the summary frame
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM kg_entities WHERE entity_id NOT IN "
-                             "(SELECT entity_id FROM kg_entity_frames)").fetchone())[0] == 0
+    assert (
+        cast(
+            tuple[Any, ...],
+            conn.execute(
+                "SELECT count(*) FROM kg_entities WHERE entity_id NOT IN (SELECT entity_id FROM kg_entity_frames)"
+            ).fetchone(),
+        )[0]
+        == 0
+    )
     preds = sorted(str(r[0]) for r in conn.execute("SELECT predicate FROM kg_relations WHERE frame_id=1"))
     assert preds == ["discussed"] * 4 + ["has_email", "has_phone"]
 
     # vectors: the stored bytes are the embedder's output for each frame's content
     emb = HashingEmbedder()
     for fid, content in cast(list[tuple[int, str]], conn.execute("SELECT frame_id, content FROM frames").fetchall()):
-        stored = cast(tuple[Any, ...],
-                      conn.execute("SELECT embedding FROM frame_vectors WHERE frame_id=?", (fid,)).fetchone())[0]
+        stored = cast(
+            tuple[Any, ...], conn.execute("SELECT embedding FROM frame_vectors WHERE frame_id=?", (fid,)).fetchone()
+        )[0]
         assert stored == to_blob(emb.embed([content])[0])
 
     # files: the session, the blob in EVERY location (same bytes), one corpus line
@@ -118,21 +152,31 @@ def test_fan_out_of_one_item_counted_per_tier(home: Home) -> None:
     # audit: one entry whose subject fields are commitments; the values sit in the vault
     event, fields = cast(tuple[Any, ...], conn.execute("SELECT event, fields FROM audit_log").fetchone())
     assert event == "memory.ingest" and "user-0001" not in fields and "conv-0001" not in fields
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id='user-0001'").fetchone())[0] == 3
+    assert (
+        cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM audit_vault WHERE subject_id='user-0001'").fetchone())[
+            0
+        ]
+        == 3
+    )
 
 
 def test_topic_entities_are_shared_between_subjects(home: Home) -> None:
     conn = _store(home)
     bob = {"id": "user-0002", "name": "Bob Other"}
-    items = [MemoryItem.model_validate(GOOD),
-             MemoryItem.model_validate({**GOOD, "source_ref": "conv-10", "subject": bob})]
+    items = [
+        MemoryItem.model_validate(GOOD),
+        MemoryItem.model_validate({**GOOD, "source_ref": "conv-10", "subject": bob}),
+    ]
     report = ingest(conn, home.store_dir, items)
     # Alice: person, email, phone, billing. Bob: person (billing is shared, not created again)
     assert report.entities == 5
-    linked = cast(tuple[Any, ...],
-                  conn.execute("SELECT count(*) FROM kg_entity_frames l JOIN kg_entities e USING(entity_id)"
-                               " WHERE e.kind='topic' AND e.name='billing'").fetchone())[0]
+    linked = cast(
+        tuple[Any, ...],
+        conn.execute(
+            "SELECT count(*) FROM kg_entity_frames l JOIN kg_entities e USING(entity_id)"
+            " WHERE e.kind='topic' AND e.name='billing'"
+        ).fetchone(),
+    )[0]
     assert linked == 2
 
 
@@ -152,8 +196,10 @@ def test_subprocessor_records_are_synced_to_a_live_processor(home: Home) -> None
 
 def test_unknown_subprocessor_is_refused_before_any_write(home: Home) -> None:
     conn = _store(home)
-    items = [MemoryItem.model_validate(GOOD),
-             MemoryItem.model_validate({**GOOD, "source_ref": "x", "subprocessors": ["nobody"]})]
+    items = [
+        MemoryItem.model_validate(GOOD),
+        MemoryItem.model_validate({**GOOD, "source_ref": "x", "subprocessors": ["nobody"]}),
+    ]
     with pytest.raises(InputError, match="unknown subprocessor"):
         ingest(conn, home.store_dir, items)
     assert table_counts(conn)["raw_archive"] == 0
@@ -163,8 +209,7 @@ def test_blob_goes_to_an_fsspec_url_location(home: Home) -> None:
     conn = _store(home)
     url = f"memory://erasure-test-{uuid.uuid4().hex}/blobs"
     with transaction(conn):
-        conn.execute("UPDATE store_meta SET value=? WHERE key='blob_locations'",
-                     (json.dumps(["blobs/primary", url]),))
+        conn.execute("UPDATE store_meta SET value=? WHERE key='blob_locations'", (json.dumps(["blobs/primary", url]),))
     ingest(conn, home.store_dir, read_jsonl(ONE))
     key = cast(tuple[Any, ...], conn.execute("SELECT blob_key FROM blobs").fetchone())[0]
     fs = fsspec.filesystem("memory")
@@ -175,6 +220,7 @@ def test_blob_goes_to_an_fsspec_url_location(home: Home) -> None:
 
 # --- idempotence, batches, ids ---------------------------------------------------------------------
 
+
 def test_reingest_is_idempotent(home: Home) -> None:
     conn = _store(home)
     ingest(conn, home.store_dir, read_jsonl(ONE))
@@ -182,8 +228,7 @@ def test_reingest_is_idempotent(home: Home) -> None:
     again = ingest(conn, home.store_dir, read_jsonl(ONE))
     assert (again.ingested, again.skipped_duplicate, again.frames) == (0, 1, 0)
     after = table_counts(conn)
-    assert {k: v for k, v in after.items() if k != "audit_log"} == \
-        {k: v for k, v in before.items() if k != "audit_log"}
+    assert {k: v for k, v in after.items() if k != "audit_log"} == {k: v for k, v in before.items() if k != "audit_log"}
     assert _files(home.store_dir) == files
 
 
@@ -221,8 +266,10 @@ def test_a_failing_batch_writes_no_rows_and_leaves_no_files(home: Home, tmp_path
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where a blob directory must go")
     with transaction(conn):
-        conn.execute("UPDATE store_meta SET value=? WHERE key='blob_locations'",
-                     (json.dumps(["blobs/primary", str(blocker / "replica")]),))
+        conn.execute(
+            "UPDATE store_meta SET value=? WHERE key='blob_locations'",
+            (json.dumps(["blobs/primary", str(blocker / "replica")]),),
+        )
     with pytest.raises(OSError):
         ingest(conn, home.store_dir, read_jsonl(ONE))
     assert all(v == 0 for k, v in table_counts(conn).items() if k not in ("subprocessors",))
@@ -234,16 +281,20 @@ def test_corpora_are_cumulative_across_a_training_run(home: Home) -> None:
     ingest(conn, home.store_dir, read_jsonl(ONE))
     frozen = corpora.freeze_and_train(conn, home.store_dir, "assistant-sft", "model-1", "base-1")
     ingest(conn, home.store_dir, [MemoryItem.model_validate({**GOOD, "training": True})])
-    rows = conn.execute("SELECT corpus_id, version, sha256, frozen_at IS NOT NULL, examples FROM ft_corpora"
-                        " ORDER BY version").fetchall()
+    rows = conn.execute(
+        "SELECT corpus_id, version, sha256, frozen_at IS NOT NULL, examples FROM ft_corpora ORDER BY version"
+    ).fetchall()
     assert [(r[1], r[3], r[4]) for r in rows] == [(1, True, 1), (2, False, 2)]
     assert rows[0][0] == frozen and rows[0][2] == corpora.file_sha256(home.store_dir / "corpora/assistant-sft/v1.jsonl")
     v2 = (home.store_dir / "corpora/assistant-sft/v2.jsonl").read_text().splitlines()
     assert [json.loads(x)["source_ref"] for x in v2] == ["conv-0001", "conv-9"]
-    assert conn.execute("SELECT line_no, source_ref FROM ft_examples WHERE corpus_id=? ORDER BY line_no",
-                        (rows[1][0],)).fetchall() == [(1, "conv-0001"), (2, "conv-9")]
-    assert conn.execute("SELECT corpus_id, base_model FROM model_lineage WHERE model_id='model-1'"
-                        ).fetchone() == (frozen, "base-1")
+    assert conn.execute(
+        "SELECT line_no, source_ref FROM ft_examples WHERE corpus_id=? ORDER BY line_no", (rows[1][0],)
+    ).fetchall() == [(1, "conv-0001"), (2, "conv-9")]
+    assert conn.execute("SELECT corpus_id, base_model FROM model_lineage WHERE model_id='model-1'").fetchone() == (
+        frozen,
+        "base-1",
+    )
 
 
 # --- bad input -------------------------------------------------------------------------------------
@@ -307,14 +358,20 @@ def test_cli_ingest_reports_counts_as_json(home: Home) -> None:
 
 def test_erasure_ingest_exits_2_with_file_and_line(home: Home, tmp_path: Path) -> None:
     bad = _write_jsonl(tmp_path / "bad.jsonl", [json.dumps({**GOOD, "training": "yes"})])
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "ingest", str(bad), "--home", str(home.root)],
-                          cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "ingest", str(bad), "--home", str(home.root)],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert re.match(rf"error: {re.escape(str(bad))}:1: training: ", proc.stderr), proc.stderr
     assert not home.store_db.exists()
 
 
 # --- the embedder ----------------------------------------------------------------------------------
+
 
 def _reference_embedding(text: str, dim: int = 128) -> np.ndarray:
     """The algorithm as the embedder's docstring states it, written the slow way."""
@@ -340,8 +397,14 @@ def _reference_embedding(text: str, dim: int = 128) -> np.ndarray:
 
 
 def test_embedder_matches_its_documented_algorithm() -> None:
-    texts = ["Alice Example, +1-555-0101!", "", "ab", "Zoë's café_42 naïve", "billing  billing",
-             "I need a refund for my broken headphones."]
+    texts = [
+        "Alice Example, +1-555-0101!",
+        "",
+        "ab",
+        "Zoë's café_42 naïve",
+        "billing  billing",
+        "I need a refund for my broken headphones.",
+    ]
     out = HashingEmbedder().embed(texts)
     assert out.shape == (len(texts), 128) and out.dtype == np.float32
     for text, row in zip(texts, out, strict=True):
@@ -352,5 +415,9 @@ def test_embedder_matches_its_documented_algorithm() -> None:
 
 
 def test_split_turns_keeps_sentences_and_lines() -> None:
-    assert split_turns("Hi there. How are you?\nUser: fine!  Bye") == ["Hi there.", "How are you?", "User: fine!",
-                                                                       "Bye"]
+    assert split_turns("Hi there. How are you?\nUser: fine!  Bye") == [
+        "Hi there.",
+        "How are you?",
+        "User: fine!",
+        "Bye",
+    ]

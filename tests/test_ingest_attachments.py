@@ -21,12 +21,10 @@ ALICE = {"id": "user-0001", "email": "alice@example.org", "name": "Alice Example
 SECRET = "contents-of-a-file-outside-the-folder"
 
 
-
-
-
 def blob_files(home: Home) -> list[Path]:
-    return [p for p in (home.store_dir / "blobs").rglob("*") if p.is_file()] if (
-        home.store_dir / "blobs").exists() else []
+    return (
+        [p for p in (home.store_dir / "blobs").rglob("*") if p.is_file()] if (home.store_dir / "blobs").exists() else []
+    )
 
 
 @pytest.fixture
@@ -48,8 +46,9 @@ def store_home(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> H
 
 
 def _line(ref: str, attachments: list[str]) -> str:
-    return json.dumps({"source": "chat", "source_ref": ref, "subject": ALICE, "content": "About billing.",
-                       "attachments": attachments})
+    return json.dumps(
+        {"source": "chat", "source_ref": ref, "subject": ALICE, "content": "About billing.", "attachments": attachments}
+    )
 
 
 def _hostile(folder: Path) -> dict[str, str]:
@@ -79,23 +78,33 @@ def _hostile(folder: Path) -> dict[str, str]:
     }
 
 
-HOSTILE = ["absolute path to the password file", "dot-dot out of the folder",
-           "dot-dot that comes back through the parent", "symlink out of the folder",
-           "symlink to the process environment", "the process environment under proc",
-           "a file through a symlinked folder", "a directory", "the folder itself", "a fifo", "a symlink loop",
-           "a missing file", "a NUL byte"]
+HOSTILE = [
+    "absolute path to the password file",
+    "dot-dot out of the folder",
+    "dot-dot that comes back through the parent",
+    "symlink out of the folder",
+    "symlink to the process environment",
+    "the process environment under proc",
+    "a file through a symlinked folder",
+    "a directory",
+    "the folder itself",
+    "a fifo",
+    "a symlink loop",
+    "a missing file",
+    "a NUL byte",
+]
 
 
 @pytest.mark.parametrize("case", HOSTILE)
-def test_a_hostile_attachment_rejects_the_whole_file_and_writes_nothing(store_home: Home, folder: Path,
-                                                                        case: str) -> None:
+def test_a_hostile_attachment_rejects_the_whole_file_and_writes_nothing(
+    store_home: Home, folder: Path, case: str
+) -> None:
     attachment = _hostile(folder)[case]
     path = folder / "items.jsonl"
     path.write_text(_line("conv-1", ["files/receipt.txt"]) + "\n" + _line("conv-2", [attachment]) + "\n")
     before = snapshot(store_home.root)
 
     res = erasure("ingest", str(path), "--home", str(store_home.root))
-
 
     assert res.code == 2, res
     assert res.err.startswith(f"error: {path}:2: attachments.0: "), res.err
@@ -117,8 +126,9 @@ def test_read_jsonl_refuses_a_hostile_attachment(folder: Path, case: str) -> Non
 def test_a_symlink_or_an_absolute_path_that_stays_inside_the_folder_is_an_attachment(folder: Path) -> None:
     (folder / "alias.txt").symlink_to(folder / "files" / "receipt.txt")
     path = folder / "items.jsonl"
-    path.write_text(_line("conv-1", ["alias.txt", "./files/../files/receipt.txt",
-                                     str(folder / "files" / "receipt.txt")]) + "\n")
+    path.write_text(
+        _line("conv-1", ["alias.txt", "./files/../files/receipt.txt", str(folder / "files" / "receipt.txt")]) + "\n"
+    )
     [item] = read_jsonl(path)
     real = str((folder / "files" / "receipt.txt").resolve())
     assert item.attachments == [real, real, real]
@@ -140,7 +150,8 @@ def test_blob_copies_are_private(store_home: Home, folder: Path) -> None:
 
 @pytest.mark.parametrize("swap", ["symlink out", "folder symlinked out"])
 def test_an_attachment_swapped_after_the_check_is_refused_and_nothing_is_written(
-        store_home: Home, folder: Path, swap: str) -> None:
+    store_home: Home, folder: Path, swap: str
+) -> None:
     from memory.demo import table_counts
     from memory.ingest import ingest
     from memory.schema import open_store

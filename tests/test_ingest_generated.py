@@ -34,9 +34,24 @@ from tests.cli_fixtures import MARK, erasure, snapshot, subjects
 ATTACHMENT_BYTES = b"the folder's own attachment"
 SECRET_BYTES = b"a file outside the folder"
 GOOD_ATTACHMENTS = ["files/a.txt", "./files/a.txt", "files/../files/a.txt", "link-in"]
-HOSTILE_ATTACHMENTS = ["/etc/passwd", "../secret", "files/link-out", "/proc/self/environ", "files/sub", "files",
-                       "files/fifo", "loop", "files/missing", "", " ", "files/a.txt/", "\x00", "~/secret",
-                       "files/link-proc", "/dev/zero"]
+HOSTILE_ATTACHMENTS = [
+    "/etc/passwd",
+    "../secret",
+    "files/link-out",
+    "/proc/self/environ",
+    "files/sub",
+    "files",
+    "files/fifo",
+    "loop",
+    "files/missing",
+    "",
+    " ",
+    "files/a.txt/",
+    "\x00",
+    "~/secret",
+    "files/link-proc",
+    "/dev/zero",
+]
 FIELDS = ["source", "source_ref", "subject", "content", "attachments", "training", "subprocessors"]
 EXAMPLES = 1000
 
@@ -49,8 +64,6 @@ class World:
     snapshot: dict[str, str | None]
     folder: Path
     cases: Path
-
-
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +100,34 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 _plain = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=24)
 _source = _plain.map(lambda s: s.replace("/", "-")).filter(lambda s: s.strip() != "")
 _source_ref = _plain.filter(lambda s: s.strip() != "")
-_words = st.lists(st.sampled_from(["billing", "refund", "the", "shipping", "Thanks.", "ok?", "Yes!", "\n", "é",
-                                   "headphones", "x" * 40, "privacy", "—"]), max_size=60).map(" ".join)
+_words = st.lists(
+    st.sampled_from(
+        [
+            "billing",
+            "refund",
+            "the",
+            "shipping",
+            "Thanks.",
+            "ok?",
+            "Yes!",
+            "\n",
+            "é",
+            "headphones",
+            "x" * 40,
+            "privacy",
+            "—",
+        ]
+    ),
+    max_size=60,
+).map(" ".join)
 
 
 @st.composite
 def valid_items(draw: st.DrawFn) -> dict[str, Any]:
     item: dict[str, Any] = {
-        "source": draw(_source), "source_ref": draw(_source_ref), "subject": draw(subjects()),
+        "source": draw(_source),
+        "source_ref": draw(_source_ref),
+        "subject": draw(subjects()),
         "content": f"{MARK} {draw(_words)} {draw(_plain)}".strip(),
     }
     if draw(st.booleans()):
@@ -109,15 +142,32 @@ def valid_items(draw: st.DrawFn) -> dict[str, Any]:
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=8)
+    max_leaves=8,
+)
 
 
 @st.composite
 def mutated_lines(draw: st.DrawFn) -> bytes:
     """A valid item, then one mutation; as the bytes of one line (no newline)."""
     item = draw(valid_items())
-    kind = draw(st.sampled_from(["drop", "add", "replace", "hostile attachment", "unknown processor",
-                                 "deep", "surrogate", "subject", "truncate", "bytes", "not an object", "bom"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "drop",
+                "add",
+                "replace",
+                "hostile attachment",
+                "unknown processor",
+                "deep",
+                "surrogate",
+                "subject",
+                "truncate",
+                "bytes",
+                "not an object",
+                "bom",
+            ]
+        )
+    )
     if kind == "drop":
         item.pop(draw(st.sampled_from(FIELDS)), None)
     elif kind == "add":
@@ -192,16 +242,39 @@ def _blob_files(home: Path) -> list[Path]:
     return [p for p in blobs.rglob("*") if p.is_file() or p.is_symlink()] if blobs.exists() else []
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-          print_blob=True)
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
 @given(generated=files())
-@example(generated=([json.dumps({"source": "chat", "source_ref": "r", "subject": {"id": f"{MARK}-1"},
-                                 "content": f"{MARK} \ud800"}, ensure_ascii=True).encode()], False))
+@example(
+    generated=(
+        [
+            json.dumps(
+                {"source": "chat", "source_ref": "r", "subject": {"id": f"{MARK}-1"}, "content": f"{MARK} \ud800"},
+                ensure_ascii=True,
+            ).encode()
+        ],
+        False,
+    )
+)
 @example(generated=([b"[" * 100_000], False))
-@example(generated=([json.dumps({"source": "chat", "source_ref": "r", "subject": {"id": f"{MARK}-1"},
-                                 "content": MARK, "attachments": ["/proc/self/environ"]}).encode()], False))
+@example(
+    generated=(
+        [
+            json.dumps(
+                {
+                    "source": "chat",
+                    "source_ref": "r",
+                    "subject": {"id": f"{MARK}-1"},
+                    "content": MARK,
+                    "attachments": ["/proc/self/environ"],
+                }
+            ).encode()
+        ],
+        False,
+    )
+)
 def test_every_generated_file_is_ingested_or_refused_with_exit_2_and_nothing_written(
-        world: World, generated: tuple[list[bytes], bool]) -> None:
+    world: World, generated: tuple[list[bytes], bool]
+) -> None:
     lines, all_valid = generated
     home = world.cases / f"case-{next(_case)}"
     shutil.copytree(world.template, home, symlinks=True)

@@ -20,7 +20,6 @@ from tests.cli_fixtures import erasure, snapshot
 SUBJECT = {"id": "user-0042", "email": "grace@example.org", "name": "Grace Example"}
 
 
-
 def line_of(n_bytes: int, ref: str = "conv-1") -> bytes:
     """One JSON ingest line of exactly `n_bytes` bytes (newline excluded): content padded with words."""
     head = {"source": "chat", "source_ref": ref, "subject": SUBJECT, "content": ""}
@@ -32,8 +31,6 @@ def line_of(n_bytes: int, ref: str = "conv-1") -> bytes:
     return out
 
 
-
-
 @pytest.fixture
 def store_home(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
@@ -42,15 +39,15 @@ def store_home(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> H
     return home
 
 
-def test_a_line_longer_than_the_maximum_rejects_the_file_and_writes_nothing(store_home: Home,
-                                                                           tmp_path: Path) -> None:
+def test_a_line_longer_than_the_maximum_rejects_the_file_and_writes_nothing(store_home: Home, tmp_path: Path) -> None:
     path = tmp_path / "items.jsonl"
     path.write_bytes(line_of(1000) + b"\n" + line_of(MAX_LINE_BYTES + 1, "conv-2") + b"\n" + line_of(900, "c3"))
     before = snapshot(store_home.root)
     res = erasure("ingest", str(path), "--home", str(store_home.root))
     assert res.code == 2, res
-    assert res.err == (f"error: {path}:2: line is longer than {MAX_LINE_BYTES:,} bytes "
-                       "(the maximum of one memory item)\n")
+    assert res.err == (
+        f"error: {path}:2: line is longer than {MAX_LINE_BYTES:,} bytes (the maximum of one memory item)\n"
+    )
     assert snapshot(store_home.root) == before
 
 
@@ -77,6 +74,7 @@ def test_the_readme_states_the_maximum_line_size() -> None:
 
 # --- the chunker ---------------------------------------------------------------------------------
 
+
 def reference_chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
     """The chunker as it was first written (quadratic: it copies the rest of the text per chunk)."""
     if len(text) <= size:
@@ -94,8 +92,9 @@ def reference_chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
     return chunks
 
 
-_TEXT = st.text(alphabet=st.sampled_from([" ", " ", "a", "b", "é", "\t", "\n", "\u3000", "\u00a0", "x", "."]),
-                max_size=1200)
+_TEXT = st.text(
+    alphabet=st.sampled_from([" ", " ", "a", "b", "é", "\t", "\n", "\u3000", "\u00a0", "x", "."]), max_size=1200
+)
 
 
 @settings(max_examples=300, deadline=None)

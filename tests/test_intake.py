@@ -35,8 +35,7 @@ from proof.verify.wire import canonical_json, sha256_hex
 FIXTURES = Path(__file__).parent / "fixtures" / "requests"
 POLICY = ClockPolicy()
 NOW = datetime(2024, 2, 1, 12, 0, tzinfo=UTC)
-TABLES = ("requests", "vault", "clock_events", "footprint", "step_records", "exceptions", "receipts",
-          "engine_events")
+TABLES = ("requests", "vault", "clock_events", "footprint", "step_records", "exceptions", "receipts", "engine_events")
 
 
 def good() -> dict[str, Any]:
@@ -62,8 +61,11 @@ def intake(conn: apsw.Connection, path: Path, now: datetime = NOW) -> requests.S
 
 def snapshot(home: Home) -> tuple[dict[str, str], list[list[tuple[Any, ...]]]]:
     """Digests of the engine's files and the contents of every table."""
-    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-             for p in sorted(home.engine_dir.iterdir()) if not p.name.endswith("-shm")}
+    files = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(home.engine_dir.iterdir())
+        if not p.name.endswith("-shm")
+    }
     conn = open_engine(home.engine_db)
     try:
         tables = [conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in TABLES]
@@ -89,6 +91,7 @@ def _set(key: str, value: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def f(d: dict[str, Any]) -> dict[str, Any]:
         d[key] = value
         return d
+
     return f
 
 
@@ -96,6 +99,7 @@ def _drop(key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def f(d: dict[str, Any]) -> dict[str, Any]:
         del d[key]
         return d
+
     return f
 
 
@@ -142,8 +146,9 @@ BAD: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any]], str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_bad_envelope_refused_and_nothing_written(case: str, engine: apsw.Connection, home: Home,
-                                                  tmp_path: Path) -> None:
+def test_bad_envelope_refused_and_nothing_written(
+    case: str, engine: apsw.Connection, home: Home, tmp_path: Path
+) -> None:
     mutate, message = BAD[case]
     body = mutate(good())
     path = write(tmp_path, body)
@@ -159,16 +164,20 @@ def test_bad_envelope_refused_and_nothing_written(case: str, engine: apsw.Connec
     assert snapshot(home) == before
 
 
-@pytest.mark.parametrize(("text", "where"), [
-    ('{"request_id": "r1",', "line 1 column 21"),
-    ('{\n  "request_id": "r1"\n  "tenant_id": "t"\n}', "line 3 column 3"),
-    ("", "line 1 column 1"),
-    ("[1, 2]", "envelope: must be a JSON object"),
-    ('{"request_id": "a", "request_id": "b"}', "duplicate key 'request_id'"),
-    ('{"reason": NaN}', "NaN is not allowed in JSON"),
-])
-def test_malformed_json_refused_with_line_and_column(text: str, where: str, engine: apsw.Connection,
-                                                     home: Home, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"request_id": "r1",', "line 1 column 21"),
+        ('{\n  "request_id": "r1"\n  "tenant_id": "t"\n}', "line 3 column 3"),
+        ("", "line 1 column 1"),
+        ("[1, 2]", "envelope: must be a JSON object"),
+        ('{"request_id": "a", "request_id": "b"}', "duplicate key 'request_id'"),
+        ('{"reason": NaN}', "NaN is not allowed in JSON"),
+    ],
+)
+def test_malformed_json_refused_with_line_and_column(
+    text: str, where: str, engine: apsw.Connection, home: Home, tmp_path: Path
+) -> None:
     path = write(tmp_path, text)
     before = snapshot(home)
     with pytest.raises(InputError, match=f"^{re.escape(str(path))}: {re.escape(where)}"):
@@ -207,8 +216,12 @@ def test_submit_refuses_an_envelope_from_the_future_of_its_now(engine: apsw.Conn
 def test_same_id_different_body_is_a_conflict(engine: apsw.Connection, home: Home, tmp_path: Path) -> None:
     intake(engine, write(tmp_path, good()))
     before = snapshot(home)
-    for key, value in [("reason", "another lawful reason"), ("tenant_id", "other"), ("legal_basis", "CCPA"),
-                       ("data_classes", ["working"])]:
+    for key, value in [
+        ("reason", "another lawful reason"),
+        ("tenant_id", "other"),
+        ("legal_basis", "CCPA"),
+        ("data_classes", ["working"]),
+    ]:
         body = good()
         body[key] = value
         with pytest.raises(Conflict, match="req-gdpr-0001 already exists with a different body"):
@@ -230,10 +243,12 @@ def test_identical_envelope_twice_is_idempotent(engine: apsw.Connection, home: H
     assert (again.deadline, again.target) == (first.deadline, first.target)
     assert snapshot(home) == before
     for table in ("requests", "vault"):
-        assert engine.execute(f"SELECT COUNT(*) FROM {table} WHERE request_id = ?",
-                              ("req-gdpr-0001",)).fetchone() == (1,)
-    assert engine.execute("SELECT COUNT(*) FROM engine_events WHERE request_id = ? AND event = ?",
-                          ("req-gdpr-0001", "request.submitted")).fetchone() == (1,)
+        assert engine.execute(f"SELECT COUNT(*) FROM {table} WHERE request_id = ?", ("req-gdpr-0001",)).fetchone() == (
+            1,
+        )
+    assert engine.execute(
+        "SELECT COUNT(*) FROM engine_events WHERE request_id = ? AND event = ?", ("req-gdpr-0001", "request.submitted")
+    ).fetchone() == (1,)
 
 
 def test_submit_stores_row_vault_and_event(engine: apsw.Connection, tmp_path: Path) -> None:
@@ -244,12 +259,17 @@ def test_submit_stores_row_vault_and_event(engine: apsw.Connection, tmp_path: Pa
     assert row.data_classes == CASCADE_ORDER
     assert row.deadline == res.deadline == datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC)
     assert row.target == res.target == res.deadline - timedelta(days=7)
-    raw = engine.execute("SELECT received_at, deadline FROM requests WHERE request_id = ?",
-                         ("req-gdpr-0001",)).fetchone()
+    raw = engine.execute(
+        "SELECT received_at, deadline FROM requests WHERE request_id = ?", ("req-gdpr-0001",)
+    ).fetchone()
     assert raw == ("2024-01-31T08:30:00.000000Z", "2024-02-29T23:59:59.999999Z")
-    (detail,) = cast(tuple[Any, ...],
-                     engine.execute("SELECT detail FROM engine_events WHERE request_id = ? AND event = ?",
-                                    ("req-gdpr-0001", "request.submitted")).fetchone())
+    (detail,) = cast(
+        tuple[Any, ...],
+        engine.execute(
+            "SELECT detail FROM engine_events WHERE request_id = ? AND event = ?",
+            ("req-gdpr-0001", "request.submitted"),
+        ).fetchone(),
+    )
     assert json.loads(detail) == {"legal_basis": "GDPR", "deadline": "2024-02-29T23:59:59.999999Z"}
     env = requests.load_envelope(engine, "req-gdpr-0001")
     assert env == load_envelope_file(FIXTURES / "gdpr.json")
@@ -291,7 +311,11 @@ def test_all_fixture_envelopes_submit(home: Home) -> None:
     assert ccpa.data_classes == (Tier.working, Tier.episodic, Tier.uploads)
     assert ccpa.deadline == datetime(2024, 4, 16, 23, 59, 59, 999999, tzinfo=UTC)
     assert [r.request_id for r in requests.list_requests(conn)] == [
-        "req-gdpr-0001", "req-ccpa-0001", "req-popia-0001", "req-ke-0001"]
+        "req-gdpr-0001",
+        "req-ccpa-0001",
+        "req-popia-0001",
+        "req-ke-0001",
+    ]
 
 
 # --- the rest of the vault API -----------------------------------------------------------------
@@ -315,14 +339,23 @@ def test_get_state_list_and_events(engine: apsw.Connection, tmp_path: Path) -> N
         requests.set_state(engine, "req-gdpr-0001", "done")
     seq = requests.log_event(engine, "req-gdpr-0001", "attestation.signed", {"keyid": "ab12"})
     assert engine.execute("SELECT event, detail FROM engine_events WHERE seq = ?", (seq,)).fetchone() == (
-        "attestation.signed", '{"keyid":"ab12"}')
+        "attestation.signed",
+        '{"keyid":"ab12"}',
+    )
 
 
-def _record(step: str, status: StepStatus, before: int | None, after: int | None,
-            started: datetime) -> StepRecord:
-    return StepRecord(request_id="req-existing", step=step, status=status, before_count=before,
-                      after_count=after, started_at=started, ended_at=started + timedelta(seconds=1),
-                      removed_digest=removed_digest(["1", "2"]), detail={"batches": 1})
+def _record(step: str, status: StepStatus, before: int | None, after: int | None, started: datetime) -> StepRecord:
+    return StepRecord(
+        request_id="req-existing",
+        step=step,
+        status=status,
+        before_count=before,
+        after_count=after,
+        started_at=started,
+        ended_at=started + timedelta(seconds=1),
+        removed_digest=removed_digest(["1", "2"]),
+        detail={"batches": 1},
+    )
 
 
 def test_step_records_one_row_per_step(engine: apsw.Connection) -> None:
@@ -340,17 +373,24 @@ def test_step_records_one_row_per_step(engine: apsw.Connection) -> None:
     assert vec == _record("vectors", StepStatus.erased, 5, 0, t0 + timedelta(minutes=2))
 
 
-@pytest.mark.parametrize("bad", [
-    {"started_at": datetime(2024, 1, 1)},
-    {"before_count": -1},
-    {"removed_digest": "XYZ"},
-    {"step": "../vectors"},
-    {"status": "done"},
-    {"extra": 1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"started_at": datetime(2024, 1, 1)},
+        {"before_count": -1},
+        {"removed_digest": "XYZ"},
+        {"step": "../vectors"},
+        {"status": "done"},
+        {"extra": 1},
+    ],
+)
 def test_step_record_validation(bad: dict[str, Any]) -> None:
-    base: dict[str, Any] = {"request_id": "r1", "step": "vectors", "status": "erased",
-                            "started_at": datetime(2024, 1, 1, tzinfo=UTC)}
+    base: dict[str, Any] = {
+        "request_id": "r1",
+        "step": "vectors",
+        "status": "erased",
+        "started_at": datetime(2024, 1, 1, tzinfo=UTC),
+    }
     with pytest.raises(ValidationError):
         StepRecord.model_validate({**base, **bad})
 
@@ -392,16 +432,21 @@ def test_writes_inside_a_callers_transaction_roll_back_with_it(engine: apsw.Conn
 
 
 def test_exceptions_idempotent_by_key(engine: apsw.Connection) -> None:
-    a = requests.open_exception(engine, "req-existing", Tier.fine_tune, "model_trained_on_subject", "model-7",
-                                {"corpus_version": 3})
-    b = requests.open_exception(engine, "req-existing", "fine_tune", "model_trained_on_subject", "model-7",
-                                {"corpus_version": 4})
-    c = requests.open_exception(engine, "req-existing", Tier.subprocessors, "subprocessor_failed", "crm",
-                                ground="Art.17(3)(b)")
+    a = requests.open_exception(
+        engine, "req-existing", Tier.fine_tune, "model_trained_on_subject", "model-7", {"corpus_version": 3}
+    )
+    b = requests.open_exception(
+        engine, "req-existing", "fine_tune", "model_trained_on_subject", "model-7", {"corpus_version": 4}
+    )
+    c = requests.open_exception(
+        engine, "req-existing", Tier.subprocessors, "subprocessor_failed", "crm", ground="Art.17(3)(b)"
+    )
     assert a == b != c
     rows = requests.exceptions(engine, "req-existing")
     assert [(r.tier, r.item_key, r.detail) for r in rows] == [
-        ("fine_tune", "model-7", {"corpus_version": 3}), ("subprocessors", "crm", {})]
+        ("fine_tune", "model-7", {"corpus_version": 3}),
+        ("subprocessors", "crm", {}),
+    ]
     assert rows[1].ground == "Art.17(3)(b)"
     requests.close_exception(engine, c)
     assert [r.exception_id for r in requests.exceptions(engine, "req-existing", open_only=True)] == [a]
@@ -412,8 +457,16 @@ def test_exceptions_idempotent_by_key(engine: apsw.Connection) -> None:
 def test_receipts_upsert_keeps_first_request_time(engine: apsw.Connection) -> None:
     t0 = datetime(2024, 2, 2, tzinfo=UTC)
     requests.upsert_receipt(engine, "req-existing", "crm", "pending", ticket_id="T-1", attempts=1, now=t0)
-    requests.upsert_receipt(engine, "req-existing", "crm", "done", attempts=2, completed_at=t0 + timedelta(hours=1),
-                            detail={"http": 200}, now=t0 + timedelta(hours=1))
+    requests.upsert_receipt(
+        engine,
+        "req-existing",
+        "crm",
+        "done",
+        attempts=2,
+        completed_at=t0 + timedelta(hours=1),
+        detail={"http": 200},
+        now=t0 + timedelta(hours=1),
+    )
     requests.upsert_receipt(engine, "req-existing", "analytics", "failed", now=t0)
     got = requests.receipts(engine, "req-existing")
     assert [r.processor for r in got] == ["analytics", "crm"]

@@ -54,10 +54,17 @@ def item(subject: dict[str, str], source: str, ref: str, content: str, **extra: 
 def base_items(subject: dict[str, str]) -> list[dict[str, Any]]:
     """The subject's own items and two bystanders' everyday items."""
     return [
-        item(subject, "chat", "conv-1001", f"Hello, this is {subject['name']}. My parcel to the orange gate "
-             "never arrived, please refund the courier fee.", training=True),
-        item(subject, "email", "msg-2002", "Change the delivery address of my tea subscription, the old one "
-             "was wrong."),
+        item(
+            subject,
+            "chat",
+            "conv-1001",
+            f"Hello, this is {subject['name']}. My parcel to the orange gate "
+            "never arrived, please refund the courier fee.",
+            training=True,
+        ),
+        item(
+            subject, "email", "msg-2002", "Change the delivery address of my tea subscription, the old one was wrong."
+        ),
         item(BOB, "chat", "conv-3003", "The router in the study drops the connection every evening."),
         item(CARA, "chat", "conv-4004", "Please renew the library loan of the atlas of trade routes."),
     ]
@@ -109,8 +116,11 @@ EMAIL_ENCODED = [
 ]
 
 
-@pytest.mark.parametrize("n", range(len(EMAIL_ENCODED)), ids=["percent", "json-u0040", "html-entity",
-                                                              "quoted-printable", "base64-log", "plus-tag"])
+@pytest.mark.parametrize(
+    "n",
+    range(len(EMAIL_ENCODED)),
+    ids=["percent", "json-u0040", "html-entity", "quoted-printable", "base64-log", "plus-tag"],
+)
 def test_case_2_emails_encoded_in_bystanders_items(cli_home: Any, tmp_path: Path, n: int) -> None:
     inputs = tmp_path / "in"
     reference_home(cli_home, inputs, JANE, [item(BOB, "chat", "conv-5201", EMAIL_ENCODED[n])])
@@ -124,13 +134,18 @@ def test_case_2_emails_encoded_in_bystanders_items(cli_home: Any, tmp_path: Path
 # --- 3. names in other forms ----------------------------------------------------------------------
 
 JANA = {"id": "usr-jw-5512", "email": "jana.w@mail.example", "name": "Jana Weiß", "phone": "+49 30 1234 5678"}
-NAME_FORMS = ["Weiß, Jana called about the boiler.", "Jana Wei\u00adß wants the boiler fixed.",
-              "Note from Jana\nWeiss: boiler again.", "Caller:\tJana\tWEISS (boiler).",
-              "Jana Weiss left a voicemail about the boiler."]
+NAME_FORMS = [
+    "Weiß, Jana called about the boiler.",
+    "Jana Wei\u00adß wants the boiler fixed.",
+    "Note from Jana\nWeiss: boiler again.",
+    "Caller:\tJana\tWEISS (boiler).",
+    "Jana Weiss left a voicemail about the boiler.",
+]
 
 
-@pytest.mark.parametrize("n", range(len(NAME_FORMS)), ids=["last-first", "soft-hyphen", "line-break", "tab",
-                                                           "ss-for-sz"])
+@pytest.mark.parametrize(
+    "n", range(len(NAME_FORMS)), ids=["last-first", "soft-hyphen", "line-break", "tab", "ss-for-sz"]
+)
 def test_case_3_names_in_other_forms_in_bystanders_items(cli_home: Any, tmp_path: Path, n: int) -> None:
     inputs = tmp_path / "in"
     reference_home(cli_home, inputs, JANA, [item(BOB, "chat", "conv-5301", NAME_FORMS[n])])
@@ -175,8 +190,12 @@ def _attachments(folder: Path) -> list[str]:
     (folder / "contact-utf16.txt").write_bytes(text.encode("utf-16"))
     stream = zlib.compress(f"BT /F1 12 Tf 72 712 Td ({text.strip()}) Tj ET".encode())
     (folder / "contact.pdf").write_bytes(
-        b"%PDF-1.4\n1 0 obj\n<< /Length " + str(len(stream)).encode() + b" /Filter /FlateDecode >>\nstream\n"
-        + stream + b"\nendstream\nendobj\ntrailer\n<< >>\n%%EOF\n")
+        b"%PDF-1.4\n1 0 obj\n<< /Length "
+        + str(len(stream)).encode()
+        + b" /Filter /FlateDecode >>\nstream\n"
+        + stream
+        + b"\nendstream\nendobj\ntrailer\n<< >>\n%%EOF\n"
+    )
     return [str(folder / n) for n in ("contact.txt.gz", "contacts.zip", "contact-utf16.txt", "contact.pdf")]
 
 
@@ -184,8 +203,14 @@ def _attachments(folder: Path) -> list[str]:
 def test_case_5_attachments_that_are_not_plain_text(cli_home: Any, tmp_path: Path, which: str) -> None:
     inputs = tmp_path / "in"
     files = _attachments(inputs / "files")
-    chosen = [f for f in files if (which == "gzip" and f.endswith(".gz")) or (which == "zip" and f.endswith(".zip"))
-              or (which == "utf16" and "utf16" in f) or (which == "pdf" and f.endswith(".pdf"))]
+    chosen = [
+        f
+        for f in files
+        if (which == "gzip" and f.endswith(".gz"))
+        or (which == "zip" and f.endswith(".zip"))
+        or (which == "utf16" and "utf16" in f)
+        or (which == "pdf" and f.endswith(".pdf"))
+    ]
     planted = [item(BOB, "email", "msg-5501", "Attached the contact sheet you asked for.", attachments=chosen)]
     reference_home(cli_home, inputs, JANE, planted)
     found_before(cli_home, person(JANE), {"email", "phone", "name"})
@@ -193,8 +218,9 @@ def test_case_5_attachments_that_are_not_plain_text(cli_home: Any, tmp_path: Pat
     assert blob_hits, "the attachment was not stored as a blob"
     submit(cli_home, inputs, "req-case-05", JANE)
     res = run(cli_home, "req-case-05")
-    assert_truthful(cli_home, "req-case-05", res, person(JANE),
-                    honest=frozenset({"unscanned_content", "mention_reported"}))
+    assert_truthful(
+        cli_home, "req-case-05", res, person(JANE), honest=frozenset({"unscanned_content", "mention_reported"})
+    )
 
 
 # --- framework stores -----------------------------------------------------------------------------
@@ -207,8 +233,9 @@ def _release_chroma() -> None:
     gc.collect()
 
 
-def build_langgraph(root: Path, items: list[tuple[tuple[str, ...], str, dict[str, Any]]],
-                    threads: list[tuple[str, dict[str, str], str]]) -> None:
+def build_langgraph(
+    root: Path, items: list[tuple[tuple[str, ...], str, dict[str, Any]]], threads: list[tuple[str, dict[str, str], str]]
+) -> None:
     """A LangGraph memory with the framework: store items and chat threads (thread id, configurable, text)."""
     from tests.langgraph_sqlite_fixtures import chat_graph, open_saver, open_store
 
@@ -238,8 +265,13 @@ def langgraph_threads(root: Path, threads: list[tuple[str, dict[str, str]]]) -> 
 
     with open_saver(root / "checkpoints.sqlite") as saver:
         graph = chat_graph(saver)
-        return {tid: [m.content for m in graph.get_state({"configurable": {"thread_id": tid, **conf}})
-                      .values.get("messages", [])] for tid, conf in threads}
+        return {
+            tid: [
+                m.content
+                for m in graph.get_state({"configurable": {"thread_id": tid, **conf}}).values.get("messages", [])
+            ]
+            for tid, conf in threads
+        }
 
 
 def build_chroma(path: Path, records: list[tuple[str, str, str, dict[str, Any]]]) -> None:
@@ -255,7 +287,7 @@ def build_chroma(path: Path, records: list[tuple[str, str, str, dict[str, Any]]]
         for col, recs in by_col.items():
             coll = c.get_or_create_collection(col, embedding_function=ef)
             for s in range(0, len(recs), 200):
-                part = recs[s:s + 200]
+                part = recs[s : s + 200]
                 coll.add(ids=[r[0] for r in part], documents=[r[1] for r in part], metadatas=[r[2] for r in part])
     finally:
         c.close()
@@ -312,9 +344,11 @@ def write_targets(home: Any, body: str) -> None:
 
 
 def _lg_target(name: str, root: Path, namespace: list[str], thread_key: str) -> str:
-    return (f'[[targets]]\nname = "{name}"\nkind = "langgraph-sqlite"\nstore = "{root}/store.sqlite"\n'
-            f'checkpoints = "{root}/checkpoints.sqlite"\nnamespace = {json.dumps(namespace)}\n'
-            f'thread_key = "{thread_key}"\n\n')
+    return (
+        f'[[targets]]\nname = "{name}"\nkind = "langgraph-sqlite"\nstore = "{root}/store.sqlite"\n'
+        f'checkpoints = "{root}/checkpoints.sqlite"\nnamespace = {json.dumps(namespace)}\n'
+        f'thread_key = "{thread_key}"\n\n'
+    )
 
 
 def _chroma_target(path: Path) -> str:
@@ -324,9 +358,11 @@ def _chroma_target(path: Path) -> str:
 def _mem0_target(root: Path) -> str:
     from tests import mem0_fixtures
 
-    return (f'[[targets]]\nname = "assistant-memory"\nkind = "mem0"\nhistory_db = "{root}/{mem0_fixtures.HISTORY_DB}"\n'
-            f'qdrant_path = "{root}/{mem0_fixtures.QDRANT_PATH}"\ncollection = "{mem0_fixtures.COLLECTION}"\n'
-            'lock_timeout = 60\n\n')
+    return (
+        f'[[targets]]\nname = "assistant-memory"\nkind = "mem0"\nhistory_db = "{root}/{mem0_fixtures.HISTORY_DB}"\n'
+        f'qdrant_path = "{root}/{mem0_fixtures.QDRANT_PATH}"\ncollection = "{mem0_fixtures.COLLECTION}"\n'
+        "lock_timeout = 60\n\n"
+    )
 
 
 # --- 6. framework stores: mentions in other people's items ----------------------------------------
@@ -340,21 +376,41 @@ def test_case_6_framework_stores_hold_encoded_mentions(cli_home: Any, tmp_path: 
     pasted = json.dumps({"tool": "crm", "contact": JANE_PL["name"]}).replace("Jane Doe", "\\u004aane\\u0020Doe")
     lg_items: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
         (("users", uid, "memories"), "m-1", {"text": "Jane likes the window seat on trains"}),
-        (("users", bob, "memories"), "m-1", {"text": "Bob keeps bees near the tram depot"})]
-    lg_threads = [("t-jane-1", {"user_id": uid}, f"Hi, this is {JANE_PL['name']} about my refund."),
-                  ("t-bob-1", {"user_id": bob}, f"Pasted from the CRM: {pasted}"),
-                  ("t-bob-2", {"user_id": bob}, "Reschedule the typewriter repair to Monday.")]
+        (("users", bob, "memories"), "m-1", {"text": "Bob keeps bees near the tram depot"}),
+    ]
+    lg_threads = [
+        ("t-jane-1", {"user_id": uid}, f"Hi, this is {JANE_PL['name']} about my refund."),
+        ("t-bob-1", {"user_id": bob}, f"Pasted from the CRM: {pasted}"),
+        ("t-bob-2", {"user_id": bob}, "Reschedule the typewriter repair to Monday."),
+    ]
     build_langgraph(agents / "langgraph", lg_items, lg_threads)
-    records = [("notes", f"n-{i}", f"{'Jane' if i % 2 else 'Bob'} logged walrus item {i} at the harbour",
-                {"user_id": uid if i % 2 else bob}) for i in range(40)]
-    records.append(("notes", "n-bob-link", "CRM link https://crm.example/c/jane.doe%40mail.example for Bob",
-                    {"user_id": bob}))
+    records = [
+        (
+            "notes",
+            f"n-{i}",
+            f"{'Jane' if i % 2 else 'Bob'} logged walrus item {i} at the harbour",
+            {"user_id": uid if i % 2 else bob},
+        )
+        for i in range(40)
+    ]
+    records.append(
+        ("notes", "n-bob-link", "CRM link https://crm.example/c/jane.doe%40mail.example for Bob", {"user_id": bob})
+    )
     build_chroma(agents / "chroma", records)
-    build_mem0(agents / "mem0", [(uid, "Jane Doe prefers callbacks after six"),
-                                 (bob, "Bob says to call his colleague at 0048 22 123 45 67 for the keys"),
-                                 (bob, "Bob restores vintage typewriters")])
-    write_targets(cli_home, _lg_target("support-agent", agents / "langgraph", ["users", "{subject_id}"], "user_id")
-                  + _chroma_target(agents / "chroma") + _mem0_target(agents / "mem0"))
+    build_mem0(
+        agents / "mem0",
+        [
+            (uid, "Jane Doe prefers callbacks after six"),
+            (bob, "Bob says to call his colleague at 0048 22 123 45 67 for the keys"),
+            (bob, "Bob restores vintage typewriters"),
+        ],
+    )
+    write_targets(
+        cli_home,
+        _lg_target("support-agent", agents / "langgraph", ["users", "{subject_id}"], "user_id")
+        + _chroma_target(agents / "chroma")
+        + _mem0_target(agents / "mem0"),
+    )
     who = person(JANE_PL)
     for sub, kind in (("langgraph", "name"), ("chroma", "email"), ("mem0", "phone")):
         assert kind in scan_tree(agents / sub, who).kinds(), f"the oracle misses the {kind} in {sub}"
@@ -374,10 +430,12 @@ def _two_layouts(root: Path) -> tuple[list[tuple[tuple[str, ...], str]], list[tu
         for i in range(3):
             items.append((("memories", who), f"m-{i}", {"text": f"memory {i} of {who}: walrus harbour {i}"}))
         items.append((("users", who, "prefs"), "seat", {"text": f"{who} prefers the aisle seat", "v": 2}))
-    threads = [("t-new-jane", {"user_id": uid}, "Hi, please move my dentist appointment."),
-               ("t-old-jane", {"uid": uid}, "Old thread: my parcel to the orange gate never arrived."),
-               ("t-new-bob", {"user_id": bob}, "Bob: reschedule the typewriter repair."),
-               ("t-old-cara", {"uid": cara}, "Cara: renew the atlas loan.")]
+    threads = [
+        ("t-new-jane", {"user_id": uid}, "Hi, please move my dentist appointment."),
+        ("t-old-jane", {"uid": uid}, "Old thread: my parcel to the orange gate never arrived."),
+        ("t-new-bob", {"user_id": bob}, "Bob: reschedule the typewriter repair."),
+        ("t-old-cara", {"uid": cara}, "Cara: renew the atlas loan."),
+    ]
     build_langgraph(root, items, threads)
     bystander_keys = [(ns, key) for ns, key, _ in items if ns[1] != uid]
     return bystander_keys, [(tid, conf) for tid, conf, _ in threads if uid not in conf.values()]
@@ -385,7 +443,8 @@ def _two_layouts(root: Path) -> tuple[list[tuple[tuple[str, ...], str]], list[tu
 
 @pytest.mark.parametrize("layout", ["one-layout-configured", "both-layouts-as-two-targets"])
 def test_case_7_langgraph_two_layouts_and_an_older_thread_key_end_all_clear(
-        cli_home: Any, tmp_path: Path, layout: str) -> None:
+    cli_home: Any, tmp_path: Path, layout: str
+) -> None:
     root = tmp_path / "agents" / "langgraph"
     by_keys, by_threads = _two_layouts(root)
     values_before = langgraph_values(root, by_keys)
@@ -393,8 +452,11 @@ def test_case_7_langgraph_two_layouts_and_an_older_thread_key_end_all_clear(
     if layout == "one-layout-configured":
         write_targets(cli_home, _lg_target("support-agent", root, ["memories", "{subject_id}"], "user_id"))
     else:
-        write_targets(cli_home, _lg_target("memories-layout", root, ["memories", "{subject_id}"], "user_id")
-                      + _lg_target("prefs-layout", root, ["users", "{subject_id}", "prefs"], "uid"))
+        write_targets(
+            cli_home,
+            _lg_target("memories-layout", root, ["memories", "{subject_id}"], "user_id")
+            + _lg_target("prefs-layout", root, ["users", "{subject_id}", "prefs"], "uid"),
+        )
     who = Person(JANE["id"])  # the id is how these stores spell her
     assert scan_tree(root, who), "the oracle misses the subject's id"
     submit(cli_home, tmp_path / "in", "req-case-07", JANE)
@@ -416,8 +478,10 @@ JORDAN = {"id": "jordan", "email": "j.kline@mail.example", "name": "Jordan Kline
 
 def test_case_8_a_namesake_keeps_their_item_byte_for_byte(cli_home: Any, tmp_path: Path) -> None:
     inputs = tmp_path / "in"
-    planted = [item(NAMESAKE, "chat", "conv-5801", "Jane Doe here: my allotment shed lock is broken."),
-               item(BOB, "chat", "conv-5802", "Jane Doe from the pottery club lent me her kiln.")]
+    planted = [
+        item(NAMESAKE, "chat", "conv-5801", "Jane Doe here: my allotment shed lock is broken."),
+        item(BOB, "chat", "conv-5802", "Jane Doe from the pottery club lent me her kiln."),
+    ]
     reference_home(cli_home, inputs, JANE, planted)
     before = {ref: archive_content(cli_home, "chat", ref) for ref in ("conv-5801", "conv-5802")}
     found_before(cli_home, person(JANE), {"name", "email", "id"})
@@ -430,8 +494,10 @@ def test_case_8_a_namesake_keeps_their_item_byte_for_byte(cli_home: Any, tmp_pat
 
 def test_case_8_an_everyday_word_id_is_not_redacted_and_is_reported_ambiguous(cli_home: Any, tmp_path: Path) -> None:
     inputs = tmp_path / "in"
-    planted = [item(BOB, "chat", "conv-5811", "We are hiking in Jordan next spring, Petra first."),
-               item(CARA, "chat", "conv-5812", "Michael Jordan posters for the garage sale.")]
+    planted = [
+        item(BOB, "chat", "conv-5811", "We are hiking in Jordan next spring, Petra first."),
+        item(CARA, "chat", "conv-5812", "Michael Jordan posters for the garage sale."),
+    ]
     reference_home(cli_home, inputs, JORDAN, planted)
     before = {ref: archive_content(cli_home, "chat", ref) for ref in ("conv-5811", "conv-5812")}
     found_before(cli_home, person(JORDAN), {"id"})
@@ -449,9 +515,11 @@ def test_case_8_an_everyday_word_id_is_not_redacted_and_is_reported_ambiguous(cl
 def test_case_9_two_people_in_one_conversation(cli_home: Any, tmp_path: Path) -> None:
     inputs = tmp_path / "in"
     init_store(cli_home)
-    room = [item(JANE, "chat", "room-12", "Jane: can we move the book club to Thursday?"),
-            item(BOB, "chat", "room-12", "Bob: Thursday works, I will bring the walnut cake."),
-            item(JANE, "chat", "room-12", "Jane: great, see you at the library annex.")]
+    room = [
+        item(JANE, "chat", "room-12", "Jane: can we move the book club to Thursday?"),
+        item(BOB, "chat", "room-12", "Bob: Thursday works, I will bring the walnut cake."),
+        item(JANE, "chat", "room-12", "Jane: great, see you at the library annex."),
+    ]
     report = ingest(cli_home, inputs, room, "room.jsonl")
     assert report.get("ingested") == 3, f"three messages by two people in one room: {report}"
     bob_before = [r for r in archive_content(cli_home, "chat", "room-12") if r[0] == BOB["id"]]
@@ -463,7 +531,8 @@ def test_case_9_two_people_in_one_conversation(cli_home: Any, tmp_path: Path) ->
     assert bob_after == bob_before, "the other person's message in the room was touched"
     again = ingest(cli_home, inputs, [item(BOB, "chat", "room-12", "Bob: the cake is walnut and fig.")], "next.jsonl")
     assert again.get("ingested") == 1 and again.get("skipped_suppressed", 0) == 0, (
-        f"the other person's next message in the room was not ingested: {again}")
+        f"the other person's next message in the room was not ingested: {again}"
+    )
 
 
 # --- 10. Chroma collections under 1,000 writes end all clear --------------------------------------
@@ -477,8 +546,11 @@ def test_case_10_small_chroma_collections_end_all_clear(cli_home: Any, tmp_path:
     for col in ("notes", "facts"):
         for i in range(size // 2):
             owner = (uid, BOB["id"], CARA["id"])[i % 3]
-            doc = (f"{JANE['name']} wrote {col} {i}: zebra lighthouse, reach her at {JANE['email']}" if owner == uid
-                   else f"{owner} logged {col} {i} walrus harbour at noon")
+            doc = (
+                f"{JANE['name']} wrote {col} {i}: zebra lighthouse, reach her at {JANE['email']}"
+                if owner == uid
+                else f"{owner} logged {col} {i} walrus harbour at noon"
+            )
             records.append((col, f"{col}-{i}", doc, {"user_id": owner}))
     build_chroma(path, records)
     by_ids = {col: [r[1] for r in records if r[0] == col and r[3]["user_id"] != uid] for col in ("notes", "facts")}

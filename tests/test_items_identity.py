@@ -36,8 +36,12 @@ ROOM = ("chat", "room-general")
 
 
 def item(subject: Subject, content: str, room: tuple[str, str] = ROOM, item_id: str | None = None) -> MemoryItem:
-    body: dict[str, object] = {"source": room[0], "source_ref": room[1], "subject": subject.model_dump(),
-                               "content": content}
+    body: dict[str, object] = {
+        "source": room[0],
+        "source_ref": room[1],
+        "subject": subject.model_dump(),
+        "content": content,
+    }
     if item_id is not None:
         body["item_id"] = item_id
     return MemoryItem.model_validate(body)
@@ -55,8 +59,12 @@ def _live(home: Home) -> list[tuple[str, str, str, str]]:
     """(source, source_ref, subject_id, content) of every live archive row, read with a plain query."""
     conn = create(home.store_dir)
     try:
-        return sorted((str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in conn.execute(
-            "SELECT source, source_ref, subject_id, content FROM raw_archive WHERE erased_at IS NULL"))
+        return sorted(
+            (str(r[0]), str(r[1]), str(r[2]), str(r[3]))
+            for r in conn.execute(
+                "SELECT source, source_ref, subject_id, content FROM raw_archive WHERE erased_at IS NULL"
+            )
+        )
     finally:
         conn.close()
 
@@ -85,8 +93,10 @@ def test_an_exact_redelivery_is_a_duplicate(home: Home) -> None:
     again = _ingest(home, [*first, item(ANN, "It jams on every invoice, edited.", item_id="m-3")])
     assert (again.ingested, again.skipped_duplicate) == (0, 4)  # an item id names the item whatever its text
     # within one file too, and an item id is the item's, not the text's
-    twice = _ingest(home, [item(CAL, "Hello."), item(CAL, "Hello."), item(CAL, "Hello.", item_id="x"),
-                           item(CAL, "Hello.", item_id="y")])
+    twice = _ingest(
+        home,
+        [item(CAL, "Hello."), item(CAL, "Hello."), item(CAL, "Hello.", item_id="x"), item(CAL, "Hello.", item_id="y")],
+    )
     assert (twice.ingested, twice.skipped_duplicate) == (3, 1)
 
 
@@ -114,14 +124,28 @@ def test_erasing_one_person_leaves_the_other_in_the_room(home: Home) -> None:
     assert _turns(home) == [B1]
     conn = create(home.store_dir)
     try:
-        assert int(cast(tuple[Any, ...],
-                        conn.execute("SELECT count(*) FROM working_sessions WHERE subject_id = ?",
-                                     (BOB.id,)).fetchone())[0]) == 1
+        assert (
+            int(
+                cast(
+                    tuple[Any, ...],
+                    conn.execute("SELECT count(*) FROM working_sessions WHERE subject_id = ?", (BOB.id,)).fetchone(),
+                )[0]
+            )
+            == 1
+        )
     finally:
         conn.close()
 
-    after = _ingest(home, [item(BOB, "Fixed now, thanks."), item(ANN, A1), item(ANN, A2), item(BOB, B1),
-                           item(ANN, "A new message of the erased person.")])
+    after = _ingest(
+        home,
+        [
+            item(BOB, "Fixed now, thanks."),
+            item(ANN, A1),
+            item(ANN, A2),
+            item(BOB, B1),
+            item(ANN, "A new message of the erased person."),
+        ],
+    )
     assert after.ingested == 1  # the other person's next message in that room
     assert after.skipped_suppressed == 2  # the erased person's re-delivered messages
     assert after.skipped_duplicate == 1  # the other person's re-delivered message
@@ -137,13 +161,19 @@ def _legacy_store(home: Home) -> None:
         ingest(conn, home.store_dir, [item(BOB, B1, room=("chat", "room-old"))])
         conn.execute("BEGIN")
         conn.execute("DROP TABLE erased_subjects")
-        conn.execute("CREATE TABLE erased_subjects(id INTEGER PRIMARY KEY, source TEXT NOT NULL, source_ref TEXT"
-                     " NOT NULL, erased_at TEXT NOT NULL, request_ref TEXT, UNIQUE (source, source_ref))")
-        conn.execute("INSERT INTO erased_subjects(source, source_ref, erased_at, request_ref) VALUES"
-                     " ('chat', 'ticket-annabel-0042', '2026-01-01', 'req-old'),"
-                     " ('chat', 'room-gone', '2026-01-01', 'req-old')")
-        conn.execute("INSERT INTO raw_archive(archive_uid, source, source_ref, created_at, erased_at, erasure_ref)"
-                     " VALUES ('u1', 'chat', 'ticket-annabel-0042', '2026-01-01', '2026-01-02', 'req-old')")
+        conn.execute(
+            "CREATE TABLE erased_subjects(id INTEGER PRIMARY KEY, source TEXT NOT NULL, source_ref TEXT"
+            " NOT NULL, erased_at TEXT NOT NULL, request_ref TEXT, UNIQUE (source, source_ref))"
+        )
+        conn.execute(
+            "INSERT INTO erased_subjects(source, source_ref, erased_at, request_ref) VALUES"
+            " ('chat', 'ticket-annabel-0042', '2026-01-01', 'req-old'),"
+            " ('chat', 'room-gone', '2026-01-01', 'req-old')"
+        )
+        conn.execute(
+            "INSERT INTO raw_archive(archive_uid, source, source_ref, created_at, erased_at, erasure_ref)"
+            " VALUES ('u1', 'chat', 'ticket-annabel-0042', '2026-01-01', '2026-01-02', 'req-old')"
+        )
         conn.execute("DROP INDEX ix_raw_archive_item")
         conn.execute("DROP INDEX ix_frames_turn_item")
         conn.execute("ALTER TABLE raw_archive DROP COLUMN item_key")
@@ -158,8 +188,9 @@ def test_a_store_from_before_item_keys_is_migrated_on_open(home: Home) -> None:
     conn = open_store(home.store_dir)
     try:
         keys = suppression.list_suppressed(conn)
-        assert len(keys) == 2 and all(k.source.startswith("hmac:") and k.source_ref.startswith("hmac:")
-                                      and k.item_key is None for k in keys)
+        assert len(keys) == 2 and all(
+            k.source.startswith("hmac:") and k.source_ref.startswith("hmac:") and k.item_key is None for k in keys
+        )
         skeleton = conn.execute("SELECT source, source_ref FROM raw_archive WHERE erased_at IS NOT NULL").fetchone()
         assert skeleton is not None
         assert str(skeleton[0]).startswith("hmac:") and str(skeleton[1]).startswith("hmac:")
@@ -171,8 +202,10 @@ def test_a_store_from_before_item_keys_is_migrated_on_open(home: Home) -> None:
     data = b"".join(p.read_bytes() for p in home.store_dir.rglob("*") if p.is_file())
     assert b"ticket-annabel-0042" not in data
     # the old live item is still a duplicate of itself, and its room takes new items
-    assert (_ingest(home, [item(BOB, B1, room=("chat", "room-old"))]).skipped_duplicate,
-            _ingest(home, [item(CAL, "New here.", room=("chat", "room-old"))]).ingested) == (1, 1)
+    assert (
+        _ingest(home, [item(BOB, B1, room=("chat", "room-old"))]).skipped_duplicate,
+        _ingest(home, [item(CAL, "New here.", room=("chat", "room-old"))]).ingested,
+    ) == (1, 1)
     # erasing its subject reaches the old item's turn frames (no item key), not the new item's
     submit(home, "req-legacy-1", BOB)
     run_cascade("req-legacy-1", home)
@@ -184,8 +217,12 @@ def test_a_store_from_before_item_keys_is_migrated_on_open(home: Home) -> None:
 PEOPLE = (ANN, BOB, CAL)
 WORDS = ("lorem", "ipsum", "dolor", "amet", "tempor", "magna", "aliqua", "veniam")
 
-message = st.tuples(st.integers(0, 2), st.integers(0, 1), st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
-                    st.one_of(st.none(), st.sampled_from(("m1", "m2", "m3"))))
+message = st.tuples(
+    st.integers(0, 2),
+    st.integers(0, 1),
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    st.one_of(st.none(), st.sampled_from(("m1", "m2", "m3"))),
+)
 
 
 def _oracle_identity(room: int, person: int, text: str, item_id: str | None) -> tuple[object, ...]:
@@ -194,9 +231,9 @@ def _oracle_identity(room: int, person: int, text: str, item_id: str | None) -> 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(messages=st.lists(message, min_size=2, max_size=9), erased=st.integers(0, 2))
-def test_interleaved_people_in_shared_rooms(tmp_path_factory: pytest.TempPathFactory,
-                                            messages: list[tuple[int, int, list[str], str | None]],
-                                            erased: int) -> None:
+def test_interleaved_people_in_shared_rooms(
+    tmp_path_factory: pytest.TempPathFactory, messages: list[tuple[int, int, list[str], str | None]], erased: int
+) -> None:
     home = Home.resolve(tmp_path_factory.mktemp("home"), tmp_path_factory.mktemp("ev")).ensure()
     rooms = [("chat", "room-a"), ("chat", "room-b")]
     sent = [(p, r, " ".join(words) + ".", i) for p, r, words, i in messages]
@@ -217,12 +254,16 @@ def test_interleaved_people_in_shared_rooms(tmp_path_factory: pytest.TempPathFac
     again = _ingest(home, items)
     assert again.ingested == 0
     assert again.skipped_suppressed == sum(1 for o in owner if o == erased)  # the erased items, redelivered
-    assert again.held_erased_identity == sum(1 for o, (p, *_rest) in zip(owner, sent, strict=True)
-                                             if o != erased and p == erased)
-    assert again.skipped_duplicate == sum(1 for o, (p, *_rest) in zip(owner, sent, strict=True)
-                                          if o != erased and p != erased)
-    after = _ingest(home, [item(PEOPLE[p], f"Next message of {p} in {r}.", rooms[r])
-                           for p in range(3) if p != erased for r in range(2)])
+    assert again.held_erased_identity == sum(
+        1 for o, (p, *_rest) in zip(owner, sent, strict=True) if o != erased and p == erased
+    )
+    assert again.skipped_duplicate == sum(
+        1 for o, (p, *_rest) in zip(owner, sent, strict=True) if o != erased and p != erased
+    )
+    after = _ingest(
+        home,
+        [item(PEOPLE[p], f"Next message of {p} in {r}.", rooms[r]) for p in range(3) if p != erased for r in range(2)],
+    )
     assert after.ingested == 4
 
 

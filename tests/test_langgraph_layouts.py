@@ -79,8 +79,15 @@ def namespace(shape: tuple[str, ...], person: Subject, upper: bool = False) -> t
     return tuple(uid if label == UID else label for label in shape)
 
 
-def build(root: Path, people: list[Subject], shapes: list[tuple[str, ...]], keys: list[str], *,
-          upper: frozenset[int] = frozenset(), keyed: bool = False) -> Layouts:
+def build(
+    root: Path,
+    people: list[Subject],
+    shapes: list[tuple[str, ...]],
+    keys: list[str],
+    *,
+    upper: frozenset[int] = frozenset(),
+    keyed: bool = False,
+) -> Layouts:
     """Each person: under every shape their email, phone, id and a note (all embedded: vectors), and
     one thread per metadata key. `upper`: shapes whose subject label the app wrote in capitals;
     `keyed`: also a profile in a shared namespace under the person's id as the item's key."""
@@ -91,10 +98,12 @@ def build(root: Path, people: list[Subject], shapes: list[tuple[str, ...]], keys
             items = []
             for i, shape in enumerate(shapes):
                 ns = namespace(shape, person, upper=i in upper and person is people[0])
-                items += [(ns, "email", {"text": f"reach me at {person.email}", "kind": "email"}),
-                          (ns, "phone", {"text": f"call {person.phone}", "kind": "phone"}),
-                          (ns, "id", {"text": f"account {person.id}", "kind": "id"}),
-                          (ns, f"note-{i}", {"text": f"{person.name} keeps the {secret(person)} by the door {i}"})]
+                items += [
+                    (ns, "email", {"text": f"reach me at {person.email}", "kind": "email"}),
+                    (ns, "phone", {"text": f"call {person.phone}", "kind": "phone"}),
+                    (ns, "id", {"text": f"account {person.id}", "kind": "id"}),
+                    (ns, f"note-{i}", {"text": f"{person.name} keeps the {secret(person)} by the door {i}"}),
+                ]
             if keyed:
                 items.append((("profiles",), person.id, {"text": f"profile: {person.name}, {person.email}"}))
             for ns, key, value in items:
@@ -112,13 +121,23 @@ def build(root: Path, people: list[Subject], shapes: list[tuple[str, ...]], keys
     return lay
 
 
-def target(lay: Layouts, name: str, shapes: list[tuple[str, ...]], keys: list[str], *,
-           lists: bool = True) -> Target:
+def target(lay: Layouts, name: str, shapes: list[tuple[str, ...]], keys: list[str], *, lists: bool = True) -> Target:
     """A target on the memory's files: several layouts and keys as lists, or one of each as before."""
-    extra: dict[str, Any] = ({"namespaces": [list(s) for s in shapes], "thread_keys": keys} if lists
-                             else {"namespace": list(shapes[0]), "thread_key": keys[0]})
-    return Target.model_validate({"name": name, "kind": "langgraph-sqlite", "base_dir": lay.root,
-                                  "store": lay.store.name, "checkpoints": lay.checkpoints.name, **extra})
+    extra: dict[str, Any] = (
+        {"namespaces": [list(s) for s in shapes], "thread_keys": keys}
+        if lists
+        else {"namespace": list(shapes[0]), "thread_key": keys[0]}
+    )
+    return Target.model_validate(
+        {
+            "name": name,
+            "kind": "langgraph-sqlite",
+            "base_dir": lay.root,
+            "store": lay.store.name,
+            "checkpoints": lay.checkpoints.name,
+            **extra,
+        }
+    )
 
 
 # --- the oracle: bytes, and LangGraph's own API ------------------------------------------------------------
@@ -126,8 +145,10 @@ def target(lay: Layouts, name: str, shapes: list[tuple[str, ...]], keys: list[st
 
 def subject_strings(person: Subject) -> list[bytes]:
     assert person.email and person.phone and person.name
-    return [s.lower().encode() for s in (person.id, person.email, person.phone, person.phone.replace(" ", ""),
-                                         person.name, secret(person))]
+    return [
+        s.lower().encode()
+        for s in (person.id, person.email, person.phone, person.phone.replace(" ", ""), person.name, secret(person))
+    ]
 
 
 def byte_hits(root: Path, person: Subject) -> list[str]:
@@ -181,8 +202,9 @@ def erase_and_probe(targets: list[Target], subject: Subject) -> tuple[list[dict[
 
 @pytest.fixture(scope="module")
 def case7(tmp_path_factory: pytest.TempPathFactory) -> Layouts:
-    return build(tmp_path_factory.mktemp("case7") / "agent", [SUBJECT, *BYSTANDERS], [MEMORIES, PREFS],
-                 [NEW_KEY, OLD_KEY])
+    return build(
+        tmp_path_factory.mktemp("case7") / "agent", [SUBJECT, *BYSTANDERS], [MEMORIES, PREFS], [NEW_KEY, OLD_KEY]
+    )
 
 
 def copy_of(lay: Layouts, dest: Path) -> Layouts:
@@ -219,11 +241,12 @@ def test_the_probe_calls_an_unerased_other_layout_residue_never_a_mention(case7:
     assert found[("working", "threads-under-unconfigured-metadata-keys")] == 1
 
 
-def test_both_layouts_as_two_targets_on_one_file_are_not_each_others_bystanders(
-        case7: Layouts, tmp_path: Path) -> None:
+def test_both_layouts_as_two_targets_on_one_file_are_not_each_others_bystanders(case7: Layouts, tmp_path: Path) -> None:
     lay = copy_of(case7, tmp_path / "agent")
-    targets = [target(lay, "memories", [MEMORIES], [NEW_KEY], lists=False),
-               target(lay, "prefs", [PREFS], [OLD_KEY], lists=False)]
+    targets = [
+        target(lay, "memories", [MEMORIES], [NEW_KEY], lists=False),
+        target(lay, "prefs", [PREFS], [OLD_KEY], lists=False),
+    ]
     _outs, results = erase_and_probe(targets, SUBJECT)
     assert [r for r in results if r.failing()] == []
     assert_gone_and_bystanders_intact(lay, SUBJECT, list(BYSTANDERS))
@@ -270,19 +293,30 @@ def layouts(draw: st.DrawFn) -> dict[str, Any]:
     keys = draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=3, unique=True))
     configured = draw(st.lists(st.sampled_from(shapes), min_size=1, max_size=len(shapes), unique=True))
     configured_keys = draw(st.lists(st.sampled_from(keys), min_size=1, max_size=len(keys), unique=True))
-    return {"shapes": shapes, "keys": keys, "configured": configured, "configured_keys": configured_keys,
-            "bystanders": draw(st.integers(1, 2)), "two_targets": draw(st.booleans()),
-            "upper": frozenset(draw(st.sets(st.integers(0, len(shapes) - 1), max_size=1))),
-            "keyed": draw(st.booleans())}
+    return {
+        "shapes": shapes,
+        "keys": keys,
+        "configured": configured,
+        "configured_keys": configured_keys,
+        "bystanders": draw(st.integers(1, 2)),
+        "two_targets": draw(st.booleans()),
+        "upper": frozenset(draw(st.sets(st.integers(0, len(shapes) - 1), max_size=1))),
+        "keyed": draw(st.booleans()),
+    }
 
 
-@settings(max_examples=25, derandomize=True, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=25,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(case=layouts())
 def test_generated_layouts_end_with_nothing_of_the_subject_and_every_bystander_intact(
-        tmp_path_factory: pytest.TempPathFactory, case: dict[str, Any]) -> None:
+    tmp_path_factory: pytest.TempPathFactory, case: dict[str, Any]
+) -> None:
     root = tmp_path_factory.mktemp("gen") / "agent"
-    people = [SUBJECT, *BYSTANDERS[:case["bystanders"]]]
+    people = [SUBJECT, *BYSTANDERS[: case["bystanders"]]]
     lay = build(root, people, case["shapes"], case["keys"], upper=case["upper"], keyed=case["keyed"])
     assert byte_hits(lay.root, SUBJECT)
     shapes, keys = case["configured"], case["configured_keys"]
@@ -313,17 +347,29 @@ def _setup_home(home: Home, lay: Layouts, tables: list[dict[str, Any]], request_
 
 def _submit(home: Home, request_id: str, subject: Subject) -> None:
     h = str(home.root)
-    envelope = {"request_id": request_id, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
-                "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-                "requester_identity_proof_ref": "idv/case7", "reason": "Art.17 request"}
+    envelope = {
+        "request_id": request_id,
+        "tenant_id": "default",
+        "subject": subject.model_dump(exclude_none=True),
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/case7",
+        "reason": "Art.17 request",
+    }
     req = home.root.parent / f"{request_id}.json"
     req.write_text(json.dumps(envelope))
     assert erasure("request", "submit", str(req), "--home", h).code == 0
 
 
 def _table(lay: Layouts, name: str, shape: tuple[str, ...], key: str) -> dict[str, Any]:
-    return {"name": name, "kind": "langgraph-sqlite", "store": str(lay.store), "checkpoints": str(lay.checkpoints),
-            "namespace": list(shape), "thread_key": key}
+    return {
+        "name": name,
+        "kind": "langgraph-sqlite",
+        "store": str(lay.store),
+        "checkpoints": str(lay.checkpoints),
+        "namespace": list(shape),
+        "thread_key": key,
+    }
 
 
 def _verification(home: Home, request_id: str) -> dict[str, Any]:
@@ -332,8 +378,9 @@ def _verification(home: Home, request_id: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("two_targets", [False, True], ids=["one-layout", "both-layouts-two-targets"])
-def test_case7_through_the_cli_ends_all_clear(case7: Layouts, home: Home, tmp_path: Path, prefect_harness: None,
-                                               two_targets: bool) -> None:
+def test_case7_through_the_cli_ends_all_clear(
+    case7: Layouts, home: Home, tmp_path: Path, prefect_harness: None, two_targets: bool
+) -> None:
     lay = copy_of(case7, tmp_path / "agent")
     tables = [_table(lay, "memories", MEMORIES, NEW_KEY)]
     if two_targets:
@@ -365,10 +412,12 @@ def _earlier_release(mp: pytest.MonkeyPatch) -> None:
 
 
 def test_a_rerun_after_exit_10_retakes_the_baseline_the_failed_run_made_stale(
-        case7: Layouts, home: Home, tmp_path: Path, prefect_harness: None) -> None:
+    case7: Layouts, home: Home, tmp_path: Path, prefect_harness: None
+) -> None:
     lay = copy_of(case7, tmp_path / "agent")
-    _setup_home(home, lay, [_table(lay, "memories", MEMORIES, NEW_KEY), _table(lay, "prefs", PREFS, OLD_KEY)],
-                "req-case7-0002")
+    _setup_home(
+        home, lay, [_table(lay, "memories", MEMORIES, NEW_KEY), _table(lay, "prefs", PREFS, OLD_KEY)], "req-case7-0002"
+    )
     h = str(home.root)
     with pytest.MonkeyPatch.context() as mp:
         _earlier_release(mp)
@@ -388,8 +437,16 @@ def test_a_rerun_after_exit_10_retakes_the_baseline_the_failed_run_made_stale(
 def test_lists_and_single_keys_configure_the_same_layouts(case7: Layouts, tmp_path: Path) -> None:
     lay = copy_of(case7, tmp_path / "agent")
     single = target(lay, "one", [MEMORIES], [NEW_KEY], lists=False)
-    both = Target.model_validate({**single.model_dump(), "base_dir": lay.root, "namespace": list(MEMORIES),
-                                  "namespaces": [list(PREFS)], "thread_key": NEW_KEY, "thread_keys": [OLD_KEY]})
+    both = Target.model_validate(
+        {
+            **single.model_dump(),
+            "base_dir": lay.root,
+            "namespace": list(MEMORIES),
+            "namespaces": [list(PREFS)],
+            "thread_key": NEW_KEY,
+            "thread_keys": [OLD_KEY],
+        }
+    )
     assert ERASER.count(single, SUBJECT) == ERASER.count(both, SUBJECT)
     fp = run.take(both, SUBJECT)
     assert fp.subject_before["unconfigured-namespace-layouts"] == 0
@@ -399,20 +456,32 @@ def test_lists_and_single_keys_configure_the_same_layouts(case7: Layouts, tmp_pa
     assert out[Tier.semantic].before == 8 and out[Tier.working].before == 2
 
 
-@pytest.mark.parametrize(("extra", "says"), [
-    ({"namespaces": [["users", "everyone"]]}, "'namespaces' must hold"),
-    ({"namespaces": ["users"]}, "'namespaces' must be a list"),
-    ({"namespaces": []}, "'namespaces' must be a list"),
-    ({"namespaces": [["users.all", UID]]}, "'namespaces': LangGraph"),
-    ({"thread_keys": ["ok", "no way"]}, "'thread_keys'"),
-    ({"thread_keys": "uid"}, "'thread_keys' must be a list"),
-])
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"namespaces": [["users", "everyone"]]}, "'namespaces' must hold"),
+        ({"namespaces": ["users"]}, "'namespaces' must be a list"),
+        ({"namespaces": []}, "'namespaces' must be a list"),
+        ({"namespaces": [["users.all", UID]]}, "'namespaces': LangGraph"),
+        ({"thread_keys": ["ok", "no way"]}, "'thread_keys'"),
+        ({"thread_keys": "uid"}, "'thread_keys' must be a list"),
+    ],
+)
 def test_bad_lists_name_their_key(tmp_path: Path, extra: dict[str, Any], says: str) -> None:
     from erasure.errors import ConfigError
 
-    t = Target.model_validate({"name": "lg", "kind": "langgraph-sqlite", "base_dir": tmp_path, "store": "s.sqlite",
-                               "checkpoints": "c.sqlite", "namespace": list(MEMORIES), "thread_key": NEW_KEY,
-                               **extra})
+    t = Target.model_validate(
+        {
+            "name": "lg",
+            "kind": "langgraph-sqlite",
+            "base_dir": tmp_path,
+            "store": "s.sqlite",
+            "checkpoints": "c.sqlite",
+            "namespace": list(MEMORIES),
+            "thread_key": NEW_KEY,
+            **extra,
+        }
+    )
     with pytest.raises(ConfigError, match=says):
         ERASER.check(t)
 
@@ -435,14 +504,21 @@ def test_a_subject_whose_id_is_a_step_number_takes_no_one_elses_thread(tmp_path:
 
 
 def test_another_subjects_erasure_from_the_same_target_after_the_seal_is_discounted(
-        case7: Layouts, home: Home, tmp_path: Path, prefect_harness: None) -> None:
+    case7: Layouts, home: Home, tmp_path: Path, prefect_harness: None
+) -> None:
     """A's fingerprint sealed, then a crash; B (a bystander of A's) erased from the same LangGraph file;
     A's rerun retakes the bystander baseline at once instead of counting B's erasure as A's loss."""
     from service.verification import take_and_seal_fingerprint
 
     lay = copy_of(case7, tmp_path / "agent")
-    both = {"name": "agent", "kind": "langgraph-sqlite", "store": str(lay.store), "checkpoints": str(lay.checkpoints),
-            "namespaces": [list(MEMORIES), list(PREFS)], "thread_keys": [NEW_KEY, OLD_KEY]}
+    both = {
+        "name": "agent",
+        "kind": "langgraph-sqlite",
+        "store": str(lay.store),
+        "checkpoints": str(lay.checkpoints),
+        "namespaces": [list(MEMORIES), list(PREFS)],
+        "thread_keys": [NEW_KEY, OLD_KEY],
+    }
     _setup_home(home, lay, [both], "req-case7-a")
     _submit(home, "req-case7-b", BYSTANDERS[0])
     assert take_and_seal_fingerprint("req-case7-a", home)["fingerprint"] == "taken"  # then "crash"

@@ -52,19 +52,28 @@ def _put(conn: apsw.Connection, texts: list[str], subject_ids: list[str]) -> Non
     with conn:
         for i, text in enumerate(texts, start=1):
             kind = "derived" if i % 2 else "turn"
-            conn.execute("INSERT INTO frames(frame_id, kind, content, created_at) VALUES (?,?,?,?)",
-                         (i, kind, text, NOW))
+            conn.execute(
+                "INSERT INTO frames(frame_id, kind, content, created_at) VALUES (?,?,?,?)", (i, kind, text, NOW)
+            )
             conn.execute("INSERT INTO frames_fts(rowid, content) VALUES (?,?)", (i, text))
-            conn.execute("INSERT INTO raw_archive(archive_id, archive_uid, source, source_ref, subject_id, content,"
-                         " created_at) VALUES (?,?,?,?,?,?,?)", (i, f"u{i}", "chat", f"r{i}", "x", text, NOW))
-            conn.execute("INSERT INTO working_sessions(session_id, subject_id, state, updated_at) VALUES (?,?,?,?)",
-                         (f"s{i}", "x", text, NOW))
+            conn.execute(
+                "INSERT INTO raw_archive(archive_id, archive_uid, source, source_ref, subject_id, content,"
+                " created_at) VALUES (?,?,?,?,?,?,?)",
+                (i, f"u{i}", "chat", f"r{i}", "x", text, NOW),
+            )
+            conn.execute(
+                "INSERT INTO working_sessions(session_id, subject_id, state, updated_at) VALUES (?,?,?,?)",
+                (f"s{i}", "x", text, NOW),
+            )
         for i, sid in enumerate(subject_ids, start=1):
-            conn.execute("INSERT INTO working_sessions(session_id, subject_id, state, updated_at) VALUES (?,?,?,?)",
-                         (f"id{i}", sid, "{}", NOW))
+            conn.execute(
+                "INSERT INTO working_sessions(session_id, subject_id, state, updated_at) VALUES (?,?,?,?)",
+                (f"id{i}", sid, "{}", NOW),
+            )
             for kind in ("person", "email"):
-                conn.execute("INSERT OR IGNORE INTO kg_entities(kind, name, created_at) VALUES (?,?,?)",
-                             (kind, sid, NOW))
+                conn.execute(
+                    "INSERT OR IGNORE INTO kg_entities(kind, name, created_at) VALUES (?,?,?)", (kind, sid, NOW)
+                )
 
 
 # --- generated identities and spellings -------------------------------------------------------------
@@ -75,9 +84,11 @@ names = st.lists(word, min_size=1, max_size=3).map(" ".join)
 ids = st.text(alphabet=string.ascii_letters + string.digits + "-_.ıK", min_size=3, max_size=12)
 emails = st.tuples(  # a dot-atom local part (one addr-spec, issue 23): no leading, trailing or double dot
     st.lists(st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=4), min_size=1, max_size=3).map(".".join),
-    st.sampled_from(["example.org", "mail.example", "x.co"])).map(lambda t: f"{t[0]}@{t[1]}")
-phones = st.tuples(st.sampled_from(["+1 555", "+44 20", "+254 7"]), st.text(alphabet=string.digits, min_size=6,
-                                                                            max_size=8)).map(" ".join)
+    st.sampled_from(["example.org", "mail.example", "x.co"]),
+).map(lambda t: f"{t[0]}@{t[1]}")
+phones = st.tuples(
+    st.sampled_from(["+1 555", "+44 20", "+254 7"]), st.text(alphabet=string.digits, min_size=6, max_size=8)
+).map(" ".join)
 subjects = st.builds(lambda i, e, n, p: Subject(id=i, email=e, name=n, phone=p), ids, emails, names, phones)
 
 GLUE = ["\u0301", "\ue000", "\u0308"]  # a combining mark, a private-use character: tokens for FTS5, not for the pattern
@@ -88,8 +99,9 @@ def _fullwidth(s: str) -> str:
 
 
 def variants(draw: st.DrawFn, value: str) -> str:
-    how = draw(st.sampled_from(["same", "upper", "lower", "title", "swap", "fullwidth", "nfd", "kelvin", "dotless",
-                                "spaces"]))
+    how = draw(
+        st.sampled_from(["same", "upper", "lower", "title", "swap", "fullwidth", "nfd", "kelvin", "dotless", "spaces"])
+    )
     if how == "spaces":  # the pattern's \s+ between words: any run of white space, ASCII or not
         return draw(st.sampled_from(["\t", "  ", "\n ", "\x1c", "\u00a0", "\u3000 "])).join(value.split(" "))
     if how == "upper":
@@ -113,7 +125,8 @@ def phone_spelling(draw: st.DrawFn, phone: str) -> str:
     digits = re.sub(r"\D", "", phone)
     if draw(st.booleans()):
         digits = {"1": digits[1:], "44": "0" + digits[2:], "254": "0" + digits[3:]}[
-            next(cc for cc in ("254", "44", "1") if digits.startswith(cc))]
+            next(cc for cc in ("254", "44", "1") if digits.startswith(cc))
+        ]
     seps = st.sampled_from(["", "", " ", "-", ".", "(", ")", "/", "\t", " - "])
     return "".join(d + draw(seps) for d in digits[:-1]) + digits[-1]
 
@@ -124,8 +137,14 @@ def scenes(draw: st.DrawFn) -> tuple[Subject, list[str]]:
     texts = []
     for _ in range(draw(st.integers(min_value=1, max_value=6))):
         which = draw(st.sampled_from(["name", "email", "id", "phone", "none", "part"]))
-        value = {"name": subject.name, "email": subject.email, "id": subject.id, "phone": subject.phone,
-                 "none": "", "part": (subject.name or "x").split(" ")[0]}[which] or ""
+        value = {
+            "name": subject.name,
+            "email": subject.email,
+            "id": subject.id,
+            "phone": subject.phone,
+            "none": "",
+            "part": (subject.name or "x").split(" ")[0],
+        }[which] or ""
         spelled = phone_spelling(draw, value) if which == "phone" else variants(draw, value)
         before = draw(st.sampled_from(["", " ", "(", "_", "\n", "x", "9", "«", "é", *GLUE]))
         after = draw(st.sampled_from(["", " ", ")", "_", ".", "'s", "x", "9", "»", *GLUE]))
@@ -158,16 +177,19 @@ def test_every_row_the_pattern_finds_is_found(store: apsw.Connection, scene: tup
 def id_scenes(draw: st.DrawFn) -> tuple[str, list[str]]:
     target = draw(ids)
     spelled = [variants(draw, target) for _ in range(draw(st.integers(min_value=1, max_value=4)))]
-    spelled += [draw(st.sampled_from([" ", "\t", "", "  "])) + s + draw(st.sampled_from([" ", "\n", "", "\u0301", "x"]))
-                for s in spelled]
+    spelled += [
+        draw(st.sampled_from([" ", "\t", "", "  "])) + s + draw(st.sampled_from([" ", "\n", "", "\u0301", "x"]))
+        for s in spelled
+    ]
     others = draw(st.lists(ids, max_size=5))
     return target, spelled + others + [target[:-1], target + "0", "\u00e9" + target]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(scene=id_scenes())
-def test_every_store_id_that_folds_to_the_request_is_found(store: apsw.Connection,
-                                                           scene: tuple[str, list[str]]) -> None:
+def test_every_store_id_that_folds_to_the_request_is_found(
+    store: apsw.Connection, scene: tuple[str, list[str]]
+) -> None:
     target, stored = scene
     _put(store, [], sorted(set(stored)))
     who = Identity(ids=(fold(target),), names=(fold(target),), emails=(fold(target),))
@@ -177,8 +199,11 @@ def test_every_store_id_that_folds_to_the_request_is_found(store: apsw.Connectio
     assert want <= walked
     ents = personal_entities(store, who)
     names = {str(r[0]) for e in ents for r in store.execute("SELECT name FROM kg_entities WHERE entity_id = ?", (e,))}
-    assert names == want | {s for s in stored if s.strip().lower() == fold(target) and
-                            unicodedata.normalize("NFKC", s).strip().lower() == fold(target)}
+    assert names == want | {
+        s
+        for s in stored
+        if s.strip().lower() == fold(target) and unicodedata.normalize("NFKC", s).strip().lower() == fold(target)
+    }
 
 
 def test_the_ascii_equivalents_are_all_there_are() -> None:
@@ -239,8 +264,11 @@ def test_a_window_reads_each_table_once_and_sees_rows_appended_and_redacted_sinc
             assert mentions.derived_mentioning(store, who) == {1}
             assert set(mentions.frames_mentioning(store, other, set())) == {2}
             with store:
-                store.execute("INSERT INTO frames(frame_id, kind, content, created_at) VALUES (9, 'derived', "
-                              "'Quill Ormsby again', ?)", (NOW,))
+                store.execute(
+                    "INSERT INTO frames(frame_id, kind, content, created_at) VALUES (9, 'derived', "
+                    "'Quill Ormsby again', ?)",
+                    (NOW,),
+                )
                 store.execute("UPDATE frames SET content = 'ask [redacted]' WHERE frame_id = 1")
             assert mentions.derived_mentioning(store, who) == {9}
             assert set(mentions.frames_mentioning(store, other, set())) == {2}
@@ -268,8 +296,16 @@ def test_a_window_finds_the_same_phone_entities_as_a_search_alone_and_sees_chang
     is the scan's, spelling for spelling, and follows entities added, renamed and deleted in between."""
     who = Identity.of(Subject(id="subj-phone-1", phone="+44 20 7946 0018"))
     other = Identity.of(Subject(id="subj-phone-2", phone="+1 555 010 9999"))
-    spelled = ["+44 20 7946 0018", "00442079460018", "+44 (20) 7946-0018", "\uff0b\uff14\uff14 20 7946 0018",
-               "tel 442079460018", "+44 20 7946 0019", "+1 555 010 9999", "442079460018 ext"]
+    spelled = [
+        "+44 20 7946 0018",
+        "00442079460018",
+        "+44 (20) 7946-0018",
+        "\uff0b\uff14\uff14 20 7946 0018",
+        "tel 442079460018",
+        "+44 20 7946 0019",
+        "+1 555 010 9999",
+        "442079460018 ext",
+    ]
     _clear(store)
     with store:
         for name in spelled:
@@ -279,8 +315,9 @@ def test_a_window_finds_the_same_phone_entities_as_a_search_alone_and_sees_chang
     with mentions.shared(Path(store.filename).parent, [other, who]):
         assert personal_entities(store, who) == alone
         with store:
-            store.execute("INSERT INTO kg_entities(kind, name, created_at) VALUES ('phone', '+44.20.7946.0018', ?)",
-                          (NOW,))
+            store.execute(
+                "INSERT INTO kg_entities(kind, name, created_at) VALUES ('phone', '+44.20.7946.0018', ?)", (NOW,)
+            )
             store.execute("UPDATE kg_entities SET name = '+44 20 0000 0000' WHERE name = '00442079460018'")
             store.execute("DELETE FROM kg_entities WHERE name = 'tel 442079460018'")
         inside = personal_entities(store, who)

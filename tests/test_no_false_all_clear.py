@@ -22,8 +22,7 @@ from memory.items import MemoryItem
 from memory.schema import create
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
 
-NAMESAKE = Subject(id="user-ann-2nd", email="annabel.q@example.com", name="Annabel Quist",
-                   phone="+44 20 7946 0001")
+NAMESAKE = Subject(id="user-ann-2nd", email="annabel.q@example.com", name="Annabel Quist", phone="+44 20 7946 0001")
 COMPACT_PHONE = "+442079460001"
 
 
@@ -52,6 +51,7 @@ def home_hits(home: Home, subject: Subject) -> dict[str, int]:
             n = sum(data.count(s) for s in spellings(subject))
             if p.name.endswith(".tar.gz"):
                 import gzip
+
                 n += sum(gzip.decompress(p.read_bytes()).lower().count(s) for s in spellings(subject))
             if n:
                 hits[str(rel)] = n
@@ -62,18 +62,30 @@ def bystander_state(home: Home, subject_id: str) -> dict[str, int]:
     conn = create(home.store_dir)
     try:
         return {
-            "archive": cast(tuple[Any, ...],
-                            conn.execute("SELECT count(*) FROM raw_archive WHERE subject_id = ?",
-                                         (subject_id,)).fetchone())[0],
-            "frames": cast(tuple[Any, ...],
-                           conn.execute("SELECT count(*) FROM frames WHERE subject_id = ?",
-                                        (subject_id,)).fetchone())[0],
-            "links": cast(tuple[Any, ...], conn.execute(
-                "SELECT count(*) FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
-                " WHERE f.subject_id = ?", (subject_id,)).fetchone())[0],
-            "relations": cast(tuple[Any, ...], conn.execute(
-                "SELECT count(*) FROM kg_relations r JOIN frames f ON f.frame_id = r.frame_id"
-                " WHERE f.subject_id = ?", (subject_id,)).fetchone())[0],
+            "archive": cast(
+                tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM raw_archive WHERE subject_id = ?", (subject_id,)).fetchone(),
+            )[0],
+            "frames": cast(
+                tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM frames WHERE subject_id = ?", (subject_id,)).fetchone(),
+            )[0],
+            "links": cast(
+                tuple[Any, ...],
+                conn.execute(
+                    "SELECT count(*) FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
+                    " WHERE f.subject_id = ?",
+                    (subject_id,),
+                ).fetchone(),
+            )[0],
+            "relations": cast(
+                tuple[Any, ...],
+                conn.execute(
+                    "SELECT count(*) FROM kg_relations r JOIN frames f ON f.frame_id = r.frame_id"
+                    " WHERE f.subject_id = ?",
+                    (subject_id,),
+                ).fetchone(),
+            )[0],
         }
     finally:
         conn.close()
@@ -126,11 +138,19 @@ def test_case_1_request_id_in_another_letter_case(store: Home) -> None:
 
 
 def test_case_2_a_bystanders_item_that_mentions_the_subject_is_redacted(store: Home) -> None:
-    add_items(store, [{
-        "source": "chat", "source_ref": "conv-5005", "subject": BYSTANDER.model_dump(),
-        "content": f"My neighbour {SUBJECT.name.upper()} ({SUBJECT.email}) asked me to call her on "  # type: ignore[union-attr]
-                   f"{COMPACT_PHONE} about the shared laptop refund.",
-        "training": True}])
+    add_items(
+        store,
+        [
+            {
+                "source": "chat",
+                "source_ref": "conv-5005",
+                "subject": BYSTANDER.model_dump(),
+                "content": f"My neighbour {SUBJECT.name.upper()} ({SUBJECT.email}) asked me to call her on "  # type: ignore[union-attr]
+                f"{COMPACT_PHONE} about the shared laptop refund.",
+                "training": True,
+            }
+        ],
+    )
     by_before = bystander_state(store, BYSTANDER.id)
     submit(store, "req-case-2")
     state, ver = run(store, "req-case-2")
@@ -140,8 +160,9 @@ def test_case_2_a_bystanders_item_that_mentions_the_subject_is_redacted(store: H
     assert bystander_state(store, BYSTANDER.id) == by_before  # the item stays: it is the bystander's
     conn = create(store.store_dir)
     try:
-        text = cast(tuple[Any, ...],
-                    conn.execute("SELECT content FROM raw_archive WHERE source_ref = 'conv-5005'").fetchone())[0]
+        text = cast(
+            tuple[Any, ...], conn.execute("SELECT content FROM raw_archive WHERE source_ref = 'conv-5005'").fetchone()
+        )[0]
     finally:
         conn.close()
     assert "[redacted]" in text and "shared laptop refund" in text
@@ -152,9 +173,17 @@ def test_case_2_a_bystanders_item_that_mentions_the_subject_is_redacted(store: H
 
 
 def test_case_6_a_namesake_keeps_shared_entities_and_links(store: Home) -> None:
-    add_items(store, [{
-        "source": "chat", "source_ref": "conv-6006", "subject": NAMESAKE.model_dump(),
-        "content": "Please update the delivery address for my pharmacy subscription."}])
+    add_items(
+        store,
+        [
+            {
+                "source": "chat",
+                "source_ref": "conv-6006",
+                "subject": NAMESAKE.model_dump(),
+                "content": "Please update the delivery address for my pharmacy subscription.",
+            }
+        ],
+    )
     namesake_before = bystander_state(store, NAMESAKE.id)
     assert namesake_before["links"] > 0 and namesake_before["relations"] > 0
     submit(store, "req-case-6")
@@ -168,9 +197,12 @@ def test_case_6_a_namesake_keeps_shared_entities_and_links(store: Home) -> None:
     assert bystander_state(store, NAMESAKE.id) == namesake_before
     conn = create(store.store_dir)
     try:
-        person = cast(tuple[Any, ...],
-                      conn.execute("SELECT count(*) FROM kg_entities WHERE kind = 'person' AND name = ?",
-                                   (NAMESAKE.name,)).fetchone())[0]
+        person = cast(
+            tuple[Any, ...],
+            conn.execute(
+                "SELECT count(*) FROM kg_entities WHERE kind = 'person' AND name = ?", (NAMESAKE.name,)
+            ).fetchone(),
+        )[0]
     finally:
         conn.close()
     assert person == 1
@@ -189,8 +221,17 @@ def test_case_6_unknown_id_with_a_real_persons_email_is_refused(store: Home) -> 
 
 def test_case_3_a_second_id_for_the_same_person_needs_confirmation(store: Home) -> None:
     alias = SUBJECT.model_copy(update={"id": "ann-alt-99"})
-    add_items(store, [{"source": "email", "source_ref": "msg-7007", "subject": alias.model_dump(),
-                       "content": "Another note from my second account about the billing refund."}])
+    add_items(
+        store,
+        [
+            {
+                "source": "email",
+                "source_ref": "msg-7007",
+                "subject": alias.model_dump(),
+                "content": "Another note from my second account about the billing refund.",
+            }
+        ],
+    )
     submit(store, "req-case-3")
     state, _ = run(store, "req-case-3")
     assert not state.is_completed() and "1 other subject id" in (state.message or "")  # type: ignore[attr-defined]
@@ -249,8 +290,10 @@ def test_a_bystander_loss_is_its_own_verdict_not_residue(store: Home) -> None:
     fp = take_fingerprint(store.store_dir, SUBJECT)
     conn = create(store.store_dir)
     try:
-        fid = cast(tuple[Any, ...],
-                   conn.execute("SELECT max(frame_id) FROM frames WHERE subject_id = ?", (BYSTANDER.id,)).fetchone())[0]
+        fid = cast(
+            tuple[Any, ...],
+            conn.execute("SELECT max(frame_id) FROM frames WHERE subject_id = ?", (BYSTANDER.id,)).fetchone(),
+        )[0]
         conn.execute("DELETE FROM frames WHERE frame_id = ?", (fid,))
     finally:
         conn.close()
@@ -258,18 +301,27 @@ def test_a_bystander_loss_is_its_own_verdict_not_residue(store: Home) -> None:
     assert v.lost_bystander_tiers() == ["episodic"]
 
 
-def test_case_2_a_processors_copy_of_the_mention_is_rectified(home: Home, tmp_path: Path,
-                                                               prefect_harness: None) -> None:
+def test_case_2_a_processors_copy_of_the_mention_is_rectified(
+    home: Home, tmp_path: Path, prefect_harness: None
+) -> None:
     from memory.subprocessor_service import start_service
     from proof.keys import generate_keypair
 
     with start_service("crm-sync", home.services_dir) as svc:
         build_store(home, tmp_path, processors=[svc])
         generate_keypair("engine", home.keys_dir)
-        add_items(home, [{
-            "source": "chat", "source_ref": "conv-8008", "subject": BYSTANDER.model_dump(),
-            "content": f"Forwarding {SUBJECT.email} to sales, call back on {COMPACT_PHONE}.",
-            "subprocessors": ["crm-sync"]}])
+        add_items(
+            home,
+            [
+                {
+                    "source": "chat",
+                    "source_ref": "conv-8008",
+                    "subject": BYSTANDER.model_dump(),
+                    "content": f"Forwarding {SUBJECT.email} to sales, call back on {COMPACT_PHONE}.",
+                    "subprocessors": ["crm-sync"],
+                }
+            ],
+        )
         assert svc.db_path.is_relative_to(home.root)
         held = b"".join(p.read_bytes() for p in home.services_dir.rglob("*") if p.is_file()).lower()
         assert any(held.count(s) for s in spellings(SUBJECT))  # the processor got the mention
@@ -297,11 +349,23 @@ def test_case_5_a_rejected_inbox_envelope_of_the_subject_is_purged_by_the_erasur
 
 
 def test_case_3_identifiers_inside_source_keys_leave_no_trace(store: Home) -> None:
-    add_items(store, [
-        {"source": "email", "source_ref": f"inbox-{SUBJECT.email}", "subject": SUBJECT.model_dump(),
-         "content": "Forwarded receipt for the camera warranty claim."},
-        {"source": f"whatsapp-{COMPACT_PHONE.lstrip('+')}", "source_ref": "chat-0001",
-         "subject": SUBJECT.model_dump(), "content": "Voice note about the delivery window on Tuesday."}])
+    add_items(
+        store,
+        [
+            {
+                "source": "email",
+                "source_ref": f"inbox-{SUBJECT.email}",
+                "subject": SUBJECT.model_dump(),
+                "content": "Forwarded receipt for the camera warranty claim.",
+            },
+            {
+                "source": f"whatsapp-{COMPACT_PHONE.lstrip('+')}",
+                "source_ref": "chat-0001",
+                "subject": SUBJECT.model_dump(),
+                "content": "Voice note about the delivery window on Tuesday.",
+            },
+        ],
+    )
     submit(store, "req-case-3b")
     state, ver = run(store, "req-case-3b")
     assert state.is_completed(), state.message  # type: ignore[attr-defined]

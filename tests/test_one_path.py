@@ -75,8 +75,10 @@ def _end(h: Home) -> dict[str, Any]:
         row = requests.get(engine, RID)
         # Not the removed digest: it hashes the erased items' keys, and a store built again has other
         # session and blob keys (random by design).
-        steps = [s.model_dump(mode="json", exclude={"started_at", "ended_at", "removed_digest"})
-                 for s in requests.steps(engine, RID)]
+        steps = [
+            s.model_dump(mode="json", exclude={"started_at", "ended_at", "removed_digest"})
+            for s in requests.steps(engine, RID)
+        ]
         exceptions = sorted((e.tier, e.kind, e.item_key) for e in requests.exceptions(engine, RID, open_only=True))
     finally:
         engine.close()
@@ -86,17 +88,30 @@ def _end(h: Home) -> dict[str, Any]:
     ver = json.loads(ver_path.read_text()) if ver_path.exists() else None
     if ver is not None:
         ver.pop("verified_at")
-    return {"state": row.state.value, "detail": row.state_detail, "steps": steps, "verification": ver,
-            "exceptions": exceptions, "pack": (h.evidence_dir(RID) / "proof.tar.gz").exists(),
-            "left": owned_counts(h, SUBJECT)}
+    return {
+        "state": row.state.value,
+        "detail": row.state_detail,
+        "steps": steps,
+        "verification": ver,
+        "exceptions": exceptions,
+        "pack": (h.evidence_dir(RID) / "proof.tar.gz").exists(),
+        "left": owned_counts(h, SUBJECT),
+    }
 
 
-@pytest.mark.parametrize(("held", "expected", "state_name"), [(False, Outcome.all_clear, "Completed"),
-                                                              (True, Outcome.held, "Blocked")],
-                         ids=["all-clear", "held"])
-def test_cli_flow_and_window_of_one_end_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  prefect_harness: None, held: bool, expected: Outcome,
-                                                  state_name: str) -> None:
+@pytest.mark.parametrize(
+    ("held", "expected", "state_name"),
+    [(False, Outcome.all_clear, "Completed"), (True, Outcome.held, "Blocked")],
+    ids=["all-clear", "held"],
+)
+def test_cli_flow_and_window_of_one_end_the_same(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    prefect_harness: None,
+    held: bool,
+    expected: Outcome,
+    state_name: str,
+) -> None:
     ends: dict[str, dict[str, Any]] = {}
     for path in PATHS:
         h = _home(tmp_path, path, monkeypatch, held=held)

@@ -31,48 +31,92 @@ JANE = Person(id="usr-jd-4471", email="jane.doe@mail.example", name="Jane Doe", 
 JUERGEN = Person(id="kunde-2231", email="j.mueller@post.example", name="Jürgen Weiß", phone="+49 30 1234 5678")
 
 SPELLINGS: dict[str, list[tuple[Person, str, str]]] = {
-    "id": [(JANE, "usr-jd-4471", "id"), (JANE, "USR_JD_4471", "id"), (JANE, "usr jd 4471", "id"),
-           (JANE, "ｕｓｒ－ｊｄ－４４７１", "id"), (JANE, "usr\u2011jd\u20114471", "id"),
-           (JUERGEN, "KUNDE-2231", "id")],
-    "email": [(JANE, "jane.doe@mail.example", "email"), (JANE, "JANE.DOE@MAIL.EXAMPLE", "email"),
-              (JANE, "jane.doe+newsletter@mail.example", "email"), (JANE, "jane.doe\u200b@mail.example", "email"),
-              (JUERGEN, "J.Mueller@Post.Example", "email")],
-    "name": [(JANE, "Jane Doe", "name"), (JANE, "Doe, Jane", "name"), (JANE, "JANE\tDOE", "name"),
-             (JANE, "Jane\r\nDoe", "name"), (JANE, "Jane\u00a0Doe", "name"), (JANE, "Jane Do\u00ade", "name"),
-             (JANE, "jane.doe", "name"), (JANE, "ticket-jane-doe-0042", "name"), (JANE, "Jane.Doe/inbox/77", "name"),
-             (JANE, "Jane\u200bDoe", "name"), (JUERGEN, "Jürgen Weiß", "name"), (JUERGEN, "Juergen Weiss", "name"),
-             (JUERGEN, "Jurgen Weiss", "name"), (JUERGEN, "WEISS, JÜRGEN", "name"),
-             (JUERGEN, "Ju\u0308rgen Weiss", "name")],
-    "phone": [(JANE, "+44 20 7946 0001", "phone"), (JANE, "0044 20 7946 0001", "phone"),
-              (JANE, "+44\u201120\u20117946\u20110001", "phone"), (JANE, "+44 (0)20 7946 0001", "phone"),
-              (JANE, "(020) 7946 0001", "phone"), (JANE, "020\u20137946\u20130001", "phone"),
-              (JANE, "442079460001", "phone"), (JANE, "+44.20.7946.0001", "phone"),
-              (JUERGEN, "0049 (30) 1234-5678", "phone"), (JUERGEN, "030 12345678", "phone")],
+    "id": [
+        (JANE, "usr-jd-4471", "id"),
+        (JANE, "USR_JD_4471", "id"),
+        (JANE, "usr jd 4471", "id"),
+        (JANE, "ｕｓｒ－ｊｄ－４４７１", "id"),
+        (JANE, "usr\u2011jd\u20114471", "id"),
+        (JUERGEN, "KUNDE-2231", "id"),
+    ],
+    "email": [
+        (JANE, "jane.doe@mail.example", "email"),
+        (JANE, "JANE.DOE@MAIL.EXAMPLE", "email"),
+        (JANE, "jane.doe+newsletter@mail.example", "email"),
+        (JANE, "jane.doe\u200b@mail.example", "email"),
+        (JUERGEN, "J.Mueller@Post.Example", "email"),
+    ],
+    "name": [
+        (JANE, "Jane Doe", "name"),
+        (JANE, "Doe, Jane", "name"),
+        (JANE, "JANE\tDOE", "name"),
+        (JANE, "Jane\r\nDoe", "name"),
+        (JANE, "Jane\u00a0Doe", "name"),
+        (JANE, "Jane Do\u00ade", "name"),
+        (JANE, "jane.doe", "name"),
+        (JANE, "ticket-jane-doe-0042", "name"),
+        (JANE, "Jane.Doe/inbox/77", "name"),
+        (JANE, "Jane\u200bDoe", "name"),
+        (JUERGEN, "Jürgen Weiß", "name"),
+        (JUERGEN, "Juergen Weiss", "name"),
+        (JUERGEN, "Jurgen Weiss", "name"),
+        (JUERGEN, "WEISS, JÜRGEN", "name"),
+        (JUERGEN, "Ju\u0308rgen Weiss", "name"),
+    ],
+    "phone": [
+        (JANE, "+44 20 7946 0001", "phone"),
+        (JANE, "0044 20 7946 0001", "phone"),
+        (JANE, "+44\u201120\u20117946\u20110001", "phone"),
+        (JANE, "+44 (0)20 7946 0001", "phone"),
+        (JANE, "(020) 7946 0001", "phone"),
+        (JANE, "020\u20137946\u20130001", "phone"),
+        (JANE, "442079460001", "phone"),
+        (JANE, "+44.20.7946.0001", "phone"),
+        (JUERGEN, "0049 (30) 1234-5678", "phone"),
+        (JUERGEN, "030 12345678", "phone"),
+    ],
 }
 CONTROLS = [
-    "Jane Dow", "John Doe", "Janet Doeringer", "janet.doe@mail.examples", "jane.do@mail.example",
-    "usr-jd-4472", "usr-jd-44710", "+44 20 7946 0002", "0044 20 7946 00011", "Jürgen Weißmann", "kunde-22310",
-    "j.muller@post.example", "+49 30 1234 5679", "Weiss Bier", "the doe and the jane",
+    "Jane Dow",
+    "John Doe",
+    "Janet Doeringer",
+    "janet.doe@mail.examples",
+    "jane.do@mail.example",
+    "usr-jd-4472",
+    "usr-jd-44710",
+    "+44 20 7946 0002",
+    "0044 20 7946 00011",
+    "Jürgen Weißmann",
+    "kunde-22310",
+    "j.muller@post.example",
+    "+49 30 1234 5679",
+    "Weiss Bier",
+    "the doe and the jane",
 ]
 
 
 def sentence(spelling: str) -> str:
-    return f"Pasted tool result \U0001F9FE: customer {spelling} asked about invoice 2231/7 (see ticket)."
+    return f"Pasted tool result \U0001f9fe: customer {spelling} asked about invoice 2231/7 (see ticket)."
 
 
 # --- encodings: the sentence as a document's bytes ------------------------------------------------
+
 
 def _json_all(s: str) -> bytes:
     out = []
     for c in s:
         b = c.encode("utf-16-be")
-        out += [f"\\u{int.from_bytes(b[i:i + 2], 'big'):04x}" for i in range(0, len(b), 2)]
+        out += [f"\\u{int.from_bytes(b[i : i + 2], 'big'):04x}" for i in range(0, len(b), 2)]
     return ('{"tool_result": "' + "".join(out) + '"}').encode()
 
 
 def _json_ascii(s: str) -> bytes:
-    return json.dumps({"result": s.replace("@", "\u0040")}, ensure_ascii=True).replace("@", "\\u0040").replace(
-        "/", "\\/").encode()
+    return (
+        json.dumps({"result": s.replace("@", "\u0040")}, ensure_ascii=True)
+        .replace("@", "\\u0040")
+        .replace("/", "\\/")
+        .encode()
+    )
 
 
 def _html(s: str) -> bytes:
@@ -83,8 +127,11 @@ def _html(s: str) -> bytes:
 def _qp(s: str) -> bytes:
     raw = s.encode("utf-8")
     parts = [f"={b:02X}" for b in raw]
-    return b"Content-Transfer-Encoding: quoted-printable\r\n\r\n" + "=\r\n".join(
-        "".join(parts[i:i + 7]) for i in range(0, len(parts), 7)).encode() + b"\r\n"
+    return (
+        b"Content-Transfer-Encoding: quoted-printable\r\n\r\n"
+        + "=\r\n".join("".join(parts[i : i + 7]) for i in range(0, len(parts), 7)).encode()
+        + b"\r\n"
+    )
 
 
 def _qp_std(s: str) -> bytes:
@@ -96,12 +143,14 @@ def _b64(prefix: bytes, alphabet: str) -> Callable[[str], bytes]:
         data = prefix + s.encode("utf-8")
         b = base64.urlsafe_b64encode(data) if alphabet == "url" else base64.b64encode(data)
         return b"2026-12-02T10:00:00Z INFO payload=" + b + b" done\n"
+
     return enc
 
 
 def _b64_glued(junk: str) -> Callable[[str], bytes]:
     def enc(s: str) -> bytes:
         return b"token:" + junk.encode() + base64.b64encode(s.encode("utf-8")).rstrip(b"=") + b"\n"
+
     return enc
 
 
@@ -134,6 +183,7 @@ ENCODINGS: dict[str, Callable[[str], bytes]] = {
 
 # --- containers: the document's bytes as a file's bytes -------------------------------------------
 
+
 def _zip(method: int) -> Callable[[bytes], bytes]:
     def make(data: bytes) -> bytes:
         buf = io.BytesIO()
@@ -141,14 +191,19 @@ def _zip(method: int) -> Callable[[bytes], bytes]:
             zf.writestr("notes/readme.txt", b"nothing to see")
             zf.writestr("notes/customer.txt", data)
         return buf.getvalue()
+
     return make
 
 
 def _pdf(data: bytes) -> bytes:
     stream = zlib.compress(b"BT /F1 12 Tf 72 712 Td (" + data + b") Tj ET")
-    return (b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\n2 0 obj\n<< /Length " + str(len(stream)).encode()
-            + b" /Filter /FlateDecode >>\nstream\n" + stream
-            + b"\nendstream\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n")
+    return (
+        b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\n2 0 obj\n<< /Length "
+        + str(len(stream)).encode()
+        + b" /Filter /FlateDecode >>\nstream\n"
+        + stream
+        + b"\nendstream\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n"
+    )
 
 
 def _pdf_raw_deflate(data: bytes) -> bytes:
@@ -167,6 +222,7 @@ def _sqlite(tmp: Path) -> Callable[[bytes], bytes]:
         conn.commit()
         conn.close()
         return p.read_bytes()
+
     return make
 
 
@@ -277,9 +333,15 @@ def test_depth_four_nesting_is_read() -> None:
 
 
 def test_html_entities_percent_and_json_escapes_in_one_email() -> None:
-    for text in ("jane.doe&#x40;mail.example", "jane.doe&commat;mail.example", "jane.doe%40mail.example",
-                 "jane.doe\\u0040mail.example", "jane.doe=40mail.example", "jane%2Edoe%40mail%2Eexample",
-                 "jane.doe%2540mail.example"):
+    for text in (
+        "jane.doe&#x40;mail.example",
+        "jane.doe&commat;mail.example",
+        "jane.doe%40mail.example",
+        "jane.doe\\u0040mail.example",
+        "jane.doe=40mail.example",
+        "jane%2Edoe%40mail%2Eexample",
+        "jane.doe%2540mail.example",
+    ):
         assert "email" in scan_text(text, JANE).kinds(), text
 
 
@@ -304,8 +366,10 @@ def test_a_langgraph_checkpoint_and_a_long_message_are_read(tmp_path: Path) -> N
         graph = chat_graph(saver)
         pasted = json.dumps({"tool": "crm", "contact": "Jane Doe"}).replace("Jane", "\\u004aane")
         graph.invoke({"messages": [("user", f"tool said {pasted}")]}, thread_config("t-1", "usr-other-1"))
-        graph.invoke({"messages": [("user", "lorem " * 2000 + " jane.doe@mail.example " + "ipsum " * 2000)]},
-                     thread_config("t-2", "usr-other-1"))
+        graph.invoke(
+            {"messages": [("user", "lorem " * 2000 + " jane.doe@mail.example " + "ipsum " * 2000)]},
+            thread_config("t-2", "usr-other-1"),
+        )
     found = scan_tree(tmp_path, JANE)
     assert {"name", "email"} <= found.kinds(), found.summary()
     assert not scan_tree(tmp_path, JUERGEN)
@@ -319,9 +383,11 @@ def test_a_chroma_store_is_read(tmp_path: Path) -> None:
     c = chroma_fixtures.reopen(tmp_path / "chroma")
     try:
         col = c.get_or_create_collection("notes", embedding_function=chroma_fixtures.hash_embedding())
-        col.add(ids=["n-1", "n-2"], documents=["link https://crm.example/c/jane.doe%40mail.example",
-                                               "nothing about anybody"],
-                metadatas=[{"user_id": "usr-bob-9"}, {"user_id": "usr-bob-9"}])
+        col.add(
+            ids=["n-1", "n-2"],
+            documents=["link https://crm.example/c/jane.doe%40mail.example", "nothing about anybody"],
+            metadatas=[{"user_id": "usr-bob-9"}, {"user_id": "usr-bob-9"}],
+        )
     finally:
         c.close()
     assert "email" in scan_tree(tmp_path / "chroma", JANE).kinds()
@@ -335,15 +401,26 @@ def test_a_view_is_read_in_pieces_cut_at_junk_runs_and_nothing_is_lost() -> None
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(st.lists(st.tuples(st.sampled_from([s for kind in SPELLINGS.values() for s in kind]),
-                          st.sampled_from(sorted(ENCODINGS)),
-                          st.binary(min_size=0, max_size=40)), min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([s for kind in SPELLINGS.values() for s in kind]),
+            st.sampled_from(sorted(ENCODINGS)),
+            st.binary(min_size=0, max_size=40),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_needles_in_several_encodings_amid_binary_noise_are_all_found(
-        pieces: list[tuple[tuple[Person, str, str], str, bytes]]) -> None:
+    pieces: list[tuple[tuple[Person, str, str], str, bytes]],
+) -> None:
     """A blob such as a database page: several needles, each in its own encoding, between runs of binary
     noise: every one is found (the pieces are unescaped apart, never lost between them)."""
-    blob = b"".join(noise + b"\x00" * 6 + ENCODINGS[enc](sentence(spelling)) + b"\x00" * 6
-                    for (_, spelling, _), enc, noise in pieces)
+    blob = b"".join(
+        noise + b"\x00" * 6 + ENCODINGS[enc](sentence(spelling)) + b"\x00" * 6
+        for (_, spelling, _), enc, noise in pieces
+    )
     found = scan_bytes(blob, JANE, JUERGEN)
     for (person, spelling, expect), enc, _ in pieces:
         got = {h.kind for h in found.hits if h.who == person.id}

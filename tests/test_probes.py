@@ -61,6 +61,7 @@ def _residue(v: Verification) -> dict[tuple[str, str], int]:
 
 # --- a store where the subject never was; the subject before and after a complete erasure -----------
 
+
 def test_subject_never_present_reports_zero_everywhere(home: Home) -> None:
     b = build_store(home.store_dir, subject_present=False)
     try:
@@ -80,12 +81,14 @@ def test_subject_never_present_reports_zero_everywhere(home: Home) -> None:
 
 def test_probes_see_the_subject_in_every_tier_before_the_cascade(built: Built, service: RunningService) -> None:
     with transaction(built.conn):
-        built.conn.execute("INSERT INTO subprocessors(name, base_url, purpose) VALUES ('crm-test', ?, 't')",
-                           (service.url,))
+        built.conn.execute(
+            "INSERT INTO subprocessors(name, base_url, purpose) VALUES ('crm-test', ?, 't')", (service.url,)
+        )
     import httpx
 
-    httpx.post(f"{service.url}/v1/records", json={"subject_ref": SUBJECT.id,
-                                                 "records": [{"ref": "r1", "content": "x"}]}).raise_for_status()
+    httpx.post(
+        f"{service.url}/v1/records", json={"subject_ref": SUBJECT.id, "records": [{"ref": "r1", "content": "x"}]}
+    ).raise_for_status()
     fp = take_fingerprint(built.store_dir, SUBJECT)
     counts = fp.subject_counts()
     assert all(counts[t] > 0 for t in [*NINE, "bytes"]), counts
@@ -108,25 +111,29 @@ def test_complete_erasure_is_all_clear_and_keeps_bystanders(built: Built) -> Non
 
 # --- each probe finds its own kind of residue ----------------------------------------------------
 
-@pytest.mark.parametrize(("skip", "tier", "method"), [
-    ("sessions", "working", "sessions-by-subject-id"),
-    ("session_files", "working", "session-files"),
-    ("turn_frames", "episodic", "turn-frames-by-key"),
-    ("frames", "episodic", "frames-by-archive-link"),
-    ("archive", "episodic", "archive-content-by-source-ref"),
-    ("entities", "semantic", "entities-by-identifier"),
-    ("chunk_vectors", "vectors", "chunk-vectors-by-fingerprint-id"),
-    ("frame_vectors", "vectors", "identical-vector"),
-    ("examples", "fine_tune", "examples-by-subject-id"),
-    ("corpus_files", "fine_tune", "corpus-files"),
-    ("blobs", "uploads", "blobs-by-fingerprint-key"),
-    ("blob_files", "uploads", "blob-files"),
-    ("derived", "derivatives", "derived-by-fingerprint-id"),
-    ("fts", "derivatives", "fts-rows-by-fingerprint-id"),
-    ("recall_cache", "derivatives", "recall-cache-by-fingerprint-frame"),
-    ("vault", "audit_log", "vault-by-subject-id"),
-    ("checkpoint", "bytes", "scan:content"),
-])
+
+@pytest.mark.parametrize(
+    ("skip", "tier", "method"),
+    [
+        ("sessions", "working", "sessions-by-subject-id"),
+        ("session_files", "working", "session-files"),
+        ("turn_frames", "episodic", "turn-frames-by-key"),
+        ("frames", "episodic", "frames-by-archive-link"),
+        ("archive", "episodic", "archive-content-by-source-ref"),
+        ("entities", "semantic", "entities-by-identifier"),
+        ("chunk_vectors", "vectors", "chunk-vectors-by-fingerprint-id"),
+        ("frame_vectors", "vectors", "identical-vector"),
+        ("examples", "fine_tune", "examples-by-subject-id"),
+        ("corpus_files", "fine_tune", "corpus-files"),
+        ("blobs", "uploads", "blobs-by-fingerprint-key"),
+        ("blob_files", "uploads", "blob-files"),
+        ("derived", "derivatives", "derived-by-fingerprint-id"),
+        ("fts", "derivatives", "fts-rows-by-fingerprint-id"),
+        ("recall_cache", "derivatives", "recall-cache-by-fingerprint-frame"),
+        ("vault", "audit_log", "vault-by-subject-id"),
+        ("checkpoint", "bytes", "scan:content"),
+    ],
+)
 def test_each_probe_finds_its_residue(built: Built, skip: str, tier: str, method: str) -> None:
     fp = take_fingerprint(built.store_dir, SUBJECT)
     erase_by_hand(built, skip=[skip])
@@ -139,8 +146,9 @@ def test_each_probe_finds_its_residue(built: Built, skip: str, tier: str, method
 def test_leftover_chunk_vector_is_found_by_id_by_search_and_by_bytes(built: Built) -> None:
     fp = take_fingerprint(built.store_dir, SUBJECT)
     chunk = fp.keys.chunk_ids[-1]
-    kept = cast(tuple[Any, ...],
-                built.conn.execute("SELECT embedding FROM chunk_vectors WHERE chunk_id=?", (chunk,)).fetchone())[0]
+    kept = cast(
+        tuple[Any, ...], built.conn.execute("SELECT embedding FROM chunk_vectors WHERE chunk_id=?", (chunk,)).fetchone()
+    )[0]
     erase_by_hand(built)
     with transaction(built.conn):  # one orphaned chunk vector, as a frame delete that forgot them leaves
         built.conn.execute("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES (?,?)", (chunk, kept))
@@ -195,8 +203,10 @@ def test_row_left_in_a_side_table(built: Built) -> None:
     fp = take_fingerprint(built.store_dir, SUBJECT)
     erase_by_hand(built)
     with transaction(built.conn):  # recall_cache has no FK: a frame delete never reaches it
-        built.conn.execute("INSERT INTO recall_cache(frame_id, query, answer, created_at) VALUES (?,?,?,?)",
-                           (fp.keys.frame_ids[0], "q", "a", "2025-01-01"))
+        built.conn.execute(
+            "INSERT INTO recall_cache(frame_id, query, answer, created_at) VALUES (?,?,?,?)",
+            (fp.keys.frame_ids[0], "q", "a", "2025-01-01"),
+        )
     v = run_probes(built.store_dir, SUBJECT, fp)
     assert _residue(v) == {("derivatives", "recall-cache-by-fingerprint-frame"): 1}
 
@@ -216,8 +226,9 @@ def test_orphan_entity_named_by_the_subject(built: Built) -> None:
     fp = take_fingerprint(built.store_dir, SUBJECT)
     erase_by_hand(built)
     with transaction(built.conn):  # an entity born unlinked: no frame leads to it
-        built.conn.execute("INSERT INTO kg_entities(kind, name, created_at) VALUES ('email', ?, '2025')",
-                           (SUBJECT.email,))
+        built.conn.execute(
+            "INSERT INTO kg_entities(kind, name, created_at) VALUES ('email', ?, '2025')", (SUBJECT.email,)
+        )
     v = run_probes(built.store_dir, SUBJECT, fp)
     assert _result(v, "semantic", "entities-by-identifier").residue == 1
 
@@ -228,9 +239,11 @@ def test_corpus_file_nobody_lists_is_parsed(built: Built) -> None:
     stray = built.store_dir / "corpora" / "export-2024" / "part-0.jsonl"
     stray.parent.mkdir(parents=True)
     src, ref = fp.keys.source_refs[0]
-    stray.write_text(f'{{"source": "{src}", "source_ref": "{ref}", "prompt": "p", "completion": "c"}}\n'
-                     f'not json at all, but it names {ref}\n'
-                     '{"source": "chat", "source_ref": "someone-else", "prompt": "p", "completion": "c"}\n')
+    stray.write_text(
+        f'{{"source": "{src}", "source_ref": "{ref}", "prompt": "p", "completion": "c"}}\n'
+        f"not json at all, but it names {ref}\n"
+        '{"source": "chat", "source_ref": "someone-else", "prompt": "p", "completion": "c"}\n'
+    )
     v = run_probes(built.store_dir, SUBJECT, fp)
     corpus = _result(v, "fine_tune", "corpus-files")
     assert corpus.residue == 2
@@ -239,8 +252,10 @@ def test_corpus_file_nobody_lists_is_parsed(built: Built) -> None:
 
 def test_remote_blob_location_is_residue_unknown(built: Built) -> None:
     with transaction(built.conn):
-        built.conn.execute("UPDATE store_meta SET value = ? WHERE key = 'blob_locations'",
-                           ('["blobs/primary", "blobs/replica-1", "s3://backup-bucket/blobs"]',))
+        built.conn.execute(
+            "UPDATE store_meta SET value = ? WHERE key = 'blob_locations'",
+            ('["blobs/primary", "blobs/replica-1", "s3://backup-bucket/blobs"]',),
+        )
     fp = take_fingerprint(built.store_dir, SUBJECT)
     erase_by_hand(built)
     v = run_probes(built.store_dir, SUBJECT, fp)
@@ -248,6 +263,7 @@ def test_remote_blob_location_is_residue_unknown(built: Built) -> None:
 
 
 # --- subprocessors over real HTTP ------------------------------------------------------------------
+
 
 def test_subprocessor_that_still_answers_for_the_subject(home: Home, service: RunningService) -> None:
     b = build_store(home.store_dir, processors=[("crm-test", service.url)])
@@ -282,8 +298,9 @@ def test_unreachable_subprocessor_counts_as_residue(built: Built) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with transaction(built.conn):
-        built.conn.execute("INSERT INTO subprocessors(name, base_url, purpose) VALUES ('gone', ?, 't')",
-                           (f"http://127.0.0.1:{port}",))
+        built.conn.execute(
+            "INSERT INTO subprocessors(name, base_url, purpose) VALUES ('gone', ?, 't')", (f"http://127.0.0.1:{port}",)
+        )
     fp = take_fingerprint(built.store_dir, SUBJECT, http_timeout=0.5)
     erase_by_hand(built)
     v = run_probes(built.store_dir, SUBJECT, fp, http_timeout=0.5)
@@ -292,6 +309,7 @@ def test_unreachable_subprocessor_counts_as_residue(built: Built) -> None:
 
 
 # --- bystanders ------------------------------------------------------------------------------------
+
 
 def test_over_deleting_erasure_shows_bystanders_lost(built: Built) -> None:
     fp = take_fingerprint(built.store_dir, SUBJECT)
@@ -358,8 +376,8 @@ def test_byte_canaries_show_a_rebuilt_store(built: Built) -> None:
 
 # --- needle selection --------------------------------------------------------------------------------
 
-def test_identifiers_that_would_match_bystanders_are_searched_as_shared_never_withheld_silently(
-        home: Home) -> None:
+
+def test_identifiers_that_would_match_bystanders_are_searched_as_shared_never_withheld_silently(home: Home) -> None:
     b = build_store(home.store_dir, subject_present=False)
     try:
         # a prefix of a bystander's id, a too-short name, and a name a bystander's frame contains
@@ -389,6 +407,7 @@ def test_vector_needles_come_in_pieces_and_content_is_distinctive(built: Built) 
 
 # --- the fingerprint's sealing ---------------------------------------------------------------------
 
+
 def _paths(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "engine" / "fp.sealed", tmp_path / "keys" / "fp.key"
 
@@ -403,8 +422,10 @@ def test_seal_unseal_round_trip_without_plaintext_on_disk(built: Built, tmp_path
     assert SUBJECT.email is not None and SUBJECT.email.encode() not in blob
     again = Fingerprint.unseal(ct, key)
     assert again == fp
-    assert run_probes(built.store_dir, SUBJECT, again).failing_tiers() == run_probes(
-        built.store_dir, SUBJECT, fp).failing_tiers()
+    assert (
+        run_probes(built.store_dir, SUBJECT, again).failing_tiers()
+        == run_probes(built.store_dir, SUBJECT, fp).failing_tiers()
+    )
 
 
 def test_fingerprint_repr_names_no_one(built: Built) -> None:
@@ -456,6 +477,7 @@ def test_destroy_removes_both_and_is_idempotent(built: Built, tmp_path: Path) ->
 
 # --- the runner ------------------------------------------------------------------------------------
 
+
 def test_zero_probes_is_never_all_clear(built: Built) -> None:
     fp = take_fingerprint(built.store_dir, SUBJECT)
     erase_by_hand(built)
@@ -471,8 +493,16 @@ def test_selected_tiers_and_json_shape(built: Built) -> None:
     v = run_probes(built.store_dir, SUBJECT, fp, tiers=[Tier.derivatives, "episodic"])
     assert {p.tier for p in v.probes} == {"episodic", "derivatives"}
     doc = to_json(v, "req-42", datetime(2025, 3, 2, 9, 30, tzinfo=UTC))
-    assert set(doc) == {"request_id", "verified_at", "all_clear", "probes", "failing_tiers", "residue_tiers",
-                        "lost_bystander_tiers", "unscanned_content"}
+    assert set(doc) == {
+        "request_id",
+        "verified_at",
+        "all_clear",
+        "probes",
+        "failing_tiers",
+        "residue_tiers",
+        "lost_bystander_tiers",
+        "unscanned_content",
+    }
     assert doc["verified_at"] == "2025-03-02T09:30:00Z"
     assert doc["failing_tiers"] == ["derivatives"]
     assert set(doc["probes"][0]) == {"tier", "method", "residue", "bystanders_before", "bystanders_after"}
@@ -507,16 +537,26 @@ def test_a_vector_piece_a_bystander_shares_is_not_a_needle(built: Built) -> None
     from erasure.sqlite import checkpoint_truncate
 
     conn = built.conn
-    fid = int(cast(tuple[Any, ...],
-                   conn.execute("SELECT min(frame_id) FROM frames WHERE subject_id = ?", (SUBJECT.id,)).fetchone())[0])
-    own = np.frombuffer(bytes(cast(tuple[Any, ...],
-                                   conn.execute("SELECT embedding FROM frame_vectors WHERE frame_id = ?",
-                                                (fid,)).fetchone())[0]), dtype="<f4").copy()
+    fid = int(
+        cast(
+            tuple[Any, ...],
+            conn.execute("SELECT min(frame_id) FROM frames WHERE subject_id = ?", (SUBJECT.id,)).fetchone(),
+        )[0]
+    )
+    own = np.frombuffer(
+        bytes(
+            cast(
+                tuple[Any, ...],
+                conn.execute("SELECT embedding FROM frame_vectors WHERE frame_id = ?", (fid,)).fetchone(),
+            )[0]
+        ),
+        dtype="<f4",
+    ).copy()
     pieces = distinctive_pieces(own.tobytes())
     assert pieces  # the vector has pieces worth looking for: the check below can fail
     kept = np.zeros(len(own), dtype=bool)
     for at, piece in pieces:
-        kept[at // 4:(at + len(piece)) // 4] = True
+        kept[at // 4 : (at + len(piece)) // 4] = True
     twin = np.where(kept, own, np.roll(own, 7) * 0.5).astype("<f4")  # the same pieces, different elsewhere
     bystander = add_frame(conn, "turn", "An unrelated bystander sentence about a parking permit.")
     with transaction(conn):

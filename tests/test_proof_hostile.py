@@ -57,17 +57,19 @@ MFkwEwYHKoZIzj0CAQYIKoEcz1UBgi0DQgAEJO+WkrrFv5JfLsBgAkaeYeKWMDN5
 TERMINAL_TRICK = "\x1b[2K\rOK\x1b[8m"  # erase the line, carriage return, "OK", then hide what follows
 # Peak RSS of the verifier's own process: VmHWM of its memory map (getrusage's ru_maxrss would also
 # count the pytest process it was spawned from: Linux carries the old map's high-water mark over exec).
-_MEASURE = ("import re, resource, sys\n"
-            "from proof import verify\n"
-            "rc = verify.main(sys.argv[1:])\n"
-            "sys.stdout.flush()\n"
-            "try:\n"
-            "    with open('/proc/self/status') as fh:\n"
-            "        peak = int(re.search(r'VmHWM:\\s+(\\d+) kB', fh.read()).group(1))\n"
-            "except OSError:\n"
-            "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-            "print('MAXRSS', peak, file=sys.stderr)\n"
-            "sys.exit(rc)\n")
+_MEASURE = (
+    "import re, resource, sys\n"
+    "from proof import verify\n"
+    "rc = verify.main(sys.argv[1:])\n"
+    "sys.stdout.flush()\n"
+    "try:\n"
+    "    with open('/proc/self/status') as fh:\n"
+    "        peak = int(re.search(r'VmHWM:\\s+(\\d+) kB', fh.read()).group(1))\n"
+    "except OSError:\n"
+    "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "print('MAXRSS', peak, file=sys.stderr)\n"
+    "sys.exit(rc)\n"
+)
 
 
 @dataclass
@@ -78,16 +80,25 @@ class Run:
     peak_kib: int
 
 
-def run_verifier(pack: Path | str, keys: Keys, *, engine: Path | str | None = None, dpo: Path | str | None = None,
-                 no_dpo: bool = False, encoding: str | None = None, timeout: float = 60) -> Run:
+def run_verifier(
+    pack: Path | str,
+    keys: Keys,
+    *,
+    engine: Path | str | None = None,
+    dpo: Path | str | None = None,
+    no_dpo: bool = False,
+    encoding: str | None = None,
+    timeout: float = 60,
+) -> Run:
     """`python -m proof.verify` in its own process, and its own peak RSS (KiB)."""
     args = [str(pack), "--engine-key", str(engine or keys.engine_pub), "--audit-key", str(keys.audit_pub)]
     args += ["--no-dpo"] if no_dpo else ["--dpo-key", str(dpo or keys.dpo_pub)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONIOENCODING")}
     if encoding:
         env["PYTHONIOENCODING"] = encoding
-    res = subprocess.run([sys.executable, "-c", _MEASURE, *args], cwd=ROOT, env=env, capture_output=True,
-                         timeout=timeout)
+    res = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *args], cwd=ROOT, env=env, capture_output=True, timeout=timeout
+    )
     stdout = res.stdout.decode("ascii", "backslashreplace")
     stderr = res.stderr.decode("utf-8", "backslashreplace")
     m = re.search(r"MAXRSS (\d+)", stderr)
@@ -139,6 +150,7 @@ def test_the_genuine_pack_verifies_in_little_memory(genuine: Genuine) -> None:
 
 # --- 2. resources: limits checked before allocation, peak memory under 256 MiB ------------------
 
+
 def _gzip_stream(path: Path, parts: list[bytes | tuple[int, int]]) -> Path:
     """Write one gzip member of `parts`: bytes, or (byte value, count) runs produced a MiB at a time."""
     comp = zlib.compressobj(9, zlib.DEFLATED, 31)
@@ -169,8 +181,10 @@ def test_gzip_bomb_of_one_large_member(genuine: Genuine) -> None:
     """300 MiB of zeros in a 300 KiB pack, announced as the audit-log evidence (once the one file that
     could be large): refused at its header, never unpacked."""
     size = 300 * MIB
-    bomb = _gzip_stream(genuine.tmp / "bomb.tar.gz", [_header(f"{genuine.top}/audit-log-redaction.json", size),
-                                                     (0, size), b"\0" * 10240])
+    bomb = _gzip_stream(
+        genuine.tmp / "bomb.tar.gz",
+        [_header(f"{genuine.top}/audit-log-redaction.json", size), (0, size), b"\0" * 10240],
+    )
     assert bomb.stat().st_size < MIB
     run = run_verifier(bomb, genuine.keys)
     assert_one_fail_line(run, "archive", "larger than")
@@ -199,8 +213,9 @@ def test_json_that_expands_in_memory(genuine: Genuine) -> None:
 
 def test_one_file_nested_20000_folders_deep(genuine: Genuine) -> None:
     deep = f"{genuine.top}/" + "d/" * 20_000 + "f.json"
-    members = b"".join(tar_member(deep.replace("f.json", f"f{i}.json"), b"{}", fmt=tarfile.GNU_FORMAT)
-                       for i in range(20))
+    members = b"".join(
+        tar_member(deep.replace("f.json", f"f{i}.json"), b"{}", fmt=tarfile.GNU_FORMAT) for i in range(20)
+    )
     bomb = genuine.write("deep.tar.gz", gz(finish_tar(members)))
     run = run_verifier(bomb, genuine.keys, timeout=120)
     assert_one_fail_line(run, "archive")
@@ -222,15 +237,16 @@ def test_the_zero_device_as_a_key(genuine: Genuine, role: str) -> None:
 
 # --- 3. tracebacks instead of FAIL ------------------------------------------------------------------
 
+
 def test_manifest_of_100k_nested_brackets(genuine: Genuine) -> None:
-    bomb = genuine.write("nested-manifest.tar.gz",
-                         repack(genuine.top, {**genuine.files, "manifest.json": b"[" * 100_000}))
+    bomb = genuine.write(
+        "nested-manifest.tar.gz", repack(genuine.top, {**genuine.files, "manifest.json": b"[" * 100_000})
+    )
     assert_one_fail_line(run_verifier(bomb, genuine.keys), "archive", "manifest.json")
 
 
 def test_envelope_of_100k_nested_brackets(genuine: Genuine) -> None:
-    bomb = genuine.write("nested-envelope.tar.gz",
-                         repack(genuine.top, {**genuine.files, ENGINE_ENV: b"[" * 100_000}))
+    bomb = genuine.write("nested-envelope.tar.gz", repack(genuine.top, {**genuine.files, ENGINE_ENV: b"[" * 100_000}))
     assert_one_fail_line(run_verifier(bomb, genuine.keys), "signature", "engine.intoto.json")
 
 
@@ -252,14 +268,16 @@ def test_key_on_an_unsupported_curve(genuine: Genuine, curve: str, pem: bytes, r
 def test_audit_checkpoint_key_on_an_unsupported_curve(genuine: Genuine) -> None:
     def swap(doc: dict[str, Any]) -> None:
         doc["checkpoint_key"]["public_key_pem"] = SM2_PUB.decode()
+
     files = {**genuine.files, "audit-log-redaction.json": json_edit(genuine.files["audit-log-redaction.json"], swap)}
     bomb = genuine.write("sm2-audit.tar.gz", repack(genuine.top, reseal(files, genuine.keys.engine)))
     assert_one_fail_line(run_verifier(bomb, genuine.keys, no_dpo=True), "audit-log")
 
 
 def test_strict_ascii_stdout(genuine: Genuine) -> None:
-    hostile = gz(finish_tar(tar_blocks(genuine.top, genuine.files)
-                            + tar_member(f"{genuine.top}/r\u00e9sum\u00e9.txt", b"x")))
+    hostile = gz(
+        finish_tar(tar_blocks(genuine.top, genuine.files) + tar_member(f"{genuine.top}/r\u00e9sum\u00e9.txt", b"x"))
+    )
     run = run_verifier(genuine.write("latin.tar.gz", hostile), genuine.keys, encoding="ascii:strict")
     assert_one_fail_line(run, "archive")
 
@@ -267,6 +285,7 @@ def test_strict_ascii_stdout(genuine: Genuine) -> None:
 def test_strict_utf8_stdout_and_a_lone_surrogate_in_a_name(genuine: Genuine) -> None:
     def lie(m: dict[str, Any]) -> None:
         m["files"].append({"path": "notes\ud800.txt", "size": 1, "sha256": "0" * 64, "role": "notes"})
+
     files = {**genuine.files, "manifest.json": json_edit(genuine.files["manifest.json"], lie)}
     bomb = genuine.write("surrogate-name.tar.gz", repack(genuine.top, files))
     assert_one_fail_line(run_verifier(bomb, genuine.keys, encoding="utf-8:strict"), "archive")
@@ -274,9 +293,11 @@ def test_strict_utf8_stdout_and_a_lone_surrogate_in_a_name(genuine: Genuine) -> 
 
 # --- 4. terminal escapes ---------------------------------------------------------------------------
 
+
 def test_member_name_with_terminal_escapes(genuine: Genuine) -> None:
-    hostile = gz(finish_tar(tar_blocks(genuine.top, genuine.files)
-                            + tar_member(f"{genuine.top}/{TERMINAL_TRICK}", b"x")))
+    hostile = gz(
+        finish_tar(tar_blocks(genuine.top, genuine.files) + tar_member(f"{genuine.top}/{TERMINAL_TRICK}", b"x"))
+    )
     line = assert_one_fail_line(run_verifier(genuine.write("escape.tar.gz", hostile), genuine.keys), "archive")
     assert "\\x1b[2K\\rOK\\x1b[8m" in line or "\\x1b" in line
 
@@ -284,6 +305,7 @@ def test_member_name_with_terminal_escapes(genuine: Genuine) -> None:
 def test_manifest_path_with_terminal_escapes(genuine: Genuine) -> None:
     def lie(m: dict[str, Any]) -> None:
         m["files"].append({"path": TERMINAL_TRICK, "size": 1, "sha256": "0" * 64, "role": "notes"})
+
     files = {**genuine.files, "manifest.json": json_edit(genuine.files["manifest.json"], lie)}
     bomb = genuine.write("escape-manifest.tar.gz", repack(genuine.top, files))
     assert_one_fail_line(run_verifier(bomb, genuine.keys), "archive")
@@ -295,11 +317,22 @@ def _no_terminal_controls(text: str) -> None:
 
 
 def test_erasure_pack_verify_escapes_names(genuine: Genuine) -> None:
-    hostile = gz(finish_tar(tar_blocks(genuine.top, genuine.files)
-                            + tar_member(f"{genuine.top}/{TERMINAL_TRICK}", b"x")))
+    hostile = gz(
+        finish_tar(tar_blocks(genuine.top, genuine.files) + tar_member(f"{genuine.top}/{TERMINAL_TRICK}", b"x"))
+    )
     path = genuine.write("escape-cli.tar.gz", hostile)
-    res = CliRunner().invoke(pack_app, ["verify", str(path), "--engine-key", str(genuine.keys.engine_pub),
-                                        "--dpo-key", str(genuine.keys.dpo_pub), "--no-audit-key"])
+    res = CliRunner().invoke(
+        pack_app,
+        [
+            "verify",
+            str(path),
+            "--engine-key",
+            str(genuine.keys.engine_pub),
+            "--dpo-key",
+            str(genuine.keys.dpo_pub),
+            "--no-audit-key",
+        ],
+    )
     assert res.exit_code == 1 and res.output.startswith("FAIL: archive: ")
     _no_terminal_controls(res.output)
 
@@ -307,9 +340,11 @@ def test_erasure_pack_verify_escapes_names(genuine: Genuine) -> None:
 def test_erasure_pack_show_escapes_strings_from_the_pack(genuine: Genuine) -> None:
     """An insider with the engine key writes escapes into an exception and the scope: `pack show`
     (what the DPO reads before signing) must not let them act on the terminal."""
+
     def trick(d: dict[str, Any]) -> None:
         d["exceptions"][0]["kind"] = TERMINAL_TRICK
         d["exceptions"][0]["item_key"] = "\x9b2K\u202eerased"
+
     files = {**genuine.files, "verification.json": json_edit(genuine.files["verification.json"], trick)}
     sealed = reseal(files, genuine.keys.engine, edit=lambda p: p["out_of_scope"].append(TERMINAL_TRICK))
     path = genuine.write("escape-show.tar.gz", repack(genuine.top, sealed))
@@ -320,21 +355,31 @@ def test_erasure_pack_show_escapes_strings_from_the_pack(genuine: Genuine) -> No
 
 
 def test_erasure_error_line_escapes_names(genuine: Genuine) -> None:
-    hostile = gz(finish_tar(tar_blocks(genuine.top, genuine.files)
-                            + tar_member(f"{genuine.top}/{TERMINAL_TRICK}", b"x")))
+    hostile = gz(
+        finish_tar(tar_blocks(genuine.top, genuine.files) + tar_member(f"{genuine.top}/{TERMINAL_TRICK}", b"x"))
+    )
     path = genuine.write("escape-error.tar.gz", hostile)
     res = CliRunner().invoke(erasure_app, ["pack", "show", str(path)])
     assert res.exit_code != 0
     _no_terminal_controls(str(res.exception) + res.output)
 
 
-
 def test_erasure_pack_verify_with_the_zero_device(genuine: Genuine) -> None:
     keys = ["--engine-key", str(genuine.keys.engine_pub), "--dpo-key", str(genuine.keys.dpo_pub), "--no-audit-key"]
     res = CliRunner().invoke(pack_app, ["verify", "/dev/zero", *keys])
     assert res.exit_code == 1 and res.output.startswith("FAIL: archive: ")
-    res = CliRunner().invoke(pack_app, ["verify", str(genuine.path), "--engine-key", "/dev/zero",
-                                        "--dpo-key", str(genuine.keys.dpo_pub), "--no-audit-key"])
+    res = CliRunner().invoke(
+        pack_app,
+        [
+            "verify",
+            str(genuine.path),
+            "--engine-key",
+            "/dev/zero",
+            "--dpo-key",
+            str(genuine.keys.dpo_pub),
+            "--no-audit-key",
+        ],
+    )
     assert isinstance(res.exception, ConfigError) and "larger than" in str(res.exception)
     shown = CliRunner().invoke(pack_app, ["show", str(genuine.path), "--engine-key", "/dev/zero"])
     assert shown.exit_code != 0 and "larger than" in str(shown.exception)

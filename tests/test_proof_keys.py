@@ -61,12 +61,16 @@ def test_missing_key_file_and_foreign_key_types_are_config_errors(tmp_path: Path
     with pytest.raises(ConfigError, match="does not exist"):
         load_private_key(tmp_path / "nope.pem")
     rsa_pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     (tmp_path / "rsa.pem").write_bytes(rsa_pem)
     with pytest.raises(ConfigError, match="neither"):
         load_private_key(tmp_path / "rsa.pem")
-    p384 = ec.generate_private_key(ec.SECP384R1()).public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    p384 = (
+        ec.generate_private_key(ec.SECP384R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     with pytest.raises(ConfigError, match="neither"):
         load_public_key(p384)
     with pytest.raises(InputError):
@@ -102,11 +106,25 @@ def test_cli_generate_defaults_to_home_keys_dir(home: Home) -> None:
     assert again.exit_code != 0 and isinstance(again.exception, Conflict)
 
 
-def test_cli_generate_with_passphrase_env_out_dir_and_fingerprint(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_generate_with_passphrase_env_out_dir_and_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DPO_PASS", "s3cret phrase")
-    res = CliRunner().invoke(app, ["generate", "--role", "dpo", "--out", str(tmp_path), "--algorithm", "ed25519",
-                                   "--passphrase-env", "DPO_PASS", "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "generate",
+            "--role",
+            "dpo",
+            "--out",
+            str(tmp_path),
+            "--algorithm",
+            "ed25519",
+            "--passphrase-env",
+            "DPO_PASS",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["algorithm"] == "ed25519" and out["encrypted"] is True
@@ -115,8 +133,9 @@ def test_cli_generate_with_passphrase_env_out_dir_and_fingerprint(tmp_path: Path
     assert fp.exit_code == 0 and fp.output.strip() == out["keyid"]
     fp_pub = CliRunner().invoke(app, ["fingerprint", str(tmp_path / "dpo.pub.pem")])
     assert fp_pub.output.strip() == out["keyid"]
-    missing = CliRunner().invoke(app, ["generate", "--role", "engine", "--out", str(tmp_path),
-                                       "--passphrase-env", "NOT_SET_ANYWHERE"])
+    missing = CliRunner().invoke(
+        app, ["generate", "--role", "engine", "--out", str(tmp_path), "--passphrase-env", "NOT_SET_ANYWHERE"]
+    )
     assert isinstance(missing.exception, ConfigError) and not (tmp_path / "engine.pem").exists()
 
 

@@ -27,8 +27,9 @@ def _pae(payload_type: str, body: bytes) -> bytes:
 def _openssl_verify(pub: Path, algorithm: str, pae: Path, sig: Path) -> subprocess.CompletedProcess[str]:
     if algorithm == "ecdsa-p256":
         return _sh("openssl", "dgst", "-sha256", "-verify", str(pub), "-signature", str(sig), str(pae))
-    return _sh("openssl", "pkeyutl", "-verify", "-pubin", "-inkey", str(pub), "-rawin", "-in", str(pae),
-               "-sigfile", str(sig))
+    return _sh(
+        "openssl", "pkeyutl", "-verify", "-pubin", "-inkey", str(pub), "-rawin", "-in", str(pae), "-sigfile", str(sig)
+    )
 
 
 @pytest.mark.parametrize(("engine_alg", "dpo_alg"), [("ecdsa-p256", "ed25519"), ("ed25519", "ecdsa-p256")])

@@ -74,17 +74,28 @@ def test_pack_contains_no_identifier_passed_as_forbidden(tmp_path: Path, keys: K
     assert all(ident.casefold() not in json.dumps(statement).casefold() for ident in IDENTIFIERS)
 
 
-@pytest.mark.parametrize(("file", "where"), [("steps.jsonl", "detail"), ("verification.json", "exceptions"),
-                                             ("request.json", "tenant_id")])
-def test_identifier_in_evidence_refuses_the_pack_and_writes_nothing(tmp_path: Path, keys: Keys, file: str,
-                                                                    where: str) -> None:
+@pytest.mark.parametrize(
+    ("file", "where"), [("steps.jsonl", "detail"), ("verification.json", "exceptions"), ("request.json", "tenant_id")]
+)
+def test_identifier_in_evidence_refuses_the_pack_and_writes_nothing(
+    tmp_path: Path, keys: Keys, file: str, where: str
+) -> None:
     ev = make_evidence(tmp_path)
     if file == "steps.jsonl":
-        (ev / file).write_bytes(jsonl_edit((ev / file).read_bytes(),
-                                           lambda rows: rows[2]["detail"].update(note="ALICE.Liddell@example.org")))
+        (ev / file).write_bytes(
+            jsonl_edit(
+                (ev / file).read_bytes(), lambda rows: rows[2]["detail"].update(note="ALICE.Liddell@example.org")
+            )
+        )
     elif file == "verification.json":
-        (ev / file).write_bytes(json_edit((ev / file).read_bytes(), lambda d: d["exceptions"].append(
-            {"tier": "uploads", "kind": "residue", "item_key": "Alice Pleasance Liddell/cv.pdf"})))
+        (ev / file).write_bytes(
+            json_edit(
+                (ev / file).read_bytes(),
+                lambda d: d["exceptions"].append(
+                    {"tier": "uploads", "kind": "residue", "item_key": "Alice Pleasance Liddell/cv.pdf"}
+                ),
+            )
+        )
     else:
         (ev / file).write_bytes(json_edit((ev / file).read_bytes(), lambda d: d.update(tenant_id="subj-alice-7731")))
     with pytest.raises(IdentifierInPack) as err:
@@ -101,14 +112,18 @@ def test_identifier_in_out_of_scope_text_is_caught_in_the_statement(tmp_path: Pa
     assert not (ev / "proof.tar.gz").exists()
 
 
-@pytest.mark.parametrize(("scenario", "overall", "all_clear", "special"), [
-    ("erased", "erased", True, {}),
-    ("exceptions", "erasedWithExceptions", True, {"fine_tune": "erasedWithExceptions"}),
-    ("residue", "notErased", False, {"vectors": "notErased"}),
-    ("skipped", "erased", True, {"uploads": "skipped"}),
-])
-def test_status_per_tier(tmp_path: Path, keys: Keys, scenario: str, overall: str, all_clear: bool,
-                         special: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("scenario", "overall", "all_clear", "special"),
+    [
+        ("erased", "erased", True, {}),
+        ("exceptions", "erasedWithExceptions", True, {"fine_tune": "erasedWithExceptions"}),
+        ("residue", "notErased", False, {"vectors": "notErased"}),
+        ("skipped", "erased", True, {"uploads": "skipped"}),
+    ],
+)
+def test_status_per_tier(
+    tmp_path: Path, keys: Keys, scenario: str, overall: str, all_clear: bool, special: dict[str, str]
+) -> None:
     pack = write_pack(make_evidence(tmp_path, scenario=scenario), keys.engine)
     s = summary(pack, engine_pub=keys.engine_pem)
     assert (s["status"], s["all_clear"], s["signatures_verified"]) == (overall, all_clear, True)
@@ -127,8 +142,7 @@ def test_status_per_tier(tmp_path: Path, keys: Keys, scenario: str, overall: str
 
 def test_missing_step_record_makes_the_tier_not_erased(tmp_path: Path, keys: Keys) -> None:
     ev = make_evidence(tmp_path, scenario="residue")
-    (ev / "steps.jsonl").write_bytes(jsonl_edit((ev / "steps.jsonl").read_bytes(),
-                                                lambda rows: rows.pop(5)))  # uploads
+    (ev / "steps.jsonl").write_bytes(jsonl_edit((ev / "steps.jsonl").read_bytes(), lambda rows: rows.pop(5)))  # uploads
     s = summary(write_pack(ev, keys.engine))
     uploads = next(r for r in s["tiers"] if r["tier"] == "uploads")
     assert uploads == {"tier": "uploads", "status": "notErased", "before": None, "after": None, "residue": 0}
@@ -136,8 +150,9 @@ def test_missing_step_record_makes_the_tier_not_erased(tmp_path: Path, keys: Key
 
 def test_all_clear_with_residue_is_refused(tmp_path: Path, keys: Keys) -> None:
     ev = make_evidence(tmp_path)
-    (ev / "verification.json").write_bytes(json_edit((ev / "verification.json").read_bytes(),
-                                                     lambda d: d["probes"][3].update(residue=1)))
+    (ev / "verification.json").write_bytes(
+        json_edit((ev / "verification.json").read_bytes(), lambda d: d["probes"][3].update(residue=1))
+    )
     with pytest.raises(EvidenceInvalid, match="all clear"):
         write_pack(ev, keys.engine)
     assert not any((ev / name).exists() for name in WRITTEN)
@@ -215,8 +230,9 @@ def test_rewrite_keeps_a_still_valid_attestation_and_drops_a_stale_one(tmp_path:
     attested = pack.read_bytes()
     assert write_pack(ev, keys.engine).read_bytes() == attested  # idempotent rerun keeps the DPO's signature
     late = {"request_id": "req-0001", "processor": "proc-late", "ticket_id": "T-9", "status": "done"}
-    (ev / "subprocessor-receipts.jsonl").write_bytes((ev / "subprocessor-receipts.jsonl").read_bytes()
-                                                     + json.dumps(late).encode() + b"\n")
+    (ev / "subprocessor-receipts.jsonl").write_bytes(
+        (ev / "subprocessor-receipts.jsonl").read_bytes() + json.dumps(late).encode() + b"\n"
+    )
     write_pack(ev, keys.engine)
     assert not (ev / "signatures/dpo.intoto.json").exists()
     assert "signatures/dpo.intoto.json" not in read_members(pack)[1]
@@ -238,8 +254,7 @@ def test_tier_lists_agree_with_the_domain() -> None:
 
 
 @pytest.mark.parametrize(("lost_bystander", "overall"), [(False, "erased"), (True, "notErased")])
-def test_records_in_the_shape_the_flows_write(tmp_path: Path, keys: Keys, lost_bystander: bool,
-                                              overall: str) -> None:
+def test_records_in_the_shape_the_flows_write(tmp_path: Path, keys: Keys, lost_bystander: bool, overall: str) -> None:
     """steps.jsonl from `StepRecord`, verification.json from `probes.run.to_json` (no `exceptions`
     key, extra `failing_tiers`, a `bytes` probe): the writer and the verifier accept them."""
     from datetime import UTC, datetime, timedelta
@@ -250,14 +265,41 @@ def test_records_in_the_shape_the_flows_write(tmp_path: Path, keys: Keys, lost_b
 
     ev = make_evidence(tmp_path)
     at = datetime(2024, 2, 1, 9, 0, tzinfo=UTC)
-    steps = [StepRecord(request_id="req-0001", step=t, status=StepStatus.skipped, started_at=at, ended_at=at,
-                        detail={"reason": "not in the request's data classes"}) if t == "uploads" else
-             StepRecord(request_id="req-0001", step=t, status=StepStatus.erased, before_count=4, after_count=0,
-                        started_at=at, ended_at=at, removed_digest="ab" * 32) for t in TIERS]
-    (ev / "steps.jsonl").write_text("".join(json.dumps(s.model_dump(mode="json"), sort_keys=True) + "\n"
-                                            for s in steps))
-    probes = [ProbeResult(tier=t, method="rows", residue=0, bystanders_before=10,
-                          bystanders_after=9 if lost_bystander and t == "semantic" else 10) for t in TIERS]
+    steps = [
+        StepRecord(
+            request_id="req-0001",
+            step=t,
+            status=StepStatus.skipped,
+            started_at=at,
+            ended_at=at,
+            detail={"reason": "not in the request's data classes"},
+        )
+        if t == "uploads"
+        else StepRecord(
+            request_id="req-0001",
+            step=t,
+            status=StepStatus.erased,
+            before_count=4,
+            after_count=0,
+            started_at=at,
+            ended_at=at,
+            removed_digest="ab" * 32,
+        )
+        for t in TIERS
+    ]
+    (ev / "steps.jsonl").write_text(
+        "".join(json.dumps(s.model_dump(mode="json"), sort_keys=True) + "\n" for s in steps)
+    )
+    probes = [
+        ProbeResult(
+            tier=t,
+            method="rows",
+            residue=0,
+            bystanders_before=10,
+            bystanders_after=9 if lost_bystander and t == "semantic" else 10,
+        )
+        for t in TIERS
+    ]
     probes.append(ProbeResult(tier="bytes", method="scan", residue=0, bystanders_before=3, bystanders_after=3))
     doc = to_json(Verification(probes=probes), "req-0001", at + timedelta(minutes=30))  # after the audit step
     assert "exceptions" not in doc and doc["all_clear"] is not lost_bystander
@@ -269,11 +311,17 @@ def test_records_in_the_shape_the_flows_write(tmp_path: Path, keys: Keys, lost_b
     assert verify.verify_pack(pack, keys.engine_pem, None, require_dpo=False).status == overall
 
 
-@pytest.mark.parametrize(("attested_at", "why"), [("yesterday", "not a UTC time"),
-                                                  ("2024-02-02T10:00:00+01:00", "not a UTC time"),
-                                                  ("2024-01-01T00:00:00Z", "earlier than the verification")])
-def test_attest_refuses_an_attested_at_the_verifier_would_refuse(tmp_path: Path, keys: Keys, attested_at: str,
-                                                                  why: str) -> None:
+@pytest.mark.parametrize(
+    ("attested_at", "why"),
+    [
+        ("yesterday", "not a UTC time"),
+        ("2024-02-02T10:00:00+01:00", "not a UTC time"),
+        ("2024-01-01T00:00:00Z", "earlier than the verification"),
+    ],
+)
+def test_attest_refuses_an_attested_at_the_verifier_would_refuse(
+    tmp_path: Path, keys: Keys, attested_at: str, why: str
+) -> None:
     pack = write_pack(make_evidence(tmp_path), keys.engine)
     before = pack.read_bytes()
     with pytest.raises(InputError, match=why):
@@ -281,16 +329,20 @@ def test_attest_refuses_an_attested_at_the_verifier_would_refuse(tmp_path: Path,
     assert pack.read_bytes() == before
 
 
-@pytest.mark.parametrize(("file", "change", "why"), [
-    ("steps.jsonl", lambda rows: rows.append(dict(rows[3])), "repeats step vectors"),
-    ("steps.jsonl", lambda rows: rows.reverse(), "out of order"),
-    ("steps.jsonl", lambda rows: rows.append({**rows[0], "target": ""}), "target is not a name"),
-    ("subprocessor-receipts.jsonl", lambda rows: rows[0].pop("request_id"), "another request"),
-    ("subprocessor-receipts.jsonl", lambda rows: rows.append(dict(rows[0])), "two of one"),
-    ("subprocessor-receipts.jsonl", lambda rows: rows[0].update(status="gone"), "status"),
-])
-def test_the_writer_refuses_evidence_the_verifier_would_refuse(tmp_path: Path, keys: Keys, file: str,
-                                                               change: Any, why: str) -> None:
+@pytest.mark.parametrize(
+    ("file", "change", "why"),
+    [
+        ("steps.jsonl", lambda rows: rows.append(dict(rows[3])), "repeats step vectors"),
+        ("steps.jsonl", lambda rows: rows.reverse(), "out of order"),
+        ("steps.jsonl", lambda rows: rows.append({**rows[0], "target": ""}), "target is not a name"),
+        ("subprocessor-receipts.jsonl", lambda rows: rows[0].pop("request_id"), "another request"),
+        ("subprocessor-receipts.jsonl", lambda rows: rows.append(dict(rows[0])), "two of one"),
+        ("subprocessor-receipts.jsonl", lambda rows: rows[0].update(status="gone"), "status"),
+    ],
+)
+def test_the_writer_refuses_evidence_the_verifier_would_refuse(
+    tmp_path: Path, keys: Keys, file: str, change: Any, why: str
+) -> None:
     ev = make_evidence(tmp_path)
     (ev / file).write_bytes(jsonl_edit((ev / file).read_bytes(), change))
     with pytest.raises(EvidenceInvalid, match=why):

@@ -43,10 +43,20 @@ from tests.proof_fixtures import (
     tar_member,
 )
 
-settings.register_profile("pack-mutations", derandomize=True, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("pack-explore", derandomize=False, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile(
+    "pack-mutations",
+    derandomize=True,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "pack-explore",
+    derandomize=False,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "pack-mutations")
 SCALE = 10 if PROFILE == "pack-explore" else 1
 ENGINE_ENV, DPO_ENV = "signatures/engine.intoto.json", "signatures/dpo.intoto.json"
@@ -99,8 +109,15 @@ def run_main(g: Genuine, data: bytes, *, no_dpo: bool = False) -> tuple[int, str
     return rc, out.getvalue()
 
 
-def assert_refused(g: Genuine, data: bytes, *, same_content: bool = False, no_dpo: bool = False,
-                   check: tuple[str, ...] = (), test: str = "") -> str:
+def assert_refused(
+    g: Genuine,
+    data: bytes,
+    *,
+    same_content: bool = False,
+    no_dpo: bool = False,
+    check: tuple[str, ...] = (),
+    test: str = "",
+) -> str:
     """One FAIL line and exit 1; OK only when `same_content` (the change kept the pack's content)."""
     RAN[test] = RAN.get(test, 0) + 1
     rc, out = run_main(g, data, no_dpo=no_dpo)
@@ -123,9 +140,15 @@ def assert_refused(g: Genuine, data: bytes, *, same_content: bool = False, no_dp
 # test runs: a failing case hypothesis prints can be kept as an @example as it is.
 
 Edit = tuple[str, int, bytes]
-EDITS = st.lists(st.tuples(st.sampled_from(["flip", "flip", "insert", "delete", "truncate", "append"]),
-                           st.one_of(st.integers(-64, 64), st.integers(0, 1 << 16)),
-                           st.binary(min_size=1, max_size=16)), min_size=1, max_size=4)
+EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(["flip", "flip", "insert", "delete", "truncate", "append"]),
+        st.one_of(st.integers(-64, 64), st.integers(0, 1 << 16)),
+        st.binary(min_size=1, max_size=16),
+    ),
+    min_size=1,
+    max_size=4,
+)
 
 
 def apply_edits(data: bytes, edits: list[Edit]) -> bytes:
@@ -138,7 +161,7 @@ def apply_edits(data: bytes, edits: list[Edit]) -> bytes:
         elif kind == "insert":
             buf[pos:pos] = blob
         elif kind == "delete":
-            del buf[pos:pos + len(blob)]
+            del buf[pos : pos + len(blob)]
         elif kind == "truncate":
             del buf[pos:]
         elif kind == "append":
@@ -149,8 +172,11 @@ def apply_edits(data: bytes, edits: list[Edit]) -> bytes:
 def _same_tar_content(g: Genuine, raw: bytes) -> bool:
     """The unpacked tar stream holds the genuine members byte for byte, then only zeros."""
     end = g.members_end
-    return raw[:end] == g.raw_tar[:end] and raw[end:end + len(END_OF_ARCHIVE)] == END_OF_ARCHIVE \
+    return (
+        raw[:end] == g.raw_tar[:end]
+        and raw[end : end + len(END_OF_ARCHIVE)] == END_OF_ARCHIVE
         and not raw[end:].strip(b"\0")
+    )
 
 
 def _gzip_content_same(g: Genuine, data: bytes) -> bool:
@@ -169,8 +195,9 @@ def test_the_genuine_pack_verifies(genuine: Genuine) -> None:
 def test_random_changes_to_the_gzip_bytes(genuine: Genuine, edits: list[Edit]) -> None:
     mutated = apply_edits(genuine.data, edits)
     assume(mutated != genuine.data)
-    assert_refused(genuine, mutated, same_content=_gzip_content_same(genuine, mutated), check=("archive",),
-                   test="gzip bytes")
+    assert_refused(
+        genuine, mutated, same_content=_gzip_content_same(genuine, mutated), check=("archive",), test="gzip bytes"
+    )
 
 
 @given(edits=EDITS)
@@ -186,17 +213,53 @@ def test_random_changes_to_the_tar_stream(genuine: Genuine, edits: list[Edit]) -
 
 # --- 2. tar members ------------------------------------------------------------------------------
 
-NAME_PART = st.sampled_from(["request.json", "steps.jsonl", "verification.json", "manifest.json", "SHA256SUMS",
-                             "signatures", "engine.intoto.json", "dpo.intoto.json", "notes.txt", "..", ".",
-                             "", "a b", "\x1b[2K\rOK", "r\u00e9sum\u00e9", "\u202etxt.exe", "x" * 120])
+NAME_PART = st.sampled_from(
+    [
+        "request.json",
+        "steps.jsonl",
+        "verification.json",
+        "manifest.json",
+        "SHA256SUMS",
+        "signatures",
+        "engine.intoto.json",
+        "dpo.intoto.json",
+        "notes.txt",
+        "..",
+        ".",
+        "",
+        "a b",
+        "\x1b[2K\rOK",
+        "r\u00e9sum\u00e9",
+        "\u202etxt.exe",
+        "x" * 120,
+    ]
+)
 NAME = st.lists(NAME_PART, min_size=1, max_size=3).map("/".join)
-ENTRY_TYPES = [tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.FIFOTYPE, tarfile.DIRTYPE,
-               tarfile.CONTTYPE, b"x", b"g", b"L", b"K", b"S", b"Z"]
+ENTRY_TYPES = [
+    tarfile.SYMTYPE,
+    tarfile.LNKTYPE,
+    tarfile.CHRTYPE,
+    tarfile.FIFOTYPE,
+    tarfile.DIRTYPE,
+    tarfile.CONTTYPE,
+    b"x",
+    b"g",
+    b"L",
+    b"K",
+    b"S",
+    b"Z",
+]
 MEMBER_CHANGE = st.tuples(
-    st.sampled_from(["drop", "add", "rename", "replace", "append-space", "swap", "duplicate", "hostile-entry",
-                     "dir-as-file", "top"]),
-    st.integers(0, 63), st.integers(0, 63), NAME, st.binary(max_size=64), st.sampled_from(ENTRY_TYPES),
-    st.booleans())
+    st.sampled_from(
+        ["drop", "add", "rename", "replace", "append-space", "swap", "duplicate", "hostile-entry", "dir-as-file", "top"]
+    ),
+    st.integers(0, 63),
+    st.integers(0, 63),
+    NAME,
+    st.binary(max_size=64),
+    st.sampled_from(ENTRY_TYPES),
+    st.booleans(),
+)
 
 
 def member_change(g: Genuine, change: tuple[str, int, int, str, bytes, bytes, bool]) -> tuple[bytes, bool]:
@@ -249,13 +312,25 @@ def test_random_changes_to_the_members(genuine: Genuine, change: tuple[str, int,
 # --- 3. JSON fields, and the envelopes -------------------------------------------------------------
 
 JSON_VALUES = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
-              st.text(max_size=12), st.sampled_from(["req-0001", "erased", "notErased", "\ud800", "\x1b[8m",
-                                                     "0" * 64, "application/vnd.in-toto+json"])),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=False),
+        st.text(max_size=12),
+        st.sampled_from(
+            ["req-0001", "erased", "notErased", "\ud800", "\x1b[8m", "0" * 64, "application/vnd.in-toto+json"]
+        ),
+    ),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-    max_leaves=8)
-JSON_CHANGE = st.tuples(st.integers(0, 1 << 12), st.sampled_from(["replace", "delete", "add", "repeat-item"]),
-                        JSON_VALUES, st.text(min_size=1, max_size=8))
+    max_leaves=8,
+)
+JSON_CHANGE = st.tuples(
+    st.integers(0, 1 << 12),
+    st.sampled_from(["replace", "delete", "add", "repeat-item"]),
+    JSON_VALUES,
+    st.text(min_size=1, max_size=8),
+)
 
 
 def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -304,8 +379,9 @@ def _dump_like(original: bytes, doc: Any) -> bytes:
 # Found by this test (pack-explore): the DPO's envelope with its signature repeated verified. An envelope
 # now holds exactly the writer's fields and one signature.
 @example(name="signatures/dpo.intoto.json", line=0, change=(3181, "repeat-item", None, "0"))
-def test_random_changes_to_json_fields(genuine: Genuine, name: str, line: int,
-                                       change: tuple[int, str, Any, str]) -> None:
+def test_random_changes_to_json_fields(
+    genuine: Genuine, name: str, line: int, change: tuple[int, str, Any, str]
+) -> None:
     original = genuine.files[name]
     if name in JSONL_FILES:
         lines = original.decode().splitlines()
@@ -321,10 +397,14 @@ def test_random_changes_to_json_fields(genuine: Genuine, name: str, line: int,
 ENVELOPE_CHANGE = st.tuples(
     st.sampled_from([ENGINE_ENV, DPO_ENV]),
     st.sampled_from(["payloadType", "statement", "payload", "keyid", "sig", "signatures", "extra-signature"]),
-    st.one_of(st.text(max_size=40), st.sampled_from(["application/json", "application/vnd.in-toto+json\ud800",
-                                                     "0" * 64]),
-              st.binary(max_size=72).map(lambda b: base64.b64encode(b).decode())),
-    JSON_VALUES, JSON_CHANGE)
+    st.one_of(
+        st.text(max_size=40),
+        st.sampled_from(["application/json", "application/vnd.in-toto+json\ud800", "0" * 64]),
+        st.binary(max_size=72).map(lambda b: base64.b64encode(b).decode()),
+    ),
+    JSON_VALUES,
+    JSON_CHANGE,
+)
 
 
 @given(change=ENVELOPE_CHANGE)
@@ -356,6 +436,7 @@ def test_random_changes_to_the_envelopes(genuine: Genuine, change: tuple[str, st
 
 # --- 4. an insider with the engine key re-signs: check 8 must still refuse ------------------------
 
+
 def _rows(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(x) for x in data.decode().splitlines() if x.strip()]
 
@@ -365,16 +446,30 @@ def _jsonl(rows: list[dict[str, Any]]) -> bytes:
 
 
 INSIDER_CHANGE = st.tuples(
-    st.sampled_from(["request-id", "step-repeat", "step-order", "receipt-status", "receipt-request",
-                     "audit-of-another-request", "claim-status", "claim-tier", "claim-all-clear"]),
-    st.integers(0, 63), st.sampled_from(["req-0002", "", "REQ-0001", "req-0001 "]),
+    st.sampled_from(
+        [
+            "request-id",
+            "step-repeat",
+            "step-order",
+            "receipt-status",
+            "receipt-request",
+            "audit-of-another-request",
+            "claim-status",
+            "claim-tier",
+            "claim-all-clear",
+        ]
+    ),
+    st.integers(0, 63),
+    st.sampled_from(["req-0002", "", "REQ-0001", "req-0001 "]),
     st.sampled_from(["erased", "notErased", "skipped", "erasedWithExceptions", "failed", "pending", "unknown"]),
     st.sampled_from(["request.json", "verification.json", "steps.jsonl", "subprocessor-receipts.jsonl"]),
-    st.sampled_from(["working", "fine_tune", "subprocessors", "audit_log"]))
+    st.sampled_from(["working", "fine_tune", "subprocessors", "audit_log"]),
+)
 
 
-def insider_change(g: Genuine, change: tuple[str, int, str, str, str, str]
-                   ) -> tuple[dict[str, bytes], Callable[[dict[str, Any]], object] | None]:
+def insider_change(
+    g: Genuine, change: tuple[str, int, str, str, str, str]
+) -> tuple[dict[str, bytes], Callable[[dict[str, Any]], object] | None]:
     kind, i, other, status, name, tier = change
     files = {k: v for k, v in g.files.items() if k != DPO_ENV}
     if kind == "request-id":
@@ -408,9 +503,11 @@ def insider_change(g: Genuine, change: tuple[str, int, str, str, str, str]
     elif kind == "claim-status":
         return files, lambda p: (assume(p["status"] != status), p.update(status=status))
     elif kind == "claim-tier":
+
         def lie(p: dict[str, Any]) -> None:
             assume(p["tiers"][tier]["status"] != status)
             p["tiers"][tier]["status"] = status
+
         return files, lie
     else:
         return files, lambda p: p.update(all_clear=not p["all_clear"])
@@ -421,8 +518,9 @@ def insider_change(g: Genuine, change: tuple[str, int, str, str, str, str]
 @examples(150)
 @example(change=("request-id", 0, "req-0002", "erased", "request.json", "working"))  # found: refused at check 1
 @example(change=("claim-status", 0, "req-0002", "skipped", "request.json", "working"))  # found: at check 3
-def test_insider_changes_resigned_with_the_engine_key(genuine: Genuine, change: tuple[str, int, str, str, str, str]
-                                                      ) -> None:
+def test_insider_changes_resigned_with_the_engine_key(
+    genuine: Genuine, change: tuple[str, int, str, str, str, str]
+) -> None:
     files, edit = insider_change(genuine, change)
     resealed = repack(genuine.top, reseal(files, genuine.keys.engine, edit=edit))
     # a request id changed in request.json also renames the pack (the manifest follows it): check 1;

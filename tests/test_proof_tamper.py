@@ -70,8 +70,7 @@ class Pack:
         """The name of the check that rejects `data` (fails the test if it verifies); `why` must
         appear in the message, so the rejection is for the reason the attack is about."""
         with pytest.raises(verify.PackError) as err:
-            verify.verify_bytes(data, self.keys.engine_pem, self.keys.dpo_pem if dpo else None,
-                                require_dpo=dpo, **kw)
+            verify.verify_bytes(data, self.keys.engine_pem, self.keys.dpo_pem if dpo else None, require_dpo=dpo, **kw)
         assert why in str(err.value)
         return err.value.check
 
@@ -95,17 +94,27 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Pack:
 def _bump_first_digit(data: bytes) -> bytes:
     """Change one byte: the first ASCII digit goes up by one (9 down to 8); JSON stays valid."""
     i = next(i for i, b in enumerate(data) if 0x30 <= b <= 0x39)
-    return data[:i] + bytes([data[i] + 1 if data[i] != 0x39 else 0x38]) + data[i + 1:]
+    return data[:i] + bytes([data[i] + 1 if data[i] != 0x39 else 0x38]) + data[i + 1 :]
 
 
 # --- single changed bytes ------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("name", "check"), [
-    ("request.json", "subjects"), ("steps.jsonl", "subjects"), ("verification.json", "subjects"),
-    ("subprocessor-receipts.jsonl", "subjects"), ("audit-log-redaction.json", "subjects"),
-    ("attestation.txt", "subjects"), ("manifest.json", "subjects"), ("SHA256SUMS", "subjects"),
-    (ENGINE_ENV, "signature"), (DPO_ENV, "signature"),
-])
+
+@pytest.mark.parametrize(
+    ("name", "check"),
+    [
+        ("request.json", "subjects"),
+        ("steps.jsonl", "subjects"),
+        ("verification.json", "subjects"),
+        ("subprocessor-receipts.jsonl", "subjects"),
+        ("audit-log-redaction.json", "subjects"),
+        ("attestation.txt", "subjects"),
+        ("manifest.json", "subjects"),
+        ("SHA256SUMS", "subjects"),
+        (ENGINE_ENV, "signature"),
+        (DPO_ENV, "signature"),
+    ],
+)
 def test_changed_byte_in_file(pack: Pack, name: str, check: str) -> None:
     files = {**pack.files, name: _bump_first_digit(pack.files[name])}
     assert files[name] != pack.files[name]
@@ -113,6 +122,7 @@ def test_changed_byte_in_file(pack: Pack, name: str, check: str) -> None:
 
 
 # --- files added, removed, renamed ---------------------------------------------------------------
+
 
 def test_file_added(pack: Pack) -> None:
     files = {**pack.files, "notes.txt": b"nothing to see\n"}
@@ -141,6 +151,7 @@ def test_dpo_attestation_removed_when_required(pack: Pack) -> None:
 
 
 # --- hostile archive entries ---------------------------------------------------------------------
+
 
 def _with(pack: Pack, *extra: tarfile.TarInfo | tuple[str, bytes]) -> bytes:
     return raw_tar([*pack_entries(pack.top, pack.files), *extra])
@@ -223,6 +234,7 @@ def test_top_directory_renamed(pack: Pack) -> None:
 
 # --- the archive format: exactly one gzip member holding exactly one well-formed tar stream ----------
 
+
 def _tampered_verification(pack: Pack) -> bytes:
     return json_edit(pack.files["verification.json"], lambda d: d.update(all_clear=False))
 
@@ -236,8 +248,13 @@ def test_tar_that_gnu_tar_extracts_differently(pack: Pack, tmp_path: Path) -> No
     the bad header (so the genuine files verified), GNU tar skips it and overwrites the genuine file."""
     genuine = tar_blocks(pack.top, pack.files)
     tampered = _tampered_verification(pack)
-    hostile = gz(finish_tar(genuine + _bad_checksum(tar_member(f"{pack.top}/notes.txt", b"x"))
-                            + tar_member(f"{pack.top}/verification.json", tampered)))
+    hostile = gz(
+        finish_tar(
+            genuine
+            + _bad_checksum(tar_member(f"{pack.top}/notes.txt", b"x"))
+            + tar_member(f"{pack.top}/verification.json", tampered)
+        )
+    )
     if shutil.which("tar"):
         (tmp_path / "hostile.tar.gz").write_bytes(hostile)
         subprocess.run(["tar", "-xzf", "hostile.tar.gz"], cwd=tmp_path, capture_output=True, check=False)
@@ -300,8 +317,12 @@ def test_tar_with_a_pax_extended_header(pack: Pack) -> None:
 
 def test_tar_with_a_pax_sparse_size_of_40k_digits(pack: Pack) -> None:
     """CVE-2024-6232: this Python's tarfile spent 37 s in its pax header regex on such a header."""
-    member = tar_member(f"{pack.top}/notes.txt", b"", fmt=tarfile.PAX_FORMAT,
-                        pax={"GNU.sparse.size": "9" * 40_000, "GNU.sparse.map": "0," * 20_000})
+    member = tar_member(
+        f"{pack.top}/notes.txt",
+        b"",
+        fmt=tarfile.PAX_FORMAT,
+        pax={"GNU.sparse.size": "9" * 40_000, "GNU.sparse.map": "0," * 20_000},
+    )
     hostile = gz(finish_tar(member))
     started = time.monotonic()
     assert pack.check_of(hostile, why="pax") == "archive"
@@ -315,8 +336,7 @@ def test_tar_with_a_gnu_long_name(pack: Pack) -> None:
 
 
 def test_tar_with_a_gnu_header(pack: Pack) -> None:
-    assert pack.check_of(raw_tar(pack_entries(pack.top, pack.files), fmt=tarfile.GNU_FORMAT),
-                         why="ustar") == "archive"
+    assert pack.check_of(raw_tar(pack_entries(pack.top, pack.files), fmt=tarfile.GNU_FORMAT), why="ustar") == "archive"
 
 
 def test_tar_nested_deeper_than_the_pack_layout(pack: Pack) -> None:
@@ -347,6 +367,7 @@ def test_tar_with_a_file_larger_than_the_limit_is_refused_before_reading(pack: P
 
 
 # --- envelopes and keys --------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def other_pack(pack: Pack) -> dict[str, bytes]:
@@ -404,11 +425,15 @@ def test_envelope_reformatted_around_its_signature(pack: Pack, name: str) -> Non
         assert pack.check_of(repack(pack.top, files), dpo=name == DPO_ENV, why="canonical form") == "signature"
 
 
-@pytest.mark.parametrize("change", [
-    lambda env: env["signatures"].append(dict(env["signatures"][0])),  # the same signature twice
-    lambda env: env.update(note="signed on a Tuesday"),                  # a field the writer never writes
-    lambda env: env["signatures"][0].update(cert="x"),
-], ids=["repeated-signature", "extra-field", "extra-signature-field"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda env: env["signatures"].append(dict(env["signatures"][0])),  # the same signature twice
+        lambda env: env.update(note="signed on a Tuesday"),  # a field the writer never writes
+        lambda env: env["signatures"][0].update(cert="x"),
+    ],
+    ids=["repeated-signature", "extra-field", "extra-signature-field"],
+)
 def test_dpo_envelope_padded_with_what_no_signature_covers(pack: Pack, change: Any) -> None:
     """Found by the property tests: the DPO's envelope with its one signature repeated verified."""
     env = json.loads(pack.files[DPO_ENV])
@@ -425,8 +450,9 @@ def test_engine_key_given_as_the_dpo_key(pack: Pack) -> None:
 
 def test_payload_type_changed_and_resigned(pack: Pack) -> None:
     env = json.loads(pack.files[ENGINE_ENV])
-    forged = sign_envelope(base64.b64decode(env["payload"]), load_private_key(pack.keys.engine),
-                           payload_type="application/json")
+    forged = sign_envelope(
+        base64.b64decode(env["payload"]), load_private_key(pack.keys.engine), payload_type="application/json"
+    )
     files = {**pack.files, ENGINE_ENV: envelope_bytes(forged)}
     assert pack.check_of(repack(pack.top, files), dpo=False) == "statement"
 
@@ -451,6 +477,7 @@ def test_file_left_out_of_the_statement_and_resigned(pack: Pack) -> None:
 
 # --- manifest and SHA256SUMS (re-signed) ---------------------------------------------------------
 
+
 def test_manifest_lies_about_a_size_and_is_resigned(pack: Pack) -> None:
     files = {k: v for k, v in pack.files.items() if k != DPO_ENV}
     files["manifest.json"] = json_edit(files["manifest.json"], lambda m: m["files"][0].update(size=1))
@@ -461,8 +488,9 @@ def test_manifest_lies_about_a_size_and_is_resigned(pack: Pack) -> None:
 
 def test_sha256sums_disagrees_and_is_resigned(pack: Pack) -> None:
     files = {k: v for k, v in pack.files.items() if k != DPO_ENV}
-    files["SHA256SUMS"] = files["SHA256SUMS"].replace(b"  steps.jsonl\n", b"  steps.jsonl\n" + b"0" * 64
-                                                      + b"  notes.txt\n")
+    files["SHA256SUMS"] = files["SHA256SUMS"].replace(
+        b"  steps.jsonl\n", b"  steps.jsonl\n" + b"0" * 64 + b"  notes.txt\n"
+    )
     resign_statement(files, pack.keys.engine)
     assert pack.check_of(repack(pack.top, files), dpo=False) == "checksums"
 
@@ -470,6 +498,7 @@ def test_sha256sums_disagrees_and_is_resigned(pack: Pack) -> None:
 # --- audit-log redaction evidence (re-signed) ----------------------------------------------------
 # The pack's audit document is tests.proof_fixtures.audit_document(20): entries 5, 10 and 15 hold the
 # subject's redacted email, entry 20 is the request's erasure.audit_redaction; before at 18, after at 20.
+
 
 def _audit_attack(pack: Pack, change: Any, **kw: Any) -> str:
     files = {**pack.files, "audit-log-redaction.json": json_edit(pack.files["audit-log-redaction.json"], change)}
@@ -493,15 +522,21 @@ def _reproved(doc: dict[str, Any], log: list[dict[str, Any]] | None = None) -> N
 
 def test_audit_entry_rewritten(pack: Pack) -> None:
     """Entry 10 is not the entry the after tree holds: its recomputed hash is another leaf."""
-    assert _audit_attack(pack, lambda d: d["entries"][1]["fields"].update(items=99),
-                         why="the entries' multiproof does not verify") == "audit-log"
+    assert (
+        _audit_attack(
+            pack, lambda d: d["entries"][1]["fields"].update(items=99), why="the entries' multiproof does not verify"
+        )
+        == "audit-log"
+    )
 
 
 def _dropping(index: int) -> Any:
     """A forgery: entry `index` left out of the evidence, the multiproof made for the rest."""
+
     def forge(d: dict[str, Any]) -> None:
         d["entries"].pop(index)
         _reproved(d)
+
     return forge
 
 
@@ -517,20 +552,29 @@ def test_audit_redaction_entry_dropped_from_the_evidence(pack: Pack) -> None:
 def test_audit_multiproof_tampered(pack: Pack) -> None:
     def forge(d: dict[str, Any]) -> None:
         d["multiproof"][1] = _flip(d["multiproof"][1])
+
     assert _audit_attack(pack, forge, why="the entries' multiproof does not verify") == "audit-log"
 
 
 def test_audit_multiproof_of_other_entries(pack: Pack) -> None:
     """A genuine multiproof, but of another set of entries (5, 10 and 20, not 15): it proves those."""
     leaves = [leaf_hash(bytes.fromhex(e["entry_hash"])) for e in audit_log(20)]
+
     def forge(d: dict[str, Any]) -> None:
         d["multiproof"] = [h.hex() for h in multiproof(leaves, {4, 9, 19})]
+
     assert _audit_attack(pack, forge, why="the entries' multiproof does not verify") == "audit-log"
 
 
 def test_audit_multiproof_with_a_hash_to_spare(pack: Pack) -> None:
-    assert _audit_attack(pack, lambda d: d["multiproof"].append(d["after"]["root_hash"]),
-                         why="the entries' multiproof does not verify") == "audit-log"
+    assert (
+        _audit_attack(
+            pack,
+            lambda d: d["multiproof"].append(d["after"]["root_hash"]),
+            why="the entries' multiproof does not verify",
+        )
+        == "audit-log"
+    )
 
 
 def test_audit_v2_inclusion_proof_tampered(pack: Pack) -> None:
@@ -552,12 +596,15 @@ def test_audit_v2_inclusion_proof_of_another_leaf(pack: Pack) -> None:
 def test_audit_consistency_proof_tampered(pack: Pack) -> None:
     def forge(d: dict[str, Any]) -> None:
         d["consistency"][0] = _flip(d["consistency"][0])
+
     assert _audit_attack(pack, forge, why="the consistency proof does not verify") == "audit-log"
 
 
 def test_audit_consistency_proof_dropped(pack: Pack) -> None:
-    assert _audit_attack(pack, lambda d: d.update(consistency=[]),
-                         why="the consistency proof does not verify") == "audit-log"
+    assert (
+        _audit_attack(pack, lambda d: d.update(consistency=[]), why="the consistency proof does not verify")
+        == "audit-log"
+    )
 
 
 def test_audit_log_forked_and_resigned_with_a_foreign_key(pack: Pack) -> None:
@@ -573,6 +620,7 @@ def test_audit_log_forked_and_resigned_with_a_foreign_key(pack: Pack) -> None:
 def test_audit_checkpoint_signature_forged(pack: Pack) -> None:
     def forge(d: dict[str, Any]) -> None:
         d["after"]["at"] = "2030-01-01T00:00:00.000000Z"
+
     assert _audit_attack(pack, forge, why="after checkpoint signature") == "audit-log"
 
 
@@ -580,6 +628,7 @@ def test_audit_checkpoint_head_moved(pack: Pack) -> None:
     def forge(d: dict[str, Any]) -> None:
         d["after"]["head_hash"] = audit_log(20)[4]["entry_hash"]  # entry 5's
         sign_checkpoint(d, "after", audit_key())  # validly signed, but not the hash of its entry
+
     assert _audit_attack(pack, forge, why="head is not the hash of entry 20") == "audit-log"
 
 
@@ -588,8 +637,11 @@ def test_audit_checkpoint_resigns_a_forked_root(pack: Pack) -> None:
     forked roots with the forger's own key, named in the document: self-consistent, so only the
     verifier's pinned audit key catches it."""
     forger = audit_key(seed=666)
-    store_key = audit_key().public_key().public_bytes(serialization.Encoding.PEM,
-                                                      serialization.PublicFormat.SubjectPublicKeyInfo)
+    store_key = (
+        audit_key()
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     log = audit_log(20)
     log[4]["fields"]["items"] = 99
     rehash_log(log)
@@ -632,6 +684,7 @@ def test_audit_bystander_entry_added(pack: Pack) -> None:
 def test_audit_v1_evidence_is_refused(pack: Pack) -> None:
     def old(d: dict[str, Any]) -> None:
         d["format"] = "audit-log-redaction/v1"
+
     assert _audit_attack(pack, old, why="audit-log-redaction/v1 is no longer accepted: ") == "audit-log"
 
 
@@ -640,6 +693,7 @@ def test_audit_vault_still_holds_the_subject(pack: Pack) -> None:
 
 
 # --- claims against the records (re-signed: only check 8 can catch them) --------------------------
+
 
 def test_steps_with_residue_under_all_clear(pack: Pack) -> None:
     steps = jsonl_edit(pack.files["steps.jsonl"], lambda rows: rows[3].update(after_count=3))  # vectors
@@ -660,8 +714,9 @@ def test_all_clear_with_no_probe(pack: Pack) -> None:
 
 
 def test_residue_pack_claims_erased(pack: Pack) -> None:
-    ver = json_edit(pack.files["verification.json"],
-                    lambda d: (d["probes"][6].update(residue=4), d.update(all_clear=False)))
+    ver = json_edit(
+        pack.files["verification.json"], lambda d: (d["probes"][6].update(residue=4), d.update(all_clear=False))
+    )
     files = {**pack.files, "verification.json": ver}
     honest = verify.verify_bytes(pack.resealed(files), pack.keys.engine_pem, None, require_dpo=False)
     assert honest.status == "notErased"
@@ -670,6 +725,7 @@ def test_residue_pack_claims_erased(pack: Pack) -> None:
         p["status"] = "erased"
         for row in p["tiers"].values():
             row["status"] = "erased"
+
     assert pack.check_of(pack.resealed(files, edit=lie), dpo=False) == "consistency"
 
 
@@ -677,15 +733,16 @@ def test_tier_status_upgraded(pack: Pack) -> None:
     steps = jsonl_edit(pack.files["steps.jsonl"], lambda rows: rows[1].update(status="failed"))  # episodic
     ver = json_edit(pack.files["verification.json"], lambda d: d.update(all_clear=False))
     files = {**pack.files, "steps.jsonl": steps, "verification.json": ver}
-    assert pack.check_of(pack.resealed(files, edit=lambda p: p["tiers"]["episodic"].update(status="erased")),
-                         dpo=False) == "consistency"
+    assert (
+        pack.check_of(pack.resealed(files, edit=lambda p: p["tiers"]["episodic"].update(status="erased")), dpo=False)
+        == "consistency"
+    )
 
 
 def test_predicate_all_clear_differs_from_verification(pack: Pack) -> None:
     ver = json_edit(pack.files["verification.json"], lambda d: d.update(all_clear=False))
     files = {**pack.files, "verification.json": ver}
-    assert pack.check_of(pack.resealed(files, edit=lambda p: p.update(all_clear=True)),
-                         dpo=False) == "consistency"
+    assert pack.check_of(pack.resealed(files, edit=lambda p: p.update(all_clear=True)), dpo=False) == "consistency"
 
 
 def test_records_of_another_request(pack: Pack) -> None:
@@ -696,9 +753,9 @@ def test_records_of_another_request(pack: Pack) -> None:
 
 # --- check 8 binds every evidence file to the request (re-signed: only check 8 can catch them) ----
 
+
 def _receipts_attack(pack: Pack, change: Any) -> str:
-    files = {**pack.files, "subprocessor-receipts.jsonl": jsonl_edit(pack.files["subprocessor-receipts.jsonl"],
-                                                                      change)}
+    files = {**pack.files, "subprocessor-receipts.jsonl": jsonl_edit(pack.files["subprocessor-receipts.jsonl"], change)}
     return pack.check_of(pack.resealed(files), dpo=False, why="receipt")
 
 
@@ -726,14 +783,15 @@ def test_audit_evidence_of_another_request(pack: Pack) -> None:
     """Another request's genuine audit evidence (signed by the store's checkpoint key) swapped in."""
     other = (json.dumps(audit_document(20, request_id="req-other"), indent=2, sort_keys=True) + "\n").encode()
     files = {**pack.files, "audit-log-redaction.json": other}
-    assert pack.check_of(pack.resealed(files), dpo=False, why="records no redaction for this request") \
-        == "consistency"
+    assert pack.check_of(pack.resealed(files), dpo=False, why="records no redaction for this request") == "consistency"
 
 
 def test_step_record_repeated_so_the_last_one_wins(pack: Pack) -> None:
     """A failed vectors step hidden behind a later record of the same step that says erased."""
+
     def hide(rows: list[dict[str, Any]]) -> None:
         rows.insert(3, {**rows[3], "status": "failed", "after_count": 3})
+
     files = {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], hide)}
     assert pack.check_of(pack.resealed(files), dpo=False, why="repeats step vectors") == "consistency"
 
@@ -746,9 +804,14 @@ def test_step_records_out_of_cascade_order(pack: Pack) -> None:
 def _dpo_signed(pack: Pack, *, status: str = "erased", attested_at: str = "2024-02-02T10:00:00Z") -> bytes:
     """The pack with a DPO envelope the real DPO key signed over the given status and time."""
     files = {k: v for k, v in pack.files.items() if k != DPO_ENV}
-    statement = dpo_statement(files, request_id=pack.top, attested_at=attested_at,
-                              dpo_keyid=keyid(load_private_key(pack.keys.dpo)),
-                              engine_keyid=keyid(load_private_key(pack.keys.engine)), status=status)
+    statement = dpo_statement(
+        files,
+        request_id=pack.top,
+        attested_at=attested_at,
+        dpo_keyid=keyid(load_private_key(pack.keys.dpo)),
+        engine_keyid=keyid(load_private_key(pack.keys.engine)),
+        status=status,
+    )
     files[DPO_ENV] = envelope_bytes(sign_envelope(statement, load_private_key(pack.keys.dpo)))
     return repack(pack.top, files)
 
@@ -781,21 +844,29 @@ def test_no_dpo_key_with_a_dpo_envelope_present_says_it_was_not_checked(pack: Pa
     assert "NOT checked" in result.line()
     with pytest.raises(verify.SignatureError):  # --no-dpo with --dpo-key: a present envelope is checked
         verify.verify_bytes(forged, pack.keys.engine_pem, pack.keys.dpo_pem, require_dpo=False)
-    genuine = verify.verify_bytes(pack.path.read_bytes(), pack.keys.engine_pem, pack.keys.dpo_pem, require_dpo=False,
-                                  audit_pub_pem=pack.keys.audit_pub.read_bytes())
+    genuine = verify.verify_bytes(
+        pack.path.read_bytes(),
+        pack.keys.engine_pem,
+        pack.keys.dpo_pem,
+        require_dpo=False,
+        audit_pub_pem=pack.keys.audit_pub.read_bytes(),
+    )
     assert (genuine.dpo_attestation, genuine.line()) == ("verified", "OK")
 
 
 # --- several targets: one record per (target, tier), none hides another ---------------------------
 
+
 def _with_target(pack: Pack, change: Any = None, name: str = "agent-db") -> dict[str, bytes]:
     """The pack's evidence plus a second target's nine step records (as the flow writes them: the
     reference store's first, then each target's, tiers in cascade order)."""
+
     def add(rows: list[dict[str, Any]]) -> None:
         extra = [{**r, "target": name} for r in rows]
         if change is not None:
             change(extra)
         rows.extend(extra)
+
     return {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], add)}
 
 
@@ -817,11 +888,13 @@ def test_a_failed_tier_of_the_last_target_decides_the_tier(pack: Pack) -> None:
 def test_a_failed_tier_of_the_reference_store_is_not_hidden_by_a_later_target(pack: Pack) -> None:
     def fail_reference(rows: list[dict[str, Any]]) -> None:
         rows[3].update(status="failed", after_count=2)
+
     files = {**pack.files, "steps.jsonl": jsonl_edit(pack.files["steps.jsonl"], fail_reference)}
     files = _with_target(Pack(pack.keys, pack.path, pack.top, files, pack.tmp))
     files["verification.json"] = json_edit(files["verification.json"], lambda d: d.update(all_clear=False))
-    assert verify.verify_bytes(pack.resealed(files), pack.keys.engine_pem, None,
-                               require_dpo=False).status == "notErased"
+    assert (
+        verify.verify_bytes(pack.resealed(files), pack.keys.engine_pem, None, require_dpo=False).status == "notErased"
+    )
 
 
 def test_a_target_record_repeated(pack: Pack) -> None:

@@ -51,13 +51,22 @@ def keys(tmp_path: Path) -> Keys:
     return make_keys(tmp_path / "keys")
 
 
-@pytest.mark.parametrize(("engine_alg", "dpo_alg"), [("ecdsa-p256", "ecdsa-p256"), ("ed25519", "ed25519"),
-                                                     ("ecdsa-p256", "ed25519")])
+@pytest.mark.parametrize(
+    ("engine_alg", "dpo_alg"), [("ecdsa-p256", "ecdsa-p256"), ("ed25519", "ed25519"), ("ecdsa-p256", "ed25519")]
+)
 def test_attested_pack_verifies_with_every_key_type(tmp_path: Path, engine_alg: str, dpo_alg: str) -> None:
     keys = make_keys(tmp_path / "keys", engine_alg, dpo_alg)
     result = verify.verify_pack(_attested(tmp_path, keys), keys.engine_pem, keys.dpo_pem)
-    assert result.checks == ("archive", "signature", "statement", "subjects", "checksums", "distinct-keys",
-                             "audit-log", "consistency")
+    assert result.checks == (
+        "archive",
+        "signature",
+        "statement",
+        "subjects",
+        "checksums",
+        "distinct-keys",
+        "audit-log",
+        "consistency",
+    )
     assert (result.request_id, result.status, result.all_clear, result.files) == ("req-0001", "erased", True, 10)
     assert result.engine_keyid == verify.keyid_of(verify.load_public_key(keys.engine_pem, "engine"))
     assert result.dpo_keyid == verify.keyid_of(verify.load_public_key(keys.dpo_pem, "DPO"))
@@ -87,6 +96,7 @@ def test_verify_contents_checks_everything_but_origin(tmp_path: Path) -> None:
 
 # --- python -m proof.verify, and erasure-verify.pyz on its own ---------------------------------
 
+
 def _pin(keys: Keys, engine: Path) -> list[str]:
     """The engine key and the synthetic store's audit key, pinned."""
     return ["--engine-key", str(engine), "--audit-key", str(keys.audit_pub)]
@@ -99,23 +109,24 @@ def _run(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 def test_module_cli_prints_ok_or_fail_with_exit_codes(tmp_path: Path, keys: Keys) -> None:
     pack = _attested(tmp_path, keys)
-    ok = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.engine_pub),
-               "--dpo-key", str(keys.dpo_pub)])
+    ok = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.engine_pub), "--dpo-key", str(keys.dpo_pub)])
     assert (ok.returncode, ok.stdout) == (0, "OK\n")
-    as_json = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.engine_pub),
-                    "--dpo-key", str(keys.dpo_pub), "--json"])
+    as_json = _run(
+        ["-m", "proof.verify", str(pack), *_pin(keys, keys.engine_pub), "--dpo-key", str(keys.dpo_pub), "--json"]
+    )
     doc = json.loads(as_json.stdout)
     assert as_json.returncode == 0 and doc["ok"] is True and doc["status"] == "erased"
-    swapped = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.dpo_pub),
-                    "--dpo-key", str(keys.engine_pub)])
+    swapped = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.dpo_pub), "--dpo-key", str(keys.engine_pub)])
     assert swapped.returncode == 1 and swapped.stdout.startswith("FAIL: signature: ")
-    bad = _run(["-m", "proof.verify", str(pack), *_pin(keys, keys.dpo_pub), "--dpo-key",
-                str(keys.engine_pub), "--json"])
+    bad = _run(
+        ["-m", "proof.verify", str(pack), *_pin(keys, keys.dpo_pub), "--dpo-key", str(keys.engine_pub), "--json"]
+    )
     assert bad.returncode == 1 and json.loads(bad.stdout)["check"] == "signature"
     usage = _run(["-m", "proof.verify", str(pack), "--engine-key", str(keys.engine_pub)])
     assert usage.returncode == 2 and "--dpo-key is required" in usage.stderr
-    missing_key = _run(["-m", "proof.verify", str(pack), *_pin(keys, tmp_path / "nope.pem"),
-                        "--dpo-key", str(keys.dpo_pub)])
+    missing_key = _run(
+        ["-m", "proof.verify", str(pack), *_pin(keys, tmp_path / "nope.pem"), "--dpo-key", str(keys.dpo_pub)]
+    )
     assert missing_key.returncode == 1 and missing_key.stdout.startswith("FAIL: keys: ")
 
 
@@ -125,8 +136,7 @@ def test_module_cli_no_dpo_for_a_pack_awaiting_attestation(tmp_path: Path, keys:
     assert (res.returncode, res.stdout) == (0, "OK\n")
 
 
-def test_the_verifier_as_one_file_runs_alone_with_only_the_stdlib_and_cryptography(tmp_path: Path,
-                                                                                   keys: Keys) -> None:
+def test_the_verifier_as_one_file_runs_alone_with_only_the_stdlib_and_cryptography(tmp_path: Path, keys: Keys) -> None:
     """erasure-verify.pyz, built as `make verifier` and `erasure export` build it, copied where no
     project is on sys.path and run by an isolated interpreter: OK on a real pack, FAIL on a tampered
     one; it loads nothing of the project from outside itself."""
@@ -144,29 +154,35 @@ def test_the_verifier_as_one_file_runs_alone_with_only_the_stdlib_and_cryptograp
     files["verification.json"] = json_edit(files["verification.json"], lambda d: d.update(all_clear=False))
     Path(pack).write_bytes(repack(top, files))
     res = _run(args, cwd=alone)
-    assert (res.returncode, res.stdout) == (1, "FAIL: subjects: verification.json does not match its digest in"
-                                               " signatures/engine.intoto.json\n"), res.stderr
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import proof.verify; "
-             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-             "('erasure', 'memory', 'pydantic', 'apsw', 'typer', 'rich', 'prefect') or "
-             "(m.startswith('proof') and not getattr(sys.modules[m], '__file__', '').startswith(sys.argv[1]))))")
+    assert (res.returncode, res.stdout) == (
+        1,
+        "FAIL: subjects: verification.json does not match its digest in signatures/engine.intoto.json\n",
+    ), res.stderr
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import proof.verify; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('erasure', 'memory', 'pydantic', 'apsw', 'typer', 'rich', 'prefect') or "
+        "(m.startswith('proof') and not getattr(sys.modules[m], '__file__', '').startswith(sys.argv[1]))))"
+    )
     res = _run(["-I", "-c", probe, str(alone / VERIFIER_ZIPAPP)], cwd=alone)
     assert res.stdout.strip() == "[]", res.stderr
 
 
 # --- erasure pack ... -----------------------------------------------------------------------------
 
+
 def test_pack_verify_command(tmp_path: Path, keys: Keys) -> None:
     pack = _attested(tmp_path, keys)
     runner = CliRunner()
-    ok = runner.invoke(pack_app, ["verify", str(pack), *_pin(keys, keys.engine_pub),
-                                  "--dpo-key", str(keys.dpo_pub)])
+    ok = runner.invoke(pack_app, ["verify", str(pack), *_pin(keys, keys.engine_pub), "--dpo-key", str(keys.dpo_pub)])
     assert (ok.exit_code, ok.output) == (0, "OK\n")
-    ok_dir = runner.invoke(pack_app, ["verify", str(pack.parent), *_pin(keys, keys.engine_pub),
-                                      "--dpo-key", str(keys.dpo_pub), "--json"])
+    ok_dir = runner.invoke(
+        pack_app, ["verify", str(pack.parent), *_pin(keys, keys.engine_pub), "--dpo-key", str(keys.dpo_pub), "--json"]
+    )
     assert ok_dir.exit_code == 0 and json.loads(ok_dir.output)["ok"] is True
-    fail = runner.invoke(pack_app, ["verify", str(pack), *_pin(keys, keys.engine_pub),
-                                    "--dpo-key", str(keys.engine_pub)])
+    fail = runner.invoke(
+        pack_app, ["verify", str(pack), *_pin(keys, keys.engine_pub), "--dpo-key", str(keys.engine_pub)]
+    )
     assert fail.exit_code == 1 and fail.output.startswith("FAIL: distinct-keys: ")
     usage = runner.invoke(pack_app, ["verify", str(pack), "--engine-key", str(keys.engine_pub)])
     assert usage.exit_code == 2
@@ -200,14 +216,17 @@ def test_pack_build_and_attest_commands(home: Home, keys: Keys, monkeypatch: pyt
     assert built.exit_code == 0, built.output
     assert Path(json.loads(built.output)["pack"]) == evidence / "proof.tar.gz"
     before = (evidence / "proof.tar.gz").read_bytes()
-    declined = runner.invoke(pack_app, ["attest", str(evidence), "--key", str(keys.dpo), "--engine-key",
-                                        str(keys.engine_pub)], input="n\n")
+    declined = runner.invoke(
+        pack_app, ["attest", str(evidence), "--key", str(keys.dpo), "--engine-key", str(keys.engine_pub)], input="n\n"
+    )
     assert declined.exit_code != 0 and (evidence / "proof.tar.gz").read_bytes() == before
-    refused = runner.invoke(pack_app, ["attest", str(evidence), "--key", str(keys.engine), "--engine-key",
-                                       str(keys.engine_pub), "--yes"])
+    refused = runner.invoke(
+        pack_app, ["attest", str(evidence), "--key", str(keys.engine), "--engine-key", str(keys.engine_pub), "--yes"]
+    )
     assert refused.exit_code != 0 and "DPO must attest" in str(refused.exception)
-    done = runner.invoke(pack_app, ["attest", str(evidence), "--key", str(keys.dpo), "--engine-key",
-                                    str(keys.engine_pub)], input="y\n")
+    done = runner.invoke(
+        pack_app, ["attest", str(evidence), "--key", str(keys.dpo), "--engine-key", str(keys.engine_pub)], input="y\n"
+    )
     assert done.exit_code == 0, done.output
     verify.verify_pack(evidence / "proof.tar.gz", keys.engine_pem, keys.dpo_pem)
 
@@ -220,6 +239,7 @@ def test_summary_of_a_tampered_pack_is_refused(tmp_path: Path, keys: Keys) -> No
 
 
 # --- check 7 in detail, and against the store's own producer --------------------------------------
+
 
 def _audit(doc: dict[str, Any]) -> verify.AuditSummary:
     return verify.check_audit_log(json.dumps(doc).encode())
@@ -269,16 +289,22 @@ def test_audit_evidence_of_the_real_store_verifies(home: Home) -> None:
     try:
         with transaction(conn):
             audit.append(conn, "store.created", "system", {"tenant": "default"})
-            audit.append(conn, "ingest", "ingest-worker", {"items": 3},
-                         {"email": ("subj-alice-7731", IDENTIFIERS[1]), "name": ("subj-alice-7731", IDENTIFIERS[2])})
+            audit.append(
+                conn,
+                "ingest",
+                "ingest-worker",
+                {"items": 3},
+                {"email": ("subj-alice-7731", IDENTIFIERS[1]), "name": ("subj-alice-7731", IDENTIFIERS[2])},
+            )
             audit.append(conn, "ingest", "ingest-worker", {"items": 1}, {"email": ("subj-bob", "bob@example.net")})
         with transaction(conn):
             before = audit.checkpoint(conn, home.store_dir)
             result = audit.redact_subject(conn, "subj-alice-7731")
             audit.append(conn, "erasure.audit_redaction", "engine", {"request_id": "req-7", "redacted": result.count})
             after = audit.checkpoint(conn, home.store_dir)
-        doc = audit.redaction_evidence(conn, home.store_dir, before, after, result, request_id="req-7",
-                                       subject_id="subj-alice-7731")
+        doc = audit.redaction_evidence(
+            conn, home.store_dir, before, after, result, request_id="req-7", subject_id="subj-alice-7731"
+        )
     finally:
         conn.close()
     data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
@@ -295,7 +321,7 @@ def test_audit_tree_larger_than_any_log_is_refused_by_name() -> None:
     consistency proof is empty) with its one entry somewhere inside: no audit log has more than 2**63 - 1
     entries (a 64-bit seq), and a multiproof over such a tree would recurse 1,200 levels deep."""
     doc = evidence_of(audit_log(12), before=12, after=12)
-    huge = 2 ** 1200
+    huge = 2**1200
     for which in ("before", "after"):
         doc[which].update(seq=huge, tree_size=huge)
         sign_checkpoint(doc, which, audit_key())

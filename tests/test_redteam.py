@@ -37,8 +37,7 @@ from service.common import store_lock
 from tasks.runner import prepare, run_cascade, run_step
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
 
-NAMESAKE = Subject(id="user-namesake-31", email="aq.other@example.com", name=SUBJECT.name,
-                   phone=SUBJECT.phone)
+NAMESAKE = Subject(id="user-namesake-31", email="aq.other@example.com", name=SUBJECT.name, phone=SUBJECT.phone)
 OTHER = Subject(id="user-cy-5150", email="cy.vance@example.net", name="Cyrus Vance-Oduya", phone="+1 555 0199")
 
 
@@ -54,8 +53,12 @@ def _spell_id(sid: str, how: str) -> str:
 
 def _phone(phone: str, how: str) -> str:
     digits = re.sub(r"\D", "", phone)
-    return {"compact": "+" + digits, "national": "0" + digits[2:], "spaced": phone, "dashed": "-".join(
-        [digits[:2], digits[2:4], digits[4:8], digits[8:]])}[how]
+    return {
+        "compact": "+" + digits,
+        "national": "0" + digits[2:],
+        "spaced": phone,
+        "dashed": "-".join([digits[:2], digits[2:4], digits[4:8], digits[8:]]),
+    }[how]
 
 
 def spellings(subject: Subject) -> list[bytes]:
@@ -81,18 +84,34 @@ def home_hits(home: Home, subject: Subject) -> list[str]:
 def people_state(home: Home, ids: list[str]) -> dict[str, tuple[int, ...]]:
     conn = create(home.store_dir)
     try:
-        return {sid: (
-            cast(tuple[Any, ...],
-                 conn.execute("SELECT count(*) FROM raw_archive WHERE subject_id = ?", (sid,)).fetchone())[0],
-            cast(tuple[Any, ...],
-                 conn.execute("SELECT count(*) FROM frames WHERE subject_id = ?", (sid,)).fetchone())[0],
-            cast(tuple[Any, ...],
-                 conn.execute("SELECT count(*) FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
-                              " WHERE f.subject_id = ?", (sid,)).fetchone())[0],
-            cast(tuple[Any, ...],
-                 conn.execute("SELECT count(*) FROM kg_relations r JOIN frames f ON f.frame_id = r.frame_id"
-                              " WHERE f.subject_id = ?", (sid,)).fetchone())[0],
-        ) for sid in ids}
+        return {
+            sid: (
+                cast(
+                    tuple[Any, ...],
+                    conn.execute("SELECT count(*) FROM raw_archive WHERE subject_id = ?", (sid,)).fetchone(),
+                )[0],
+                cast(
+                    tuple[Any, ...], conn.execute("SELECT count(*) FROM frames WHERE subject_id = ?", (sid,)).fetchone()
+                )[0],
+                cast(
+                    tuple[Any, ...],
+                    conn.execute(
+                        "SELECT count(*) FROM kg_entity_frames l JOIN frames f ON f.frame_id = l.frame_id"
+                        " WHERE f.subject_id = ?",
+                        (sid,),
+                    ).fetchone(),
+                )[0],
+                cast(
+                    tuple[Any, ...],
+                    conn.execute(
+                        "SELECT count(*) FROM kg_relations r JOIN frames f ON f.frame_id = r.frame_id"
+                        " WHERE f.subject_id = ?",
+                        (sid,),
+                    ).fetchone(),
+                )[0],
+            )
+            for sid in ids
+        }
     finally:
         conn.close()
 
@@ -109,48 +128,104 @@ def erase(home: Home, request_id: str, subject: Subject, crash_after: int | None
         return run_probes(home.store_dir, subject, fp).all_clear
 
 
-scenarios = st.fixed_dictionaries({
-    "id_spelling": st.sampled_from(["same", "upper", "title", "fullwidth"]),
-    "mention": st.sets(st.sampled_from(["name", "email", "phone", "id"]), max_size=3),
-    "mention_case": st.sampled_from(["lower", "upper", "as-is", "fullwidth"]),
-    "phone_spelling": st.sampled_from(["compact", "national", "spaced", "dashed"]),
-    "namesake": st.booleans(),
-    "alias": st.booleans(),
-    "concurrent": st.booleans(),
-    "crash_after": st.none() | st.integers(min_value=0, max_value=len(CASCADE_ORDER) - 1),
-})
+scenarios = st.fixed_dictionaries(
+    {
+        "id_spelling": st.sampled_from(["same", "upper", "title", "fullwidth"]),
+        "mention": st.sets(st.sampled_from(["name", "email", "phone", "id"]), max_size=3),
+        "mention_case": st.sampled_from(["lower", "upper", "as-is", "fullwidth"]),
+        "phone_spelling": st.sampled_from(["compact", "national", "spaced", "dashed"]),
+        "namesake": st.booleans(),
+        "alias": st.booleans(),
+        "concurrent": st.booleans(),
+        "crash_after": st.none() | st.integers(min_value=0, max_value=len(CASCADE_ORDER) - 1),
+    }
+)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(s=scenarios)
-@example(s={"id_spelling": "upper", "mention": {"name", "email", "phone", "id"}, "mention_case": "upper",
-            "phone_spelling": "compact", "namesake": True, "alias": True, "concurrent": True, "crash_after": 4})
-@example(s={"id_spelling": "same", "mention": {"name", "email", "phone"}, "mention_case": "fullwidth",
-            "phone_spelling": "spaced", "namesake": False, "alias": False, "concurrent": False, "crash_after": None})
+@example(
+    s={
+        "id_spelling": "upper",
+        "mention": {"name", "email", "phone", "id"},
+        "mention_case": "upper",
+        "phone_spelling": "compact",
+        "namesake": True,
+        "alias": True,
+        "concurrent": True,
+        "crash_after": 4,
+    }
+)
+@example(
+    s={
+        "id_spelling": "same",
+        "mention": {"name", "email", "phone"},
+        "mention_case": "fullwidth",
+        "phone_spelling": "spaced",
+        "namesake": False,
+        "alias": False,
+        "concurrent": False,
+        "crash_after": None,
+    }
+)
 def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         home = Home.resolve(root / "home", root / "evidence").ensure()
         build_store(home, root)
         extra: list[dict[str, object]] = []
-        words = {"name": SUBJECT.name, "email": SUBJECT.email, "id": SUBJECT.id,
-                 "phone": _phone(SUBJECT.phone or "", str(s["phone_spelling"]))}
+        words = {
+            "name": SUBJECT.name,
+            "email": SUBJECT.email,
+            "id": SUBJECT.id,
+            "phone": _phone(SUBJECT.phone or "", str(s["phone_spelling"])),
+        }
         if s["mention"]:
             said = ", ".join(str(words[k]) for k in sorted(s["mention"]))  # type: ignore[call-overload]
-            said = said.upper() if s["mention_case"] == "upper" else said.lower() if s["mention_case"] == "lower" \
-                else _spell_id(said, "fullwidth") if s["mention_case"] == "fullwidth" else said
-            extra.append({"source": "chat", "source_ref": "conv-rt-1", "subject": BYSTANDER.model_dump(),
-                          "content": f"My colleague {said} asked about the refund for the broken router."})
+            said = (
+                said.upper()
+                if s["mention_case"] == "upper"
+                else said.lower()
+                if s["mention_case"] == "lower"
+                else _spell_id(said, "fullwidth")
+                if s["mention_case"] == "fullwidth"
+                else said
+            )
+            extra.append(
+                {
+                    "source": "chat",
+                    "source_ref": "conv-rt-1",
+                    "subject": BYSTANDER.model_dump(),
+                    "content": f"My colleague {said} asked about the refund for the broken router.",
+                }
+            )
         if s["namesake"]:
-            extra.append({"source": "chat", "source_ref": "conv-rt-2", "subject": NAMESAKE.model_dump(),
-                          "content": "Please move my pharmacy appointment to Friday afternoon."})
+            extra.append(
+                {
+                    "source": "chat",
+                    "source_ref": "conv-rt-2",
+                    "subject": NAMESAKE.model_dump(),
+                    "content": "Please move my pharmacy appointment to Friday afternoon.",
+                }
+            )
         if s["alias"]:
-            extra.append({"source": "email", "source_ref": "msg-rt-3",
-                          "subject": SUBJECT.model_copy(update={"id": "ann-second-77"}).model_dump(),
-                          "content": "Writing from my other account about the travel insurance invoice."})
+            extra.append(
+                {
+                    "source": "email",
+                    "source_ref": "msg-rt-3",
+                    "subject": SUBJECT.model_copy(update={"id": "ann-second-77"}).model_dump(),
+                    "content": "Writing from my other account about the travel insurance invoice.",
+                }
+            )
         if s["concurrent"]:
-            extra.append({"source": "chat", "source_ref": "conv-rt-4", "subject": OTHER.model_dump(),
-                          "content": "Cancel the hiking trip booking and refund the deposit, thanks."})
+            extra.append(
+                {
+                    "source": "chat",
+                    "source_ref": "conv-rt-4",
+                    "subject": OTHER.model_dump(),
+                    "content": "Cancel the hiking trip booking and refund the deposit, thanks.",
+                }
+            )
         if extra:
             conn = create(home.store_dir)
             ingest(conn, home.store_dir, [MemoryItem.model_validate(i) for i in extra])
@@ -158,8 +233,9 @@ def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]
         watched = [BYSTANDER.id] + ([NAMESAKE.id] if s["namesake"] else [])
         before = people_state(home, watched)
 
-        asked = SUBJECT.model_copy(update={"id": unicodedata.normalize("NFC", _spell_id(SUBJECT.id,
-                                                                                          str(s["id_spelling"])))})
+        asked = SUBJECT.model_copy(
+            update={"id": unicodedata.normalize("NFC", _spell_id(SUBJECT.id, str(s["id_spelling"])))}
+        )
         submit(home, "req-rt-1", subject=asked)
         if s["alias"]:
             engine = open_engine(home.engine_db)
@@ -169,8 +245,9 @@ def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]
         threads = []
         if s["concurrent"]:
             submit(home, "req-rt-2", subject=OTHER)
-            threads.append(threading.Thread(target=lambda: results.__setitem__(
-                "other", erase(home, "req-rt-2", OTHER, None))))
+            threads.append(
+                threading.Thread(target=lambda: results.__setitem__("other", erase(home, "req-rt-2", OTHER, None)))
+            )
             threads[-1].start()
         results["subject"] = erase(home, "req-rt-1", asked, s["crash_after"])  # type: ignore[arg-type]
         for t in threads:

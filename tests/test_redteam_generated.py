@@ -48,15 +48,18 @@ EXAMPLES = int(os.environ.get("REDTEAM_EXAMPLES", "1"))
 when the file is run alone (every kind of scenario is drawn in the first window)."""
 
 FIRST = ["Maren", "Tobias", "Ilse", "Oskar", "Greta", "Lukas", "Frieda", "Anselm", "Wiebke", "Jorinde"]
-LAST = ["Weiß", "Müller", "Großmann", "Kranich", "Östberg", "Falkenrath", "Lindqvist", "Brüning", "Quast",
-        "Hesselbach"]
+LAST = ["Weiß", "Müller", "Großmann", "Kranich", "Östberg", "Falkenrath", "Lindqvist", "Brüning", "Quast", "Hesselbach"]
 BOB = {"id": "usr-bob-0042", "email": "bob.marsh@example.net", "name": "Bob Marsh", "phone": "+1 555 0100"}
 CARA = {"id": "usr-cara-0077", "email": "cara.nunes@example.com", "name": "Cara Nunes", "phone": "+351 912 345 678"}
 
 
 def subject_of(i: int) -> dict[str, str]:
-    return {"id": f"usr-g-{i:03d}", "email": f"person{i:03d}.x@mail.example",
-            "name": f"{FIRST[i % 10]} {LAST[i // 10 % 10]}", "phone": f"+44 20 7946 {i:04d}"}
+    return {
+        "id": f"usr-g-{i:03d}",
+        "email": f"person{i:03d}.x@mail.example",
+        "name": f"{FIRST[i % 10]} {LAST[i // 10 % 10]}",
+        "phone": f"+44 20 7946 {i:04d}",
+    }
 
 
 def own_words(i: int) -> Person:
@@ -67,11 +70,16 @@ def own_words(i: int) -> Person:
 
 def namesake_of(i: int) -> dict[str, str]:
     s = subject_of(i)
-    return {"id": f"usr-ns-{i:03d}", "email": f"other{i:03d}@post.example", "name": s["name"],
-            "phone": f"+44 161 496 {i:04d}"}
+    return {
+        "id": f"usr-ns-{i:03d}",
+        "email": f"other{i:03d}@post.example",
+        "name": s["name"],
+        "phone": f"+44 161 496 {i:04d}",
+    }
 
 
 # --- spellings, encodings, containers -------------------------------------------------------------
+
 
 def _translit(name: str) -> str:
     return name.replace("ß", "ss").replace("ü", "ue").replace("ö", "oe").replace("Ö", "Oe")
@@ -81,13 +89,29 @@ def spell(kind: str, how: int, s: dict[str, str]) -> str:
     first, last = s["name"].split(" ", 1)
     digits = re.sub(r"\D", "", s["phone"])
     options = {
-        "id": [s["id"], s["id"].upper(), s["id"].replace("-", "_"),
-               "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in s["id"])],
+        "id": [
+            s["id"],
+            s["id"].upper(),
+            s["id"].replace("-", "_"),
+            "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in s["id"]),
+        ],
         "email": [s["email"], s["email"].upper(), s["email"].replace("@", "+orders@")],
-        "name": [s["name"], f"{last}, {first}", f"{first}\t{last}", f"{first}\n{last}",
-                 f"{first} {last[:2]}\u00ad{last[2:]}", _translit(s["name"]), s["name"].upper()],
-        "phone": [s["phone"], "00" + digits, "+44\u201120\u20117946\u2011" + digits[-4:],
-                  f"(020) 7946 {digits[-4:]}", "+" + digits],
+        "name": [
+            s["name"],
+            f"{last}, {first}",
+            f"{first}\t{last}",
+            f"{first}\n{last}",
+            f"{first} {last[:2]}\u00ad{last[2:]}",
+            _translit(s["name"]),
+            s["name"].upper(),
+        ],
+        "phone": [
+            s["phone"],
+            "00" + digits,
+            "+44\u201120\u20117946\u2011" + digits[-4:],
+            f"(020) 7946 {digits[-4:]}",
+            "+" + digits,
+        ],
     }[kind]
     return options[how % len(options)]
 
@@ -119,8 +143,13 @@ def container_bytes(text: str, how: str) -> tuple[str, bytes]:
         return "note-utf16.txt", text.encode("utf-16")
     if how == "pdf":
         stream = zlib.compress(b"BT (" + data + b") Tj ET")
-        return "note.pdf", (b"%PDF-1.4\n1 0 obj\n<< /Length " + str(len(stream)).encode()
-                            + b" /Filter /FlateDecode >>\nstream\n" + stream + b"\nendstream\nendobj\n%%EOF\n")
+        return "note.pdf", (
+            b"%PDF-1.4\n1 0 obj\n<< /Length "
+            + str(len(stream)).encode()
+            + b" /Filter /FlateDecode >>\nstream\n"
+            + stream
+            + b"\nendstream\nendobj\n%%EOF\n"
+        )
     return "note.txt", data
 
 
@@ -152,8 +181,13 @@ def plant(i: int, sc: Scenario, files: Path) -> tuple[dict[str, Any], dict[str, 
     text = f"Note {i}: {encode(spell(kind, sc.spelling, s), sc.encoding)} asked about the walnut order {i}."
     owner = {"own": s, "bystander": (BOB, CARA)[i % 2], "namesake": namesake_of(i)}[sc.owner]
     content = text if sc.container == "content" else f"Attached note {i} about the walnut order."
-    it: dict[str, Any] = {"source": "chat", "source_ref": f"plant-{i:03d}", "subject": owner, "content": content,
-                          "training": sc.training}
+    it: dict[str, Any] = {
+        "source": "chat",
+        "source_ref": f"plant-{i:03d}",
+        "subject": owner,
+        "content": content,
+        "training": sc.training,
+    }
     if sc.container != "content":
         name, data = container_bytes(text, sc.container)
         path = files / f"{i:03d}-{name}"
@@ -164,8 +198,9 @@ def plant(i: int, sc: Scenario, files: Path) -> tuple[dict[str, Any], dict[str, 
 
 def _env(home: Home) -> dict[str, str | None]:
     old = {k: os.environ.get(k) for k in ("ERASURE_HOME", "ERASURE_EVIDENCE", "PREFECT_HOME")}
-    os.environ.update(ERASURE_HOME=str(home.root), ERASURE_EVIDENCE=str(home.evidence_root),
-                      PREFECT_HOME=str(home.root / "prefect"))
+    os.environ.update(
+        ERASURE_HOME=str(home.root), ERASURE_EVIDENCE=str(home.evidence_root), PREFECT_HOME=str(home.root / "prefect")
+    )
     return old
 
 
@@ -188,8 +223,11 @@ def _redaction_of(before: str | None, after: str | None) -> bool:
 
 
 def blob_shas(home: Home) -> set[str]:
-    return {hashlib.sha256(p.read_bytes()).hexdigest() for p in home.store_dir.rglob("*")
-            if p.is_file() and "blobs" in p.relative_to(home.store_dir).parts}
+    return {
+        hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in home.store_dir.rglob("*")
+        if p.is_file() and "blobs" in p.relative_to(home.store_dir).parts
+    }
 
 
 @pytest.fixture
@@ -210,9 +248,14 @@ def test_generated_scenarios_never_certify_a_subject_the_oracle_still_finds(harn
     problems: list[str] = []
     ran: list[int] = []
 
-    @settings(derandomize=True, max_examples=EXAMPLES, deadline=None, database=None,
-              phases=[Phase.explicit, Phase.generate],
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        derandomize=True,
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(plan=st.lists(scenarios, min_size=SCENARIOS, max_size=SCENARIOS))
     def one_window(plan: list[Scenario]) -> None:
         with tempfile.TemporaryDirectory(prefix="redteam-gen-") as tmp:
@@ -233,8 +276,9 @@ def run_example(tmp: Path, plan: list[Scenario], *, check: bool = True, namesake
         problems = _example(home, tmp, plan, namesake_clear)
     finally:
         _restore(old)
-    assert not check or not problems, (f"{len(problems)} of {len(plan)} scenarios broke the rule:\n"
-                                       + "\n".join(problems[:30]))
+    assert not check or not problems, f"{len(problems)} of {len(plan)} scenarios broke the rule:\n" + "\n".join(
+        problems[:30]
+    )
     return problems
 
 
@@ -247,12 +291,19 @@ def _example(home: Home, tmp: Path, plan: list[Scenario], namesake_clear: bool) 
     ok(erasure("keys", "generate", "--role", "engine", "--home", h))
     items: list[dict[str, Any]] = [
         {"source": "chat", "source_ref": "base-bob", "subject": BOB, "content": "Bob keeps bees near the depot."},
-        {"source": "chat", "source_ref": "base-cara", "subject": CARA, "content": "Cara renews the atlas loan."}]
+        {"source": "chat", "source_ref": "base-cara", "subject": CARA, "content": "Cara renews the atlas loan."},
+    ]
     owners: dict[int, dict[str, str]] = {}
     for i, sc in enumerate(plan):
         s = subject_of(i)
-        items.append({"source": "chat", "source_ref": f"own-{i:03d}", "subject": s,
-                      "content": f"Hello, this is {s['name']}: my order {i} of walnut shelves is late."})
+        items.append(
+            {
+                "source": "chat",
+                "source_ref": f"own-{i:03d}",
+                "subject": s,
+                "content": f"Hello, this is {s['name']}: my order {i} of walnut shelves is late.",
+            }
+        )
         it, owner = plant(i, sc, files)
         items.append(it)
         owners[i] = owner
@@ -262,8 +313,11 @@ def _example(home: Home, tmp: Path, plan: list[Scenario], namesake_clear: bool) 
     people = [Person(**subject_of(i)) for i in range(len(plan))]
     markers = [own_words(i) for i in range(len(plan))]
     before = scan_home(home.root, home.evidence_root, *people, *markers)
-    blind = [i for i, sc in enumerate(plan)
-             if not before.of(markers[i].id) or (sc.owner != "namesake" and not before.of(people[i].id))]
+    blind = [
+        i
+        for i, sc in enumerate(plan)
+        if not before.of(markers[i].id) or (sc.owner != "namesake" and not before.of(people[i].id))
+    ]
     if blind:
         return [f"the oracle misses planted scenario {i} before the erasure: {plan[i]}" for i in blind]
     others = [i for i, sc in enumerate(plan) if sc.owner != "own"]
@@ -271,9 +325,15 @@ def _example(home: Home, tmp: Path, plan: list[Scenario], namesake_clear: bool) 
     shas_before = blob_shas(home)
     rids = [f"req-g-{i:03d}" for i in range(len(plan))]
     for i, rid in enumerate(rids):
-        env = {"request_id": rid, "tenant_id": "default", "subject": subject_of(i), "legal_basis": "GDPR",
-               "received_at": "2026-11-30T09:30:00+00:00", "requester_identity_proof_ref": "idv/gen",
-               "reason": "Art.17 request via the privacy portal"}
+        env = {
+            "request_id": rid,
+            "tenant_id": "default",
+            "subject": subject_of(i),
+            "legal_basis": "GDPR",
+            "received_at": "2026-11-30T09:30:00+00:00",
+            "requester_identity_proof_ref": "idv/gen",
+            "reason": "Art.17 request via the privacy portal",
+        }
         p = inputs / f"{rid}.json"
         p.write_text(json.dumps(env, ensure_ascii=False), encoding="utf-8")
         ok(erasure("request", "submit", str(p), "--home", h))
@@ -294,20 +354,24 @@ def _example(home: Home, tmp: Path, plan: list[Scenario], namesake_clear: bool) 
         if clear and left:
             problems.append(f"{rid} {plan[i]}: ALL CLEAR while the oracle finds: {left.summary(3)}")
         elif not clear and plan[i].owner == "namesake" and namesake_clear:
-            problems.append(f"{rid} {plan[i]}: not all clear although the name left is a namesake's own: status "
-                            f"{manifest.get('status')}, exceptions {sorted(kinds)}")
-        elif not clear and res.code == 0 and not kinds & {"unscanned_content", "mention_ambiguous",
-                                                           "mention_reported"}:
-            problems.append(f"{rid} {plan[i]}: exit 0 without all clear and without a specific exception: "
-                            f"status {manifest.get('status')}, exceptions {sorted(kinds)}")
+            problems.append(
+                f"{rid} {plan[i]}: not all clear although the name left is a namesake's own: status "
+                f"{manifest.get('status')}, exceptions {sorted(kinds)}"
+            )
+        elif not clear and res.code == 0 and not kinds & {"unscanned_content", "mention_ambiguous", "mention_reported"}:
+            problems.append(
+                f"{rid} {plan[i]}: exit 0 without all clear and without a specific exception: "
+                f"status {manifest.get('status')}, exceptions {sorted(kinds)}"
+            )
     for i in others:
         now = archive_content(home, "chat", f"plant-{i:03d}")
         was = archived[i]
         if plan[i].owner == "namesake":
             if now != was:
                 problems.append(f"plant-{i:03d} {plan[i]}: the namesake's item changed: {was} -> {now}")
-        elif len(now) != len(was) or not all(a[0] == b[0] and _redaction_of(b[1], a[1])
-                                             for a, b in zip(now, was, strict=True)):
+        elif len(now) != len(was) or not all(
+            a[0] == b[0] and _redaction_of(b[1], a[1]) for a, b in zip(now, was, strict=True)
+        ):
             problems.append(f"plant-{i:03d} {plan[i]}: the bystander's item changed beyond redaction: {was} -> {now}")
     shas_after = blob_shas(home)
     for i in others:
@@ -336,8 +400,9 @@ KNOWN = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("plan", KNOWN, ids=[f"{p[0].kind}-{p[0].spelling}-{p[0].encoding}-{p[0].container}-"
-                                             f"{p[0].owner}" for p in KNOWN])
+@pytest.mark.parametrize(
+    "plan", KNOWN, ids=[f"{p[0].kind}-{p[0].spelling}-{p[0].encoding}-{p[0].container}-{p[0].owner}" for p in KNOWN]
+)
 def test_known_failing_examples(harness_url: str, tmp_path: Path, plan: list[Scenario]) -> None:
     # The raw namesake case ends all clear (the folded probe explains a namesake's ß/umlaut name). A
     # non-ASCII namesake whose own item spells the name encoded (percent, base64, QP, JSON, HTML, in an

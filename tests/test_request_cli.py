@@ -29,8 +29,7 @@ IDENTIFIERS = ["subj-0001", "ada.example@example.org", "Ada Example", "+44 20 79
 def cli_home(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     # `home_of` exports PREFECT_HOME into this process: keep it inside the test.
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
-    for var in ("ERASURE_HOLIDAYS", "ERASURE_LEGAL_TZ", "ERASURE_TARGET_DAYS_BEFORE",
-                "ERASURE_INTERNAL_BOUND_DAYS"):
+    for var in ("ERASURE_HOLIDAYS", "ERASURE_LEGAL_TZ", "ERASURE_TARGET_DAYS_BEFORE", "ERASURE_INTERNAL_BOUND_DAYS"):
         monkeypatch.delenv(var, raising=False)
     return home
 
@@ -48,8 +47,7 @@ def run_json(home: Home, *args: str) -> Any:
 def fresh_envelope(tmp_path: Path, rid: str = "req-live-1", basis: str = "GDPR") -> Path:
     """An envelope received an hour ago, so its clock is still running."""
     body = json.loads((FIXTURES / "gdpr.json").read_text())
-    body.update(request_id=rid, legal_basis=basis,
-                received_at=(datetime.now(UTC) - timedelta(hours=1)).isoformat())
+    body.update(request_id=rid, legal_basis=basis, received_at=(datetime.now(UTC) - timedelta(hours=1)).isoformat())
     p = tmp_path / f"{rid}.json"
     p.write_text(json.dumps(body))
     return p
@@ -57,8 +55,13 @@ def fresh_envelope(tmp_path: Path, rid: str = "req-live-1", basis: str = "GDPR")
 
 def test_submit_and_show_json(cli_home: Home) -> None:
     out = run_json(cli_home, "submit", str(FIXTURES / "gdpr.json"))
-    assert out == {"request_id": "req-gdpr-0001", "legal_basis": "GDPR", "created": True,
-                   "deadline": "2024-02-29T23:59:59.999999Z", "target": "2024-02-22T23:59:59.999999Z"}
+    assert out == {
+        "request_id": "req-gdpr-0001",
+        "legal_basis": "GDPR",
+        "created": True,
+        "deadline": "2024-02-29T23:59:59.999999Z",
+        "target": "2024-02-22T23:59:59.999999Z",
+    }
     assert datetime.fromisoformat(out["deadline"]).utcoffset() == timedelta(0)
 
     again = run_json(cli_home, "submit", str(FIXTURES / "gdpr.json"))
@@ -93,8 +96,17 @@ def test_show_includes_the_step_summary(cli_home: Home) -> None:
     conn = open_engine(cli_home.engine_db)
     t0 = datetime(2024, 2, 2, tzinfo=UTC)
     for step, before in (("vectors", 9), ("working", 2)):
-        requests.upsert_step(conn, StepRecord(request_id="req-gdpr-0001", step=step, status=StepStatus.erased,
-                                              before_count=before, after_count=0, started_at=t0))
+        requests.upsert_step(
+            conn,
+            StepRecord(
+                request_id="req-gdpr-0001",
+                step=step,
+                status=StepStatus.erased,
+                before_count=before,
+                after_count=0,
+                started_at=t0,
+            ),
+        )
     conn.close()
     shown = run_json(cli_home, "show", "req-gdpr-0001")
     assert shown["steps"] == [
@@ -139,8 +151,10 @@ def test_extend_until_a_day(cli_home: Home, tmp_path: Path) -> None:
 def snapshot(home: Home) -> list[Any]:
     conn = open_engine(home.engine_db)
     try:
-        return [conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
-                for t in ("requests", "vault", "clock_events", "engine_events")]
+        return [
+            conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+            for t in ("requests", "vault", "clock_events", "engine_events")
+        ]
     finally:
         conn.close()
 
@@ -165,8 +179,9 @@ def test_conflict_and_refusals_write_nothing(cli_home: Home, tmp_path: Path) -> 
     assert isinstance(run(cli_home, "submit", str(other)).exception, Conflict)
     # The 2024 deadline has passed: notice of an extension is too late.
     assert isinstance(run(cli_home, "extend", "req-gdpr-0001", "--reason", "late").exception, Conflict)
-    assert isinstance(run(cli_home, "extend", "req-gdpr-0001", "--reason", "x", "--until", "soon").exception,
-                      InputError)
+    assert isinstance(
+        run(cli_home, "extend", "req-gdpr-0001", "--reason", "x", "--until", "soon").exception, InputError
+    )
     assert isinstance(run(cli_home, "pause", "req-gdpr-0001", "--reason", "Ada asked").exception, InputError)
     assert isinstance(run(cli_home, "show", "nope").exception, NotFound)
     assert isinstance(run(cli_home, "resume", "nope", "--reason", "x").exception, NotFound)
@@ -177,8 +192,14 @@ def test_entry_point_prints_one_error_line_and_exit_code(cli_home: Home, tmp_pat
     bad = tmp_path / "bad.json"
     bad.write_text('{"request_id": "r1", "tenant_id": "t", ')
     env = {**os.environ, "ERASURE_HOME": str(cli_home.root)}
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "request", "submit", str(bad)],
-                          capture_output=True, text=True, cwd=PROJECT_ROOT, env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "request", "submit", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == InputError.exit_code
     assert proc.stderr == f"error: {bad}: line 1 column 40: Expecting property name enclosed in double quotes\n"
     assert proc.stdout == ""

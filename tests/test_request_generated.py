@@ -29,8 +29,16 @@ from erasure.tiers import CASCADE_ORDER
 from memory.schema import create
 from tests.cli_fixtures import MARK, erasure, snapshot, subjects
 
-FIELDS = ["request_id", "tenant_id", "subject", "data_classes", "legal_basis", "received_at",
-          "requester_identity_proof_ref", "reason"]
+FIELDS = [
+    "request_id",
+    "tenant_id",
+    "subject",
+    "data_classes",
+    "legal_basis",
+    "received_at",
+    "requester_identity_proof_ref",
+    "reason",
+]
 EXAMPLES = 1000
 NOW = datetime.now(UTC)
 
@@ -42,8 +50,6 @@ class World:
     cases: Path
 
 
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("generated-requests")
@@ -51,8 +57,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         mp.setenv("ERASURE_HOME", str(root / "template"))  # each run exports its home: restored after
         mp.setenv("ERASURE_EVIDENCE", str(root / "evidence"))
         mp.setenv("PREFECT_HOME", str(root / "prefect"))
-        for var in ("ERASURE_HOLIDAYS", "ERASURE_LEGAL_TZ", "ERASURE_TARGET_DAYS_BEFORE",
-                    "ERASURE_INTERNAL_BOUND_DAYS"):
+        for var in (
+            "ERASURE_HOLIDAYS",
+            "ERASURE_LEGAL_TZ",
+            "ERASURE_TARGET_DAYS_BEFORE",
+            "ERASURE_INTERNAL_BOUND_DAYS",
+        ):
             mp.delenv(var, raising=False)
         h = Home.resolve(root / "template", root / "evidence").ensure()
         create(h.store_dir).close()
@@ -84,26 +94,44 @@ def received_ats(draw: st.DrawFn) -> str:
 @st.composite
 def valid_envelopes(draw: st.DrawFn) -> dict[str, Any]:
     env: dict[str, Any] = {
-        "request_id": draw(_request_id), "tenant_id": draw(_token), "subject": draw(subjects()),
+        "request_id": draw(_request_id),
+        "tenant_id": draw(_token),
+        "subject": draw(subjects()),
         "legal_basis": draw(st.sampled_from(["GDPR", "CCPA", "POPIA", "KE_DPA"])),
-        "received_at": draw(received_ats()), "requester_identity_proof_ref": draw(_free),
+        "received_at": draw(received_ats()),
+        "requester_identity_proof_ref": draw(_free),
         "reason": draw(_reason),
     }
     if draw(st.booleans()):
-        env["data_classes"] = draw(st.lists(st.sampled_from([t.value for t in CASCADE_ORDER]), min_size=1,
-                                            max_size=12))
+        env["data_classes"] = draw(st.lists(st.sampled_from([t.value for t in CASCADE_ORDER]), min_size=1, max_size=12))
     return env
 
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=8)
+    max_leaves=8,
+)
 
-BAD_DATES = ["0001-01-01T00:00:00+01:00", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59-01:00",
-             "9999-12-31T00:00:00Z", "2999-01-01T00:00:00Z", "1999-12-31T23:59:59Z", "2000-01-01T00:00:00+14:00",
-             "2024-01-01T00:00:00", "2024-02-30T00:00:00Z", "yesterday", "", "2024-01-01", "24:00",
-             "2024-01-01T25:00:00Z", "2024-13-01T00:00:00Z", "+002024-01-01T00:00:00Z", "2024-01-01T00:00:00+24:00"]
+BAD_DATES = [
+    "0001-01-01T00:00:00+01:00",
+    "0001-01-01T00:00:00Z",
+    "9999-12-31T23:59:59-01:00",
+    "9999-12-31T00:00:00Z",
+    "2999-01-01T00:00:00Z",
+    "1999-12-31T23:59:59Z",
+    "2000-01-01T00:00:00+14:00",
+    "2024-01-01T00:00:00",
+    "2024-02-30T00:00:00Z",
+    "yesterday",
+    "",
+    "2024-01-01",
+    "24:00",
+    "2024-01-01T25:00:00Z",
+    "2024-13-01T00:00:00Z",
+    "+002024-01-01T00:00:00Z",
+    "2024-01-01T00:00:00+24:00",
+]
 BAD_IDS = ["../x", "", ".hidden", "a b", "a/b", "ä", "a" * 129, "-x", "x\n", "x\x00", "CON", "a" * 128 + "\u0301"]
 
 
@@ -111,9 +139,31 @@ BAD_IDS = ["../x", "", ".hidden", "a b", "a/b", "ä", "a" * 129, "-x", "x\n", "x
 def mutated(draw: st.DrawFn) -> bytes:
     """A valid envelope, then one mutation; as the bytes of the file."""
     env = draw(valid_envelopes())
-    kind = draw(st.sampled_from(["drop", "add", "replace", "date", "id", "classes", "basis", "subject",
-                                 "reason", "deep", "truncate", "bytes", "duplicate key", "constant", "big int",
-                                 "surrogate", "bom", "not an object", "too large"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "drop",
+                "add",
+                "replace",
+                "date",
+                "id",
+                "classes",
+                "basis",
+                "subject",
+                "reason",
+                "deep",
+                "truncate",
+                "bytes",
+                "duplicate key",
+                "constant",
+                "big int",
+                "surrogate",
+                "bom",
+                "not an object",
+                "too large",
+            ]
+        )
+    )
     if kind == "drop":
         env.pop(draw(st.sampled_from(FIELDS)), None)
     elif kind == "add":
@@ -148,8 +198,17 @@ def mutated(draw: st.DrawFn) -> bytes:
         if change != "none":
             env["subject"] = subject
     elif kind == "reason":
-        env["reason"] = draw(st.sampled_from([f"asked by {env['subject']['id']}", f"{MARK.upper()} asked", "",
-                                              "x" * 2001, f"call {env['subject'].get('phone', MARK)}"]))
+        env["reason"] = draw(
+            st.sampled_from(
+                [
+                    f"asked by {env['subject']['id']}",
+                    f"{MARK.upper()} asked",
+                    "",
+                    "x" * 2001,
+                    f"call {env['subject'].get('phone', MARK)}",
+                ]
+            )
+        )
     elif kind == "surrogate":
         env[draw(st.sampled_from(["reason", "requester_identity_proof_ref", "request_id"]))] = "a\ud800b"
     elif kind == "not an object":
@@ -184,19 +243,48 @@ def mutated(draw: st.DrawFn) -> bytes:
 _case = itertools.count()
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-          print_blob=True)
-@given(generated=st.one_of(valid_envelopes().map(lambda env: (json.dumps(env).encode(), env)),
-                           mutated().map(lambda raw: (raw, None))))
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+@given(
+    generated=st.one_of(
+        valid_envelopes().map(lambda env: (json.dumps(env).encode(), env)), mutated().map(lambda raw: (raw, None))
+    )
+)
 @example(generated=(b"[" * 200_000, None))
-@example(generated=(json.dumps({"request_id": "r1", "tenant_id": "t", "subject": {"id": f"{MARK}-1"},
-                                 "legal_basis": "GDPR", "received_at": "0001-01-01T00:00:00+01:00",
-                                 "requester_identity_proof_ref": "idv/1", "reason": "Art.17"}).encode(), None))
-@example(generated=(json.dumps({"request_id": "r1", "tenant_id": "t", "subject": {"id": f"{MARK}-1"},
-                                 "legal_basis": "GDPR", "received_at": "9999-12-31T23:59:59-01:00",
-                                 "requester_identity_proof_ref": "idv/1", "reason": "Art.17"}).encode(), None))
+@example(
+    generated=(
+        json.dumps(
+            {
+                "request_id": "r1",
+                "tenant_id": "t",
+                "subject": {"id": f"{MARK}-1"},
+                "legal_basis": "GDPR",
+                "received_at": "0001-01-01T00:00:00+01:00",
+                "requester_identity_proof_ref": "idv/1",
+                "reason": "Art.17",
+            }
+        ).encode(),
+        None,
+    )
+)
+@example(
+    generated=(
+        json.dumps(
+            {
+                "request_id": "r1",
+                "tenant_id": "t",
+                "subject": {"id": f"{MARK}-1"},
+                "legal_basis": "GDPR",
+                "received_at": "9999-12-31T23:59:59-01:00",
+                "requester_identity_proof_ref": "idv/1",
+                "reason": "Art.17",
+            }
+        ).encode(),
+        None,
+    )
+)
 def test_every_generated_envelope_is_vaulted_or_refused_with_exit_2_and_nothing_written(
-        world: World, generated: tuple[bytes, dict[str, Any] | None]) -> None:
+    world: World, generated: tuple[bytes, dict[str, Any] | None]
+) -> None:
     raw, valid = generated
     home = world.cases / f"case-{next(_case)}"
     shutil.copytree(world.template, home)

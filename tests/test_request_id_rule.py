@@ -21,8 +21,12 @@ from erasure.models import mentions_subject
 from erasure.subject import Subject
 from service.intake import drain_inbox
 
-SUBJECT = {"id": "subj-zqvxk-4471", "email": "annabel.quist@example.org", "name": "Annabel Quist",
-           "phone": "+44 79 5833 1277"}
+SUBJECT = {
+    "id": "subj-zqvxk-4471",
+    "email": "annabel.quist@example.org",
+    "name": "Annabel Quist",
+    "phone": "+44 79 5833 1277",
+}
 OTHER = {"id": "user-bob-0042", "email": "bob.marsh@example.net", "name": "Bob Marsh", "phone": "+1 555 0100"}
 VALUES = [v for s in (SUBJECT, OTHER) for v in s.values()] + ["annabel", "quist", "447958331277"]
 
@@ -34,9 +38,15 @@ def cli_home(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Hom
 
 
 def envelope(request_id: str, subject: dict[str, str] = SUBJECT) -> dict[str, Any]:
-    return {"request_id": request_id, "tenant_id": "default", "subject": subject, "legal_basis": "GDPR",
-            "received_at": (datetime.now(UTC) - timedelta(hours=1)).isoformat(),
-            "requester_identity_proof_ref": "idv/2231", "reason": "Art.17 request via the privacy portal"}
+    return {
+        "request_id": request_id,
+        "tenant_id": "default",
+        "subject": subject,
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(hours=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/2231",
+        "reason": "Art.17 request via the privacy portal",
+    }
 
 
 def submit(h: Home, tmp_path: Path, body: dict[str, Any], name: str = "req.json") -> Any:
@@ -63,19 +73,23 @@ def assert_refused(result: Any, kind: str) -> None:
         assert v.casefold() not in low
 
 
-@pytest.mark.parametrize(("request_id", "kind"), [
-    ("subj-zqvxk-4471", "id"),                          # equal to the subject id (case 7)
-    ("SUBJ-ZQVXK-4471", "id"),                          # another letter case
-    ("req-subj-zqvxk-4471-2026", "id"),                 # inside
-    ("Annabel-Quist-annabel.quist-example.org", "email|name"),  # name and email (case 4)
-    ("req-annabel.quist-example.org", "email"),         # the email's local part
-    ("req-AnnabelQuist", "name"),                       # the name with its space squeezed out
-    ("req-quist-0001", "name"),                         # one name token of 3+ characters
-    ("req-447958331277", "phone"),                      # the phone in E.164 digits
-    ("req-07958.331277", "phone"),                      # the national spelling
-])
-def test_request_id_naming_the_subject_is_refused_at_submit(cli_home: Home, tmp_path: Path, request_id: str,
-                                                            kind: str) -> None:
+@pytest.mark.parametrize(
+    ("request_id", "kind"),
+    [
+        ("subj-zqvxk-4471", "id"),  # equal to the subject id (case 7)
+        ("SUBJ-ZQVXK-4471", "id"),  # another letter case
+        ("req-subj-zqvxk-4471-2026", "id"),  # inside
+        ("Annabel-Quist-annabel.quist-example.org", "email|name"),  # name and email (case 4)
+        ("req-annabel.quist-example.org", "email"),  # the email's local part
+        ("req-AnnabelQuist", "name"),  # the name with its space squeezed out
+        ("req-quist-0001", "name"),  # one name token of 3+ characters
+        ("req-447958331277", "phone"),  # the phone in E.164 digits
+        ("req-07958.331277", "phone"),  # the national spelling
+    ],
+)
+def test_request_id_naming_the_subject_is_refused_at_submit(
+    cli_home: Home, tmp_path: Path, request_id: str, kind: str
+) -> None:
     result = submit(cli_home, tmp_path, envelope(request_id))
     assert_refused(result, kind)
     assert vaulted(cli_home) == []

@@ -32,8 +32,10 @@ def test_a_rerun_after_residue_erases_again(home: Home, tmp_path: Path, prefect_
     assert erasure_request("req-rerun-1", return_state=True).is_completed()
     # Something the cascade missed (a resolver bug, fixed since): a session row of the subject.
     conn = create(home.store_dir)
-    conn.execute("INSERT INTO working_sessions(session_id, subject_id, state, updated_at) VALUES (?, ?, ?, ?)",
-                 ("late-session", SUBJECT.id, "{}", datetime.now(UTC).isoformat()))
+    conn.execute(
+        "INSERT INTO working_sessions(session_id, subject_id, state, updated_at) VALUES (?, ?, ?, ?)",
+        ("late-session", SUBJECT.id, "{}", datetime.now(UTC).isoformat()),
+    )
     conn.close()
     engine = open_engine(home.engine_db)
     requests.set_state(engine, "req-rerun-1", RequestState.exception, "residue found by a later check")
@@ -41,14 +43,17 @@ def test_a_rerun_after_residue_erases_again(home: Home, tmp_path: Path, prefect_
     state = erasure_request("req-rerun-1", return_state=True)
     assert state.is_completed(), state.message
     conn = create(home.store_dir)
-    left = cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM working_sessions WHERE subject_id = ?", (SUBJECT.id,)).fetchone())[0]
+    left = cast(
+        tuple[Any, ...],
+        conn.execute("SELECT count(*) FROM working_sessions WHERE subject_id = ?", (SUBJECT.id,)).fetchone(),
+    )[0]
     conn.close()
     assert left == 0
 
 
 def test_a_short_numeric_subject_id_is_erased_and_the_request_never_sticks(
-        home: Home, tmp_path: Path, prefect_harness: None) -> None:
+    home: Home, tmp_path: Path, prefect_harness: None
+) -> None:
     from flows.erasure_request import erasure_request
     from memory.ingest import ingest
     from memory.items import MemoryItem
@@ -56,9 +61,20 @@ def test_a_short_numeric_subject_id_is_erased_and_the_request_never_sticks(
     _ready(home, tmp_path)
     short = Subject(id="48213")
     conn = create(home.store_dir)
-    ingest(conn, home.store_dir, [MemoryItem.model_validate(
-        {"source": "chat", "source_ref": "conv-9009", "subject": short.model_dump(exclude_none=True),
-         "content": "Please cancel my parking permit renewal."})])
+    ingest(
+        conn,
+        home.store_dir,
+        [
+            MemoryItem.model_validate(
+                {
+                    "source": "chat",
+                    "source_ref": "conv-9009",
+                    "subject": short.model_dump(exclude_none=True),
+                    "content": "Please cancel my parking permit renewal.",
+                }
+            )
+        ],
+    )
     conn.close()
     submit(home, "req-short-1", subject=short)
     state = erasure_request("req-short-1", return_state=True)

@@ -94,8 +94,9 @@ def _restore(agents: Path, b: Path) -> None:
     restore_folder(b / "mem0", agents / "mem0")
 
 
-def test_framework_restores_are_refused_then_replayed_all_clear(home: Home, tmp_path: Path,
-                                                                erased: dict[str, Path]) -> None:
+def test_framework_restores_are_refused_then_replayed_all_clear(
+    home: Home, tmp_path: Path, erased: dict[str, Path]
+) -> None:
     h, agents = str(home.root), erased["agents"]
     status = json.loads(erasure("restore", "status", "--home", h, "--json").out)["targets"]
     assert [(t["store_epoch"], t["ledger_epoch"], t["restored"]) for t in status] == [(3, 3, False)] * 3
@@ -107,8 +108,12 @@ def test_framework_restores_are_refused_then_replayed_all_clear(home: Home, tmp_
 
     status = json.loads(erasure("restore", "status", "--home", h, "--json").out)["targets"]
     assert [(t["store_epoch"], t["restored"], t["pending"]) for t in status] == [(0, True, list(REQUESTS))] * 3
-    assert erasure("request", "submit", str(request_file(tmp_path / "n.json", "req-fw-new", LG.BYSTANDERS[1])),
-                   "--home", h).code == 0
+    assert (
+        erasure(
+            "request", "submit", str(request_file(tmp_path / "n.json", "req-fw-new", LG.BYSTANDERS[1])), "--home", h
+        ).code
+        == 0
+    )
     refused = erasure("request", "run", "req-fw-new", "--home", h)
     assert refused.code == 6 and refused.err.count("\n") == 1 and "restored from a backup" in refused.err
 
@@ -120,9 +125,23 @@ def test_framework_restores_are_refused_then_replayed_all_clear(home: Home, tmp_
         assert {r["outcome"] for r in out["replayed"]} == {"all_clear"}
         assert out["restored"] is False
         for r in out["replayed"]:
-            verified = subprocess.run([sys.executable, "-m", "proof.verify", r["pack"], "--engine-key",
-                                       str(home.keys_dir / "engine.pub.pem"), "--no-dpo", "--no-audit-key"],
-                                      cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=False)
+            verified = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "proof.verify",
+                    r["pack"],
+                    "--engine-key",
+                    str(home.keys_dir / "engine.pub.pem"),
+                    "--no-dpo",
+                    "--no-audit-key",
+                ],
+                cwd=PROJECT_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
             assert verified.returncode == 0, verified.stdout + verified.stderr
 
     scan = oracle.scan_home(home.root, home.evidence_root, *SUBJECTS)
@@ -158,7 +177,8 @@ def test_framework_replay_needs_only_the_ledger(home: Home, erased: dict[str, Pa
         # the other two subjects have no item in it (nothing found, nothing to erase).
         mine = REQUESTS[TARGETS.index(target)]
         assert {(r["original"], r["found_by"], r["outcome"]) for r in out["replayed"]} == {
-            (rid, "store", "all_clear") if rid == mine else (rid, None, "nothing_found") for rid in REQUESTS}
+            (rid, "store", "all_clear") if rid == mine else (rid, None, "nothing_found") for rid in REQUESTS
+        }
         assert out["restored"] is False
     assert oracle.scan_home(home.root, home.evidence_root, *SUBJECTS).hits == []
     assert {(x.file, x.kind, x.who) for x in oracle.scan_tree(agents, *SUBJECTS).hits} <= left

@@ -31,9 +31,15 @@ def _tool(c: Cluster, name: str, *args: str) -> None:
 
 
 def _submit(home: Home, tmp_path: Path, request_id: str, subject: Subject) -> None:
-    envelope = {"request_id": request_id, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
-                "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-                "requester_identity_proof_ref": "idv/pg", "reason": "Art.17 request"}
+    envelope = {
+        "request_id": request_id,
+        "tenant_id": "default",
+        "subject": subject.model_dump(exclude_none=True),
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/pg",
+        "reason": "Art.17 request",
+    }
     req = tmp_path / f"{request_id}.json"
     req.write_text(json.dumps(envelope))
     done = cli(home, "request", "submit", str(req))
@@ -42,8 +48,12 @@ def _submit(home: Home, tmp_path: Path, request_id: str, subject: Subject) -> No
 
 def _subject_rows(c: Cluster) -> int:
     """The subject's items and checkpoints, by SQL."""
-    return int(c.psql(f"SELECT (SELECT count(*) FROM store WHERE prefix LIKE 'users.{SUBJECT.id}%') + "
-                      f"(SELECT count(*) FROM checkpoints WHERE metadata->>'user_id' = '{SUBJECT.id}')").strip())
+    return int(
+        c.psql(
+            f"SELECT (SELECT count(*) FROM store WHERE prefix LIKE 'users.{SUBJECT.id}%') + "
+            f"(SELECT count(*) FROM checkpoints WHERE metadata->>'user_id' = '{SUBJECT.id}')"
+        ).strip()
+    )
 
 
 def _epoch(c: Cluster) -> int:
@@ -77,7 +87,8 @@ def test_a_pg_dump_restored_after_an_erasure_is_refused_then_replayed(home: Home
         assert _subject_rows(c) > 0
         status = json.loads(cli(home, "restore", "status", "--json").stdout)["targets"]
         assert [(t["store_epoch"], t["ledger_epoch"], t["restored"], t["pending"]) for t in status] == [
-            (0, 1, True, ["req-pg-r1"])]
+            (0, 1, True, ["req-pg-r1"])
+        ]
 
         _submit(home, tmp_path, "req-pg-r2", BYSTANDERS[0])
         refused = cli(home, "request", "run", "req-pg-r2")
@@ -88,7 +99,8 @@ def test_a_pg_dump_restored_after_an_erasure_is_refused_then_replayed(home: Home
         assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
         out = json.loads(replay.stdout)
         assert [(r["original"], r["outcome"], r["found_by"]) for r in out["replayed"]] == [
-            ("req-pg-r1", "all_clear", "store")]  # found in the restored rows by the ledger's hashes
+            ("req-pg-r1", "all_clear", "store")
+        ]  # found in the restored rows by the ledger's hashes
         assert out["restored"] is False and out["store_epoch"] == out["ledger_epoch"] == 1
         assert _subject_rows(c) == 0
         with agent(c, DATABASE, indexed=indexed) as a:

@@ -36,9 +36,24 @@ def _verify(pack: Path, home: Home, tmp: Path) -> subprocess.CompletedProcess[st
 
     audit_pub = tmp / "audit.pub.pem"
     audit_pub.write_bytes(checkpoint_public_pem(home.store_dir))
-    return subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key",
-                           str(home.keys_dir / "engine.pub.pem"), "--no-dpo", "--audit-key", str(audit_pub)],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proof.verify",
+            str(pack),
+            "--engine-key",
+            str(home.keys_dir / "engine.pub.pem"),
+            "--no-dpo",
+            "--audit-key",
+            str(audit_pub),
+        ],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -49,12 +64,14 @@ def erased_three(home: Home, tmp_path: Path, prefect_harness: None) -> dict[str,
     res = erasure("ingest", str(reference_items(tmp_path / "items.jsonl")), "--home", h)
     assert res.code == 0, res.err
     assert erasure("keys", "generate", "--role", "engine", "--home", h).code == 0
-    backups = {"online": folder_backup(home.store_dir, tmp_path / "backups" / "online", databases=("memory.db",)),
-               "vacuum": folder_backup(home.store_dir, tmp_path / "backups" / "vacuum", databases=("memory.db",),
-                                       vacuum=True)}
+    backups = {
+        "online": folder_backup(home.store_dir, tmp_path / "backups" / "online", databases=("memory.db",)),
+        "vacuum": folder_backup(home.store_dir, tmp_path / "backups" / "vacuum", databases=("memory.db",), vacuum=True),
+    }
     for rid, who in zip(REQUESTS, THREE, strict=True):
-        assert erasure("request", "submit", str(request_file(tmp_path / f"{rid}.json", rid, who)),
-                       "--home", h).code == 0
+        assert (
+            erasure("request", "submit", str(request_file(tmp_path / f"{rid}.json", rid, who)), "--home", h).code == 0
+        )
         run = erasure("request", "run", rid, "--home", h, "--json")
         assert run.code == 0, run.out[-2000:] + run.err[-2000:]
     return backups
@@ -64,8 +81,14 @@ def test_erasures_record_the_ledger_and_advance_the_epoch(home: Home, erased_thr
     status = erasure("restore", "status", "--home", str(home.root), "--json")
     assert status.code == 0, status.err
     (row,) = json.loads(status.out)["targets"]
-    assert row == {"target": "reference", "kind": "reference", "store_epoch": 3, "ledger_epoch": 3,
-                   "restored": False, "pending": []}
+    assert row == {
+        "target": "reference",
+        "kind": "reference",
+        "store_epoch": 3,
+        "ledger_epoch": 3,
+        "restored": False,
+        "pending": [],
+    }
     ledger_db = home.root / "ledger" / "erasures.db"
     assert oct(ledger_db.stat().st_mode & 0o777) == "0o600"
     assert oct((home.keys_dir / "ledger.key").stat().st_mode & 0o777) == "0o600"
@@ -76,8 +99,9 @@ def test_erasures_record_the_ledger_and_advance_the_epoch(home: Home, erased_thr
 
 
 @pytest.mark.parametrize("kind", ["online", "vacuum"])
-def test_restore_is_refused_then_replay_ends_all_clear(home: Home, tmp_path: Path, erased_three: dict[str, Path],
-                                                        kind: str) -> None:
+def test_restore_is_refused_then_replay_ends_all_clear(
+    home: Home, tmp_path: Path, erased_three: dict[str, Path], kind: str
+) -> None:
     h = str(home.root)
     bystander = owned_counts(home, STAYS)
     restore_folder(erased_three[kind], home.store_dir)
@@ -87,8 +111,10 @@ def test_restore_is_refused_then_replay_ends_all_clear(home: Home, tmp_path: Pat
     again = erasure("ingest", str(tmp_path / "items.jsonl"), "--home", h)
     assert again.code == 6, again.out + again.err
     assert again.err.count("\n") == 1 and "restored from a backup" in again.err
-    assert erasure("request", "submit", str(request_file(tmp_path / "new.json", "req-bk-new", STAYS)),
-                   "--home", h).code == 0
+    assert (
+        erasure("request", "submit", str(request_file(tmp_path / "new.json", "req-bk-new", STAYS)), "--home", h).code
+        == 0
+    )
     refused = erasure("request", "run", "req-bk-new", "--home", h)
     assert refused.code == 6 and "restore replay --target reference" in refused.err
     listed = json.loads(erasure("targets", "list", "--home", h, "--json").out)["targets"]

@@ -31,8 +31,11 @@ def artifacts(key: str, flow_run_id: Any) -> list[Any]:
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        return client.read_artifacts(artifact_filter=ArtifactFilter(
-            key=ArtifactFilterKey(any_=[key]), flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
+        return client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[key]), flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])
+            )
+        )
 
 
 def events_of(resource: str, names: set[str], since: datetime, timeout: float = 60.0) -> list[Any]:
@@ -44,10 +47,15 @@ def events_of(resource: str, names: set[str], since: datetime, timeout: float = 
     deadline = time.monotonic() + timeout
     with get_client(sync_client=True) as client:
         while True:
-            page = client.read_events(filter=EventFilter(event=EventNameFilter(name=sorted(names)),
-                                                         # pydantic validates a datetime into prefect's DateTime
-                                                         occurred=EventOccurredFilter(since=since),  # type: ignore[arg-type]
-                                                         resource=EventResourceFilter(id=[resource])), limit=50)
+            page = client.read_events(
+                filter=EventFilter(
+                    event=EventNameFilter(name=sorted(names)),
+                    # pydantic validates a datetime into prefect's DateTime
+                    occurred=EventOccurredFilter(since=since),  # type: ignore[arg-type]
+                    resource=EventResourceFilter(id=[resource]),
+                ),
+                limit=50,
+            )
             got = [e for e in page.events if e.event in names]
             if {e.event for e in got} >= names or time.monotonic() > deadline:
                 return got
@@ -72,8 +80,17 @@ def test_a_finished_run_publishes_its_tier_table_summary_and_events(ready) -> No
     (table,) = artifacts("erasure-run-req-ann-1", run_id)
     rows = json.loads(table.data)
     by_tier = {r["tier"]: r for r in rows}
-    assert list(by_tier)[:9] == ["working", "episodic", "semantic", "vectors", "fine_tune", "uploads", "derivatives",
-                                 "subprocessors", "audit_log"]
+    assert list(by_tier)[:9] == [
+        "working",
+        "episodic",
+        "semantic",
+        "vectors",
+        "fine_tune",
+        "uploads",
+        "derivatives",
+        "subprocessors",
+        "audit_log",
+    ]
     assert by_tier["episodic"]["before"] > 0 and by_tier["episodic"]["after"] == 0
     assert all(r["residue"] == 0 for r in rows), rows  # all clear: the probes found nothing anywhere
     assert by_tier["bytes (every file)"]["status"] == "scanned"

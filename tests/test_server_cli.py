@@ -15,14 +15,27 @@ from erasure.config import PROJECT_ROOT, Home
 
 def _env(root: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}
-    env.update(ERASURE_HOME=str(root / "home"), ERASURE_EVIDENCE=str(root / "evidence"),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", **extra)
+    env.update(
+        ERASURE_HOME=str(root / "home"),
+        ERASURE_EVIDENCE=str(root / "evidence"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        **extra,
+    )
     return env
 
 
 def _erasure(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env, text=True,
-                          capture_output=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=300,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _closed_port() -> int:

@@ -55,10 +55,17 @@ RUN_TIMEOUT = 900.0
 
 
 def envelope(request_id: str, subject: Subject) -> ErasureRequestEnvelope:
-    return ErasureRequestEnvelope.model_validate({
-        "request_id": request_id, "tenant_id": "default", "subject": subject.model_dump(exclude_none=True),
-        "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=3)).isoformat(),
-        "requester_identity_proof_ref": "idv/svc", "reason": "Art.17 request via the privacy portal"})
+    return ErasureRequestEnvelope.model_validate(
+        {
+            "request_id": request_id,
+            "tenant_id": "default",
+            "subject": subject.model_dump(exclude_none=True),
+            "legal_basis": "GDPR",
+            "received_at": (datetime.now(UTC) - timedelta(days=3)).isoformat(),
+            "requester_identity_proof_ref": "idv/svc",
+            "reason": "Art.17 request via the privacy portal",
+        }
+    )
 
 
 @dataclass
@@ -80,9 +87,15 @@ def start_worker(root: Path, api: str, n: int, secret: str) -> tuple[subprocess.
     log = root / f"worker-{n}.log"
     env = clean_env(PREFECT_API_URL=api, PREFECT_HOME=str(root / f"worker-{n}-prefect"), PREFECT_API_AUTH_STRING=secret)
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "worker", "start", "--pool",
-                                 "erasure-local"], cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "prefect"), "worker", "start", "--pool", "erasure-local"],
+            cwd=cwd,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     return proc, log
 
 
@@ -176,8 +189,9 @@ def logs_of(run_ids: list[Any]) -> list[Any]:
     out: list[Any] = []
     with get_client(sync_client=True) as client:
         while True:
-            page = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=run_ids)),
-                                    limit=200, offset=len(out))
+            page = client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=run_ids)), limit=200, offset=len(out)
+            )
             out += page
             if len(page) < 200:
                 return out
@@ -201,28 +215,44 @@ def test_the_deployments_carry_the_environment_and_the_working_directory(service
         env = d.job_variables["env"]
         assert env["ERASURE_HOME"] == str(service.home.root), name
         assert env["ERASURE_EVIDENCE"] == str(service.home.evidence_root), name
-        assert {"ERASURE_HOLIDAYS", "ERASURE_INTERNAL_BOUND_DAYS", "ERASURE_TARGET_DAYS_BEFORE",
-                "ERASURE_LEGAL_TZ"} <= set(env), name
+        assert {
+            "ERASURE_HOLIDAYS",
+            "ERASURE_INTERNAL_BOUND_DAYS",
+            "ERASURE_TARGET_DAYS_BEFORE",
+            "ERASURE_LEGAL_TZ",
+        } <= set(env), name
         assert not any("{{" in str(v) for v in env.values()), name
         assert d.pull_steps == [{"prefect.deployments.steps.set_working_directory": {"directory": str(PROJECT_ROOT)}}]
 
 
 def test_hand_started_workers_run_every_deployment(service: Service) -> None:
     h = service.home
-    first = wait_final({"hold": trigger("hold-place", request_id="req-hold-1", reference="case-77", actor="legal"),
-                        "pause": trigger("request-pause", request_id="req-clock-1", reference="idv-12"),
-                        "erasure": trigger("erasure-request", request_id="req-dep-1"),
-                        "sla": trigger("sla-monitor"), "intake": trigger("intake")})
-    second = wait_final({"release": trigger("hold-release", request_id="req-hold-1", reference="case-77",
-                                            actor="legal"),
-                         "resume": trigger("request-resume", request_id="req-clock-1", reference="idv-12"),
-                         "verify": trigger("verification", request_id="req-dep-1")})
-    third = wait_final({"extend": trigger("request-extend", request_id="req-clock-1", reference="ticket-9"),
-                        "reconsent": trigger("suppression-allow", request_id="req-dep-1", reference="consent-3",
-                                             actor="dpo")})
+    first = wait_final(
+        {
+            "hold": trigger("hold-place", request_id="req-hold-1", reference="case-77", actor="legal"),
+            "pause": trigger("request-pause", request_id="req-clock-1", reference="idv-12"),
+            "erasure": trigger("erasure-request", request_id="req-dep-1"),
+            "sla": trigger("sla-monitor"),
+            "intake": trigger("intake"),
+        }
+    )
+    second = wait_final(
+        {
+            "release": trigger("hold-release", request_id="req-hold-1", reference="case-77", actor="legal"),
+            "resume": trigger("request-resume", request_id="req-clock-1", reference="idv-12"),
+            "verify": trigger("verification", request_id="req-dep-1"),
+        }
+    )
+    third = wait_final(
+        {
+            "extend": trigger("request-extend", request_id="req-clock-1", reference="ticket-9"),
+            "reconsent": trigger("suppression-allow", request_id="req-dep-1", reference="consent-3", actor="dpo"),
+        }
+    )
     runs = {**first, **second, **third}
-    assert {k: r.state.type.value for k, r in runs.items()} == dict.fromkeys(runs, "COMPLETED"), \
-        {k: r.state.message for k, r in runs.items()}
+    assert {k: r.state.type.value for k, r in runs.items()} == dict.fromkeys(runs, "COMPLETED"), {
+        k: r.state.message for k, r in runs.items()
+    }
     assert {r.work_pool_name for r in runs.values()} == {"erasure-local"}
     # What each run did, read from the home the deployment named (the workers were never told it).
     assert request_state(h, "req-dep-1") is RequestState.awaiting_attestation
@@ -230,8 +260,12 @@ def test_hand_started_workers_run_every_deployment(service: Service) -> None:
     assert request_state(h, "req-inbox-1") is RequestState.submitted and not list(h.inbox_dir.glob("*.json"))
     engine = open_engine(h.engine_db)
     try:
-        events = [r[0] for r in engine.execute("SELECT event FROM engine_events WHERE request_id = ? ORDER BY seq",
-                                               ("req-clock-1",))]
+        events = [
+            r[0]
+            for r in engine.execute(
+                "SELECT event FROM engine_events WHERE request_id = ? ORDER BY seq", ("req-clock-1",)
+            )
+        ]
         clock = requests.get(engine, "req-clock-1")
     finally:
         engine.close()
@@ -252,8 +286,9 @@ def test_eight_requests_at_once_queue_on_the_store_and_all_complete(service: Ser
     h = service.home
     ids = {rid: trigger("erasure-request", request_id=rid) for rid in QUEUED}
     runs = wait_final(ids)
-    assert {k: r.state.type.value for k, r in runs.items()} == dict.fromkeys(QUEUED, "COMPLETED"), \
-        {k: r.state.message for k, r in runs.items()}
+    assert {k: r.state.type.value for k, r in runs.items()} == dict.fromkeys(QUEUED, "COMPLETED"), {
+        k: r.state.message for k, r in runs.items()
+    }
     # They waited on each other: several were running at once, yet their store writers never overlapped.
     spans = sorted((r.start_time, r.end_time) for r in runs.values())
     assert any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1)), "the runs never overlapped"
@@ -263,8 +298,9 @@ def test_eight_requests_at_once_queue_on_the_store_and_all_complete(service: Ser
         slots: dict[Any, dict[str, datetime]] = {}
         for rec in logs:
             if "store writer slot" in rec.message:
-                slots.setdefault(rec.flow_run_id, {})["acquired" if "acquired" in rec.message else "released"] = \
+                slots.setdefault(rec.flow_run_id, {})["acquired" if "acquired" in rec.message else "released"] = (
                     rec.timestamp
+                )
         complete = len(slots) == 8 and all(set(s) == {"acquired", "released"} for s in slots.values())
         if complete or time.monotonic() > deadline:
             break
@@ -291,8 +327,10 @@ def test_eight_requests_at_once_queue_on_the_store_and_all_complete(service: Ser
 
     with get_client(sync_client=True) as client:
         limits = [x for x in client.read_global_concurrency_limits(limit=100) if x.name.startswith("erasure-store-")]
-        all_runs = client.read_flow_runs(deployment_filter=DeploymentFilter(name=DeploymentFilterName(
-            any_=["erasure-request"])), flow_run_filter=FlowRunFilter())
+        all_runs = client.read_flow_runs(
+            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=["erasure-request"])),
+            flow_run_filter=FlowRunFilter(),
+        )
     assert [(x.limit, x.active, x.active_slots) for x in limits] == [(1, True, 0)]
     per_request = [r.parameters["request_id"] for r in all_runs if r.parameters["request_id"] in QUEUED]
     assert sorted(per_request) == sorted(QUEUED)
@@ -344,9 +382,24 @@ def test_serve_reuses_the_running_server_and_keeps_the_pool(service: Service) ->
     httpx.patch(pool, json={"concurrency_limit": 7}, timeout=30, headers=auth).raise_for_status()
     out = service.root / "serve.out"
     with open(out, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "cli.serve", "--home", str(service.home.root), "--port",
-                                 str(free_port()), "--no-sla-now"], cwd=PROJECT_ROOT, env=service.env, stdout=fh,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cli.serve",
+                "--home",
+                str(service.home.root),
+                "--port",
+                str(free_port()),
+                "--no-sla-now",
+            ],
+            cwd=PROJECT_ROOT,
+            env=service.env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 300
         while "ready:" not in out.read_text():

@@ -33,11 +33,18 @@ SUBJECT = {"id": "subj-sla-9001", "email": "quilla.vance@example.org", "name": "
 
 
 def envelope(rid: str, basis: LegalBasis, received: datetime) -> ErasureRequestEnvelope:
-    return ErasureRequestEnvelope.model_validate({
-        "request_id": rid, "tenant_id": "default", "legal_basis": basis.value, "subject": SUBJECT,
-        "received_at": received.isoformat(), "requester_identity_proof_ref": "kyc/7",
-        "reason": "Art.17 request via the privacy portal",
-    }, context={"now": received + timedelta(minutes=1)})
+    return ErasureRequestEnvelope.model_validate(
+        {
+            "request_id": rid,
+            "tenant_id": "default",
+            "legal_basis": basis.value,
+            "subject": SUBJECT,
+            "received_at": received.isoformat(),
+            "requester_identity_proof_ref": "kyc/7",
+            "reason": "Art.17 request via the privacy portal",
+        },
+        context={"now": received + timedelta(minutes=1)},
+    )
 
 
 def submit(conn: apsw.Connection, rid: str, basis: LegalBasis, days_ago: float, now: datetime = NOW) -> None:
@@ -56,11 +63,11 @@ def engine(home: Home) -> Iterator[apsw.Connection]:
 def mixed(engine: apsw.Connection) -> apsw.Connection:
     """CCPA requests (45 calendar days) at known distances from their deadlines, a paused and an
     extended GDPR request, and one already notified (closed)."""
-    submit(engine, "r-ok", LegalBasis.CCPA, 1)          # 44 days left
-    submit(engine, "r-edge-out", LegalBasis.CCPA, 37)   # 8 days left: not at risk with 7
-    submit(engine, "r-edge-in", LegalBasis.CCPA, 38)    # 7 days left: at risk (inclusive)
-    submit(engine, "r-today", LegalBasis.CCPA, 45)      # deadline tonight: 0 days left, not breached
-    submit(engine, "r-late", LegalBasis.CCPA, 50)       # 5 days overdue
+    submit(engine, "r-ok", LegalBasis.CCPA, 1)  # 44 days left
+    submit(engine, "r-edge-out", LegalBasis.CCPA, 37)  # 8 days left: not at risk with 7
+    submit(engine, "r-edge-in", LegalBasis.CCPA, 38)  # 7 days left: at risk (inclusive)
+    submit(engine, "r-today", LegalBasis.CCPA, 45)  # deadline tonight: 0 days left, not breached
+    submit(engine, "r-late", LegalBasis.CCPA, 50)  # 5 days overdue
     submit(engine, "r-paused", LegalBasis.GDPR, 2)
     requests.pause(engine, "r-paused", "identity verification", now=NOW - timedelta(days=1), policy=POLICY)
     submit(engine, "r-ext", LegalBasis.GDPR, 20)
@@ -79,8 +86,11 @@ def test_rows_flag_at_risk_and_breached_with_days_left(mixed: apsw.Connection) -
     rows = by_id(mixed)
     assert set(rows) == {"r-ok", "r-edge-out", "r-edge-in", "r-today", "r-late", "r-paused", "r-ext"}
     expect = {  # days_left, at_risk, breached
-        "r-ok": (44, False, False), "r-edge-out": (8, False, False), "r-edge-in": (7, True, False),
-        "r-today": (0, True, False), "r-late": (-5, False, True),
+        "r-ok": (44, False, False),
+        "r-edge-out": (8, False, False),
+        "r-edge-in": (7, True, False),
+        "r-today": (0, True, False),
+        "r-late": (-5, False, True),
     }
     for rid, (days, at_risk, breached) in expect.items():
         r = rows[rid]
@@ -145,7 +155,7 @@ def test_rows_and_reports_carry_no_identifiers(mixed: apsw.Connection) -> None:
     text = json.dumps([r.as_dict() for r in rows]) + to_markdown(rows, now=NOW)
     for value in (*SUBJECT.values(), "quilla", "vance"):
         assert value.lower() not in text.lower()
-    assert list(rows[0].as_dict())[:len(COLUMNS)] == list(COLUMNS)
+    assert list(rows[0].as_dict())[: len(COLUMNS)] == list(COLUMNS)
 
 
 def test_metrics_textfile_parses_with_prometheus_parser(mixed: apsw.Connection, home: Home) -> None:
@@ -159,8 +169,9 @@ def test_metrics_textfile_parses_with_prometheus_parser(mixed: apsw.Connection, 
     assert seconds["r-paused"].labels["paused"] == "true" and seconds["r-ext"].labels["extended"] == "true"
     assert seconds["r-edge-in"].labels["state"] == "blocked"
     deadline = {s.labels["request_id"]: s.value for s in fams["erasure_request_deadline_timestamp_seconds"].samples}
-    assert deadline["r-late"] == pytest.approx((NOW - timedelta(days=5)).replace(hour=23, minute=59, second=59,
-                                                                                  microsecond=999999).timestamp())
+    assert deadline["r-late"] == pytest.approx(
+        (NOW - timedelta(days=5)).replace(hour=23, minute=59, second=59, microsecond=999999).timestamp()
+    )
     days = {s.labels["request_id"]: s.value for s in fams["erasure_request_days_left"].samples}
     assert days["r-edge-in"] == 7
     by_state = {s.labels["state"]: s.value for s in fams["erasure_requests"].samples}
@@ -189,8 +200,7 @@ def test_clock_operations_are_audited_and_shown_in_every_sla_view(engine: apsw.C
     assert resumed["deadline"] == iso_utc(before.deadline + timedelta(days=2))
     extended = clock_operation(home, "extend", "r-clock", "complex request", now=now + timedelta(days=2))
     assert extended["extended"] is True
-    events = [r[0] for r in engine.execute(
-        "SELECT event FROM engine_events WHERE request_id = 'r-clock' ORDER BY seq")]
+    events = [r[0] for r in engine.execute("SELECT event FROM engine_events WHERE request_id = 'r-clock' ORDER BY seq")]
     assert events == ["request.submitted", "request.paused", "request.resumed", "request.extended"]
     assert [e.kind for e in requests.clock_events(engine, "r-clock")] == ["pause", "resume", "extend"]
 
@@ -204,8 +214,17 @@ def test_clock_operations_are_audited_and_shown_in_every_sla_view(engine: apsw.C
     assert res.exit_code == 0, res.output
     out = {d["request_id"]: d for d in json.loads(res.stdout)}
     for d in out.values():
-        assert {"request_id", "legal_basis", "deadline", "days_left", "state", "at_risk", "breached",
-                "extended", "paused"} <= set(d)
+        assert {
+            "request_id",
+            "legal_basis",
+            "deadline",
+            "days_left",
+            "state",
+            "at_risk",
+            "breached",
+            "extended",
+            "paused",
+        } <= set(d)
     assert out["r-clock"]["extended"] is True and out["r-clock"]["state"] == "submitted"
     assert out["r-ccpa"]["at_risk"] is True and out["r-ccpa"]["days_left"] == 1
     table = CliRunner().invoke(app, [], env={"ERASURE_HOME": str(home.root), "COLUMNS": "200"})
@@ -229,7 +248,12 @@ def test_grafana_dashboard_reads_only_metrics_we_export(mixed: apsw.Connection) 
     assert used and used <= exported, used - exported
     labels = {m for e in exprs for m in re.findall(r"by \(([^)]*)\)", e)}
     assert {lab.strip() for group in labels for lab in group.split(",")} <= {
-        "request_id", "legal_basis", "state", "extended", "paused"}
+        "request_id",
+        "legal_basis",
+        "state",
+        "extended",
+        "paused",
+    }
 
 
 def test_live_metrics_endpoint_recomputes_on_every_scrape(home: Home, engine: apsw.Connection) -> None:
@@ -244,6 +268,7 @@ def test_live_metrics_endpoint_recomputes_on_every_scrape(home: Home, engine: ap
         port = s.getsockname()[1]
     server = serve_metrics(home, port)
     try:
+
         def scrape() -> dict[str, Any]:
             text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
             return {f.name: f for f in text_string_to_metric_families(text)}

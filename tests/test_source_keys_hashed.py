@@ -24,26 +24,39 @@ from tests.test_items_identity import _ingest
 
 JANE = Subject(id="subj-7731", email="jane.doe@mail.example", name="Jane Doe")
 RUTH = Subject(id="user-0042", email="ruth.moss@post.example", name="Ruth Moss")
-JANE_KEYS = [("contacts", "jane.doe%40mail.example"), ("tickets", "ticket-jane-doe-0042"), ("Jane.Doe", "inbox/77"),
-             ("hmac:jane", "hmac:jane.doe")]  # a key that looks hashed is hashed too
+JANE_KEYS = [
+    ("contacts", "jane.doe%40mail.example"),
+    ("tickets", "ticket-jane-doe-0042"),
+    ("Jane.Doe", "inbox/77"),
+    ("hmac:jane", "hmac:jane.doe"),
+]  # a key that looks hashed is hashed too
 SHARED = ("chat", "room-general")
 
 
-def _item(subject: Subject, key: tuple[str, str], content: str, item_id: str | None = None,
-          training: bool = False) -> MemoryItem:
-    body: dict[str, object] = {"source": key[0], "source_ref": key[1], "subject": subject.model_dump(),
-                               "content": content, "training": training}
+def _item(
+    subject: Subject, key: tuple[str, str], content: str, item_id: str | None = None, training: bool = False
+) -> MemoryItem:
+    body: dict[str, object] = {
+        "source": key[0],
+        "source_ref": key[1],
+        "subject": subject.model_dump(),
+        "content": content,
+        "training": training,
+    }
     if item_id is not None:
         body["item_id"] = item_id
     return MemoryItem.model_validate(body)
 
 
-
 def home_bytes(home: Home) -> bytes:
     """Every byte of every file of the home and the evidence, except the engine's database (the request
     vault, where the subject's identifiers are kept while the request is evidence)."""
-    files = [p for root in (home.root, home.evidence_root) for p in sorted(root.rglob("*"))
-             if p.is_file() and not p.is_relative_to(home.engine_dir)]
+    files = [
+        p
+        for root in (home.root, home.evidence_root)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_relative_to(home.engine_dir)
+    ]
     assert any(p.name == "memory.db" for p in files)
     return b"".join(p.read_bytes() for p in files)
 
@@ -56,8 +69,10 @@ def _plaintext(data: bytes, key: tuple[str, str]) -> list[str]:
 def test_the_subjects_own_keys_are_hashed_whatever_they_spell(home: Home) -> None:
     jane = [_item(JANE, k, f"Note number {i} about the invoice.", training=i == 0) for i, k in enumerate(JANE_KEYS)]
     jane.append(_item(JANE, SHARED, "Who has the meeting room today?", item_id="jane-doe-msg-1"))
-    ruth = [_item(RUTH, SHARED, "I have it until noon.", training=True),
-            _item(RUTH, ("tickets", "ticket-ruth-moss-0043"), "My refund is late.")]
+    ruth = [
+        _item(RUTH, SHARED, "I have it until noon.", training=True),
+        _item(RUTH, ("tickets", "ticket-ruth-moss-0043"), "My refund is late."),
+    ]
     assert _ingest(home, [*jane, *ruth]).ingested == 7
     assert all(_plaintext(home_bytes(home), k) for k in JANE_KEYS)  # the search sees them before
 
@@ -73,13 +88,16 @@ def test_the_subjects_own_keys_are_hashed_whatever_they_spell(home: Home) -> Non
     conn = create(home.store_dir)
     try:
         rows = conn.execute("SELECT source, source_ref, item_key FROM erased_subjects").fetchall()
-        assert len(rows) == 5 and all(str(s).startswith("hmac:") and str(r).startswith("hmac:") and k
-                                      for s, r, k in rows)
+        assert len(rows) == 5 and all(
+            str(s).startswith("hmac:") and str(r).startswith("hmac:") and k for s, r, k in rows
+        )
         skeletons = conn.execute("SELECT source, source_ref FROM raw_archive WHERE erased_at IS NOT NULL").fetchall()
-        assert len(skeletons) == 5 and all(str(s).startswith("hmac:") and str(r).startswith("hmac:")
-                                           for s, r in skeletons)
-        assert sorted(str(r[0]) for r in conn.execute(
-            "SELECT source_ref FROM raw_archive WHERE erased_at IS NULL")) == ["room-general", "ticket-ruth-moss-0043"]
+        assert len(skeletons) == 5 and all(
+            str(s).startswith("hmac:") and str(r).startswith("hmac:") for s, r in skeletons
+        )
+        assert sorted(
+            str(r[0]) for r in conn.execute("SELECT source_ref FROM raw_archive WHERE erased_at IS NULL")
+        ) == ["room-general", "ticket-ruth-moss-0043"]
     finally:
         conn.close()
 
@@ -99,11 +117,13 @@ def _spelled(person: Subject, style: int, case: int, n: int) -> tuple[str, str]:
     unique in the store."""
     assert person.name is not None and person.email is not None
     first, last = (CASES[case](p) for p in person.name.split())
-    return [("contacts", f"{person.email.replace('@', '%40')}-{n}"),
-            ("tickets", f"ticket-{first}-{last}-{n}"),
-            (f"{first}.{last}", f"inbox/{n}"),
-            ("mail", f"{first}_{last}.{n}"),
-            ("hmac:notes", f"hmac:{first}.{last}.{n}")][style]
+    return [
+        ("contacts", f"{person.email.replace('@', '%40')}-{n}"),
+        ("tickets", f"ticket-{first}-{last}-{n}"),
+        (f"{first}.{last}", f"inbox/{n}"),
+        ("mail", f"{first}_{last}.{n}"),
+        ("hmac:notes", f"hmac:{first}.{last}.{n}"),
+    ][style]
 
 
 message = st.tuples(st.integers(0, 2), st.booleans(), st.integers(0, 4), st.integers(0, 2), st.booleans())
@@ -111,9 +131,9 @@ message = st.tuples(st.integers(0, 2), st.booleans(), st.integers(0, 4), st.inte
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(messages=st.lists(message, min_size=2, max_size=8), erased=st.integers(0, 2))
-def test_erased_keys_are_hashed_in_every_spelling(tmp_path_factory: pytest.TempPathFactory,
-                                                  messages: list[tuple[int, bool, int, int, bool]],
-                                                  erased: int) -> None:
+def test_erased_keys_are_hashed_in_every_spelling(
+    tmp_path_factory: pytest.TempPathFactory, messages: list[tuple[int, bool, int, int, bool]], erased: int
+) -> None:
     home = Home.resolve(tmp_path_factory.mktemp("home"), tmp_path_factory.mktemp("ev")).ensure()
     items: list[MemoryItem] = []
     own: dict[int, list[tuple[str, str]]] = {0: [], 1: [], 2: []}

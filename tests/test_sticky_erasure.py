@@ -49,8 +49,10 @@ def _suppressed(home: Home) -> list[tuple[str, str, str | None]]:
     conn = create(home.store_dir)
     try:
         known = {keyed.hashed_key(conn, s, r): (s, r) for s, r in [*SUBJECT_KEYS, *BYSTANDER_KEYS]}
-        return [(*known.get((k.source, k.source_ref), (k.source, k.source_ref)), k.request_ref)
-                for k in suppression.list_suppressed(conn)]
+        return [
+            (*known.get((k.source, k.source_ref), (k.source, k.source_ref)), k.request_ref)
+            for k in suppression.list_suppressed(conn)
+        ]
     finally:
         conn.close()
 
@@ -78,8 +80,12 @@ def _reconsent_and_reingest(built: Home, tmp_path: Path) -> tuple[IngestReport, 
     try:
         assert suppression.allow(conn, "chat", "conv-1001", "subject re-consented in writing", "dpo@example.com")
         assert not suppression.allow(conn, "chat", "conv-1001", "again", "dpo@example.com")  # not listed now
-        audited = int(cast(tuple[Any, ...], conn.execute(
-            "SELECT count(*) FROM audit_log WHERE event = 'suppression.allow'").fetchone())[0])
+        audited = int(
+            cast(
+                tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM audit_log WHERE event = 'suppression.allow'").fetchone(),
+            )[0]
+        )
         # the key alone is not enough since sticky erasure by identity: the subject's id is erased too
         assert ingest(conn, built.store_dir, memory_items(tmp_path / "held")[:1]).held_erased_identity == 1
         assert suppression.allow_identity(conn, SUBJECT, "subject re-consented in writing", "dpo@example.com")
@@ -103,7 +109,8 @@ def test_reconsent_lets_the_item_be_imported_again(built: Home, tmp_path: Path) 
 
 
 def test_an_erase_that_rolls_back_in_process_leaves_no_suppression_row(
-        built: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    built: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def fail(point: str) -> None:
         if point == "mid:working:0":  # inside the first batch's transaction, after its suppression rows
             raise RuntimeError("injected failure")
@@ -117,10 +124,16 @@ def test_an_erase_that_rolls_back_in_process_leaves_no_suppression_row(
 
 
 def test_an_erase_killed_inside_its_transaction_leaves_no_suppression_row(built: Home) -> None:
-    env = {**os.environ, "ERASURE_HOME": str(built.root), "ERASURE_EVIDENCE": str(built.evidence_root),
-           "ERASURE_CRASH_AT": "mid:working:0"}
-    code = ("from erasure.config import Home; from tasks.runner import run_cascade; "
-            f"run_cascade({REQUEST!r}, Home.resolve(), batch_size=1)")
+    env = {
+        **os.environ,
+        "ERASURE_HOME": str(built.root),
+        "ERASURE_EVIDENCE": str(built.evidence_root),
+        "ERASURE_CRASH_AT": "mid:working:0",
+    }
+    code = (
+        "from erasure.config import Home; from tasks.runner import run_cascade; "
+        f"run_cascade({REQUEST!r}, Home.resolve(), batch_size=1)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
     assert _suppressed(built) == []

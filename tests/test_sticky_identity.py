@@ -35,18 +35,23 @@ PHRASE = "marmalade-coloured kayak"
 
 
 def item(source: str, ref: str, subject: dict[str, str], n: int) -> dict[str, Any]:
-    return {"source": source, "source_ref": ref, "subject": subject,
-            "content": f"Item {n}: the {PHRASE} number {n} needs a new invoice.", "training": True}
+    return {
+        "source": source,
+        "source_ref": ref,
+        "subject": subject,
+        "content": f"Item {n}: the {PHRASE} number {n} needs a new invoice.",
+        "training": True,
+    }
 
 
 ANN = SUBJECT.model_dump(exclude_none=True)
 # lines 1-5 are the erased subject again; 6 is a namesake; 7 is the bystander
 LINES = [
-    item("chat", "conv-9001", ANN, 1),                                                  # same subject, new ref
-    item("whatsapp", "conv-1001", ANN, 2),                                              # erased ref, other source
+    item("chat", "conv-9001", ANN, 1),  # same subject, new ref
+    item("whatsapp", "conv-1001", ANN, 2),  # erased ref, other source
     item("chat", "conv-9003", {"id": "acct-55", "email": "Annabel.Quist@Example.ORG"}, 3),  # new id, same email
-    item("sms", "sms-9004", {"id": "acct-56", "phone": "020 7946 0001"}, 4),             # phone, national spelling
-    item("chat", "conv-9005", {"id": "SUBJ-ANN-7731"}, 5),                              # the id in another case
+    item("sms", "sms-9004", {"id": "acct-56", "phone": "020 7946 0001"}, 4),  # phone, national spelling
+    item("chat", "conv-9005", {"id": "SUBJ-ANN-7731"}, 5),  # the id in another case
     item("chat", "conv-9006", {"id": "acct-57", "name": "Annabel Quist", "email": "aq@elsewhere.example"}, 6),
     item("chat", "conv-9007", BYSTANDER.model_dump(exclude_none=True), 7),
 ]
@@ -75,8 +80,10 @@ def cli(h: Home, *args: str) -> Any:
 def counts(h: Home) -> dict[str, int]:
     conn = create(h.store_dir)
     try:
-        return {t: int(cast(tuple[Any, ...],
-                            conn.execute(f"SELECT count(*) FROM {t}").fetchone())[0]) for t in COUNTED_TABLES}
+        return {
+            t: int(cast(tuple[Any, ...], conn.execute(f"SELECT count(*) FROM {t}").fetchone())[0])
+            for t in COUNTED_TABLES
+        }
     finally:
         conn.close()
 
@@ -84,8 +91,10 @@ def counts(h: Home) -> dict[str, int]:
 def test_erasure_records_keyed_hashes_of_id_email_and_phone(erased: Home) -> None:
     conn = create(erased.store_dir)
     try:
-        rows = cast(list[tuple[str, str, str]],
-                    conn.execute("SELECT kind, digest, erasure_ref FROM erased_identities ORDER BY kind").fetchall())
+        rows = cast(
+            list[tuple[str, str, str]],
+            conn.execute("SELECT kind, digest, erasure_ref FROM erased_identities ORDER BY kind").fetchall(),
+        )
     finally:
         conn.close()
     kinds = sorted({r[0] for r in rows})
@@ -140,8 +149,17 @@ def test_suppression_check_names_the_held_lines_by_number(erased: Home, tmp_path
 
 def test_allow_identity_of_one_line_lets_only_that_identity_in(erased: Home, tmp_path: Path) -> None:
     path = jsonl(tmp_path, LINES)
-    ok = cli(erased, "suppression", "allow", "--identity-of", f"{path}:3", "--reason",
-             "re-consent in writing, ticket 88", "--actor", "dpo")
+    ok = cli(
+        erased,
+        "suppression",
+        "allow",
+        "--identity-of",
+        f"{path}:3",
+        "--reason",
+        "re-consent in writing, ticket 88",
+        "--actor",
+        "dpo",
+    )
     assert ok.exit_code == 0, (ok.output, ok.exception)
     assert "email" in ok.output
     for v in SUBJECT.identifiers():
@@ -151,9 +169,13 @@ def test_allow_identity_of_one_line_lets_only_that_identity_in(erased: Home, tmp
     assert (report["held_erased_identity"], report["ingested"]) == (4, 3)
     conn = create(erased.store_dir)
     try:
-        assert cast(tuple[Any, ...],
-                    conn.execute("SELECT count(*) FROM audit_log WHERE event='suppression.allow_identity'"
-                                 ).fetchone())[0] == 1
+        assert (
+            cast(
+                tuple[Any, ...],
+                conn.execute("SELECT count(*) FROM audit_log WHERE event='suppression.allow_identity'").fetchone(),
+            )[0]
+            == 1
+        )
         assert {r[0] for r in conn.execute("SELECT kind FROM erased_identities")} == {"id", "phone"}
     finally:
         conn.close()
@@ -161,8 +183,7 @@ def test_allow_identity_of_one_line_lets_only_that_identity_in(erased: Home, tmp
 
 def test_allow_identity_reason_is_checked_at_the_door(erased: Home, tmp_path: Path) -> None:
     path = jsonl(tmp_path, LINES)
-    refused = cli(erased, "suppression", "allow", "--identity-of", f"{path}:1", "--reason",
-                  "Annabel Quist asked again")
+    refused = cli(erased, "suppression", "allow", "--identity-of", f"{path}:1", "--reason", "Annabel Quist asked again")
     assert isinstance(refused.exception, InputError) and "name" in str(refused.exception)
     assert "annabel" not in str(refused.exception).casefold()
     missing = cli(erased, "suppression", "allow", "--identity-of", f"{path}:7", "--reason", "re-consent")
@@ -196,8 +217,7 @@ def test_an_unreadable_identity_list_holds_everything(erased: Home, tmp_path: Pa
     assert counts(erased) == before  # (opening the store again re-creates the empty table)
 
 
-def test_identity_hashes_commit_with_the_erasure(home: Home, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_identity_hashes_commit_with_the_erasure(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     build_store(home, tmp_path)
     submit(home, REQUEST)
 
@@ -241,8 +261,7 @@ def test_matching_is_by_identity_and_never_by_name(home: Home) -> None:
         conn.close()
 
 
-def test_confirmed_aliases_are_sticky_by_id_too(home: Home, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_confirmed_aliases_are_sticky_by_id_too(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from erasure import requests
     from erasure.engine import open_engine
 
@@ -259,6 +278,7 @@ def test_confirmed_aliases_are_sticky_by_id_too(home: Home, tmp_path: Path,
     engine.close()
     run_cascade(REQUEST, home)
     # the alias id alone (no email) comes back under a new ref: held
-    report = json.loads(cli(home, "ingest", str(jsonl(tmp_path, [item("chat", "conv-8002", {"id": "ACCT-ANN-2"}, 9)])),
-                            "--json").stdout)
+    report = json.loads(
+        cli(home, "ingest", str(jsonl(tmp_path, [item("chat", "conv-8002", {"id": "ACCT-ANN-2"}, 9)])), "--json").stdout
+    )
     assert (report["held_erased_identity"], report["ingested"]) == (1, 0)

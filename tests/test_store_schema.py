@@ -16,19 +16,53 @@ from memory.schema import create
 FIXTURES = Path(__file__).parent / "fixtures" / "ingest"
 
 TABLES = {
-    "store_meta", "working_sessions", "raw_archive", "frames", "frame_refs", "frame_chunks", "kg_entities",
-    "kg_relations", "kg_entity_frames", "ft_corpora", "ft_examples", "model_lineage", "blobs",
-    "blob_locations", "recall_cache", "subprocessors", "subprocessor_records", "audit_log", "audit_vault",
-    "audit_checkpoints", "audit_merkle", "erased_subjects", "erased_identities", "holds", "frames_fts", "frame_vectors",
+    "store_meta",
+    "working_sessions",
+    "raw_archive",
+    "frames",
+    "frame_refs",
+    "frame_chunks",
+    "kg_entities",
+    "kg_relations",
+    "kg_entity_frames",
+    "ft_corpora",
+    "ft_examples",
+    "model_lineage",
+    "blobs",
+    "blob_locations",
+    "recall_cache",
+    "subprocessors",
+    "subprocessor_records",
+    "audit_log",
+    "audit_vault",
+    "audit_checkpoints",
+    "audit_merkle",
+    "erased_subjects",
+    "erased_identities",
+    "holds",
+    "frames_fts",
+    "frame_vectors",
     "chunk_vectors",
 }
 
 # (table, WHERE clause) of every lookup the erasure and its probes make.
 LOOKUPS = [
-    *[(t, "subject_id=?") for t in ("working_sessions", "raw_archive", "frames", "ft_examples", "blobs",
-                                    "subprocessor_records", "audit_vault")],
-    *[(t, "source=? AND source_ref=?") for t in ("working_sessions", "raw_archive", "ft_examples", "blobs",
-                                                 "subprocessor_records", "erased_subjects")],
+    *[
+        (t, "subject_id=?")
+        for t in (
+            "working_sessions",
+            "raw_archive",
+            "frames",
+            "ft_examples",
+            "blobs",
+            "subprocessor_records",
+            "audit_vault",
+        )
+    ],
+    *[
+        (t, "source=? AND source_ref=?")
+        for t in ("working_sessions", "raw_archive", "ft_examples", "blobs", "subprocessor_records", "erased_subjects")
+    ],
     ("frames", "archive_id=?"),
     ("frames", "turn_key=?"),
     ("frames", "frame_id=?"),

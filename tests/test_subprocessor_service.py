@@ -40,9 +40,10 @@ def crm(data_dir: Path) -> Iterator[RunningService]:
 
 
 def _post_records(svc: RunningService, subject: str, records: list[tuple[str, str]]) -> httpx.Response:
-    return httpx.post(svc.url + "/v1/records",
-                      json={"subject_ref": subject,
-                            "records": [{"ref": r, "content": c} for r, c in records]})
+    return httpx.post(
+        svc.url + "/v1/records",
+        json={"subject_ref": subject, "records": [{"ref": r, "content": c} for r, c in records]},
+    )
 
 
 def _file_bytes(path: Path) -> bytes:
@@ -50,6 +51,7 @@ def _file_bytes(path: Path) -> bytes:
 
 
 # --- the service ---------------------------------------------------------------------------------
+
 
 def test_records_lookup_and_synchronous_deletion(crm: RunningService) -> None:
     assert crm.url.startswith("http://127.0.0.1:")
@@ -86,13 +88,16 @@ def test_deletion_by_remote_ids(crm: RunningService) -> None:
     assert sp.lookup_count(crm.url, ALICE) == 1
 
 
-@pytest.mark.parametrize("path,body", [
-    ("/v1/records", {"records": []}),
-    ("/v1/records", {"subject_ref": ALICE, "records": [{"ref": "a"}]}),
-    ("/v1/deletions", {}),
-    ("/v1/deletions", {"subject_ref": ALICE, "ids": ["x"]}),
-    ("/v1/deletions", {"ids": "x"}),
-])
+@pytest.mark.parametrize(
+    "path,body",
+    [
+        ("/v1/records", {"records": []}),
+        ("/v1/records", {"subject_ref": ALICE, "records": [{"ref": "a"}]}),
+        ("/v1/deletions", {}),
+        ("/v1/deletions", {"subject_ref": ALICE, "ids": ["x"]}),
+        ("/v1/deletions", {"ids": "x"}),
+    ],
+)
 def test_bad_requests_answer_400(crm: RunningService, path: str, body: dict[str, Any]) -> None:
     assert httpx.post(crm.url + path, json=body).status_code == 400
 
@@ -141,11 +146,11 @@ def test_asynchronous_job_completes_without_being_asked(data_dir: Path) -> None:
 
 def test_flaky_processor_fails_deterministically_and_retries_succeed(data_dir: Path) -> None:
     with start_service("vector-saas", data_dir, fail_every=2) as svc:
-        assert _post_records(svc, ALICE, [("a", "x")]).status_code == 201    # request 1
+        assert _post_records(svc, ALICE, [("a", "x")]).status_code == 201  # request 1
         assert httpx.get(svc.url + "/v1/lookup", params={"subject_ref": ALICE}).status_code == 503  # 2
-        assert httpx.get(svc.url + "/healthz").status_code == 200           # not counted
-        assert _post_records(svc, BOB, [("b", "y")]).status_code == 201      # request 3
-        receipt = sp.request_deletion(svc.url, ALICE, attempts=4, backoff=0.01)               # 4 fails, 5 succeeds
+        assert httpx.get(svc.url + "/healthz").status_code == 200  # not counted
+        assert _post_records(svc, BOB, [("b", "y")]).status_code == 201  # request 3
+        receipt = sp.request_deletion(svc.url, ALICE, attempts=4, backoff=0.01)  # 4 fails, 5 succeeds
         assert receipt.status == "done" and receipt.attempts == 2 and receipt.deleted == 1
         assert svc.requests_seen == 5
         assert sp.lookup_count(svc.url, ALICE, attempts=4, backoff=0.01) == 0
@@ -217,9 +222,24 @@ def test_demo_processors_start_and_register(home: Home) -> None:
 def test_command_line_prints_its_url_and_stops_on_sigterm(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memory.subprocessor_service", "--name", "cli-proc", "--port", "0",
-         "--data", str(tmp_path / "svc"), "--fail-every", "3"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        [
+            sys.executable,
+            "-m",
+            "memory.subprocessor_service",
+            "--name",
+            "cli-proc",
+            "--port",
+            "0",
+            "--data",
+            str(tmp_path / "svc"),
+            "--fail-every",
+            "3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
@@ -239,6 +259,7 @@ def test_command_line_prints_its_url_and_stops_on_sigterm(tmp_path: Path) -> Non
 
 # --- sync_pending --------------------------------------------------------------------------------
 
+
 def _seed(conn: apsw.Connection, up: str, down: str) -> None:
     with transaction(conn):
         sp.register(conn, "crm-sync", up, "crm", ["episodic"])
@@ -247,25 +268,35 @@ def _seed(conn: apsw.Connection, up: str, down: str) -> None:
         conn.executemany(
             "INSERT INTO raw_archive(archive_uid, source, source_ref, subject_id, content, created_at)"
             " VALUES (?, 'chat', ?, ?, ?, ?)",
-            [("u1", "m1", ALICE, ALICE_TEXT, now), ("u2", "m2", ALICE, "alice two", now),
-             ("u3", "m3", BOB, BOB_TEXT, now), ("u4", "m4", ALICE, "erased earlier", now)])
+            [
+                ("u1", "m1", ALICE, ALICE_TEXT, now),
+                ("u2", "m2", ALICE, "alice two", now),
+                ("u3", "m3", BOB, BOB_TEXT, now),
+                ("u4", "m4", ALICE, "erased earlier", now),
+            ],
+        )
         conn.executemany(
             "INSERT INTO subprocessor_records(processor, subject_id, source, source_ref, created_at)"
             " VALUES (?, ?, 'chat', ?, ?)",
-            [("crm-sync", ALICE, "m1", now), ("crm-sync", ALICE, "m2", now), ("crm-sync", BOB, "m3", now),
-             ("crm-sync", BOB, "m-noarchive", now), ("vector-saas", ALICE, "m1", now),
-             ("crm-sync", ALICE, "m4", now)])
-        conn.execute("INSERT INTO erased_subjects(source, source_ref, erased_at) VALUES ('chat', 'm4', ?)",
-                     (now,))
+            [
+                ("crm-sync", ALICE, "m1", now),
+                ("crm-sync", ALICE, "m2", now),
+                ("crm-sync", BOB, "m3", now),
+                ("crm-sync", BOB, "m-noarchive", now),
+                ("vector-saas", ALICE, "m1", now),
+                ("crm-sync", ALICE, "m4", now),
+            ],
+        )
+        conn.execute("INSERT INTO erased_subjects(source, source_ref, erased_at) VALUES ('chat', 'm4', ?)", (now,))
 
 
 def _remote_refs(conn: apsw.Connection) -> dict[tuple[str, str], str | None]:
-    return {(r[0], r[1]): r[2] for r in conn.execute(
-        "SELECT processor, source_ref, remote_ref FROM subprocessor_records")}
+    return {
+        (r[0], r[1]): r[2] for r in conn.execute("SELECT processor, source_ref, remote_ref FROM subprocessor_records")
+    }
 
 
-def test_sync_pending_fills_remote_refs_and_leaves_a_down_processor_pending(
-        home: Home, crm: RunningService) -> None:
+def test_sync_pending_fills_remote_refs_and_leaves_a_down_processor_pending(home: Home, crm: RunningService) -> None:
     gone = start_service("vector-saas", home.services_dir)
     down_url = gone.url
     gone.stop()

@@ -27,9 +27,14 @@ REQUEST = "req-ann-1"
 def _records_left(home: Home) -> int:
     conn = create(home.store_dir)
     try:
-        return int(cast(tuple[Any, ...],
-                        conn.execute("SELECT count(*) FROM subprocessor_records WHERE subject_id = ?",
-                                     (SUBJECT.id,)).fetchone())[0])
+        return int(
+            cast(
+                tuple[Any, ...],
+                conn.execute(
+                    "SELECT count(*) FROM subprocessor_records WHERE subject_id = ?", (SUBJECT.id,)
+                ).fetchone(),
+            )[0]
+        )
     finally:
         conn.close()
 
@@ -37,8 +42,11 @@ def _records_left(home: Home) -> int:
 def _engine_view(home: Home) -> tuple[list[requests.ReceiptRow], list[requests.ExceptionRow], dict[str, str]]:
     engine = open_engine(home.engine_db)
     try:
-        return (requests.receipts(engine, REQUEST), requests.exceptions(engine, REQUEST),
-                {s.step: s.status.value for s in requests.steps(engine, REQUEST)})
+        return (
+            requests.receipts(engine, REQUEST),
+            requests.exceptions(engine, REQUEST),
+            {s.step: s.status.value for s in requests.steps(engine, REQUEST)},
+        )
     finally:
         engine.close()
 
@@ -64,8 +72,7 @@ def _start(services: list[RunningService], home: Home, name: str, **mode: float 
     return svc
 
 
-def test_synchronous_processor_receipt_with_ticket(home: Home, tmp_path: Path,
-                                                    services: list[RunningService]) -> None:
+def test_synchronous_processor_receipt_with_ticket(home: Home, tmp_path: Path, services: list[RunningService]) -> None:
     svc = _start(services, home, "crm-sync")
     _setup(home, tmp_path, svc)
     run_cascade(REQUEST, home)
@@ -77,8 +84,7 @@ def test_synchronous_processor_receipt_with_ticket(home: Home, tmp_path: Path,
     assert sp.lookup_count(svc.url, SUBJECT.id) == 0 and _records_left(home) == 0
 
 
-def test_asynchronous_processor_is_polled_to_done(home: Home, tmp_path: Path,
-                                                  services: list[RunningService]) -> None:
+def test_asynchronous_processor_is_polled_to_done(home: Home, tmp_path: Path, services: list[RunningService]) -> None:
     svc = _start(services, home, "llm-kb", async_delay=0.4)
     _setup(home, tmp_path, svc)
     run_cascade(REQUEST, home)
@@ -104,7 +110,8 @@ def test_flaky_processor_succeeds_after_retries(home: Home, tmp_path: Path, serv
 
 
 def test_always_failing_processor_is_an_exception_and_a_rerun_completes_it(
-        home: Home, tmp_path: Path, services: list[RunningService]) -> None:
+    home: Home, tmp_path: Path, services: list[RunningService]
+) -> None:
     svc = _start(services, home, "crm-sync", always_fail=True)
     _setup(home, tmp_path, svc)
     with pytest.raises(StepIncomplete):
@@ -114,7 +121,8 @@ def test_always_failing_processor_is_an_exception_and_a_rerun_completes_it(
     assert "audit_log" not in steps  # the run stopped at the step that could not finish
     assert [(r.processor, r.status, r.ticket_id) for r in receipts] == [("crm-sync", "failed", None)]
     assert [(e.tier, e.kind, e.item_key, e.closed_at) for e in exceptions if e.tier == "subprocessors"] == [
-        ("subprocessors", "subprocessor_not_confirmed", "crm-sync", None)]
+        ("subprocessors", "subprocessor_not_confirmed", "crm-sync", None)
+    ]
     assert _records_left(home) == 1 and sp.lookup_count(svc.url, SUBJECT.id) == 1
     with pytest.raises(StepIncomplete):  # a retry of the step alone fails the same way
         run_step(REQUEST, Tier.subprocessors, home)

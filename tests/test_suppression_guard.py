@@ -22,8 +22,14 @@ from memory.items import MemoryItem, read_jsonl
 from memory.schema import create
 
 ONE = Path(__file__).parent / "fixtures" / "ingest" / "one_item.jsonl"
-OTHER = MemoryItem.model_validate({"source": "chat", "source_ref": "conv-0002", "subject": {"id": "user-0002"},
-                                   "content": "A question about parking. Thanks."})
+OTHER = MemoryItem.model_validate(
+    {
+        "source": "chat",
+        "source_ref": "conv-0002",
+        "subject": {"id": "user-0002"},
+        "content": "A question about parking. Thanks.",
+    }
+)
 
 
 def _store(home: Home) -> apsw.Connection:
@@ -36,8 +42,11 @@ def _suppress(conn: apsw.Connection, source: str, ref: str) -> bool:
 
 
 def _data_files(store: Path) -> list[Path]:
-    return [p for p in store.rglob("*") if p.is_file() and not p.name.startswith("memory.db")
-            and p.name != "audit-checkpoint.key"]
+    return [
+        p
+        for p in store.rglob("*")
+        if p.is_file() and not p.name.startswith("memory.db") and p.name != "audit-checkpoint.key"
+    ]
 
 
 def test_suppressed_item_is_skipped_and_counted(home: Home) -> None:
@@ -46,10 +55,13 @@ def test_suppressed_item_is_skipped_and_counted(home: Home) -> None:
     report = ingest(conn, home.store_dir, [*read_jsonl(ONE), OTHER])
     assert (report.ingested, report.skipped_suppressed, report.suppression_unreadable) == (1, 1, 0)
     assert conn.execute("SELECT source_ref FROM raw_archive").fetchall() == [("conv-0002",)]
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM frames WHERE turn_key='chat/conv-0001'").fetchone())[0] == 0
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM blobs").fetchone())[0] == 0  # only the suppressed item had one
+    assert (
+        cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM frames WHERE turn_key='chat/conv-0001'").fetchone())[0]
+        == 0
+    )
+    assert (
+        cast(tuple[Any, ...], conn.execute("SELECT count(*) FROM blobs").fetchone())[0] == 0
+    )  # only the suppressed item had one
 
 
 def test_guard_runs_before_the_duplicate_check(home: Home) -> None:
@@ -67,11 +79,14 @@ def test_record_is_idempotent(home: Home) -> None:
     assert len(suppression.list_suppressed(conn)) == 1
 
 
-@pytest.mark.parametrize("damage", [
-    "DROP TABLE erased_subjects",
-    "ALTER TABLE erased_subjects RENAME TO erased_subjects_old",
-    "ALTER TABLE erased_subjects RENAME COLUMN source_ref TO ref",
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "DROP TABLE erased_subjects",
+        "ALTER TABLE erased_subjects RENAME TO erased_subjects_old",
+        "ALTER TABLE erased_subjects RENAME COLUMN source_ref TO ref",
+    ],
+)
 def test_unreadable_list_fails_closed(home: Home, damage: str) -> None:
     conn = _store(home)
     conn.execute(damage)
@@ -106,13 +121,16 @@ def test_cli_lists_and_allows(home: Home) -> None:
     [row] = json.loads(listed.output)
     # listed as keyed hashes: a source key can spell its person in any form
     assert (row["source"], row["source_ref"], row["request_ref"]) == (
-        *keyed.hashed_key(conn, "chat", "conv-0001"), "req-test-1")
+        *keyed.hashed_key(conn, "chat", "conv-0001"),
+        "req-test-1",
+    )
 
-    missing = runner.invoke(suppression_app, ["allow", "chat", "conv-9999", "--reason", "r", "--home",
-                                              str(home.root)])
+    missing = runner.invoke(suppression_app, ["allow", "chat", "conv-9999", "--reason", "r", "--home", str(home.root)])
     assert isinstance(missing.exception, NotFound)
-    ok = runner.invoke(suppression_app, ["allow", "chat", "conv-0001", "--reason", "re-consent", "--actor",
-                                         "dpo", "--home", str(home.root)])
+    ok = runner.invoke(
+        suppression_app,
+        ["allow", "chat", "conv-0001", "--reason", "re-consent", "--actor", "dpo", "--home", str(home.root)],
+    )
     assert ok.exit_code == 0, ok.output
     assert suppression.list_suppressed(conn) == []
 
@@ -127,8 +145,13 @@ def test_reconsented_item_is_imported_again_over_its_redacted_skeleton(home: Hom
     suppression.allow(conn, "chat", "conv-0001", "re-consent", "dpo")
     report = ingest(conn, home.store_dir, read_jsonl(ONE))
     assert (report.ingested, report.skipped_duplicate) == (1, 0)
-    assert cast(tuple[Any, ...],
-                conn.execute("SELECT count(*) FROM raw_archive WHERE source_ref='conv-0001' AND erased_at IS NULL"
-                             ).fetchone())[0] == 1
+    assert (
+        cast(
+            tuple[Any, ...],
+            conn.execute(
+                "SELECT count(*) FROM raw_archive WHERE source_ref='conv-0001' AND erased_at IS NULL"
+            ).fetchone(),
+        )[0]
+        == 1
+    )
     assert ingest(conn, home.store_dir, read_jsonl(ONE)).skipped_duplicate == 1
-

@@ -103,7 +103,7 @@ def _float_hits(data: bytes, vectors: list[np.ndarray], atol: float = 1e-5) -> i
             hi = np.searchsorted(values, v[a] + atol, "right")
             for k in order[lo:hi]:
                 start = int(k) - a
-                if start >= 0 and start + DIM <= n and np.allclose(arr[start:start + DIM], v, atol=atol, rtol=0):
+                if start >= 0 and start + DIM <= n and np.allclose(arr[start : start + DIM], v, atol=atol, rtol=0):
                     hits += 1
     return hits
 
@@ -172,17 +172,18 @@ def _bystanders_read_back(mem: Memory, as_built: dict[str, tuple[int, int, int]]
             assert col.count() == len(want)
             got = col.get(include=["documents", "metadatas", "embeddings"])
             assert sorted(got["ids"]) == sorted(want)
-            for rid, doc, meta, emb in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"],
-                                           strict=True):
+            for rid, doc, meta, emb in zip(
+                got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True
+            ):
                 assert doc == want[rid].document
                 assert meta == want[rid].metadata
                 assert np.allclose(np.asarray(emb), want[rid].embedding, rtol=1e-4, atol=1e-4)
             assert col.get(where={SUBJECT_KEY: SUBJECT.id})["ids"] == []
             assert col.get(where_document={"$contains": "lighthouse"})["ids"] == []
             assert len(col.get(where_document={"$contains": "walrus"})["ids"]) == len(
-                [r for r in want.values() if "walrus" in r.document])
-            res = col.query(query_texts=[f"{SUBJECT.name} lighthouse at dawn"], n_results=5,
-                            include=["metadatas"])
+                [r for r in want.values() if "walrus" in r.document]
+            )
+            res = col.query(query_texts=[f"{SUBJECT.name} lighthouse at dawn"], n_results=5, include=["metadatas"])
             assert all(str(m[SUBJECT_KEY]).lower() != SUBJECT.id.lower() for m in res["metadatas"][0])
         # The rewritten graph answers bystanders' queries as well as the one the framework built: a query
         # missed in one and not the other is the approximate search, a loss of several is the rewrite.
@@ -221,7 +222,8 @@ def _hnsw_elements(root: Path) -> int:
 
 @pytest.mark.parametrize("use_api", [True, False], ids=["framework-api", "sql-only"])
 def test_erase_leaves_no_byte_of_the_subject_and_bystanders_read_back(
-        memory: Memory, use_api: bool, answers_as_built: dict[str, tuple[int, int, int]]) -> None:
+    memory: Memory, use_api: bool, answers_as_built: dict[str, tuple[int, int, int]]
+) -> None:
     target = target_for(memory.path, use_api=use_api)
     assert _hnsw_elements(memory.path) >= 3000, "the index files must hold vectors"
     assert _string_hits(memory) and _vector_hits(memory), "the memory must hold the subject before"
@@ -247,20 +249,29 @@ def test_erase_leaves_no_byte_of_the_subject_and_bystanders_read_back(
         mention = client.get_collection("facts", embedding_function=hash_embedding()).get(ids=[MENTION_ID])
         assert mention["ids"] == [MENTION_ID]
     results = run.probe(target, SUBJECT, fp)
-    assert {r.method for r in results} >= {"sqlite:records", "sqlite:log", "hnsw:ids", "hnsw:vectors",
-                                           "log:vectors", "hnsw:orphan-folders", "fts:rows", "fts:postings"}
+    assert {r.method for r in results} >= {
+        "sqlite:records",
+        "sqlite:log",
+        "hnsw:ids",
+        "hnsw:vectors",
+        "log:vectors",
+        "hnsw:orphan-folders",
+        "fts:rows",
+        "fts:postings",
+    }
     assert [r for r in results if r.failing()] == []
     assert fp.bystanders["records"] == len(memory.of_bystanders())
 
 
 def test_framework_delete_leaves_the_subject_on_disk_and_the_probe_catches_it(
-        memory: Memory, answers_as_built: dict[str, tuple[int, int, int]]) -> None:
+    memory: Memory, answers_as_built: dict[str, tuple[int, int, int]]
+) -> None:
     target = target_for(memory.path)
     fp = run.take(target, SUBJECT)
 
     removed = framework_delete(memory.path)
 
-    assert removed == len(memory.of_subject()) - 1     # `where` is exact: the case variant of the id stays
+    assert removed == len(memory.of_subject()) - 1  # `where` is exact: the case variant of the id stays
     # What the framework left, seen by our own walk: text in chroma.sqlite3 (log, freed pages), vectors
     # in the HNSW files (data_level0.bin keeps them) and the dropped collection's folder.
     hits = _string_hits(memory)
@@ -271,8 +282,18 @@ def test_framework_delete_leaves_the_subject_on_disk_and_the_probe_catches_it(
     assert any(f == "chroma.sqlite3" for f in vectors), vectors
     assert not _fts_matches_content(memory.path)
     results = {r.method: r for r in run.probe(target, SUBJECT, fp)}
-    for method in ("scan:identifier", "scan:content", "scan:vector", "sqlite:log", "hnsw:ids", "hnsw:vectors",
-                   "log:vectors", "hnsw:orphan-folders", "fts:postings", "sqlite:records"):
+    for method in (
+        "scan:identifier",
+        "scan:content",
+        "scan:vector",
+        "sqlite:log",
+        "hnsw:ids",
+        "hnsw:vectors",
+        "log:vectors",
+        "hnsw:orphan-folders",
+        "fts:postings",
+        "sqlite:records",
+    ):
         assert results[method].residue > 0, method
     counts = ERASER.count(target, SUBJECT)
     assert all(counts[t] > 0 for t in (Tier.episodic, Tier.vectors))
@@ -288,23 +309,30 @@ def test_framework_delete_leaves_the_subject_on_disk_and_the_probe_catches_it(
 def test_erase_is_idempotent(memory: Memory) -> None:
     target = target_for(memory.path)
     ERASER.erase(target, SUBJECT)
-    segments = {str(p.relative_to(memory.path)): p.read_bytes() for p in _files(memory.path)
-                if p.name != "chroma.sqlite3"}
+    segments = {
+        str(p.relative_to(memory.path)): p.read_bytes() for p in _files(memory.path) if p.name != "chroma.sqlite3"
+    }
     with opened(memory.path) as client:
-        snap = {c.name: client.get_collection(c.name, embedding_function=hash_embedding()).get(
-            include=["documents", "metadatas", "embeddings"]) for c in client.list_collections()}
+        snap = {
+            c.name: client.get_collection(c.name, embedding_function=hash_embedding()).get(
+                include=["documents", "metadatas", "embeddings"]
+            )
+            for c in client.list_collections()
+        }
 
     again = ERASER.erase(target, SUBJECT)
 
     assert all(o.before == 0 and o.after == 0 for o in again.values())
     assert "hnsw_segments_rewritten" not in again[Tier.vectors].detail
     assert ERASER.count(target, SUBJECT) == {Tier.episodic: 0, Tier.vectors: 0, Tier.derivatives: 0}
-    assert {str(p.relative_to(memory.path)): p.read_bytes() for p in _files(memory.path)
-            if p.name != "chroma.sqlite3"} == segments
+    assert {
+        str(p.relative_to(memory.path)): p.read_bytes() for p in _files(memory.path) if p.name != "chroma.sqlite3"
+    } == segments
     with opened(memory.path) as client:
         for name, before in snap.items():
             now = client.get_collection(name, embedding_function=hash_embedding()).get(
-                include=["documents", "metadatas", "embeddings"])
+                include=["documents", "metadatas", "embeddings"]
+            )
             assert now["ids"] == before["ids"] and now["documents"] == before["documents"]
             assert now["metadatas"] == before["metadatas"]
             assert np.array_equal(np.asarray(now["embeddings"]), np.asarray(before["embeddings"]))
@@ -352,16 +380,22 @@ agent.close()
 """
 
 
-def test_agent_keeps_its_client_open_and_holds_the_write_lock_during_the_erasure(memory: Memory,
-                                                                                   tmp_path: Path) -> None:
+def test_agent_keeps_its_client_open_and_holds_the_write_lock_during_the_erasure(
+    memory: Memory, tmp_path: Path
+) -> None:
     target = target_for(memory.path)
     fp = run.take(target, SUBJECT)
     work = tmp_path / "agent-work"
     work.mkdir()
     hold = 3.0
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
-    agent = subprocess.Popen([sys.executable, "-c", AGENT, str(ROOT), str(memory.path), str(work), str(hold)],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    agent = subprocess.Popen(
+        [sys.executable, "-c", AGENT, str(ROOT), str(memory.path), str(work), str(hold)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.time() + 120
         while not (work / "locked").exists():
@@ -399,7 +433,8 @@ def test_agent_keeps_its_client_open_and_holds_the_write_lock_during_the_erasure
 
 
 def test_a_swap_interrupted_by_a_crash_is_finished_by_the_next_run(
-        memory: Memory, answers_as_built: dict[str, tuple[int, int, int]]) -> None:
+    memory: Memory, answers_as_built: dict[str, tuple[int, int, int]]
+) -> None:
     target = target_for(memory.path)
     ERASER.erase(target, SUBJECT)
     segment = sorted(p for p in memory.path.iterdir() if p.is_dir())[0]
@@ -431,8 +466,10 @@ def test_configuration_errors_name_the_key(tmp_path: Path) -> None:
         ERASER.check(make(path="chroma", subject_key="user_id", use_api="yes"))
     with pytest.raises(ConfigError, match="'subject_key'"):
         ERASER.check(make(path="chroma", subject_key="chroma:document"))
-    assert ERASER.files(make(path="chroma", subject_key="user_id")) == [tmp_path / "chroma" / "chroma.sqlite3",
-                                                                      tmp_path / "chroma"]
+    assert ERASER.files(make(path="chroma", subject_key="user_id")) == [
+        tmp_path / "chroma" / "chroma.sqlite3",
+        tmp_path / "chroma",
+    ]
 
 
 def test_embed_is_deterministic_and_dense() -> None:
@@ -444,8 +481,9 @@ def test_a_collection_that_held_only_the_subject_is_left_empty_and_usable(tmp_pa
     path = tmp_path / "chroma"
     with opened(path) as client:
         for space in ("cosine", "l2"):
-            col = client.get_or_create_collection(f"only-{space}", embedding_function=hash_embedding(),
-                                                  configuration={"hnsw": {"space": space}})
+            col = client.get_or_create_collection(
+                f"only-{space}", embedding_function=hash_embedding(), configuration={"hnsw": {"space": space}}
+            )
             docs = [f"{SUBJECT.name} private note {i} zebra{i}" for i in range(1000)]
             col.add(ids=[f"n{i}" for i in range(1000)], documents=docs, metadatas=[{SUBJECT_KEY: SUBJECT.id}] * 1000)
     target = target_for(path)
@@ -458,8 +496,11 @@ def test_a_collection_that_held_only_the_subject_is_left_empty_and_usable(tmp_pa
         for space in ("cosine", "l2"):
             col = client.get_collection(f"only-{space}", embedding_function=hash_embedding())
             assert col.count() == 0 and col.query(query_texts=["zebra5"], n_results=1)["ids"] == [[]]
-            col.add(ids=[f"b{i}" for i in range(1100)], documents=[f"bob note {i} walrus{i}" for i in range(1100)],
-                    metadatas=[{SUBJECT_KEY: "user-bob-0002"}] * 1100)
+            col.add(
+                ids=[f"b{i}" for i in range(1100)],
+                documents=[f"bob note {i} walrus{i}" for i in range(1100)],
+                metadatas=[{SUBJECT_KEY: "user-bob-0002"}] * 1100,
+            )
     with opened(path) as client:
         for space in ("cosine", "l2"):
             col = client.get_collection(f"only-{space}", embedding_function=hash_embedding())

@@ -42,14 +42,30 @@ def _prepare(home: Home, tmp_path: Path, srv: Server, **keys: Any) -> None:
     """targets.toml naming the server, the engine key, and the request submitted."""
     from proof.keys import generate_keypair
 
-    lines = [f'{k} = {json.dumps(v)}' for k, v in {
-        "name": "agent-vectors", "kind": "chroma", "path": str(srv.db), "subject_key": SUBJECT_KEY,
-        "url": srv.url, "stop": [str(srv.stop_script)], "start": [str(srv.start_script)], **keys}.items()]
+    lines = [
+        f"{k} = {json.dumps(v)}"
+        for k, v in {
+            "name": "agent-vectors",
+            "kind": "chroma",
+            "path": str(srv.db),
+            "subject_key": SUBJECT_KEY,
+            "url": srv.url,
+            "stop": [str(srv.stop_script)],
+            "start": [str(srv.start_script)],
+            **keys,
+        }.items()
+    ]
     (home.root / "targets.toml").write_text("[[targets]]\n" + "\n".join(lines) + "\n")
     generate_keypair("engine", home.keys_dir)
-    envelope = {"request_id": RID, "tenant_id": "default", "subject": SUBJECT.model_dump(exclude_none=True),
-                "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-                "requester_identity_proof_ref": "idv/chroma-server", "reason": "Art.17 request"}
+    envelope = {
+        "request_id": RID,
+        "tenant_id": "default",
+        "subject": SUBJECT.model_dump(exclude_none=True),
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/chroma-server",
+        "reason": "Art.17 request",
+    }
     req = tmp_path / "request.json"
     req.write_text(json.dumps(envelope))
     assert erasure("request", "submit", str(req), "--home", str(home.root)).code == 0
@@ -61,7 +77,8 @@ def _steps(home: Home) -> list[dict[str, Any]]:
 
 
 def test_a_served_store_is_stopped_erased_verified_and_started_again(
-        home: Home, tmp_path: Path, prefect_harness: None) -> None:
+    home: Home, tmp_path: Path, prefect_harness: None
+) -> None:
     with chroma_server(tmp_path / "srv") as srv:
         agent = srv.client()  # the agent's client: kept open throughout
         bystanders = build_over_http(agent)
@@ -106,7 +123,8 @@ def test_a_served_store_is_stopped_erased_verified_and_started_again(
 
 
 def test_a_server_that_will_not_stop_fails_the_request_and_its_folder_is_untouched(
-        home: Home, tmp_path: Path, prefect_harness: None) -> None:
+    home: Home, tmp_path: Path, prefect_harness: None
+) -> None:
     with chroma_server(tmp_path / "srv") as srv:
         agent = srv.client()
         build_over_http(agent, per_collection=30)
@@ -129,7 +147,8 @@ def test_a_server_that_will_not_stop_fails_the_request_and_its_folder_is_untouch
 
 
 def test_a_server_that_does_not_start_again_fails_the_step_and_says_it_is_down(
-        home: Home, tmp_path: Path, prefect_harness: None) -> None:
+    home: Home, tmp_path: Path, prefect_harness: None
+) -> None:
     with chroma_server(tmp_path / "srv") as srv:
         build_over_http(srv.client(), per_collection=30)
         _prepare(home, tmp_path, srv, start=["/bin/false"])
@@ -142,8 +161,9 @@ def test_a_server_that_does_not_start_again_fails_the_step_and_says_it_is_down(
         assert "erasure is done" in last and SUBJECT.id not in res.err + res.out
         assert not srv.up() and srv.calls() == ["start", "stop"]
         steps = [s for s in _steps(home) if s.get("target") == "agent-vectors" and s["status"] != "skipped"]
-        assert steps and all(s["status"] == "failed" and s["after_count"] == 0 and s["detail"]["server_down"] == 1
-                             for s in steps)
+        assert steps and all(
+            s["status"] == "failed" and s["after_count"] == 0 and s["detail"]["server_down"] == 1 for s in steps
+        )
         assert folder_hits(srv.db) == {}  # the data was erased: only the server is missing
         ver = home.evidence_dir(RID) / "verification.json"
         assert not ver.exists() or json.loads(ver.read_text())["all_clear"] is not True
@@ -166,8 +186,9 @@ BAD_KEYS = [
 
 
 @pytest.mark.parametrize(("keys", "says"), BAD_KEYS)
-def test_server_keys_are_checked_by_the_one_model_on_both_sides(tmp_path: Path, keys: dict[str, Any],
-                                                                says: str) -> None:
+def test_server_keys_are_checked_by_the_one_model_on_both_sides(
+    tmp_path: Path, keys: dict[str, Any], says: str
+) -> None:
     from erasure.errors import ConfigError
     from probes.targets.base import probe_for
     from tasks.targets.base import eraser_for
@@ -201,8 +222,10 @@ def test_with_only_a_url_the_eraser_waits_until_it_refuses_connections_bounded()
     s = _listener()
     url = f"http://127.0.0.1:{s.getsockname()[1]}"
     c = ServerControl(target="t", url=url, stop_wait_seconds=1)
-    with pytest.raises(ServerNotStopped, match=r"still answers after 1 s \(stop it, or give `stop`"), \
-            quiesced(c, "the erasure"):
+    with (
+        pytest.raises(ServerNotStopped, match=r"still answers after 1 s \(stop it, or give `stop`"),
+        quiesced(c, "the erasure"),
+    ):
         raise AssertionError("never entered")
     threading.Timer(0.5, s.close).start()  # someone stops it meanwhile
     with quiesced(ServerControl(target="t", url=url, stop_wait_seconds=10), "the erasure") as w:

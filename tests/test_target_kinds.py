@@ -19,8 +19,9 @@ from probes.targets.base import probe_for
 from tasks.targets.base import eraser_for
 
 NOT_KINDS = {"base", "run", "runner"}
-KINDS = sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(tasks.targets.__path__)
-               if m.name not in NOT_KINDS)
+KINDS = sorted(
+    m.name.replace("_", "-") for m in pkgutil.iter_modules(tasks.targets.__path__) if m.name not in NOT_KINDS
+)
 
 
 def _target(tmp_path: Path, kind: str, **keys: Any) -> Target:
@@ -28,8 +29,9 @@ def _target(tmp_path: Path, kind: str, **keys: Any) -> Target:
 
 
 def test_every_kind_has_an_eraser_a_probe_and_one_configuration_model() -> None:
-    probes_kinds = sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(probes.targets.__path__)
-                          if m.name not in NOT_KINDS)
+    probes_kinds = sorted(
+        m.name.replace("_", "-") for m in pkgutil.iter_modules(probes.targets.__path__) if m.name not in NOT_KINDS
+    )
     assert probes_kinds == KINDS and {"chroma", "langgraph-sqlite", "mem0"} <= set(KINDS)
     for kind in KINDS:
         model = config_model(_target(Path("/"), kind))
@@ -51,8 +53,9 @@ BAD = [
 
 
 @pytest.mark.parametrize(("kind", "keys", "says"), BAD)
-def test_both_sides_refuse_a_bad_key_with_one_message(tmp_path: Path, kind: str, keys: dict[str, Any],
-                                                     says: str) -> None:
+def test_both_sides_refuse_a_bad_key_with_one_message(
+    tmp_path: Path, kind: str, keys: dict[str, Any], says: str
+) -> None:
     target = _target(tmp_path, kind, **keys)
     with pytest.raises(ConfigError) as erasing:
         eraser_for(target).files(target)

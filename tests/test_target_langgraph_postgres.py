@@ -64,18 +64,37 @@ def template_dirs(c: Cluster) -> list[str]:
 
 def cli(home: Home, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     e = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_URL")}
-    e.update(ERASURE_HOME=str(home.root), ERASURE_EVIDENCE=str(home.evidence_root),
-             PREFECT_HOME=str(home.prefect_home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1",
-             **(env or {}))
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=e, text=True,
-                          capture_output=True, timeout=900, check=False, stdin=subprocess.DEVNULL)
+    e.update(
+        ERASURE_HOME=str(home.root),
+        ERASURE_EVIDENCE=str(home.evidence_root),
+        PREFECT_HOME=str(home.prefect_home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        **(env or {}),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=PROJECT_ROOT,
+        env=e,
+        text=True,
+        capture_output=True,
+        timeout=900,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def submit(home: Home, tmp_path: Path, request_id: str) -> None:
     assert cli(home, "keys", "generate", "--role", "engine").returncode == 0
-    envelope = {"request_id": request_id, "tenant_id": "default", "subject": SUBJECT.model_dump(exclude_none=True),
-                "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-                "requester_identity_proof_ref": "idv/pg", "reason": "Art.17 request"}
+    envelope = {
+        "request_id": request_id,
+        "tenant_id": "default",
+        "subject": SUBJECT.model_dump(exclude_none=True),
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/pg",
+        "reason": "Art.17 request",
+    }
     req = tmp_path / "request.json"
     req.write_text(json.dumps(envelope))
     done = cli(home, "request", "submit", str(req))
@@ -83,7 +102,8 @@ def submit(home: Home, tmp_path: Path, request_id: str) -> None:
 
 
 def targets_toml(home: Home, c: Cluster, *, data_dir: bool = True) -> None:
-    (home.root / "targets.toml").write_text(f'''
+    (home.root / "targets.toml").write_text(
+        f'''
 [[targets]]
 name = "prod-agent"
 kind = "langgraph-postgres"
@@ -93,7 +113,9 @@ thread_key = "user_id"
 episodic = ["episodes"]
 lock_timeout_ms = 500
 wal_cycles = 40
-''' + (f'data_dir = "{c.data}"\n' if data_dir else ""))
+'''
+        + (f'data_dir = "{c.data}"\n' if data_dir else "")
+    )
 
 
 class Reader(threading.Thread):
@@ -120,8 +142,7 @@ class Reader(threading.Thread):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["pg18", "pg15"])
-def test_request_run_ends_all_clear_and_no_byte_of_the_subject_remains(
-        which: str, home: Home, tmp_path: Path) -> None:
+def test_request_run_ends_all_clear_and_no_byte_of_the_subject_remains(which: str, home: Home, tmp_path: Path) -> None:
     indexed = which == "pg18"
     with cluster(_bindir(which), *SETTINGS, wal_segsize_mb=1) as c, agent(c, "agent", indexed=indexed) as a:
         assert c.has_vector() is indexed or not indexed
@@ -163,8 +184,9 @@ def test_request_run_ends_all_clear_and_no_byte_of_the_subject_remains(
         out = a.graph.invoke({"messages": [("user", "hello again")]}, thread_config("thread-new-1", "usr-new-0001"))
         assert out["messages"][-1].content == "Noted: hello again"
 
-        steps = [json.loads(line) for line in
-                 (home.evidence_dir("req-pg-0001") / "steps.jsonl").read_text().splitlines()]
+        steps = [
+            json.loads(line) for line in (home.evidence_dir("req-pg-0001") / "steps.jsonl").read_text().splitlines()
+        ]
         semantic = next(s for s in steps if s.get("target") == "prod-agent" and s["step"] == "semantic")
         assert semantic["detail"]["wal_segments_with_subject_after"] == 0
         assert semantic["detail"]["wal_cycles"] >= 1 and "vacuum_full_ms" in semantic["detail"]
@@ -173,17 +195,17 @@ def test_request_run_ends_all_clear_and_no_byte_of_the_subject_remains(
 @pytest.fixture(scope="module")
 def archiving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """PostgreSQL 18 with WAL archiving on (a `cp` into a folder next to the cluster)."""
-    with cluster(_bindir("pg18"), *SETTINGS, "archive_mode=on", "archive_command='/bin/true'",
-                 wal_segsize_mb=1) as c:
-        subprocess.run(["runuser", "-u", "postgres", "--"] * (os.geteuid() == 0) + [
-            "mkdir", "-p", str(c.root / "archive")], check=True)
+    with cluster(_bindir("pg18"), *SETTINGS, "archive_mode=on", "archive_command='/bin/true'", wal_segsize_mb=1) as c:
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--"] * (os.geteuid() == 0) + ["mkdir", "-p", str(c.root / "archive")],
+            check=True,
+        )
         c.restart(*SETTINGS, "archive_mode=on", f"archive_command='cp %p {c.root}/archive/%f'")
         yield c
 
 
 @pytest.mark.slow
-def test_archiving_on_and_unreadable_files_make_the_pack_say_so(archiving: Cluster, home: Home,
-                                                                  tmp_path: Path) -> None:
+def test_archiving_on_and_unreadable_files_make_the_pack_say_so(archiving: Cluster, home: Home, tmp_path: Path) -> None:
     """A managed service (no data_dir) with WAL archiving on: logical probes clean, the pack
     `erasedWithExceptions`, naming the archive and the bytes it could not read."""
     c = archiving
@@ -216,11 +238,31 @@ def test_a_streaming_standby_and_its_slot_are_named(archiving: Cluster, tmp_path
 
     c = archiving
     standby = Cluster(c.bindir, c.root / "standby")
-    subprocess.run(["runuser", "-u", "postgres", "--"] * (os.geteuid() == 0) + [
-        str(c.bindir / "pg_basebackup"), "-h", str(c.socket_dir), "-U", "agent", "-D", str(standby.data), "-R",
-        "-C", "-S", "standby1", "-X", "stream"], check=True, capture_output=True, timeout=120)
-    subprocess.run(["runuser", "-u", "postgres", "--"] * (os.geteuid() == 0) + [
-        "mkdir", "-m", "0700", str(standby.socket_dir)], check=True)
+    subprocess.run(
+        ["runuser", "-u", "postgres", "--"] * (os.geteuid() == 0)
+        + [
+            str(c.bindir / "pg_basebackup"),
+            "-h",
+            str(c.socket_dir),
+            "-U",
+            "agent",
+            "-D",
+            str(standby.data),
+            "-R",
+            "-C",
+            "-S",
+            "standby1",
+            "-X",
+            "stream",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    subprocess.run(
+        ["runuser", "-u", "postgres", "--"] * (os.geteuid() == 0) + ["mkdir", "-m", "0700", str(standby.socket_dir)],
+        check=True,
+    )
     standby.start("archive_mode=off")
     try:
         target = make_target(c, "agent")
@@ -247,12 +289,16 @@ def test_a_password_never_sits_in_targets_toml(tmp_path: Path, monkeypatch: pyte
         with pytest.raises(ConfigError, match="password_env"):
             postgres_target(Target.model_validate({**base, "url": url}))
     monkeypatch.setenv("AGENT_PG_PASSWORD", "s3cr/t@x")
-    cfg = postgres_target(Target.model_validate({**base, "url": "postgresql://agent@db.internal:5433/agent",
-                                                 "password_env": "AGENT_PG_PASSWORD"}))
+    cfg = postgres_target(
+        Target.model_validate(
+            {**base, "url": "postgresql://agent@db.internal:5433/agent", "password_env": "AGENT_PG_PASSWORD"}
+        )
+    )
     assert cfg.url == "postgresql://agent:s3cr%2Ft%40x@db.internal:5433/agent" and cfg.probe_url == cfg.url
     (tmp_path / "pw").write_text("from-a-file\n")
-    cfg = postgres_target(Target.model_validate({**base, "url": "postgresql://agent@/agent?host=/run/pg",
-                                                 "password_file": "pw"}))
+    cfg = postgres_target(
+        Target.model_validate({**base, "url": "postgresql://agent@/agent?host=/run/pg", "password_file": "pw"})
+    )
     assert cfg.url == "postgresql://agent:from-a-file@/agent?host=/run/pg"
     with pytest.raises(ConfigError, match="not set"):
         postgres_target(Target.model_validate({**base, "url": "postgresql://a@h/d", "password_env": "NOPE_X"}))

@@ -67,10 +67,14 @@ def base_wal(tmp_path_factory: pytest.TempPathFactory) -> Memory:
 
 def copy_of(mem: Memory, dest: Path) -> Memory:
     shutil.copytree(mem.root, dest)
-    return dataclasses.replace(mem, root=dest, store_path=dest / mem.store_path.name,
-                               checkpoints_path=dest / mem.checkpoints_path.name,
-                               items={k: list(v) for k, v in mem.items.items()},
-                               threads={k: list(v) for k, v in mem.threads.items()})
+    return dataclasses.replace(
+        mem,
+        root=dest,
+        store_path=dest / mem.store_path.name,
+        checkpoints_path=dest / mem.checkpoints_path.name,
+        items={k: list(v) for k, v in mem.items.items()},
+        threads={k: list(v) for k, v in mem.threads.items()},
+    )
 
 
 # --- the test's own view of the bytes ------------------------------------------------------------------
@@ -79,8 +83,18 @@ def copy_of(mem: Memory, dest: Path) -> Memory:
 def subject_identifiers() -> list[bytes]:
     """Every identifier of the subject, in the spellings an app writes (searched case-insensitively)."""
     assert SUBJECT.email and SUBJECT.name and SUBJECT.phone
-    return [s.encode() for s in (SUBJECT.id, SUBJECT.email, SUBJECT.name, SUBJECT.phone,
-                                 SUBJECT.phone.replace(" ", ""), "912 345 678", "Ortiz")]
+    return [
+        s.encode()
+        for s in (
+            SUBJECT.id,
+            SUBJECT.email,
+            SUBJECT.name,
+            SUBJECT.phone,
+            SUBJECT.phone.replace(" ", ""),
+            "912 345 678",
+            "Ortiz",
+        )
+    ]
 
 
 def subject_content() -> list[bytes]:
@@ -125,7 +139,7 @@ def walk(root: Path, needles: list[bytes], *, caseless: bool) -> dict[str, list[
 def vector_needles(vectors: list[bytes]) -> list[bytes]:
     """Each vector whole and in quarters (a copy cut by a page boundary still shows)."""
     q = len(vectors[0]) // 4 if vectors else 0
-    return [p for v in vectors for p in (v, v[:q], v[q:2 * q], v[2 * q:3 * q], v[3 * q:])]
+    return [p for v in vectors for p in (v, v[:q], v[q : 2 * q], v[2 * q : 3 * q], v[3 * q :])]
 
 
 def assert_no_byte_of_the_subject(mem: Memory, vectors: list[bytes]) -> None:
@@ -143,8 +157,13 @@ class Agent:
     def __init__(self, mem: Memory, work: Path) -> None:
         spec = work / "memory.json"  # outside the target's folder: it names the subject
         mem.dump(spec)
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.langgraph_sqlite_agent", str(spec)], cwd=REPO,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.langgraph_sqlite_agent", str(spec)],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.read() == "ok ready"
 
     def read(self) -> str:
@@ -169,8 +188,6 @@ class Agent:
             else:
                 self.proc.kill()
         self.proc.wait(timeout=60)
-
-
 
 
 def clean(results: list[ProbeResult]) -> None:
@@ -229,7 +246,8 @@ def test_erase_leaves_no_byte_of_the_subject_and_every_bystander_reads_back(base
 
 
 def test_the_frameworks_delete_leaves_the_subject_on_disk_and_the_probe_catches_it(
-        base: Memory, tmp_path: Path) -> None:
+    base: Memory, tmp_path: Path
+) -> None:
     """`store.delete` + `delete_thread`, called by the running agent: the subject's vectors, namespace
     and content stay in the store file, and the WAL keeps their thread turns. The probe reports it;
     our erase then closes what the framework left, with the agent still connected."""
@@ -266,7 +284,8 @@ def test_the_frameworks_delete_leaves_the_subject_on_disk_and_the_probe_catches_
 
 
 def test_erase_waits_for_the_agents_write_transactions_and_leaves_the_agent_working(
-        base_wal: Memory, tmp_path: Path) -> None:
+    base_wal: Memory, tmp_path: Path
+) -> None:
     mem = copy_of(base_wal, tmp_path / "m")
     target = mem.target
     vectors = subject_vectors(mem)
@@ -343,8 +362,14 @@ def test_erase_needs_no_langgraph(base: Memory, tmp_path: Path) -> None:
         "print(json.dumps({k.value: [o.before, o.after] for k, o in out.items()}))\n"
         "assert 'langgraph' not in sys.modules\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(mem.root), SUBJECT.model_dump_json()], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(mem.root), SUBJECT.model_dump_json()],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     counts = json.loads(done.stdout)
     assert all(after == 0 for _before, after in counts.values()) and counts["semantic"][0] > 0
@@ -374,7 +399,8 @@ def test_a_subject_id_with_a_dot_is_refused_not_matched_elsewhere(base: Memory, 
 
 
 def test_a_persistent_rollback_journal_of_the_agent_is_not_left_holding_the_subject(
-        base: Memory, tmp_path: Path) -> None:
+    base: Memory, tmp_path: Path
+) -> None:
     """An agent in `journal_mode=PERSIST` leaves `-journal` behind with the pre-images of its last
     transaction's pages: the subject's items, after the agent rewrote one of theirs."""
     mem = copy_of(base, tmp_path / "m")

@@ -50,10 +50,23 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 REPO = Path(__file__).resolve().parent.parent
 
-IDENTIFIERS = [SUBJECT.id, "noor.haddad@example.org", "Noor Haddad", "+44 20 7946 0321", "442079460321",
-               "02079460321"]
-CONTENT = ["Periwinkle", "Tardebigge", "hazelnuts", "adrenaline pen", "Quarry Lane", "narrowboat", "ceramic kiln",
-           "Yasmin", "glassblowing", "Marchmont", "VX-4471", "heritage seed", "Stoke Prior", "pottery retreat"]
+IDENTIFIERS = [SUBJECT.id, "noor.haddad@example.org", "Noor Haddad", "+44 20 7946 0321", "442079460321", "02079460321"]
+CONTENT = [
+    "Periwinkle",
+    "Tardebigge",
+    "hazelnuts",
+    "adrenaline pen",
+    "Quarry Lane",
+    "narrowboat",
+    "ceramic kiln",
+    "Yasmin",
+    "glassblowing",
+    "Marchmont",
+    "VX-4471",
+    "heritage seed",
+    "Stoke Prior",
+    "pottery retreat",
+]
 
 
 def every_file(root: Path) -> dict[Path, bytes]:
@@ -279,8 +292,13 @@ def test_erase_waits_for_the_agent_holding_the_memory_then_the_agent_keeps_worki
     holding a write transaction on the history database; the erasure waits on both and completes."""
     target = memory.target()
     fp = run.take(target, SUBJECT)
-    agent = subprocess.Popen([sys.executable, "-m", "tests.mem0_fixtures", str(memory.root), "2.0", "2.0"],
-                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "tests.mem0_fixtures", str(memory.root), "2.0", "2.0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert agent.stdout is not None
         assert agent.stdout.readline().split()[0] == "open"
@@ -339,24 +357,33 @@ def test_a_second_collection_in_the_folder_is_erased_by_its_own_target(memory: B
     assert found_strings(memory.root, [*IDENTIFIERS, "Inverness"]) == {}
     m = open_memory(memory.root, collection="travel")
     try:
-        assert [r["memory"] for r in m.get_all(filters={"user_id": BYSTANDERS[1].id})["results"]] == \
-            ["Grace Mwangi wants an aisle seat to Mombasa"]
+        assert [r["memory"] for r in m.get_all(filters={"user_id": BYSTANDERS[1].id})["results"]] == [
+            "Grace Mwangi wants an aisle seat to Mombasa"
+        ]
     finally:
         close_memory(m)
 
 
-@pytest.mark.parametrize(("keys", "key"), [
-    ({"history_db": None}, "history_db"),
-    ({"qdrant_path": None}, "qdrant_path"),
-    ({"history_db": "nowhere/history.db"}, "history_db"),
-    ({"qdrant_path": "mem0"}, "qdrant_path"),
-    ({"collection": "absent"}, "collection"),
-    ({"collection": "../mem0"}, "collection"),
-    ({"lock_timeout": "soon"}, "lock_timeout"),
-])
+@pytest.mark.parametrize(
+    ("keys", "key"),
+    [
+        ({"history_db": None}, "history_db"),
+        ({"qdrant_path": None}, "qdrant_path"),
+        ({"history_db": "nowhere/history.db"}, "history_db"),
+        ({"qdrant_path": "mem0"}, "qdrant_path"),
+        ({"collection": "absent"}, "collection"),
+        ({"collection": "../mem0"}, "collection"),
+        ({"lock_timeout": "soon"}, "lock_timeout"),
+    ],
+)
 def test_bad_configuration_names_the_key(memory: Built, keys: dict[str, Any], key: str) -> None:
-    data: dict[str, Any] = {"name": "assistant-memory", "kind": "mem0", "base_dir": memory.root,
-                            "history_db": "mem0/history.db", "qdrant_path": "qdrant"}
+    data: dict[str, Any] = {
+        "name": "assistant-memory",
+        "kind": "mem0",
+        "base_dir": memory.root,
+        "history_db": "mem0/history.db",
+        "qdrant_path": "qdrant",
+    }
     data.update(keys)
     target = Target.model_validate({k: v for k, v in data.items() if v is not None})
     with pytest.raises(ConfigError, match=repr(key)):
@@ -397,8 +424,7 @@ class _Planted:
         return (os.system, (f"touch {self.marker}",))
 
 
-def test_a_stored_row_that_is_not_a_qdrant_point_is_never_run_and_fails_closed(memory: Built,
-                                                                              tmp_path: Path) -> None:
+def test_a_stored_row_that_is_not_a_qdrant_point_is_never_run_and_fails_closed(memory: Built, tmp_path: Path) -> None:
     """Both sides read pickles with restricted unpicklers: a planted row runs nothing; the probe counts it
     as residue (whose it is cannot be known), the eraser refuses to touch that collection."""
     target = memory.target()
@@ -435,8 +461,14 @@ def test_erase_needs_neither_mem0_nor_qdrant_client(memory: Built) -> None:
         "print(json.dumps({k.value: [o.before, o.after] for k, o in out.items()}))\n"
         "assert not any(m.split('.')[0] in ('mem0', 'qdrant_client') for m in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(memory.root), SUBJECT.model_dump_json()], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(memory.root), SUBJECT.model_dump_json()],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     counts = json.loads(done.stdout)
     assert counts["semantic"][0] > 0 and all(after == 0 for _before, after in counts.values())
@@ -472,10 +504,16 @@ def test_case_variants_of_the_id_and_escaped_session_scopes_are_the_subject(memo
     odd = Subject(id="m0-ops&team=7%", name="Ops Team Seven")
     m = open_memory(memory.root)
     try:
-        m.add([{"role": "user", "content": "Please remember: the canal permit renewal is due in March"}],
-              user_id=SUBJECT.id.upper(), agent_id=AGENT)
-        m.add([{"role": "user", "content": "Please remember: the rota spreadsheet lives in the blue folder"}],
-              user_id=odd.id, run_id="night-shift")
+        m.add(
+            [{"role": "user", "content": "Please remember: the canal permit renewal is due in March"}],
+            user_id=SUBJECT.id.upper(),
+            agent_id=AGENT,
+        )
+        m.add(
+            [{"role": "user", "content": "Please remember: the rota spreadsheet lives in the blue folder"}],
+            user_id=odd.id,
+            run_id="night-shift",
+        )
     finally:
         close_memory(m)
     scopes = [r[1] for r in raw_rows(memory.root)["messages"]]

@@ -38,22 +38,37 @@ def four_targets(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     agents.mkdir()
     # The reference store holds two items of the subject and one of a bystander.
     conn = create(home.store_dir)
-    items = [{"source": "chat", "source_ref": f"conv-4k-{i}", "subject": SUBJECT.model_dump(exclude_none=True),
-              "content": f"Please send the kiln rental invoice number {i} to my accountant."} for i in range(2)]
-    items.append({"source": "chat", "source_ref": "conv-4k-9",
-                  "subject": mem0_fixtures.BYSTANDERS[0].model_dump(exclude_none=True),
-                  "content": "Reschedule the typewriter repair to Monday morning."})
+    items = [
+        {
+            "source": "chat",
+            "source_ref": f"conv-4k-{i}",
+            "subject": SUBJECT.model_dump(exclude_none=True),
+            "content": f"Please send the kiln rental invoice number {i} to my accountant.",
+        }
+        for i in range(2)
+    ]
+    items.append(
+        {
+            "source": "chat",
+            "source_ref": "conv-4k-9",
+            "subject": mem0_fixtures.BYSTANDERS[0].model_dump(exclude_none=True),
+            "content": "Reschedule the typewriter repair to Monday morning.",
+        }
+    )
     ingest(conn, home.store_dir, [MemoryItem.model_validate(i) for i in items])
     conn.close()
     # Each framework's memory, for the same person.
     # The LangGraph builder writes the texts it keeps for its own subject: give them to this one.
-    topics = {**langgraph_sqlite_fixtures._TOPICS,
-              SUBJECT.id: langgraph_sqlite_fixtures._TOPICS[langgraph_sqlite_fixtures.SUBJECT.id]}
+    topics = {
+        **langgraph_sqlite_fixtures._TOPICS,
+        SUBJECT.id: langgraph_sqlite_fixtures._TOPICS[langgraph_sqlite_fixtures.SUBJECT.id],
+    }
     monkeypatch.setattr(langgraph_sqlite_fixtures, "_TOPICS", topics)
     monkeypatch.setattr(langgraph_sqlite_fixtures, "SUBJECT", SUBJECT)
     monkeypatch.setattr(chroma_fixtures, "SUBJECT", SUBJECT)
-    langgraph_sqlite_fixtures.build_memory(agents / "langgraph", copies=4, threads_per_person=2, mentions=False,
-                                           case_variants=False)
+    langgraph_sqlite_fixtures.build_memory(
+        agents / "langgraph", copies=4, threads_per_person=2, mentions=False, case_variants=False
+    )
     chroma_fixtures.build_memory(agents / "chroma")
     # The builder (the agent) must be done with Chroma before the erasure: chromadb keeps each index in
     # memory and persists it when its objects are collected, which would write the subject back over
@@ -96,28 +111,51 @@ collection = "{mem0_fixtures.COLLECTION}"
 
 def _cli(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_URL")}
-    env.update(ERASURE_HOME=str(home.root), ERASURE_EVIDENCE=str(home.evidence_root),
-               PREFECT_HOME=str(home.prefect_home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=PROJECT_ROOT, env=env, text=True,
-                          capture_output=True, timeout=900, check=False, stdin=subprocess.DEVNULL)
+    env.update(
+        ERASURE_HOME=str(home.root),
+        ERASURE_EVIDENCE=str(home.evidence_root),
+        PREFECT_HOME=str(home.prefect_home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=900,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_one_request_across_all_four_kinds_ends_all_clear_with_one_pack(
-        home: Home, four_targets: Path, tmp_path: Path) -> None:
+    home: Home, four_targets: Path, tmp_path: Path
+) -> None:
     needles = [s.lower().encode() for s in (SUBJECT.id, SUBJECT.email or "", SUBJECT.name or "")]
     assert _walk_hits(four_targets, needles) and _walk_hits(home.store_dir, needles)
 
     listed = _cli(home, "targets", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     assert [t["kind"] for t in json.loads(listed.stdout)["targets"]] == [
-        "reference", "langgraph-sqlite", "chroma", "mem0"]
+        "reference",
+        "langgraph-sqlite",
+        "chroma",
+        "mem0",
+    ]
     assert all(t["reachable"] for t in json.loads(listed.stdout)["targets"])
 
     assert _cli(home, "keys", "generate", "--role", "engine").returncode == 0
-    envelope = {"request_id": "req-four-0001", "tenant_id": "default",
-                "subject": SUBJECT.model_dump(exclude_none=True), "legal_basis": "GDPR",
-                "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-                "requester_identity_proof_ref": "idv/four", "reason": "Art.17 request"}
+    envelope = {
+        "request_id": "req-four-0001",
+        "tenant_id": "default",
+        "subject": SUBJECT.model_dump(exclude_none=True),
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/four",
+        "reason": "Art.17 request",
+    }
     req = tmp_path / "request.json"
     req.write_text(json.dumps(envelope))
     assert _cli(home, "request", "submit", str(req)).returncode == 0
@@ -137,18 +175,31 @@ def test_one_request_across_all_four_kinds_ends_all_clear_with_one_pack(
 
     assert _walk_hits(four_targets, needles) == []
     assert _walk_hits(home.store_dir, needles) == []
-    steps = [json.loads(line) for line in
-             (home.evidence_dir("req-four-0001") / "steps.jsonl").read_text().splitlines()]
+    steps = [json.loads(line) for line in (home.evidence_dir("req-four-0001") / "steps.jsonl").read_text().splitlines()]
     assert {s.get("target") for s in steps} == {None, "support-agent", "kb-vectors", "assistant-memory"}
     pack = home.evidence_dir("req-four-0001") / "proof.tar.gz"
     from memory.audit import checkpoint_public_pem
 
     audit_pub = tmp_path / "audit.pub.pem"
     audit_pub.write_bytes(checkpoint_public_pem(home.store_dir))
-    verified = subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key",
-                               str(home.keys_dir / "engine.pub.pem"), "--no-dpo", "--audit-key", str(audit_pub)],
-                              cwd=PROJECT_ROOT,
-                              capture_output=True, text=True, timeout=300, check=False)
+    verified = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proof.verify",
+            str(pack),
+            "--engine-key",
+            str(home.keys_dir / "engine.pub.pem"),
+            "--no-dpo",
+            "--audit-key",
+            str(audit_pub),
+        ],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
@@ -158,8 +209,9 @@ def test_a_home_with_no_reference_store_gets_a_pack_that_verifies(home: Home, tm
     import shutil
 
     shutil.rmtree(home.store_dir)
-    mem = langgraph_sqlite_fixtures.build_memory(tmp_path / "lg", copies=3, threads_per_person=1, mentions=False,
-                                                 case_variants=False)
+    mem = langgraph_sqlite_fixtures.build_memory(
+        tmp_path / "lg", copies=3, threads_per_person=1, mentions=False, case_variants=False
+    )
     subject = langgraph_sqlite_fixtures.SUBJECT
     (home.root / "targets.toml").write_text(f'''tenant = "acme"
 [[targets]]
@@ -171,9 +223,15 @@ namespace = ["users", "{{subject_id}}"]
 thread_key = "user_id"
 ''')
     assert _cli(home, "keys", "generate", "--role", "engine").returncode == 0
-    envelope = {"request_id": "req-lg-only-1", "tenant_id": "acme", "subject": subject.model_dump(exclude_none=True),
-                "legal_basis": "GDPR", "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-                "requester_identity_proof_ref": "idv/lg", "reason": "Art.17 request"}
+    envelope = {
+        "request_id": "req-lg-only-1",
+        "tenant_id": "acme",
+        "subject": subject.model_dump(exclude_none=True),
+        "legal_basis": "GDPR",
+        "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+        "requester_identity_proof_ref": "idv/lg",
+        "reason": "Art.17 request",
+    }
     req = tmp_path / "request.json"
     req.write_text(json.dumps(envelope))
     assert _cli(home, "request", "submit", str(req)).returncode == 0
@@ -183,7 +241,21 @@ thread_key = "user_id"
     audit = json.loads((home.evidence_dir("req-lg-only-1") / "audit-log-redaction.json").read_text())
     assert audit["format"] == "audit-log-redaction/none/v1"
     pack = home.evidence_dir("req-lg-only-1") / "proof.tar.gz"
-    verified = subprocess.run([sys.executable, "-m", "proof.verify", str(pack), "--engine-key",
-                               str(home.keys_dir / "engine.pub.pem"), "--no-dpo", "--no-audit-key"], cwd=PROJECT_ROOT,
-                              capture_output=True, text=True, timeout=300, check=False)
+    verified = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proof.verify",
+            str(pack),
+            "--engine-key",
+            str(home.keys_dir / "engine.pub.pem"),
+            "--no-dpo",
+            "--no-audit-key",
+        ],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert verified.returncode == 0, verified.stdout + verified.stderr

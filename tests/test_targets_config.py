@@ -34,8 +34,10 @@ def test_without_a_file_the_one_target_is_the_reference_store(home: Home) -> Non
 def test_relative_paths_are_read_from_the_files_folder(home: Home, tmp_path: Path) -> None:
     conf = tmp_path / "conf" / "targets.toml"
     conf.parent.mkdir()
-    conf.write_text('tenant = "acme"\n[[targets]]\nname = "kb"\nkind = "chroma"\npath = "chroma"\n'
-                    'subject_key = "user_id"\n[[targets]]\nname = "ref"\nkind = "reference"\n')
+    conf.write_text(
+        'tenant = "acme"\n[[targets]]\nname = "kb"\nkind = "chroma"\npath = "chroma"\n'
+        'subject_key = "user_id"\n[[targets]]\nname = "ref"\nkind = "reference"\n'
+    )
     found = load_targets(home.root, home.store_dir, conf)
     assert found.tenant == "acme"
     assert found.by_name("kb").path("path") == conf.parent / "chroma"
@@ -43,15 +45,18 @@ def test_relative_paths_are_read_from_the_files_folder(home: Home, tmp_path: Pat
     assert found.reference() is not None and found.reference().path("path") == home.store_dir  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize(("body", "says"), [
-    ('[[targets]]\nname = "a"\n', "targets[0].kind"),
-    ('[[targets]]\nname = "../x"\nkind = "chroma"\n', "targets[0].name"),
-    ('[[targets]]\nname = "a"\nkind = "chroma"\n[[targets]]\nname = "a"\nkind = "mem0"\n', "two targets are named"),
-    ('tenant = 5\n[[targets]]\nname = "a"\nkind = "chroma"\n', "'tenant'"),
-    ('targets = 1\n', "'targets'"),
-    ('colour = "red"\n[[targets]]\nname = "a"\nkind = "chroma"\n', "unknown key 'colour'"),
-    ('[[targets\n', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ('[[targets]]\nname = "a"\n', "targets[0].kind"),
+        ('[[targets]]\nname = "../x"\nkind = "chroma"\n', "targets[0].name"),
+        ('[[targets]]\nname = "a"\nkind = "chroma"\n[[targets]]\nname = "a"\nkind = "mem0"\n', "two targets are named"),
+        ('tenant = 5\n[[targets]]\nname = "a"\nkind = "chroma"\n', "'tenant'"),
+        ("targets = 1\n", "'targets'"),
+        ('colour = "red"\n[[targets]]\nname = "a"\nkind = "chroma"\n', "unknown key 'colour'"),
+        ("[[targets\n", "not valid TOML"),
+    ],
+)
 def test_bad_configuration_names_the_key(home: Home, tmp_path: Path, body: str, says: str) -> None:
     conf = tmp_path / "targets.toml"
     conf.write_text(body)
@@ -66,8 +71,14 @@ def test_the_cli_says_one_line_and_exits_3(home: Home, tmp_path: Path) -> None:
     assert res.exit_code == 0  # listed, with the reason it cannot be used
     assert "unknown kind" in res.output
     (home.root / "targets.toml").write_text('[[targets]]\nname = "kb"\n')
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "targets", "list", "--home", str(home.root)],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "targets", "list", "--home", str(home.root)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "targets[0].kind" in proc.stderr
 

@@ -33,8 +33,15 @@ from tests.test_deployments import Console, envelope, start_console, stop_consol
 pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SHOTS = PROJECT_ROOT / "evidence" / "ui"
 TIMEOUT_MS = 30_000
 
@@ -65,8 +72,13 @@ def page(console: Console) -> Iterator[Any]:
     assert CHROMIUM.exists(), "Debian's chromium is missing: run `make browser`"
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        ctx = pw.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
-                                                    args=CHROMIUM_ARGS, viewport={"width": 1600, "height": 1000})
+        ctx = pw.chromium.launch_persistent_context(
+            profile,
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1600, "height": 1000},
+        )
         ctx.set_default_timeout(TIMEOUT_MS)
         # The home's server requires its credential; Prefect's UI keeps the one typed on its login page
         # in localStorage["prefect-password"] (base64): give it as the operator would have typed it.
@@ -121,10 +133,15 @@ def test_erasure_request_form_has_our_fields(console: Console, page: Any) -> Non
 def test_hold_form_describes_its_fields_and_refuses_an_email(console: Console, page: Any) -> None:
     from playwright.sync_api import expect
 
-    page.goto(f"{ui(console)}/deployments/deployment/{deployment_id(console, 'hold-place')}/run",
-              wait_until="networkidle")
-    for label, words in (("request_id", "as given by"), ("reason (Optional)", "Why the hold is placed"),
-                         ("reference", "Case or ticket reference"), ("actor", "recorded in the audit log")):
+    page.goto(
+        f"{ui(console)}/deployments/deployment/{deployment_id(console, 'hold-place')}/run", wait_until="networkidle"
+    )
+    for label, words in (
+        ("request_id", "as given by"),
+        ("reason (Optional)", "Why the hold is placed"),
+        ("reference", "Case or ticket reference"),
+        ("actor", "recorded in the audit log"),
+    ):
         expect(page.get_by_text(label, exact=True)).to_be_visible()
         expect(page.get_by_text(words)).to_be_visible()
     expect(page.get_by_role("button", name="litigation")).to_be_visible()  # a reason code, not free text
@@ -144,8 +161,12 @@ def test_sla_artifact_table_in_the_ui(console: Console, page: Any) -> None:
 
     deadline = time.monotonic() + 120
     while True:  # the start-up sla-monitor run, executed by the worker
-        arts = httpx.post(f"{console.api}/artifacts/filter", json={"artifacts": {"key": {"any_": ["erasure-sla"]}}},
-                          headers=auth(console), timeout=10).json()
+        arts = httpx.post(
+            f"{console.api}/artifacts/filter",
+            json={"artifacts": {"key": {"any_": ["erasure-sla"]}}},
+            headers=auth(console),
+            timeout=10,
+        ).json()
         if arts:
             break
         assert time.monotonic() < deadline, "no erasure-sla artifact: did the sla-monitor run?"
@@ -158,8 +179,18 @@ def test_sla_artifact_table_in_the_ui(console: Console, page: Any) -> None:
     table = page.locator("table").first
     expect(table).to_be_visible()
     headers = [h.strip() for h in table.locator("th").all_inner_texts()]
-    assert {"request_id", "legal_basis", "state", "deadline", "days_left", "extended", "paused", "at_risk",
-            "breached", "status"} <= set(headers)
+    assert {
+        "request_id",
+        "legal_basis",
+        "state",
+        "deadline",
+        "days_left",
+        "extended",
+        "paused",
+        "at_risk",
+        "breached",
+        "status",
+    } <= set(headers)
     cells = {}
     for rid in ("ui-late", "ui-risk", "ui-ok"):
         texts = [t.strip() for t in table.locator("tr", has_text=rid).locator("td").all_inner_texts()]
@@ -167,7 +198,10 @@ def test_sla_artifact_table_in_the_ui(console: Console, page: Any) -> None:
     assert cells["ui-late"]["legal_basis"] == "CCPA" and cells["ui-late"]["days_left"] == "-5"
     assert (cells["ui-late"]["breached"], cells["ui-late"]["status"]) == ("true", "BREACHED")
     assert (cells["ui-risk"]["days_left"], cells["ui-risk"]["at_risk"], cells["ui-risk"]["status"]) == (
-        "4", "true", "at risk")
+        "4",
+        "true",
+        "at risk",
+    )
     assert (cells["ui-ok"]["at_risk"], cells["ui-ok"]["breached"], cells["ui-ok"]["status"]) == ("false", "false", "ok")
     page.screenshot(path=str(SHOTS / "sla-artifact-table.png"), full_page=True)
 
@@ -200,16 +234,31 @@ def dpo_webhook() -> Iterator[tuple[str, list[bytes]]]:
 @pytest.fixture(scope="module")
 def finished_run(console: Console, dpo_webhook: tuple[str, list[bytes]]) -> str:
     """`erasure server automation` on the console, then `req-ann-1` erased by deployment on its worker."""
-    env = {**os.environ, "ERASURE_HOME": str(console.home.root), "ERASURE_EVIDENCE": str(console.home.evidence_root),
-           "PREFECT_API_URL": console.api, "PREFECT_API_AUTH_STRING": home_secret(console.home)}
-    res = subprocess.run([sys.executable, "-m", "cli.main", "server", "automation", "--webhook", dpo_webhook[0],
-                          "--json"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
-                         check=False)
+    env = {
+        **os.environ,
+        "ERASURE_HOME": str(console.home.root),
+        "ERASURE_EVIDENCE": str(console.home.evidence_root),
+        "PREFECT_API_URL": console.api,
+        "PREFECT_API_AUTH_STRING": home_secret(console.home),
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "cli.main", "server", "automation", "--webhook", dpo_webhook[0], "--json"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     submit(console.home, "req-ann-1")
     dep = deployment_id(console, "erasure-request")
-    r = httpx.post(f"{console.api}/deployments/{dep}/create_flow_run", json={"parameters": {"request_id": "req-ann-1"}},
-                   timeout=30, headers=auth(console))
+    r = httpx.post(
+        f"{console.api}/deployments/{dep}/create_flow_run",
+        json={"parameters": {"request_id": "req-ann-1"}},
+        timeout=30,
+        headers=auth(console),
+    )
     r.raise_for_status()
     run_id = str(r.json()["id"])
     deadline = time.monotonic() + 300
@@ -240,11 +289,25 @@ def test_a_finished_run_shows_its_tier_table_and_summary(console: Console, page:
     expect(table).to_be_visible()
     headers = [h.strip() for h in table.locator("th").all_inner_texts()]
     assert {"tier", "status", "before", "after", "residue"} <= set(headers), headers
-    for tier in ("working", "episodic", "semantic", "vectors", "fine_tune", "uploads", "derivatives",
-                 "subprocessors", "audit_log"):
+    for tier in (
+        "working",
+        "episodic",
+        "semantic",
+        "vectors",
+        "fine_tune",
+        "uploads",
+        "derivatives",
+        "subprocessors",
+        "audit_log",
+    ):
         expect(table.locator("tr", has_text=tier).first).to_be_visible()
-    row = dict(zip(headers, [t.strip() for t in table.locator("tr", has_text="episodic").first.locator("td")
-                             .all_inner_texts()], strict=True))
+    row = dict(
+        zip(
+            headers,
+            [t.strip() for t in table.locator("tr", has_text="episodic").first.locator("td").all_inner_texts()],
+            strict=True,
+        )
+    )
     assert row["status"] == "erased" and int(row["before"]) > 0 and row["after"] == "0" and row["residue"] == "0"
     page.screenshot(path=str(SHOTS / "erasure-run-tier-table.png"), full_page=True)
     page.go_back(wait_until="networkidle")
@@ -260,8 +323,9 @@ def test_a_finished_run_shows_its_tier_table_and_summary(console: Console, page:
     page.screenshot(path=str(SHOTS / "erasure-run-summary.png"), full_page=True)
 
 
-def test_the_dpo_automation_is_listed_and_notifies(console: Console, page: Any, finished_run: str,
-                                                    dpo_webhook: tuple[str, list[bytes]]) -> None:
+def test_the_dpo_automation_is_listed_and_notifies(
+    console: Console, page: Any, finished_run: str, dpo_webhook: tuple[str, list[bytes]]
+) -> None:
     from playwright.sync_api import expect
 
     page.goto(f"{ui(console)}/automations", wait_until="networkidle")

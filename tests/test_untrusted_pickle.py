@@ -18,9 +18,17 @@ from hypothesis import strategies as st
 
 from erasure.untrusted import QDRANT_POINT_CLASSES, PickledRecord, load_pickle
 
-HOSTILE = [("os", "system"), ("posix", "system"), ("builtins", "eval"), ("builtins", "exec"),
-           ("subprocess", "Popen"), ("builtins", "getattr"), ("importlib", "import_module"),
-           ("qdrant_client.http.models.models", "Evil"), ("erasure.untrusted", "PickledRecord")]
+HOSTILE = [
+    ("os", "system"),
+    ("posix", "system"),
+    ("builtins", "eval"),
+    ("builtins", "exec"),
+    ("subprocess", "Popen"),
+    ("builtins", "getattr"),
+    ("importlib", "import_module"),
+    ("qdrant_client.http.models.models", "Evil"),
+    ("erasure.untrusted", "PickledRecord"),
+]
 
 
 class _Runs:
@@ -38,6 +46,7 @@ def _global_opcode(module: str, name: str, call: bytes) -> bytes:
 
 def _stack_global(module: str, name: str, call: bytes) -> bytes:
     """A protocol-4 pickle: STACK_GLOBAL from two unicode strings, then `call`."""
+
     def text(s: str) -> bytes:
         raw = s.encode()
         return b"\x8c" + bytes([len(raw)]) + raw
@@ -61,8 +70,9 @@ def test_a_pickle_naming_a_function_is_refused(module: str, name: str, build: An
 @pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
 def test_what_pickle_writes_for_os_system_eval_and_popen_runs_nothing(fn: Any, protocol: int, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    blob = pickle.dumps(_Runs(fn, f"touch {marker}" if fn is not eval else f"open({str(marker)!r}, 'w')"),
-                        protocol=protocol)
+    blob = pickle.dumps(
+        _Runs(fn, f"touch {marker}" if fn is not eval else f"open({str(marker)!r}, 'w')"), protocol=protocol
+    )
     for records in (frozenset(), QDRANT_POINT_CLASSES):
         with pytest.raises(pickle.UnpicklingError):
             load_pickle(blob, records=records)
@@ -72,12 +82,16 @@ def test_what_pickle_writes_for_os_system_eval_and_popen_runs_nothing(fn: Any, p
 
 
 @settings(max_examples=300, deadline=None)
-@given(module=st.sampled_from([m for m, _ in HOSTILE]) | st.from_regex(r"[a-z_][a-z0-9_.]{0,30}", fullmatch=True),
-       name=st.sampled_from([n for _, n in HOSTILE]) | st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True),
-       build=st.sampled_from([_global_opcode, _stack_global]), call=st.sampled_from(CALLS),
-       prefix=st.binary(max_size=8))
-def test_property_no_global_outside_the_records_is_ever_looked_up(module: str, name: str, build: Any, call: bytes,
-                                                                 prefix: bytes) -> None:
+@given(
+    module=st.sampled_from([m for m, _ in HOSTILE]) | st.from_regex(r"[a-z_][a-z0-9_.]{0,30}", fullmatch=True),
+    name=st.sampled_from([n for _, n in HOSTILE]) | st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True),
+    build=st.sampled_from([_global_opcode, _stack_global]),
+    call=st.sampled_from(CALLS),
+    prefix=st.binary(max_size=8),
+)
+def test_property_no_global_outside_the_records_is_ever_looked_up(
+    module: str, name: str, build: Any, call: bytes, prefix: bytes
+) -> None:
     blob = build(module, name, call)
     for data in (blob, prefix + blob):
         try:
@@ -91,17 +105,27 @@ def test_property_no_global_outside_the_records_is_ever_looked_up(module: str, n
 
 def _names_global(data: bytes) -> bool:
     try:
-        return any(op.name in ("GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "EXT1", "EXT2", "EXT4")
-                   for op, _arg, _pos in pickletools.genops(data))
+        return any(
+            op.name in ("GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "EXT1", "EXT2", "EXT4")
+            for op, _arg, _pos in pickletools.genops(data)
+        )
     except Exception:
         return True
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-                    | st.tuples(inner, inner), max_leaves=20),
-       st.integers(3, pickle.HIGHEST_PROTOCOL))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+            | st.tuples(inner, inner)
+        ),
+        max_leaves=20,
+    ),
+    st.integers(3, pickle.HIGHEST_PROTOCOL),
+)
 def test_property_plain_data_loads_as_it_was(value: Any, protocol: int) -> None:
     """(Protocols 0-2 write bytes as a call of `codecs.encode`: refused, as every call is; the stores
     write protocol 3 or later.)"""
@@ -118,8 +142,17 @@ def test_a_qdrant_point_becomes_an_inert_record_and_is_refused_where_no_record_i
         load_pickle(blob)  # Chroma's id map names no class at all
 
 
-@pytest.mark.parametrize("blob", [b"", b"\x80\x04", b"\x80\x04\x95\xff\xff\xff\xff", b"(lp0\nI1\naI2\n", b"garbage",
-                                  b"\x80\x04}\x94(\x8c\x01a\x94\x8c\x01b\x94ub."])
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"",
+        b"\x80\x04",
+        b"\x80\x04\x95\xff\xff\xff\xff",
+        b"(lp0\nI1\naI2\n",
+        b"garbage",
+        b"\x80\x04}\x94(\x8c\x01a\x94\x8c\x01b\x94ub.",
+    ],
+)
 def test_malformed_pickles_are_one_error(blob: bytes) -> None:
     with pytest.raises(pickle.UnpicklingError):
         load_pickle(blob)

@@ -24,7 +24,8 @@ from probes.needles import (
 from probes.window import _VectorMatcher
 
 vectors = st.lists(st.sampled_from([0.0, 0.0, 0.0, 0.125, -0.25, 0.5]), min_size=128, max_size=128).map(
-    lambda xs: np.array(xs, dtype="<f4").tobytes())
+    lambda xs: np.array(xs, dtype="<f4").tobytes()
+)
 
 
 def _tail(floats: np.ndarray) -> int:
@@ -42,13 +43,13 @@ def test_pieces_end_on_the_longest_non_zero_tail_and_do_not_overlap(vector: byte
     assert len(pieces) <= MAX_VECTOR_PIECES
     width = VECTOR_PIECE_BYTES // 4
     everything = np.frombuffer(vector, dtype="<f4")
-    windows = [everything[s:s + width] for s in range(0, 128 - width + 1, PIECE_GRID_FLOATS)]
+    windows = [everything[s : s + width] for s in range(0, 128 - width + 1, PIECE_GRID_FLOATS)]
     eligible = [w for w in windows if np.count_nonzero(w) >= MIN_NONZERO_FLOATS and w[-1]]
     best = max((_tail(w) for w in eligible), default=0)
     assert bool(pieces) == bool(eligible)
     tails = []
     for at, piece in pieces:
-        assert at % (4 * PIECE_GRID_FLOATS) == 0 and piece == vector[at:at + VECTOR_PIECE_BYTES]
+        assert at % (4 * PIECE_GRID_FLOATS) == 0 and piece == vector[at : at + VECTOR_PIECE_BYTES]
         floats = np.frombuffer(piece, dtype="<f4")
         assert len(piece) == VECTOR_PIECE_BYTES and np.count_nonzero(floats) >= MIN_NONZERO_FLOATS
         tails.append(_tail(floats))
@@ -70,15 +71,16 @@ def test_a_dense_vector_gives_two_pieces_and_the_larger_ending_floats_win() -> N
 
 @settings(max_examples=100, deadline=None)
 @given(vector=vectors, others=st.lists(vectors, max_size=6), seed=st.integers(0, 2**32 - 1))
-def test_the_matcher_finds_exactly_the_rows_holding_a_vector_or_a_piece(vector: bytes, others: list[bytes],
-                                                                         seed: int) -> None:
+def test_the_matcher_finds_exactly_the_rows_holding_a_vector_or_a_piece(
+    vector: bytes, others: list[bytes], seed: int
+) -> None:
     rng = np.random.default_rng(seed)
     pieces = distinctive_pieces(vector)
     rows: list[tuple[int, bytes]] = [(1, vector)]
     for i, other in enumerate(others, start=2):
         if pieces and rng.random() < 0.5:  # a bystander sharing a piece at its place
             at, piece = pieces[int(rng.integers(len(pieces)))]
-            other = other[:at] + piece + other[at + len(piece):]
+            other = other[:at] + piece + other[at + len(piece) :]
         rows.append((i, other))
     rows.append((99, vector[:-4]))  # another size: compared byte by byte
     wanted_at: dict[int, set[bytes]] = {}
@@ -86,6 +88,10 @@ def test_the_matcher_finds_exactly_the_rows_holding_a_vector_or_a_piece(vector: 
         wanted_at.setdefault(at, set()).add(piece)
     found = set(_VectorMatcher([vector], wanted_at).holders(rows))
     want: set[tuple[int, bytes, int | None]] = {(rid, data, None) for rid, data in rows if data == vector}
-    want |= {(rid, data[at:at + VECTOR_PIECE_BYTES], at) for rid, data in rows for at, piece in pieces
-             if data[at:at + VECTOR_PIECE_BYTES] == piece}
+    want |= {
+        (rid, data[at : at + VECTOR_PIECE_BYTES], at)
+        for rid, data in rows
+        for at, piece in pieces
+        if data[at : at + VECTOR_PIECE_BYTES] == piece
+    }
     assert found == want

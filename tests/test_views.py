@@ -26,10 +26,20 @@ from hypothesis import strategies as st
 
 from probes.views import Matcher, canonical, scan_views
 
-NAME, EMAIL, PHONE, PHONE_NATIONAL, SID = "Jana Weißmüller", "jana.weiss@post.example", "+48 600 700 800", \
-    "0600700800", "cust-8841"
-NEEDLES = [("identifier", NAME), ("identifier", EMAIL), ("identifier", PHONE), ("identifier", PHONE_NATIONAL),
-           ("identifier", SID)]
+NAME, EMAIL, PHONE, PHONE_NATIONAL, SID = (
+    "Jana Weißmüller",
+    "jana.weiss@post.example",
+    "+48 600 700 800",
+    "0600700800",
+    "cust-8841",
+)
+NEEDLES = [
+    ("identifier", NAME),
+    ("identifier", EMAIL),
+    ("identifier", PHONE),
+    ("identifier", PHONE_NATIONAL),
+    ("identifier", SID),
+]
 OTHER = {"name": "Jan Weiss", "email": "jana.weiss@other.example", "phone": "+48 600 700 801", "id": "cust-8842"}
 """A bystander whose identifiers look like the subject's: none of them may be found."""
 
@@ -44,12 +54,28 @@ def _found(tmp: Path, files: dict[str, bytes]) -> set[int]:
 # --- spellings: each text is one way software or a person writes the subject ---------------------------------
 
 SPELLINGS: dict[str, list[str]] = {
-    "name": ["Weißmüller, Jana", "Jana Weissmüller", "Jana Weissmueller", "JANA WEISSMULLER", "Jana\tWeißmüller",
-             "Jana\nWeißmüller", "Jana Weiß\u00admüller", "Jana\u00a0Weißmüller", "jana weiß\u200bmüller",
-             "Ｊａｎａ Ｗｅｉßｍüｌｌｅｒ"],
+    "name": [
+        "Weißmüller, Jana",
+        "Jana Weissmüller",
+        "Jana Weissmueller",
+        "JANA WEISSMULLER",
+        "Jana\tWeißmüller",
+        "Jana\nWeißmüller",
+        "Jana Weiß\u00admüller",
+        "Jana\u00a0Weißmüller",
+        "jana weiß\u200bmüller",
+        "Ｊａｎａ Ｗｅｉßｍüｌｌｅｒ",
+    ],
     "email": ["jana.weiss@post.example", "Jana.Weiss+news@post.example", "JANA.WEISS@POST.EXAMPLE"],
-    "phone": ["0048 600 700 800", "+48 600\u2011700\u2011800", "+48 (600) 700-800", "(0) 600 700 800",
-              "600\u2013700\u2013800", "+48.600.700.800", "0048600700800"],
+    "phone": [
+        "0048 600 700 800",
+        "+48 600\u2011700\u2011800",
+        "+48 (600) 700-800",
+        "(0) 600 700 800",
+        "600\u2013700\u2013800",
+        "+48.600.700.800",
+        "0048600700800",
+    ],
     "id": ["cust-8841", "CUST-8841", "cust\u20118841", "cust 8841"],
 }
 
@@ -67,8 +93,9 @@ def _percent(text: str) -> bytes:
 
 
 def _entities(text: str) -> bytes:
-    return ("<p>" + "".join(f"&#{ord(c)};" if not c.isalnum() or not c.isascii() else c for c in text)
-            + "</p>").encode()
+    return (
+        "<p>" + "".join(f"&#{ord(c)};" if not c.isalnum() or not c.isascii() else c for c in text) + "</p>"
+    ).encode()
 
 
 def _hex_entities(text: str) -> bytes:
@@ -100,9 +127,18 @@ def _utf32(text: str) -> bytes:
 
 
 ENCODINGS: dict[str, Callable[[str], bytes]] = {
-    "raw": lambda t: f"said: {t}.".encode(), "json": _json, "json-all": _json_all, "percent": _percent,
-    "entities": _entities, "hex-entities": _hex_entities, "quoted-printable": _qp, "base64": _b64,
-    "base64url": _b64url, "utf-16": _utf16, "utf-16-be": _utf16be, "utf-32": _utf32,
+    "raw": lambda t: f"said: {t}.".encode(),
+    "json": _json,
+    "json-all": _json_all,
+    "percent": _percent,
+    "entities": _entities,
+    "hex-entities": _hex_entities,
+    "quoted-printable": _qp,
+    "base64": _b64,
+    "base64url": _b64url,
+    "utf-16": _utf16,
+    "utf-16-be": _utf16be,
+    "utf-32": _utf32,
 }
 
 
@@ -119,8 +155,13 @@ def _zip(data: bytes) -> bytes:
 
 def _pdf(data: bytes) -> bytes:
     body = zlib.compress(b"BT /F1 12 Tf <" + data + b"> Tj ET")
-    return (b"%PDF-1.4\n1 0 obj\n<< /Length " + str(len(body)).encode() + b" /Filter /FlateDecode >>\nstream\n"
-            + body + b"\nendstream\nendobj\ntrailer << /Root 1 0 R >>\n%%EOF\n")
+    return (
+        b"%PDF-1.4\n1 0 obj\n<< /Length "
+        + str(len(body)).encode()
+        + b" /Filter /FlateDecode >>\nstream\n"
+        + body
+        + b"\nendstream\nendobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+    )
 
 
 def _in_binary(data: bytes) -> bytes:
@@ -128,9 +169,17 @@ def _in_binary(data: bytes) -> bytes:
 
 
 CONTAINERS: dict[str, Callable[[bytes], bytes]] = {
-    "file": lambda d: d, "gzip": _gzip, "zlib": zlib.compress, "bz2": bz2.compress, "xz": lzma.compress,
-    "zip": _zip, "pdf": _pdf, "inside-binary": _in_binary, "gzip-in-base64": lambda d: _b64_bytes(_gzip(d)),
-    "zip-in-gzip": lambda d: _gzip(_zip(d)), "base64-attachment": lambda d: _b64_bytes(d),
+    "file": lambda d: d,
+    "gzip": _gzip,
+    "zlib": zlib.compress,
+    "bz2": bz2.compress,
+    "xz": lzma.compress,
+    "zip": _zip,
+    "pdf": _pdf,
+    "inside-binary": _in_binary,
+    "gzip-in-base64": lambda d: _b64_bytes(_gzip(d)),
+    "zip-in-gzip": lambda d: _gzip(_zip(d)),
+    "base64-attachment": lambda d: _b64_bytes(d),
 }
 
 
@@ -171,12 +220,15 @@ def test_phone_digits_inside_a_longer_number_are_not_the_phone(tmp_path: Path) -
     assert _found(tmp_path, {"a": b"order 4860070080012 and 1600700800"}) == set()
 
 
-@pytest.mark.parametrize(("data", "reason"), [
-    (b"\x89PNG\r\n\x1a\n" + os.urandom(2000), "image"),
-    (b"\xff\xd8\xff\xe0" + os.urandom(2000), "image"),
-    (os.urandom(20000), "unknown-binary"),
-    (b"\x1f\x8b\x08\x00" + os.urandom(500), "container-corrupt"),
-])
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"\x89PNG\r\n\x1a\n" + os.urandom(2000), "image"),
+        (b"\xff\xd8\xff\xe0" + os.urandom(2000), "image"),
+        (os.urandom(20000), "unknown-binary"),
+        (b"\x1f\x8b\x08\x00" + os.urandom(500), "container-corrupt"),
+    ],
+)
 def test_what_no_view_reads_is_listed_with_digest_size_and_reason(tmp_path: Path, data: bytes, reason: str) -> None:
     (tmp_path / "blobs").mkdir()
     (tmp_path / "blobs" / "x").write_bytes(data)
@@ -184,7 +236,8 @@ def test_what_no_view_reads_is_listed_with_digest_size_and_reason(tmp_path: Path
     import hashlib
 
     assert [(u.reason, u.size, u.sha256, u.folder) for u in report.unscanned] == [
-        (reason, len(data), hashlib.sha256(data).hexdigest(), "blobs")]
+        (reason, len(data), hashlib.sha256(data).hexdigest(), "blobs")
+    ]
     assert "folder" not in report.unscanned[0].model_dump()  # a folder can be named after a person
 
 
@@ -241,12 +294,20 @@ def test_canonical_form() -> None:
     assert canonical("\ufeffＡ") == "a"
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kind=st.sampled_from(sorted(SPELLINGS)), data=st.data(), encoding=st.sampled_from(sorted(ENCODINGS)),
-       container=st.sampled_from(sorted(CONTAINERS)), planted=st.booleans(), prefix=st.text(max_size=30))
-def test_generated_spelling_encoding_container(tmp_path: Path, kind: str, data: st.DataObject, encoding: str,
-                                               container: str, planted: bool, prefix: str) -> None:
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    kind=st.sampled_from(sorted(SPELLINGS)),
+    data=st.data(),
+    encoding=st.sampled_from(sorted(ENCODINGS)),
+    container=st.sampled_from(sorted(CONTAINERS)),
+    planted=st.booleans(),
+    prefix=st.text(max_size=30),
+)
+def test_generated_spelling_encoding_container(
+    tmp_path: Path, kind: str, data: st.DataObject, encoding: str, container: str, planted: bool, prefix: str
+) -> None:
     """Oracle: what was planted. The subject's identifier in any spelling x encoding x container is found;
     a look-alike bystander's is not (with the same surroundings)."""
     text = data.draw(st.sampled_from(SPELLINGS[kind])) if planted else OTHER[kind]
@@ -294,12 +355,19 @@ _GLUE = st.text(alphabet=_GLUE_ALPHABET, max_size=3) | st.text(alphabet=_GLUE_AL
 48 in a row hold no capital). Between 4 and 47 glued letters are a known limit (README)."""
 
 
-@settings(max_examples=120, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(before=_GLUE, after=_GLUE, lead=st.sampled_from(["", "to ", "from: ", "note "]),
-       trail=st.sampled_from(["", ".", " re: order", ", thanks"]), urlsafe=st.booleans())
-def test_generated_base64_glued_to_other_fields(tmp_path: Path, before: str, after: str, lead: str, trail: str,
-                                                urlsafe: bool) -> None:
+@settings(
+    max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    before=_GLUE,
+    after=_GLUE,
+    lead=st.sampled_from(["", "to ", "from: ", "note "]),
+    trail=st.sampled_from(["", ".", " re: order", ", thanks"]),
+    urlsafe=st.booleans(),
+)
+def test_generated_base64_glued_to_other_fields(
+    tmp_path: Path, before: str, after: str, lead: str, trail: str, urlsafe: bool
+) -> None:
     """Oracle: what was planted. The subject's email, base64-encoded (where in its text it stands: first,
     inside, last) and glued without a separator to other fields' letters and digits (a digest, an id)
     on either side, is found."""
@@ -323,8 +391,10 @@ def test_a_matcher_asked_about_texts_in_turn_answers_for_each() -> None:
 
 
 WIDE: dict[str, Callable[[str], bytes]] = {
-    "utf-16": lambda t: t.encode("utf-16"), "utf-16-le": lambda t: t.encode("utf-16-le"),
-    "utf-16-be": lambda t: t.encode("utf-16-be"), "utf-32": lambda t: t.encode("utf-32"),
+    "utf-16": lambda t: t.encode("utf-16"),
+    "utf-16-le": lambda t: t.encode("utf-16-le"),
+    "utf-16-be": lambda t: t.encode("utf-16-be"),
+    "utf-32": lambda t: t.encode("utf-32"),
 }
 _NARROW = sorted(set(ENCODINGS) - {"utf-16", "utf-16-be", "utf-32"})
 
@@ -336,10 +406,16 @@ def test_base64_inside_a_utf16_attachment_is_read(tmp_path: Path) -> None:
 
 
 @settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kind=st.sampled_from(sorted(SPELLINGS)), pick=st.integers(0, 9), inner=st.sampled_from(_NARROW),
-       wide=st.sampled_from(sorted(WIDE)), container=st.sampled_from(["file", "gzip", "zip", "base64-attachment"]))
-def test_every_text_encoding_inside_wide_text_is_read(tmp_path_factory: pytest.TempPathFactory, kind: str, pick: int,
-                                                       inner: str, wide: str, container: str) -> None:
+@given(
+    kind=st.sampled_from(sorted(SPELLINGS)),
+    pick=st.integers(0, 9),
+    inner=st.sampled_from(_NARROW),
+    wide=st.sampled_from(sorted(WIDE)),
+    container=st.sampled_from(["file", "gzip", "zip", "base64-attachment"]),
+)
+def test_every_text_encoding_inside_wide_text_is_read(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, pick: int, inner: str, wide: str, container: str
+) -> None:
     """Wide text (UTF-16/32, with or without a byte order mark) is a view like the others: what is
     escaped or base64-encoded inside it is decoded too, in any container."""
     spelling = SPELLINGS[kind][pick % len(SPELLINGS[kind])]

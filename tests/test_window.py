@@ -30,16 +30,33 @@ def store(home: Home, tmp_path: Path, prefect_harness: None) -> Home:
     from proof.keys import generate_keypair
 
     build_store(home, tmp_path)  # Ann (SUBJECT) and Bob (BYSTANDER), derived frames quoting both
-    add_items(home, [
-        {"source": "chat", "source_ref": "conv-7001", "subject": CARL.model_dump(),
-         "content": f"Carl here: my parcel to Leipzig is late, and {SUBJECT.name} from the other team "
-                    "said hers was too.", "training": True},
-        {"source": "chat", "source_ref": "conv-7002", "subject": DANA.model_dump(),
-         "content": f"Dana writing: {BYSTANDER.name} and I split the invoice for the shared printer.",
-         "training": True},
-        {"source": "email", "source_ref": "msg-7003", "subject": DANA.model_dump(),
-         "content": "Please update the billing contact on my account to the finance team.", "training": False},
-    ])
+    add_items(
+        home,
+        [
+            {
+                "source": "chat",
+                "source_ref": "conv-7001",
+                "subject": CARL.model_dump(),
+                "content": f"Carl here: my parcel to Leipzig is late, and {SUBJECT.name} from the other team "
+                "said hers was too.",
+                "training": True,
+            },
+            {
+                "source": "chat",
+                "source_ref": "conv-7002",
+                "subject": DANA.model_dump(),
+                "content": f"Dana writing: {BYSTANDER.name} and I split the invoice for the shared printer.",
+                "training": True,
+            },
+            {
+                "source": "email",
+                "source_ref": "msg-7003",
+                "subject": DANA.model_dump(),
+                "content": "Please update the billing contact on my account to the finance team.",
+                "training": False,
+            },
+        ],
+    )
     generate_keypair("engine", home.keys_dir)
     return home
 
@@ -63,8 +80,12 @@ def request_state(home: Home, rid: str) -> str:
 def verify_offline(home: Home, rid: str) -> None:
     from proof.verify import verify_pack
 
-    verify_pack(home.evidence_dir(rid) / "proof.tar.gz", (home.keys_dir / "engine.pub.pem").read_bytes(), None,
-                require_dpo=False)
+    verify_pack(
+        home.evidence_dir(rid) / "proof.tar.gz",
+        (home.keys_dir / "engine.pub.pem").read_bytes(),
+        None,
+        require_dpo=False,
+    )
 
 
 def corpus_versions(home: Home) -> int:
@@ -92,8 +113,9 @@ def task_names(flow_run_id: Any) -> list[str]:
     return sorted(r.name for r in runs)
 
 
-def test_a_window_erases_every_subject_to_the_byte_and_no_one_else(store: Home,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_window_erases_every_subject_to_the_byte_and_no_one_else(
+    store: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tasks import mentions
 
     whole_reads: list[str] = []
@@ -113,8 +135,7 @@ def test_a_window_erases_every_subject_to_the_byte_and_no_one_else(store: Home,
         submit(store, rid, subject)
     state, report = window(None)  # every submitted request
     assert state.is_completed(), state.message
-    assert {r: v["outcome"] for r, v in report.items()} == dict.fromkeys(["req-w-1", "req-w-2", "req-w-3"],
-                                                                        "all_clear")
+    assert {r: v["outcome"] for r, v in report.items()} == dict.fromkeys(["req-w-1", "req-w-2", "req-w-3"], "all_clear")
     for rid, subject in (("req-w-1", SUBJECT), ("req-w-2", BYSTANDER), ("req-w-3", CARL)):
         assert home_hits(store, subject) == {}, rid
         assert set(owned_counts(store, subject).values()) == {0}, rid
@@ -160,8 +181,12 @@ def test_a_held_request_is_skipped_and_reported_and_the_others_run(store: Home) 
 def test_one_request_that_fails_leaves_the_others_results(store: Home) -> None:
     conn = create(store.store_dir)
     try:
-        key = str(cast(tuple[Any, ...],
-                       conn.execute("SELECT blob_key FROM blobs WHERE subject_id = ?", (SUBJECT.id,)).fetchone())[0])
+        key = str(
+            cast(
+                tuple[Any, ...],
+                conn.execute("SELECT blob_key FROM blobs WHERE subject_id = ?", (SUBJECT.id,)).fetchone(),
+            )[0]
+        )
     finally:
         conn.close()
     blob = next(store.store_dir.rglob(key))
@@ -204,12 +229,22 @@ def test_a_window_killed_mid_step_finishes_on_the_next_window(store: Home) -> No
 
     submit(store, "req-k-1", SUBJECT)
     submit(store, "req-k-2", BYSTANDER)
-    env = {**os.environ, "ERASURE_CRASH_AT": "mid:episodic:0", "PREFECT_API_URL": str(PREFECT_API_URL.value()),
-           "PREFECT_API_AUTH_STRING": str(PREFECT_API_AUTH_STRING.value()),  # the harness requires it
-           "ERASURE_HOME": str(store.root), "ERASURE_EVIDENCE": str(store.evidence_root)}
-    died = subprocess.run([sys.executable, "-c", "from flows.window import _window; _window(['req-k-1', 'req-k-2'])"],
-                          env=env, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
-                          timeout=300)
+    env = {
+        **os.environ,
+        "ERASURE_CRASH_AT": "mid:episodic:0",
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+        "PREFECT_API_AUTH_STRING": str(PREFECT_API_AUTH_STRING.value()),  # the harness requires it
+        "ERASURE_HOME": str(store.root),
+        "ERASURE_EVIDENCE": str(store.evidence_root),
+    }
+    died = subprocess.run(
+        [sys.executable, "-c", "from flows.window import _window; _window(['req-k-1', 'req-k-2'])"],
+        env=env,
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert died.returncode == -9, died.stderr[-2000:]
     assert {request_state(store, r) for r in ("req-k-1", "req-k-2")} == {"running"}
     assert home_hits(store, SUBJECT)  # the kill came before the subject's frames were gone

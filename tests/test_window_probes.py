@@ -35,9 +35,17 @@ def _entities(rows: list[tuple[int, str, str]]) -> apsw.Connection:
 
 
 def test_personal_entities_are_found_by_name_collapsed_name_and_phone_digits() -> None:
-    conn = _entities([(1, "person", "Dana  Ortiz"), (2, "person", "DANA ORTIZ"), (3, "phone", "+1 (555) 010-2345"),
-                      (4, "person", "15550102345"), (5, "topic", "dana ortiz"), (6, "email", "Dana@Example.org"),
-                      (7, "person", "Dana Ortiz Jr")])
+    conn = _entities(
+        [
+            (1, "person", "Dana  Ortiz"),
+            (2, "person", "DANA ORTIZ"),
+            (3, "phone", "+1 (555) 010-2345"),
+            (4, "person", "15550102345"),
+            (5, "topic", "dana ortiz"),
+            (6, "email", "Dana@Example.org"),
+            (7, "person", "Dana Ortiz Jr"),
+        ]
+    )
     index = PersonalEntities.read(conn)
     assert index.named({"dana ortiz"}, "15550102345") == {1, 2, 3}
     assert index.named({"dana  ortiz"}, "") == {1}
@@ -47,9 +55,14 @@ def test_personal_entities_are_found_by_name_collapsed_name_and_phone_digits() -
 def test_a_phrase_is_shared_only_when_a_frame_outside_the_subjects_holds_it() -> None:
     conn = apsw.Connection(":memory:")
     conn.execute("CREATE VIRTUAL TABLE frames_fts USING fts5(content)")
-    conn.executemany("INSERT INTO frames_fts(rowid, content) VALUES (?, ?)",
-                     [(1, "the quarterly plan for the harbour office"), (2, "The Quarterly Plan for the harbour"),
-                      (3, "an unrelated note")])
+    conn.executemany(
+        "INSERT INTO frames_fts(rowid, content) VALUES (?, ?)",
+        [
+            (1, "the quarterly plan for the harbour office"),
+            (2, "The Quarterly Plan for the harbour"),
+            (3, "an unrelated note"),
+        ],
+    )
     assert fts_hit_outside(conn, "quarterly plan for the harbour", "[1]")
     assert not fts_hit_outside(conn, "quarterly plan for the harbour", "[1, 2]")
     assert not fts_hit_outside(conn, "harbour office", "[1]")

@@ -12,14 +12,21 @@ from proof.verify import wire
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("erasure", "memory", "tasks", "probes", "proof", "flows", "cli")
-COPIES = re.compile(r"def (canonical_json|pae|leaf_hash|node_hash|merkle_leaf|merkle_node|entry_hash|keyid_of)\b"
-                    r"|erasure-cascade\.dev/|in-toto\.io/Statement|= \"(audit-checkpoint/v2|audit-log-redaction/)")
+COPIES = re.compile(
+    r"def (canonical_json|pae|leaf_hash|node_hash|merkle_leaf|merkle_node|entry_hash|keyid_of)\b"
+    r"|erasure-cascade\.dev/|in-toto\.io/Statement|= \"(audit-checkpoint/v2|audit-log-redaction/)"
+)
 
 
 def test_no_product_module_keeps_a_copy_of_the_wire_format() -> None:
-    copies = [f"{path.relative_to(ROOT)}:{n}" for pkg in PRODUCT for path in sorted((ROOT / pkg).rglob("*.py"))
-              if path != ROOT / "proof" / "verify" / "wire.py"
-              for n, line in enumerate(path.read_text().splitlines(), 1) if COPIES.search(line)]
+    copies = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for pkg in PRODUCT
+        for path in sorted((ROOT / pkg).rglob("*.py"))
+        if path != ROOT / "proof" / "verify" / "wire.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if COPIES.search(line)
+    ]
     assert copies == []
 
 

@@ -15,8 +15,16 @@ from erasure.clocks import iso_utc, parse_utc
 from erasure.sqlite import transaction
 from proof.verify.wire import RECEIPT_STATUSES, canonical_json, sha256_hex
 
-__all__ = ["RECEIPT_STATUSES", "canonical_json", "insert_event", "json_text", "opt_utc", "sha256_hex",
-           "utc_now", "writing"]
+__all__ = [
+    "RECEIPT_STATUSES",
+    "canonical_json",
+    "insert_event",
+    "json_text",
+    "opt_utc",
+    "sha256_hex",
+    "utc_now",
+    "writing",
+]
 
 
 @contextmanager
@@ -55,9 +63,12 @@ def opt_utc(text: str | None) -> datetime | None:
     return None if text is None else parse_utc(text)
 
 
-def insert_event(conn: apsw.Connection, request_id: str | None, event: str,
-                  detail: Mapping[str, Any] | None, now: datetime) -> int:
+def insert_event(
+    conn: apsw.Connection, request_id: str | None, event: str, detail: Mapping[str, Any] | None, now: datetime
+) -> int:
     """Append to `engine_events` in the caller's transaction; returns the event's sequence number."""
-    conn.execute("INSERT INTO engine_events(at, request_id, event, detail) VALUES (?, ?, ?, ?)",
-                 (iso_utc(now), request_id, event, json_text(detail)))
+    conn.execute(
+        "INSERT INTO engine_events(at, request_id, event, detail) VALUES (?, ?, ?, ?)",
+        (iso_utc(now), request_id, event, json_text(detail)),
+    )
     return int(conn.last_insert_rowid())

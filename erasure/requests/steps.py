@@ -27,9 +27,17 @@ def upsert_step(conn: apsw.Connection, record: StepRecord) -> None:
             "before_count = excluded.before_count, after_count = excluded.after_count, "
             "started_at = excluded.started_at, ended_at = excluded.ended_at, "
             "removed_digest = excluded.removed_digest, detail = excluded.detail",
-            (record.request_id, record.step, record.status.value, record.before_count, record.after_count,
-             iso_utc(record.started_at), None if record.ended_at is None else iso_utc(record.ended_at),
-             record.removed_digest, json_text(record.detail)),
+            (
+                record.request_id,
+                record.step,
+                record.status.value,
+                record.before_count,
+                record.after_count,
+                iso_utc(record.started_at),
+                None if record.ended_at is None else iso_utc(record.ended_at),
+                record.removed_digest,
+                json_text(record.detail),
+            ),
         )
 
 
@@ -42,20 +50,37 @@ def _upsert_target_step(conn: apsw.Connection, record: StepRecord) -> None:
             "before_count = excluded.before_count, after_count = excluded.after_count, "
             "started_at = excluded.started_at, ended_at = excluded.ended_at, "
             "removed_digest = excluded.removed_digest, detail = excluded.detail",
-            (record.request_id, record.target, record.step, record.status.value, record.before_count,
-             record.after_count, iso_utc(record.started_at),
-             None if record.ended_at is None else iso_utc(record.ended_at), record.removed_digest,
-             json_text(record.detail)),
+            (
+                record.request_id,
+                record.target,
+                record.step,
+                record.status.value,
+                record.before_count,
+                record.after_count,
+                iso_utc(record.started_at),
+                None if record.ended_at is None else iso_utc(record.ended_at),
+                record.removed_digest,
+                json_text(record.detail),
+            ),
         )
 
 
 def target_steps(conn: apsw.Connection, request_id: str) -> list[StepRecord]:
     """The step records of the request's other targets: by target name, tiers in cascade order."""
-    cols = ("request_id", "target", "step", "status", "before_count", "after_count", "started_at", "ended_at",
-            "removed_digest", "detail")
+    cols = (
+        "request_id",
+        "target",
+        "step",
+        "status",
+        "before_count",
+        "after_count",
+        "started_at",
+        "ended_at",
+        "removed_digest",
+        "detail",
+    )
     cur = conn.execute(f"SELECT {', '.join(cols)} FROM target_step_records WHERE request_id = ?", (request_id,))
-    records = [StepRecord.model_validate({**dict(zip(cols, r, strict=True)), "detail": json.loads(r[9])})
-               for r in cur]
+    records = [StepRecord.model_validate({**dict(zip(cols, r, strict=True)), "detail": json.loads(r[9])}) for r in cur]
     return sorted(records, key=lambda s: (s.target or "", _step_order(s.step)))
 
 
@@ -66,17 +91,27 @@ def _step_order(step: str) -> int:
 
 def steps(conn: apsw.Connection, request_id: str) -> list[StepRecord]:
     """The request's step records: tiers in cascade order, then any other step by start time."""
-    cols = ("request_id", "step", "status", "before_count", "after_count", "started_at", "ended_at",
-            "removed_digest", "detail")
-    cur = conn.execute(f"SELECT {', '.join(cols)} FROM step_records WHERE request_id = ? "
-                       "ORDER BY started_at, step", (request_id,))
-    records = [StepRecord.model_validate({**dict(zip(cols, r, strict=True)), "detail": json.loads(r[8])})
-               for r in cur]
+    cols = (
+        "request_id",
+        "step",
+        "status",
+        "before_count",
+        "after_count",
+        "started_at",
+        "ended_at",
+        "removed_digest",
+        "detail",
+    )
+    cur = conn.execute(
+        f"SELECT {', '.join(cols)} FROM step_records WHERE request_id = ? ORDER BY started_at, step", (request_id,)
+    )
+    records = [StepRecord.model_validate({**dict(zip(cols, r, strict=True)), "detail": json.loads(r[8])}) for r in cur]
     return sorted(records, key=lambda s: _step_order(s.step))
 
 
-def add_footprint(conn: apsw.Connection, request_id: str, tier: Tier | str, kind: str,
-                  keys: Iterable[str | int]) -> int:
+def add_footprint(
+    conn: apsw.Connection, request_id: str, tier: Tier | str, kind: str, keys: Iterable[str | int]
+) -> int:
     """Record store keys of the subject's items (ids only; the footprint only grows). Returns how
     many were new."""
     t = Tier(tier).value
@@ -84,12 +119,17 @@ def add_footprint(conn: apsw.Connection, request_id: str, tier: Tier | str, kind
         before = conn.total_changes()
         conn.executemany(
             "INSERT OR IGNORE INTO footprint(request_id, tier, kind, item_key) VALUES (?, ?, ?, ?)",
-            ((request_id, t, kind, str(k)) for k in keys))
+            ((request_id, t, kind, str(k)) for k in keys),
+        )
         return int(conn.total_changes() - before)
 
 
 def footprint(conn: apsw.Connection, request_id: str, tier: Tier | str, kind: str) -> set[str]:
     """The recorded keys of one kind in one tier."""
-    return {r[0] for r in conn.execute(
-        "SELECT item_key FROM footprint WHERE request_id = ? AND tier = ? AND kind = ?",
-        (request_id, Tier(tier).value, kind))}
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT item_key FROM footprint WHERE request_id = ? AND tier = ? AND kind = ?",
+            (request_id, Tier(tier).value, kind),
+        )
+    }

@@ -63,8 +63,11 @@ def subject_by_id(conn: apsw.Connection, subject_id: str) -> Subject:
 def requests_of_subject(conn: apsw.Connection, subject_id: str) -> list[str]:
     """The ids of every vaulted request whose subject id is `subject_id` (NFKC + case folding)."""
     want = fold(subject_id)
-    return [rid for rid, text in conn.execute("SELECT request_id, envelope_json FROM vault ORDER BY request_id")
-            if fold(str(json.loads(text)["subject"]["id"])) == want]
+    return [
+        rid
+        for rid, text in conn.execute("SELECT request_id, envelope_json FROM vault ORDER BY request_id")
+        if fold(str(json.loads(text)["subject"]["id"])) == want
+    ]
 
 
 def subject_of(conn: apsw.Connection, request_id: str | None) -> Subject | None:
@@ -75,8 +78,7 @@ def subject_of(conn: apsw.Connection, request_id: str | None) -> Subject | None:
     return None if r is None else Subject.model_validate(json.loads(r[0])["subject"])
 
 
-def refuse_if_names_a_subject(conn: apsw.Connection, texts: Mapping[str, str],
-                              subject: Subject | None = None) -> None:
+def refuse_if_names_a_subject(conn: apsw.Connection, texts: Mapping[str, str], subject: Subject | None = None) -> None:
     """Refuse (`InputError`, naming the field and the kind of identifier, never the value) free text that
     reaches the audit log, the engine or Prefect when it holds an identifier of `subject` (also the
     email's local part and name tokens) or a whole identifier of any subject in the vault."""
@@ -97,15 +99,18 @@ def subject_salt(conn: apsw.Connection, request_id: str) -> bytes:
 
 def store_ids(conn: apsw.Connection, request_id: str) -> set[str]:
     """The subject's ids as the store spells them, recorded before the first deletion (vault data)."""
-    return {str(r[0]) for r in conn.execute("SELECT subject_id FROM vault_store_ids WHERE request_id = ?",
-                                            (request_id,))}
+    return {
+        str(r[0]) for r in conn.execute("SELECT subject_id FROM vault_store_ids WHERE request_id = ?", (request_id,))
+    }
 
 
 def add_store_ids(conn: apsw.Connection, request_id: str, ids: Iterable[str]) -> None:
     """Record more of the subject's store ids (it only grows, like the footprint)."""
     with writing(conn):
-        conn.executemany("INSERT OR IGNORE INTO vault_store_ids(request_id, subject_id) VALUES (?, ?)",
-                         [(request_id, i) for i in ids])
+        conn.executemany(
+            "INSERT OR IGNORE INTO vault_store_ids(request_id, subject_id) VALUES (?, ?)",
+            [(request_id, i) for i in ids],
+        )
 
 
 def confirm_aliases(conn: apsw.Connection, request_id: str, count: int) -> None:
@@ -115,8 +120,10 @@ def confirm_aliases(conn: apsw.Connection, request_id: str, count: int) -> None:
 
 def confirmed_aliases(conn: apsw.Connection, request_id: str) -> int | None:
     """The latest alias count the team confirmed for this request, or None."""
-    r = conn.execute("SELECT detail FROM engine_events WHERE request_id = ? AND event = ?"
-                     " ORDER BY seq DESC LIMIT 1", (request_id, "identity.aliases_confirmed")).fetchone()
+    r = conn.execute(
+        "SELECT detail FROM engine_events WHERE request_id = ? AND event = ? ORDER BY seq DESC LIMIT 1",
+        (request_id, "identity.aliases_confirmed"),
+    ).fetchone()
     return int(json.loads(r[0])["count"]) if r else None
 
 

@@ -64,8 +64,10 @@ def _url(value: Any) -> str:
 def _argv(key: str) -> Any:
     def check(value: Any) -> tuple[str, ...]:
         if isinstance(value, str):
-            raise ValueError(f"key {key!r} must be an argv list (e.g. [\"/usr/bin/systemctl\", \"stop\", "
-                             "\"chroma\"]), never a shell string")
+            raise ValueError(
+                f'key {key!r} must be an argv list (e.g. ["/usr/bin/systemctl", "stop", '
+                '"chroma"]), never a shell string'
+            )
         if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
             raise ValueError(f"key {key!r} must be a list of strings (an argv)")
         if not value or not value[0]:
@@ -81,6 +83,7 @@ def _argv(key: str) -> Any:
         elif shutil.which(exe) is None:
             raise ValueError(f"key {key!r}: {exe!r} is not found on PATH")
         return tuple(value)
+
     return check
 
 
@@ -89,6 +92,7 @@ def _seconds(key: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_WAIT_SECONDS:
             raise ValueError(f"key {key!r} must be a number of seconds above 0, at most {MAX_WAIT_SECONDS:g}")
         return float(value)
+
     return check
 
 
@@ -108,20 +112,30 @@ class ChromaConfig(KindConfig):
     @model_validator(mode="after")
     def _server_keys(self) -> Self:
         if bool(self.stop) != bool(self.start):
-            raise ValueError("keys 'stop' and 'start' go together: we start again what we stopped (without "
-                             "both, give only 'url' and/or 'stopped_check', and start the server after the run)")
+            raise ValueError(
+                "keys 'stop' and 'start' go together: we start again what we stopped (without "
+                "both, give only 'url' and/or 'stopped_check', and start the server after the run)"
+            )
         if (self.stop or self.stopped_check) and self.url is None:
-            raise ValueError("key 'url' is required with 'stop', 'start' or 'stopped_check' (its heartbeat "
-                             "says when the server is down and when it is back)")
+            raise ValueError(
+                "key 'url' is required with 'stop', 'start' or 'stopped_check' (its heartbeat "
+                "says when the server is down and when it is back)"
+            )
         return self
 
     def server(self, target: str) -> ServerControl | None:
         """The target's server and how to quiesce it (None: no server keeps the folder open)."""
         if self.url is None:
             return None
-        return ServerControl(target=target, url=self.url, stop=self.stop, start=self.start,
-                             stopped_check=self.stopped_check, stop_wait_seconds=self.stop_wait_seconds,
-                             start_wait_seconds=self.start_wait_seconds)
+        return ServerControl(
+            target=target,
+            url=self.url,
+            stop=self.stop,
+            start=self.start,
+            stopped_check=self.stopped_check,
+            stop_wait_seconds=self.stop_wait_seconds,
+            start_wait_seconds=self.start_wait_seconds,
+        )
 
 
 CONFIG = ChromaConfig

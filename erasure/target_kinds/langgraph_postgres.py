@@ -62,8 +62,12 @@ class PostgresTarget:
     def data_dir_readable(self) -> bool:
         """Whether this process can read the cluster's files (`base/`, `pg_wal/`)."""
         d = self.data_dir
-        return d is not None and (d / "PG_VERSION").is_file() and os.access(d / "base", os.R_OK | os.X_OK) \
+        return (
+            d is not None
+            and (d / "PG_VERSION").is_file()
+            and os.access(d / "base", os.R_OK | os.X_OK)
             and os.access(d / "pg_wal", os.R_OK | os.X_OK)
+        )
 
 
 def _password(target: Target, prefix: str, where: str) -> str | None:
@@ -96,8 +100,10 @@ def _url(target: Target, key: str, prefix: str, where: str, *, required: bool) -
     if parts.scheme not in ("postgresql", "postgres"):
         raise ConfigError(f"{where}: key {key!r} must be a postgresql:// URL")
     if parts.password is not None or any(k.lower() == "password" for k, _v in parse_qsl(parts.query)):
-        raise ConfigError(f"{where}: key {key!r} holds a password: give it with {prefix}password_env or "
-                          f"{prefix}password_file, never in targets.toml")
+        raise ConfigError(
+            f"{where}: key {key!r} holds a password: give it with {prefix}password_env or "
+            f"{prefix}password_file, never in targets.toml"
+        )
     password = _password(target, prefix, where)
     if password is None:
         return raw
@@ -113,8 +119,11 @@ def _namespaces(target: Target, where: str) -> tuple[tuple[str, ...], ...]:
         out.append(tuple(target.texts("namespace")))
     many = target.value("namespaces")
     if many is not None:
-        if not isinstance(many, list) or not many or not all(
-                isinstance(ns, list) and all(isinstance(x, str) for x in ns) for ns in many):
+        if (
+            not isinstance(many, list)
+            or not many
+            or not all(isinstance(ns, list) and all(isinstance(x, str) for x in ns) for ns in many)
+        ):
             raise ConfigError(f"{where}: key 'namespaces' must be a list of namespace prefixes (lists of labels)")
         out += [tuple(ns) for ns in many if tuple(ns) not in out]
     for ns in out:
@@ -145,16 +154,22 @@ def postgres_target(target: Target) -> PostgresTarget:
     one = target.text("thread_key")
     thread_keys = tuple(dict.fromkeys([*([one] if one is not None else []), *target.texts("thread_keys")]))
     if not namespaces and not thread_keys:
-        raise ConfigError(f"{where}: key 'namespace' (or 'namespaces') or 'thread_key' (or 'thread_keys') is "
-                          "required")
+        raise ConfigError(f"{where}: key 'namespace' (or 'namespaces') or 'thread_key' (or 'thread_keys') is required")
     if not all(_METADATA_KEY.fullmatch(k) for k in thread_keys):
         raise ConfigError(f"{where}: key 'thread_key' / 'thread_keys' must name metadata keys (letters, digits, _ -)")
     return PostgresTarget(
-        name=target.name, url=url, probe_url=probe_url, schema=schema, namespaces=namespaces,
-        thread_keys=thread_keys, episodic=frozenset(target.texts("episodic")), data_dir=target.path("data_dir"),
+        name=target.name,
+        url=url,
+        probe_url=probe_url,
+        schema=schema,
+        namespaces=namespaces,
+        thread_keys=thread_keys,
+        episodic=frozenset(target.texts("episodic")),
+        data_dir=target.path("data_dir"),
         lock_timeout_ms=_int(target, "lock_timeout_ms", 2000, 10, 600_000, where),
         wait_seconds=float(_int(target, "wait_seconds", 120, 1, 86_400, where)),
-        wal_cycles=_int(target, "wal_cycles", 16, 0, 1000, where))
+        wal_cycles=_int(target, "wal_cycles", 16, 0, 1000, where),
+    )
 
 
 class LanggraphPostgresConfig(KindConfig):

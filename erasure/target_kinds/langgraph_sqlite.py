@@ -29,8 +29,11 @@ _METADATA_KEY = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
 def _prefixes(value: Any) -> tuple[tuple[str, ...], ...]:
-    if not isinstance(value, list | tuple) or not value or not all(
-            isinstance(ns, list | tuple) and all(isinstance(x, str) for x in ns) for ns in value):
+    if (
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(isinstance(ns, list | tuple) and all(isinstance(x, str) for x in ns) for ns in value)
+    ):
         raise ValueError("key 'namespaces' must be a list of namespace prefixes (lists of labels)")
     return tuple(tuple(ns) for ns in value)
 

@@ -1,9 +1,9 @@
 """Kind `mem0`: a mem0 `Memory` with local Qdrant (path mode, on disk) and its SQLite history.
 
-    history_db = "mem0/history.db"    # mem0's SQLite history database (`history_db_path`)
-    qdrant_path = "qdrant"            # mem0's local Qdrant directory (`vector_store.config.path`)
-    collection = "mem0"               # the Qdrant collection (`collection_name`); default "mem0"
-    lock_timeout = 120                # optional: seconds to wait for the agent to release the folder
+history_db = "mem0/history.db"    # mem0's SQLite history database (`history_db_path`)
+qdrant_path = "qdrant"            # mem0's local Qdrant directory (`vector_store.config.path`)
+collection = "mem0"               # the Qdrant collection (`collection_name`); default "mem0"
+lock_timeout = 120                # optional: seconds to wait for the agent to release the folder
 """
 
 from __future__ import annotations

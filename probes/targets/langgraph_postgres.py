@@ -49,8 +49,19 @@ from probes.targets.base import TargetFingerprint
 from probes.views import Unscanned
 
 KIND = "langgraph-postgres"
-OWN_KEYS = {"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id", "checkpoint_ns",
-            "run_id", "run_name", "task_id"}
+OWN_KEYS = {
+    "source",
+    "step",
+    "parents",
+    "writes",
+    "thread_id",
+    "thread_ts",
+    "checkpoint_id",
+    "checkpoint_ns",
+    "run_id",
+    "run_name",
+    "task_id",
+}
 MAX_CONTENT_GROUPS = 400
 MAX_NEAREST = 64
 NEAR = 1e-4
@@ -69,11 +80,17 @@ def _digest(data: bytes) -> str:
 
 def _connect(cfg: PostgresTarget) -> psycopg.Connection[Any]:
     try:
-        return psycopg.connect(cfg.probe_url, autocommit=True, connect_timeout=15, application_name="erasure-probe",
-                               options="-c default_transaction_read_only=on")
+        return psycopg.connect(
+            cfg.probe_url,
+            autocommit=True,
+            connect_timeout=15,
+            application_name="erasure-probe",
+            options="-c default_transaction_read_only=on",
+        )
     except psycopg.OperationalError as exc:
-        raise StoreError(f"langgraph-postgres probe: target {cfg.name!r}: cannot connect "
-                         f"({type(exc).__name__})") from exc
+        raise StoreError(
+            f"langgraph-postgres probe: target {cfg.name!r}: cannot connect ({type(exc).__name__})"
+        ) from exc
 
 
 def _vector_bytes(text: str) -> bytes:
@@ -109,8 +126,10 @@ class _Owner:
 
     def _template(self, parts: list[str]) -> list[str] | None:
         for t in self.templates:
-            if len(parts) >= len(t) and all((_fold(p) == self.want) if SUBJECT_LABEL in label else p == label
-                                            for p, label in zip(parts, t, strict=False)):
+            if len(parts) >= len(t) and all(
+                (_fold(p) == self.want) if SUBJECT_LABEL in label else p == label
+                for p, label in zip(parts, t, strict=False)
+            ):
                 return t
         return None
 
@@ -128,8 +147,10 @@ class _Owner:
 
 
 def _tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
-    return {str(r[0]) for r in conn.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))}
+    return {
+        str(r[0])
+        for r in conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))
+    }
 
 
 def _read(cfg: PostgresTarget, subject: Subject) -> _View:
@@ -151,10 +172,12 @@ def _read(cfg: PostgresTarget, subject: Subject) -> _View:
                     view.other_items += 1
                     view.other_text.append(f"{prefix}\n{key}\n{text}")
                     view.others.setdefault(f"item\x00{prefix}\x00{key}", []).append(
-                        _digest(f"store\x00{prefix}\x00{key}\x00{text}".encode())[:32])
+                        _digest(f"store\x00{prefix}\x00{key}\x00{text}".encode())[:32]
+                    )
         if "store_vectors" in tables:
-            for prefix, key, field_name, emb in conn.execute(sql.SQL(
-                    "SELECT prefix, key, field_name, embedding::text FROM {}").format(t["store_vectors"])):
+            for prefix, key, field_name, emb in conn.execute(
+                sql.SQL("SELECT prefix, key, field_name, embedding::text FROM {}").format(t["store_vectors"])
+            ):
                 blob = _vector_bytes(str(emb))
                 if owner.tier(str(prefix), str(key)) is not None:
                     view.subject_vector_rows += 1
@@ -162,16 +185,23 @@ def _read(cfg: PostgresTarget, subject: Subject) -> _View:
                 else:
                     view.other_vectors.append(blob)
                     view.others.setdefault(f"item\x00{prefix}\x00{key}", []).append(
-                        _digest(f"vec\x00{field_name}\x00".encode() + blob)[:32])
+                        _digest(f"vec\x00{field_name}\x00".encode() + blob)[:32]
+                    )
         if "checkpoints" in tables:
             rows: dict[str, list[str]] = {}
             texts: dict[str, list[str]] = {}
-            for tid, meta, cp in conn.execute(sql.SQL(
-                    "SELECT thread_id, metadata, checkpoint::text FROM {}").format(t["checkpoints"])):
+            for tid, meta, cp in conn.execute(
+                sql.SQL("SELECT thread_id, metadata, checkpoint::text FROM {}").format(t["checkpoints"])
+            ):
                 tid = str(tid)
                 if isinstance(meta, dict) and any(
-                        k not in OWN_KEYS and not str(k).startswith("langgraph_") and isinstance(v, (str, int))
-                        and not isinstance(v, bool) and _fold(str(v)) == owner.want for k, v in meta.items()):
+                    k not in OWN_KEYS
+                    and not str(k).startswith("langgraph_")
+                    and isinstance(v, (str, int))
+                    and not isinstance(v, bool)
+                    and _fold(str(v)) == owner.want
+                    for k, v in meta.items()
+                ):
                     view.subject_threads.add(tid)
                 rows.setdefault(tid, []).append(_digest(f"cp\x00{meta}\x00{cp}".encode())[:32])
                 texts.setdefault(tid, []).append(str(cp))
@@ -180,8 +210,7 @@ def _read(cfg: PostgresTarget, subject: Subject) -> _View:
                     for tid, blob in conn.execute(sql.SQL("SELECT thread_id, blob FROM {}").format(t[table])):
                         raw = bytes(blob) if blob is not None else b""
                         rows.setdefault(str(tid), []).append(_digest(table.encode() + raw)[:32])
-                        texts.setdefault(str(tid), []).extend(
-                            m.decode() for m in _PRINTABLE.findall(raw))
+                        texts.setdefault(str(tid), []).extend(m.decode() for m in _PRINTABLE.findall(raw))
             for tid, digests in rows.items():
                 if tid in view.subject_threads:
                     view.subject_text += texts.get(tid, [])
@@ -212,8 +241,12 @@ def _nearest(cfg: PostgresTarget, vectors: list[bytes]) -> int:
         for vec in vectors:
             values = struct.unpack(f"<{len(vec) // 4}f", vec)
             literal = "[" + ",".join(repr(v) for v in values) + "]"
-            row = conn.execute(sql.SQL("SELECT min(embedding <=> %s::vector) FROM {} WHERE vector_dims(embedding) = %s")
-                               .format(sql.Identifier(cfg.schema, "store_vectors")), (literal, len(values))).fetchone()
+            row = conn.execute(
+                sql.SQL("SELECT min(embedding <=> %s::vector) FROM {} WHERE vector_dims(embedding) = %s").format(
+                    sql.Identifier(cfg.schema, "store_vectors")
+                ),
+                (literal, len(values)),
+            ).fetchone()
             if row is not None and row[0] is not None and float(row[0]) < NEAR:
                 n += 1
         return n
@@ -277,26 +310,36 @@ class LangGraphPostgresProbe:
                 needles.bump("content_withheld_in_bystanders")
             else:
                 needles.add_group(NeedleKind.content, [w.encode()])
-        other_pieces = {v[i:i + 128] for v in view.other_vectors for i in range(0, len(v), 128)}
+        other_pieces = {v[i : i + 128] for v in view.other_vectors for i in range(0, len(v), 128)}
         kept: list[bytes] = []
         for vec in view.subject_vectors:
             pieces = [p for p in vector_pieces(vec) if p not in other_pieces]
             if needles.add_group(NeedleKind.vector, pieces):
                 kept.append(vec)
-        base = {"items": view.other_items, "vectors": len(view.other_vectors), "threads": len(view.other_threads),
-                "checkpoint-rows": view.other_thread_rows,
-                "items-unchanged": _unchanged(view.others, view.others, "item")[0],
-                "threads-unchanged": _unchanged(view.others, view.others, "thread")[0]}
-        subject_before = {"items-under-namespace": len(view.subject_items),
-                          "vectors-under-namespace": view.subject_vector_rows,
-                          "threads-by-metadata": len(view.subject_threads)}
-        state = {"threads": sorted(view.subject_threads),
-                 "items": [[p, k] for (p, k) in sorted(view.subject_items)],
-                 "vector_digests": sorted({_digest(v) for v in kept}),
-                 "nearest": [v.hex() for v in kept[:MAX_NEAREST]],
-                 "needle_stats": needles.stats, "bystander_digests": view.others}
-        return TargetFingerprint(target=target.name, needles=needles.needles, bystanders=base,
-                                 subject_before=subject_before, state=state)
+        base = {
+            "items": view.other_items,
+            "vectors": len(view.other_vectors),
+            "threads": len(view.other_threads),
+            "checkpoint-rows": view.other_thread_rows,
+            "items-unchanged": _unchanged(view.others, view.others, "item")[0],
+            "threads-unchanged": _unchanged(view.others, view.others, "thread")[0],
+        }
+        subject_before = {
+            "items-under-namespace": len(view.subject_items),
+            "vectors-under-namespace": view.subject_vector_rows,
+            "threads-by-metadata": len(view.subject_threads),
+        }
+        state = {
+            "threads": sorted(view.subject_threads),
+            "items": [[p, k] for (p, k) in sorted(view.subject_items)],
+            "vector_digests": sorted({_digest(v) for v in kept}),
+            "nearest": [v.hex() for v in kept[:MAX_NEAREST]],
+            "needle_stats": needles.stats,
+            "bystander_digests": view.others,
+        }
+        return TargetFingerprint(
+            target=target.name, needles=needles.needles, bystanders=base, subject_before=subject_before, state=state
+        )
 
     def measure(self, target: Target, subject: Subject, fp: TargetFingerprint) -> list[tuple[str, Measurement]]:
         cfg = postgres_target(target)
@@ -305,27 +348,43 @@ class LangGraphPostgresProbe:
         gone_threads = set(fp.state.get("threads", []))
         gone_items = {(str(p), str(k)) for p, k in fp.state.get("items", [])}
         left_threads = len(gone_threads & (view.subject_threads | view.other_threads))
-        left_items = len(gone_items & {(k.split("\x00")[1], k.split("\x00")[2]) for k in view.others
-                                       if k.startswith("item\x00")} | (gone_items & set(view.subject_items)))
+        left_items = len(
+            gone_items & {(k.split("\x00")[1], k.split("\x00")[2]) for k in view.others if k.startswith("item\x00")}
+            | (gone_items & set(view.subject_items))
+        )
         digests = set(fp.state.get("vector_digests", []))
         by_bytes = sum(1 for v in [*view.subject_vectors, *view.other_vectors] if _digest(v) in digests)
         near = _nearest(cfg, [bytes.fromhex(h) for h in fp.state.get("nearest", [])])
         episodic = sum(1 for t in view.subject_items.values() if t is Tier.episodic)
         nv = len(view.other_vectors)
         return [
-            (Tier.working, Measurement("threads-by-metadata", len(view.subject_threads), "threads",
-                                       len(view.other_threads))),
+            (
+                Tier.working,
+                Measurement("threads-by-metadata", len(view.subject_threads), "threads", len(view.other_threads)),
+            ),
             (Tier.working, Measurement("threads-by-id", left_threads, "checkpoint-rows", view.other_thread_rows)),
-            (Tier.working, Measurement("threads-content-digests", 0, "threads-unchanged",
-                                       _unchanged(baseline, view.others, "thread")[1])),
+            (
+                Tier.working,
+                Measurement(
+                    "threads-content-digests", 0, "threads-unchanged", _unchanged(baseline, view.others, "thread")[1]
+                ),
+            ),
             (Tier.episodic, Measurement("items-under-namespace", episodic, "items", view.other_items)),
-            (Tier.semantic, Measurement("items-under-namespace", len(view.subject_items) - episodic, "items",
-                                        view.other_items)),
+            (
+                Tier.semantic,
+                Measurement("items-under-namespace", len(view.subject_items) - episodic, "items", view.other_items),
+            ),
             (Tier.semantic, Measurement("items-by-key", left_items, "items", view.other_items)),
-            (Tier.semantic, Measurement("items-under-unconfigured-layouts", view.unconfigured_items, "items",
-                                        view.other_items)),
-            (Tier.semantic, Measurement("items-content-digests", 0, "items-unchanged",
-                                        _unchanged(baseline, view.others, "item")[1])),
+            (
+                Tier.semantic,
+                Measurement("items-under-unconfigured-layouts", view.unconfigured_items, "items", view.other_items),
+            ),
+            (
+                Tier.semantic,
+                Measurement(
+                    "items-content-digests", 0, "items-unchanged", _unchanged(baseline, view.others, "item")[1]
+                ),
+            ),
             (Tier.vectors, Measurement("vectors-under-namespace", view.subject_vector_rows, "vectors", nv)),
             (Tier.vectors, Measurement("vectors-by-bytes", by_bytes, "vectors", nv)),
             (Tier.vectors, Measurement("vectors-nearest-neighbour", near, "vectors", nv)),

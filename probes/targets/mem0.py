@@ -76,7 +76,7 @@ def _scope_user(scope: object) -> str | None:
         return None
     for part in scope.split("&"):
         if part.startswith("user_id="):
-            return part[len("user_id="):].replace("%3D", "=").replace("%26", "&").replace("%25", "%")
+            return part[len("user_id=") :].replace("%3D", "=").replace("%26", "&").replace("%25", "%")
     return None
 
 
@@ -121,8 +121,13 @@ def _parse(collection: str, blob: bytes) -> StoredPoint | None:
     if not isinstance(obj, PickledRecord):
         return None
     payload = obj.state.get("payload")
-    return StoredPoint(collection, str(obj.state.get("id")), payload if isinstance(payload, dict) else {},
-                       _dense(obj.state.get("vector")), blob)
+    return StoredPoint(
+        collection,
+        str(obj.state.get("id")),
+        payload if isinstance(payload, dict) else {},
+        _dense(obj.state.get("vector")),
+        blob,
+    )
 
 
 # --- one read of the whole target ---------------------------------------------------------------
@@ -185,8 +190,11 @@ class _Who:
         self.ids = sorted({subject.id, *known_ids, *(u for u in view.user_ids() if _fold(u) == want)})
         self.folded = {_fold(i) for i in self.ids}
         self.spellings = spellings(subject, self.ids)
-        alts = sorted({r"\s+".join(re.escape(w) for w in s.split()) for _, s in self.spellings if s.strip()},
-                      key=len, reverse=True)
+        alts = sorted(
+            {r"\s+".join(re.escape(w) for w in s.split()) for _, s in self.spellings if s.strip()},
+            key=len,
+            reverse=True,
+        )
         self.pattern = re.compile(rf"(?<!{_WORD})(?:{'|'.join(alts)})(?!{_WORD})", re.IGNORECASE) if alts else None
 
     def owns(self, user_id: object) -> bool:
@@ -195,8 +203,9 @@ class _Who:
     def names(self, *texts: object) -> bool:
         if self.pattern is None:
             return False
-        return any(isinstance(t, str) and self.pattern.search(unicodedata.normalize("NFKC", t)) is not None
-                   for t in texts)
+        return any(
+            isinstance(t, str) and self.pattern.search(unicodedata.normalize("NFKC", t)) is not None for t in texts
+        )
 
 
 @dataclass
@@ -300,16 +309,22 @@ class Mem0Probe:
             needles=needles.needles,
             bystanders=bystanders,
             subject_before={
-                "qdrant:points-of-subject": len(s.points), "qdrant:unreadable-points": view.unreadable,
-                "qdrant:subject-vectors": len(digests), "history:rows-of-subject-memories": len(s.history),
-                "history:orphans-naming-subject": len(s.orphans), "messages:subject-scopes": len(s.messages),
+                "qdrant:points-of-subject": len(s.points),
+                "qdrant:unreadable-points": view.unreadable,
+                "qdrant:subject-vectors": len(digests),
+                "history:rows-of-subject-memories": len(s.history),
+                "history:orphans-naming-subject": len(s.orphans),
+                "messages:subject-scopes": len(s.messages),
             },
             mentions=s.mentions,
             mentioned_groups=mentioned,
-            state={"ids": who.ids, "memory_ids": sorted(s.memory_ids),
-                   "point_ids": {c: sorted(p.point_id for p in s.points if p.collection == c)
-                                 for c in view.collections},
-                   "vector_digests": digests, "needle_stats": needles.stats},
+            state={
+                "ids": who.ids,
+                "memory_ids": sorted(s.memory_ids),
+                "point_ids": {c: sorted(p.point_id for p in s.points if p.collection == c) for c in view.collections},
+                "vector_digests": digests,
+                "needle_stats": needles.stats,
+            },
         )
 
     @staticmethod
@@ -368,8 +383,8 @@ class Mem0Probe:
             width = FLOATS_PER_PIECE * 9
             pieces = []
             for start in range(0, len(enc) - width + 1, width):
-                floats = p.vector[start // 9:start // 9 + FLOATS_PER_PIECE]
-                piece = enc[start:start + width]
+                floats = p.vector[start // 9 : start // 9 + FLOATS_PER_PIECE]
+                piece = enc[start : start + width]
                 if sum(1 for x in floats if x != 0.0) < MIN_NONZERO_FLOATS:
                     continue
                 if piece in theirs:
@@ -382,8 +397,9 @@ class Mem0Probe:
     @staticmethod
     def _populations(view: _View, s: _Split, digests: set[str]) -> dict[str, int]:
         out = {f"points:{c}": sum(1 for p in s.other_points if p.collection == c) for c in view.collections}
-        out["points-other-vectors"] = sum(1 for p in s.other_points
-                                          if not p.vector or _digest(p.encoding()) not in digests)
+        out["points-other-vectors"] = sum(
+            1 for p in s.other_points if not p.vector or _digest(p.encoding()) not in digests
+        )
         out["history"] = len(s.other_history)
         out["messages"] = len(s.other_messages)
         return out
@@ -398,20 +414,42 @@ class Mem0Probe:
         pops = self._populations(view, s, digests)
         out: list[tuple[str, Measurement]] = []
         for c in sorted({*view.collections, *point_ids}):
-            out.append((Tier.semantic.value, Measurement(
-                f"qdrant:{c}:points-of-subject", sum(1 for q in s.points if q.collection == c),
-                f"points:{c}", pops.get(f"points:{c}", 0))))
-        out.append((Tier.semantic.value, Measurement("qdrant:unreadable-points", view.unreadable,
-                                                     "unreadable-points", 0)))
+            out.append(
+                (
+                    Tier.semantic.value,
+                    Measurement(
+                        f"qdrant:{c}:points-of-subject",
+                        sum(1 for q in s.points if q.collection == c),
+                        f"points:{c}",
+                        pops.get(f"points:{c}", 0),
+                    ),
+                )
+            )
+        out.append(
+            (Tier.semantic.value, Measurement("qdrant:unreadable-points", view.unreadable, "unreadable-points", 0))
+        )
         hits = sum(1 for q in view.points if q.vector and _digest(q.encoding()) in digests)
-        out.append((Tier.vectors.value, Measurement("qdrant:subject-vectors", hits, "points-other-vectors",
-                                                    pops["points-other-vectors"])))
-        out.append((Tier.audit_log.value, Measurement("history:rows-of-subject-memories", len(s.history),
-                                                      "history", pops["history"])))
-        out.append((Tier.audit_log.value, Measurement("history:orphans-naming-subject", len(s.orphans),
-                                                      "history", pops["history"])))
-        out.append((Tier.working.value, Measurement("messages:subject-scopes", len(s.messages), "messages",
-                                                    pops["messages"])))
+        out.append(
+            (
+                Tier.vectors.value,
+                Measurement("qdrant:subject-vectors", hits, "points-other-vectors", pops["points-other-vectors"]),
+            )
+        )
+        out.append(
+            (
+                Tier.audit_log.value,
+                Measurement("history:rows-of-subject-memories", len(s.history), "history", pops["history"]),
+            )
+        )
+        out.append(
+            (
+                Tier.audit_log.value,
+                Measurement("history:orphans-naming-subject", len(s.orphans), "history", pops["history"]),
+            )
+        )
+        out.append(
+            (Tier.working.value, Measurement("messages:subject-scopes", len(s.messages), "messages", pops["messages"]))
+        )
         return out
 
 

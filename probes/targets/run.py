@@ -60,20 +60,51 @@ def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], li
                 # erased: hits of the identifiers those items contain are explained, and counted; hits of
                 # any other identifier stay residue.
                 explained = hit & set(fp.mentioned_groups)
-                out.append(ProbeResult(tier=BYTES, method="scan:identifier-in-reported-mentions", residue=0,
-                                       bystanders_before=len(explained), bystanders_after=len(explained),
-                                       target=target.name))
+                out.append(
+                    ProbeResult(
+                        tier=BYTES,
+                        method="scan:identifier-in-reported-mentions",
+                        residue=0,
+                        bystanders_before=len(explained),
+                        bystanders_after=len(explained),
+                        target=target.name,
+                    )
+                )
                 hit -= explained
-            out.append(ProbeResult(tier=BYTES, method=f"scan:{kind.value}", residue=len(hit),
-                                   bystanders_before=0, bystanders_after=0, target=target.name))
+            out.append(
+                ProbeResult(
+                    tier=BYTES,
+                    method=f"scan:{kind.value}",
+                    residue=len(hit),
+                    bystanders_before=0,
+                    bystanders_after=0,
+                    target=target.name,
+                )
+            )
     shared = {n.group for n in needles if n.kind is NeedleKind.shared_identifier}
     if shared:
         hit = {needles[i].group for i in found if needles[i].kind is NeedleKind.shared_identifier}
         before = fp.bystanders.get("shared-identifiers", len(hit))
-        out.append(ProbeResult(tier=BYTES, method="shared-identifiers", residue=0, bystanders_before=before,
-                               bystanders_after=len(hit), target=target.name))
-    out.append(ProbeResult(tier=BYTES, method="unreadable-files", residue=unreadable, bystanders_before=0,
-                           bystanders_after=0, target=target.name))
+        out.append(
+            ProbeResult(
+                tier=BYTES,
+                method="shared-identifiers",
+                residue=0,
+                bystanders_before=before,
+                bystanders_after=len(hit),
+                target=target.name,
+            )
+        )
+    out.append(
+        ProbeResult(
+            tier=BYTES,
+            method="unreadable-files",
+            residue=unreadable,
+            bystanders_before=0,
+            bystanders_after=0,
+            target=target.name,
+        )
+    )
     return out, unscanned
 
 
@@ -103,11 +134,27 @@ def verify(target: Target, subject: Subject, fp: TargetFingerprint) -> Verificat
         log.info("target %s: server unavailable %.2f s for the verification", target.name, window.seconds)
     for tier, m in measured:
         before = fp.bystanders.get(m.population, m.bystanders)
-        out.append(ProbeResult(tier=str(tier), method=m.method, residue=m.residue, bystanders_before=before,
-                               bystanders_after=m.bystanders, target=target.name))
+        out.append(
+            ProbeResult(
+                tier=str(tier),
+                method=m.method,
+                residue=m.residue,
+                bystanders_before=before,
+                bystanders_after=m.bystanders,
+                target=target.name,
+            )
+        )
     if fp.mentions:
-        out.append(ProbeResult(tier=BYTES, method="mentions-reported", residue=0, bystanders_before=fp.mentions,
-                               bystanders_after=fp.mentions, target=target.name))
+        out.append(
+            ProbeResult(
+                tier=BYTES,
+                method="mentions-reported",
+                residue=0,
+                bystanders_before=fp.mentions,
+                bystanders_after=fp.mentions,
+                target=target.name,
+            )
+        )
     return Verification(probes=out, unscanned=unscanned)
 
 
@@ -122,5 +169,4 @@ def _still_listening(url: str, target: str) -> None:
         return
     except OSError:
         pass
-    raise ServerNotStopped(f"target {target}: the server at {url} still accepts connections: its folder was "
-                           "not read")
+    raise ServerNotStopped(f"target {target}: the server at {url} still accepts connections: its folder was not read")

@@ -55,6 +55,7 @@ _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 # --- 1 archive: one gzip member ------------------------------------------------------------------
 
+
 class _Gunzip:
     """Exactly one gzip member (RFC 1952) as the pack writer makes it, inflated at most `n` bytes a
     call; its trailer is checked, and nothing may follow it."""
@@ -74,13 +75,21 @@ class _Gunzip:
         if head[2] != 8:
             fail(ArchiveError, "not a readable tar.gz: the gzip compression method is not deflate")
         if head[3] != 0:
-            fail(ArchiveError, "the gzip header carries optional fields (name, comment, extra field or header"
-                                " CRC) that the pack writer never writes")
+            fail(
+                ArchiveError,
+                "the gzip header carries optional fields (name, comment, extra field or header"
+                " CRC) that the pack writer never writes",
+            )
         if head != WRITER_GZIP_HEADER:
-            what = "mtime" if head[4:8] != WRITER_GZIP_HEADER[4:8] else ("XFL (compression level)" if head[8]
-                                                                          != WRITER_GZIP_HEADER[8] else "OS byte")
-            fail(ArchiveError, f"the gzip header has a {what} the pack writer never writes (it writes mtime 0,"
-                                " XFL 0, OS 255)")
+            what = (
+                "mtime"
+                if head[4:8] != WRITER_GZIP_HEADER[4:8]
+                else ("XFL (compression level)" if head[8] != WRITER_GZIP_HEADER[8] else "OS byte")
+            )
+            fail(
+                ArchiveError,
+                f"the gzip header has a {what} the pack writer never writes (it writes mtime 0, XFL 0, OS 255)",
+            )
 
     def _take(self, n: int) -> bytes:
         data = self._raw.read(n)
@@ -132,8 +141,10 @@ class _Gunzip:
         if size != self._unpacked & 0xFFFFFFFF:
             fail(ArchiveError, "the gzip trailer gives another length than the unpacked bytes")
         if tail[8:] or self._take(1):
-            fail(ArchiveError, "bytes after the gzip member (a second member or trailing data):"
-                                " a pack is exactly one gzip member")
+            fail(
+                ArchiveError,
+                "bytes after the gzip member (a second member or trailing data): a pack is exactly one gzip member",
+            )
         self._ended = True
 
     def read_exact(self, n: int) -> bytes:
@@ -149,6 +160,7 @@ class _Gunzip:
 
 # --- 1 archive: one ustar stream -----------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Blob:
     """One file of the pack: its size, its sha256 and its bytes."""
@@ -158,15 +170,36 @@ class Blob:
     data: bytes
 
 
-_NUMBERS = (("mode", 100, 8), ("uid", 108, 8), ("gid", 116, 8), ("size", 124, 12), ("mtime", 136, 12),
-            ("devmajor", 329, 8), ("devminor", 337, 8))
-_STRINGS = (("name", 0, 100), ("linkname", 157, 100), ("uname", 265, 32), ("gname", 297, 32),
-            ("prefix", 345, 155))
-_KINDS = {b"0": "file", b"\0": "file", b"5": "dir", b"1": "hard link", b"2": "symlink",
-          b"3": "character device", b"4": "block device", b"6": "fifo", b"7": "contiguous file",
-          b"x": "pax extended header", b"g": "pax global header", b"L": "GNU long name header",
-          b"K": "GNU long link header", b"S": "GNU sparse file", b"V": "GNU volume header",
-          b"M": "GNU multi-volume header", b"N": "GNU old long name header", b"D": "GNU dump directory"}
+_NUMBERS = (
+    ("mode", 100, 8),
+    ("uid", 108, 8),
+    ("gid", 116, 8),
+    ("size", 124, 12),
+    ("mtime", 136, 12),
+    ("devmajor", 329, 8),
+    ("devminor", 337, 8),
+)
+_STRINGS = (("name", 0, 100), ("linkname", 157, 100), ("uname", 265, 32), ("gname", 297, 32), ("prefix", 345, 155))
+_KINDS = {
+    b"0": "file",
+    b"\0": "file",
+    b"5": "dir",
+    b"1": "hard link",
+    b"2": "symlink",
+    b"3": "character device",
+    b"4": "block device",
+    b"6": "fifo",
+    b"7": "contiguous file",
+    b"x": "pax extended header",
+    b"g": "pax global header",
+    b"L": "GNU long name header",
+    b"K": "GNU long link header",
+    b"S": "GNU sparse file",
+    b"V": "GNU volume header",
+    b"M": "GNU multi-volume header",
+    b"N": "GNU old long name header",
+    b"D": "GNU dump directory",
+}
 
 
 @dataclass(frozen=True)
@@ -177,7 +210,7 @@ class _Header:
 
 
 def _field(block: bytes, what: str, start: int, width: int, at: int) -> bytes:
-    raw = block[start:start + width]
+    raw = block[start : start + width]
     value, _, rest = raw.partition(b"\0")
     if rest.strip(b"\0"):
         fail(ArchiveError, f"the tar header at byte {at} has bytes after the end of its {what}")
@@ -187,15 +220,18 @@ def _field(block: bytes, what: str, start: int, width: int, at: int) -> bytes:
 def _header(block: bytes, at: int) -> _Header:
     """One ustar header, every field checked (the writer's exact format)."""
     stored = block[148:156]
-    if re.fullmatch(rb"[0-7]{6}\0 ", stored) is None or \
-            int(stored[:6], 8) != sum(block[:148]) + 8 * 0x20 + sum(block[156:]):
-        fail(ArchiveError, f"a tar header with a bad checksum at byte {at}: a tar reader that skips it (GNU tar)"
-                            " would read on")
+    if re.fullmatch(rb"[0-7]{6}\0 ", stored) is None or int(stored[:6], 8) != sum(block[:148]) + 8 * 0x20 + sum(
+        block[156:]
+    ):
+        fail(
+            ArchiveError,
+            f"a tar header with a bad checksum at byte {at}: a tar reader that skips it (GNU tar) would read on",
+        )
     if block[257:265] != b"ustar\x0000":
         fail(ArchiveError, f"the tar header at byte {at} is not POSIX ustar (a GNU or old tar header)")
     numbers = {}
     for what, start, width in _NUMBERS:
-        raw = block[start:start + width]
+        raw = block[start : start + width]
         if what.startswith("dev") and not raw.strip(b"\0"):
             continue  # only devices carry device numbers; the writer leaves them empty
         if re.fullmatch(rb"[0-7]{%d}\0" % (width - 1), raw) is None:
@@ -216,19 +252,20 @@ def _header(block: bytes, at: int) -> _Header:
         _writer_fields(block, kind, numbers, texts, name)
         return _Header(name, kind, numbers["size"])
     if kind.startswith("pax"):
-        fail(ArchiveError, f"a {kind} in archive (pax extensions are never written by the pack writer):"
-                            f" {name!r}")
+        fail(ArchiveError, f"a {kind} in archive (pax extensions are never written by the pack writer): {name!r}")
     fail(ArchiveError, f"{kind} in archive: {name!r}")
 
 
-def _writer_fields(block: bytes, kind: str, numbers: Mapping[str, int], texts: Mapping[str, bytes],
-                   name: str) -> None:
+def _writer_fields(block: bytes, kind: str, numbers: Mapping[str, int], texts: Mapping[str, bytes], name: str) -> None:
     """Every header field the writer fixes holds what it writes: a pack's bytes (and a member's
     permissions once extracted) cannot vary while every other check passes."""
     mode = numbers["mode"]
     if mode != WRITER_MODES[kind]:
-        fail(ArchiveError, f"a {kind} with mode {mode:04o} in archive (the writer writes"
-                            f" {WRITER_MODES[kind]:04o}; setuid, setgid or other bits are refused): {name!r}")
+        fail(
+            ArchiveError,
+            f"a {kind} with mode {mode:04o} in archive (the writer writes"
+            f" {WRITER_MODES[kind]:04o}; setuid, setgid or other bits are refused): {name!r}",
+        )
     for what in ("uid", "gid", "mtime"):
         if numbers[what]:
             fail(ArchiveError, f"a {kind} with {what} {numbers[what]} in archive (the writer writes 0): {name!r}")
@@ -242,8 +279,10 @@ def _writer_fields(block: bytes, kind: str, numbers: Mapping[str, int], texts: M
     if kind == "dir" and not name.endswith("/"):
         fail(ArchiveError, f"a directory name without its final '/' in archive: {name!r}")
     if (texts["prefix"], texts["name"]) != _writer_split(name):
-        fail(ArchiveError, f"a name split between the prefix and name fields as the writer never splits it"
-                            f" in archive: {name!r}")
+        fail(
+            ArchiveError,
+            f"a name split between the prefix and name fields as the writer never splits it in archive: {name!r}",
+        )
 
 
 def _writer_split(name: str) -> tuple[bytes, bytes]:
@@ -272,8 +311,11 @@ def _member_name(raw: str, kind: str) -> str:
     if any(p in ("", ".") for p in parts):
         fail(ArchiveError, f"non-normal path in archive: {name!r}")
     if not all(_PART.fullmatch(p) for p in parts):
-        fail(ArchiveError, f"a name with a character outside A-Z a-z 0-9 . _ - (or a part not starting with a"
-                            f" letter or digit) in archive: {name!r}")
+        fail(
+            ArchiveError,
+            f"a name with a character outside A-Z a-z 0-9 . _ - (or a part not starting with a"
+            f" letter or digit) in archive: {name!r}",
+        )
     if len(parts) > MAX_DEPTH:
         fail(ArchiveError, f"a name nested deeper than the pack's layout (top/folder/file) in archive: {name!r}")
     return name
@@ -304,15 +346,17 @@ class Unpacked:
 def _end_of_archive(gz: _Gunzip, at: int) -> None:
     second = gz.read_exact(BLOCK)
     if len(second) < BLOCK or second.strip(b"\0"):
-        fail(ArchiveError, f"a lone zero block at byte {at} (the end-of-archive marker is two): a tar"
-                            " reader that skips it would read on")
+        fail(
+            ArchiveError,
+            f"a lone zero block at byte {at} (the end-of-archive marker is two): a tar"
+            " reader that skips it would read on",
+        )
     while True:
         rest = gz.read(_CHUNK)
         if not rest:
             return
         if rest.strip(b"\0"):
-            fail(ArchiveError, "non-zero bytes after the end of the archive: a tar reader that goes on would"
-                                " see more")
+            fail(ArchiveError, "non-zero bytes after the end of the archive: a tar reader that goes on would see more")
 
 
 def unpack(raw: IO[bytes]) -> Unpacked:
@@ -365,8 +409,7 @@ def unpack(raw: IO[bytes]) -> Unpacked:
         at += hdr.size + pad
     if out is None or not out.files:
         fail(ArchiveError, "the archive holds no files")
-    parents = {f"{out.top}/{'/'.join(rel.split('/')[:i])}"
-               for rel in out.files for i in range(1, rel.count("/") + 1)}
+    parents = {f"{out.top}/{'/'.join(rel.split('/')[:i])}" for rel in out.files for i in range(1, rel.count("/") + 1)}
     stray = sorted(dirs - parents - {out.top})
     if stray:
         fail(ArchiveError, f"unexpected directory in archive: {stray[0]!r}")
@@ -389,8 +432,12 @@ def _manifest_paths(manifest: Any) -> list[str]:
         path = e.get("path") if isinstance(e, dict) else None
         if not isinstance(path, str) or not path:
             fail(ArchiveError, "manifest.json lists an entry without a path")
-        if path in (MANIFEST, SUMS) or path.startswith("signatures/") or path.startswith("/") \
-                or ".." in path.split("/"):
+        if (
+            path in (MANIFEST, SUMS)
+            or path.startswith("signatures/")
+            or path.startswith("/")
+            or ".." in path.split("/")
+        ):
             fail(ArchiveError, f"manifest.json lists a path it may not list: {path!r}")
         paths.append(path)
     if len(set(paths)) != len(paths):
@@ -398,8 +445,7 @@ def _manifest_paths(manifest: Any) -> list[str]:
     return paths
 
 
-def check_file_set(top: str, names: set[str], manifest_data: bytes | None, *,
-                   require_dpo: bool) -> dict[str, Any]:
+def check_file_set(top: str, names: set[str], manifest_data: bytes | None, *, require_dpo: bool) -> dict[str, Any]:
     """Check 1, completeness part: the files are exactly what the manifest says. Returns the manifest."""
     if manifest_data is None:
         fail(ArchiveError, "missing file manifest.json")
@@ -434,4 +480,3 @@ def read_pack(pack_path: str | Path) -> bytes:
             return data
     except OSError as exc:
         raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
-

@@ -127,8 +127,10 @@ def _audit_checkpoint(doc: Mapping[str, Any], which: str, key: Ed25519PublicKey)
     if not _checkpoint_ok(key, cp):
         fail(AuditLogError, f"the {which} checkpoint signature does not verify")
     if seq == 0 and (cp["head_hash"] != GENESIS or bytes.fromhex(cp["root_hash"]) != MERKLE_EMPTY_ROOT):
-        fail(AuditLogError, f"the {which} checkpoint of the empty log does not name the genesis hash and the"
-                             " empty tree's root")
+        fail(
+            AuditLogError,
+            f"the {which} checkpoint of the empty log does not name the genesis hash and the empty tree's root",
+        )
     return _Checkpoint(seq, cp["head_hash"], bytes.fromhex(cp["root_hash"]))
 
 
@@ -160,8 +162,9 @@ def _redacted_item(raw: Any, v2: bool) -> tuple[int, str, str | None]:
 _V3_ENTRY_KEYS = frozenset(AUDIT_ENTRY_KEYS)
 
 
-def _audit_entries(doc: Mapping[str, Any], before: _Checkpoint, after: _Checkpoint,
-                   v2: bool) -> dict[int, dict[str, Any]]:
+def _audit_entries(
+    doc: Mapping[str, Any], before: _Checkpoint, after: _Checkpoint, v2: bool
+) -> dict[int, dict[str, Any]]:
     """The entries, by seq: shape, order, recomputed hash, inclusion in the after tree (v3: one
     multiproof for all of them; v2: a path in each), and the links and checkpoint heads they reach."""
     raw = doc.get("entries")
@@ -183,11 +186,16 @@ def _audit_entries(doc: Mapping[str, Any], before: _Checkpoint, after: _Checkpoi
             well_formed = isinstance(e.get("entry_hash"), str)
         else:  # the predecessor's hash is spelled out only when the predecessor is not an entry here
             well_formed = set(e) == (_V3_ENTRY_KEYS if follows else _V3_ENTRY_KEYS | {"prev_hash"}) and all(
-                isinstance(e[k], str) for k in ("at", "event", "actor"))
+                isinstance(e[k], str) for k in ("at", "event", "actor")
+            )
             if follows:
                 e = {**e, "prev_hash": digests[seq - 1]}
-        if not well_formed or not isinstance(e.get("prev_hash"), str) or not _HEX64.fullmatch(e["prev_hash"]) \
-                or not isinstance(e.get("fields"), dict):
+        if (
+            not well_formed
+            or not isinstance(e.get("prev_hash"), str)
+            or not _HEX64.fullmatch(e["prev_hash"])
+            or not isinstance(e.get("fields"), dict)
+        ):
             fail(AuditLogError, f"entry {seq} is malformed")
         digest = _entry_hash(e, seq)
         if v2:
@@ -195,8 +203,9 @@ def _audit_entries(doc: Mapping[str, Any], before: _Checkpoint, after: _Checkpoi
                 fail(AuditLogError, f"entry {seq} hash does not recompute")
             path = _hashes(e.get("inclusion"), f"entry {seq}'s inclusion proof")
             if not verify_inclusion(merkle_leaf(bytes.fromhex(digest)), seq - 1, after.seq, path, after.root):
-                fail(AuditLogError, f"entry {seq}'s inclusion proof does not verify against the after checkpoint's"
-                                     " root")
+                fail(
+                    AuditLogError, f"entry {seq}'s inclusion proof does not verify against the after checkpoint's root"
+                )
         if seq == 1 and e["prev_hash"] != GENESIS:
             fail(AuditLogError, "the first entry does not link to the genesis hash")
         if v2 and follows and e["prev_hash"] != digests[seq - 1]:
@@ -219,14 +228,20 @@ def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> Audi
     doc = json_object(parse_json(data, AUDIT, AuditLogError), AUDIT, AuditLogError)
     fmt = doc.get("format")
     if fmt == AUDIT_NONE_FORMAT:
-        if set(doc) != {"format", "reason", "request_id"} or not isinstance(doc.get("request_id"), str) \
-                or not isinstance(doc.get("reason"), str):
+        if (
+            set(doc) != {"format", "reason", "request_id"}
+            or not isinstance(doc.get("request_id"), str)
+            or not isinstance(doc.get("reason"), str)
+        ):
             fail(AuditLogError, f"a {AUDIT_NONE_FORMAT} document holds exactly format, reason and request_id")
         return AuditSummary(no_audit_log_for=doc["request_id"])
     if fmt == AUDIT_V1_FORMAT:
-        fail(AuditLogError, f"{AUDIT_V1_FORMAT} is no longer accepted: it carries a hash-chain segment that"
-                             f" grows with the log; packs carry {AUDIT_FORMAT} (Merkle inclusion and"
-                             " consistency proofs)")
+        fail(
+            AuditLogError,
+            f"{AUDIT_V1_FORMAT} is no longer accepted: it carries a hash-chain segment that"
+            f" grows with the log; packs carry {AUDIT_FORMAT} (Merkle inclusion and"
+            " consistency proofs)",
+        )
     if fmt not in (AUDIT_FORMAT, AUDIT_V2_FORMAT):
         fail(AuditLogError, f"format is not {AUDIT_FORMAT} (nor {AUDIT_V2_FORMAT})")
     v2 = fmt == AUDIT_V2_FORMAT
@@ -236,10 +251,14 @@ def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> Audi
     before, after = _audit_checkpoint(doc, "before", key), _audit_checkpoint(doc, "after", key)
     if before.seq > after.seq:
         fail(AuditLogError, "the before checkpoint is later than the after checkpoint")
-    if not verify_consistency(before.seq, after.seq, before.root, after.root,
-                              _hashes(doc.get("consistency"), "the consistency proof")):
-        fail(AuditLogError, "the consistency proof does not verify: the after checkpoint's tree does not"
-                             " extend the before checkpoint's")
+    if not verify_consistency(
+        before.seq, after.seq, before.root, after.root, _hashes(doc.get("consistency"), "the consistency proof")
+    ):
+        fail(
+            AuditLogError,
+            "the consistency proof does not verify: the after checkpoint's tree does not"
+            " extend the before checkpoint's",
+        )
     entries = _audit_entries(doc, before, after, v2)
     items = doc.get("redacted")
     if not isinstance(items, list):
@@ -259,12 +278,16 @@ def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> Audi
         if not (isinstance(commit, str) and _HEX64.fullmatch(commit) and held == {"commit": commit}):
             fail(AuditLogError, f"entry {seq}: a redacted field does not hold its commitment")
         holding.add(seq)
-    redactions = [e for seq, e in entries.items()
-                  if e.get("event") == AUDIT_REDACTION_EVENT and before.seq < seq <= after.seq]
+    redactions = [
+        e for seq, e in entries.items() if e.get("event") == AUDIT_REDACTION_EVENT and before.seq < seq <= after.seq
+    ]
     for seq, e in entries.items():
         if seq not in holding and not any(e is r for r in redactions):
-            fail(AuditLogError, f"entry {seq} holds no redacted commitment and is not the request's"
-                                 f" {AUDIT_REDACTION_EVENT} entry: the evidence carries only those")
+            fail(
+                AuditLogError,
+                f"entry {seq} holds no redacted commitment and is not the request's"
+                f" {AUDIT_REDACTION_EVENT} entry: the evidence carries only those",
+            )
     if len(redactions) > 1:
         fail(AuditLogError, f"more than one {AUDIT_REDACTION_EVENT} entry between the checkpoints")
     if doc.get("vault_remaining_for_subject") != 0:
@@ -272,10 +295,14 @@ def check_audit_log(data: bytes, pinned: Ed25519PublicKey | None = None) -> Audi
     if redactions:
         said = redactions[0]["fields"].get("redacted")
         if not is_int(said) or said != len(items):
-            fail(AuditLogError, f"the evidence lists {len(items)} redacted item(s), but the log's own"
-                                 f" {AUDIT_REDACTION_EVENT} entry says {printable(str(said))}: an entry is hidden"
-                                 " or added")
+            fail(
+                AuditLogError,
+                f"the evidence lists {len(items)} redacted item(s), but the log's own"
+                f" {AUDIT_REDACTION_EVENT} entry says {printable(str(said))}: an entry is hidden"
+                " or added",
+            )
     rid = redactions[0]["fields"].get("request_id") if redactions else None
-    return AuditSummary(redaction_request=rid if isinstance(rid, str) else None,
-                        checkpoint_times=(doc["before"]["at"], doc["after"]["at"]))
-
+    return AuditSummary(
+        redaction_request=rid if isinstance(rid, str) else None,
+        checkpoint_times=(doc["before"]["at"], doc["after"]["at"]),
+    )

@@ -37,20 +37,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("pack", help="the proof.tar.gz to verify")
     parser.add_argument("--engine-key", required=True, help="the engine's trusted public key (PEM)")
     parser.add_argument("--dpo-key", help="the DPO's trusted public key (PEM); required unless --no-dpo")
-    parser.add_argument("--no-dpo", action="store_true",
-                        help="accept a pack the DPO has not attested yet (its engine signature only)")
-    parser.add_argument("--audit-key", help="the store's audit checkpoint public key (PEM; `erasure keys audit`"
-                        " prints it, `erasure export` ships it as audit.pub.pem); required unless --no-audit-key")
-    parser.add_argument("--no-audit-key", action="store_true",
-                        help="check the audit checkpoints against the key the pack itself names (NOT pinned:"
-                             " whoever re-signs the pack can re-sign the checkpoints too)")
+    parser.add_argument(
+        "--no-dpo", action="store_true", help="accept a pack the DPO has not attested yet (its engine signature only)"
+    )
+    parser.add_argument(
+        "--audit-key",
+        help="the store's audit checkpoint public key (PEM; `erasure keys audit`"
+        " prints it, `erasure export` ships it as audit.pub.pem); required unless --no-audit-key",
+    )
+    parser.add_argument(
+        "--no-audit-key",
+        action="store_true",
+        help="check the audit checkpoints against the key the pack itself names (NOT pinned:"
+        " whoever re-signs the pack can re-sign the checkpoints too)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of one line")
     args = parser.parse_args(argv)
     if args.dpo_key is None and not args.no_dpo:
         parser.error("--dpo-key is required (or --no-dpo to check a pack awaiting attestation)")
     if args.audit_key is None and not args.no_audit_key:
-        parser.error("--audit-key is required: the store's audit checkpoint public key (or --no-audit-key to"
-                     " accept the key the pack names, which pins nothing)")
+        parser.error(
+            "--audit-key is required: the store's audit checkpoint public key (or --no-audit-key to"
+            " accept the key the pack names, which pins nothing)"
+        )
     try:
         with checking(KeyArgumentError):
             engine = read_key(args.engine_key, "engine")

@@ -44,14 +44,17 @@ CLOCK_SKEW = timedelta(days=1)
 """How far ahead of this machine's clock the DPO's attested_at may be."""
 
 
-def _records(data: Callable[[str], bytes]) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any],
-                                                     list[dict[str, Any]]]:
+def _records(
+    data: Callable[[str], bytes],
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
     C = ConsistencyError
     request = json_object(parse_json(data("request.json"), "request.json", C), "request.json", C)
     steps = [json_object(s, "a step record", C) for s in parse_jsonl(data("steps.jsonl"), "steps.jsonl", C)]
     verification = json_object(parse_json(data("verification.json"), "verification.json", C), "verification.json", C)
-    receipts = [json_object(r, "a receipt", C) for r in parse_jsonl(data("subprocessor-receipts.jsonl"),
-                                                          "subprocessor-receipts.jsonl", C)]
+    receipts = [
+        json_object(r, "a receipt", C)
+        for r in parse_jsonl(data("subprocessor-receipts.jsonl"), "subprocessor-receipts.jsonl", C)
+    ]
     order: tuple[int, str, int] | None = None
     for s in steps:
         if s.get("step") not in TIERS:
@@ -61,19 +64,29 @@ def _records(data: Callable[[str], bytes]) -> tuple[dict[str, Any], list[dict[st
             fail(C, "a step record's target is not a name")
         here = step_order(s)
         if order is not None and here == order:
-            fail(C, f"steps.jsonl repeats step {s['step']}" + (f" of target {target!r}" if target else "")
-                     + " (one record per target and tier)")
+            fail(
+                C,
+                f"steps.jsonl repeats step {s['step']}"
+                + (f" of target {target!r}" if target else "")
+                + " (one record per target and tier)",
+            )
         if order is not None and here < order:
-            fail(C, f"steps.jsonl lists step {s['step']} out of order (the reference store's records, then each"
-                     " target's by name, tiers in cascade order)")
+            fail(
+                C,
+                f"steps.jsonl lists step {s['step']} out of order (the reference store's records, then each"
+                " target's by name, tiers in cascade order)",
+            )
         order = here
         if not isinstance(s.get("status"), str):
             fail(C, f"step {s['step']} has no status")
         count(s.get("before_count"), f"step {s['step']} before_count", C, nullable=True)
         count(s.get("after_count"), f"step {s['step']} after_count", C, nullable=True)
     probes = verification.get("probes")
-    if not isinstance(probes, list) or not isinstance(verification.get("all_clear"), bool) \
-            or not isinstance(verification.setdefault("exceptions", []), list):
+    if (
+        not isinstance(probes, list)
+        or not isinstance(verification.get("all_clear"), bool)
+        or not isinstance(verification.setdefault("exceptions", []), list)
+    ):
         fail(C, "verification.json lacks probes or all_clear, or its exceptions are not a list")
     for p in probes:
         p = json_object(p, "a probe", C)
@@ -96,14 +109,16 @@ def _check_receipts(receipts: Sequence[Mapping[str, Any]], rid: str, tier_status
             fail(C, f"subprocessor-receipts.jsonl holds two receipts of processor {proc!r}")
         processors.add(proc)
         if status not in RECEIPT_STATUSES:
-            fail(C, f"the receipt of processor {proc!r} has status {status!r}, not one of"
-                     f" {', '.join(RECEIPT_STATUSES)}")
+            fail(
+                C, f"the receipt of processor {proc!r} has status {status!r}, not one of {', '.join(RECEIPT_STATUSES)}"
+            )
         if status != "done" and tier_status in ("erased", "skipped"):
             fail(C, f"the receipt of processor {proc!r} is {status}, yet the subprocessors tier is {tier_status}")
 
 
-def _check_dpo(dpo: Mapping[str, Any], rid: str, engine_keyid: str, status: str, verified_at: datetime,
-               now: datetime) -> None:
+def _check_dpo(
+    dpo: Mapping[str, Any], rid: str, engine_keyid: str, status: str, verified_at: datetime, now: datetime
+) -> None:
     C = ConsistencyError
     if dpo["statement"] != dpo_statement_text(rid, engine_keyid, status):
         fail(C, f"the DPO's statement does not attest this request's outcome as the pack states it ({status})")
@@ -128,23 +143,30 @@ def _check_checkpoint_times(times: tuple[str, str], received: Any, verified_at: 
     if start is None:
         fail(ConsistencyError, "request.json's received_at is not a UTC time (YYYY-MM-DDTHH:MM:SS[.ffffff]Z)")
     if before < start - RECEIVED_SKEW:
-        fail(ConsistencyError, f"the before audit checkpoint ({times[0]}) is dated before the request was"
-                                " received")
+        fail(ConsistencyError, f"the before audit checkpoint ({times[0]}) is dated before the request was received")
     if after < before:
         fail(ConsistencyError, "the after audit checkpoint is dated before the before checkpoint")
     if after.replace(microsecond=0) > verified_at:
         fail(ConsistencyError, f"the after audit checkpoint ({times[1]}) is dated after the verification")
 
 
-def check_consistency(data: Callable[[str], bytes], manifest: Mapping[str, Any], predicate: Mapping[str, Any],
-                      dpo_predicate: Mapping[str, Any] | None, audit: AuditSummary,
-                      now: datetime | None = None) -> None:
+def check_consistency(
+    data: Callable[[str], bytes],
+    manifest: Mapping[str, Any],
+    predicate: Mapping[str, Any],
+    dpo_predicate: Mapping[str, Any] | None,
+    audit: AuditSummary,
+    now: datetime | None = None,
+) -> None:
     """Check 8 (see the module docstring). `data(name)` gives the bytes of a file of the pack."""
     C = ConsistencyError
     request, steps, verification, receipts = _records(data)
     rid = predicate["request_id"]
-    ids = [("manifest.json", manifest.get("request_id")), ("request.json", request.get("request_id")),
-           ("verification.json", verification.get("request_id"))]
+    ids = [
+        ("manifest.json", manifest.get("request_id")),
+        ("request.json", request.get("request_id")),
+        ("verification.json", verification.get("request_id")),
+    ]
     ids += [("steps.jsonl", s.get("request_id")) for s in steps]
     ids += [("the DPO attestation", dpo_predicate["request_id"])] if dpo_predicate is not None else []
     for where, other in ids:
@@ -156,12 +178,18 @@ def check_consistency(data: Callable[[str], bytes], manifest: Mapping[str, Any],
         if any(s.get("target") is None for s in steps):
             fail(C, f"{AUDIT} says there is no reference store, but steps.jsonl has records of one")
     elif audit.redaction_request != rid:
-        fail(C, f"{AUDIT} records no redaction for this request between its checkpoints"
-                 f" (no {AUDIT_REDACTION_EVENT} entry naming it)")
-    for fname, source, key in (("legal_basis", request, "legal_basis"), ("received_at", request, "received_at"),
-                               ("verified_at", verification, "verified_at"),
-                               ("all_clear", verification, "all_clear"),
-                               ("exceptions", verification, "exceptions")):
+        fail(
+            C,
+            f"{AUDIT} records no redaction for this request between its checkpoints"
+            f" (no {AUDIT_REDACTION_EVENT} entry naming it)",
+        )
+    for fname, source, key in (
+        ("legal_basis", request, "legal_basis"),
+        ("received_at", request, "received_at"),
+        ("verified_at", verification, "verified_at"),
+        ("all_clear", verification, "all_clear"),
+        ("exceptions", verification, "exceptions"),
+    ):
         if predicate[fname] != source.get(key):
             fail(C, f"the statement's {fname} differs from the records")
     verified_at = utc_time(predicate["verified_at"])
@@ -182,8 +210,11 @@ def check_consistency(data: Callable[[str], bytes], manifest: Mapping[str, Any],
         row = claimed[tier]
         if row != tiers[tier]:
             said = row.get("status") if isinstance(row, dict) else row
-            fail(C, f"tier {tier}: the statement says {said!r} where the records give"
-                     f" {tiers[tier]['status']!r} (or other counts)")
+            fail(
+                C,
+                f"tier {tier}: the statement says {said!r} where the records give"
+                f" {tiers[tier]['status']!r} (or other counts)",
+            )
     _check_receipts(receipts, rid, tiers["subprocessors"]["status"])
     status = overall_status(tiers, probes, all_clear, verification["exceptions"])
     if predicate["status"] != status:
@@ -192,4 +223,3 @@ def check_consistency(data: Callable[[str], bytes], manifest: Mapping[str, Any],
         fail(C, "manifest.json states another status than the signed statement")
     if dpo_predicate is not None:
         _check_dpo(dpo_predicate, rid, predicate["engine_keyid"], status, verified_at, now or datetime.now(UTC))
-

@@ -19,8 +19,8 @@ _SUMS_LINE = re.compile(r"([0-9a-f]{64})  ([^\n]+)")
 
 # --- 4 subjects ----------------------------------------------------------------------------------
 
-def check_subjects(statement: Mapping[str, Any], digests: Mapping[str, str], covered: set[str],
-                   name: str) -> None:
+
+def check_subjects(statement: Mapping[str, Any], digests: Mapping[str, str], covered: set[str], name: str) -> None:
     """Check 4: the subjects are exactly `covered`, each with the sha256 of its file."""
     seen: set[str] = set()
     for s in statement["subject"]:
@@ -42,6 +42,7 @@ def check_subjects(statement: Mapping[str, Any], digests: Mapping[str, str], cov
 
 
 # --- 5 checksums ---------------------------------------------------------------------------------
+
 
 def check_checksums(manifest: Mapping[str, Any], blobs: Mapping[str, Blob], engine_keyid: str) -> None:
     """Check 5: manifest entries and SHA256SUMS lines match the files and each other."""
@@ -76,4 +77,3 @@ def check_checksums(manifest: Mapping[str, Any], blobs: Mapping[str, Blob], engi
     for path, digest in summed.items():
         if blobs[path].sha256 != digest:
             fail(ChecksumError, f"SHA256SUMS gives the wrong sha256 for {path}")
-

@@ -47,6 +47,7 @@ MAX_KEY_BYTES = 64 * 1024
 
 # --- 0 keys --------------------------------------------------------------------------------------
 
+
 def read_key(path: str | Path, role: str) -> bytes:
     """A key file's bytes, read up to `MAX_KEY_BYTES` (a device of endless bytes is refused)."""
     try:
@@ -78,21 +79,35 @@ def load_public_key(pem: bytes, role: str) -> PublicKey:
 
 # --- 2 signature ---------------------------------------------------------------------------------
 
+
 def _envelope(data: bytes, name: str) -> tuple[dict[str, Any], bytes]:
     env = json_object(parse_json(data, name, SignatureError), name, SignatureError)
     if envelope_bytes(env) != data:
         # No signature covers the DPO's envelope (nor the engine's without it): only a canonical form
         # keeps its bytes, and so the pack's digest, from changing while every check passes.
-        fail(SignatureError, f"{name} is not in the canonical form the writer writes (sorted keys, two-space"
-                              " indent, ASCII, one final newline)")
-    if not isinstance(env.get("payloadType"), str) or not isinstance(env.get("payload"), str) \
-            or not isinstance(env.get("signatures"), list):
+        fail(
+            SignatureError,
+            f"{name} is not in the canonical form the writer writes (sorted keys, two-space"
+            " indent, ASCII, one final newline)",
+        )
+    if (
+        not isinstance(env.get("payloadType"), str)
+        or not isinstance(env.get("payload"), str)
+        or not isinstance(env.get("signatures"), list)
+    ):
         fail(SignatureError, f"{name} is not a DSSE envelope")
     sigs = env["signatures"]
-    if set(env) != {"payloadType", "payload", "signatures"} or len(sigs) != 1 \
-            or not isinstance(sigs[0], dict) or set(sigs[0]) != {"keyid", "sig"}:
-        fail(SignatureError, f"{name} is not an envelope as the writer writes it (payloadType, payload, and"
-                              " exactly one signature of keyid and sig)")
+    if (
+        set(env) != {"payloadType", "payload", "signatures"}
+        or len(sigs) != 1
+        or not isinstance(sigs[0], dict)
+        or set(sigs[0]) != {"keyid", "sig"}
+    ):
+        fail(
+            SignatureError,
+            f"{name} is not an envelope as the writer writes it (payloadType, payload, and"
+            " exactly one signature of keyid and sig)",
+        )
     try:
         env["payloadType"].encode("utf-8")
     except UnicodeEncodeError:
@@ -166,21 +181,29 @@ def unverified_payload(data: bytes, name: str) -> tuple[str, bytes, str | None]:
 # --- 3 statement ---------------------------------------------------------------------------------
 
 ENGINE_FIELDS: dict[str, Callable[[Any], bool]] = {
-    "request_id": lambda v: isinstance(v, str), "legal_basis": lambda v: isinstance(v, str),
-    "received_at": lambda v: isinstance(v, str), "verified_at": lambda v: isinstance(v, str),
-    "all_clear": lambda v: isinstance(v, bool), "status": lambda v: v in STATUSES,
-    "tiers": lambda v: isinstance(v, dict), "exceptions": lambda v: isinstance(v, list),
-    "out_of_scope": lambda v: isinstance(v, list), "engine_keyid": lambda v: isinstance(v, str),
+    "request_id": lambda v: isinstance(v, str),
+    "legal_basis": lambda v: isinstance(v, str),
+    "received_at": lambda v: isinstance(v, str),
+    "verified_at": lambda v: isinstance(v, str),
+    "all_clear": lambda v: isinstance(v, bool),
+    "status": lambda v: v in STATUSES,
+    "tiers": lambda v: isinstance(v, dict),
+    "exceptions": lambda v: isinstance(v, list),
+    "out_of_scope": lambda v: isinstance(v, list),
+    "engine_keyid": lambda v: isinstance(v, str),
 }
 DPO_FIELDS: dict[str, Callable[[Any], bool]] = {
-    "request_id": lambda v: isinstance(v, str), "attested_at": lambda v: utc_time(v) is not None,
-    "dpo_keyid": lambda v: isinstance(v, str), "statement": lambda v: isinstance(v, str) and bool(v),
+    "request_id": lambda v: isinstance(v, str),
+    "attested_at": lambda v: utc_time(v) is not None,
+    "dpo_keyid": lambda v: isinstance(v, str),
+    "statement": lambda v: isinstance(v, str) and bool(v),
     "engine_keyid": lambda v: isinstance(v, str),
 }
 
 
-def check_statement(payload_type: str, payload: bytes, name: str, predicate_type: str,
-                    fields: Mapping[str, Callable[[Any], bool]]) -> dict[str, Any]:
+def check_statement(
+    payload_type: str, payload: bytes, name: str, predicate_type: str, fields: Mapping[str, Callable[[Any], bool]]
+) -> dict[str, Any]:
     """Check 3 for one envelope: returns the Statement."""
     if payload_type != PAYLOAD_TYPE:
         fail(StatementError, f"{name}: payloadType is not {PAYLOAD_TYPE}")
@@ -196,4 +219,3 @@ def check_statement(payload_type: str, payload: bytes, name: str, predicate_type
         if fname not in pred or not ok(pred[fname]):
             fail(StatementError, f"{name}: predicate field {fname!r} is missing or malformed")
     return st
-

@@ -91,6 +91,7 @@ class ConsistencyError(PackError):
 
     check = "consistency"
 
+
 def fail(cls: type[PackError], why: str) -> NoReturn:
     """Raise `cls(why)`: a check's failure."""
     raise cls(why)

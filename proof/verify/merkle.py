@@ -59,8 +59,7 @@ def verify_multiproof(leaves: Mapping[int, bytes], size: int, proof: Sequence[by
     return computed == root and next(hashes, None) is None
 
 
-def verify_consistency(first: int, second: int, first_root: bytes, second_root: bytes,
-                       proof: Sequence[bytes]) -> bool:
+def verify_consistency(first: int, second: int, first_root: bytes, second_root: bytes, proof: Sequence[bytes]) -> bool:
     """RFC 9162 2.1.4.2: does `proof` show the tree of `second` (root `second_root`) extends the tree of
     `first` (root `first_root`)? Equal sizes: the proof is empty and the roots equal; size 0: the
     proof is empty and `first_root` is the empty tree's hash."""
@@ -91,4 +90,3 @@ def verify_consistency(first: int, second: int, first_root: bytes, second_root: 
             sr = merkle_node(sr, c)
         fn, sn = fn >> 1, sn >> 1
     return fr == first_root and sr == second_root and sn == 0
-

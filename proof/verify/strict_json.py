@@ -13,8 +13,10 @@ from proof.verify.errors import PackError, fail
 
 MAX_JSON_CONTAINERS = 65_536
 _UTC_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
-_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-                             rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
 
 
 class _JsonRefused(ValueError):
@@ -66,8 +68,11 @@ def parse_json(data: bytes, name: str, cls: type[PackError]) -> Any:
 
 def parse_jsonl(data: bytes, name: str, cls: type[PackError]) -> list[Any]:
     """The JSON documents of the non-blank lines of `data` (file `name`), else `cls`."""
-    return [_loads(line, f"{name} line {i}", cls)
-            for i, line in enumerate(_text(data, name, cls).split("\n"), 1) if line.strip()]
+    return [
+        _loads(line, f"{name} line {i}", cls)
+        for i, line in enumerate(_text(data, name, cls).split("\n"), 1)
+        if line.strip()
+    ]
 
 
 def is_int(v: Any) -> bool:

@@ -100,27 +100,41 @@ class VerifyResult:
         """The one line `main` prints for a pack that verified."""
         notes = []
         if self.dpo_attestation == "not checked":
-            notes.append("engine signature and contents; the DPO attestation in the pack was NOT checked:"
-                         " give --dpo-key to check it")
+            notes.append(
+                "engine signature and contents; the DPO attestation in the pack was NOT checked:"
+                " give --dpo-key to check it"
+            )
         if not self.audit_key_pinned:
             notes.append("the audit checkpoint key was NOT pinned: give --audit-key to check it")
         return "OK" + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def _run(raw: IO[bytes], engine_key: PublicKey | None, dpo_key: PublicKey | None,
-         require_dpo: bool, audit_key: Ed25519PublicKey | None = None) -> VerifyResult:
+def _run(
+    raw: IO[bytes],
+    engine_key: PublicKey | None,
+    dpo_key: PublicKey | None,
+    require_dpo: bool,
+    audit_key: Ed25519PublicKey | None = None,
+) -> VerifyResult:
     with checking(ArchiveError):
         pack = unpack(raw)
     return _checks(pack, [], engine_key, dpo_key, require_dpo, audit_key)
 
 
-def _checks(pack: Unpacked, checks: list[str], engine_key: PublicKey | None, dpo_key: PublicKey | None,
-            require_dpo: bool, audit_key: Ed25519PublicKey | None) -> VerifyResult:
+def _checks(
+    pack: Unpacked,
+    checks: list[str],
+    engine_key: PublicKey | None,
+    dpo_key: PublicKey | None,
+    require_dpo: bool,
+    audit_key: Ed25519PublicKey | None,
+) -> VerifyResult:
     files = pack.files
     # 1 archive (completeness: its safety part ran while unpacking)
     with checking(ArchiveError):
-        manifest = check_file_set(pack.top, set(files), files[MANIFEST].data if MANIFEST in files else None,
-                                  require_dpo=require_dpo)
+        manifest = check_file_set(
+            pack.top, set(files), files[MANIFEST].data if MANIFEST in files else None, require_dpo=require_dpo
+        )
     checks.append(ArchiveError.check)
     # 2 signature (without an engine key: the payload only, for showing a pack)
     has_dpo = DPO_ENVELOPE in files
@@ -178,17 +192,25 @@ def _checks(pack: Unpacked, checks: list[str], engine_key: PublicKey | None, dpo
         check_consistency(lambda name: files[name].data, manifest, predicate, dpo_predicate, audit)
     checks.append(ConsistencyError.check)
     attestation = "verified" if dpo_predicate is not None else ("not checked" if has_dpo else "absent")
-    return VerifyResult(request_id=predicate["request_id"], status=predicate["status"],
-                        all_clear=predicate["all_clear"], engine_keyid=engine_keyid, dpo_keyid=dpo_keyid,
-                        files=len(files), checks=tuple(checks), signatures_verified=engine_key is not None,
-                        dpo_attestation=attestation,
-                        attested_at=dpo_predicate["attested_at"] if dpo_predicate is not None else None,
-                        pack_name=sha256_hex(e_payload),
-                        audit_key_pinned=audit_key is not None or audit.no_audit_log_for is not None)
+    return VerifyResult(
+        request_id=predicate["request_id"],
+        status=predicate["status"],
+        all_clear=predicate["all_clear"],
+        engine_keyid=engine_keyid,
+        dpo_keyid=dpo_keyid,
+        files=len(files),
+        checks=tuple(checks),
+        signatures_verified=engine_key is not None,
+        dpo_attestation=attestation,
+        attested_at=dpo_predicate["attested_at"] if dpo_predicate is not None else None,
+        pack_name=sha256_hex(e_payload),
+        audit_key_pinned=audit_key is not None or audit.no_audit_log_for is not None,
+    )
 
 
-def _keys(engine_pub_pem: bytes, dpo_pub_pem: bytes | None,
-          audit_pub_pem: bytes | None) -> tuple[PublicKey, PublicKey | None, Ed25519PublicKey | None]:
+def _keys(
+    engine_pub_pem: bytes, dpo_pub_pem: bytes | None, audit_pub_pem: bytes | None
+) -> tuple[PublicKey, PublicKey | None, Ed25519PublicKey | None]:
     with checking(KeyArgumentError):
         engine_key = load_public_key(engine_pub_pem, "engine")
         dpo_key = load_public_key(dpo_pub_pem, "DPO") if dpo_pub_pem is not None else None
@@ -200,15 +222,27 @@ def _keys(engine_pub_pem: bytes, dpo_pub_pem: bytes | None,
     return engine_key, dpo_key, audit_key
 
 
-def verify_bytes(data: bytes, engine_pub_pem: bytes, dpo_pub_pem: bytes | None, *,
-                 require_dpo: bool = True, audit_pub_pem: bytes | None = None) -> VerifyResult:
+def verify_bytes(
+    data: bytes,
+    engine_pub_pem: bytes,
+    dpo_pub_pem: bytes | None,
+    *,
+    require_dpo: bool = True,
+    audit_pub_pem: bytes | None = None,
+) -> VerifyResult:
     """`verify_pack` on the bytes of a pack."""
     engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
     return _run(io.BytesIO(data), engine_key, dpo_key, require_dpo, audit_key)
 
 
-def verify_pack(pack_path: str | Path, engine_pub_pem: bytes, dpo_pub_pem: bytes | None, *,
-                require_dpo: bool = True, audit_pub_pem: bytes | None = None) -> VerifyResult:
+def verify_pack(
+    pack_path: str | Path,
+    engine_pub_pem: bytes,
+    dpo_pub_pem: bytes | None,
+    *,
+    require_dpo: bool = True,
+    audit_pub_pem: bytes | None = None,
+) -> VerifyResult:
     """Run checks 1-8 on `proof.tar.gz` with the trusted keys given; raise the first `PackError`.
     The file is read as a stream (never whole into memory). With `require_dpo=False` a pack not yet
     attested passes on its engine signature alone; `audit_pub_pem` pins the store's audit checkpoint
@@ -229,4 +263,3 @@ def verify_contents(data: bytes) -> VerifyResult:
     """Every check that needs no key (1, 3, 4, 5, 7, 8) on the bytes of a pack: it is whole and
     consistent, but its origin is NOT established. For showing a pack; never a verdict."""
     return _run(io.BytesIO(data), None, None, False)
-

@@ -41,8 +41,17 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """The pack's top directory: erasure.models.SAFE_TOKEN, copied (`erasure` is no import of the
 verifier's; a test keeps them equal)."""
 
-TIERS = ("working", "episodic", "semantic", "vectors", "fine_tune", "uploads", "derivatives",
-         "subprocessors", "audit_log")
+TIERS = (
+    "working",
+    "episodic",
+    "semantic",
+    "vectors",
+    "fine_tune",
+    "uploads",
+    "derivatives",
+    "subprocessors",
+    "audit_log",
+)
 """The nine tiers in cascade order (the values of erasure.tiers.CASCADE_ORDER; a test keeps them equal)."""
 ERASED, WITH_EXCEPTIONS, NOT_ERASED, SKIPPED = "erased", "erasedWithExceptions", "notErased", "skipped"
 STATUSES = (ERASED, WITH_EXCEPTIONS, NOT_ERASED)
@@ -69,18 +78,19 @@ GENESIS = "0" * 64
 AUDIT_ENTRY_KEYS = ("seq", "at", "event", "actor", "fields")
 """The body of an audit entry: what its hash covers, after its predecessor's hash."""
 AUDIT_HASH_RULE = "sha256(prev_hash + '\\n' + canonical_json(body))"
-MERKLE_TREE_RULE = ("RFC 9162 2.1: leaf i = sha256(0x00 || bytes(entry_hash of seq i+1)),"
-                    " node = sha256(0x01 || left || right)")
+MERKLE_TREE_RULE = (
+    "RFC 9162 2.1: leaf i = sha256(0x00 || bytes(entry_hash of seq i+1)), node = sha256(0x01 || left || right)"
+)
 
 
 # --- encodings -----------------------------------------------------------------------------------
+
 
 def canonical_json(obj: Any) -> bytes:
     """`obj` as the bytes that are hashed and signed: sorted keys, no whitespace, UTF-8 text kept as
     is (not `\\u` escaped). Plain JSON types only; NaN and infinities are refused (`ValueError`: they
     are not JSON)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def sha256_hex(data: bytes) -> str:
@@ -107,18 +117,22 @@ P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 
 def keyid_of(public_key: ec.EllipticCurvePublicKey | Ed25519PublicKey) -> str:
     """A key's id: the sha256 hex of its SubjectPublicKeyInfo DER."""
-    return sha256_hex(public_key.public_bytes(serialization.Encoding.DER,
-                                              serialization.PublicFormat.SubjectPublicKeyInfo))
+    return sha256_hex(
+        public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
 
 
 def dpo_statement_text(request_id: str, engine_keyid: str, status: str) -> str:
     """What the DPO signs they attest."""
-    return (f"I have reviewed the evidence in this pack for erasure request {request_id}, "
-            f"signed by the engine key {engine_keyid}, and attest that it records the "
-            f"outcome of the request as stated: {status}.")
+    return (
+        f"I have reviewed the evidence in this pack for erasure request {request_id}, "
+        f"signed by the engine key {engine_keyid}, and attest that it records the "
+        f"outcome of the request as stated: {status}."
+    )
 
 
 # --- the audit log's hashes ----------------------------------------------------------------------
+
 
 def audit_entry_hash(prev_hash: str, body: Mapping[str, Any]) -> str:
     """`sha256(prev_hash + "\\n" + canonical_json(body))`, hex; `body` holds `AUDIT_ENTRY_KEYS`."""
@@ -127,8 +141,16 @@ def audit_entry_hash(prev_hash: str, body: Mapping[str, Any]) -> str:
 
 def checkpoint_statement(seq: int, head_hash: str, tree_size: int, root_hash: str, at: str) -> bytes:
     """The bytes an `audit-checkpoint/v2` signature covers."""
-    return canonical_json({"type": CHECKPOINT_TYPE, "seq": seq, "head_hash": head_hash, "tree_size": tree_size,
-                           "root_hash": root_hash, "at": at})
+    return canonical_json(
+        {
+            "type": CHECKPOINT_TYPE,
+            "seq": seq,
+            "head_hash": head_hash,
+            "tree_size": tree_size,
+            "root_hash": root_hash,
+            "at": at,
+        }
+    )
 
 
 MERKLE_EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -172,6 +194,7 @@ def merkle_split(n: int) -> int:
 # `all_clear: true` further requires at least one probe, every probe's residue 0, and every step's
 # after_count 0 (or null for a skipped step) unless its status is an exception status.
 
+
 def step_order(rec: Mapping[str, Any]) -> tuple[int, str, int]:
     """Where a record belongs in steps.jsonl; records must come in strictly increasing order."""
     target, tier = rec.get("target"), TIERS.index(str(rec["step"]))
@@ -204,8 +227,7 @@ def _sum(values: Sequence[Any]) -> int | None:
     return sum(counts) if counts else None
 
 
-def tiers_table(steps: Sequence[Mapping[str, Any]],
-                probes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def tiers_table(steps: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """`{tier: {"status", "before", "after", "residue"}}` for the nine tiers, in cascade order."""
     records: dict[str, list[Mapping[str, Any]]] = {}
     for rec in steps:
@@ -216,14 +238,21 @@ def tiers_table(steps: Sequence[Mapping[str, Any]],
     table: dict[str, dict[str, Any]] = {}
     for tier in TIERS:
         mine, res = records.get(tier, []), residue.get(tier, 0)
-        table[tier] = {"status": combined_status([record_status(r, res) for r in mine]),
-                       "before": _sum([r.get("before_count") for r in mine]),
-                       "after": _sum([r.get("after_count") for r in mine]), "residue": res}
+        table[tier] = {
+            "status": combined_status([record_status(r, res) for r in mine]),
+            "before": _sum([r.get("before_count") for r in mine]),
+            "after": _sum([r.get("after_count") for r in mine]),
+            "residue": res,
+        }
     return table
 
 
-def overall_status(tiers: Mapping[str, Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
-                   all_clear: bool, exceptions: Sequence[Any]) -> str:
+def overall_status(
+    tiers: Mapping[str, Mapping[str, Any]],
+    probes: Sequence[Mapping[str, Any]],
+    all_clear: bool,
+    exceptions: Sequence[Any],
+) -> str:
     """The pack's status: erased, erasedWithExceptions or notErased."""
     excepted = {t for t, row in tiers.items() if row["status"] == WITH_EXCEPTIONS}
     if not probes or any(row["status"] == NOT_ERASED for row in tiers.values()):
@@ -240,8 +269,9 @@ def all_clear_problems(steps: Sequence[Mapping[str, Any]], probes: Sequence[Mapp
     problems: list[str] = []
     if not probes:
         problems.append("no probe ran")
-    problems += [f"probe {p['tier']}/{p['method']} found residue {p['residue']}"
-                 for p in probes if int(p["residue"]) != 0]
+    problems += [
+        f"probe {p['tier']}/{p['method']} found residue {p['residue']}" for p in probes if int(p["residue"]) != 0
+    ]
     for rec in steps:
         after, status = rec.get("after_count"), rec.get("status")
         if status in EXCEPTION_STEP or after == 0 or (status == "skipped" and after is None):

@@ -113,8 +113,9 @@ def retry_busy(fn: Callable[[], T], what: str, *, seconds: float = WAIT_SECONDS)
             return fn()
         except apsw.BusyError as exc:
             if time.monotonic() >= deadline:
-                raise StoreError(f"{what} stayed locked by another connection for {seconds:.0f} s; nothing is "
-                                 "lost: rerun the step") from exc
+                raise StoreError(
+                    f"{what} stayed locked by another connection for {seconds:.0f} s; nothing is lost: rerun the step"
+                ) from exc
             time.sleep(pause)
             pause = min(pause * 2, 2.0)
 
@@ -125,12 +126,16 @@ def rebuild_pages(conn: apsw.Connection, what: str) -> dict[str, int]:
     WAL. Run it on every erase, also when nothing was found: a rerun after a crash between the deletes
     and this must still remove the bytes, and nothing on disk says whether that is needed."""
     started = time.perf_counter()
-    analyzed = conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'sqlite_stat4'"
-                            ).fetchone() is not None
+    analyzed = (
+        conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'sqlite_stat4'").fetchone()
+        is not None
+    )
     if analyzed:
         retry_busy(lambda: conn.execute("ANALYZE"), what)
     retry_busy(lambda: conn.execute("VACUUM"), what)
     if journal_mode(conn) == "wal" and checkpoint_truncate(conn, attempts=CHECKPOINT_ATTEMPTS)[0]:
-        raise StoreError(f"a reader of {what} kept its WAL from being truncated: the erased rows are gone but "
-                         "old pages are still in the -wal file; rerun the step")
+        raise StoreError(
+            f"a reader of {what} kept its WAL from being truncated: the erased rows are gone but "
+            "old pages are still in the -wal file; rerun the step"
+        )
     return {"analyzed": int(analyzed), "vacuum_ms": int((time.perf_counter() - started) * 1000)}

@@ -76,8 +76,10 @@ _SIDECARS = ("-wal", "-shm", "-journal")
 
 
 def _table_columns(conn: apsw.Connection) -> dict[str, set[str]]:
-    tables = [str(r[0]) for r in conn.execute(
-        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    tables = [
+        str(r[0])
+        for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    ]
     return {t: {str(c[1]) for c in conn.execute(f'PRAGMA table_info("{t}")')} for t in tables}
 
 
@@ -107,16 +109,20 @@ class _Matcher:
             labels = [label.replace(SUBJECT_LABEL, subject.id) for label in namespace]
             if any("." in label for label in labels):
                 raise InputError("the subject's id contains '.', which a LangGraph namespace label cannot hold")
-            self.templates.append([(fold(label) if SUBJECT_LABEL in t else label, SUBJECT_LABEL in t)
-                                   for label, t in zip(labels, namespace, strict=True)])
+            self.templates.append(
+                [
+                    (fold(label) if SUBJECT_LABEL in t else label, SUBJECT_LABEL in t)
+                    for label, t in zip(labels, namespace, strict=True)
+                ]
+            )
         self.episodic = frozenset(cfg.episodic)
 
     def _configured(self, parts: list[str]) -> int | None:
         """The length of the configured prefix `parts` lies under, if any."""
         for labels in self.templates:
             if len(parts) >= len(labels) and all(
-                    (fold(part) if folded else part) == label
-                    for part, (label, folded) in zip(parts, labels, strict=False)):
+                (fold(part) if folded else part) == label for part, (label, folded) in zip(parts, labels, strict=False)
+            ):
                 return len(labels)
         return None
 
@@ -143,6 +149,7 @@ class _Matcher:
             return None
         own = self._own_label(parts)
         return None if own is None else ".".join([*parts[:own], SUBJECT_LABEL])
+
 
 Scope = tuple[str, str | None]
 """`(namespace, None)`: every item in the subject's namespace; `(namespace, key)`: one item elsewhere
@@ -174,8 +181,22 @@ def _layout(matcher: _Matcher, scope: Scope) -> str | None:
     prefix, key = scope
     return f"{prefix}/{SUBJECT_LABEL}" if key is not None else matcher.unconfigured_layout(prefix)
 
-FRAMEWORK_METADATA = frozenset({"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id",
-                                "checkpoint_ns", "run_id", "run_name", "task_id"})
+
+FRAMEWORK_METADATA = frozenset(
+    {
+        "source",
+        "step",
+        "parents",
+        "writes",
+        "thread_id",
+        "thread_ts",
+        "checkpoint_id",
+        "checkpoint_ns",
+        "run_id",
+        "run_name",
+        "task_id",
+    }
+)
 """Metadata keys LangGraph writes itself (a step number is never a person: subject `1` is not every
 thread's step 1)."""
 
@@ -189,8 +210,15 @@ def _names_subject(metadata: Any, want: str) -> set[str]:
         return set()
     if not isinstance(meta, dict):
         return set()
-    return {str(k) for k, v in meta.items() if str(k) not in FRAMEWORK_METADATA and not str(k).startswith("langgraph_")
-            and isinstance(v, (str, int)) and not isinstance(v, bool) and fold(str(v)) == want}
+    return {
+        str(k)
+        for k, v in meta.items()
+        if str(k) not in FRAMEWORK_METADATA
+        and not str(k).startswith("langgraph_")
+        and isinstance(v, (str, int))
+        and not isinstance(v, bool)
+        and fold(str(v)) == want
+    }
 
 
 def _subject_threads(conn: apsw.Connection, thread_keys: tuple[str, ...], subject: Subject) -> dict[str, bool]:
@@ -235,9 +263,14 @@ def _count_items(conn: apsw.Connection, scopes: dict[Scope, Tier]) -> tuple[dict
         if "store_vectors" in tables:
             vectors += int(scalar(conn, f"SELECT count(*) FROM store_vectors WHERE {where}", args))
             if "store" in tables:
-                orphans += int(scalar(
-                    conn, f"SELECT count(*) FROM store_vectors v WHERE {where} AND NOT EXISTS"
-                    " (SELECT 1 FROM store s WHERE s.prefix = v.prefix AND s.key = v.key)", args))
+                orphans += int(
+                    scalar(
+                        conn,
+                        f"SELECT count(*) FROM store_vectors v WHERE {where} AND NOT EXISTS"
+                        " (SELECT 1 FROM store s WHERE s.prefix = v.prefix AND s.key = v.key)",
+                        args,
+                    )
+                )
     return items, vectors, orphans
 
 
@@ -245,8 +278,9 @@ def _count_threads(conn: apsw.Connection, threads: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     ids = json.dumps(threads)
     for table in _thread_tables(conn):
-        out[table] = int(scalar(
-            conn, f'SELECT count(*) FROM "{table}" WHERE thread_id IN (SELECT value FROM json_each(?))', (ids,)))
+        out[table] = int(
+            scalar(conn, f'SELECT count(*) FROM "{table}" WHERE thread_id IN (SELECT value FROM json_each(?))', (ids,))
+        )
     return out
 
 
@@ -260,8 +294,7 @@ def _open(path: Path, key: str, *, readonly: bool) -> apsw.Connection:
 
 
 def _measure(cfg: LangGraphSqliteConfig, subject: Subject) -> _Counts:
-    counts = _Counts(items={Tier.episodic: 0, Tier.semantic: 0}, vectors=0, orphan_vectors=0, threads=0,
-                     thread_rows={})
+    counts = _Counts(items={Tier.episodic: 0, Tier.semantic: 0}, vectors=0, orphan_vectors=0, threads=0, thread_rows={})
     if cfg.store is not None:
         conn = _open(cfg.store, "store", readonly=True)
         try:
@@ -351,36 +384,53 @@ def _msgpack_strings(data: bytes, depth: int = 0) -> Iterator[str]:
     """The text values in a msgpack buffer (LangGraph's serde), read as a flat sequence of objects:
     containers need no bookkeeping since their elements follow them inline. Ext payloads (LangGraph's
     constructor records) are msgpack again. Raises ValueError on anything that is not msgpack."""
-    fixed = {0xc0: 0, 0xc2: 0, 0xc3: 0, 0xca: 4, 0xcb: 8, 0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8,
-             0xd0: 1, 0xd1: 2, 0xd2: 4, 0xd3: 8, 0xdc: 2, 0xdd: 4, 0xde: 2, 0xdf: 4}
-    fixext = {0xd4: 1, 0xd5: 2, 0xd6: 4, 0xd7: 8, 0xd8: 16}
+    fixed = {
+        0xC0: 0,
+        0xC2: 0,
+        0xC3: 0,
+        0xCA: 4,
+        0xCB: 8,
+        0xCC: 1,
+        0xCD: 2,
+        0xCE: 4,
+        0xCF: 8,
+        0xD0: 1,
+        0xD1: 2,
+        0xD2: 4,
+        0xD3: 8,
+        0xDC: 2,
+        0xDD: 4,
+        0xDE: 2,
+        0xDF: 4,
+    }
+    fixext = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
     i, n = 0, len(data)
     while i < n:
         b = data[i]
         i += 1
-        if b <= 0x7f or b >= 0xe0 or 0x80 <= b <= 0x9f:
+        if b <= 0x7F or b >= 0xE0 or 0x80 <= b <= 0x9F:
             continue
-        if 0xa0 <= b <= 0xbf:
-            size = b & 0x1f
-            yield data[i:i + size].decode("utf-8", "replace")
+        if 0xA0 <= b <= 0xBF:
+            size = b & 0x1F
+            yield data[i : i + size].decode("utf-8", "replace")
             i += size
         elif b in fixed:
             i += fixed[b]
-        elif b in (0xd9, 0xda, 0xdb, 0xc4, 0xc5, 0xc6):
-            width = {0xd9: 1, 0xda: 2, 0xdb: 4, 0xc4: 1, 0xc5: 2, 0xc6: 4}[b]
-            size = int.from_bytes(data[i:i + width], "big")
+        elif b in (0xD9, 0xDA, 0xDB, 0xC4, 0xC5, 0xC6):
+            width = {0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC4: 1, 0xC5: 2, 0xC6: 4}[b]
+            size = int.from_bytes(data[i : i + width], "big")
             i += width
-            chunk = data[i:i + size]
+            chunk = data[i : i + size]
             i += size
             yield chunk.decode("utf-8", "replace")
-        elif b in (0xc7, 0xc8, 0xc9) or b in fixext:
+        elif b in (0xC7, 0xC8, 0xC9) or b in fixext:
             if b in fixext:
                 size = fixext[b]
             else:
-                width = {0xc7: 1, 0xc8: 2, 0xc9: 4}[b]
-                size = int.from_bytes(data[i:i + width], "big")
+                width = {0xC7: 1, 0xC8: 2, 0xC9: 4}[b]
+                size = int.from_bytes(data[i : i + width], "big")
                 i += width
-            payload = data[i + 1:i + 1 + size]
+            payload = data[i + 1 : i + 1 + size]
             i += 1 + size
             if depth < 32:
                 try:
@@ -476,8 +526,12 @@ class LangGraphSqliteEraser:
 
     def count(self, target: Target, subject: Subject) -> dict[Tier, int]:
         c = _measure(LangGraphSqliteConfig.of(target), subject)
-        return {Tier.working: c.threads, Tier.episodic: c.items[Tier.episodic],
-                Tier.semantic: c.items[Tier.semantic], Tier.vectors: c.vectors}
+        return {
+            Tier.working: c.threads,
+            Tier.episodic: c.items[Tier.episodic],
+            Tier.semantic: c.items[Tier.semantic],
+            Tier.vectors: c.vectors,
+        }
 
     def erase(self, target: Target, subject: Subject) -> dict[Tier, TierOutcome]:
         cfg = LangGraphSqliteConfig.of(target)
@@ -496,23 +550,43 @@ class LangGraphSqliteEraser:
         after = _measure(cfg, subject)
         store_scrub = scrubbed[cfg.store.resolve()] if cfg.store else {}
         saver_scrub = scrubbed[cfg.checkpoints.resolve()] if cfg.checkpoints else {}
-        items_by_tier = {tier: sum(1 for (_p, key), t in scopes.items() if t is tier and key is None)
-                         for tier in (Tier.episodic, Tier.semantic)}
+        items_by_tier = {
+            tier: sum(1 for (_p, key), t in scopes.items() if t is tier and key is None)
+            for tier in (Tier.episodic, Tier.semantic)
+        }
         return {
-            Tier.working: TierOutcome(before.threads, after.threads, {
-                "threads": before.threads, **{f"{t}_rows": n for t, n in before.thread_rows.items()},
-                **{f"deleted_{t}_rows": removed.get(t, 0) for t in before.thread_rows},
-                "threads_under_unconfigured_metadata_keys": before.unconfigured_threads,
-                **{f"scrub_{k}": v for k, v in saver_scrub.items()}}),
-            Tier.episodic: TierOutcome(before.items[Tier.episodic], after.items[Tier.episodic], {
-                "items": before.items[Tier.episodic], "namespaces": items_by_tier[Tier.episodic]}),
-            Tier.semantic: TierOutcome(before.items[Tier.semantic], after.items[Tier.semantic], {
-                "items": before.items[Tier.semantic], "namespaces": items_by_tier[Tier.semantic],
-                "unconfigured_namespace_layouts": before.unconfigured_layouts,
-                "items_under_unconfigured_layouts": before.unconfigured_items,
-                **{f"scrub_{k}": v for k, v in store_scrub.items()}}),
-            Tier.vectors: TierOutcome(before.vectors, after.vectors, {
-                "vectors": before.vectors, "orphaned_by_earlier_deletes": before.orphan_vectors}),
+            Tier.working: TierOutcome(
+                before.threads,
+                after.threads,
+                {
+                    "threads": before.threads,
+                    **{f"{t}_rows": n for t, n in before.thread_rows.items()},
+                    **{f"deleted_{t}_rows": removed.get(t, 0) for t in before.thread_rows},
+                    "threads_under_unconfigured_metadata_keys": before.unconfigured_threads,
+                    **{f"scrub_{k}": v for k, v in saver_scrub.items()},
+                },
+            ),
+            Tier.episodic: TierOutcome(
+                before.items[Tier.episodic],
+                after.items[Tier.episodic],
+                {"items": before.items[Tier.episodic], "namespaces": items_by_tier[Tier.episodic]},
+            ),
+            Tier.semantic: TierOutcome(
+                before.items[Tier.semantic],
+                after.items[Tier.semantic],
+                {
+                    "items": before.items[Tier.semantic],
+                    "namespaces": items_by_tier[Tier.semantic],
+                    "unconfigured_namespace_layouts": before.unconfigured_layouts,
+                    "items_under_unconfigured_layouts": before.unconfigured_items,
+                    **{f"scrub_{k}": v for k, v in store_scrub.items()},
+                },
+            ),
+            Tier.vectors: TierOutcome(
+                before.vectors,
+                after.vectors,
+                {"vectors": before.vectors, "orphaned_by_earlier_deletes": before.orphan_vectors},
+            ),
         }
 
     def mentions(self, target: Target, subject: Subject) -> int:

@@ -151,8 +151,10 @@ def _points(conn: apsw.Connection, path: Path) -> list[Point]:
             continue
         out.append(Point(int(rowid), pid, payload))
     if bad:
-        raise StoreError(f"{bad} point(s) of the local Qdrant storage {path.parent.name!r} could not be read "
-                         "as qdrant-client points; nothing was erased from it")
+        raise StoreError(
+            f"{bad} point(s) of the local Qdrant storage {path.parent.name!r} could not be read "
+            "as qdrant-client points; nothing was erased from it"
+        )
     return out
 
 
@@ -201,8 +203,9 @@ class Footprint:
         """Their memories' ids: their points, and the memories their entity records link (which
         outlive the memories when mem0's `delete_all` ran in a process that never used the entity
         store)."""
-        linked = {str(m) for p in self.entities for m in p.payload.get("linked_memory_ids") or []
-                  if isinstance(m, str | int)}
+        linked = {
+            str(m) for p in self.entities for m in p.payload.get("linked_memory_ids") or [] if isinstance(m, str | int)
+        }
         return {p.point_id for p in self.memories} | linked
 
 
@@ -236,17 +239,29 @@ class Resolver:
     def rows(self, conn: apsw.Connection, fp: Footprint) -> None:
         """The subject's history rows (of their memories; orphans naming them) and messages rows."""
         if _has_table(conn, "history"):
-            fp.history_ids = [str(r[0]) for r in conn.execute(
-                "SELECT id FROM history WHERE memory_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(sorted(fp.memory_ids)),))]
+            fp.history_ids = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM history WHERE memory_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(sorted(fp.memory_ids)),),
+                )
+            ]
             mine = set(fp.history_ids)
-            fp.orphan_ids = [str(hid) for hid, old, new, actor in conn.execute(
-                "SELECT id, old_memory, new_memory, actor_id FROM history"
-                " WHERE memory_id IS NULL OR memory_id NOT IN (SELECT value FROM json_each(?))",
-                (json.dumps(sorted(fp.live_ids)),)) if str(hid) not in mine and self.names(old, new, actor)]
+            fp.orphan_ids = [
+                str(hid)
+                for hid, old, new, actor in conn.execute(
+                    "SELECT id, old_memory, new_memory, actor_id FROM history"
+                    " WHERE memory_id IS NULL OR memory_id NOT IN (SELECT value FROM json_each(?))",
+                    (json.dumps(sorted(fp.live_ids)),),
+                )
+                if str(hid) not in mine and self.names(old, new, actor)
+            ]
         if _has_table(conn, "messages"):
-            fp.message_ids = [str(mid) for mid, scope in conn.execute("SELECT id, session_scope FROM messages")
-                              if self.is_subject(scope_user(scope))]
+            fp.message_ids = [
+                str(mid)
+                for mid, scope in conn.execute("SELECT id, session_scope FROM messages")
+                if self.is_subject(scope_user(scope))
+            ]
 
     def mentions(self, cfg: Mem0Config, conn: apsw.Connection | None) -> int:
         """Other people's points (memories, entities), messages and live memories' history rows that
@@ -263,8 +278,7 @@ class Resolver:
         if conn is None:
             return n
         if _has_table(conn, "history"):
-            for mid, old, new, actor in conn.execute(
-                    "SELECT memory_id, old_memory, new_memory, actor_id FROM history"):
+            for mid, old, new, actor in conn.execute("SELECT memory_id, old_memory, new_memory, actor_id FROM history"):
                 n += mid in bystander_memories and self.names(old, new, actor)
         if _has_table(conn, "messages"):
             for scope, content, name in conn.execute("SELECT session_scope, content, name FROM messages"):
@@ -350,8 +364,12 @@ class Mem0Eraser:
     @staticmethod
     def _counts(fp: Footprint) -> dict[Tier, int]:
         points = len(fp.memories) + len(fp.entities)
-        return {Tier.working: len(fp.message_ids), Tier.semantic: points, Tier.vectors: points,
-                Tier.audit_log: len(fp.history_ids) + len(fp.orphan_ids)}
+        return {
+            Tier.working: len(fp.message_ids),
+            Tier.semantic: points,
+            Tier.vectors: points,
+            Tier.audit_log: len(fp.history_ids) + len(fp.orphan_ids),
+        }
 
     def erase(self, target: Target, subject: Subject) -> dict[Tier, TierOutcome]:
         self.check(target)
@@ -363,12 +381,15 @@ class Mem0Eraser:
             conn = connect(cfg.history_db)
             try:
                 # 2. History and messages first: a crash after this leaves the points to find them again.
-                before, hist, orphans, msgs = retry_busy(lambda: self._erase_rows(conn, resolver, fp),
-                                                         "a mem0 database")
+                before, hist, orphans, msgs = retry_busy(
+                    lambda: self._erase_rows(conn, resolver, fp), "a mem0 database"
+                )
                 # 3. The points, then each storage file rebuilt while the folder is still ours.
                 started = time.perf_counter()
-                deleted = {name: self._erase_points(_storage(cfg, name), points) for name, points in
-                           ((cfg.collection, fp.memories), (_entity_collection(cfg), fp.entities))}
+                deleted = {
+                    name: self._erase_points(_storage(cfg, name), points)
+                    for name, points in ((cfg.collection, fp.memories), (_entity_collection(cfg), fp.entities))
+                }
                 points_ms = round((time.perf_counter() - started) * 1000)
                 # 4. The history database rebuilt too; then what is left, counted afresh.
                 started = time.perf_counter()
@@ -381,18 +402,26 @@ class Mem0Eraser:
         after = self._counts(after_fp)
         return {
             Tier.working: TierOutcome(before[Tier.working], after[Tier.working], {"messages": msgs}),
-            Tier.semantic: TierOutcome(before[Tier.semantic], after[Tier.semantic],
-                                       {"memories": deleted[cfg.collection],
-                                        "entities": deleted[_entity_collection(cfg)]}),
-            Tier.vectors: TierOutcome(before[Tier.vectors], after[Tier.vectors],
-                                      {"points": sum(deleted.values()), "delete_and_vacuum_ms": points_ms}),
-            Tier.audit_log: TierOutcome(before[Tier.audit_log], after[Tier.audit_log],
-                                        {"history_rows": hist, "orphaned_rows_naming_subject": orphans,
-                                         "vacuum_ms": history_ms}),
+            Tier.semantic: TierOutcome(
+                before[Tier.semantic],
+                after[Tier.semantic],
+                {"memories": deleted[cfg.collection], "entities": deleted[_entity_collection(cfg)]},
+            ),
+            Tier.vectors: TierOutcome(
+                before[Tier.vectors],
+                after[Tier.vectors],
+                {"points": sum(deleted.values()), "delete_and_vacuum_ms": points_ms},
+            ),
+            Tier.audit_log: TierOutcome(
+                before[Tier.audit_log],
+                after[Tier.audit_log],
+                {"history_rows": hist, "orphaned_rows_naming_subject": orphans, "vacuum_ms": history_ms},
+            ),
         }
 
-    def _erase_rows(self, conn: apsw.Connection, resolver: Resolver,
-                    fp: Footprint) -> tuple[dict[Tier, int], int, int, int]:
+    def _erase_rows(
+        self, conn: apsw.Connection, resolver: Resolver, fp: Footprint
+    ) -> tuple[dict[Tier, int], int, int, int]:
         with transaction(conn):
             resolver.rows(conn, fp)
             before = self._counts(fp)
@@ -408,6 +437,7 @@ class Mem0Eraser:
             return 0
         store = connect(path)
         try:
+
             def drop() -> int:
                 with transaction(store):
                     return _delete_ids(store, "points", "rowid", [p.rowid for p in points])

@@ -60,9 +60,15 @@ def erase_target(request_id: str, target: Target, home: Home) -> TargetErased:
         left: list[str] = []
         for tier in CASCADE_ORDER:
             if tier not in eraser.tiers:
-                record = StepRecord(request_id=request_id, step=tier.value, target=target.name,
-                                    status=StepStatus.skipped, started_at=started, ended_at=ended,
-                                    detail={"reason": NOT_APPLICABLE})
+                record = StepRecord(
+                    request_id=request_id,
+                    step=tier.value,
+                    target=target.name,
+                    status=StepStatus.skipped,
+                    started_at=started,
+                    ended_at=ended,
+                    detail={"reason": NOT_APPLICABLE},
+                )
             else:
                 out = outcomes.get(tier)
                 before = out.before if out else 0
@@ -70,13 +76,28 @@ def erase_target(request_id: str, target: Target, home: Home) -> TargetErased:
                 if after:
                     left.append(tier.value)
                 status = StepStatus.failed if after or window.start_error else StepStatus.erased
-                record = StepRecord(request_id=request_id, step=tier.value, target=target.name, status=status,
-                                    before_count=before, after_count=after, started_at=started, ended_at=ended,
-                                    detail={"kind": target.kind, **(out.detail if out else {}), **window.detail()})
+                record = StepRecord(
+                    request_id=request_id,
+                    step=tier.value,
+                    target=target.name,
+                    status=status,
+                    before_count=before,
+                    after_count=after,
+                    started_at=started,
+                    ended_at=ended,
+                    detail={"kind": target.kind, **(out.detail if out else {}), **window.detail()},
+                )
             requests.upsert_step(engine, record)
         if mentions:
-            requests.open_exception(engine, request_id, BYTES_SCOPE, "mention_reported", f"target:{target.name}",
-                                    {"target": target.name, "items": mentions}, MENTION_GROUND)
+            requests.open_exception(
+                engine,
+                request_id,
+                BYTES_SCOPE,
+                "mention_reported",
+                f"target:{target.name}",
+                {"target": target.name, "items": mentions},
+                MENTION_GROUND,
+            )
         record_beyond_reach(engine, request_id, target, eraser)
         write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
         window.raise_if_down()  # erased and recorded, but the server did not come back: the step fails
@@ -85,8 +106,12 @@ def erase_target(request_id: str, target: Target, home: Home) -> TargetErased:
         from tasks.epochs import advance_target
 
         advance_target(target, home, request_id)  # hook (issue 26): the target's erasure epoch, after its erasure
-        return {"target": target.name, "kind": target.kind, "mentions": mentions,
-                "tiers": {t.value: [o.before, o.after] for t, o in outcomes.items()}}
+        return {
+            "target": target.name,
+            "kind": target.kind,
+            "mentions": mentions,
+            "tiers": {t.value: [o.before, o.after] for t, o in outcomes.items()},
+        }
     finally:
         engine.close()
 
@@ -123,9 +148,15 @@ def record_beyond_reach(engine: Any, request_id: str, target: Target, eraser: An
     for item in found:
         key = prefix + str(item["what"])
         keep.add(key)
-        requests.open_exception(engine, request_id, BYTES_SCOPE, BEYOND_REACH, key,
-                                {"target": target.name, "what": item["what"], **item.get("detail", {})},
-                                str(item["ground"]))
+        requests.open_exception(
+            engine,
+            request_id,
+            BYTES_SCOPE,
+            BEYOND_REACH,
+            key,
+            {"target": target.name, "what": item["what"], **item.get("detail", {})},
+            str(item["ground"]),
+        )
     for e in requests.exceptions(engine, request_id, open_only=True):
         if e.kind == BEYOND_REACH and e.item_key.startswith(prefix) and e.item_key not in keep:
             requests.close_exception(engine, e.exception_id)

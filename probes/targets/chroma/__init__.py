@@ -90,8 +90,8 @@ def _same_direction(candidates: np.ndarray, subject: np.ndarray, chunk: int = 81
         return out
     s = _unit(subject)
     for start in range(0, len(candidates), chunk):
-        c = _unit(candidates[start:start + chunk])
-        out[start:start + chunk] = (c @ s.T).max(axis=1) >= SAME_DIRECTION
+        c = _unit(candidates[start : start + chunk])
+        out[start : start + chunk] = (c @ s.T).max(axis=1) >= SAME_DIRECTION
     return out
 
 
@@ -135,8 +135,9 @@ class ChromaProbe:
         finally:
             conn.close()
 
-    def _fingerprint(self, target: Target, subject: Subject, root: Path, conn: apsw.Connection,
-                     seen: Seen) -> TargetFingerprint:
+    def _fingerprint(
+        self, target: Target, subject: Subject, root: Path, conn: apsw.Connection, seen: Seen
+    ) -> TargetFingerprint:
         want = fold_id(subject.id)
         needles = NeedleSet()
         store_ids = sorted({subject.id, *(r.owner for r in seen.mine if r.owner is not None)})
@@ -186,19 +187,33 @@ class ChromaProbe:
             fts_rows = int(row[0]) if row else 0
         subject_fts = self._subject_fts_rows(conn, mine_rows)
         ids = {c: sorted(v) for c, v in seen.ids.items()}
-        state = {"rows": sorted(mine_rows), "ids": ids,
-                 "vectors": {str(d): _enc(_even(vs, MAX_STATE_VECTORS)) for d, vs in state_vectors.items()},
-                 "words": words}
+        state = {
+            "rows": sorted(mine_rows),
+            "ids": ids,
+            "vectors": {str(d): _enc(_even(vs, MAX_STATE_VECTORS)) for d, vs in state_vectors.items()},
+            "words": words,
+        }
         before = self._measure(root, conn, subject, ChromaConfig.of(target).subject_key, state)
         mentions = mentioned_texts(seen, words)
-        mentioned = [n.group for n in needles.needles if n.kind is NeedleKind.identifier
-                     and any(n.data.decode().lower() in text for text in mentions)]
+        mentioned = [
+            n.group
+            for n in needles.needles
+            if n.kind is NeedleKind.identifier and any(n.data.decode().lower() in text for text in mentions)
+        ]
         return TargetFingerprint(
-            target=target.name, needles=needles.needles,
-            bystanders={"records": len(seen.records) - len(seen.mine), "hnsw-live": live_byst,
-                        "fts-rows": fts_rows - subject_fts, "collections": len(seen.layout.space)},
+            target=target.name,
+            needles=needles.needles,
+            bystanders={
+                "records": len(seen.records) - len(seen.mine),
+                "hnsw-live": live_byst,
+                "fts-rows": fts_rows - subject_fts,
+                "collections": len(seen.layout.space),
+            },
             subject_before={m.method: m.residue for _t, m in before},
-            mentions=len(mentions), mentioned_groups=mentioned, state=state)
+            mentions=len(mentions),
+            mentioned_groups=mentioned,
+            state=state,
+        )
 
     @staticmethod
     def _content(conn: apsw.Connection, docs: list[str], bystander_docs: list[str], out: NeedleSet) -> None:
@@ -243,8 +258,10 @@ class ChromaProbe:
     def _subject_fts_rows(conn: apsw.Connection, rows: set[int]) -> int:
         if not rows or not has_table(conn, _FTS_CONTENT):
             return 0
-        row = conn.execute(f"SELECT count(*) FROM {_FTS_CONTENT} WHERE id IN (SELECT value FROM json_each(?))",
-                           (json.dumps(sorted(rows)),)).fetchone()
+        row = conn.execute(
+            f"SELECT count(*) FROM {_FTS_CONTENT} WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(rows)),),
+        ).fetchone()
         return int(row[0]) if row else 0
 
     def measure(self, target: Target, subject: Subject, fp: TargetFingerprint) -> list[tuple[str, Measurement]]:
@@ -255,16 +272,21 @@ class ChromaProbe:
         finally:
             conn.close()
 
-    def _measure(self, root: Path, conn: apsw.Connection, subject: Subject, key: str,
-                 state: dict[str, Any]) -> list[tuple[str, Measurement]]:
+    def _measure(
+        self, root: Path, conn: apsw.Connection, subject: Subject, key: str, state: dict[str, Any]
+    ) -> list[tuple[str, Measurement]]:
         known: dict[str, list[str]] = state.get("ids") or {}
         seen = see(conn, key, subject, known)
         mine_rows = {r.rowid for r in seen.mine}
         live_rows = {r.rowid for r in seen.records}
         others_rows = live_rows - mine_rows
         out: list[tuple[str, Measurement]] = []
-        out.append((Tier.episodic, Measurement("sqlite:records", len(seen.mine), "records",
-                                               len(seen.records) - len(seen.mine))))
+        out.append(
+            (
+                Tier.episodic,
+                Measurement("sqlite:records", len(seen.mine), "records", len(seen.records) - len(seen.mine)),
+            )
+        )
         out.append((Tier.episodic, Measurement("sqlite:log", len(seen.log_mine), NO_POPULATION, 0)))
         # vectors
         subject_vectors = {int(d): _dec(v, int(d)) for d, v in (state.get("vectors") or {}).items()}
@@ -280,8 +302,12 @@ class ChromaProbe:
             id_hits += len(idx.id_names & all_ids)
             for i in range(len(idx.labels)):
                 rid = idx.label_to_id.get(int(idx.labels[i]))
-                if rid is not None and not (int(idx.flags[i]) & DELETED) and cid is not None and \
-                        rid not in seen.ids.get(cid, ()):
+                if (
+                    rid is not None
+                    and not (int(idx.flags[i]) & DELETED)
+                    and cid is not None
+                    and rid not in seen.ids.get(cid, ())
+                ):
                     live_byst += 1
             sv = subject_vectors.get(idx.dim)
             if sv is not None and len(idx.vectors):
@@ -309,9 +335,8 @@ class ChromaProbe:
         return out
 
 
-
 def _pieces_at(vec: bytes) -> set[bytes]:
-    return {vec[s:s + VECTOR_PIECE_BYTES] for s in range(0, len(vec) - VECTOR_PIECE_BYTES + 1, VECTOR_PIECE_BYTES)}
+    return {vec[s : s + VECTOR_PIECE_BYTES] for s in range(0, len(vec) - VECTOR_PIECE_BYTES + 1, VECTOR_PIECE_BYTES)}
 
 
 PROBE = ChromaProbe()

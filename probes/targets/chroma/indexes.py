@@ -49,10 +49,10 @@ def read_index(folder: Path) -> Index | None:
     if stride <= 0 or dim <= 0 or label_off + 8 != stride:
         return None
     count = min(count, len(data) // stride)
-    raw = np.frombuffer(data[:count * stride], dtype=np.uint8).reshape(count, stride)
+    raw = np.frombuffer(data[: count * stride], dtype=np.uint8).reshape(count, stride)
     flags = np.ascontiguousarray(raw[:, 0:4]).view("<u4").reshape(-1)
-    labels = np.ascontiguousarray(raw[:, label_off:label_off + 8]).view("<u8").reshape(-1)
-    vectors = np.ascontiguousarray(raw[:, data_off:data_off + 4 * dim]).view("<f4")
+    labels = np.ascontiguousarray(raw[:, label_off : label_off + 8]).view("<u8").reshape(-1)
+    vectors = np.ascontiguousarray(raw[:, data_off : data_off + 4 * dim]).view("<f4")
     label_to_id: dict[int, str] = {}
     names: set[str] = set()
     try:
@@ -62,8 +62,11 @@ def read_index(folder: Path) -> Index | None:
     if isinstance(idmap, dict):
         for k, v in (idmap.get("label_to_id") or {}).items():
             label_to_id[int(k)] = str(v)
-        names = {str(k) for k in (idmap.get("id_to_label") or {})} | set(label_to_id.values()) | {
-            str(k) for k in (idmap.get("id_to_seq_id") or {})}
+        names = (
+            {str(k) for k in (idmap.get("id_to_label") or {})}
+            | set(label_to_id.values())
+            | {str(k) for k in (idmap.get("id_to_seq_id") or {})}
+        )
     return Index(folder, dim, flags, labels, vectors, label_to_id, names)
 
 
@@ -140,4 +143,3 @@ def fts_rowids(conn: apsw.Connection) -> set[int]:
             except IndexError:
                 continue
     return out
-

@@ -61,8 +61,10 @@ def _layout(conn: apsw.Connection) -> Layout:
     out = Layout()
     cols = {str(r[1]) for r in conn.execute("PRAGMA table_info(collections)")}
     extra = ", ".join(c for c in ("schema_str", "config_json_str") if c in cols) or "NULL"
-    legacy = {str(c): str(v) for c, v in conn.execute(
-        "SELECT collection_id, str_value FROM collection_metadata WHERE key = 'hnsw:space'")}
+    legacy = {
+        str(c): str(v)
+        for c, v in conn.execute("SELECT collection_id, str_value FROM collection_metadata WHERE key = 'hnsw:space'")
+    }
     for row in conn.execute(f"SELECT id, {extra} FROM collections"):
         cid = str(row[0])
         out.space[cid] = _space_of([*(None if v is None else str(v) for v in row[1:]), legacy.get(cid)])
@@ -99,9 +101,17 @@ def _records(conn: apsw.Connection, layout: Layout, key: str) -> list[Rec]:
         if k == DOC_KEY:
             docs[r] = str(sv)
         texts.setdefault(r, []).append(str(sv))
-    return [Rec(int(rid), layout.metadata_segment.get(str(seg), "?"), str(eid), owners.get(int(rid)),
-                docs.get(int(rid)), texts.get(int(rid), []))
-            for rid, seg, eid in conn.execute("SELECT id, segment_id, embedding_id FROM embeddings")]
+    return [
+        Rec(
+            int(rid),
+            layout.metadata_segment.get(str(seg), "?"),
+            str(eid),
+            owners.get(int(rid)),
+            docs.get(int(rid)),
+            texts.get(int(rid), []),
+        )
+        for rid, seg, eid in conn.execute("SELECT id, segment_id, embedding_id FROM embeddings")
+    ]
 
 
 @dataclass
@@ -116,7 +126,8 @@ class LogRow:
 def _log(conn: apsw.Connection) -> list[LogRow]:
     out = []
     for seq, topic, rid, vec, enc, meta in conn.execute(
-            "SELECT seq_id, topic, id, vector, encoding, metadata FROM embeddings_queue"):
+        "SELECT seq_id, topic, id, vector, encoding, metadata FROM embeddings_queue"
+    ):
         doc: dict[str, Any] | None = None
         if meta:
             try:
@@ -127,7 +138,6 @@ def _log(conn: apsw.Connection) -> list[LogRow]:
         vector = bytes(vec) if vec is not None and (enc is None or str(enc).upper() == "FLOAT32") else None
         out.append(LogRow(int(seq), str(topic).rsplit("/", 1)[-1], str(rid), vector, doc))
     return out
-
 
 
 @dataclass
@@ -147,8 +157,9 @@ def see(conn: apsw.Connection, key: str, subject: Subject, known: dict[str, list
     want = fold_id(subject.id)
     records = _records(conn, layout, key)
     ids: dict[str, set[str]] = {c: set(v) for c, v in (known or {}).items()}
-    mine = [r for r in records
-            if (r.owner is not None and fold_id(r.owner) == want) or r.id in ids.get(r.collection, ())]
+    mine = [
+        r for r in records if (r.owner is not None and fold_id(r.owner) == want) or r.id in ids.get(r.collection, ())
+    ]
     for r in mine:
         ids.setdefault(r.collection, set()).add(r.id)
     log = _log(conn)
@@ -172,4 +183,3 @@ def mentioned_texts(seen: Seen, words: list[str]) -> list[str]:
         if any(w in low or (w.lstrip("+").isdigit() and w.lstrip("+") in digits) for w in words):
             out.append(low)
     return out
-

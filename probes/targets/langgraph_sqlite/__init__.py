@@ -71,7 +71,6 @@ def _bounded(spellings_: list[str]) -> re.Pattern[str]:
     return re.compile(rf"(?<![A-Za-z0-9])(?:{body})(?![A-Za-z0-9])", re.IGNORECASE)
 
 
-
 class LangGraphSqliteProbe:
     """The probing side of kind `langgraph-sqlite` (see the package docstring)."""
 
@@ -106,8 +105,11 @@ class LangGraphSqliteProbe:
             needles.add_group(NeedleKind.identifier, [s.encode()], caseless=True)
         for s in shared:
             needles.add_group(NeedleKind.shared_identifier, [s.encode()], caseless=True)
-        mentioned = [n.group for n in needles.needles if n.kind is NeedleKind.identifier
-                     and any(n.data.decode().lower() in t for t in other_low.values())]
+        mentioned = [
+            n.group
+            for n in needles.needles
+            if n.kind is NeedleKind.identifier and any(n.data.decode().lower() in t for t in other_low.values())
+        ]
 
         windows: list[str] = []
         for text in [*view.subject_item_text, *view.subject_thread_text]:
@@ -125,7 +127,7 @@ class LangGraphSqliteProbe:
                 needles.add_group(NeedleKind.content, [w.encode()])
 
         other_digests = {digest(v) for v in view.other_vectors}
-        other_pieces = {v[i:i + 128] for v in view.other_vectors for i in range(0, len(v), 128)}
+        other_pieces = {v[i : i + 128] for v in view.other_vectors for i in range(0, len(v), 128)}
         kept: list[bytes] = []
         for vec in view.subject_vectors:
             if digest(vec) in other_digests:
@@ -136,11 +138,15 @@ class LangGraphSqliteProbe:
                 kept.append(vec)
 
         digests = content_digests(conf, set(view.others))
-        bystanders = {"items": view.other_items, "episodic-items": view.other_episodic,
-                      "vectors": len(view.other_vectors), "threads": len(view.other_threads),
-                      "checkpoint-rows": view.other_checkpoint_rows,
-                      "items-unchanged": unchanged(digests, digests, "item")[0],
-                      "threads-unchanged": unchanged(digests, digests, "thread")[0]}
+        bystanders = {
+            "items": view.other_items,
+            "episodic-items": view.other_episodic,
+            "vectors": len(view.other_vectors),
+            "threads": len(view.other_threads),
+            "checkpoint-rows": view.other_checkpoint_rows,
+            "items-unchanged": unchanged(digests, digests, "item")[0],
+            "threads-unchanged": unchanged(digests, digests, "thread")[0],
+        }
         shared_needles = [n for n in needles.needles if n.kind is NeedleKind.shared_identifier]
         if shared_needles:
             hit: set[int] = set()
@@ -158,14 +164,23 @@ class LangGraphSqliteProbe:
             "unconfigured-namespace-layouts": len(view.unconfigured_layouts),
             "threads-under-unconfigured-metadata-keys": len(view.unconfigured_threads),
         }
-        state = {"threads": sorted(view.subject_threads),
-                 "items": [[p, k, t.value] for (p, k), t in sorted(view.subject_items.items())],
-                 "vector_digests": sorted({digest(v) for v in kept}),
-                 "nearest": [v.hex() for v in kept[:MAX_NEAREST]],
-                 "needle_stats": needles.stats, "bystander_digests": digests}
-        return TargetFingerprint(target=target.name, needles=needles.needles, bystanders=bystanders,
-                                 subject_before=subject_before, mentions=mentions, mentioned_groups=mentioned,
-                                 state=state)
+        state = {
+            "threads": sorted(view.subject_threads),
+            "items": [[p, k, t.value] for (p, k), t in sorted(view.subject_items.items())],
+            "vector_digests": sorted({digest(v) for v in kept}),
+            "nearest": [v.hex() for v in kept[:MAX_NEAREST]],
+            "needle_stats": needles.stats,
+            "bystander_digests": digests,
+        }
+        return TargetFingerprint(
+            target=target.name,
+            needles=needles.needles,
+            bystanders=bystanders,
+            subject_before=subject_before,
+            mentions=mentions,
+            mentioned_groups=mentioned,
+            state=state,
+        )
 
     def measure(self, target: Target, subject: Subject, fp: TargetFingerprint) -> list[tuple[str, Measurement]]:
         conf = LangGraphSqliteConfig.of(target)
@@ -176,41 +191,89 @@ class LangGraphSqliteProbe:
         if conf.checkpoints is not None:
             gone = set(fp.state.get("threads", []))
             left_rows = _rows_of_threads(conf.checkpoints, sorted(gone))
-            out.append((Tier.working, Measurement("threads-by-metadata", len(view.subject_threads), "threads",
-                                                  len(view.other_threads))))
-            out.append((Tier.working, Measurement("thread-rows-by-id", left_rows, "checkpoint-rows",
-                                                  view.other_checkpoint_rows)))
-            out.append((Tier.working, Measurement("threads-under-unconfigured-metadata-keys",
-                                                  len(view.unconfigured_threads), "threads",
-                                                  len(view.other_threads))))
+            out.append(
+                (
+                    Tier.working,
+                    Measurement("threads-by-metadata", len(view.subject_threads), "threads", len(view.other_threads)),
+                )
+            )
+            out.append(
+                (
+                    Tier.working,
+                    Measurement("thread-rows-by-id", left_rows, "checkpoint-rows", view.other_checkpoint_rows),
+                )
+            )
+            out.append(
+                (
+                    Tier.working,
+                    Measurement(
+                        "threads-under-unconfigured-metadata-keys",
+                        len(view.unconfigured_threads),
+                        "threads",
+                        len(view.other_threads),
+                    ),
+                )
+            )
             if baseline:
-                out.append((Tier.working, Measurement("threads-content-digests", 0, "threads-unchanged",
-                                                      unchanged(baseline, now, "thread")[1])))
+                out.append(
+                    (
+                        Tier.working,
+                        Measurement(
+                            "threads-content-digests", 0, "threads-unchanged", unchanged(baseline, now, "thread")[1]
+                        ),
+                    )
+                )
         if conf.store is not None:
             episodic = sum(1 for t in view.subject_items.values() if t is Tier.episodic)
-            out.append((Tier.episodic, Measurement("items-under-namespace", episodic, "episodic-items",
-                                                   view.other_episodic)))
-            out.append((Tier.semantic, Measurement("items-under-namespace", len(view.subject_items) - episodic,
-                                                   "items", view.other_items)))
+            out.append(
+                (Tier.episodic, Measurement("items-under-namespace", episodic, "episodic-items", view.other_episodic))
+            )
+            out.append(
+                (
+                    Tier.semantic,
+                    Measurement("items-under-namespace", len(view.subject_items) - episodic, "items", view.other_items),
+                )
+            )
             known = {(str(p), str(k)) for p, k, _t in fp.state.get("items", [])}
             left_items = _items_present(conf.store, known)
             out.append((Tier.semantic, Measurement("items-by-key", left_items, "items", view.other_items)))
-            out.append((Tier.semantic, Measurement("items-under-unconfigured-layouts", view.unconfigured_items,
-                                                   "items", view.other_items)))
-            out.append((Tier.semantic, Measurement("unconfigured-namespace-layouts",
-                                                   len(view.unconfigured_layouts), "items", view.other_items)))
+            out.append(
+                (
+                    Tier.semantic,
+                    Measurement("items-under-unconfigured-layouts", view.unconfigured_items, "items", view.other_items),
+                )
+            )
+            out.append(
+                (
+                    Tier.semantic,
+                    Measurement(
+                        "unconfigured-namespace-layouts", len(view.unconfigured_layouts), "items", view.other_items
+                    ),
+                )
+            )
             if baseline:
-                out.append((Tier.semantic, Measurement("items-content-digests", 0, "items-unchanged",
-                                                       unchanged(baseline, now, "item")[1])))
+                out.append(
+                    (
+                        Tier.semantic,
+                        Measurement("items-content-digests", 0, "items-unchanged", unchanged(baseline, now, "item")[1]),
+                    )
+                )
             digests = set(fp.state.get("vector_digests", []))
             every = [*view.subject_vectors, *view.other_vectors]
             by_bytes = sum(1 for v in every if digest(v) in digests)
-            out.append((Tier.vectors, Measurement("vectors-under-namespace", view.subject_vector_rows, "vectors",
-                                                  len(view.other_vectors))))
+            out.append(
+                (
+                    Tier.vectors,
+                    Measurement(
+                        "vectors-under-namespace", view.subject_vector_rows, "vectors", len(view.other_vectors)
+                    ),
+                )
+            )
             out.append((Tier.vectors, Measurement("vectors-by-bytes", by_bytes, "vectors", len(view.other_vectors))))
             near = _nearest(conf.store, [bytes.fromhex(h) for h in fp.state.get("nearest", [])])
-            out.append((Tier.vectors, Measurement("vectors-nearest-neighbour", near, "vectors",
-                                                  len(view.other_vectors))))
+            out.append(
+                (Tier.vectors, Measurement("vectors-nearest-neighbour", near, "vectors", len(view.other_vectors)))
+            )
         return out
 
 
@@ -220,8 +283,11 @@ def _present(haystack: bytes, needles: list[bytes]) -> set[int]:
     if not needles or not haystack:
         return set()
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=["".join(f"\\x{b:02x}" for b in n).encode("ascii") for n in needles],
-               ids=list(range(len(needles))), flags=[0] * len(needles))
+    db.compile(
+        expressions=["".join(f"\\x{b:02x}" for b in n).encode("ascii") for n in needles],
+        ids=list(range(len(needles))),
+        flags=[0] * len(needles),
+    )
     found: set[int] = set()
 
     def on_match(needle: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
@@ -258,8 +324,12 @@ def _items_present(path: Path, items: set[tuple[str, str]]) -> int:
         left = set()
         for table in tables:
             for prefix, key in sorted(items):
-                if conn.execute(f"SELECT 1 FROM {table} WHERE prefix = ? AND key = ? LIMIT 1",
-                                (prefix, key)).fetchone() is not None:
+                if (
+                    conn.execute(
+                        f"SELECT 1 FROM {table} WHERE prefix = ? AND key = ? LIMIT 1", (prefix, key)
+                    ).fetchone()
+                    is not None
+                ):
                     left.add((prefix, key))
         return len(left)
     finally:
@@ -276,8 +346,10 @@ def _nearest(path: Path, vectors: list[bytes]) -> int:
             return 0
         n = 0
         for vec in vectors:
-            row = conn.execute("SELECT min(vec_distance_cosine(embedding, ?)) FROM store_vectors"
-                               " WHERE length(embedding) = ?", (vec, len(vec))).fetchone()
+            row = conn.execute(
+                "SELECT min(vec_distance_cosine(embedding, ?)) FROM store_vectors WHERE length(embedding) = ?",
+                (vec, len(vec)),
+            ).fetchone()
             if row is not None and row[0] is not None and float(row[0]) < NEAR:
                 n += 1
         return n

@@ -83,8 +83,11 @@ class _Namespaces:
         """The configured prefix `parts` lies under (with the subject at its mark when `own`)."""
         for t in self.templates:
             if len(parts) >= len(t) and all(
-                    (casefold(p) == casefold(label.replace(MARK, self.want)) if own else True) if MARK in label
-                    else p == label for p, label in zip(parts, t, strict=False)):
+                (casefold(p) == casefold(label.replace(MARK, self.want)) if own else True)
+                if MARK in label
+                else p == label
+                for p, label in zip(parts, t, strict=False)
+            ):
                 return t
         return None
 
@@ -95,8 +98,7 @@ class _Namespaces:
         """The item `key` in namespace `prefix` is the subject's: a label of the namespace, or the
         item's key (`store.put(("profiles",), user_id, ...)`), is their id."""
         parts = prefix.split(".")
-        return (self._template(parts, True) is not None or self._own(parts) is not None
-                or casefold(key) == self.want)
+        return self._template(parts, True) is not None or self._own(parts) is not None or casefold(key) == self.want
 
     def unconfigured(self, prefix: str, key: str) -> str | None:
         """The subject's layout (labels up to theirs, or the namespace keyed by their id) when no
@@ -125,8 +127,19 @@ class _Namespaces:
         return len(parts) > end and parts[end] in self.episodic
 
 
-OWN_KEYS = {"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id", "checkpoint_ns",
-            "run_id", "run_name", "task_id"}
+OWN_KEYS = {
+    "source",
+    "step",
+    "parents",
+    "writes",
+    "thread_id",
+    "thread_ts",
+    "checkpoint_id",
+    "checkpoint_ns",
+    "run_id",
+    "run_name",
+    "task_id",
+}
 """What LangGraph itself puts in checkpoint metadata: a person is never named there (a subject whose id
 is `3` is not the owner of every thread at step 3)."""
 
@@ -136,9 +149,15 @@ def _naming_keys(meta: Any, want: str) -> set[str]:
     thread is the subject's whatever key an app (or an older version of it) named them under."""
     if not isinstance(meta, dict):
         return set()
-    return {str(k) for k, v in meta.items()
-            if k not in OWN_KEYS and not str(k).startswith("langgraph_")
-            and isinstance(v, (str, int)) and not isinstance(v, bool) and casefold(str(v)) == want}
+    return {
+        str(k)
+        for k, v in meta.items()
+        if k not in OWN_KEYS
+        and not str(k).startswith("langgraph_")
+        and isinstance(v, (str, int))
+        and not isinstance(v, bool)
+        and casefold(str(v)) == want
+    }
 
 
 def read_view(conf: LangGraphSqliteConfig, subject: Subject) -> View:
@@ -186,7 +205,8 @@ def read_view(conf: LangGraphSqliteConfig, subject: Subject) -> View:
             configured: set[str] = set()
             if "checkpoints" in tables:
                 for tid, kind, blob, metadata in conn.execute(
-                        "SELECT thread_id, type, checkpoint, metadata FROM checkpoints"):
+                    "SELECT thread_id, type, checkpoint, metadata FROM checkpoints"
+                ):
                     tid = str(tid)
                     try:
                         meta = json.loads(metadata) if metadata is not None else {}
@@ -240,8 +260,10 @@ def content_digests(conf: LangGraphSqliteConfig, records: set[str]) -> dict[str,
     but TTL bookkeeping. A record survived when every row it had is still there byte for byte: an
     agent that appends a turn to someone's thread meanwhile adds rows and changes none."""
     rows: dict[str, list[str]] = {}
-    spec = ((conf.store, "store", "item", ("prefix", "key"), ("store", "store_vectors")),
-            (conf.checkpoints, "checkpoints", "thread", ("thread_id",), ("checkpoints", "writes")))
+    spec = (
+        (conf.store, "store", "item", ("prefix", "key"), ("store", "store_vectors")),
+        (conf.checkpoints, "checkpoints", "thread", ("thread_id",), ("checkpoints", "writes")),
+    )
     for path, key, kind, id_cols, tables in spec:
         if path is None:
             continue
@@ -261,15 +283,16 @@ def content_digests(conf: LangGraphSqliteConfig, records: set[str]) -> dict[str,
                         rows.setdefault(name, []).append(digest(table.encode() + b"\x00" + _chunk(tuple(row)))[:32])
         finally:
             conn.close()
-    return {f"{name.split(chr(0), 1)[0]}:{digest(name.encode('utf-8', 'surrogatepass'))}": sorted(rows.get(name, []))
-            for name in records}
+    return {
+        f"{name.split(chr(0), 1)[0]}:{digest(name.encode('utf-8', 'surrogatepass'))}": sorted(rows.get(name, []))
+        for name in records
+    }
 
 
 def unchanged(before: dict[str, list[str]], now: dict[str, list[str]], kind: str) -> tuple[int, int]:
     """(records of `kind` in the baseline, those of them whose every row is still there unchanged)."""
     mine = {k: d for k, d in before.items() if k.startswith(f"{kind}:")}
     return len(mine), sum(1 for k, d in mine.items() if k in now and set(d) <= set(now[k]))
-
 
 
 def digest(blob: bytes) -> str:

@@ -17,7 +17,7 @@ def _unpack_strings(data: bytes) -> list[str]:
     def take(n: int, pos: int) -> tuple[bytes, int]:
         if pos + n > len(data):
             raise ValueError("truncated")
-        return data[pos:pos + n], pos + n
+        return data[pos : pos + n], pos + n
 
     def uint(width: int, pos: int) -> tuple[int, int]:
         raw, pos = take(width, pos)
@@ -26,7 +26,7 @@ def _unpack_strings(data: bytes) -> list[str]:
     def one(pos: int, depth: int) -> int:
         if depth > 64:
             raise ValueError("too deep")
-        (tag,), pos = struct.unpack("B", data[pos:pos + 1]), pos + 1
+        (tag,), pos = struct.unpack("B", data[pos : pos + 1]), pos + 1
         if tag <= 0x7F or tag >= 0xE0 or tag in (0xC0, 0xC2, 0xC3):
             return pos
         if 0x80 <= tag <= 0x8F:
@@ -102,4 +102,3 @@ def texts_of(kind: Any, blob: Any) -> list[str]:
     except (ValueError, RecursionError):
         pass
     return [raw.decode("utf-8", "replace")]
-

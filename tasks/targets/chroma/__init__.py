@@ -130,8 +130,9 @@ KIND = "chroma"
 STORE = "the chroma store"
 
 
-def rewrite_indexes(conn: apsw.Connection, cfg: ChromaConfig, found: Found,
-                    collections: list[Collection]) -> dict[str, int]:
+def rewrite_indexes(
+    conn: apsw.Connection, cfg: ChromaConfig, found: Found, collections: list[Collection]
+) -> dict[str, int]:
     """Steps 3 and 4, under a write lock on chroma.sqlite3 (no Chroma write can start meanwhile)."""
     out: dict[str, int] = {}
 
@@ -182,17 +183,26 @@ class _Counts:
     fts_rows: int = 0
 
     def tiers(self) -> dict[Tier, int]:
-        return {Tier.episodic: self.records + self.queue_rows + self.queue_rows_of_deleted,
-                Tier.vectors: self.hnsw_subject + self.hnsw_deleted + self.queue_vectors + self.orphan_folders,
-                Tier.derivatives: self.fts_rows}
+        return {
+            Tier.episodic: self.records + self.queue_rows + self.queue_rows_of_deleted,
+            Tier.vectors: self.hnsw_subject + self.hnsw_deleted + self.queue_vectors + self.orphan_folders,
+            Tier.derivatives: self.fts_rows,
+        }
 
     def detail(self, tier: Tier) -> dict[str, int]:
         if tier is Tier.episodic:
-            return {"records": self.records, "queue_rows": self.queue_rows,
-                    "queue_rows_of_deleted_records": self.queue_rows_of_deleted}
+            return {
+                "records": self.records,
+                "queue_rows": self.queue_rows,
+                "queue_rows_of_deleted_records": self.queue_rows_of_deleted,
+            }
         if tier is Tier.vectors:
-            return {"hnsw_subject": self.hnsw_subject, "hnsw_deleted_elements": self.hnsw_deleted,
-                    "queue_vectors": self.queue_vectors, "orphan_folders": self.orphan_folders}
+            return {
+                "hnsw_subject": self.hnsw_subject,
+                "hnsw_deleted_elements": self.hnsw_deleted,
+                "queue_vectors": self.queue_vectors,
+                "orphan_folders": self.orphan_folders,
+            }
         return {"fts_rows": self.fts_rows}
 
 
@@ -200,8 +210,12 @@ def _count(conn: apsw.Connection, cfg: ChromaConfig, subject: Subject) -> _Count
     collections = collections_of(conn)
     _check(cfg, collections)
     found = resolve(conn, cfg, subject, collections)
-    c = _Counts(records=len(found.rows), queue_rows=len(found.queue), queue_vectors=found.queue_vectors,
-                fts_rows=fts_rows(conn, found.rows))
+    c = _Counts(
+        records=len(found.rows),
+        queue_rows=len(found.queue),
+        queue_vectors=found.queue_vectors,
+        fts_rows=fts_rows(conn, found.rows),
+    )
     applied = applied_seqs(conn)
     for col in collections:
         live = (live_ids(conn, col) | pending_ids(conn, col)) if col.metadata_segments else None
@@ -284,8 +298,7 @@ class ChromaEraser:
             _check(cfg, collections)
             again = retry_busy(lambda: resolve(conn, cfg, subject, collections, found.ids), STORE)
             detail: dict[str, int] = {"framework_api": int(api >= 0), "framework_api_deleted": max(api, 0)}
-            detail |= retry_busy(lambda: sql_delete(conn, again, collections, Identity.of(subject)),
-                                 STORE)
+            detail |= retry_busy(lambda: sql_delete(conn, again, collections, Identity.of(subject)), STORE)
             detail |= retry_busy(lambda: rewrite_indexes(conn, cfg, again, collections), STORE)
             detail |= hygiene(conn)
             after = retry_busy(lambda: _count(conn, cfg, subject), STORE)
@@ -297,4 +310,3 @@ class ChromaEraser:
 
 
 ERASER = ChromaEraser()
-

@@ -100,16 +100,14 @@ def _api_session(root: Path, names: dict[str, str], ids: dict[str, set[str]]) ->
             batch = sorted(wanted)
             before = col.count()
             for s in range(0, len(batch), DELETE_BATCH):
-                col.delete(ids=batch[s:s + DELETE_BATCH])
+                col.delete(ids=batch[s : s + DELETE_BATCH])
             deleted += before - col.count()
     finally:
         client.close()
     return deleted
 
 
-
 def _persistent_client(chromadb: Any, path: str, settings: Any) -> Client:
     """`chromadb.PersistentClient`, typed as the client it returns (its declared type, `ClientAPI`,
     lacks the `close` that releases the files)."""
     return cast("Client", chromadb.PersistentClient(path=path, settings=settings))
-

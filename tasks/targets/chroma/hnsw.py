@@ -85,21 +85,21 @@ class Hnsw:
 
     def labels(self) -> np.ndarray:
         lo = self.header.label_offset
-        return np.ascontiguousarray(self.data[:, lo:lo + 8]).view("<u8").reshape(-1)
+        return np.ascontiguousarray(self.data[:, lo : lo + 8]).view("<u8").reshape(-1)
 
     def vectors(self) -> np.ndarray:
         do = self.header.offset_data
-        return np.ascontiguousarray(self.data[:, do:do + 4 * self.header.dim]).view("<f4")
+        return np.ascontiguousarray(self.data[:, do : do + 4 * self.header.dim]).view("<f4")
 
     def links0(self) -> np.ndarray:
-        return np.ascontiguousarray(self.data[:, 4:4 + 4 * self.header.max_m0]).view("<u4")
+        return np.ascontiguousarray(self.data[:, 4 : 4 + 4 * self.header.max_m0]).view("<u4")
 
     def level(self, i: int) -> int:
         return len(self.upper[i]) // self.upper_size
 
     def upper_links(self, i: int, lvl: int) -> list[int]:
         start = (lvl - 1) * self.upper_size
-        block = self.upper[i][start:start + self.upper_size]
+        block = self.upper[i][start : start + self.upper_size]
         (n,) = struct.unpack_from("<I", block)
         return list(struct.unpack_from(f"<{n}I", block, 4))
 
@@ -114,8 +114,8 @@ def read_hnsw(folder: Path) -> Hnsw | None:
     if header.version != 1 or header.offset_level0 != 0 or header.label_offset + 8 != header.size_data_per_element:
         raise StoreError(f"HNSW index in {folder} has a layout this version does not know")
     n, stride = header.cur_element_count, header.size_data_per_element
-    data = np.frombuffer((folder / DATA_FILE).read_bytes()[:n * stride], dtype=np.uint8)
-    lengths = (folder / LENGTH_FILE).read_bytes()[:n * 4]
+    data = np.frombuffer((folder / DATA_FILE).read_bytes()[: n * stride], dtype=np.uint8)
+    lengths = (folder / LENGTH_FILE).read_bytes()[: n * 4]
     links = (folder / LINKS_FILE).read_bytes()
     if data.size != n * stride or len(lengths) != n * 4:
         raise StoreError(f"truncated HNSW index in {folder}")
@@ -123,10 +123,15 @@ def read_hnsw(folder: Path) -> Hnsw | None:
     pos = 0
     for _ in range(n):
         (size,) = struct.unpack_from("<I", links, pos)
-        upper.append(links[pos + 4:pos + 4 + size])
+        upper.append(links[pos + 4 : pos + 4 + size])
         pos += 4 + size
-    return Hnsw(header=header, data=data.reshape(n, stride), lengths=lengths, upper=upper,
-                idmap=_read_pickle(folder / PICKLE_FILE))
+    return Hnsw(
+        header=header,
+        data=data.reshape(n, stride),
+        lengths=lengths,
+        upper=upper,
+        idmap=_read_pickle(folder / PICKLE_FILE),
+    )
 
 
 def _label_to_id(h: Hnsw) -> dict[int, str]:
@@ -199,8 +204,9 @@ def _compact(h: Hnsw, keep: np.ndarray, space: str) -> tuple[Hnsw, int]:
         for _hop in range(2):
             nxt: list[int] = []
             for x in frontier:
-                nb = (links0[x, :counts0[x]].tolist() if lvl == 0
-                      else h.upper_links(x, lvl) if h.level(x) >= lvl else [])
+                nb = (
+                    links0[x, : counts0[x]].tolist() if lvl == 0 else h.upper_links(x, lvl) if h.level(x) >= lvl else []
+                )
                 for y in nb:
                     if y >= n or y == u or y in present:
                         continue
@@ -215,7 +221,7 @@ def _compact(h: Hnsw, keep: np.ndarray, space: str) -> tuple[Hnsw, int]:
         if cand:
             order = sorted(cand)
             dist = _distances(space, vecs, u, order)
-            picked = [order[i] for i in np.argsort(dist, kind="stable")[:max(0, cap - len(good))]]
+            picked = [order[i] for i in np.argsort(dist, kind="stable")[: max(0, cap - len(good))]]
         if not good and not picked and kept.size > 1 and lvl == 0:
             others = [int(x) for x in kept if x != u]
             dist = _distances(space, vecs, u, others)
@@ -233,11 +239,11 @@ def _compact(h: Hnsw, keep: np.ndarray, space: str) -> tuple[Hnsw, int]:
     rows[:, 1:] = np.where(slots, mapped, 0)
     for new in np.nonzero(lost)[0].tolist():
         old = int(kept[new])
-        l0 = relink(old, links0[old, :counts0[old]].tolist(), 0, width)
+        l0 = relink(old, links0[old, : counts0[old]].tolist(), 0, width)
         rows[new] = 0
         rows[new, 0] = len(l0)
-        rows[new, 1:1 + len(l0)] = l0
-    data[:, 0:4 * (1 + width)] = rows.view(np.uint8).reshape(kept.size, 4 * (1 + width))
+        rows[new, 1 : 1 + len(l0)] = l0
+    data[:, 0 : 4 * (1 + width)] = rows.view(np.uint8).reshape(kept.size, 4 * (1 + width))
     upper: list[bytes] = []
     for old in kept.tolist():
         levels = []
@@ -252,8 +258,9 @@ def _compact(h: Hnsw, keep: np.ndarray, space: str) -> tuple[Hnsw, int]:
         ep_old = entry if 0 <= entry < n else -1
         if ep_old < 0 or new_id[ep_old] < 0:
             ep_old = max(kept.tolist(), key=lambda i: (h.level(i), -i))
-        header = replace(h.header, cur_element_count=int(kept.size), maxlevel=h.level(ep_old),
-                         enterpoint_node=int(new_id[ep_old]))
+        header = replace(
+            h.header, cur_element_count=int(kept.size), maxlevel=h.level(ep_old), enterpoint_node=int(new_id[ep_old])
+        )
     # Cosine: the survivors' norms (get() multiplies them back in). l2/ip: never read, and written by
     # hnswlib from uninitialised memory: zeros.
     lengths = np.frombuffer(h.lengths, dtype="<f4")[kept].tobytes() if space == "cosine" else bytes(4 * kept.size)
@@ -288,16 +295,16 @@ def finish_swaps(root: Path) -> int:
         if not p.is_dir():
             continue
         if p.name.endswith(NEW_SUFFIX):
-            base = root / p.name[:-len(NEW_SUFFIX)]
+            base = root / p.name[: -len(NEW_SUFFIX)]
             if base.exists():
-                shutil.rmtree(p)          # written but never swapped in: the next run writes it again
+                shutil.rmtree(p)  # written but never swapped in: the next run writes it again
             elif (root / (base.name + OLD_SUFFIX)).exists():
-                os.rename(p, base)        # crashed between the two renames: finish
+                os.rename(p, base)  # crashed between the two renames: finish
             else:
                 shutil.rmtree(p)
             touched += 1
         elif p.name.endswith(OLD_SUFFIX):
-            base = root / p.name[:-len(OLD_SUFFIX)]
+            base = root / p.name[: -len(OLD_SUFFIX)]
             if base.exists():
                 shutil.rmtree(p)
             else:
@@ -327,11 +334,13 @@ def _same_files(folder: Path, files: dict[str, bytes]) -> bool:
     present = {p.name for p in folder.iterdir() if p.is_file() and p.name in known}
     return present == set(files) and all(
         (folder / name).stat().st_size == len(blob) and (folder / name).read_bytes() == blob
-        for name, blob in files.items())
+        for name, blob in files.items()
+    )
 
 
-def rewrite_segment(root: Path, segment: str, space: str, subject_ids: set[str],
-                     live_ids: set[str] | None) -> dict[str, int]:
+def rewrite_segment(
+    root: Path, segment: str, space: str, subject_ids: set[str], live_ids: set[str] | None
+) -> dict[str, int]:
     """One vector segment without the subject's elements, tombstones and unmapped elements, written
     whole whenever its files differ from that: hnswlib writes capacity it never initialised (chromadb
     creates every segment with room for 100 elements, from memory that held whatever the process had
@@ -363,9 +372,14 @@ def rewrite_segment(root: Path, segment: str, space: str, subject_ids: set[str],
     os.rename(staging, folder)
     _fsync_dir(root)
     shutil.rmtree(retired)
-    return {"hnsw_elements_kept": int(new.count), "hnsw_subject_dropped": c.subject,
-            "hnsw_tombstones_dropped": c.tombstones, "hnsw_unmapped_dropped": c.unmapped,
-            "hnsw_links_repaired": repaired, "hnsw_segments_rewritten": 1}
+    return {
+        "hnsw_elements_kept": int(new.count),
+        "hnsw_subject_dropped": c.subject,
+        "hnsw_tombstones_dropped": c.tombstones,
+        "hnsw_unmapped_dropped": c.unmapped,
+        "hnsw_links_repaired": repaired,
+        "hnsw_segments_rewritten": 1,
+    }
 
 
 def orphan_folders(root: Path, segments: set[str]) -> list[Path]:

@@ -44,6 +44,7 @@ class Collection:
 def _space(config_json: str | None, schema_json: str | None, legacy: str | None) -> str:
     """The collection's distance space: schema (chromadb >= 1.1), then configuration, then the legacy
     `hnsw:space` metadata, then Chroma's default (l2)."""
+
     def find(node: Any) -> str | None:
         if isinstance(node, dict):
             vi = node.get("vector_index")
@@ -78,20 +79,26 @@ def collections_of(conn: apsw.Connection) -> list[Collection]:
     cols = {str(r[1]) for r in conn.execute("PRAGMA table_info(collections)")}
     schema = "schema_str" if "schema_str" in cols else "NULL"
     conf = "config_json_str" if "config_json_str" in cols else "NULL"
-    legacy = {str(cid): str(v) for cid, v in conn.execute(
-        "SELECT collection_id, str_value FROM collection_metadata WHERE key = 'hnsw:space'")}
+    legacy = {
+        str(cid): str(v)
+        for cid, v in conn.execute("SELECT collection_id, str_value FROM collection_metadata WHERE key = 'hnsw:space'")
+    }
     segs: dict[str, list[tuple[str, str]]] = {}
     for sid, scope, cid in conn.execute("SELECT id, scope, collection FROM segments"):
         segs.setdefault(str(cid), []).append((str(sid), str(scope)))
     out = []
     for cid, name, cj, sj in conn.execute(f"SELECT id, name, {conf}, {schema} FROM collections ORDER BY name"):
         mine = segs.get(str(cid), [])
-        out.append(Collection(
-            id=str(cid), name=str(name), space=_space(cj, sj, legacy.get(str(cid))),
-            metadata_segments=tuple(s for s, scope in mine if scope != VECTOR_SCOPE),
-            vector_segments=tuple(s for s, scope in mine if scope == VECTOR_SCOPE)))
+        out.append(
+            Collection(
+                id=str(cid),
+                name=str(name),
+                space=_space(cj, sj, legacy.get(str(cid))),
+                metadata_segments=tuple(s for s, scope in mine if scope != VECTOR_SCOPE),
+                vector_segments=tuple(s for s, scope in mine if scope == VECTOR_SCOPE),
+            )
+        )
     return out
-
 
 
 def _topic_collection(topic: str) -> str:
@@ -121,8 +128,13 @@ def _is_subject(value: Any, want: str) -> bool:
     return fold(str(value)) == want
 
 
-def resolve(conn: apsw.Connection, cfg: ChromaConfig, subject: Subject, collections: list[Collection],
-             known: dict[str, set[str]] | None = None) -> Found:
+def resolve(
+    conn: apsw.Connection,
+    cfg: ChromaConfig,
+    subject: Subject,
+    collections: list[Collection],
+    known: dict[str, set[str]] | None = None,
+) -> Found:
     """The subject's live records (metadata `subject_key` equal to their id after NFKC and case
     folding), their record ids, and every log row of those ids or whose metadata names them; `known`
     adds record ids found earlier (before a delete removed their rows). A log row of a record that no
@@ -132,17 +144,29 @@ def resolve(conn: apsw.Connection, cfg: ChromaConfig, subject: Subject, collecti
     for cid, ids in (known or {}).items():
         found.ids.setdefault(cid, set()).update(ids)
     seg_to_col = {s: c.id for c in collections for s in c.metadata_segments}
-    values = [v for (v,) in conn.execute(
-        "SELECT DISTINCT string_value FROM embedding_metadata WHERE key = ? AND string_value IS NOT NULL",
-        (cfg.subject_key,)) if _is_subject(v, want)]
-    ints = [v for (v,) in conn.execute(
-        "SELECT DISTINCT int_value FROM embedding_metadata WHERE key = ? AND int_value IS NOT NULL",
-        (cfg.subject_key,)) if _is_subject(v, want)]
+    values = [
+        v
+        for (v,) in conn.execute(
+            "SELECT DISTINCT string_value FROM embedding_metadata WHERE key = ? AND string_value IS NOT NULL",
+            (cfg.subject_key,),
+        )
+        if _is_subject(v, want)
+    ]
+    ints = [
+        v
+        for (v,) in conn.execute(
+            "SELECT DISTINCT int_value FROM embedding_metadata WHERE key = ? AND int_value IS NOT NULL",
+            (cfg.subject_key,),
+        )
+        if _is_subject(v, want)
+    ]
     for column, vals in (("string_value", values), ("int_value", ints)):
         for v in vals:
             for rowid, seg, eid in conn.execute(
-                    f"SELECT e.id, e.segment_id, e.embedding_id FROM embedding_metadata m JOIN embeddings e"
-                    f" ON e.id = m.id WHERE m.key = ? AND m.{column} = ?", (cfg.subject_key, v)):
+                f"SELECT e.id, e.segment_id, e.embedding_id FROM embedding_metadata m JOIN embeddings e"
+                f" ON e.id = m.id WHERE m.key = ? AND m.{column} = ?",
+                (cfg.subject_key, v),
+            ):
                 found.rows.append(int(rowid))
                 found.ids.setdefault(seg_to_col.get(str(seg), "?"), set()).add(str(eid))
     found.rows = sorted(set(found.rows))
@@ -178,7 +202,6 @@ def _live_record_ids(conn: apsw.Connection, collections: list[Collection]) -> di
     return out
 
 
-
 # --- Chroma's Delete, and the log ---------------------------------------------------------------------
 
 
@@ -198,8 +221,7 @@ def _names(ident: Identity, text: str) -> bool:
     return isinstance(doc, dict) and any(ident.names_in(str(v)) for v in (*doc, *doc.values()))
 
 
-def sql_delete(conn: apsw.Connection, found: Found, collections: list[Collection],
-                ident: Identity) -> dict[str, int]:
+def sql_delete(conn: apsw.Connection, found: Found, collections: list[Collection], ident: Identity) -> dict[str, int]:
     """What Chroma's Delete does to the metadata segment, then the log: one transaction.
 
     Log rows go when they are the subject's, when every segment of their collection applied them
@@ -212,8 +234,14 @@ def sql_delete(conn: apsw.Connection, found: Found, collections: list[Collection
     its id, operation and vector (all the vector segment reads) and loses its metadata: another
     person's document as it was before the agent redacted the subject from it stays in the log until
     the vector segment applies it, which below `sync_threshold` writes never happens."""
-    out = {"records_deleted": 0, "queue_rows_deleted": 0, "queue_rows_purged": 0, "queue_rows_of_gone_records": 0,
-           "queue_row_blanked": 0, "queue_metadata_blanked": 0}
+    out = {
+        "records_deleted": 0,
+        "queue_rows_deleted": 0,
+        "queue_rows_purged": 0,
+        "queue_rows_of_gone_records": 0,
+        "queue_row_blanked": 0,
+        "queue_metadata_blanked": 0,
+    }
     with transaction(conn):
         rows = in_json(found.rows)
         conn.execute("DELETE FROM embedding_fulltext_search WHERE rowid IN (SELECT value FROM json_each(?))", (rows,))
@@ -224,8 +252,10 @@ def sql_delete(conn: apsw.Connection, found: Found, collections: list[Collection
         out["records_deleted"] = conn.changes()
         newest = conn.execute("SELECT max(seq_id) FROM embeddings_queue").fetchone()
         top = int(newest[0]) if newest and newest[0] is not None else -1
-        conn.execute("DELETE FROM embeddings_queue WHERE seq_id IN (SELECT value FROM json_each(?)) AND seq_id != ?",
-                     (in_json(found.queue), top))
+        conn.execute(
+            "DELETE FROM embeddings_queue WHERE seq_id IN (SELECT value FROM json_each(?)) AND seq_id != ?",
+            (in_json(found.queue), top),
+        )
         out["queue_rows_deleted"] = conn.changes()
         applied = {str(sid): int(seq) for sid, seq in conn.execute("SELECT segment_id, seq_id FROM max_seq_id")}
         by_id = {c.id: c for c in collections}
@@ -235,35 +265,54 @@ def sql_delete(conn: apsw.Connection, found: Found, collections: list[Collection
             if col is None:
                 conn.execute("DELETE FROM embeddings_queue WHERE topic = ? AND seq_id != ?", (topic, top))
                 out["queue_rows_purged"] += conn.changes()
-                blank = blank or bool(conn.execute("SELECT 1 FROM embeddings_queue WHERE seq_id = ? AND topic = ?",
-                                                   (top, topic)).fetchone())
+                blank = blank or bool(
+                    conn.execute(
+                        "SELECT 1 FROM embeddings_queue WHERE seq_id = ? AND topic = ?", (top, topic)
+                    ).fetchone()
+                )
                 continue
             segs = (*col.metadata_segments, *col.vector_segments)
             if segs and all(s in applied for s in segs):
-                conn.execute("DELETE FROM embeddings_queue WHERE topic = ? AND seq_id < ? AND seq_id != ?",
-                             (topic, min(applied[s] for s in segs), top))
+                conn.execute(
+                    "DELETE FROM embeddings_queue WHERE topic = ? AND seq_id < ? AND seq_id != ?",
+                    (topic, min(applied[s] for s in segs), top),
+                )
                 out["queue_rows_purged"] += conn.changes()
             if not col.metadata_segments or any(s not in applied for s in col.metadata_segments):
                 continue
             upto = min(applied[s] for s in col.metadata_segments)
-            gone = ("topic = ? AND seq_id <= ? AND id NOT IN (SELECT embedding_id FROM embeddings"
-                    " WHERE segment_id IN (SELECT value FROM json_each(?)))")
+            gone = (
+                "topic = ? AND seq_id <= ? AND id NOT IN (SELECT embedding_id FROM embeddings"
+                " WHERE segment_id IN (SELECT value FROM json_each(?)))"
+            )
             params = (topic, upto, json.dumps(list(col.metadata_segments)))
-            blank = blank or bool(conn.execute(f"SELECT 1 FROM embeddings_queue WHERE seq_id = ? AND {gone}",
-                                               (top, *params)).fetchone())
+            blank = blank or bool(
+                conn.execute(f"SELECT 1 FROM embeddings_queue WHERE seq_id = ? AND {gone}", (top, *params)).fetchone()
+            )
             conn.execute(f"DELETE FROM embeddings_queue WHERE seq_id != ? AND {gone}", (top, *params))
             out["queue_rows_of_gone_records"] += conn.changes()
-            naming = [int(seq) for seq, meta in conn.execute(
-                "SELECT seq_id, metadata FROM embeddings_queue WHERE topic = ? AND seq_id <= ?"
-                " AND metadata IS NOT NULL", (topic, upto)) if _names(ident, str(meta))]
-            conn.execute("UPDATE embeddings_queue SET metadata = NULL WHERE seq_id IN (SELECT value FROM json_each(?))",
-                         (in_json(naming),))
+            naming = [
+                int(seq)
+                for seq, meta in conn.execute(
+                    "SELECT seq_id, metadata FROM embeddings_queue WHERE topic = ? AND seq_id <= ?"
+                    " AND metadata IS NOT NULL",
+                    (topic, upto),
+                )
+                if _names(ident, str(meta))
+            ]
+            conn.execute(
+                "UPDATE embeddings_queue SET metadata = NULL WHERE seq_id IN (SELECT value FROM json_each(?))",
+                (in_json(naming),),
+            )
             out["queue_metadata_blanked"] += conn.changes()
         if blank:
             # Chroma numbers the next write max(seq_id)+1: the newest row stays, as a delete of no record.
-            conn.execute("UPDATE embeddings_queue SET operation = ?, id = '', vector = NULL, encoding = NULL,"
-                         " metadata = NULL WHERE seq_id = ? AND NOT (operation = ? AND id = '' AND vector IS NULL"
-                         " AND metadata IS NULL)", (OP_DELETE, top, OP_DELETE))
+            conn.execute(
+                "UPDATE embeddings_queue SET operation = ?, id = '', vector = NULL, encoding = NULL,"
+                " metadata = NULL WHERE seq_id = ? AND NOT (operation = ? AND id = '' AND vector IS NULL"
+                " AND metadata IS NULL)",
+                (OP_DELETE, top, OP_DELETE),
+            )
             out["queue_row_blanked"] = conn.changes()
     return out
 
@@ -278,13 +327,20 @@ def live_ids(conn: apsw.Connection, col: Collection) -> set[str]:
 
 def pending_ids(conn: apsw.Connection, col: Collection) -> set[str]:
     """Ids the log still has to apply to the collection's vector segment (not on disk yet)."""
-    applied = [int(r[0]) for s in col.vector_segments
-               for r in conn.execute("SELECT seq_id FROM max_seq_id WHERE segment_id = ?", (s,))]
+    applied = [
+        int(r[0])
+        for s in col.vector_segments
+        for r in conn.execute("SELECT seq_id FROM max_seq_id WHERE segment_id = ?", (s,))
+    ]
     since = min(applied) if applied else 0
     topic_like = f"%/{col.id}"
-    return {str(r[0]) for r in conn.execute(
-        "SELECT id FROM embeddings_queue WHERE topic LIKE ? AND seq_id > ? AND operation != ?",
-        (topic_like, since, OP_DELETE))}
+    return {
+        str(r[0])
+        for r in conn.execute(
+            "SELECT id FROM embeddings_queue WHERE topic LIKE ? AND seq_id > ? AND operation != ?",
+            (topic_like, since, OP_DELETE),
+        )
+    }
 
 
 def segment_ids(conn: apsw.Connection) -> set[str]:
@@ -299,8 +355,10 @@ def applied_seqs(conn: apsw.Connection) -> dict[str, int]:
 
 def fts_rows(conn: apsw.Connection, rows: list[int]) -> int:
     """How many of these records the full-text index holds."""
-    row = conn.execute("SELECT count(*) FROM embedding_fulltext_search_content WHERE id IN"
-                       " (SELECT value FROM json_each(?))", (in_json(rows),)).fetchone()
+    row = conn.execute(
+        "SELECT count(*) FROM embedding_fulltext_search_content WHERE id IN (SELECT value FROM json_each(?))",
+        (in_json(rows),),
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -313,6 +371,11 @@ def queue_rows_of_deleted(conn: apsw.Connection, col: Collection, applied: dict[
         "SELECT count(*) FROM embeddings_queue WHERE topic LIKE ? AND seq_id <= ? AND id != ''"
         " AND seq_id NOT IN (SELECT value FROM json_each(?)) AND id NOT IN (SELECT embedding_id"
         " FROM embeddings WHERE segment_id IN (SELECT value FROM json_each(?)))",
-        (f"%/{col.id}", min(applied[s] for s in col.metadata_segments), in_json(mine),
-         json.dumps(list(col.metadata_segments)))).fetchone()
+        (
+            f"%/{col.id}",
+            min(applied[s] for s in col.metadata_segments),
+            in_json(mine),
+            json.dumps(list(col.metadata_segments)),
+        ),
+    ).fetchone()
     return int(r[0]) if r else 0

@@ -48,8 +48,21 @@ KIND = "langgraph-postgres"
 ITEM_TABLES = ("store_vectors", "store")
 """Keyed by (prefix, key); vectors first (no cascade is relied on)."""
 THREAD_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
-FRAMEWORK_METADATA = frozenset({"source", "step", "parents", "writes", "thread_id", "thread_ts", "checkpoint_id",
-                                "checkpoint_ns", "run_id", "run_name", "task_id"})
+FRAMEWORK_METADATA = frozenset(
+    {
+        "source",
+        "step",
+        "parents",
+        "writes",
+        "thread_id",
+        "thread_ts",
+        "checkpoint_id",
+        "checkpoint_ns",
+        "run_id",
+        "run_name",
+        "task_id",
+    }
+)
 MIN_CONTENT = 16
 MAX_CONTENT = 400
 
@@ -59,14 +72,23 @@ class _Matcher:
 
     def __init__(self, cfg: PostgresTarget, subject: Subject) -> None:
         self.want = fold(subject.id)
-        self.templates = [[(fold(label.replace(SUBJECT_LABEL, subject.id)) if SUBJECT_LABEL in label else label,
-                            SUBJECT_LABEL in label) for label in ns] for ns in cfg.namespaces]
+        self.templates = [
+            [
+                (
+                    fold(label.replace(SUBJECT_LABEL, subject.id)) if SUBJECT_LABEL in label else label,
+                    SUBJECT_LABEL in label,
+                )
+                for label in ns
+            ]
+            for ns in cfg.namespaces
+        ]
         self.episodic = cfg.episodic
 
     def _configured(self, parts: list[str]) -> int | None:
         for labels in self.templates:
-            if len(parts) >= len(labels) and all((fold(p) if folded else p) == label
-                                                 for p, (label, folded) in zip(parts, labels, strict=False)):
+            if len(parts) >= len(labels) and all(
+                (fold(p) if folded else p) == label for p, (label, folded) in zip(parts, labels, strict=False)
+            ):
                 return len(labels)
         return None
 
@@ -112,15 +134,24 @@ def _t(cfg: PostgresTarget, table: str) -> sql.Identifier:
 
 
 def _item_where(found: _Found) -> tuple[sql.Composable, tuple[Any, ...]]:
-    return (sql.SQL("(prefix = ANY(%s) OR (prefix, key) IN (SELECT * FROM unnest(%s::text[], %s::text[])))"),
-            (list(found.prefixes), [p for p, _k in found.keyed], [k for _p, k in found.keyed]))
+    return (
+        sql.SQL("(prefix = ANY(%s) OR (prefix, key) IN (SELECT * FROM unnest(%s::text[], %s::text[])))"),
+        (list(found.prefixes), [p for p, _k in found.keyed], [k for _p, k in found.keyed]),
+    )
 
 
 def _names_subject(meta: Any, want: str) -> set[str]:
     if not isinstance(meta, dict):
         return set()
-    return {str(k) for k, v in meta.items() if str(k) not in FRAMEWORK_METADATA and not str(k).startswith("langgraph_")
-            and isinstance(v, (str, int)) and not isinstance(v, bool) and fold(str(v)) == want}
+    return {
+        str(k)
+        for k, v in meta.items()
+        if str(k) not in FRAMEWORK_METADATA
+        and not str(k).startswith("langgraph_")
+        and isinstance(v, (str, int))
+        and not isinstance(v, bool)
+        and fold(str(v)) == want
+    }
 
 
 def _leaves(value: Any) -> list[str]:
@@ -144,16 +175,24 @@ def _resolve(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subjec
             tier = matcher.tier(str(prefix))
             if tier is not None:
                 found.prefixes[str(prefix)] = tier
-        for prefix, key in conn.execute(sql.SQL("SELECT DISTINCT prefix, key FROM {} WHERE lower(key) = lower(%s) "
-                                                "OR key ILIKE %s").format(_t(cfg, table)), (subject.id, subject.id)):
-            if str(prefix) not in found.prefixes and fold(str(key)) == matcher.want \
-                    and (str(prefix), str(key)) not in found.keyed:
+        for prefix, key in conn.execute(
+            sql.SQL("SELECT DISTINCT prefix, key FROM {} WHERE lower(key) = lower(%s) OR key ILIKE %s").format(
+                _t(cfg, table)
+            ),
+            (subject.id, subject.id),
+        ):
+            if (
+                str(prefix) not in found.prefixes
+                and fold(str(key)) == matcher.want
+                and (str(prefix), str(key)) not in found.keyed
+            ):
                 found.keyed.append((str(prefix), str(key)))
     if found.prefixes or found.keyed:
         where, args = _item_where(found)
         if "store" in tables:
-            for prefix, value in conn.execute(sql.SQL("SELECT prefix, value FROM {} WHERE ").format(_t(cfg, "store"))
-                                              + where, args):
+            for prefix, value in conn.execute(
+                sql.SQL("SELECT prefix, value FROM {} WHERE ").format(_t(cfg, "store")) + where, args
+            ):
                 tier = found.prefixes.get(str(prefix), Tier.semantic)
                 found.items[tier] += 1
                 if str(prefix) not in found.prefixes or matcher.unconfigured(str(prefix)):
@@ -162,27 +201,34 @@ def _resolve(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subjec
                     if len(text) >= MIN_CONTENT and len(found.content) < MAX_CONTENT:
                         found.content.append(text[:48].encode())
         if "store_vectors" in tables:
-            row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE ").format(_t(cfg, "store_vectors")) + where,
-                               args).fetchone()
+            row = conn.execute(
+                sql.SQL("SELECT count(*) FROM {} WHERE ").format(_t(cfg, "store_vectors")) + where, args
+            ).fetchone()
             found.vectors = int(row[0]) if row else 0
     if "checkpoints" in tables:
         want = fold(subject.id)
-        for tid, meta in conn.execute(sql.SQL(
+        for tid, meta in conn.execute(
+            sql.SQL(
                 "SELECT thread_id, metadata FROM {} WHERE EXISTS (SELECT 1 FROM jsonb_each_text(metadata) e "
-                "WHERE lower(e.value) = lower(%s) OR e.value ILIKE %s)").format(_t(cfg, "checkpoints")),
-                (subject.id, subject.id)):
+                "WHERE lower(e.value) = lower(%s) OR e.value ILIKE %s)"
+            ).format(_t(cfg, "checkpoints")),
+            (subject.id, subject.id),
+        ):
             keys = _names_subject(meta, want)
             if keys:
                 found.threads[str(tid)] = found.threads.get(str(tid), False) or bool(keys & set(cfg.thread_keys))
         for table in (t for t in THREAD_TABLES if t in tables):
-            row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE thread_id = ANY(%s)").format(_t(cfg, table)),
-                               (list(found.threads),)).fetchone()
+            row = conn.execute(
+                sql.SQL("SELECT count(*) FROM {} WHERE thread_id = ANY(%s)").format(_t(cfg, table)),
+                (list(found.threads),),
+            ).fetchone()
             found.thread_rows[table] = int(row[0]) if row else 0
     return found
 
 
-def _delete(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subject,
-            request_id: str | None = None) -> tuple[_Found, dict[str, int]]:
+def _delete(
+    conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subject, request_id: str | None = None
+) -> tuple[_Found, dict[str, int]]:
     """One transaction: resolve, then delete vectors, items, writes, blobs, checkpoints, and advance the
     database's erasure epoch for `request_id` (`epoch.py`) in that same transaction."""
     removed: dict[str, int] = {}
@@ -198,8 +244,9 @@ def _delete(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subject
                 removed[table] = cur.rowcount
         if found.threads:
             for table in (t for t in THREAD_TABLES if t in tables):
-                cur = conn.execute(sql.SQL("DELETE FROM {} WHERE thread_id = ANY(%s)").format(_t(cfg, table)),
-                                   (list(found.threads),))
+                cur = conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE thread_id = ANY(%s)").format(_t(cfg, table)), (list(found.threads),)
+                )
                 removed[table] = cur.rowcount
     return found, removed
 
@@ -237,8 +284,12 @@ class LangGraphPostgresEraser:
 
     def count(self, target: Target, subject: Subject) -> dict[Tier, int]:
         f = _measure(postgres_target(target), subject)
-        return {Tier.working: len(f.threads), Tier.episodic: f.items[Tier.episodic],
-                Tier.semantic: f.items[Tier.semantic], Tier.vectors: f.vectors}
+        return {
+            Tier.working: len(f.threads),
+            Tier.episodic: f.items[Tier.episodic],
+            Tier.semantic: f.items[Tier.semantic],
+            Tier.vectors: f.vectors,
+        }
 
     def erase(self, target: Target, subject: Subject, request_id: str | None = None) -> dict[Tier, TierOutcome]:
         """Erase (see the module docstring); with `request_id`, the erasure epoch advances in the deletes'
@@ -247,12 +298,14 @@ class LangGraphPostgresEraser:
         conn = pg_hygiene.connect(cfg, autocommit=False)
         try:
             if conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,):
-                raise StoreError(f"langgraph-postgres: target {cfg.name!r} is a standby (read-only): point its url "
-                                 "at the primary")
+                raise StoreError(
+                    f"langgraph-postgres: target {cfg.name!r} is a standby (read-only): point its url at the primary"
+                )
             conn.commit()
             t0 = time.perf_counter()
-            before, removed = pg_hygiene.retry_locked(cfg, lambda: _delete(conn, cfg, subject, request_id),
-                                                      "the deletes")
+            before, removed = pg_hygiene.retry_locked(
+                cfg, lambda: _delete(conn, cfg, subject, request_id), "the deletes"
+            )
             delete_ms = int((time.perf_counter() - t0) * 1000)
             present = _tables(conn, cfg.schema)
             conn.commit()
@@ -263,18 +316,35 @@ class LangGraphPostgresEraser:
         after = _measure(cfg, subject)
         hygiene = {"delete_ms": delete_ms, **rewritten, **wal}
         return {
-            Tier.working: TierOutcome(len(before.threads), len(after.threads), {
-                "threads": len(before.threads), **{f"{t}_rows": n for t, n in before.thread_rows.items()},
-                **{f"deleted_{t}_rows": removed.get(t, 0) for t in THREAD_TABLES if t in before.thread_rows},
-                "threads_under_unconfigured_metadata_keys": sum(1 for c in before.threads.values() if not c)}),
-            Tier.episodic: TierOutcome(before.items[Tier.episodic], after.items[Tier.episodic], {
-                "items": before.items[Tier.episodic]}),
-            Tier.semantic: TierOutcome(before.items[Tier.semantic], after.items[Tier.semantic], {
-                "items": before.items[Tier.semantic], "namespaces": len(before.prefixes),
-                "items_keyed_by_subject_id": len(before.keyed),
-                "items_under_unconfigured_layouts": before.unconfigured_items, **hygiene}),
-            Tier.vectors: TierOutcome(before.vectors, after.vectors, {
-                "vectors": before.vectors, "deleted_store_vectors_rows": removed.get("store_vectors", 0)}),
+            Tier.working: TierOutcome(
+                len(before.threads),
+                len(after.threads),
+                {
+                    "threads": len(before.threads),
+                    **{f"{t}_rows": n for t, n in before.thread_rows.items()},
+                    **{f"deleted_{t}_rows": removed.get(t, 0) for t in THREAD_TABLES if t in before.thread_rows},
+                    "threads_under_unconfigured_metadata_keys": sum(1 for c in before.threads.values() if not c),
+                },
+            ),
+            Tier.episodic: TierOutcome(
+                before.items[Tier.episodic], after.items[Tier.episodic], {"items": before.items[Tier.episodic]}
+            ),
+            Tier.semantic: TierOutcome(
+                before.items[Tier.semantic],
+                after.items[Tier.semantic],
+                {
+                    "items": before.items[Tier.semantic],
+                    "namespaces": len(before.prefixes),
+                    "items_keyed_by_subject_id": len(before.keyed),
+                    "items_under_unconfigured_layouts": before.unconfigured_items,
+                    **hygiene,
+                },
+            ),
+            Tier.vectors: TierOutcome(
+                before.vectors,
+                after.vectors,
+                {"vectors": before.vectors, "deleted_store_vectors_rows": removed.get("store_vectors", 0)},
+            ),
         }
 
     def mentions(self, target: Target, subject: Subject) -> int:
@@ -291,21 +361,31 @@ class LangGraphPostgresEraser:
                 n = 0
                 patterns = [f"%{s.replace('%', '').replace('_', '')}%" for s in literals]
                 if "store" in tables:
-                    for prefix, key, text in conn.execute(sql.SQL(
-                            "SELECT prefix, key, value::text FROM {} WHERE value::text ILIKE ANY(%s)").format(
-                            _t(cfg, "store")), (patterns,)):
+                    for prefix, key, text in conn.execute(
+                        sql.SQL("SELECT prefix, key, value::text FROM {} WHERE value::text ILIKE ANY(%s)").format(
+                            _t(cfg, "store")
+                        ),
+                        (patterns,),
+                    ):
                         if str(prefix) in found.prefixes or (str(prefix), str(key)) in found.keyed:
                             continue
                         n += identity.found_in(json.dumps(json.loads(str(text)), ensure_ascii=False)) is not None
                 threads: set[str] = set()
                 raw = [s.encode() for s in literals]
-                for table, column in (("checkpoints", "checkpoint::text::bytea"), ("checkpoint_blobs", "blob"),
-                                      ("checkpoint_writes", "blob")):
+                for table, column in (
+                    ("checkpoints", "checkpoint::text::bytea"),
+                    ("checkpoint_blobs", "blob"),
+                    ("checkpoint_writes", "blob"),
+                ):
                     if table not in tables:
                         continue
-                    for (tid,) in conn.execute(sql.SQL("SELECT DISTINCT thread_id FROM {} WHERE EXISTS (SELECT 1 FROM"
-                                                       " unnest(%s::bytea[]) n WHERE position(n IN {}) > 0)").format(
-                            _t(cfg, table), sql.SQL(column)), (raw,)):
+                    for (tid,) in conn.execute(
+                        sql.SQL(
+                            "SELECT DISTINCT thread_id FROM {} WHERE EXISTS (SELECT 1 FROM"
+                            " unnest(%s::bytea[]) n WHERE position(n IN {}) > 0)"
+                        ).format(_t(cfg, table), sql.SQL(column)),
+                        (raw,),
+                    ):
                         if str(tid) not in found.threads:
                             threads.add(str(tid))
                 return n + len(threads)
@@ -321,8 +401,10 @@ class LangGraphPostgresEraser:
         conn = pg_hygiene.connect(cfg, autocommit=False)
         try:
             with conn.transaction():
-                missing = conn.execute("SELECT pg_is_in_recovery() = false AND to_regclass(%s) IS NULL", (
-                    sql.Identifier(cfg.schema, pg_epoch.TABLE).as_string(conn),)).fetchone()
+                missing = conn.execute(
+                    "SELECT pg_is_in_recovery() = false AND to_regclass(%s) IS NULL",
+                    (sql.Identifier(cfg.schema, pg_epoch.TABLE).as_string(conn),),
+                ).fetchone()
             if missing and missing[0]:
                 pg_hygiene.retry_locked(cfg, lambda: self._create(conn, cfg), "the erasure epoch")
             with conn.transaction():
@@ -340,9 +422,11 @@ class LangGraphPostgresEraser:
         cfg = postgres_target(target)
         conn = pg_hygiene.connect(cfg, autocommit=False)
         try:
+
             def once() -> int:
                 with conn.transaction():
                     return int(fn(conn, cfg))
+
             return pg_hygiene.retry_locked(cfg, once, what)
         finally:
             conn.close()
@@ -364,12 +448,20 @@ class LangGraphPostgresEraser:
                 tables = _tables(conn, cfg.schema)
                 out: list[str] = []
                 if "store" in tables:
-                    out += [str(v) for r in conn.execute(sql.SQL("SELECT DISTINCT prefix, key FROM {}").format(
-                        _t(cfg, "store"))) for v in r]
+                    out += [
+                        str(v)
+                        for r in conn.execute(sql.SQL("SELECT DISTINCT prefix, key FROM {}").format(_t(cfg, "store")))
+                        for v in r
+                    ]
                 if "checkpoints" in tables:
-                    out += [str(r[0]) for r in conn.execute(sql.SQL(
-                        "SELECT DISTINCT e.value FROM {}, jsonb_each_text(metadata) e").format(
-                        _t(cfg, "checkpoints")))]
+                    out += [
+                        str(r[0])
+                        for r in conn.execute(
+                            sql.SQL("SELECT DISTINCT e.value FROM {}, jsonb_each_text(metadata) e").format(
+                                _t(cfg, "checkpoints")
+                            )
+                        )
+                    ]
                 return out
         finally:
             conn.close()

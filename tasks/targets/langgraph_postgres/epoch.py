@@ -26,15 +26,20 @@ def _t(cfg: PostgresTarget) -> sql.Identifier:
 
 
 def _exists(conn: psycopg.Connection[Any], cfg: PostgresTarget) -> bool:
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
-                       (sql.Identifier(cfg.schema, TABLE).as_string(conn),)).fetchone()
+    row = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL", (sql.Identifier(cfg.schema, TABLE).as_string(conn),)
+    ).fetchone()
     return bool(row and row[0])
 
 
 def ensure(conn: psycopg.Connection[Any], cfg: PostgresTarget) -> None:
     """Create the table when missing and lock it for the caller's transaction."""
-    conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (request_id text PRIMARY KEY, epoch bigint NOT NULL, "
-                         "at timestamptz NOT NULL DEFAULT now())").format(_t(cfg)))
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (request_id text PRIMARY KEY, epoch bigint NOT NULL, "
+            "at timestamptz NOT NULL DEFAULT now())"
+        ).format(_t(cfg))
+    )
     conn.execute(sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(_t(cfg)))
 
 
@@ -49,8 +54,7 @@ def current(conn: psycopg.Connection[Any], cfg: PostgresTarget) -> int:
 def advance(conn: psycopg.Connection[Any], cfg: PostgresTarget, request_id: str) -> int:
     """Advance the epoch for `request_id`'s erasure, once (inside the caller's transaction)."""
     ensure(conn, cfg)
-    row = conn.execute(sql.SQL("SELECT epoch FROM {} WHERE request_id = %s").format(_t(cfg)),
-                       (request_id,)).fetchone()
+    row = conn.execute(sql.SQL("SELECT epoch FROM {} WHERE request_id = %s").format(_t(cfg)), (request_id,)).fetchone()
     if row is not None:
         return int(row[0])
     epoch = current(conn, cfg) + 1
@@ -62,6 +66,11 @@ def raise_to(conn: psycopg.Connection[Any], cfg: PostgresTarget, epoch: int, mar
     """Bring the epoch up to at least `epoch` (a replay re-applied the ledger up to it)."""
     ensure(conn, cfg)
     if current(conn, cfg) < epoch:
-        conn.execute(sql.SQL("INSERT INTO {} (request_id, epoch) VALUES (%s, %s) ON CONFLICT (request_id) DO UPDATE "
-                             "SET epoch = excluded.epoch, at = now()").format(_t(cfg)), (marker, epoch))
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (request_id, epoch) VALUES (%s, %s) ON CONFLICT (request_id) DO UPDATE "
+                "SET epoch = excluded.epoch, at = now()"
+            ).format(_t(cfg)),
+            (marker, epoch),
+        )
     return current(conn, cfg)

@@ -40,8 +40,7 @@ from erasure.errors import StoreError
 from erasure.target_kinds.langgraph_postgres import PostgresTarget
 
 T = TypeVar("T")
-RETRYABLE = (errors.LockNotAvailable, errors.DeadlockDetected, errors.SerializationFailure,
-             errors.QueryCanceled)
+RETRYABLE = (errors.LockNotAvailable, errors.DeadlockDetected, errors.SerializationFailure, errors.QueryCanceled)
 
 
 def retry_locked(cfg: PostgresTarget, fn: Callable[[], T], what: str) -> T:
@@ -57,9 +56,11 @@ def retry_locked(cfg: PostgresTarget, fn: Callable[[], T], what: str) -> T:
             return fn()
         except RETRYABLE as exc:
             if time.monotonic() >= deadline:
-                raise StoreError(f"langgraph-postgres: {what} stayed locked by another session for "
-                                 f"{cfg.wait_seconds:.0f} s ({attempts} attempts); nothing is lost: rerun the "
-                                 "step") from exc
+                raise StoreError(
+                    f"langgraph-postgres: {what} stayed locked by another session for "
+                    f"{cfg.wait_seconds:.0f} s ({attempts} attempts); nothing is lost: rerun the "
+                    "step"
+                ) from exc
             time.sleep(pause)
             pause = min(pause * 2, 2.0)
 
@@ -69,8 +70,7 @@ def connect(cfg: PostgresTarget, *, autocommit: bool) -> psycopg.Connection[Any]
     try:
         conn = psycopg.connect(cfg.url, autocommit=autocommit, connect_timeout=15, application_name="erasure")
     except psycopg.OperationalError as exc:
-        raise StoreError(f"langgraph-postgres: target {cfg.name!r}: cannot connect "
-                         f"({type(exc).__name__})") from exc
+        raise StoreError(f"langgraph-postgres: target {cfg.name!r}: cannot connect ({type(exc).__name__})") from exc
     conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{cfg.lock_timeout_ms}ms")))
     if autocommit:
         return conn
@@ -79,9 +79,12 @@ def connect(cfg: PostgresTarget, *, autocommit: bool) -> psycopg.Connection[Any]
 
 
 def _stat_tables(conn: psycopg.Connection[Any], schema: str, tables: list[str]) -> bool:
-    row = conn.execute("SELECT count(*) FROM pg_catalog.pg_statistic s JOIN pg_catalog.pg_class c ON c.oid = "
-                       "s.starelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s"
-                       " AND c.relname = ANY(%s)", (schema, tables)).fetchone()
+    row = conn.execute(
+        "SELECT count(*) FROM pg_catalog.pg_statistic s JOIN pg_catalog.pg_class c ON c.oid = "
+        "s.starelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s"
+        " AND c.relname = ANY(%s)",
+        (schema, tables),
+    ).fetchone()
     return bool(row and row[0])
 
 
@@ -98,19 +101,23 @@ def rewrite(cfg: PostgresTarget, tables: list[str]) -> dict[str, int]:
         started = time.perf_counter()
         for table in tables:
             t0 = time.perf_counter()
-            _run(cfg, conn, sql.SQL("VACUUM (FULL) {}").format(sql.Identifier(cfg.schema, table)),
-                 f"VACUUM FULL of {table}")
+            _run(
+                cfg,
+                conn,
+                sql.SQL("VACUUM (FULL) {}").format(sql.Identifier(cfg.schema, table)),
+                f"VACUUM FULL of {table}",
+            )
             out[f"vacuum_full_{table}_ms"] = int((time.perf_counter() - t0) * 1000)
         out["vacuum_full_ms"] = int((time.perf_counter() - started) * 1000)
         out["statistics_rewritten"] = 0
         if tables and _stat_tables(conn, cfg.schema, tables):
             t0 = time.perf_counter()
             for table in tables:
-                _run(cfg, conn, sql.SQL("ANALYZE {}").format(sql.Identifier(cfg.schema, table)),
-                     f"ANALYZE of {table}")
+                _run(cfg, conn, sql.SQL("ANALYZE {}").format(sql.Identifier(cfg.schema, table)), f"ANALYZE of {table}")
             try:
-                retry_locked(cfg, lambda: conn.execute("VACUUM (FULL) pg_catalog.pg_statistic"),
-                             "VACUUM FULL of pg_statistic")
+                retry_locked(
+                    cfg, lambda: conn.execute("VACUUM (FULL) pg_catalog.pg_statistic"), "VACUUM FULL of pg_statistic"
+                )
                 out["statistics_rewritten"] = 1
             except errors.InsufficientPrivilege:
                 out["statistics_not_rewritten_no_privilege"] = 1
@@ -125,8 +132,9 @@ def rewrite(cfg: PostgresTarget, tables: list[str]) -> dict[str, int]:
 
 def _segments(data_dir: Path) -> list[Path]:
     wal = data_dir / "pg_wal"
-    return sorted(p for p in wal.iterdir() if p.is_file() and len(p.name) == 24
-                  and all(c in "0123456789ABCDEF" for c in p.name))
+    return sorted(
+        p for p in wal.iterdir() if p.is_file() and len(p.name) == 24 and all(c in "0123456789ABCDEF" for c in p.name)
+    )
 
 
 def segments_holding(data_dir: Path, needles: Iterable[bytes]) -> int:
@@ -186,6 +194,7 @@ def beyond_reach(cfg: PostgresTarget) -> list[dict[str, Any]]:
     (counts and settings, no data) and `ground` (what the team must do)."""
     conn = connect(cfg, autocommit=True)
     try:
+
         def one(query: str) -> Any:
             row = conn.execute(query).fetchone()
             return row[0] if row else None
@@ -196,35 +205,57 @@ def beyond_reach(cfg: PostgresTarget) -> list[dict[str, Any]]:
             command = one("SELECT current_setting('archive_command', true)") or ""
             library = one("SELECT current_setting('archive_library', true)") or ""
             archived = one("SELECT archived_count FROM pg_stat_archiver")
-            out.append({"what": "wal_archive", "detail": {
-                "archive_mode": mode, "archiver": "library" if library else "command" if command else "none",
-                "segments_archived": int(archived or 0)},
-                "ground": "WAL archiving is on: the segments written before the erasure, which hold the subject, "
-                          "were copied to the archive (and base backups taken before it hold the data): delete "
-                          "those segments and backups in the archive, or record the archive's retention as the "
-                          "date the copies expire"})
+            out.append(
+                {
+                    "what": "wal_archive",
+                    "detail": {
+                        "archive_mode": mode,
+                        "archiver": "library" if library else "command" if command else "none",
+                        "segments_archived": int(archived or 0),
+                    },
+                    "ground": "WAL archiving is on: the segments written before the erasure, which hold the subject, "
+                    "were copied to the archive (and base backups taken before it hold the data): delete "
+                    "those segments and backups in the archive, or record the archive's retention as the "
+                    "date the copies expire",
+                }
+            )
         standbys = int(one("SELECT count(*) FROM pg_stat_replication") or 0)
         if standbys:
-            out.append({"what": "streaming_replicas", "detail": {"standbys": standbys},
-                        "ground": "standbys stream this cluster's WAL: they replay the erasure's deletes and VACUUM "
-                                  "FULL, but their own pg_wal and any archive of theirs keep the old records: on each "
-                                  "standby, once it has replayed past the erasure, run CHECKPOINT and scan its data "
-                                  "directory (a langgraph-postgres target with its own data_dir and url), or rebuild "
-                                  "it with pg_basebackup"})
+            out.append(
+                {
+                    "what": "streaming_replicas",
+                    "detail": {"standbys": standbys},
+                    "ground": "standbys stream this cluster's WAL: they replay the erasure's deletes and VACUUM "
+                    "FULL, but their own pg_wal and any archive of theirs keep the old records: on each "
+                    "standby, once it has replayed past the erasure, run CHECKPOINT and scan its data "
+                    "directory (a langgraph-postgres target with its own data_dir and url), or rebuild "
+                    "it with pg_basebackup",
+                }
+            )
         slots = conn.execute("SELECT slot_type, count(*) FROM pg_replication_slots GROUP BY slot_type").fetchall()
         if slots:
-            out.append({"what": "replication_slots", "detail": {f"{t}_slots": int(n) for t, n in slots},
-                        "ground": "replication slots retain WAL from their restart point on, so segments holding "
-                                  "the subject may not be recycled until every slot's consumer has advanced; a "
-                                  "logical slot's consumer has received the subject's changes: erase them there "
-                                  "too, or drop unused slots"})
+            out.append(
+                {
+                    "what": "replication_slots",
+                    "detail": {f"{t}_slots": int(n) for t, n in slots},
+                    "ground": "replication slots retain WAL from their restart point on, so segments holding "
+                    "the subject may not be recycled until every slot's consumer has advanced; a "
+                    "logical slot's consumer has received the subject's changes: erase them there "
+                    "too, or drop unused slots",
+                }
+            )
         subs = int(one("SELECT count(*) FROM pg_subscription") or 0)
         pubs = int(one("SELECT count(*) FROM pg_publication") or 0)
         if subs or pubs:
-            out.append({"what": "logical_replication", "detail": {"subscriptions": subs, "publications": pubs},
-                        "ground": "logical replication copies rows between clusters: a publication's subscribers "
-                                  "hold the subject's rows in their own tables, and a subscription's publisher is "
-                                  "where they came from: make each of those clusters a target of its own"})
+            out.append(
+                {
+                    "what": "logical_replication",
+                    "detail": {"subscriptions": subs, "publications": pubs},
+                    "ground": "logical replication copies rows between clusters: a publication's subscribers "
+                    "hold the subject's rows in their own tables, and a subscription's publisher is "
+                    "where they came from: make each of those clusters a target of its own",
+                }
+            )
         return out
     finally:
         conn.close()
