@@ -65,22 +65,29 @@ def _upsert_target_step(conn: apsw.Connection, record: StepRecord) -> None:
         )
 
 
+_STEP_COLUMNS = (
+    "request_id",
+    "step",
+    "status",
+    "before_count",
+    "after_count",
+    "started_at",
+    "ended_at",
+    "removed_digest",
+    "detail",
+)
+
+
+def _records(conn: apsw.Connection, sql: str, cols: tuple[str, ...], request_id: str) -> list[StepRecord]:
+    """The rows of `sql` (selecting `cols`, `detail` last) as step records."""
+    cur = conn.execute(sql.format(cols=", ".join(cols)), (request_id,))
+    return [StepRecord.model_validate({**dict(zip(cols, r, strict=True)), "detail": json.loads(r[-1])}) for r in cur]
+
+
 def target_steps(conn: apsw.Connection, request_id: str) -> list[StepRecord]:
     """The step records of the request's other targets: by target name, tiers in cascade order."""
-    cols = (
-        "request_id",
-        "target",
-        "step",
-        "status",
-        "before_count",
-        "after_count",
-        "started_at",
-        "ended_at",
-        "removed_digest",
-        "detail",
-    )
-    cur = conn.execute(f"SELECT {', '.join(cols)} FROM target_step_records WHERE request_id = ?", (request_id,))
-    records = [StepRecord.model_validate({**dict(zip(cols, r, strict=True)), "detail": json.loads(r[9])}) for r in cur]
+    cols = ("target", *_STEP_COLUMNS)
+    records = _records(conn, "SELECT {cols} FROM target_step_records WHERE request_id = ?", cols, request_id)
     return sorted(records, key=lambda s: (s.target or "", _step_order(s.step)))
 
 
@@ -91,22 +98,8 @@ def _step_order(step: str) -> int:
 
 def steps(conn: apsw.Connection, request_id: str) -> list[StepRecord]:
     """The request's step records: tiers in cascade order, then any other step by start time."""
-    cols = (
-        "request_id",
-        "step",
-        "status",
-        "before_count",
-        "after_count",
-        "started_at",
-        "ended_at",
-        "removed_digest",
-        "detail",
-    )
-    cur = conn.execute(
-        f"SELECT {', '.join(cols)} FROM step_records WHERE request_id = ? ORDER BY started_at, step", (request_id,)
-    )
-    records = [StepRecord.model_validate({**dict(zip(cols, r, strict=True)), "detail": json.loads(r[8])}) for r in cur]
-    return sorted(records, key=lambda s: _step_order(s.step))
+    sql = "SELECT {cols} FROM step_records WHERE request_id = ? ORDER BY started_at, step"
+    return sorted(_records(conn, sql, _STEP_COLUMNS, request_id), key=lambda s: _step_order(s.step))
 
 
 def add_footprint(

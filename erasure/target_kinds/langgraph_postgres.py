@@ -34,9 +34,10 @@ from pydantic import ConfigDict
 
 from erasure.errors import ConfigError
 from erasure.target_kinds import KindConfig
+from erasure.target_kinds.langgraph_sqlite import SUBJECT_LABEL
 from erasure.targets import Target
 
-SUBJECT_LABEL = "{subject_id}"
+__all__ = ["SUBJECT_LABEL", "LanggraphPostgresConfig", "PostgresTarget", "postgres_target"]
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _METADATA_KEY = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 MAX_PASSWORD_FILE = 4096

@@ -25,6 +25,24 @@ from erasure.target_kinds import KindConfig, TargetPath, Text, Texts
 
 SUBJECT_LABEL = "{subject_id}"
 """The label of a namespace prefix that stands for the subject's id."""
+LANGGRAPH_METADATA_KEYS = frozenset(
+    {
+        "source",
+        "step",
+        "parents",
+        "writes",
+        "thread_id",
+        "thread_ts",
+        "checkpoint_id",
+        "checkpoint_ns",
+        "run_id",
+        "run_name",
+        "task_id",
+    }
+)
+"""Checkpoint metadata keys LangGraph writes itself, on SQLite and PostgreSQL alike: a person is never
+named there (a subject whose id is `3` is not the owner of every thread at step 3). A fact of the
+format both sides read, like the HNSW header; each side keeps its own reading of the metadata."""
 _METADATA_KEY = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 

@@ -40,6 +40,7 @@ from psycopg import sql
 from erasure.errors import StoreError
 from erasure.subject import Subject
 from erasure.target_kinds.langgraph_postgres import SUBJECT_LABEL, PostgresTarget, postgres_target
+from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS
 from erasure.targets import Target
 from erasure.tiers import Tier
 from probes.identity import spellings
@@ -49,19 +50,6 @@ from probes.targets.base import TargetFingerprint
 from probes.views import Unscanned
 
 KIND = "langgraph-postgres"
-OWN_KEYS = {
-    "source",
-    "step",
-    "parents",
-    "writes",
-    "thread_id",
-    "thread_ts",
-    "checkpoint_id",
-    "checkpoint_ns",
-    "run_id",
-    "run_name",
-    "task_id",
-}
 MAX_CONTENT_GROUPS = 400
 MAX_NEAREST = 64
 NEAR = 1e-4
@@ -195,7 +183,7 @@ def _read(cfg: PostgresTarget, subject: Subject) -> _View:
             ):
                 tid = str(tid)
                 if isinstance(meta, dict) and any(
-                    k not in OWN_KEYS
+                    k not in LANGGRAPH_METADATA_KEYS
                     and not str(k).startswith("langgraph_")
                     and isinstance(v, (str, int))
                     and not isinstance(v, bool)

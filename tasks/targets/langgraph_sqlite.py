@@ -63,7 +63,7 @@ from erasure.errors import InputError, StoreError
 from erasure.identity import Identity, fold
 from erasure.sqlite import connect, scalar, transaction
 from erasure.subject import Subject
-from erasure.target_kinds.langgraph_sqlite import SUBJECT_LABEL, LangGraphSqliteConfig
+from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS, SUBJECT_LABEL, LangGraphSqliteConfig
 from erasure.targets import Target
 from erasure.tiers import Tier
 from tasks.targets.base import TierOutcome, rebuild_pages, retry_busy
@@ -182,25 +182,6 @@ def _layout(matcher: _Matcher, scope: Scope) -> str | None:
     return f"{prefix}/{SUBJECT_LABEL}" if key is not None else matcher.unconfigured_layout(prefix)
 
 
-FRAMEWORK_METADATA = frozenset(
-    {
-        "source",
-        "step",
-        "parents",
-        "writes",
-        "thread_id",
-        "thread_ts",
-        "checkpoint_id",
-        "checkpoint_ns",
-        "run_id",
-        "run_name",
-        "task_id",
-    }
-)
-"""Metadata keys LangGraph writes itself (a step number is never a person: subject `1` is not every
-thread's step 1)."""
-
-
 def _names_subject(metadata: Any, want: str) -> set[str]:
     """The top-level keys of a checkpoint's metadata, LangGraph's own aside, whose value is the
     subject's id (folded)."""
@@ -213,7 +194,7 @@ def _names_subject(metadata: Any, want: str) -> set[str]:
     return {
         str(k)
         for k, v in meta.items()
-        if str(k) not in FRAMEWORK_METADATA
+        if str(k) not in LANGGRAPH_METADATA_KEYS
         and not str(k).startswith("langgraph_")
         and isinstance(v, (str, int))
         and not isinstance(v, bool)

@@ -15,8 +15,8 @@ import apsw
 from erasure.errors import StoreError
 from erasure.sqlite import connect
 from erasure.subject import Subject
+from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS, LangGraphSqliteConfig
 from erasure.target_kinds.langgraph_sqlite import SUBJECT_LABEL as MARK
-from erasure.target_kinds.langgraph_sqlite import LangGraphSqliteConfig
 from erasure.tiers import Tier
 from probes.targets.langgraph_sqlite.serde import texts_of
 
@@ -127,23 +127,6 @@ class _Namespaces:
         return len(parts) > end and parts[end] in self.episodic
 
 
-OWN_KEYS = {
-    "source",
-    "step",
-    "parents",
-    "writes",
-    "thread_id",
-    "thread_ts",
-    "checkpoint_id",
-    "checkpoint_ns",
-    "run_id",
-    "run_name",
-    "task_id",
-}
-"""What LangGraph itself puts in checkpoint metadata: a person is never named there (a subject whose id
-is `3` is not the owner of every thread at step 3)."""
-
-
 def _naming_keys(meta: Any, want: str) -> set[str]:
     """The top-level keys of checkpoint metadata whose value is the subject's id (case-folded): a
     thread is the subject's whatever key an app (or an older version of it) named them under."""
@@ -152,7 +135,7 @@ def _naming_keys(meta: Any, want: str) -> set[str]:
     return {
         str(k)
         for k, v in meta.items()
-        if k not in OWN_KEYS
+        if k not in LANGGRAPH_METADATA_KEYS
         and not str(k).startswith("langgraph_")
         and isinstance(v, (str, int))
         and not isinstance(v, bool)

@@ -38,6 +38,7 @@ from erasure.errors import StoreError
 from erasure.identity import Identity, fold
 from erasure.subject import Subject
 from erasure.target_kinds.langgraph_postgres import SUBJECT_LABEL, PostgresTarget, postgres_target
+from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS
 from erasure.targets import Target
 from erasure.tiers import Tier
 from tasks.targets.base import TierOutcome
@@ -48,21 +49,6 @@ KIND = "langgraph-postgres"
 ITEM_TABLES = ("store_vectors", "store")
 """Keyed by (prefix, key); vectors first (no cascade is relied on)."""
 THREAD_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
-FRAMEWORK_METADATA = frozenset(
-    {
-        "source",
-        "step",
-        "parents",
-        "writes",
-        "thread_id",
-        "thread_ts",
-        "checkpoint_id",
-        "checkpoint_ns",
-        "run_id",
-        "run_name",
-        "task_id",
-    }
-)
 MIN_CONTENT = 16
 MAX_CONTENT = 400
 
@@ -146,7 +132,7 @@ def _names_subject(meta: Any, want: str) -> set[str]:
     return {
         str(k)
         for k, v in meta.items()
-        if str(k) not in FRAMEWORK_METADATA
+        if str(k) not in LANGGRAPH_METADATA_KEYS
         and not str(k).startswith("langgraph_")
         and isinstance(v, (str, int))
         and not isinstance(v, bool)
