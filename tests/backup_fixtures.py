@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tarfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from erasure.config import PROJECT_ROOT, Home
 from erasure.subject import Subject
 
 THREE = (
@@ -117,3 +120,26 @@ def untar_folder(archive: Path, folder: Path) -> None:
     shutil.rmtree(folder)
     with tarfile.open(archive) as tar:
         tar.extractall(folder.parent, filter="data")
+
+
+def verify_offline(pack: Path | str, home: Home, audit_key: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m proof.verify PACK` with the home's engine key, no DPO envelope required, and the
+    store's audit key when given (`--no-audit-key` otherwise), as a regulator runs it."""
+    audit = ["--audit-key", str(audit_key)] if audit_key is not None else ["--no-audit-key"]
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proof.verify",
+            str(pack),
+            "--engine-key",
+            str(home.keys_dir / "engine.pub.pem"),
+            "--no-dpo",
+            *audit,
+        ],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )

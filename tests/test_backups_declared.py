@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 import sys
 import tarfile
 import time
@@ -16,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from erasure.backups import list_backups
-from erasure.config import PROJECT_ROOT, Home
+from erasure.config import Home
 from erasure.targets import load_targets
-from tests.backup_fixtures import THREE, reference_items, request_file, sqlite_online_backup
+from tests.backup_fixtures import THREE, reference_items, request_file, sqlite_online_backup, verify_offline
 from tests.cli_fixtures import erasure
 
 RID = "req-bk-held-1"
@@ -33,26 +32,6 @@ def _predicate(pack: Path) -> dict[str, object]:
     pred = json.loads(base64.b64decode(env["payload"]))["predicate"]
     assert isinstance(pred, dict)
     return pred
-
-
-def _verify(pack: Path, home: Home) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "proof.verify",
-            str(pack),
-            "--engine-key",
-            str(home.keys_dir / "engine.pub.pem"),
-            "--no-dpo",
-            "--no-audit-key",
-        ],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_a_backup_holding_the_subject_is_in_the_pack_until_the_followup(
@@ -87,7 +66,7 @@ retention_days = 30
     assert len(held) == 1 and held[0]["item_key"].endswith(f":until:{expiry}"), held
     assert expiry in held[0]["ground"]
     assert pred["status"] == "erasedWithExceptions"
-    assert _verify(pack, home).returncode == 0
+    assert verify_offline(pack, home).returncode == 0
 
     listed = json.loads(erasure("backups", "list", "--home", h, "--json").out)
     assert [b["name"] for b in listed["backups"]] == ["memory-nightly.db"]
@@ -99,7 +78,7 @@ retention_days = 30
     listed = json.loads(erasure("backups", "list", "--home", h, "--json").out)
     assert listed["open"] == [] and listed["followups_written"] == [RID]
     statement = home.evidence_dir(RID) / "backups-followup.intoto.json"
-    ok = _verify(pack, home)
+    ok = verify_offline(pack, home)
     assert ok.returncode == 0 and "backups-followup: OK" in ok.stdout, ok.stdout + ok.stderr
 
     # A forged follow-up (its expiry changed, so its signature no longer holds) fails the verifier.
@@ -108,7 +87,7 @@ retention_days = 30
     body["predicate"]["backups"][0]["expires_at"] = "2000-01-01T00:00:00Z"
     env["payload"] = base64.b64encode(json.dumps(body).encode()).decode()
     statement.write_text(json.dumps(env))
-    bad = _verify(pack, home)
+    bad = verify_offline(pack, home)
     assert bad.returncode == 1 and "FAIL: backups-followup" in bad.stdout
 
 

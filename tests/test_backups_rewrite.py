@@ -10,17 +10,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
 
-from erasure.config import PROJECT_ROOT, Home
+from erasure.config import Home
 from tests import chroma_fixtures, langgraph_sqlite_fixtures, oracle
-from tests.backup_fixtures import request_file, sqlite_online_backup, tar_folder, vacuum_into
+from tests.backup_fixtures import request_file, sqlite_online_backup, tar_folder, vacuum_into, verify_offline
 from tests.cli_fixtures import erasure
 
 LG, CH = langgraph_sqlite_fixtures, chroma_fixtures
@@ -129,23 +127,7 @@ def test_rewrite_erases_inside_the_backups(home: Home, tmp_path: Path, rewritabl
     listed = json.loads(erasure("backups", "list", "--home", h, "--json").out)
     assert listed["open"] == [] and sorted(listed["followups_written"]) == sorted(REQUESTS)
     for rid in REQUESTS:
-        verified = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "proof.verify",
-                str(home.evidence_dir(rid) / "proof.tar.gz"),
-                "--engine-key",
-                str(home.keys_dir / "engine.pub.pem"),
-                "--no-dpo",
-                "--no-audit-key",
-            ],
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        verified = verify_offline(str(home.evidence_dir(rid) / "proof.tar.gz"), home)
         assert verified.returncode == 0 and "follow-up" in verified.stdout, verified.stdout + verified.stderr
 
     again = erasure("backups", "rewrite", "--target", "support-agent", "--home", h, "--json")

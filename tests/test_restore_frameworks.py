@@ -11,13 +11,11 @@ from __future__ import annotations
 import gc
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from erasure.config import PROJECT_ROOT, Home
+from erasure.config import Home
 from tests import chroma_fixtures, langgraph_sqlite_fixtures, mem0_fixtures, oracle
 from tests.backup_fixtures import (
     folder_backup,
@@ -27,6 +25,7 @@ from tests.backup_fixtures import (
     tar_folder,
     untar_folder,
     vacuum_into,
+    verify_offline,
 )
 from tests.cli_fixtures import erasure
 
@@ -125,23 +124,7 @@ def test_framework_restores_are_refused_then_replayed_all_clear(
         assert {r["outcome"] for r in out["replayed"]} == {"all_clear"}
         assert out["restored"] is False
         for r in out["replayed"]:
-            verified = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "proof.verify",
-                    r["pack"],
-                    "--engine-key",
-                    str(home.keys_dir / "engine.pub.pem"),
-                    "--no-dpo",
-                    "--no-audit-key",
-                ],
-                cwd=PROJECT_ROOT,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                check=False,
-            )
+            verified = verify_offline(r["pack"], home)
             assert verified.returncode == 0, verified.stdout + verified.stderr
 
     scan = oracle.scan_home(home.root, home.evidence_root, *SUBJECTS)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from erasure.config import PROJECT_ROOT, Home
+from erasure.config import Home
 from tests import oracle
 from tests.backup_fixtures import (
     STAYS,
@@ -24,6 +23,7 @@ from tests.backup_fixtures import (
     reference_items,
     request_file,
     restore_folder,
+    verify_offline,
 )
 from tests.cascade_fixtures import owned_counts
 from tests.cli_fixtures import erasure
@@ -36,24 +36,7 @@ def _verify(pack: Path, home: Home, tmp: Path) -> subprocess.CompletedProcess[st
 
     audit_pub = tmp / "audit.pub.pem"
     audit_pub.write_bytes(checkpoint_public_pem(home.store_dir))
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "proof.verify",
-            str(pack),
-            "--engine-key",
-            str(home.keys_dir / "engine.pub.pem"),
-            "--no-dpo",
-            "--audit-key",
-            str(audit_pub),
-        ],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return verify_offline(str(pack), home, audit_pub)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from memory.ingest import ingest
 from memory.items import MemoryItem
 from memory.schema import create
 from tests import chroma_fixtures, langgraph_sqlite_fixtures, mem0_fixtures
+from tests.backup_fixtures import verify_offline
 
 SUBJECT = mem0_fixtures.SUBJECT  # one person, with the same id in every store (the key they use)
 
@@ -182,24 +183,7 @@ def test_one_request_across_all_four_kinds_ends_all_clear_with_one_pack(
 
     audit_pub = tmp_path / "audit.pub.pem"
     audit_pub.write_bytes(checkpoint_public_pem(home.store_dir))
-    verified = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "proof.verify",
-            str(pack),
-            "--engine-key",
-            str(home.keys_dir / "engine.pub.pem"),
-            "--no-dpo",
-            "--audit-key",
-            str(audit_pub),
-        ],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    verified = verify_offline(str(pack), home, audit_pub)
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
@@ -241,21 +225,5 @@ thread_key = "user_id"
     audit = json.loads((home.evidence_dir("req-lg-only-1") / "audit-log-redaction.json").read_text())
     assert audit["format"] == "audit-log-redaction/none/v1"
     pack = home.evidence_dir("req-lg-only-1") / "proof.tar.gz"
-    verified = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "proof.verify",
-            str(pack),
-            "--engine-key",
-            str(home.keys_dir / "engine.pub.pem"),
-            "--no-dpo",
-            "--no-audit-key",
-        ],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    verified = verify_offline(str(pack), home)
     assert verified.returncode == 0, verified.stdout + verified.stderr
