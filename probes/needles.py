@@ -93,7 +93,7 @@ def fts_phrase(text: str) -> str | None:
 
 def plain_windows(text: str, *, limit: int = 2) -> list[str]:
     """Up to `limit` distinctive-looking windows of plain ASCII text from `text`, longest runs first."""
-    runs = sorted((m.group(0) for m in _PLAIN_RUN.finditer(text)), key=len, reverse=True)
+    runs = sorted((_whole_words(text, m) for m in _PLAIN_RUN.finditer(text)), key=len, reverse=True)
     out: list[str] = []
     for run in runs:
         window = _cut_words(run)
@@ -102,6 +102,18 @@ def plain_windows(text: str, *, limit: int = 2) -> list[str]:
         if len(out) >= limit:
             break
     return out
+
+
+def _whole_words(text: str, m: re.Match[str]) -> str:
+    """The run without a word it shares with the text around it ("mann: my order" out of "Großmann: my
+    order" is "my order"): the full-text index holds whole words, so a window with a fragment is a
+    phrase it never finds, and a namesake's identical sentence would not be seen as theirs."""
+    run = m.group(0)
+    if m.start() > 0 and text[m.start() - 1].isalnum() and run[0].isalnum():
+        run = run.split(None, 1)[1] if len(run.split(None, 1)) == 2 else ""
+    if m.end() < len(text) and text[m.end()].isalnum() and run[-1:].isalnum():
+        run = run.rsplit(None, 1)[0] if len(run.rsplit(None, 1)) == 2 else ""
+    return run
 
 
 def _cut_words(run: str) -> str | None:

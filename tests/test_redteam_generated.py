@@ -259,7 +259,7 @@ def test_generated_scenarios_never_certify_a_subject_the_oracle_still_finds(harn
     @given(plan=st.lists(scenarios, min_size=SCENARIOS, max_size=SCENARIOS))
     def one_window(plan: list[Scenario]) -> None:
         with tempfile.TemporaryDirectory(prefix="redteam-gen-") as tmp:
-            problems.extend(run_example(Path(tmp), plan, check=False))
+            problems.extend(run_example(Path(tmp), plan, check=False, namesake_clear=True))
         ran.append(len(plan))
 
     one_window()
@@ -396,15 +396,16 @@ KNOWN = [
     [Scenario("name", 0, "raw", "gzip", False, "bystander")],  # an attachment that is not plain text
     [Scenario("name", 0, "raw", "content", False, "namesake")],
     [Scenario("phone", 0, "base64", "utf16", True, "bystander")],  # base64 inside a UTF-16 attachment
+    # A namesake "Maren Müller" (scenario 10): the subject's summary windows were cut inside the surname
+    # ("ller discussed general matters ..."), a phrase the full-text index never holds, so the namesake's
+    # identical sentence was not seen as theirs and the subject's request ended `residue` for ever.
+    [*[Scenario("id", 0, "raw", "content", False, "own")] * 10, Scenario("name", 3, "qp", "plain", True, "namesake")],
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "plan", KNOWN, ids=[f"{p[0].kind}-{p[0].spelling}-{p[0].encoding}-{p[0].container}-{p[0].owner}" for p in KNOWN]
+    "plan", KNOWN, ids=[f"{p[-1].kind}-{p[-1].spelling}-{p[-1].encoding}-{p[-1].container}-{p[-1].owner}" for p in KNOWN]
 )
 def test_known_failing_examples(harness_url: str, tmp_path: Path, plan: list[Scenario]) -> None:
-    # The raw namesake case ends all clear (the folded probe explains a namesake's ß/umlaut name). A
-    # non-ASCII namesake whose own item spells the name encoded (percent, base64, QP, JSON, HTML, in an
-    # attachment) still ends `residue`: honest, never a false all clear, but not yet attributed (open).
     run_example(tmp_path, plan, namesake_clear=True)
