@@ -405,7 +405,9 @@ KNOWN = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "plan", KNOWN, ids=[f"{p[-1].kind}-{p[-1].spelling}-{p[-1].encoding}-{p[-1].container}-{p[-1].owner}" for p in KNOWN]
+    "plan",
+    KNOWN,
+    ids=[f"{p[-1].kind}-{p[-1].spelling}-{p[-1].encoding}-{p[-1].container}-{p[-1].owner}" for p in KNOWN],
 )
 def test_known_failing_examples(harness_url: str, tmp_path: Path, plan: list[Scenario]) -> None:
     run_example(tmp_path, plan, namesake_clear=True)

@@ -231,8 +231,9 @@ def test_archiving_on_and_unreadable_files_make_the_pack_say_so(archiving: Clust
 
 
 @pytest.mark.slow
-def test_a_streaming_standby_and_its_slot_are_named(archiving: Cluster, tmp_path: Path) -> None:
-    """A real standby (pg_basebackup -R, streaming through a physical slot) is detected and declared."""
+def test_a_streaming_standby_and_its_slot_are_named(archiving: Cluster, home: Home, tmp_path: Path) -> None:
+    """A real standby (pg_basebackup -R, streaming through a physical slot) is detected and declared,
+    and the pack of a request run while it streams is `erasedWithExceptions` naming it and its slot."""
     from probes.targets.langgraph_postgres import PROBE
     from tasks.targets.langgraph_postgres import ERASER
 
@@ -279,6 +280,22 @@ def test_a_streaming_standby_and_its_slot_are_named(archiving: Cluster, tmp_path
         assert all(e["ground"] for e in found.values())
         reasons = [u.reason for u in PROBE.unscanned(target)]
         assert any("standby" in r for r in reasons) and not any("managed" in r for r in reasons)
+
+        with agent(c, "agent", indexed=True) as a:
+            mem = build_memory(a, "agent")
+            targets_toml(home, c, data_dir=False)
+            submit(home, tmp_path, "req-pg-0003")
+            run = cli(home, "request", "run", "req-pg-0003", "--json")
+            assert run.returncode == 0, run.stderr[-3000:]
+            subject_gone(a, mem)
+        ver = json.loads((home.evidence_dir("req-pg-0003") / "verification.json").read_text())
+        named = {e["item_key"] for e in ver["exceptions"] if e["kind"] == "beyond_reach"}
+        assert {"target:prod-agent:streaming_replicas", "target:prod-agent:replication_slots"} <= named, named
+        assert any("standby" in u["reason"] for u in ver["unscanned_content"])
+        pack = home.evidence_dir("req-pg-0003") / "proof.tar.gz"
+        shown = cli(home, "pack", "show", str(pack), "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["status"] == "erasedWithExceptions"
     finally:
         standby.stop()
 
