@@ -18,7 +18,7 @@ _KINDS = ",".join(f"'{k}'" for k in PERSONAL_ENTITY_KINDS)
 # Named by a spelling of an identifier, and linked by no frame outside the subject's: a namesake's person
 # entity (or a household phone) that other people's frames link is theirs too, and must survive.
 _NAMED = (
-    f"(lower(name) {ids_in(':names')} AND kind IN ({_KINDS}) AND NOT EXISTS (SELECT 1 FROM"
+    f"(unicode_lower(name) {ids_in(':names')} AND kind IN ({_KINDS}) AND NOT EXISTS (SELECT 1 FROM"
     f" kg_entity_frames l WHERE l.entity_id = kg_entities.entity_id AND l.frame_id NOT {ids_in(':frames')}))"
 )
 _ENTITY_MINE = f"(entity_id {ids_in(':entities')} OR {_NAMED})"

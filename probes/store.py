@@ -27,12 +27,18 @@ PERSONAL_ENTITY_KINDS = ("person", "email", "phone")
 
 @contextmanager
 def open_store(store_dir: Path) -> Iterator[apsw.Connection]:
-    """A read-only connection to the store's database, closed on exit (`StoreError` if missing)."""
+    """A read-only connection to the store's database, closed on exit (`StoreError` if missing). SQL
+    compares names with `unicode_lower(x)`, Python's lower(): SQLite's own lower() folds ASCII only."""
     conn = connect(Path(store_dir) / DB_FILE, readonly=True)
+    conn.create_scalar_function("unicode_lower", _unicode_lower, 1, deterministic=True)
     try:
         yield conn
     finally:
         conn.close()
+
+
+def _unicode_lower(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
 
 
 def count(conn: apsw.Connection, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:

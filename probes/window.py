@@ -220,12 +220,12 @@ class StoreFacts:
     def entity_lines(self) -> _Lines:
         """Every entity name (lower-cased) that a subject's frame links, with those subjects' ids."""
         owned: dict[str, set[str]] = {}
-        for name, sid in self.conn.execute(
-            "SELECT DISTINCT lower(e.name), f.subject_id FROM kg_entities e"
+        for name, sid in self.conn.execute(  # lower-cased here: SQLite's lower() leaves "Ö" as it is
+            "SELECT DISTINCT e.name, f.subject_id FROM kg_entities e"
             " JOIN kg_entity_frames l ON l.entity_id = e.entity_id JOIN frames f ON f.frame_id = l.frame_id"
             " WHERE f.subject_id IS NOT NULL"
         ):
-            owned.setdefault(str(name), set()).add(str(sid))
+            owned.setdefault(str(name).lower(), set()).add(str(sid))
         return _Lines(owned)
 
     @cached_property

@@ -29,7 +29,26 @@ from tests.langgraph_sqlite_fixtures import (
 )
 from tests.pg_cluster import Cluster
 
-__all__ = ["BYSTANDERS", "SUBJECT", "Agent", "PgMemory", "build_memory", "make_target"]
+__all__ = ["BYSTANDERS", "MORE_SUBJECTS", "SUBJECT", "Agent", "PgMemory", "build_memory", "make_target"]
+
+MORE_SUBJECTS = (
+    Subject(id="usr-c41e77", email="joao.reis@example.pt", name="João Reis", phone="+351 961 222 333"),
+    Subject(id="usr-9d05b3", email="hana.kim@example.kr", name="Hana Kim"),
+)
+"""Two more people for tests that erase three (issue 26: a backup taken before three erasures)."""
+TOPICS = {
+    **_TOPICS,
+    MORE_SUBJECTS[0].id: [
+        "The tram pass renewal failed because the card reader at the Cais do Sodre station was broken",
+        "Please cancel the cork flooring order for the attic and refund the deposit to my savings account",
+        "My grandmother's accordion needs new bellows before the village festival in late August",
+    ],
+    MORE_SUBJECTS[1].id: [
+        "The kimchi fermentation crocks arrived cracked, two of the four lids were missing entirely",
+        "Schedule the piano tuner for the upright in the hallway on the first Wednesday of next month",
+        "I need a quiet desk by the window for the translation course, away from the espresso machine",
+    ],
+}
 
 
 @dataclass
@@ -101,7 +120,7 @@ def build_memory(
     and one bystander item the team deleted with the framework's own delete."""
     mem = PgMemory(database)
     for person in people:
-        items = person_items(person, _TOPICS[person.id], copies)
+        items = person_items(person, TOPICS[person.id], copies)
         for ns, key, value in items:
             a.store.put(ns, key, value)
         ns, key, value = items[0]
@@ -122,17 +141,18 @@ def build_memory(
             tid = f"thread-{person.id}-{t}"
             mem.threads[person.id].append(tid)
             for turn in range(turns):
-                topic = _TOPICS[person.id][(t + turn) % len(_TOPICS[person.id])]
+                topic = TOPICS[person.id][(t + turn) % len(TOPICS[person.id])]
                 text = f"Hi, this is {person.name} ({person.email}). {topic}, turn {turn}."
                 a.graph.invoke({"messages": [("user", text)]}, thread_config(tid, person.id))
     return mem
 
 
-def bystander_view(a: Agent, mem: PgMemory) -> dict[str, Any]:
-    """Every bystander's items (value), vectors (nearest answers) and threads (messages), through LangGraph."""
+def bystander_view(a: Agent, mem: PgMemory, *, erased: tuple[Subject, ...] = (SUBJECT,)) -> dict[str, Any]:
+    """Every bystander's items (value), vectors (nearest answers) and threads (messages), through LangGraph:
+    everyone's but the `erased` people's."""
     out: dict[str, Any] = {}
     for person, items in mem.items.items():
-        if person == SUBJECT.id:
+        if person in {e.id for e in erased}:
             continue
         for ns, key, _value in items:
             got = a.store.get(ns, key)
@@ -149,10 +169,10 @@ def bystander_view(a: Agent, mem: PgMemory) -> dict[str, Any]:
     return out
 
 
-def subject_gone(a: Agent, mem: PgMemory) -> None:
-    """Nothing of the subject answers through LangGraph."""
-    for ns, key, _value in mem.items[SUBJECT.id]:
+def subject_gone(a: Agent, mem: PgMemory, who: Subject = SUBJECT) -> None:
+    """Nothing of `who` answers through LangGraph."""
+    for ns, key, _value in mem.items[who.id]:
         assert a.store.get(ns, key) is None, (ns, key)
-    assert a.store.search(("users", SUBJECT.id), limit=100) == []
-    for tid in mem.threads[SUBJECT.id]:
-        assert a.graph.get_state(thread_config(tid, SUBJECT.id)).values == {}
+    assert a.store.search(("users", who.id), limit=100) == []
+    for tid in mem.threads[who.id]:
+        assert a.graph.get_state(thread_config(tid, who.id)).values == {}

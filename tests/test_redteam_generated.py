@@ -400,6 +400,12 @@ KNOWN = [
     # ("ller discussed general matters ..."), a phrase the full-text index never holds, so the namesake's
     # identical sentence was not seen as theirs and the subject's request ended `residue` for ever.
     [*[Scenario("id", 0, "raw", "content", False, "own")] * 10, Scenario("name", 3, "qp", "plain", True, "namesake")],
+    # A namesake "Greta Östberg" (scenario 44): SQLite's lower() left the capital Ö, so the namesake's
+    # own name was not seen as theirs (tests/test_unicode_case.py draws the class).
+    [
+        *[Scenario("id", 0, "raw", "content", False, "own")] * 44,
+        Scenario("name", 5, "json", "content", False, "namesake"),
+    ],
 ]
 
 

@@ -1,8 +1,10 @@
 """Issue 26 for kind `langgraph-postgres`: the erasure epoch lives in a table of the agent's own database,
-advanced in the eraser's delete transaction. A `pg_dump` (custom format) taken before an erasure and
-restored after it (database dropped, created, `pg_restore`) brings the subject and the old epoch back:
-the target is then refused (exit 6) until `erasure restore replay` re-applies the erasure (the subject
-found in the restored rows by the ledger's keyed hashes), after which requests run again.
+advanced in the eraser's delete transaction. A `pg_dump` (custom format) taken before three erasures and
+restored after them (database dropped, created, `pg_restore`) brings the three subjects and the old
+epoch back: the target is then refused (exit 6) until `erasure restore replay` re-applies the erasures
+(each subject found in the restored rows by the ledger's keyed hashes). Then nothing of the three is in
+any decoded view of any file of the cluster (the oracle), bystanders read back through LangGraph are
+unchanged, every replay pack verifies offline, and requests run again.
 """
 
 from __future__ import annotations
@@ -17,9 +19,19 @@ import pytest
 
 from erasure.config import Home
 from erasure.subject import Subject
-from tests.langgraph_postgres_fixtures import BYSTANDERS, SUBJECT, agent, build_memory, bystander_view, subject_gone
+from tests import oracle
+from tests.backup_fixtures import verify_offline
+from tests.langgraph_postgres_fixtures import (
+    BYSTANDERS,
+    MORE_SUBJECTS,
+    SUBJECT,
+    agent,
+    build_memory,
+    bystander_view,
+    subject_gone,
+)
 from tests.pg_cluster import DATABASE, RUN_AS, SUPERUSER, Cluster, cluster, debian_bindir, embedded_bindir
-from tests.test_target_langgraph_postgres import SETTINGS, cli, targets_toml
+from tests.test_target_langgraph_postgres import SETTINGS, cli, raw_hits, targets_toml, template_dirs
 
 
 def _tool(c: Cluster, name: str, *args: str) -> None:
@@ -46,12 +58,16 @@ def _submit(home: Home, tmp_path: Path, request_id: str, subject: Subject) -> No
     assert done.returncode == 0, done.stderr
 
 
-def _subject_rows(c: Cluster) -> int:
-    """The subject's items and checkpoints, by SQL."""
+ERASED = (SUBJECT, *MORE_SUBJECTS)
+REQUESTS = ("req-pg-r1", "req-pg-r2", "req-pg-r3")
+
+
+def _subject_rows(c: Cluster, who: Subject) -> int:
+    """`who`'s items and checkpoints, by SQL."""
     return int(
         c.psql(
-            f"SELECT (SELECT count(*) FROM store WHERE prefix LIKE 'users.{SUBJECT.id}%') + "
-            f"(SELECT count(*) FROM checkpoints WHERE metadata->>'user_id' = '{SUBJECT.id}')"
+            f"SELECT (SELECT count(*) FROM store WHERE prefix LIKE 'users.{who.id}%') + "
+            f"(SELECT count(*) FROM checkpoints WHERE metadata->>'user_id' = '{who.id}')"
         ).strip()
     )
 
@@ -61,37 +77,40 @@ def _epoch(c: Cluster) -> int:
 
 
 @pytest.mark.slow
-def test_a_pg_dump_restored_after_an_erasure_is_refused_then_replayed(home: Home, tmp_path: Path) -> None:
+def test_a_pg_dump_restored_after_three_erasures_is_refused_then_replayed(home: Home, tmp_path: Path) -> None:
     bindir = embedded_bindir() or debian_bindir()
     assert bindir is not None, "PostgreSQL binaries missing (make bootstrap / make postgres)"
     with cluster(bindir, *SETTINGS, wal_segsize_mb=1) as c:
         indexed = c.has_vector()
         with agent(c, DATABASE, indexed=indexed) as a:
-            mem = build_memory(a, DATABASE)
-            before = bystander_view(a, mem)
+            mem = build_memory(a, DATABASE, people=(*ERASED, *BYSTANDERS))
+            before = bystander_view(a, mem, erased=ERASED)
         dump = c.root / "agent.dump"  # in the cluster's folder: the `postgres` user writes it
         _tool(c, "pg_dump", "-Fc", "-f", str(dump), DATABASE)
-        assert _subject_rows(c) > 0
+        assert all(_subject_rows(c, who) > 0 for who in ERASED)
 
         targets_toml(home, c)
         assert cli(home, "keys", "generate", "--role", "engine").returncode == 0
-        _submit(home, tmp_path, "req-pg-r1", SUBJECT)
-        run = cli(home, "request", "run", "req-pg-r1", "--json")
-        assert run.returncode == 0, run.stderr[-3000:]
-        assert _subject_rows(c) == 0 and _epoch(c) == 1  # advanced with the deletes, in the agent's database
+        for rid, who in zip(REQUESTS, ERASED, strict=True):
+            _submit(home, tmp_path, rid, who)
+            run = cli(home, "request", "run", rid, "--json")
+            assert run.returncode == 0, run.stderr[-3000:]
+            assert json.loads(run.stdout)["all_clear"] is True
+        assert [_subject_rows(c, who) for who in ERASED] == [0, 0, 0]
+        assert _epoch(c) == 3  # advanced with each erasure's deletes, in the agent's database
 
-        # The team restores yesterday's dump: the subject is back, and the epoch table is gone with it.
+        # The team restores the dump taken before them: the three are back, the epoch table with them gone.
         _tool(c, "dropdb", DATABASE)
         _tool(c, "createdb", DATABASE)
         _tool(c, "pg_restore", "-d", DATABASE, str(dump))
-        assert _subject_rows(c) > 0
+        assert all(_subject_rows(c, who) > 0 for who in ERASED)
         status = json.loads(cli(home, "restore", "status", "--json").stdout)["targets"]
         assert [(t["store_epoch"], t["ledger_epoch"], t["restored"], t["pending"]) for t in status] == [
-            (0, 1, True, ["req-pg-r1"])
+            (0, 3, True, list(REQUESTS))
         ]
 
-        _submit(home, tmp_path, "req-pg-r2", BYSTANDERS[0])
-        refused = cli(home, "request", "run", "req-pg-r2")
+        _submit(home, tmp_path, "req-pg-new", BYSTANDERS[0])
+        refused = cli(home, "request", "run", "req-pg-new")
         assert refused.returncode == 6, refused.stderr
         assert refused.stderr.strip().count("\n") == 0 and "restored from a backup" in refused.stderr
 
@@ -99,14 +118,26 @@ def test_a_pg_dump_restored_after_an_erasure_is_refused_then_replayed(home: Home
         assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
         out = json.loads(replay.stdout)
         assert [(r["original"], r["outcome"], r["found_by"]) for r in out["replayed"]] == [
-            ("req-pg-r1", "all_clear", "store")
+            (rid, "all_clear", "store") for rid in REQUESTS
         ]  # found in the restored rows by the ledger's hashes
-        assert out["restored"] is False and out["store_epoch"] == out["ledger_epoch"] == 1
-        assert _subject_rows(c) == 0
-        with agent(c, DATABASE, indexed=indexed) as a:
-            subject_gone(a, mem)
-            assert bystander_view(a, mem) == before
+        assert out["restored"] is False and out["store_epoch"] == out["ledger_epoch"] == 3
+        for r in out["replayed"]:
+            verified = verify_offline(r["pack"], home)
+            assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert [_subject_rows(c, who) for who in ERASED] == [0, 0, 0]
 
-        again = cli(home, "request", "run", "req-pg-r2", "--json")
+        # Every file of the cluster, through every decoded view (templates by bytes), and the home.
+        scan = oracle.scan_tree(c.data, *ERASED, exclude=template_dirs(c))
+        assert not scan, scan.summary()
+        assert not scan.unread
+        assert raw_hits(c.data) == []
+        left = oracle.scan_home(home.root, home.evidence_root, *ERASED)
+        assert left.hits == [], left.hits[:5]
+        with agent(c, DATABASE, indexed=indexed) as a:
+            for who in ERASED:
+                subject_gone(a, mem, who)
+            assert bystander_view(a, mem, erased=ERASED) == before
+
+        again = cli(home, "request", "run", "req-pg-new", "--json")
         assert again.returncode == 0, again.stderr[-3000:]
-        assert _epoch(c) == 2
+        assert _epoch(c) == 4

@@ -26,6 +26,7 @@ exception in the pack.
 from __future__ import annotations
 
 import json
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +109,8 @@ class _Found:
     thread_rows: dict[str, int] = field(default_factory=dict)
     unconfigured_items: int = 0
     content: list[bytes] = field(default_factory=list)
+    vector_pieces: list[bytes] = field(default_factory=list)
+    """Bytes of the subject's embeddings as PostgreSQL writes them (heap, index pages, WAL)."""
 
 
 def _tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
@@ -191,6 +194,7 @@ def _resolve(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subjec
                 sql.SQL("SELECT count(*) FROM {} WHERE ").format(_t(cfg, "store_vectors")) + where, args
             ).fetchone()
             found.vectors = int(row[0]) if row else 0
+            found.vector_pieces = _vector_pieces(conn, cfg, where, args)
     if "checkpoints" in tables:
         want = fold(subject.id)
         for tid, meta in conn.execute(
@@ -210,6 +214,36 @@ def _resolve(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subjec
             ).fetchone()
             found.thread_rows[table] = int(row[0]) if row else 0
     return found
+
+
+VECTOR_FORMATS = {"vector": "<f", "halfvec": "<e"}
+"""pgvector's dense types and the struct format of one element as they store it (little-endian here)."""
+MAX_VECTOR_NEEDLES = 64
+VECTOR_PIECE_BYTES = 64
+
+
+def _vector_pieces(
+    conn: psycopg.Connection[Any], cfg: PostgresTarget, where: sql.Composable, args: tuple[Any, ...]
+) -> list[bytes]:
+    """A head and a tail piece of up to `MAX_VECTOR_NEEDLES` of the subject's embeddings, as stored.
+
+    Why: an index build (`pg_restore` creates the HNSW index after loading the rows, `REINDEX`) writes
+    the vectors to the WAL in index pages that hold no identifier and no text, so a WAL segment can hold
+    the subject's vectors alone; two pieces, because a WAL page header can split a record."""
+    row = conn.execute(
+        "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'embedding'",
+        (f"{cfg.schema}.store_vectors",),
+    ).fetchone()
+    fmt = VECTOR_FORMATS.get(str(row[0]).split("(")[0]) if row else None
+    if fmt is None:
+        return []
+    out: list[bytes] = []
+    query = sql.SQL("SELECT embedding::real[] FROM {} WHERE ").format(_t(cfg, "store_vectors")) + where
+    for (floats,) in conn.execute(query + sql.SQL(" LIMIT {}").format(MAX_VECTOR_NEEDLES), args):
+        data = struct.pack(f"{fmt[0]}{len(floats)}{fmt[1]}", *floats)
+        if len(data) >= 2 * VECTOR_PIECE_BYTES:
+            out += [data[:VECTOR_PIECE_BYTES], data[-VECTOR_PIECE_BYTES:]]
+    return out
 
 
 def _delete(
@@ -248,11 +282,12 @@ def _measure(cfg: PostgresTarget, subject: Subject) -> _Found:
 
 
 def _needles(subject: Subject, found: _Found) -> list[bytes]:
-    """What the WAL cycles look for: the subject's identifiers as written, and heads of their items."""
+    """What the WAL cycles look for: the subject's identifiers as written, heads of their items, and
+    pieces of their vectors."""
     out = [s.encode() for s in (subject.id, subject.email, subject.name, subject.phone) if s]
     if subject.phone:
         out.append("".join(c for c in subject.phone if c.isdigit()).encode())
-    return [n for n in dict.fromkeys([*out, *found.content]) if len(n) >= 6]
+    return [n for n in dict.fromkeys([*out, *found.content, *found.vector_pieces]) if len(n) >= 6]
 
 
 class LangGraphPostgresEraser:
