@@ -37,7 +37,8 @@ def open_store(store_dir: Path) -> Iterator[apsw.Connection]:
         conn.close()
 
 
-def _unicode_lower(value: object) -> object:
+def _unicode_lower(*values: apsw.SQLiteValue) -> apsw.SQLiteValue:
+    (value,) = values
     return value.lower() if isinstance(value, str) else value
 
 
