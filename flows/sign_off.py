@@ -21,6 +21,7 @@ from prefect import get_run_logger
 from prefect.context import FlowRunContext
 from prefect.flow_runs import suspend_flow_run
 from prefect.input import RunInput
+from prefect.states import Completed
 from pydantic import Field
 
 from erasure import requests
@@ -68,7 +69,7 @@ def request_state(h: Home, request_id: str) -> RequestState | None:
 
 def description(h: Home, request_id: str) -> str:
     """The form's Markdown: what the DPO attests and the command that signs it (no identifier)."""
-    rep = run_report.report(h, request_id, _Waiting())
+    rep = run_report.report(h, request_id, Completed(message="waiting for the DPO's sign-off"))
     rows = rep["rows"]
     pack = rep["pack"] or {}
     lines = [
@@ -96,13 +97,6 @@ def description(h: Home, request_id: str) -> str:
         "**To reject**, choose decision *reject* and a reason: the request goes to `rejected`, nothing is sent.",
     ]
     return "\n".join(lines)
-
-
-class _Waiting:
-    """The run's state as the report shows it while the DPO is asked."""
-
-    name = "Suspended"
-    message = "waiting for the DPO's sign-off"
 
 
 def sign_off(h: Home, request_id: str) -> RequestState | None:

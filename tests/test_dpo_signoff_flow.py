@@ -1,0 +1,127 @@
+"""The DPO's sign-off inside the `erasure-request` run, on a real Prefect server with a worker (the
+console `make serve` starts): a run started by deployment, with a DPO key pinned, writes the pack and
+suspends with a form; the DPO's answer resumes it. Attested: the run completes, the request is
+notified, the pack verifies offline with both keys. Rejected: the run ends `Rejected`, the request is
+`rejected`, nothing is sent. The form's description shows the signing request and no identifier.
+(The same form through a real browser: tests/test_ui_browser.py.)"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from erasure import requests
+from erasure.config import Home
+from erasure.engine import open_engine
+from proof.keys import generate_keypair
+from service import signoff
+from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
+from tests.cli_fixtures import erasure
+from tests.test_deployments import Console, start_console, stop_console, wait_final
+from tests.test_dpo_signoff import signer
+
+SUSPEND_TIMEOUT = 300.0
+
+
+@pytest.fixture(scope="module")
+def signing_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Console, Path]]:
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    from cli.prefect_auth import home_secret
+
+    tmp = tmp_path_factory.mktemp("signoff")
+    h = Home.resolve(tmp / "home", tmp / "evidence").ensure()
+    build_store(h, tmp)
+    submit(h, "req-sign-1")
+    submit(h, "req-sign-2", subject=BYSTANDER)
+    generate_keypair("engine", h.keys_dir)
+    machine = tmp / "dpo-machine"
+    generate_keypair("dpo", machine)
+    shutil.copyfile(machine / "dpo.pub.pem", h.keys_dir / "dpo.pub.pem")  # pinned; the private key stays there
+    assert erasure("export", "--dpo-kit", "--to", str(machine / "kit"), "--home", str(h.root)).code == 0
+    c = start_console(h, tmp / "serve.out")
+    try:
+        with temporary_settings({PREFECT_API_URL: c.api, PREFECT_API_AUTH_STRING: home_secret(h)}):
+            yield c, machine
+    finally:
+        stop_console(c)
+
+
+def _wait_paused(client: Any, run_id: Any) -> Any:
+    deadline = time.monotonic() + SUSPEND_TIMEOUT
+    while True:
+        run = client.read_flow_run(run_id)
+        if run.state is not None and run.state.is_paused():
+            return run
+        assert run.state is None or not run.state.is_final(), (run.state.name, run.state.message)
+        assert time.monotonic() < deadline, run.state
+        time.sleep(1.0)
+
+
+def _state(h: Home, rid: str) -> str:
+    engine = open_engine(h.engine_db)
+    try:
+        return requests.get(engine, rid).state.value
+    finally:
+        engine.close()
+
+
+def test_the_run_waits_for_the_dpo_and_their_answer_finishes_it(signing_console: tuple[Console, Path]) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import FlowRun
+    from prefect.deployments import run_deployment
+    from prefect.flow_runs import resume_flow_run
+    from prefect.input.run_input import keyset_from_paused_state
+
+    c, machine = signing_console
+    h = c.home
+    ids = {
+        rid: cast(
+            FlowRun, run_deployment("erasure-request/erasure-request", parameters={"request_id": rid}, timeout=0)
+        ).id
+        for rid in ("req-sign-1", "req-sign-2")
+    }
+    with get_client(sync_client=True) as client:
+        paused = {rid: _wait_paused(client, run_id) for rid, run_id in ids.items()}
+        for rid, run in paused.items():
+            assert _state(h, rid) == "awaiting attestation"
+            keyset = keyset_from_paused_state(run.state)
+            text = client.read_flow_run_input(flow_run_id=run.id, key=keyset["description"])
+            assert signoff.signing_request(h, rid) in text and "erasure-dpo-sign.pyz" in text
+            subject = SUBJECT if rid == "req-sign-1" else BYSTANDER
+            assert not any(str(v) in text for v in subject.identifiers()), "an identifier in the form"
+
+        line = signer(machine, signoff.signing_request(h, "req-sign-1"))
+        assert line.returncode == 0, line.stderr
+        resume_flow_run(ids["req-sign-1"], run_input={"decision": "attest", "envelope": line.stdout.strip()})
+        resume_flow_run(ids["req-sign-2"], run_input={"decision": "reject", "reason": "scope_wrong"})
+        done = wait_final(client, ids)
+
+    attested, rejected = done["req-sign-1"].state, done["req-sign-2"].state
+    assert attested.is_completed(), (attested.name, attested.message)
+    assert _state(h, "req-sign-1") == "notified" and (h.outbox_dir / "req-sign-1.eml").exists()
+    verified = subprocess.run(
+        [
+            sys.executable,
+            str(machine / "kit" / "erasure-verify.pyz"),
+            str(h.evidence_dir("req-sign-1") / "proof.tar.gz"),
+            "--engine-key",
+            str(h.keys_dir / "engine.pub.pem"),
+            "--dpo-key",
+            str(machine / "dpo.pub.pem"),
+            "--no-audit-key",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verified.returncode == 0 and verified.stdout.startswith("OK"), verified.stdout + verified.stderr
+    assert rejected.name == "Rejected", (rejected.name, rejected.message)
+    assert _state(h, "req-sign-2") == "rejected" and not (h.outbox_dir / "req-sign-2.eml").exists()
