@@ -75,13 +75,9 @@ def description(h: Home, request_id: str) -> str:
     lines = [
         f"# DPO sign-off: erasure request `{request_id}`",
         "",
-        "| target | tier | status | residue | bystanders |",
+        "| tier | status | before | after | residue |",
         "| --- | --- | --- | --- | --- |",
-        *(
-            f"| {r.get('target') or 'store'} | {r['tier']} | {r.get('status', '')} | {r.get('residue', '')} "
-            f"| {r.get('bystanders', '')} |"
-            for r in rows
-        ),
+        *(f"| {r['tier']} | {r['status']} | {r['before']} | {r['after']} | {r['residue']} |" for r in rows),
         "",
         "Open exceptions: "
         + (", ".join(f"{k} ({n})" for k, n in sorted(rep["exceptions"].items())) or "none")
