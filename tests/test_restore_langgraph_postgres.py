@@ -141,3 +141,38 @@ def test_a_pg_dump_restored_after_three_erasures_is_refused_then_replayed(home: 
         again = cli(home, "request", "run", "req-pg-new", "--json")
         assert again.returncode == 0, again.stderr[-3000:]
         assert _epoch(c) == 4
+
+
+@pytest.mark.slow
+def test_a_pg_restore_clean_of_a_dump_older_than_the_epoch_table_is_noticed(home: Home, tmp_path: Path) -> None:
+    """`pg_restore --clean` into the live database drops and recreates only what the dump holds: a dump
+    taken before the first erasure has no `erasure_epoch`, so the table (and its epoch) would survive
+    the restore while the subject came back. The epoch vouches for the tables it was written with."""
+    bindir = embedded_bindir() or debian_bindir()
+    assert bindir is not None, "PostgreSQL binaries missing (make bootstrap / make postgres)"
+    with cluster(bindir, *SETTINGS, wal_segsize_mb=1) as c:
+        with agent(c, DATABASE, indexed=c.has_vector()) as a:
+            build_memory(a, DATABASE)
+        dump = c.root / "agent.dump"
+        _tool(c, "pg_dump", "-Fc", "-f", str(dump), DATABASE)  # before we ever touched the database
+        targets_toml(home, c)
+        assert cli(home, "keys", "generate", "--role", "engine").returncode == 0
+        _submit(home, tmp_path, "req-pg-c1", SUBJECT)
+        assert cli(home, "request", "run", "req-pg-c1", "--json").returncode == 0
+        assert _subject_rows(c, SUBJECT) == 0 and _epoch(c) == 1
+
+        _tool(c, "pg_restore", "--clean", "--if-exists", "-d", DATABASE, str(dump))
+        assert _subject_rows(c, SUBJECT) > 0 and _epoch(c) == 1  # the subject is back; the epoch table stayed
+        status = json.loads(cli(home, "restore", "status", "--json").stdout)["targets"]
+        assert [(t["restored"], t["pending"]) for t in status] == [(True, ["req-pg-c1"])]
+        _submit(home, tmp_path, "req-pg-c2", BYSTANDERS[0])
+        refused = cli(home, "request", "run", "req-pg-c2")
+        assert refused.returncode == 6, refused.stderr
+
+        replay = cli(home, "restore", "replay", "--target", "prod-agent", "--json")
+        assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
+        assert [r["outcome"] for r in json.loads(replay.stdout)["replayed"]] == ["all_clear"]
+        assert _subject_rows(c, SUBJECT) == 0
+        status = json.loads(cli(home, "restore", "status", "--json").stdout)["targets"]
+        assert [t["restored"] for t in status] == [False]
+        assert cli(home, "request", "run", "req-pg-c2", "--json").returncode == 0
