@@ -321,3 +321,26 @@ def test_a_password_never_sits_in_targets_toml(tmp_path: Path, monkeypatch: pyte
         postgres_target(Target.model_validate({**base, "url": "postgresql://a@h/d", "password_env": "NOPE_X"}))
     with pytest.raises(ConfigError, match="schema"):
         postgres_target(Target.model_validate({**base, "url": "postgresql://a@h/d", "schema": "x; drop"}))
+
+
+@pytest.mark.slow
+def test_values_postgres_compressed_are_declared_unread(home: Home, tmp_path: Path) -> None:
+    """A value over about 2 kB that compresses well is stored pglz-compressed (in the row or in TOAST):
+    its bytes in base/ and pg_wal/ hold no plain run of the subject's data for any view to read. The
+    pack must not say the bytes were read: `unscanned_content` names them, `erasedWithExceptions`."""
+    with cluster(_bindir("pg18"), *SETTINGS, wal_segsize_mb=1) as c, agent(c, "agent", indexed=False) as a:
+        mem = build_memory(a, "agent")
+        diary = " ".join(f"Day {d}: Dana walked to the orange gate behind the bakery again." for d in range(120))
+        a.store.put(("users", SUBJECT.id, "memories"), "diary", {"text": diary})
+        compressed = c.psql("SELECT count(*) FROM store WHERE pg_column_compression(value) IS NOT NULL", "agent")
+        assert int(compressed.strip()) >= 1
+        targets_toml(home, c)
+        submit(home, tmp_path, "req-pg-0009")
+        run = cli(home, "request", "run", "req-pg-0009", "--json")
+        assert run.returncode == 0, run.stderr[-3000:]
+        subject_gone(a, mem)
+    ver = json.loads((home.evidence_dir("req-pg-0009") / "verification.json").read_text())
+    reasons = [u["reason"] for u in ver["unscanned_content"]]
+    assert any("compressed" in r for r in reasons), reasons
+    shown = cli(home, "pack", "show", str(home.evidence_dir("req-pg-0009") / "proof.tar.gz"), "--json")
+    assert json.loads(shown.stdout)["status"] == "erasedWithExceptions"

@@ -212,6 +212,40 @@ def _read(cfg: PostgresTarget, subject: Subject) -> _View:
         conn.close()
 
 
+def _compressed(cfg: PostgresTarget, view: _View) -> int:
+    """How many of the subject's values PostgreSQL keeps compressed (`pg_column_compression`, 14+):
+    items, checkpoints and their blobs and writes."""
+    conn = _connect(cfg)
+    try:
+        tables = _tables(conn, cfg.schema)
+        n = 0
+        if "store" in tables and view.subject_items:
+            row = conn.execute(
+                sql.SQL(
+                    "SELECT count(*) FROM {} WHERE (prefix, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+                    " AND pg_column_compression(value) IS NOT NULL"
+                ).format(sql.Identifier(cfg.schema, "store")),
+                ([p for p, _k in view.subject_items], [k for _p, k in view.subject_items]),
+            ).fetchone()
+            n += int(row[0]) if row else 0
+        for table, column in (
+            ("checkpoints", "checkpoint"),
+            ("checkpoint_blobs", "blob"),
+            ("checkpoint_writes", "blob"),
+        ):
+            if table in tables and view.subject_threads:
+                row = conn.execute(
+                    sql.SQL(
+                        "SELECT count(*) FROM {} WHERE thread_id = ANY(%s) AND pg_column_compression({}) IS NOT NULL"
+                    ).format(sql.Identifier(cfg.schema, table), sql.Identifier(column)),
+                    (sorted(view.subject_threads),),
+                ).fetchone()
+                n += int(row[0]) if row else 0
+        return n
+    finally:
+        conn.close()
+
+
 def _unchanged(before: dict[str, list[str]], now: dict[str, list[str]], kind: str) -> tuple[int, int]:
     mine = {k: d for k, d in before.items() if k.startswith(f"{kind}\x00")}
     return len(mine), sum(1 for k, d in mine.items() if k in now and set(d) <= set(now[k]))
@@ -251,9 +285,10 @@ class LangGraphPostgresProbe:
         cfg = postgres_target(target)
         return [cfg.data_dir] if cfg.data_dir is not None and cfg.data_dir_readable() else []
 
-    def unscanned(self, target: Target) -> list[Unscanned]:
+    def unscanned(self, target: Target, fp: TargetFingerprint | None = None) -> list[Unscanned]:
         """What holds the subject's bytes and cannot be read here: the data directory of a managed
-        service, a WAL archive, streaming standbys (each once, keyed by target and what)."""
+        service, a WAL archive, streaming standbys, and the subject's values PostgreSQL stored
+        compressed (`fp`: counted before the cascade) (each once, keyed by target and what)."""
         cfg = postgres_target(target)
         out: list[Unscanned] = []
 
@@ -263,6 +298,13 @@ class LangGraphPostgresProbe:
 
         if not (cfg.data_dir is not None and cfg.data_dir_readable()):
             add("data_dir", NOT_READABLE)
+        compressed = int(fp.state.get("compressed_values", 0)) if fp is not None else 0
+        if compressed:
+            add(
+                "compressed",
+                f"{compressed} of the subject's values were stored compressed by PostgreSQL (pglz/lz4): their"
+                " bytes in base/ and pg_wal/ are not read by any view",
+            )
         conn = _connect(cfg)
         try:
             row = conn.execute("SELECT current_setting('archive_mode')").fetchone()
@@ -323,6 +365,7 @@ class LangGraphPostgresProbe:
             "vector_digests": sorted({_digest(v) for v in kept}),
             "nearest": [v.hex() for v in kept[:MAX_NEAREST]],
             "needle_stats": needles.stats,
+            "compressed_values": _compressed(cfg, view),
             "bystander_digests": view.others,
         }
         return TargetFingerprint(

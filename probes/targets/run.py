@@ -39,8 +39,9 @@ def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], li
     needles = fp.needles
     found: set[int] = set()
     viewed: set[int] = set()
-    # What the kind knows it cannot read (a managed cluster's files, a WAL archive): never certified.
-    unscanned: list[Unscanned] = list(getattr(kind_probe, "unscanned", lambda _t: [])(target))
+    # What the kind knows it cannot read (a managed cluster's files, a WAL archive, values it stored
+    # compressed): never certified.
+    unscanned: list[Unscanned] = list(getattr(kind_probe, "unscanned", lambda _t, _fp: [])(target, fp))
     unreadable = 0
     texts = [n.view() for n in needles]
     for root in roots:
