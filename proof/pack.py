@@ -21,6 +21,7 @@ from proof.attestation import render
 from proof.dsse import sign_envelope
 from proof.errors import AlreadyAttested, EvidenceInvalid, PackRejected, SameKeyRefused
 from proof.evidence import EVIDENCE_ROLES, Evidence, load_evidence, scan_identifiers
+from proof.keyring import check_signing_key, read_beside
 from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
 from proof.statement import dpo_statement, erasure_statement
 from proof.tarball import tar_gz_bytes, write_atomic
@@ -162,9 +163,12 @@ def _keep_dpo(evidence_dir: Path, files: Mapping[str, bytes]) -> bytes | None:
     return data if named == covered else None
 
 
-def _self_check(tar: bytes, engine_pem: bytes, dpo_pem: bytes | None) -> None:
+def _self_check(tar: bytes, engine_pem: bytes | None, dpo_pem: bytes | None, keyring: bytes | None = None) -> None:
     try:
-        verify.verify_bytes(tar, engine_pem, dpo_pem, require_dpo=dpo_pem is not None)
+        if engine_pem is not None:
+            verify.verify_bytes(tar, engine_pem, dpo_pem, require_dpo=dpo_pem is not None)
+        if keyring is not None:  # and as a regulator who pinned the keyring will check it
+            verify.verify_bytes(tar, None, None, require_dpo=dpo_pem is not None, keyring=keyring)
     except verify.PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
 
@@ -196,13 +200,18 @@ def write_pack(
     if ev.verification["all_clear"] and predicate["status"] == "notErased":
         bad = [t for t, row in predicate["tiers"].items() if row["status"] == "notErased"]
         raise EvidenceInvalid(f"verification.json says all clear, but tier {bad[0]} is not erased: pack not written")
+    ring = read_beside(Path(engine_key_path).parent)
+    verified_at = verify.utc_time(ev.verification["verified_at"])
+    if ring is not None and verified_at is None:
+        raise EvidenceInvalid("verification.json: verified_at is not a UTC time: pack not written")
+    check_signing_key(ring, key, "engine", verified_at or datetime.now(UTC))
     files = seal_files(ev.files, predicate, key)
     scan_identifiers({**files, "(signed statement)": erasure_statement(files, predicate)}, forbidden)
     dpo = _keep_dpo(evidence_dir, files)
     if dpo is not None:
         files[DPO_ENVELOPE] = dpo
     tar = tar_gz_bytes(ev.request_id, files)
-    _self_check(tar, public_key_pem(key.public_key()), None)
+    _self_check(tar, public_key_pem(key.public_key()), None, ring)
     for name in (ATTESTATION, MANIFEST, SUMS, ENGINE_ENVELOPE):
         write_atomic(evidence_dir / name, files[name])
     if dpo is None:
@@ -233,6 +242,7 @@ def attest(
     passphrase: str | bytes | None = None,
     attested_at: str | None = None,
     force: bool = False,
+    keyring: bytes | None = None,
 ) -> Path:
     """Sign the DPO's attestation over a pack and rewrite `pack_path` with it; return the path.
 
@@ -240,17 +250,22 @@ def attest(
     without it, only its contents are checked. Refuses the engine's own key (`SameKeyRefused`) and
     an already attested pack unless `force` (`AlreadyAttested`). When `pack_path` sits in its
     evidence dir, signatures/dpo.intoto.json is written there too.
+
+    With `keyring` (a keyring file's bytes) the pack is checked against it instead (or as well), and the
+    DPO key must be the keyring's current DPO key, valid at `attested_at`; without it, a keyring beside
+    the DPO key's file is used for that check (`RetiredKey` otherwise).
     """
     pack_path = Path(pack_path)
     key = load_private_key(dpo_key_path, passphrase)
     data = _read_pack(pack_path)
     engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     try:
-        result = (
-            verify.verify_bytes(data, engine_pem, None, require_dpo=False)
-            if engine_pem is not None
-            else verify.verify_contents(data)
-        )
+        if engine_pem is not None:
+            result = verify.verify_bytes(data, engine_pem, None, require_dpo=False)
+        elif keyring is not None:
+            result = verify.verify_bytes(data, None, None, require_dpo=False, keyring=keyring)
+        else:
+            result = verify.verify_contents(data)
     except verify.PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
     dpo_keyid = keyid(key)
@@ -268,6 +283,7 @@ def attest(
         raise InputError(f"attested_at {when} is earlier than the verification the DPO attests")
     if DPO_ENVELOPE in files and not force:
         raise AlreadyAttested(f"{pack_path} is already attested: pass --force to replace the attestation")
+    check_signing_key(keyring if keyring is not None else read_beside(Path(dpo_key_path).parent), key, "dpo", at)
     statement = dpo_statement(
         files,
         request_id=result.request_id,
@@ -278,8 +294,8 @@ def attest(
     )
     files[DPO_ENVELOPE] = envelope_bytes(sign_envelope(statement, key))
     tar = tar_gz_bytes(top, files)
-    if engine_pem is not None:
-        _self_check(tar, engine_pem, public_key_pem(key.public_key()))
+    if engine_pem is not None or keyring is not None:
+        _self_check(tar, engine_pem, public_key_pem(key.public_key()), keyring)
     write_atomic(pack_path, tar)
     beside = pack_path.parent
     if (beside / MANIFEST).is_file() and (beside / MANIFEST).read_bytes() == files[MANIFEST]:
