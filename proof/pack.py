@@ -314,7 +314,11 @@ def _predicate_of(envelope: bytes, name: str) -> dict[str, Any]:
 
 
 def summary(
-    pack_path: Path, *, engine_pub: bytes | Path | None = None, dpo_pub: bytes | Path | None = None
+    pack_path: Path,
+    *,
+    engine_pub: bytes | Path | None = None,
+    dpo_pub: bytes | Path | None = None,
+    keyring: bytes | None = None,
 ) -> dict[str, Any]:
     """What the DPO is shown before attesting: per-tier table, exceptions, scope, verification result,
     receipts by status, keys. Counts and ids only. The pack is checked first (signatures too when
@@ -322,16 +326,21 @@ def summary(
 
     `attested` is true only when the DPO's envelope verified under `dpo_pub` (a trusted key, which
     needs `engine_pub` too); an envelope present but not checked is `dpo_attestation: "not checked"`,
-    never "attested", and its claimed key and time are not shown."""
+    never "attested", and its claimed key and time are not shown. With `keyring` (instead of the two
+    keys) both signatures are checked against it: each key as of its statement's signing time."""
     pack_path = Path(pack_path)
     if pack_path.is_dir():
         pack_path = pack_path / PACK_NAME
     if dpo_pub is not None and engine_pub is None:
         raise InputError("the DPO's attestation is checked with the engine's key too: give both")
+    if keyring is not None and engine_pub is not None:
+        raise InputError("give either a keyring or the engine's (and DPO's) keys, not both")
     data = _read_pack(pack_path)
     try:
         result = (
-            verify.verify_bytes(
+            verify.verify_bytes(data, None, None, require_dpo=False, keyring=keyring)
+            if keyring is not None
+            else verify.verify_bytes(
                 data,
                 public_key_pem(load_public_key(engine_pub)),
                 public_key_pem(load_public_key(dpo_pub)) if dpo_pub is not None else None,
