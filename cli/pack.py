@@ -15,6 +15,7 @@ from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.keys import PassphraseEnvOpt, passphrase_from_env
 from erasure.errors import ConfigError
 from proof import verify as verifier
+from proof.keyring import read_beside
 from proof.keys import load_private_key, public_key_pem
 from proof.pack import PACK_NAME, attest, summary, write_pack
 
@@ -115,9 +116,11 @@ def build(
     if not path.is_dir():
         h = home_of(home)
         path = h.evidence_dir(target)
+    keys_dir = (h or home_of(home)).keys_dir
     if key is None:
-        key = (h or home_of(home)).keys_dir / "engine.pem"
-    pack = write_pack(path, key, passphrase=passphrase_from_env(passphrase_env), out=out)
+        key = keys_dir / "engine.pem"
+    ring = read_beside(keys_dir)  # the home's keyring: a key it retired signs nothing, wherever its file is
+    pack = write_pack(path, key, passphrase=passphrase_from_env(passphrase_env), out=out, keyring=ring)
     s = summary(pack)
     if json_out:
         print_json(

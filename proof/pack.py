@@ -181,6 +181,7 @@ def write_pack(
     out: Path | None = None,
     forbidden: Sequence[str] = (),
     out_of_scope: Sequence[str] = DEFAULT_OUT_OF_SCOPE,
+    keyring: bytes | None = None,
 ) -> Path:
     """Derive the status per tier, sign with the engine key, write the pack files into
     `evidence_dir` and `proof.tar.gz` (or `out`); return the tar's path.
@@ -188,6 +189,9 @@ def write_pack(
     `forbidden` are the subject's identifiers (in memory, from the vault): if any file would hold
     one, `IdentifierInPack` is raised before anything is written. `EvidenceInvalid` when evidence is
     missing or contradicts itself (e.g. all_clear with residue); `ConfigError` for an unusable key.
+    With a keyring (`keyring`, else the one beside the key file) the key must be its current engine
+    key, valid at verified_at (the statement's signing time), or `RetiredKey`; the pack is then also
+    checked against the keyring before it is written.
     """
     evidence_dir = Path(evidence_dir)
     key = load_private_key(engine_key_path, passphrase)
@@ -200,7 +204,7 @@ def write_pack(
     if ev.verification["all_clear"] and predicate["status"] == "notErased":
         bad = [t for t, row in predicate["tiers"].items() if row["status"] == "notErased"]
         raise EvidenceInvalid(f"verification.json says all clear, but tier {bad[0]} is not erased: pack not written")
-    ring = read_beside(Path(engine_key_path).parent)
+    ring = keyring if keyring is not None else read_beside(Path(engine_key_path).parent)
     verified_at = verify.utc_time(ev.verification["verified_at"])
     if ring is not None and verified_at is None:
         raise EvidenceInvalid("verification.json: verified_at is not a UTC time: pack not written")
