@@ -199,7 +199,10 @@ def pick(keyring: Keyring, envelope: bytes, name: str, role: str) -> KeyEntry:
     if entry is None:
         fail(SignatureError, f"{name} is signed by key {kid[:16]}..., which the keyring does not hold")
     if entry.role != role:
-        fail(SignatureError, f"{name} is signed by key {kid[:16]}..., a {entry.role} key, not a {role} key")
+        fail(
+            SignatureError,
+            f"{name} is signed by key {kid[:16]}..., which the keyring holds for the {entry.role} role, not the {role} role",
+        )
     return entry
 
 
