@@ -201,7 +201,7 @@ def pick(keyring: Keyring, envelope: bytes, name: str, role: str) -> KeyEntry:
     if entry.role != role:
         fail(
             SignatureError,
-            f"{name} is signed by key {kid[:16]}..., which the keyring holds for the {entry.role} role, not the {role} role",
+            f"{name} is signed by key {kid[:16]}..., the keyring's {entry.role} key, not a {role} key",
         )
     return entry
 
