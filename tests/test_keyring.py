@@ -88,9 +88,7 @@ def test_a_signature_is_accepted_only_inside_its_keys_validity(
 def test_a_key_outside_the_keyring_or_of_the_other_role_is_a_signature_failure(attested: tuple[Keys, bytes]) -> None:
     keys, pack = attested
     dpo = entry("dpo", keys.dpo_pub, "2024-01-01T00:00:00Z", None)
-    with pytest.raises(
-        verify.SignatureError, match=r"engine\.intoto\.json is signed by key .* the keyring does not"
-    ):
+    with pytest.raises(verify.SignatureError, match=r"engine\.intoto\.json is signed by key .* the keyring does not"):
         verify.verify_bytes(pack, None, None, keyring=keyring_file([dpo]))
     swapped = [
         entry("dpo", keys.engine_pub, "2024-01-01T00:00:00Z", None),
