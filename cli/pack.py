@@ -18,6 +18,7 @@ from proof import verify as verifier
 from proof.keyring import read_beside
 from proof.keys import load_private_key, public_key_pem
 from proof.pack import PACK_NAME, attest, summary, write_pack
+from proof.verify.keyring import read_keyring
 
 app = typer.Typer(help="Build, show, attest and verify signed proof packs.", no_args_is_help=True)
 
@@ -35,6 +36,14 @@ def _read_key(path: Path, role: str) -> bytes:
     """A key file, read up to the verifier's cap (the zero device is refused, not read for ever)."""
     try:
         return verifier.read_key(path, role)
+    except verifier.PackError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _read_keyring(path: Path) -> bytes:
+    """A keyring file, read up to the verifier's cap."""
+    try:
+        return read_keyring(str(path))
     except verifier.PackError as exc:
         raise ConfigError(str(exc)) from exc
 
@@ -220,7 +229,10 @@ def attest_cmd(
 @app.command("verify")
 def verify_cmd(
     pack: PackArg,
-    engine_key: EngineKeyOpt,
+    engine_key: Annotated[
+        Path | None,
+        typer.Option("--engine-key", help="The engine's trusted public key (PEM); or --keyring.", show_default=False),
+    ] = None,
     dpo_key: Annotated[
         Path | None,
         typer.Option(
@@ -242,20 +254,34 @@ def verify_cmd(
         bool,
         typer.Option("--no-audit-key", help="Accept the audit key the pack names (pins nothing; the OK line says so)."),
     ] = False,
+    keyring: Annotated[
+        Path | None,
+        typer.Option(
+            "--keyring",
+            help="The keyring you pinned (keyring.json), instead of --engine-key and --dpo-key: each"
+            " signature's key comes from it and must have been valid when it signed.",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Verify a pack offline with trusted keys: prints OK, or FAIL: <check>: <why> and exits 1."""
-    if dpo_key is None and not no_dpo:
+    if keyring is not None and (engine_key is not None or dpo_key is not None):
+        raise typer.BadParameter("give either --keyring or --engine-key/--dpo-key, not both")
+    if keyring is None and engine_key is None:
+        raise typer.BadParameter("--engine-key (or --keyring) is required")
+    if dpo_key is None and keyring is None and not no_dpo:
         raise typer.BadParameter("--dpo-key is required (or --no-dpo for a pack awaiting attestation)")
     if audit_key is None and not no_audit_key:
         raise typer.BadParameter("--audit-key is required (or --no-audit-key, which pins nothing)")
     try:
         result = verifier.verify_pack(
             _pack_file(pack),
-            _read_key(engine_key, "engine"),
+            _read_key(engine_key, "engine") if engine_key else None,
             _read_key(dpo_key, "DPO") if dpo_key else None,
             require_dpo=not no_dpo,
             audit_pub_pem=_read_key(audit_key, "audit") if audit_key else None,
+            keyring=_read_keyring(keyring) if keyring else None,
         )
     except verifier.PackError as exc:
         if json_out:

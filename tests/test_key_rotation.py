@@ -158,6 +158,17 @@ def test_packs_from_all_three_periods_verify_with_the_keyring(three_periods: dic
             assert today.returncode == 1 and today.stdout.startswith("FAIL: signature:"), today.stdout
 
 
+def test_erasure_pack_verify_takes_the_keyring(three_periods: dict[str, Any]) -> None:
+    home: Home = three_periods["home"]
+    ring = str(home.keys_dir / "keyring.json")
+    for rid in RIDS:
+        pack = str(three_periods["exports"][rid] / f"{rid}-proof.tar.gz")
+        res = erasure("pack", "verify", pack, "--keyring", ring, "--no-audit-key", "--json")
+        assert res.code == 0 and json.loads(res.out)["ok"] is True, res.out + res.err
+    both = erasure("pack", "verify", pack, "--keyring", ring, "--engine-key", ring, "--no-audit-key")
+    assert both.code == 2 and "not both" in both.err
+
+
 @pytest.mark.skipif(not TOOLS, reason="the recipe needs jq, openssl, sha256sum, tar and bash")
 def test_verify_md_recipe_passes_for_all_three_periods(three_periods: dict[str, Any]) -> None:
     for rid in RIDS:
