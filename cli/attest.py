@@ -431,15 +431,16 @@ def _keyring_slots(ring: bytes | None) -> dict[str, str]:
         }
     return {
         "keyring_intro": (
-            f"\n\n`{KEYRING_FILE}` is the keyring: every engine and DPO key the controller has used, each with"
-            " its role and validity period (keys are rotated; a retired key stays in it for the packs it"
-            " signed before). Pin the keyring rather than single keys: the verifier then takes each"
-            " signature's key from it and refuses one made outside that key's validity."
+            f"\n\n`{KEYRING_FILE}` is the keyring: every engine and DPO key the controller has used, each"
+            "\nwith its role and validity period (keys are rotated; a retired key stays in it for the packs"
+            "\nit signed before). Pin the keyring rather than single keys: the verifier then takes each"
+            "\nsignature's key from it and refuses one made outside that key's validity."
         ),
         "keyring_confirm": (
             f"\n   Confirm the keyring the same way: `sha256sum {KEYRING_FILE}` must print"
-            f" `{sha256_hex(ring)}`; the two key ids above must be in it, the engine's as an engine key and"
-            " the DPO's as a DPO key (the recipe checks both, and that each was valid when it signed)."
+            f"\n   `{sha256_hex(ring)}`;"
+            "\n   the two key ids above must be in it, the engine's as an engine key and the DPO's as a DPO"
+            "\n   key (the recipe checks both, and that each key was valid when it signed)."
         ),
         "key_args": f"--keyring {KEYRING_FILE}",
         "keyring": f"$PWD/{KEYRING_FILE}",

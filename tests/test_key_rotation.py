@@ -138,6 +138,7 @@ def test_packs_from_all_three_periods_verify_with_the_keyring(three_periods: dic
     for period, rid in enumerate(RIDS):
         out: Path = three_periods["exports"][rid]
         assert (out / "keyring.json").read_bytes() == ring  # every export ships the whole keyring
+        assert f"`{hashlib.sha256(ring).hexdigest()}`" in (out / "VERIFY.md").read_text()  # the pin to confirm
         ok = _zipapp(out, f"{rid}-proof.tar.gz", "--keyring", "keyring.json", "--json")
         assert ok.returncode == 0, ok.stdout + ok.stderr
         result = json.loads(ok.stdout)

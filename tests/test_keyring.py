@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from proof.verify.keyring import parse_keyring
 from tests.keyring_fixtures import entry, iso, keyring_file
 from tests.proof_fixtures import Keys, make_evidence, make_keys
 
+ROOT = Path(__file__).resolve().parent.parent
 VERIFIED_AT = datetime(2024, 2, 1, 9, 30, tzinfo=UTC)  # the synthetic evidence's verified_at
 ATTESTED_AT = datetime(2024, 2, 2, 10, 0, tzinfo=UTC)
 
@@ -209,3 +212,37 @@ def test_enrol_refuses_a_key_twice_and_an_unusable_keyring(tmp_path: Path) -> No
     (keys_dir / "keyring.json").write_text("{}")
     with pytest.raises(ConfigError, match="unusable"):
         rotate(keys_dir, "engine")
+
+
+def test_the_command_line_takes_a_keyring_or_single_keys_never_both(
+    attested: tuple[Keys, bytes], tmp_path: Path
+) -> None:
+    keys, pack = attested
+    (tmp_path / "p.tar.gz").write_bytes(pack)
+    ring = tmp_path / "keyring.json"
+    ring.write_bytes(
+        keyring_file(
+            [
+                entry("engine", keys.engine_pub, "2024-01-01T00:00:00Z", None),
+                entry("dpo", keys.dpo_pub, "2024-01-01T00:00:00Z", None),
+            ]
+        )
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "proof.verify", str(tmp_path / "p.tar.gz"), *args, "--no-audit-key"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+
+    ok = run("--keyring", str(ring))
+    assert ok.returncode == 0 and ok.stdout.startswith("OK"), ok.stdout + ok.stderr
+    both = run("--keyring", str(ring), "--engine-key", str(keys.engine_pub))
+    assert both.returncode == 2 and "not both" in both.stderr
+    assert run().returncode == 2  # neither
+    endless = run("--keyring", "/dev/zero")
+    assert endless.returncode == 1 and endless.stdout.startswith("FAIL: keys: the keyring /dev/zero is larger than")
+    missing = run("--keyring", str(tmp_path / "nope.json"))
+    assert missing.returncode == 1 and missing.stdout.startswith("FAIL: keys: cannot read the keyring")
