@@ -202,7 +202,7 @@ def rotate(
     return Rotation(role, old.keyid, new.keyid, new.algorithm, format_time(at), keyring_path(keys_dir), priv, pub)
 
 
-def check_signing_key(ring: bytes | None, key: PrivateKey, role: str, signing_time: datetime) -> None:
+def check_signing_key(ring: bytes | None, key: PrivateKey | PublicKey, role: str, signing_time: datetime) -> None:
     """Refuse to sign with `key` (`RetiredKey`) when a keyring is given and it does not hold the key as
     the role's CURRENT key, or the key was not yet valid at `signing_time` (the time the statement will
     carry). Without a keyring nothing is checked (single pinned keys)."""

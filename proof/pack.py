@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,10 @@ from proof.errors import AlreadyAttested, EvidenceInvalid, PackRejected, SameKey
 from proof.evidence import EVIDENCE_ROLES, Evidence, load_evidence, scan_identifiers
 from proof.keyring import check_signing_key, read_beside
 from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
-from proof.statement import dpo_statement, erasure_statement
+from proof.statement import dpo_statement, erasure_statement, subjects
 from proof.tarball import tar_gz_bytes, write_atomic
+from proof.verify.envelopes import check_signature
+from proof.verify.signer import signing_request
 from proof.verify.wire import (
     ATTESTATION,
     AUDIT,
@@ -45,6 +47,8 @@ from proof.verify.wire import (
 )
 
 PACK_NAME = "proof.tar.gz"
+_CLOCK_SKEW = timedelta(minutes=5)
+"""How far in the future a DPO's own clock may put their signing time."""
 MANIFEST_FORMAT = "erasure-proof-manifest/v1"
 DEFAULT_OUT_OF_SCOPE: tuple[str, ...] = (
     "backups and snapshots of the store taken before the erasure (they expire on their own schedule)",
@@ -264,12 +268,11 @@ def attest(
     data = _read_pack(pack_path)
     engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     try:
-        if engine_pem is not None:
-            result = verify.verify_bytes(data, engine_pem, None, require_dpo=False)
-        elif keyring is not None:
-            result = verify.verify_bytes(data, None, None, require_dpo=False, keyring=keyring)
-        else:
-            result = verify.verify_contents(data)
+        result = (
+            _engine_checked(data, engine_pem, keyring)
+            if engine_pem is not None or keyring is not None
+            else verify.verify_contents(data)
+        )
     except verify.PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
     dpo_keyid = keyid(key)
@@ -300,10 +303,99 @@ def attest(
     tar = tar_gz_bytes(top, files)
     if engine_pem is not None or keyring is not None:
         _self_check(tar, engine_pem, public_key_pem(key.public_key()), keyring)
+    _write_attested(pack_path, tar, files)
+    return pack_path
+
+
+def _write_attested(pack_path: Path, tar: bytes, files: Mapping[str, bytes]) -> None:
     write_atomic(pack_path, tar)
     beside = pack_path.parent
     if (beside / MANIFEST).is_file() and (beside / MANIFEST).read_bytes() == files[MANIFEST]:
         write_atomic(beside / DPO_ENVELOPE, files[DPO_ENVELOPE])
+
+
+def _engine_checked(data: bytes, engine_pem: bytes | None, keyring: bytes | None) -> verify.VerifyResult:
+    """The pack verified with the engine's key, or against the keyring (`PackError` otherwise)."""
+    if engine_pem is None and keyring is None:
+        raise InputError("the engine's public key or the keyring is needed to check the pack")
+    if engine_pem is not None:
+        return verify.verify_bytes(data, engine_pem, None, require_dpo=False)
+    return verify.verify_bytes(data, None, None, require_dpo=False, keyring=keyring)
+
+
+def signing_request_of(pack_path: Path, engine_pub: bytes | Path | None, *, keyring: bytes | None = None) -> str:
+    """The line the DPO's standalone signer signs (`proof.verify.signer`): the pack's request id,
+    engine key id, status and the subjects of the DPO's statement. The pack must verify first (with
+    the engine's key, or against `keyring`)."""
+    data = _read_pack(Path(pack_path))
+    engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
+    try:
+        result = _engine_checked(data, engine_pem, keyring)
+    except verify.PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
+    _top, files = verify.extract(data)
+    covered = {k: v for k, v in files.items() if not k.startswith(SIGNATURES_DIR) or k == ENGINE_ENVELOPE}
+    return signing_request(result.request_id, result.engine_keyid, result.status, subjects(covered))
+
+
+def attach_attestation(
+    pack_path: Path,
+    envelope: str,
+    *,
+    engine_pub: bytes | Path | None,
+    dpo_pub: bytes | Path,
+    keyring: bytes | None = None,
+) -> Path:
+    """Put the DPO's envelope, signed elsewhere (`proof.verify.signer`), into the pack: it must be the
+    DPO's statement over exactly this pack, signed by the pinned `dpo_pub`, at a time after the
+    verification and not in the future; then the whole pack must verify with both keys. `InputError`
+    for an envelope that is not one; `PackRejected` for one that does not verify. With `keyring`, the
+    pack is checked against it (the engine's key may be given too), `dpo_pub` must be the keyring's
+    current DPO key, valid at the envelope's attested_at (`RetiredKey`), and so must the result."""
+    pack_path = Path(pack_path)
+    engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
+    dpo_key = load_public_key(dpo_pub)
+    data = _read_pack(pack_path)
+    try:
+        signed = envelope_bytes(json.loads(envelope))
+    except (ValueError, TypeError) as exc:
+        raise InputError("the DPO's answer is not the one-line envelope erasure-dpo-sign prints") from exc
+    try:
+        result = _engine_checked(data, engine_pem, keyring)
+        # The signature first: nothing of a payload the pinned key did not sign is read.
+        _type, payload = check_signature(signed, DPO_ENVELOPE, dpo_key, "DPO")
+        when = json.loads(payload)["predicate"]["attested_at"]
+    except verify.PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
+    except (ValueError, TypeError, KeyError) as exc:
+        raise PackRejected("statement", "the DPO's signed statement is not a DPO statement") from exc
+    top, files = verify.extract(data)
+    if keyid(dpo_key) == result.engine_keyid:
+        raise SameKeyRefused("the pinned DPO key is the engine's key: the DPO must attest with a key of their own")
+    at = verify.utc_time(when) if isinstance(when, str) else None
+    verified = verify.utc_time(_predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE).get("verified_at"))
+    late = at is not None and at > datetime.now(UTC) + _CLOCK_SKEW
+    if at is None or late or (verified is not None and at < verified.replace(microsecond=0)):
+        raise InputError(
+            f"the DPO's attested_at {verify.printable(str(when))!r} is not between the verification and now"
+        )
+    expected = dpo_statement(
+        files,
+        request_id=result.request_id,
+        attested_at=when,
+        dpo_keyid=keyid(dpo_key),
+        engine_keyid=result.engine_keyid,
+        status=result.status,
+    )
+    if payload != expected:
+        raise PackRejected(
+            "statement", "the DPO's envelope is not the DPO's statement over this pack by the pinned key"
+        )
+    check_signing_key(keyring, dpo_key, "dpo", at)
+    files[DPO_ENVELOPE] = signed
+    tar = tar_gz_bytes(top, files)
+    _self_check(tar, engine_pem, public_key_pem(dpo_key), keyring)
+    _write_attested(pack_path, tar, files)
     return pack_path
 
 
