@@ -16,7 +16,7 @@ import typer
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.errors import ConfigError
-from proof.keyring import enroll, keyring_path, rotate
+from proof.keyring import enroll, enroll_public, keyring_path, rotate
 from proof.keys import algorithm_of, generate_keypair, keyid, load_private_key, load_public_key
 from proof.tarball import write_atomic
 from proof.verify.keyring import format_time
@@ -160,6 +160,38 @@ def rotate_key(
         f"  keyring: {r.keyring} (give it to verifiers)",
     ):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("enrol")
+def enrol_key(
+    role: Annotated[Role, typer.Option("--role", help="Whose key: the engine's or the DPO's.", show_default=False)],
+    public_key: Annotated[
+        Path, typer.Argument(help="The new public key (PEM), rotated on its holder's machine.", show_default=False)
+    ],
+    keys_dir: Annotated[
+        Path | None,
+        typer.Option("--keys-dir", help="The keys folder (default: the home's keys/).", show_default=False),
+    ] = None,
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Make a public key the role's current key in the keyring, from the next whole second.
+
+    For a key rotated elsewhere (the DPO runs `erasure keys rotate --role dpo --keys-dir DIR` on their
+    own machine and sends the new dpo.pub.pem): the previous key stays in the keyring, valid until now,
+    and <role>.pub.pem here is replaced by the new one. No private key is involved."""
+    where = keys_dir if keys_dir is not None else home_of(home).keys_dir
+    kid, at = enroll_public(where, role.value, public_key)
+    result = {"role": role.value, "keyid": kid, "valid_from": format_time(at), "keyring": str(keyring_path(where))}
+    if json_out:
+        print_json(result)
+        return
+    console.print(
+        f"{role.value} key {kid} current from {result['valid_from']} in {result['keyring']}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()

@@ -141,16 +141,48 @@ def _write(keys_dir: Path, entries: list[dict[str, object]]) -> None:
     write_atomic(keyring_path(keys_dir), data, 0o644)
 
 
+def _adopt_others(keys_dir: Path, ring: Keyring | None, role: str) -> Keyring | None:
+    """The keyring with the folder's key of every OTHER role that it holds no key of yet (a key made
+    before the keyring existed: adopted, valid from its public key file's modification time)."""
+    entries = [e.as_dict() for e in ring.entries] if ring is not None else []
+    added = False
+    for other in ROLES:
+        pub = keys_dir / f"{other}.pub.pem"
+        if other == role or not pub.is_file() or any(e["role"] == other for e in entries):
+            continue
+        since = datetime.fromtimestamp(int(pub.stat().st_mtime), UTC)
+        entries.append(_entry(other, load_public_key(pub), since))
+        added = True
+    if not added:
+        return ring
+    try:
+        return parse_keyring(keyring_bytes(entries))
+    except PackError as exc:
+        raise ConfigError(f"cannot adopt the keys of {keys_dir} into its keyring: {exc}") from exc
+
+
 def enroll(keys_dir: Path, role: str, public_key: PublicKey) -> datetime:
-    """Make `public_key` the role's current key in the keyring of `keys_dir` (created if missing),
-    from the next whole second; the role's previous key (if any) is valid until then. Returns that time."""
+    """Make `public_key` the role's current key in the keyring of `keys_dir` (created if missing, with
+    the folder's key of the other role adopted), from the next whole second; the role's previous key
+    (if any) is valid until then. Returns that time."""
     if role not in ROLES:
         raise InputError(f"unknown key role {role!r}: use one of {', '.join(ROLES)}")
+    keys_dir = Path(keys_dir)
     with _locked(keys_dir):
-        ring = load(keys_dir)
+        ring = _adopt_others(keys_dir, load(keys_dir), role)
         at = next_whole_second()
         _write(keys_dir, _with(ring, role, public_key, at))
     return at
+
+
+def enroll_public(keys_dir: Path, role: str, pub_file: Path) -> tuple[str, datetime]:
+    """A key rotated on its holder's own machine (the DPO's), on the controller's side: the public key
+    in `pub_file` becomes the role's current key in the keyring of `keys_dir` from the next whole second
+    (the previous one valid until then) and the pinned `<role>.pub.pem` there. Returns (keyid, time)."""
+    key = load_public_key(Path(pub_file))
+    at = enroll(keys_dir, role, key)
+    write_atomic(Path(keys_dir) / f"{role}.pub.pem", public_key_pem(key), 0o644)
+    return keyid(key), at
 
 
 def _adopted(ring: Keyring | None, role: str, pub_path: Path) -> tuple[Keyring | None, KeyEntry]:
@@ -188,7 +220,7 @@ def rotate(
     if not pub.is_file() or not priv.is_file():
         raise ConfigError(f"no {role} key in {keys_dir} to rotate: create one with `erasure keys generate`")
     with _locked(keys_dir):
-        ring, old = _adopted(load(keys_dir), role, pub)
+        ring, old = _adopted(_adopt_others(keys_dir, load(keys_dir), role), role, pub)
         staging = keys_dir / STAGING_DIR
         shutil.rmtree(staging, ignore_errors=True)
         new = generate_keypair(role, staging, algorithm=algorithm or old.algorithm, passphrase=passphrase)

@@ -22,10 +22,13 @@ from typing import Any
 import pytest
 
 from erasure.config import Home
+from service import signoff
 from tests.backup_fixtures import THREE, reference_items, request_file
 from tests.cli_fixtures import erasure
 from tests.keyring_fixtures import forged_by_retired_keys_after_retirement
 from tests.proof_fixtures import read_members
+from tests.test_attest_export import REQ, _state, awaiting  # noqa: F401  (the fixture)
+from tests.test_dpo_signoff import dpo_machine, signer  # noqa: F401  (the fixture)
 
 RIDS = ("req-rot-p1", "req-rot-p2", "req-rot-p3")
 TOOLS = all(shutil.which(t) for t in ("jq", "openssl", "sha256sum", "tar", "bash"))
@@ -222,3 +225,49 @@ def test_the_engine_refuses_to_sign_with_a_retired_key(three_periods: dict[str, 
     )
     assert res.code == 5 and "was retired at" in res.err and "signs nothing new" in res.err, res.out + res.err
     assert not (tmp_path / "x.tar.gz").exists()
+
+
+# --- a rotation while a request waits for the DPO, who signs on their own machine --------------------
+
+
+def test_a_pack_signed_before_a_rotation_is_signed_off_after_it_by_the_dpos_new_key(
+    awaiting: Home,  # noqa: F811
+    dpo_machine: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The engine key is rotated in the home and the DPO rotates theirs on their own machine while the
+    request waits; the controller enrols the DPO's new public key. The kit's signer with a kept copy of
+    the DPO's old key is refused; with the new key the sign-off seals, and the export verifies with the
+    keyring: the old engine key (valid when it signed) and the new DPO key."""
+    h = str(awaiting.root)
+    old_engine = _ok("keys", "fingerprint", str(awaiting.keys_dir / "engine.pub.pem"))["keyid"]
+    _ok("keys", "rotate", "--role", "engine", "--home", h)
+    shutil.copy(dpo_machine / "dpo.pem", tmp_path / "kept-dpo.pem")
+    new_dpo = _ok("keys", "rotate", "--role", "dpo", "--keys-dir", str(dpo_machine))["keyid"]
+    enrolled = _ok("keys", "enrol", "--role", "dpo", str(dpo_machine / "dpo.pub.pem"), "--home", h)
+    assert enrolled["keyid"] == new_dpo
+    assert (awaiting.keys_dir / "dpo.pub.pem").read_bytes() == (dpo_machine / "dpo.pub.pem").read_bytes()
+    kit = tmp_path / "kit"
+    _ok("export", "--dpo-kit", "--to", str(kit), "--home", h)
+    assert (kit / "keyring.json").read_bytes() == (awaiting.keys_dir / "keyring.json").read_bytes()
+
+    request = signoff.signing_request(awaiting, REQ)  # the old pack verifies against the keyring
+    stale = signer(dpo_machine, request, key=tmp_path / "kept-dpo.pem")
+    assert stale.returncode == 0, stale.stderr
+    refused = erasure("attest", REQ, "--envelope", stale.stdout.strip(), "--yes", "--home", h)
+    assert refused.code != 0 and _state(awaiting) == "awaiting attestation", refused.err
+    assert "has no signature by the given DPO key" in refused.err  # the pinned DPO key is the new one
+    line = signer(dpo_machine, request)
+    done = erasure("attest", REQ, "--envelope", line.stdout.strip(), "--yes", "--home", h)
+    assert done.code == 0, done.err
+    assert _state(awaiting) == "notified"
+
+    out = tmp_path / "for-regulator"
+    _ok("export", REQ, "--to", str(out), "--home", h)
+    ok = _zipapp(out, f"{REQ}-proof.tar.gz", "--keyring", "keyring.json", "--json")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    result = json.loads(ok.stdout)
+    assert (result["engine_keyid"], result["dpo_keyid"]) == (old_engine, new_dpo)
+    if TOOLS:
+        recipe = _recipe(out)
+        assert recipe.returncode == 0 and "ALL CHECKS PASSED" in recipe.stdout, recipe.stdout + recipe.stderr
