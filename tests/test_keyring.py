@@ -246,3 +246,38 @@ def test_the_command_line_takes_a_keyring_or_single_keys_never_both(
     assert endless.returncode == 1 and endless.stdout.startswith("FAIL: keys: the keyring /dev/zero is larger than")
     missing = run("--keyring", str(tmp_path / "nope.json"))
     assert missing.returncode == 1 and missing.stdout.startswith("FAIL: keys: cannot read the keyring")
+
+
+def test_a_backups_followup_signed_after_a_rotation_is_checked_with_the_key_that_signed_it(tmp_path: Path) -> None:
+    """A follow-up statement is signed long after its pack, possibly by a later engine key: with the
+    keyring it is checked against the key its envelope names, valid at its stated_at."""
+    from proof.backups_followup import write_followup
+
+    keys = make_keys(tmp_path / "keys")
+    for pub in (keys.engine_pub, keys.dpo_pub):  # keys adopted by the keyring, valid since Nov 2023
+        os.utime(pub, (1_700_000_000, 1_700_000_000))
+    kept = tmp_path / "kept-engine.pem"
+    shutil.copy(keys.engine, kept)
+    evidence = make_evidence(tmp_path)
+    pack = write_pack(evidence, kept)  # signed by the old key (nothing beside the copy to refuse it)
+    attest(pack, keys.dpo, engine_pub=keys.engine_pub, attested_at=iso(ATTESTED_AT))
+    rotated = rotate(keys.engine.parent, "engine")
+    ring = keys.engine.parent / "keyring.json"
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "proof.verify", str(pack), "--keyring", str(ring), "--no-audit-key"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    write_followup(evidence, keys.engine, "req-0001", [], iso(now))  # the new engine key signs it
+    ok = run()
+    assert ok.returncode == 0 and "backups-followup: OK" in ok.stdout, ok.stdout + ok.stderr
+    write_followup(evidence, kept, "req-0001", [], iso(now))  # the retired key, after its retirement
+    late = run()
+    assert late.returncode == 1, late.stdout
+    assert late.stdout.startswith("FAIL: signature: backups-followup.intoto.json was signed at stated_at")
+    assert f"until {rotated.at}" in late.stdout

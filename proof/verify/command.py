@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from proof.verify import backups
 from proof.verify.envelopes import read_key
-from proof.verify.errors import KeyArgumentError, PackError, checking, printable
-from proof.verify.keyring import pem_of, read_keyring
+from proof.verify.errors import KeyArgumentError, PackError, checking, fail, printable
+from proof.verify.keyring import followup_key, pem_of, read_keyring
 from proof.verify.verifier import verify_pack
 
 DESCRIPTION = "Offline verifier of an erasure proof pack: the Python standard library and `cryptography` only."
@@ -78,8 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             audit = read_key(args.audit_key, "audit") if args.audit_key else None
             ring = read_keyring(args.keyring) if args.keyring else None
         result = verify_pack(args.pack, engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit, keyring=ring)
-        # a follow-up beside the pack is checked with the pack's engine key (from the keyring, if given)
-        engine_pem = engine if engine is not None else pem_of(ring, result.engine_keyid)
+        # a follow-up beside the pack: the pack's engine key, or with a keyring the engine key that signed it
+        if ring is not None:
+            engine_pem = followup_key(ring, args.pack) or pem_of(ring, result.engine_keyid)
+        elif engine is not None:
+            engine_pem = engine
+        else:
+            fail(KeyArgumentError, "no engine key and no keyring was given")
     except PackError as exc:
         if args.json:
             _say(json.dumps({"ok": False, "check": exc.check, "error": str(exc)}, sort_keys=True))

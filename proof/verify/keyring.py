@@ -25,12 +25,14 @@ Stdlib and cryptography only, like the rest of the verifier.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -38,7 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from proof.verify.envelopes import PublicKey, load_public_key, unverified_payload
 from proof.verify.errors import KeyArgumentError, SignatureError, fail
 from proof.verify.strict_json import json_object, parse_json, utc_time
-from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE, keyid_of
+from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE, FOLLOWUP_FILE, keyid_of
 
 KEYRING_FORMAT = "erasure-keyring/v1"
 KEYRING_FILE = "keyring.json"
@@ -248,3 +250,36 @@ def pem_of(keyring: bytes | None, kid: str) -> bytes:
     if entry is None:
         fail(KeyArgumentError, f"the keyring holds no key {kid[:16]}...")
     return entry.public_key_pem.encode("ascii")
+
+
+def followup_key(keyring: bytes, pack: str | Path) -> bytes | None:
+    """With a keyring, the key to check the backups follow-up beside `pack` with (it may be signed long
+    after the pack, by a later engine key): the PEM of the keyring's engine key its envelope names,
+    which must have been valid at its statement's `stated_at` (else `SignatureError`). None when there
+    is no follow-up or it names no key the keyring holds for the engine (the follow-up check then
+    refuses it against the pack's own engine key)."""
+    path = Path(pack).with_name(FOLLOWUP_FILE)
+    if not path.is_file():
+        return None
+    try:
+        env = json.loads(path.read_bytes()[:MAX_KEYRING_BYTES])
+        kid = env["signatures"][0]["keyid"]
+        stated = json.loads(base64.b64decode(env["payload"], validate=True))["predicate"]["stated_at"]
+    except (ValueError, TypeError, KeyError, IndexError):
+        return None
+    entry = parse_keyring(keyring).by_keyid(kid) if isinstance(kid, str) else None
+    if entry is None or entry.role != "engine":
+        return None
+    when = utc_time(stated)
+    if when is None or not entry.valid_at(when):
+        fail(
+            SignatureError,
+            f"{FOLLOWUP_FILE} was signed at stated_at {printable_time(stated)} by the engine key"
+            f" {entry.keyid[:16]}..., which is valid {entry.window()}",
+        )
+    return entry.public_key_pem.encode("ascii")
+
+
+def printable_time(v: Any) -> str:
+    """A time taken from a pack, for a message (anything else shown as `?`)."""
+    return v if isinstance(v, str) and utc_time(v) is not None else "?"
