@@ -281,3 +281,31 @@ def test_a_backups_followup_signed_after_a_rotation_is_checked_with_the_key_that
     assert late.returncode == 1, late.stdout
     assert late.stdout.startswith("FAIL: signature: backups-followup.intoto.json was signed at stated_at")
     assert f"until {rotated.at}" in late.stdout
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    start=st.integers(-5, 5),
+    length=st.one_of(st.none(), st.integers(1, 5)),
+    second=st.integers(-6, 6),
+    fraction=st.one_of(st.just(0), st.just(1), st.just(999_999), st.integers(0, 999_999)),
+)
+def test_validity_to_the_microsecond_agrees_with_the_recipes_whole_seconds(
+    attested: tuple[Keys, bytes], start: int, length: int | None, second: int, fraction: int
+) -> None:
+    """Signing times carry microseconds (verified_at), windows are whole seconds: the verifier compares
+    exact instants, VERIFY.md's jq drops the fraction first. Both agree with an oracle in integer
+    microseconds, for times drawn around both ends of a window."""
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    micros = second * 1_000_000 + fraction
+    parsed = parse_keyring(
+        keyring_file(
+            [entry("engine", attested[0].engine_pub, *_window(base, start, length))]  # [start, start + length) s
+        )
+    )
+    (key,) = parsed.entries
+    when = base + timedelta(microseconds=micros)
+    oracle = start * 1_000_000 <= micros and (length is None or micros < (start + length) * 1_000_000)
+    assert key.valid_at(when) == oracle
+    floor = micros // 1_000_000  # the recipe: sub("\\.[0-9]+Z$"; "Z") | fromdate
+    assert (start <= floor and (length is None or floor < start + length)) == oracle
