@@ -19,6 +19,12 @@ the keyring does not hold or one of the other role, and, once the statements are
 signature made outside its key's validity. The signing time is the time inside the signed
 statement: the engine's `verified_at` (the engine signs when its verification ends), the DPO's
 `attested_at`. Every failure is a `SignatureError`; an unusable keyring is a `KeyArgumentError`.
+A backups follow-up beside the pack is checked with the engine key its envelope names, valid at its
+`stated_at` (`followup_key`).
+
+What a keyring cannot stop on its own: whoever still holds a retired private key can date a new
+statement inside that key's old window (the times are the signer's own); a timestamp the signer does
+not choose (RFC 3161) is what closes that.
 
 Stdlib and cryptography only, like the rest of the verifier.
 """
