@@ -276,7 +276,10 @@ def test_a_backups_followup_signed_after_a_rotation_is_checked_with_the_key_that
     write_followup(evidence, keys.engine, "req-0001", [], iso(now))  # the new engine key signs it
     ok = run()
     assert ok.returncode == 0 and "backups-followup: OK" in ok.stdout, ok.stdout + ok.stderr
-    write_followup(evidence, kept, "req-0001", [], iso(now))  # the retired key, after its retirement
+    shutil.copy(kept, keys.engine.parent / "old-engine.pem")  # beside the keyring, the engine refuses it
+    with pytest.raises(RetiredKey, match="was retired at"):
+        write_followup(evidence, keys.engine.parent / "old-engine.pem", "req-0001", [], iso(now))
+    write_followup(evidence, kept, "req-0001", [], iso(now))  # a copy elsewhere, after its retirement
     late = run()
     assert late.returncode == 1, late.stdout
     assert late.stdout.startswith("FAIL: signature: backups-followup.intoto.json was signed at stated_at")
