@@ -190,23 +190,39 @@ def show(
 def attest_cmd(
     pack: PackArg,
     key: Annotated[Path, typer.Option("--key", help="The DPO's private key (never the engine's).", show_default=False)],
-    engine_key: EngineKeyOpt,
+    engine_key: Annotated[
+        Path | None,
+        typer.Option("--engine-key", help="The engine's trusted public key (PEM); or --keyring.", show_default=False),
+    ] = None,
+    keyring: Annotated[
+        Path | None,
+        typer.Option(
+            "--keyring",
+            help="The controller's keyring.json instead of --engine-key (the pack's engine key, valid when it"
+            " signed; your key must be its current DPO key).",
+            show_default=False,
+        ),
+    ] = None,
     passphrase_env: PassphraseEnvOpt = None,
     yes: Annotated[bool, typer.Option("--yes", help="Attest without asking (after review elsewhere).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing attestation.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """As the DPO: review the pack, then sign the attestation with your own key (rewrites the pack)."""
+    if (engine_key is None) == (keyring is None):
+        raise typer.BadParameter("give --engine-key or --keyring (one of them)")
     path = _pack_file(pack)
-    engine_pem = _read_key(engine_key, "engine")
-    s = summary(path, engine_pub=engine_pem)
+    engine_pem = _read_key(engine_key, "engine") if engine_key else None
+    ring = _read_keyring(keyring) if keyring else None
+    s = summary(path, engine_pub=engine_pem, keyring=ring)
     if not json_out:
         print_summary(s)
     if not yes and not typer.confirm(f"Attest request {s['request_id']} ({s['status']}) with your key?"):
         raise typer.Abort()
     passphrase = passphrase_from_env(passphrase_env)
-    attest(path, key, engine_pub=engine_pem, passphrase=passphrase, force=force)
-    after = summary(path, engine_pub=engine_pem, dpo_pub=public_key_pem(load_private_key(key, passphrase).public_key()))
+    attest(path, key, engine_pub=engine_pem, passphrase=passphrase, force=force, keyring=ring)
+    dpo_pub = public_key_pem(load_private_key(key, passphrase).public_key())
+    after = summary(path, engine_pub=engine_pem, dpo_pub=dpo_pub if ring is None else None, keyring=ring)
     if json_out:
         print_json(
             {

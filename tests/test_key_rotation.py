@@ -271,3 +271,20 @@ def test_a_pack_signed_before_a_rotation_is_signed_off_after_it_by_the_dpos_new_
     if TOOLS:
         recipe = _recipe(out)
         assert recipe.returncode == 0 and "ALL CHECKS PASSED" in recipe.stdout, recipe.stdout + recipe.stderr
+
+
+def test_the_dpo_attests_a_pack_file_with_the_keyring_after_an_engine_rotation(awaiting: Home) -> None:  # noqa: F811
+    """`erasure pack attest` on the DPO's own machine, with only the pack file: after the engine key was
+    rotated, the current engine key no longer verifies the pack; the keyring does."""
+    h = str(awaiting.root)
+    _ok("keys", "rotate", "--role", "engine", "--home", h)
+    pack = str(awaiting.evidence_dir(REQ) / "proof.tar.gz")
+    dpo = str(awaiting.keys_dir / "dpo.pem")
+    ring = str(awaiting.keys_dir / "keyring.json")
+    today = erasure("pack", "attest", pack, "--key", dpo, "--engine-key", str(awaiting.keys_dir / "engine.pub.pem"))
+    assert today.code != 0 and "signature" in today.err, today.err
+    assert erasure("pack", "attest", pack, "--key", dpo, "--yes").code == 2  # neither
+    done = _ok("pack", "attest", pack, "--key", dpo, "--keyring", ring, "--yes")
+    assert done["dpo_keyid"] == _ok("keys", "fingerprint", dpo)["keyid"]
+    res = erasure("pack", "verify", pack, "--keyring", ring, "--no-audit-key", "--json")
+    assert res.code == 0 and json.loads(res.out)["dpo_attestation"] == "verified", res.out + res.err
