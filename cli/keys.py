@@ -16,7 +16,7 @@ import typer
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.errors import ConfigError
-from proof.keyring import enroll, enroll_public, keyring_path, rotate
+from proof.keyring import adopt, enroll, enroll_public, keyring_path, rotate
 from proof.keys import algorithm_of, generate_keypair, keyid, load_private_key, load_public_key
 from proof.tarball import write_atomic
 from proof.verify.keyring import format_time
@@ -79,6 +79,8 @@ def generate(
     The key is enrolled in the folder's keyring.json as the role's current key, from the next whole
     second (a key it replaces with --force is valid until then); rotate with `erasure keys rotate`."""
     out_dir = out if out is not None else home_of(home).keys_dir
+    if force:
+        adopt(out_dir, role.value)  # the key it replaces keeps its place in the keyring
     files = generate_keypair(
         role.value, out_dir, algorithm=algorithm.value, passphrase=passphrase_from_env(passphrase_env), force=force
     )

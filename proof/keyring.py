@@ -208,6 +208,24 @@ def _adopted(ring: Keyring | None, role: str, pub_path: Path) -> tuple[Keyring |
     return adopted, found
 
 
+def adopt(keys_dir: Path, role: str) -> None:
+    """Before a key file of `role` in `keys_dir` is replaced (`keys generate --force`): put the key it
+    holds into the keyring first (adopted, valid from its file's modification time) if the keyring
+    does not hold it yet, so that the replacement closes its window instead of losing it. Only when the
+    folder already has a keyring; a retired key stays as it is."""
+    keys_dir = Path(keys_dir)
+    pub = keys_dir / f"{role}.pub.pem"
+    if not pub.is_file() or not keyring_path(keys_dir).is_file():
+        return
+    with _locked(keys_dir):
+        ring = load(keys_dir)
+        if ring is not None and ring.by_keyid(keyid(load_public_key(pub))) is not None:
+            return
+        adopted, _ = _adopted(ring, role, pub)
+        if adopted is not None:
+            _write(keys_dir, [e.as_dict() for e in adopted.entries])
+
+
 def rotate(
     keys_dir: Path, role: str, *, algorithm: str | None = None, passphrase: str | bytes | None = None
 ) -> Rotation:

@@ -312,3 +312,19 @@ def test_validity_to_the_microsecond_agrees_with_the_recipes_whole_seconds(
     assert key.valid_at(when) == oracle
     floor = micros // 1_000_000  # the recipe: sub("\\.[0-9]+Z$"; "Z") | fromdate
     assert (start <= floor and (length is None or floor < start + length)) == oracle
+
+
+def test_generate_force_keeps_the_replaced_key_in_the_keyring(tmp_path: Path) -> None:
+    """`erasure keys generate --force` over a key the keyring does not hold yet: it is adopted first,
+    so the replacement closes its window instead of losing it (packs it signed keep verifying)."""
+    from tests.cli_fixtures import erasure
+
+    keys_dir = tmp_path / "keys"
+    assert erasure("keys", "generate", "--role", "dpo", "--out", str(keys_dir)).code == 0
+    before = generate_keypair("engine", keys_dir)  # made without the CLI: not in the keyring
+    res = erasure("keys", "generate", "--role", "engine", "--out", str(keys_dir), "--force", "--json")
+    assert res.code == 0, res.err
+    ring = parse_keyring((keys_dir / "keyring.json").read_bytes())
+    old, new = ring.by_keyid(before.keyid), ring.current("engine")
+    assert old is not None and new is not None and new.keyid == json.loads(res.out)["keyid"]
+    assert old.valid_until == new.valid_from and iso(new.valid_from) == json.loads(res.out)["valid_from"]
