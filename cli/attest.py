@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,11 +17,13 @@ from erasure.errors import ConfigError, Conflict, InputError, RequestBlocked
 from erasure.models import REQUEST_ID_MAX_CHARS
 from proof.errors import PackRejected
 from proof.evidence import REQUEST_ID
+from proof.keyring import read_beside
 from proof.keys import keyid, load_public_key
 from proof.pack import PACK_NAME, summary
 from proof.tarball import write_atomic
 from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
 from proof.verify import PackError, printable, verify_bytes
+from proof.verify.keyring import KEYRING_FILE, pem_of
 from proof.verify.wire import (
     DPO_ENVELOPE,
     DPO_PREDICATE,
@@ -29,14 +31,15 @@ from proof.verify.wire import (
     ERASURE_PREDICATE,
     PAYLOAD_TYPE,
     STATEMENT_TYPE,
+    sha256_hex,
 )
 from service import signoff
 
 VERIFY_MD = r"""# Verifying erasure proof pack @REQUEST_ID@
 
-This directory holds `@PACK@`, the engine's and the DPO's public keys, the store's audit checkpoint
-key (`audit.pub.pem`, when the store keeps an audit log), our offline verifier as one file
-(`erasure-verify.pyz`), and this note.
+This directory holds `@PACK@`, the engine's and the DPO's public keys (the keys that signed this
+pack), the store's audit checkpoint key (`audit.pub.pem`, when the store keeps an audit log), our
+offline verifier as one file (`erasure-verify.pyz`), and this note.@KEYRING_INTRO@
 
 The pack's name is `sha256:@NAME_DIGEST@`: the sha256 of the statement the engine signed (the payload
 of `signatures/engine.intoto.json`). The requester's notification quotes it. It names what is signed,
@@ -45,14 +48,14 @@ and any member mode the writer does not write, and any high-s ECDSA signature.
 
 1. Confirm the key fingerprints with the controller through a channel other than this export:
    engine keyid `@ENGINE_KEYID@`, DPO keyid `@DPO_KEYID@`, audit checkpoint keyid `@AUDIT_KEYID@`
-   (sha256 of each public key's DER). Do not trust the keys in this directory until you have.
+   (sha256 of each public key's DER). Do not trust the keys in this directory until you have.@KEYRING_CONFIRM@
 2. With our small verifier, `erasure-verify.pyz` (needs only Python 3.11 or later and
    `cryptography`; it runs every check below and the two that have no shell equivalent: the
    audit-log evidence, whose RFC 6962 Merkle inclusion (one multiproof for all its entries) and
    consistency proofs and Ed25519 checkpoints only the verifier checks, and the consistency of the
    claims):
 
-       python erasure-verify.pyz @PACK@ --engine-key engine.pub.pem --dpo-key dpo.pub.pem @AUDIT_ARG@
+       python erasure-verify.pyz @PACK@ @KEY_ARGS@ @AUDIT_ARG@
 
    (`--json` also prints the pack's name, `pack_name`. It is a zip of the verifier's Python sources:
    `python -m zipfile -l erasure-verify.pyz` lists them. Where erasure-cascade is installed,
@@ -65,7 +68,7 @@ and any member mode the writer does not write, and any high-s ECDSA signature.
 ```sh
 set -euo pipefail
 PACK=$PWD/@PACK@ ENGINE_PUB=$PWD/engine.pub.pem DPO_PUB=$PWD/dpo.pub.pem REQUEST_ID=@REQUEST_ID@
-NAME=@NAME_DIGEST@ AUDIT_PUB=$PWD/audit.pub.pem
+NAME=@NAME_DIGEST@ AUDIT_PUB=$PWD/audit.pub.pem KEYRING=@KEYRING@
 fail() { echo "FAILED: $*" >&2; exit 1; }
 kid() { openssl pkey -pubin -in "$1" -outform DER | sha256sum | cut -d' ' -f1; }
 
@@ -73,6 +76,16 @@ kid() { openssl pkey -pubin -in "$1" -outform DER | sha256sum | cut -d' ' -f1; }
 ENGINE_KID=$(kid "$ENGINE_PUB"); DPO_KID=$(kid "$DPO_PUB")
 echo "engine keyid $ENGINE_KID"; echo "DPO keyid    $DPO_KID"
 [ "$ENGINE_KID" != "$DPO_KID" ] || fail "the engine and the DPO keys are the same key"
+if [ -n "$KEYRING" ]; then  # with the keyring you pinned: both keys must be in it, each for its role
+  [ -f "$KEYRING" ] || fail "no keyring at $KEYRING"
+  echo "keyring sha256 $(sha256sum < "$KEYRING" | cut -d' ' -f1)"
+  ring_pem() {  # key id, role: the keyring's PEM of that key if it holds it for that role
+    jq -r --arg k "$1" --arg r "$2" '.keys[] | select(.keyid == $k and .role == $r) | .public_key_pem' "$KEYRING"
+  }
+  [ "$(ring_pem "$ENGINE_KID" engine | kid /dev/stdin)" = "$ENGINE_KID" ] \
+    || fail "engine.pub.pem is not an engine key of the keyring"
+  [ "$(ring_pem "$DPO_KID" dpo | kid /dev/stdin)" = "$DPO_KID" ] || fail "dpo.pub.pem is not a DPO key of the keyring"
+fi
 
 # 2. Look before you extract: tar reads it without a warning; regular files and directories only,
 #    under one folder named after the request; no absolute path, no '..'.
@@ -132,6 +145,16 @@ fi
 [ "$(jq -r .predicate.dpo_keyid "$D")" = "$DPO_KID" ] || fail "the DPO statement names another DPO key"
 [ "$(jq -r .predicate.engine_keyid "$D")" = "$ENGINE_KID" ] || fail "the DPO statement names another engine key"
 [ "$(find . -type f | wc -l)" = "$(($(wc -l < "$W/files") + 1))" ] || fail "a file outside the statements"
+if [ -n "$KEYRING" ]; then  # each key was valid when it signed: valid_from <= signing time < valid_until
+  valid_at() {  # key id, statement payload, the predicate field holding its signing time
+    jq -e --arg k "$1" --arg t "$(jq -r ".predicate.$3" "$2")" '($t | sub("\\.[0-9]+Z$"; "Z") | fromdate) as $t
+      | [.keys[] | select(.keyid == $k)][0]
+      | ($t >= (.valid_from | fromdate)) and (.valid_until == null or $t < (.valid_until | fromdate))' \
+      "$KEYRING" >/dev/null
+  }
+  valid_at "$ENGINE_KID" "$E" verified_at || fail "the engine key was not valid when it signed (verified_at)"
+  valid_at "$DPO_KID" "$D" attested_at || fail "the DPO key was not valid when it signed (attested_at)"
+fi
 STATUS=$(jq -r .predicate.status "$E")
 case "$(jq -r .predicate.statement "$D")" in
   *"as stated: $STATUS.") ;; *) fail "the DPO attests another outcome than the engine states ($STATUS)" ;;
@@ -205,7 +228,12 @@ def attest(
     h = home_of(home)
     if sum(x is not None for x in (dpo_key, envelope, reject)) != 1:
         raise InputError("give exactly one of --dpo-key, --envelope and --reject")
-    s = summary(signoff.pack_path(h, request_id), engine_pub=signoff.engine_pub_path(h))
+    ring = read_beside(h.keys_dir)
+    s = summary(
+        signoff.pack_path(h, request_id),
+        engine_pub=signoff.engine_pub_path(h) if ring is None else None,
+        keyring=ring,
+    )
     if not json_out:
         print_summary(s)
     if reject is not None:
@@ -284,7 +312,8 @@ yourself with `erasure-verify.pyz` before you sign.
 
 
 def write_dpo_kit(h: Home, to: Path) -> list[str]:
-    """The DPO's signing kit in `to`: the signer, the engine's public key, DPO-SIGN.md."""
+    """The DPO's signing kit in `to`: the signer, the engine's public key, DPO-SIGN.md (and the home's
+    keyring.json when it has one)."""
     from proof.verifier_zipapp import DPO_SIGNER_ZIPAPP, dpo_signer_zipapp
 
     engine_pem = signoff.engine_pub_path(h).read_bytes()
@@ -294,6 +323,9 @@ def write_dpo_kit(h: Home, to: Path) -> list[str]:
         "engine.pub.pem": engine_pem,
         "DPO-SIGN.md": DPO_SIGN_MD.replace("@ENGINE_KEYID@", keyid(load_public_key(engine_pem))).encode(),
     }
+    ring = read_beside(h.keys_dir)
+    if ring is not None:  # the keys the pack's signatures are checked against, with their validity
+        files[KEYRING_FILE] = ring
     to.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         write_atomic(to / name, data)
@@ -305,6 +337,48 @@ def _audit_pub(h: Home) -> bytes | None:
     from service.scope import audit_public_pem
 
     return audit_public_pem(h)
+
+
+def _keys_from_keyring(pack: Path, ring: bytes, dpo_key: Path | None) -> tuple[dict[str, Any], bytes, bytes]:
+    """With a keyring: the pack's summary checked against it, and the two public keys that signed the
+    pack (the keyring's, by the envelopes' key ids). A `--dpo-key` given must be the one that attested."""
+    s = summary(pack, keyring=ring)
+    if not s["attested"] or s["dpo_keyid"] is None:
+        raise RequestBlocked(f"the pack at {pack} is not sealed yet: the DPO must attest it first")
+    try:
+        engine_pub, dpo_pub = pem_of(ring, s["engine_keyid"]), pem_of(ring, s["dpo_keyid"])
+    except PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
+    if dpo_key is not None and keyid(load_public_key(dpo_key)) != s["dpo_keyid"]:
+        raise Conflict(f"--dpo-key {dpo_key} is not the key that attested the pack (keyid {s['dpo_keyid'][:16]}...)")
+    return s, engine_pub, dpo_pub
+
+
+def _keyring_slots(ring: bytes | None) -> dict[str, str]:
+    """VERIFY.md's keyring slots: the keyring to pin, or the two keys when the home has no keyring."""
+    if ring is None:
+        return {
+            "keyring_intro": "",
+            "keyring_confirm": "",
+            "key_args": "--engine-key engine.pub.pem --dpo-key dpo.pub.pem",
+            "keyring": '""',
+        }
+    return {
+        "keyring_intro": (
+            f"\n\n`{KEYRING_FILE}` is the keyring: every engine and DPO key the controller has used, each"
+            "\nwith its role and validity period (keys are rotated; a retired key stays in it for the packs"
+            "\nit signed before). Pin the keyring rather than single keys: the verifier then takes each"
+            "\nsignature's key from it and refuses one made outside that key's validity."
+        ),
+        "keyring_confirm": (
+            f"\n   Confirm the keyring the same way: `sha256sum {KEYRING_FILE}` must print"
+            f"\n   `{sha256_hex(ring)}`;"
+            "\n   the two key ids above must be in it, the engine's as an engine key and the DPO's as a DPO"
+            "\n   key (the recipe checks both, and that each key was valid when it signed)."
+        ),
+        "key_args": f"--keyring {KEYRING_FILE}",
+        "keyring": f"$PWD/{KEYRING_FILE}",
+    }
 
 
 def _refuse_unsafe_target(to: Path, force: bool) -> None:
@@ -356,7 +430,9 @@ def export(
 
     The pack must verify with the engine's key AND the DPO's trusted key before anything is written.
     The offline verifier goes along as one file (erasure-verify.pyz, run by `python`). Files go only
-    into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`."""
+    into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`. When the home's
+    keys folder has a keyring, the pack must verify against it, keyring.json goes along (VERIFY.md
+    pins it), and engine.pub.pem and dpo.pub.pem are the keyring's keys that signed this pack."""
     if to is None:
         raise InputError("--to DIR is required")
     if dpo_kit:
@@ -379,13 +455,17 @@ def export(
     _refuse_unsafe_target(to, force)
     h = home_of(home)
     pack = signoff.pack_path(h, request_id)
-    engine_pub_path = signoff.engine_pub_path(h)
-    dpo_pub_path = dpo_key or h.keys_dir / "dpo.pub.pem"
-    if not dpo_pub_path.is_file():
-        raise ConfigError(f"no DPO public key at {dpo_pub_path}: pass --dpo-key with the DPO's trusted public key")
-    engine_pub, dpo_pub = engine_pub_path.read_bytes(), dpo_pub_path.read_bytes()
+    ring = read_beside(h.keys_dir)
     data = pack.read_bytes()
-    s = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)
+    if ring is not None:
+        s, engine_pub, dpo_pub = _keys_from_keyring(pack, ring, dpo_key)
+    else:
+        engine_pub_path = signoff.engine_pub_path(h)
+        dpo_pub_path = dpo_key or h.keys_dir / "dpo.pub.pem"
+        if not dpo_pub_path.is_file():
+            raise ConfigError(f"no DPO public key at {dpo_pub_path}: pass --dpo-key with the DPO's trusted public key")
+        engine_pub, dpo_pub = engine_pub_path.read_bytes(), dpo_pub_path.read_bytes()
+        s = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)
     if not s["attested"]:
         raise RequestBlocked(f"the pack of {request_id} is not sealed yet: the DPO must attest it first")
     if pack.read_bytes() != data:
@@ -393,10 +473,13 @@ def export(
     audit_pub = _audit_pub(h)
     try:
         verify_bytes(data, engine_pub, dpo_pub, audit_pub_pem=audit_pub)
+        if ring is not None:
+            verify_bytes(data, None, None, audit_pub_pem=audit_pub, keyring=ring)
     except PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
     name = f"{request_id}-{PACK_NAME}"
     note = verify_md(
+        **_keyring_slots(ring),
         request_id=request_id,
         pack=name,
         name_digest=s["pack_name"],
@@ -417,6 +500,7 @@ def export(
         ("engine.pub.pem", engine_pub),
         ("dpo.pub.pem", dpo_pub),
         *((("audit.pub.pem", audit_pub),) if audit_pub else ()),
+        *(((KEYRING_FILE, ring),) if ring is not None else ()),
         ("VERIFY.md", note.encode("utf-8")),
         (VERIFIER_ZIPAPP, verifier_zipapp()),
     ):

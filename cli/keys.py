@@ -1,6 +1,8 @@
-"""`erasure keys ...`: create the engine's and the DPO's signing keys; show a key's fingerprint.
+"""`erasure keys ...`: create and rotate the engine's and the DPO's signing keys; show a key's fingerprint.
 
-The DPO's key is meant to be generated on the DPO's own machine: the engine never holds it.
+The DPO's key is meant to be generated on the DPO's own machine: the engine never holds it. Every
+key made here is enrolled in its folder's keyring (`keyring.json`: each public key with its role and
+validity period), the file a regulator pins; `rotate` retires a role's key and makes a new one current.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import typer
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.errors import ConfigError
+from proof.keyring import adopt, enroll, enroll_public, keyring_path, rotate
 from proof.keys import algorithm_of, generate_keypair, keyid, load_private_key, load_public_key
 from proof.tarball import write_atomic
+from proof.verify.keyring import format_time
 
 app = typer.Typer(
-    help="Create signing keys (engine, DPO), show key fingerprints and the audit key.", no_args_is_help=True
+    help="Create and rotate signing keys (engine, DPO), show key fingerprints and the audit key.",
+    no_args_is_help=True,
 )
 
 
@@ -69,11 +74,17 @@ def generate(
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Write <role>.pem (PKCS8, mode 0600) and <role>.pub.pem; print the key id (sha256 of the public DER)."""
+    """Write <role>.pem (PKCS8, mode 0600) and <role>.pub.pem; print the key id (sha256 of the public DER).
+
+    The key is enrolled in the folder's keyring.json as the role's current key, from the next whole
+    second (a key it replaces with --force is valid until then); rotate with `erasure keys rotate`."""
     out_dir = out if out is not None else home_of(home).keys_dir
+    if force:
+        adopt(out_dir, role.value)  # the key it replaces keeps its place in the keyring
     files = generate_keypair(
         role.value, out_dir, algorithm=algorithm.value, passphrase=passphrase_from_env(passphrase_env), force=force
     )
+    since = enroll(out_dir, role.value, load_public_key(files.public))
     result = {
         "role": role.value,
         "algorithm": files.algorithm,
@@ -81,6 +92,8 @@ def generate(
         "private_key": str(files.private),
         "public_key": str(files.public),
         "encrypted": passphrase_env is not None,
+        "keyring": str(keyring_path(out_dir)),
+        "valid_from": format_time(since),
     }
     if json_out:
         print_json(result)
@@ -88,8 +101,99 @@ def generate(
     console.print(
         f"{role.value} key ({files.algorithm}) keyid {files.keyid}", markup=False, highlight=False, soft_wrap=True
     )
+    console.print(
+        f"  keyring: {result['keyring']} (valid from {result['valid_from']})",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     console.print(f"  private: {files.private} (keep it secret)", markup=False, highlight=False, soft_wrap=True)
     console.print(f"  public:  {files.public} (give it to verifiers)", markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("rotate")
+def rotate_key(
+    role: Annotated[Role, typer.Option("--role", help="Whose key: the engine's or the DPO's.", show_default=False)],
+    keys_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--keys-dir",
+            help="The folder holding <role>.pem, <role>.pub.pem and keyring.json (default: the home's keys/).",
+            show_default=False,
+        ),
+    ] = None,
+    algorithm: Annotated[
+        Algorithm | None,
+        typer.Option("--algorithm", help="The new key's type (default: the retired key's).", show_default=False),
+    ] = None,
+    passphrase_env: PassphraseEnvOpt = None,
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Retire the role's current key and make a new one current, at the next whole second.
+
+    keyring.json keeps the retired public key, valid until the rotation (packs it signed before then
+    still verify with the keyring); the retired private key is removed from the folder and nothing
+    signs with it again. Give the new keyring.json to your regulators."""
+    where = keys_dir if keys_dir is not None else home_of(home).keys_dir
+    r = rotate(
+        where,
+        role.value,
+        algorithm=algorithm.value if algorithm is not None else None,
+        passphrase=passphrase_from_env(passphrase_env),
+    )
+    result = {
+        "role": r.role,
+        "retired_keyid": r.retired_keyid,
+        "keyid": r.keyid,
+        "algorithm": r.algorithm,
+        "rotated_at": r.at,
+        "keyring": str(r.keyring),
+        "private_key": str(r.private),
+        "public_key": str(r.public),
+    }
+    if json_out:
+        print_json(result)
+        return
+    for line in (
+        f"{r.role} key rotated at {r.at}",
+        f"  retired: {r.retired_keyid} (valid until {r.at})",
+        f"  current: {r.keyid} ({r.algorithm}) in {r.private}",
+        f"  keyring: {r.keyring} (give it to verifiers)",
+    ):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("enrol")
+def enrol_key(
+    role: Annotated[Role, typer.Option("--role", help="Whose key: the engine's or the DPO's.", show_default=False)],
+    public_key: Annotated[
+        Path, typer.Argument(help="The new public key (PEM), rotated on its holder's machine.", show_default=False)
+    ],
+    keys_dir: Annotated[
+        Path | None,
+        typer.Option("--keys-dir", help="The keys folder (default: the home's keys/).", show_default=False),
+    ] = None,
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Make a public key the role's current key in the keyring, from the next whole second.
+
+    For a key rotated elsewhere (the DPO runs `erasure keys rotate --role dpo --keys-dir DIR` on their
+    own machine and sends the new dpo.pub.pem): the previous key stays in the keyring, valid until now,
+    and <role>.pub.pem here is replaced by the new one. No private key is involved."""
+    where = keys_dir if keys_dir is not None else home_of(home).keys_dir
+    kid, at = enroll_public(where, role.value, public_key)
+    result = {"role": role.value, "keyid": kid, "valid_from": format_time(at), "keyring": str(keyring_path(where))}
+    if json_out:
+        print_json(result)
+        return
+    console.print(
+        f"{role.value} key {kid} current from {result['valid_from']} in {result['keyring']}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()

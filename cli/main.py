@@ -67,7 +67,12 @@ _LAZY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         ("cli.run",),
         "Submit erasure requests, show them, and pause, resume or extend their clocks.",
     ),
-    "keys": ("cli.keys", "app", (), "Create signing keys (engine, DPO), show key fingerprints and the audit key."),
+    "keys": (
+        "cli.keys",
+        "app",
+        (),
+        "Create and rotate signing keys (engine, DPO), show key fingerprints and the audit key.",
+    ),
     "pack": ("cli.pack", "app", (), "Build, show, attest and verify signed proof packs."),
     "hold": ("cli.hold", "app", (), "Litigation holds: while one is active on a subject, nothing of them is erased."),
     "suppression": (

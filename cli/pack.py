@@ -15,8 +15,10 @@ from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.keys import PassphraseEnvOpt, passphrase_from_env
 from erasure.errors import ConfigError
 from proof import verify as verifier
+from proof.keyring import read_beside
 from proof.keys import load_private_key, public_key_pem
 from proof.pack import PACK_NAME, attest, summary, write_pack
+from proof.verify.keyring import read_keyring
 
 app = typer.Typer(help="Build, show, attest and verify signed proof packs.", no_args_is_help=True)
 
@@ -34,6 +36,14 @@ def _read_key(path: Path, role: str) -> bytes:
     """A key file, read up to the verifier's cap (the zero device is refused, not read for ever)."""
     try:
         return verifier.read_key(path, role)
+    except verifier.PackError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _read_keyring(path: Path) -> bytes:
+    """A keyring file, read up to the verifier's cap."""
+    try:
+        return read_keyring(str(path))
     except verifier.PackError as exc:
         raise ConfigError(str(exc)) from exc
 
@@ -115,9 +125,11 @@ def build(
     if not path.is_dir():
         h = home_of(home)
         path = h.evidence_dir(target)
+    keys_dir = (h or home_of(home)).keys_dir
     if key is None:
-        key = (h or home_of(home)).keys_dir / "engine.pem"
-    pack = write_pack(path, key, passphrase=passphrase_from_env(passphrase_env), out=out)
+        key = keys_dir / "engine.pem"
+    ring = read_beside(keys_dir)  # the home's keyring: a key it retired signs nothing, wherever its file is
+    pack = write_pack(path, key, passphrase=passphrase_from_env(passphrase_env), out=out, keyring=ring)
     s = summary(pack)
     if json_out:
         print_json(
@@ -178,23 +190,39 @@ def show(
 def attest_cmd(
     pack: PackArg,
     key: Annotated[Path, typer.Option("--key", help="The DPO's private key (never the engine's).", show_default=False)],
-    engine_key: EngineKeyOpt,
+    engine_key: Annotated[
+        Path | None,
+        typer.Option("--engine-key", help="The engine's trusted public key (PEM); or --keyring.", show_default=False),
+    ] = None,
+    keyring: Annotated[
+        Path | None,
+        typer.Option(
+            "--keyring",
+            help="The controller's keyring.json instead of --engine-key (the pack's engine key, valid when it"
+            " signed; your key must be its current DPO key).",
+            show_default=False,
+        ),
+    ] = None,
     passphrase_env: PassphraseEnvOpt = None,
     yes: Annotated[bool, typer.Option("--yes", help="Attest without asking (after review elsewhere).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing attestation.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """As the DPO: review the pack, then sign the attestation with your own key (rewrites the pack)."""
+    if (engine_key is None) == (keyring is None):
+        raise typer.BadParameter("give --engine-key or --keyring (one of them)")
     path = _pack_file(pack)
-    engine_pem = _read_key(engine_key, "engine")
-    s = summary(path, engine_pub=engine_pem)
+    engine_pem = _read_key(engine_key, "engine") if engine_key else None
+    ring = _read_keyring(keyring) if keyring else None
+    s = summary(path, engine_pub=engine_pem, keyring=ring)
     if not json_out:
         print_summary(s)
     if not yes and not typer.confirm(f"Attest request {s['request_id']} ({s['status']}) with your key?"):
         raise typer.Abort()
     passphrase = passphrase_from_env(passphrase_env)
-    attest(path, key, engine_pub=engine_pem, passphrase=passphrase, force=force)
-    after = summary(path, engine_pub=engine_pem, dpo_pub=public_key_pem(load_private_key(key, passphrase).public_key()))
+    attest(path, key, engine_pub=engine_pem, passphrase=passphrase, force=force, keyring=ring)
+    dpo_pub = public_key_pem(load_private_key(key, passphrase).public_key())
+    after = summary(path, engine_pub=engine_pem, dpo_pub=dpo_pub if ring is None else None, keyring=ring)
     if json_out:
         print_json(
             {
@@ -217,7 +245,10 @@ def attest_cmd(
 @app.command("verify")
 def verify_cmd(
     pack: PackArg,
-    engine_key: EngineKeyOpt,
+    engine_key: Annotated[
+        Path | None,
+        typer.Option("--engine-key", help="The engine's trusted public key (PEM); or --keyring.", show_default=False),
+    ] = None,
     dpo_key: Annotated[
         Path | None,
         typer.Option(
@@ -239,20 +270,34 @@ def verify_cmd(
         bool,
         typer.Option("--no-audit-key", help="Accept the audit key the pack names (pins nothing; the OK line says so)."),
     ] = False,
+    keyring: Annotated[
+        Path | None,
+        typer.Option(
+            "--keyring",
+            help="The keyring you pinned (keyring.json), instead of --engine-key and --dpo-key: each"
+            " signature's key comes from it and must have been valid when it signed.",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Verify a pack offline with trusted keys: prints OK, or FAIL: <check>: <why> and exits 1."""
-    if dpo_key is None and not no_dpo:
+    if keyring is not None and (engine_key is not None or dpo_key is not None):
+        raise typer.BadParameter("give either --keyring or --engine-key/--dpo-key, not both")
+    if keyring is None and engine_key is None:
+        raise typer.BadParameter("--engine-key (or --keyring) is required")
+    if dpo_key is None and keyring is None and not no_dpo:
         raise typer.BadParameter("--dpo-key is required (or --no-dpo for a pack awaiting attestation)")
     if audit_key is None and not no_audit_key:
         raise typer.BadParameter("--audit-key is required (or --no-audit-key, which pins nothing)")
     try:
         result = verifier.verify_pack(
             _pack_file(pack),
-            _read_key(engine_key, "engine"),
+            _read_key(engine_key, "engine") if engine_key else None,
             _read_key(dpo_key, "DPO") if dpo_key else None,
             require_dpo=not no_dpo,
             audit_pub_pem=_read_key(audit_key, "audit") if audit_key else None,
+            keyring=_read_keyring(keyring) if keyring else None,
         )
     except verifier.PackError as exc:
         if json_out:

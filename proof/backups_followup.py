@@ -15,8 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from erasure.errors import InputError
 from proof.dsse import sign_envelope
+from proof.keyring import check_signing_key, read_beside
 from proof.keys import keyid, load_private_key
+from proof.verify.strict_json import utc_time
 from proof.verify.wire import FOLLOWUP_FILE, FOLLOWUP_PREDICATE, STATEMENT_TYPE, canonical_json, envelope_bytes
 
 PACK_FILE = "proof.tar.gz"
@@ -49,6 +52,10 @@ def write_followup(
     """Sign the follow-up statement over `evidence_dir/proof.tar.gz` with the engine key and write it
     beside the pack. `backups`: {ref, expires_at, ended ('expired' | 'deleted' | 'rewritten')} per backup."""
     key = load_private_key(engine_key_path)
+    when = utc_time(stated_at)
+    if when is None:
+        raise InputError(f"stated_at {stated_at!r} is not a UTC time")
+    check_signing_key(read_beside(Path(engine_key_path).parent), key, "engine", when)  # never a retired key
     pack = (evidence_dir / PACK_FILE).read_bytes()
     payload = followup_statement(pack, request_id, backups, stated_at, keyid(key))
     out = evidence_dir / FOLLOWUP_FILE

@@ -21,6 +21,7 @@ from proof.attestation import render
 from proof.dsse import sign_envelope
 from proof.errors import AlreadyAttested, EvidenceInvalid, PackRejected, SameKeyRefused
 from proof.evidence import EVIDENCE_ROLES, Evidence, load_evidence, scan_identifiers
+from proof.keyring import check_signing_key, read_beside
 from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
 from proof.statement import dpo_statement, erasure_statement, subjects
 from proof.tarball import tar_gz_bytes, write_atomic
@@ -166,9 +167,12 @@ def _keep_dpo(evidence_dir: Path, files: Mapping[str, bytes]) -> bytes | None:
     return data if named == covered else None
 
 
-def _self_check(tar: bytes, engine_pem: bytes, dpo_pem: bytes | None) -> None:
+def _self_check(tar: bytes, engine_pem: bytes | None, dpo_pem: bytes | None, keyring: bytes | None = None) -> None:
     try:
-        verify.verify_bytes(tar, engine_pem, dpo_pem, require_dpo=dpo_pem is not None)
+        if engine_pem is not None:
+            verify.verify_bytes(tar, engine_pem, dpo_pem, require_dpo=dpo_pem is not None)
+        if keyring is not None:  # and as a regulator who pinned the keyring will check it
+            verify.verify_bytes(tar, None, None, require_dpo=dpo_pem is not None, keyring=keyring)
     except verify.PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
 
@@ -181,6 +185,7 @@ def write_pack(
     out: Path | None = None,
     forbidden: Sequence[str] = (),
     out_of_scope: Sequence[str] = DEFAULT_OUT_OF_SCOPE,
+    keyring: bytes | None = None,
 ) -> Path:
     """Derive the status per tier, sign with the engine key, write the pack files into
     `evidence_dir` and `proof.tar.gz` (or `out`); return the tar's path.
@@ -188,6 +193,9 @@ def write_pack(
     `forbidden` are the subject's identifiers (in memory, from the vault): if any file would hold
     one, `IdentifierInPack` is raised before anything is written. `EvidenceInvalid` when evidence is
     missing or contradicts itself (e.g. all_clear with residue); `ConfigError` for an unusable key.
+    With a keyring (`keyring`, else the one beside the key file) the key must be its current engine
+    key, valid at verified_at (the statement's signing time), or `RetiredKey`; the pack is then also
+    checked against the keyring before it is written.
     """
     evidence_dir = Path(evidence_dir)
     key = load_private_key(engine_key_path, passphrase)
@@ -200,13 +208,18 @@ def write_pack(
     if ev.verification["all_clear"] and predicate["status"] == "notErased":
         bad = [t for t, row in predicate["tiers"].items() if row["status"] == "notErased"]
         raise EvidenceInvalid(f"verification.json says all clear, but tier {bad[0]} is not erased: pack not written")
+    ring = keyring if keyring is not None else read_beside(Path(engine_key_path).parent)
+    verified_at = verify.utc_time(ev.verification["verified_at"])
+    if ring is not None and verified_at is None:
+        raise EvidenceInvalid("verification.json: verified_at is not a UTC time: pack not written")
+    check_signing_key(ring, key, "engine", verified_at or datetime.now(UTC))
     files = seal_files(ev.files, predicate, key)
     scan_identifiers({**files, "(signed statement)": erasure_statement(files, predicate)}, forbidden)
     dpo = _keep_dpo(evidence_dir, files)
     if dpo is not None:
         files[DPO_ENVELOPE] = dpo
     tar = tar_gz_bytes(ev.request_id, files)
-    _self_check(tar, public_key_pem(key.public_key()), None)
+    _self_check(tar, public_key_pem(key.public_key()), None, ring)
     for name in (ATTESTATION, MANIFEST, SUMS, ENGINE_ENVELOPE):
         write_atomic(evidence_dir / name, files[name])
     if dpo is None:
@@ -237,6 +250,7 @@ def attest(
     passphrase: str | bytes | None = None,
     attested_at: str | None = None,
     force: bool = False,
+    keyring: bytes | None = None,
 ) -> Path:
     """Sign the DPO's attestation over a pack and rewrite `pack_path` with it; return the path.
 
@@ -244,6 +258,10 @@ def attest(
     without it, only its contents are checked. Refuses the engine's own key (`SameKeyRefused`) and
     an already attested pack unless `force` (`AlreadyAttested`). When `pack_path` sits in its
     evidence dir, signatures/dpo.intoto.json is written there too.
+
+    With `keyring` (a keyring file's bytes) the pack is checked against it instead (or as well), and the
+    DPO key must be the keyring's current DPO key, valid at `attested_at`; without it, a keyring beside
+    the DPO key's file is used for that check (`RetiredKey` otherwise).
     """
     pack_path = Path(pack_path)
     key = load_private_key(dpo_key_path, passphrase)
@@ -251,8 +269,8 @@ def attest(
     engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     try:
         result = (
-            verify.verify_bytes(data, engine_pem, None, require_dpo=False)
-            if engine_pem is not None
+            _engine_checked(data, engine_pem, keyring)
+            if engine_pem is not None or keyring is not None
             else verify.verify_contents(data)
         )
     except verify.PackError as exc:
@@ -272,6 +290,7 @@ def attest(
         raise InputError(f"attested_at {when} is earlier than the verification the DPO attests")
     if DPO_ENVELOPE in files and not force:
         raise AlreadyAttested(f"{pack_path} is already attested: pass --force to replace the attestation")
+    check_signing_key(keyring if keyring is not None else read_beside(Path(dpo_key_path).parent), key, "dpo", at)
     statement = dpo_statement(
         files,
         request_id=result.request_id,
@@ -282,8 +301,8 @@ def attest(
     )
     files[DPO_ENVELOPE] = envelope_bytes(sign_envelope(statement, key))
     tar = tar_gz_bytes(top, files)
-    if engine_pem is not None:
-        _self_check(tar, engine_pem, public_key_pem(key.public_key()))
+    if engine_pem is not None or keyring is not None:
+        _self_check(tar, engine_pem, public_key_pem(key.public_key()), keyring)
     _write_attested(pack_path, tar, files)
     return pack_path
 
@@ -295,13 +314,23 @@ def _write_attested(pack_path: Path, tar: bytes, files: Mapping[str, bytes]) -> 
         write_atomic(beside / DPO_ENVELOPE, files[DPO_ENVELOPE])
 
 
-def signing_request_of(pack_path: Path, engine_pub: bytes | Path) -> str:
+def _engine_checked(data: bytes, engine_pem: bytes | None, keyring: bytes | None) -> verify.VerifyResult:
+    """The pack verified with the engine's key, or against the keyring (`PackError` otherwise)."""
+    if engine_pem is None and keyring is None:
+        raise InputError("the engine's public key or the keyring is needed to check the pack")
+    if engine_pem is not None:
+        return verify.verify_bytes(data, engine_pem, None, require_dpo=False)
+    return verify.verify_bytes(data, None, None, require_dpo=False, keyring=keyring)
+
+
+def signing_request_of(pack_path: Path, engine_pub: bytes | Path | None, *, keyring: bytes | None = None) -> str:
     """The line the DPO's standalone signer signs (`proof.verify.signer`): the pack's request id,
-    engine key id, status and the subjects of the DPO's statement. The pack must verify first."""
+    engine key id, status and the subjects of the DPO's statement. The pack must verify first (with
+    the engine's key, or against `keyring`)."""
     data = _read_pack(Path(pack_path))
-    engine_pem = public_key_pem(load_public_key(engine_pub))
+    engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     try:
-        result = verify.verify_bytes(data, engine_pem, None, require_dpo=False)
+        result = _engine_checked(data, engine_pem, keyring)
     except verify.PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
     _top, files = verify.extract(data)
@@ -309,13 +338,22 @@ def signing_request_of(pack_path: Path, engine_pub: bytes | Path) -> str:
     return signing_request(result.request_id, result.engine_keyid, result.status, subjects(covered))
 
 
-def attach_attestation(pack_path: Path, envelope: str, *, engine_pub: bytes | Path, dpo_pub: bytes | Path) -> Path:
+def attach_attestation(
+    pack_path: Path,
+    envelope: str,
+    *,
+    engine_pub: bytes | Path | None,
+    dpo_pub: bytes | Path,
+    keyring: bytes | None = None,
+) -> Path:
     """Put the DPO's envelope, signed elsewhere (`proof.verify.signer`), into the pack: it must be the
     DPO's statement over exactly this pack, signed by the pinned `dpo_pub`, at a time after the
     verification and not in the future; then the whole pack must verify with both keys. `InputError`
-    for an envelope that is not one; `PackRejected` for one that does not verify."""
+    for an envelope that is not one; `PackRejected` for one that does not verify. With `keyring`, the
+    pack is checked against it (the engine's key may be given too), `dpo_pub` must be the keyring's
+    current DPO key, valid at the envelope's attested_at (`RetiredKey`), and so must the result."""
     pack_path = Path(pack_path)
-    engine_pem = public_key_pem(load_public_key(engine_pub))
+    engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     dpo_key = load_public_key(dpo_pub)
     data = _read_pack(pack_path)
     try:
@@ -323,7 +361,7 @@ def attach_attestation(pack_path: Path, envelope: str, *, engine_pub: bytes | Pa
     except (ValueError, TypeError) as exc:
         raise InputError("the DPO's answer is not the one-line envelope erasure-dpo-sign prints") from exc
     try:
-        result = verify.verify_bytes(data, engine_pem, None, require_dpo=False)
+        result = _engine_checked(data, engine_pem, keyring)
         # The signature first: nothing of a payload the pinned key did not sign is read.
         _type, payload = check_signature(signed, DPO_ENVELOPE, dpo_key, "DPO")
         when = json.loads(payload)["predicate"]["attested_at"]
@@ -353,9 +391,10 @@ def attach_attestation(pack_path: Path, envelope: str, *, engine_pub: bytes | Pa
         raise PackRejected(
             "statement", "the DPO's envelope is not the DPO's statement over this pack by the pinned key"
         )
+    check_signing_key(keyring, dpo_key, "dpo", at)
     files[DPO_ENVELOPE] = signed
     tar = tar_gz_bytes(top, files)
-    _self_check(tar, engine_pem, public_key_pem(dpo_key))
+    _self_check(tar, engine_pem, public_key_pem(dpo_key), keyring)
     _write_attested(pack_path, tar, files)
     return pack_path
 
@@ -371,7 +410,11 @@ def _predicate_of(envelope: bytes, name: str) -> dict[str, Any]:
 
 
 def summary(
-    pack_path: Path, *, engine_pub: bytes | Path | None = None, dpo_pub: bytes | Path | None = None
+    pack_path: Path,
+    *,
+    engine_pub: bytes | Path | None = None,
+    dpo_pub: bytes | Path | None = None,
+    keyring: bytes | None = None,
 ) -> dict[str, Any]:
     """What the DPO is shown before attesting: per-tier table, exceptions, scope, verification result,
     receipts by status, keys. Counts and ids only. The pack is checked first (signatures too when
@@ -379,16 +422,21 @@ def summary(
 
     `attested` is true only when the DPO's envelope verified under `dpo_pub` (a trusted key, which
     needs `engine_pub` too); an envelope present but not checked is `dpo_attestation: "not checked"`,
-    never "attested", and its claimed key and time are not shown."""
+    never "attested", and its claimed key and time are not shown. With `keyring` (instead of the two
+    keys) both signatures are checked against it: each key as of its statement's signing time."""
     pack_path = Path(pack_path)
     if pack_path.is_dir():
         pack_path = pack_path / PACK_NAME
     if dpo_pub is not None and engine_pub is None:
         raise InputError("the DPO's attestation is checked with the engine's key too: give both")
+    if keyring is not None and engine_pub is not None:
+        raise InputError("give either a keyring or the engine's (and DPO's) keys, not both")
     data = _read_pack(pack_path)
     try:
         result = (
-            verify.verify_bytes(
+            verify.verify_bytes(data, None, None, require_dpo=False, keyring=keyring)
+            if keyring is not None
+            else verify.verify_bytes(
                 data,
                 public_key_pem(load_public_key(engine_pub)),
                 public_key_pem(load_public_key(dpo_pub)) if dpo_pub is not None else None,

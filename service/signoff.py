@@ -19,7 +19,8 @@ from erasure.files import private_dirs
 from erasure.sqlite import transaction
 from erasure.states import RequestState
 from proof.errors import PackRejected
-from proof.keys import load_private_key, public_key_pem
+from proof.keyring import read_beside
+from proof.keys import keyid, load_private_key, load_public_key, public_key_pem
 from proof.pack import PACK_NAME, attach_attestation, signing_request_of, summary
 from proof.pack import attest as sign_attestation
 
@@ -145,21 +146,25 @@ def seal(
     if row.state != RequestState.awaiting_attestation:
         raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
     pack = pack_path(h, request_id)
-    engine_pub = engine_pub_path(h)
+    ring = read_beside(h.keys_dir)  # with a keyring, every check is against it: keys rotate
+    engine_pub = engine_pub_path(h) if ring is None else None
     dpo_pub = (
         public_key_pem(load_private_key(dpo_key, passphrase).public_key())
         if dpo_key is not None
         else pinned_dpo_pub(h).read_bytes()
     )
-    before = summary(pack, engine_pub=engine_pub)
+    before = summary(pack, engine_pub=engine_pub, keyring=ring)
     if before["all_clear"]:
         _outbox_ready(h)
-    mine = before["dpo_attestation"] == "not checked" and _attested_by(pack, engine_pub, dpo_pub)
+    if ring is not None:  # the keyring checks a DPO envelope already there: is it this DPO key's?
+        mine = before["dpo_attestation"] == "verified" and before["dpo_keyid"] == keyid(load_public_key(dpo_pub))
+    else:
+        mine = before["dpo_attestation"] == "not checked" and _attested_by(pack, engine_pub_path(h), dpo_pub)
     if not mine and dpo_key is not None:
-        sign_attestation(pack, dpo_key, engine_pub=engine_pub, passphrase=passphrase)
+        sign_attestation(pack, dpo_key, engine_pub=engine_pub, passphrase=passphrase, keyring=ring)
     elif not mine and envelope is not None:
-        attach_attestation(pack, envelope, engine_pub=engine_pub, dpo_pub=dpo_pub)
-    sealed = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)
+        attach_attestation(pack, envelope, engine_pub=engine_pub, dpo_pub=dpo_pub, keyring=ring)
+    sealed = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub if ring is None else None, keyring=ring)
     outbox = None
     if sealed["all_clear"]:
         outbox = _deliver(h, request_id, sealed["pack_name"], sealed["verified_at"])
@@ -209,7 +214,8 @@ def reject(h: Home, request_id: str, reason: str) -> None:
 
 def signing_request(h: Home, request_id: str) -> str:
     """The line the DPO's standalone signer signs, for a request's pack."""
-    return signing_request_of(pack_path(h, request_id), engine_pub_path(h))
+    ring = read_beside(h.keys_dir)
+    return signing_request_of(pack_path(h, request_id), engine_pub_path(h) if ring is None else None, keyring=ring)
 
 
 def pinned_dpo_pub(h: Home) -> Path:

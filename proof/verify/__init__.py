@@ -2,6 +2,7 @@
 
     python -m proof.verify proof.tar.gz --engine-key engine.pub.pem --dpo-key dpo.pub.pem \
         --audit-key audit.pub.pem [--json]
+    python -m proof.verify proof.tar.gz --keyring keyring.json --audit-key audit.pub.pem [--json]
 
 It imports nothing else of this project (import-linter checks it), so it also ships as one file,
 `erasure-verify.pyz` (`make verifier`; `erasure export` writes it beside the pack), and a regulator
@@ -18,6 +19,7 @@ Modules, in the order a pack meets them:
     verifier     the checks 0-8 in order (their list is at its top), `verify_pack`
     archive      check 1: one gzip member, one ustar stream, exactly the manifest's files
     envelopes    keys, check 2 (DSSE signatures) and check 3 (in-toto statements)
+    keyring      check 2 with a keyring: each key by keyid, of its role, valid at the signing time
     digests      checks 4 and 5: subjects, manifest.json and SHA256SUMS
     merkle       RFC 9162 inclusion, multiproof and consistency proofs
     audit        check 7: the audit-log redaction evidence

@@ -1,6 +1,7 @@
 """The verifier's command line:
 
     python -m proof.verify PACK --engine-key PUB --dpo-key PUB --audit-key PUB [--json]
+    python -m proof.verify PACK --keyring keyring.json --audit-key PUB [--json]
 
 and the same command as one file, `python erasure-verify.pyz ...` (`make verifier`; `erasure export`
 ships it beside the pack).
@@ -19,7 +20,8 @@ from collections.abc import Sequence
 
 from proof.verify import backups
 from proof.verify.envelopes import read_key
-from proof.verify.errors import KeyArgumentError, PackError, checking, printable
+from proof.verify.errors import KeyArgumentError, PackError, checking, fail, printable
+from proof.verify.keyring import followup_key, pem_of, read_keyring
 from proof.verify.verifier import verify_pack
 
 DESCRIPTION = "Offline verifier of an erasure proof pack: the Python standard library and `cryptography` only."
@@ -35,8 +37,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     `FAIL: <check>: <why>`; exit 0 when the pack verifies, 1 when it does not, 2 on bad usage."""
     parser = argparse.ArgumentParser(prog="python -m proof.verify", description=DESCRIPTION)
     parser.add_argument("pack", help="the proof.tar.gz to verify")
-    parser.add_argument("--engine-key", required=True, help="the engine's trusted public key (PEM)")
-    parser.add_argument("--dpo-key", help="the DPO's trusted public key (PEM); required unless --no-dpo")
+    parser.add_argument("--engine-key", help="the engine's trusted public key (PEM); or give --keyring")
+    parser.add_argument("--dpo-key", help="the DPO's trusted public key (PEM); required unless --no-dpo or --keyring")
+    parser.add_argument(
+        "--keyring",
+        help="the keyring you pinned (keyring.json: every engine and DPO key with its validity period), instead"
+        " of --engine-key and --dpo-key: each signature's key is taken from it and must have been valid when it signed",
+    )
     parser.add_argument(
         "--no-dpo", action="store_true", help="accept a pack the DPO has not attested yet (its engine signature only)"
     )
@@ -53,7 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of one line")
     args = parser.parse_args(argv)
-    if args.dpo_key is None and not args.no_dpo:
+    if args.keyring is not None and (args.engine_key is not None or args.dpo_key is not None):
+        parser.error("give either --keyring or --engine-key/--dpo-key, not both")
+    if args.keyring is None and args.engine_key is None:
+        parser.error("--engine-key (or --keyring) is required")
+    if args.dpo_key is None and args.keyring is None and not args.no_dpo:
         parser.error("--dpo-key is required (or --no-dpo to check a pack awaiting attestation)")
     if args.audit_key is None and not args.no_audit_key:
         parser.error(
@@ -62,17 +73,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     try:
         with checking(KeyArgumentError):
-            engine = read_key(args.engine_key, "engine")
+            engine = read_key(args.engine_key, "engine") if args.engine_key else None
             dpo = read_key(args.dpo_key, "DPO") if args.dpo_key else None
             audit = read_key(args.audit_key, "audit") if args.audit_key else None
-        result = verify_pack(args.pack, engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit)
+            ring = read_keyring(args.keyring) if args.keyring else None
+        result = verify_pack(args.pack, engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit, keyring=ring)
+        # a follow-up beside the pack: the pack's engine key, or with a keyring the engine key that signed it
+        if ring is not None:
+            engine_pem = followup_key(ring, args.pack) or pem_of(ring, result.engine_keyid)
+        elif engine is not None:
+            engine_pem = engine
+        else:
+            fail(KeyArgumentError, "no engine key and no keyring was given")
     except PackError as exc:
         if args.json:
             _say(json.dumps({"ok": False, "check": exc.check, "error": str(exc)}, sort_keys=True))
         else:
             _say(f"FAIL: {exc.check}: {exc}")
         return 1
-    if (followup := backups.hook(args.pack, engine, args.json)) is not None:  # a backups follow-up beside it
+    if (followup := backups.hook(args.pack, engine_pem, args.json)) is not None:  # a backups follow-up beside it
         return followup
     if args.json:
         _say(json.dumps({"ok": True, **result.as_dict()}, sort_keys=True))

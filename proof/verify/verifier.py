@@ -5,7 +5,8 @@
  1 archive        ArchiveError      one gzip member, one ustar stream as the writer writes it, exactly
                                     the files manifest.json lists (`archive`)
  2 signature      SignatureError    each envelope in canonical form, signed by the GIVEN key over the
-                                    DSSE PAE (`envelopes`)
+                                    DSSE PAE (`envelopes`); with a keyring, the key the envelope names,
+                                    of its role, valid at the statement's signing time (`keyring`)
  3 statement      StatementError    in-toto Statement v1, our predicate types, well-formed predicates
                                     naming the given keys (`envelopes`)
  4 subjects       SubjectError      the statements cover exactly the files, by sha256 (`digests`)
@@ -16,14 +17,14 @@
  8 consistency    ConsistencyError  the claims follow from the step records and the probes by the
                                     wire's status rules (`consistency`)
 
-Trusted public keys come from the caller, never from the pack. Without a DPO key (`require_dpo=False`),
-a DPO envelope in the pack is NOT checked and the result says so.
+Trusted public keys come from the caller (single keys, or a keyring), never from the pack. Without a
+DPO key (`require_dpo=False`), a DPO envelope in the pack is NOT checked and the result says so.
 """
 
 from __future__ import annotations
 
 import io
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -55,6 +56,7 @@ from proof.verify.errors import (
     checking,
     fail,
 )
+from proof.verify.keyring import Keyring, check_validity, keys_for, parse_keyring
 from proof.verify.wire import (
     AUDIT,
     DPO_ENVELOPE,
@@ -115,10 +117,21 @@ def _run(
     dpo_key: PublicKey | None,
     require_dpo: bool,
     audit_key: Ed25519PublicKey | None = None,
+    ring: Keyring | None = None,
 ) -> VerifyResult:
     with checking(ArchiveError):
         pack = unpack(raw)
-    return _checks(pack, [], engine_key, dpo_key, require_dpo, audit_key)
+    if ring is None:
+        return _checks(pack, [], engine_key, dpo_key, require_dpo, audit_key)
+    envelopes = {n: pack.files[n].data for n in (ENGINE_ENVELOPE, DPO_ENVELOPE) if n in pack.files}
+    with checking(SignatureError):  # 2 signature, with a keyring: the keys the envelopes name
+        engine_entry, dpo_entry = keys_for(ring, envelopes, require_dpo)
+    result = _checks(pack, [], engine_entry.key, dpo_entry.key if dpo_entry else None, require_dpo, audit_key)
+    with checking(SignatureError):  # ... each valid at its statement's signing time
+        check_validity(engine_entry, envelopes[ENGINE_ENVELOPE], ENGINE_ENVELOPE)
+        if dpo_entry is not None:
+            check_validity(dpo_entry, envelopes[DPO_ENVELOPE], DPO_ENVELOPE)
+    return replace(result, checks=(*result.checks, KEY_VALIDITY_CHECK))
 
 
 def _checks(
@@ -208,45 +221,66 @@ def _checks(
     )
 
 
-def _keys(
-    engine_pub_pem: bytes, dpo_pub_pem: bytes | None, audit_pub_pem: bytes | None
-) -> tuple[PublicKey, PublicKey | None, Ed25519PublicKey | None]:
+KEY_VALIDITY_CHECK = "key-validity"
+"""The name a keyring's validity check adds to `VerifyResult.checks` (its failures are `signature`)."""
+
+
+def _keyring(data: bytes | None, engine_pub_pem: bytes | None, dpo_pub_pem: bytes | None) -> Keyring | None:
+    """The keyring given, if any: never together with single keys; without it an engine key is needed."""
+    if data is None:
+        if engine_pub_pem is None:
+            fail(KeyArgumentError, "no engine key and no keyring was given")
+        return None
+    if engine_pub_pem is not None or dpo_pub_pem is not None:
+        fail(KeyArgumentError, "give either a keyring or single engine and DPO keys, not both")
     with checking(KeyArgumentError):
-        engine_key = load_public_key(engine_pub_pem, "engine")
+        return parse_keyring(data)
+
+
+def _keys(
+    engine_pub_pem: bytes | None, dpo_pub_pem: bytes | None, audit_pub_pem: bytes | None
+) -> tuple[PublicKey | None, PublicKey | None, Ed25519PublicKey | None]:
+    with checking(KeyArgumentError):
+        engine_key = load_public_key(engine_pub_pem, "engine") if engine_pub_pem is not None else None
         dpo_key = load_public_key(dpo_pub_pem, "DPO") if dpo_pub_pem is not None else None
         audit_key = load_public_key(audit_pub_pem, "audit") if audit_pub_pem is not None else None
     if audit_key is not None and not isinstance(audit_key, Ed25519PublicKey):
         fail(KeyArgumentError, "the audit key is not an Ed25519 key")
-    if dpo_key is not None and keyid_of(dpo_key) == keyid_of(engine_key):
+    if dpo_key is not None and engine_key is not None and keyid_of(dpo_key) == keyid_of(engine_key):
         fail(SameKeyError, "the engine key and the DPO key given are the same key")
     return engine_key, dpo_key, audit_key
 
 
 def verify_bytes(
     data: bytes,
-    engine_pub_pem: bytes,
+    engine_pub_pem: bytes | None,
     dpo_pub_pem: bytes | None,
     *,
     require_dpo: bool = True,
     audit_pub_pem: bytes | None = None,
+    keyring: bytes | None = None,
 ) -> VerifyResult:
     """`verify_pack` on the bytes of a pack."""
+    ring = _keyring(keyring, engine_pub_pem, dpo_pub_pem)
     engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
-    return _run(io.BytesIO(data), engine_key, dpo_key, require_dpo, audit_key)
+    return _run(io.BytesIO(data), engine_key, dpo_key, require_dpo, audit_key, ring)
 
 
 def verify_pack(
     pack_path: str | Path,
-    engine_pub_pem: bytes,
+    engine_pub_pem: bytes | None,
     dpo_pub_pem: bytes | None,
     *,
     require_dpo: bool = True,
     audit_pub_pem: bytes | None = None,
+    keyring: bytes | None = None,
 ) -> VerifyResult:
     """Run checks 1-8 on `proof.tar.gz` with the trusted keys given; raise the first `PackError`.
     The file is read as a stream (never whole into memory). With `require_dpo=False` a pack not yet
     attested passes on its engine signature alone; `audit_pub_pem` pins the store's audit checkpoint
-    key (else the one in the pack is used)."""
+    key (else the one in the pack is used). `keyring` (a keyring file's bytes) replaces the engine
+    and DPO keys: each envelope's key is taken from it by keyid and must have been valid when it signed."""
+    ring = _keyring(keyring, engine_pub_pem, dpo_pub_pem)
     engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
     try:
         fh = open(pack_path, "rb")  # noqa: SIM115 (closed below)
@@ -254,7 +288,7 @@ def verify_pack(
         raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
     with fh:
         try:
-            return _run(fh, engine_key, dpo_key, require_dpo, audit_key)
+            return _run(fh, engine_key, dpo_key, require_dpo, audit_key, ring)
         except OSError as exc:
             raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
 
