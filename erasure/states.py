@@ -15,6 +15,7 @@ class RequestState(StrEnum):
     awaiting_attestation = "awaiting attestation"  # verified all clear, engine-signed, DPO to sign
     sealed = "sealed"  # DPO signed the pack
     notified = "notified"  # requester told (only when all clear)
+    reopened = "reopened"  # a re-verification found the subject again: erase again (`request run`)
 
 
 OPEN_STATES = frozenset(RequestState) - {RequestState.notified}

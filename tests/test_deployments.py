@@ -43,6 +43,8 @@ DEPLOYMENTS = {
     "erasure-request",
     "erasure-window",
     "verification",
+    "reverification",
+    "reverify-due",
     "sla-monitor",
     "hold-place",
     "hold-release",

@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from proof.verify import backups
+from proof.verify import backups, reverify
 from proof.verify.envelopes import read_key
 from proof.verify.errors import KeyArgumentError, PackError, checking, printable
 from proof.verify.verifier import verify_pack
@@ -51,6 +51,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="check the audit checkpoints against the key the pack itself names (NOT pinned:"
         " whoever re-signs the pack can re-sign the checkpoints too)",
     )
+    parser.add_argument(
+        "--reverify",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="re-verification statements beside the pack (reverify-<n>.intoto.json): each must be signed by"
+        " the engine key, name this pack, and say all clear",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of one line")
     args = parser.parse_args(argv)
     if args.dpo_key is None and not args.no_dpo:
@@ -66,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dpo = read_key(args.dpo_key, "DPO") if args.dpo_key else None
             audit = read_key(args.audit_key, "audit") if args.audit_key else None
         result = verify_pack(args.pack, engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit)
+        reverified = reverify.check_files(args.reverify, engine, result.request_id, result.pack_name)
     except PackError as exc:
         if args.json:
             _say(json.dumps({"ok": False, "check": exc.check, "error": str(exc)}, sort_keys=True))
@@ -75,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (followup := backups.hook(args.pack, engine, args.json)) is not None:  # a backups follow-up beside it
         return followup
     if args.json:
-        _say(json.dumps({"ok": True, **result.as_dict()}, sort_keys=True))
+        _say(json.dumps({"ok": True, **result.as_dict(), **reverify.as_dict(reverified)}, sort_keys=True))
     else:
-        _say(result.line())
+        _say(reverify.with_notes(result.line(), reverified))
     return 0
