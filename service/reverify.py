@@ -136,6 +136,7 @@ def reverify_request(h: Home, request_id: str, *, now: datetime | None = None) -
         "all_clear": not residue_tiers,
         "residue": residue,
         "residue_tiers": residue_tiers,
+        "residue_methods": sorted({f"{p.tier}/{p.method}" for p in result.probes if p.residue > 0}),
         "probes": len(result.probes),
         "unscanned_content": len(result.unscanned),
         "fingerprint": "taken at re-verification from the request vault's identifiers (no bystander baseline)",
