@@ -13,7 +13,6 @@ from cli.live import run_with_table
 from cli.request import IdArg
 from cli.request import app as request_app
 from erasure.errors import ErasureError, VerificationFailed
-from service.reverify import check_reverifiable
 
 
 def _table(doc: dict[str, Any]) -> Table:
@@ -45,6 +44,8 @@ def reverify(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False)
     tier: `erasure request run ID` erases again); 6 when the request is not sealed; 4 when there is no
     such request, no pack, or the request vault no longer holds its subject (nothing to probe with).
     """
+    from service.reverify import check_reverifiable  # here: `request list` must not import the probes
+
     h = home_of(home)
     check_reverifiable(h, request_id)  # refused here, before a flow run exists, with its reason
     prefect_api.prepare(h)

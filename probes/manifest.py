@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -97,8 +99,16 @@ def entries(key: bytes, scanned: Mapping[str, Sequence[ScannedFile]]) -> list[Ma
     return sorted(out, key=lambda e: e.path)
 
 
+FILE = "scan-manifest.json"
+"""The whole manifest, beside the pack in the evidence folder; `verification.json` (in the pack) names
+its SHA-256, and holds its entries too when there are at most `INLINE_MAX`."""
+INLINE_MAX = 4000
+"""Entries `verification.json` carries itself: a pack file may hold at most 4 MiB (the verifier's limit)
+and a store of a million frames has tens of thousands of files."""
+
+
 def to_json(items: Iterable[ManifestEntry]) -> dict[str, Any]:
-    """The `scan_manifest` object of `verification.json`."""
+    """The whole manifest document (`scan-manifest.json`)."""
     files = [e.model_dump() for e in items]
     return {
         "format": FORMAT,
@@ -110,12 +120,40 @@ def to_json(items: Iterable[ManifestEntry]) -> dict[str, Any]:
     }
 
 
-def from_json(doc: Any) -> list[ManifestEntry] | None:
-    """The entries of a `scan_manifest` object (None when `doc` is not one: a verification written
-    before manifests existed)."""
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("files"), list):
+def document_bytes(doc: dict[str, Any]) -> bytes:
+    """The manifest file's bytes: compact JSON, sorted keys, one final newline."""
+    return (json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n").encode()
+
+
+def summary(doc: dict[str, Any], inline_max: int = INLINE_MAX) -> dict[str, Any]:
+    """The `scan_manifest` object of `verification.json`: the manifest with the name and SHA-256 of its
+    file; without its entries when there are more than `inline_max` (then the file beside the pack,
+    matched by that digest, holds them)."""
+    out = {**doc, "file": FILE, "sha256": hashlib.sha256(document_bytes(doc)).hexdigest()}
+    out["inline"] = len(doc["files"]) <= inline_max
+    if not out["inline"]:
+        del out["files"]
+    return out
+
+
+def from_json(doc: Any, beside: Path | None = None) -> list[ManifestEntry] | None:
+    """The entries of a `scan_manifest` object: inline, or from the manifest file in `beside` (a
+    folder) when its SHA-256 is the one the object names. None when there is none to be had (a
+    verification written before manifests existed, or the file is gone or changed)."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         return None
-    return [ManifestEntry.model_validate(f) for f in doc["files"]]
+    if isinstance(doc.get("files"), list):
+        return [ManifestEntry.model_validate(f) for f in doc["files"]]
+    if beside is None:
+        return None
+    try:
+        data = (beside / FILE).read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != doc.get("sha256"):
+        return None
+    whole = json.loads(data)
+    return from_json(whole) if isinstance(whole, dict) and isinstance(whole.get("files"), list) else None
 
 
 class Changes(BaseModel):

@@ -99,9 +99,15 @@ def _pack_facts(h: Home, request_id: str) -> tuple[str, dict[str, Any]]:
 
 def _changes(h: Home, before_doc: dict[str, Any], now: Verification) -> dict[str, Any]:
     """Which files changed since the pack's scan manifest (labels under the same key)."""
-    before = manifest.from_json(before_doc.get("scan_manifest"))
+    named = before_doc.get("scan_manifest")
+    before = manifest.from_json(named, h.evidence_dir(str(before_doc.get("request_id"))))
     if before is None:
-        return {"compared": False, "reason": "the pack's verification.json has no scan manifest"}
+        why = (
+            "the pack's verification.json has no scan manifest"
+            if not isinstance(named, dict)
+            else f"the manifest file the pack names ({manifest.FILE}, by its sha256) is gone or changed"
+        )
+        return {"compared": False, "reason": why}
     changes = manifest.diff(before, manifest.entries(ledger_key(h), now.scanned))
     return {
         "compared": True,

@@ -167,7 +167,7 @@ def record_verification(
     )
     doc["needles"] = fp.needle_stats
     if result.scanned:
-        doc["scan_manifest"] = scan_manifest(h, result)
+        doc["scan_manifest"] = scan_manifest(h, request_id, result)
     if not doc["all_clear"]:
         for tier in doc.get("failing_tiers", []):
             requests.open_exception(
@@ -193,11 +193,16 @@ def record_verification(
     return doc
 
 
-def scan_manifest(h: Home, result: Verification) -> dict[str, Any]:
+def scan_manifest(h: Home, request_id: str, result: Verification) -> dict[str, Any]:
     """The `scan_manifest` of `verification.json`: every file the byte scan read (`probes.manifest`),
     paths that could name someone as keyed hashes under the home's ledger key (`keys/`, never scanned,
-    never in a pack)."""
-    return manifest.to_json(manifest.entries(ledger_key(h), result.scanned))
+    never in a pack). The whole manifest is written beside the pack (`scan-manifest.json`), and
+    `verification.json` names its digest (and holds its entries, unless there are too many)."""
+    doc = manifest.to_json(manifest.entries(ledger_key(h), result.scanned))
+    evidence = h.evidence_dir(request_id)
+    evidence.mkdir(parents=True, exist_ok=True)
+    (evidence / manifest.FILE).write_bytes(manifest.document_bytes(doc))
+    return manifest.summary(doc)
 
 
 UNSCANNED = "unscanned_content"

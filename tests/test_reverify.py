@@ -139,7 +139,8 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     ver_text = (home.evidence_dir(RID) / "verification.json").read_text()
     scan = json.loads(ver_text)["scan_manifest"]
     files = {f["path"]: f for f in scan["files"]}
-    assert scan["file_count"] == len(files) > 3
+    assert scan["file_count"] == len(files) > 3 and scan["inline"] is True
+    assert scan["sha256"] == _sha(home.evidence_dir(RID) / "scan-manifest.json")  # the whole one, beside the pack
     db = files["store/memory.db"]
     assert (db["size"], db["sha256"]) == (home.store_db.stat().st_size, _sha(home.store_db))  # the store is at rest
     for ident in [*WHO.identifiers(), STAYS.email or ""]:

@@ -138,3 +138,20 @@ def test_a_file_that_vanishes_or_cannot_be_read_is_not_listed(tmp_path: Path) ->
 def test_without_manifest_the_scan_lists_no_files(tmp_path: Path) -> None:
     _write(tmp_path, "a", b"abc")
     assert scan_tree(tmp_path, [b"b"]).files == []
+
+
+def test_a_manifest_too_long_to_inline_is_read_from_its_file_only_when_its_digest_matches(tmp_path: Path) -> None:
+    for i in range(5):
+        _write(tmp_path / "tree", f"f{i}.bin", bytes([i]) * (i + 1))
+    files = scan_tree(tmp_path / "tree", [b"x"], manifest=True).files
+    doc = manifest.to_json(manifest.entries(KEY, {"store": files}))
+    (tmp_path / manifest.FILE).write_bytes(manifest.document_bytes(doc))
+    inline = manifest.summary(doc)
+    assert inline["inline"] and manifest.from_json(inline) == manifest.entries(KEY, {"store": files})
+    named = manifest.summary(doc, inline_max=4)
+    assert not named["inline"] and "files" not in named and named["file_count"] == 5
+    assert manifest.from_json(named) is None  # no folder to read the file from
+    assert manifest.from_json(named, tmp_path) == manifest.entries(KEY, {"store": files})
+    changed = dict(doc, files=doc["files"][1:])  # a file dropped from the manifest
+    (tmp_path / manifest.FILE).write_bytes(manifest.document_bytes(changed))
+    assert manifest.from_json(named, tmp_path) is None
