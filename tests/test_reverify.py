@@ -176,6 +176,20 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     assert RID not in due_requests(home, 30, now=now)
     assert RID in due_requests(home, 30, now=now + timedelta(days=31))
 
+    # The daily deployment's flow: the other request, last verified 40 days ago (its verification.json
+    # in the evidence folder dated back; the pack's own copy is untouched), is re-verified; this one,
+    # re-verified a moment ago, is not due.
+    from flows.reverification import reverify_due
+
+    other_ver = home.evidence_dir(OTHER) / "verification.json"
+    dated = json.loads(other_ver.read_text())
+    dated["verified_at"] = (now - timedelta(days=40)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    other_ver.write_text(json.dumps(dated))
+    assert due_requests(home, 30) == [OTHER]
+    assert reverify_due(days=30) == {"all_clear": [OTHER], "reopened": [], "not_reverified": []}
+    assert _predicate(home.evidence_dir(OTHER) / "reverify-1.intoto.json")["all_clear"] is True
+    assert due_requests(home, 30) == []
+
     # The subject comes back through another source: held by the guard, let in by a re-consent.
     crm = _crm_item(tmp_path / "crm.jsonl")
     held = erasure("ingest", str(crm), "--home", h)
@@ -222,7 +236,7 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
         engine.close()
     gone = erasure("request", "reverify", OTHER, "--home", h)
     assert gone.code == 4 and "vault no longer holds its subject" in gone.err, gone.out + gone.err
-    assert not list(home.evidence_dir(OTHER).glob("reverify-*"))
+    assert [p.name for p in home.evidence_dir(OTHER).glob("reverify-*")] == ["reverify-1.intoto.json"]  # no new one
 
 
 def test_the_verifier_refuses_a_statement_for_another_pack_or_by_another_key(
