@@ -13,9 +13,8 @@ from typing import Annotated, Any
 from prefect import State, flow, get_run_logger, task
 from prefect.events import emit_event
 from prefect.states import Completed, Failed
-from pydantic import Field
 
-from flows.common import RequestId
+from flows.common import RequestId, described
 from service.common import checked_request_id, home
 from service.reverify import DEFAULT_DAYS, due_requests, reverify_request
 
@@ -55,7 +54,16 @@ def reverification(request_id: RequestId) -> State:
 
 
 @flow(name="reverify-due", persist_result=False)
-def reverify_due(days: Annotated[int, Field(ge=1, le=3650)] = DEFAULT_DAYS) -> dict[str, Any]:
+def reverify_due(
+    days: Annotated[
+        int,
+        described(
+            ge=1,
+            le=3650,
+            description="Re-verify every sealed request last verified (or re-verified) this many days ago or more.",
+        ),
+    ] = DEFAULT_DAYS,
+) -> dict[str, Any]:
     """Re-verify every sealed request last verified `days` or more days ago, each in a flow run of its
     own; returns how many were all clear, reopened, or could not be re-verified (by request id)."""
     out: dict[str, list[str]] = {"all_clear": [], "reopened": [], "not_reverified": []}

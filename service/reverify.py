@@ -36,7 +36,7 @@ from proof import verify
 from proof.keys import load_private_key, public_key_pem
 from proof.pack import PACK_NAME
 from proof.reverification import statement_files, write_reverification
-from service.common import checked_request_id, store_lock
+from service.common import checked_request_id, request_lock, store_lock
 from service.verification import probe_subjects, take_all
 
 REVERIFIABLE = frozenset({RequestState.sealed, RequestState.notified})
@@ -123,6 +123,11 @@ def reverify_request(h: Home, request_id: str, *, now: datetime | None = None) -
     """Probe a sealed request's subject again, sign `reverify-<n>.intoto.json` beside its pack, and
     reopen the request if anything of the subject is found. Returns the statement's predicate with
     `statement` (its file name) and `reopened` (ids, counts, tier names and keyed hashes only)."""
+    with request_lock(h, request_id):  # one run of a request at a time: an erasure, or this (`Conflict`)
+        return _reverify(h, request_id, now)
+
+
+def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
     subject = check_reverifiable(h, request_id)
     pack_name, pack_verification = _pack_facts(h, request_id)
     with store_lock(h):  # no erasure moves the store while its probes run

@@ -37,6 +37,7 @@ from proof.verify.wire import envelope_bytes
 from service.reverify import due_requests
 from tests.backup_fixtures import STAYS, THREE, reference_items, request_file
 from tests.cli_fixtures import erasure
+from tests.test_erasure_flow import _prefect_files
 from tests.test_run_report import events_of
 
 RID, OTHER = "req-rv-1", "req-rv-2"
@@ -226,6 +227,15 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     bad = _verify(pack, home, first, second)
     assert bad.returncode == 1 and "FAIL: reverify" in bad.stdout and "found the subject again" in bad.stdout
     assert _verify(pack, home, first).returncode == 0  # the first statement still stands on its own
+    blob = b"".join(p.read_bytes() for p in _prefect_files())
+    assert RID.encode() in blob  # the check can fail: Prefect recorded these runs
+    for ident in WHO.identifiers():
+        assert ident.encode() not in blob, "an identifier reached Prefect's storage"
+
+    # A reopened request is erased again like any open one: a new run, all clear, a new pack to attest.
+    again = erasure("request", "run", RID, "--home", h, "--json")
+    assert again.code == 0, again.out[-2000:] + again.err[-2000:]
+    assert _state(home, RID) == "awaiting attestation"
 
     # The other request's vault entry is gone: nothing to probe with, said plainly, nothing written.
     engine = open_engine(home.engine_db)
