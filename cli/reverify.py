@@ -30,8 +30,8 @@ def _changed_line(changed: dict[str, Any]) -> str:
     if not changed.get("compared"):
         return f"files changed since the pack's scan: not compared ({changed.get('reason')})"
     return (
-        f"files changed since the pack's scan ({changed.get('since')}): {len(changed['added'])} added,"
-        f" {len(changed['removed'])} removed, {len(changed['modified'])} modified, {changed['unchanged']} unchanged"
+        f"files changed since the pack's scan ({changed.get('since')}): {changed['added_count']} added,"
+        f" {changed['removed_count']} removed, {changed['modified_count']} modified, {changed['unchanged']} unchanged"
     )
 
 

@@ -35,7 +35,7 @@ def reverification(request_id: RequestId) -> State:
     checked_request_id(request_id)
     doc = reverify_task(request_id)
     changed = doc["changed_files"]
-    counts = {k: len(changed[k]) for k in ("added", "removed", "modified")} if changed.get("compared") else {}
+    counts = {k: changed[f"{k}_count"] for k in ("added", "removed", "modified")} if changed.get("compared") else {}
     get_run_logger().info(
         "re-verification %s of %s: all clear %s; files changed since the pack's scan: %s",
         doc["sequence"],

@@ -18,6 +18,7 @@ with this scan's: the statement lists the files added, removed and modified sinc
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,7 +32,6 @@ from erasure.ledger import ledger_key
 from erasure.states import RequestState
 from erasure.subject import Subject
 from probes import manifest
-from probes.model import Verification
 from proof import verify
 from proof.keys import load_private_key, public_key_pem
 from proof.pack import PACK_NAME
@@ -97,7 +97,12 @@ def _pack_facts(h: Home, request_id: str) -> tuple[str, dict[str, Any]]:
     return result.pack_name, doc if isinstance(doc, dict) else {}
 
 
-def _changes(h: Home, before_doc: dict[str, Any], now: Verification) -> dict[str, Any]:
+MAX_LISTED = 1000
+"""Labels listed per kind of change in a statement (the counts are always whole): a statement stays
+small (the verifier reads at most 1 MiB of one), and this scan's whole manifest is kept beside it."""
+
+
+def _changes(h: Home, before_doc: dict[str, Any], now: list[manifest.ManifestEntry]) -> dict[str, Any]:
     """Which files changed since the pack's scan manifest (labels under the same key)."""
     named = before_doc.get("scan_manifest")
     before = manifest.from_json(named, h.evidence_dir(str(before_doc.get("request_id"))))
@@ -108,15 +113,13 @@ def _changes(h: Home, before_doc: dict[str, Any], now: Verification) -> dict[str
             else f"the manifest file the pack names ({manifest.FILE}, by its sha256) is gone or changed"
         )
         return {"compared": False, "reason": why}
-    changes = manifest.diff(before, manifest.entries(ledger_key(h), now.scanned))
-    return {
-        "compared": True,
-        "since": before_doc.get("verified_at"),
-        "added": changes.added,
-        "removed": changes.removed,
-        "modified": changes.modified,
-        "unchanged": changes.unchanged,
-    }
+    changes = manifest.diff(before, now)
+    out: dict[str, Any] = {"compared": True, "since": before_doc.get("verified_at"), "unchanged": changes.unchanged}
+    for kind in ("added", "removed", "modified"):
+        labels: list[str] = getattr(changes, kind)
+        out[kind] = labels[:MAX_LISTED]
+        out[f"{kind}_count"] = len(labels)
+    return out
 
 
 def reverify_request(h: Home, request_id: str, *, now: datetime | None = None) -> dict[str, Any]:
@@ -140,6 +143,8 @@ def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
     for p in result.probes:
         residue[p.tier] = residue.get(p.tier, 0) + p.residue
     residue_tiers = result.residue_tiers()
+    scanned = manifest.to_json(manifest.entries(ledger_key(h), result.scanned))
+    scanned_bytes = manifest.document_bytes(scanned)
     predicate = {
         "request_id": request_id,
         "pack_name": pack_name,
@@ -151,10 +156,18 @@ def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
         "probes": len(result.probes),
         "unscanned_content": len(result.unscanned),
         "fingerprint": "taken at re-verification from the request vault's identifiers (no bystander baseline)",
-        "changed_files": _changes(h, pack_verification, result),
+        "changed_files": _changes(h, pack_verification, manifest.from_json(scanned) or []),
+        "scan_manifest": {
+            "format": manifest.FORMAT,
+            "file_count": scanned["file_count"],
+            "bytes": scanned["bytes"],
+            "sha256": hashlib.sha256(scanned_bytes).hexdigest(),
+        },
     }
     path = write_reverification(h.evidence_dir(request_id), h.keys_dir / "engine.pem", predicate, subject.identifiers())
     n = int(path.name.split("-")[1].split(".")[0])
+    # This scan's whole manifest, named by the signed statement's digest: what the next comparison needs.
+    (path.parent / f"reverify-{n}.{manifest.FILE}").write_bytes(scanned_bytes)
     engine = open_engine(h.engine_db)
     try:
         if predicate["all_clear"]:

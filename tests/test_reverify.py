@@ -167,6 +167,10 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     assert "store/memory.db" not in doc["changed_files"]["modified"]  # nothing wrote the store since
     first = home.evidence_dir(RID) / "reverify-1.intoto.json"
     assert _predicate(first)["all_clear"] is True
+    # This scan's whole manifest beside the statement, named by the signed digest (for the next comparison).
+    assert (
+        _sha(home.evidence_dir(RID) / "reverify-1.scan-manifest.json") == _predicate(first)["scan_manifest"]["sha256"]
+    )
     assert pack.read_bytes() == pack_bytes  # the pack itself is never rewritten
     ok = _verify(pack, home, first)
     assert ok.returncode == 0 and "re-verification 1 at" in ok.stdout, ok.stdout + ok.stderr
@@ -208,6 +212,7 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     assert doc["all_clear"] is False and doc["reopened"] is True and doc["sequence"] == 2
     assert doc["residue_tiers"] and all(doc["residue"][t] > 0 for t in doc["residue_tiers"])
     changed = doc["changed_files"]
+    assert changed["modified_count"] == len(changed["modified"]) and changed["added_count"] == len(changed["added"])
     assert {"store/memory.db", "store/memory.db-wal"} & {*changed["modified"], *changed["added"]}, changed
     assert _state(home, RID) == "reopened"
     engine = open_engine(home.engine_db)

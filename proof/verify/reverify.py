@@ -47,9 +47,9 @@ class Reverified:
     def note(self) -> str:
         """One line for the verifier's output (counts only)."""
         c = self.changed_files
+        counts = {k: c.get(f"{k}_count", len(c.get(k, []))) for k in ("added", "removed", "modified")}
         changed = (
-            f"{len(c.get('added', []))} added, {len(c.get('removed', []))} removed,"
-            f" {len(c.get('modified', []))} modified since the pack's scan"
+            f"{counts['added']} added, {counts['removed']} removed, {counts['modified']} modified since the pack's scan"
             if c.get("compared")
             else "files not compared"
         )
