@@ -30,10 +30,6 @@ import yaml
 from erasure import requests
 from erasure.config import PROJECT_ROOT, Home
 from erasure.engine import open_engine
-from proof.dsse import sign_envelope
-from proof.keys import keyid, load_private_key
-from proof.reverification import reverification_statement, write_reverification
-from proof.verify.wire import envelope_bytes
 from service.reverify import due_requests
 from tests.backup_fixtures import STAYS, THREE, reference_items, request_file
 from tests.cli_fixtures import erasure
@@ -252,58 +248,6 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     gone = erasure("request", "reverify", OTHER, "--home", h)
     assert gone.code == 4 and "vault no longer holds its subject" in gone.err, gone.out + gone.err
     assert [p.name for p in home.evidence_dir(OTHER).glob("reverify-*.intoto.json")] == ["reverify-1.intoto.json"]
-
-
-def test_the_verifier_refuses_a_statement_for_another_pack_or_by_another_key(
-    home: Home, tmp_path: Path, prefect_harness: None
-) -> None:
-    h = str(home.root)
-    assert erasure("store", "init", "--home", h).code == 0
-    assert erasure("ingest", str(reference_items(tmp_path / "items.jsonl")), "--home", h).code == 0
-    for role in ("engine", "dpo"):
-        assert erasure("keys", "generate", "--role", role, "--home", h).code == 0
-    assert erasure("request", "submit", str(request_file(tmp_path / "r.json", RID, WHO)), "--home", h).code == 0
-    assert erasure("request", "run", RID, "--home", h, "--json").code == 0
-    pack = home.evidence_dir(RID) / "proof.tar.gz"
-    evidence = home.evidence_dir(RID)
-    good = {
-        "request_id": RID,
-        "pack_name": "0" * 64,  # another pack's name, signed by the right key
-        "reverified_at": "2026-12-01T00:00:00Z",
-        "all_clear": True,
-        "residue": {},
-        "residue_tiers": [],
-        "changed_files": {"compared": False},
-    }
-    other_pack = write_reverification(evidence, home.keys_dir / "engine.pem", good, WHO.identifiers())
-    got = _verify(pack, home, other_pack, dpo=False)
-    assert got.returncode == 1 and "FAIL: reverify" in got.stdout and "not this pack" in got.stdout, got.stdout
-
-    # A statement naming this pack but signed by the DPO's key (not the pinned engine key) is refused.
-    res = subprocess.run(
-        [*_verifier(pack, home), "--no-dpo", "--no-audit-key", "--json"],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    pack_name = json.loads(res.stdout)["pack_name"]
-    dpo = load_private_key(home.keys_dir / "dpo.pem")
-    payload = reverification_statement(
-        pack_name, {**good, "pack_name": pack_name, "sequence": 9, "engine_keyid": keyid(dpo)}
-    )
-    forged = tmp_path / "reverify-9.intoto.json"
-    forged.write_bytes(envelope_bytes(sign_envelope(payload, dpo)))
-    got = subprocess.run(
-        [*_verifier(pack, home), "--no-dpo", "--no-audit-key", "--reverify", str(forged)],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert (
-        got.returncode == 1 and "FAIL: reverify" in got.stdout and "no signature by the given engine key" in got.stdout
-    )
 
 
 def test_the_reverify_due_deployment_runs_daily_with_a_30_day_default() -> None:
