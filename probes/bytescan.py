@@ -273,6 +273,12 @@ def scan_tree(
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(k,), name=f"bytescan-{k}") for k in range(1, n_workers)]
+    # A file of several segments is scanned in pieces by several workers, but SHA-256 is sequential:
+    # one more thread reads and hashes such files while the workers scan (hashlib releases the GIL).
+    split: dict[str, tuple[int, str] | None] = {s.rel: None for s in segments if s.start > 0} if manifest else {}
+    paths = {s.rel: s.path for s in segments}
+    if split:
+        threads.append(threading.Thread(target=_hash_files, args=(split, paths), name="bytescan-hash"))
     for t in threads:
         t.start()
     work(0)
@@ -284,25 +290,27 @@ def scan_tree(
     report = _merge(len(needles), parts, walk, files, seconds)
     if not manifest:
         return report
-    return report.model_copy(update={"files": _manifest(parts, segments)})
+    return report.model_copy(update={"files": _manifest(parts, split)})
 
 
-def _manifest(parts: list[_Partial], segments: list[_Segment]) -> list[ScannedFile]:
+def _hash_files(split: dict[str, tuple[int, str] | None], paths: dict[str, str]) -> None:
+    """(size, sha256) of each file in `split`, in place; None stays for one that could not be read."""
+    for rel in split:
+        try:
+            split[rel] = _hash_file(paths[rel])
+        except OSError:
+            continue
+
+
+def _manifest(parts: list[_Partial], split: dict[str, tuple[int, str] | None]) -> list[ScannedFile]:
     """Every file read whole by one worker (small files, one-segment files), and every file of several
-    segments hashed now by one sequential read; files that failed or vanished are not listed."""
+    segments (hashed beside the scan); files that failed or vanished are not listed."""
     got: dict[str, tuple[int, str]] = {}
     failed: set[str] = set()
     for part in parts:
         got |= part.digests or {}
         failed |= set(part.failed)
-    split: dict[str, str] = {s.rel: s.path for s in segments if s.start > 0}
-    for rel, path in split.items():
-        if rel in failed:
-            continue
-        try:
-            got[rel] = _hash_file(path)
-        except OSError:
-            continue
+    got |= {rel: h for rel, h in split.items() if h is not None and rel not in failed}
     return [ScannedFile(rel=rel, size=size, sha256=digest) for rel, (size, digest) in sorted(got.items())]
 
 
