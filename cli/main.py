@@ -64,7 +64,7 @@ _LAZY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "request": (
         "cli.request",
         "app",
-        ("cli.run",),
+        ("cli.run", "cli.reverify"),
         "Submit erasure requests, show them, and pause, resume or extend their clocks.",
     ),
     "keys": (

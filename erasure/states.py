@@ -16,6 +16,7 @@ class RequestState(StrEnum):
     rejected = "rejected"  # the DPO refused to attest (a reason code is logged): an open exception
     sealed = "sealed"  # DPO signed the pack
     notified = "notified"  # requester told (only when all clear)
+    reopened = "reopened"  # a re-verification found the subject again: erase again (`request run`)
 
 
 OPEN_STATES = frozenset(RequestState) - {RequestState.notified}

@@ -18,6 +18,7 @@ The report names needles by their index only: it never contains the needle bytes
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import threading
@@ -59,8 +60,21 @@ class NeedleHits(BaseModel):
     files: list[str]
 
 
+class ScannedFile(BaseModel):
+    """One file the scan read: its path relative to the root (in memory only: a path can name someone,
+    `probes.manifest` labels it before anything is written), its size and the SHA-256 of the bytes
+    read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rel: str
+    size: int
+    sha256: str
+
+
 class ScanReport(BaseModel):
-    """What a scan read and found. `found` lists only needles with at least one hit, by index."""
+    """What a scan read and found. `found` lists only needles with at least one hit, by index.
+    `files` (only when asked for, `scan_tree(manifest=True)`): every file read, sorted by path."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -72,6 +86,7 @@ class ScanReport(BaseModel):
     gib_per_s: float
     unreadable: list[str]
     skipped_not_regular: int
+    files: list[ScannedFile] = []
 
     def found_indexes(self) -> set[int]:
         """Indexes of the needles found at least once."""
@@ -182,6 +197,8 @@ class _Partial:
     bytes_read: int = 0
     failed: dict[str, bool] = field(default_factory=dict)
     """rel -> True when unreadable, False when it vanished during the scan."""
+    digests: dict[str, tuple[int, str]] | None = None
+    """rel -> (size, sha256) of every whole file this worker read (None: no manifest asked for)."""
 
 
 def _segments(walk: _Walk, segment_size: int) -> tuple[list[_Segment], list[_Batch]]:
@@ -212,8 +229,13 @@ def scan_tree(
     segment_size: int = DEFAULT_SEGMENT,
     workers: int | None = None,
     caseless: Collection[int] = (),
+    manifest: bool = False,
 ) -> ScanReport:
     """Scan every regular file under `root` for all `needles` in one pass; report hits by index.
+
+    With `manifest`, the report also lists every file read with its size and the SHA-256 of the bytes
+    read, hashed from the same reads as the scan (a file of more than one segment is hashed by one more
+    sequential read after the scan).
 
     Files are cut into segments of `segment_size` scanned by `workers` threads (default: one per CPU,
     at most 4); reads and hyperscan both release the GIL. Each segment is its own stream that starts
@@ -240,7 +262,7 @@ def scan_tree(
     n_items = len(segments) + len(batches)
     n_workers = max(1, min(workers or min(os.cpu_count() or 1, MAX_WORKERS), n_items or 1))
     scratches = [db.scratch.clone() if db is not None else None for _ in range(n_workers)]
-    parts = [_Partial() for _ in range(n_workers)]
+    parts = [_Partial(digests={} if manifest else None) for _ in range(n_workers)]
     errors: list[BaseException] = []
     files = {s.rel for s in segments} | {rel for b in batches for _, rel in b.files}
 
@@ -251,6 +273,12 @@ def scan_tree(
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(k,), name=f"bytescan-{k}") for k in range(1, n_workers)]
+    # A file of several segments is scanned in pieces by several workers, but SHA-256 is sequential:
+    # one more thread reads and hashes such files while the workers scan (hashlib releases the GIL).
+    split: dict[str, tuple[int, str] | None] = {s.rel: None for s in segments if s.start > 0} if manifest else {}
+    paths = {s.rel: s.path for s in segments}
+    if split:
+        threads.append(threading.Thread(target=_hash_files, args=(split, paths), name="bytescan-hash"))
     for t in threads:
         t.start()
     work(0)
@@ -259,7 +287,41 @@ def scan_tree(
     if errors:
         raise errors[0]
     seconds = time.perf_counter() - started
-    return _merge(len(needles), parts, walk, files, seconds)
+    report = _merge(len(needles), parts, walk, files, seconds)
+    if not manifest:
+        return report
+    return report.model_copy(update={"files": _manifest(parts, split)})
+
+
+def _hash_files(split: dict[str, tuple[int, str] | None], paths: dict[str, str]) -> None:
+    """(size, sha256) of each file in `split`, in place; None stays for one that could not be read."""
+    for rel in split:
+        try:
+            split[rel] = _hash_file(paths[rel])
+        except OSError:
+            continue
+
+
+def _manifest(parts: list[_Partial], split: dict[str, tuple[int, str] | None]) -> list[ScannedFile]:
+    """Every file read whole by one worker (small files, one-segment files), and every file of several
+    segments (hashed beside the scan); files that failed or vanished are not listed."""
+    got: dict[str, tuple[int, str]] = {}
+    failed: set[str] = set()
+    for part in parts:
+        got |= part.digests or {}
+        failed |= set(part.failed)
+    got |= {rel: h for rel, h in split.items() if h is not None and rel not in failed}
+    return [ScannedFile(rel=rel, size=size, sha256=digest) for rel, (size, digest) in sorted(got.items())]
+
+
+def _hash_file(path: str) -> tuple[int, str]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(DEFAULT_BUFFER):
+            h.update(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
 
 
 _Stream = tuple["hyperscan.Database | None", "hyperscan.Scratch | None"]
@@ -312,6 +374,8 @@ def _scan_batch(batch: _Batch, stream: _Stream, lengths: list[int], part: _Parti
         except OSError:
             part.failed[rel] = True
             continue
+        if part.digests is not None:
+            part.digests[rel] = (len(data), hashlib.sha256(data).hexdigest())
         if data:
             starts.append(len(buf))
             rels.append(rel)
@@ -342,6 +406,8 @@ def _scan_segment(
     """Scan one segment; returns the bytes of the segment itself (not the overlap) that were read."""
     begin = max(0, seg.start - overlap)
     own = 0
+    whole = part.digests is not None and seg.start == 0 and seg.end is None
+    digest = hashlib.sha256() if whole else None
 
     def on_match(needle_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
         if begin + end > seg.start:  # ends inside this segment: the one before did not count it
@@ -363,8 +429,12 @@ def _scan_segment(
             if stream is not None:
                 # the stub says AnyStr; the C API takes any buffer (y*), so no copy is made
                 stream.scan(cast(bytes, view[:n]), scratch=scratch)
+            if digest is not None:
+                digest.update(view[:n])
             own += max(0, min(n, pos + n - seg.start))
             pos += n
+    if digest is not None and part.digests is not None:
+        part.digests[seg.rel] = (pos, digest.hexdigest())
     return own
 
 

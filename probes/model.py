@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from erasure.tiers import Tier
+from probes.bytescan import ScannedFile
 
 BYTES = "bytes"
 """The byte scan's pseudo-tier: every file of the store, not one of the nine tiers."""
@@ -81,6 +82,9 @@ class Verification(BaseModel):
     probes: list[ProbeResult]
     unscanned: list[Unscanned] = []
     """Files (or members of them) that no decoded view could read: nothing in them is certified."""
+    scanned: dict[str, list[ScannedFile]] = {}
+    """Every file the raw byte scans read, by scanned folder (its name): the scan manifest's source. Paths
+    in memory only: `probes.manifest` labels them before anything is written."""
 
     @property
     def all_clear(self) -> bool:

@@ -34,7 +34,7 @@ import numpy.typing as npt
 from erasure.errors import ErasureError, InputError
 from erasure.subject import Subject
 from probes import byte_residue
-from probes.bytescan import scan_tree
+from probes.bytescan import ScannedFile, scan_tree
 from probes.context import ProbeContext
 from probes.fingerprint_model import Fingerprint
 from probes.folded import folded_groups
@@ -328,21 +328,25 @@ def _measure_tiers(ctx: ProbeContext, tiers: Iterable[str]) -> dict[str, list[Me
     return out
 
 
-def _scan(root: Path, owned: Sequence[Sequence[Needle]]) -> tuple[list[dict[int, int]], int]:
+def _scan(
+    root: Path, owned: Sequence[Sequence[Needle]], *, manifest: bool = False
+) -> tuple[list[dict[int, int]], int, list[ScannedFile]]:
     """One scan of `root` for several owners' needles, each distinct needle once (a window's subjects
-    share its canaries): per owner, the indexes (into its own list) found with their hit counts; and the
-    files that could not be read."""
+    share its canaries): per owner, the indexes (into its own list) found with their hit counts; the
+    files that could not be read; and (`manifest`) every file read, with its size and SHA-256."""
     distinct: dict[tuple[bytes, bool], list[tuple[int, int]]] = {}
     for who, needles in enumerate(owned):
         for i, x in enumerate(needles):
             distinct.setdefault((x.data, x.caseless), []).append((who, i))
     keys = list(distinct)
-    report = scan_tree(root, [data for data, _c in keys], caseless={k for k, (_d, c) in enumerate(keys) if c})
+    report = scan_tree(
+        root, [data for data, _c in keys], caseless={k for k, (_d, c) in enumerate(keys) if c}, manifest=manifest
+    )
     hits: list[dict[int, int]] = [{} for _ in owned]
     for h in report.found:
         for who, i in distinct[keys[h.index]]:
             hits[who][i] = h.hits
-    return hits, len(report.unreadable)
+    return hits, len(report.unreadable), list(report.files)
 
 
 def _views(
@@ -364,11 +368,14 @@ def _views(
     return found, report.unscanned
 
 
-def _found_by_owner(store_dir: Path, fps: Sequence[Fingerprint]) -> tuple[list[set[int]], list[dict[int, int]], int]:
+def _found_by_owner(
+    store_dir: Path, fps: Sequence[Fingerprint], *, manifest: bool = False
+) -> tuple[list[set[int]], list[dict[int, int]], int, list[ScannedFile]]:
     """One scan of the store with every subject's needles: per subject, the indexes (into its own
-    needles) found and their hit counts; and the files that could not be read."""
-    hits, unreadable = _scan(store_dir, [fp.needles for fp in fps])
-    return [set(h) for h in hits], hits, unreadable
+    needles) found and their hit counts; the files that could not be read; and (`manifest`) every file
+    read."""
+    hits, unreadable, files = _scan(store_dir, [fp.needles for fp in fps], manifest=manifest)
+    return [set(h) for h in hits], hits, unreadable, files
 
 
 def take_window(
@@ -414,7 +421,7 @@ def take_window(
     # embedding shares pieces with others): one scan counts them for every subject, then they go.
     # One scan: the byte baseline (what the scan could see before; canaries found) and each needle's
     # hit count, which the shared-piece rule needs; the needles it drops leave the baseline with them.
-    all_found, hits, unreadable = _found_by_owner(store_dir, fps)
+    all_found, hits, unreadable, _files = _found_by_owner(store_dir, fps)
     found: list[set[int]] = []
     kept_fps: list[Fingerprint] = []
     for fp, f, h, m in zip(fps, all_found, hits, members, strict=True):
@@ -494,8 +501,9 @@ def verify_window(
         raise InputError(f"unknown probe tier(s): {', '.join(unknown)}")
     results: list[list[ProbeResult]] = [[] for _ in pairs]
     unscanned: list[Unscanned] = []
+    scanned: dict[str, list[ScannedFile]] = {}
     if BYTES in wanted:
-        per_subject, unscanned = _byte_results(Path(store_dir), pairs, list(extra_roots))
+        per_subject, unscanned, scanned = _byte_results(Path(store_dir), pairs, list(extra_roots))
         for i, found in enumerate(per_subject):
             results[i] += found
     groups: dict[str, list[int]] = {}
@@ -511,32 +519,41 @@ def verify_window(
         ):
             results[i] += found
     order = {t: k for k, t in enumerate(PROBE_TIERS)}
-    return [Verification(probes=sorted(r, key=lambda p: order[p.tier]), unscanned=unscanned) for r in results]
+    return [
+        Verification(probes=sorted(r, key=lambda p: order[p.tier]), unscanned=unscanned, scanned=scanned)
+        for r in results
+    ]
 
 
 def _byte_results(
     store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], extra_roots: list[Path]
-) -> tuple[list[list[ProbeResult]], list[Unscanned]]:
+) -> tuple[list[list[ProbeResult]], list[Unscanned], dict[str, list[ScannedFile]]]:
     """Per subject, the byte probes' results (raw, folded and decoded views of the store; raw and
-    decoded views of the home's other folders); and the store's files no view could read."""
+    decoded views of the home's other folders); the store's files no view could read; and every file
+    the raw scans read, by folder name (the scan manifest)."""
     fps = [fp for _s, fp in pairs]
+    scanned: dict[str, list[ScannedFile]] = {}
     try:
-        found, _hits, unreadable = _found_by_owner(store_dir, fps)
+        found, _hits, unreadable, scanned[store_dir.name] = _found_by_owner(store_dir, fps, manifest=True)
         folded = folded_groups(store_dir, [fp.needles for fp in fps])
         viewed, unscanned = _views(store_dir, [fp.needles for fp in fps], report_unscanned=True)
     except (ErasureError, OSError) as exc:
-        return [
+        return (
             [
-                ProbeResult(
-                    tier=BYTES,
-                    method=f"probe-error:{type(exc).__name__}",
-                    residue=1,
-                    bystanders_before=0,
-                    bystanders_after=0,
-                )
-            ]
-            for _ in pairs
-        ], []
+                [
+                    ProbeResult(
+                        tier=BYTES,
+                        method=f"probe-error:{type(exc).__name__}",
+                        residue=1,
+                        bystanders_before=0,
+                        bystanders_after=0,
+                    )
+                ]
+                for _ in pairs
+            ],
+            [],
+            {},
+        )
     # The home's other folders: identifiers and content only (what a copy or a log line would hold), raw
     # and through the decoded views (what no view reads there is the engine's own: not listed).
     homes: list[dict[str, int]] = [{} for _ in pairs]
@@ -547,7 +564,7 @@ def _byte_results(
     for root in extra_roots:
         if not root.is_dir() or not any(home_needles):
             continue
-        hits, unreadable_here = _scan(root, home_needles)
+        hits, unreadable_here, scanned[root.name] = _scan(root, home_needles, manifest=True)
         seen, _ = _views(root, home_needles, report_unscanned=False)
         for i, (needles, h) in enumerate(zip(home_needles, hits, strict=True)):
             homes[i][root.name] = len(
@@ -558,7 +575,7 @@ def _byte_results(
     for fp, f, fo, v, home in zip(fps, found, folded, viewed, homes, strict=True):
         measured = byte_residue.measurements(fp.needles, f, unreadable, home, folded=len(fo), viewed=v)
         out.append(_paired(BYTES, measured, fp.bystanders))
-    return out, [u.model_copy(update={"tier": _STORE_FOLDER_TIERS.get(u.folder, BYTES)}) for u in unscanned]
+    return out, [u.model_copy(update={"tier": _STORE_FOLDER_TIERS.get(u.folder, BYTES)}) for u in unscanned], scanned
 
 
 _STORE_FOLDER_TIERS = {BLOBS_DIR: "uploads", SESSIONS_DIR: "working", CORPORA_DIR: "fine_tune"}

@@ -16,7 +16,9 @@ from typing import Any, TypedDict
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
+from erasure.ledger import ledger_key
 from erasure.subject import Subject
+from probes import manifest
 from probes.fingerprint import Fingerprint, destroy
 from probes.keys import SubjectKeys
 from probes.run import Verification, to_json
@@ -164,6 +166,8 @@ def record_verification(
         else "sealed-before-cascade"
     )
     doc["needles"] = fp.needle_stats
+    if result.scanned:
+        doc["scan_manifest"] = scan_manifest(h, request_id, result)
     if not doc["all_clear"]:
         for tier in doc.get("failing_tiers", []):
             requests.open_exception(
@@ -187,6 +191,18 @@ def record_verification(
         ct, key = fingerprint_paths(h, request_id)
         destroy(ct, key)
     return doc
+
+
+def scan_manifest(h: Home, request_id: str, result: Verification) -> dict[str, Any]:
+    """The `scan_manifest` of `verification.json`: every file the byte scan read (`probes.manifest`),
+    paths that could name someone as keyed hashes under the home's ledger key (`keys/`, never scanned,
+    never in a pack). The whole manifest is written beside the pack (`scan-manifest.json`), and
+    `verification.json` names its digest (and holds its entries, unless there are too many)."""
+    doc = manifest.to_json(manifest.entries(ledger_key(h), result.scanned))
+    evidence = h.evidence_dir(request_id)
+    evidence.mkdir(parents=True, exist_ok=True)
+    (evidence / manifest.FILE).write_bytes(manifest.document_bytes(doc))
+    return manifest.summary(doc)
 
 
 UNSCANNED = "unscanned_content"
@@ -263,23 +279,35 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
             ct, key = fingerprint_paths(h, rid)
             sealed.append(ct.exists() and key.exists())
             pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(h, subject)))
-        scope = scope_of(h)
-        found = (
-            verify_window(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h))
-            if scope.reference
-            else [Verification(probes=[], unscanned=[]) for _ in pairs]
-        )
         docs: dict[str, dict[str, Any]] = {}
-        for rid, (subject, fp), ref, was_sealed in zip(request_ids, pairs, found, sealed, strict=True):
-            probes, unscanned = list(ref.probes), list(ref.unscanned)
-            for target in scope.others:
-                tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
-                got = target_probes.verify(target, subject, tfp)
-                probes += got.probes
-                unscanned += got.unscanned
-            docs[rid] = record_verification(
-                h, engine, rid, Verification(probes=probes, unscanned=unscanned), fp, was_sealed
-            )
+        for rid, (_subject, fp), result, was_sealed in zip(
+            request_ids, pairs, probe_subjects(h, pairs, tiers), sealed, strict=True
+        ):
+            docs[rid] = record_verification(h, engine, rid, result, fp, was_sealed)
         return docs
     finally:
         engine.close()
+
+
+def probe_subjects(
+    h: Home, pairs: list[tuple[Subject, Fingerprint]], tiers: list[str] | None = None
+) -> list[Verification]:
+    """The probes' verdict on each (subject, fingerprint): the reference store's probes once for all
+    (one byte scan of the store and the home's other folders), every other target's per subject.
+    Writes nothing."""
+    scope = scope_of(h)
+    found = (
+        verify_window(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h))
+        if scope.reference
+        else [Verification(probes=[], unscanned=[]) for _ in pairs]
+    )
+    out: list[Verification] = []
+    for (subject, fp), ref in zip(pairs, found, strict=True):
+        probes, unscanned = list(ref.probes), list(ref.unscanned)
+        for target in scope.others:
+            tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
+            got = target_probes.verify(target, subject, tfp)
+            probes += got.probes
+            unscanned += got.unscanned
+        out.append(Verification(probes=probes, unscanned=unscanned, scanned=ref.scanned))
+    return out

@@ -43,6 +43,8 @@ DEPLOYMENTS = {
     "erasure-request",
     "erasure-window",
     "verification",
+    "reverification",
+    "reverify-due",
     "sla-monitor",
     "hold-place",
     "hold-release",
@@ -228,6 +230,9 @@ def test_every_deployment_comes_from_prefect_yaml_with_form_fields(console: Cons
     intake = deps["intake"]
     assert [s.schedule.interval.total_seconds() for s in intake.schedules] == [600.0]  # type: ignore[union-attr]
     assert all(s.active for s in intake.schedules)
+    due = deps["reverify-due"]  # issue 27: daily, re-verifying requests last verified 30 or more days ago
+    assert [s.schedule.interval.total_seconds() for s in due.schedules] == [86400.0]  # type: ignore[union-attr]
+    assert all(s.active for s in due.schedules) and due.parameters == {"days": 30}
     assert {d.job_variables["env"]["ERASURE_HOME"] for d in deps.values()} == {str(console.home.root)}
     for name, d in deps.items():
         assert d.parameter_openapi_schema is not None

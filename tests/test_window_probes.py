@@ -22,7 +22,7 @@ def test_a_needle_two_subjects_share_is_scanned_once_and_reported_to_both(tmp_pa
     (tmp_path / "small").write_bytes(b"dana ortiz")
     first = [_needle(b"shared canary text"), _needle(b"Dana Ortiz", caseless=True)]
     second = [_needle(b"absent"), _needle(b"Dana Ortiz"), _needle(b"shared canary text")]
-    hits, unreadable = _scan(tmp_path, [first, second])
+    hits, unreadable, _files = _scan(tmp_path, [first, second])
     assert hits == [{0: 2, 1: 2}, {1: 1, 2: 2}]  # the caseless spelling also matches the lower-cased copy
     assert unreadable == 0
 

@@ -18,7 +18,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from proof.verify import backups
+from proof.verify import backups, reverify
 from proof.verify.envelopes import read_key
 from proof.verify.errors import KeyArgumentError, PackError, checking, fail, printable
 from proof.verify.keyring import followup_key, pem_of, read_keyring
@@ -58,6 +58,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="check the audit checkpoints against the key the pack itself names (NOT pinned:"
         " whoever re-signs the pack can re-sign the checkpoints too)",
     )
+    parser.add_argument(
+        "--reverify",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="re-verification statements beside the pack (reverify-<n>.intoto.json): each must be signed by"
+        " the engine key, name this pack, and say all clear",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of one line")
     args = parser.parse_args(argv)
     if args.keyring is not None and (args.engine_key is not None or args.dpo_key is not None):
@@ -85,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             engine_pem = engine
         else:
             fail(KeyArgumentError, "no engine key and no keyring was given")
+        reverified = reverify.check_files(args.reverify, engine_pem, result.request_id, result.pack_name)
     except PackError as exc:
         if args.json:
             _say(json.dumps({"ok": False, "check": exc.check, "error": str(exc)}, sort_keys=True))
@@ -94,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (followup := backups.hook(args.pack, engine_pem, args.json)) is not None:  # a backups follow-up beside it
         return followup
     if args.json:
-        _say(json.dumps({"ok": True, **result.as_dict()}, sort_keys=True))
+        _say(json.dumps({"ok": True, **result.as_dict(), **reverify.as_dict(reverified)}, sort_keys=True))
     else:
-        _say(result.line())
+        _say(reverify.with_notes(result.line(), reverified))
     return 0

@@ -92,6 +92,13 @@ class ConsistencyError(PackError):
     check = "consistency"
 
 
+class ReverifyError(PackError):
+    """Check 9: a re-verification statement given beside the pack does not hold, or says the subject is
+    back."""
+
+    check = "reverify"
+
+
 def fail(cls: type[PackError], why: str) -> NoReturn:
     """Raise `cls(why)`: a check's failure."""
     raise cls(why)

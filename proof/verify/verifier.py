@@ -16,6 +16,9 @@
                                     consistency and inclusion, only the subject's redactions (`audit`)
  8 consistency    ConsistencyError  the claims follow from the step records and the probes by the
                                     wire's status rules (`consistency`)
+ 9 reverify       ReverifyError     re-verification statements given beside the pack: signed by the
+                                    engine key, naming this pack, all clear (`reverify`; run by the
+                                    command line after 1-8)
 
 Trusted public keys come from the caller (single keys, or a keyring), never from the pack. Without a
 DPO key (`require_dpo=False`), a DPO envelope in the pack is NOT checked and the result says so.

@@ -1,0 +1,67 @@
+"""`erasure request reverify ID`: re-verify a sealed request now (the `reverification` flow, in this
+process, on the same Prefect API as `request run`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from cli import prefect_api
+from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.live import run_with_table
+from cli.request import IdArg
+from cli.request import app as request_app
+from erasure.errors import ErasureError, VerificationFailed
+
+
+def _table(doc: dict[str, Any]) -> Table:
+    t = Table(
+        title=f"re-verification {doc['sequence']} of {doc['request_id']}: all clear: {str(doc['all_clear']).lower()}"
+    )
+    t.add_column("tier")
+    t.add_column("residue", justify="right")
+    for tier, n in doc["residue"].items():
+        t.add_row(tier, f"[red]{n}[/red]" if n else "0")
+    return t
+
+
+def _changed_line(changed: dict[str, Any]) -> str:
+    if not changed.get("compared"):
+        return f"files changed since the pack's scan: not compared ({changed.get('reason')})"
+    return (
+        f"files changed since the pack's scan ({changed.get('since')}): {changed['added_count']} added,"
+        f" {changed['removed_count']} removed, {changed['modified_count']} modified, {changed['unchanged']} unchanged"
+    )
+
+
+@request_app.command("reverify")
+def reverify(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False) -> None:
+    """Re-verify a sealed request now: run the probes against the current stores and sign a
+    re-verification statement beside its pack (the pack is never rewritten).
+
+    Exits 0 when all clear; 7 when the subject is back (the request is reopened with an exception per
+    tier: `erasure request run ID` erases again); 6 when the request is not sealed; 4 when there is no
+    such request, no pack, or the request vault no longer holds its subject (nothing to probe with).
+    """
+    from service.reverify import check_reverifiable  # here: `request list` must not import the probes
+
+    h = home_of(home)
+    check_reverifiable(h, request_id)  # refused here, before a flow run exists, with its reason
+    prefect_api.prepare(h)
+    from flows.reverification import reverification
+
+    state = run_with_table(lambda: reverification(request_id, return_state=True), None)
+    doc = state.result(raise_on_failure=False) if (state.is_completed() or state.is_failed()) else None
+    if not isinstance(doc, dict):
+        raise ErasureError(f"the re-verification did not complete: {state.message or state.name}")
+    if json_out:
+        print_json({"flow_state": state.name, **doc})
+    else:
+        console.print(_table(doc))
+        console.print(_changed_line(doc["changed_files"]))
+        console.print(f"statement: {h.evidence_dir(request_id) / doc['statement']}")
+        if doc["reopened"]:
+            console.print(f"request reopened: {state.message}")
+    if doc["reopened"]:
+        raise VerificationFailed(state.message or "the subject is back: request reopened")

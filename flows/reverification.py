@@ -1,0 +1,85 @@
+"""Re-verification flows (`service.reverify`): `reverification` probes one sealed request again and
+signs a statement beside its pack; `reverify-due` (a deployment, daily) re-verifies every sealed
+request last verified `days` (default 30) or more days ago.
+
+A request whose subject is back is reopened (`service.reverify`) and an event is emitted,
+`erasure.request.reopened`, naming the request id and the tiers only, for automations to catch.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from prefect import State, flow, get_run_logger, task
+from prefect.events import emit_event
+from prefect.states import Completed, Failed
+
+from flows.common import RequestId, described
+from service.common import checked_request_id, home
+from service.reverify import DEFAULT_DAYS, due_requests, reverify_request
+
+EVENT_REOPENED = "erasure.request.reopened"
+EVENT_REVERIFIED = "erasure.request.reverified"
+
+
+@task(name="reverify", retries=0)
+def reverify_task(request_id: str) -> dict[str, Any]:
+    """Probe the request's subject again and sign the statement (ids, counts and keyed hashes only)."""
+    return reverify_request(home(), request_id)
+
+
+@flow(name="reverification", flow_run_name="reverify-{request_id}", persist_result=False)
+def reverification(request_id: RequestId) -> State:
+    """Re-verify one sealed request: Completed when all clear; Failed, named `Reopened`, when the
+    subject is back (the request is reopened with an exception per tier, and an event is emitted)."""
+    checked_request_id(request_id)
+    doc = reverify_task(request_id)
+    changed = doc["changed_files"]
+    counts = {k: changed[f"{k}_count"] for k in ("added", "removed", "modified")} if changed.get("compared") else {}
+    get_run_logger().info(
+        "re-verification %s of %s: all clear %s; files changed since the pack's scan: %s",
+        doc["sequence"],
+        request_id,
+        doc["all_clear"],
+        counts or "not compared (no scan manifest in the pack)",
+    )
+    payload = {"request_id": request_id, "sequence": doc["sequence"], "residue_tiers": doc["residue_tiers"]}
+    resource = {"prefect.resource.id": f"erasure.request.{request_id}"}
+    if doc["reopened"]:
+        emit_event(event=EVENT_REOPENED, resource=resource, payload=payload)
+        why = f"the subject is back: residue in {', '.join(doc['residue_tiers'])}; request reopened"
+        return Failed(name="Reopened", message=why, data=doc)
+    emit_event(event=EVENT_REVERIFIED, resource=resource, payload=payload)
+    return Completed(message=f"re-verification {doc['sequence']}: all clear", data=doc)
+
+
+@flow(name="reverify-due", persist_result=False)
+def reverify_due(
+    days: Annotated[
+        int,
+        described(
+            ge=1,
+            le=3650,
+            description="Re-verify every sealed request last verified (or re-verified) this many days ago or more.",
+        ),
+    ] = DEFAULT_DAYS,
+) -> dict[str, Any]:
+    """Re-verify every sealed request last verified `days` or more days ago, each in a flow run of its
+    own; returns how many were all clear, reopened, or could not be re-verified (by request id)."""
+    out: dict[str, list[str]] = {"all_clear": [], "reopened": [], "not_reverified": []}
+    for rid in due_requests(home(), days):
+        state = reverification(rid, return_state=True)
+        if state.is_completed():
+            out["all_clear"].append(rid)
+        elif state.name == "Reopened":
+            out["reopened"].append(rid)
+        else:
+            out["not_reverified"].append(rid)
+    get_run_logger().info(
+        "re-verified %d request(s): %d all clear, %d reopened, %d not re-verified",
+        sum(len(v) for v in out.values()),
+        len(out["all_clear"]),
+        len(out["reopened"]),
+        len(out["not_reverified"]),
+    )
+    return out

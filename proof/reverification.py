@@ -1,0 +1,67 @@
+"""Re-verification statements: each later re-verification of a sealed request is signed by the engine
+and written beside its pack as `reverify-<n>.intoto.json`; the pack itself is never rewritten.
+
+A DSSE envelope over an in-toto Statement v1 whose one subject is the pack's name (the sha256 of the
+engine's signed statement, `VerifyResult.pack_name`: it does not change with the container or the DPO's
+attestation) and whose predicate (`REVERIFY_PREDICATE`) says when the probes ran again, whether all
+was clear, the residue per tier, and which scanned files changed since the pack's scan manifest. Ids,
+counts, times, digests and keyed path hashes only. The verifier checks it (`proof/verify/reverify.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from proof.dsse import sign_envelope
+from proof.evidence import scan_identifiers
+from proof.keys import keyid, load_private_key
+from proof.tarball import write_atomic
+from proof.verify.wire import (
+    REVERIFY_FILE,
+    REVERIFY_PREDICATE,
+    REVERIFY_SUBJECT,
+    STATEMENT_TYPE,
+    canonical_json,
+    envelope_bytes,
+)
+
+
+def statement_files(evidence_dir: Path) -> list[tuple[int, Path]]:
+    """The re-verification statements beside a pack, (n, path) in order."""
+    found = []
+    for p in evidence_dir.iterdir() if evidence_dir.is_dir() else ():
+        m = REVERIFY_FILE.fullmatch(p.name)
+        if m and p.is_file():
+            found.append((int(m.group(1)), p))
+    return sorted(found)
+
+
+def reverification_statement(pack_name: str, predicate: Mapping[str, Any]) -> bytes:
+    """The canonical Statement bytes (see the module's docstring)."""
+    return canonical_json(
+        {
+            "_type": STATEMENT_TYPE,
+            "subject": [{"name": REVERIFY_SUBJECT, "digest": {"sha256": pack_name}}],
+            "predicateType": REVERIFY_PREDICATE,
+            "predicate": dict(predicate),
+        }
+    )
+
+
+def write_reverification(
+    evidence_dir: Path, engine_key_path: Path, predicate: Mapping[str, Any], forbidden: Sequence[str]
+) -> Path:
+    """Sign the next `reverify-<n>.intoto.json` beside the pack (n = one more than the last; the
+    predicate's `sequence` and `engine_keyid` are set here). `forbidden`: the subject's identifiers, in
+    memory only; a statement that would hold one is refused (`IdentifierInPack`) before it is written."""
+    key = load_private_key(engine_key_path)
+    n = (statement_files(evidence_dir)[-1][0] if statement_files(evidence_dir) else 0) + 1
+    pred = {**predicate, "sequence": n, "engine_keyid": keyid(key)}
+    payload = reverification_statement(str(pred["pack_name"]), pred)
+    data = envelope_bytes(sign_envelope(payload, key))
+    scan_identifiers({"re-verification statement": payload}, forbidden)
+    out = evidence_dir / f"reverify-{n}.intoto.json"
+    write_atomic(out, data, replace=False)  # a concurrent re-verification never overwrites this one
+    return out

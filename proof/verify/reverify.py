@@ -1,0 +1,139 @@
+"""Check 9: the re-verification statements given beside a pack (`reverify-<n>.intoto.json`, written by
+`proof/reverification.py` each time a sealed request is probed again). Stdlib and cryptography only.
+
+For each statement, in the order given:
+1. it is a DSSE envelope in the writer's canonical form, signed by the trusted engine key (the same
+   key the pack verified with: `envelopes.check_signature`);
+2. it is an in-toto Statement v1 of the re-verification predicate, its one subject this pack's name
+   (the sha256 of the pack's engine statement) and its predicate for the pack's request, naming the
+   engine key and the same pack name;
+3. its sequence numbers are distinct, and it says all clear: a statement that found the subject again
+   is a failure of the pack's claim (the request was reopened), reported with its tiers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from proof.verify.envelopes import PublicKey, check_signature, check_statement, load_public_key
+from proof.verify.errors import PackError, ReverifyError, checking, fail
+from proof.verify.strict_json import utc_time
+from proof.verify.wire import REVERIFY_PREDICATE, REVERIFY_SUBJECT, keyid_of
+
+REVERIFY_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "request_id": lambda v: isinstance(v, str),
+    "pack_name": lambda v: isinstance(v, str),
+    "sequence": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+    "reverified_at": lambda v: utc_time(v) is not None,
+    "all_clear": lambda v: isinstance(v, bool),
+    "residue": lambda v: isinstance(v, dict),
+    "residue_tiers": lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v),
+    "changed_files": lambda v: isinstance(v, dict),
+    "engine_keyid": lambda v: isinstance(v, str),
+}
+
+
+@dataclass(frozen=True)
+class Reverified:
+    """One statement that passed: its sequence number, time, and what changed since the pack's scan."""
+
+    sequence: int
+    reverified_at: str
+    changed_files: dict[str, Any]
+
+    def note(self) -> str:
+        """One line for the verifier's output (counts only)."""
+        c = self.changed_files
+        counts = {k: c.get(f"{k}_count", len(c.get(k, []))) for k in ("added", "removed", "modified")}
+        changed = (
+            f"{counts['added']} added, {counts['removed']} removed, {counts['modified']} modified since the pack's scan"
+            if c.get("compared")
+            else "files not compared"
+        )
+        return f"re-verification {self.sequence} at {self.reverified_at}: all clear ({changed})"
+
+
+def check_one(data: bytes, name: str, engine_key: PublicKey, request_id: str, pack_name: str) -> Reverified:
+    """Steps 1-3 of the module's docstring for one statement; raises `ReverifyError`."""
+    with checking(ReverifyError):
+        try:
+            payload_type, payload = check_signature(data, name, engine_key, "engine")
+            statement = check_statement(payload_type, payload, name, REVERIFY_PREDICATE, REVERIFY_FIELDS)
+        except PackError as exc:
+            fail(ReverifyError, str(exc))
+        pred = statement["predicate"]
+        if statement["subject"] != [{"name": REVERIFY_SUBJECT, "digest": {"sha256": pack_name}}]:
+            fail(ReverifyError, f"{name}: its subject is not this pack")
+        if pred["pack_name"] != pack_name or pred["request_id"] != request_id:
+            fail(ReverifyError, f"{name}: it is for another pack or request")
+        if pred["engine_keyid"] != keyid_of(engine_key):
+            fail(ReverifyError, f"{name}: it names another engine key")
+        if not pred["all_clear"]:
+            tiers = ", ".join(pred["residue_tiers"]) or "unknown tiers"
+            fail(
+                ReverifyError,
+                f"{name}: re-verification {pred['sequence']} at {pred['reverified_at']} found the subject"
+                f" again (residue in: {tiers}); the request was reopened",
+            )
+        return Reverified(pred["sequence"], pred["reverified_at"], dict(pred["changed_files"]))
+
+
+def check_reverifications(
+    statements: Sequence[tuple[str, bytes]], engine_key: PublicKey, request_id: str, pack_name: str
+) -> list[Reverified]:
+    """Check 9 on every (name, bytes) given, in order; their sequence numbers must be distinct."""
+    out = [check_one(data, name, engine_key, request_id, pack_name) for name, data in statements]
+    seqs = [r.sequence for r in out]
+    if len(set(seqs)) != len(seqs):
+        fail(ReverifyError, "two re-verification statements carry the same sequence number")
+    return out
+
+
+MAX_STATEMENT_BYTES = 1 << 20
+
+
+def check_files(paths: Sequence[str], engine_pub_pem: bytes, request_id: str, pack_name: str) -> list[Reverified]:
+    """Check 9 on statement files (the command line's `--reverify FILE...`)."""
+    if not paths:
+        return []
+    with checking(ReverifyError):
+        key = load_public_key(engine_pub_pem, "engine")
+        statements = []
+        for p in paths:
+            try:
+                with open(p, "rb") as fh:
+                    data = fh.read(MAX_STATEMENT_BYTES + 1)
+            except OSError as exc:
+                fail(ReverifyError, f"cannot read {Path(p).name}: {exc.strerror}")
+            if len(data) > MAX_STATEMENT_BYTES:
+                fail(ReverifyError, f"{Path(p).name} is larger than a re-verification statement can be")
+            statements.append((Path(p).name, data))
+    return check_reverifications(statements, key, request_id, pack_name)
+
+
+def as_dict(reverified: Sequence[Reverified]) -> dict[str, Any]:
+    """The `--json` output's part (nothing when no statement was given)."""
+    if not reverified:
+        return {}
+    return {
+        "reverifications": [
+            {
+                "sequence": r.sequence,
+                "reverified_at": r.reverified_at,
+                "all_clear": True,
+                "changed_files": r.changed_files,
+            }
+            for r in reverified
+        ]
+    }
+
+
+def with_notes(line: str, reverified: Sequence[Reverified]) -> str:
+    """The verifier's OK line with one note per statement checked."""
+    if not reverified:
+        return line
+    notes = "; ".join(r.note() for r in reverified)
+    return f"{line[:-1]}; {notes})" if line.endswith(")") else f"{line} ({notes})"
