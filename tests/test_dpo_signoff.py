@@ -63,6 +63,26 @@ def signer(machine: Path, request: str, *, key: Path | None = None) -> subproces
     )
 
 
+def kit_verify(h: Home, machine: Path, rid: str) -> subprocess.CompletedProcess[str]:
+    """The kit's verifier over the request's pack, with the engine's and the DPO's public keys."""
+    return subprocess.run(
+        [
+            sys.executable,
+            str(machine / "kit" / "erasure-verify.pyz"),
+            str(h.evidence_dir(rid) / "proof.tar.gz"),
+            "--engine-key",
+            str(h.keys_dir / "engine.pub.pem"),
+            "--dpo-key",
+            str(machine / "dpo.pub.pem"),
+            "--no-audit-key",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        check=False,
+    )
+
+
 def _pack(h: Home) -> Path:
     return h.evidence_dir(REQ) / "proof.tar.gz"
 
@@ -80,22 +100,7 @@ def test_the_kit_signs_and_attest_seals_with_only_the_signature(awaiting: Home, 
     done = erasure("attest", REQ, "--envelope", line.stdout.strip(), "--yes", "--home", str(awaiting.root))
     assert done.code == 0, done.err
     assert _state(awaiting) == "notified"
-    verified = subprocess.run(
-        [
-            sys.executable,
-            str(dpo_machine / "kit" / "erasure-verify.pyz"),
-            str(_pack(awaiting)),
-            "--engine-key",
-            str(awaiting.keys_dir / "engine.pub.pem"),
-            "--dpo-key",
-            str(dpo_machine / "dpo.pub.pem"),
-            "--no-audit-key",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=PROJECT_ROOT,
-        check=False,
-    )
+    verified = kit_verify(awaiting, dpo_machine, REQ)
     assert verified.returncode == 0 and verified.stdout.startswith("OK"), verified.stdout + verified.stderr
 
 

@@ -19,30 +19,18 @@ from typing import Any
 import pytest
 
 from erasure.config import PROJECT_ROOT, Home
-from flows.verification import probes_task
 from proof.dsse import sign_envelope
-from proof.keys import generate_keypair, keyid, load_private_key
+from proof.keys import keyid, load_private_key
 from proof.reverification import reverification_statement, write_reverification
 from proof.verify.wire import envelope_bytes
-from service.packs import write_engine_pack
-from service.verification import take_and_seal_fingerprint
-from tasks.runner import run_cascade
-from tests.cascade_fixtures import SUBJECT, build_store, submit
-
-REQ = "req-ann-1"
+from tests.cascade_fixtures import SUBJECT
+from tests.test_attest_export import REQ, awaiting  # noqa: F401  (the fixture)
 
 
 @pytest.fixture
-def packed(home: Home, tmp_path: Path) -> tuple[Home, Path, str]:
+def packed(awaiting: Home) -> tuple[Home, Path, str]:  # noqa: F811
     """An erased request's engine-signed pack, and its name (from the verifier's own --json)."""
-    build_store(home, tmp_path)
-    submit(home)
-    generate_keypair("engine", home.keys_dir)
-    generate_keypair("dpo", home.keys_dir)
-    take_and_seal_fingerprint(REQ, home)
-    run_cascade(REQ, home)
-    assert probes_task.fn(REQ)["all_clear"]
-    write_engine_pack(REQ, home)
+    home = awaiting
     pack = home.evidence_dir(REQ) / "proof.tar.gz"
     out = _verify(home, pack, "--json")
     assert out.returncode == 0, out.stdout

@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -65,8 +66,9 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         stop_console(c)
 
 
-@pytest.fixture(scope="module")
-def page(console: Console) -> Iterator[Any]:
+@contextmanager
+def chromium_page(h: Home, height: int = 1000) -> Iterator[Any]:
+    """A page of Debian's chromium (headless, a fresh profile) logged in to the home's Prefect UI."""
     from playwright.sync_api import sync_playwright
 
     assert CHROMIUM.exists(), "Debian's chromium is missing: run `make browser`"
@@ -77,17 +79,23 @@ def page(console: Console) -> Iterator[Any]:
             executable_path=str(CHROMIUM),
             headless=True,
             args=CHROMIUM_ARGS,
-            viewport={"width": 1600, "height": 1000},
+            viewport={"width": 1600, "height": height},
         )
         ctx.set_default_timeout(TIMEOUT_MS)
         # The home's server requires its credential; Prefect's UI keeps the one typed on its login page
         # in localStorage["prefect-password"] (base64): give it as the operator would have typed it.
-        secret = json.dumps(home_secret(console.home))
+        secret = json.dumps(home_secret(h))
         ctx.add_init_script(f"window.localStorage.setItem('prefect-password', btoa({secret}))")
         try:
             yield ctx.new_page()
         finally:
             ctx.close()
+
+
+@pytest.fixture(scope="module")
+def page(console: Console) -> Iterator[Any]:
+    with chromium_page(console.home) as p:
+        yield p
 
 
 def ui(console: Console) -> str:
