@@ -92,6 +92,13 @@ class ConsistencyError(PackError):
     check = "consistency"
 
 
+class TimestampError(PackError):
+    """Check 9: an RFC 3161 token does not cover its signature, does not chain to the pinned TSA root,
+    or gives a time outside the run."""
+
+    check = "timestamp"
+
+
 def fail(cls: type[PackError], why: str) -> NoReturn:
     """Raise `cls(why)`: a check's failure."""
     raise cls(why)
