@@ -51,7 +51,9 @@ ess_cert_id_alg = sha256
 
 
 def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn), x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Test TSA")])
+    return x509.Name(
+        [x509.NameAttribute(NameOID.COMMON_NAME, cn), x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Test TSA")]
+    )
 
 
 def _pem(cert: x509.Certificate) -> bytes:
@@ -75,9 +77,7 @@ def make_tsa_certs(
         .not_valid_before(now - dt.timedelta(days=1))
         .not_valid_after(now + dt.timedelta(days=3650))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-        )
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(root_key.public_key()), critical=False)
         .sign(root_key, hashes.SHA256())
     )
@@ -94,9 +94,7 @@ def make_tsa_certs(
             .not_valid_before(now - dt.timedelta(days=1))
             .not_valid_after(now + dt.timedelta(days=3650))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-            )
+            .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
             .sign(root_key, hashes.SHA256())
         )
         issuer, issuer_key, chain = mid, mid_key, _pem(mid)
@@ -114,9 +112,7 @@ def make_tsa_certs(
         .not_valid_before(now - dt.timedelta(days=1))
         .not_valid_after(now + dt.timedelta(days=365))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(True, True, False, False, False, False, False, False, False), critical=True
-        )
+        .add_extension(x509.KeyUsage(True, True, False, False, False, False, False, False, False), critical=True)
     )
     if eku:
         builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.TIME_STAMPING]), critical=True)
@@ -157,7 +153,7 @@ class TestTsa:
         holder: list[TestTsa] = []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 if self.headers.get("Content-Type") != "application/timestamp-query":
                     self.send_error(415, "expected application/timestamp-query")
                     return
@@ -181,7 +177,7 @@ class TestTsa:
                 self.end_headers()
                 self.wfile.write(reply)
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's name)
+            def log_message(self, format: str, *args: object) -> None:
                 return
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -206,7 +202,17 @@ class TestTsa:
             capture_output=True,
         )
         subprocess.run(
-            [OPENSSL, "ts", "-reply", "-config", str(self.directory / "openssl.cnf"), "-queryfile", str(q), "-out", str(out)],
+            [
+                OPENSSL,
+                "ts",
+                "-reply",
+                "-config",
+                str(self.directory / "openssl.cnf"),
+                "-queryfile",
+                str(q),
+                "-out",
+                str(out),
+            ],
             check=True,
             capture_output=True,
         )

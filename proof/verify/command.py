@@ -1,6 +1,6 @@
 """The verifier's command line:
 
-    python -m proof.verify PACK --engine-key PUB --dpo-key PUB --audit-key PUB [--json]
+    python -m proof.verify PACK --engine-key PUB --dpo-key PUB --audit-key PUB [--tsa-root PEM] [--json]
 
 and the same command as one file, `python erasure-verify.pyz ...` (`make verifier`; `erasure export`
 ships it beside the pack).
@@ -51,6 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="check the audit checkpoints against the key the pack itself names (NOT pinned:"
         " whoever re-signs the pack can re-sign the checkpoints too)",
     )
+    parser.add_argument(
+        "--tsa-root",
+        help="the timestamp authority's root certificate(s) (PEM) that the pack's RFC 3161 tokens must chain"
+        " to; without it the tokens are not checked (a pack without tokens is refused with it)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of one line")
     args = parser.parse_args(argv)
     if args.dpo_key is None and not args.no_dpo:
@@ -65,7 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             engine = read_key(args.engine_key, "engine")
             dpo = read_key(args.dpo_key, "DPO") if args.dpo_key else None
             audit = read_key(args.audit_key, "audit") if args.audit_key else None
-        result = verify_pack(args.pack, engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit)
+            tsa_root = read_key(args.tsa_root, "TSA root") if args.tsa_root else None
+        result = verify_pack(
+            args.pack, engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit, tsa_root_pem=tsa_root
+        )
     except PackError as exc:
         if args.json:
             _say(json.dumps({"ok": False, "check": exc.check, "error": str(exc)}, sort_keys=True))

@@ -275,7 +275,10 @@ def _ess_names(token: Token, cert: x509.Certificate, name: str) -> None:
     elif ATTR_SIGNING_CERT in token.attrs:
         ids = token.attrs[ATTR_SIGNING_CERT][0].expect(der.SEQUENCE, "SigningCertificate").children()
         first = ids[0].expect(der.SEQUENCE, "certs").children()[0].expect(der.SEQUENCE, "ESSCertID").children()
-        ok = hashlib.sha1(cert_der, usedforsecurity=False).digest() == first[0].expect(der.OCTET_STRING, "certHash").value
+        ok = (
+            hashlib.sha1(cert_der, usedforsecurity=False).digest()
+            == first[0].expect(der.OCTET_STRING, "certHash").value
+        )
     else:
         fail(TimestampError, f"{name}: the token has no signingCertificate attribute (RFC 3161 2.4.1)")
     if not ok:
@@ -318,8 +321,7 @@ def _timestamping_eku(cert: x509.Certificate, name: str) -> None:
     if list(ext.value) != [ExtendedKeyUsageOID.TIME_STAMPING] or not ext.critical:
         fail(
             TimestampError,
-            f"{name}: the signer's certificate is not a TSA's (extendedKeyUsage must be timeStamping"
-            " alone, critical)",
+            f"{name}: the signer's certificate is not a TSA's (extendedKeyUsage must be timeStamping alone, critical)",
         )
 
 
@@ -341,7 +343,11 @@ def _issued_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
 
 
 def _chain(
-    signer: x509.Certificate, pool: Sequence[x509.Certificate], roots: Sequence[x509.Certificate], when: dt.datetime, name: str
+    signer: x509.Certificate,
+    pool: Sequence[x509.Certificate],
+    roots: Sequence[x509.Certificate],
+    when: dt.datetime,
+    name: str,
 ) -> None:
     """d: from the signer up through CA certificates of the token to a pinned root, each valid at `when`."""
     cert = signer
@@ -360,7 +366,7 @@ def _chain(
     fail(TimestampError, f"{name}: the TSA's certificate chain is longer than {MAX_CHAIN}")
 
 
-def _signature_of(envelope: bytes) -> bytes:
+def envelope_signature(envelope: bytes) -> bytes:
     """The signature bytes of a (canonical, already checked) envelope: what its token covers."""
     return base64.b64decode(json.loads(envelope)["signatures"][0]["sig"], validate=True)
 
@@ -417,9 +423,9 @@ def time_source(manifest: Mapping[str, Any]) -> str:
     `timestamps` map that names other files than the wire's."""
     source = manifest.get("time_source", TIME_SOURCE_ENGINE)
     if source == TIME_SOURCE_ENGINE and "timestamps" not in manifest:
-        return source
+        return TIME_SOURCE_ENGINE
     if source == TIME_SOURCE_RFC3161 and manifest.get("timestamps") == TIMESTAMP_FILES:
-        return source
+        return TIME_SOURCE_RFC3161
     fail(TimestampError, "manifest.json declares a time source or timestamp files this verifier does not know")
 
 
@@ -446,13 +452,16 @@ def check_timestamps(
     source = time_source(manifest)
     if source == TIME_SOURCE_ENGINE:
         if roots is not None:
-            fail(TimestampError, "a TSA root was given, but the pack holds no timestamp token: its times are the engine's own")
+            fail(
+                TimestampError,
+                "a TSA root was given, but the pack holds no timestamp token: its times are the engine's own",
+            )
         return Timestamps(source, "engine clock")
     if roots is None:
         return Timestamps(source, "not checked")
     now = now or dt.datetime.now(dt.UTC)
-    engine_sig = _signature_of(files[ENGINE_ENVELOPE])
-    dpo_sig = _signature_of(files[DPO_ENVELOPE]) if DPO_ENVELOPE in files else None
+    engine_sig = envelope_signature(files[ENGINE_ENVELOPE])
+    dpo_sig = envelope_signature(files[DPO_ENVELOPE]) if DPO_ENVELOPE in files else None
     received = utc_time(predicate.get("received_at"))
     engine = check_token(files[ENGINE_TSR], engine_sig, roots, ENGINE_TSR, other=dpo_sig)
     _window(

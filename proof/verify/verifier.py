@@ -15,6 +15,10 @@
                                     consistency and inclusion, only the subject's redactions (`audit`)
  8 consistency    ConsistencyError  the claims follow from the step records and the probes by the
                                     wire's status rules (`consistency`)
+ 9 timestamp      TimestampError    with a pinned TSA root: each envelope's RFC 3161 token covers its
+                                    signature, chains to the root, and its time lies within the run
+                                    (`timestamp`); without one, tokens are NOT checked, and the result
+                                    says so
 
 Trusted public keys come from the caller, never from the pack. Without a DPO key (`require_dpo=False`),
 a DPO envelope in the pack is NOT checked and the result says so.
@@ -27,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from proof.verify.archive import Unpacked, check_file_set, unpack
@@ -52,9 +57,11 @@ from proof.verify.errors import (
     SignatureError,
     StatementError,
     SubjectError,
+    TimestampError,
     checking,
     fail,
 )
+from proof.verify.timestamp import check_timestamps, load_roots
 from proof.verify.wire import (
     AUDIT,
     DPO_ENVELOPE,
@@ -86,6 +93,11 @@ class VerifyResult:
     attested_at: str | None = None
     pack_name: str = ""
     audit_key_pinned: bool = False
+    timestamps: str = "engine clock"
+    """Check 9: `verified` (RFC 3161 tokens checked against the pinned TSA root), `not checked` (tokens
+    in the pack, no TSA root given) or `engine clock` (no token: the pack's times are the engine's own)."""
+    engine_timestamp: str | None = None
+    dpo_timestamp: str | None = None
     """The pack's name: sha256 hex of the engine's signed statement (the payload of
     signatures/engine.intoto.json). It names what is signed, so it never changes with the container
     (compression, tar or gzip headers, the DPO's attestation); the requester's email quotes it."""
@@ -106,6 +118,8 @@ class VerifyResult:
             )
         if not self.audit_key_pinned:
             notes.append("the audit checkpoint key was NOT pinned: give --audit-key to check it")
+        if self.timestamps == "not checked":
+            notes.append("the RFC 3161 timestamps were NOT checked: give --tsa-root to check them")
         return "OK" + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -115,10 +129,11 @@ def _run(
     dpo_key: PublicKey | None,
     require_dpo: bool,
     audit_key: Ed25519PublicKey | None = None,
+    tsa_roots: list[x509.Certificate] | None = None,
 ) -> VerifyResult:
     with checking(ArchiveError):
         pack = unpack(raw)
-    return _checks(pack, [], engine_key, dpo_key, require_dpo, audit_key)
+    return _checks(pack, [], engine_key, dpo_key, require_dpo, audit_key, tsa_roots)
 
 
 def _checks(
@@ -128,6 +143,7 @@ def _checks(
     dpo_key: PublicKey | None,
     require_dpo: bool,
     audit_key: Ed25519PublicKey | None,
+    tsa_roots: list[x509.Certificate] | None = None,
 ) -> VerifyResult:
     files = pack.files
     # 1 archive (completeness: its safety part ran while unpacking)
@@ -191,6 +207,11 @@ def _checks(
     with checking(ConsistencyError):
         check_consistency(lambda name: files[name].data, manifest, predicate, dpo_predicate, audit)
     checks.append(ConsistencyError.check)
+    # 9 timestamp
+    with checking(TimestampError):
+        stamps = check_timestamps({n: b.data for n, b in files.items()}, manifest, tsa_roots, predicate, dpo_predicate)
+    if stamps.state == "verified":
+        checks.append(TimestampError.check)
     attestation = "verified" if dpo_predicate is not None else ("not checked" if has_dpo else "absent")
     return VerifyResult(
         request_id=predicate["request_id"],
@@ -205,6 +226,9 @@ def _checks(
         attested_at=dpo_predicate["attested_at"] if dpo_predicate is not None else None,
         pack_name=sha256_hex(e_payload),
         audit_key_pinned=audit_key is not None or audit.no_audit_log_for is not None,
+        timestamps=stamps.state,
+        engine_timestamp=stamps.engine_time,
+        dpo_timestamp=stamps.dpo_time,
     )
 
 
@@ -222,6 +246,13 @@ def _keys(
     return engine_key, dpo_key, audit_key
 
 
+def _tsa_roots(tsa_root_pem: bytes | None) -> list[x509.Certificate] | None:
+    if tsa_root_pem is None:
+        return None
+    with checking(KeyArgumentError):
+        return load_roots(tsa_root_pem)
+
+
 def verify_bytes(
     data: bytes,
     engine_pub_pem: bytes,
@@ -229,10 +260,12 @@ def verify_bytes(
     *,
     require_dpo: bool = True,
     audit_pub_pem: bytes | None = None,
+    tsa_root_pem: bytes | None = None,
 ) -> VerifyResult:
     """`verify_pack` on the bytes of a pack."""
     engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
-    return _run(io.BytesIO(data), engine_key, dpo_key, require_dpo, audit_key)
+    roots = _tsa_roots(tsa_root_pem)
+    return _run(io.BytesIO(data), engine_key, dpo_key, require_dpo, audit_key, roots)
 
 
 def verify_pack(
@@ -242,19 +275,22 @@ def verify_pack(
     *,
     require_dpo: bool = True,
     audit_pub_pem: bytes | None = None,
+    tsa_root_pem: bytes | None = None,
 ) -> VerifyResult:
-    """Run checks 1-8 on `proof.tar.gz` with the trusted keys given; raise the first `PackError`.
+    """Run checks 1-9 on `proof.tar.gz` with the trusted keys given; raise the first `PackError`.
     The file is read as a stream (never whole into memory). With `require_dpo=False` a pack not yet
     attested passes on its engine signature alone; `audit_pub_pem` pins the store's audit checkpoint
-    key (else the one in the pack is used)."""
+    key (else the one in the pack is used); `tsa_root_pem` pins the TSA root(s) the RFC 3161 tokens
+    must chain to (without it they are not checked)."""
     engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
+    roots = _tsa_roots(tsa_root_pem)
     try:
         fh = open(pack_path, "rb")  # noqa: SIM115 (closed below)
     except OSError as exc:
         raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
     with fh:
         try:
-            return _run(fh, engine_key, dpo_key, require_dpo, audit_key)
+            return _run(fh, engine_key, dpo_key, require_dpo, audit_key, roots)
         except OSError as exc:
             raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
 
