@@ -194,7 +194,7 @@ def _kept_token(evidence_dir: Path, name: str, envelope: bytes) -> bytes | None:
     data = path.read_bytes()
     try:
         token = parse_response(data)
-    except ValueError:
+    except (ValueError, IndexError):
         return None
     digest = hashlib.sha256(envelope_signature(envelope)).digest()
     return data if token.status in (0, 1) and token.imprint == digest else None

@@ -101,7 +101,7 @@ class TimestampAuthority:
             raise TimestampFailed(f"the timestamp reply is larger than {MAX_REPLY_BYTES} bytes")
         try:
             token = parse_response(data)
-        except der.DerError as exc:
+        except (ValueError, IndexError) as exc:  # der.DerError, or a part missing
             raise TimestampFailed(f"the timestamp authority's reply is not a granted RFC 3161 token: {exc}") from exc
         if token.status not in (0, 1):
             raise TimestampFailed(f"the timestamp authority refused the request (status {token.status})")

@@ -32,6 +32,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,10 +41,11 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.utils import CryptographyDeprecationWarning
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from proof.verify import der
-from proof.verify.errors import KeyArgumentError, TimestampError, fail
+from proof.verify.errors import KeyArgumentError, TimestampError, checking, fail
 from proof.verify.strict_json import utc_time
 from proof.verify.wire import (
     DPO_ENVELOPE,
@@ -108,6 +110,8 @@ def _alg(node: der.Node, what: str) -> str:
     parts = node.expect(der.SEQUENCE, what).children()
     if not parts or len(parts) > 2:
         raise der.DerError(f"{what}: not an AlgorithmIdentifier")
+    if len(parts) == 2 and (parts[1].tag != der.NULL or parts[1].value):
+        raise der.DerError(f"{what}: parameters other than NULL (no algorithm used here takes any)")
     return der.oid(parts[0], what)
 
 
@@ -134,6 +138,8 @@ def _signer_info(node: der.Node) -> dict[str, Any]:
         raise der.DerError("SignerInfo: too few fields")
     out: dict[str, Any] = {"issuer_serial": None, "key_id": None}
     sid = parts[1]
+    if der.integer(parts[0], "SignerInfo version") != (1 if sid.tag == der.SEQUENCE else 3):
+        raise der.DerError("SignerInfo: its version does not match its signer identifier (RFC 5652 5.3)")
     if sid.tag == der.SEQUENCE:
         issuer, serial = sid.children()
         out["issuer_serial"] = (issuer.expect(der.SEQUENCE, "sid issuer").raw, der.integer(serial, "sid serial"))
@@ -173,6 +179,9 @@ def parse_response(data: bytes) -> Token:
     if len(explicit) != 1:
         raise der.DerError("ContentInfo content: not one SignedData")
     sd = explicit[0].expect(der.SEQUENCE, "SignedData").children()
+    if der.integer(sd[0], "SignedData version") != 3:
+        raise der.DerError("SignedData: not version 3 (RFC 5652 5.1, an eContentType other than id-data)")
+    digest_algs = {_alg(a, "SignedData digestAlgorithms") for a in sd[1].expect(der.SET, "digestAlgorithms").children()}
     encap = sd[2].expect(der.SEQUENCE, "encapContentInfo").children()
     if len(encap) != 2 or der.oid(encap[0], "eContentType") != TST_INFO:
         raise der.DerError("the SignedData does not hold a TSTInfo")
@@ -180,7 +189,7 @@ def parse_response(data: bytes) -> Token:
     certs: tuple[bytes, ...] = ()
     rest = sd[3:]
     if rest and rest[0].tag == 0xA0:
-        certs = tuple(c.raw for c in rest[0].children() if c.tag == der.SEQUENCE)
+        certs = tuple(c.expect(der.SEQUENCE, "a certificate of the token").raw for c in rest[0].children())
         rest = rest[1:]
     if rest and rest[0].tag == 0xA1:
         rest = rest[1:]
@@ -190,6 +199,8 @@ def parse_response(data: bytes) -> Token:
     if len(signers) != 1:
         raise der.DerError(f"SignedData: {len(signers)} signers (a timestamp token has exactly one)")
     si = _signer_info(signers[0])
+    if si["digest_alg"] not in digest_algs or not digest_algs <= set(_HASHES):
+        raise der.DerError("SignedData: digestAlgorithms do not list exactly known hashes, the signer's among them")
     alg, imprint, gen, serial, policy, nonce = _tst_info(e_content)
     return Token(
         status=status,
@@ -309,6 +320,24 @@ def _cms_signature(token: Token, cert: x509.Certificate, name: str) -> None:
         fail(TimestampError, f"{name}: the TSA's signature over the token does not verify")
 
 
+def _readable(cert: x509.Certificate) -> x509.Certificate:
+    """`cert`, once every part is read (`cryptography` parses lazily): a certificate with a malformed
+    name, extension or key is refused even when the chain does not need it, as `openssl ts -verify`
+    refuses the whole token then (found by tests/test_trusted_time_properties.py)."""
+    for n in (cert.subject, cert.issuer):
+        n.rfc4514_string()
+        for attr in n:
+            _ = attr.value
+    for ext in cert.extensions:
+        _ = ext.value
+    cert.public_key()
+    return cert
+
+
+def _der(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.DER)
+
+
 def _valid_at(cert: x509.Certificate, when: dt.datetime) -> bool:
     return cert.not_valid_before_utc <= when <= cert.not_valid_after_utc
 
@@ -348,9 +377,10 @@ def _chain(
     roots: Sequence[x509.Certificate],
     when: dt.datetime,
     name: str,
-) -> None:
-    """d: from the signer up through CA certificates of the token to a pinned root, each valid at `when`."""
-    cert = signer
+) -> list[x509.Certificate]:
+    """d: from the signer up through CA certificates of the token to a pinned root, each valid at
+    `when`; returns the certificates of the chain below the root."""
+    cert, chain = signer, [signer]
     for _ in range(MAX_CHAIN):
         if not _valid_at(cert, when):
             fail(TimestampError, f"{name}: a certificate of the TSA's chain is not valid at the token's genTime")
@@ -358,11 +388,12 @@ def _chain(
             if cert == root or _issued_by(cert, root):
                 if not _valid_at(root, when):
                     fail(TimestampError, f"{name}: the pinned TSA root is not valid at the token's genTime")
-                return
+                return chain
         up = next((c for c in pool if c != cert and _is_ca(c) and _issued_by(cert, c)), None)
         if up is None:
             fail(TimestampError, f"{name}: the TSA's certificate does not chain to the pinned TSA root (unpinned TSA)")
         cert = up
+        chain.append(cert)
     fail(TimestampError, f"{name}: the TSA's certificate chain is longer than {MAX_CHAIN}")
 
 
@@ -375,7 +406,15 @@ def check_token(
     data: bytes, signature: bytes, roots: Sequence[x509.Certificate], name: str, *, other: bytes | None = None
 ) -> Stamp:
     """Checks a-d of one token over `signature` (`other`: the other envelope's signature, named when a
-    token was swapped). Returns its `Stamp`."""
+    token was swapped). Returns its `Stamp`; whatever else a hostile token breaks ends as a
+    `TimestampError`, never another exception."""
+    with checking(TimestampError):
+        return _check_token(data, signature, roots, name, other)
+
+
+def _check_token(
+    data: bytes, signature: bytes, roots: Sequence[x509.Certificate], name: str, other: bytes | None
+) -> Stamp:
     try:
         token = parse_response(data)
     except der.DerError as exc:
@@ -392,14 +431,23 @@ def check_token(
             + ("the OTHER envelope's signature (tokens swapped)" if swapped else "another digest than its signature"),
         )
     try:
-        pool = [x509.load_der_x509_certificate(c) for c in token.certs]
-    except ValueError:
-        fail(TimestampError, f"{name}: a certificate in the token is not DER X.509")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CryptographyDeprecationWarning)  # e.g. a serial that is not positive
+            pool = [_readable(x509.load_der_x509_certificate(c)) for c in token.certs]
+    except (ValueError, CryptographyDeprecationWarning):
+        fail(TimestampError, f"{name}: a certificate in the token is not DER X.509 as RFC 5280 writes it")
     signer = _signer(token, pool, name)
     _ess_names(token, signer, name)
     _cms_signature(token, signer, name)
     _timestamping_eku(signer, name)
-    _chain(signer, pool, roots, token.gen_time, name)
+    used = {_der(c) for c in [*_chain(signer, pool, roots, token.gen_time, name), *roots]}
+    if any(_der(c) not in used for c in pool):
+        # nothing in a token goes unexamined: openssl parses every certificate strictly and refuses a
+        # token with one it cannot read, so a certificate off the chain would be a second reading
+        fail(
+            TimestampError,
+            f"{name}: the token carries a certificate that is neither on the TSA's chain nor the pinned root",
+        )
     return Stamp(token.gen_time, token.serial, signer.subject.rfc4514_string())
 
 
