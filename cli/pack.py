@@ -239,6 +239,15 @@ def verify_cmd(
         bool,
         typer.Option("--no-audit-key", help="Accept the audit key the pack names (pins nothing; the OK line says so)."),
     ] = False,
+    tsa_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--tsa-root",
+            help="Pin the timestamp authority's root certificate (PEM) the pack's RFC 3161 tokens must chain to"
+            " (without it they are not checked, and the OK line says so).",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Verify a pack offline with trusted keys: prints OK, or FAIL: <check>: <why> and exits 1."""
@@ -253,6 +262,7 @@ def verify_cmd(
             _read_key(dpo_key, "DPO") if dpo_key else None,
             require_dpo=not no_dpo,
             audit_pub_pem=_read_key(audit_key, "audit") if audit_key else None,
+            tsa_root_pem=_read_key(tsa_root, "TSA root") if tsa_root else None,
         )
     except verifier.PackError as exc:
         if json_out:

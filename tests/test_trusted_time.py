@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from cli.main import app
 from erasure.errors import ConfigError
 from proof.errors import PackRejected
 from proof.pack import attest, write_pack
@@ -305,3 +307,13 @@ def test_the_token_file_digest_is_not_what_is_stamped(tmp_path: Path, tsa: TestT
     with pytest.raises(TimestampError, match="another digest"):
         _verify(_swap(pack, {"signatures/engine.tsr": wrong}), keys, tsa.root)
     assert hashlib.sha256(_sig(env)).hexdigest() != hashlib.sha256(env).hexdigest()
+
+
+def test_erasure_pack_verify_takes_the_tsa_root(tmp_path: Path, tsa: TestTsa, rogue_tsa: TestTsa) -> None:
+    pack, keys = _sealed(tmp_path, tsa)
+    args = ["pack", "verify", str(pack), "--engine-key", str(keys.engine_pub), "--dpo-key", str(keys.dpo_pub)]
+    args += ["--audit-key", str(keys.audit_pub), "--json"]
+    ok = CliRunner().invoke(app, [*args, "--tsa-root", str(tsa.root)])
+    assert ok.exit_code == 0 and json.loads(ok.output)["timestamps"] == "verified", ok.output
+    bad = CliRunner().invoke(app, [*args, "--tsa-root", str(rogue_tsa.root)])
+    assert bad.exit_code == 1 and json.loads(bad.output)["check"] == "timestamp", bad.output
