@@ -18,8 +18,6 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from erasure.errors import ConfigError
 from proof.verify import der
 from proof.verify.errors import PackError
@@ -80,6 +78,8 @@ class TimestampAuthority:
     def timestamp(self, signature: bytes) -> bytes:
         """A TimeStampResp over sha256(`signature`), checked: granted, our imprint and nonce, and (with
         `root`) the whole token as the offline verifier checks it."""
+        import httpx  # here, not at the top: commands that never timestamp stay light (tests/test_cli_lazy.py)
+
         digest = hashlib.sha256(signature).digest()
         nonce = secrets.randbits(63) | 1
         try:
