@@ -81,6 +81,10 @@ def print_summary(s: dict[str, Any]) -> None:
         line("DPO attestation: present, NOT verified (pass --engine-key and --dpo-key with the trusted keys)")
     else:
         line("DPO attestation: none yet")
+    if s.get("timestamps") == "engine clock":
+        line("times: the engine's own clock (no timestamp authority)")
+    elif s.get("timestamps"):
+        line("times: RFC 3161 tokens beside the signatures (checked by `erasure pack verify --tsa-root`)")
 
 
 @app.command()

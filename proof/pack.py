@@ -160,7 +160,7 @@ def seal_files(
     certificate, manifest.json, SHA256SUMS and the engine's envelope. Checks nothing. `timestamped`:
     the manifest says the envelopes get RFC 3161 tokens (the caller adds them)."""
     files = dict(evidence_files)
-    files[ATTESTATION] = render(predicate, tool_version=tool_version()).encode("utf-8")
+    files[ATTESTATION] = render(predicate, tool_version=tool_version(), timestamped=timestamped).encode("utf-8")
     audit = json.loads(files[AUDIT]).get("format")
     files[MANIFEST] = _manifest(files, predicate, algorithm_of(key), audit, timestamped)
     files[SUMS] = _sums(files)
@@ -436,4 +436,5 @@ def summary(
         "attested_at": result.attested_at,
         "signatures_verified": result.signatures_verified,
         "pack_name": result.pack_name,
+        "timestamps": result.timestamps,
     }

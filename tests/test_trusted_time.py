@@ -96,6 +96,7 @@ def test_tokens_verify_offline_with_our_verifier_and_with_openssl_ts_verify(
     manifest = json.loads(files["manifest.json"])
     assert manifest["time_source"] == "rfc3161"
     assert manifest["timestamps"] == {"engine": "signatures/engine.tsr", "dpo": "signatures/dpo.tsr"}
+    assert "timestamped by a timestamp authority (RFC 3161" in files["attestation.txt"].decode()
     for role in ("engine", "dpo"):
         token, sig = files[f"signatures/{role}.tsr"], _sig(files[f"signatures/{role}.intoto.json"])
         assert openssl_ts_verify(token, sig, tsa.root, tmp_path / "oracle"), role
@@ -166,6 +167,7 @@ def test_without_a_tsa_the_pack_says_its_times_are_the_engines_own(
     attest(pack, keys.dpo, engine_pub=keys.engine_pub)
     _, files = read_members(pack)
     assert json.loads(files["manifest.json"])["time_source"] == "engine-clock"
+    assert "every time in this pack is the engine's own clock" in files["attestation.txt"].decode()
     assert not [n for n in files if n.endswith(".tsr")]
     result = _verify(pack.read_bytes(), keys, None)
     assert result.timestamps == "engine clock" and result.line() == "OK"
