@@ -11,7 +11,9 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -193,6 +195,23 @@ def test_an_unreachable_tsa_writes_no_pack(tmp_path: Path) -> None:
     with pytest.raises(TimestampFailed, match="cannot be reached"):
         write_pack(evidence, keys.engine, tsa=TimestampAuthority("http://127.0.0.1:9/tsa", timeout=2))
     assert not (evidence / "proof.tar.gz").exists()
+
+
+def test_a_url_that_is_no_tsa_writes_no_pack(tmp_path: Path) -> None:
+    """An HTTP server that does not speak RFC 3161 (here: no POST at all) is refused, not trusted."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        keys = make_keys(tmp_path / "keys")
+        evidence = make_evidence(tmp_path)
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        with pytest.raises(TimestampFailed, match="answered HTTP 501"):
+            write_pack(evidence, keys.engine, tsa=TimestampAuthority(url, timeout=5))
+        assert not (evidence / "proof.tar.gz").exists()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # --- attacks --------------------------------------------------------------------------------------
