@@ -93,14 +93,15 @@ class VerifyResult:
     attested_at: str | None = None
     pack_name: str = ""
     audit_key_pinned: bool = False
+    """The pack's name: sha256 hex of the engine's signed statement (the payload of
+    signatures/engine.intoto.json). It names what is signed, so it never changes with the container
+    (compression, tar or gzip headers, the DPO's attestation); the requester's email quotes it."""
     timestamps: str = "engine clock"
     """Check 9: `verified` (RFC 3161 tokens checked against the pinned TSA root), `not checked` (tokens
     in the pack, no TSA root given) or `engine clock` (no token: the pack's times are the engine's own)."""
     engine_timestamp: str | None = None
     dpo_timestamp: str | None = None
-    """The pack's name: sha256 hex of the engine's signed statement (the payload of
-    signatures/engine.intoto.json). It names what is signed, so it never changes with the container
-    (compression, tar or gzip headers, the DPO's attestation); the requester's email quotes it."""
+    """The genTimes of the engine's and the DPO's tokens (YYYY-MM-DDTHH:MM:SS[.ffffff]Z) once verified."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
