@@ -3,12 +3,10 @@ requester's notification once a pack is sealed and all clear."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import smtplib
-from email.message import EmailMessage
+import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from cryptography import x509
@@ -16,19 +14,13 @@ from cryptography.hazmat.primitives import hashes
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.pack import print_summary
-from erasure import requests
 from erasure.config import Home
-from erasure.engine import open_engine
-from erasure.errors import ConfigError, Conflict, InputError, NotFound, RequestBlocked
-from erasure.files import private_dirs
+from erasure.errors import ConfigError, Conflict, InputError, RequestBlocked
 from erasure.models import REQUEST_ID_MAX_CHARS
-from erasure.sqlite import transaction
-from erasure.states import RequestState
 from proof.errors import PackRejected
 from proof.evidence import REQUEST_ID
-from proof.keys import keyid, load_private_key, load_public_key, public_key_pem
+from proof.keys import keyid, load_public_key
 from proof.pack import PACK_NAME, summary
-from proof.pack import attest as sign_attestation
 from proof.tarball import write_atomic
 from proof.tsa import TSA_ROOT_ENV
 from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
@@ -41,6 +33,7 @@ from proof.verify.wire import (
     PAYLOAD_TYPE,
     STATEMENT_TYPE,
 )
+from service import signoff
 
 VERIFY_MD = r"""# Verifying erasure proof pack @REQUEST_ID@
 
@@ -198,160 +191,29 @@ def verify_md(**fields: str) -> str:
     return text
 
 
-def _pack_path(h: Home, request_id: str) -> Path:
-    p = h.evidence_dir(request_id) / PACK_NAME
-    if not p.exists():
-        raise NotFound(f"no proof pack for {request_id} at {p}: run `erasure request run {request_id}` first")
-    return p
-
-
-def _message(h: Home, request_id: str, pack_ref: str, verified_at: str) -> EmailMessage:
-    engine = open_engine(h.engine_db)
-    try:
-        subject = requests.load_envelope(engine, request_id).subject
-    finally:
-        engine.close()
-    msg = EmailMessage()
-    msg["Subject"] = f"Your erasure request {request_id} is complete"
-    msg["From"] = os.environ.get("ERASURE_NOTIFY_FROM", "privacy@localhost")
-    msg["To"] = subject.email or f"<requester of {request_id}>"
-    msg.set_content(
-        f"Your erasure request {request_id} was carried out and independently verified at "
-        f"{verified_at}. Proof pack reference: sha256:{pack_ref}.\n"
-    )
-    return msg
-
-
-def _outbox_fd(h: Home) -> int:
-    """The outbox folder, opened (never through a symlink); `ConfigError` when it cannot take mail."""
-    private_dirs(h.outbox_dir)
-    if h.outbox_dir.is_symlink() or not h.outbox_dir.is_dir():
-        raise ConfigError(f"the outbox {h.outbox_dir} is a symlink or not a folder: refused")
-    try:
-        return os.open(h.outbox_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ConfigError(f"the outbox {h.outbox_dir} cannot be opened: {exc.strerror}") from exc
-
-
-def _outbox_ready(h: Home) -> None:
-    """Refuse an unusable outbox before anything is signed (SMTP: checked when sending)."""
-    if not os.environ.get("ERASURE_SMTP_HOST"):
-        os.close(_outbox_fd(h))
-
-
-def _deliver(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path | None:
-    """Send (SMTP) or queue (outbox file) the requester's notification; records nothing."""
-    msg = _message(h, request_id, pack_ref, verified_at)
-    host = os.environ.get("ERASURE_SMTP_HOST")
-    if host:
-        with smtplib.SMTP(host, int(os.environ.get("ERASURE_SMTP_PORT", "25")), timeout=30) as smtp:
-            smtp.send_message(msg)
-        return None
-    # The message names the requester: written 0600, never through a symlink. The outbox folder
-    # itself must not be a symlink; the file is written under a temporary name (O_EXCL | O_NOFOLLOW)
-    # and renamed over `<id>.eml`, which replaces a symlink there instead of following it.
-    dir_fd = _outbox_fd(h)
-    try:
-        name, tmp = f"{request_id}.eml", f".{request_id}.eml.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(bytes(msg))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
-    finally:
-        os.close(dir_fd)
-    return h.outbox_dir / name
-
-
-def _record_notified(engine: Any, request_id: str, pack_ref: str) -> None:
-    requests.set_state(engine, request_id, RequestState.notified)
-    requests.log_event(
-        engine,
-        request_id,
-        "requester.notified",
-        {"channel": "smtp" if os.environ.get("ERASURE_SMTP_HOST") else "outbox", "pack": pack_ref},
-    )
-
-
-def notify_requester(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path | None:
-    """Tell the requester the erasure is done: an outbox file by default (0600, the message itself must
-    reach them, so it names them), SMTP when ERASURE_SMTP_HOST is set; then record the request as
-    notified. `pack_ref` is the pack's name (the digest of its signed statement)."""
-    out = _deliver(h, request_id, pack_ref, verified_at)
-    engine = open_engine(h.engine_db)
-    try:
-        _record_notified(engine, request_id, pack_ref)
-    finally:
-        engine.close()
-    return out
-
-
-def seal(h: Home, request_id: str, dpo_key: Path, *, passphrase: str | None = None) -> dict[str, Any]:
-    """The DPO's signature over a request awaiting attestation: attest the pack (refusing the engine's
-    key), then, for an all-clear pack, send or queue the requester's notification, and only then record
-    the request as sealed (and notified) in one transaction. An outbox that cannot take the message is
-    refused before anything is signed; if delivery fails later, the request stays awaiting attestation
-    and the same command, run again, completes it (a pack this DPO key already attested is not signed
-    again). Returns the sealed pack's summary, plus the outbox file when one was written."""
-    engine = open_engine(h.engine_db)
-    try:
-        row = requests.get(engine, request_id)
-    finally:
-        engine.close()
-    if row.state != RequestState.awaiting_attestation:
-        raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
-    pack = _pack_path(h, request_id)
-    engine_pub = _engine_pub(h)
-    dpo_pub = public_key_pem(load_private_key(dpo_key, passphrase).public_key())
-    before = summary(pack, engine_pub=engine_pub)
-    if before["all_clear"]:
-        _outbox_ready(h)
-    mine = before["dpo_attestation"] == "not checked" and _attested_by(pack, engine_pub, dpo_pub)
-    if not mine:
-        sign_attestation(pack, dpo_key, engine_pub=engine_pub, passphrase=passphrase)
-    sealed = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)
-    outbox = None
-    if sealed["all_clear"]:
-        outbox = _deliver(h, request_id, sealed["pack_name"], sealed["verified_at"])
-    engine = open_engine(h.engine_db)
-    try:
-        with transaction(engine):
-            requests.set_state(engine, request_id, RequestState.sealed)
-            requests.log_event(
-                engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"], "pack": sealed["pack_name"]}
-            )
-            if sealed["all_clear"]:
-                _record_notified(engine, request_id, sealed["pack_name"])
-    finally:
-        engine.close()
-    return {**sealed, "pack": str(pack), "outbox": str(outbox) if outbox else None}
-
-
-def _attested_by(pack: Path, engine_pub: Path, dpo_pub: bytes) -> bool:
-    """Whether the pack's DPO attestation verifies under `dpo_pub` (a rerun after a failed delivery)."""
-    try:
-        return bool(summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub)["attested"])
-    except PackRejected:
-        return False
-
-
-def _engine_pub(h: Home) -> Path:
-    pub = h.keys_dir / "engine.pub.pem"
-    if not pub.exists():
-        raise ConfigError(f"no engine public key at {pub}")
-    return pub
-
-
 def attest(
     request_id: Annotated[str, typer.Argument(help="The request whose pack the DPO attests.")],
-    dpo_key: Annotated[Path, typer.Option("--dpo-key", help="The DPO's private key (PEM), never the engine's.")],
+    dpo_key: Annotated[
+        Path | None,
+        typer.Option("--dpo-key", help="The DPO's private key (PEM), never the engine's.", show_default=False),
+    ] = None,
+    envelope: Annotated[
+        str | None,
+        typer.Option(
+            "--envelope",
+            help="Instead of a key: the line erasure-dpo-sign.pyz printed on the DPO's machine ('-': stdin),"
+            " checked against the pinned keys/dpo.pub.pem.",
+            show_default=False,
+        ),
+    ] = None,
+    reject: Annotated[
+        str | None,
+        typer.Option(
+            "--reject",
+            help=f"Refuse to attest, with a reason code ({', '.join(signoff.REJECT_REASONS)}): nothing is sent.",
+            show_default=False,
+        ),
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation (scripts).")] = False,
     passphrase_env: Annotated[str | None, typer.Option(help="Env var holding the key passphrase.")] = None,
     home: HomeOpt = None,
@@ -360,16 +222,33 @@ def attest(
     """Show the DPO what they sign (per-tier table, exceptions, verification), then add their signature.
 
     The request must be awaiting attestation; a key equal to the engine's is refused. Once sealed and
-    all clear, the requester is notified. (A DPO signing on their own machine, with only the pack file,
-    uses `erasure pack attest`.)
+    all clear, the requester is notified. A run waiting for the DPO's sign-off in the UI is resumed.
+    (A DPO signing on their own machine, with only the pack file, uses `erasure pack attest`.)
     """
     h = home_of(home)
-    s = summary(_pack_path(h, request_id), engine_pub=_engine_pub(h))
+    if sum(x is not None for x in (dpo_key, envelope, reject)) != 1:
+        raise InputError("give exactly one of --dpo-key, --envelope and --reject")
+    s = summary(signoff.pack_path(h, request_id), engine_pub=signoff.engine_pub_path(h))
     if not json_out:
         print_summary(s)
+    if reject is not None:
+        signoff.reject(h, request_id, reject)
+        resume_sign_off(request_id, {"decision": "reject", "reason": reject})
+        if json_out:
+            print_json({"request_id": request_id, "sealed": False, "rejected": reject})
+        else:
+            console.print(f"rejected ({reject}): nothing was sent", markup=False, highlight=False)
+        return
     if not yes and not typer.confirm("Sign this attestation as DPO?", default=False):
         raise typer.Abort()
-    sealed = seal(h, request_id, dpo_key, passphrase=os.environ.get(passphrase_env) if passphrase_env else None)
+    sealed = signoff.seal(
+        h,
+        request_id,
+        dpo_key,
+        passphrase=os.environ.get(passphrase_env) if passphrase_env else None,
+        envelope=(sys.stdin.read() if envelope == "-" else envelope),
+    )
+    resume_sign_off(request_id, {"decision": "attest", "envelope": ""})
     if json_out:
         print_json(
             {
@@ -390,6 +269,58 @@ def attest(
             markup=False,
             highlight=False,
         )
+
+
+def resume_sign_off(request_id: str, answer: dict[str, str]) -> None:
+    """Resume the request's run waiting for the DPO in the UI, when a Prefect API is configured (the
+    sign-off is done: the run only finishes)."""
+    if not os.environ.get("PREFECT_API_URL"):
+        return
+    from flows.sign_off import resume_waiting_run
+
+    if resume_waiting_run(request_id, answer):
+        console.print("the run waiting for the DPO's sign-off was resumed", markup=False, highlight=False)
+
+
+DPO_SIGN_MD = """# Signing erasure proof packs as the DPO
+
+`erasure-dpo-sign.pyz` needs Python 3 and `cryptography` (`pip install cryptography`), nothing else.
+Your private key stays on this machine; only your signature goes back.
+
+1. Once: make your key pair, and give `dpo.pub.pem` (never `dpo.pem`) to the privacy team, who pin it
+   as `keys/dpo.pub.pem`:
+
+       openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out dpo.pem
+       openssl pkey -in dpo.pem -pubout -out dpo.pub.pem
+
+2. For each request waiting for you, the run's form in the Prefect UI shows the per-tier table, the
+   exceptions, and the command with its signing request. Run it:
+
+       python erasure-dpo-sign.pyz --key dpo.pem SIGNING-REQUEST
+
+   It shows what you attest and asks before signing; paste the line it prints into the form's
+   *envelope* field with decision *attest*. To refuse, choose *reject* and a reason instead.
+
+The engine's public key (engine.pub.pem, key id @ENGINE_KEYID@) is here so you can check a pack
+yourself with `erasure-verify.pyz` before you sign.
+"""
+
+
+def write_dpo_kit(h: Home, to: Path) -> list[str]:
+    """The DPO's signing kit in `to`: the signer, the engine's public key, DPO-SIGN.md."""
+    from proof.verifier_zipapp import DPO_SIGNER_ZIPAPP, dpo_signer_zipapp
+
+    engine_pem = signoff.engine_pub_path(h).read_bytes()
+    files = {
+        DPO_SIGNER_ZIPAPP: dpo_signer_zipapp(),
+        VERIFIER_ZIPAPP: verifier_zipapp(),
+        "engine.pub.pem": engine_pem,
+        "DPO-SIGN.md": DPO_SIGN_MD.replace("@ENGINE_KEYID@", keyid(load_public_key(engine_pem))).encode(),
+    }
+    to.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        write_atomic(to / name, data)
+    return sorted(files)
 
 
 def _audit_pub(h: Home) -> bytes | None:
@@ -439,8 +370,21 @@ def _refuse_unsafe_target(to: Path, force: bool) -> None:
 
 
 def export(
-    request_id: Annotated[str, typer.Argument(help="The sealed request to export.")],
-    to: Annotated[Path, typer.Option("--to", help="Directory to write the pack and VERIFY.md into (new or empty).")],
+    request_id: Annotated[
+        str | None, typer.Argument(help="The sealed request to export (none with --dpo-kit).", show_default=False)
+    ] = None,
+    to: Annotated[
+        Path | None,
+        typer.Option("--to", help="Directory to write the pack and VERIFY.md into (new or empty).", show_default=False),
+    ] = None,
+    dpo_kit: Annotated[
+        bool,
+        typer.Option(
+            "--dpo-kit",
+            help="Instead of a pack: the DPO's signing kit (erasure-dpo-sign.pyz, the engine's public key, "
+            "DPO-SIGN.md) for their own machine.",
+        ),
+    ] = False,
     dpo_key: Annotated[
         Path | None,
         typer.Option(
@@ -474,6 +418,20 @@ def export(
     The pack must verify with the engine's key AND the DPO's trusted key before anything is written.
     The offline verifier goes along as one file (erasure-verify.pyz, run by `python`). Files go only
     into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`."""
+    if to is None:
+        raise InputError("--to DIR is required")
+    if dpo_kit:
+        if request_id is not None:
+            raise InputError("--dpo-kit serves every request: give no request id")
+        _refuse_unsafe_target(to, force)
+        written = write_dpo_kit(home_of(home), to)
+        if json_out:
+            print_json({"dpo_kit": str(to), "files": written})
+        else:
+            console.print(printable(f"DPO kit in {to}: {', '.join(written)}"), markup=False, highlight=False)
+        return
+    if request_id is None:
+        raise InputError("give the request id to export (or --dpo-kit)")
     if not REQUEST_ID.fullmatch(request_id):
         raise InputError(
             f"{printable(request_id)!r} is not a request id (1-{REQUEST_ID_MAX_CHARS} of"
@@ -481,8 +439,8 @@ def export(
         )
     _refuse_unsafe_target(to, force)
     h = home_of(home)
-    pack = _pack_path(h, request_id)
-    engine_pub_path = _engine_pub(h)
+    pack = signoff.pack_path(h, request_id)
+    engine_pub_path = signoff.engine_pub_path(h)
     dpo_pub_path = dpo_key or h.keys_dir / "dpo.pub.pem"
     if not dpo_pub_path.is_file():
         raise ConfigError(f"no DPO public key at {dpo_pub_path}: pass --dpo-key with the DPO's trusted public key")

@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cli.attest import seal
 from cli.common import console, home_of
 from cli.pack import print_summary
 from cli.run import run_flow, verification_table
@@ -31,6 +30,7 @@ from memory.subprocessor_service import start_demo_processors
 from memory.subprocessors import register_demo
 from proof.keys import generate_keypair
 from proof.pack import summary
+from service.signoff import seal
 
 FRAMES = 5000
 SUBJECTS = 3

@@ -32,6 +32,7 @@ COLUMNS = (
     "request_id",
     "legal_basis",
     "state",
+    "in_state_days",
     "deadline",
     "target",
     "days_left",
@@ -50,6 +51,8 @@ class SlaRow:
     request_id: str
     legal_basis: LegalBasis
     state: RequestState
+    in_state_days: float
+    """How long the request has been in its state (a run waiting for the DPO's sign-off, its age)."""
     deadline: datetime
     target: datetime
     days_left: int
@@ -70,6 +73,7 @@ class SlaRow:
             "request_id": self.request_id,
             "legal_basis": self.legal_basis.value,
             "state": self.state.value,
+            "in_state_days": self.in_state_days,
             "deadline": iso_utc(self.deadline),
             "target": iso_utc(self.target),
             "days_left": self.days_left,
@@ -114,6 +118,7 @@ def sla_rows(
                 request_id=row.request_id,
                 legal_basis=row.legal_basis,
                 state=row.state,
+                in_state_days=round(max(0.0, (now - row.updated_at).total_seconds()) / 86400, 1),
                 deadline=clock.deadline,
                 target=clock.target,
                 days_left=clock.days_left,

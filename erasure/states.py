@@ -13,6 +13,7 @@ class RequestState(StrEnum):
     failed = "failed"  # a step failed; rerun resumes
     exception = "exception"  # cascade or verification left something: not all clear
     awaiting_attestation = "awaiting attestation"  # verified all clear, engine-signed, DPO to sign
+    rejected = "rejected"  # the DPO refused to attest (a reason code is logged): an open exception
     sealed = "sealed"  # DPO signed the pack
     notified = "notified"  # requester told (only when all clear)
 

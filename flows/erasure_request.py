@@ -11,7 +11,8 @@ import dataclasses
 from prefect import State, flow, get_run_logger
 from prefect.states import Completed, Failed
 
-from flows import run_report
+from erasure.states import RequestState
+from flows import run_report, sign_off
 from flows.common import RequestId
 from flows.verification import verification
 from flows.window import WINDOW, window_fingerprint, window_footprint, window_packs, window_preflight, window_step
@@ -68,8 +69,25 @@ def flow_state(request_id: str, result: Result) -> State:
 def erasure_request(request_id: RequestId) -> State:
     """Erase one request's subject from every tier, verify independently, and write the signed pack."""
     checked_request_id(request_id)
-    result = cascade.run_requests(home(), [request_id], SINGLE)[request_id]
+    h = home()
+    asks_dpo = sign_off.waits_for_dpo(h)
+    if asks_dpo and sign_off.request_state(h, request_id) is RequestState.awaiting_attestation:
+        return _signed_off(request_id, sign_off.sign_off(h, request_id))  # resumed: the pack is written
+    result = cascade.run_requests(h, [request_id], SINGLE)[request_id]
     get_run_logger().info(
         "request %s: %s%s", request_id, result.outcome.value, f" ({result.detail})" if result.detail else ""
     )
+    if (
+        asks_dpo
+        and result.outcome.completed
+        and sign_off.request_state(h, request_id) is RequestState.awaiting_attestation
+    ):
+        return _signed_off(request_id, sign_off.sign_off(h, request_id))
     return flow_state(request_id, result)
+
+
+def _signed_off(request_id: str, state: RequestState | None) -> State:
+    data = {"request_id": request_id, "request_state": state.value if state else None}
+    if state is RequestState.rejected:
+        return Failed(name="Rejected", message="the DPO rejected the pack: nothing was sent", data=data)
+    return Completed(message=f"sealed by the DPO ({state.value if state else '?'})", data=data)

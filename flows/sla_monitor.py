@@ -36,6 +36,7 @@ TABLE_COLUMNS = (
     "request_id",
     "legal_basis",
     "state",
+    "in_state_days",
     "deadline",
     "days_left",
     "status",

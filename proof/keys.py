@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from erasure.errors import ConfigError, Conflict, InputError
 from proof.tarball import write_atomic
-from proof.verify.wire import P256_ORDER, keyid_of
+from proof.verify.signer import signature
+from proof.verify.wire import keyid_of
 
 PrivateKey = ec.EllipticCurvePrivateKey | Ed25519PrivateKey
 PublicKey = ec.EllipticCurvePublicKey | Ed25519PublicKey
@@ -155,9 +155,6 @@ def algorithm_of(key: PublicKey | PrivateKey) -> str:
 
 
 def sign(key: PrivateKey, data: bytes) -> bytes:
-    """Sign `data`: ECDSA-SHA256 (deterministic, DER-encoded, low-s: s <= n/2, as the verifier
-    requires, so (r, n - s) is not a second valid encoding) or Ed25519 (64 raw bytes)."""
-    if isinstance(key, Ed25519PrivateKey):
-        return key.sign(data)
-    r, s = decode_dss_signature(key.sign(data, ec.ECDSA(hashes.SHA256(), deterministic_signing=True)))
-    return encode_dss_signature(r, P256_ORDER - s if s > P256_ORDER // 2 else s)
+    """Sign `data` (`proof.verify.signer.signature`: ECDSA-SHA256 low-s DER, or Ed25519), the one
+    signing code the engine and the DPO's standalone signer share."""
+    return signature(key, data)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
@@ -28,9 +28,11 @@ from proof.dsse import sign_envelope
 from proof.errors import AlreadyAttested, EvidenceInvalid, PackRejected, SameKeyRefused
 from proof.evidence import EVIDENCE_ROLES, Evidence, load_evidence, scan_identifiers
 from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
-from proof.statement import dpo_statement, erasure_statement
+from proof.statement import dpo_statement, erasure_statement, subjects
 from proof.tarball import tar_gz_bytes, write_atomic
 from proof.tsa import TimestampAuthority
+from proof.verify.envelopes import check_signature
+from proof.verify.signer import signing_request
 from proof.verify.timestamp import TIMESTAMP_FILES, envelope_signature, parse_response
 from proof.verify.wire import (
     ATTESTATION,
@@ -56,6 +58,8 @@ from proof.verify.wire import (
 )
 
 PACK_NAME = "proof.tar.gz"
+_CLOCK_SKEW = timedelta(minutes=5)
+"""How far in the future a DPO's own clock may put their signing time."""
 MANIFEST_FORMAT = "erasure-proof-manifest/v1"
 DEFAULT_OUT_OF_SCOPE: tuple[str, ...] = (
     "backups and snapshots of the store taken before the erasure (they expire on their own schedule)",
@@ -337,20 +341,32 @@ def attest(
         status=result.status,
     )
     files[DPO_ENVELOPE] = envelope_bytes(sign_envelope(statement, key))
-    files.pop(DPO_TSR, None)  # a replaced attestation's token covers the old signature
-    authority = TimestampAuthority.from_env() if tsa == "env" else tsa
-    if json.loads(files[MANIFEST]).get("time_source") == TIME_SOURCE_RFC3161:
-        if authority is None:
-            raise ConfigError(
-                "this pack's times are RFC 3161 timestamps: set ERASURE_TSA_URL (the timestamp authority)"
-                " to timestamp the DPO's signature too"
-            )
-        files[DPO_TSR] = authority.timestamp(envelope_signature(files[DPO_ENVELOPE]))
-    else:
-        authority = None
+    authority = _stamp_dpo(files, tsa)
     tar = tar_gz_bytes(top, files)
     if engine_pem is not None:
         _self_check(tar, engine_pem, public_key_pem(key.public_key()), authority)
+    _write_attested(pack_path, tar, files)
+    return pack_path
+
+
+def _stamp_dpo(files: dict[str, bytes], tsa: TimestampAuthority | Literal["env"] | None) -> TimestampAuthority | None:
+    """Give the DPO's new envelope its RFC 3161 token when the pack's manifest says its times are
+    timestamps (`ConfigError` without a TSA); returns the TSA used, None for a pack of the engine's
+    clock. A replaced attestation's token is dropped: it covers the old signature."""
+    files.pop(DPO_TSR, None)
+    if json.loads(files[MANIFEST]).get("time_source") != TIME_SOURCE_RFC3161:
+        return None
+    authority = TimestampAuthority.from_env() if tsa == "env" else tsa
+    if authority is None:
+        raise ConfigError(
+            "this pack's times are RFC 3161 timestamps: set ERASURE_TSA_URL (the timestamp authority)"
+            " to timestamp the DPO's signature too"
+        )
+    files[DPO_TSR] = authority.timestamp(envelope_signature(files[DPO_ENVELOPE]))
+    return authority
+
+
+def _write_attested(pack_path: Path, tar: bytes, files: Mapping[str, bytes]) -> None:
     write_atomic(pack_path, tar)
     beside = pack_path.parent
     if (beside / MANIFEST).is_file() and (beside / MANIFEST).read_bytes() == files[MANIFEST]:
@@ -359,6 +375,79 @@ def attest(
             write_atomic(beside / DPO_TSR, files[DPO_TSR])
         else:
             (beside / DPO_TSR).unlink(missing_ok=True)
+
+
+def signing_request_of(pack_path: Path, engine_pub: bytes | Path) -> str:
+    """The line the DPO's standalone signer signs (`proof.verify.signer`): the pack's request id,
+    engine key id, status and the subjects of the DPO's statement. The pack must verify first."""
+    data = _read_pack(Path(pack_path))
+    engine_pem = public_key_pem(load_public_key(engine_pub))
+    try:
+        result = verify.verify_bytes(data, engine_pem, None, require_dpo=False)
+    except verify.PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
+    _top, files = verify.extract(data)
+    covered = {k: v for k, v in files.items() if not k.startswith(SIGNATURES_DIR) or k == ENGINE_ENVELOPE}
+    return signing_request(result.request_id, result.engine_keyid, result.status, subjects(covered))
+
+
+def attach_attestation(
+    pack_path: Path,
+    envelope: str,
+    *,
+    engine_pub: bytes | Path,
+    dpo_pub: bytes | Path,
+    tsa: TimestampAuthority | Literal["env"] | None = "env",
+) -> Path:
+    """Put the DPO's envelope, signed elsewhere (`proof.verify.signer`), into the pack: it must be the
+    DPO's statement over exactly this pack, signed by the pinned `dpo_pub`, at a time after the
+    verification and not in the future; then the whole pack must verify with both keys. `InputError`
+    for an envelope that is not one; `PackRejected` for one that does not verify. A pack of trusted
+    time gets the DPO's RFC 3161 token here (`tsa`, default `ERASURE_TSA_URL`), when it is attached."""
+    pack_path = Path(pack_path)
+    engine_pem = public_key_pem(load_public_key(engine_pub))
+    dpo_key = load_public_key(dpo_pub)
+    data = _read_pack(pack_path)
+    try:
+        signed = envelope_bytes(json.loads(envelope))
+    except (ValueError, TypeError) as exc:
+        raise InputError("the DPO's answer is not the one-line envelope erasure-dpo-sign prints") from exc
+    try:
+        result = verify.verify_bytes(data, engine_pem, None, require_dpo=False)
+        # The signature first: nothing of a payload the pinned key did not sign is read.
+        _type, payload = check_signature(signed, DPO_ENVELOPE, dpo_key, "DPO")
+        when = json.loads(payload)["predicate"]["attested_at"]
+    except verify.PackError as exc:
+        raise PackRejected(exc.check, str(exc)) from exc
+    except (ValueError, TypeError, KeyError) as exc:
+        raise PackRejected("statement", "the DPO's signed statement is not a DPO statement") from exc
+    top, files = verify.extract(data)
+    if keyid(dpo_key) == result.engine_keyid:
+        raise SameKeyRefused("the pinned DPO key is the engine's key: the DPO must attest with a key of their own")
+    at = verify.utc_time(when) if isinstance(when, str) else None
+    verified = verify.utc_time(_predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE).get("verified_at"))
+    late = at is not None and at > datetime.now(UTC) + _CLOCK_SKEW
+    if at is None or late or (verified is not None and at < verified.replace(microsecond=0)):
+        raise InputError(
+            f"the DPO's attested_at {verify.printable(str(when))!r} is not between the verification and now"
+        )
+    expected = dpo_statement(
+        files,
+        request_id=result.request_id,
+        attested_at=when,
+        dpo_keyid=keyid(dpo_key),
+        engine_keyid=result.engine_keyid,
+        status=result.status,
+    )
+    if payload != expected:
+        raise PackRejected(
+            "statement", "the DPO's envelope is not the DPO's statement over this pack by the pinned key"
+        )
+    files[DPO_ENVELOPE] = signed
+    authority = _stamp_dpo(files, tsa)
+    tar = tar_gz_bytes(top, files)
+    _self_check(tar, engine_pem, public_key_pem(dpo_key), authority)
+    _write_attested(pack_path, tar, files)
     return pack_path
 
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from proof.verify.signer import dpo_statement_bytes
 from proof.verify.wire import (
-    DPO_PREDICATE,
     ENGINE_ENVELOPE,
     ERASURE_PREDICATE,
     SIGNATURES_DIR,
     STATEMENT_TYPE,
     canonical_json,
-    dpo_statement_text,
     sha256_hex,
 )
 
@@ -45,13 +44,11 @@ def dpo_statement(
     covered = {k: v for k, v in files.items() if not k.startswith(SIGNATURES_DIR) or k == ENGINE_ENVELOPE}
     if ENGINE_ENVELOPE not in covered:
         raise ValueError("the pack has no engine envelope to attest")
-    predicate = {
-        "request_id": request_id,
-        "attested_at": attested_at,
-        "dpo_keyid": dpo_keyid,
-        "engine_keyid": engine_keyid,
-        "statement": dpo_statement_text(request_id, engine_keyid, status),
-    }
-    return canonical_json(
-        {"_type": STATEMENT_TYPE, "subject": subjects(covered), "predicateType": DPO_PREDICATE, "predicate": predicate}
+    return dpo_statement_bytes(
+        subjects(covered),
+        request_id=request_id,
+        attested_at=attested_at,
+        dpo_keyid=dpo_keyid,
+        engine_keyid=engine_keyid,
+        status=status,
     )

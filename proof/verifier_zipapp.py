@@ -17,24 +17,36 @@ import zipfile
 from pathlib import Path
 
 VERIFIER_ZIPAPP = "erasure-verify.pyz"
+DPO_SIGNER_ZIPAPP = "erasure-dpo-sign.pyz"
+"""The DPO's standalone signer (`proof.verify.signer`), the same package with another entry point."""
 _SOURCES = Path(__file__).parent
-_MAIN = b"import sys\n\nfrom proof.verify.command import main\n\nsys.exit(main())\n"
 _SHEBANG = b"#!/usr/bin/env python3\n"
 
 
-def _members() -> list[tuple[str, bytes]]:
-    """(name in the archive, bytes): the verifier package, its parent's (empty) __init__, __main__."""
+def _members(entry: str) -> list[tuple[str, bytes]]:
+    """(name in the archive, bytes): the verifier package, its parent's (empty) __init__, and a
+    __main__ that runs `entry`'s `main`."""
     files = [_SOURCES / "__init__.py", *sorted((_SOURCES / "verify").glob("*.py"))]
     members = [(p.relative_to(_SOURCES.parent).as_posix(), p.read_bytes()) for p in files]
-    return sorted([*members, ("__main__.py", _MAIN)])
+    main = f"import sys\n\nfrom {entry} import main\n\nsys.exit(main())\n".encode()
+    return sorted([*members, ("__main__.py", main)])
 
 
 def verifier_zipapp() -> bytes:
     """The bytes of erasure-verify.pyz, built from the verifier's sources."""
+    return _zipapp("proof.verify.command")
+
+
+def dpo_signer_zipapp() -> bytes:
+    """The bytes of erasure-dpo-sign.pyz: the same sources, run as the DPO's signer."""
+    return _zipapp("proof.verify.signer")
+
+
+def _zipapp(entry: str) -> bytes:
     out = io.BytesIO()
     out.write(_SHEBANG)
     with zipfile.ZipFile(out, "w") as z:
-        for name, data in _members():
+        for name, data in _members(entry):
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_STORED  # deflate's bytes vary with the zlib version
             info.external_attr = 0o644 << 16

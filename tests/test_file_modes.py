@@ -129,7 +129,7 @@ def vaulted(home: Home, umask_022: object) -> Home:
 
 
 def _notify(h: Home) -> Path | None:
-    from cli.attest import notify_requester
+    from service.signoff import notify_requester
 
     return notify_requester(h, RID, "ab" * 32, "2024-02-01T00:00:00.000000Z")
 

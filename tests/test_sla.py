@@ -125,6 +125,17 @@ def test_paused_and_extended_are_shown_and_a_pause_keeps_days_left(mixed: apsw.C
     assert later["r-ok"].days_left == rows["r-ok"].days_left - 3
 
 
+def test_a_request_waiting_for_the_dpo_shows_how_long_it_has_waited(engine: apsw.Connection) -> None:
+    submit(engine, "r-dpo", LegalBasis.GDPR, 10)
+    requests.set_state(engine, "r-dpo", RequestState.awaiting_attestation, now=NOW - timedelta(days=3, hours=12))
+    submit(engine, "r-new", LegalBasis.GDPR, 0.25)  # vaulted six hours ago, state unchanged since
+    rows = by_id(engine)
+    assert rows["r-dpo"].state is RequestState.awaiting_attestation
+    assert rows["r-dpo"].in_state_days == 3.5 and rows["r-dpo"].as_dict()["in_state_days"] == 3.5
+    assert 0.2 <= rows["r-new"].in_state_days <= 0.3
+    assert "in_state_days" in COLUMNS
+
+
 def test_filter_by_legal_basis(mixed: apsw.Connection) -> None:
     assert set(by_id(mixed, legal_bases=[LegalBasis.GDPR])) == {"r-paused", "r-ext"}
     assert by_id(mixed, legal_bases=["POPIA"]) == {}

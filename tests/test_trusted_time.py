@@ -22,10 +22,11 @@ from typer.testing import CliRunner
 from cli.main import app
 from erasure.errors import ConfigError
 from proof.errors import PackRejected
-from proof.pack import attest, write_pack
+from proof.pack import attach_attestation, attest, signing_request_of, write_pack
 from proof.tsa import TimestampAuthority, TimestampFailed
 from proof.verify import ArchiveError, VerifyResult, verify_bytes, verify_pack
 from proof.verify.errors import TimestampError
+from proof.verify.signer import load_signing_key, read_signing_request, sign_request
 from proof.verify.timestamp import check_timestamps, check_token, load_roots
 from tests.proof_fixtures import Keys, json_edit, make_evidence, make_keys, read_members, repack
 from tests.tsa_fixtures import TestTsa, openssl_ts_verify
@@ -338,3 +339,21 @@ def test_erasure_pack_verify_takes_the_tsa_root(tmp_path: Path, tsa: TestTsa, ro
     assert ok.exit_code == 0 and json.loads(ok.output)["timestamps"] == "verified", ok.output
     bad = CliRunner().invoke(app, [*args, "--tsa-root", str(rogue_tsa.root)])
     assert bad.exit_code == 1 and json.loads(bad.output)["check"] == "timestamp", bad.output
+
+
+def test_an_envelope_signed_on_the_dpos_machine_is_timestamped_when_attached(
+    tmp_path: Path, tsa: TestTsa, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The standalone signer never talks to a TSA: the run (or `erasure attest --envelope`) stamps the
+    DPO's signature when it attaches it, so the token's time bounds when it was accepted."""
+    monkeypatch.delenv("ERASURE_TSA_URL", raising=False)
+    keys = make_keys(tmp_path / "keys")
+    pack = write_pack(make_evidence(tmp_path), keys.engine, tsa=_authority(tsa))
+    request = read_signing_request(signing_request_of(pack, keys.engine_pub))
+    envelope = sign_request(load_signing_key(keys.dpo.read_bytes(), None), request).decode()
+    with pytest.raises(ConfigError, match="ERASURE_TSA_URL"):
+        attach_attestation(pack, envelope, engine_pub=keys.engine_pub, dpo_pub=keys.dpo_pub)
+    attach_attestation(pack, envelope, engine_pub=keys.engine_pub, dpo_pub=keys.dpo_pub, tsa=_authority(tsa))
+    result = _verify(pack.read_bytes(), keys, tsa.root)
+    assert result.timestamps == "verified" and result.dpo_timestamp is not None
+    assert (pack.parent / "signatures" / "dpo.tsr").is_file()
