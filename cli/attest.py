@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.pack import print_summary
@@ -21,6 +23,7 @@ from proof.keyring import read_beside
 from proof.keys import keyid, load_public_key
 from proof.pack import PACK_NAME, summary
 from proof.tarball import write_atomic
+from proof.tsa import TSA_ROOT_ENV
 from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
 from proof.verify import PackError, printable, verify_bytes
 from proof.verify.keyring import KEYRING_FILE, pem_of
@@ -48,14 +51,15 @@ and any member mode the writer does not write, and any high-s ECDSA signature.
 
 1. Confirm the key fingerprints with the controller through a channel other than this export:
    engine keyid `@ENGINE_KEYID@`, DPO keyid `@DPO_KEYID@`, audit checkpoint keyid `@AUDIT_KEYID@`
-   (sha256 of each public key's DER). Do not trust the keys in this directory until you have.@KEYRING_CONFIRM@
+   (sha256 of each public key's DER)@TSA_FINGERPRINT@. Do not trust the keys in this directory until
+   you have.@KEYRING_CONFIRM@
 2. With our small verifier, `erasure-verify.pyz` (needs only Python 3.11 or later and
    `cryptography`; it runs every check below and the two that have no shell equivalent: the
    audit-log evidence, whose RFC 6962 Merkle inclusion (one multiproof for all its entries) and
    consistency proofs and Ed25519 checkpoints only the verifier checks, and the consistency of the
    claims):
 
-       python erasure-verify.pyz @PACK@ @KEY_ARGS@ @AUDIT_ARG@
+       python erasure-verify.pyz @PACK@ @KEY_ARGS@ @AUDIT_ARG@@TSA_ARG@
 
    (`--json` also prints the pack's name, `pack_name`. It is a zip of the verifier's Python sources:
    `python -m zipfile -l erasure-verify.pyz` lists them. Where erasure-cascade is installed,
@@ -68,7 +72,7 @@ and any member mode the writer does not write, and any high-s ECDSA signature.
 ```sh
 set -euo pipefail
 PACK=$PWD/@PACK@ ENGINE_PUB=$PWD/engine.pub.pem DPO_PUB=$PWD/dpo.pub.pem REQUEST_ID=@REQUEST_ID@
-NAME=@NAME_DIGEST@ AUDIT_PUB=$PWD/audit.pub.pem KEYRING=@KEYRING@
+NAME=@NAME_DIGEST@ AUDIT_PUB=$PWD/audit.pub.pem KEYRING=@KEYRING@ TSA_ROOT=$PWD/tsa-root.pem
 fail() { echo "FAILED: $*" >&2; exit 1; }
 kid() { openssl pkey -pubin -in "$1" -outform DER | sha256sum | cut -d' ' -f1; }
 
@@ -144,7 +148,8 @@ fi
 [ "$(jq -r .predicate.engine_keyid "$E")" = "$ENGINE_KID" ] || fail "the engine statement names another key"
 [ "$(jq -r .predicate.dpo_keyid "$D")" = "$DPO_KID" ] || fail "the DPO statement names another DPO key"
 [ "$(jq -r .predicate.engine_keyid "$D")" = "$ENGINE_KID" ] || fail "the DPO statement names another engine key"
-[ "$(find . -type f | wc -l)" = "$(($(wc -l < "$W/files") + 1))" ] || fail "a file outside the statements"
+[ "$(find . -type f | wc -l)" = "$(($(wc -l < "$W/files") + 1 + @TOKEN_COUNT@))" ] \
+  || fail "a file outside the statements"
 if [ -n "$KEYRING" ]; then  # each key was valid when it signed: valid_from <= signing time < valid_until
   valid_at() {  # key id, statement payload, the predicate field holding its signing time
     jq -e --arg k "$1" --arg t "$(jq -r ".predicate.$3" "$2")" '($t | sub("\\.[0-9]+Z$"; "Z") | fromdate) as $t
@@ -160,7 +165,7 @@ case "$(jq -r .predicate.statement "$D")" in
   *"as stated: $STATUS.") ;; *) fail "the DPO attests another outcome than the engine states ($STATUS)" ;;
 esac
 
-# 5. What the signed statements say.
+@TSA_STEPS@# 5. What the signed statements say.
 jq -r '.predicate | "status \(.status), all clear \(.all_clear), verified at \(.verified_at)"' "$E"
 jq -r '.predicate | "attested by the DPO at \(.attested_at)"' "$D"
 jq -r '.predicate.tiers | to_entries[] | "  \(.key): \(.value.status)"' "$E"
@@ -168,7 +173,25 @@ echo "ALL CHECKS PASSED (the audit-log Merkle proofs and the consistency of the 
 ```
 
 Status: @STATUS@; all clear: @ALL_CLEAR@; verified at @VERIFIED_AT@; attested at @ATTESTED_AT@.
+@TIMES@
 """
+
+TSA_STEPS = r"""# 4b. Trusted time: each envelope's RFC 3161 token (signatures/*.tsr) is over the SHA-256 of that
+#     envelope's signature bytes and chains to the TSA root you confirmed (tsa-root.pem).
+for role in engine dpo; do
+  jq -r '.signatures[0].sig' "signatures/$role.intoto.json" | base64 -d > "$W/$role.sig"
+  DIGEST=$(sha256sum < "$W/$role.sig" | cut -d' ' -f1)
+  openssl ts -verify -in "signatures/$role.tsr" -digest "$DIGEST" -CAfile "$TSA_ROOT" >"$W/ts.out" 2>&1 \
+    || fail "signatures/$role.tsr: $(tail -1 "$W/ts.out")"
+  WHEN=$(openssl ts -reply -in "signatures/$role.tsr" -text | sed -n 's/^Time stamp: //p')
+  echo "$role signature timestamped by the TSA at $WHEN"
+done
+
+"""
+ENGINE_CLOCK_TIMES = (
+    "Times: no timestamp authority was configured; every time in this pack is the engine's own clock"
+    " (manifest.json: time_source engine-clock)."
+)
 
 
 _WIRE_SLOTS = {
@@ -186,7 +209,8 @@ def verify_md(**fields: str) -> str:
     """VERIFY.md for an export (`fields` fill the @NAME@ slots: ids, digests, times, all printable;
     the recipe's types and file names come from the wire format)."""
     text = VERIFY_MD
-    for name, value in {**_WIRE_SLOTS, **fields}.items():
+    defaults = {"tsa_fingerprint": "", "tsa_arg": "", "tsa_steps": "", "token_count": "0", "times": ENGINE_CLOCK_TIMES}
+    for name, value in {**_WIRE_SLOTS, **defaults, **fields}.items():
         text = text.replace(f"@{name.upper()}@", value)
     return text
 
@@ -381,6 +405,35 @@ def _keyring_slots(ring: bytes | None) -> dict[str, str]:
     }
 
 
+def _tsa_root_pem(option: Path | None) -> bytes:
+    """The TSA root to pin for a pack whose times are RFC 3161 timestamps: `--tsa-root`, else
+    `$ERASURE_TSA_ROOT`; `ConfigError` without one (the regulator must be able to check the tokens)."""
+    path = option or (Path(os.environ[TSA_ROOT_ENV]) if os.environ.get(TSA_ROOT_ENV) else None)
+    if path is None or not path.is_file():
+        raise ConfigError(
+            "this pack's times are RFC 3161 timestamps: give --tsa-root (or set ERASURE_TSA_ROOT) with the"
+            " timestamp authority's root certificate, so the regulator can check them"
+        )
+    return path.read_bytes()
+
+
+def _tsa_slots(tsa_pem: bytes, engine_time: str | None, dpo_time: str | None) -> dict[str, str]:
+    """VERIFY.md's trusted-time slots: the root's fingerprint, the verifier's argument, the openssl steps."""
+    root = x509.load_pem_x509_certificates(tsa_pem)[0]
+    fingerprint = root.fingerprint(hashes.SHA256()).hex()
+    return {
+        "tsa_fingerprint": f", and the timestamp authority's root certificate `tsa-root.pem`, SHA-256 fingerprint"
+        f" `{fingerprint}` (`openssl x509 -in tsa-root.pem -noout -fingerprint -sha256`)",
+        "tsa_arg": " --tsa-root tsa-root.pem",
+        "tsa_steps": TSA_STEPS,
+        "token_count": "2",
+        "times": printable(
+            f"Times: RFC 3161 timestamps from the TSA `{root.subject.rfc4514_string()}`: the engine's signature"
+            f" at {engine_time}, the DPO's at {dpo_time} (signatures/engine.tsr, signatures/dpo.tsr)."
+        ),
+    }
+
+
 def _refuse_unsafe_target(to: Path, force: bool) -> None:
     """`--to` is a real directory (not a symlink), new or empty unless `force`."""
     if to.is_symlink():
@@ -423,6 +476,15 @@ def export(
             help="Write into a non-empty directory, replacing the exported files (never through a symbolic link).",
         ),
     ] = False,
+    tsa_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--tsa-root",
+            help="The timestamp authority's root certificate (PEM) that a pack's RFC 3161 tokens must chain to"
+            " (default: $ERASURE_TSA_ROOT); shipped as tsa-root.pem.",
+            show_default=False,
+        ),
+    ] = None,
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -472,9 +534,12 @@ def export(
         raise Conflict(f"the pack of {request_id} changed while it was being checked: export again")
     audit_pub = _audit_pub(h)
     try:
-        verify_bytes(data, engine_pub, dpo_pub, audit_pub_pem=audit_pub)
+        result = verify_bytes(data, engine_pub, dpo_pub, audit_pub_pem=audit_pub)
+        tsa_pem = _tsa_root_pem(tsa_root) if result.timestamps != "engine clock" else None
+        if tsa_pem is not None:
+            result = verify_bytes(data, engine_pub, dpo_pub, audit_pub_pem=audit_pub, tsa_root_pem=tsa_pem)
         if ring is not None:
-            verify_bytes(data, None, None, audit_pub_pem=audit_pub, keyring=ring)
+            verify_bytes(data, None, None, audit_pub_pem=audit_pub, keyring=ring, tsa_root_pem=tsa_pem)
     except PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
     name = f"{request_id}-{PACK_NAME}"
@@ -491,6 +556,7 @@ def export(
         all_clear=str(s["all_clear"]).lower(),
         verified_at=printable(str(s["verified_at"])),
         attested_at=printable(str(s["attested_at"])),
+        **(_tsa_slots(tsa_pem, result.engine_timestamp, result.dpo_timestamp) if tsa_pem is not None else {}),
     )
     _refuse_unsafe_target(to, force)
     to.mkdir(parents=True, exist_ok=True)
@@ -501,6 +567,7 @@ def export(
         ("dpo.pub.pem", dpo_pub),
         *((("audit.pub.pem", audit_pub),) if audit_pub else ()),
         *(((KEYRING_FILE, ring),) if ring is not None else ()),
+        *((("tsa-root.pem", tsa_pem),) if tsa_pem else ()),
         ("VERIFY.md", note.encode("utf-8")),
         (VERIFIER_ZIPAPP, verifier_zipapp()),
     ):

@@ -91,6 +91,10 @@ def print_summary(s: dict[str, Any]) -> None:
         line("DPO attestation: present, NOT verified (pass --engine-key and --dpo-key with the trusted keys)")
     else:
         line("DPO attestation: none yet")
+    if s.get("timestamps") == "engine clock":
+        line("times: the engine's own clock (no timestamp authority)")
+    elif s.get("timestamps"):
+        line("times: RFC 3161 tokens beside the signatures (checked by `erasure pack verify --tsa-root`)")
 
 
 @app.command()
@@ -279,6 +283,15 @@ def verify_cmd(
             show_default=False,
         ),
     ] = None,
+    tsa_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--tsa-root",
+            help="Pin the timestamp authority's root certificate (PEM) the pack's RFC 3161 tokens must chain to"
+            " (without it they are not checked, and the OK line says so).",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Verify a pack offline with trusted keys: prints OK, or FAIL: <check>: <why> and exits 1."""
@@ -298,6 +311,7 @@ def verify_cmd(
             require_dpo=not no_dpo,
             audit_pub_pem=_read_key(audit_key, "audit") if audit_key else None,
             keyring=_read_keyring(keyring) if keyring else None,
+            tsa_root_pem=_read_key(tsa_root, "TSA root") if tsa_root else None,
         )
     except verifier.PackError as exc:
         if json_out:

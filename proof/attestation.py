@@ -33,8 +33,9 @@ def _mention_lines(mentions: Mapping[str, Any]) -> list[str]:
     return lines or ["  (none found)"]
 
 
-def render(predicate: Mapping[str, Any], *, tool_version: str) -> str:
-    """The certificate text for an erasure-proof predicate (request id, dates, tiers, scope, keys)."""
+def render(predicate: Mapping[str, Any], *, tool_version: str, timestamped: bool = False) -> str:
+    """The certificate text for an erasure-proof predicate (request id, dates, tiers, scope, keys).
+    `timestamped`: the signatures get RFC 3161 tokens; else the times are the engine's own clock."""
     head = ("tier", "status", "before", "after", "residue")
     rows = [head] + [
         (tier, str(row["status"]), _count(row["before"]), _count(row["after"]), _count(row["residue"]))
@@ -84,6 +85,16 @@ def render(predicate: Mapping[str, Any], *, tool_version: str) -> str:
         "                   (sha256 of the public key's SubjectPublicKeyInfo DER)",
         f"  Engine signature: {ENGINE_ENVELOPE}",
         f"  DPO attestation:  {DPO_ENVELOPE} (signed separately with the DPO's own key)",
+        "",
+        "Times",
+        *(
+            [
+                "  Each signature is timestamped by a timestamp authority (RFC 3161 tokens in",
+                "  signatures/engine.tsr and signatures/dpo.tsr; verify with --tsa-root and the TSA's root).",
+            ]
+            if timestamped
+            else ["  No timestamp authority: every time in this pack is the engine's own clock."]
+        ),
         "",
         "This certificate names no data subject: request.json holds the subject's identifiers only as",
         "salted commitments. Verify offline with the trusted public keys (never keys from the pack):",

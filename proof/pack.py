@@ -4,18 +4,24 @@
 and signatures/engine.intoto.json, then packs everything into a reproducible proof.tar.gz.
 `attest` adds signatures/dpo.intoto.json and rewrites proof.tar.gz. Every pack is checked with the
 offline verifier (`proof.verify`) before it is written.
+
+Trusted time: with a timestamp authority (`ERASURE_TSA_URL`, `proof.tsa`), manifest.json says
+`time_source: rfc3161` and each envelope gets an RFC 3161 token over its signature beside it
+(signatures/engine.tsr, signatures/dpo.tsr); without one it says `engine-clock`: the pack's times are
+the engine's own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from erasure.errors import InputError, NotFound
+from erasure.errors import ConfigError, InputError, NotFound
 from proof import verify
 from proof.attestation import render
 from proof.dsse import sign_envelope
@@ -25,20 +31,26 @@ from proof.keyring import check_signing_key, read_beside
 from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
 from proof.statement import dpo_statement, erasure_statement, subjects
 from proof.tarball import tar_gz_bytes, write_atomic
+from proof.tsa import TimestampAuthority
 from proof.verify.envelopes import check_signature
 from proof.verify.signer import signing_request
+from proof.verify.timestamp import TIMESTAMP_FILES, envelope_signature, parse_response
 from proof.verify.wire import (
     ATTESTATION,
     AUDIT,
     DPO_ENVELOPE,
     DPO_PREDICATE,
+    DPO_TSR,
     ENGINE_ENVELOPE,
+    ENGINE_TSR,
     ERASURE_PREDICATE,
     MANIFEST,
     SIGNATURES_DIR,
     STATEMENT_TYPE,
     SUMS,
     TIERS,
+    TIME_SOURCE_ENGINE,
+    TIME_SOURCE_RFC3161,
     all_clear_problems,
     envelope_bytes,
     overall_status,
@@ -106,9 +118,17 @@ def mentions_summary(steps: Sequence[Mapping[str, Any]], exceptions: Sequence[An
     return {"redacted": redacted, "reported_tiers": reported}
 
 
-def _manifest(files: Mapping[str, bytes], predicate: Mapping[str, Any], algorithm: str, audit_format: Any) -> bytes:
+def _manifest(
+    files: Mapping[str, bytes], predicate: Mapping[str, Any], algorithm: str, audit_format: Any, timestamped: bool
+) -> bytes:
     roles = {**EVIDENCE_ROLES, ATTESTATION: "attestation"}
+    times: dict[str, Any] = (
+        {"time_source": TIME_SOURCE_RFC3161, "timestamps": TIMESTAMP_FILES}
+        if timestamped
+        else {"time_source": TIME_SOURCE_ENGINE}
+    )
     doc = {
+        **times,
         "format": MANIFEST_FORMAT,
         "request_id": predicate["request_id"],
         "status": predicate["status"],
@@ -138,13 +158,16 @@ def _sums(files: Mapping[str, bytes]) -> bytes:
     return "".join(f"{sha256_hex(files[n])}  {n}\n" for n in sorted(files)).encode("ascii")
 
 
-def seal_files(evidence_files: Mapping[str, bytes], predicate: Mapping[str, Any], key: PrivateKey) -> dict[str, bytes]:
+def seal_files(
+    evidence_files: Mapping[str, bytes], predicate: Mapping[str, Any], key: PrivateKey, *, timestamped: bool = False
+) -> dict[str, bytes]:
     """Every file of an engine-signed pack from the evidence files and a predicate: adds the
-    certificate, manifest.json, SHA256SUMS and the engine's envelope. Checks nothing."""
+    certificate, manifest.json, SHA256SUMS and the engine's envelope. Checks nothing. `timestamped`:
+    the manifest says the envelopes get RFC 3161 tokens (the caller adds them)."""
     files = dict(evidence_files)
-    files[ATTESTATION] = render(predicate, tool_version=tool_version()).encode("utf-8")
+    files[ATTESTATION] = render(predicate, tool_version=tool_version(), timestamped=timestamped).encode("utf-8")
     audit = json.loads(files[AUDIT]).get("format")
-    files[MANIFEST] = _manifest(files, predicate, algorithm_of(key), audit)
+    files[MANIFEST] = _manifest(files, predicate, algorithm_of(key), audit, timestamped)
     files[SUMS] = _sums(files)
     files[ENGINE_ENVELOPE] = envelope_bytes(sign_envelope(erasure_statement(files, predicate), key))
     return files
@@ -167,12 +190,34 @@ def _keep_dpo(evidence_dir: Path, files: Mapping[str, bytes]) -> bytes | None:
     return data if named == covered else None
 
 
-def _self_check(tar: bytes, engine_pem: bytes | None, dpo_pem: bytes | None, keyring: bytes | None = None) -> None:
+def _kept_token(evidence_dir: Path, name: str, envelope: bytes) -> bytes | None:
+    """A token already in the dir over this envelope's signature (a rerun that signed identical bytes
+    keeps the earlier, truthful time); None otherwise."""
+    path = evidence_dir / name
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    try:
+        token = parse_response(data)
+    except (ValueError, IndexError):
+        return None
+    digest = hashlib.sha256(envelope_signature(envelope)).digest()
+    return data if token.status in (0, 1) and token.imprint == digest else None
+
+
+def _self_check(
+    tar: bytes,
+    engine_pem: bytes | None,
+    dpo_pem: bytes | None,
+    keyring: bytes | None = None,
+    tsa: TimestampAuthority | None = None,
+) -> None:
+    root = tsa.root if tsa else None
     try:
         if engine_pem is not None:
-            verify.verify_bytes(tar, engine_pem, dpo_pem, require_dpo=dpo_pem is not None)
+            verify.verify_bytes(tar, engine_pem, dpo_pem, require_dpo=dpo_pem is not None, tsa_root_pem=root)
         if keyring is not None:  # and as a regulator who pinned the keyring will check it
-            verify.verify_bytes(tar, None, None, require_dpo=dpo_pem is not None, keyring=keyring)
+            verify.verify_bytes(tar, None, None, require_dpo=dpo_pem is not None, keyring=keyring, tsa_root_pem=root)
     except verify.PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
 
@@ -186,9 +231,13 @@ def write_pack(
     forbidden: Sequence[str] = (),
     out_of_scope: Sequence[str] = DEFAULT_OUT_OF_SCOPE,
     keyring: bytes | None = None,
+    tsa: TimestampAuthority | Literal["env"] | None = "env",
 ) -> Path:
     """Derive the status per tier, sign with the engine key, write the pack files into
     `evidence_dir` and `proof.tar.gz` (or `out`); return the tar's path.
+
+    `tsa` (default: the one `ERASURE_TSA_URL` names, if any) timestamps the engine's signature: its
+    token goes beside the envelope; `TimestampFailed` if it cannot (no pack is written without it).
 
     `forbidden` are the subject's identifiers (in memory, from the vault): if any file would hold
     one, `IdentifierInPack` is raised before anything is written. `EvidenceInvalid` when evidence is
@@ -213,17 +262,28 @@ def write_pack(
     if ring is not None and verified_at is None:
         raise EvidenceInvalid("verification.json: verified_at is not a UTC time: pack not written")
     check_signing_key(ring, key, "engine", verified_at or datetime.now(UTC))
-    files = seal_files(ev.files, predicate, key)
+    authority = TimestampAuthority.from_env() if tsa == "env" else tsa
+    files = seal_files(ev.files, predicate, key, timestamped=authority is not None)
     scan_identifiers({**files, "(signed statement)": erasure_statement(files, predicate)}, forbidden)
+    if authority is not None:
+        files[ENGINE_TSR] = _kept_token(evidence_dir, ENGINE_TSR, files[ENGINE_ENVELOPE]) or authority.timestamp(
+            envelope_signature(files[ENGINE_ENVELOPE])
+        )
     dpo = _keep_dpo(evidence_dir, files)
-    if dpo is not None:
+    dpo_token = _kept_token(evidence_dir, DPO_TSR, dpo) if dpo is not None and authority is not None else None
+    if dpo is not None and (authority is None or dpo_token is not None):
         files[DPO_ENVELOPE] = dpo
+        if dpo_token is not None:
+            files[DPO_TSR] = dpo_token
     tar = tar_gz_bytes(ev.request_id, files)
-    _self_check(tar, public_key_pem(key.public_key()), None, ring)
+    _self_check(tar, public_key_pem(key.public_key()), None, ring, authority)
     for name in (ATTESTATION, MANIFEST, SUMS, ENGINE_ENVELOPE):
         write_atomic(evidence_dir / name, files[name])
-    if dpo is None:
-        (evidence_dir / DPO_ENVELOPE).unlink(missing_ok=True)
+    for name in (ENGINE_TSR, DPO_ENVELOPE, DPO_TSR):
+        if name in files:
+            write_atomic(evidence_dir / name, files[name])
+        else:
+            (evidence_dir / name).unlink(missing_ok=True)
     target = Path(out) if out is not None else evidence_dir / PACK_NAME
     write_atomic(target, tar)
     return target
@@ -251,8 +311,13 @@ def attest(
     attested_at: str | None = None,
     force: bool = False,
     keyring: bytes | None = None,
+    tsa: TimestampAuthority | Literal["env"] | None = "env",
 ) -> Path:
     """Sign the DPO's attestation over a pack and rewrite `pack_path` with it; return the path.
+
+    A pack whose manifest says its times are RFC 3161 timestamps needs a timestamp authority (`tsa`,
+    default the one `ERASURE_TSA_URL` names) for the DPO's signature too (`ConfigError` without one);
+    a pack of the engine's clock gets no DPO token.
 
     With `engine_pub` (PEM bytes or a file) the pack must first verify under that engine key;
     without it, only its contents are checked. Refuses the engine's own key (`SameKeyRefused`) and
@@ -300,11 +365,29 @@ def attest(
         status=result.status,
     )
     files[DPO_ENVELOPE] = envelope_bytes(sign_envelope(statement, key))
+    authority = _stamp_dpo(files, tsa)
     tar = tar_gz_bytes(top, files)
     if engine_pem is not None or keyring is not None:
-        _self_check(tar, engine_pem, public_key_pem(key.public_key()), keyring)
+        _self_check(tar, engine_pem, public_key_pem(key.public_key()), keyring, authority)
     _write_attested(pack_path, tar, files)
     return pack_path
+
+
+def _stamp_dpo(files: dict[str, bytes], tsa: TimestampAuthority | Literal["env"] | None) -> TimestampAuthority | None:
+    """Give the DPO's new envelope its RFC 3161 token when the pack's manifest says its times are
+    timestamps (`ConfigError` without a TSA); returns the TSA used, None for a pack of the engine's
+    clock. A replaced attestation's token is dropped: it covers the old signature."""
+    files.pop(DPO_TSR, None)
+    if json.loads(files[MANIFEST]).get("time_source") != TIME_SOURCE_RFC3161:
+        return None
+    authority = TimestampAuthority.from_env() if tsa == "env" else tsa
+    if authority is None:
+        raise ConfigError(
+            "this pack's times are RFC 3161 timestamps: set ERASURE_TSA_URL (the timestamp authority)"
+            " to timestamp the DPO's signature too"
+        )
+    files[DPO_TSR] = authority.timestamp(envelope_signature(files[DPO_ENVELOPE]))
+    return authority
 
 
 def _write_attested(pack_path: Path, tar: bytes, files: Mapping[str, bytes]) -> None:
@@ -312,6 +395,10 @@ def _write_attested(pack_path: Path, tar: bytes, files: Mapping[str, bytes]) -> 
     beside = pack_path.parent
     if (beside / MANIFEST).is_file() and (beside / MANIFEST).read_bytes() == files[MANIFEST]:
         write_atomic(beside / DPO_ENVELOPE, files[DPO_ENVELOPE])
+        if DPO_TSR in files:
+            write_atomic(beside / DPO_TSR, files[DPO_TSR])
+        else:
+            (beside / DPO_TSR).unlink(missing_ok=True)
 
 
 def _engine_checked(data: bytes, engine_pem: bytes | None, keyring: bytes | None) -> verify.VerifyResult:
@@ -345,13 +432,15 @@ def attach_attestation(
     engine_pub: bytes | Path | None,
     dpo_pub: bytes | Path,
     keyring: bytes | None = None,
+    tsa: TimestampAuthority | Literal["env"] | None = "env",
 ) -> Path:
     """Put the DPO's envelope, signed elsewhere (`proof.verify.signer`), into the pack: it must be the
     DPO's statement over exactly this pack, signed by the pinned `dpo_pub`, at a time after the
     verification and not in the future; then the whole pack must verify with both keys. `InputError`
     for an envelope that is not one; `PackRejected` for one that does not verify. With `keyring`, the
     pack is checked against it (the engine's key may be given too), `dpo_pub` must be the keyring's
-    current DPO key, valid at the envelope's attested_at (`RetiredKey`), and so must the result."""
+    current DPO key, valid at the envelope's attested_at (`RetiredKey`), and so must the result. A
+    pack of trusted time gets the DPO's RFC 3161 token here (`tsa`, default `ERASURE_TSA_URL`)."""
     pack_path = Path(pack_path)
     engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     dpo_key = load_public_key(dpo_pub)
@@ -393,8 +482,9 @@ def attach_attestation(
         )
     check_signing_key(keyring, dpo_key, "dpo", at)
     files[DPO_ENVELOPE] = signed
+    authority = _stamp_dpo(files, tsa)
     tar = tar_gz_bytes(top, files)
-    _self_check(tar, engine_pem, public_key_pem(dpo_key), keyring)
+    _self_check(tar, engine_pem, public_key_pem(dpo_key), keyring, authority)
     _write_attested(pack_path, tar, files)
     return pack_path
 
@@ -482,4 +572,5 @@ def summary(
         "attested_at": result.attested_at,
         "signatures_verified": result.signatures_verified,
         "pack_name": result.pack_name,
+        "timestamps": result.timestamps,
     }

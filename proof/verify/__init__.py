@@ -1,8 +1,8 @@
 """Offline verifier of an erasure proof pack: the Python standard library and `cryptography` only.
 
     python -m proof.verify proof.tar.gz --engine-key engine.pub.pem --dpo-key dpo.pub.pem \
-        --audit-key audit.pub.pem [--json]
-    python -m proof.verify proof.tar.gz --keyring keyring.json --audit-key audit.pub.pem [--json]
+        --audit-key audit.pub.pem [--tsa-root tsa-root.pem] [--json]
+    python -m proof.verify proof.tar.gz --keyring keyring.json --audit-key audit.pub.pem [--tsa-root ...] [--json]
 
 It imports nothing else of this project (import-linter checks it), so it also ships as one file,
 `erasure-verify.pyz` (`make verifier`; `erasure export` writes it beside the pack), and a regulator
@@ -24,6 +24,8 @@ Modules, in the order a pack meets them:
     merkle       RFC 9162 inclusion, multiproof and consistency proofs
     audit        check 7: the audit-log redaction evidence
     consistency  check 8: the claims follow from the records
+    der          a small strict DER reader (the standard library only)
+    timestamp    check 9: the RFC 3161 tokens over the envelopes' signatures, against a pinned TSA root
     command      the command line (`__main__` runs it)
 """
 
@@ -42,6 +44,7 @@ from proof.verify.errors import (
     SignatureError,
     StatementError,
     SubjectError,
+    TimestampError,
     printable,
 )
 from proof.verify.merkle import verify_consistency, verify_inclusion, verify_multiproof
@@ -63,6 +66,7 @@ __all__ = [
     "SignatureError",
     "StatementError",
     "SubjectError",
+    "TimestampError",
     "VerifyResult",
     "check_audit_log",
     "extract",

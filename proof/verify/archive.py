@@ -13,7 +13,8 @@ of A-Z a-z 0-9 . _ - starting with a letter or digit, at most three parts (top/s
 duplicate; one top directory named like a request id. Sizes, from the header: every file at most
 4 MiB, all of them 8 MiB together. Then the files are exactly those manifest.json lists, plus
 manifest.json, SHA256SUMS, signatures/engine.intoto.json and signatures/dpo.intoto.json (the last one
-optional only when the DPO's attestation is not required).
+optional only when the DPO's attestation is not required), and, when manifest.json says its
+time_source is rfc3161, each envelope's token: signatures/engine.tsr and signatures/dpo.tsr.
 """
 
 from __future__ import annotations
@@ -29,7 +30,18 @@ from typing import IO, Any
 
 from proof.verify.errors import ArchiveError, checking, fail
 from proof.verify.strict_json import json_object, parse_json
-from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE, EVIDENCE, MANIFEST, REQUEST_ID, SUMS, sha256_hex
+from proof.verify.wire import (
+    DPO_ENVELOPE,
+    DPO_TSR,
+    ENGINE_ENVELOPE,
+    ENGINE_TSR,
+    EVIDENCE,
+    MANIFEST,
+    REQUEST_ID,
+    SUMS,
+    TIME_SOURCE_RFC3161,
+    sha256_hex,
+)
 
 MIB = 1024 * 1024
 MAX_FILE_BYTES = 4 * MIB
@@ -455,6 +467,9 @@ def check_file_set(top: str, names: set[str], manifest_data: bytes | None, *, re
     if absent:
         fail(ArchiveError, f"manifest.json does not list {absent[0]}")
     expected = {*listed, MANIFEST, SUMS, ENGINE_ENVELOPE} | ({DPO_ENVELOPE} if require_dpo else set())
+    if isinstance(manifest, dict) and manifest.get("time_source") == TIME_SOURCE_RFC3161:
+        # each envelope has its RFC 3161 token beside it (check 9 reads them)
+        expected |= {ENGINE_TSR} | ({DPO_TSR} if require_dpo or DPO_ENVELOPE in names else set())
     allowed = expected | {DPO_ENVELOPE}
     missing, extra = sorted(expected - names), sorted(names - allowed)
     if missing:

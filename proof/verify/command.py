@@ -1,7 +1,7 @@
 """The verifier's command line:
 
-    python -m proof.verify PACK --engine-key PUB --dpo-key PUB --audit-key PUB [--json]
-    python -m proof.verify PACK --keyring keyring.json --audit-key PUB [--json]
+    python -m proof.verify PACK --engine-key PUB --dpo-key PUB --audit-key PUB [--tsa-root PEM] [--json]
+    python -m proof.verify PACK --keyring keyring.json --audit-key PUB [--tsa-root PEM] [--json]
 
 and the same command as one file, `python erasure-verify.pyz ...` (`make verifier`; `erasure export`
 ships it beside the pack).
@@ -66,6 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="re-verification statements beside the pack (reverify-<n>.intoto.json): each must be signed by"
         " the engine key, name this pack, and say all clear",
     )
+    parser.add_argument(
+        "--tsa-root",
+        help="the timestamp authority's root certificate(s) (PEM) that the pack's RFC 3161 tokens must chain"
+        " to; without it the tokens are not checked (a pack without tokens is refused with it)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of one line")
     args = parser.parse_args(argv)
     if args.keyring is not None and (args.engine_key is not None or args.dpo_key is not None):
@@ -85,7 +90,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             dpo = read_key(args.dpo_key, "DPO") if args.dpo_key else None
             audit = read_key(args.audit_key, "audit") if args.audit_key else None
             ring = read_keyring(args.keyring) if args.keyring else None
-        result = verify_pack(args.pack, engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit, keyring=ring)
+            tsa_root = read_key(args.tsa_root, "TSA root") if args.tsa_root else None
+        result = verify_pack(
+            args.pack,
+            engine,
+            dpo,
+            require_dpo=not args.no_dpo,
+            audit_pub_pem=audit,
+            keyring=ring,
+            tsa_root_pem=tsa_root,
+        )
         # a follow-up beside the pack: the pack's engine key, or with a keyring the engine key that signed it
         if ring is not None:
             engine_pem = followup_key(ring, args.pack) or pem_of(ring, result.engine_keyid)

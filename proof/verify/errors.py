@@ -92,8 +92,15 @@ class ConsistencyError(PackError):
     check = "consistency"
 
 
+class TimestampError(PackError):
+    """Check 9: an RFC 3161 token does not cover its signature, does not chain to the pinned TSA root,
+    or gives a time outside the run."""
+
+    check = "timestamp"
+
+
 class ReverifyError(PackError):
-    """Check 9: a re-verification statement given beside the pack does not hold, or says the subject is
+    """Check 10: a re-verification statement given beside the pack does not hold, or says the subject is
     back."""
 
     check = "reverify"

@@ -16,9 +16,13 @@
                                     consistency and inclusion, only the subject's redactions (`audit`)
  8 consistency    ConsistencyError  the claims follow from the step records and the probes by the
                                     wire's status rules (`consistency`)
- 9 reverify       ReverifyError     re-verification statements given beside the pack: signed by the
+ 9 timestamp      TimestampError    with a pinned TSA root: each envelope's RFC 3161 token covers its
+                                    signature, chains to the root, and its time lies within the run
+                                    (`timestamp`); without one, tokens are NOT checked, and the result
+                                    says so
+10 reverify       ReverifyError     re-verification statements given beside the pack: signed by the
                                     engine key, naming this pack, all clear (`reverify`; run by the
-                                    command line after 1-8)
+                                    command line after 1-9)
 
 Trusted public keys come from the caller (single keys, or a keyring), never from the pack. Without a
 DPO key (`require_dpo=False`), a DPO envelope in the pack is NOT checked and the result says so.
@@ -31,6 +35,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
+from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from proof.verify.archive import Unpacked, check_file_set, unpack
@@ -56,10 +61,12 @@ from proof.verify.errors import (
     SignatureError,
     StatementError,
     SubjectError,
+    TimestampError,
     checking,
     fail,
 )
 from proof.verify.keyring import Keyring, check_validity, keys_for, parse_keyring
+from proof.verify.timestamp import check_timestamps, load_roots
 from proof.verify.wire import (
     AUDIT,
     DPO_ENVELOPE,
@@ -94,6 +101,12 @@ class VerifyResult:
     """The pack's name: sha256 hex of the engine's signed statement (the payload of
     signatures/engine.intoto.json). It names what is signed, so it never changes with the container
     (compression, tar or gzip headers, the DPO's attestation); the requester's email quotes it."""
+    timestamps: str = "engine clock"
+    """Check 9: `verified` (RFC 3161 tokens checked against the pinned TSA root), `not checked` (tokens
+    in the pack, no TSA root given) or `engine clock` (no token: the pack's times are the engine's own)."""
+    engine_timestamp: str | None = None
+    dpo_timestamp: str | None = None
+    """The genTimes of the engine's and the DPO's tokens (YYYY-MM-DDTHH:MM:SS[.ffffff]Z) once verified."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -111,6 +124,8 @@ class VerifyResult:
             )
         if not self.audit_key_pinned:
             notes.append("the audit checkpoint key was NOT pinned: give --audit-key to check it")
+        if self.timestamps == "not checked":
+            notes.append("the RFC 3161 timestamps were NOT checked: give --tsa-root to check them")
         return "OK" + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -121,15 +136,18 @@ def _run(
     require_dpo: bool,
     audit_key: Ed25519PublicKey | None = None,
     ring: Keyring | None = None,
+    tsa_roots: list[x509.Certificate] | None = None,
 ) -> VerifyResult:
     with checking(ArchiveError):
         pack = unpack(raw)
     if ring is None:
-        return _checks(pack, [], engine_key, dpo_key, require_dpo, audit_key)
+        return _checks(pack, [], engine_key, dpo_key, require_dpo, audit_key, tsa_roots)
     envelopes = {n: pack.files[n].data for n in (ENGINE_ENVELOPE, DPO_ENVELOPE) if n in pack.files}
     with checking(SignatureError):  # 2 signature, with a keyring: the keys the envelopes name
         engine_entry, dpo_entry = keys_for(ring, envelopes, require_dpo)
-    result = _checks(pack, [], engine_entry.key, dpo_entry.key if dpo_entry else None, require_dpo, audit_key)
+    result = _checks(
+        pack, [], engine_entry.key, dpo_entry.key if dpo_entry else None, require_dpo, audit_key, tsa_roots
+    )
     with checking(SignatureError):  # ... each valid at its statement's signing time
         check_validity(engine_entry, envelopes[ENGINE_ENVELOPE], ENGINE_ENVELOPE)
         if dpo_entry is not None:
@@ -144,6 +162,7 @@ def _checks(
     dpo_key: PublicKey | None,
     require_dpo: bool,
     audit_key: Ed25519PublicKey | None,
+    tsa_roots: list[x509.Certificate] | None = None,
 ) -> VerifyResult:
     files = pack.files
     # 1 archive (completeness: its safety part ran while unpacking)
@@ -207,6 +226,11 @@ def _checks(
     with checking(ConsistencyError):
         check_consistency(lambda name: files[name].data, manifest, predicate, dpo_predicate, audit)
     checks.append(ConsistencyError.check)
+    # 9 timestamp
+    with checking(TimestampError):
+        stamps = check_timestamps({n: b.data for n, b in files.items()}, manifest, tsa_roots, predicate, dpo_predicate)
+    if stamps.state == "verified":
+        checks.append(TimestampError.check)
     attestation = "verified" if dpo_predicate is not None else ("not checked" if has_dpo else "absent")
     return VerifyResult(
         request_id=predicate["request_id"],
@@ -221,6 +245,9 @@ def _checks(
         attested_at=dpo_predicate["attested_at"] if dpo_predicate is not None else None,
         pack_name=sha256_hex(e_payload),
         audit_key_pinned=audit_key is not None or audit.no_audit_log_for is not None,
+        timestamps=stamps.state,
+        engine_timestamp=stamps.engine_time,
+        dpo_timestamp=stamps.dpo_time,
     )
 
 
@@ -254,6 +281,13 @@ def _keys(
     return engine_key, dpo_key, audit_key
 
 
+def _tsa_roots(tsa_root_pem: bytes | None) -> list[x509.Certificate] | None:
+    if tsa_root_pem is None:
+        return None
+    with checking(KeyArgumentError):
+        return load_roots(tsa_root_pem)
+
+
 def verify_bytes(
     data: bytes,
     engine_pub_pem: bytes | None,
@@ -262,11 +296,13 @@ def verify_bytes(
     require_dpo: bool = True,
     audit_pub_pem: bytes | None = None,
     keyring: bytes | None = None,
+    tsa_root_pem: bytes | None = None,
 ) -> VerifyResult:
     """`verify_pack` on the bytes of a pack."""
     ring = _keyring(keyring, engine_pub_pem, dpo_pub_pem)
     engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
-    return _run(io.BytesIO(data), engine_key, dpo_key, require_dpo, audit_key, ring)
+    roots = _tsa_roots(tsa_root_pem)
+    return _run(io.BytesIO(data), engine_key, dpo_key, require_dpo, audit_key, ring, roots)
 
 
 def verify_pack(
@@ -277,21 +313,25 @@ def verify_pack(
     require_dpo: bool = True,
     audit_pub_pem: bytes | None = None,
     keyring: bytes | None = None,
+    tsa_root_pem: bytes | None = None,
 ) -> VerifyResult:
-    """Run checks 1-8 on `proof.tar.gz` with the trusted keys given; raise the first `PackError`.
+    """Run checks 1-9 on `proof.tar.gz` with the trusted keys given; raise the first `PackError`.
     The file is read as a stream (never whole into memory). With `require_dpo=False` a pack not yet
     attested passes on its engine signature alone; `audit_pub_pem` pins the store's audit checkpoint
     key (else the one in the pack is used). `keyring` (a keyring file's bytes) replaces the engine
-    and DPO keys: each envelope's key is taken from it by keyid and must have been valid when it signed."""
+    and DPO keys: each envelope's key is taken from it by keyid and must have been valid when it signed.
+    `tsa_root_pem` pins the TSA root(s) the RFC 3161 tokens must chain to (without it they are not
+    checked)."""
     ring = _keyring(keyring, engine_pub_pem, dpo_pub_pem)
     engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
+    roots = _tsa_roots(tsa_root_pem)
     try:
         fh = open(pack_path, "rb")  # noqa: SIM115 (closed below)
     except OSError as exc:
         raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
     with fh:
         try:
-            return _run(fh, engine_key, dpo_key, require_dpo, audit_key, ring)
+            return _run(fh, engine_key, dpo_key, require_dpo, audit_key, ring, roots)
         except OSError as exc:
             raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
 

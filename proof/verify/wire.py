@@ -39,6 +39,12 @@ REVERIFY_SUBJECT = "proof.tar.gz#engine-statement"
 SIGNATURES_DIR = "signatures/"
 ENGINE_ENVELOPE = "signatures/engine.intoto.json"
 DPO_ENVELOPE = "signatures/dpo.intoto.json"
+ENGINE_TSR = "signatures/engine.tsr"
+DPO_TSR = "signatures/dpo.tsr"
+"""RFC 3161 TimeStampResp files (DER): a TSA's token over the sha256 of the envelope's signature bytes."""
+TIME_SOURCE_ENGINE, TIME_SOURCE_RFC3161 = "engine-clock", "rfc3161"
+"""manifest.json's `time_source`: the times are the engine's own clock, or each envelope carries an RFC
+3161 token (`timestamps` names the files). A manifest without the field is of the engine's clock."""
 MANIFEST, SUMS, AUDIT = "manifest.json", "SHA256SUMS", "audit-log-redaction.json"
 ATTESTATION = "attestation.txt"
 EVIDENCE = ("request.json", "steps.jsonl", "verification.json", "subprocessor-receipts.jsonl", AUDIT, ATTESTATION)
