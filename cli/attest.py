@@ -59,7 +59,7 @@ and any member mode the writer does not write, and any high-s ECDSA signature.
    consistency proofs and Ed25519 checkpoints only the verifier checks, and the consistency of the
    claims):
 
-       python erasure-verify.pyz @PACK@ @KEY_ARGS@ @AUDIT_ARG@@TSA_ARG@
+       python erasure-verify.pyz @PACK@ @KEY_ARGS@ @AUDIT_ARG@@TSA_ARG@@REVERIFY_ARG@
 
    (`--json` also prints the pack's name, `pack_name`. It is a zip of the verifier's Python sources:
    `python -m zipfile -l erasure-verify.pyz` lists them. Where erasure-cascade is installed,
@@ -209,7 +209,14 @@ def verify_md(**fields: str) -> str:
     """VERIFY.md for an export (`fields` fill the @NAME@ slots: ids, digests, times, all printable;
     the recipe's types and file names come from the wire format)."""
     text = VERIFY_MD
-    defaults = {"tsa_fingerprint": "", "tsa_arg": "", "tsa_steps": "", "token_count": "0", "times": ENGINE_CLOCK_TIMES}
+    defaults = {
+        "tsa_fingerprint": "",
+        "tsa_arg": "",
+        "tsa_steps": "",
+        "token_count": "0",
+        "times": ENGINE_CLOCK_TIMES,
+        "reverify_arg": "",
+    }
     for name, value in {**_WIRE_SLOTS, **defaults, **fields}.items():
         text = text.replace(f"@{name.upper()}@", value)
     return text
@@ -542,6 +549,10 @@ def export(
             verify_bytes(data, None, None, audit_pub_pem=audit_pub, keyring=ring, tsa_root_pem=tsa_pem)
     except PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
+    # Re-verifications signed since the pack (issue 27): they go along, and VERIFY.md checks them.
+    statements = sorted(
+        pack.parent.glob("reverify-*.intoto.json"), key=lambda p: int(p.name.split("-")[1].split(".")[0])
+    )
     name = f"{request_id}-{PACK_NAME}"
     note = verify_md(
         **_keyring_slots(ring),
@@ -557,6 +568,7 @@ def export(
         verified_at=printable(str(s["verified_at"])),
         attested_at=printable(str(s["attested_at"])),
         **(_tsa_slots(tsa_pem, result.engine_timestamp, result.dpo_timestamp) if tsa_pem is not None else {}),
+        reverify_arg=(" --reverify " + " ".join(p.name for p in statements)) if statements else "",
     )
     _refuse_unsafe_target(to, force)
     to.mkdir(parents=True, exist_ok=True)
@@ -568,6 +580,7 @@ def export(
         *((("audit.pub.pem", audit_pub),) if audit_pub else ()),
         *(((KEYRING_FILE, ring),) if ring is not None else ()),
         *((("tsa-root.pem", tsa_pem),) if tsa_pem else ()),
+        *((p.name, p.read_bytes()) for p in statements),
         ("VERIFY.md", note.encode("utf-8")),
         (VERIFIER_ZIPAPP, verifier_zipapp()),
     ):

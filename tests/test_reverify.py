@@ -171,6 +171,16 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     ok = _verify(pack, home, first)
     assert ok.returncode == 0 and "re-verification 1 at" in ok.stdout, ok.stdout + ok.stderr
     assert _state(home, RID) == "notified"
+    # The export carries the statement, and VERIFY.md's verifier line checks it.
+    out = tmp_path / "export"
+    assert erasure("export", RID, "--to", str(out), "--home", h).code == 0
+    assert (out / first.name).read_bytes() == first.read_bytes()
+    line = next(
+        x.strip() for x in (out / "VERIFY.md").read_text().splitlines() if "erasure-verify.pyz" in x and "--" in x
+    )
+    assert line.startswith("python erasure-verify.pyz") and line.endswith(f"--reverify {first.name}"), line
+    shipped = subprocess.run([sys.executable, *line.split()[1:]], cwd=out, capture_output=True, text=True, check=False)
+    assert shipped.returncode == 0 and "re-verification 1 at" in shipped.stdout, shipped.stdout + shipped.stderr
 
     # Due every 30 days from the last (re-)verification.
     now = datetime.now(UTC)

@@ -1,4 +1,4 @@
-"""Check 9: the re-verification statements given beside a pack (`reverify-<n>.intoto.json`, written by
+"""Check 10: the re-verification statements given beside a pack (`reverify-<n>.intoto.json`, written by
 `proof/reverification.py` each time a sealed request is probed again). Stdlib and cryptography only.
 
 For each statement, in the order given:
@@ -84,7 +84,7 @@ def check_one(data: bytes, name: str, engine_key: PublicKey, request_id: str, pa
 def check_reverifications(
     statements: Sequence[tuple[str, bytes]], engine_key: PublicKey, request_id: str, pack_name: str
 ) -> list[Reverified]:
-    """Check 9 on every (name, bytes) given, in order; their sequence numbers must be distinct."""
+    """Check 10 on every (name, bytes) given, in order; their sequence numbers must be distinct."""
     out = [check_one(data, name, engine_key, request_id, pack_name) for name, data in statements]
     seqs = [r.sequence for r in out]
     if len(set(seqs)) != len(seqs):
@@ -96,7 +96,7 @@ MAX_STATEMENT_BYTES = 1 << 20
 
 
 def check_files(paths: Sequence[str], engine_pub_pem: bytes, request_id: str, pack_name: str) -> list[Reverified]:
-    """Check 9 on statement files (the command line's `--reverify FILE...`)."""
+    """Check 10 on statement files (the command line's `--reverify FILE...`)."""
     if not paths:
         return []
     with checking(ReverifyError):
