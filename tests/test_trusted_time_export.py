@@ -18,22 +18,13 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from erasure import requests
 from erasure.config import Home
-from erasure.engine import open_engine
 from erasure.errors import ConfigError
-from erasure.states import RequestState
-from flows.verification import probes_task
-from proof.keys import generate_keypair
 from proof.tsa import TimestampAuthority
-from service.packs import write_engine_pack
-from service.verification import take_and_seal_fingerprint
-from tasks.runner import run_cascade
-from tests.cascade_fixtures import build_store, submit
 from tests.proof_fixtures import read_members, repack
+from tests.test_attest_export import REQ, awaiting  # noqa: F401  (the fixture)
 from tests.tsa_fixtures import TestTsa
 
-REQ = "req-ann-1"
 TOOLS = ("jq", "openssl", "sha256sum", "tar", "base64")
 
 
@@ -47,18 +38,8 @@ def tsa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestTsa]:
 
 
 @pytest.fixture
-def sealed(home: Home, tmp_path: Path, tsa: TestTsa) -> Home:
-    build_store(home, tmp_path)
-    submit(home)
-    generate_keypair("engine", home.keys_dir)
-    generate_keypair("dpo", home.keys_dir)
-    take_and_seal_fingerprint(REQ, home)
-    run_cascade(REQ, home)
-    assert probes_task.fn(REQ)["all_clear"]
-    write_engine_pack(REQ, home)
-    engine = open_engine(home.engine_db)
-    requests.set_state(engine, REQ, RequestState.awaiting_attestation)
-    engine.close()
+def sealed(tsa: TestTsa, awaiting: Home) -> Home:  # noqa: F811  (the TSA first: the engine's pack is stamped)
+    home = awaiting
     done = CliRunner().invoke(app, ["attest", REQ, "--dpo-key", str(home.keys_dir / "dpo.pem"), "--yes"])
     assert done.exit_code == 0, done.output
     return home
