@@ -161,13 +161,19 @@ def test_a_rerun_keeps_the_earlier_tokens_of_identical_signatures(
 # --- without a TSA --------------------------------------------------------------------------------
 
 
-def test_without_a_tsa_the_pack_says_its_times_are_the_engines_own(
-    tmp_path: Path, tsa: TestTsa, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _engine_clock_pack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Keys, Path]:
+    """An attested pack written with no TSA configured."""
     monkeypatch.delenv("ERASURE_TSA_URL", raising=False)
     keys = make_keys(tmp_path / "keys")
     pack = write_pack(make_evidence(tmp_path), keys.engine)
     attest(pack, keys.dpo, engine_pub=keys.engine_pub)
+    return keys, pack
+
+
+def test_without_a_tsa_the_pack_says_its_times_are_the_engines_own(
+    tmp_path: Path, tsa: TestTsa, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys, pack = _engine_clock_pack(tmp_path, monkeypatch)
     _, files = read_members(pack)
     assert json.loads(files["manifest.json"])["time_source"] == "engine-clock"
     assert "every time in this pack is the engine's own clock" in files["attestation.txt"].decode()
@@ -267,10 +273,7 @@ def test_a_stripped_token_is_refused_even_without_a_tsa_root(tmp_path: Path, tsa
 def test_a_token_added_to_a_pack_of_the_engine_clock_is_refused(
     tmp_path: Path, tsa: TestTsa, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("ERASURE_TSA_URL", raising=False)
-    keys = make_keys(tmp_path / "keys")
-    pack = write_pack(make_evidence(tmp_path), keys.engine)
-    attest(pack, keys.dpo, engine_pub=keys.engine_pub)
+    keys, pack = _engine_clock_pack(tmp_path, monkeypatch)
     _, files = read_members(pack)
     token = _authority(tsa).timestamp(_sig(files["signatures/engine.intoto.json"]))
     with pytest.raises(ArchiveError, match=r"unexpected file signatures/engine\.tsr"):

@@ -50,13 +50,18 @@ MAX_KEY_BYTES = 64 * 1024
 
 def read_key(path: str | Path, role: str) -> bytes:
     """A key file's bytes, read up to `MAX_KEY_BYTES` (a device of endless bytes is refused)."""
+    return read_bounded(path, MAX_KEY_BYTES, f"the {role} key", ": not a PEM public key")
+
+
+def read_bounded(path: str | Path, limit: int, what: str, why: str = "") -> bytes:
+    """A trusted input file's bytes, at most `limit` of them (`KeyArgumentError` otherwise)."""
     try:
         with open(path, "rb") as fh:
-            data = fh.read(MAX_KEY_BYTES + 1)
+            data = fh.read(limit + 1)
     except OSError as exc:
-        raise KeyArgumentError(f"cannot read the {role} key {path}: {exc.strerror}") from exc
-    if len(data) > MAX_KEY_BYTES:
-        fail(KeyArgumentError, f"the {role} key {path} is larger than {MAX_KEY_BYTES} bytes: not a PEM public key")
+        raise KeyArgumentError(f"cannot read {what} {path}: {exc.strerror}") from exc
+    if len(data) > limit:
+        fail(KeyArgumentError, f"{what} {path} is larger than {limit} bytes{why}")
     return data
 
 

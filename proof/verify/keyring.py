@@ -43,7 +43,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from proof.verify.envelopes import PublicKey, load_public_key, unverified_payload
+from proof.verify.envelopes import PublicKey, load_public_key, read_bounded, unverified_payload
 from proof.verify.errors import KeyArgumentError, SignatureError, fail
 from proof.verify.strict_json import json_object, parse_json, utc_time
 from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE, FOLLOWUP_FILE, keyid_of
@@ -187,14 +187,7 @@ def parse_keyring(data: bytes) -> Keyring:
 
 def read_keyring(path: str) -> bytes:
     """A keyring file's bytes, read up to `MAX_KEYRING_BYTES`."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_KEYRING_BYTES + 1)
-    except OSError as exc:
-        raise KeyArgumentError(f"cannot read the keyring {path}: {exc.strerror}") from exc
-    if len(data) > MAX_KEYRING_BYTES:
-        fail(KeyArgumentError, f"the keyring {path} is larger than {MAX_KEYRING_BYTES} bytes")
-    return data
+    return read_bounded(path, MAX_KEYRING_BYTES, "the keyring")
 
 
 def pick(keyring: Keyring, envelope: bytes, name: str, role: str) -> KeyEntry:
