@@ -44,7 +44,7 @@ redteam: bootstrap ## only the generated red team: 6 windows, 300 scenarios
 	@mkdir -p $(PREFECT_HOME)
 	REDTEAM_EXAMPLES=6 $(VENV)/bin/pytest -q -m redteam_generated
 
-test: lint typecheck contracts browser postgres unit ## everything CI runs
+test: lint typecheck contracts browser postgres ocr unit ## everything CI runs
 
 demo: bootstrap ## build a demo store, submit a request, erase, verify, sign, attest, verify offline
 	$(VENV)/bin/python -m cli.demo
@@ -60,7 +60,7 @@ bench: bootstrap ## the benchmark tables (slow: builds large stores)
 clean: ## remove local state (not evidence)
 	rm -rf $(ERASURE_HOME)
 
-.PHONY: browser postgres
+.PHONY: browser postgres ocr
 serve: bootstrap ## the compliance team's console: Prefect server + UI on 127.0.0.1:4200, deployments, worker (Ctrl-C stops); POSTGRES=1: Prefect on PostgreSQL
 	$(PY) -m cli.serve $(if $(filter-out 0,$(POSTGRES)),--postgres)
 
@@ -73,3 +73,8 @@ postgres: ## Debian's PostgreSQL for Prefect's server (`erasure server start --p
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; }
 	@ls /usr/lib/postgresql/*/bin/initdb
+
+ocr: ## Debian's tesseract-ocr: the probes read text in images (installed only when tesseract is missing)
+	@command -v tesseract >/dev/null || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends tesseract-ocr tesseract-ocr-eng; }
+	@tesseract --version 2>&1 | head -1
