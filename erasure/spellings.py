@@ -344,19 +344,24 @@ def replace_spans(text: str, spans: Iterable[tuple[int, int]], placeholder: str)
 
 
 def _merged(hits: list[Hit]) -> list[Hit]:
+    """Overlapping hits of one kind merged into one; hits of different kinds stay apart (a name inside an
+    email address is not the email: each is attributed on its own)."""
     out: list[Hit] = []
-    for h in sorted(hits, key=lambda h: (h.start, -h.end)):
-        if out and h.start < out[-1].end:
-            last = out[-1]
-            parts = () if not (last.parts and h.parts) else tuple(sorted(set(last.spans()) | set(h.spans())))
-            out[-1] = Hit(
-                last.kind,
-                last.start,
-                max(last.end, h.end),
-                last.inline and h.inline,
-                last.ambiguous and h.ambiguous,
-                parts,
-            )
-        else:
-            out.append(h)
-    return out
+    for kind in sorted({h.kind for h in hits}):
+        mine: list[Hit] = []
+        for h in sorted((h for h in hits if h.kind == kind), key=lambda h: (h.start, -h.end)):
+            if mine and h.start < mine[-1].end:
+                last = mine[-1]
+                parts = () if not (last.parts and h.parts) else tuple(sorted(set(last.spans()) | set(h.spans())))
+                mine[-1] = Hit(
+                    kind,
+                    last.start,
+                    max(last.end, h.end),
+                    last.inline and h.inline,
+                    last.ambiguous and h.ambiguous,
+                    parts,
+                )
+            else:
+                mine.append(h)
+        out += mine
+    return sorted(out, key=lambda h: (h.start, h.end, h.kind))

@@ -1,7 +1,7 @@
 """The erasing side's implementation of docs/matching.md (rule version `RULE_VERSION`).
 
-`Finder(who).hits(text)` gives every hit of one subject in a text read in the raw and the structure
-views (1.3.1-1.3.2). The probes implement the same document in their own code (`probes.rule`), and
+`Finder(who).hits(text)` gives every hit of one subject in a text read in the raw, structure and zero-width
+views (1.3.1-1.3.3). The probes implement the same document in their own code (`probes.rule`), and
 tests/test_matching_differential.py holds the two to the same spans. Escapes (1.3.3) are the
 caller's: `erasure.spellings` decodes them with a map back to the source and asks this module.
 """
@@ -16,7 +16,7 @@ from wordfreq import zipf_frequency
 from erasure.matching.addresses import Email
 from erasure.matching.names import Name, everyday
 from erasure.matching.phones import Phone
-from erasure.matching.words import canonical_word, structure_view, words
+from erasure.matching.words import canonical_word, views, words
 
 RULE_VERSION = "1"
 ID_WORD_ZIPF = 3.0
@@ -65,7 +65,7 @@ class Finder:
         return not (self.names or self.emails or self.phones or self.ids)
 
     def hits(self, text: str) -> list[Hit]:
-        """Every hit in `text` (raw and structure views), one per (kind, start, end), sorted."""
+        """Every hit in `text` (raw, structure and zero-width views), one per (kind, start, end), sorted."""
         found: dict[tuple[str, int, int], bool] = {}
 
         def add(kind: str, s: int, e: int, ambiguous: bool = False) -> None:
@@ -78,8 +78,7 @@ class Finder:
         for p in self.phones:
             for s, t in p.find(text):
                 add("phone", s, t)
-        structure = structure_view(text)
-        for view in (text, structure) if structure != text else (text,):
+        for view in views(text):
             ws = words(view)
             if not ws:
                 continue
@@ -92,7 +91,7 @@ class Finder:
             if self.ids:
                 for w in ws:
                     for joined, ambiguous in self.ids:
-                        if w.canon == joined:
+                        if joined in w.forms():
                             add("id", w.start, w.end, ambiguous)
         return sorted(Hit(k, s, e, a) for (k, s, e), a in found.items())
 

@@ -27,6 +27,10 @@ def everyday(canon: str) -> bool:
     return zipf_frequency(canon, "en") >= EVERYDAY_ZIPF
 
 
+def _any(w: Word, forms: frozenset[str]) -> bool:
+    return w.canon in forms or (bool(w.bare) and w.bare in forms)
+
+
 @dataclass(frozen=True)
 class NameHit:
     """A name's span in the view, and whether it is ambiguous (3.6)."""
@@ -75,19 +79,19 @@ class Name:
             return
         if self.single:
             for w in ws:
-                if w.canon in self.given:
+                if _any(w, self.given):
                     yield NameHit(w.start, w.end, self.all_everyday)
             return
         for i, w in enumerate(ws):
-            first_given = w.canon in self.given
-            first_family = w.canon in self.family
+            first_given = _any(w, self.given)
+            first_family = _any(w, self.family)
             if not (first_given or first_family):
                 continue
             for j in range(i + 1, min(len(ws), i + 4)):
                 x = ws[j]
                 if not same_record(view, w.end, x.start):
                     break
-                pair = (first_given and x.canon in self.family) or (first_family and x.canon in self.given)
+                pair = (first_given and _any(x, self.family)) or (first_family and _any(x, self.given))
                 if pair and all(self._between(source, b) for b in ws[i + 1 : j]):
                     ambiguous = self.all_everyday and not (
                         capitalised(source[w.start : w.end]) and capitalised(source[x.start : x.end])
@@ -96,7 +100,7 @@ class Name:
 
     def _between(self, source: str, w: Word) -> bool:
         text = source[w.start : w.end]
-        return w.canon in self.middles or one_letter(text) or capitalised(text)
+        return _any(w, self.middles) or one_letter(text) or capitalised(text)
 
     def _characters(self, view: str, ws: list[Word]) -> Iterator[NameHit]:
         for seq in self.sequences:

@@ -65,6 +65,12 @@ class Word:
     end: int
     canon: str
     char_script: bool
+    bare: str = ""
+    """2.6: a word that ends in an apostrophe and `s` (a possessive) is also read without them."""
+
+    def forms(self) -> tuple[str, ...]:
+        """The canonical forms this word matches as."""
+        return (self.canon, self.bare) if self.bare else (self.canon,)
 
 
 def canonical_word(source: str, char_script: bool) -> str:
@@ -85,7 +91,8 @@ def words(text: str) -> list[Word]:
         out = []
         for m in _ASCII_WORD.finditer(text):
             canon = m.group(0).replace("_", "").replace("'", "").replace("`", "").replace("-", "").lower()
-            out.append(Word(m.start(), m.end(), canon, False))
+            bare = _possessive(text, m.start(), m.end())
+            out.append(Word(m.start(), m.end(), canon, False, bare))
         return out
     return _words(text)
 
@@ -100,7 +107,8 @@ def _words(text: str) -> list[Word]:
     def close() -> None:
         nonlocal start, joiner, char_word
         if start >= 0:
-            out.append(Word(start, last + 1, canonical_word(text[start : last + 1], char_word), char_word))
+            bare = "" if char_word else _possessive(text, start, last + 1)
+            out.append(Word(start, last + 1, canonical_word(text[start : last + 1], char_word), char_word, bare))
         start, joiner, char_word = -1, False, False
 
     for i, ch in enumerate(text):
@@ -130,6 +138,13 @@ def _words(text: str) -> list[Word]:
             close()
     close()
     return out
+
+
+def _possessive(text: str, start: int, end: int) -> str:
+    """The canonical form of a word without its final apostrophe and `s`, or "" (2.6)."""
+    if end - start >= 3 and text[end - 1] in "sS" and text[end - 2] in _APOSTROPHES:
+        return canonical_word(text[start : end - 2], False)
+    return ""
 
 
 def _prev_significant(text: str, i: int) -> int:
@@ -178,6 +193,20 @@ def structure_view(text: str) -> str:
             chars[q : colon.end()] = [" "] * (colon.end() - q)
         pos = lit.end()
     return "".join(chars)
+
+
+_ZERO_WIDTH = str.maketrans(dict.fromkeys(map(ord, "\u200b\u2060\ufeff"), " "))
+
+
+def views(text: str) -> list[str]:
+    """1.3.1-1.3.3: the raw, structure and zero-width views of `text` (distinct ones only)."""
+    out = [text]
+    structure = structure_view(text)
+    if structure != text:
+        out.append(structure)
+    if any(c in text for c in "\u200b\u2060\ufeff"):
+        out += [v.translate(_ZERO_WIDTH) for v in list(out)]
+    return out
 
 
 _BLANK_LINE = re.compile(r"\n\s*\n")
