@@ -29,11 +29,43 @@ from service.scope import scope_of
 from tasks.backup_holds import hold_in_backups
 
 
+def duty_records(h: Home) -> list[str]:
+    """Labels (`outbox/<request id>.eml`) of the requesters' notices waiting in the outbox: like the request
+    vault, the controller's own duty records (docs/matching.md 7.3), never residue. A file counts only
+    when it is a regular file named after a request of the vault."""
+    box = h.outbox_dir
+    if box.is_symlink() or not box.is_dir() or not h.engine_db.exists():
+        return []
+    names = sorted(p.name for p in box.iterdir() if p.suffix == ".eml" and p.is_file() and not p.is_symlink())
+    if not names:
+        return []
+    engine = open_engine(h.engine_db)
+    try:
+        known = set()
+        for name in names:
+            try:
+                requests.load_envelope(engine, name[: -len(".eml")])
+            except Exception:  # not a request of this vault: not a duty record
+                continue
+            known.add(name)
+    finally:
+        engine.close()
+    return [f"{box.name}/{n}" for n in sorted(known)]
+
+
 def home_scan_roots(h: Home) -> list[Path]:
     """Every folder of the home besides the store that the byte scan covers: all but the request vault
-    (engine/) and the keys."""
+    (engine/) and the keys, and the outbox when it holds nothing but requesters' notices (`duty_records`);
+    an outbox with anything else in it is scanned whole."""
     skip = {h.store_dir.name, h.engine_dir.name, h.keys_dir.name}
-    return sorted(p for p in h.root.iterdir() if p.is_dir() and p.name not in skip) if h.root.is_dir() else []
+    if not h.root.is_dir():
+        return []
+    box = h.outbox_dir
+    if box.is_dir() and not box.is_symlink():
+        entries = sorted(p.name for p in box.iterdir())
+        if entries and len(duty_records(h)) == len(entries):
+            skip.add(box.name)
+    return sorted(p for p in h.root.iterdir() if p.is_dir() and p.name not in skip)
 
 
 def fingerprint_paths(h: Home, request_id: str) -> tuple[Path, Path]:
