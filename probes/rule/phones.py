@@ -1,0 +1,82 @@
+"""Phones: docs/matching.md section 5."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import phonenumbers
+
+from probes.rule import _ucd
+
+_E164 = phonenumbers.PhoneNumberFormat.E164
+_NON_DIGITS_RE = re.compile(r"\D+")  # Python's \d is Unicode Nd, as libphonenumber's digits
+# Every script's decimal digits written as ASCII (for the prefilter).
+_TO_ASCII = {
+    cp: ord("0") + unicodedata.decimal(chr(cp))
+    for a, b in _ucd.WORD
+    for cp in range(a, b + 1)
+    if unicodedata.category(chr(cp)) == "Nd" and cp > 0x7F
+}
+
+
+@dataclass(frozen=True)
+class PhonePattern:
+    """One request phone, parsed (5.1)."""
+
+    e164: str
+    region: str | None  # `phonenumbers.region_code_for_number`: None when no region claims it
+    tail: str  # the national significant number's last 6 digits (prefilter)
+
+
+def compile_phone(value: str) -> PhonePattern | None:
+    """5.1/5.3: parse the request's phone (no default region: a value without a country code does not
+    parse); None when it cannot be parsed (`phone_unparsed`)."""
+    try:
+        num = phonenumbers.parse(value, None)
+    except phonenumbers.NumberParseException:
+        return None
+    nsn = phonenumbers.national_significant_number(num)
+    return PhonePattern(phonenumbers.format_number(num, _E164), phonenumbers.region_code_for_number(num), nsn[-6:])
+
+
+def digits(view: str) -> str:
+    """All the decimal digits of the view, in order, as ASCII."""
+    ds = _NON_DIGITS_RE.sub("", view)
+    return ds if ds.isascii() else ds.translate(_TO_ASCII)
+
+
+def _alnum(c: str) -> bool:
+    # 5.2 "a letter or digit": read as general category L* or Nd.
+    cat = unicodedata.category(c)
+    return cat[0] == "L" or cat == "Nd"
+
+
+def _glued(view: str, start: int, end: int) -> bool:
+    """5.2: directly preceded or followed by a letter or digit, or by `-`, `_` or `/` that is itself next
+    to a letter or digit on the other side."""
+    if start > 0:
+        c = view[start - 1]
+        if _alnum(c) or (c in "-_/" and start > 1 and _alnum(view[start - 2])):
+            return True
+    if end < len(view):
+        c = view[end]
+        if _alnum(c) or (c in "-_/" and end + 1 < len(view) and _alnum(view[end + 1])):
+            return True
+    return False
+
+
+def find_phones(ps: list[PhonePattern], view: str) -> Iterator[tuple[int, int]]:
+    """5.1/5.2: every PhoneNumberMatcher candidate (leniency POSSIBLE, default region the number's) whose
+    E.164 is one of the patterns', not glued to another token."""
+    ds = digits(view)
+    live = [p for p in ps if p.tail in ds]
+    by_region: dict[str | None, set[str]] = {}
+    for p in live:
+        by_region.setdefault(p.region, set()).add(p.e164)
+    for region, e164s in by_region.items():
+        for m in phonenumbers.PhoneNumberMatcher(view, region, leniency=phonenumbers.Leniency.POSSIBLE):
+            if phonenumbers.format_number(m.number, _E164) in e164s and not _glued(view, m.start, m.end):
+                yield m.start, m.end
