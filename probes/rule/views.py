@@ -20,7 +20,7 @@ TAG_RE = re.compile(r"<[A-Za-z/!?][^<>]{0,2000}>")
 # the document's own list holds `h1`-`h6` (with letters only, `<h1>` would be named `h`).
 _TAG_NAME_RE = re.compile(r"</?([A-Za-z][A-Za-z0-9]*)")
 BLOCK_TAGS = frozenset(
-    [
+    (
         "p",
         "div",
         "br",
@@ -48,7 +48,7 @@ BLOCK_TAGS = frozenset(
         "html",
         "head",
         "title",
-    ]
+    )
 )
 # 1.3.2: a string literal: `"`, then characters other than `"` and `\` or `\` and any character, then `"`.
 _LITERAL_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
