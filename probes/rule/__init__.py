@@ -72,11 +72,8 @@ class Rule:
         """Every hit of the person in `text` read in views 1.3.1 (raw) and 1.3.2 (structure), deduplicated
         by (kind, start, end), sorted. Escape views (1.3.3) are NOT applied here."""
         hits: dict[tuple[str, int, int], bool] = {}
-        structure = views.structure_view(text)
-        view_texts = [text] if structure == text else [text, structure]
-
-        # Which word-based patterns can occur at all (the structure view's words are a subset of the raw
-        # view's, so the raw text's skeleton bounds both views).
+        # Which word-based patterns can occur at all. The structure view's words are a subset of the raw
+        # view's (1.3.2 only blanks whole runs between separators), so the raw text's skeleton bounds both.
         name_ps: list[names.NamePattern] = []
         id_ps: list[ids.IdPattern] = []
         spelt_ps: list[emails.EmailPattern] = []
@@ -88,10 +85,20 @@ class Rule:
             id_ps = [p for p in self._ids if not p.canon.isascii() or p.canon in sk]
             spelt_ps = [p for p in self._emails if p.spelt and _ascii_targets_in(p.spelt, sk)]
             digest_ps = [p for p in self._emails if p.may_digest(sk)]
+        wordy = bool(name_ps or id_ps or spelt_ps or digest_ps)
+        at = bool(self._emails) and "@" in text
+        # The structure view only removes characters (blanks them), so its digits are a subsequence of the
+        # raw view's: a tail that is not even a subsequence of the raw digits is in neither view.
+        raw_digits = phones.digits(text) if self._phones else ""
+        phone = any(phones.subsequence(p.tail, raw_digits) for p in self._phones)
+        if not (wordy or at or phone):
+            return []
+        structure = views.structure_view(text)
+        view_texts = [text] if structure == text else [text, structure]
 
         raw: ViewText | None = None
         for k, view in enumerate(view_texts):
-            if name_ps or id_ps or spelt_ps or digest_ps:
+            if wordy:
                 if raw is None:
                     raw = ViewText.cut(text)
                 t = raw if k == 0 else raw.restrict(view)
@@ -107,10 +114,10 @@ class Rule:
                 for ep in digest_ps:
                     for s, e in emails.find_digests(ep, t):
                         _add(hits, "email", s, e, False)
-            if self._emails and "@" in view:
+            if at and "@" in view:
                 for s, e in emails.find_addresses(self._emails, view):
                     _add(hits, "email", s, e, False)
-            if self._phones:
+            if phone:
                 for s, e in phones.find_phones(self._phones, view):
                     _add(hits, "phone", s, e, False)
         return sorted(Found(kind, s, e, amb) for (kind, s, e), amb in hits.items())

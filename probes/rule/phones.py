@@ -48,6 +48,12 @@ def digits(view: str) -> str:
     return ds if ds.isascii() else ds.translate(_TO_ASCII)
 
 
+def subsequence(needle: str, haystack: str) -> bool:
+    """Whether `needle`'s characters occur in `haystack` in order (not necessarily together)."""
+    it = iter(haystack)
+    return all(c in it for c in needle)
+
+
 def _alnum(c: str) -> bool:
     # 5.2 "a letter or digit": read as general category L* or Nd.
     cat = unicodedata.category(c)
@@ -73,10 +79,30 @@ def find_phones(ps: list[PhonePattern], view: str) -> Iterator[tuple[int, int]]:
     E.164 is one of the patterns', not glued to another token."""
     ds = digits(view)
     live = [p for p in ps if p.tail in ds]
+    if not live:
+        return
     by_region: dict[str | None, set[str]] = {}
     for p in live:
         by_region.setdefault(p.region, set()).add(p.e164)
-    for region, e164s in by_region.items():
-        for m in phonenumbers.PhoneNumberMatcher(view, region, leniency=phonenumbers.Leniency.POSSIBLE):
-            if phonenumbers.format_number(m.number, _E164) in e164s and not _glued(view, m.start, m.end):
-                yield m.start, m.end
+    if not by_region:
+        return
+    # The matcher is run line by line (LF), on the lines whose digits hold a tail. This is the whole text's
+    # result: libphonenumber's candidate pattern cannot match a line feed, so no candidate spans two lines;
+    # its scan restarts after each candidate, so a line's candidates do not depend on the lines before;
+    # and with leniency POSSIBLE only the characters right after a candidate are looked at (a time's
+    # `:ss`), which a line feed never is. (One difference: the matcher gives up after 65,535 rejected
+    # candidates, counted per line here and per text when run whole.)
+    tails = {p.tail for p in live}
+    pos = 0
+    size = len(view)
+    while pos <= size:
+        nl = view.find("\n", pos)
+        end = size if nl < 0 else nl
+        line = view[pos:end]
+        if any(t in digits(line) for t in tails):
+            for region, e164s in by_region.items():
+                for m in phonenumbers.PhoneNumberMatcher(line, region, leniency=phonenumbers.Leniency.POSSIBLE):
+                    s, e = pos + m.start, pos + m.end
+                    if phonenumbers.format_number(m.number, _E164) in e164s and not _glued(view, s, e):
+                        yield s, e
+        pos = end + 1

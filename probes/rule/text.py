@@ -6,7 +6,7 @@ import re
 from functools import cached_property
 
 from probes.rule import views
-from probes.rule.words import IGNORED, WORD_RE, canonical
+from probes.rule.words import IGNORED, canonical, word_re
 
 # 3.4 "only white space or nothing between them": read with the ignored characters of 2.4 skipped too.
 _GAP_RE = re.compile(f"[\\s{IGNORED}]*")
@@ -15,23 +15,23 @@ _GAP_RE = re.compile(f"[\\s{IGNORED}]*")
 class ViewText:
     """A view (1.3.1 raw or 1.3.2 structure) of one text: its words, their canonical forms, its records."""
 
-    def __init__(self, view: str, starts: list[int], ends: list[int], texts: list[str]) -> None:
+    def __init__(
+        self, view: str, starts: list[int], ends: list[int], texts: list[str], canon: list[str] | None = None
+    ) -> None:
         self.view = view
         self.starts = starts
         self.ends = ends
         self.texts = texts
+        if canon is not None:
+            self.__dict__["canon"] = canon  # the cached_property's slot
 
     @classmethod
     def cut(cls, view: str) -> ViewText:
         """Cut a view into its words."""
-        starts: list[int] = []
-        ends: list[int] = []
-        texts: list[str] = []
-        for m in WORD_RE.finditer(view):
-            starts.append(m.start())
-            ends.append(m.end())
-            texts.append(m.group())
-        return cls(view, starts, ends, texts)
+        spans = [m.span() for m in word_re(view).finditer(view)]
+        starts = [s for s, _ in spans]
+        ends = [e for _, e in spans]
+        return cls(view, starts, ends, [view[s:e] for s, e in spans])
 
     def restrict(self, view: str) -> ViewText:
         """The same text's structure view, from the raw view's words: blanking (1.3.2) only turns whole

@@ -76,14 +76,30 @@ IGNORED = _cls(_ucd.IGNORED)  # 2.4: Cf
 # inside a character-script range (U+30A0) is itself a character-script word (2.2), so it is left out.
 JOINER = _cls(_subtract(tuple(sorted(set(_ucd.DASH) | set(_points(JOINER_CHARS)))), CHAR_SCRIPT_RANGES))
 
+
+def _alt(ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> str:
+    """A regex for one character of `ranges`. Python's `re` checks ranges above U+FFFF one by one, so
+    those are tried only for a character above U+FFFF (a lookahead), which makes cutting words 2-3x faster.
+    """
+    bmp = [(a, min(b, 0xFFFF)) for a, b in ranges if a <= 0xFFFF]
+    high = [(max(a, 0x10000), b) for a, b in ranges if b > 0xFFFF]
+    if not high:
+        return f"[{_cls(bmp)}]"
+    return f"(?:[{_cls(bmp)}]|(?=[\\U00010000-\\U0010ffff])[{_cls(high)}])"
+
+
+_W = _alt(_subtract(_ucd.WORD, CHAR_SCRIPT_RANGES))
+_I = _alt(_ucd.IGNORED)
+_M = _alt(_ucd.MARK)
+
 # 2.5: one character-script character with the marks that follow it (ignored characters skipped), or a
 # maximal run of word characters where a single joiner stands between two word characters (ignored
 # characters skipped on either side; `Ann--Lee` is two words: neither `-` stands between two word
 # characters). A match starts and ends on a word character, so its span is the word's span.
-WORD_RE = re.compile(
-    f"[{CHAR_SCRIPT}](?:[{IGNORED}]*[{MARK}])*"
-    f"|[{WORD_OUTSIDE}](?:[{IGNORED}]*(?:[{JOINER}][{IGNORED}]*)?[{WORD_OUTSIDE}])*"
-)
+WORD_RE = re.compile(f"{_alt(CHAR_SCRIPT_RANGES)}(?:{_I}*{_M})*|{_W}(?:{_I}*(?:[{JOINER}]{_I}*)?{_W})*")
+# The same for a text that is all ASCII: word characters are letters, digits and `_`; the joiners are
+# `'`, the grave accent and `-`; no ignored character, mark or character-script character is ASCII.
+ASCII_WORD_RE = re.compile(r"[A-Za-z0-9_]+(?:['`\-][A-Za-z0-9_]+)*")
 CHAR_SCRIPT_RE = re.compile(f"[{CHAR_SCRIPT}]")
 _WORD_ANY_RE = re.compile(f"[{WORD_ANY}]")
 # 2.6: what a non-character-script word drops before NFKC: the joiners, Cf and connector punctuation.
@@ -166,4 +182,9 @@ class Word:
 
 def words(text: str) -> list[Word]:
     """Every word of `text` (2.5), in order."""
-    return [Word(m.start(), m.end(), m.group()) for m in WORD_RE.finditer(text)]
+    return [Word(m.start(), m.end(), m.group()) for m in word_re(text).finditer(text)]
+
+
+def word_re(text: str) -> re.Pattern[str]:
+    """The word regex for `text`: the ASCII one when the text is all ASCII (same words, faster)."""
+    return ASCII_WORD_RE if text.isascii() else WORD_RE
