@@ -7,19 +7,26 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 
 import idna
 
 from probes.rule.text import ViewText
-from probes.rule.words import WORD_ANY, WORD_OUTSIDE, WORD_RE, canonical, is_word_char
+from probes.rule.words import WORD_ANY, WORD_OUTSIDE, canonical, is_word_char, word_re
 
 # 4.1: local characters: word characters outside the character-scripts, and . ! # $ % & ' * + - / = ? ^ ` { | } ~
-_LOCAL_RE = re.compile(f"[{WORD_OUTSIDE}.!#$%&'*+\\-/=?^`{{|}}~]")
+_LOCAL = f"[{WORD_OUTSIDE}.!#$%&'*+\\-/=?^`{{|}}~]"
 # 4.1: two or more labels separated by `.`; a label is a run of word characters (2.1, every script: the
 # document restricts only the local characters to outside the character-scripts) and `-`. Greedy, so
 # the domain takes every label; a final `.` is left out.
-_DOMAIN_RE = re.compile(f"[{WORD_ANY}\\-]+(?:\\.[{WORD_ANY}\\-]+)+")
+_DOMAIN = f"[{WORD_ANY}\\-]+(?:\\.[{WORD_ANY}\\-]+)+"
 _PRECEDED_BY = frozenset(".+@-")  # 4.3
+
+
+@cache
+def _regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    # compiled on first use (large classes)
+    return re.compile(_LOCAL), re.compile(_DOMAIN)
 
 
 def norm_local(local: str) -> str:
@@ -75,10 +82,10 @@ def compile_email(address: str) -> EmailPattern:
         return EmailPattern(None, None, (), digests)
     raw_local, raw_domain = stripped.rsplit("@", 1)
     local, domain = norm_local(raw_local), norm_domain(raw_domain)
-    spelt: list[str] = [canonical(m.group()) for m in WORD_RE.finditer(local)]
+    spelt: list[str] = [canonical(m.group()) for m in word_re(local).finditer(local)]
     spelt.append("at")
     for label in domain.split("."):
-        spelt.extend(canonical(m.group()) for m in WORD_RE.finditer(label))
+        spelt.extend(canonical(m.group()) for m in word_re(label).finditer(label))
     ok = len(spelt) > 1 and spelt[0] != "at" and spelt[-1] != "at"
     return EmailPattern(local, domain, tuple(spelt) if ok else (), digests)
 
@@ -88,12 +95,13 @@ def find_addresses(ps: list[EmailPattern], view: str) -> Iterator[tuple[int, int
     wanted = {(p.local, p.domain) for p in ps if p.local is not None}
     if not wanted:
         return
+    local_re, domain_re = _regexes()
     at = view.find("@")
     while at >= 0:
         start = at
-        while start > 0 and _LOCAL_RE.match(view, start - 1):
+        while start > 0 and local_re.match(view, start - 1):
             start -= 1
-        d = _DOMAIN_RE.match(view, at + 1)
+        d = domain_re.match(view, at + 1)
         if start < at and d is not None and (norm_local(view[start:at]), norm_domain(d.group())) in wanted:
             yield start, d.end()
         at = view.find("@", at + 1)

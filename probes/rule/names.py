@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from wordfreq import zipf_frequency
 
 from probes.rule.text import ViewText
-from probes.rule.words import WORD_RE, canonical, in_char_script, is_capitalised, is_initial
+from probes.rule.words import canonical, in_char_script, is_capitalised, is_initial, word_re
 
 EVERYDAY_ZIPF = 4.5  # 3.6
 _UMLAUTS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "Ä": "Ae", "Ö": "Oe", "Ü": "Ue"})
@@ -67,7 +67,7 @@ class NamePattern:
 
 def compile_name(name: str) -> NamePattern | None:
     """Compile a request's name (3.1); None when it has no word."""
-    ms = list(WORD_RE.finditer(name))
+    ms = list(word_re(name).finditer(name))
     if not ms:
         return None
     parts = tuple(forms(m.group()) for m in ms)

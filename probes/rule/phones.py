@@ -6,6 +6,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 
 import phonenumbers
 
@@ -13,13 +14,17 @@ from probes.rule import _ucd
 
 _E164 = phonenumbers.PhoneNumberFormat.E164
 _NON_DIGITS_RE = re.compile(r"\D+")  # Python's \d is Unicode Nd, as libphonenumber's digits
-# Every script's decimal digits written as ASCII (for the prefilter).
-_TO_ASCII = {
-    cp: ord("0") + unicodedata.decimal(chr(cp))
-    for a, b in _ucd.WORD
-    for cp in range(a, b + 1)
-    if unicodedata.category(chr(cp)) == "Nd" and cp > 0x7F
-}
+
+
+@cache
+def _to_ascii() -> dict[int, int]:
+    """Every script's decimal digits written as ASCII (for the prefilter; built on first use)."""
+    return {
+        cp: ord("0") + unicodedata.decimal(chr(cp))
+        for a, b in _ucd.WORD
+        for cp in range(max(a, 0x80), b + 1)
+        if unicodedata.category(chr(cp)) == "Nd"
+    }
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ def compile_phone(value: str) -> PhonePattern | None:
 def digits(view: str) -> str:
     """All the decimal digits of the view, in order, as ASCII."""
     ds = _NON_DIGITS_RE.sub("", view)
-    return ds if ds.isascii() else ds.translate(_TO_ASCII)
+    return ds if ds.isascii() else ds.translate(_to_ascii())
 
 
 def subsequence(needle: str, haystack: str) -> bool:

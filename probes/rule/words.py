@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from anyascii import anyascii
 
@@ -96,12 +96,11 @@ _M = _alt(_ucd.MARK)
 # maximal run of word characters where a single joiner stands between two word characters (ignored
 # characters skipped on either side; `Ann--Lee` is two words: neither `-` stands between two word
 # characters). A match starts and ends on a word character, so its span is the word's span.
-WORD_RE = re.compile(f"{_alt(CHAR_SCRIPT_RANGES)}(?:{_I}*{_M})*|{_W}(?:{_I}*(?:[{JOINER}]{_I}*)?{_W})*")
+WORD_PATTERN = f"{_alt(CHAR_SCRIPT_RANGES)}(?:{_I}*{_M})*|{_W}(?:{_I}*(?:[{JOINER}]{_I}*)?{_W})*"
 # The same for a text that is all ASCII: word characters are letters, digits and `_`; the joiners are
 # `'`, the grave accent and `-`; no ignored character, mark or character-script character is ASCII.
 ASCII_WORD_RE = re.compile(r"[A-Za-z0-9_]+(?:['`\-][A-Za-z0-9_]+)*")
 CHAR_SCRIPT_RE = re.compile(f"[{CHAR_SCRIPT}]")
-_WORD_ANY_RE = re.compile(f"[{WORD_ANY}]")
 # 2.6: what a non-character-script word drops before NFKC: the joiners, Cf and connector punctuation.
 # U+02BC (a joiner of 2.3) is also a letter (Lm): it is dropped wherever it stands in a word.
 _DROP_RE = re.compile(f"[{JOINER}{IGNORED}{_cls(_ucd.PC)}\u02bc]+")
@@ -118,12 +117,19 @@ def in_char_script(c: str) -> bool:
 
 def is_word_char(c: str) -> bool:
     """2.1: letter, mark, decimal digit or connector punctuation (any script)."""
-    return _WORD_ANY_RE.match(c) is not None
+    cat = unicodedata.category(c)
+    return cat[0] in "LM" or cat in ("Nd", "Pc")
+
+
+@cache
+def word_regex() -> re.Pattern[str]:
+    """The word regex of 2.5 for any text (compiled on first use: its classes are large)."""
+    return re.compile(WORD_PATTERN)
 
 
 @lru_cache(maxsize=1 << 16)
 def canonical(word: str) -> str:
-    """2.6: the canonical form of one word's source text (as cut by `WORD_RE`)."""
+    """2.6: the canonical form of one word's source text (as cut by `word_re`)."""
     if word and in_char_script(word[0]):
         # A character-script word: NFKC, then case folding (the ignored characters of 2.4 are not
         # part of any word, so they are dropped first).
@@ -133,7 +139,7 @@ def canonical(word: str) -> str:
 
 def canonical_words(text: str) -> list[str]:
     """The canonical forms of the words of `text`, in order (used for a request's names and ids)."""
-    return [canonical(m.group()) for m in WORD_RE.finditer(text)]
+    return [canonical(m.group()) for m in word_re(text).finditer(text)]
 
 
 def skeleton(text: str) -> str:
@@ -187,4 +193,4 @@ def words(text: str) -> list[Word]:
 
 def word_re(text: str) -> re.Pattern[str]:
     """The word regex for `text`: the ASCII one when the text is all ASCII (same words, faster)."""
-    return ASCII_WORD_RE if text.isascii() else WORD_RE
+    return ASCII_WORD_RE if text.isascii() else word_regex()
