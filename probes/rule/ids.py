@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from wordfreq import zipf_frequency
-
 from probes.rule.text import ViewText
 from probes.rule.words import canonical_words
 
@@ -23,6 +21,8 @@ class IdPattern:
 
 def compile_id(value: str) -> IdPattern | None:
     """6.1/6.2; None when the id has no word."""
+    from wordfreq import zipf_frequency  # imported on first use: 0.2 s
+
     canon = "".join(canonical_words(value))
     if not canon:
         return None

@@ -7,8 +7,6 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from wordfreq import zipf_frequency
-
 from probes.rule.text import ViewText
 from probes.rule.words import canonical, in_char_script, is_capitalised, is_initial, word_re
 
@@ -30,6 +28,8 @@ def forms(part: str) -> frozenset[str]:
 
 def everyday(canon: str) -> bool:
     """3.6: a Zipf frequency of at least 4.5 in English."""
+    from wordfreq import zipf_frequency  # imported on first use: 0.2 s
+
     return zipf_frequency(canon, "en") >= EVERYDAY_ZIPF
 
 
