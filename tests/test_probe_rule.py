@@ -249,6 +249,8 @@ def test_5_phones() -> None:
     assert spans(rule, "- 2079460001 -") == ["2079460001"]
     assert spans(rule, "020 7946 0002") == []  # another number
     assert spans(rule, "<td>020 7946</td>\n<td>0001</td>") == []
+    many = "\n".join(["order 1234 5678"] * 50 + ["tel: ٠٢٠ ٧٩٤٦ ٠٠٠١"] + ["x 460001"] * 3 + ["+44 20 7946 0001"])
+    assert spans(rule, many) == ["٠٢٠ ٧٩٤٦ ٠٠٠١", "+44 20 7946 0001"]
 
 
 def test_5_3_unparsed_phone_matches_nothing() -> None:
@@ -344,6 +346,7 @@ _WORDY = st.text(
 @given(text=_WORDY)
 def test_property_words_match_a_character_by_character_reading(text: str) -> None:
     assert [(w.start, w.end) for w in words.words(text)] == _reference_words(text)
+    assert [m.span() for m in words.word_regex().finditer(text)] == _reference_words(text)
     if text.isascii():
         assert [m.span() for m in words.ASCII_WORD_RE.finditer(text)] == _reference_words(text)
 

@@ -6,7 +6,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 import phonenumbers
 
@@ -27,6 +27,13 @@ def _to_ascii() -> dict[int, int]:
     }
 
 
+@cache
+def _digit_class(d: str) -> str:
+    """A regex class of every decimal digit (Nd, any script) of value `d`."""
+    table = _to_ascii()
+    return "[" + d + "".join(chr(cp) for cp, v in table.items() if chr(v) == d) + "]"
+
+
 @dataclass(frozen=True)
 class PhonePattern:
     """One request phone, parsed (5.1)."""
@@ -34,6 +41,12 @@ class PhonePattern:
     e164: str
     region: str | None  # `phonenumbers.region_code_for_number`: None when no region claims it
     tail: str  # the national significant number's last 6 digits (prefilter)
+
+    @cached_property
+    def tail_in_line(self) -> re.Pattern[str]:
+        """The tail's digits (any script) in order, with anything but digits and line feeds between:
+        a line's digits hold the tail exactly when this matches in it."""
+        return re.compile("[^\\d\\n]*".join(_digit_class(d) for d in self.tail))
 
 
 def compile_phone(value: str) -> PhonePattern | None:
@@ -97,17 +110,15 @@ def find_phones(ps: list[PhonePattern], view: str) -> Iterator[tuple[int, int]]:
     # and with leniency POSSIBLE only the characters right after a candidate are looked at (a time's
     # `:ss`), which a line feed never is. (One difference: the matcher gives up after 65,535 rejected
     # candidates, counted per line here and per text when run whole.)
-    tails = {p.tail for p in live}
-    pos = 0
-    size = len(view)
-    while pos <= size:
+    lines: set[int] = set()  # the start offsets of the lines to read
+    for p in live:
+        for m in p.tail_in_line.finditer(view):
+            lines.add(view.rfind("\n", 0, m.start()) + 1)
+    for pos in sorted(lines):
         nl = view.find("\n", pos)
-        end = size if nl < 0 else nl
-        line = view[pos:end]
-        if any(t in digits(line) for t in tails):
-            for region, e164s in by_region.items():
-                for m in phonenumbers.PhoneNumberMatcher(line, region, leniency=phonenumbers.Leniency.POSSIBLE):
-                    s, e = pos + m.start, pos + m.end
-                    if phonenumbers.format_number(m.number, _E164) in e164s and not _glued(view, s, e):
-                        yield s, e
-        pos = end + 1
+        line = view[pos:] if nl < 0 else view[pos:nl]
+        for region, e164s in by_region.items():
+            for pm in phonenumbers.PhoneNumberMatcher(line, region, leniency=phonenumbers.Leniency.POSSIBLE):
+                s, e = pos + pm.start, pos + pm.end
+                if phonenumbers.format_number(pm.number, _E164) in e164s and not _glued(view, s, e):
+                    yield s, e

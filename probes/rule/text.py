@@ -6,7 +6,7 @@ import re
 from functools import cached_property
 
 from probes.rule import views
-from probes.rule.words import IGNORED, canonical, word_re
+from probes.rule.words import IGNORED, canonical, word_spans
 
 # 3.4 "only white space or nothing between them": read with the ignored characters of 2.4 skipped too.
 _GAP_RE = re.compile(f"[\\s{IGNORED}]*")
@@ -28,7 +28,7 @@ class ViewText:
     @classmethod
     def cut(cls, view: str) -> ViewText:
         """Cut a view into its words."""
-        spans = [m.span() for m in word_re(view).finditer(view)]
+        spans = word_spans(view)
         starts = [s for s, _ in spans]
         ends = [e for _, e in spans]
         return cls(view, starts, ends, [view[s:e] for s, e in spans])
@@ -39,8 +39,13 @@ class ViewText:
         the structure view's words are exactly the raw words whose characters it did not blank (a word
         is blanked whole or not at all; its first character tells)."""
         keep = [i for i, s in enumerate(self.starts) if view[s] == self.view[s]]
+        canon = self.canon
         return ViewText(
-            view, [self.starts[i] for i in keep], [self.ends[i] for i in keep], [self.texts[i] for i in keep]
+            view,
+            [self.starts[i] for i in keep],
+            [self.ends[i] for i in keep],
+            [self.texts[i] for i in keep],
+            [canon[i] for i in keep],
         )
 
     @cached_property

@@ -58,6 +58,8 @@ _BRACKET_RE = re.compile(r"[{}\[\]]")
 # 1.4: a blank line: a line break (CR LF, CR or LF), optional white space other than line breaks, a line
 # break.
 _BLANK_LINE_RE = re.compile(r"(?>\r\n|\r|\n)[^\S\r\n]*(?>\r\n|\r|\n)")
+_RS_RE = re.compile(RS)
+_BOUNDARY_RE = re.compile(r"\x1e|(?>\r\n|\r|\n)[^\S\r\n]*(?>\r\n|\r|\n)")
 _TAG_TRIGGER_RE = re.compile(r"<[A-Za-z/!?]")
 
 
@@ -130,15 +132,11 @@ def record_bounds(view: str) -> list[int]:
 
     Boundaries are made only of separators, so two words are in one record exactly when
     `record_of(bounds, a.start) == record_of(bounds, b.start)`."""
-    bounds: list[int] = []
-    p = view.find(RS)
-    while p >= 0:
-        bounds.append(p)
-        p = view.find(RS, p + 1)
-    if "\n" in view or "\r" in view:
-        bounds.extend(m.start() for m in _BLANK_LINE_RE.finditer(view))
-        bounds.sort()
-    return bounds
+    if "\n" not in view and "\r" not in view:
+        return [m.start() for m in _RS_RE.finditer(view)]
+    # A blank line's white space may hold a U+001E too: one boundary or two there, the records of the
+    # words are told apart the same way.
+    return [m.start() for m in _BOUNDARY_RE.finditer(view)]
 
 
 def record_of(bounds: list[int], offset: int) -> int:
