@@ -1,0 +1,75 @@
+"""One view of a text, cut into words (docs/matching.md 2.5) with records (1.4), shared by every section."""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+from probes.rule import views
+from probes.rule.words import IGNORED, canonical, word_spans
+
+# 3.4 "only white space or nothing between them": read with the ignored characters of 2.4 skipped too.
+_GAP_RE = re.compile(f"[\\s{IGNORED}]*")
+
+
+class ViewText:
+    """A view (1.3.1 raw or 1.3.2 structure) of one text: its words, their canonical forms, its records."""
+
+    def __init__(
+        self, view: str, starts: list[int], ends: list[int], texts: list[str], canon: list[str] | None = None
+    ) -> None:
+        self.view = view
+        self.starts = starts
+        self.ends = ends
+        self.texts = texts
+        if canon is not None:
+            self.__dict__["canon"] = canon  # the cached_property's slot
+
+    @classmethod
+    def cut(cls, view: str) -> ViewText:
+        """Cut a view into its words."""
+        spans = word_spans(view)
+        starts = [s for s, _ in spans]
+        ends = [e for _, e in spans]
+        return cls(view, starts, ends, [view[s:e] for s, e in spans])
+
+    def restrict(self, view: str) -> ViewText:
+        """The same text's structure view, from the raw view's words: blanking (1.3.2) only turns whole
+        runs that begin and end on separators (`<`...`>`, `"`...`:`, brackets) into spaces or U+001E, so
+        the structure view's words are exactly the raw words whose characters it did not blank (a word
+        is blanked whole or not at all; its first character tells)."""
+        keep = [i for i, s in enumerate(self.starts) if view[s] == self.view[s]]
+        canon = self.canon
+        return ViewText(
+            view,
+            [self.starts[i] for i in keep],
+            [self.ends[i] for i in keep],
+            [self.texts[i] for i in keep],
+            [canon[i] for i in keep],
+        )
+
+    @cached_property
+    def canon(self) -> list[str]:
+        """Each word's canonical form (2.6)."""
+        return [canonical(t) for t in self.texts]
+
+    @cached_property
+    def bounds(self) -> list[int]:
+        """The record boundaries of the view (1.4)."""
+        return views.record_bounds(self.view)
+
+    def record(self, i: int) -> int:
+        """The record index of word `i`."""
+        return views.record_of(self.bounds, self.starts[i])
+
+    def same_record(self, i: int, j: int) -> bool:
+        """Whether words `i` and `j` are in one record (1.4)."""
+        if not self.bounds:
+            return True
+        return self.record(i) == self.record(j)
+
+    def adjacent(self, i: int, j: int) -> bool:
+        """3.4: only white space (or ignored characters), or nothing, between word `i`'s end and word `j`'s
+        start in the view, and no record boundary between them."""
+        m = _GAP_RE.match(self.view, self.ends[i], self.starts[j])
+        return m is not None and m.end() == self.starts[j] and self.same_record(i, j)
