@@ -120,13 +120,13 @@ def _identifiers(
         if len(data) < MIN_IDENTIFIER_BYTES:
             out.bump(f"identifier_withheld_short:{kind}")
         elif facts.belongs_to_someone_else(spelling, window_ids):
-            if out.add_group(NeedleKind.shared_identifier, [data], caseless=True):
+            if out.add_group(NeedleKind.shared_identifier, [data], caseless=True, ident=kind):
                 out.bump(f"identifier_shared:{kind}")
         elif kind == "id" and spelling.isalpha() and ordinary(spelling):
-            if out.add_group(NeedleKind.shared_identifier, [data], caseless=True):
+            if out.add_group(NeedleKind.shared_identifier, [data], caseless=True, ident=kind):
                 out.bump("identifier_ambiguous:id")
         else:
-            out.add_group(NeedleKind.identifier, [data], caseless=True)
+            out.add_group(NeedleKind.identifier, [data], caseless=True, ident=kind)
 
 
 def _content(conn: apsw.Connection, keys: SubjectKeys, mine: str, out: NeedleSet) -> None:

@@ -568,14 +568,27 @@ def _byte_results(
         seen, _ = _views(root, home_needles, report_unscanned=False)
         for i, (needles, h) in enumerate(zip(home_needles, hits, strict=True)):
             homes[i][root.name] = len(
-                {needles[j].group for j in set(h) | seen[i] if needles[j].kind is not NeedleKind.shared_identifier}
+                {
+                    needles[j].group
+                    for j in _confirmed(needles, set(h), seen[i])
+                    if needles[j].kind is not NeedleKind.shared_identifier
+                }
             )
         unreadable += unreadable_here
     out = []
     for fp, f, fo, v, home in zip(fps, found, folded, viewed, homes, strict=True):
-        measured = byte_residue.measurements(fp.needles, f, unreadable, home, folded=len(fo), viewed=v)
+        confirmed = {fp.needles[i].group for i in v if fp.needles[i].kind is NeedleKind.identifier}
+        f = _confirmed(fp.needles, f, v)
+        measured = byte_residue.measurements(fp.needles, f, unreadable, home, folded=len(fo & confirmed), viewed=v)
         out.append(_paired(BYTES, measured, fp.bystanders))
     return out, [u.model_copy(update={"tier": _STORE_FOLDER_TIERS.get(u.folder, BYTES)}) for u in unscanned], scanned
+
+
+def _confirmed(needles: Sequence[Needle], raw: set[int], viewed: set[int]) -> set[int]:
+    """The raw scan's finds with each identifier's confirmed by the decoded views, which match identifiers
+    by docs/matching.md: a literal spelling inside a longer address, an invoice number or another word is
+    not the person, and the views (whose triggers every literal spelling holds) have read around it."""
+    return {i for i in raw if needles[i].kind is not NeedleKind.identifier or i in viewed}
 
 
 _STORE_FOLDER_TIERS = {BLOBS_DIR: "uploads", SESSIONS_DIR: "working", CORPORA_DIR: "fine_tune"}
