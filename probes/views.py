@@ -42,7 +42,7 @@ import re
 import time
 import zipfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +88,9 @@ class ViewReport:
     decoded: int = 0
     """Payloads decoded out of the files' bytes (members, streams, base64 runs) and read again."""
     seconds: float = 0.0
+    set_aside: dict[str, set[int]] = field(default_factory=dict)
+    """Per label, the needles found in the files `scan_views` was told are someone else's content (another
+    person's attachment): not residue, declared by that label (docs/matching.md 7.2)."""
 
     def found_indexes(self) -> set[int]:
         """Indexes of the needles found in at least one view."""
@@ -552,20 +555,31 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
         return total
 
 
-def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscanned: bool = True) -> ViewReport:
+def scan_views(
+    root: Path,
+    needles: Sequence[tuple[str, str]],
+    *,
+    report_unscanned: bool = True,
+    set_aside: Callable[[str], str | None] | None = None,
+) -> ViewReport:
     """Read every regular file under `root` through the decoded views for `needles` ((kind, text) per
     index: `identifier` or `content`; other kinds are not matched in views). Files nobody can read are
     left to the raw scan, which counts them. `report_unscanned` False: what no view reads is not
-    listed (a folder of the engine's own ciphertexts)."""
+    listed (a folder of the engine's own ciphertexts). `set_aside(relative path)` gives a label for a
+    file that is someone else's content: its finds go to `ViewReport.set_aside`, never to `found`."""
     started = time.perf_counter()
     report = ViewReport()
     matcher = Matcher(needles, once=True)
     if matcher.empty:
         return report
     files = list(_Walk(Path(root)).files())  # what cannot be listed or read: the raw scan counts it
+    labels = {rel: label for _p, rel, _s in files if set_aside and (label := set_aside(rel))}
+    aside = Matcher(needles) if labels else matcher
 
     def read(entry: tuple[str, str, int]) -> tuple[_FileScan, int] | None:
-        scan = _FileScan(matcher, {}, [])
+        # Someone else's file is read with a matcher of its own: a find there must not stop the search
+        # for the same needle in the subject's files (`once`).
+        scan = _FileScan(aside if entry[1] in labels else matcher, {}, [])
         try:
             return scan, _read_file(scan, entry[0], entry[2])
         except OSError:
@@ -580,8 +594,12 @@ def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscann
         scan, n = got
         report.bytes_read += n
         report.decoded += scan.decoded
-        for index, hits in scan.hits.items():
-            report.found[index] = report.found.get(index, 0) + hits
+        if rel in labels:
+            if scan.hits:
+                report.set_aside.setdefault(labels[rel], set()).update(scan.hits)
+        else:
+            for index, hits in scan.hits.items():
+                report.found[index] = report.found.get(index, 0) + hits
         report.files += 1
         if report_unscanned:
             whole: str | None = None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -46,6 +46,7 @@ from probes.model import (
     DEFAULT_HTTP_TIMEOUT,
     PROBE_TIERS,
     Measurement,
+    OthersContent,
     ProbeResult,
     Unscanned,
     Verification,
@@ -350,22 +351,57 @@ def _scan(
 
 
 def _views(
-    root: Path, owned: Sequence[Sequence[Needle]], *, report_unscanned: bool
+    root: Path,
+    owned: Sequence[Sequence[Needle]],
+    *,
+    report_unscanned: bool,
+    set_aside: Callable[[str], str | None] | None = None,
+    aside: list[dict[str, set[int]]] | None = None,
 ) -> tuple[list[set[int]], list[Unscanned]]:
     """One read of `root` through the decoded views for several owners' identifier and content needles:
-    per owner, the indexes (into its own list) found; and what no view could read."""
+    per owner, the indexes (into its own list) found; and what no view could read. Files `set_aside`
+    labels are someone else's content: per owner, their finds go to `aside` by label."""
     distinct: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for who, needles in enumerate(owned):
         for i, x in enumerate(needles):
             if x.view()[0]:
                 distinct.setdefault(x.view(), []).append((who, i))
     keys = list(distinct)
-    report = scan_views(root, keys, report_unscanned=report_unscanned)
+    report = scan_views(root, keys, report_unscanned=report_unscanned, set_aside=set_aside)
     found: list[set[int]] = [set() for _ in owned]
     for k in report.found:
         for who, i in distinct[keys[k]]:
             found[who].add(i)
+    if aside is not None:
+        for label, ks in report.set_aside.items():
+            for k in ks:
+                for who, i in distinct[keys[k]]:
+                    if owned[who][i].kind is NeedleKind.identifier:
+                        aside[who].setdefault(label, set()).add(i)
     return found, report.unscanned
+
+
+def _others_attachments(store_dir: Path, fps: Sequence[Fingerprint]) -> Callable[[str], str | None]:
+    """Which files of the store are attachments of people outside the window (docs/matching.md 7.2): a
+    blob file (`blobs/<location>/<xx>/<key>`) whose row names another subject. The erasure may not rewrite
+    them; a find there is declared under the blob's key, never residue."""
+    mine = {i for fp in fps for i in (fp.subject_id, *fp.subject_ids)}
+    owners: dict[str, str | None] = {}
+    try:
+        with open_store(store_dir) as conn:
+            for key, sid in conn.execute("SELECT blob_key, subject_id FROM blobs"):
+                owners[str(key)] = None if sid is None else str(sid)
+    except Exception:  # no store yet, or no blobs table: nothing is set aside
+        return lambda _rel: None
+
+    def label(rel: str) -> str | None:
+        parts = rel.split("/")
+        if len(parts) < 3 or parts[0] != BLOBS_DIR:
+            return None
+        owner = owners.get(parts[-1], "")
+        return f"blob:{parts[-1]}" if owner and owner not in mine else None
+
+    return label
 
 
 def _found_by_owner(
@@ -502,8 +538,9 @@ def verify_window(
     results: list[list[ProbeResult]] = [[] for _ in pairs]
     unscanned: list[Unscanned] = []
     scanned: dict[str, list[ScannedFile]] = {}
+    others: list[list[OthersContent]] = [[] for _ in pairs]
     if BYTES in wanted:
-        per_subject, unscanned, scanned = _byte_results(Path(store_dir), pairs, list(extra_roots))
+        per_subject, unscanned, scanned, others = _byte_results(Path(store_dir), pairs, list(extra_roots))
         for i, found in enumerate(per_subject):
             results[i] += found
     groups: dict[str, list[int]] = {}
@@ -520,23 +557,32 @@ def verify_window(
             results[i] += found
     order = {t: k for k, t in enumerate(PROBE_TIERS)}
     return [
-        Verification(probes=sorted(r, key=lambda p: order[p.tier]), unscanned=unscanned, scanned=scanned)
-        for r in results
+        Verification(
+            probes=sorted(r, key=lambda p: order[p.tier]), unscanned=unscanned, scanned=scanned, others_content=o
+        )
+        for r, o in zip(results, others, strict=True)
     ]
 
 
 def _byte_results(
     store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], extra_roots: list[Path]
-) -> tuple[list[list[ProbeResult]], list[Unscanned], dict[str, list[ScannedFile]]]:
+) -> tuple[list[list[ProbeResult]], list[Unscanned], dict[str, list[ScannedFile]], list[list[OthersContent]]]:
     """Per subject, the byte probes' results (raw, folded and decoded views of the store; raw and
-    decoded views of the home's other folders); the store's files no view could read; and every file
-    the raw scans read, by folder name (the scan manifest)."""
+    decoded views of the home's other folders); the store's files no view could read; every file the raw
+    scans read, by folder name (the scan manifest); and per subject, where others' content names them."""
     fps = [fp for _s, fp in pairs]
     scanned: dict[str, list[ScannedFile]] = {}
+    aside: list[dict[str, set[int]]] = [{} for _ in fps]
     try:
         found, _hits, unreadable, scanned[store_dir.name] = _found_by_owner(store_dir, fps, manifest=True)
         folded = folded_groups(store_dir, [fp.needles for fp in fps])
-        viewed, unscanned = _views(store_dir, [fp.needles for fp in fps], report_unscanned=True)
+        viewed, unscanned = _views(
+            store_dir,
+            [fp.needles for fp in fps],
+            report_unscanned=True,
+            set_aside=_others_attachments(store_dir, fps),
+            aside=aside,
+        )
     except (ErasureError, OSError) as exc:
         return (
             [
@@ -553,6 +599,7 @@ def _byte_results(
             ],
             [],
             {},
+            [[] for _ in pairs],
         )
     # The home's other folders: identifiers and content only (what a copy or a log line would hold), raw
     # and through the decoded views (what no view reads there is the engine's own: not listed).
@@ -581,7 +628,15 @@ def _byte_results(
         f = _confirmed(fp.needles, f, v)
         measured = byte_residue.measurements(fp.needles, f, unreadable, home, folded=len(fo & confirmed), viewed=v)
         out.append(_paired(BYTES, measured, fp.bystanders))
-    return out, [u.model_copy(update={"tier": _STORE_FOLDER_TIERS.get(u.folder, BYTES)}) for u in unscanned], scanned
+    others = [
+        [
+            OthersContent(tier="uploads", kind="attachment", label=label, hits=len(found_here))
+            for label, found_here in sorted(mine.items())
+        ]
+        for mine in aside
+    ]
+    tiers = [u.model_copy(update={"tier": _STORE_FOLDER_TIERS.get(u.folder, BYTES)}) for u in unscanned]
+    return out, tiers, scanned, others
 
 
 def _confirmed(needles: Sequence[Needle], raw: set[int], viewed: set[int]) -> set[int]:

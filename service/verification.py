@@ -210,6 +210,7 @@ def record_verification(
             if e.kind == "residue":
                 requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
     record_unscanned(engine, request_id, doc.get("unscanned_content", []))
+    record_others_content(engine, request_id, doc.get("others_content", []))
     hold_in_backups(engine, request_id, h)  # declared backups that still hold the subject (issue 26)
     # Every open exception of the request (ids only) travels into the signed pack.
     doc["exceptions"] = [
@@ -258,6 +259,28 @@ def record_unscanned(engine: Any, request_id: str, unscanned: list[dict[str, Any
         )
     for e in requests.exceptions(engine, request_id, open_only=True):
         if e.kind == UNSCANNED and (e.tier, e.item_key) not in keep:
+            requests.close_exception(engine, e.exception_id)
+
+
+OTHERS_CONTENT = "mention_in_others_content"
+OTHERS_GROUND = (
+    "the subject is named inside another person's content that the erasure may not rewrite (their attachment): "
+    "attributed to its owner; review it with them"
+)
+
+
+def record_others_content(engine: Any, request_id: str, places: list[dict[str, Any]]) -> None:
+    """One open `mention_in_others_content` exception per place (docs/matching.md 7.2), keyed by its label;
+    those no longer found are closed."""
+    keep: set[tuple[str, str]] = set()
+    for place in places:
+        key = f"{place['kind']}:{place['label']}"
+        keep.add((str(place["tier"]), key))
+        requests.open_exception(
+            engine, request_id, str(place["tier"]), OTHERS_CONTENT, key, {"hits": place["hits"]}, OTHERS_GROUND
+        )
+    for e in requests.exceptions(engine, request_id, open_only=True):
+        if e.kind == OTHERS_CONTENT and (e.tier, e.item_key) not in keep:
             requests.close_exception(engine, e.exception_id)
 
 
@@ -341,5 +364,7 @@ def probe_subjects(
             got = target_probes.verify(target, subject, tfp)
             probes += got.probes
             unscanned += got.unscanned
-        out.append(Verification(probes=probes, unscanned=unscanned, scanned=ref.scanned))
+        out.append(
+            Verification(probes=probes, unscanned=unscanned, scanned=ref.scanned, others_content=ref.others_content)
+        )
     return out
