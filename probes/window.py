@@ -624,9 +624,11 @@ def _byte_results(
         unreadable += unreadable_here
     out = []
     for fp, f, fo, v, home in zip(fps, found, folded, viewed, homes, strict=True):
-        confirmed = {fp.needles[i].group for i in v if fp.needles[i].kind is NeedleKind.identifier}
+        person_seen = any(fp.needles[i].kind is NeedleKind.identifier for i in v)
         f = _confirmed(fp.needles, f, v)
-        measured = byte_residue.measurements(fp.needles, f, unreadable, home, folded=len(fo & confirmed), viewed=v)
+        measured = byte_residue.measurements(
+            fp.needles, f, unreadable, home, folded=len(fo) if person_seen else 0, viewed=v
+        )
         out.append(_paired(BYTES, measured, fp.bystanders))
     others = [
         [
@@ -640,10 +642,13 @@ def _byte_results(
 
 
 def _confirmed(needles: Sequence[Needle], raw: set[int], viewed: set[int]) -> set[int]:
-    """The raw scan's finds with each identifier's confirmed by the decoded views, which match identifiers
-    by docs/matching.md: a literal spelling inside a longer address, an invoice number or another word is
-    not the person, and the views (whose triggers every literal spelling holds) have read around it."""
-    return {i for i in raw if needles[i].kind is not NeedleKind.identifier or i in viewed}
+    """The raw scan's finds, its identifiers only where the decoded views, which match identifiers by
+    docs/matching.md, found the person too: a literal spelling inside a longer address, an invoice number
+    or another word is not the person (the views' triggers hold every literal spelling, so they have read
+    around each one). Counts are per spelling; the verdict needs one confirmed find."""
+    if any(needles[i].kind is NeedleKind.identifier for i in viewed):
+        return raw
+    return {i for i in raw if needles[i].kind is not NeedleKind.identifier}
 
 
 _STORE_FOLDER_TIERS = {BLOBS_DIR: "uploads", SESSIONS_DIR: "working", CORPORA_DIR: "fine_tune"}
