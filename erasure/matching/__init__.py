@@ -16,7 +16,7 @@ from wordfreq import zipf_frequency
 from erasure.matching.addresses import Email
 from erasure.matching.names import Name, everyday
 from erasure.matching.phones import Phone
-from erasure.matching.words import canonical_word, views, words
+from erasure.matching.words import RS, Word, canonical_word, views, words
 
 RULE_VERSION = "1"
 ID_WORD_ZIPF = 3.0
@@ -88,12 +88,32 @@ class Finder:
             for e in self.emails:
                 for s, t in e.find_words(view, ws):
                     add("email", s, t)
-            if self.ids:
-                for w in ws:
-                    for joined, ambiguous in self.ids:
-                        if joined in w.forms():
-                            add("id", w.start, w.end, ambiguous)
+            for joined, ambiguous in self.ids:
+                for s, t in _id_hits(view, ws, joined):
+                    add("id", s, t, ambiguous)
         return sorted(Hit(k, s, e, a) for (k, s, e), a in found.items())
+
+
+def _id_hits(view: str, ws: list[Word], joined: str) -> list[tuple[int, int]]:
+    """6.1 (one word) and 6.1b (consecutive words with one separator between each)."""
+    out = [(w.start, w.end) for w in ws if joined in w.forms()]
+    if not (any(c.isdigit() for c in joined) and any(c.isalpha() for c in joined)):
+        return out
+    for i, w in enumerate(ws):
+        if not joined.startswith(w.canon) or w.canon == joined or not w.canon:
+            continue
+        acc, j = w.canon, i
+        while j + 1 < len(ws) and len(acc) < len(joined):
+            gap = view[ws[j].end : ws[j + 1].start]
+            if len(gap) != 1 or gap in ("\n", "\r", RS):
+                break
+            j += 1
+            acc += ws[j].canon
+            if not joined.startswith(acc):
+                break
+        if acc == joined and j > i:
+            out.append((w.start, ws[j].end))
+    return out
 
 
 _JOINED = "[-'`_]*"
@@ -109,8 +129,8 @@ def ascii_triggers(finder: Finder) -> list[str]:
     `finder`'s subject matches: a prefilter's, never the rule itself. Empty when only a non-ASCII text
     can hold a hit; `[""]`-like catch-alls are never returned (an empty name part matches nothing)."""
     out: list[str] = []
-    for joined, _ambiguous in finder.ids:
-        out.append(_joinable(joined))
+    for joined, _ambiguous in finder.ids:  # 6.1b: one separator between any two of its words
+        out.append("[^A-Za-z0-9]*".join(re.escape(c) for c in joined))
     for n in finder.names:
         if n.character:
             continue
