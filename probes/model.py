@@ -83,7 +83,8 @@ class OthersContent(BaseModel):
 
     tier: str
     kind: str
-    """What the place is: `attachment`."""
+    """What the place is: `attachment` (another person's upload) or `unconfigured-database` (a SQLite file
+    under the store that no target names)."""
     label: str
     """Where: the blob's opaque store key (random, never derived from content or a person)."""
     hits: int

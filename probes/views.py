@@ -525,6 +525,62 @@ def _sqlite_values(scan: _FileScan, path: str) -> None:
         conn.close()
 
 
+MAX_FREED_PAGES = 1 << 16
+"""Freed pages read from one SQLite file (64 Ki pages: 256 MiB at 4 KiB a page)."""
+
+
+def _sqlite_freed(scan: _FileScan, path: str) -> None:
+    """A SQLite file's freed pages (the freelist), read as the values they held: a value that spilled over
+    overflow pages has a 4-byte pointer to the next page at the start of each, so chains of freed pages
+    are joined with their pointers removed (a value split by a page pointer reads whole); every page is
+    also read alone. Where `secure_delete` zeroed them there is nothing to read."""
+    with open(path, "rb", buffering=0) as f:
+        header = f.read(100)
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+            return
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        trunk = int.from_bytes(header[32:36], "big")
+        total = int.from_bytes(header[36:40], "big")
+        if not trunk or not total or page_size < 512:
+            return
+
+        def page(n: int) -> bytes:
+            f.seek((n - 1) * page_size)
+            return f.read(page_size)
+
+        freed: dict[int, bytes] = {}
+        seen: set[int] = set()
+        while trunk and trunk not in seen and len(freed) < MAX_FREED_PAGES:
+            seen.add(trunk)
+            data = page(trunk)
+            if len(data) < 8:
+                break
+            count = min(int.from_bytes(data[4:8], "big"), (page_size - 8) // 4)
+            for k in range(count):
+                leaf = int.from_bytes(data[8 + 4 * k : 12 + 4 * k], "big")
+                if leaf and leaf not in freed and len(freed) < MAX_FREED_PAGES:
+                    freed[leaf] = page(leaf)
+            trunk = int.from_bytes(data[0:4], "big")
+    pages = {n: d for n, d in freed.items() if d.strip(b"\x00")}
+    if not pages:
+        return
+    successor = {n: int.from_bytes(d[0:4], "big") for n, d in pages.items()}
+    heads = set(pages) - {nxt for nxt in successor.values() if nxt in pages}
+    chains: list[bytes] = []
+    for head in sorted(heads):
+        parts, n, walked = [], head, set()
+        while n in pages and n not in walked:
+            walked.add(n)
+            parts.append(pages[n][4:])
+            n = successor[n]
+        chains.append(b"".join(parts))
+    for data in [*pages.values(), *chains]:
+        if scan.budget.take(len(data)):
+            text = data.replace(b"\x00", b" ").decode("utf-8", "replace")
+            scan.matcher.match_text(text, scan.hits)
+
+
 def _read_file(scan: _FileScan, path: str, size: int) -> int:
     """Read one file through the views; returns the bytes read."""
     with open(path, "rb", buffering=0) as f:
@@ -535,6 +591,7 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
             _payload(scan, data, 0, whole_file=True)
             if head.startswith(b"SQLite format 3\x00"):
                 _sqlite_values(scan, path)
+                _sqlite_freed(scan, path)
             return len(data)
         if _container_magic(head) or head.startswith(b"\x78"):
             data = f.read(MAX_MEMBER + 1)
@@ -552,6 +609,7 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
             tail = buf[-OVERLAP:]
         if head.startswith(b"SQLite format 3\x00"):
             _sqlite_values(scan, path)
+            _sqlite_freed(scan, path)
         return total
 
 

@@ -19,6 +19,7 @@ are cut from people outside the window, so no co-subject's erasure reads as a by
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -55,7 +56,7 @@ from probes.model import (
 from probes.needles import VECTOR_PIECE_BYTES, Needle, NeedleKind, distinctive_pieces
 from probes.registry import MEASURES
 from probes.resolve import PersonalEntities, exclusive_entities, resolve_keys
-from probes.store import BLOBS_DIR, CORPORA_DIR, SESSIONS_DIR, open_store
+from probes.store import BLOBS_DIR, CORPORA_DIR, DB_FILE, SESSIONS_DIR, open_store
 from probes.views import scan_views
 
 VECTOR_BATCH = 50_000
@@ -376,30 +377,41 @@ def _views(
         for label, ks in report.set_aside.items():
             for k in ks:
                 for who, i in distinct[keys[k]]:
-                    if owned[who][i].kind is NeedleKind.identifier:
+                    if owned[who][i].kind in (NeedleKind.identifier, NeedleKind.content):
                         aside[who].setdefault(label, set()).add(i)
     return found, report.unscanned
 
 
-def _others_attachments(store_dir: Path, fps: Sequence[Fingerprint]) -> Callable[[str], str | None]:
-    """Which files of the store are attachments of people outside the window (docs/matching.md 7.2): a
-    blob file (`blobs/<location>/<xx>/<key>`) whose row names another subject. The erasure may not rewrite
-    them; a find there is declared under the blob's key, never residue."""
+def _others_content(store_dir: Path, fps: Sequence[Fingerprint]) -> Callable[[str], str | None]:
+    """Which files of the store are someone else's content the erasure may not rewrite (docs/matching.md
+    7.2): a blob file (`blobs/<location>/<xx>/<key>`) whose row names a subject outside the window
+    (`attachment:<key>`, the key being random), and a SQLite database nobody configured as a store
+    (`database:<sha256 of its first page>`). A find there is declared under that label, never residue."""
     mine = {i for fp in fps for i in (fp.subject_id, *fp.subject_ids)}
     owners: dict[str, str | None] = {}
     try:
         with open_store(store_dir) as conn:
             for key, sid in conn.execute("SELECT blob_key, subject_id FROM blobs"):
                 owners[str(key)] = None if sid is None else str(sid)
-    except Exception:  # no store yet, or no blobs table: nothing is set aside
-        return lambda _rel: None
+    except Exception:  # no store yet, or no blobs table: no attachment is set aside
+        owners = {}
+    own_db = {DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm", f"{DB_FILE}-journal"}
 
     def label(rel: str) -> str | None:
         parts = rel.split("/")
-        if len(parts) < 3 or parts[0] != BLOBS_DIR:
+        if len(parts) >= 3 and parts[0] == BLOBS_DIR:
+            owner = owners.get(parts[-1], "")
+            return f"attachment:{parts[-1]}" if owner and owner not in mine else None
+        if rel in own_db:
             return None
-        owner = owners.get(parts[-1], "")
-        return f"blob:{parts[-1]}" if owner and owner not in mine else None
+        try:
+            with open(store_dir / rel, "rb") as f:
+                head = f.read(4096)
+        except OSError:
+            return None
+        if head.startswith(b"SQLite format 3\x00"):
+            return f"unconfigured-database:{hashlib.sha256(head).hexdigest()[:16]}"
+        return None
 
     return label
 
@@ -580,7 +592,7 @@ def _byte_results(
             store_dir,
             [fp.needles for fp in fps],
             report_unscanned=True,
-            set_aside=_others_attachments(store_dir, fps),
+            set_aside=_others_content(store_dir, fps),
             aside=aside,
         )
     except (ErasureError, OSError) as exc:
@@ -623,16 +635,27 @@ def _byte_results(
             )
         unreadable += unreadable_here
     out = []
-    for fp, f, fo, v, home in zip(fps, found, folded, viewed, homes, strict=True):
+    for fp, f, fo, v, home, mine_aside in zip(
+        fps, found, folded, viewed, homes, [list(a.values()) for a in aside], strict=True
+    ):
         person_seen = any(fp.needles[i].kind is NeedleKind.identifier for i in v)
         f = _confirmed(fp.needles, f, v)
+        set_aside = {i for found_there in mine_aside for i in found_there}
+        if not any(fp.needles[i].kind is NeedleKind.content for i in v):
+            # content found raw only where the views found it in someone else's content: theirs
+            f = {i for i in f if not (fp.needles[i].kind is NeedleKind.content and i in set_aside)}
         measured = byte_residue.measurements(
             fp.needles, f, unreadable, home, folded=len(fo) if person_seen else 0, viewed=v
         )
         out.append(_paired(BYTES, measured, fp.bystanders))
     others = [
         [
-            OthersContent(tier="uploads", kind="attachment", label=label, hits=len(found_here))
+            OthersContent(
+                tier="uploads" if label.startswith("attachment:") else BYTES,
+                kind=label.partition(":")[0],
+                label=label.partition(":")[2],
+                hits=len(found_here),
+            )
             for label, found_here in sorted(mine.items())
         ]
         for mine in aside
