@@ -8,20 +8,21 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from probes.views import scan_views
 
 NEEDLES = [("identifier:email", "jana.weiss@post.example"), ("identifier:name", "Jana Weißmüller")]
 
 
-def _db_with_freed(path: Path, value: str, filler: int) -> None:
+def _db_with_freed(path: Path, value: str, filler: int, tail: int | None = None) -> None:
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA secure_delete = OFF")
     conn.execute("PRAGMA page_size = 1024")
     conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)")
-    conn.execute("INSERT INTO notes(body) VALUES (?)", ("x" * filler + " " + value + " " + "y" * filler,))
+    conn.execute(
+        "INSERT INTO notes(body) VALUES (?)",
+        ("x" * filler + " " + value + " " + "y" * (filler if tail is None else tail),),
+    )
     conn.execute("INSERT INTO notes(body) VALUES ('stays')")
     conn.commit()
     conn.execute("DELETE FROM notes WHERE body != 'stays'")
@@ -37,16 +38,22 @@ def test_a_deleted_value_in_freed_pages_is_found(tmp_path: Path, filler: int) ->
     assert 0 in scan_views(tmp_path, NEEDLES).found
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(filler=st.integers(1100, 4000), at=st.integers(0, 60))
-def test_a_value_split_by_any_page_pointer_is_found(
-    tmp_path_factory: pytest.TempPathFactory, filler: int, at: int
-) -> None:
-    """Oracle: the value is rebuilt by SQLite itself before the delete (it was stored whole); wherever the
-    page boundaries fall in the freed chain, the probes find it."""
-    tmp = tmp_path_factory.mktemp("freed")
-    _db_with_freed(tmp / "x.db", "-" * at + " Jana Weißmüller wrote", filler)
-    assert 1 in scan_views(tmp, NEEDLES).found
+def test_a_value_split_by_a_page_pointer_is_found(tmp_path: Path) -> None:
+    """Placements where the name straddles two freed overflow pages in the file's bytes (found by building
+    the database with the name at every offset of a page and keeping those where its bytes are not whole):
+    each is found, once the pages are joined without their pointers."""
+    name = "Jana Weißmüller".encode()
+    split = 0
+    for filler in range(1100, 2200, 3):
+        folder = tmp_path / str(filler)
+        folder.mkdir()
+        _db_with_freed(folder / "x.db", "Jana Weißmüller wrote", filler, tail=3300 - filler)  # one length
+        raw = (folder / "x.db").read_bytes()
+        if name in raw:
+            continue
+        split += 1
+        assert 1 in scan_views(folder, NEEDLES).found, filler
+    assert split >= 2  # the loop did place the name across a page pointer
 
 
 def test_a_database_without_the_subject_has_nothing_found(tmp_path: Path) -> None:
