@@ -112,9 +112,7 @@ def find_spelt(p: EmailPattern, t: ViewText) -> Iterator[tuple[int, int]]:
     canon = t.canon
     n = len(canon)
     s = p.spelt
-    for i in range(n):
-        if canon[i] != s[0]:
-            continue
+    for i in t.index.get(s[0], ()):
         states = {i}
         for k in range(1, len(s)):
             nxt: set[int] = set()
@@ -143,6 +141,5 @@ def find_spelt(p: EmailPattern, t: ViewText) -> Iterator[tuple[int, int]]:
 
 def find_digests(p: EmailPattern, t: ViewText) -> Iterator[tuple[int, int]]:
     """4.4: a word equal (case-insensitively: compared in canonical form) to a digest of the address."""
-    for i, c in enumerate(t.canon):
-        if c in p.digests:
-            yield t.starts[i], t.ends[i]
+    for i in t.where(p.digests):
+        yield t.starts[i], t.ends[i]

@@ -33,6 +33,5 @@ def compile_id(value: str) -> IdPattern | None:
 
 def find_ids(p: IdPattern, t: ViewText) -> Iterator[tuple[int, int]]:
     """6.1: every word whose canonical form equals the id's."""
-    for i, c in enumerate(t.canon):
-        if c == p.canon:
-            yield t.starts[i], t.ends[i]
+    for i in t.index.get(p.canon, ()):
+        yield t.starts[i], t.ends[i]

@@ -111,8 +111,8 @@ def find_names(p: NamePattern, t: ViewText) -> Iterator[tuple[int, int, bool]]:
         for seq in p.sequences:
             first = seq[0]
             size = len(seq)
-            for i in range(n):
-                if canon[i] not in first or i + size > n:
+            for i in t.where(first):
+                if i + size > n:
                     continue
                 ok = True
                 for k in range(1, size):
@@ -125,18 +125,14 @@ def find_names(p: NamePattern, t: ViewText) -> Iterator[tuple[int, int, bool]]:
         return
     if len(p.parts) == 1:
         # 3.2
-        fs = p.parts[0]
-        for i in range(n):
-            if canon[i] in fs:
-                yield t.starts[i], t.ends[i], _ambiguous(p, t, [i])
+        for i in t.where(p.parts[0]):
+            yield t.starts[i], t.ends[i], _ambiguous(p, t, [i])
         return
     # 3.3
     given, family, middle = p.given, p.family, p.middle
     ends = given | family
-    for i in range(n):
+    for i in t.where(ends):
         ci = canon[i]
-        if ci not in ends:
-            continue
         for j in range(i + 1, min(i + 4, n)):
             cj = canon[j]
             if not ((ci in given and cj in family) or (ci in family and cj in given)):

@@ -54,6 +54,21 @@ class ViewText:
         return [canonical(t) for t in self.texts]
 
     @cached_property
+    def index(self) -> dict[str, list[int]]:
+        """The indices of the words of each canonical form, in order."""
+        out: dict[str, list[int]] = {}
+        for i, c in enumerate(self.canon):
+            out.setdefault(c, []).append(i)
+        return out
+
+    def where(self, forms: frozenset[str] | set[str] | tuple[str, ...]) -> list[int]:
+        """The indices of the words whose canonical form is one of `forms`, in order."""
+        idx = self.index
+        found = [i for f in forms for i in idx.get(f, ())]
+        found.sort()
+        return found
+
+    @cached_property
     def bounds(self) -> list[int]:
         """The record boundaries of the view (1.4)."""
         return views.record_bounds(self.view)
