@@ -86,6 +86,12 @@ class Rule:
             spelt_ps = [p for p in self._emails if p.spelt and _ascii_targets_in(p.spelt, sk)]
             digest_ps = [p for p in self._emails if p.may_digest(sk)]
         wordy = bool(name_ps or id_ps or spelt_ps or digest_ps)
+        lookups = frozenset().union(
+            *(p.lookups() for p in name_ps),
+            (p.canon for p in id_ps),
+            (p.spelt[0] for p in spelt_ps),
+            *(p.digests for p in digest_ps),
+        )
         at = bool(self._emails) and "@" in text
         # The structure view only removes characters (blanks them), so its digits are a subsequence of the
         # raw view's: a tail that is not even a subsequence of the raw digits is in neither view.
@@ -102,6 +108,7 @@ class Rule:
                 if raw is None:
                     raw = ViewText.cut(text)
                 t = raw if k == 0 else raw.restrict(view)
+                t.targets = lookups
                 for np in name_ps:
                     for s, e, amb in names.find_names(np, t):
                         _add(hits, "name", s, e, amb)

@@ -57,6 +57,12 @@ class NamePattern:
         """Every middle name's forms (3.1: the words between)."""
         return frozenset().union(*self.parts[1:-1])
 
+    def lookups(self) -> frozenset[str]:
+        """The canonical forms `find_names` looks up in a view's index."""
+        if self.character:
+            return frozenset().union(*(seq[0] for seq in self.sequences))
+        return self.given | self.family
+
     def may_occur(self, skeleton: str, has_char_script: bool) -> bool:
         """Prefilter: could a hit exist in a text with this skeleton (see `words.skeleton`)?"""
         if self.character:

@@ -6,7 +6,7 @@ import re
 from functools import cached_property
 
 from probes.rule import views
-from probes.rule.words import IGNORED, canonical, word_spans
+from probes.rule.words import IGNORED, ascii_canonical, canonical, word_spans
 
 # 3.4 "only white space or nothing between them": read with the ignored characters of 2.4 skipped too.
 _GAP_RE = re.compile(f"[\\s{IGNORED}]*")
@@ -50,20 +50,39 @@ class ViewText:
 
     @cached_property
     def canon(self) -> list[str]:
-        """Each word's canonical form (2.6)."""
-        return [canonical(t) for t in self.texts]
+        """Each word's canonical form (2.6).
+
+        In bulk: for an ASCII word the canonical form is the word without `'`, the grave accent, `-` and
+        `_`, lower-cased (NFKC and anyascii leave ASCII as it is; case folding ASCII is lower-casing), so
+        every word is done by a few string operations on the words joined, and the non-ASCII words are
+        then done one by one."""
+        joined = "\x00".join(self.texts)
+        if not self.texts:
+            return []
+        canon = ascii_canonical(joined).split("\x00")
+        if not joined.isascii():
+            for i, t in enumerate(self.texts):
+                if not t.isascii():
+                    canon[i] = canonical(t)
+        return canon
+
+    targets: frozenset[str] | None = None  # the canonical forms `index` is asked for (None: all)
 
     @cached_property
     def index(self) -> dict[str, list[int]]:
-        """The indices of the words of each canonical form, in order."""
+        """The indices of the words of each canonical form (of `targets`), in order."""
         out: dict[str, list[int]] = {}
-        for i, c in enumerate(self.canon):
-            out.setdefault(c, []).append(i)
+        canon = self.canon
+        targets = self.targets
+        picked = range(len(canon)) if targets is None else [i for i, c in enumerate(canon) if c in targets]
+        for i in picked:
+            out.setdefault(canon[i], []).append(i)
         return out
 
     def where(self, forms: frozenset[str] | set[str] | tuple[str, ...]) -> list[int]:
         """The indices of the words whose canonical form is one of `forms`, in order."""
         idx = self.index
+        assert self.targets is None or self.targets.issuperset(forms)
         found = [i for f in forms for i in idx.get(f, ())]
         found.sort()
         return found

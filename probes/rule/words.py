@@ -137,6 +137,12 @@ def canonical(word: str) -> str:
     return anyascii(unicodedata.normalize("NFKC", _DROP_RE.sub("", word))).casefold()
 
 
+def ascii_canonical(text: str) -> str:
+    """2.6 for ASCII: `'`, the grave accent, `-` and `_` dropped, lower-cased (a non-ASCII text is changed
+    only in its ASCII characters)."""
+    return _ASCII_DROP_RE.sub("", text).lower()
+
+
 def canonical_words(text: str) -> list[str]:
     """The canonical forms of the words of `text`, in order (used for a request's names and ids)."""
     return [canonical(m.group()) for m in word_re(text).finditer(text)]
