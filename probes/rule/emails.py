@@ -15,6 +15,8 @@ from probes.rule.text import ViewText
 from probes.rule.words import WORD_ANY, WORD_OUTSIDE, canonical, is_word_char, word_re
 
 # 4.1: local characters: word characters outside the character-scripts, and . ! # $ % & ' * + - / = ? ^ ` { | } ~
+# Taken as written, with "maximal": `'lee@acme.com'`, `?email=lee@acme.com`, `/lee@acme.com` are longer
+# addresses (local parts `'lee`, `email=lee`, `/lee`), not `lee@acme.com` (a question on the document).
 _LOCAL = f"[{WORD_OUTSIDE}.!#$%&'*+\\-/=?^`{{|}}~]"
 # 4.1: two or more labels separated by `.`; a label is a run of word characters (2.1, every script: the
 # document restricts only the local characters to outside the character-scripts) and `-`. Greedy, so

@@ -19,7 +19,11 @@ _CONTRACT_RE = re.compile(r"(?<=[b-df-hj-np-tv-z])(ae|oe|ue)")
 
 def forms(part: str) -> frozenset[str]:
     """3.1: a part's canonical form and its two variants (`ä ö ü` written `ae oe ue`; `ae oe ue` after a
-    consonant contracted). The umlauts are looked for in the part's NFC form, so a decomposed `ü` counts."""
+    consonant contracted). The umlauts are looked for in the part's NFC form, so a decomposed `ü` counts.
+
+    Only the request's part has variants; a text word is compared in its canonical form. So a request
+    `Muller` (no `ü`, no `ue`) meets `Müller` and `Muller` but not `Mueller`: 3.1's "so Müller, Mueller
+    and Muller meet" holds for requests `Müller` and `Mueller` only (a question on docs/matching.md)."""
     canon = canonical(part)
     written = canonical(unicodedata.normalize("NFC", part).translate(_UMLAUTS))
     contracted = _CONTRACT_RE.sub(lambda m: m.group()[0], canon)

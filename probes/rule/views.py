@@ -52,14 +52,16 @@ BLOCK_TAGS = frozenset(
 )
 # 1.3.2: a string literal: `"`, then characters other than `"` and `\` or `\` and any character, then `"`.
 _LITERAL_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-# ... followed by optional white space (read as Python's white space, `str.isspace`) and `:`.
+# ... followed by optional white space (read as Python's white space, `str.isspace`) and `:`. The whole
+# key (literal, white space, colon) becomes spaces.
 _KEY_TAIL_RE = re.compile(r"\s*:")
 _BRACKET_RE = re.compile(r"[{}\[\]]")
 # 1.4: a blank line: a line break (CR LF, CR or LF), optional white space other than line breaks, a line
 # break.
 _BLANK_LINE_RE = re.compile(r"(?>\r\n|\r|\n)[^\S\r\n]*(?>\r\n|\r|\n)")
 _RS_RE = re.compile(RS)
-_BOUNDARY_RE = re.compile(r"\x1e|(?>\r\n|\r|\n)[^\S\r\n]*(?>\r\n|\r|\n)")
+# (the lookahead lets the regex engine skip to the next candidate character)
+_BOUNDARY_RE = re.compile(r"(?=[\x1e\r\n])(?:\x1e|(?>\r\n|\r|\n)[^\S\r\n]*(?>\r\n|\r|\n))")
 _TAG_TRIGGER_RE = re.compile(r"<[A-Za-z/!?]")
 
 

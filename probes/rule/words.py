@@ -16,6 +16,9 @@ from anyascii import anyascii
 from probes.rule import _ucd
 
 # 2.2: code point ranges written without spaces; each character (with the marks after it) is a word.
+# Read literally: *every* character in these ranges is a word, whatever its category (so the katakana
+# middle dot U+30FB, Thai and Khmer punctuation and unassigned code points above U+20000 are words too),
+# not only the word characters of 2.1 among them.
 CHAR_SCRIPT_RANGES: tuple[tuple[int, int], ...] = (
     (0x0E00, 0x0E7F),  # Thai
     (0x0E80, 0x0EFF),  # Lao
