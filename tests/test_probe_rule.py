@@ -466,3 +466,53 @@ def test_property_find_is_consistent(text: str) -> None:
     assert found == sorted(set(found))
     assert len({(f.kind, f.start, f.end) for f in found}) == len(found)
     assert all(0 <= f.start < f.end <= len(text) for f in found)
+
+
+_PLAIN = st.text(alphabet=st.sampled_from("abc XYZ,.;!?\n"), max_size=30)
+
+
+@BUDGET
+@given(
+    before=_PLAIN,
+    after=_PLAIN,
+    local=st.from_regex(r"\A[a-z]{1,6}(?:\.[a-z]{1,6})?\Z"),
+    tag=st.sampled_from(["", "+news", "+x1"]),
+    upper=st.booleans(),
+)
+def test_property_planted_email_is_found_at_its_span(
+    before: str, after: str, local: str, tag: str, upper: bool
+) -> None:
+    rule = Rule(Person(emails=(f"{local}@acme.example",)))
+    planted = f"{local}{tag}@acme.example"
+    planted = planted.upper() if upper else planted
+    text = f"{before} {planted} {after}"
+    start = len(before) + 1
+    assert ("email", start, start + len(planted)) in {(f.kind, f.start, f.end) for f in rule.find(text)}
+
+
+_GB = ["+44 20 7946 0001", "020 7946 0001", "+442079460001", "(020) 7946 0001", "٠٢٠ ٧٩٤٦ ٠٠٠١", "۰۲۰۷۹۴۶۰۰۰۱"]
+
+
+@BUDGET
+@given(before=_PLAIN, after=_PLAIN, written=st.sampled_from(_GB), lines=st.integers(0, 3))
+def test_property_planted_phone_is_found_at_its_span(before: str, after: str, written: str, lines: int) -> None:
+    rule = Rule(Person(phones=("+44 20 7946 0001",)))
+    prefix = "order 1234 5678\n" * lines + before + " "
+    text = f"{prefix}{written} {after}"
+    assert [(f.kind, f.start, f.end) for f in rule.find(text)] == [("phone", len(prefix), len(prefix) + len(written))]
+
+
+@BUDGET
+@given(text=st.text(max_size=200))
+def test_property_find_never_fails_on_any_text(text: str) -> None:
+    rule = Rule(
+        Person(
+            ids=("usr-jd-4471", "48213"),
+            emails=("jane.doe@bücher.example", "lee@acme.com"),
+            names=("Ann Lee", "李 娜", "April May", "Hans Müller"),
+            phones=("+44 20 7946 0001", "+1 212 555 0100"),
+        )
+    )
+    for f in rule.find(text):
+        assert 0 <= f.start < f.end <= len(text)
+        assert f.kind in ("id", "email", "name", "phone")
