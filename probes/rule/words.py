@@ -106,8 +106,18 @@ ASCII_WORD_RE = re.compile(r"[A-Za-z0-9_]+(?:['`\-][A-Za-z0-9_]+)*")
 CHAR_SCRIPT_RE = re.compile(f"[{CHAR_SCRIPT}]")
 # 2.6: what a non-character-script word drops before NFKC: the joiners, Cf and connector punctuation.
 # U+02BC (a joiner of 2.3) is also a letter (Lm): it is dropped wherever it stands in a word.
-_DROP_RE = re.compile(f"[{JOINER}{IGNORED}{_cls(_ucd.PC)}\u02bc]+")
-_IGNORED_RE = re.compile(f"[{IGNORED}]+")
+_DROP = tuple(sorted({*_subtract(_ucd.DASH, CHAR_SCRIPT_RANGES), *_points(JOINER_CHARS), *_ucd.IGNORED, *_ucd.PC}))
+
+
+def _runs(ranges: tuple[tuple[int, int], ...]) -> re.Pattern[str]:
+    """A regex for runs of characters of `ranges`, led by a lookahead of one plain class (the BMP part
+    and every character above U+FFFF), which lets the engine skip quickly to where a run may start."""
+    bmp = [(a, min(b, 0xFFFF)) for a, b in ranges if a <= 0xFFFF]
+    return re.compile(f"(?=[{_cls(bmp)}\\U00010000-\\U0010ffff]){_alt(ranges)}+")
+
+
+_DROP_RE = _runs(_DROP)
+_IGNORED_RE = _runs(_ucd.IGNORED)
 _NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
 _ASCII_DROP_RE = re.compile(r"['`\-_]+")
 
