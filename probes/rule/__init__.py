@@ -88,8 +88,9 @@ class Rule:
         self._wordy = bool(self._names or self._ids or self._emails)
 
     def find(self, text: str) -> list[Found]:
-        """Every hit of the person in `text` read in views 1.3.1 (raw) and 1.3.2 (structure), deduplicated
-        by (kind, start, end), sorted. Escape views (1.3.3) are NOT applied here."""
+        """Every hit of the person in `text` read in views 1.3.1 (raw), 1.3.2 (structure) and 1.3.3
+        (zero-width), deduplicated by (kind, start, end), sorted. The decoders' escape views (1.3.4) are
+        NOT applied here."""
         hits: dict[tuple[str, int, int], bool] = {}
         # Which word-based patterns can occur at all. The structure view's words are a subset of the raw
         # view's (1.3.2 only blanks whole runs between separators), so the raw text's skeleton bounds both.
@@ -119,15 +120,26 @@ class Rule:
         if not (wordy or at or phone):
             return []
         structure = views.structure_view(text)
-        view_texts = [text] if structure == text else [text, structure]
+        # (view, the view whose words it restricts, or None for a view cut into words of its own)
+        plan: list[tuple[str, str | None]] = [(text, None)]
+        if structure != text:
+            plan.append((structure, text))
+        if views.has_zero_width(text):
+            # 1.3.3: views 1 and 2 with U+200B, U+2060 and U+FEFF written as spaces
+            zw_text = views.zero_width(text)
+            plan.append((zw_text, None))
+            if structure != text:
+                plan.append((views.zero_width(structure), zw_text))
 
-        raw: ViewText | None = None
-        for k, view in enumerate(view_texts):
+        cut: dict[str, ViewText] = {}
+        for view, base in plan:
             if wordy:
-                if raw is None:
-                    raw = ViewText.cut(text)
-                t = raw if k == 0 else raw.restrict(view)
-                t.targets = lookups
+                if base is None:
+                    t = cut[view] = ViewText.cut(view)
+                    t.targets = lookups
+                else:
+                    t = cut[base].restrict(view)
+                    t.targets = lookups
                 for np in name_ps:
                     for s, e, amb in names.find_names(np, t):
                         _add(hits, "name", s, e, amb)

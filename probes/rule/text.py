@@ -6,14 +6,15 @@ import re
 from functools import cached_property
 
 from probes.rule import views
-from probes.rule.words import IGNORED, ascii_canonical, canonical, word_spans
+from probes.rule.words import IGNORED, ascii_canonical, canonical, possessive, word_spans
 
 # 3.4 "only white space or nothing between them": read with the ignored characters of 2.4 skipped too.
 _GAP_RE = re.compile(f"[\\s{IGNORED}]*")
 
 
 class ViewText:
-    """A view (1.3.1 raw or 1.3.2 structure) of one text: its words, their canonical forms, its records."""
+    """A view (1.3.1 raw, 1.3.2 structure, or 1.3.3 zero-width) of one text: its words, their canonical
+    forms, its records."""
 
     def __init__(
         self, view: str, starts: list[int], ends: list[int], texts: list[str], canon: list[str] | None = None
@@ -66,26 +67,52 @@ class ViewText:
                     canon[i] = canonical(t)
         return canon
 
-    targets: frozenset[str] | None = None  # the canonical forms `index` is asked for (None: all)
+    targets: frozenset[str] | None = None  # the canonical forms `where` is asked for (None: all)
+
+    @cached_property
+    def second(self) -> list[str | None]:
+        """Each word's second canonical form (2.6: a possessive's, without its apostrophe and `s`)."""
+        out: list[str | None] = [None] * len(self.texts)
+        for i, t in enumerate(self.texts):
+            if ("s" in t or "S" in t) and len(t) > 2:
+                out[i] = possessive(t)
+        return out
+
+    def _index(self, forms: list[str | None]) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        targets = self.targets
+        for i, c in enumerate(forms):
+            if c and (targets is None or c in targets):
+                out.setdefault(c, []).append(i)
+        return out
 
     @cached_property
     def index(self) -> dict[str, list[int]]:
-        """The indices of the words of each canonical form (of `targets`), in order."""
-        out: dict[str, list[int]] = {}
-        canon = self.canon
-        targets = self.targets
-        picked = range(len(canon)) if targets is None else [i for i, c in enumerate(canon) if c in targets]
-        for i in picked:
-            out.setdefault(canon[i], []).append(i)
-        return out
+        """The indices of the words of each (first) canonical form of `targets`, in order."""
+        return self._index(list(self.canon))
 
-    def where(self, forms: frozenset[str] | set[str] | tuple[str, ...]) -> list[int]:
-        """The indices of the words whose canonical form is one of `forms`, in order."""
-        idx = self.index
+    @cached_property
+    def index2(self) -> dict[str, list[int]]:
+        """The indices of the words of each second (possessive) canonical form of `targets`, in order."""
+        return self._index(self.second)
+
+    def where(self, forms: frozenset[str] | set[str] | tuple[str, ...], possessives: bool = False) -> list[int]:
+        """The indices of the words whose canonical form is one of `forms` (with `possessives`, also the
+        words whose second form is: sections 3 and 6), in order, each once. An empty form matches
+        nothing (2.6)."""
         assert self.targets is None or self.targets.issuperset(forms)
-        found = [i for f in forms for i in idx.get(f, ())]
-        found.sort()
-        return found
+        found = {i for f in forms if f for i in self.index.get(f, ())}
+        if possessives:
+            found.update(i for f in forms if f for i in self.index2.get(f, ()))
+        return sorted(found)
+
+    def equals(self, i: int, forms: frozenset[str]) -> bool:
+        """Whether word `i` equals one of `forms` in either of its canonical forms (sections 3 and 6)."""
+        c = self.canon[i]
+        if c and c in forms:
+            return True
+        c2 = self.second[i]
+        return c2 is not None and c2 in forms
 
     @cached_property
     def bounds(self) -> list[int]:

@@ -144,3 +144,19 @@ def record_bounds(view: str) -> list[int]:
 def record_of(bounds: list[int], offset: int) -> int:
     """The index of the record holding `offset` (the number of boundaries before it)."""
     return bisect_left(bounds, offset)
+
+
+# 1.3.3: the zero-width view writes these as spaces.
+ZERO_WIDTH = "\u200b\u2060\ufeff"
+_ZERO_WIDTH_RE = re.compile(f"[{ZERO_WIDTH}]")
+_ZERO_WIDTH_SPACES = str.maketrans(dict.fromkeys(ZERO_WIDTH, " "))
+
+
+def has_zero_width(text: str) -> bool:
+    """Whether the text holds a character the zero-width view (1.3.3) rewrites."""
+    return not text.isascii() and _ZERO_WIDTH_RE.search(text) is not None
+
+
+def zero_width(view: str) -> str:
+    """1.3.3: the view with each U+200B, U+2060 and U+FEFF written as a space (same length)."""
+    return view.translate(_ZERO_WIDTH_SPACES)

@@ -119,6 +119,7 @@ def _runs(ranges: tuple[tuple[int, int], ...]) -> re.Pattern[str]:
 _DROP_RE = _runs(_DROP)
 _IGNORED_RE = _runs(_ucd.IGNORED)
 _NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
+_NOT_ALNUM_RE = re.compile(r"[^a-z0-9]+")
 _ASCII_DROP_RE = re.compile(r"['`\-_]+")
 
 
@@ -147,7 +148,26 @@ def canonical(word: str) -> str:
         # A character-script word: NFKC, then case folding (the ignored characters of 2.4 are not
         # part of any word, so they are dropped first).
         return unicodedata.normalize("NFKC", _IGNORED_RE.sub("", word)).casefold()
-    return anyascii(unicodedata.normalize("NFKC", _DROP_RE.sub("", word))).casefold()
+    # "...; case fold; keep only ASCII letters and digits" (an empty result matches nothing: callers
+    # never look up or compare with the empty string)
+    return _NOT_ALNUM_RE.sub("", anyascii(unicodedata.normalize("NFKC", _DROP_RE.sub("", word))).casefold())
+
+
+# 2.6: a word that ends in an apostrophe of 2.3 followed by `s` or `S`, with at least one character
+# before the apostrophe (ignored characters not counted).
+_APOSTROPHES = "\u0027\u0060\u00b4\u02bc\u2018\u2019\uff07"
+_POSSESSIVE_RE = re.compile(f"(.+)[{_APOSTROPHES}][sS]", re.DOTALL)
+
+
+@lru_cache(maxsize=1 << 16)
+def possessive(word: str) -> str | None:
+    """2.6: a possessive word's second canonical form (that of the word without the apostrophe and the
+    `s`: `Lee's` is `lees` and `lee`), or None. Sections 3 and 6 compare with both forms, 4 with the
+    first only. Read on the word without its ignored characters."""
+    m = _POSSESSIVE_RE.fullmatch(_IGNORED_RE.sub("", word))
+    if m is None:
+        return None
+    return canonical(m.group(1)) or None
 
 
 def ascii_canonical(text: str) -> str:
@@ -169,7 +189,9 @@ def skeleton(text: str) -> str:
     if text.isascii():
         return _ASCII_DROP_RE.sub("", text).lower()
     t = unicodedata.normalize("NFKC", _DROP_RE.sub("", text))
-    return _NON_ASCII_RE.sub(lambda m: anyascii(m.group()), t).lower()
+    # Since 2.6 keeps only ASCII letters and digits, everything else is dropped here too (words run
+    # together: a weaker filter, still a superset).
+    return _NOT_ALNUM_RE.sub("", _NON_ASCII_RE.sub(lambda m: anyascii(m.group()), t).lower())
 
 
 def is_capitalised(word: str) -> bool:
@@ -179,16 +201,8 @@ def is_capitalised(word: str) -> bool:
 
 
 def is_initial(word: str) -> bool:
-    """3.3 "a word of one letter": exactly one letter (L*); any other character of the word is a mark,
-    an ignored character or a joiner (so `É` written with a combining accent is one letter)."""
-    letters = 0
-    for c in word:
-        cat = unicodedata.category(c)
-        if cat[0] == "L":
-            letters += 1
-        elif cat in ("Nd", "Pc"):
-            return False
-    return letters == 1
+    """3.3 "a word of one letter (an initial: exactly one character of category L* in its span)"."""
+    return sum(1 for c in word if unicodedata.category(c)[0] == "L") == 1
 
 
 @dataclass(frozen=True, slots=True)
