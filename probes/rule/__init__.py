@@ -16,23 +16,22 @@ ASCII) hold the last 6 digits of a subject's national number. The words are cut 
 the structure view's words are the raw ones it did not blank.
 
 Readings taken where docs/matching.md leaves a choice (each also commented where it is taken):
-1.3.2 tags are blanked first, JSON literals recognised on the tag-blanked text; a tag's name is letters
-then letters or digits (`h1`); a key's white space is `str.isspace`, and the whole key becomes spaces.
+1.3.2 tags are blanked first, JSON literals recognised on the tag-blanked text; a key's white space is
+`str.isspace`, and the whole key becomes spaces. 1.3.3 the zero-width views are read like views 1 and 2
+(the structure view's zero-width view is the structure view with the three characters as spaces).
 1.4 a line break is CR LF, CR or LF; a blank line's white space excludes line breaks.
 2.2 every character in the ranges is a word, whatever its category. 2.3 a joiner joins only when it
 stands directly (ignored characters skipped) between two word characters. 2.6 U+02BC is dropped
-wherever it stands in a word; a character-script word drops ignored characters too.
+wherever it stands in a word; a character-script word drops ignored characters too; the possessive
+test is made on the word without its ignored characters.
 3.1 a consonant is an ASCII letter other than a e i o u; the umlauts are read in NFC; text words have
-no variants. 3.3 an initial is a word of exactly one letter (marks allowed). 3.4 the swapped orders are
-one swap of two adjacent space-separated groups at a time. 3.6 the matched words are the two ends (3.3)
-or the whole sequence (3.4).
-4.1 domain labels take word characters of every script. 4.2 the request address splits at its last
-`@`; `idna.decode` per label. 4.3 the spelt words are those of the address as 4.2 compares it (no `+tag`,
-Unicode domain); "followed by the word dot" is the next word in any record. 4.4 the digests are of
-`address.strip().lower()` in UTF-8 and a word is compared in canonical form.
-5.1 the request's phone is parsed with no default region; its region is `region_code_for_number`
-(None when no region claims the number). 5.2 a letter or digit is a category L* or Nd character.
-6.2 "digits only" is read on the canonical form. Two hits at one span with different flags: unambiguous.
+no variants. 3.4 the swapped orders are one swap of two adjacent space-separated groups at a time.
+4.2 the request address splits at its last `@`. 4.3 the spelt words are those of the address as 4.2
+compares it (no `+tag`, Unicode domain); "followed by the word dot" is the next word in any record.
+4.4 the digests are of `address.strip().lower()` in UTF-8 and a word is compared in canonical form.
+5.1 the leading `00` is looked for after surrounding white space is removed. 5.2 a letter or digit is
+a category L* or Nd character. 6.2 "digits only" is read on the canonical form. Two hits at one span
+with different flags: unambiguous.
 """
 
 from __future__ import annotations
