@@ -16,8 +16,7 @@ RS = "\x1e"  # U+001E RECORD SEPARATOR (1.2)
 
 # 1.3.2: a tag.
 TAG_RE = re.compile(r"<[A-Za-z/!?][^<>]{0,2000}>")
-# 1.3.2 "the letters after `<` or `</`": read as the tag name, letters then letters or digits, since
-# the document's own list holds `h1`-`h6` (with letters only, `<h1>` would be named `h`).
+# 1.3.2: a tag's name, `[A-Za-z][A-Za-z0-9]*` after `<` or `</`, case-insensitive.
 _TAG_NAME_RE = re.compile(r"</?([A-Za-z][A-Za-z0-9]*)")
 BLOCK_TAGS = frozenset(
     (
