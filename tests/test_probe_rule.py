@@ -195,6 +195,8 @@ def test_3_4_character_names() -> None:
     assert spans(joined, "娜李") == []  # no space in the request: no swap
     assert spans(joined, "李\n\n娜") == []  # never across a record
     assert spans(joined, "<b>李</b><i>娜</i>") == ["李</b><i>娜"]  # the structure view
+    assert spans(joined, "李\u00ad娜") == []  # "only white space ... in the source": a soft hyphen breaks it
+    assert spans(joined, "李\u200b娜") == ["李\u200b娜"]  # the zero-width view (1.3.3) reads a space there
 
 
 def test_3_3_possessives_initials_and_pairs() -> None:

@@ -25,7 +25,8 @@ stands directly (ignored characters skipped) between two word characters. 2.6 U+
 wherever it stands in a word; a character-script word drops ignored characters too; the possessive
 test is made on the word without its ignored characters.
 3.1 a consonant is an ASCII letter other than a e i o u; the umlauts are read in NFC; text words have
-no variants. 3.4 the swapped orders are one swap of two adjacent space-separated groups at a time.
+no variants. 3.4 the swapped orders are one swap of two adjacent space-separated groups at a time;
+the gap is read on the source characters: white space only (an ignored character there breaks it).
 4.2 the request address splits at its last `@`. 4.3 the spelt words are those of the address as 4.2
 compares it (no `+tag`, Unicode domain); "followed by the word dot" is the next word in any record.
 4.4 the digests are of `address.strip().lower()` in UTF-8 and a word is compared in canonical form.
