@@ -14,6 +14,25 @@ forms occur in the text's skeleton (`probes.rule.words.skeleton`, a superset of 
 form), addresses only when the text holds `@`, phones only when the text's digits (every script, as
 ASCII) hold the last 6 digits of a subject's national number. The words are cut once, on the raw view;
 the structure view's words are the raw ones it did not blank.
+
+Readings taken where docs/matching.md leaves a choice (each also commented where it is taken):
+1.3.2 tags are blanked first, JSON literals recognised on the tag-blanked text; a key's white space is
+`str.isspace`, and the whole key becomes spaces. 1.3.3 the zero-width views are read like views 1 and 2
+(the structure view's zero-width view is the structure view with the three characters as spaces).
+1.4 a line break is CR LF, CR or LF; a blank line's white space excludes line breaks.
+2.2 every character in the ranges is a word, whatever its category. 2.3 a joiner joins only when it
+stands directly (ignored characters skipped) between two word characters. 2.6 U+02BC is dropped
+wherever it stands in a word; a character-script word drops ignored characters too; the possessive
+test is made on the word without its ignored characters.
+3.1 a consonant is an ASCII letter other than a e i o u; the umlauts are read in NFC; text words have
+no variants. 3.4 the swapped orders are one swap of two adjacent space-separated groups at a time;
+the gap is read on the source characters: white space only (an ignored character there breaks it).
+4.2 the request address splits at its last `@`. 4.3 the spelt words are those of the address as 4.2
+compares it (no `+tag`, Unicode domain); "followed by the word dot" is the next word in any record.
+4.4 the digests are of `address.strip().lower()` in UTF-8 and a word is compared in canonical form.
+5.1 the leading `00` is looked for after surrounding white space is removed. 5.2 a letter or digit is
+a category L* or Nd character. 6.2 "digits only" is read on the canonical form. Two hits at one span
+with different flags: unambiguous.
 """
 
 from __future__ import annotations
@@ -69,8 +88,9 @@ class Rule:
         self._wordy = bool(self._names or self._ids or self._emails)
 
     def find(self, text: str) -> list[Found]:
-        """Every hit of the person in `text` read in views 1.3.1 (raw) and 1.3.2 (structure), deduplicated
-        by (kind, start, end), sorted. Escape views (1.3.3) are NOT applied here."""
+        """Every hit of the person in `text` read in views 1.3.1 (raw), 1.3.2 (structure) and 1.3.3
+        (zero-width), deduplicated by (kind, start, end), sorted. The decoders' escape views (1.3.4) are
+        NOT applied here."""
         hits: dict[tuple[str, int, int], bool] = {}
         # Which word-based patterns can occur at all. The structure view's words are a subset of the raw
         # view's (1.3.2 only blanks whole runs between separators), so the raw text's skeleton bounds both.
@@ -86,6 +106,12 @@ class Rule:
             spelt_ps = [p for p in self._emails if p.spelt and _ascii_targets_in(p.spelt, sk)]
             digest_ps = [p for p in self._emails if p.may_digest(sk)]
         wordy = bool(name_ps or id_ps or spelt_ps or digest_ps)
+        lookups = frozenset().union(
+            *(p.lookups() for p in name_ps),
+            (p.canon for p in id_ps),
+            (p.spelt[0] for p in spelt_ps),
+            *(p.digests for p in digest_ps),
+        )
         at = bool(self._emails) and "@" in text
         # The structure view only removes characters (blanks them), so its digits are a subsequence of the
         # raw view's: a tail that is not even a subsequence of the raw digits is in neither view.
@@ -94,14 +120,26 @@ class Rule:
         if not (wordy or at or phone):
             return []
         structure = views.structure_view(text)
-        view_texts = [text] if structure == text else [text, structure]
+        # (view, the view whose words it restricts, or None for a view cut into words of its own)
+        plan: list[tuple[str, str | None]] = [(text, None)]
+        if structure != text:
+            plan.append((structure, text))
+        if views.has_zero_width(text):
+            # 1.3.3: views 1 and 2 with U+200B, U+2060 and U+FEFF written as spaces
+            zw_text = views.zero_width(text)
+            plan.append((zw_text, None))
+            if structure != text:
+                plan.append((views.zero_width(structure), zw_text))
 
-        raw: ViewText | None = None
-        for k, view in enumerate(view_texts):
+        cut: dict[str, ViewText] = {}
+        for view, base in plan:
             if wordy:
-                if raw is None:
-                    raw = ViewText.cut(text)
-                t = raw if k == 0 else raw.restrict(view)
+                if base is None:
+                    t = cut[view] = ViewText.cut(view)
+                    t.targets = lookups
+                else:
+                    t = cut[base].restrict(view)
+                    t.targets = lookups
                 for np in name_ps:
                     for s, e, amb in names.find_names(np, t):
                         _add(hits, "name", s, e, amb)

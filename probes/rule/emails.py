@@ -9,17 +9,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
-import idna
-
 from probes.rule.text import ViewText
-from probes.rule.words import WORD_ANY, WORD_OUTSIDE, canonical, is_word_char, word_re
+from probes.rule.words import WORD_OUTSIDE, canonical, is_word_char, word_re
 
-# 4.1: local characters: word characters outside the character-scripts, and . ! # $ % & ' * + - / = ? ^ ` { | } ~
-_LOCAL = f"[{WORD_OUTSIDE}.!#$%&'*+\\-/=?^`{{|}}~]"
-# 4.1: two or more labels separated by `.`; a label is a run of word characters (2.1, every script: the
-# document restricts only the local characters to outside the character-scripts) and `-`. Greedy, so
-# the domain takes every label; a final `.` is left out.
-_DOMAIN = f"[{WORD_ANY}\\-]+(?:\\.[{WORD_ANY}\\-]+)+"
+# 4.1: local characters are word characters outside the character-scripts, and `.`, `+`, `-`, `'`; the
+# local part is the maximal run of them directly before the `@`, less its leading characters that are
+# not word characters.
+_LOCAL = f"[{WORD_OUTSIDE}.+\\-']"
+_LOCAL_PUNCT = frozenset(".+-'")
+# 4.1: the longest run of labels separated by single `.`, a label being a non-empty run of word characters
+# (outside the character-scripts) and `-`; two labels or more. Greedy, so a final `.` is left out.
+_DOMAIN = f"[{WORD_OUTSIDE}\\-]+(?:\\.[{WORD_OUTSIDE}\\-]+)+"
 _PRECEDED_BY = frozenset(".+@-")  # 4.3
 
 
@@ -35,16 +35,18 @@ def norm_local(local: str) -> str:
 
 
 def _label(label: str) -> str:
+    # 4.2: a label that starts with `xn--` is decoded from punycode (the rest of the label, by the
+    # standard library's codec), then NFKC and case folded again; a label that fails stays as it is.
     if label.startswith("xn--"):
         try:
-            return str(idna.decode(label))
-        except (UnicodeError, ValueError):
-            return label  # 4.2: a label that fails to decode stays as it is
+            return unicodedata.normalize("NFKC", label[4:].encode("ascii").decode("punycode")).casefold()
+        except UnicodeError:
+            return label
     return label
 
 
 def norm_domain(domain: str) -> str:
-    """4.2: NFKC, case folded, each `xn--` label decoded from IDNA to Unicode."""
+    """4.2: NFKC, case folded, each `xn--` label decoded from punycode to Unicode."""
     return ".".join(_label(x) for x in unicodedata.normalize("NFKC", domain).casefold().split("."))
 
 
@@ -82,11 +84,11 @@ def compile_email(address: str) -> EmailPattern:
         return EmailPattern(None, None, (), digests)
     raw_local, raw_domain = stripped.rsplit("@", 1)
     local, domain = norm_local(raw_local), norm_domain(raw_domain)
-    spelt: list[str] = [canonical(m.group()) for m in word_re(local).finditer(local)]
-    spelt.append("at")
-    for label in domain.split("."):
-        spelt.extend(canonical(m.group()) for m in word_re(label).finditer(label))
-    ok = len(spelt) > 1 and spelt[0] != "at" and spelt[-1] != "at"
+    local_words = [canonical(m.group()) for m in word_re(local).finditer(local)]
+    domain_words = [canonical(m.group()) for label in domain.split(".") for m in word_re(label).finditer(label)]
+    spelt = [*local_words, "at", *domain_words]
+    # 2.6: a word whose canonical form is empty matches nothing, so such an address is never spelt out.
+    ok = bool(local_words) and bool(domain_words) and all(spelt)
     return EmailPattern(local, domain, tuple(spelt) if ok else (), digests)
 
 
@@ -101,6 +103,8 @@ def find_addresses(ps: list[EmailPattern], view: str) -> Iterator[tuple[int, int
         start = at
         while start > 0 and local_re.match(view, start - 1):
             start -= 1
+        while start < at and view[start] in _LOCAL_PUNCT:
+            start += 1  # less its leading characters that are not word characters
         d = domain_re.match(view, at + 1)
         if start < at and d is not None and (norm_local(view[start:at]), norm_domain(d.group())) in wanted:
             yield start, d.end()
@@ -112,9 +116,7 @@ def find_spelt(p: EmailPattern, t: ViewText) -> Iterator[tuple[int, int]]:
     canon = t.canon
     n = len(canon)
     s = p.spelt
-    for i in range(n):
-        if canon[i] != s[0]:
-            continue
+    for i in t.index.get(s[0], ()):
         states = {i}
         for k in range(1, len(s)):
             nxt: set[int] = set()
@@ -143,6 +145,5 @@ def find_spelt(p: EmailPattern, t: ViewText) -> Iterator[tuple[int, int]]:
 
 def find_digests(p: EmailPattern, t: ViewText) -> Iterator[tuple[int, int]]:
     """4.4: a word equal (case-insensitively: compared in canonical form) to a digest of the address."""
-    for i, c in enumerate(t.canon):
-        if c in p.digests:
-            yield t.starts[i], t.ends[i]
+    for i in t.where(p.digests):
+        yield t.starts[i], t.ends[i]

@@ -32,7 +32,6 @@ def compile_id(value: str) -> IdPattern | None:
 
 
 def find_ids(p: IdPattern, t: ViewText) -> Iterator[tuple[int, int]]:
-    """6.1: every word whose canonical form equals the id's."""
-    for i, c in enumerate(t.canon):
-        if c == p.canon:
-            yield t.starts[i], t.ends[i]
+    """6.1: every word whose canonical form (either, 2.6) equals the id's."""
+    for i in t.where((p.canon,), possessives=True):  # 2.6: section 6 compares with both forms
+        yield t.starts[i], t.ends[i]

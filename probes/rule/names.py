@@ -19,11 +19,15 @@ _CONTRACT_RE = re.compile(r"(?<=[b-df-hj-np-tv-z])(ae|oe|ue)")
 
 def forms(part: str) -> frozenset[str]:
     """3.1: a part's canonical form and its two variants (`ä ö ü` written `ae oe ue`; `ae oe ue` after a
-    consonant contracted). The umlauts are looked for in the part's NFC form, so a decomposed `ü` counts."""
+    consonant contracted). The umlauts are looked for in the part's NFC form, so a decomposed `ü` counts.
+
+    Only the request's part has variants; a text word is compared in its canonical form. So a request
+    `Muller` (no `ü`, no `ue`) meets `Müller` and `Muller` but not `Mueller`: 3.1's "so Müller, Mueller
+    and Muller meet" holds for requests `Müller` and `Mueller` only (a question on docs/matching.md)."""
     canon = canonical(part)
     written = canonical(unicodedata.normalize("NFC", part).translate(_UMLAUTS))
     contracted = _CONTRACT_RE.sub(lambda m: m.group()[0], canon)
-    return frozenset((canon, written, contracted))
+    return frozenset(f for f in (canon, written, contracted) if f)  # 2.6: an empty form matches nothing
 
 
 def everyday(canon: str) -> bool:
@@ -38,7 +42,7 @@ class NamePattern:
     """One request name, compiled."""
 
     parts: tuple[frozenset[str], ...]  # each word's forms, in the request's order
-    character: bool  # 3.1 a character name (every word in a character-script)
+    character: bool  # 3.1 a character name (at least one word in a character-script)
     sequences: tuple[tuple[frozenset[str], ...], ...]  # 3.4: the orders that match
     all_everyday: bool  # 3.6
 
@@ -57,6 +61,12 @@ class NamePattern:
         """Every middle name's forms (3.1: the words between)."""
         return frozenset().union(*self.parts[1:-1])
 
+    def lookups(self) -> frozenset[str]:
+        """The canonical forms `find_names` looks up in a view's index."""
+        if self.character:
+            return frozenset().union(*(seq[0] for seq in self.sequences))
+        return self.given | self.family
+
     def may_occur(self, skeleton: str, has_char_script: bool) -> bool:
         """Prefilter: could a hit exist in a text with this skeleton (see `words.skeleton`)?"""
         if self.character:
@@ -71,7 +81,7 @@ def compile_name(name: str) -> NamePattern | None:
     if not ms:
         return None
     parts = tuple(forms(m.group()) for m in ms)
-    character = all(in_char_script(m.group()[0]) for m in ms)
+    character = any(in_char_script(m.group()[0]) for m in ms)
     sequences: list[tuple[frozenset[str], ...]] = [parts]
     if character and len(ms) > 1:
         # 3.4 "where the request wrote a space between two parts, the order with those parts swapped
@@ -86,15 +96,14 @@ def compile_name(name: str) -> NamePattern | None:
         for g in range(len(groups) - 1):
             swapped = [*groups[:g], groups[g + 1], groups[g], *groups[g + 2 :]]
             sequences.append(tuple(p for grp in swapped for p in grp))
-    all_everyday = all(everyday(canonical(m.group())) for m in ms)
+    # 3.6: character names are never ambiguous by this rule
+    all_everyday = not character and all(everyday(canonical(m.group())) for m in ms)
     return NamePattern(parts, character, tuple(dict.fromkeys(sequences)), all_everyday)
 
 
 def _ambiguous(p: NamePattern, t: ViewText, matched: list[int]) -> bool:
     # 3.6: a one-word everyday name is always ambiguous; a longer name of everyday words is ambiguous
-    # unless every matched word is capitalised. "Matched words" read as the words that equal a part at
-    # the ends of the hit (3.3: the given and family words; 3.4: every word of the sequence), not the
-    # middle, initial or capitalised words allowed between them.
+    # unless both matched words (given and family) are capitalised; a character name never is.
     if not p.all_everyday:
         return False
     if len(p.parts) == 1:
@@ -103,46 +112,34 @@ def _ambiguous(p: NamePattern, t: ViewText, matched: list[int]) -> bool:
 
 
 def find_names(p: NamePattern, t: ViewText) -> Iterator[tuple[int, int, bool]]:
-    """Every (start, end, ambiguous) hit of the name in the view."""
-    canon = t.canon
-    n = len(canon)
+    """Every (start, end, ambiguous) hit of the name in the view. A text word equals a part in either of
+    its canonical forms (2.6: a possessive also reads without its `'s`)."""
+    n = len(t.texts)
     if p.character:
         # 3.4 (a one-word character name is the one-word case of it, as 3.2)
         for seq in p.sequences:
-            first = seq[0]
             size = len(seq)
-            for i in range(n):
-                if canon[i] not in first or i + size > n:
+            for i in t.where(seq[0], possessives=True):
+                if i + size > n:
                     continue
-                ok = True
-                for k in range(1, size):
-                    if canon[i + k] not in seq[k] or not t.adjacent(i + k - 1, i + k):
-                        ok = False
-                        break
-                if ok:
-                    idx = list(range(i, i + size))
-                    yield t.starts[i], t.ends[i + size - 1], _ambiguous(p, t, idx)
+                if all(t.equals(i + k, seq[k]) and t.adjacent(i + k - 1, i + k) for k in range(1, size)):
+                    yield t.starts[i], t.ends[i + size - 1], False
         return
     if len(p.parts) == 1:
         # 3.2
-        fs = p.parts[0]
-        for i in range(n):
-            if canon[i] in fs:
-                yield t.starts[i], t.ends[i], _ambiguous(p, t, [i])
+        for i in t.where(p.parts[0], possessives=True):
+            yield t.starts[i], t.ends[i], _ambiguous(p, t, [i])
         return
-    # 3.3
+    # 3.3: every pair (i, j), i < j, of a given and a family word (either order) in one record, with at
+    # most two words between, each a middle name (any variant), an initial or a capitalised word.
     given, family, middle = p.given, p.family, p.middle
-    ends = given | family
-    for i in range(n):
-        ci = canon[i]
-        if ci not in ends:
-            continue
+    for i in t.where(given | family, possessives=True):
+        gi, fi = t.equals(i, given), t.equals(i, family)
         for j in range(i + 1, min(i + 4, n)):
-            cj = canon[j]
-            if not ((ci in given and cj in family) or (ci in family and cj in given)):
+            if not ((gi and t.equals(j, family)) or (fi and t.equals(j, given))):
                 continue
             if not all(
-                canon[k] in middle or is_initial(t.texts[k]) or is_capitalised(t.texts[k]) for k in range(i + 1, j)
+                t.equals(k, middle) or is_initial(t.texts[k]) or is_capitalised(t.texts[k]) for k in range(i + 1, j)
             ):
                 continue
             if not t.same_record(i, j):

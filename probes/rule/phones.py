@@ -39,7 +39,7 @@ class PhonePattern:
     """One request phone, parsed (5.1)."""
 
     e164: str
-    region: str | None  # `phonenumbers.region_code_for_number`: None when no region claims it
+    region: str  # 5.1: `phonenumbers.region_code_for_country_code` (the main region of its country code)
     tail: str  # the national significant number's last 6 digits (prefilter)
 
     @cached_property
@@ -50,14 +50,20 @@ class PhonePattern:
 
 
 def compile_phone(value: str) -> PhonePattern | None:
-    """5.1/5.3: parse the request's phone (no default region: a value without a country code does not
-    parse); None when it cannot be parsed (`phone_unparsed`)."""
+    """5.1/5.3: parse the request's phone (a leading `00` read as `+`; no default region: a value without
+    a country code does not parse); None when it cannot be parsed (`phone_unparsed`). Its region is the
+    main region of its country code. Reading: the leading `00` is looked for after surrounding white
+    space is removed."""
+    value = value.strip()
+    if value.startswith("00"):
+        value = "+" + value[2:]
     try:
         num = phonenumbers.parse(value, None)
     except phonenumbers.NumberParseException:
         return None
     nsn = phonenumbers.national_significant_number(num)
-    return PhonePattern(phonenumbers.format_number(num, _E164), phonenumbers.region_code_for_number(num), nsn[-6:])
+    region = phonenumbers.region_code_for_country_code(num.country_code or 0)
+    return PhonePattern(phonenumbers.format_number(num, _E164), region, nsn[-6:])
 
 
 def digits(view: str) -> str:
@@ -99,7 +105,7 @@ def find_phones(ps: list[PhonePattern], view: str) -> Iterator[tuple[int, int]]:
     live = [p for p in ps if p.tail in ds]
     if not live:
         return
-    by_region: dict[str | None, set[str]] = {}
+    by_region: dict[str, set[str]] = {}
     for p in live:
         by_region.setdefault(p.region, set()).add(p.e164)
     if not by_region:

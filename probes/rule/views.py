@@ -16,8 +16,7 @@ RS = "\x1e"  # U+001E RECORD SEPARATOR (1.2)
 
 # 1.3.2: a tag.
 TAG_RE = re.compile(r"<[A-Za-z/!?][^<>]{0,2000}>")
-# 1.3.2 "the letters after `<` or `</`": read as the tag name, letters then letters or digits, since
-# the document's own list holds `h1`-`h6` (with letters only, `<h1>` would be named `h`).
+# 1.3.2: a tag's name, `[A-Za-z][A-Za-z0-9]*` after `<` or `</`, case-insensitive.
 _TAG_NAME_RE = re.compile(r"</?([A-Za-z][A-Za-z0-9]*)")
 BLOCK_TAGS = frozenset(
     (
@@ -52,14 +51,16 @@ BLOCK_TAGS = frozenset(
 )
 # 1.3.2: a string literal: `"`, then characters other than `"` and `\` or `\` and any character, then `"`.
 _LITERAL_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-# ... followed by optional white space (read as Python's white space, `str.isspace`) and `:`.
+# ... followed by optional white space (read as Python's white space, `str.isspace`) and `:`. The whole
+# key (literal, white space, colon) becomes spaces.
 _KEY_TAIL_RE = re.compile(r"\s*:")
 _BRACKET_RE = re.compile(r"[{}\[\]]")
 # 1.4: a blank line: a line break (CR LF, CR or LF), optional white space other than line breaks, a line
 # break.
 _BLANK_LINE_RE = re.compile(r"(?>\r\n|\r|\n)[^\S\r\n]*(?>\r\n|\r|\n)")
 _RS_RE = re.compile(RS)
-_BOUNDARY_RE = re.compile(r"\x1e|(?>\r\n|\r|\n)[^\S\r\n]*(?>\r\n|\r|\n)")
+# (the lookahead lets the regex engine skip to the next candidate character)
+_BOUNDARY_RE = re.compile(r"(?=[\x1e\r\n])(?:\x1e|(?>\r\n|\r|\n)[^\S\r\n]*(?>\r\n|\r|\n))")
 _TAG_TRIGGER_RE = re.compile(r"<[A-Za-z/!?]")
 
 
@@ -142,3 +143,19 @@ def record_bounds(view: str) -> list[int]:
 def record_of(bounds: list[int], offset: int) -> int:
     """The index of the record holding `offset` (the number of boundaries before it)."""
     return bisect_left(bounds, offset)
+
+
+# 1.3.3: the zero-width view writes these as spaces.
+ZERO_WIDTH = "\u200b\u2060\ufeff"
+_ZERO_WIDTH_RE = re.compile(f"[{ZERO_WIDTH}]")
+_ZERO_WIDTH_SPACES = str.maketrans(dict.fromkeys(ZERO_WIDTH, " "))
+
+
+def has_zero_width(text: str) -> bool:
+    """Whether the text holds a character the zero-width view (1.3.3) rewrites."""
+    return not text.isascii() and _ZERO_WIDTH_RE.search(text) is not None
+
+
+def zero_width(view: str) -> str:
+    """1.3.3: the view with each U+200B, U+2060 and U+FEFF written as a space (same length)."""
+    return view.translate(_ZERO_WIDTH_SPACES)

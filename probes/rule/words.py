@@ -16,6 +16,9 @@ from anyascii import anyascii
 from probes.rule import _ucd
 
 # 2.2: code point ranges written without spaces; each character (with the marks after it) is a word.
+# Read literally: *every* character in these ranges is a word, whatever its category (so the katakana
+# middle dot U+30FB, Thai and Khmer punctuation and unassigned code points above U+20000 are words too),
+# not only the word characters of 2.1 among them.
 CHAR_SCRIPT_RANGES: tuple[tuple[int, int], ...] = (
     (0x0E00, 0x0E7F),  # Thai
     (0x0E80, 0x0EFF),  # Lao
@@ -103,9 +106,20 @@ ASCII_WORD_RE = re.compile(r"[A-Za-z0-9_]+(?:['`\-][A-Za-z0-9_]+)*")
 CHAR_SCRIPT_RE = re.compile(f"[{CHAR_SCRIPT}]")
 # 2.6: what a non-character-script word drops before NFKC: the joiners, Cf and connector punctuation.
 # U+02BC (a joiner of 2.3) is also a letter (Lm): it is dropped wherever it stands in a word.
-_DROP_RE = re.compile(f"[{JOINER}{IGNORED}{_cls(_ucd.PC)}\u02bc]+")
-_IGNORED_RE = re.compile(f"[{IGNORED}]+")
+_DROP = tuple(sorted({*_subtract(_ucd.DASH, CHAR_SCRIPT_RANGES), *_points(JOINER_CHARS), *_ucd.IGNORED, *_ucd.PC}))
+
+
+def _runs(ranges: tuple[tuple[int, int], ...]) -> re.Pattern[str]:
+    """A regex for runs of characters of `ranges`, led by a lookahead of one plain class (the BMP part
+    and every character above U+FFFF), which lets the engine skip quickly to where a run may start."""
+    bmp = [(a, min(b, 0xFFFF)) for a, b in ranges if a <= 0xFFFF]
+    return re.compile(f"(?=[{_cls(bmp)}\\U00010000-\\U0010ffff]){_alt(ranges)}+")
+
+
+_DROP_RE = _runs(_DROP)
+_IGNORED_RE = _runs(_ucd.IGNORED)
 _NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
+_NOT_ALNUM_RE = re.compile(r"[^a-z0-9]+")
 _ASCII_DROP_RE = re.compile(r"['`\-_]+")
 
 
@@ -134,7 +148,32 @@ def canonical(word: str) -> str:
         # A character-script word: NFKC, then case folding (the ignored characters of 2.4 are not
         # part of any word, so they are dropped first).
         return unicodedata.normalize("NFKC", _IGNORED_RE.sub("", word)).casefold()
-    return anyascii(unicodedata.normalize("NFKC", _DROP_RE.sub("", word))).casefold()
+    # "...; case fold; keep only ASCII letters and digits" (an empty result matches nothing: callers
+    # never look up or compare with the empty string)
+    return _NOT_ALNUM_RE.sub("", anyascii(unicodedata.normalize("NFKC", _DROP_RE.sub("", word))).casefold())
+
+
+# 2.6: a word that ends in an apostrophe of 2.3 followed by `s` or `S`, with at least one character
+# before the apostrophe (ignored characters not counted).
+_APOSTROPHES = "\u0027\u0060\u00b4\u02bc\u2018\u2019\uff07"
+_POSSESSIVE_RE = re.compile(f"(.+)[{_APOSTROPHES}][sS]", re.DOTALL)
+
+
+@lru_cache(maxsize=1 << 16)
+def possessive(word: str) -> str | None:
+    """2.6: a possessive word's second canonical form (that of the word without the apostrophe and the
+    `s`: `Lee's` is `lees` and `lee`), or None. Sections 3 and 6 compare with both forms, 4 with the
+    first only. Read on the word without its ignored characters."""
+    m = _POSSESSIVE_RE.fullmatch(_IGNORED_RE.sub("", word))
+    if m is None:
+        return None
+    return canonical(m.group(1)) or None
+
+
+def ascii_canonical(text: str) -> str:
+    """2.6 for ASCII: `'`, the grave accent, `-` and `_` dropped, lower-cased (a non-ASCII text is changed
+    only in its ASCII characters)."""
+    return _ASCII_DROP_RE.sub("", text).lower()
 
 
 def canonical_words(text: str) -> list[str]:
@@ -150,7 +189,9 @@ def skeleton(text: str) -> str:
     if text.isascii():
         return _ASCII_DROP_RE.sub("", text).lower()
     t = unicodedata.normalize("NFKC", _DROP_RE.sub("", text))
-    return _NON_ASCII_RE.sub(lambda m: anyascii(m.group()), t).lower()
+    # Since 2.6 keeps only ASCII letters and digits, everything else is dropped here too (words run
+    # together: a weaker filter, still a superset).
+    return _NOT_ALNUM_RE.sub("", _NON_ASCII_RE.sub(lambda m: anyascii(m.group()), t).lower())
 
 
 def is_capitalised(word: str) -> bool:
@@ -160,16 +201,8 @@ def is_capitalised(word: str) -> bool:
 
 
 def is_initial(word: str) -> bool:
-    """3.3 "a word of one letter": exactly one letter (L*); any other character of the word is a mark,
-    an ignored character or a joiner (so `É` written with a combining accent is one letter)."""
-    letters = 0
-    for c in word:
-        cat = unicodedata.category(c)
-        if cat[0] == "L":
-            letters += 1
-        elif cat in ("Nd", "Pc"):
-            return False
-    return letters == 1
+    """3.3 "a word of one letter (an initial: exactly one character of category L* in its span)"."""
+    return sum(1 for c in word if unicodedata.category(c)[0] == "L") == 1
 
 
 @dataclass(frozen=True, slots=True)
