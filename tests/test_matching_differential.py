@@ -212,7 +212,21 @@ def cases(draw: st.DrawFn) -> Case:
         elif what == "phone":
             x = draw(phone_spellings(f"020 7946 {n:04d}"))
         elif what == "id":
-            x = draw(st.sampled_from([ident, ident.upper(), ident.replace("-", "_"), f"a{ident}f", f"#{ident}."]))
+            x = draw(
+                st.sampled_from(
+                    [
+                        ident,
+                        ident.upper(),
+                        ident.replace("-", "_"),
+                        f"a{ident}f",
+                        f"#{ident}.",
+                        ident.replace("-", " "),
+                        ident.replace("_", "."),
+                        f"{ident} 2",
+                        ident.replace("-", "\n"),
+                    ]
+                )
+            )
         else:
             x = draw(st.sampled_from(FILLER))
         pieces.append(draw(st.sampled_from(TEMPLATES)).format(x=x))
