@@ -6,7 +6,7 @@ import re
 from functools import cached_property
 
 from probes.rule import views
-from probes.rule.words import ascii_canonical, canonical, possessive, word_spans
+from probes.rule.words import APOSTROPHES, ascii_canonical, canonical, possessive, word_spans
 
 # 3.4 "only white space or nothing between them, in the source": read on the source characters, so an
 # ignored character (2.4) between two words of a character name breaks the sequence. (A question on the
@@ -77,7 +77,8 @@ class ViewText:
         """Each word's second canonical form (2.6: a possessive's, without its apostrophe and `s`)."""
         out: list[str | None] = [None] * len(self.texts)
         for i, t in enumerate(self.texts):
-            if ("s" in t or "S" in t) and len(t) > 2:
+            # a possessive ends in `s` (a word ends on a word character) and holds an apostrophe
+            if t[-1] in "sS" and len(t) > 2 and any(a in t for a in APOSTROPHES):
                 out[i] = possessive(t)
         return out
 

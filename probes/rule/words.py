@@ -155,8 +155,8 @@ def canonical(word: str) -> str:
 
 # 2.6: a word that ends in an apostrophe of 2.3 followed by `s` or `S`, with at least one character
 # before the apostrophe (ignored characters not counted).
-_APOSTROPHES = "\u0027\u0060\u00b4\u02bc\u2018\u2019\uff07"
-_POSSESSIVE_RE = re.compile(f"(.+)[{_APOSTROPHES}][sS]", re.DOTALL)
+APOSTROPHES = "\u0027\u0060\u00b4\u02bc\u2018\u2019\uff07"
+_POSSESSIVE_RE = re.compile(f"(.+)[{APOSTROPHES}][sS]", re.DOTALL)
 
 
 @lru_cache(maxsize=1 << 16)
