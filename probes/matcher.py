@@ -241,7 +241,11 @@ class Matcher:
         flags: list[int] = []
         shared: list[tuple[str, str]] = []
         every: list[tuple[str, str]] = []
+        self.keys: list[re.Pattern[str]] = []
         for index, (kind, text) in enumerate(needles):
+            if kind == "shared:key":  # another person's source key that names the subject: theirs, as written
+                self.keys.append(re.compile(re.escape(text), re.IGNORECASE))
+                continue
             if kind.startswith("shared"):
                 shared.append((ident_kind(kind, text), text))
                 continue
@@ -295,6 +299,7 @@ class Matcher:
         for variant in _text_variants(text):
             if rules and any(not f.ambiguous for f in self.every.find(variant)):
                 theirs = [(f.start, f.end) for f in self.shared.find(variant)] if self.shared else []
+                theirs += [m.span() for rx in self.keys for m in rx.finditer(variant)]
                 for index, rule in rules:
                     n = sum(1 for f in rule.find(variant) if _counted(f, theirs))
                     if n > best.get(index, 0):

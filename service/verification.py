@@ -20,6 +20,7 @@ from erasure.ledger import ledger_key
 from erasure.subject import Subject
 from probes import manifest
 from probes.fingerprint import Fingerprint, destroy
+from probes.harvest import OTHERS_KEYS
 from probes.keys import SubjectKeys
 from probes.run import Verification, to_json
 from probes.targets import run as target_probes
@@ -209,6 +210,11 @@ def record_verification(
         for e in requests.exceptions(engine, request_id, open_only=True):
             if e.kind == "residue":
                 requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
+    keys = fp.needle_stats.get(OTHERS_KEYS, 0)
+    if keys:  # other people's source keys that name the subject: theirs, declared (never residue)
+        doc.setdefault("others_content", []).append(
+            {"tier": "episodic", "kind": "shared-key", "label": "source keys of other people's items", "hits": keys}
+        )
     record_unscanned(engine, request_id, doc.get("unscanned_content", []))
     record_others_content(engine, request_id, doc.get("others_content", []))
     hold_in_backups(engine, request_id, h)  # declared backups that still hold the subject (issue 26)

@@ -108,8 +108,12 @@ def name_spellings(draw: st.DrawFn, locale: str, first: str, last: str) -> str:
         return draw(st.sampled_from([f"{last}{first}", f"{last} {first}", f"{first}{last}", f"我叫{last}{first}。"]))
     middle = draw(st.sampled_from(["", " Q.", " Q", " Marie", " de la"]))
     sep = draw(st.sampled_from([" ", "  ", "\n", "\t", ", ", "\u200b", "\u2060", " \u00ad"]))
-    form = draw(st.integers(0, 9))
+    form = draw(st.integers(0, 11))
     apos = draw(st.sampled_from(["", "'s", "\u2019s"]))
+    if form == 10:
+        return f"<ul><li>{first}</li><li>{last}</li></ul>"  # two records: never one name (1.4)
+    if form == 11:
+        return json.dumps([{"n": first}, {"n": last}], ensure_ascii=False)
     if form == 0:
         return f"<b>{first}</b> <i>{last}</i>{apos}"
     if form == 1:

@@ -89,3 +89,29 @@ def test_a_bystanders_attachment_naming_the_subject_is_declared_not_residue_for_
     assert theirs_digest in after.values()  # the bystander's file is theirs, byte for byte
     assert hashlib.sha256(mine.read_bytes()).hexdigest() not in after.values()  # the subject's own is gone
     ok(res)
+
+
+def test_a_conversation_key_another_person_shares_that_names_the_subject_is_declared(
+    cli_home: Any, tmp_path: Path
+) -> None:
+    """The key of a conversation the subject shared with a bystander is named after her: her items go,
+    the bystander's keep their key (the erasure may not rewrite another person's key). Declared as a
+    `shared-key` in `others_content`, never residue, and the same on a rerun."""
+    init_store(cli_home)
+    key = f"support call with {JANE['name']}"
+    ingest(
+        cli_home,
+        tmp_path,
+        [
+            {"source": "chat", "source_ref": key, "subject": JANE, "content": "My kiln is broken."},
+            {"source": "chat", "source_ref": key, "subject": BOB, "content": "I can repair the kiln on Monday."},
+        ],
+    )
+    submit(cli_home, tmp_path, "req-oc-2", JANE)
+    for attempt in (1, 2):
+        res = run(cli_home, "req-oc-2")
+        assert res.code == 0, (attempt, res.out[-3000:], res.err[-3000:])
+        doc = json.loads((cli_home.evidence_dir("req-oc-2") / "verification.json").read_text())
+        assert ("mention_in_others_content", "episodic") in {(e["kind"], e["tier"]) for e in doc["exceptions"]}
+        assert [o["kind"] for o in doc["others_content"]] == ["shared-key"]
+        assert JANE["name"].lower() not in json.dumps(doc).lower()

@@ -57,24 +57,24 @@ def test_1_3_structure_view_is_length_preserving_and_blanks_markup_and_keys() ->
     assert "   y    " in view  # other tags: spaces
     assert '"first"' not in view and '"Ann"' in view  # a key and its colon become spaces, a value stays
     assert '"b]"' in view  # a bracket inside a string literal stays
-    assert view.count("\x1e") == 2 + 4  # div open/close, then { [ ] }
+    assert view.count("\x1e") == 2 + 2  # div open/close, then { }: brackets are spaces
     # h1-h6 are block tags (the tag name read as letters then digits)
     assert views.structure_view("<h2>t</h2>").startswith("\x1e   t\x1e")
     # a `<` not followed by a letter, `/`, `!` or `?` is no tag
     assert views.structure_view("a < b > c") == "a < b > c"
     # an unterminated literal: no key, brackets after it are still outside any literal
-    assert views.structure_view('"abc [x]') == '"abc \x1ex\x1e'
+    assert views.structure_view('"abc [x]') == '"abc  x '
 
 
-def test_1_3_raw_view_reads_one_letter_tags_and_keys_as_initials() -> None:
-    # The hits are the union of the views (1.3). In the raw view the tag names and JSON keys are words:
-    # one-letter ones are initials (3.3) and capitalised ones are allowed between given and family, so two
-    # paragraphs (or two JSON objects with one-letter keys) still give a hit there, though the structure
-    # view puts them in two records. (A question on docs/matching.md: rule v1 as written.)
+def test_1_4_records_are_the_structure_views_in_every_view() -> None:
+    # In the raw view the tag names and JSON keys are words, and one-letter ones would be initials (3.3);
+    # but records are read on the structure view whichever view a hit is found in (1.4), so two paragraphs,
+    # two list items or two JSON objects are never one name.
     rule = name_rule("Ann Lee")
-    assert spans(rule, "<p>Ann</p><p>Lee</p>") == ["Ann</p><p>Lee"]
-    assert spans(rule, '[{"n": "Ann"}, {"n": "Lee"}]') == ['Ann"}, {"n": "Lee']
+    assert spans(rule, "<p>Ann</p><p>Lee</p>") == []
+    assert spans(rule, '[{"n": "Ann"}, {"n": "Lee"}]') == []
     assert spans(rule, "<li>Ann</li><li>Lee</li>") == []
+    assert spans(rule, "<p><b>Ann</b> <i>Lee</i></p>") == ["Ann</b> <i>Lee"]
 
 
 def test_1_3_3_zero_width_view() -> None:
@@ -323,7 +323,9 @@ def test_6_ids() -> None:
         ("id", "usr-jd-4471", False),
         ("id", "USR_JD_4471", False),
         ("id", "ｕｓｒ－ｊｄ－４４７１", False),
+        ("id", "usr.jd.4471", False),  # 6.1b: one separator between its words
     ]
+    assert hits(rule, "usr jd 44712, usr\njd 4471, usr  jd 4471") == []  # 6.1b: whole words, one separator
     numeric = Rule(Person(ids=("48213",)))
     assert hits(numeric, "a48213f 48213") == [("id", "48213", True)]  # 6.2: digits only
     assert hits(Rule(Person(ids=("Garden",))), "the garden") == [("id", "garden", True)]  # an ordinary word

@@ -16,7 +16,7 @@ from wordfreq import zipf_frequency
 from erasure.matching.addresses import Email
 from erasure.matching.names import Name, everyday
 from erasure.matching.phones import Phone
-from erasure.matching.words import RS, Word, canonical_word, views, words
+from erasure.matching.words import RS, Word, canonical_word, structure_view, views, words
 
 RULE_VERSION = "1"
 ID_WORD_ZIPF = 3.0
@@ -78,15 +78,16 @@ class Finder:
         for p in self.phones:
             for s, t in p.find(text):
                 add("phone", s, t)
+        records = structure_view(text)  # 1.4: its record boundaries hold in every view
         for view in views(text):
             ws = words(view)
             if not ws:
                 continue
             for n in self.names:
-                for h in n.find(view, text, ws):
+                for h in n.find(view, text, ws, records):
                     add("name", h.start, h.end, h.ambiguous)
             for e in self.emails:
-                for s, t in e.find_words(view, ws):
+                for s, t in e.find_words(view, ws, records):
                     add("email", s, t)
             for joined, ambiguous in self.ids:
                 for s, t in _id_hits(view, ws, joined):

@@ -92,8 +92,8 @@ class Email:
             if canonical_local(local) == self.local and canonical_domain(domain) == self.domain:
                 yield s, e
 
-    def find_words(self, view: str, ws: list[Word]) -> Iterator[tuple[int, int]]:
-        """4.3 (spelt out) and 4.4 (digests) among the words of `view`."""
+    def find_words(self, view: str, ws: list[Word], records: str) -> Iterator[tuple[int, int]]:
+        """4.3 (spelt out) and 4.4 (digests) among the words of `view` (records: the structure view's)."""
         if not self.valid:
             return
         for w in ws:
@@ -115,11 +115,11 @@ class Email:
                     j += 1
                 else:
                     break
-            if k < len(seq) or not same_record(view, w.start, last.end):
+            if k < len(seq) or not same_record(records, w.start, last.end):
                 continue
             if w.start > 0 and view[w.start - 1] in ".+@-":
                 continue
-            if j < len(ws) and ws[j].canon == "dot" and same_record(view, last.end, ws[j].start):
+            if j < len(ws) and ws[j].canon == "dot" and same_record(records, last.end, ws[j].start):
                 continue
             after = last.end
             if after + 1 < len(view) and view[after] == "." and kind(view[after + 1]) in (WORD, CHAR):

@@ -70,12 +70,13 @@ class Name:
         self.all_everyday = all(everyday(p.canon) for p in parts)
         self.parts = frozenset().union(*forms)
 
-    def find(self, view: str, source: str, ws: list[Word]) -> Iterator[NameHit]:
-        """Every hit of this name among the words `ws` of `view` (a view of `source`, same offsets)."""
+    def find(self, view: str, source: str, ws: list[Word], records: str) -> Iterator[NameHit]:
+        """Every hit of this name among the words `ws` of `view` (a view of `source`, same offsets);
+        `records` is the structure view, whose record boundaries hold in every view (1.4)."""
         if self.empty:
             return
         if self.character:
-            yield from self._characters(view, ws)
+            yield from self._characters(view, ws, records)
             return
         if self.single:
             for w in ws:
@@ -89,7 +90,7 @@ class Name:
                 continue
             for j in range(i + 1, min(len(ws), i + 4)):
                 x = ws[j]
-                if not same_record(view, w.end, x.start):
+                if not same_record(records, w.end, x.start):
                     break
                 pair = (first_given and _any(x, self.family)) or (first_family and _any(x, self.given))
                 if pair and all(self._between(source, b) for b in ws[i + 1 : j]):
@@ -102,11 +103,13 @@ class Name:
         text = source[w.start : w.end]
         return _any(w, self.middles) or one_letter(text) or capitalised(text)
 
-    def _characters(self, view: str, ws: list[Word]) -> Iterator[NameHit]:
+    def _characters(self, view: str, ws: list[Word], records: str) -> Iterator[NameHit]:
         for seq in self.sequences:
             n = len(seq)
             for i in range(len(ws) - n + 1):
                 if all(ws[i + k].canon == seq[k] for k in range(n)) and all(
-                    view[ws[i + k].end : ws[i + k + 1].start].strip() == "" for k in range(n - 1)
+                    view[ws[i + k].end : ws[i + k + 1].start].strip() == ""
+                    and same_record(records, ws[i + k].end, ws[i + k + 1].start)
+                    for k in range(n - 1)
                 ):
                     yield NameHit(ws[i].start, ws[i + n - 1].end, False)

@@ -168,7 +168,7 @@ _COLON = re.compile(r"\s*:")
 
 
 def structure_view(text: str) -> str:
-    """1.3.2: markup and JSON keys blanked, braces and brackets as record separators; same length."""
+    """1.3.2: markup and JSON keys blanked, braces as record separators, brackets as spaces; same length."""
     if "<" not in text and '"' not in text and not any(c in text for c in "{}[]"):
         return text
     chars = list(text)
@@ -181,8 +181,10 @@ def structure_view(text: str) -> str:
         q = text.find('"', pos)
         brackets_end = len(text) if q < 0 else q
         for i in range(pos, brackets_end):
-            if text[i] in "{}[]":
+            if text[i] in "{}":
                 chars[i] = RS
+            elif text[i] in "[]":
+                chars[i] = " "
         if q < 0:
             break
         lit = _LITERAL.match(text, q)

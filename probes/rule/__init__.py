@@ -102,7 +102,8 @@ class Rule:
             sk = words.skeleton(text)
             has_cs = words.CHAR_SCRIPT_RE.search(text) is not None
             name_ps = [p for p in self._names if p.may_occur(sk, has_cs)]
-            id_ps = [p for p in self._ids if not p.canon.isascii() or p.canon in sk]
+            squeezed = words.squeeze(sk) if any(p.spaced for p in self._ids) else sk
+            id_ps = [p for p in self._ids if not p.canon.isascii() or p.canon in (squeezed if p.spaced else sk)]
             spelt_ps = [p for p in self._emails if p.spelt and _ascii_targets_in(p.spelt, sk)]
             digest_ps = [p for p in self._emails if p.may_digest(sk)]
         wordy = bool(name_ps or id_ps or spelt_ps or digest_ps)
@@ -132,6 +133,7 @@ class Rule:
                 plan.append((views.zero_width(structure), zw_text))
 
         cut: dict[str, ViewText] = {}
+        bounds = views.record_bounds(structure)
         for view, base in plan:
             if wordy:
                 if base is None:
@@ -140,6 +142,8 @@ class Rule:
                 else:
                     t = cut[base].restrict(view)
                     t.targets = lookups
+                # 1.4: records are the structure view's, whichever view the words come from
+                t.__dict__["bounds"] = bounds
                 for np in name_ps:
                     for s, e, amb in names.find_names(np, t):
                         _add(hits, "name", s, e, amb)

@@ -117,7 +117,9 @@ def _json_blanks(text: str) -> list[tuple[int, int, str]]:
             li += 1
         if li < len(literals) and literals[li][0] <= p:
             continue  # inside a string literal
-        blanks.append((p, p + 1, RS))
+        # 1.3.2: a brace ends a record; a square bracket is a space ("[at]" is a spelt-out `@`, and an
+        # array's items are separated by the objects' braces anyway)
+        blanks.append((p, p + 1, RS if text[p] in "{}" else " "))
     blanks.sort()
     return blanks
 

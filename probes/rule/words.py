@@ -194,6 +194,11 @@ def skeleton(text: str) -> str:
     return _NOT_ALNUM_RE.sub("", _NON_ASCII_RE.sub(lambda m: anyascii(m.group()), t).lower())
 
 
+def squeeze(skeleton_text: str) -> str:
+    """The skeleton with its separators removed too: words run together (6.1b spells an id across words)."""
+    return _NOT_ALNUM_RE.sub("", skeleton_text)
+
+
 def is_capitalised(word: str) -> bool:
     """2.7: the first word character is Lu or Lt, or has no case."""
     c = word[0]
