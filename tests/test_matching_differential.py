@@ -21,12 +21,12 @@ import json
 import os
 from dataclasses import dataclass
 
-import probes.rule as probing
 from faker import Faker
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import erasure.matching as erasing
+import probes.rule as probing
 
 FULL = bool(os.environ.get("CI") or os.environ.get("ERASURE_TEST_FULL"))
 EXAMPLES = int(os.environ.get("DIFFERENTIAL_EXAMPLES", "10000" if FULL else "1000"))
