@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from erasure.config import Home
 from tests.cli_fixtures import erasure
 from tests.oracle import Person, Scan, scan_home
-from tests.redteam_fixtures import archive_content, ok, pack_files
+from tests.redteam_fixtures import HONEST_KINDS, archive_content, ok, pack_files
 
 SCENARIOS = 50
 EXAMPLES = int(os.environ.get("REDTEAM_EXAMPLES", "1"))
@@ -358,7 +358,7 @@ def _example(home: Home, tmp: Path, plan: list[Scenario], namesake_clear: bool) 
                 f"{rid} {plan[i]}: not all clear although the name left is a namesake's own: status "
                 f"{manifest.get('status')}, exceptions {sorted(kinds)}"
             )
-        elif not clear and res.code == 0 and not kinds & {"unscanned_content", "mention_ambiguous", "mention_reported"}:
+        elif not clear and res.code == 0 and not kinds & HONEST_KINDS:
             problems.append(
                 f"{rid} {plan[i]}: exit 0 without all clear and without a specific exception: "
                 f"status {manifest.get('status')}, exceptions {sorted(kinds)}"
