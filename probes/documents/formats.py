@@ -192,8 +192,10 @@ def text_format(text: str) -> str:
         return VCARD
     if low.startswith(("<!doctype html", "<html")) or (low.startswith("<") and "<html" in low):
         return HTML
-    if low.startswith("<?xml") or (low.startswith("<") and re.match(r"<[A-Za-z_][\w.:-]*[\s/>]", head)):
-        return HTML if re.search(r"<(?:html|body|p|div|table|span)\b", low) else XML
+    if low.startswith("<?xml"):
+        return XML  # XHTML among it: `markup.xml_records` reads an `html` root as HTML
+    if low.startswith("<") and re.match(r"<[A-Za-z_][\w.:-]*[\s/>]", head):
+        return HTML if re.search(r"<(?:html|head|body|p|div|table|span|br)[\s/>]", low) else XML
     if low.startswith(("{", "[")) and _json(text):
         return JSON
     if _email(text):

@@ -84,7 +84,6 @@ A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 TEXT_NS = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 TABLE_NS = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
-_OFFICE_NAMESPACES = (W, A, S, TEXT_NS, TABLE_NS, "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}")
 _OFFICE_ROWS = frozenset({W + "tr", A + "tr", TABLE_NS + "table-row", S + "row"})
 _OFFICE_PARAGRAPHS = frozenset({W + "p", A + "p", TEXT_NS + "p", TEXT_NS + "h", S + "si"})
 _OFFICE_SPACES = frozenset(
@@ -198,9 +197,9 @@ def _xml_records(el: etree._Element, out: list[str]) -> None:
 
 
 def is_office(root: etree._Element) -> bool:
-    """Whether an XML document is an OOXML or ODF part (by its root's or its children's namespaces)."""
-    tags = [root.tag, *(c.tag for c in root[:8])]
-    return any(isinstance(t, str) and t.startswith(_OFFICE_NAMESPACES) for t in tags)
+    """Whether an XML document is an OOXML or ODF part: it holds office paragraphs or rows (w:p, a:p,
+    text:p, a shared string, a sheet row...)."""
+    return next(root.iter(*_OFFICE_PARAGRAPHS, *_OFFICE_ROWS), None) is not None
 
 
 def parse_xml(data: bytes | str) -> etree._Element | None:
