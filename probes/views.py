@@ -54,6 +54,7 @@ from probes.bytescan import _Walk
 from probes.documents import RS, Unread, layout_format, read
 from probes.documents.containers import DECODE_ERRORS, TooLarge, decompress
 from probes.documents.formats import SQLITE, SQLITE_FILES, binary_format, decode_text, text_head_is_clean, wide_codec
+from probes.documents.layouts import HNSW
 from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, WIDE_TEXT, Matcher, canonical
 from probes.model import Unscanned
 
@@ -195,7 +196,9 @@ def _payload(
         scan.opaque("container-too-deep", None if whole_file else data, len(data))
         return
     scan.decoded += depth > 0
-    if layout is not None:
+    if layout is not None:  # a store kind's file, identified by its layout (`probes.documents.layouts`)
+        if layout in SQLITE_FILES:
+            _triggered(scan, data, depth, match_windows=True)
         return
     reading = read(data, _room(scan))
     if speculative and reading.format == "unidentified":
@@ -444,15 +447,15 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
     `MAX_MEMBER`; anything else is declared (`unidentified-format`)."""
     layout = layout_format(path, size)
     with open(path, "rb", buffering=0) as f:
-        if size <= CHUNK or layout is not None:
-            data = f.read() if layout is None else b""
+        if size <= CHUNK or layout == HNSW:
+            data = f.read() if layout != HNSW else b""
             _payload(scan, data, 0, whole_file=True, layout=layout)
             if data.startswith(b"SQLite format 3\x00"):
                 _sqlite_values(scan, path)
             return len(data)
         head = f.read(1 << 16)
         f.seek(0)
-        kind = binary_format(head)
+        kind = layout or binary_format(head)
         if kind in SQLITE_FILES:
             total = _chunks(scan, f, None)
             if kind == SQLITE:

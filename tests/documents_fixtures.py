@@ -8,6 +8,7 @@ import bz2
 import email.policy
 import gzip
 import io
+import itertools
 import lzma
 import tarfile
 import zipfile
@@ -43,7 +44,8 @@ def html_table(given: str = GIVEN, family: str = FAMILY) -> bytes:
 
 def xml(given: str = GIVEN, family: str = FAMILY) -> bytes:
     """The name's parts in two elements of one flat record."""
-    return f'<?xml version="1.0"?><crm><contact id="7"><given>{given}</given><family>{family}</family></contact></crm>'.encode()
+    record = f'<contact id="7"><given>{given}</given><family>{family}</family></contact>'
+    return f'<?xml version="1.0"?><crm>{record}</crm>'.encode()
 
 
 def docx(given: str = GIVEN, family: str = FAMILY) -> bytes:
@@ -55,7 +57,7 @@ def docx(given: str = GIVEN, family: str = FAMILY) -> bytes:
     p = doc.add_paragraph("Holder: ")
     full = f"{given} {family}"
     cut = [0, 2, len(given) + 3, len(full)]
-    for a, b in zip(cut, cut[1:], strict=False):
+    for a, b in itertools.pairwise(cut):
         run = p.add_run(full[a:b])
         run.bold = a == 2
     buf = io.BytesIO()
@@ -77,7 +79,8 @@ def odt(given: str = GIVEN, family: str = FAMILY) -> bytes:
         '<?xml version="1.0" encoding="UTF-8"?>'
         '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"'
         ' xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:text>'
-        f'<text:p>Holder: <text:span>{given[:2]}</text:span>{given[2:]}<text:s/><text:span>{family}</text:span></text:p>'
+        f"<text:p>Holder: <text:span>{given[:2]}</text:span>{given[2:]}"
+        f"<text:s/><text:span>{family}</text:span></text:p>"
         "</office:text></office:body></office:document-content>"
     )
     return _package({"mimetype": "application/vnd.oasis.opendocument.text", "content.xml": content})
@@ -138,7 +141,9 @@ def pdf_fpdf(given: str = GIVEN, family: str = FAMILY) -> bytes:
 def rtf(given: str = GIVEN, family: str = FAMILY) -> bytes:
     """RTF with the name split by a group and an escaped character."""
     first = given[:-1] + f"\\'{ord(given[-1]):02x}"
-    return ("{\\rtf1\\ansi{\\fonttbl\\f0 Arial;}\\f0 Holder: " + first + " {\\b " + family + "}\\par Done\\par}").encode()
+    return (
+        "{\\rtf1\\ansi{\\fonttbl\\f0 Arial;}\\f0 Holder: " + first + " {\\b " + family + "}\\par Done\\par}"
+    ).encode()
 
 
 def eml(given: str = GIVEN, family: str = FAMILY) -> bytes:

@@ -72,18 +72,30 @@ def decompress(kind: str, data: bytes, limit: int) -> bytes:
                 break  # trailing bytes after the last member are not read as another one
         return bytes(out)
     if kind == fmt.BZ2:
-        out_b = bz2.BZ2Decompressor().decompress(data, max_length=limit + 1)
+        bz = bz2.BZ2Decompressor()
+        out_b, done = bz.decompress(data, max_length=limit + 1), bz.eof
     elif kind == fmt.XZ:
-        out_b = lzma.LZMADecompressor().decompress(data, max_length=limit + 1)
+        xz = lzma.LZMADecompressor()
+        out_b, done = xz.decompress(data, max_length=limit + 1), xz.eof
     elif kind == fmt.ZSTD:
         with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True) as reader:
             out_b = reader.read(limit + 1)
+        # The reader stops quietly at a truncated frame: within the limit, the frames are walked again to
+        # see each one end (a bounded cost: their whole output is the one just read).
+        done, rest = len(out_b) <= limit, data
+        while done and rest:
+            frame = zstandard.ZstdDecompressor().decompressobj()
+            frame.decompress(rest)
+            done, rest = frame.eof, frame.unused_data
     elif kind == fmt.LZ4:
-        out_b = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
+        lz = lz4.frame.LZ4FrameDecompressor()
+        out_b, done = lz.decompress(data, max_length=limit + 1), lz.eof
     else:
         raise ValueError(f"not a compressor: {kind}")
     if len(out_b) > limit:
         raise TooLarge
+    if not done:
+        raise EOFError("truncated stream")
     return out_b
 
 
