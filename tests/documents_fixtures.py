@@ -99,6 +99,23 @@ def pptx_slide(given: str = GIVEN, family: str = FAMILY) -> bytes:
     return _package({"[Content_Types].xml": "<Types/>", "ppt/slides/slide1.xml": slide})
 
 
+def xlsx(given: str = GIVEN, family: str = FAMILY) -> bytes:
+    """A spreadsheet (SpreadsheetML written by hand: no writer library in the lock) whose row holds the
+    name's parts in two cells, each a pointer into the shared-string table."""
+    ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+    strings = "".join(f"<si><t>{t}</t></si>" for t in ("Given", "Family", family, given))
+    cells = '<c r="A2" t="s"><v>3</v></c><c r="B2" t="s"><v>2</v></c><c r="C2"><v>42</v></c>'
+    return _package(
+        {
+            "[Content_Types].xml": "<Types/>",
+            "xl/workbook.xml": f'<workbook {ns}><sheets><sheet name="People" sheetId="1"/></sheets></workbook>',
+            "xl/sharedStrings.xml": f'<sst {ns} count="4">{strings}</sst>',
+            "xl/worksheets/sheet1.xml": f'<worksheet {ns}><sheetData><row r="1"><c r="A1" t="s"><v>0</v></c>'
+            f'<c r="B1" t="s"><v>1</v></c></row><row r="2">{cells}</row></sheetData></worksheet>',
+        }
+    )
+
+
 def pdf_tj(given: str = GIVEN, family: str = FAMILY) -> bytes:
     """A PDF written by hand whose page draws the name as a TJ array of kerned pieces, in a
     FlateDecode content stream, with a correct cross-reference table."""
@@ -211,6 +228,7 @@ DOCUMENTS: dict[str, Callable[[str, str], bytes]] = {
     "docx": docx,
     "odt": odt,
     "pptx-slide": pptx_slide,
+    "xlsx": xlsx,
     "pdf-tj": pdf_tj,
     "pdf-fpdf2": pdf_fpdf,
     "rtf": rtf,

@@ -90,6 +90,11 @@ def test_docx_runs_are_joined_into_their_paragraph() -> None:
     assert "Customer file" in records
 
 
+def test_a_spreadsheet_row_is_one_record_with_its_shared_strings_resolved() -> None:
+    records = _records(docs.xlsx())
+    assert f"{NAME} 42" in records and "Given Family" in records
+
+
 def test_pdf_tj_pieces_are_joined() -> None:
     assert any(NAME in r for r in _records(docs.pdf_tj()))
 

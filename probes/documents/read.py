@@ -10,6 +10,7 @@ from probes.documents import formats as fmt
 from probes.documents.containers import DECODE_ERRORS, Room, TooLarge, Unread, brotli_payload, decompress, members
 from probes.documents.images import ocr
 from probes.documents.markup import html_records, xml_records
+from probes.documents.office import spreadsheet_rows
 from probes.documents.pdf import read_pdf
 from probes.documents.pickles import read_pickle
 from probes.documents.textual import TextReading, email_records, json_records, rtf_records, vcard_records
@@ -99,7 +100,8 @@ def read(data: bytes, room: Room) -> Reading:
     if kind in fmt.COMPRESSORS:
         return Reading(kind, parts=_decompressed(kind, data, room))
     if kind in fmt.ARCHIVES:
-        return Reading(kind, parts=members(kind, data, room))
+        rows = spreadsheet_rows(data) if kind == fmt.ZIP else []
+        return Reading(kind, records=rows, parts=members(kind, data, room))
     if kind == fmt.PDF:
         pdf = read_pdf(data, ocr)
         return Reading(kind, records=pdf.records, parts=[*pdf.payloads, *pdf.unread])
