@@ -200,7 +200,7 @@ def _payload(
         if layout in SQLITE_FILES:
             _triggered(scan, data, depth, match_windows=True)
         return
-    reading = read(data, _room(scan))
+    reading = read(data, _room(scan), guess=speculative)
     if speculative and reading.format == "unidentified":
         scan.matcher.match_text(data[: 2 * WHOLE_PAYLOAD].decode("utf-8", "replace"), scan.hits)
         return

@@ -79,9 +79,11 @@ def _image(data: bytes) -> Reading:
     return Reading(fmt.IMAGE, records=[text])
 
 
-def read(data: bytes, room: Room) -> Reading:
+def read(data: bytes, room: Room, *, guess: bool = False) -> Reading:
     """Identify `data` by its content and read it with its format's parser. `room()`: the largest
-    decoded member allowed now (past it a member is `container-too-large`)."""
+    decoded member allowed now (past it a member is `container-too-large`). `guess`: `data` is a decoding
+    guessed inside other bytes (a base64 run): when no explicit check identifies it, brotli and puremagic
+    are not tried (they cost milliseconds, and a store has thousands of such runs)."""
     kind = fmt.identify(data)
     if kind == fmt.ZLIB:
         try:
@@ -89,8 +91,10 @@ def read(data: bytes, room: Room) -> Reading:
         except TooLarge:
             return Reading(kind, parts=[Unread("container-too-large", data, len(data))])
         except DECODE_ERRORS:
-            return _unidentified(data, room)  # two bytes that only looked like a zlib header
+            kind = None  # two bytes that only looked like a zlib header
     if kind is None:
+        if guess:
+            return Reading("unidentified", parts=[Unread("unidentified-format", data, len(data))])
         return _unidentified(data, room)
     if kind in fmt.TEXT_FORMATS:
         text = fmt.decode_text(data)
