@@ -54,7 +54,7 @@ from probes.bytescan import _Walk
 from probes.documents import RS, Unread, layout_format, read
 from probes.documents.containers import DECODE_ERRORS, TooLarge, decompress
 from probes.documents.formats import SQLITE, SQLITE_FILES, binary_format, decode_text, text_head_is_clean, wide_codec
-from probes.documents.layouts import HNSW
+from probes.documents.layouts import PAGED
 from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, WIDE_TEXT, Matcher, canonical
 from probes.model import Unscanned
 
@@ -197,7 +197,7 @@ def _payload(
         return
     scan.decoded += depth > 0
     if layout is not None:  # a store kind's file, identified by its layout (`probes.documents.layouts`)
-        if layout in SQLITE_FILES:
+        if layout in PAGED:
             _triggered(scan, data, depth, match_windows=True)
         return
     reading = read(data, _room(scan), guess=speculative)
@@ -447,8 +447,8 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
     `MAX_MEMBER`; anything else is declared (`unidentified-format`)."""
     layout = layout_format(path, size)
     with open(path, "rb", buffering=0) as f:
-        if size <= CHUNK or layout == HNSW:
-            data = f.read() if layout != HNSW else b""
+        if size <= CHUNK or (layout is not None and layout not in PAGED):
+            data = f.read() if layout is None or layout in PAGED else b""
             _payload(scan, data, 0, whole_file=True, layout=layout)
             if data.startswith(b"SQLite format 3\x00"):
                 _sqlite_values(scan, path)
@@ -456,7 +456,7 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
         head = f.read(1 << 16)
         f.seek(0)
         kind = layout or binary_format(head)
-        if kind in SQLITE_FILES:
+        if kind in SQLITE_FILES or kind in PAGED:
             total = _chunks(scan, f, None)
             if kind == SQLITE:
                 _sqlite_values(scan, path)
