@@ -266,3 +266,28 @@ def test_a_segment_file_beside_no_valid_header_is_declared(chroma_dir: Path, tmp
     ]
     assert "data_level0.bin" in binary
     assert reasons == ["unidentified-format"] * (len(binary) + 1)
+
+
+def test_a_postgresql_data_directory_is_identified_by_its_layout() -> None:
+    """A live cluster's files (relations, WAL, SLRU, control and state files, configuration and log):
+    nothing declared; a relation file whose pages are not PostgreSQL's is."""
+    from tests.pg_cluster import cluster, debian_bindir, embedded_bindir
+
+    bindir = embedded_bindir() or debian_bindir()
+    if bindir is None:
+        pytest.skip("no PostgreSQL binaries (make postgres)")
+    with cluster(bindir, wal_segsize_mb=1) as c:
+        c.psql(
+            "CREATE TABLE notes(id int, body text); INSERT INTO notes SELECT g, 'Note: Ilse Vandermeer wrote ' || g"
+            " FROM generate_series(1, 3000) g; CHECKPOINT;"
+        )
+        report = scan_views(c.data, NEEDLES)
+        assert report.files > 500
+        assert report.unscanned == []
+        assert 0 in report.found  # the tuples' text, read raw from the relation's pages
+        oid = c.psql("SELECT pg_relation_filepath('notes')").strip()
+        relation = c.data / oid
+        data = bytearray(relation.read_bytes())
+        data[12:20] = os.urandom(8)  # the first page's header: not PostgreSQL's
+        relation.write_bytes(bytes(data))
+        assert [u.reason for u in scan_views(c.data, NEEDLES).unscanned] == ["unidentified-format"]
