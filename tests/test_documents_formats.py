@@ -196,3 +196,25 @@ def test_generated_format_nesting_split(
     report = scan_views(folder, needles)
     assert report.unscanned == [], (fmt, nesting)
     assert (0 in report.found) is planted, (who, fmt, nesting)
+
+
+def test_a_long_msgpack_value_in_a_database_is_read(tmp_path: Path) -> None:
+    """A LangGraph checkpoint (msgpack, written by LangGraph's own serializer) longer than a page: the
+    database value read through SQL is identified as msgpack and read, its message text a record."""
+    import sqlite3
+
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    kind, blob = JsonPlusSerializer().dumps_typed(
+        {"messages": [HumanMessage(content=f"Hi, this is {NAME}. " + "Weather notes. " * 600)], "step": 3}
+    )
+    assert kind == "msgpack" and len(blob) > 8192
+    conn = sqlite3.connect(tmp_path / "checkpoints.sqlite")
+    conn.execute("CREATE TABLE checkpoints(thread_id TEXT, checkpoint BLOB)")
+    conn.execute("INSERT INTO checkpoints VALUES ('t-1', ?)", (blob,))
+    conn.commit()
+    conn.close()
+    assert any(NAME in r for r in _records(blob))
+    report = scan_views(tmp_path, NEEDLES)
+    assert report.found_indexes() == {0} and report.unscanned == []

@@ -10,6 +10,7 @@ from probes.documents import formats as fmt
 from probes.documents.containers import DECODE_ERRORS, Room, TooLarge, Unread, brotli_payload, decompress, members
 from probes.documents.images import ocr
 from probes.documents.markup import html_records, xml_records
+from probes.documents.msgpack import read_msgpack
 from probes.documents.office import spreadsheet_rows
 from probes.documents.pdf import read_pdf
 from probes.documents.pickles import read_pickle
@@ -61,8 +62,12 @@ def _decompressed(kind: str, data: bytes, room: Room) -> Iterator[Part]:
 
 
 def _unidentified(data: bytes, room: Room) -> Reading:
-    """What no check identified: brotli, when the whole payload decompresses as brotli to something
-    identified; else an image puremagic names (read by OCR), else declared."""
+    """What no check identified: msgpack, when the whole payload is one document; brotli, when the whole
+    payload decompresses as brotli to something identified; else an image puremagic names (read by OCR);
+    else declared."""
+    packed = read_msgpack(data)
+    if packed is not None:
+        return Reading("msgpack", records=packed.records, parts=list(packed.payloads))
     out = brotli_payload(data, room())
     if out is not None and fmt.identify(out) not in (None, fmt.EMPTY):
         return Reading("brotli", parts=[out])
