@@ -218,3 +218,13 @@ def test_a_long_msgpack_value_in_a_database_is_read(tmp_path: Path) -> None:
     assert any(NAME in r for r in _records(blob))
     report = scan_views(tmp_path, NEEDLES)
     assert report.found_indexes() == {0} and report.unscanned == []
+
+
+def test_a_mail_with_an_8bit_latin1_part_is_read(tmp_path: Path) -> None:
+    """Not UTF-8 as a whole (its part says its charset): still a mail, each part decoded by its charset."""
+    body = f"Grüße von {NAME}\r\n".encode("latin-1")
+    data = (
+        b"From: desk@example.org\r\nTo: archive@example.org\r\nSubject: hi\r\nMIME-Version: 1.0\r\n"
+        b"Content-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: 8bit\r\n\r\n" + body
+    )
+    assert _scan(tmp_path, {"mail": data}) == ({0}, [])

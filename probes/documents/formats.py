@@ -237,4 +237,6 @@ def identify(data: bytes) -> str | None:
     text = decode_text(data)
     if text is not None:
         return text_format(text)
+    if fmt is None and _email(data[:65536].decode("latin-1")):
+        return EMAIL  # a mail with 8-bit parts in a charset of their own: its headers are ASCII
     return fmt  # ZLIB, or None

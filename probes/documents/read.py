@@ -47,8 +47,6 @@ def _text_reading(kind: str, data: bytes, text: str) -> TextReading:
         return rtf_records(text)
     if kind == fmt.VCARD:
         return vcard_records(text)
-    if kind == fmt.EMAIL:
-        return email_records(text.encode("utf-8"))
     return TextReading()
 
 
@@ -101,6 +99,9 @@ def read(data: bytes, room: Room, *, guess: bool = False) -> Reading:
         if guess:
             return Reading("unidentified", parts=[Unread("unidentified-format", data, len(data))])
         return _unidentified(data, room)
+    if kind == fmt.EMAIL:  # the bytes, not a decoding: each part has its own charset and transfer encoding
+        mail = email_records(data)
+        return Reading(kind, text=fmt.decode_text(data), records=mail.records, parts=list(mail.payloads))
     if kind in fmt.TEXT_FORMATS:
         text = fmt.decode_text(data)
         assert text is not None  # identified as text: it decodes
