@@ -202,7 +202,9 @@ def _payload(
         return
     reading = read(data, _room(scan), guess=speculative)
     if speculative and reading.format == "unidentified":
-        scan.matcher.match_text(data[: 2 * WHOLE_PAYLOAD].decode("utf-8", "replace"), scan.hits)
+        piece = data[:WHOLE_PAYLOAD]
+        scan.matcher.match_text(piece.decode("utf-8", "replace"), scan.hits)
+        _triggered(scan, piece, depth, match_windows=bool(WIDE_TEXT.search(piece)))
         return
     if reading.text is not None:
         _text(scan, data, reading.text, depth)
