@@ -53,7 +53,15 @@ from erasure.sqlite import connect
 from probes.bytescan import _Walk
 from probes.documents import RS, Unread, layout_format, read
 from probes.documents.containers import DECODE_ERRORS, TooLarge, decompress
-from probes.documents.formats import SQLITE, SQLITE_FILES, binary_format, decode_text, text_head_is_clean, wide_codec
+from probes.documents.formats import (
+    SQLITE,
+    SQLITE_FILES,
+    ZLIB,
+    binary_format,
+    decode_text,
+    text_head_is_clean,
+    wide_codec,
+)
 from probes.documents.layouts import PAGED
 from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, WIDE_TEXT, Matcher, canonical
 from probes.model import Unscanned
@@ -218,7 +226,9 @@ def _payload(
         if isinstance(part, str):
             scan.matcher.match_text(part, scan.hits)
         elif isinstance(part, Unread):
-            if not (speculative and part.data is data):
+            # A guess that proves to be noise beginning with a container's magic is no container; one
+            # that is positively identified (an image, an encrypted archive in a base64 run) is declared.
+            if not (speculative and part.data is data and part.reason == "container-corrupt"):
                 scan.opaque(part.reason, None if whole_file and part.data is data else part.data, part.size)
         elif len(part) > MAX_MEMBER or not scan.budget.take(len(part)):
             scan.opaque("container-too-large", None if whole_file else data, len(data))
@@ -330,9 +340,10 @@ def _base64_piece(scan: _FileScan, core: bytes, starts: range, depth: int) -> No
         if best is not None and offset % 4 == best[1] % 4:
             others.append(out)
             continue
-        # Only what reads as text (or is a container) is read on: letters and digits that merely look
-        # like base64 (full-text index segments are full of them) decode to noise.
-        noise = 0.0 if _container_magic(out) else _noise(out)
+        # Only what reads as text, or has a format's magic (a container, a document, an image), is read
+        # on: letters and digits that merely look like base64 (full-text index segments are full of them)
+        # decode to noise.
+        noise = 0.0 if _container_magic(out) or binary_format(out) not in (None, ZLIB) else _noise(out)
         if noise <= TEXT_NOISE and (best is None or noise < best[0]):
             best = (noise, offset, out)
             others = []
@@ -446,7 +457,7 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
     """Read one file through the views; returns the bytes read. A file up to `CHUNK` is read whole as one
     payload. A larger one: SQLite's files and plain text are read in chunks, around their triggers (a text
     file whose later bytes stop decoding is declared); a container, document or image whole, up to
-    `MAX_MEMBER`; anything else is declared (`unidentified-format`)."""
+    `MAX_MEMBER`; anything else is declared (`unidentified-format`) and its chunks looked at all the same."""
     layout = layout_format(path, size)
     with open(path, "rb", buffering=0) as f:
         if size <= CHUNK or (layout is not None and layout not in PAGED):
@@ -459,7 +470,7 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
         f.seek(0)
         kind = layout or binary_format(head)
         if kind in SQLITE_FILES or kind in PAGED:
-            total = _chunks(scan, f, None)
+            total = _chunks(scan, f, None, size)
             if kind == SQLITE:
                 _sqlite_values(scan, path)
             return total
@@ -471,13 +482,12 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
             _payload(scan, data, 0, whole_file=True)
             return len(data)
         codec = wide_codec(head) or ("utf-8" if text_head_is_clean(head) else None)
-        if codec is None:
+        if codec is None:  # declared, and looked at all the same
             scan.opaque("unidentified-format", None, size)
-            return 0
-        return _chunks(scan, f, codec)
+        return _chunks(scan, f, codec, size)
 
 
-def _chunks(scan: _FileScan, f: BinaryIO, codec: str | None) -> int:
+def _chunks(scan: _FileScan, f: BinaryIO, codec: str | None, size: int) -> int:
     """A large file read in chunks, windows around triggers matched. With `codec`, the file must decode
     as text in it to its end, or it is declared (`unidentified-format`)."""
     decoder = codecs.getincrementaldecoder(codec)() if codec else None
@@ -488,7 +498,7 @@ def _chunks(scan: _FileScan, f: BinaryIO, codec: str | None) -> int:
             try:
                 decoder.decode(chunk)
             except UnicodeDecodeError:
-                scan.opaque("unidentified-format", None, total + len(chunk))
+                scan.opaque("unidentified-format", None, size)
                 decoder = None
         buf = tail + chunk
         _triggered(scan, buf, 0, match_windows=True)
@@ -498,7 +508,7 @@ def _chunks(scan: _FileScan, f: BinaryIO, codec: str | None) -> int:
         try:
             decoder.decode(b"", final=True)
         except UnicodeDecodeError:
-            scan.opaque("unidentified-format", None, total)
+            scan.opaque("unidentified-format", None, size)
     return total
 
 

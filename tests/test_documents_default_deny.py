@@ -291,3 +291,26 @@ def test_a_postgresql_data_directory_is_identified_by_its_layout() -> None:
         data[12:20] = os.urandom(8)  # the first page's header: not PostgreSQL's
         relation.write_bytes(bytes(data))
         assert [u.reason for u in scan_views(c.data, NEEDLES).unscanned] == ["unidentified-format"]
+
+
+def test_an_image_in_a_base64_run_is_declared_when_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A base64 run is a guess; one that decodes to a positively identified image is an attachment, and
+    not read (no tesseract) it is declared."""
+    import base64
+
+    image = docs.png()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    images.tesseract_present.cache_clear()
+    try:
+        data = b'{"attachment": "' + base64.b64encode(image) + b'"}'
+        declared = _declared(tmp_path, data)
+    finally:
+        monkeypatch.undo()
+        images.tesseract_present.cache_clear()
+    assert declared == [("image-not-read", len(image), hashlib.sha256(image).hexdigest(), "blobs")]
+
+
+def test_a_large_file_of_no_known_format_is_declared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(views, "CHUNK", 1 << 16)
+    data = os.urandom(200_000)
+    assert _declared(tmp_path, data) == _whole(data, "unidentified-format")
