@@ -63,6 +63,7 @@ from probes.documents.formats import (
     wide_codec,
 )
 from probes.documents.layouts import PAGED
+from probes.documents.layouts import forget as forget_layouts
 from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, WIDE_TEXT, Matcher, canonical
 from probes.model import Unscanned
 
@@ -518,6 +519,7 @@ def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscann
     left to the raw scan, which counts them. `report_unscanned` False: what no view reads is not
     listed (a folder of the engine's own ciphertexts)."""
     started = time.perf_counter()
+    forget_layouts()
     report = ViewReport()
     matcher = Matcher(needles, once=True)
     if matcher.empty:

@@ -4,10 +4,17 @@ text it yields goes to the matcher, records separated by U+001E (`RS`: a paragra
 object, an attribute value, a mail header), plain text as it is.
 
 Read: plain text (UTF-8; UTF-16/32 by BOM or NUL pattern), HTML/XML (`markup`), OOXML/ODF paragraphs
-(`markup`, inside their zip), RTF, vCard/iCalendar, JSON, mail (`textual`), PDF (`pdf`), gzip, zlib, bz2,
-xz, zstd, lz4, brotli, zip, tar, 7z (`containers`), images by OCR where Tesseract is installed
-(`images`), pickles without loading them (`pickles`), SQLite's files (the caller reads their pages and
-values), and the files of store kinds identified by their layout (`layouts`).
+and rows (`markup`, `office`, inside their zip), RTF, vCard/iCalendar, JSON, mail (`textual`), PDF (`pdf`),
+gzip, zlib, bz2, xz, zstd, lz4, brotli, zip, tar, 7z (`containers`), images by OCR where Tesseract is
+installed (`images`), pickles without loading them (`pickles`), MessagePack (`msgpack`), SQLite's files
+(the caller reads their pages and values).
+
+The supported store kinds' own files with no magic are identified by the kind's layout, checked against
+their content (`layouts`): Chroma's HNSW segment files (against the hnswlib header beside them),
+PostgreSQL's data directory (relation pages, WAL segments, SLRU, control and state files), and SQLite
+rollback journals whose magic is zeroed (against the database beside them). One function of the path and
+size, called by the views for every file: no kind's probe module has to be asked, and a folder of a kind
+found anywhere (inside the reference store too) is read the same way.
 
 Default deny: what is not positively identified and read comes back as `Unread` with its reason
 (`unidentified-format`, `image-not-read`, `encrypted-archive`, `encrypted-pdf`, `container-corrupt`,

@@ -161,6 +161,11 @@ def _pg_root(folder: str) -> str | None:
     return None
 
 
+def forget() -> None:
+    """Forget the data directories found (a scan starts afresh: folders change between scans)."""
+    _pg_root.cache_clear()
+
+
 def _page_ok(page: bytes) -> bool:
     """A heap/index page header (pd_lower <= pd_upper <= pd_special <= 8192, version 4 at 8 KiB), or a new
     page (its header all zeros)."""
