@@ -314,3 +314,40 @@ def test_a_large_file_of_no_known_format_is_declared(tmp_path: Path, monkeypatch
     monkeypatch.setattr(views, "CHUNK", 1 << 16)
     data = os.urandom(200_000)
     assert _declared(tmp_path, data) == _whole(data, "unidentified-format")
+
+
+REASONS = {
+    "unidentified-format",
+    "image-not-read",
+    "encrypted-archive",
+    "encrypted-pdf",
+    "container-corrupt",
+    "container-too-large",
+    "container-too-deep",
+    "pdf-stream-unreadable-filter",
+    "parse-error",
+}
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    fmt=st.sampled_from(sorted(set(docs.DOCUMENTS) - {"docx", "pdf-fpdf2"})),
+    container=st.sampled_from(["", *sorted(CONTAINERS)]),
+    cuts=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)), min_size=1, max_size=6),
+    truncate=st.floats(0.2, 1.0),
+)
+def test_generated_damaged_files_never_fail_the_scan(
+    tmp_path: Path, fmt: str, container: str, cuts: list[tuple[float, int]], truncate: float
+) -> None:
+    """Real files with bytes overwritten and cut short: the scan never raises, and whatever it does not
+    read it declares with one of the known reasons."""
+    data = bytearray(docs.DOCUMENTS[fmt](docs.GIVEN, docs.FAMILY))
+    if container:
+        data = bytearray(CONTAINERS[container](bytes(data)))
+    for where, byte in cuts:
+        data[min(len(data) - 1, int(where * len(data)))] = byte
+    folder = tmp_path / os.urandom(6).hex()
+    folder.mkdir()
+    (folder / "item").write_bytes(bytes(data[: max(1, int(truncate * len(data)))]))
+    report = scan_views(folder, NEEDLES)
+    assert {u.reason for u in report.unscanned} <= REASONS

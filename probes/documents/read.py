@@ -82,11 +82,35 @@ def _image(data: bytes) -> Reading:
     return Reading(fmt.IMAGE, records=[text])
 
 
+def _guarded(parts: Iterable[Part], data: bytes) -> Iterator[Part]:
+    """`parts`, until a parser fails on them: then `parse-error` for the payload, never a failed scan."""
+    it = iter(parts)
+    while True:
+        try:
+            part = next(it)
+        except StopIteration:
+            return
+        except Exception:  # any library's own error on hostile or damaged bytes: declared
+            yield Unread("parse-error", data, len(data))
+            return
+        yield part
+
+
 def read(data: bytes, room: Room, *, guess: bool = False) -> Reading:
     """Identify `data` by its content and read it with its format's parser. `room()`: the largest
     decoded member allowed now (past it a member is `container-too-large`). `guess`: `data` is a decoding
     guessed inside other bytes (a base64 run): when no explicit check identifies it, brotli and puremagic
-    are not tried (they cost milliseconds, and a store has thousands of such runs)."""
+    are not tried (they cost milliseconds, and a store has thousands of such runs). A parser that fails
+    in a way of its own makes the payload `parse-error` (declared), never a failed scan."""
+    try:
+        reading = _read(data, room, guess)
+    except Exception:  # any library's own error on hostile or damaged bytes: declared
+        return Reading("unreadable", parts=[Unread("parse-error", data, len(data))])
+    reading.parts = _guarded(reading.parts, data)
+    return reading
+
+
+def _read(data: bytes, room: Room, guess: bool) -> Reading:
     kind = fmt.identify(data)
     if kind == fmt.ZLIB:
         try:
