@@ -116,12 +116,16 @@ def xlsx(given: str = GIVEN, family: str = FAMILY) -> bytes:
     )
 
 
-def pdf_tj(given: str = GIVEN, family: str = FAMILY) -> bytes:
-    """A PDF written by hand whose page draws the name as a TJ array of kerned pieces, in a
-    FlateDecode content stream, with a correct cross-reference table."""
+def pdf_tj(
+    given: str = GIVEN, family: str = FAMILY, cuts: tuple[int, ...] = (2, 6, 9), kerns: tuple[int, ...] = (-30, 12, -45)
+) -> bytes:
+    """A PDF written by hand whose page draws the name as a TJ array of pieces (cut at `cuts`, each
+    followed by its kerning in `kerns`), in a FlateDecode content stream, with a correct cross-reference
+    table."""
     full = f"{given} {family}"
-    pieces = [full[:2], full[2:6], full[6:9], full[9:]]
-    tj = " ".join(f"({p}) {k}" for p, k in zip(pieces, (-30, 12, -45, 0), strict=True))
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(full)}), len(full)]
+    pieces = [full[a:b] for a, b in itertools.pairwise(bounds)]
+    tj = " ".join(f"({p}) {k}" for p, k in zip(pieces, (*kerns, *([0] * len(pieces))), strict=False))
     content = zlib.compress(f"BT /F1 14 Tf 72 720 Td [{tj}] TJ ET".encode())
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",

@@ -228,3 +228,25 @@ def test_a_mail_with_an_8bit_latin1_part_is_read(tmp_path: Path) -> None:
         b"Content-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: 8bit\r\n\r\n" + body
     )
     assert _scan(tmp_path, {"mail": data}) == ({0}, [])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    who=st.sampled_from(NAMES),
+    cuts=st.lists(st.integers(1, 30), max_size=6),
+    kerns=st.lists(st.integers(-100, 100), max_size=7),
+    container=st.sampled_from(["", "zip", "gzip", "7z"]),
+)
+def test_generated_tj_splits_and_kerning(
+    tmp_path: Path, who: tuple[str, str], cuts: list[int], kerns: list[int], container: str
+) -> None:
+    """A PDF's TJ array cut anywhere (inside words too), each piece kerned as a font kerns letters (within
+    a tenth of an em; pypdf reads a wider gap as a space): the name is found."""
+    data = docs.pdf_tj(who[0], who[1], tuple(cuts), tuple(kerns))
+    if container:
+        data = CONTAINERS[container](data)
+    folder = tmp_path / os.urandom(6).hex()
+    folder.mkdir()
+    (folder / "scan.pdf").write_bytes(data)
+    report = scan_views(folder, [("identifier", f"{who[0]} {who[1]}")])
+    assert report.found_indexes() == {0} and report.unscanned == [], (cuts, kerns)
