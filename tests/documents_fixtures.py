@@ -48,18 +48,18 @@ def xml(given: str = GIVEN, family: str = FAMILY) -> bytes:
     return f'<?xml version="1.0"?><crm>{record}</crm>'.encode()
 
 
-def docx(given: str = GIVEN, family: str = FAMILY) -> bytes:
-    """A DOCX (python-docx) whose paragraph holds the name in runs that split its words."""
+def docx(given: str = GIVEN, family: str = FAMILY, cuts: tuple[int, ...] = (2, 7)) -> bytes:
+    """A DOCX (python-docx) whose paragraph holds the name in runs (cut at `cuts`) that split its words."""
     import docx as python_docx
 
     doc = python_docx.Document()
     doc.add_paragraph("Customer file")
     p = doc.add_paragraph("Holder: ")
     full = f"{given} {family}"
-    cut = [0, 2, len(given) + 3, len(full)]
+    cut = [0, *sorted({c for c in cuts if 0 < c < len(full)}), len(full)]
     for a, b in itertools.pairwise(cut):
         run = p.add_run(full[a:b])
-        run.bold = a == 2
+        run.bold = len(p.runs) % 2 == 0
     buf = io.BytesIO()
     doc.save(buf)
     return buf.getvalue()

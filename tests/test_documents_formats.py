@@ -250,3 +250,15 @@ def test_generated_tj_splits_and_kerning(
     (folder / "scan.pdf").write_bytes(data)
     report = scan_views(folder, [("identifier", f"{who[0]} {who[1]}")])
     assert report.found_indexes() == {0} and report.unscanned == [], (cuts, kerns)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(who=st.sampled_from(NAMES), cuts=st.lists(st.integers(1, 30), max_size=6), zipped=st.booleans())
+def test_generated_docx_runs(tmp_path: Path, who: tuple[str, str], cuts: list[int], zipped: bool) -> None:
+    """A DOCX paragraph whose runs cut the name anywhere (inside words too, bold every other run): found."""
+    data = docs.docx(who[0], who[1], tuple(cuts))
+    folder = tmp_path / os.urandom(6).hex()
+    folder.mkdir()
+    (folder / "file.docx").write_bytes(CONTAINERS["zip"](data) if zipped else data)
+    report = scan_views(folder, [("identifier", f"{who[0]} {who[1]}")])
+    assert report.found_indexes() == {0} and report.unscanned == [], cuts
