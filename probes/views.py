@@ -1,56 +1,69 @@
 """Decoded views: the byte probe reads every file as software writes text, not only as raw bytes.
 
-The raw scan (`probes.bytescan`) matches literal spellings. People's data is also written escaped,
-encoded, compressed and re-spelled, and a literal scan is blind to all of it. This module reads every
-file through views and matches each identifier in one canonical form:
-
-Views (each applied to what the one before produced, nested up to `MAX_DEPTH` decodings deep):
-- raw UTF-8 text, and the text views of `probes.matcher` (JSON, percent, HTML and quoted-printable
-  escapes);
+The raw scan (`probes.bytescan`) matches literal spellings. People's data is also written in documents,
+escaped, encoded, compressed and re-spelled, and a literal scan is blind to all of it. Parse, then match
+(DESIGN.md invariant 7): every payload (a file, an archive member, a decoded stream) is identified by its
+content and read by the parser made for its format (`probes.documents`: markup, PDF, OOXML/ODF, RTF,
+mail, vCard/iCalendar, JSON, compressors and archives, images by OCR, pickles, SQLite's files); each
+member or decoded part is read again, nested up to `MAX_DEPTH` deep. The text a parser yields is matched
+with records separated by U+001E; text payloads are read besides through the text views:
+- the text views of `probes.matcher` (JSON, percent, HTML and quoted-printable escapes);
 - base64 and base64url runs of at least `MIN_BASE64` characters (decoded at every alignment);
-- UTF-16 (LE/BE, with or without a BOM) and UTF-32 text;
-- compressed containers: gzip, zlib/deflate streams (a whole file, or a PDF's `FlateDecode` streams),
-  zip members, bz2, xz; each member's bytes go through every view again;
+- containers embedded in other bytes (a gzip, bz2 or xz stream, a `FlateDecode` stream, inside a
+  database page or a text);
 - SQLite database files: besides their bytes, every text or blob value longer than a page's share is
   read through SQL too (a long value is split over overflow pages, with page pointers in between).
 
 Each identifier is matched in one canonical form, with its own regexes and raw-byte triggers
 (`probes.matcher`: the canonical form, the needles' patterns and the text views are described there).
 
-Speed: a large file is never decoded whole. One hyperscan pass over its bytes finds triggers (a
-fragment of an identifier that survives every text encoding, a phone's digits with encoded separators,
-an escape run, a base64 or UTF-16 run, a container's magic), and only windows around them are decoded.
-Decoded payloads up to `WHOLE_PAYLOAD` bytes are matched whole.
+Speed: each payload is parsed once per scan, for every needle of every subject in it. A large plain or
+SQLite file is never decoded whole: one hyperscan pass over its bytes finds triggers (a fragment of an
+identifier that survives every text encoding, a phone's digits with encoded separators, an escape run,
+a base64 or UTF-16 run, a container's magic), and only windows around them are decoded. Documents and
+containers are parsed whole, within `MAX_MEMBER` and `MAX_DECODED_PER_FILE`.
 
-Nothing unread is certified: a file (or container member) that no view can read is listed as
-`Unscanned`, with its digest, size and reason: an image, an encrypted archive or PDF, a container that
-fails to decode or lies past the depth or size limits, a PDF stream in a filter no view decodes, and a
-file of unknown format whose bytes look compressed or encrypted (entropy of at least
-`OPAQUE_ENTROPY` bits per byte). No path is reported (a path can spell a person).
+Default deny: nothing unread is certified. A file (or a member, or a stream) that is not positively
+identified and read is listed as `Unscanned`, with its digest, size and reason (`unidentified-format`,
+`image-not-read`, `encrypted-archive`, `encrypted-pdf`, `container-corrupt`, `container-too-large`,
+`container-too-deep`, ...). There is no entropy test and no "looks like text": a base64 run or a magic
+found inside other bytes is a guess, read on when it decodes to something identified, and matched as
+UTF-8 otherwise (the bytes around it were read). Files a store kind writes in a format with no magic
+(Chroma's HNSW segment files) are identified by that kind's layout, checked against their content
+(`probes.documents.layouts`). No path is reported (a path can spell a person).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import bz2
+import codecs
 import hashlib
-import io
-import lzma
 import os
 import re
 import time
-import zipfile
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
+from typing import BinaryIO
 
 from erasure.sqlite import connect
 from probes.bytescan import _Walk
+from probes.documents import RS, Unread, layout_format, read
+from probes.documents.containers import DECODE_ERRORS, TooLarge, decompress
+from probes.documents.formats import (
+    SQLITE,
+    SQLITE_FILES,
+    ZLIB,
+    binary_format,
+    decode_text,
+    text_head_is_clean,
+    wide_codec,
+)
+from probes.documents.layouts import PAGED
+from probes.documents.layouts import forget as forget_layouts
 from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, WIDE_TEXT, Matcher, canonical
 from probes.model import Unscanned
 
@@ -69,8 +82,6 @@ WINDOW = 640
 MAX_SPAN = 8 * WINDOW
 """Longest window that overlapping windows merge into."""
 MAX_WORKERS = 4
-OPAQUE_ENTROPY = 7.9
-OPAQUE_MIN_BYTES = 4096
 LONG_SQL_VALUE = 4000
 """SQLite values longer than a page's local payload (page size less its headers; this when the page size
 cannot be read) may lie on overflow pages: they are read through SQL as well."""
@@ -99,17 +110,6 @@ class ViewReport:
 
 # --- bytes, containers, files ---------------------------------------------------------------------------------
 
-_IMAGE_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "image"),
-    (b"\xff\xd8\xff", "image"),
-    (b"GIF87a", "image"),
-    (b"GIF89a", "image"),
-    (b"II*\x00", "image"),
-    (b"MM\x00*", "image"),
-    (b"OggS", "audio-video"),
-    (b"ID3", "audio-video"),
-    (b"fLaC", "audio-video"),
-)
 _B64_RUN = re.compile(rb"[A-Za-z0-9+/_\-]+={0,2}")
 _HEX = re.compile(rb"[0-9a-fA-F]+")
 NO_CAPITALS = 48
@@ -120,7 +120,6 @@ _NO_CAPITALS = re.compile(rb"[^A-Z]{%d,}" % NO_CAPITALS)
 GLUED = 7
 """Characters of a stretch without capitals that may still be the base64 run's own (see `_base64_run`)."""
 _B64_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
-_PDF_STREAM = re.compile(rb"<<(?P<dict>(?:(?!>>\s*stream).){0,2048}?)>>\s*stream\r?\n", re.S)
 
 
 class _Budget:
@@ -151,175 +150,94 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 TEXT_NOISE = 0.3
-"""Share of a decoding's first KiB that may be undecodable or control characters for it to be text."""
+"""Share of a decoding's first KiB that may be undecodable or control characters for a base64 run's
+decoding at one alignment to be preferred to the others (which alignment to read a run in, never whether
+a payload was read: a run is part of a text that was)."""
 
 
 def _noise(data: bytes) -> float:
-    """Share of undecodable bytes and control characters in the first KiB of `data` read as UTF-8 (noise
-    decodes to U+FFFD, which `isprintable` would call printable); 0 for UTF-16/32 text. It runs on every
-    alignment of every base64-looking run of a store (digests, vectors): C-speed counts only."""
+    """Share of undecodable bytes and control characters in the first KiB of `data` read as UTF-8; 0 for
+    UTF-16/32 text. It runs on every alignment of every base64-looking run of a store: C-speed counts."""
     if not data:
         return 1.0
     text = data[:1024].decode("utf-8", "replace")
     bad = (text.count("\ufffd") + len(_CONTROL.findall(text))) / len(text)
     if bad <= TEXT_NOISE:
         return bad
-    wide = data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in data[:64]
-    return 0.0 if wide and _utf16_kind(data) is not None else bad
+    return 0.0 if wide_codec(data) is not None and decode_text(data[:1024]) is not None else bad
 
 
-def _entropy(data: bytes) -> float:
-    counts = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
-    p = counts[counts > 0] / len(data)
-    return float(-(p * np.log2(p)).sum())
+def _room(scan: _FileScan) -> Callable[[], int]:
+    return lambda: min(MAX_MEMBER, max(0, scan.budget.left))
 
 
-def _decompress(kind: str, data: bytes, limit: int) -> bytes:
-    """Decompress `data` (possibly followed by other bytes) up to `limit` bytes; `ValueError` past it,
-    `OSError`/`zlib.error`/`lzma.LZMAError` when it is not what it claims."""
-    if kind in ("gzip", "zlib", "deflate"):
-        wbits = {"gzip": 31, "zlib": 15, "deflate": -15}[kind]
-        d = zlib.decompressobj(wbits)
-        out = d.decompress(data, limit + 1)
-    elif kind == "bz2":
-        out = bz2.BZ2Decompressor().decompress(data, max_length=limit + 1)
+def _match_records(scan: _FileScan, records: Sequence[str]) -> None:
+    """Match a parser's records, U+001E between them, in pieces of about `WHOLE_PAYLOAD` characters."""
+    piece: list[str] = []
+    size = 0
+    for record in records:
+        piece.append(record)
+        size += len(record) + 1
+        if size >= WHOLE_PAYLOAD:
+            scan.matcher.match_text(RS.join(piece), scan.hits)
+            piece, size = [], 0
+    if piece:
+        scan.matcher.match_text(RS.join(piece), scan.hits)
+
+
+def _text(scan: _FileScan, data: bytes, text: str, depth: int) -> None:
+    """A text payload: matched whole (a decoded one up to `WHOLE_PAYLOAD`) or around its triggers, and
+    the escapes, base64 runs and embedded containers in it decoded."""
+    raw = data if wide_codec(data) is None else text.encode("utf-8", "surrogatepass")
+    if len(raw) <= WHOLE_PAYLOAD and depth > 0:
+        scan.matcher.match_text(text, scan.hits)
+        _triggered(scan, raw, depth, match_windows=bool(WIDE_TEXT.search(raw)))
     else:
-        out = lzma.LZMADecompressor().decompress(data, max_length=limit + 1)
-    if len(out) > limit:
-        raise ValueError("too large")
-    return out
+        _triggered(scan, raw, depth, match_windows=True)
 
 
-def _utf16_kind(data: bytes) -> str | None:
-    """`utf-16-le`/`utf-16-be`/`utf-32-le`/`utf-32-be` when `data` (whole) is text in that encoding."""
-    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
-        return "utf-32"
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return "utf-16"
-    sample = data[:4096]
-    if len(sample) < 8:
-        return None
-    even, odd = sample[0::2], sample[1::2]
-    if odd.count(0) > 0.4 * len(odd) and even.count(0) < 0.1 * len(even):
-        return "utf-32-le" if sample[2::4].count(0) > 0.9 * len(sample[2::4]) else "utf-16-le"
-    if even.count(0) > 0.4 * len(even) and odd.count(0) < 0.1 * len(odd):
-        return "utf-32-be" if sample[1::4].count(0) > 0.9 * len(sample[1::4]) else "utf-16-be"
-    return None
-
-
-def _payload(scan: _FileScan, data: bytes, depth: int, *, whole_file: bool) -> None:
-    """Read one payload (a file's bytes or a decoded member) through every view."""
+def _payload(
+    scan: _FileScan, data: bytes, depth: int, *, whole_file: bool, speculative: bool = False, layout: str | None = None
+) -> None:
+    """Read one payload (a file's bytes, a member, a decoded stream): identified by its content and read
+    by its format's parser (`probes.documents`); what is not read is declared. `speculative`: a decoding
+    guessed inside other bytes (a base64 run, a container's magic in a database page); when it proves to
+    be nothing identified, it is matched as UTF-8 and not declared (the bytes around it were read).
+    `layout`: the format a store kind's layout gave the file (no text by that format)."""
     if depth > MAX_DEPTH:
-        scan.opaque("container-too-deep", data, len(data))
+        scan.opaque("container-too-deep", None if whole_file else data, len(data))
         return
     scan.decoded += depth > 0
-    if _container(scan, data, depth):
+    if layout is not None:  # a store kind's file, identified by its layout (`probes.documents.layouts`)
+        if layout in PAGED:
+            _triggered(scan, data, depth, match_windows=True)
         return
-    for magic, reason in _IMAGE_MAGIC:
-        if data.startswith(magic):
-            scan.opaque(reason, data if not whole_file else None, len(data))
-            return
-    encoding = _utf16_kind(data)
-    if encoding:  # wide text is read on as UTF-8: a base64 run or an embedded container in it is a view too
-        _payload(scan, data.decode(encoding, "replace").encode("utf-8"), depth + 1, whole_file=False)
+    reading = read(data, _room(scan), guess=speculative)
+    if speculative and reading.format == "unidentified":
+        piece = data[:WHOLE_PAYLOAD]
+        scan.matcher.match_text(piece.decode("utf-8", "replace"), scan.hits)
+        _triggered(scan, piece, depth, match_windows=bool(WIDE_TEXT.search(piece)))
         return
-    if data.startswith(b"%PDF-"):
-        _pdf(scan, data, depth)
-    if len(data) <= WHOLE_PAYLOAD and depth > 0:
-        scan.matcher.match_text(data.decode("utf-8", "replace"), scan.hits)
-        _triggered(scan, data, depth, match_windows=bool(WIDE_TEXT.search(data)))  # wide text in windows
-    else:
+    if reading.text is not None:
+        _text(scan, data, reading.text, depth)
+    if reading.records:
+        _match_records(scan, reading.records)
+    if reading.format in SQLITE_FILES or reading.format == "unidentified":
+        # SQLite's pages: text windows, values stored compressed or encoded. What is not identified is
+        # declared (below), and looked at all the same: a hit in it is residue, not only an exception.
         _triggered(scan, data, depth, match_windows=True)
-    if (
-        not data.startswith((b"SQLite format 3\x00", b"%PDF-"))
-        and len(data) >= OPAQUE_MIN_BYTES
-        and _entropy(data[: 1 << 20]) >= OPAQUE_ENTROPY
-    ):
-        scan.opaque("unknown-binary", data if not whole_file else None, len(data))
-
-
-def _container(scan: _FileScan, data: bytes, depth: int) -> bool:
-    """Decode `data` when it is, whole, a compressed container; True if it was one."""
-    kind = None
-    if data.startswith(b"\x1f\x8b"):
-        kind = "gzip"
-    elif data.startswith(b"BZh") and data[4:10] == b"1AY&SY":
-        kind = "bz2"
-    elif data.startswith(b"\xfd7zXZ\x00"):
-        kind = "xz"
-    elif len(data) > 2 and data[0] == 0x78 and (data[0] << 8 | data[1]) % 31 == 0:
-        kind = "zlib"
-    elif data.startswith(b"PK\x03\x04") or data.startswith(b"PK\x05\x06"):
-        _zip(scan, data, depth)
-        return True
-    if kind is None:
-        return False
-    try:
-        out = _decompress(kind, data, min(MAX_MEMBER, max(0, scan.budget.left)))
-    except ValueError:
-        scan.opaque("container-too-large", data, len(data))
-        return True
-    except (OSError, EOFError, zlib.error, lzma.LZMAError):
-        if kind == "zlib":
-            return False  # two bytes that only looked like a zlib header
-        scan.opaque("container-corrupt", data, len(data))
-        return True
-    scan.budget.take(len(out))
-    _payload(scan, out, depth + 1, whole_file=False)
-    return True
-
-
-def _zip(scan: _FileScan, data: bytes, depth: int) -> None:
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        members = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError):
-        scan.opaque("container-corrupt", data, len(data))
-        return
-    for info in members:
-        if info.is_dir():
-            continue
-        if info.flag_bits & 0x1:
-            scan.opaque("encrypted-archive", data, len(data))
-            continue
-        if info.file_size > MAX_MEMBER or not scan.budget.take(info.file_size):
-            scan.opaque("container-too-large", data, len(data))
-            continue
-        try:
-            member = archive.read(info)
-        except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, zlib.error, EOFError):
-            scan.opaque("container-corrupt", data, len(data))
-            continue
-        scan.matcher.match_text(info.filename, scan.hits)
-        _payload(scan, member, depth + 1, whole_file=False)
-
-
-def _pdf(scan: _FileScan, data: bytes, depth: int) -> None:
-    """A PDF's streams: FlateDecode ones are decoded and read; an encrypted PDF, or a stream in a filter
-    no view reads (an image's DCTDecode), is unscanned."""
-    if b"/Encrypt" in data:
-        scan.opaque("encrypted-pdf", data, len(data))
-        return
-    for m in _PDF_STREAM.finditer(data):
-        start = m.end()
-        end = data.find(b"endstream", start)
-        if end < 0:
-            break
-        body = data[start:end]
-        filters = m.group("dict")
-        if b"/FlateDecode" in filters or b"/Fl " in filters or b"/Fl]" in filters:
-            try:
-                out = _decompress("zlib", body, min(MAX_MEMBER, max(0, scan.budget.left)))
-            except ValueError:
-                scan.opaque("container-too-large", body, len(body))
-                continue
-            except (zlib.error, OSError):
-                scan.opaque("container-corrupt", body, len(body))
-                continue
-            scan.budget.take(len(out))
-            _payload(scan, out, depth + 1, whole_file=False)
-        elif b"/Filter" in filters:
-            scan.opaque("pdf-stream-unreadable-filter", body, len(body))
+    for part in reading.parts:
+        if isinstance(part, str):
+            scan.matcher.match_text(part, scan.hits)
+        elif isinstance(part, Unread):
+            # A guess that proves to be noise beginning with a container's magic is no container; one
+            # that is positively identified (an image, an encrypted archive in a base64 run) is declared.
+            if not (speculative and part.data is data and part.reason == "container-corrupt"):
+                scan.opaque(part.reason, None if whole_file and part.data is data else part.data, part.size)
+        elif len(part) > MAX_MEMBER or not scan.budget.take(len(part)):
+            scan.opaque("container-too-large", None if whole_file else data, len(data))
+        else:
+            _payload(scan, part, depth + 1, whole_file=False)
 
 
 def _windows(ends: Sequence[int], size: int) -> list[tuple[int, int]]:
@@ -426,9 +344,10 @@ def _base64_piece(scan: _FileScan, core: bytes, starts: range, depth: int) -> No
         if best is not None and offset % 4 == best[1] % 4:
             others.append(out)
             continue
-        # Only what reads as text (or is a container) is read on: letters and digits that merely look
-        # like base64 (full-text index segments are full of them) decode to noise.
-        noise = 0.0 if _container_magic(out) else _noise(out)
+        # Only what reads as text, or has a format's magic (a container, a document, an image), is read
+        # on: letters and digits that merely look like base64 (full-text index segments are full of them)
+        # decode to noise.
+        noise = 0.0 if _container_magic(out) or binary_format(out) not in (None, ZLIB) else _noise(out)
         if noise <= TEXT_NOISE and (best is None or noise < best[0]):
             best = (noise, offset, out)
             others = []
@@ -436,7 +355,7 @@ def _base64_piece(scan: _FileScan, core: bytes, starts: range, depth: int) -> No
         return
     offset, out = best[1], best[2]
     if scan.budget.take(len(out)):
-        _payload(scan, out, depth + 1, whole_file=False)
+        _payload(scan, out, depth + 1, whole_file=False, speculative=True)
     for other in others:
         scan.matcher.match_text(other[:EDGE].decode("utf-8", "replace"), scan.hits)
     for short in (1, 2, 3):
@@ -476,16 +395,29 @@ def _embedded_container(scan: _FileScan, data: bytes, end: int, name: str, depth
         body = data[start:]
         kind = name
     if depth == 0 and end <= 10 and name != "flate":
-        return end  # the file itself is the container: `_container` read it
+        return end  # the file itself is the container: `_payload` read it
+    if kind == "zip":
+        return end  # a zip needs its central directory: only a whole zip file or member is read
     try:
-        if kind == "zip":
-            return end  # a zip needs its central directory: only a whole zip file or member is read
-        out = _decompress(kind, body, min(MAX_MEMBER, max(0, scan.budget.left)))
-    except (ValueError, OSError, EOFError, zlib.error, lzma.LZMAError):
+        out = _inflate_prefix(kind, body, _room(scan)())
+    except TooLarge:
+        return end
+    except DECODE_ERRORS:
         return end
     if out and scan.budget.take(len(out)):
-        _payload(scan, out, depth + 1, whole_file=False)
+        _payload(scan, out, depth + 1, whole_file=False, speculative=True)
     return end
+
+
+def _inflate_prefix(kind: str, body: bytes, limit: int) -> bytes:
+    """The stream at the start of `body` decompressed (other bytes may follow it: a page's next record)."""
+    if kind in ("gzip", "zlib"):
+        d = zlib.decompressobj(31 if kind == "gzip" else 15)
+        out = d.decompress(body, limit + 1)
+        if len(out) > limit:
+            raise TooLarge
+        return out
+    return decompress(kind, body, limit)
 
 
 def _sqlite_values(scan: _FileScan, path: str) -> None:
@@ -592,35 +524,64 @@ def _sqlite_freed(scan: _FileScan, path: str) -> None:
 
 
 def _read_file(scan: _FileScan, path: str, size: int) -> int:
-    """Read one file through the views; returns the bytes read."""
+    """Read one file through the views; returns the bytes read. A file up to `CHUNK` is read whole as one
+    payload. A larger one: SQLite's files and plain text are read in chunks, around their triggers (a text
+    file whose later bytes stop decoding is declared); a container, document or image whole, up to
+    `MAX_MEMBER`; anything else is declared (`unidentified-format`) and its chunks looked at all the same."""
+    layout = layout_format(path, size)
     with open(path, "rb", buffering=0) as f:
-        head = f.read(64)
-        f.seek(0)
-        if size <= CHUNK:
-            data = f.read()
-            _payload(scan, data, 0, whole_file=True)
-            if head.startswith(b"SQLite format 3\x00"):
+        if size <= CHUNK or (layout is not None and layout not in PAGED):
+            data = f.read() if layout is None or layout in PAGED else b""
+            _payload(scan, data, 0, whole_file=True, layout=layout)
+            if data.startswith(b"SQLite format 3\x00"):
                 _sqlite_values(scan, path)
                 _sqlite_freed(scan, path)
             return len(data)
-        if _container_magic(head) or head.startswith(b"\x78"):
+        head = f.read(1 << 16)
+        f.seek(0)
+        kind = layout or binary_format(head)
+        if kind in SQLITE_FILES or kind in PAGED:
+            total = _chunks(scan, f, None, size)
+            if kind == SQLITE:
+                _sqlite_values(scan, path)
+                _sqlite_freed(scan, path)
+            return total
+        if kind is not None:
             data = f.read(MAX_MEMBER + 1)
             if len(data) > MAX_MEMBER:
                 scan.opaque("container-too-large", None, size)
                 return len(data)
             _payload(scan, data, 0, whole_file=True)
             return len(data)
-        total = 0
-        tail = b""
-        while chunk := f.read(CHUNK):
-            buf = tail + chunk
-            _triggered(scan, buf, 0, match_windows=True)
-            total += len(chunk)
-            tail = buf[-OVERLAP:]
-        if head.startswith(b"SQLite format 3\x00"):
-            _sqlite_values(scan, path)
-            _sqlite_freed(scan, path)
-        return total
+        codec = wide_codec(head) or ("utf-8" if text_head_is_clean(head) else None)
+        if codec is None:  # declared, and looked at all the same
+            scan.opaque("unidentified-format", None, size)
+        return _chunks(scan, f, codec, size)
+
+
+def _chunks(scan: _FileScan, f: BinaryIO, codec: str | None, size: int) -> int:
+    """A large file read in chunks, windows around triggers matched. With `codec`, the file must decode
+    as text in it to its end, or it is declared (`unidentified-format`)."""
+    decoder = codecs.getincrementaldecoder(codec)() if codec else None
+    total = 0
+    tail = b""
+    while chunk := f.read(CHUNK):
+        if decoder is not None:
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError:
+                scan.opaque("unidentified-format", None, size)
+                decoder = None
+        buf = tail + chunk
+        _triggered(scan, buf, 0, match_windows=True)
+        total += len(chunk)
+        tail = buf[-OVERLAP:]
+    if decoder is not None:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            scan.opaque("unidentified-format", None, size)
+    return total
 
 
 def scan_views(
@@ -636,6 +597,7 @@ def scan_views(
     listed (a folder of the engine's own ciphertexts). `set_aside(relative path)` gives a label for a
     file that is someone else's content: its finds go to `ViewReport.set_aside`, never to `found`."""
     started = time.perf_counter()
+    forget_layouts()
     report = ViewReport()
     matcher = Matcher(needles, once=True)
     if matcher.empty:

@@ -222,9 +222,9 @@ def test_phone_digits_inside_a_longer_number_are_not_the_phone(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("data", "reason"),
     [
-        (b"\x89PNG\r\n\x1a\n" + os.urandom(2000), "image"),
-        (b"\xff\xd8\xff\xe0" + os.urandom(2000), "image"),
-        (os.urandom(20000), "unknown-binary"),
+        (b"\x89PNG\r\n\x1a\n" + os.urandom(2000), "image-not-read"),
+        (b"\xff\xd8\xff\xe0" + os.urandom(2000), "image-not-read"),
+        (os.urandom(20000), "unidentified-format"),
         (b"\x1f\x8b\x08\x00" + os.urandom(500), "container-corrupt"),
     ],
 )
