@@ -43,6 +43,7 @@ import os
 import re
 import time
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -421,8 +422,38 @@ def _inflate_prefix(kind: str, body: bytes, limit: int) -> bytes:
     return decompress(kind, body, limit)
 
 
+SQL_BATCH = 4096
+"""Short SQL values looked at in one trigger pass."""
+
+
+def _short_values(scan: _FileScan, values: list[bytes]) -> None:
+    """Short values, each read on its own where one pass over them all finds a trigger in it. On a page,
+    SQLite writes a row's columns one after the other with nothing between them (`summary`, an id, then
+    the text run together), so the raw view cannot tell where one value ends: docs/matching.md reads
+    each value as its own text."""
+    joined = b"\x00".join(values)
+    starts: list[int] = []
+    at = 0
+    for v in values:
+        starts.append(at)
+        at += len(v) + 1
+    # An identifier's trigger, or an escape or full-width run that may spell one (base64 runs and containers
+    # in them are read by the raw view of the file's bytes, as before).
+    hit = sorted(
+        {
+            bisect_right(starts, end - 1) - 1
+            for pid, end in scan.matcher.triggers(joined)
+            if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] in ("escapes", "fullwidth")
+        }
+    )
+    for i in hit:
+        if scan.budget.take(len(values[i])):
+            _payload(scan, values[i], 1, whole_file=False)
+
+
 def _sqlite_values(scan: _FileScan, path: str) -> None:
-    """Long text and blob values of a SQLite file, read through SQL (overflow pages joined)."""
+    """Text and blob values of a SQLite file, read through SQL: long ones whole (overflow pages joined),
+    short ones each on its own where a trigger is in them (`_short_values`)."""
     try:
         conn = connect(Path(path), readonly=True)
     except Exception:
@@ -446,12 +477,20 @@ def _sqlite_values(scan: _FileScan, path: str) -> None:
         for table in tables:
             cols = [str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')]
             for col in cols:
+                short: list[bytes] = []
                 for (value,) in conn.execute(
-                    f'SELECT "{col}" FROM "{table}" WHERE length(CAST("{col}" AS BLOB)) > ?', (longest_local,)
+                    f'SELECT "{col}" FROM "{table}" WHERE typeof("{col}") IN (\'text\', \'blob\')'
                 ):
                     data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
-                    if scan.budget.take(len(data)):
+                    if len(data) <= longest_local:
+                        short.append(data)
+                        if len(short) >= SQL_BATCH:
+                            _short_values(scan, short)
+                            short = []
+                    elif scan.budget.take(len(data)):
                         _payload(scan, data, 1, whole_file=False)
+                if short:
+                    _short_values(scan, short)
     except Exception:
         return
     finally:

@@ -59,3 +59,17 @@ def test_a_value_split_by_a_page_pointer_is_found(tmp_path: Path) -> None:
 def test_a_database_without_the_subject_has_nothing_found(tmp_path: Path) -> None:
     _db_with_freed(tmp_path / "other.db", "note for jan.weiss@post.example", 2000)
     assert not scan_views(tmp_path, NEEDLES).found
+
+
+def test_a_short_value_glued_to_its_neighbour_columns_is_read_as_its_own_text(tmp_path: Path) -> None:
+    """On a page SQLite writes a row's columns with nothing between them: `summary` + an id + the text make
+    one run of letters in the file's bytes, where no word is the subject's. Each value is read through SQL."""
+    conn = sqlite3.connect(tmp_path / "store.db")
+    conn.execute("CREATE TABLE frames(kind TEXT, subject TEXT, content TEXT)")
+    conn.execute("INSERT INTO frames VALUES ('summary', 'usr5', 'Jana Weißmüller called')")
+    conn.execute("INSERT INTO frames VALUES ('summary', 'usr6', 'ask jana.weiss@post.example')")
+    conn.commit()
+    conn.close()
+    raw = (tmp_path / "store.db").read_bytes()
+    assert b"usr5Jana" in raw and b"usr6ask" in raw  # glued in the bytes
+    assert {0, 1} <= set(scan_views(tmp_path, NEEDLES).found)
