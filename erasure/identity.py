@@ -195,14 +195,15 @@ class Identity:
         return self.spellings.names_in(text)
 
     def found_in(self, text: str) -> str | None:
-        """The kind of the first identifier found in `text` (never its value), or None."""
+        """The kind of the first identifier found in `text` (never its value), or None. Where one hit holds
+        another (`annabel.quist@...` holds the name `annabel quist`), the stronger kind is said."""
         hits = self.hits(text)
         if not hits:
             return None
         first = hits[0]
-        mailboxes = {e.rpartition("@")[0].split("+", 1)[0] for e in self.emails}
-        if first.kind == "name" and text[first.start : first.end] in mailboxes:
-            return "email"  # `annabel.quist` as the mailbox is written spells the name too: say the stronger
+        for h in hits:
+            if first.kind == "name" and h.kind != "name" and h.start < first.end and first.start < h.end:
+                return h.kind
         return first.kind
 
     def redact(self, text: str, placeholder: str = "[redacted]", keep: Iterable[Hit] = ()) -> tuple[str, int]:
