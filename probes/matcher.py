@@ -369,7 +369,9 @@ def _percent(text: str) -> str:
 
 
 def _percent_plus(text: str) -> str:
-    return unquote_plus(text, errors="replace") if "+" in text or _PERCENT.search(text) else text
+    # Only a text with a percent escape is form-encoded: in any other, `+` is a plus (`+1 (207) 946-0007`
+    # read with its `+` as a space would be a national number of the subject's country).
+    return unquote_plus(text, errors="replace") if _PERCENT.search(text) else text
 
 
 def _entities(text: str) -> str:

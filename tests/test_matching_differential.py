@@ -76,6 +76,7 @@ FILLER = [
     "The router drops the connection every evening.",
     "Lina asked about the courier fee.",
     "in april may be the busiest month, and june will tell.",
+    "The offer ran from April. May we extend it? Ask June! Will she?",
     "Invoice INV-2079460001 is paid, order 48213 shipped.",
     "Write to mary-lee@acme.com or lee@acme.com.au, not to bob@example.net.",
     "Annabel and Lee went hiking; the Lee account is closed.",

@@ -27,6 +27,13 @@ def everyday(canon: str) -> bool:
     return zipf_frequency(canon, "en") >= EVERYDAY_ZIPF
 
 
+def _ends_sentence(view: str, source: str, before: Word, after: Word) -> bool:
+    """3.3: between two words a sentence ends (`.`, `!` or `?`, then white space, after a word that is no
+    initial): `April. May we ...` is no name."""
+    gap = view[before.end : after.start]
+    return len(gap) > 1 and gap[0] in ".!?" and gap[1].isspace() and not one_letter(source[before.start : before.end])
+
+
 def _any(w: Word, forms: frozenset[str]) -> bool:
     return w.canon in forms or (bool(w.bare) and w.bare in forms)
 
@@ -90,7 +97,7 @@ class Name:
                 continue
             for j in range(i + 1, min(len(ws), i + 4)):
                 x = ws[j]
-                if not same_record(records, w.end, x.start):
+                if not same_record(records, w.end, x.start) or _ends_sentence(view, source, ws[j - 1], x):
                     break
                 pair = (first_given and _any(x, self.family)) or (first_family and _any(x, self.given))
                 if pair and all(self._between(source, b) for b in ws[i + 1 : j]):

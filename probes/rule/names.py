@@ -111,6 +111,12 @@ def _ambiguous(p: NamePattern, t: ViewText, matched: list[int]) -> bool:
     return not all(is_capitalised(t.texts[i]) for i in matched)
 
 
+def _sentence_end(t: ViewText, k: int) -> bool:
+    """3.3: a sentence ends after word `k`: `.`, `!` or `?` then white space, the word not an initial."""
+    gap = t.view[t.ends[k] : t.starts[k + 1]]
+    return len(gap) > 1 and gap[0] in ".!?" and gap[1].isspace() and not is_initial(t.texts[k])
+
+
 def find_names(p: NamePattern, t: ViewText) -> Iterator[tuple[int, int, bool]]:
     """Every (start, end, ambiguous) hit of the name in the view. A text word equals a part in either of
     its canonical forms (2.6: a possessive also reads without its `'s`)."""
@@ -143,5 +149,7 @@ def find_names(p: NamePattern, t: ViewText) -> Iterator[tuple[int, int, bool]]:
             ):
                 continue
             if not t.same_record(i, j):
+                continue
+            if any(_sentence_end(t, k) for k in range(i, j)):
                 continue
             yield t.starts[i], t.ends[j], _ambiguous(p, t, [i, j])
