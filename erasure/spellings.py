@@ -201,7 +201,9 @@ def decode_escapes(text: str) -> tuple[str, list[tuple[int, int]]] | None:
 
 def escape_views(text: str) -> list[tuple[str, list[tuple[int, int]] | None]]:
     """`text` as it is (no span map), and with its escapes decoded (when it has any, up to
-    `MAX_ESCAPE_DEPTH` times: a JSON escape inside a JSON string), each with its source span per character."""
+    `MAX_ESCAPE_DEPTH` times: a JSON escape inside a JSON string), each with its source span per character;
+    and each JSON string literal with escapes in it decoded on its own (a tool result pasted as a string
+    into a JSON document: decoding the whole document would run its quotes into the outer ones)."""
     out: list[tuple[str, list[tuple[int, int]] | None]] = [(text, None)]
     decoded = decode_escapes(text)
     for _ in range(MAX_ESCAPE_DEPTH):
@@ -210,7 +212,20 @@ def escape_views(text: str) -> list[tuple[str, list[tuple[int, int]] | None]]:
         out.append(decoded)
         inner = decode_escapes(decoded[0])
         decoded = None if inner is None else (inner[0], [(decoded[1][a][0], decoded[1][b - 1][1]) for a, b in inner[1]])
+    if "\\" in text and '"' in text:
+        for m in list(_JSON_LITERAL.finditer(text))[:MAX_LITERALS]:
+            interior = m.group(0)[1:-1]
+            if "\\" not in interior or len(interior) < 8:
+                continue
+            base = m.start() + 1
+            for view, spans in escape_views(interior)[1:] if "\\" in interior else []:
+                out.append((view, [(base + a, base + b) for a, b in (spans or [])]))
     return out
+
+
+_JSON_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+MAX_LITERALS = 64
+"""JSON string literals of one text decoded on their own (`escape_views`)."""
 
 
 def base64_views(text: str) -> Iterable[tuple[int, int, bytes]]:
@@ -282,14 +297,15 @@ class Spellings:
             hits = self.finder.hits(view)
             if not hits:
                 continue
-            if spans is None:
-                structure = structure_view(view) if any(h.kind == "name" for h in hits) else view
-                for h in hits:
-                    parts = _word_spans(structure, h.start, h.end) if h.kind == "name" else ()
+            structure = structure_view(view) if any(h.kind == "name" for h in hits) else view
+            for h in hits:
+                # a name's words (never the tags or keys between them), mapped back to their escaped spans
+                parts = _word_spans(structure, h.start, h.end) if h.kind == "name" else ()
+                if spans is None:
                     found.append(Hit(h.kind, h.start, h.end, True, h.ambiguous, parts))
-            else:
-                for h in hits:
-                    found.append(Hit(h.kind, spans[h.start][0], spans[h.end - 1][1], True, h.ambiguous))
+                else:
+                    back = tuple((spans[a][0], spans[b - 1][1]) for a, b in parts)
+                    found.append(Hit(h.kind, spans[h.start][0], spans[h.end - 1][1], True, h.ambiguous, back))
         return found
 
     def hits(self, text: str) -> list[Hit]:
