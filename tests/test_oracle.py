@@ -25,6 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests import budget
 from tests.oracle import Person, canonical_forms, scan_bytes, scan_text, scan_tree, split_phone
 
 JANE = Person(id="usr-jd-4471", email="jane.doe@mail.example", name="Jane Doe", phone="+44 20 7946 0001")
@@ -400,7 +401,7 @@ def test_a_view_is_read_in_pieces_cut_at_junk_runs_and_nothing_is_lost() -> None
     assert not scan_bytes(b"Jane\x01\x02\x03\x04\x05Doe", JANE), "five junk characters part two tokens"
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=budget.examples(60), deadline=None, derandomize=True)
 @given(
     st.lists(
         st.tuples(

@@ -35,6 +35,7 @@ from probes.fingerprint import take_fingerprint
 from probes.run import run_probes
 from service.common import store_lock
 from tasks.runner import prepare, run_cascade, run_step
+from tests import budget
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
 
 NAMESAKE = Subject(id="user-namesake-31", email="aq.other@example.com", name=SUBJECT.name, phone=SUBJECT.phone)
@@ -142,7 +143,7 @@ scenarios = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=budget.examples(15), deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(s=scenarios)
 @example(
     s={
