@@ -25,12 +25,21 @@ TIERS = ("prefect", "framework", "cascade", "postgres", "browser", "redteam")
 #: Per tier, the "module:attribute" entry points that put a test reaching one of them in the tier.
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     # a Prefect test server (the session's, `prefect_harness`, or one of a test's own)
-    "prefect": ("prefect.testing.utilities:prefect_test_harness",),
+    "prefect": (
+        "prefect.testing.utilities:prefect_test_harness",
+        "cli.prefect_api:prepare",  # migrates a new home's Prefect database (about 10 s)
+        "cli.prefect_api:migrate_database",
+        "tests.test_deployments:start_console",  # `erasure serve`: server, deployments, worker
+    ),
     # the framework stores: LangGraph (SQLite and PostgreSQL), Chroma (folder and server), mem0
     "framework": (
+        "tests.chroma_fixtures:client",  # every chromadb client the tests open goes through one of these
+        "tests.chroma_fixtures:opened",
+        "tests.chroma_fixtures:reopen",
         "tests.chroma_fixtures:build_memory",
         "tests.chroma_server_fixtures:chroma_server",
         "tests.chroma_server_fixtures:build_over_http",
+        "tests.mem0_fixtures:open_memory",
         "tests.mem0_fixtures:build_memory",
         "tests.mem0_fixtures:built_copy",
         "tests.langgraph_sqlite_fixtures:build_memory",
@@ -107,6 +116,7 @@ class Reach:
 
     def __init__(self, entries: dict[int, set[str]]) -> None:
         self.entries = entries
+        self.modules = {name.split(":")[0] for names in ENTRY_POINTS.values() for name in names}
         self.memo: dict[int, frozenset[str]] = {}
 
     def of(self, obj: Any) -> frozenset[str]:
@@ -137,8 +147,13 @@ class Reach:
                     candidates.append(value)
             elif name in sys.modules:  # `from X import y` inside the function
                 modules.append(sys.modules[name])
+        # `from package import module` names the module as an attribute of its package
+        modules += [
+            sys.modules[f"{m.__name__}.{n}"] for m in list(modules) for n in names if f"{m.__name__}.{n}" in sys.modules
+        ]
         for module in modules:
-            candidates.extend(getattr(module, name) for name in names if hasattr(module, name))
+            if module.__name__ in self.modules or module.__name__.startswith("tests."):
+                candidates.extend(vars(module)[name] for name in names if name in vars(module))
         tiers: set[str] = set()
         for value in candidates:
             if value is not fn and (callable(value) or id(value) in self.entries):
