@@ -40,6 +40,8 @@ from erasure.config import Home
 from tests import budget
 from tests.process_fixtures import clean_env, erasure, free_port
 
+pytestmark = pytest.mark.prefect  # `erasure server start`: a Prefect server and its worker
+
 START_TIMEOUT = 600
 RUN_TIMEOUT = 240.0
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -48,8 +50,6 @@ RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
 #: The attacker's client: the system's Python, standard library only, run as `nobody`.
 ATTACKER = r"""
 import base64, json, os, sys, urllib.error, urllib.request
-
-pytestmark = pytest.mark.prefect  # `erasure server start`: a Prefect server and its worker
 api, method, path, body = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 req = urllib.request.Request(api + path, method=method, data=body.encode() if body else None,
                              headers={"Content-Type": "application/json"})

@@ -291,6 +291,7 @@ def _combinations(kind: str, tmp: Path) -> list[tuple[Person, str, str, str, str
     return out
 
 
+@pytest.mark.slow  # every container, images read by OCR: about 10 s a kind
 @pytest.mark.parametrize("kind", sorted(SPELLINGS))
 def test_every_spelling_in_every_encoding_in_every_container_is_found(kind: str, tmp_path: Path) -> None:
     missed: list[str] = []
@@ -308,6 +309,7 @@ def test_every_spelling_in_every_encoding_in_every_container_is_found(kind: str,
     assert not missed, f"{len(missed)} blind spots:\n" + "\n".join(missed[:40])
 
 
+@pytest.mark.slow  # every container, OCR included
 def test_nothing_is_found_in_a_control_without_the_subject(tmp_path: Path) -> None:
     false_hits: list[str] = []
     containers = {**CONTAINERS, "sqlite": _sqlite(tmp_path)}

@@ -88,7 +88,11 @@ def entry_points() -> dict[int, set[str]]:
 
 
 def _unwrap(obj: Any) -> Any:
-    """The plain function behind a fixture, a flow or task (`.fn`), or a `functools.wraps` wrapper."""
+    """The plain function behind a fixture, a flow or task (`.fn`), a hypothesis test, or a
+    `functools.wraps` wrapper."""
+    inner_test = getattr(getattr(obj, "hypothesis", None), "inner_test", None)
+    if inner_test is not None:
+        return inner_test
     for attribute in ("_get_wrapped_function", "fn", "__wrapped__"):
         inner = getattr(obj, attribute, None)
         if inner is None:
