@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import TIERS
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
@@ -42,10 +44,10 @@ def prefect_harness() -> Iterator[None]:
 
 # --- test tiers (tests/tiers.py): each test is marked with the tiers its code and fixtures reach --------
 
-_REACH: list[object] = []
-
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with every tier its closure of fixtures, its own code, its parameters, or the test
+    tree's helpers these call reach (the entry points of tests/tiers.py). Marks set by hand stay."""
     from tests import tiers
 
     reach = tiers.Reach(tiers.entry_points())
@@ -64,7 +66,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _UNTIERED_SECONDS: dict[str, float] = {}
-_TIER_MARKS = frozenset({"prefect", "framework", "cascade", "postgres", "browser", "redteam", "slow"})
+_TIER_MARKS = frozenset({*TIERS, "slow"})
 
 
 @pytest.hookimpl(wrapper=True)
