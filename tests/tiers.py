@@ -1,13 +1,13 @@
 """Test tiers, read from what a test reaches, so the marks cannot drift from the code.
 
-A test is in a tier when the test, a fixture in its closure (`item.fixturenames`), or a function of the
-test tree that either calls (transitively) reaches one of the tier's entry points below: the session
-Prefect server, a framework store's builder, a full cascade, a PostgreSQL cluster, a real browser.
-`tests/conftest.py` marks each collected test with its tiers; `make quick` runs the tests in no tier.
+A test is in a tier when its code, a fixture in its closure (`item.fixturenames`), or any function of
+the test tree these call (transitively) names one of the tier's entry points below: a Prefect server,
+a framework store, a full cascade, a PostgreSQL cluster, a real browser. `tests/conftest.py` marks each
+collected test with its tiers; `make quick` runs the tests in no tier.
 
 To put a new slow helper in a tier, add it to `ENTRY_POINTS`; a test that is slow in a way no entry
 point shows (a subprocess that starts a server, say) takes a fixture that reaches one, or an explicit
-mark. `make quick` lists the unmarked tests that took longer than `SLOW_SECONDS`.
+mark. Every run lists the unmarked tests that took longer than `SLOW_SECONDS`.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ def entry_points() -> dict[int, set[str]]:
             except AttributeError as e:
                 raise AttributeError(f"tests/tiers.py: the entry point {name} is gone; update ENTRY_POINTS") from e
             found.setdefault(id(obj), set()).add(tier)
+            found.setdefault(id(_unwrap(obj)), set()).add(tier)  # a fixture's own function, say
     return found
 
 
