@@ -1,27 +1,19 @@
-"""Every spelling of a subject's identifiers, as the erasing side finds them in text (its own code).
+"""Where a subject is named in a text, as the erasing side finds it: docs/matching.md, through
+`erasure.matching` (the erasing side's implementation of the rule; the probes have their own).
 
-Text is compared in one canonical form (`canonical`): NFKC, case folding, format characters removed
-(soft hyphen, zero-width characters, BOM), every dash a hyphen, every run of white space one space.
-A text is read in two views, each canonicalised with a map back to the text's own characters:
-
-- as it is;
-- with its escapes decoded, as software writes them: percent-encoding (`%40`), JSON/Python escapes
-  (`\\u0040`, `\\n`), HTML character references (`&#64;`, `&#x40;`, `&commat;`) and quoted-printable
-  (`=40`, soft line breaks). A hit there maps back to the whole escaped span, so a redaction replaces it.
-
-In those views the `Spellings` of an identity find (token-bounded):
-
-- ids as they are (canonical);
-- emails with any `+tag` on the mailbox (`jane.doe+news@mail.example`);
-- phones as their digits with any separators between them, with `+CC`, `00CC`, a trunk `0` after the
-  country code (`+44 (0)20 ...`) or the national trunk prefix alone (`020 ...`);
-- names with their tokens in the request's order or with the last one first (`Quist, Annabel`),
-  any separators between them, each token in its transliterations (`ß`/`ss` by case folding;
-  `Müller`, `Muller`, `Mueller`).
+A text is read as it is and with its escapes decoded, as software writes them: percent-encoding
+(`%40`), JSON/Python escapes (`\\u0040`, `\\n`), HTML character references (`&#64;`, `&commat;`) and
+quoted-printable (`=40`, soft line breaks) (docs/matching.md 1.3.3). A hit there maps back to the whole
+escaped span, so a redaction replaces it. In the text as it is, a name's hit redacts only its words
+(`Hit.parts`): the tags, separators and JSON keys between them stay.
 
 Base64 runs of 16 characters or more (standard and url-safe, any alignment) are decoded too, and the
-decoded text read as above; a spelling there is a hit on the whole run that cannot be redacted in
-place (`Hit.inline` is False): it is reported.
+decoded text read as above; a hit there is a hit on the whole run that cannot be redacted in place
+(`Hit.inline` is False): it is reported.
+
+`canonical` is the plain comparison form of identifiers (NFKC, case folding, format characters
+removed, dashes as `-`, white space runs as one space), used where identifiers are compared as values
+(an id that reads as a word), not for finding them in text.
 """
 
 from __future__ import annotations
@@ -29,18 +21,18 @@ from __future__ import annotations
 import base64
 import binascii
 import html
-import itertools
 import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
+from erasure.matching import Finder, Who
+from erasure.matching.words import structure_view, words
+
 DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u058a\u05be\u1806\u2053\u2e3a\u2e3b\ufe58\ufe63\uff0d"
 """Characters read as a hyphen."""
 _DASH_MAP = dict.fromkeys(map(ord, DASHES), "-")
-_TRANSLIT = {"ø": ("o", "oe"), "ł": ("l",), "đ": ("d",), "æ": ("ae",), "œ": ("oe",), "þ": ("th",), "ð": ("d",)}
-_UMLAUTS = {"ä": "ae", "ö": "oe", "ü": "ue"}
 ESCAPE_PATTERN = (
     r"%[0-9A-Fa-f]{2}|=\r?\n|=[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|\\[nrtbf/\"'\\]"
     r"|&#[0-9]{1,7};|&#[xX][0-9A-Fa-f]{1,6};|&[A-Za-z][A-Za-z0-9]{1,31};"
@@ -52,10 +44,6 @@ BASE64_RUN = r"[A-Za-z0-9+/_-]{16}"
 """The shortest run of base64 characters that is decoded (12 bytes)."""
 _B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{16,}")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "/": "/", '"': '"', "'": "'", "\\": "\\"}
-_PHONE_SEP = r"[ \-.()/\[\]]*"
-_B = r"(?<![^\W_])"
-_E = r"(?![^\W_])"
-_NAME_SEP = r"[\W_]{0,4}"
 MAX_ESCAPE_DEPTH = 2
 """Escapes are decoded this many times over (a pasted tool result's `\\u0040` inside a JSON string)."""
 
@@ -113,22 +101,6 @@ class View:
                 ends.append(hi)
             i = j
         return cls("".join(out), tuple(starts), tuple(ends))
-
-    def stripped(self) -> View:
-        """This view with combining marks removed and `ø ł đ æ œ þ ð` transliterated (one character
-        may become two: both keep its span)."""
-        out: list[str] = []
-        starts: list[int] = []
-        ends: list[int] = []
-        for c, s, e in zip(self.text, self.starts, self.ends, strict=True):
-            for d in unicodedata.normalize("NFD", c):
-                if unicodedata.combining(d):
-                    continue
-                for x in _TRANSLIT.get(d, (d,))[0]:
-                    out.append(x)
-                    starts.append(s)
-                    ends.append(e)
-        return View("".join(out), tuple(starts), tuple(ends))
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The source span of the canonical characters [start, end)."""
@@ -227,21 +199,17 @@ def decode_escapes(text: str) -> tuple[str, list[tuple[int, int]]] | None:
     return "".join(out), spans
 
 
-def views(text: str) -> list[View]:
-    """The canonical views of `text`: as it is, and with its escapes decoded (when it has any, up to
-    `MAX_ESCAPE_DEPTH` times: a JSON escape inside a JSON string); each
-    also with its diacritics stripped when it has any (`Müller` read as `muller` too)."""
-    out = [View.of(text)]
+def escape_views(text: str) -> list[tuple[str, list[tuple[int, int]] | None]]:
+    """`text` as it is (no span map), and with its escapes decoded (when it has any, up to
+    `MAX_ESCAPE_DEPTH` times: a JSON escape inside a JSON string), each with its source span per character."""
+    out: list[tuple[str, list[tuple[int, int]] | None]] = [(text, None)]
     decoded = decode_escapes(text)
     for _ in range(MAX_ESCAPE_DEPTH):
         if decoded is None:
             break
-        out.append(View.of(*decoded))
+        out.append(decoded)
         inner = decode_escapes(decoded[0])
         decoded = None if inner is None else (inner[0], [(decoded[1][a][0], decoded[1][b - 1][1]) for a, b in inner[1]])
-    for v in list(out):
-        if not v.text.isascii():
-            out.append(v.stripped())
     return out
 
 
@@ -263,46 +231,22 @@ def base64_views(text: str) -> Iterable[tuple[int, int, bytes]]:
             yield m.start(), m.end(), data
 
 
-def token_variants(token: str) -> set[str]:
-    """A canonical name token's transliterations: diacritics stripped, umlauts spelt out or contracted."""
-
-    def strip(t: str) -> str:
-        t = "".join(c for c in unicodedata.normalize("NFD", t) if not unicodedata.combining(c))
-        for src, dst in _TRANSLIT.items():
-            t = t.replace(src, dst[0])
-        return unicodedata.normalize("NFC", t)
-
-    def expand(t: str) -> str:
-        for src, dst in {**_UMLAUTS, **{k: v[-1] for k, v in _TRANSLIT.items()}}.items():
-            t = t.replace(src, dst)
-        return t
-
-    def contract(t: str) -> str:
-        for src, dst in _UMLAUTS.items():
-            t = t.replace(dst, src)
-        return t
-
-    out = {
-        token,
-        strip(token),
-        expand(token),
-        strip(expand(token)),
-        contract(token),
-        strip(contract(token)),
-        expand(contract(token)),
-    }
-    return {v for v in out if v}
-
-
 @dataclass(frozen=True)
 class Hit:
-    """One spelling of one identifier found in a text: its kind (id, email, name, phone), its span in
-    the text as written, and whether it can be redacted in place there."""
+    """One identifier found in a text (docs/matching.md 7.1): its kind (id, email, name, phone), its span
+    in the text as written, whether it can be redacted in place there, whether it is ambiguous (3.6,
+    6.2: reported, never redacted), and the spans a redaction replaces (`parts`; empty: the whole span)."""
 
     kind: str
     start: int
     end: int
     inline: bool = True
+    ambiguous: bool = False
+    parts: tuple[tuple[int, int], ...] = ()
+
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        """What a redaction of this hit replaces."""
+        return self.parts or ((self.start, self.end),)
 
 
 def country_split(e164: str, codes: Iterable[str]) -> tuple[str, str] | None:
@@ -316,109 +260,108 @@ def country_split(e164: str, codes: Iterable[str]) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class Spellings:
-    """The spelling matchers of one subject's normalised identifiers (`erasure.identity.Identity`)."""
+    """One subject's normalised identifiers (`erasure.identity.Identity`), matched by docs/matching.md."""
 
     ids: tuple[str, ...]
     emails: tuple[str, ...]
     names: tuple[str, ...]
     phones: tuple[str, ...]
+    """E.164 digits without the `+`."""
     country_codes: tuple[str, ...]
 
     @cached_property
-    def patterns(self) -> tuple[tuple[str, re.Pattern[str]], ...]:
-        """(kind, regex over canonical text) per identifier."""
-        out: list[tuple[str, re.Pattern[str]]] = []
-        for v in self.ids:
-            c = canonical(v).strip()
-            groups = [g for g in re.split(r"[\W_]+", c) if g]
-            if c:  # as it is, and its letter/digit groups with any separators (`subj ann 7731`)
-                body = re.escape(c) + ("|" + _NAME_SEP.join(map(re.escape, groups)) if len(groups) > 1 else "")
-                out.append(("id", re.compile(_B + "(?:" + body + ")" + _E)))
-        for v in self.emails:
-            local, at, domain = canonical(v).strip().rpartition("@")
-            if not at:
-                out.append(("email", re.compile(_B + re.escape(domain) + _E)))
-                continue
-            base = local.split("+", 1)[0] or local
-            tag = r"(?:\+[^\s@\"'<>]{0,64})? ?@ ?"
-            out.append(("email", re.compile(_B + re.escape(base) + tag + re.escape(domain) + _E)))
-        for v in self.names:
-            rx = self._name_regex(v)
-            if rx:
-                out.append(("name", re.compile(rx)))
-        for p in self.phones:
-            out.append(("phone", re.compile(self._phone_regex(p))))
-        return tuple(out)
-
-    @staticmethod
-    def _name_regex(name: str) -> str | None:
-        tokens = [t for t in re.split(r"[\s,]+", canonical(name)) if t]
-        if not tokens:
-            return None
-        alts = [
-            "(?:" + "|".join(re.escape(v) for v in sorted(token_variants(t), key=lambda s: (-len(s), s))) + ")"
-            for t in tokens
-        ]
-        orders = itertools.permutations(alts) if len(alts) <= 4 else [alts, [alts[-1], *alts[:-1]]]
-        return "|".join(_B + _NAME_SEP.join(o) + _E for o in orders)
-
-    def _phone_regex(self, e164: str) -> str:
-        def digits(d: str) -> str:
-            return _PHONE_SEP.join(re.escape(c) for c in d)
-
-        split = country_split(e164, self.country_codes)
-        forms = [rf"(?:\+{_PHONE_SEP}|00{_PHONE_SEP})?{digits(e164)}"]
-        if split:
-            cc, nsn = split
-            forms.append(rf"(?:\+{_PHONE_SEP}|00{_PHONE_SEP})?{digits(cc)}{_PHONE_SEP}(?:0{_PHONE_SEP})?{digits(nsn)}")
-            forms.append(digits(nsn) if cc == "1" else rf"0{_PHONE_SEP}{digits(nsn)}")
-        return "|".join(rf"(?<![^\W_+]){f}(?!\d)" for f in forms)
+    def finder(self) -> Finder:
+        """The rule's matcher for these identifiers."""
+        return Finder(
+            Who(ids=self.ids, emails=self.emails, names=self.names, phones=tuple("+" + p for p in self.phones))
+        )
 
     def _found(self, text: str) -> list[Hit]:
         found: list[Hit] = []
-        for view in views(text):
-            for kind, rx in self.patterns:
-                for m in rx.finditer(view.text):
-                    if m.end() > m.start():
-                        s, e = view.span(m.start(), m.end())
-                        found.append(Hit(kind, s, e))
+        for view, spans in escape_views(text):
+            hits = self.finder.hits(view)
+            if not hits:
+                continue
+            if spans is None:
+                structure = structure_view(view) if any(h.kind == "name" for h in hits) else view
+                for h in hits:
+                    parts = _word_spans(structure, h.start, h.end) if h.kind == "name" else ()
+                    found.append(Hit(h.kind, h.start, h.end, True, h.ambiguous, parts))
+            else:
+                for h in hits:
+                    found.append(Hit(h.kind, spans[h.start][0], spans[h.end - 1][1], True, h.ambiguous))
         return found
 
     def hits(self, text: str) -> list[Hit]:
-        """Every spelling found in `text`, spans merged where they overlap, in text order; a spelling
-        inside a base64 run is a hit on the whole run that cannot be redacted in place."""
-        if not self.patterns:
+        """Every hit in `text`, spans merged where they overlap, in text order; a hit inside a base64 run
+        is a hit on the whole run that cannot be redacted in place."""
+        if self.finder.empty:
             return []
         found = self._found(text)
         for s, e, data in base64_views(text):
-            for kind in sorted({h.kind for h in self._found(data.decode("utf-8", "replace"))}):
-                found.append(Hit(kind, s, e, inline=False))
+            inner = self._found(data.decode("utf-8", "replace"))
+            for kind, ambiguous in sorted({(h.kind, h.ambiguous) for h in inner}):
+                found.append(Hit(kind, s, e, inline=False, ambiguous=ambiguous))
         return _merged(found)
 
     def names_in(self, text: str) -> bool:
-        """Whether any spelling of any identifier is in `text`."""
+        """Whether any identifier is in `text` (ambiguous hits included)."""
         return bool(self.hits(text))
 
     def redact(self, text: str, placeholder: str, keep: Iterable[Hit] = ()) -> tuple[str, int]:
-        """`text` with every inline hit (but those in `keep`) replaced by `placeholder`; and how many."""
+        """`text` with every inline, unambiguous hit (but those in `keep`) replaced by `placeholder`
+        (a name word by word); and how many hits."""
         kept = set(keep)
-        out: list[str] = []
-        at = n = 0
+        spans: list[tuple[int, int]] = []
+        n = 0
         for h in self.hits(text):
-            if not h.inline or h in kept:
+            if not h.inline or h.ambiguous or h in kept:
                 continue
-            out += [text[at : h.start], placeholder]
-            at = h.end
+            spans += h.spans()
             n += 1
-        return ("".join(out) + text[at:], n) if n else (text, 0)
+        return (replace_spans(text, spans, placeholder), n) if n else (text, 0)
+
+
+def _word_spans(structure: str, start: int, end: int) -> tuple[tuple[int, int], ...]:
+    """The words of a name's hit, as the structure view reads them (its tags and JSON keys are not words)."""
+    return tuple((start + w.start, start + w.end) for w in words(structure[start:end]))
+
+
+def replace_spans(text: str, spans: Iterable[tuple[int, int]], placeholder: str) -> str:
+    """`text` with each of `spans` (overlapping ones merged into one) replaced by `placeholder`."""
+    merged: list[list[int]] = []
+    for s, e in sorted(spans):
+        if merged and s < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    out: list[str] = []
+    at = 0
+    for s, e in merged:
+        out += [text[at:s], placeholder]
+        at = e
+    return "".join(out) + text[at:]
 
 
 def _merged(hits: list[Hit]) -> list[Hit]:
+    """Overlapping hits of one kind merged into one; hits of different kinds stay apart (a name inside an
+    email address is not the email: each is attributed on its own)."""
     out: list[Hit] = []
-    for h in sorted(hits, key=lambda h: (h.start, -h.end)):
-        if out and h.start < out[-1].end:
-            last = out[-1]
-            out[-1] = Hit(last.kind, last.start, max(last.end, h.end), last.inline and h.inline)
-        else:
-            out.append(h)
-    return out
+    for kind in sorted({h.kind for h in hits}):
+        mine: list[Hit] = []
+        for h in sorted((h for h in hits if h.kind == kind), key=lambda h: (h.start, -h.end)):
+            if mine and h.start < mine[-1].end:
+                last = mine[-1]
+                parts = () if not (last.parts and h.parts) else tuple(sorted(set(last.spans()) | set(h.spans())))
+                mine[-1] = Hit(
+                    kind,
+                    last.start,
+                    max(last.end, h.end),
+                    last.inline and h.inline,
+                    last.ambiguous and h.ambiguous,
+                    parts,
+                )
+            else:
+                mine.append(h)
+        out += mine
+    return sorted(out, key=lambda h: (h.start, h.end, h.kind))

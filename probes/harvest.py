@@ -29,6 +29,7 @@ from probes.needles import (
     plain_windows,
 )
 from probes.resolve import IN_IDS, fts_hit_outside
+from probes.rule import Person, Rule
 from probes.store import column, json_list, local_blob_roots
 
 MAX_CONTENT_GROUPS = 256
@@ -91,6 +92,7 @@ def harvest(
         h.needles,
         ordinary=lambda word: fts_hit_outside(conn, word, json_list(mine)),
     )
+    _others_keys(conn, subject, ids, h.needles)
     _content(conn, keys, json_list(mine), h.needles)
     _vectors(conn, keys, mine, facts, h)
     _blobs(conn, store_dir, subject, keys, h.needles)
@@ -120,13 +122,42 @@ def _identifiers(
         if len(data) < MIN_IDENTIFIER_BYTES:
             out.bump(f"identifier_withheld_short:{kind}")
         elif facts.belongs_to_someone_else(spelling, window_ids):
-            if out.add_group(NeedleKind.shared_identifier, [data], caseless=True):
+            if out.add_group(NeedleKind.shared_identifier, [data], caseless=True, ident=kind):
                 out.bump(f"identifier_shared:{kind}")
         elif kind == "id" and spelling.isalpha() and ordinary(spelling):
-            if out.add_group(NeedleKind.shared_identifier, [data], caseless=True):
+            if out.add_group(NeedleKind.shared_identifier, [data], caseless=True, ident=kind):
                 out.bump("identifier_ambiguous:id")
         else:
-            out.add_group(NeedleKind.identifier, [data], caseless=True)
+            out.add_group(NeedleKind.identifier, [data], caseless=True, ident=kind)
+
+
+OTHERS_KEYS = "identifier_in_others_key"
+"""Stat: source keys of other people's items that name the subject (docs/matching.md 7.2)."""
+
+
+def _others_keys(conn: apsw.Connection, subject: Subject, ids: list[str], out: NeedleSet) -> None:
+    """Source keys of other people's items (a conversation they share with the subject, named after them):
+    the erasure may not rewrite another person's key, so each is searched as a shared identifier (a hit
+    inside it is theirs, counted, never residue) and counted in `OTHERS_KEYS`, which the pack declares."""
+    person = Person(
+        ids=tuple(ids),
+        emails=(subject.email,) if subject.email else (),
+        names=(subject.name,) if subject.name else (),
+        phones=(subject.phone,) if subject.phone else (),
+    )
+    rule = Rule(person)
+    try:
+        refs = column(
+            conn,
+            f"SELECT DISTINCT source_ref FROM raw_archive WHERE subject_id IS NULL OR subject_id NOT {IN_IDS}",
+            (json_list(ids),),
+        )
+    except apsw.Error:
+        return
+    named = [r for r in refs if isinstance(r, str) and any(not f.ambiguous for f in rule.find(r))]
+    for ref in named:
+        if out.add_group(NeedleKind.shared_identifier, [ref.encode()], caseless=True, ident="key"):
+            out.bump(OTHERS_KEYS)
 
 
 def _content(conn: apsw.Connection, keys: SubjectKeys, mine: str, out: NeedleSet) -> None:

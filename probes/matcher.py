@@ -31,6 +31,7 @@ from urllib.parse import unquote, unquote_plus
 import hyperscan
 
 from probes.bytescan import _escape
+from probes.rule import Found, Person, Rule
 
 MIN_BASE64 = 12
 """Characters of the shortest base64 run read."""
@@ -139,6 +140,31 @@ def _patterns(kind: str, text: str) -> tuple[list[tuple[str, str]], list[str | b
     return list(dict.fromkeys(regexes)), list(dict.fromkeys(triggers))
 
 
+IDENT_KINDS = ("id", "email", "name", "phone")
+
+
+def ident_kind(kind: str, text: str) -> str:
+    """Which kind of identifier a needle spells: the harvest's word (`identifier:<kind>`), else its shape."""
+    _, _, named = kind.partition(":")
+    if named in IDENT_KINDS:
+        return named
+    t = text.strip()
+    if _EMAIL_SHAPE.match(t):
+        return "email"
+    if _PHONE_SHAPE.match(t) and len(re.sub(r"\D", "", t)) >= 7:
+        return "phone"
+    return "name" if " " in t else "id"
+
+
+def person_of(values: Sequence[tuple[str, str]]) -> Person:
+    """(kind, text) identifiers as one `probes.rule.Person`; national phone spellings (no `+` or `00`) have
+    no country, and match nothing by docs/matching.md 5.3: the E.164 spelling beside them does."""
+    by: dict[str, list[str]] = {k: [] for k in IDENT_KINDS}
+    for kind, text in values:
+        by[kind].append(text)
+    return Person(ids=tuple(by["id"]), emails=tuple(by["email"]), names=tuple(by["name"]), phones=tuple(by["phone"]))
+
+
 WIDE_TEXT = re.compile(
     rb"(?:[\x20-\x7e]\x00){3}|(?:\x00[\x20-\x7e]){3}"
     rb"|(?:[\x20-\x7e]\x00\x00\x00){3}|(?:\x00\x00\x00[\x20-\x7e]){3}"
@@ -208,18 +234,31 @@ class Matcher:
         one text is not looked for in later ones (a scan for a verdict; not a matcher asked about each
         text in turn, such as the canaries' choice)."""
         self.regexes: list[tuple[int, re.Pattern[str], str]] = []
+        self.rules: list[tuple[int, Rule]] = []
+        """Identifier needles, each matched by docs/matching.md (`probes.rule`): only unambiguous hits count."""
         expressions: list[bytes] = []
         ids: list[int] = []
         flags: list[int] = []
-        self.shared: list[re.Pattern[str]] = []
+        shared: list[tuple[str, str]] = []
+        every: list[tuple[str, str]] = []
+        self.keys: list[re.Pattern[str]] = []
         for index, (kind, text) in enumerate(needles):
-            if kind == "shared":
-                self.shared += [re.compile(rx) for rx, _literal in _patterns("identifier", text)[0]]
+            if kind == "shared:key":  # another person's source key that names the subject: theirs, as written
+                self.keys.append(re.compile(re.escape(text), re.IGNORECASE))
                 continue
-            if kind not in ("identifier", "content"):
+            if kind.startswith("shared"):
+                shared.append((ident_kind(kind, text), text))
                 continue
-            rxs, triggers = _patterns(kind, text)
-            self.regexes += [(index, re.compile(rx), literal) for rx, literal in rxs]
+            if kind.startswith("identifier"):
+                ident = (ident_kind(kind, text), text)
+                self.rules.append((index, Rule(person_of([ident]))))
+                every.append(ident)
+                triggers = _patterns("identifier", text)[1]
+            elif kind == "content":
+                rxs, triggers = _patterns(kind, text)
+                self.regexes += [(index, re.compile(rx), literal) for rx, literal in rxs]
+            else:
+                continue
             for t in (e for trigger in triggers for e in _expressions(trigger)):
                 expressions.append(t)
                 ids.append(len(_GENERIC) + index)
@@ -229,6 +268,10 @@ class Matcher:
             self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
             self.db.compile(expressions=expressions, ids=ids, flags=flags)
             self._scratch = hyperscan.Scratch(self.db)
+        self.every = Rule(person_of(every))
+        """All identifier needles as one person: a text with no hit of it holds none of them."""
+        self.shared = Rule(person_of(shared)) if shared else None
+        """Other people's own identifiers (a namesake's name): a hit inside one of theirs is theirs."""
         self.generic, self._generic_scratch = _generic_db()
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -240,32 +283,35 @@ class Matcher:
     @property
     def empty(self) -> bool:
         """No needle to look for."""
-        return not self.regexes
+        return not self.regexes and not self.rules
 
     def match_text(self, text: str, hits: dict[int, int]) -> None:
         """Count each needle's occurrences in `text` read through every text view (the largest count any
-        one view gives, so an occurrence seen by several views counts once). An occurrence inside one of
-        a `shared` needle (another person's own identifier: a namesake's name, a household phone) is
-        theirs, and not counted."""
+        one view gives, so an occurrence seen by several views counts once). Identifiers are found by
+        docs/matching.md (`probes.rule`), ambiguous hits not counted; content windows as canonical
+        substrings. An occurrence inside one of a `shared` needle (another person's own identifier: a
+        namesake's name, a household phone) is theirs, and not counted."""
         regexes = [(index, rx, literal) for index, rx, literal in self.regexes if index not in self.found]
-        if not regexes:
+        rules = [(index, rule) for index, rule in self.rules if index not in self.found]
+        if not regexes and not rules:
             return
         best: dict[int, int] = {}
         for variant in _text_variants(text):
+            if rules and any(not f.ambiguous for f in self.every.find(variant)):
+                theirs = [(f.start, f.end) for f in self.shared.find(variant)] if self.shared else []
+                theirs += [m.span() for rx in self.keys for m in rx.finditer(variant)]
+                for index, rule in rules:
+                    n = sum(1 for f in rule.find(variant) if _counted(f, theirs))
+                    if n > best.get(index, 0):
+                        best[index] = n
+            if not regexes:
+                continue
             c = canonical(variant)
-            explained = [m.span() for rx in self.shared for m in rx.finditer(c)]
-            digits = _NON_DIGIT.sub("", c) if any(lit[:1] == _DIGITS_ONLY for _i, _r, lit in regexes) else ""
             for index, rx, literal in regexes:
-                # Most windows hold no needle: a substring test (regexes that start with a look-behind
-                # are tried at every position), then a search, before any match is counted.
-                if literal[:1] == _DIGITS_ONLY:
-                    if literal[1:] not in digits:
-                        continue
-                elif literal not in c:
+                # Most windows hold no needle: a substring test before any match is counted.
+                if literal not in c or rx.search(c) is None:
                     continue
-                if rx.search(c) is None:
-                    continue
-                n = sum(1 for m in rx.finditer(c) if not any(a < m.end() and m.start() < b for a, b in explained))
+                n = sum(1 for _m in rx.finditer(c))
                 if n > best.get(index, 0):
                     best[index] = n
         for index, n in best.items():
@@ -288,6 +334,10 @@ class Matcher:
         if self.db is not None:
             self.db.scan(data, match_event_handler=on_match, scratch=self._local.needles)
         return sorted(out, key=lambda t: t[1])
+
+
+def _counted(f: Found, theirs: list[tuple[int, int]]) -> bool:
+    return not f.ambiguous and not any(a < f.end and f.start < b for a, b in theirs)
 
 
 # --- text views -----------------------------------------------------------------------------------------------

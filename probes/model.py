@@ -74,12 +74,31 @@ class Measurement:
     bystanders: int
 
 
+class OthersContent(BaseModel):
+    """A place where the subject is named inside someone else's content that the erasure may not rewrite
+    (another person's attachment): attributed to its owner and declared, never residue and never all
+    clear (docs/matching.md 7.2). Labels only, never a path or a value."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tier: str
+    kind: str
+    """What the place is: `attachment` (another person's upload) or `unconfigured-database` (a SQLite file
+    under the store that no target names)."""
+    label: str
+    """Where: the blob's opaque store key (random, never derived from content or a person)."""
+    hits: int
+    """How many of the subject's identifier spellings were found there."""
+
+
 class Verification(BaseModel):
     """Every probe result of one verification run."""
 
     model_config = ConfigDict(frozen=True)
 
     probes: list[ProbeResult]
+    others_content: list[OthersContent] = []
+    """The subject named in other people's content: declared (an exception each), not residue."""
     unscanned: list[Unscanned] = []
     """Files (or members of them) that no decoded view could read: nothing in them is certified."""
     scanned: dict[str, list[ScannedFile]] = {}

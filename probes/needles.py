@@ -76,12 +76,18 @@ class Needle(BaseModel):
     group: int
     data: bytes = Field(repr=False)
     caseless: bool = False
+    ident: str | None = None
+    """For an identifier: which kind of identifier it spells (`id`, `email`, `name`, `phone`), so the
+    decoded views match it by its section of docs/matching.md."""
 
     def view(self) -> tuple[str, str]:
         """(kind, text) as the decoded views match it (`probes.views.scan_views`): identifiers and
         content windows are looked for, another subject's own identifier only explains hits, and the
         other kinds (vector and blob pieces, canaries) are raw bytes, not text (kind '')."""
-        return _VIEW_KINDS.get(self.kind, ""), self.data.decode("utf-8", "replace")
+        kind = _VIEW_KINDS.get(self.kind, "")
+        if kind and self.ident and self.kind is not NeedleKind.content:
+            kind = f"{kind}:{self.ident}"
+        return kind, self.data.decode("utf-8", "replace")
 
 
 def fts_phrase(text: str) -> str | None:
@@ -211,14 +217,16 @@ class NeedleSet:
         self._group = 0
         self._seen: set[bytes] = set()
 
-    def add_group(self, kind: NeedleKind, pieces: Iterable[bytes], *, caseless: bool = False) -> bool:
+    def add_group(
+        self, kind: NeedleKind, pieces: Iterable[bytes], *, caseless: bool = False, ident: str | None = None
+    ) -> bool:
         """Add one group (pieces already seen are skipped); False if nothing new was added."""
         fresh = [p for p in pieces if p and (p.lower() if caseless else p) not in self._seen]
         if not fresh:
             return False
         for p in fresh:
             self._seen.add(p.lower() if caseless else p)
-            self.needles.append(Needle(kind=kind, group=self._group, data=p, caseless=caseless))
+            self.needles.append(Needle(kind=kind, group=self._group, data=p, caseless=caseless, ident=ident))
         self._group += 1
         self.bump(kind.value)
         return True

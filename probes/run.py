@@ -17,9 +17,43 @@ from erasure.subject import Subject
 from erasure.tiers import Tier
 from probes.fingerprint_model import Fingerprint
 from probes.model import DEFAULT_HTTP_TIMEOUT, Verification
+from probes.rule import RULE_VERSION
 from probes.window import verify_window
 
-__all__ = ["Verification", "run_probes", "to_json"]
+__all__ = ["MATCHING_RULE", "Verification", "run_probes", "to_json"]
+
+MATCHING_RULE = {
+    "version": RULE_VERSION,
+    "document": "docs/matching.md",
+    "meaning": (
+        "all clear: under this rule, no unambiguous hit of the subject in any parsed or decoded view of any byte "
+        "outside the product's own duty records (the request vault, the requester's notice), and nothing left "
+        "unread (what was not read is listed in unscanned_content)"
+    ),
+    "families": [
+        "names: given and family words near each other in one record (JSON object, table row, paragraph), "
+        "either order, initials or middle names between, never glued inside another word; character names "
+        "(CJK, Thai) as character sequences",
+        "emails: parsed addresses, IDNA in both forms, spelt out (at/dot), md5/sha1/sha256 of the address",
+        "phones: E.164 by libphonenumber, digits of every script",
+        "ids: whole words, joiners (- _ ') ignored",
+        "ambiguous (reported, never residue): names of everyday words written as words, numeric or word-like ids",
+    ],
+    "formats": [
+        "text (UTF-8, UTF-16, UTF-32)",
+        "escapes (JSON, percent, HTML references, quoted-printable), base64",
+        "HTML/XML",
+        "PDF",
+        "OOXML/ODF",
+        "RTF",
+        "MIME mail",
+        "vCard/iCalendar",
+        "gzip, zlib, bz2, xz, zstd, lz4, brotli, zip, tar, 7z",
+        "SQLite databases",
+        "images through Tesseract where installed",
+    ],
+}
+"""What "all clear" means in this pack (`verification.json`: `matching_rule`)."""
 
 
 def run_probes(
@@ -51,4 +85,6 @@ def to_json(verification: Verification, request_id: str, verified_at: datetime) 
         "residue_tiers": verification.residue_tiers(),
         "lost_bystander_tiers": verification.lost_bystander_tiers(),
         "unscanned_content": [u.model_dump(exclude_none=True) for u in verification.unscanned],
+        "others_content": [o.model_dump() for o in verification.others_content],
+        "matching_rule": MATCHING_RULE,
     }

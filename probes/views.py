@@ -42,7 +42,7 @@ import re
 import time
 import zipfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +88,9 @@ class ViewReport:
     decoded: int = 0
     """Payloads decoded out of the files' bytes (members, streams, base64 runs) and read again."""
     seconds: float = 0.0
+    set_aside: dict[str, set[int]] = field(default_factory=dict)
+    """Per label, the needles found in the files `scan_views` was told are someone else's content (another
+    person's attachment): not residue, declared by that label (docs/matching.md 7.2)."""
 
     def found_indexes(self) -> set[int]:
         """Indexes of the needles found in at least one view."""
@@ -522,6 +525,72 @@ def _sqlite_values(scan: _FileScan, path: str) -> None:
         conn.close()
 
 
+MAX_FREED_PAGES = 1 << 16
+"""Freed pages read from one SQLite file (64 Ki pages: 256 MiB at 4 KiB a page)."""
+
+
+def _sqlite_freed(scan: _FileScan, path: str) -> None:
+    """A SQLite file's freed pages (the freelist: trunk pages, whose old bytes lie past their leaf list,
+    and leaf pages), read as the values they held. A value that spilled over overflow pages has a 4-byte
+    pointer to the next page at the start of each, so freed pages are joined with those bytes removed:
+    along the pointers they still hold, and in page order (SQLite allocates overflow pages in a row, and
+    a page turned into a trunk has lost its pointer). Where `secure_delete` zeroed them there is nothing."""
+    with open(path, "rb", buffering=0) as f:
+        header = f.read(100)
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+            return
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        trunk = int.from_bytes(header[32:36], "big")
+        if not trunk or page_size < 512:
+            return
+
+        def page(n: int) -> bytes:
+            f.seek((n - 1) * page_size)
+            return f.read(page_size)
+
+        body: dict[int, bytes] = {}  # freed page -> its old bytes past what the freelist wrote over
+        pointer: dict[int, int] = {}
+        seen: set[int] = set()
+        while trunk and trunk not in seen and len(body) < MAX_FREED_PAGES:
+            seen.add(trunk)
+            data = page(trunk)
+            if len(data) < 8:
+                break
+            count = min(int.from_bytes(data[4:8], "big"), (page_size - 8) // 4)
+            body[trunk] = data[8 + 4 * count :]
+            for k in range(count):
+                leaf = int.from_bytes(data[8 + 4 * k : 12 + 4 * k], "big")
+                if leaf and leaf not in body and len(body) < MAX_FREED_PAGES:
+                    leaf_data = page(leaf)
+                    body[leaf], pointer[leaf] = leaf_data[4:], int.from_bytes(leaf_data[0:4], "big")
+            trunk = int.from_bytes(data[0:4], "big")
+    pages = {n: d for n, d in body.items() if d.strip(b"\x00")}
+    if not pages:
+        return
+    joined: list[bytes] = []
+    heads = set(pages) - {nxt for nxt in pointer.values() if nxt in pages}
+    for head in sorted(heads):  # along the pointers
+        parts, n, walked = [], head, set()
+        while n in pages and n not in walked:
+            walked.add(n)
+            parts.append(pages[n])
+            n = pointer.get(n, 0)
+        if len(parts) > 1:
+            joined.append(b"".join(parts))
+    run: list[bytes] = []
+    last = -2
+    for n in sorted(pages):  # in page order
+        if n != last + 1 and len(run) > 1:
+            joined.append(b"".join(run))
+        run = [*run, pages[n]] if n == last + 1 else [pages[n]]
+        last = n
+    joined += [b"".join(run)] if len(run) > 1 else []
+    for data in [*pages.values(), *joined]:
+        if scan.budget.take(len(data)):
+            scan.matcher.match_text(data.replace(b"\x00", b" ").decode("utf-8", "replace"), scan.hits)
+
+
 def _read_file(scan: _FileScan, path: str, size: int) -> int:
     """Read one file through the views; returns the bytes read."""
     with open(path, "rb", buffering=0) as f:
@@ -532,6 +601,7 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
             _payload(scan, data, 0, whole_file=True)
             if head.startswith(b"SQLite format 3\x00"):
                 _sqlite_values(scan, path)
+                _sqlite_freed(scan, path)
             return len(data)
         if _container_magic(head) or head.startswith(b"\x78"):
             data = f.read(MAX_MEMBER + 1)
@@ -549,23 +619,35 @@ def _read_file(scan: _FileScan, path: str, size: int) -> int:
             tail = buf[-OVERLAP:]
         if head.startswith(b"SQLite format 3\x00"):
             _sqlite_values(scan, path)
+            _sqlite_freed(scan, path)
         return total
 
 
-def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscanned: bool = True) -> ViewReport:
+def scan_views(
+    root: Path,
+    needles: Sequence[tuple[str, str]],
+    *,
+    report_unscanned: bool = True,
+    set_aside: Callable[[str], str | None] | None = None,
+) -> ViewReport:
     """Read every regular file under `root` through the decoded views for `needles` ((kind, text) per
     index: `identifier` or `content`; other kinds are not matched in views). Files nobody can read are
     left to the raw scan, which counts them. `report_unscanned` False: what no view reads is not
-    listed (a folder of the engine's own ciphertexts)."""
+    listed (a folder of the engine's own ciphertexts). `set_aside(relative path)` gives a label for a
+    file that is someone else's content: its finds go to `ViewReport.set_aside`, never to `found`."""
     started = time.perf_counter()
     report = ViewReport()
     matcher = Matcher(needles, once=True)
     if matcher.empty:
         return report
     files = list(_Walk(Path(root)).files())  # what cannot be listed or read: the raw scan counts it
+    labels = {rel: label for _p, rel, _s in files if set_aside and (label := set_aside(rel))}
+    aside = Matcher(needles) if labels else matcher
 
     def read(entry: tuple[str, str, int]) -> tuple[_FileScan, int] | None:
-        scan = _FileScan(matcher, {}, [])
+        # Someone else's file is read with a matcher of its own: a find there must not stop the search
+        # for the same needle in the subject's files (`once`).
+        scan = _FileScan(aside if entry[1] in labels else matcher, {}, [])
         try:
             return scan, _read_file(scan, entry[0], entry[2])
         except OSError:
@@ -580,8 +662,12 @@ def scan_views(root: Path, needles: Sequence[tuple[str, str]], *, report_unscann
         scan, n = got
         report.bytes_read += n
         report.decoded += scan.decoded
-        for index, hits in scan.hits.items():
-            report.found[index] = report.found.get(index, 0) + hits
+        if rel in labels:
+            if scan.hits:
+                report.set_aside.setdefault(labels[rel], set()).update(scan.hits)
+        else:
+            for index, hits in scan.hits.items():
+                report.found[index] = report.found.get(index, 0) + hits
         report.files += 1
         if report_unscanned:
             whole: str | None = None

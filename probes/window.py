@@ -19,9 +19,10 @@ are cut from people outside the window, so no co-subject's erasure reads as a by
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -46,6 +47,7 @@ from probes.model import (
     DEFAULT_HTTP_TIMEOUT,
     PROBE_TIERS,
     Measurement,
+    OthersContent,
     ProbeResult,
     Unscanned,
     Verification,
@@ -54,7 +56,7 @@ from probes.model import (
 from probes.needles import VECTOR_PIECE_BYTES, Needle, NeedleKind, distinctive_pieces
 from probes.registry import MEASURES
 from probes.resolve import PersonalEntities, exclusive_entities, resolve_keys
-from probes.store import BLOBS_DIR, CORPORA_DIR, SESSIONS_DIR, open_store
+from probes.store import BLOBS_DIR, CORPORA_DIR, DB_FILE, SESSIONS_DIR, open_store
 from probes.views import scan_views
 
 VECTOR_BATCH = 50_000
@@ -350,22 +352,68 @@ def _scan(
 
 
 def _views(
-    root: Path, owned: Sequence[Sequence[Needle]], *, report_unscanned: bool
+    root: Path,
+    owned: Sequence[Sequence[Needle]],
+    *,
+    report_unscanned: bool,
+    set_aside: Callable[[str], str | None] | None = None,
+    aside: list[dict[str, set[int]]] | None = None,
 ) -> tuple[list[set[int]], list[Unscanned]]:
     """One read of `root` through the decoded views for several owners' identifier and content needles:
-    per owner, the indexes (into its own list) found; and what no view could read."""
+    per owner, the indexes (into its own list) found; and what no view could read. Files `set_aside`
+    labels are someone else's content: per owner, their finds go to `aside` by label."""
     distinct: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for who, needles in enumerate(owned):
         for i, x in enumerate(needles):
             if x.view()[0]:
                 distinct.setdefault(x.view(), []).append((who, i))
     keys = list(distinct)
-    report = scan_views(root, keys, report_unscanned=report_unscanned)
+    report = scan_views(root, keys, report_unscanned=report_unscanned, set_aside=set_aside)
     found: list[set[int]] = [set() for _ in owned]
     for k in report.found:
         for who, i in distinct[keys[k]]:
             found[who].add(i)
+    if aside is not None:
+        for label, ks in report.set_aside.items():
+            for k in ks:
+                for who, i in distinct[keys[k]]:
+                    if owned[who][i].kind in (NeedleKind.identifier, NeedleKind.content):
+                        aside[who].setdefault(label, set()).add(i)
     return found, report.unscanned
+
+
+def _others_content(store_dir: Path, fps: Sequence[Fingerprint]) -> Callable[[str], str | None]:
+    """Which files of the store are someone else's content the erasure may not rewrite (docs/matching.md
+    7.2): a blob file (`blobs/<location>/<xx>/<key>`) whose row names a subject outside the window
+    (`attachment:<key>`, the key being random), and a SQLite database nobody configured as a store
+    (`database:<sha256 of its first page>`). A find there is declared under that label, never residue."""
+    mine = {i for fp in fps for i in (fp.subject_id, *fp.subject_ids)}
+    owners: dict[str, str | None] = {}
+    try:
+        with open_store(store_dir) as conn:
+            for key, sid in conn.execute("SELECT blob_key, subject_id FROM blobs"):
+                owners[str(key)] = None if sid is None else str(sid)
+    except Exception:  # no store yet, or no blobs table: no attachment is set aside
+        owners = {}
+    own_db = {DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm", f"{DB_FILE}-journal"}
+
+    def label(rel: str) -> str | None:
+        parts = rel.split("/")
+        if len(parts) >= 3 and parts[0] == BLOBS_DIR:
+            owner = owners.get(parts[-1], "")
+            return f"attachment:{parts[-1]}" if owner and owner not in mine else None
+        if rel in own_db:
+            return None
+        try:
+            with open(store_dir / rel, "rb") as f:
+                head = f.read(4096)
+        except OSError:
+            return None
+        if head.startswith(b"SQLite format 3\x00"):
+            return f"unconfigured-database:{hashlib.sha256(head).hexdigest()[:16]}"
+        return None
+
+    return label
 
 
 def _found_by_owner(
@@ -502,8 +550,9 @@ def verify_window(
     results: list[list[ProbeResult]] = [[] for _ in pairs]
     unscanned: list[Unscanned] = []
     scanned: dict[str, list[ScannedFile]] = {}
+    others: list[list[OthersContent]] = [[] for _ in pairs]
     if BYTES in wanted:
-        per_subject, unscanned, scanned = _byte_results(Path(store_dir), pairs, list(extra_roots))
+        per_subject, unscanned, scanned, others = _byte_results(Path(store_dir), pairs, list(extra_roots))
         for i, found in enumerate(per_subject):
             results[i] += found
     groups: dict[str, list[int]] = {}
@@ -520,23 +569,32 @@ def verify_window(
             results[i] += found
     order = {t: k for k, t in enumerate(PROBE_TIERS)}
     return [
-        Verification(probes=sorted(r, key=lambda p: order[p.tier]), unscanned=unscanned, scanned=scanned)
-        for r in results
+        Verification(
+            probes=sorted(r, key=lambda p: order[p.tier]), unscanned=unscanned, scanned=scanned, others_content=o
+        )
+        for r, o in zip(results, others, strict=True)
     ]
 
 
 def _byte_results(
     store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], extra_roots: list[Path]
-) -> tuple[list[list[ProbeResult]], list[Unscanned], dict[str, list[ScannedFile]]]:
+) -> tuple[list[list[ProbeResult]], list[Unscanned], dict[str, list[ScannedFile]], list[list[OthersContent]]]:
     """Per subject, the byte probes' results (raw, folded and decoded views of the store; raw and
-    decoded views of the home's other folders); the store's files no view could read; and every file
-    the raw scans read, by folder name (the scan manifest)."""
+    decoded views of the home's other folders); the store's files no view could read; every file the raw
+    scans read, by folder name (the scan manifest); and per subject, where others' content names them."""
     fps = [fp for _s, fp in pairs]
     scanned: dict[str, list[ScannedFile]] = {}
+    aside: list[dict[str, set[int]]] = [{} for _ in fps]
     try:
         found, _hits, unreadable, scanned[store_dir.name] = _found_by_owner(store_dir, fps, manifest=True)
         folded = folded_groups(store_dir, [fp.needles for fp in fps])
-        viewed, unscanned = _views(store_dir, [fp.needles for fp in fps], report_unscanned=True)
+        viewed, unscanned = _views(
+            store_dir,
+            [fp.needles for fp in fps],
+            report_unscanned=True,
+            set_aside=_others_content(store_dir, fps),
+            aside=aside,
+        )
     except (ErasureError, OSError) as exc:
         return (
             [
@@ -553,6 +611,7 @@ def _byte_results(
             ],
             [],
             {},
+            [[] for _ in pairs],
         )
     # The home's other folders: identifiers and content only (what a copy or a log line would hold), raw
     # and through the decoded views (what no view reads there is the engine's own: not listed).
@@ -568,14 +627,51 @@ def _byte_results(
         seen, _ = _views(root, home_needles, report_unscanned=False)
         for i, (needles, h) in enumerate(zip(home_needles, hits, strict=True)):
             homes[i][root.name] = len(
-                {needles[j].group for j in set(h) | seen[i] if needles[j].kind is not NeedleKind.shared_identifier}
+                {
+                    needles[j].group
+                    for j in _confirmed(needles, set(h), seen[i])
+                    if needles[j].kind is not NeedleKind.shared_identifier
+                }
             )
         unreadable += unreadable_here
     out = []
-    for fp, f, fo, v, home in zip(fps, found, folded, viewed, homes, strict=True):
-        measured = byte_residue.measurements(fp.needles, f, unreadable, home, folded=len(fo), viewed=v)
+    for fp, f, fo, v, home, mine_aside in zip(
+        fps, found, folded, viewed, homes, [list(a.values()) for a in aside], strict=True
+    ):
+        person_seen = any(fp.needles[i].kind is NeedleKind.identifier for i in v)
+        f = _confirmed(fp.needles, f, v)
+        set_aside = {i for found_there in mine_aside for i in found_there}
+        if not any(fp.needles[i].kind is NeedleKind.content for i in v):
+            # content found raw only where the views found it in someone else's content: theirs
+            f = {i for i in f if not (fp.needles[i].kind is NeedleKind.content and i in set_aside)}
+        measured = byte_residue.measurements(
+            fp.needles, f, unreadable, home, folded=len(fo) if person_seen else 0, viewed=v
+        )
         out.append(_paired(BYTES, measured, fp.bystanders))
-    return out, [u.model_copy(update={"tier": _STORE_FOLDER_TIERS.get(u.folder, BYTES)}) for u in unscanned], scanned
+    others = [
+        [
+            OthersContent(
+                tier="uploads" if label.startswith("attachment:") else BYTES,
+                kind=label.partition(":")[0],
+                label=label.partition(":")[2],
+                hits=len(found_here),
+            )
+            for label, found_here in sorted(mine.items())
+        ]
+        for mine in aside
+    ]
+    tiers = [u.model_copy(update={"tier": _STORE_FOLDER_TIERS.get(u.folder, BYTES)}) for u in unscanned]
+    return out, tiers, scanned, others
+
+
+def _confirmed(needles: Sequence[Needle], raw: set[int], viewed: set[int]) -> set[int]:
+    """The raw scan's finds, its identifiers only where the decoded views, which match identifiers by
+    docs/matching.md, found the person too: a literal spelling inside a longer address, an invoice number
+    or another word is not the person (the views' triggers hold every literal spelling, so they have read
+    around each one). Counts are per spelling; the verdict needs one confirmed find."""
+    if any(needles[i].kind is NeedleKind.identifier for i in viewed):
+        return raw
+    return {i for i in raw if needles[i].kind is not NeedleKind.identifier}
 
 
 _STORE_FOLDER_TIERS = {BLOBS_DIR: "uploads", SESSIONS_DIR: "working", CORPORA_DIR: "fine_tune"}

@@ -37,7 +37,7 @@ from proof.keys import load_private_key, public_key_pem
 from proof.pack import PACK_NAME
 from proof.reverification import statement_files, write_reverification
 from service.common import checked_request_id, request_lock, store_lock
-from service.verification import probe_subjects, take_all
+from service.verification import duty_records, probe_subjects, take_all
 
 REVERIFIABLE = frozenset({RequestState.sealed, RequestState.notified})
 """A request is re-verified once its pack is sealed (and after the requester was told)."""
@@ -155,6 +155,7 @@ def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
         "residue_methods": sorted({f"{p.tier}/{p.method}" for p in result.probes if p.residue > 0}),
         "probes": len(result.probes),
         "unscanned_content": len(result.unscanned),
+        "duty_records": duty_records(h),
         "fingerprint": "taken at re-verification from the request vault's identifiers (no bystander baseline)",
         "changed_files": _changes(h, pack_verification, manifest.from_json(scanned) or []),
         "scan_manifest": {

@@ -20,6 +20,7 @@ from erasure.ledger import ledger_key
 from erasure.subject import Subject
 from probes import manifest
 from probes.fingerprint import Fingerprint, destroy
+from probes.harvest import OTHERS_KEYS
 from probes.keys import SubjectKeys
 from probes.run import Verification, to_json
 from probes.targets import run as target_probes
@@ -29,11 +30,43 @@ from service.scope import scope_of
 from tasks.backup_holds import hold_in_backups
 
 
+def duty_records(h: Home) -> list[str]:
+    """Labels (`outbox/<request id>.eml`) of the requesters' notices waiting in the outbox: like the request
+    vault, the controller's own duty records (docs/matching.md 7.3), never residue. A file counts only
+    when it is a regular file named after a request of the vault."""
+    box = h.outbox_dir
+    if box.is_symlink() or not box.is_dir() or not h.engine_db.exists():
+        return []
+    names = sorted(p.name for p in box.iterdir() if p.suffix == ".eml" and p.is_file() and not p.is_symlink())
+    if not names:
+        return []
+    engine = open_engine(h.engine_db)
+    try:
+        known = set()
+        for name in names:
+            try:
+                requests.load_envelope(engine, name[: -len(".eml")])
+            except Exception:  # not a request of this vault: not a duty record
+                continue
+            known.add(name)
+    finally:
+        engine.close()
+    return [f"{box.name}/{n}" for n in sorted(known)]
+
+
 def home_scan_roots(h: Home) -> list[Path]:
     """Every folder of the home besides the store that the byte scan covers: all but the request vault
-    (engine/) and the keys."""
+    (engine/) and the keys, and the outbox when it holds nothing but requesters' notices (`duty_records`);
+    an outbox with anything else in it is scanned whole."""
     skip = {h.store_dir.name, h.engine_dir.name, h.keys_dir.name}
-    return sorted(p for p in h.root.iterdir() if p.is_dir() and p.name not in skip) if h.root.is_dir() else []
+    if not h.root.is_dir():
+        return []
+    box = h.outbox_dir
+    if box.is_dir() and not box.is_symlink():
+        entries = sorted(p.name for p in box.iterdir())
+        if entries and len(duty_records(h)) == len(entries):
+            skip.add(box.name)
+    return sorted(p for p in h.root.iterdir() if p.is_dir() and p.name not in skip)
 
 
 def fingerprint_paths(h: Home, request_id: str) -> tuple[Path, Path]:
@@ -177,7 +210,13 @@ def record_verification(
         for e in requests.exceptions(engine, request_id, open_only=True):
             if e.kind == "residue":
                 requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
+    keys = fp.needle_stats.get(OTHERS_KEYS, 0)
+    if keys:  # other people's source keys that name the subject: theirs, declared (never residue)
+        doc.setdefault("others_content", []).append(
+            {"tier": "episodic", "kind": "shared-key", "label": "source keys of other people's items", "hits": keys}
+        )
     record_unscanned(engine, request_id, doc.get("unscanned_content", []))
+    record_others_content(engine, request_id, doc.get("others_content", []))
     hold_in_backups(engine, request_id, h)  # declared backups that still hold the subject (issue 26)
     # Every open exception of the request (ids only) travels into the signed pack.
     doc["exceptions"] = [
@@ -226,6 +265,28 @@ def record_unscanned(engine: Any, request_id: str, unscanned: list[dict[str, Any
         )
     for e in requests.exceptions(engine, request_id, open_only=True):
         if e.kind == UNSCANNED and (e.tier, e.item_key) not in keep:
+            requests.close_exception(engine, e.exception_id)
+
+
+OTHERS_CONTENT = "mention_in_others_content"
+OTHERS_GROUND = (
+    "the subject is named inside another person's content that the erasure may not rewrite (their attachment): "
+    "attributed to its owner; review it with them"
+)
+
+
+def record_others_content(engine: Any, request_id: str, places: list[dict[str, Any]]) -> None:
+    """One open `mention_in_others_content` exception per place (docs/matching.md 7.2), keyed by its label;
+    those no longer found are closed."""
+    keep: set[tuple[str, str]] = set()
+    for place in places:
+        key = f"{place['kind']}:{place['label']}"
+        keep.add((str(place["tier"]), key))
+        requests.open_exception(
+            engine, request_id, str(place["tier"]), OTHERS_CONTENT, key, {"hits": place["hits"]}, OTHERS_GROUND
+        )
+    for e in requests.exceptions(engine, request_id, open_only=True):
+        if e.kind == OTHERS_CONTENT and (e.tier, e.item_key) not in keep:
             requests.close_exception(engine, e.exception_id)
 
 
@@ -309,5 +370,7 @@ def probe_subjects(
             got = target_probes.verify(target, subject, tfp)
             probes += got.probes
             unscanned += got.unscanned
-        out.append(Verification(probes=probes, unscanned=unscanned, scanned=ref.scanned))
+        out.append(
+            Verification(probes=probes, unscanned=unscanned, scanned=ref.scanned, others_content=ref.others_content)
+        )
     return out

@@ -58,7 +58,7 @@ class Attribution:
         for o in owners:
             if hit.kind in self.carried.get(fold(o), ()):
                 return THEIRS
-        if (hit.kind == "name" and self.namesakes) or (hit.kind == "id" and self.word_id):
+        if hit.ambiguous or (hit.kind == "name" and self.namesakes) or (hit.kind == "id" and self.word_id):
             return AMBIGUOUS
         return REDACT if hit.inline else UNREDACTABLE
 

@@ -2,18 +2,16 @@
 identifier, attributed, and redacted in place (the item stays: it is the other person's).
 
 A mention has no key: it is free text. Every text that may name a subject is found by a prefilter
-that never misses one the identity's spellings (`erasure.spellings`: canonical views, escapes and
-base64 decoded, token-bounded) find, and every candidate is confirmed with them (`Identity.names_in`).
+that never misses a text in which the rule (docs/matching.md, through `erasure.spellings`: escapes and
+base64 decoded too) finds a hit, and every candidate is confirmed by the rule (`Identity.names_in`).
 The prefilter (`Prefilter`) rests on one split:
 
 - A text that is all ASCII, with no escape (`%40`, `\\u0040`, `&#64;`, `=40`, ...) and no base64 run,
-  can match a spelling only through one literal of it, in any letter case: an id (or its longest
-  letter/digit group, since an id may be spelt by its groups), an email's mailbox without its tag,
-  one token of a name in each of its ASCII transliterations (a name needs all its tokens: one will
-  do), a phone's national significant number with nothing but `PHONE_SEPARATORS` between its digits
-  (every prefix's spelling holds it). All are hyperscan patterns, and one pass over the texts (joined
-  by NUL, which no pattern crosses) carries every subject's: the match's end says whose text it is in,
-  its pattern whose spelling. An escape or a base64 run (`EVERY`) makes the text a candidate for all.
+  can hold a hit only through what `erasure.matching.ascii_triggers` lists (a word of the rule with its
+  joiners, an email's mailbox, a digest, a phone's national significant number with other characters
+  between its digits), in any letter case. All are hyperscan patterns, and one pass over the texts
+  (joined by NUL, which no pattern crosses) carries every subject's: the match's end says whose text it
+  is in. An escape or a base64 run (`EVERY`) makes the text a candidate for all.
 - A text with any non-ASCII character (or a NUL) is a candidate for every subject: there case folding,
   combining marks, NFKC forms and transliterations part ways with any literal test.
 
@@ -48,7 +46,6 @@ import threading
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -57,7 +54,8 @@ import hyperscan
 
 from erasure.errors import ConfigError
 from erasure.identity import Identity, phone_digits
-from erasure.spellings import BASE64_RUN, ESCAPE_PATTERN, Hit, canonical, country_split, token_variants
+from erasure.matching import ascii_triggers
+from erasure.spellings import BASE64_RUN, ESCAPE_PATTERN, Hit
 from memory.schema import db_path
 from tasks.attribution import Attribution, ItemMentions, attribute, build, carriers
 from tasks.base import ExceptionSpec
@@ -71,13 +69,6 @@ AMBIGUOUS_GROUND = (
 )
 UNREDACTABLE_GROUND = "mention the item cannot lose in place (inside a base64 run): review the item"
 
-ASCII_EQUIVALENTS = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
-"""The only non-ASCII characters that Python's case-insensitive matching equates with an ASCII one
-(checked over all of Unicode by tests/test_mention_prefilter.py)."""
-PATTERN_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
-"""The ASCII characters `\\s` matches in a str pattern."""
-PHONE_SEPARATORS = PATTERN_SPACES + "-.()/[]"
-"""The ASCII characters a phone spelling may carry between its digits (`erasure.spellings._PHONE_SEP`)."""
 BATCH_ROWS = 50_000
 """Rows read and scanned at a time when an index reads a table (bounds its memory)."""
 
@@ -90,75 +81,13 @@ def policy() -> str:
     return value
 
 
-def ascii_shadow(value: str) -> str | None:
-    """`value` as an ASCII text spells it in the identity's case-insensitive pattern (lower case), or
-    None when no ASCII text can match it (it has a character no ASCII character matches)."""
-    out = []
-    for ch in value:
-        if ch.isascii():
-            out.append(ch.lower())
-        elif ch in ASCII_EQUIVALENTS:
-            out.append(ASCII_EQUIVALENTS[ch])
-        else:
-            return None
-    return "".join(out)
-
-
-@dataclass(frozen=True)
-class SearchPlan:
-    """What an ASCII text that names the subject must hold, per spelling (see the module docstring)."""
-
-    phrases: tuple[tuple[str, ...], ...]
-    """Words (lower case) that every ASCII text naming the subject by one spelling holds, in this order
-    with white space between them, for each spelling: an id, an email's mailbox without its tag, the
-    ASCII transliterations of one token of a name (any of them)."""
-    digits: tuple[str, ...]
-    """Phones: an ASCII text matching one holds these digits with only `PHONE_SEPARATORS` between
-    (the national significant number, in every prefix's spelling)."""
-
-    @classmethod
-    def of(cls, identity: Identity) -> SearchPlan:
-        sp = identity.spellings
-        phrases: list[tuple[str, ...]] = []
-
-        def add(value: str) -> None:
-            shadow = ascii_shadow(canonical(value).strip())
-            if shadow is not None:  # else only a non-ASCII or an escaped text can name it: a candidate anyway
-                phrases.append(tuple(shadow.split(" ")))
-
-        for v in identity.ids:  # the id, or its longest letter/digit group (the id may be spelt by its groups)
-            groups = [g for g in re.split(r"[\W_]+", canonical(v)) if g]
-            add(max(groups, key=len) if len(groups) > 1 else v)
-        for e in identity.emails:
-            local, at, domain = canonical(e).strip().rpartition("@")
-            add((local.split("+", 1)[0] or local) if at else domain)
-        for n in identity.names:
-            tokens = [t for t in re.split(r"[\s,]+", canonical(n)) if t]
-            if not tokens:
-                add("")
-                continue
-            best = max(tokens, key=lambda t: min(len(v) for v in token_variants(t)))
-            for v in sorted(token_variants(best)):
-                add(v)
-        digits = []
-        for p in identity.phones:
-            split = country_split(p, sp.country_codes)
-            digits.append(split[1] if split else p)
-        return cls(phrases=tuple(dict.fromkeys(phrases)), digits=tuple(dict.fromkeys(d for d in digits if d)))
-
-
 @lru_cache(maxsize=256)
-def plan(identity: Identity) -> SearchPlan:
-    """The identity's search plan."""
-    return SearchPlan.of(identity)
+def triggers(identity: Identity) -> tuple[str, ...]:
+    """Regexes one of which every ASCII text naming the identity matches, in any letter case
+    (`erasure.matching.ascii_triggers`: the rule's own words, never a second list of spellings)."""
+    return tuple(ascii_triggers(identity.spellings.finder))
 
 
-def _hex(text: str) -> str:
-    return "".join(f"\\x{ord(c):02x}" for c in text)
-
-
-_SEPARATOR_CLASS = "[" + _hex(PHONE_SEPARATORS) + "]*"
-_SPACE_CLASS = "[" + _hex(PATTERN_SPACES) + "]+"
 EVERY = -1
 """The owner of the escape and base64 patterns: a text with an escape or a base64 run is a candidate for
 every identity (`erasure.spellings` decodes them)."""
@@ -174,17 +103,9 @@ class Prefilter:
         expressions: list[bytes] = [ESCAPE_PATTERN.encode("ascii"), BASE64_RUN.encode("ascii")]
         flags: list[int] = [0, 0]
         for k, who in enumerate(identities):
-            p = plan(who)
-            if any(not all(phrase) or any("\x00" in w for w in phrase) for phrase in p.phrases):
-                self._every.append(k)  # a spelling with an empty word: every text is a candidate
-                continue
-            for phrase in p.phrases:
-                expressions.append(_SPACE_CLASS.join(_hex(w) for w in phrase).encode("ascii"))
+            for rx in triggers(who):
+                expressions.append(rx.encode("utf-8"))
                 flags.append(hyperscan.HS_FLAG_CASELESS)
-                self._owner.append(k)
-            for d in p.digits:
-                expressions.append(_SEPARATOR_CLASS.join(_hex(c) for c in d).encode("ascii"))
-                flags.append(0)
                 self._owner.append(k)
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._db.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
@@ -433,8 +354,9 @@ def _json_interiors(text: str) -> list[tuple[int, int]] | None:
 
 
 def _cut(hit: Hit, interiors: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The parts of `hit` inside string literals (a name split over two strings is cut in two)."""
-    return [(max(hit.start, lo), min(hit.end, hi)) for lo, hi in interiors if max(hit.start, lo) < min(hit.end, hi)]
+    """The parts of `hit`'s redaction spans inside string literals (a name split over two strings is cut
+    in two; a key between them is not part of it)."""
+    return [(max(s, lo), min(e, hi)) for s, e in hit.spans() for lo, hi in interiors if max(s, lo) < min(e, hi)]
 
 
 def item_mentions(

@@ -22,7 +22,9 @@ import pytest
 from tests.cli_fixtures import CliResult, erasure
 from tests.oracle import Person, Scan, scan_home, scan_tree
 
-HONEST_KINDS = frozenset({"unscanned_content", "mention_ambiguous", "mention_reported"})
+HONEST_KINDS = frozenset({"unscanned_content", "mention_ambiguous", "mention_reported", "mention_in_others_content"})
+"""Exceptions that say specifically why a request is not all clear (docs/matching.md 7.2: another
+person's content that names the subject is declared, `mention_in_others_content`)."""
 
 
 @pytest.fixture(name="cli_home")

@@ -218,8 +218,14 @@ def test_case_5_attachments_that_are_not_plain_text(cli_home: Any, tmp_path: Pat
     assert blob_hits, "the attachment was not stored as a blob"
     submit(cli_home, inputs, "req-case-05", JANE)
     res = run(cli_home, "req-case-05")
+    # A bystander's attachment the erasure may not rewrite: attributed to its owner and declared
+    # (docs/matching.md 7.2), where the last round said mention_reported or residue.
     assert_truthful(
-        cli_home, "req-case-05", res, person(JANE), honest=frozenset({"unscanned_content", "mention_reported"})
+        cli_home,
+        "req-case-05",
+        res,
+        person(JANE),
+        honest=frozenset({"unscanned_content", "mention_reported", "mention_in_others_content"}),
     )
 
 

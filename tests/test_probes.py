@@ -502,8 +502,19 @@ def test_selected_tiers_and_json_shape(built: Built) -> None:
         "residue_tiers",
         "lost_bystander_tiers",
         "unscanned_content",
+        "others_content",
+        "matching_rule",
     }
     assert doc["verified_at"] == "2025-03-02T09:30:00Z"
+    # What "all clear" means travels in the pack: the rule's version (both implementations name it), its
+    # families and the formats read.
+    import erasure.matching
+    import probes.rule
+
+    rule = doc["matching_rule"]
+    assert rule["version"] == probes.rule.RULE_VERSION == erasure.matching.RULE_VERSION
+    assert rule["document"] == "docs/matching.md" and "unscanned_content" in rule["meaning"]
+    assert any("PDF" in f for f in rule["formats"]) and any(f.startswith("phones") for f in rule["families"])
     assert doc["failing_tiers"] == ["derivatives"]
     assert set(doc["probes"][0]) == {"tier", "method", "residue", "bystanders_before", "bystanders_after"}
     text = str(doc)
