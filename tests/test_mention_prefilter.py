@@ -258,7 +258,7 @@ def ascii_spellings(draw: st.DrawFn) -> tuple[Identity, str]:
     return who, f"{before} {core} {after}"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=budget.examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=ascii_spellings())
 def test_the_prefilter_passes_every_ascii_text_the_rule_finds_a_hit_in(case: tuple[Identity, str]) -> None:
     """Oracle: the rule itself (`Identity.names_in`). Whatever it finds in an ASCII text, the prefilter
