@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.tiers import TIERS
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -38,3 +40,56 @@ def prefect_harness() -> Iterator[None]:
         prefect_test_harness(server_startup_timeout=120),
     ):
         yield
+
+
+# --- test tiers (tests/tiers.py): each test is marked with the tiers its code and fixtures reach --------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with every tier its closure of fixtures, its own code, its parameters, or the test
+    tree's helpers these call reach (the entry points of tests/tiers.py). Marks set by hand stay."""
+    from tests import tiers
+
+    reach = tiers.Reach(tiers.entry_points())
+    for item in items:
+        found = reach.of_all(tiers.fixture_functions(item))
+        test_function = getattr(item, "obj", None)
+        if test_function is not None:
+            found |= reach.of(test_function)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            found |= reach.of_all(v for v in callspec.params.values() if callable(v))
+        if item.get_closest_marker("redteam_generated"):
+            found.add("redteam")
+        for tier in sorted(found - {m.name for m in item.iter_markers()}):
+            item.add_marker(tier)
+
+
+_UNTIERED_SECONDS: dict[str, float] = {}
+_TIER_MARKS = frozenset({*TIERS, "slow"})
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """Time the tests that are in no tier (setup, call and teardown), for the summary below."""
+    import time
+
+    untiered = not any(m.name in _TIER_MARKS for m in item.iter_markers())
+    start = time.monotonic()
+    try:
+        return (yield)
+    finally:
+        if untiered:
+            _UNTIERED_SECONDS[item.nodeid] = time.monotonic() - start
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Unmarked tests slower than tiers.SLOW_SECONDS: each wants a fixture that reaches a tier's entry
+    point, an entry point of its own in tests/tiers.py, or an explicit mark (`slow` at least)."""
+    from tests.tiers import SLOW_SECONDS
+
+    slow = sorted(((s, n) for n, s in _UNTIERED_SECONDS.items() if s > SLOW_SECONDS), reverse=True)
+    if slow:
+        terminalreporter.section(f"untiered tests slower than {SLOW_SECONDS:.0f} s (give them a tier)")
+        for seconds, nodeid in slow:
+            terminalreporter.write_line(f"{seconds:6.1f}s {nodeid}")

@@ -19,6 +19,7 @@ from erasure.sqlite import connect, transaction
 from memory import audit, audit_tree, schema
 from proof import verify
 from proof.verify import wire
+from tests import budget
 from tests.proof_fixtures import audit_document, consistency_proof, inclusion_path, leaf_hash, mth, multiproof
 
 # The Certificate Transparency reference tree (certificate-transparency-go / transparency-dev merkle
@@ -204,7 +205,7 @@ def test_every_proof_verifies_with_the_verifier_and_no_flipped_one(store: apsw.C
                 assert not verify.verify_consistency(m, n, roots[n], roots[n], proof), (m, n)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=budget.examples(60), deadline=None)
 @given(n=st.integers(1, 300), data=st.data())
 def test_random_proofs_verify_and_any_wrong_one_does_not(n: int, data: st.DataObject) -> None:
     leaves = [leaf_hash(i.to_bytes(4, "big")) for i in range(n)]
@@ -331,7 +332,7 @@ def _hash_slots(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
     return slots
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=budget.examples(80), deadline=None)
 @given(n=st.integers(8, 60), v2=st.booleans(), data=st.data())
 def test_any_one_hash_of_the_evidence_changed_is_refused(n: int, v2: bool, data: st.DataObject) -> None:
     doc = audit_document(n, v2=v2)

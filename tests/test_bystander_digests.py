@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from probes.model import ProbeResult
 from probes.targets import run
 from tasks.targets.langgraph_sqlite import ERASER
+from tests import budget
 from tests.langgraph_sqlite_fixtures import chat_graph, open_saver, open_store
 from tests.test_langgraph_layouts import (
     BYSTANDERS,
@@ -99,7 +100,7 @@ def lost(results: list[ProbeResult]) -> list[tuple[str, str]]:
 
 
 @settings(
-    max_examples=14,
+    max_examples=budget.examples(14),
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

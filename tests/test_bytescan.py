@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from erasure.errors import InputError
 from probes.bytescan import MAX_NEEDLE_BYTES, naive_scan_tree, scan_tree
+from tests import budget
 
 
 def _write(root: Path, rel: str, data: bytes) -> None:
@@ -124,7 +125,7 @@ _alphabet = st.sampled_from([b"a", b"b", b"\x00", b".", b"*"])
 _text = st.lists(_alphabet, max_size=300).map(b"".join)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     files=st.lists(_text, min_size=1, max_size=4),
     needles=st.lists(st.lists(_alphabet, min_size=1, max_size=6).map(b"".join), min_size=1, max_size=8),

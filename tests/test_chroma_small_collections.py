@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from erasure.subject import Subject
 from probes.targets import run
 from tasks.targets.chroma import ERASER
+from tests import budget
 from tests.chroma_fixtures import SUBJECT_KEY, embed, hash_embedding, opened, target_for
 
 pytest.importorskip("chromadb")
@@ -314,7 +315,7 @@ def test_unused_link_slots_of_a_live_element_are_cleared(tmp_path: Path) -> None
 
 
 @settings(
-    max_examples=14,
+    max_examples=budget.examples(14),
     derandomize=True,
     deadline=None,
     database=None,

@@ -26,6 +26,7 @@ from erasure.engine import open_engine
 from erasure.errors import ConfigError, Conflict, InputError
 from erasure.models import ErasureRequestEnvelope, LegalBasis
 from erasure.states import RequestState
+from tests import budget
 
 POLICY = ClockPolicy()
 GDPR, CCPA, POPIA, KE = LegalBasis.GDPR, LegalBasis.CCPA, LegalBasis.POPIA, LegalBasis.KE_DPA
@@ -94,7 +95,7 @@ def test_gdpr_extension_two_further_months_from_the_original_deadline() -> None:
     assert extended_deadline(GDPR, at("2024-04-04"), policy=POLICY) == eod("2024-07-08")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget.examples(300), deadline=None)
 @given(received=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31), timezones=st.just(UTC)))
 def test_gdpr_deadline_is_a_working_day_28_to_34_days_after_receipt(received: datetime) -> None:
     d = legal_deadline(GDPR, received, policy=POLICY)

@@ -61,6 +61,7 @@ def test_two_requests_in_two_threads(built: Home) -> None:
     assert_both_erased(built)
 
 
+@pytest.mark.cascade  # the cascades run in subprocesses, out of the tiers' sight
 def test_two_requests_in_two_processes(built: Home) -> None:
     env = {**os.environ, "ERASURE_HOME": str(built.root), "ERASURE_EVIDENCE": str(built.evidence_root)}
     env.pop("ERASURE_CRASH_AT", None)

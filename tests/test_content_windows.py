@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from probes.needles import plain_windows
+from tests import budget
 
 
 def at_word_boundaries(window: str, text: str) -> bool:
@@ -51,7 +52,7 @@ accented_word = st.builds(
 separator = st.sampled_from([" ", " ", " ", ", ", ": ", ". ", " (", ") ", "\n", " \u201c", "\u201d "])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget.examples(300), deadline=None)
 @given(st.lists(st.tuples(st.one_of(ascii_word, ascii_word, accented_word), separator), min_size=1, max_size=40))
 def test_every_window_is_made_of_whole_words(parts: list[tuple[str, str]]) -> None:
     text = "".join(w + s for w, s in parts)

@@ -25,6 +25,7 @@ from proof.keys import generate_keypair
 from proof.pack import attach_attestation
 from proof.verify.signer import load_signing_key, read_signing_request, sign_request
 from service import signoff
+from tests import budget
 from tests.cli_fixtures import erasure
 from tests.test_attest_export import REQ, _state, awaiting  # noqa: F401  (the fixture)
 
@@ -158,7 +159,7 @@ def test_an_envelope_that_is_not_one(awaiting: Home, dpo_machine: Path) -> None:
     _refused(awaiting, "I, the DPO, approve.")
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_change_to_a_genuine_envelope_is_refused(awaiting: Home, dpo_machine: Path, data: st.DataObject) -> None:  # noqa: F811
     """One byte of the signed statement or of the signature changed, anywhere: never attached. The

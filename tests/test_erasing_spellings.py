@@ -38,6 +38,7 @@ from memory.sessions import session_path
 from service.common import store_lock
 from tasks import mentions
 from tasks.runner import run_cascade
+from tests import budget
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
 
 NAMESAKE = Subject(id="user-nms-5521", email="a.quist.other@example.net", name=SUBJECT.name, phone="+1 555 0177")
@@ -344,7 +345,7 @@ scenes = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=budget.examples(40), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(s=scenes)
 def test_generated_every_spelling_encoding_and_owner(s: dict[str, Any]) -> None:
     kind, whose, how = str(s["kind"]), str(s["whose"]), str(s["encoding"])
@@ -397,7 +398,7 @@ texts = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=budget.examples(150), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(parts=texts)
 def test_generated_the_search_finds_every_spelling_the_oracle_finds(
     parts: list[tuple[str, int, str, str, str]],

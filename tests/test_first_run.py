@@ -20,6 +20,8 @@ import pytest
 
 from erasure.config import PROJECT_ROOT, Home
 
+pytestmark = pytest.mark.prefect  # a new home's first run migrates Prefect's database, in subprocesses
+
 
 def _cli_env(root: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ERASURE_"))}

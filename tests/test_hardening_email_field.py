@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from erasure.config import Home
 from erasure.subject import Subject
+from tests import budget
 from tests.cli_fixtures import erasure
 
 FIXTURES = Path(__file__).parent / "fixtures" / "requests"
@@ -136,7 +137,7 @@ def not_one_addr_spec(draw: st.DrawFn) -> str:
     }[form]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=addr_specs())
 def test_property_one_addr_spec_is_accepted_and_notifies_one_recipient(spec: str) -> None:
     subject = Subject(id="u-1", email=spec)
@@ -145,7 +146,7 @@ def test_property_one_addr_spec_is_accepted_and_notifies_one_recipient(spec: str
     assert getaddresses([str(msg["To"])]) == [("", spec)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget.examples(300), deadline=None)
 @given(bad=not_one_addr_spec())
 def test_property_anything_but_one_addr_spec_is_refused(bad: str) -> None:
     with pytest.raises(ValidationError, match="one address"):

@@ -22,6 +22,8 @@ import pytest
 
 from erasure.config import PROJECT_ROOT
 
+pytestmark = pytest.mark.prefect  # `erasure request run` in new homes migrates Prefect's database
+
 ROUNDS = 3
 AT_ONCE = 2
 

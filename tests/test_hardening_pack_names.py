@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from proof import verify
 from proof.keys import load_private_key, sign
 from proof.pack import attest, summary, write_pack
+from tests import budget
 from tests.proof_fixtures import Keys, make_evidence, make_keys
 
 N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
@@ -348,7 +349,7 @@ def mutations(draw: st.DrawFn) -> tuple[str, Callable[[bytes], bytes]]:
     return f"{how} {which}", lambda d: with_envelope(d, which, sig_change)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutation=mutations())
 def test_every_container_mutation_is_refused_or_keeps_the_name(
     sealed: bytes, keys: Keys, mutation: tuple[str, Callable[[bytes], bytes]]

@@ -32,6 +32,8 @@ import pytest
 from erasure.config import PROJECT_ROOT, Home
 from tests.process_fixtures import clean_env, free_port
 
+pytestmark = pytest.mark.prefect  # real Prefect servers and `erasure serve`, in subprocesses
+
 SERVE_TIMEOUT = 300.0
 
 
@@ -69,9 +71,11 @@ def home(tmp_path: Path) -> Home:
     return Home.resolve(tmp_path / "home", tmp_path / "evidence").ensure()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def other_users_prefect_server() -> Iterator[tuple[str, int]]:
-    """A bare `prefect server start`, its own Prefect home, no credential: its API URL and its pid."""
+    """A bare `prefect server start`, its own Prefect home, no credential: its API URL and its pid. One
+    for the module: no test changes it (serve is refused before it deploys anything, which the first
+    test checks; the second only reads it)."""
     root = Path(tempfile.mkdtemp(prefix="erasure-h23-foreign-", dir="/tmp"))
     port = free_port()
     env = clean_env(PREFECT_HOME=str(root / "prefect"))

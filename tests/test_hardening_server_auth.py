@@ -37,7 +37,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from erasure.config import Home
+from tests import budget
 from tests.process_fixtures import clean_env, erasure, free_port
+
+pytestmark = pytest.mark.prefect  # `erasure server start`: a Prefect server and its worker
 
 START_TIMEOUT = 600
 RUN_TIMEOUT = 240.0
@@ -320,7 +323,7 @@ def _worker_configuration(template: dict[str, Any], run_vars: dict[str, Any]) ->
     return asyncio.run(ProcessJobConfiguration.from_template_and_values(template, values))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=budget.examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run_vars=_overrides)
 def test_no_override_changes_what_the_worker_runs(prefect_harness: None, run_vars: dict[str, Any]) -> None:
     """For any run's job variables: the server refuses them, or the worker's command, working folder and

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from erasure.config import Home
 from erasure.errors import StoreError
 from erasure.files import inside_folder
+from tests import budget
 from tests.cascade_fixtures import SUBJECT, build_store, owned_counts, submit
 from tests.cli_fixtures import erasure
 
@@ -198,7 +199,7 @@ paths = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(400), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(relative=paths, kind=st.sampled_from(["blob key", "session id", "corpus path", "chroma segment id"]))
 def test_inside_folder_agrees_with_the_oracle(tree: Path, relative: str, kind: str) -> None:
     if oracle_refuses(relative):

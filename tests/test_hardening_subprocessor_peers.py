@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from memory import subprocessors as sp
 from probes import subprocessors as probe_sp
+from tests import budget
 
 Handler = Callable[[socket.socket], None]
 
@@ -240,7 +241,7 @@ def ticket_acceptable(t: object) -> bool:
     return isinstance(t, str) and 1 <= len(t) <= 128 and all(c in TICKET_CHARS for c in t)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=budget.examples(80), deadline=None)
 @given(
     ticket=st.one_of(
         st.text(alphabet=TICKET_CHARS, min_size=0, max_size=200),

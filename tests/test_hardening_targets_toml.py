@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from erasure.config import Home
 from erasure.errors import ConfigError
 from erasure.targets import MAX_KEY_PARTS, MAX_TOML_DEPTH, load_targets
+from tests import budget
 from tests.cli_fixtures import erasure
 
 HEAD = '[[targets]]\nname = "kb"\nkind = "chroma"\npath = "chroma"\n'
@@ -120,7 +121,7 @@ def nested_value(draw: st.DrawFn) -> tuple[str, int]:
     return text, depth
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=nested_value())
 def test_property_depth_over_the_limit_is_refused_and_under_it_parses(
     home: Home, tmp_path: Path, value: tuple[str, int]
@@ -137,7 +138,7 @@ def test_property_depth_over_the_limit_is_refused_and_under_it_parses(
         assert found.by_name("kb").value("x") is not None
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     parts=st.lists(st.sampled_from(["a", "b-1", '"q.r"', "'s t'", "7"]), min_size=1, max_size=MAX_KEY_PARTS + 8),
     sep=st.sampled_from([".", " . ", ". "]),

@@ -29,6 +29,7 @@ from erasure.sqlite import transaction
 from memory import subprocessors
 from memory.schema import create
 from memory.subprocessor_service import start_service
+from tests import budget
 from tests.cli_fixtures import MARK, erasure, snapshot, subjects
 
 ATTACHMENT_BYTES = b"the folder's own attachment"
@@ -53,7 +54,7 @@ HOSTILE_ATTACHMENTS = [
     "/dev/zero",
 ]
 FIELDS = ["source", "source_ref", "subject", "content", "attachments", "training", "subprocessors"]
-EXAMPLES = 1000
+EXAMPLES = budget.examples(1000)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import InputError
 from memory.ingest import CHUNK_CHARS, chunk_text
 from memory.items import MAX_LINE_BYTES, read_jsonl
+from tests import budget
 from tests.cli_fixtures import erasure, snapshot
 
 SUBJECT = {"id": "user-0042", "email": "grace@example.org", "name": "Grace Example"}
@@ -97,7 +98,7 @@ _TEXT = st.text(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget.examples(300), deadline=None)
 @given(text=_TEXT, size=st.integers(min_value=1, max_value=40))
 @example(text=" " * 301 + "a", size=CHUNK_CHARS)
 @example(text="a" + " " * 700 + "b", size=CHUNK_CHARS)

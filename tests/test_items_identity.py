@@ -27,6 +27,7 @@ from memory.schema import create, open_store
 from probes.fingerprint import take_fingerprint
 from probes.run import run_probes
 from tasks.runner import run_cascade
+from tests import budget
 from tests.cascade_fixtures import submit
 
 ANN = Subject(id="subj-ann-7731", email="annabel.quist@example.org", name="Annabel Quist")
@@ -229,7 +230,7 @@ def _oracle_identity(room: int, person: int, text: str, item_id: str | None) -> 
     return (room, "id", item_id) if item_id is not None else (room, "text", person, text)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(messages=st.lists(message, min_size=2, max_size=9), erased=st.integers(0, 2))
 def test_interleaved_people_in_shared_rooms(
     tmp_path_factory: pytest.TempPathFactory, messages: list[tuple[int, int, list[str], str | None]], erased: int

@@ -25,6 +25,7 @@ from proof.keyring import RetiredKey, enroll, rotate
 from proof.keys import generate_keypair, keyid, load_public_key
 from proof.pack import attest, write_pack
 from proof.verify.keyring import parse_keyring
+from tests import budget
 from tests.keyring_fixtures import entry, iso, keyring_file
 from tests.proof_fixtures import Keys, make_evidence, make_keys
 
@@ -55,7 +56,7 @@ offsets = st.integers(-3, 3)
 lengths = st.one_of(st.none(), st.integers(1, 6))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(e_start=offsets, e_len=lengths, d_start=offsets, d_len=lengths, predecessor=st.booleans())
 def test_a_signature_is_accepted_only_inside_its_keys_validity(
     attested: tuple[Keys, bytes],
@@ -286,7 +287,7 @@ def test_a_backups_followup_signed_after_a_rotation_is_checked_with_the_key_that
     assert f"until {rotated.at}" in late.stdout
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(400), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     start=st.integers(-5, 5),
     length=st.one_of(st.none(), st.integers(1, 5)),

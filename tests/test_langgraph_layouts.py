@@ -32,6 +32,7 @@ from erasure.targets import Target
 from erasure.tiers import Tier
 from probes.targets import run
 from tasks.targets.langgraph_sqlite import ERASER
+from tests import budget
 from tests.cli_fixtures import erasure
 from tests.langgraph_sqlite_fixtures import chat_graph, open_saver, open_store
 
@@ -306,7 +307,7 @@ def layouts(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @settings(
-    max_examples=25,
+    max_examples=budget.examples(25),
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

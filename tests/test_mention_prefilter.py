@@ -30,6 +30,7 @@ from erasure.subject import Subject
 from memory.schema import create
 from tasks import mentions
 from tasks.identity import ids_folding_to, personal_entities, values_folding_to
+from tests import budget
 
 NOW = "2026-01-01T00:00:00.000000Z"
 
@@ -153,7 +154,7 @@ def scenes(draw: st.DrawFn) -> tuple[Subject, list[str]]:
     return subject, texts
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=budget.examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 @given(scene=scenes())
 def test_every_row_the_pattern_finds_is_found(store: apsw.Connection, scene: tuple[Subject, list[str]]) -> None:
     subject, texts = scene
@@ -185,7 +186,7 @@ def id_scenes(draw: st.DrawFn) -> tuple[str, list[str]]:
     return target, spelled + others + [target[:-1], target + "0", "\u00e9" + target]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=budget.examples(200), deadline=None, suppress_health_check=list(HealthCheck))
 @given(scene=id_scenes())
 def test_every_store_id_that_folds_to_the_request_is_found(
     store: apsw.Connection, scene: tuple[str, list[str]]
@@ -257,7 +258,7 @@ def ascii_spellings(draw: st.DrawFn) -> tuple[Identity, str]:
     return who, f"{before} {core} {after}"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=budget.examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=ascii_spellings())
 def test_the_prefilter_passes_every_ascii_text_the_rule_finds_a_hit_in(case: tuple[Identity, str]) -> None:
     """Oracle: the rule itself (`Identity.names_in`). Whatever it finds in an ASCII text, the prefilter

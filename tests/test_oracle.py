@@ -25,6 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests import budget
 from tests.oracle import Person, canonical_forms, scan_bytes, scan_text, scan_tree, split_phone
 
 JANE = Person(id="usr-jd-4471", email="jane.doe@mail.example", name="Jane Doe", phone="+44 20 7946 0001")
@@ -290,6 +291,7 @@ def _combinations(kind: str, tmp: Path) -> list[tuple[Person, str, str, str, str
     return out
 
 
+@pytest.mark.slow  # every container, images read by OCR: about 10 s a kind
 @pytest.mark.parametrize("kind", sorted(SPELLINGS))
 def test_every_spelling_in_every_encoding_in_every_container_is_found(kind: str, tmp_path: Path) -> None:
     missed: list[str] = []
@@ -307,6 +309,7 @@ def test_every_spelling_in_every_encoding_in_every_container_is_found(kind: str,
     assert not missed, f"{len(missed)} blind spots:\n" + "\n".join(missed[:40])
 
 
+@pytest.mark.slow  # every container, OCR included
 def test_nothing_is_found_in_a_control_without_the_subject(tmp_path: Path) -> None:
     false_hits: list[str] = []
     containers = {**CONTAINERS, "sqlite": _sqlite(tmp_path)}
@@ -400,7 +403,7 @@ def test_a_view_is_read_in_pieces_cut_at_junk_runs_and_nothing_is_lost() -> None
     assert not scan_bytes(b"Jane\x01\x02\x03\x04\x05Doe", JANE), "five junk characters part two tokens"
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=budget.examples(60), deadline=None, derandomize=True)
 @given(
     st.lists(
         st.tuples(

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from probes.rule import RULE_VERSION, Found, Person, Rule, _ucd, views, words
 from probes.rule.text import ViewText
+from tests import budget
 
-BUDGET = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BUDGET = settings(max_examples=budget.examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def spans(rule: Rule, text: str, kind: str | None = None) -> list[str]:

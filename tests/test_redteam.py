@@ -20,6 +20,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -35,7 +36,10 @@ from probes.fingerprint import take_fingerprint
 from probes.run import run_probes
 from service.common import store_lock
 from tasks.runner import prepare, run_cascade, run_step
+from tests import budget
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
+
+pytestmark = pytest.mark.redteam  # a generated red team
 
 NAMESAKE = Subject(id="user-namesake-31", email="aq.other@example.com", name=SUBJECT.name, phone=SUBJECT.phone)
 OTHER = Subject(id="user-cy-5150", email="cy.vance@example.net", name="Cyrus Vance-Oduya", phone="+1 555 0199")
@@ -142,7 +146,7 @@ scenarios = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=budget.examples(15), deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(s=scenarios)
 @example(
     s={

@@ -27,6 +27,7 @@ from erasure.engine import open_engine
 from erasure.models import MAX_ENVELOPE_BYTES
 from erasure.tiers import CASCADE_ORDER
 from memory.schema import create
+from tests import budget
 from tests.cli_fixtures import MARK, erasure, snapshot, subjects
 
 FIELDS = [
@@ -39,7 +40,7 @@ FIELDS = [
     "requester_identity_proof_ref",
     "reason",
 ]
-EXAMPLES = 1000
+EXAMPLES = budget.examples(1000)
 NOW = datetime.now(UTC)
 
 

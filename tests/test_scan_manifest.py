@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from probes import manifest
 from probes.bytescan import SMALL_FILE, scan_tree
+from tests import budget
 
 KEY = b"k" * 32
 SEGMENT = SMALL_FILE + 4096
@@ -72,7 +73,7 @@ def _manifest(root: Path) -> list[manifest.ManifestEntry]:
     return manifest.entries(KEY, {"store": report.files})
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=trees())
 def test_a_rescan_reports_exactly_the_files_that_changed(
     tmp_path_factory: pytest.TempPathFactory, case: tuple[dict[str, int], dict[str, str]]

@@ -19,6 +19,7 @@ from memory import suppression
 from memory.items import MemoryItem
 from memory.schema import create
 from tasks.runner import run_cascade
+from tests import budget
 from tests.cascade_fixtures import submit
 from tests.test_items_identity import _ingest
 
@@ -129,7 +130,7 @@ def _spelled(person: Subject, style: int, case: int, n: int) -> tuple[str, str]:
 message = st.tuples(st.integers(0, 2), st.booleans(), st.integers(0, 4), st.integers(0, 2), st.booleans())
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(messages=st.lists(message, min_size=2, max_size=8), erased=st.integers(0, 2))
 def test_erased_keys_are_hashed_in_every_spelling(
     tmp_path_factory: pytest.TempPathFactory, messages: list[tuple[int, bool, int, int, bool]], erased: int

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from proof.tsa import TimestampAuthority
 from proof.verify.errors import TimestampError
 from proof.verify.timestamp import check_token, load_roots
+from tests import budget
 from tests.tsa_fixtures import TestTsa, openssl_ts_verify
 
 SIGNATURE = b"\x30\x44" + bytes(range(70))  # what the token stamps: an envelope's signature bytes
@@ -80,7 +81,7 @@ def test_the_untampered_token_passes_both(stamped: Stamped) -> None:
     assert openssl_ts_verify(stamped.token, SIGNATURE, stamped.root, stamped.work)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     region=st.sampled_from(["imprint", "genTime", "messageDigest", "signature"]),
     where=st.floats(min_value=0, max_value=1, exclude_max=True),
@@ -95,7 +96,7 @@ def test_a_bit_flipped_in_a_signed_field_is_refused_by_us_and_by_openssl(
     assert not openssl_ts_verify(tampered, SIGNATURE, stamped.root, stamped.work)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=st.floats(min_value=0, max_value=1, exclude_max=True), bit=st.integers(min_value=0, max_value=7))
 def test_a_bit_flipped_anywhere_is_never_accepted_by_us_when_openssl_refuses_it(
     stamped: Stamped, where: float, bit: int

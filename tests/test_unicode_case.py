@@ -24,6 +24,7 @@ from probes.context import ProbeContext
 from probes.fingerprint import take_fingerprint
 from probes.semantic import measure
 from probes.window import StoreFacts
+from tests import budget
 
 
 def _store(path: Path, people: list[tuple[str, str]]) -> None:
@@ -77,7 +78,7 @@ names = st.builds(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=budget.examples(25), deadline=None)
 @given(name=names, spelled=st.sampled_from(["as is", "lower", "upper"]))
 def test_any_capital_letter_of_a_namesake_name_is_folded_as_python_folds_it(name: str, spelled: str) -> None:
     import tempfile

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from erasure.untrusted import QDRANT_POINT_CLASSES, PickledRecord, load_pickle
+from tests import budget
 
 HOSTILE = [
     ("os", "system"),
@@ -81,7 +82,7 @@ def test_what_pickle_writes_for_os_system_eval_and_popen_runs_nothing(fn: Any, p
     assert not marker.exists()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget.examples(300), deadline=None)
 @given(
     module=st.sampled_from([m for m, _ in HOSTILE]) | st.from_regex(r"[a-z_][a-z0-9_.]{0,30}", fullmatch=True),
     name=st.sampled_from([n for _, n in HOSTILE]) | st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True),
@@ -113,7 +114,7 @@ def _names_global(data: bytes) -> bool:
         return True
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=budget.examples(200), deadline=None)
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),

@@ -22,6 +22,7 @@ from probes.needles import (
     distinctive_pieces,
 )
 from probes.window import _VectorMatcher
+from tests import budget
 
 vectors = st.lists(st.sampled_from([0.0, 0.0, 0.0, 0.125, -0.25, 0.5]), min_size=128, max_size=128).map(
     lambda xs: np.array(xs, dtype="<f4").tobytes()
@@ -36,7 +37,7 @@ def _tail(floats: np.ndarray) -> int:
     return n
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget.examples(300), deadline=None)
 @given(vector=vectors)
 def test_pieces_end_on_the_longest_non_zero_tail_and_do_not_overlap(vector: bytes) -> None:
     pieces = distinctive_pieces(vector)
@@ -69,7 +70,7 @@ def test_a_dense_vector_gives_two_pieces_and_the_larger_ending_floats_win() -> N
     assert [at // 4 for at, _p in distinctive_pieces(sparse.tobytes())] == [32, 64]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=budget.examples(100), deadline=None)
 @given(vector=vectors, others=st.lists(vectors, max_size=6), seed=st.integers(0, 2**32 - 1))
 def test_the_matcher_finds_exactly_the_rows_holding_a_vector_or_a_piece(
     vector: bytes, others: list[bytes], seed: int

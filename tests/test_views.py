@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from probes.views import Matcher, canonical, scan_views
+from tests import budget
 
 NAME, EMAIL, PHONE, PHONE_NATIONAL, SID = (
     "Jana Weißmüller",
@@ -294,7 +295,10 @@ def test_canonical_form() -> None:
 
 
 @settings(
-    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=budget.examples(150),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     kind=st.sampled_from(sorted(SPELLINGS)),
@@ -357,7 +361,10 @@ _GLUE = st.text(alphabet=_GLUE_ALPHABET, max_size=3) | st.text(alphabet=_GLUE_AL
 
 
 @settings(
-    max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=budget.examples(120),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     before=_GLUE,
@@ -406,7 +413,12 @@ def test_base64_inside_a_utf16_attachment_is_read(tmp_path: Path) -> None:
     assert KIND_INDEX["phone"] in _found(tmp_path, {"note-utf16.txt": text.encode("utf-16")})
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=budget.examples(80),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(
     kind=st.sampled_from(sorted(SPELLINGS)),
     pick=st.integers(0, 9),
