@@ -45,7 +45,7 @@ quick: bootstrap ## the inner loop: ruff, contracts, and the tests in no tier (n
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	@mkdir -p $(PREFECT_HOME)
-	$(VENV)/bin/pytest -q -p no:cacheprovider -m "$(QUICK_TESTS)"
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n auto -m "$(QUICK_TESTS)"
 
 unit: bootstrap ## the whole test suite at CI's hypothesis budget, the generated red team at full size (6 windows, 300 scenarios: ~10 min on 2 CPUs)
 	@mkdir -p $(PREFECT_HOME)
