@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import sqlite3
 import tempfile
 import zlib
@@ -224,7 +223,7 @@ def rtf_escaped(given: str, family: str, email: str) -> bytes:
                 out.append("\\" + c)
             else:
                 try:
-                    out.append("\\'%02x" % c.encode("cp1252")[0])
+                    out.append("\\'{:02x}".format(c.encode("cp1252")[0]))
                 except UnicodeEncodeError:
                     n = ord(c)
                     out.append(f"\\u{n if n < 32768 else n - 65536}?")

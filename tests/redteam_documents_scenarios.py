@@ -231,8 +231,8 @@ def _plants(sc: Scenario, given: str, family: str, variant: int, seed: int, take
         text = f"Write to mary-{local}@{domain} or {local}@{domain}.au about the invoice."
         return [Plant(_item(i, 0, mary, text), names_subject=False, exact=True)]
     if a == "invoice-number":
-        forms = [f"INV-{s.id}05", f"{s.id}0017", f"R{s.id}", f"{s.id}-77"]
-        text = f"Invoice {forms[variant % 4]} for the walnut shelves is paid."
+        numbers = [f"INV-{s.id}05", f"{s.id}0017", f"R{s.id}", f"{s.id}-77"]
+        text = f"Invoice {numbers[variant % 4]} for the walnut shelves is paid."
         return [_mention(i, text, exact=True, names=False)]
     if a == "everyday-words":
         sentence = next(e[2] for e in EVERYDAY if e[0] == given)

@@ -22,6 +22,7 @@ once more with German transliteration), then:
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import itertools
 import re
@@ -92,10 +93,8 @@ def domain_unicode(domain: str) -> str:
     labels = []
     for label in domain.rstrip(".").split("."):
         if label.startswith("xn--"):
-            try:
+            with contextlib.suppress(UnicodeError, ValueError):
                 label = codecs.decode(label[4:].encode("ascii"), "punycode")
-            except (UnicodeError, ValueError):
-                pass
         labels.append(label)
     return fold(".".join(labels))[0]
 
@@ -133,10 +132,8 @@ class Person33:
         labels = []
         for label in unicodedata.normalize("NFKC", domain).lower().rstrip(".").split("."):
             if label.startswith("xn--"):
-                try:
+                with contextlib.suppress(UnicodeError, ValueError):
                     label = codecs.decode(label[4:].encode("ascii"), "punycode")
-                except (UnicodeError, ValueError):
-                    pass
             labels.append(label)
         du = ".".join(labels)
         out = set()
@@ -197,6 +194,23 @@ class Matcher:
             region = phonenumbers.region_code_for_number(num) or "ZZ"
             self.phones.append((p.id, str(num.national_number), e164, region))
 
+    def maybe(self, text: str) -> bool:
+        """A quick necessary test: `text` holds a token, digest, address or phone digits of someone (a
+        document parser runs only on texts that pass it)."""
+        for f in fold(text):
+            keys = set(tokens(f))
+            if keys & self.names.keys() or keys & self.ids.keys():
+                return True
+            if self.emails and ("@" in f or " at " in f or "at]" in f or "at)" in f):
+                return True
+            if self.hexes and set(_HEX.findall(f)) & self.hexes.keys():
+                return True
+            if self.phones:
+                digits = re.sub(r"\D", "", f)
+                if any(p[1] in digits for p in self.phones):
+                    return True
+        return False
+
     def find(self, text: str) -> Iterator[tuple[str, str, str]]:
         """(who, kind, matched text) of every occurrence in any folded form of `text`."""
         seen: set[tuple[str, str, str]] = set()
@@ -233,16 +247,16 @@ class Matcher:
                     yield who, "id", " ".join(seq)
         if "@" in f and self.emails:
             for m in _ADDR.finditer(f):
-                who = self.emails.get(email_key(m.group(1), m.group(2)))
-                if who:
-                    yield who, "email", m.group(0)
+                owner = self.emails.get(email_key(m.group(1), m.group(2)))
+                if owner:
+                    yield owner, "email", m.group(0)
         if self.emails and (" at " in f or "at]" in f or "at)" in f or "at>" in f or "at}" in f):
             for m in _OBFUSCATED.finditer(f, overlapped=True):
                 local = _DOT_FORM.sub(".", m.group(1)).replace(" ", "")
                 domain = _DOT_FORM.sub(".", m.group(2)).replace(" ", "")
-                who = self.emails.get(email_key(local, domain))
-                if who:
-                    yield who, "email-at-dot", m.group(0)
+                owner = self.emails.get(email_key(local, domain))
+                if owner:
+                    yield owner, "email-at-dot", m.group(0)
         if self.hexes:
             for h in set(_HEX.findall(f)) & self.hexes.keys():
                 yield self.hexes[h], "email-digest", h

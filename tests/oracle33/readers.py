@@ -12,7 +12,9 @@ Every reader returns (view name, text or bytes); a reader that fails yields noth
 
 from __future__ import annotations
 
+import contextlib
 import email
+import html
 import email.policy
 import io
 import json
@@ -24,7 +26,7 @@ import tarfile
 import tempfile
 import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -134,10 +136,8 @@ def _json_records(obj: Any, out: list[str], depth: int = 0) -> None:
         for v in obj:
             _json_records(v, out, depth + 1)
     elif isinstance(obj, str) and obj[:1] in "{[":
-        try:
+        with contextlib.suppress(ValueError):
             _json_records(json.loads(obj), out, depth + 1)
-        except ValueError:
-            pass
 
 
 def json_records(text: str) -> Iterator[View]:
@@ -159,8 +159,9 @@ def json_records(text: str) -> Iterator[View]:
         yield "json-records", "\n".join(records)
 
 
-def text_documents(text: str) -> Iterator[View]:
-    """Every document reading of a text view."""
+def text_documents(text: str, maybe: Callable[[str], bool] = lambda _: True) -> Iterator[View]:
+    """Every document reading of a text view. `maybe`: a quick test of whether a text can name anyone
+    (the markup is parsed only when its tags-as-spaces text passes it)."""
     if len(text) > MAX_DOC:
         return
     head = text.lstrip()[:16]
@@ -168,7 +169,7 @@ def text_documents(text: str) -> Iterator[View]:
         yield "rtf", rtf_text(text)
     if ("{" in text or "[" in text) and '"' in text:
         yield from json_records(text)
-    if _TAG.search(text):
+    if _TAG.search(text) and maybe(html.unescape(_TAG.sub(" ", text))):
         yield from html_text(text)
     if "BEGIN:VCARD" in text or "BEGIN:VCALENDAR" in text:
         yield "unfolded", re.sub(r"\r?\n[ \t]", "", text)
@@ -198,7 +199,7 @@ def _pdf_string(lit: bytes) -> bytes:
     return bytes(out)
 
 
-_PDF_SHOW = re.compile(rb"\[((?:\((?:\\.|[^\\)])*\)|<[0-9A-Fa-f\s]*>|[^\]])*)\]\s*TJ|\(((?:\\.|[^\\)])*)\)\s*T[j']")
+_PDF_SHOW = re.compile(rb"\[([^\[\]]{0,20000})\]\s*TJ|\(((?:\\.|[^\\)]){0,20000})\)\s*T[j']")
 _PDF_PIECE = re.compile(rb"\(((?:\\.|[^\\)])*)\)|<([0-9A-Fa-f\s]*)>|(-?\d+(?:\.\d*)?|-?\.\d+)")
 WORD_KERN = 150
 """A `TJ` number of -WORD_KERN or less (a gap of that many thousandths of an em) reads as a space."""
@@ -233,7 +234,7 @@ def pdf_text(data: bytes) -> Iterator[View]:
 
     try:
         yield "pdfminer", extract_text(io.BytesIO(data))
-    except Exception:  # noqa: BLE001 (a hostile or broken PDF: the decoded views still read it)
+    except Exception:
         return
 
 
@@ -255,10 +256,8 @@ def docx_text(data: bytes) -> Iterator[View]:
                 for row in t.rows:
                     lines.append(" ".join(c.text for c in row.cells))
             yield "python-docx", "\n".join(lines)
-        except Exception:  # noqa: BLE001 (python-docx refuses it: the regex reading below still runs)
+        except Exception:
             pass
-    import html
-
     for name in names:
         if not name.endswith(".xml") or zf.getinfo(name).file_size > MAX_DOC:
             continue
@@ -278,12 +277,10 @@ def eml_parts(data: bytes) -> Iterator[View]:
         if part.is_multipart():
             continue
         try:
-            content = part.get_content()  # type: ignore[attr-defined]
+            content = part.get_content()
         except (LookupError, ValueError, AssertionError, KeyError):
             content = part.get_payload(decode=True)
-        if isinstance(content, str):
-            yield "eml-part", content
-        elif isinstance(content, bytes):
+        if isinstance(content, (str, bytes)):
             yield "eml-part", content
         elif isinstance(content, EmailMessage):
             yield "eml-message", content.as_bytes()
@@ -304,7 +301,7 @@ def sevenzip_members(data: bytes) -> Iterator[View]:
         try:
             with py7zr.SevenZipFile(io.BytesIO(data), "r") as z:
                 z.extractall(path=tmp)
-        except Exception:  # noqa: BLE001 (not a 7z archive after all, or a broken one)
+        except Exception:
             return
         for p in sorted(Path(tmp).rglob("*")):
             if p.is_file() and not p.is_symlink():
@@ -389,7 +386,7 @@ def byte_documents(data: bytes) -> Iterator[View]:
     head = data[:1024]
     if b"%PDF-" in head:
         yield from pdf_text(data)
-    if b"Tj" in data or b"TJ" in data:
+    if b"BT" in data and (b"Tj" in data or b"TJ" in data):
         yield from pdf_shown_text(data)
     if data.startswith(b"PK\x03\x04"):
         yield from docx_text(data)

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from tests.oracle import HOME_EXCLUDE, MAX_DEPTH, Hit, Scan, Seen, _Scanner
+from tests.oracle import HOME_EXCLUDE, MAX_DEPTH, MAX_FILE, SQLITE_MAGIC, Hit, Scan, Seen, _Scanner
 from tests.oracle33.match import Matcher, Person33
 from tests.oracle33.readers import byte_documents, text_documents
 
@@ -37,7 +37,7 @@ class DocScanner(_Scanner):
         super().scan_text(text, where, view, depth, out, seen)
         if depth >= MAX_DEPTH or not seen.first(("doc-t", hash(text), len(text)), depth):
             return
-        for name, inner in text_documents(text):
+        for name, inner in text_documents(text, self.matcher.maybe):
             if isinstance(inner, str):
                 self.scan_text(inner, where, f"{view}>{name}", depth + 1, out, seen)
 
@@ -65,6 +65,7 @@ def scan_tree33(
     skip = {Path(e) for e in exclude}
     scanner = DocScanner(people, known)
     scan = Scan()
+    by_digest: dict[str, list[Hit]] = {}
     for dirpath, dirs, files in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root)
         dirs[:] = sorted(d for d in dirs if rel_dir / d not in skip and not (Path(dirpath) / d).is_symlink())
@@ -73,7 +74,18 @@ def scan_tree33(
             rel = p.relative_to(root)
             if p.is_symlink() or not p.is_file() or rel in skip:
                 continue
+            try:
+                data = p.read_bytes() if p.stat().st_size <= MAX_FILE else b""
+            except OSError:
+                data = b""
+            digest = hashlib.sha256(data).hexdigest() if data and not data.startswith(SQLITE_MAGIC) else ""
+            if digest in by_digest:  # the same bytes again (a blob's replica): the same hits, here
+                scan.hits += [Hit(str(rel), h.view, h.kind, h.text, h.who) for h in by_digest[digest]]
+                continue
+            first = len(scan.hits)
             scanner.scan_file(p, str(rel), scan)
+            if digest:
+                by_digest[digest] = scan.hits[first:]
     return scan
 
 
