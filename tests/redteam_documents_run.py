@@ -113,7 +113,7 @@ def outcomes_of(res: CliResult, request_ids: list[str]) -> dict[str, str]:
     return {rid: got.get(rid, "crash") for rid in request_ids}
 
 
-def _probe(plant: Plant, sc: Scenario) -> bool:
+def probe(plant: Plant, sc: Scenario) -> bool:
     """The oracle finds the subject in the planted piece itself."""
     known = sc.known()
     if plant.attachment:
@@ -158,7 +158,7 @@ def _window(home: Any, tmp: Path, scenarios: list[Scenario]) -> WindowReport:
     # the oracle sees each planted piece that names its subject, and no other
     for sc in scenarios:
         for p in sc.plants:
-            if _probe(p, sc) != p.names_subject:
+            if probe(p, sc) != p.names_subject:
                 what = "misses the subject in" if p.names_subject else "finds the subject in a piece that does not name"
                 report.problems.append(Problem("oracle", sc, f"the oracle {what} {p.item or p.store_file}"))
     items: list[dict[str, Any]] = []

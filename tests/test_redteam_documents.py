@@ -1,17 +1,18 @@
 """Issue 33's generated red team: 500+ scenarios of every family, judged by an oracle of its own.
 
-Each hypothesis example (derandomised) is one erasure window of REDTEAM_DOCS_WINDOW scenarios; the
-attacks go round every bullet of issue 33 (tests/redteam_documents_plants.py: FAMILIES) from a drawn
-offset, with names from 20 Faker locales (Latin, Cyrillic, Greek, Arabic, Persian, Hebrew, Chinese,
-Japanese, Korean, Devanagari, Thai, Vietnamese) and drawn seeds and variants. Every scenario plants one
-subject and bystanders through `erasure ingest`; the window is erased at once (`erasure request run ID
-ID ...`), and every request is judged by tests/redteam_documents_run.py: no false all clear, no request
-that ends in exit 7 twice in a row, no bystander's words changed beyond recorded redactions (byte for
-byte for namesakes, everyday words and other people's longer addresses, numbers and words).
+One hypothesis example (derandomised) draws every window: a window holds the attacks of one group of
+families (GROUPS: an unreadable picture honestly makes every request of its window not all clear, which
+would hide another family's false all clear), going round the group's attacks from a drawn offset, with
+names from 20 Faker locales (Latin, Cyrillic, Greek, Arabic, Persian, Hebrew, Chinese, Japanese, Korean,
+Devanagari, Thai, Vietnamese) and drawn seeds and variants. Every scenario plants one subject and
+bystanders through `erasure ingest`; each window is erased at once (`erasure request run ID ID ...`), and
+every request is judged by tests/redteam_documents_run.py: no false all clear, no request that ends in
+exit 7 twice in a row, no bystander's words changed beyond recorded redactions (byte for byte for
+everyday words, glued names and other people's longer addresses, numbers and foreign phones).
 
-Size: REDTEAM_DOCS_SCENARIOS (default 500, CI) in windows of REDTEAM_DOCS_WINDOW (default 100);
-`REDTEAM_DOCS_SCENARIOS=60 REDTEAM_DOCS_WINDOW=30` while developing. REDTEAM_DOCS_REPORT=PATH writes the
-problems and timings as JSON.
+Size: REDTEAM_DOCS_SCENARIOS (default 500, as CI runs it) in windows of at most REDTEAM_DOCS_WINDOW
+(default 100); `REDTEAM_DOCS_SCENARIOS=60 REDTEAM_DOCS_WINDOW=30` while developing (every attack still
+runs). REDTEAM_DOCS_REPORT=PATH writes the table, the problems and the timings as JSON.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.redteam_documents_plants import FAMILIES
-from tests.redteam_documents_run import run_window
+from tests.redteam_documents_run import probe, run_window
 from tests.redteam_documents_scenarios import Window, build
 
 CASES: list[tuple[str, str, int, str]] = [
@@ -57,6 +57,18 @@ CASES: list[tuple[str, str, int, str]] = [
 
 def test_every_attack_has_a_case() -> None:
     assert {c[0] for c in CASES} == set(FAMILIES)
+
+
+@pytest.mark.parametrize("attack", list(FAMILIES))
+def test_the_oracle_finds_each_planted_piece_that_names_the_subject_and_no_other(attack: str) -> None:
+    """No CLI: each attack in four variants and two locales; the oracle (tests/oracle33) must find the
+    subject in every piece that names them and in none that does not (a blind or trigger-happy oracle
+    fails here before any product is judged)."""
+    w = Window()
+    for n, (locale, variant) in enumerate([("de_DE", 0), ("ru_RU", 1), ("zh_CN", 2), ("hi_IN", 3)]):
+        sc = build(n, attack, locale, 1000 + n, variant, w)
+        for plant in sc.plants:
+            assert probe(plant, sc) == plant.names_subject, (attack, locale, variant, plant.item, plant.names_subject)
 
 
 @pytest.mark.slow

@@ -141,17 +141,22 @@ def _json_records(obj: Any, out: list[str], depth: int = 0) -> None:
 
 
 def json_records(text: str) -> Iterator[View]:
-    """The values of each JSON object (whole text, or each line of JSON Lines) joined: one record."""
+    """The values of each JSON object found in the text (the whole text, a line of JSON Lines, or an
+    object pasted inside prose) joined: one record."""
     docs: list[Any] = []
-    try:
-        docs.append(json.loads(text))
-    except ValueError:
-        for line in text.splitlines():
-            if line.lstrip()[:1] in ("{", "["):
-                try:
-                    docs.append(json.loads(line))
-                except ValueError:
-                    continue
+    decoder = json.JSONDecoder()
+    pos = 0
+    for _ in range(1000):
+        pos = min((p for p in (text.find("{", pos), text.find("[", pos)) if p >= 0), default=-1)
+        if pos < 0:
+            break
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except ValueError:
+            pos += 1
+            continue
+        docs.append(obj)
+        pos = end
     records: list[str] = []
     for d in docs:
         _json_records(d, records)
