@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import email
-import html
 import email.policy
+import html
 import io
 import json
 import logging
