@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import hashlib
 import itertools
 import re
@@ -62,7 +63,17 @@ _PHONE_RUN = re.compile(r"[+0-9(][0-9\s().\-/+]{4,}[0-9]")
 
 
 def fold(text: str) -> tuple[str, ...]:
-    """The folded forms of `text` (plain; German transliteration), deduplicated."""
+    """The folded forms of `text` (plain; German transliteration), deduplicated (short texts cached:
+    the same text is folded for the quick test and for the match)."""
+    return _fold_cached(text) if len(text) < 65536 else _fold(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _fold_cached(text: str) -> tuple[str, ...]:
+    return _fold(text)
+
+
+def _fold(text: str) -> tuple[str, ...]:
     t = unicodedata.normalize("NFKC", text)
     t = _drop_format(t).translate(_DASH_TABLE)
     if _NON_ASCII_DIGIT.search(t):
