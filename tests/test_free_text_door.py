@@ -36,7 +36,7 @@ NAMING = [
     ("matter of ANNABEL  QUIST (court 4)", "name"),
     ("Quist v. Example Ltd", "name"),
     ("per annabel.quist@example.org", "email"),
-    ("per mail from annabel.quist", "email"),
+    ("per mail from annabel.quist", "name"),  # a mailbox without its domain is no address: it spells the name
     ("caller +447958331277", "phone"),
     ("caller 07958-331277", "phone"),
     ("re SUBJ-ZQVXK-4471", "id"),
