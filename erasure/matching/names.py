@@ -95,14 +95,17 @@ class Name:
             first_family = _any(w, self.family)
             if not (first_given or first_family):
                 continue
+            crossed = False  # a sentence ended between them: still a hit, but ambiguous (3.3)
             for j in range(i + 1, min(len(ws), i + 4)):
                 x = ws[j]
-                if not same_record(records, w.end, x.start) or _ends_sentence(view, source, ws[j - 1], x):
+                if not same_record(records, w.end, x.start):
                     break
+                crossed = crossed or _ends_sentence(view, source, ws[j - 1], x)
                 pair = (first_given and _any(x, self.family)) or (first_family and _any(x, self.given))
                 if pair and all(self._between(source, b) for b in ws[i + 1 : j]):
-                    ambiguous = self.all_everyday and not (
-                        capitalised(source[w.start : w.end]) and capitalised(source[x.start : x.end])
+                    ambiguous = crossed or (
+                        self.all_everyday
+                        and not (capitalised(source[w.start : w.end]) and capitalised(source[x.start : x.end]))
                     )
                     yield NameHit(w.start, x.end, ambiguous)
 

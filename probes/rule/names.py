@@ -150,6 +150,6 @@ def find_names(p: NamePattern, t: ViewText) -> Iterator[tuple[int, int, bool]]:
                 continue
             if not t.same_record(i, j):
                 continue
-            if any(_sentence_end(t, k) for k in range(i, j)):
-                continue
-            yield t.starts[i], t.ends[j], _ambiguous(p, t, [i, j])
+            # 3.3: across a sentence end the pair is still a hit, but ambiguous
+            crossed = any(_sentence_end(t, k) for k in range(i, j))
+            yield t.starts[i], t.ends[j], crossed or _ambiguous(p, t, [i, j])
