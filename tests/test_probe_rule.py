@@ -57,14 +57,17 @@ def test_1_3_structure_view_is_length_preserving_and_blanks_markup_and_keys() ->
     assert view.startswith("\x1e" + " " * 14 + "x\x1e     ")  # block tags: U+001E then spaces
     assert "   y    " in view  # other tags: spaces
     assert '"first"' not in view and '"Ann"' in view  # a key and its colon become spaces, a value stays
-    assert '"b]"' in view  # a bracket inside a string literal stays
+    assert '"b "' in view  # every bracket is a space, inside a literal too (quotes are not paired)
     assert view.count("\x1e") == 2 + 2  # div open/close, then { }: brackets are spaces
     # h1-h6 are block tags (the tag name read as letters then digits)
     assert views.structure_view("<h2>t</h2>").startswith("\x1e   t\x1e")
     # a `<` not followed by a letter, `/`, `!` or `?` is no tag
     assert views.structure_view("a < b > c") == "a < b > c"
-    # an unterminated literal: no key, brackets after it are still outside any literal
+    # an unterminated literal: no key, brackets are spaces
     assert views.structure_view('"abc [x]') == '"abc  x '
+    # JSON pasted into prose between quotes: its keys are found all the same
+    pasted = 'They said: "Tool result: {"given_name": "Ann", "family_name": "Lee"}"'
+    assert '"given_name"' not in views.structure_view(pasted) and '"Ann"' in views.structure_view(pasted)
 
 
 def test_1_4_records_are_the_structure_views_in_every_view() -> None:

@@ -163,8 +163,7 @@ BLOCK_TAGS = frozenset(
         *("article", "header", "footer", "blockquote", "pre", "dd", "dt", "hr", "body", "html", "head", "title"),
     }
 )
-_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"')
-_COLON = re.compile(r"\s*:")
+_KEY = re.compile(r'[{,]\s*("(?:[^"\\]|\\.)*"\s*:)', re.S)
 
 
 def structure_view(text: str) -> str:
@@ -176,24 +175,14 @@ def structure_view(text: str) -> str:
         name = _TAG_NAME.match(m.group(0))
         block = bool(name) and name.group(1).lower() in BLOCK_TAGS  # type: ignore[union-attr]
         chars[m.start() : m.end()] = [RS if block else " "] + [" "] * (m.end() - m.start() - 1)
-    pos = 0
-    while True:
-        q = text.find('"', pos)
-        brackets_end = len(text) if q < 0 else q
-        for i in range(pos, brackets_end):
-            if text[i] in "{}":
-                chars[i] = RS
-            elif text[i] in "[]":
-                chars[i] = " "
-        if q < 0:
-            break
-        lit = _LITERAL.match(text, q)
-        if lit is None:  # an unterminated literal runs to the end of the text
-            break
-        colon = _COLON.match(text, lit.end())
-        if colon and colon.end() > colon.start() and text[colon.end() - 1] == ":":
-            chars[q : colon.end()] = [" "] * (colon.end() - q)
-        pos = lit.end()
+    tagless = "".join(chars)  # keys and braces are read on the text with its tags blanked
+    for m in _KEY.finditer(tagless):  # a key: right after `{` or `,`, whatever quotes came before it
+        chars[m.start(1) : m.end(1)] = [" "] * (m.end(1) - m.start(1))
+    for i, c in enumerate(tagless):
+        if c in "{}":
+            chars[i] = RS
+        elif c in "[]":
+            chars[i] = " "
     return "".join(chars)
 
 

@@ -89,37 +89,21 @@ def _apply(text: str, blanks: list[tuple[int, int, str]]) -> str:
     return "".join(parts)
 
 
+# 1.3.2: a key is a string literal right after `{` or `,` (white space between allowed), then optional
+# white space and `:`. Read without pairing every quote of the text from its start, so JSON pasted into
+# prose between quotes (`They said: "Tool result: {"tool": ...}"`) has its keys found all the same.
+_KEY_RE = re.compile(r'(?<=[{,])\s*("[^"\\]*(?:\\.[^"\\]*)*"\s*:)', re.DOTALL)
+
+
 def _json_blanks(text: str) -> list[tuple[int, int, str]]:
     if '"' not in text and _BRACKET_RE.search(text) is None:
         return []
-    literals: list[tuple[int, int]] = []
     blanks: list[tuple[int, int, str]] = []
-    pos = 0
-    while True:
-        q = text.find('"', pos)
-        if q < 0:
-            break
-        m = _LITERAL_RE.match(text, q)
-        if m is None:
-            # An unterminated literal: no later `"` can start one either (the scan from here passed every
-            # later `"` as escaped, and from the next character on both scans are the same), so the
-            # left-to-right reading has no further literal. This keeps the scan linear.
-            break
-        literals.append((m.start(), m.end()))
-        k = _KEY_TAIL_RE.match(text, m.end())
-        if k is not None:
-            blanks.append((m.start(), k.end(), " " * (k.end() - m.start())))
-        pos = m.end()
-    li = 0
-    for b in _BRACKET_RE.finditer(text):
-        p = b.start()
-        while li < len(literals) and literals[li][1] <= p:
-            li += 1
-        if li < len(literals) and literals[li][0] <= p:
-            continue  # inside a string literal
-        # 1.3.2: a brace ends a record; a square bracket is a space ("[at]" is a spelt-out `@`, and an
-        # array's items are separated by the objects' braces anyway)
-        blanks.append((p, p + 1, RS if text[p] in "{}" else " "))
+    for m in _KEY_RE.finditer(text):
+        start, end = m.span(1)
+        blanks.append((start, end, " " * (end - start)))
+    # every brace is a record boundary, every square bracket a space (1.3.2)
+    blanks += [(b.start(), b.start() + 1, RS if b.group() in "{}" else " ") for b in _BRACKET_RE.finditer(text)]
     blanks.sort()
     return blanks
 
