@@ -1,8 +1,9 @@
 """Issue 33's generated red team: 500+ scenarios of every family, judged by an oracle of its own.
 
-One hypothesis example (derandomised) draws every window: a window holds the attacks of one group of
-families (GROUPS: an unreadable picture honestly makes every request of its window not all clear, which
-would hide another family's false all clear), going round the group's attacks from a drawn offset, with
+One hypothesis example (derandomised) draws every window: a window holds the attacks of one group
+(GROUPS: message-text attacks together, each file format on its own, because a file the product does not
+read honestly makes every request of its window not all clear and would hide another attack's false all
+clear), going round the group's attacks from a drawn offset, with
 names from 20 Faker locales (Latin, Cyrillic, Greek, Arabic, Persian, Hebrew, Chinese, Japanese, Korean,
 Devanagari, Thai, Vietnamese) and drawn seeds and variants. Every scenario plants one subject and
 bystanders through `erasure ingest`; each window is erased at once (`erasure request run ID ID ...`), and
@@ -36,27 +37,29 @@ from tests.redteam_documents_scenarios import Window, build
 SCENARIOS = int(os.environ.get("REDTEAM_DOCS_SCENARIOS", "500"))
 WINDOW = int(os.environ.get("REDTEAM_DOCS_WINDOW", "100"))
 ATTACKS = tuple(FAMILIES)
-OPAQUE = ("bmp", "high-entropy")
-"""Attacks whose file no reader may be expected to read: the product must declare it (not all clear),
-and it declares it for every request of the window."""
+ATTACHABLE = ("html-tags", "html-table", "xml-fields")
+"""Attacks planted in a message's text for even variants and as an attachment for odd ones."""
+FILES = ("pdf-kerned", "rtf-escapes", "docx-runs", *(f"{a}+file" for a in ATTACHABLE))
 GROUPS: dict[str, tuple[str, ...]] = {
-    "markup, international, derived (families 1-3)": tuple(a for a in ATTACKS if FAMILIES[a] <= 3),
-    "others' words, requests that must end (families 5-6)": tuple(a for a in ATTACKS if FAMILIES[a] >= 5),
-    "files nobody reads: containers and databases (family 4)": tuple(
-        a for a in ATTACKS if FAMILIES[a] == 4 and a not in OPAQUE
-    ),
-    "files nobody reads: pictures and opaque bytes (family 4)": OPAQUE,
+    "families 1-3 in message text": tuple(a for a in ATTACKS if FAMILIES[a] <= 3 and a not in FILES[:3]),
+    "families 5-6: others' words, requests that must end": tuple(a for a in ATTACKS if FAMILIES[a] >= 5),
+    **{f"family 1 file: {a}": (a,) for a in FILES},
+    **{f"family 4 file: {a}": (a,) for a in ATTACKS if FAMILIES[a] == 4},
 }
-"""A window holds the attacks of one group: an unreadable file honestly makes every request of its window
-not all clear, which would hide a false all clear of another family in the same window."""
-SHARES = (0.4, 0.3, 0.2, 0.1)
+"""The attacks a window holds. A file the product does not read honestly makes EVERY request of its window
+not all clear (`unscanned_content`), which would hide the false all clear of any other attack in that
+window (measured: none of 200 scenarios of families 1-3 could show one while they shared windows with
+their attachments). So message-text attacks share windows, and each file format has windows of its own."""
+SHARES = {"families 1-3 in message text": 0.4, "families 5-6: others' words, requests that must end": 0.3}
+"""Of SCENARIOS; the file formats share the remaining 0.3 equally."""
 
 
 def plan() -> list[tuple[str, int]]:
     """(group, size) of each window: SCENARIOS shared out by SHARES, in windows of at most WINDOW."""
+    rest = (1 - sum(SHARES.values())) / (len(GROUPS) - len(SHARES))
     out: list[tuple[str, int]] = []
-    for group, share in zip(GROUPS, SHARES, strict=True):
-        n = max(len(GROUPS[group]), round(SCENARIOS * share))
+    for group, attacks in GROUPS.items():
+        n = max(len(attacks), round(SCENARIOS * SHARES.get(group, rest)))
         while n > 0:
             out.append((group, min(n, WINDOW)))
             n -= WINDOW
@@ -71,15 +74,21 @@ def windows(draw: st.DrawFn, group: str, size: int) -> list[Scenario]:
     """One window of `size` scenarios of `group`: attacks round the group's list from a drawn offset
     (every attack of the group in every window at least as long as the list); locale, seed and variant of
     each from a generator seeded by one drawn number (so that even hypothesis's first, simplest example
-    spreads over the locales)."""
+    spreads over the locales). `X+file` is attack X planted as an attachment (an odd variant); X alone in
+    a message-text group, in the text (an even one)."""
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     attacks = GROUPS[group]
     start = rng.randrange(len(attacks))
     w = Window()
-    return [
-        build(i, attacks[(start + i) % len(attacks)], rng.choice(LOCALES), rng.randrange(10**6), rng.randrange(8), w)
-        for i in range(size)
-    ]
+    out = []
+    for i in range(size):
+        attack, variant = attacks[(start + i) % len(attacks)], rng.randrange(8)
+        if attack.endswith("+file"):
+            attack, variant = attack.removesuffix("+file"), variant | 1
+        elif attack in ATTACHABLE:
+            variant &= ~1
+        out.append(build(i, attack, rng.choice(LOCALES), rng.randrange(10**6), variant, w))
+    return out
 
 
 @pytest.fixture
