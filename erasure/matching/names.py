@@ -10,7 +10,7 @@ from wordfreq import zipf_frequency
 
 from erasure.matching.words import Word, canonical_word, capitalised, one_letter, same_record, words
 
-EVERYDAY_ZIPF = 4.5
+EVERYDAY_ZIPF = 3.5
 """3.6: a name word at least this frequent in English is an everyday word."""
 _UMLAUTS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "Ä": "Ae", "Ö": "Oe", "Ü": "Ue"})
 _CONTRACT = re.compile(r"(?<=[^aeiou])(ae|oe|ue)")

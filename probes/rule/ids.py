@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from probes.rule.text import ViewText
 from probes.rule.words import canonical_words
 
-WORD_ZIPF = 3.0  # 6.2 (an everyday word, 4.5, is above it too)
+WORD_ZIPF = 3.0  # 6.2 (an everyday word, 3.5, is above it too)
 
 
 @dataclass(frozen=True)
