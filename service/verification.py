@@ -247,25 +247,31 @@ def scan_manifest(h: Home, request_id: str, result: Verification) -> dict[str, A
 UNSCANNED = "unscanned_content"
 
 
+def _sync_exceptions(
+    engine: Any, request_id: str, kind: str, opened: list[tuple[str, str, dict[str, Any]]], ground: str
+) -> None:
+    """One open exception of `kind` per (tier, item key, detail) in `opened`; those of `kind` a later
+    verification no longer finds are closed."""
+    for tier, key, detail in opened:
+        requests.open_exception(engine, request_id, tier, kind, key, detail, ground)
+    keep = {(tier, key) for tier, key, _detail in opened}
+    for e in requests.exceptions(engine, request_id, open_only=True):
+        if e.kind == kind and (e.tier, e.item_key) not in keep:
+            requests.close_exception(engine, e.exception_id)
+
+
 def record_unscanned(engine: Any, request_id: str, unscanned: list[dict[str, Any]]) -> None:
     """One open `unscanned_content` exception per file (or member) no decoded view could read, keyed by
     its digest (and target); those a later verification read, or no longer found, are closed."""
-    keep: set[tuple[str, str]] = set()
-    for u in unscanned:
-        key = (f"target:{u['target']}:" if u.get("target") else "") + f"sha256:{u['sha256']}"
-        keep.add((str(u["tier"]), key))
-        requests.open_exception(
-            engine,
-            request_id,
+    opened = [
+        (
             str(u["tier"]),
-            UNSCANNED,
-            key,
+            (f"target:{u['target']}:" if u.get("target") else "") + f"sha256:{u['sha256']}",
             {"reason": u["reason"], "size": u["size"]},
-            "verification",
         )
-    for e in requests.exceptions(engine, request_id, open_only=True):
-        if e.kind == UNSCANNED and (e.tier, e.item_key) not in keep:
-            requests.close_exception(engine, e.exception_id)
+        for u in unscanned
+    ]
+    _sync_exceptions(engine, request_id, UNSCANNED, opened, "verification")
 
 
 OTHERS_CONTENT = "mention_in_others_content"
@@ -278,16 +284,8 @@ OTHERS_GROUND = (
 def record_others_content(engine: Any, request_id: str, places: list[dict[str, Any]]) -> None:
     """One open `mention_in_others_content` exception per place (docs/matching.md 7.2), keyed by its label;
     those no longer found are closed."""
-    keep: set[tuple[str, str]] = set()
-    for place in places:
-        key = f"{place['kind']}:{place['label']}"
-        keep.add((str(place["tier"]), key))
-        requests.open_exception(
-            engine, request_id, str(place["tier"]), OTHERS_CONTENT, key, {"hits": place["hits"]}, OTHERS_GROUND
-        )
-    for e in requests.exceptions(engine, request_id, open_only=True):
-        if e.kind == OTHERS_CONTENT and (e.tier, e.item_key) not in keep:
-            requests.close_exception(engine, e.exception_id)
+    opened = [(str(p["tier"]), f"{p['kind']}:{p['label']}", {"hits": p["hits"]}) for p in places]
+    _sync_exceptions(engine, request_id, OTHERS_CONTENT, opened, OTHERS_GROUND)
 
 
 class Verdict(TypedDict):

@@ -21,11 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +29,7 @@ from typing import Any
 from tests.cli_fixtures import CliResult, erasure
 from tests.oracle33.scan import scan_bytes33, scan_home33, scan_text33
 from tests.redteam_documents_plants import Plant, Scenario
-from tests.redteam_fixtures import archive_content, ok, pack_files
+from tests.redteam_fixtures import archive_content, blob_digests, home_env, ok, pack_files, redaction_of
 
 CATEGORIES = ("oracle", "false all clear", "never ends", "bystander changed", "other end")
 
@@ -60,41 +56,6 @@ class WindowReport:
     statuses: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     exits: list[int] = field(default_factory=list)
-
-
-@contextmanager
-def _home_env(home: Any) -> Iterator[None]:
-    keys = ("ERASURE_HOME", "ERASURE_EVIDENCE", "PREFECT_HOME")
-    old = {k: os.environ.get(k) for k in keys}
-    os.environ.update(
-        ERASURE_HOME=str(home.root), ERASURE_EVIDENCE=str(home.evidence_root), PREFECT_HOME=str(home.root / "prefect")
-    )
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def redaction_of(before: str | None, after: str | None) -> bool:
-    """`after` is `before` with some spans replaced by "[redacted]" (or unchanged)."""
-    if before == after:
-        return True
-    if before is None or after is None or "[redacted]" not in after:
-        return False
-    pattern = ".*?".join(re.escape(p) for p in after.split("[redacted]"))
-    return re.fullmatch(pattern, before, re.S) is not None
-
-
-def blob_digests(store_dir: Path) -> set[str]:
-    return {
-        hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in store_dir.rglob("*")
-        if p.is_file() and "blobs" in p.relative_to(store_dir).parts
-    }
 
 
 def outcomes_of(res: CliResult, request_ids: list[str]) -> dict[str, str]:
@@ -143,7 +104,7 @@ def run_window(tmp: Path, scenarios: list[Scenario]) -> WindowReport:
     from erasure.config import Home
 
     home = Home.resolve(tmp / "home", tmp / "evidence").ensure()
-    with _home_env(home):
+    with home_env(home):
         return _window(home, tmp, scenarios)
 
 
@@ -198,7 +159,7 @@ def _window(home: Any, tmp: Path, scenarios: list[Scenario]) -> WindowReport:
         if p.item is not None and p.item["subject"]["id"] != sc.subject.id
     ]
     archived = {id(p): archive_content(home, p.item["source"], p.item["source_ref"]) for _, p in watched if p.item}
-    blobs_before = blob_digests(home.store_dir)
+    blobs_before = set(blob_digests(home))
     inputs = tmp / "in"
     for sc in scenarios:
         env = inputs / f"{sc.request_id}.json"
@@ -220,7 +181,7 @@ def _window(home: Any, tmp: Path, scenarios: list[Scenario]) -> WindowReport:
     after = scan_home33(home.root, home.evidence_root, people, known)
     report.seconds["oracle after"] = time.monotonic() - t3
     report.outcomes = final
-    blobs_after = blob_digests(home.store_dir)
+    blobs_after = set(blob_digests(home))
     for sc in scenarios:
         report.problems += _judge(home, sc, first[sc.request_id], final[sc.request_id], after.of(sc.subject.id), report)
     for sc, p in watched:

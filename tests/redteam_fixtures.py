@@ -10,8 +10,12 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import re
 import sqlite3
 import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -196,6 +200,34 @@ def blob_digests(home: Any) -> dict[str, int]:
             d = hashlib.sha256(p.read_bytes()).hexdigest()
             out[d] = out.get(d, 0) + 1
     return out
+
+
+@contextmanager
+def home_env(home: Any) -> Iterator[None]:
+    """The home's ERASURE_HOME, ERASURE_EVIDENCE and PREFECT_HOME exported for the block (as a user has them)."""
+    keys = ("ERASURE_HOME", "ERASURE_EVIDENCE", "PREFECT_HOME")
+    old = {k: os.environ.get(k) for k in keys}
+    os.environ.update(
+        ERASURE_HOME=str(home.root), ERASURE_EVIDENCE=str(home.evidence_root), PREFECT_HOME=str(home.root / "prefect")
+    )
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def redaction_of(before: str | None, after: str | None) -> bool:
+    """`after` is `before` with some spans replaced by "[redacted]" (or unchanged)."""
+    if before == after:
+        return True
+    if before is None or after is None or "[redacted]" not in after:
+        return False
+    pattern = ".*?".join(re.escape(p) for p in after.split("[redacted]"))
+    return re.fullmatch(pattern, before, re.S) is not None
 
 
 def sha256(data: bytes) -> str:

@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from erasure.config import Home
 from tests.cli_fixtures import erasure
 from tests.oracle import Person, Scan, scan_home
-from tests.redteam_fixtures import HONEST_KINDS, archive_content, ok, pack_files
+from tests.redteam_fixtures import HONEST_KINDS, archive_content, blob_digests, home_env, ok, pack_files, redaction_of
 
 SCENARIOS = 50
 EXAMPLES = int(os.environ.get("REDTEAM_EXAMPLES", "1"))
@@ -196,40 +196,6 @@ def plant(i: int, sc: Scenario, files: Path) -> tuple[dict[str, Any], dict[str, 
     return it, owner
 
 
-def _env(home: Home) -> dict[str, str | None]:
-    old = {k: os.environ.get(k) for k in ("ERASURE_HOME", "ERASURE_EVIDENCE", "PREFECT_HOME")}
-    os.environ.update(
-        ERASURE_HOME=str(home.root), ERASURE_EVIDENCE=str(home.evidence_root), PREFECT_HOME=str(home.root / "prefect")
-    )
-    return old
-
-
-def _restore(old: dict[str, str | None]) -> None:
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-
-
-def _redaction_of(before: str | None, after: str | None) -> bool:
-    """`after` is `before` with some spans replaced by "[redacted]" (or unchanged)."""
-    if before == after:
-        return True
-    if before is None or after is None or "[redacted]" not in after:
-        return False
-    pattern = ".*?".join(re.escape(p) for p in after.split("[redacted]"))
-    return re.fullmatch(pattern, before, re.S) is not None
-
-
-def blob_shas(home: Home) -> set[str]:
-    return {
-        hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in home.store_dir.rglob("*")
-        if p.is_file() and "blobs" in p.relative_to(home.store_dir).parts
-    }
-
-
 @pytest.fixture
 def harness_url(prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> str:
     from prefect.settings import PREFECT_API_URL
@@ -271,11 +237,8 @@ def run_example(tmp: Path, plan: list[Scenario], *, check: bool = True, namesake
     """Build, plant, erase as one window, check; the problems found (asserted when `check`).
     `namesake_clear`: a namesake scenario must end all clear, not only honestly (see KNOWN)."""
     home = Home.resolve(tmp / "home", tmp / "evidence").ensure()
-    old = _env(home)
-    try:
+    with home_env(home):
         problems = _example(home, tmp, plan, namesake_clear)
-    finally:
-        _restore(old)
     assert not check or not problems, f"{len(problems)} of {len(plan)} scenarios broke the rule:\n" + "\n".join(
         problems[:30]
     )
@@ -322,7 +285,7 @@ def _example(home: Home, tmp: Path, plan: list[Scenario], namesake_clear: bool) 
         return [f"the oracle misses planted scenario {i} before the erasure: {plan[i]}" for i in blind]
     others = [i for i, sc in enumerate(plan) if sc.owner != "own"]
     archived = {i: archive_content(home, "chat", f"plant-{i:03d}") for i in others}
-    shas_before = blob_shas(home)
+    shas_before = set(blob_digests(home))
     rids = [f"req-g-{i:03d}" for i in range(len(plan))]
     for i, rid in enumerate(rids):
         env = {
@@ -370,10 +333,10 @@ def _example(home: Home, tmp: Path, plan: list[Scenario], namesake_clear: bool) 
             if now != was:
                 problems.append(f"plant-{i:03d} {plan[i]}: the namesake's item changed: {was} -> {now}")
         elif len(now) != len(was) or not all(
-            a[0] == b[0] and _redaction_of(b[1], a[1]) for a, b in zip(now, was, strict=True)
+            a[0] == b[0] and redaction_of(b[1], a[1]) for a, b in zip(now, was, strict=True)
         ):
             problems.append(f"plant-{i:03d} {plan[i]}: the bystander's item changed beyond redaction: {was} -> {now}")
-    shas_after = blob_shas(home)
+    shas_after = set(blob_digests(home))
     for i in others:
         if plan[i].owner == "namesake" and plan[i].container != "content":
             att = next(files.glob(f"{i:03d}-*"))
