@@ -241,10 +241,17 @@ def attest(
         str | None,
         typer.Option(
             "--reject",
-            help=f"Refuse to attest, with a reason code ({', '.join(signoff.REJECT_REASONS)}): nothing is sent.",
+            help="Refuse to attest: the signed rejection erasure-dpo-sign.pyz --reject REASON printed ('-': stdin),"
+            " checked against the pinned keys/dpo.pub.pem. Nothing is sent to the requester.",
             show_default=False,
         ),
     ] = None,
+    signing_request: Annotated[
+        bool,
+        typer.Option(
+            "--signing-request", help="Only print the signing request the DPO's signer takes (one line), and exit."
+        ),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation (scripts).")] = False,
     passphrase_env: Annotated[str | None, typer.Option(help="Env var holding the key passphrase.")] = None,
     home: HomeOpt = None,
@@ -257,8 +264,12 @@ def attest(
     (A DPO signing on their own machine, with only the pack file, uses `erasure pack attest`.)
     """
     h = home_of(home)
+    if signing_request:
+        line = signoff.signing_request(h, request_id)
+        print_json({"request_id": request_id, "signing_request": line}) if json_out else print(line)
+        return
     if sum(x is not None for x in (dpo_key, envelope, reject)) != 1:
-        raise InputError("give exactly one of --dpo-key, --envelope and --reject")
+        raise InputError("give exactly one of --dpo-key, --envelope, --reject and --signing-request")
     ring = read_beside(h.keys_dir)
     s = summary(
         signoff.pack_path(h, request_id),
@@ -268,12 +279,12 @@ def attest(
     if not json_out:
         print_summary(s)
     if reject is not None:
-        signoff.reject(h, request_id, reject)
-        resume_sign_off(request_id, {"decision": "reject", "reason": reject})
+        done = signoff.reject(h, request_id, sys.stdin.read() if reject == "-" else reject)
+        resume_sign_off(request_id, {"decision": "reject", "envelope": ""})
         if json_out:
-            print_json({"request_id": request_id, "sealed": False, "rejected": reject})
+            print_json({"request_id": request_id, "sealed": False, "rejected": done["reason"]})
         else:
-            console.print(f"rejected ({reject}): nothing was sent", markup=False, highlight=False)
+            console.print(f"rejected ({done['reason']}): nothing was sent", markup=False, highlight=False)
         return
     if not yes and not typer.confirm("Sign this attestation as DPO?", default=False):
         raise typer.Abort()
