@@ -1,6 +1,7 @@
 """The DPO's sign-off inside the `erasure-request` run, on a real Prefect server with a worker (the
 console `make serve` starts): a run started by deployment, with a DPO key pinned, writes the pack and
-suspends with a form; the DPO's answer resumes it (an unsigned reject changes nothing: it asks again). Attested: the run completes, the request is
+suspends with a form; the DPO's answer resumes it (an unsigned reject changes nothing: it asks
+again). Attested: the run completes, the request is
 notified, the pack verifies offline with both keys. Rejected: the run ends `Rejected`, the request is
 `rejected`, nothing is sent. The form's description shows the signing request and no identifier.
 (The same form through a real browser: tests/test_ui_browser.py.)"""
