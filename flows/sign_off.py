@@ -32,7 +32,7 @@ from erasure.engine import open_engine
 from erasure.errors import ErasureError, NotFound
 from erasure.states import RequestState
 from flows import run_report
-from service import signoff
+from service import intake, signoff
 
 PAUSE_KEY = "dpo-sign-off"
 
@@ -77,6 +77,7 @@ def description(h: Home, request_id: str, refused: str | None = None) -> str:
     rep = run_report.report(h, request_id, Completed(message="waiting for the DPO's sign-off"))
     rows = rep["rows"]
     pack = rep["pack"] or {}
+    desk = intake.desk_url(h)
     lines = [
         f"# DPO sign-off: erasure request `{request_id}`",
         "",
@@ -100,8 +101,13 @@ def description(h: Home, request_id: str, refused: str | None = None) -> str:
         " *envelope* and choose decision *reject*: the request goes to `rejected`, nothing is sent. A reject"
         " without your signature changes nothing.",
         "",
-        f"The signing request as a file: `erasure attest {request_id} --signing-request > signing-request.txt`"
-        " (or the request desk's sign-off page).",
+        "The signing request as a file: "
+        + (
+            f"[signing-request.txt]({desk}/requests/{request_id}/signing-request.txt) from the request desk, or "
+            if desk
+            else ""
+        )
+        + f"`erasure attest {request_id} --signing-request > signing-request.txt`.",
     ]
     return "\n".join(lines)
 
