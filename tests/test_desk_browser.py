@@ -69,23 +69,16 @@ def _sign(machine: Path, request: str) -> str:
     return done.stdout.strip()
 
 
-def _run_of(c: Console) -> dict[str, Any]:
-    r = httpx.post(
-        f"{c.api}/flow_runs/filter",
-        json={"flow_runs": {"name": {"any_": [f"erasure-{RID}"]}}},
-        headers=headers(home_secret(c.home)),
-        timeout=10,
-    )
+def _run_of(c: Console, run_id: str) -> dict[str, Any]:
+    r = httpx.get(f"{c.api}/flow_runs/{run_id}", headers=headers(home_secret(c.home)), timeout=10)
     r.raise_for_status()
-    runs = r.json()
-    assert len(runs) == 1, runs
-    return dict(runs[0])
+    return dict(r.json())
 
 
-def _wait_paused(c: Console, not_key: str | None = None) -> dict[str, Any]:
+def _wait_paused(c: Console, run_id: str, not_key: str | None = None) -> dict[str, Any]:
     deadline = time.monotonic() + 300
     while True:
-        run = _run_of(c)
+        run = _run_of(c, run_id)
         st = run["state"]
         if st["type"] == "PAUSED" and st["state_details"].get("pause_key") != not_key:
             return run
@@ -128,16 +121,16 @@ def test_a_request_from_the_desk_to_the_regulators_export(desk_console: tuple[Co
         page.get_by_role("link", name="File a new request").click()
         page.get_by_label("Request id").fill(RID)
         page.get_by_label("Subject id").fill(SUBJECT.id)
-        page.get_by_label("Email").fill("annabel.quist-at-example.org")
-        page.get_by_label("Name").fill(str(SUBJECT.name))
-        page.get_by_label("Phone").fill(str(SUBJECT.phone))
+        page.get_by_label("Email", exact=True).fill("annabel.quist-at-example.org")
+        page.get_by_label("Name", exact=True).fill(str(SUBJECT.name))
+        page.get_by_label("Phone", exact=False).fill(str(SUBJECT.phone))
         page.get_by_label("Identity proof reference").fill("idv-case-77")
         page.get_by_label("Reason").fill("data subject request via privacy portal")
         page.get_by_role("button", name="File the request").click()
         expect(page.get_by_role("alert")).to_contain_text("subject.email")
         page.screenshot(path=str(SHOTS / "desk-intake-refuses-a-bad-email.png"), full_page=True)
         assert not any(r["request_id"] == RID for r in _list_requests(h))
-        page.get_by_label("Email").fill(str(SUBJECT.email))
+        page.get_by_label("Email", exact=True).fill(str(SUBJECT.email))
         page.get_by_role("button", name="File the request").click()
         notice = page.get_by_role("status")
         expect(notice).to_contain_text(f"Request {RID} filed")
@@ -146,9 +139,11 @@ def test_a_request_from_the_desk_to_the_regulators_export(desk_console: tuple[Co
         page.screenshot(path=str(SHOTS / "desk-request-filed.png"), full_page=True)
 
         # Watches it in the Prefect UI: the run has the request id as its only parameter.
-        notice.get_by_role("link", name="watch it in the Prefect UI").click()
+        link = notice.get_by_role("link", name="watch it in the Prefect UI")
+        run_id = str(link.get_attribute("href")).rsplit("/", 1)[-1]
+        link.click()
         page.wait_for_url("**/runs/flow-run/**")
-        run = _wait_paused(c)
+        run = _wait_paused(c, run_id)
         assert run["parameters"] == {"request_id": RID}
         page.reload(wait_until="networkidle")
         expect(page.get_by_text(f"erasure-{RID}").first).to_be_visible()
@@ -167,7 +162,7 @@ def test_a_request_from_the_desk_to_the_regulators_export(desk_console: tuple[Co
         other["request_id"] = "req-desk-other"
         wrong = _sign(machine, signing_request(**other))
         _resume_in_ui(page, ui, run["id"], wrong, "desk-dpo-wrong-envelope.png")
-        again = _wait_paused(c, not_key=run["state"]["state_details"]["pause_key"])
+        again = _wait_paused(c, run_id, not_key=run["state"]["state_details"]["pause_key"])
         assert _state(h) == "awaiting attestation"
         page.goto(f"{ui}/runs/flow-run/{run['id']}", wait_until="networkidle")
         page.get_by_role("button", name="Resume").first.click()
@@ -178,7 +173,7 @@ def test_a_request_from_the_desk_to_the_regulators_export(desk_console: tuple[Co
         # Then the right one.
         _resume_in_ui(page, ui, again["id"], _sign(machine, request), "desk-dpo-right-envelope.png")
         deadline = time.monotonic() + 300
-        while (st := _run_of(c)["state"])["type"] != "COMPLETED":
+        while (st := _run_of(c, run_id)["state"])["type"] != "COMPLETED":
             assert st["type"] not in ("FAILED", "CRASHED", "CANCELLED") and time.monotonic() < deadline, st
             time.sleep(1.0)
         assert _state(h) == "notified"
