@@ -13,6 +13,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.dpo_kit import write_dpo_kit
 from cli.pack import print_summary
 from erasure.config import Home
 from erasure.errors import ConfigError, Conflict, InputError, RequestBlocked
@@ -54,20 +55,22 @@ and any member mode the writer does not write, and any high-s ECDSA signature.
    (sha256 of each public key's DER)@TSA_FINGERPRINT@. Do not trust the keys in this directory until
    you have.@KEYRING_CONFIRM@
 2. With our small verifier, `erasure-verify.pyz` (needs only Python 3.11 or later and
-   `cryptography`; it runs every check below and the two that have no shell equivalent: the
-   audit-log evidence, whose RFC 6962 Merkle inclusion (one multiproof for all its entries) and
-   consistency proofs and Ed25519 checkpoints only the verifier checks, and the consistency of the
-   claims):
+   `cryptography` 38 or later, such as Debian 12's own `python3` with `python3-cryptography`; it
+   runs every check below and the two that have no shell equivalent: the audit-log evidence, whose
+   RFC 6962 Merkle inclusion (one multiproof for all its entries) and consistency proofs and Ed25519
+   checkpoints only the verifier checks, and the consistency of the claims):
 
-       python erasure-verify.pyz @PACK@ @KEY_ARGS@ @AUDIT_ARG@@TSA_ARG@@REVERIFY_ARG@
+       python3 erasure-verify.pyz @PACK@ @KEY_ARGS@ @AUDIT_ARG@@TSA_ARG@@REVERIFY_ARG@
 
    (`--json` also prints the pack's name, `pack_name`. It is a zip of the verifier's Python sources:
-   `python -m zipfile -l erasure-verify.pyz` lists them. Where erasure-cascade is installed,
-   `python -m proof.verify` is the same command.)
+   `python3 -m zipfile -l erasure-verify.pyz` lists them. Where erasure-cascade is installed,
+   its module proof.verify takes the same arguments.)
 
-3. Without our software (GNU tar, sha256sum, openssl, jq): run the recipe below in this directory
-   (`bash recipe.sh` after copying the block into it). It stops at the first failed step; each step
-   catches a kind of tampering, so leave none out. It must end with `ALL CHECKS PASSED`.
+3. Without our software: the recipe below needs bash, GNU coreutils (sha256sum, base64, mktemp),
+   GNU tar, grep, sed, diff, openssl and jq (`apt-get install jq` on Debian, where it is not installed
+   by default). Copy the block into `recipe.sh` in this directory and run `bash recipe.sh`. It stops
+   at the first failed step; each step catches a kind of tampering, so leave none out. It must end
+   with `ALL CHECKS PASSED`.
 
 ```sh
 set -euo pipefail
@@ -169,7 +172,7 @@ esac
 jq -r '.predicate | "status \(.status), all clear \(.all_clear), verified at \(.verified_at)"' "$E"
 jq -r '.predicate | "attested by the DPO at \(.attested_at)"' "$D"
 jq -r '.predicate.tiers | to_entries[] | "  \(.key): \(.value.status)"' "$E"
-echo "ALL CHECKS PASSED (the audit-log Merkle proofs and the consistency of the claims: python erasure-verify.pyz)"
+echo "ALL CHECKS PASSED (the audit-log Merkle proofs and the consistency of the claims: python3 erasure-verify.pyz)"
 ```
 
 Status: @STATUS@; all clear: @ALL_CLEAR@; verified at @VERIFIED_AT@; attested at @ATTESTED_AT@.
@@ -318,51 +321,6 @@ def resume_sign_off(request_id: str, answer: dict[str, str]) -> None:
         console.print("the run waiting for the DPO's sign-off was resumed", markup=False, highlight=False)
 
 
-DPO_SIGN_MD = """# Signing erasure proof packs as the DPO
-
-`erasure-dpo-sign.pyz` needs Python 3 and `cryptography` (`pip install cryptography`), nothing else.
-Your private key stays on this machine; only your signature goes back.
-
-1. Once: make your key pair, and give `dpo.pub.pem` (never `dpo.pem`) to the privacy team, who pin it
-   as `keys/dpo.pub.pem`:
-
-       openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out dpo.pem
-       openssl pkey -in dpo.pem -pubout -out dpo.pub.pem
-
-2. For each request waiting for you, the run's form in the Prefect UI shows the per-tier table, the
-   exceptions, and the command with its signing request. Run it:
-
-       python erasure-dpo-sign.pyz --key dpo.pem SIGNING-REQUEST
-
-   It shows what you attest and asks before signing; paste the line it prints into the form's
-   *envelope* field with decision *attest*. To refuse, choose *reject* and a reason instead.
-
-The engine's public key (engine.pub.pem, key id @ENGINE_KEYID@) is here so you can check a pack
-yourself with `erasure-verify.pyz` before you sign.
-"""
-
-
-def write_dpo_kit(h: Home, to: Path) -> list[str]:
-    """The DPO's signing kit in `to`: the signer, the engine's public key, DPO-SIGN.md (and the home's
-    keyring.json when it has one)."""
-    from proof.verifier_zipapp import DPO_SIGNER_ZIPAPP, dpo_signer_zipapp
-
-    engine_pem = signoff.engine_pub_path(h).read_bytes()
-    files = {
-        DPO_SIGNER_ZIPAPP: dpo_signer_zipapp(),
-        VERIFIER_ZIPAPP: verifier_zipapp(),
-        "engine.pub.pem": engine_pem,
-        "DPO-SIGN.md": DPO_SIGN_MD.replace("@ENGINE_KEYID@", keyid(load_public_key(engine_pem))).encode(),
-    }
-    ring = read_beside(h.keys_dir)
-    if ring is not None:  # the keys the pack's signatures are checked against, with their validity
-        files[KEYRING_FILE] = ring
-    to.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        write_atomic(to / name, data)
-    return sorted(files)
-
-
 def _audit_pub(h: Home) -> bytes | None:
     """The store's audit checkpoint public key, or None when the home keeps no audit log of its own."""
     from service.scope import audit_public_pem
@@ -453,7 +411,11 @@ def _refuse_unsafe_target(to: Path, force: bool) -> None:
 
 def export(
     request_id: Annotated[
-        str | None, typer.Argument(help="The sealed request to export (none with --dpo-kit).", show_default=False)
+        str | None,
+        typer.Argument(
+            help="The sealed request to export (with --dpo-kit: a request awaiting the DPO, optional).",
+            show_default=False,
+        ),
     ] = None,
     to: Annotated[
         Path | None,
@@ -463,8 +425,8 @@ def export(
         bool,
         typer.Option(
             "--dpo-kit",
-            help="Instead of a pack: the DPO's signing kit (erasure-dpo-sign.pyz, the engine's public key, "
-            "DPO-SIGN.md) for their own machine.",
+            help="Instead of a sealed pack: the DPO's signing kit (erasure-dpo-sign.pyz, erasure-verify.pyz, the"
+            " engine's public key, DPO-SIGN.md) for their own machine; with a request, its pack and signing request.",
         ),
     ] = False,
     dpo_key: Annotated[
@@ -498,17 +460,17 @@ def export(
     """Write the sealed pack, the public keys and VERIFY.md (a full openssl recipe) for the regulator.
 
     The pack must verify with the engine's key AND the DPO's trusted key before anything is written.
-    The offline verifier goes along as one file (erasure-verify.pyz, run by `python`). Files go only
+    The offline verifier goes along as one file (erasure-verify.pyz, run by `python3`). Files go only
     into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`. When the home's
     keys folder has a keyring, the pack must verify against it, keyring.json goes along (VERIFY.md
     pins it), and engine.pub.pem and dpo.pub.pem are the keyring's keys that signed this pack."""
     if to is None:
         raise InputError("--to DIR is required")
     if dpo_kit:
-        if request_id is not None:
-            raise InputError("--dpo-kit serves every request: give no request id")
+        if request_id is not None and not REQUEST_ID.fullmatch(request_id):
+            raise InputError(f"{printable(request_id)!r} is not a request id")
         _refuse_unsafe_target(to, force)
-        written = write_dpo_kit(home_of(home), to)
+        written = write_dpo_kit(home_of(home), to, request_id)
         if json_out:
             print_json({"dpo_kit": str(to), "files": written})
         else:

@@ -5,6 +5,9 @@ Debian 12's 38 on), and their private key never reaches Prefect or the engine's 
     python3 erasure-dpo-sign.pyz --key dpo.pem [--passphrase-env VAR] SIGNING_REQUEST
     python3 erasure-dpo-sign.pyz --key dpo.pem --reject REASON SIGNING_REQUEST
 
+SIGNING_REQUEST is the line, a file holding it (`<request>-signing-request.txt` in a request's kit),
+or `-` for standard input.
+
 The signing request is what the run's sign-off form shows (one base64 line, `signing_request`): the
 request id, the engine's key id, the status the engine states, the in-toto subjects (file names and
 sha256 digests, never a person's data) and the engine's envelope, whose digest is one of those
@@ -232,14 +235,20 @@ def load_signing_key(data: bytes, passphrase: bytes | None) -> SigningKey:
 def main(argv: Sequence[str] | None = None) -> int:
     """The signer's command line (see the module docstring). Exit 0 signed, 1 declined, 2 unusable input."""
     p = argparse.ArgumentParser(prog="erasure-dpo-sign", description="Sign (or refuse) an erasure proof pack.")
-    p.add_argument("request", help="the signing request line from the run's sign-off form ('-': read stdin)")
+    p.add_argument("request", help="the signing request: its line, a file holding it, or '-' (read stdin)")
     p.add_argument("--key", required=True, help="your private key (PEM), e.g. dpo.pem")
     p.add_argument("--passphrase-env", help="environment variable holding the key's passphrase")
     p.add_argument("--reject", metavar="REASON", choices=REJECT_REASONS, help="refuse to attest, with this reason")
     p.add_argument("--yes", action="store_true", help="sign without asking")
     args = p.parse_args(argv)
     try:
-        text = sys.stdin.read() if args.request == "-" else args.request
+        if args.request == "-":
+            text = sys.stdin.read()
+        elif os.path.isfile(args.request):  # the file the kit or the sign-off form gives
+            with open(args.request, encoding="ascii", errors="replace") as fh:
+                text = fh.read()
+        else:
+            text = args.request
         request = read_signing_request(text)
         review = review_text(request)
         try:
