@@ -176,7 +176,8 @@ def test_export_writes_a_pack_the_regulator_verifies_with_the_exported_keys(awai
         text=True,
     )
     # The OK line names the status and explains the pack's one exception (the model trained on the subject).
-    assert verify.stdout.startswith("OK: status erasedWithExceptions, 1 exception(s): fine_tune: model_trained_on_subject")
+    said = "OK: status erasedWithExceptions, 1 exception(s): fine_tune: model_trained_on_subject"
+    assert verify.stdout.startswith(said)
     assert "must be retrained" in verify.stdout
     note = (out / "VERIFY.md").read_text()
     for needle in SUBJECT.identifiers():
