@@ -62,6 +62,9 @@ demo: bootstrap ## build a demo store, submit a request, erase, verify, sign, at
 
 # Only the standard library builds it (no .venv needed): a regulator can rebuild it from a checkout and
 # compare its sha256 with the one `erasure export` shipped.
+where: ## print the path of the erasure command (it is not on PATH: run it by this path, or add .venv/bin to PATH)
+	@echo $(CURDIR)/$(VENV)/bin/erasure
+
 verifier: ## the offline verifier as one file: dist/erasure-verify.pyz (python dist/erasure-verify.pyz PACK ...)
 	python3 -m proof.verifier_zipapp dist/erasure-verify.pyz
 

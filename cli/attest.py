@@ -11,16 +11,13 @@ from typing import Annotated
 import typer
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.dpo_kit import write_dpo_kit
 from cli.pack import print_summary
-from erasure.config import Home
 from erasure.errors import InputError
 from proof.keyring import read_beside
-from proof.keys import keyid, load_public_key
 from proof.pack import summary
 from proof.tarball import write_atomic
-from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
 from proof.verify import printable
-from proof.verify.keyring import KEYRING_FILE
 from service import signoff
 from service.export import check_request_id, export_files, refuse_unsafe_target
 
@@ -132,54 +129,13 @@ def resume_sign_off(request_id: str, answer: dict[str, str]) -> None:
         console.print("the run waiting for the DPO's sign-off was resumed", markup=False, highlight=False)
 
 
-DPO_SIGN_MD = """# Signing erasure proof packs as the DPO
-
-`erasure-dpo-sign.pyz` needs Python 3 and `cryptography` (`pip install cryptography`), nothing else.
-Your private key stays on this machine; only your signature goes back.
-
-1. Once: make your key pair, and give `dpo.pub.pem` (never `dpo.pem`) to the privacy team, who pin it
-   as `keys/dpo.pub.pem`:
-
-       openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out dpo.pem
-       openssl pkey -in dpo.pem -pubout -out dpo.pub.pem
-
-2. For each request waiting for you, the run's form in the Prefect UI shows the per-tier table, the
-   exceptions, and the command with its signing request. Run it:
-
-       python erasure-dpo-sign.pyz --key dpo.pem SIGNING-REQUEST
-
-   It shows what you attest and asks before signing; paste the line it prints into the form's
-   *envelope* field with decision *attest*. To refuse, choose *reject* and a reason instead.
-
-The engine's public key (engine.pub.pem, key id @ENGINE_KEYID@) is here so you can check a pack
-yourself with `erasure-verify.pyz` before you sign.
-"""
-
-
-def write_dpo_kit(h: Home, to: Path) -> list[str]:
-    """The DPO's signing kit in `to`: the signer, the engine's public key, DPO-SIGN.md (and the home's
-    keyring.json when it has one)."""
-    from proof.verifier_zipapp import DPO_SIGNER_ZIPAPP, dpo_signer_zipapp
-
-    engine_pem = signoff.engine_pub_path(h).read_bytes()
-    files = {
-        DPO_SIGNER_ZIPAPP: dpo_signer_zipapp(),
-        VERIFIER_ZIPAPP: verifier_zipapp(),
-        "engine.pub.pem": engine_pem,
-        "DPO-SIGN.md": DPO_SIGN_MD.replace("@ENGINE_KEYID@", keyid(load_public_key(engine_pem))).encode(),
-    }
-    ring = read_beside(h.keys_dir)
-    if ring is not None:  # the keys the pack's signatures are checked against, with their validity
-        files[KEYRING_FILE] = ring
-    to.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        write_atomic(to / name, data)
-    return sorted(files)
-
-
 def export(
     request_id: Annotated[
-        str | None, typer.Argument(help="The sealed request to export (none with --dpo-kit).", show_default=False)
+        str | None,
+        typer.Argument(
+            help="The sealed request to export (with --dpo-kit: a request awaiting the DPO, optional).",
+            show_default=False,
+        ),
     ] = None,
     to: Annotated[
         Path | None,
@@ -189,8 +145,8 @@ def export(
         bool,
         typer.Option(
             "--dpo-kit",
-            help="Instead of a pack: the DPO's signing kit (erasure-dpo-sign.pyz, the engine's public key, "
-            "DPO-SIGN.md) for their own machine.",
+            help="Instead of a sealed pack: the DPO's signing kit (erasure-dpo-sign.pyz, erasure-verify.pyz, the"
+            " engine's public key, DPO-SIGN.md) for their own machine; with a request, its pack and signing request.",
         ),
     ] = False,
     dpo_key: Annotated[
@@ -224,7 +180,7 @@ def export(
     """Write the sealed pack, the public keys and VERIFY.md (a full openssl recipe) for the regulator.
 
     The pack must verify with the engine's key AND the DPO's trusted key before anything is written.
-    The offline verifier goes along as one file (erasure-verify.pyz, run by `python`). Files go only
+    The offline verifier goes along as one file (erasure-verify.pyz, run by `python3`). Files go only
     into `--to` (never through a symbolic link); a non-empty `--to` needs `--force`. When the home's
     keys folder has a keyring, the pack must verify against it, keyring.json goes along (VERIFY.md
     pins it), and engine.pub.pem and dpo.pub.pem are the keyring's keys that signed this pack."""
@@ -232,9 +188,9 @@ def export(
         raise InputError("--to DIR is required")
     if dpo_kit:
         if request_id is not None:
-            raise InputError("--dpo-kit serves every request: give no request id")
+            check_request_id(request_id)
         refuse_unsafe_target(to, force)
-        written = write_dpo_kit(home_of(home), to)
+        written = write_dpo_kit(home_of(home), to, request_id)
         if json_out:
             print_json({"dpo_kit": str(to), "files": written})
         else:

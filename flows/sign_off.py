@@ -90,24 +90,28 @@ def description(h: Home, request_id: str, refused: str | None = None) -> str:
         + (", ".join(f"{k} ({n})" for k, n in sorted(rep["exceptions"].items())) or "none")
         + f". Pack sha256: `{pack.get('sha256', '?')}`.",
         "",
-        "**To attest**, run on your own machine (your key never leaves it), then paste the line it prints"
-        " into *envelope* with decision *attest*:",
-        "",
-        "```",
-        f"python erasure-dpo-sign.pyz --key dpo.pem {signoff.signing_request(h, request_id)}",
-        "```",
-        "",
-        "**To reject**, run the same command with `--reject REASON` instead, paste the line it prints into"
-        " *envelope* and choose decision *reject*: the request goes to `rejected`, nothing is sent. A reject"
-        " without your signature changes nothing.",
-        "",
-        "The signing request as a file: "
+        "**1. Save the signing request** as `signing-request.txt`: "
         + (
             f"[signing-request.txt]({desk}/requests/{request_id}/signing-request.txt) from the request desk, or "
             if desk
             else ""
         )
-        + f"`erasure attest {request_id} --signing-request > signing-request.txt`.",
+        + f"`erasure attest {request_id} --signing-request > signing-request.txt`, or copy this line:",
+        "",
+        "```",
+        signoff.signing_request(h, request_id),
+        "```",
+        "",
+        "**2. To attest**, run on your own machine (your key never leaves it), then paste the line it prints"
+        " into *envelope* with decision *attest*:",
+        "",
+        "```",
+        "python3 erasure-dpo-sign.pyz --key dpo.pem signing-request.txt",
+        "```",
+        "",
+        "**To reject**, run the same command with `--reject REASON` instead, paste the line it prints into"
+        " *envelope* and choose decision *reject*: the request goes to `rejected`, nothing is sent. A reject"
+        " without your signature changes nothing.",
     ]
     return "\n".join(lines)
 

@@ -8,9 +8,9 @@ A signed rejection is a DSSE envelope (`proof.dsse` conventions, one signature) 
     {"pack_sha256": ..., "reason": ..., "rejected_at": "YYYY-MM-DDTHH:MM:SSZ", "request_id": ...}
 
 signed by the pinned DPO key (`proof.verify.signer --reject REASON` prints one). `pack_sha256` names the
-pack the DPO refused: the sha256 of the pack file (what the sign-off form shows as the pack's sha256),
-or the sha256 of its engine envelope (the `signatures/engine.intoto.json` subject of the signing
-request, which is all the standalone signer holds). Either binds the rejection to this pack only.
+pack the DPO refused: its name (the sha256 of the engine's signed statement, which the signing request
+carries and the standalone signer names it by), or the sha256 of the pack file (what the sign-off form
+shows). Either binds the rejection to this pack only.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from erasure.errors import InputError
 from proof.keys import keyid, load_public_key
 from proof.verify import PackError
 from proof.verify.envelopes import check_signature
-from proof.verify.signer import SignerError, read_signing_request
+from proof.verify.signer import SignerError, engine_statement, read_signing_request
 from proof.verify.strict_json import utc_time
-from proof.verify.wire import ENGINE_ENVELOPE, PAYLOAD_TYPE, canonical_json, envelope_bytes
+from proof.verify.wire import PAYLOAD_TYPE, canonical_json, envelope_bytes
 
 REJECTION_TYPE = "application/vnd.erasure.rejection+json"
 REJECTION_FIELDS = ("pack_sha256", "reason", "rejected_at", "request_id")
@@ -104,13 +104,13 @@ def check_attestation(text: str, request_id: str, signing_request: str, dpo_pub:
 
 
 def pack_digests(pack: Path, signing_request: str) -> set[str]:
-    """The digests a rejection may name this pack by: the pack file's and its engine envelope's."""
+    """The digests a rejection may name this pack by: the pack's name (the sha256 of the engine's signed
+    statement, what the standalone signer names it by) and the pack file's sha256 (the form shows it)."""
     try:
-        subjects = read_signing_request(signing_request)["subject"]
+        _statement, name = engine_statement(read_signing_request(signing_request))
     except SignerError as exc:
         raise InputError(str(exc)) from exc
-    engine = [s["digest"]["sha256"] for s in subjects if s["name"].endswith(ENGINE_ENVELOPE)]
-    return {hashlib.sha256(pack.read_bytes()).hexdigest(), *engine}
+    return {hashlib.sha256(pack.read_bytes()).hexdigest(), name}
 
 
 def check_rejection(

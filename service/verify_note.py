@@ -28,20 +28,22 @@ and any member mode the writer does not write, and any high-s ECDSA signature.
    (sha256 of each public key's DER)@TSA_FINGERPRINT@. Do not trust the keys in this directory until
    you have.@KEYRING_CONFIRM@
 2. With our small verifier, `erasure-verify.pyz` (needs only Python 3.11 or later and
-   `cryptography`; it runs every check below and the two that have no shell equivalent: the
-   audit-log evidence, whose RFC 6962 Merkle inclusion (one multiproof for all its entries) and
-   consistency proofs and Ed25519 checkpoints only the verifier checks, and the consistency of the
-   claims):
+   `cryptography` 38 or later, such as Debian 12's own `python3` with `python3-cryptography`; it
+   runs every check below and the two that have no shell equivalent: the audit-log evidence, whose
+   RFC 6962 Merkle inclusion (one multiproof for all its entries) and consistency proofs and Ed25519
+   checkpoints only the verifier checks, and the consistency of the claims):
 
-       python erasure-verify.pyz @PACK@ @KEY_ARGS@ @AUDIT_ARG@@TSA_ARG@@REVERIFY_ARG@
+       python3 erasure-verify.pyz @PACK@ @KEY_ARGS@ @AUDIT_ARG@@TSA_ARG@@REVERIFY_ARG@
 
    (`--json` also prints the pack's name, `pack_name`. It is a zip of the verifier's Python sources:
-   `python -m zipfile -l erasure-verify.pyz` lists them. Where erasure-cascade is installed,
-   `python -m proof.verify` is the same command.)
+   `python3 -m zipfile -l erasure-verify.pyz` lists them. Where erasure-cascade is installed,
+   its module proof.verify takes the same arguments.)
 
-3. Without our software (GNU tar, sha256sum, openssl, jq): run the recipe below in this directory
-   (`bash recipe.sh` after copying the block into it). It stops at the first failed step; each step
-   catches a kind of tampering, so leave none out. It must end with `ALL CHECKS PASSED`.
+3. Without our software: the recipe below needs bash, GNU coreutils (sha256sum, base64, mktemp),
+   GNU tar, grep, sed, diff, openssl and jq (`apt-get install jq` on Debian, where it is not installed
+   by default). Copy the block into `recipe.sh` in this directory and run `bash recipe.sh`. It stops
+   at the first failed step; each step catches a kind of tampering, so leave none out. It must end
+   with `ALL CHECKS PASSED`.
 
 ```sh
 set -euo pipefail
@@ -143,7 +145,7 @@ esac
 jq -r '.predicate | "status \(.status), all clear \(.all_clear), verified at \(.verified_at)"' "$E"
 jq -r '.predicate | "attested by the DPO at \(.attested_at)"' "$D"
 jq -r '.predicate.tiers | to_entries[] | "  \(.key): \(.value.status)"' "$E"
-echo "ALL CHECKS PASSED (the audit-log Merkle proofs and the consistency of the claims: python erasure-verify.pyz)"
+echo "ALL CHECKS PASSED (the audit-log Merkle proofs and the consistency of the claims: python3 erasure-verify.pyz)"
 ```
 
 Status: @STATUS@; all clear: @ALL_CLEAR@; verified at @VERIFIED_AT@; attested at @ATTESTED_AT@.

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -113,11 +115,26 @@ def test_the_signed_rejection_rejects_and_is_kept(awaiting: Home, dpo_machine: P
     assert len(kept) == 1 and json.loads(kept[0].read_text())["payloadType"] == REJECTION_TYPE
 
 
-def test_the_engine_envelope_digest_names_the_pack_too(awaiting: Home, dpo_machine: Path) -> None:  # noqa: F811
-    """All the standalone signer holds is the signing request: its engine envelope's digest binds the pack."""
-    subjects = read_signing_request(signoff.signing_request(awaiting, REQ))["subject"]
-    engine = next(s["digest"]["sha256"] for s in subjects if s["name"].endswith("engine.intoto.json"))
-    signoff.reject(awaiting, REQ, rejection(dpo_machine / "dpo.pem", REQ, engine))
+def test_the_kit_signers_rejection_is_accepted(awaiting: Home, dpo_machine: Path, tmp_path: Path) -> None:  # noqa: F811
+    """The rejection the standalone signer prints (`--reject`, run by Debian's own python3 where there is
+    one) names the pack as the signer can: by its name, the sha256 of the engine's signed statement."""
+    from proof.verifier_zipapp import dpo_signer_zipapp
+
+    kit = tmp_path / "erasure-dpo-sign.pyz"
+    kit.write_bytes(dpo_signer_zipapp())
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    request = signoff.signing_request(awaiting, REQ)
+    done = subprocess.run(
+        [python, str(kit), "--key", str(dpo_machine / "dpo.pem"), "--reject", "scope_wrong", "--yes", "-"],
+        input=request,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip().splitlines()[-1]
+    signoff.reject(awaiting, REQ, line)
     assert _state(awaiting) == "rejected"
 
 

@@ -91,6 +91,7 @@ def _pack(h: Home) -> Path:
 def test_the_kit_signs_and_attest_seals_with_only_the_signature(awaiting: Home, dpo_machine: Path) -> None:  # noqa: F811
     assert sorted(p.name for p in (dpo_machine / "kit").iterdir()) == [
         "DPO-SIGN.md",
+        "audit.pub.pem",
         "engine.pub.pem",
         "erasure-dpo-sign.pyz",
         "erasure-verify.pyz",
