@@ -72,7 +72,7 @@ def write_dpo_kit(h: Home, to: Path, request_id: str | None = None) -> list[str]
     """The DPO's signing kit in `to` (see the module docstring); the names written, sorted."""
     engine_pem = signoff.engine_pub_path(h).read_bytes()
     ring = read_beside(h.keys_dir)
-    audit_pub = audit_public_pem(h)
+    audit_pub = audit_public_pem(h) if request_id is not None else None  # a pack has a checkpoint
     files = {DPO_SIGNER_ZIPAPP: dpo_signer_zipapp(), VERIFIER_ZIPAPP: verifier_zipapp(), "engine.pub.pem": engine_pem}
     extra = []
     if ring is not None:  # the keys the pack's signatures are checked against, with their validity
