@@ -446,9 +446,12 @@ def _short_values(scan: _FileScan, values: list[bytes]) -> None:
             if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] in ("escapes", "fullwidth")
         }
     )
+    # Each is read as a guess (explicit checks only): a value that proves to be no format (a hash whose
+    # bytes only look like an escape, or that puremagic would call an image) is matched as text, never
+    # declared. The file it sits in is identified and read, its pages raw.
     for i in hit:
         if scan.budget.take(len(values[i])):
-            _payload(scan, values[i], 1, whole_file=False)
+            _payload(scan, values[i], 1, whole_file=False, speculative=True)
 
 
 def _sqlite_values(scan: _FileScan, path: str) -> None:
