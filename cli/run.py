@@ -160,7 +160,9 @@ def run(
         finally:
             engine.close()
     state = run_flow(request_id, h, live=not json_out)
-    result = Result.from_json(_data(state))
+    from flows.ended import state_data
+
+    result = Result.from_json(state_data(state))
     outcome = result.outcome if result is not None else Outcome.failed
     ver_path = h.evidence_dir(request_id) / "verification.json"
     doc = json.loads(ver_path.read_text()) if ver_path.exists() else {}
@@ -190,13 +192,3 @@ def run(
     error = outcome.error(state.message or "the cascade did not complete")
     if error is not None:
         raise error
-
-
-def _data(state: Any) -> Any:
-    """What a flow's final state carries (None when it crashed without a result)."""
-    if not (state.is_completed() or state.is_failed()):
-        return None
-    try:
-        return state.result(raise_on_failure=False)
-    except Exception:  # a result that cannot be read is no result
-        return None
