@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from erasure.exception_kinds import explain
 from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE
 
 _WIDTHS = (14, 22, 8, 8, 8)
@@ -21,7 +22,8 @@ def _exception_line(exc: Any) -> str:
         if tier and kind:
             rest = {k: v for k, v in exc.items() if k not in ("tier", "kind", "ground")}
             line = f"{tier}: {kind}" + (f" (Art.17(3) ground: {ground})" if ground else "")
-            return line + (f" {json.dumps(rest, sort_keys=True)}" if rest else "")
+            line += f" {json.dumps(rest, sort_keys=True)}" if rest else ""
+            return line + f"\n      {explain(str(kind))}"
     return json.dumps(exc, sort_keys=True)
 
 
