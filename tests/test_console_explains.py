@@ -71,3 +71,37 @@ def test_a_residue_run_ends_without_a_traceback(ready) -> None:  # type: ignore[
     text = logs_of(run.id)
     assert "Finished in state Failed" in text
     assert "Traceback" not in text and "TypeError" not in text, text[-3000:]
+
+
+def test_the_sla_table_names_who_must_act_and_fits_1280_px(home: Home) -> None:
+    from erasure import requests as reqs
+    from erasure.engine import open_engine
+    from erasure.models import LegalBasis
+    from erasure.sla import sla_rows
+    from erasure.states import RequestState
+    from flows.sla_monitor import TABLE_COLUMNS, open_kinds, table_rows
+    from tests.test_sla import NOW, POLICY
+    from tests.test_sla import submit as sla_submit
+
+    conn = open_engine(home.engine_db)
+    try:
+        for rid, days_ago in (("r-residue", 5), ("r-dpo", 5), ("r-late", 50), ("r-late-dpo", 50), ("r-new", 1)):
+            sla_submit(conn, rid, LegalBasis.CCPA, days_ago)
+        reqs.set_state(conn, "r-residue", RequestState.exception, "residue found in: bytes", now=NOW)
+        reqs.open_exception(conn, "r-residue", "bytes", "residue", "verification", now=NOW)
+        for rid in ("r-dpo", "r-late-dpo"):
+            reqs.set_state(conn, rid, RequestState.awaiting_attestation, None, now=NOW)
+        rows = sla_rows(conn, now=NOW, policy=POLICY)
+        table = {r["request_id"]: r for r in table_rows(rows, open_kinds(conn, rows))}
+    finally:
+        conn.close()
+    assert table["r-residue"]["state"] == "residue" and table["r-residue"]["status"] != "ok"
+    assert table["r-residue"]["needs"] == "operator (residue)"
+    assert (table["r-dpo"]["status"], table["r-dpo"]["needs"]) == ("needs action", "DPO (attest)")
+    assert table["r-late"]["status"] == "BREACHED" and table["r-late"]["needs"] == "operator + DPO"
+    assert table["r-late-dpo"]["needs"] == "DPO (attest) + operator"
+    assert (table["r-new"]["status"], table["r-new"]["needs"]) == ("ok", "")
+    # 1280 px: the UI gives a column about 8 px a character plus padding; 7 short columns fit
+    assert len(TABLE_COLUMNS) <= 7
+    widest = {c: max(len(str(c)), *(len(str(r[c])) for r in table.values())) for c in TABLE_COLUMNS}
+    assert sum(widest.values()) * 8 + 32 * len(TABLE_COLUMNS) <= 1280, widest
