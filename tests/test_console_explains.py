@@ -105,3 +105,39 @@ def test_the_sla_table_names_who_must_act_and_fits_1280_px(home: Home) -> None:
     assert len(TABLE_COLUMNS) <= 7
     widest = {c: max(len(str(c)), *(len(str(r[c])) for r in table.values())) for c in TABLE_COLUMNS}
     assert sum(widest.values()) * 8 + 32 * len(TABLE_COLUMNS) <= 1280, widest
+
+
+def test_server_status_says_starting_while_a_start_is_under_way_and_a_second_start_waits(
+    home: Home, tmp_path: Path
+) -> None:
+    import fcntl
+    import time
+
+    from cli.server_state import state_dir
+    from tests.cli_fixtures import erasure
+
+    d = state_dir(home)
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / "start.lock", "a") as first:  # a first `erasure server start`, still starting
+        fcntl.flock(first, fcntl.LOCK_EX)
+        res = erasure("server", "status", "--home", str(home.root))
+        assert res.code == 0 and "starting" in res.out and "not running" not in res.out, res
+        env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+        second = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "server", "start", "--home", str(home.root), "--port", "4391"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            time.sleep(15)  # time to import and reach the lock; a start that did not wait would spawn by now
+            assert second.poll() is None, second.communicate()[0]
+            assert not (d / "state.json").exists()  # it started nothing and stopped nothing: it waits
+        finally:
+            second.terminate()
+            out = second.communicate(timeout=30)[0]
+        assert "is starting" in out and "waiting for it" in out, out
+    res = erasure("server", "status", "--home", str(home.root))
+    assert res.code == 1 and "not running" in res.out
