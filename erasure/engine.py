@@ -123,7 +123,7 @@ CREATE TABLE IF NOT EXISTS exceptions(
   exception_id INTEGER PRIMARY KEY,
   request_id   TEXT NOT NULL,
   tier         TEXT NOT NULL,
-  kind         TEXT NOT NULL,             -- erasure.exception_kinds.KINDS (model_trained_on_subject, residue, ...)
+  kind         TEXT NOT NULL,             -- model_trained_on_subject | subprocessor_failed | residue ...
   item_key     TEXT NOT NULL,
   detail       TEXT NOT NULL DEFAULT '{}',
   ground       TEXT,                      -- Art.17(3) ground, when one applies
