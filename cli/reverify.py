@@ -49,10 +49,11 @@ def reverify(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False)
     h = home_of(home)
     check_reverifiable(h, request_id)  # refused here, before a flow run exists, with its reason
     prefect_api.prepare(h)
+    from flows.ended import state_data
     from flows.reverification import reverification
 
     state = run_with_table(lambda: reverification(request_id, return_state=True), None)
-    doc = state.result(raise_on_failure=False) if (state.is_completed() or state.is_failed()) else None
+    doc = state_data(state)
     if not isinstance(doc, dict):
         raise ErasureError(f"the re-verification did not complete: {state.message or state.name}")
     if json_out:

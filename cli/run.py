@@ -20,8 +20,10 @@ from cli.window import run_window
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import engine_session, open_engine
-from erasure.errors import ConfigError, InputError
+from erasure.errors import ConfigError, ErasureError, InputError
+from erasure.exception_kinds import explain
 from erasure.tiers import CASCADE_ORDER
+from proof.verify.wire import ERASED
 from service.common import targets_of
 from service.outcome import Outcome, Result, RunFailed
 from service.scope import home_tenant, step_records
@@ -160,7 +162,9 @@ def run(
         finally:
             engine.close()
     state = run_flow(request_id, h, live=not json_out)
-    result = Result.from_json(_data(state))
+    from flows.ended import state_data
+
+    result = Result.from_json(state_data(state))
     outcome = result.outcome if result is not None else Outcome.failed
     ver_path = h.evidence_dir(request_id) / "verification.json"
     doc = json.loads(ver_path.read_text()) if ver_path.exists() else {}
@@ -169,6 +173,7 @@ def run(
         row = requests.get(engine, request_id)
     finally:
         engine.close()
+    pack = pack_verdict(h, request_id)
     if json_out:
         print_json(
             {
@@ -178,7 +183,10 @@ def run(
                 "outcome": outcome.value,
                 "state": row.state.value,
                 "state_detail": row.state_detail,
-                "all_clear": doc.get("all_clear"),
+                "all_clear": pack["status"] == ERASED if pack else False,
+                "pack_status": pack["status"] if pack else None,
+                "probes_all_clear": doc.get("all_clear"),
+                "exceptions": pack["exceptions"] if pack else [],
                 "verification": doc.get("probes", []),
             }
         )
@@ -187,16 +195,30 @@ def run(
             console.print(verification_table(doc))
         console.print(f"flow state: {state.name}: {state.message or ''}")
         console.print(f"request state: {row.state.value}" + (f" ({row.state_detail})" if row.state_detail else ""))
+        if pack:
+            console.print(f"pack status: {pack['status']}", markup=False)
+            for e in pack["exceptions"]:
+                console.print(f"  exception {e['tier']}: {e['kind']}: {e['meaning']}", markup=False)
     error = outcome.error(state.message or "the cascade did not complete")
     if error is not None:
         raise error
 
 
-def _data(state: Any) -> Any:
-    """What a flow's final state carries (None when it crashed without a result)."""
-    if not (state.is_completed() or state.is_failed()):
+def pack_verdict(h: Home, request_id: str) -> dict[str, Any] | None:
+    """The status the request's pack states and its exceptions, each with its explanation (None: no
+    pack). What `--json` says about all clear is read from here, so it never contradicts the pack."""
+    from proof.pack import PACK_NAME, summary
+
+    path = h.evidence_dir(request_id) / PACK_NAME
+    if not path.is_file():
         return None
     try:
-        return state.result(raise_on_failure=False)
-    except Exception:  # a result that cannot be read is no result
-        return None
+        s = summary(path)
+    except ErasureError as exc:  # a pack that does not check says so, never all clear
+        return {"status": f"unreadable ({exc})", "exceptions": []}
+    exceptions = [
+        {"tier": e.get("tier"), "kind": e.get("kind"), "meaning": explain(str(e.get("kind")))}
+        for e in s["exceptions"]
+        if isinstance(e, dict)
+    ]
+    return {"status": s["status"], "exceptions": exceptions}

@@ -35,6 +35,8 @@ from cli.server_state import (
     pid_alive,
     read_state,
     server_alive,
+    start_lock,
+    starting,
     write_state,
 )
 from erasure.config import PROJECT_ROOT, Home
@@ -107,9 +109,18 @@ def start_server(
 ) -> ServerState:
     """Start the home's server, pool, deployments and workers in the background. Idempotent: a running
     server is returned as it is. `ConfigError` (exit 3) when something fails (all started is stopped)."""
+    say = say or (lambda msg: None)
+    with start_lock(h, lambda: say("the home's server is starting (another `erasure server start`): waiting for it")):
+        return _start_server(
+            h, host=host, port=port, workers=workers, postgres=postgres, project_dir=project_dir, say=say
+        )
+
+
+def _start_server(
+    h: Home, *, host: str, port: int, workers: int, postgres: bool, project_dir: Path, say: Any
+) -> ServerState:
     from cli.serve import ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy  # httpx: only to start
 
-    say = say or (lambda msg: None)
     st = read_state(h)
     if st is not None and server_alive(st):
         if prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)):
@@ -257,12 +268,13 @@ def status_of(h: Home) -> dict[str, Any]:
     """What runs for this home: server, workers, database, next scheduled runs."""
     st = read_state(h)
     if st is None:
-        return {"running": False, "home": str(h.root)}
+        return {"running": False, "starting": starting(h), "home": str(h.root)}
     alive = server_alive(st)
     secret = prefect_auth.home_secret(h)
     healthy = alive and prefect_auth.is_ours(st.api_url, secret)
     doc: dict[str, Any] = {
         "running": healthy,
+        "starting": not healthy and starting(h),
         "home": str(h.root),
         "api_url": st.api_url,
         "ui_url": st.ui_url,
@@ -345,6 +357,12 @@ def status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     doc = status_of(h)
     if json_out:
         print_json(doc)
+    elif doc["starting"]:
+        _say(
+            f"starting (home {h.root}): `erasure server start` is under way"
+            + (f"; the UI will be at {doc['ui_url']}" if doc.get("ui_url") else "")
+            + "; run `erasure server status` again in a moment"
+        )
     elif not doc.get("api_url"):
         _say(f"not running (home {h.root}): `erasure server start`")
     else:
@@ -373,7 +391,7 @@ def status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
                 + ("  [paused]" if info.get("paused") else "")
             )
         _say(f"logs: {doc['logs']}")
-    if not doc.get("running"):
+    if not (doc.get("running") or doc["starting"]):
         raise typer.Exit(1)
 
 

@@ -5,7 +5,9 @@ every command that runs a flow (`cli.prefect_api`), by `erasure serve` and by `e
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -65,6 +67,34 @@ def write_state(h: Home, st: ServerState) -> None:
         old.unlink()
     for i, pid in enumerate(st.worker_pids, 1):
         (d / f"worker-{i}.pid").write_text(f"{pid}\n")
+
+
+@contextlib.contextmanager
+def start_lock(h: Home, waiting: Callable[[], None]) -> Iterator[None]:
+    """Held for the whole of one `erasure server start`: a second start waits for the first (calling
+    `waiting` once) instead of starting another server, or stopping the first."""
+    d = state_dir(h)
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / "start.lock", "a") as f:  # not inherited by the servers it starts (close-on-exec)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waiting()
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def starting(h: Home) -> bool:
+    """Whether an `erasure server start` of this home is under way (it holds the start lock)."""
+    path = state_dir(h) / "start.lock"
+    if not path.exists():
+        return False
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
 
 
 def clear_state(h: Home) -> None:

@@ -54,6 +54,7 @@ def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, target
     targets_for(h, targets)
     prefect_api.prepare(h)
     shown = _ids_to_show(h, request_ids)
+    from flows.ended import state_data
     from flows.window import erasure_window
 
     state = run_with_table(
@@ -61,7 +62,7 @@ def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, target
         (lambda: progress_table(h, shown)) if not json_out and shown else None,
         transient=True,
     )
-    data = state.result(raise_on_failure=False) if state.is_completed() or state.is_failed() else None
+    data = state_data(state)
     report: dict[str, dict[str, Any]] = (data or {}).get("requests", {}) if isinstance(data, dict) else {}
     results = {rid: Result.from_json(r) for rid, r in report.items()}
     if json_out:

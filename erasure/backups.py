@@ -40,7 +40,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from erasure.errors import ConfigError
 from erasure.targets import Target
 
-HELD_IN_BACKUP = "held_in_backup_until"
 """The exception kind a pack lists for a backup that still holds the subject."""
 LIST_TIMEOUT = 60.0
 WORK_PREFIX = ".erasure-"

@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 from prefect import State, flow, get_run_logger
-from prefect.states import Completed, Failed
+from prefect.states import Completed
 
 from erasure.states import RequestState
 from flows import run_report, sign_off
 from flows.common import RequestId
+from flows.ended import failed, state_data
 from flows.verification import verification
 from flows.window import WINDOW, window_fingerprint, window_footprint, window_packs, window_preflight, window_step
 from service import cascade
@@ -28,7 +29,7 @@ def _verify_in_its_own_run(request_ids: list[str]) -> dict[str, Verdict | Failur
     out: dict[str, Verdict | Failure] = {}
     for rid in request_ids:
         state = verification(rid, return_state=True)
-        doc = state.result(raise_on_failure=False) if state.is_completed() or state.is_failed() else None
+        doc = state_data(state)
         out[rid] = (
             verdict_of(doc)
             if isinstance(doc, dict) and "all_clear" in doc
@@ -55,7 +56,7 @@ def flow_state(request_id: str, result: Result) -> State:
         return Completed(message=cascade.ALL_CLEAR_MESSAGE, data=data)
     if result.outcome.completed:
         return Completed(message=result.detail, data=data)
-    return Failed(name=result.outcome.state_name, message=result.detail or result.outcome.value, data=data)
+    return failed(result.detail or result.outcome.value, data, name=result.outcome.state_name)
 
 
 @flow(
@@ -89,7 +90,7 @@ def erasure_request(request_id: RequestId) -> State:
 def _signed_off(request_id: str, state: RequestState | None) -> State:
     data = {"request_id": request_id, "request_state": state.value if state else None}
     if state is RequestState.rejected:
-        return Failed(name="Rejected", message="the DPO rejected the pack: nothing was sent", data=data)
+        return failed("the DPO rejected the pack: nothing was sent", data, name="Rejected")
     if state is RequestState.awaiting_attestation:
         return Completed(
             message=f"still awaiting the DPO's attestation: `erasure attest {request_id}` or a new run", data=data

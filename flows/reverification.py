@@ -12,9 +12,10 @@ from typing import Annotated, Any
 
 from prefect import State, flow, get_run_logger, task
 from prefect.events import emit_event
-from prefect.states import Completed, Failed
+from prefect.states import Completed
 
 from flows.common import RequestId, described
+from flows.ended import failed
 from service.common import checked_request_id, home
 from service.reverify import DEFAULT_DAYS, due_requests, reverify_request
 
@@ -48,7 +49,7 @@ def reverification(request_id: RequestId) -> State:
     if doc["reopened"]:
         emit_event(event=EVENT_REOPENED, resource=resource, payload=payload)
         why = f"the subject is back: residue in {', '.join(doc['residue_tiers'])}; request reopened"
-        return Failed(name="Reopened", message=why, data=doc)
+        return failed(why, doc, name="Reopened")
     emit_event(event=EVENT_REVERIFIED, resource=resource, payload=payload)
     return Completed(message=f"re-verification {doc['sequence']}: all clear", data=doc)
 

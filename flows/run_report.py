@@ -27,6 +27,7 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError, NotFound
+from erasure.exception_kinds import KINDS, explain
 from erasure.models import is_safe_token
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
@@ -134,33 +135,96 @@ def _outcome(state: Any, request_state: RequestState | None) -> tuple[str, list[
         if request_state is RequestState.awaiting_attestation:
             events.append(EVENT_AWAITING)
             return "awaiting attestation", events
+        if request_state in (RequestState.sealed, RequestState.notified):
+            return "sealed", events
         return "completed", events
     if state.name == "Blocked":
         return "blocked", [EVENT_BLOCKED]
     return "failed", [EVENT_FAILED]
 
 
-def _next_step(request_id: str, outcome: str, all_clear: bool | None, pack: dict[str, Any] | None) -> str:
+def next_steps(
+    request_id: str, outcome: str, all_clear: bool | None, pack: dict[str, Any] | None, kinds: Counter[str]
+) -> list[tuple[str, str]]:
+    """Who does what next, as (heading, text): the operator's work apart from the DPO's."""
+    operator = [f"- `{k}`: {KINDS[k].next_step}." for k in sorted(kinds) if k in KINDS and KINDS[k].who == "operator"]
     if outcome == "awaiting attestation":
-        return (
-            f"Review the pack, then sign the attestation with your own key, on your own machine: "
-            f"`erasure attest {request_id} --dpo-key <your key>`. The requester is notified only after "
-            f"that; `erasure export {request_id} --to <dir>` then gives the regulator the sealed pack."
-        )
+        return [
+            (
+                "What the DPO must do next",
+                f"Review the pack and the exceptions above, then sign the attestation with your own key, on "
+                f"your own machine: `erasure attest {request_id} --dpo-key <your key>`. The requester is "
+                f"notified only after that; `erasure export {request_id} --to <dir>` then gives the regulator "
+                "the sealed pack.",
+            ),
+            *([("What the operator must do next", "\n".join(operator))] if operator else []),
+        ]
     if outcome == "blocked":
-        return (
-            "Nothing was erased: a litigation hold covers the subject. Nothing to sign. When the case "
-            f"allows, release the hold (deployment `hold-release`, request id `{request_id}`) and run the "
-            "request again."
-        )
+        return [
+            (
+                "What the operator must do next",
+                "Nothing was erased: a litigation hold covers the subject, so there is nothing for the DPO to "
+                f"sign. When the case allows, release the hold (deployment `hold-release`, request id "
+                f"`{request_id}`) and run the request again.",
+            )
+        ]
+    if outcome == "sealed":
+        return [
+            (
+                "Done",
+                f"The DPO attested the pack and it is sealed. `erasure export {request_id} --to <dir>` gives "
+                "the regulator the sealed pack, its keys and the offline verifier.",
+            )
+        ]
     if outcome == "completed":
-        return "Nothing new: the request had already completed."
+        return [("Done", "Nothing new: the request had already completed.")]
     why = "the probes found residue" if all_clear is False else "the cascade did not complete"
-    return (
-        f"Do not attest: {why}. See the open exceptions above and the run's logs; after the fix, run "
-        f"`erasure-request` for `{request_id}` again (every step is idempotent)."
-        + (" The pack written for this run says so tier by tier." if pack else "")
-    )
+    return [
+        (
+            "What the operator must do next",
+            "\n".join(
+                [
+                    *operator,
+                    f"- then run `erasure-request` for `{request_id}` again (every step is idempotent)"
+                    + (" and see the run's logs" if all_clear is not False else "")
+                    + ".",
+                ]
+            ),
+        ),
+        (
+            "What the DPO must do next",
+            f"Nothing yet: do not attest, {why}."
+            + (" The pack written for this run says so tier by tier." if pack else ""),
+        ),
+    ]
+
+
+def residue_locations(verification: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each place the probes found the subject: its target, tier and location (a file's label as in the
+    scan manifest, else the probe that found it) and how much was found there."""
+    if not verification:
+        return []
+    out = [
+        {
+            "target": str(f.get("target") or "reference store"),
+            "tier": str(f.get("tier")),
+            "location": f"file `{f['file']}`",
+            "found": f.get("hits", ""),
+        }
+        for f in verification.get("residue_files", [])
+        if isinstance(f, dict) and f.get("file")
+    ]
+    out += [
+        {
+            "target": str(p.get("target") or "reference store"),
+            "tier": str(p.get("tier")),
+            "location": f"probe `{p.get('method')}`",
+            "found": int(p.get("residue") or 0),
+        }
+        for p in verification.get("probes", [])
+        if int(p.get("residue") or 0) > 0
+    ]
+    return out
 
 
 def summary_markdown(
@@ -190,11 +254,28 @@ def summary_markdown(
         f"| request state | {request_state.value if request_state else 'unknown'} |",
         f"| verification | {verdict} |",
         "",
-        "## Open exceptions by kind",
-        "",
     ]
+    places = residue_locations(verification)
+    if places:
+        lines += [
+            "## Where the probes found the subject",
+            "",
+            "| target | tier | location | found |",
+            "| --- | --- | --- | --- |",
+            *(f"| {p['target']} | {p['tier']} | {p['location']} | {p['found']} |" for p in places),
+            "",
+        ]
+    lines += ["## Open exceptions by kind", ""]
     if exceptions:
-        lines += ["| kind | count |", "| --- | --- |", *(f"| {k} | {n} |" for k, n in sorted(exceptions.items())), ""]
+        lines += [
+            "| kind | count | what it means | who acts |",
+            "| --- | --- | --- | --- |",
+            *(
+                f"| {k} | {n} | {explain(k)} | {KINDS[k].who if k in KINDS else '?'} |"
+                for k, n in sorted(exceptions.items())
+            ),
+            "",
+        ]
     else:
         lines += ["None.", ""]
     lines += ["## Proof pack", ""]
@@ -209,7 +290,8 @@ def summary_markdown(
         ]
     else:
         lines += ["No pack written.", ""]
-    lines += ["## What the DPO must do next", "", _next_step(request_id, outcome, all_clear, pack), ""]
+    for heading, text in next_steps(request_id, outcome, all_clear, pack, exceptions):
+        lines += [f"## {heading}", "", text, ""]
     return "\n".join(lines)
 
 

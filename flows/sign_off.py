@@ -30,6 +30,7 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError, NotFound
+from erasure.exception_kinds import explain
 from erasure.states import RequestState
 from flows import run_report
 from service import intake, signoff
@@ -86,9 +87,17 @@ def description(h: Home, request_id: str, refused: str | None = None) -> str:
         "| --- | --- | --- | --- | --- |",
         *(f"| {r['tier']} | {r['status']} | {r['before']} | {r['after']} | {r['residue']} |" for r in rows),
         "",
-        "Open exceptions: "
-        + (", ".join(f"{k} ({n})" for k, n in sorted(rep["exceptions"].items())) or "none")
-        + f". Pack sha256: `{pack.get('sha256', '?')}`.",
+        *(
+            [
+                "**Open exceptions** (the pack says erasedWithExceptions; attest only if each may stand):",
+                "",
+                *(f"- `{k}` ({n}): {explain(k)}" for k, n in sorted(rep["exceptions"].items())),
+            ]
+            if rep["exceptions"]
+            else ["Open exceptions: none."]
+        ),
+        "",
+        f"Pack sha256: `{pack.get('sha256', '?')}`.",
         "",
         "**1. Save the signing request** as `signing-request.txt`: "
         + (

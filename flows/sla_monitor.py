@@ -11,7 +11,7 @@ Rows, artifacts, events and metrics hold request ids, dates and flags: never the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,10 +20,13 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.events import emit_event
 
+from erasure import requests
 from erasure.clocks import ClockPolicy, iso_utc
 from erasure.engine import open_engine
+from erasure.exception_kinds import KINDS
 from erasure.models import LegalBasis
 from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise, to_markdown
+from erasure.states import RequestState
 from flows.common import described
 from service.common import home
 from service.metrics import default_textfile, write_textfile
@@ -32,21 +35,9 @@ TABLE_KEY = "erasure-sla"
 MARKDOWN_KEY = "erasure-sla-report"
 EVENT_AT_RISK = "erasure.request.deadline.at-risk"
 EVENT_BREACHED = "erasure.request.deadline.breached"
-TABLE_COLUMNS = (
-    "request_id",
-    "legal_basis",
-    "state",
-    "in_state_days",
-    "deadline",
-    "days_left",
-    "status",
-    "extended",
-    "paused",
-    "at_risk",
-    "breached",
-    "target",
-)
-"""The table artifact's columns: `erasure.sla.COLUMNS` plus a status, the most read ones first."""
+TABLE_COLUMNS = ("request_id", "law", "state", "deadline", "days_left", "status", "needs")
+"""The table artifact's columns, few and short so the table fits a 1280 px screen: `status` flags what
+needs someone and `needs` names who (`erasure sla --json` has every field)."""
 
 
 def resource_id(request_id: str) -> str:
@@ -58,16 +49,49 @@ def _minute(iso: str) -> str:
     return iso[:16].replace("T", " ")
 
 
-def table_rows(rows: Sequence[SlaRow]) -> list[dict[str, Any]]:
-    """The table artifact's rows (`TABLE_COLUMNS`), `deadline`/`target` to the minute in UTC: the table
-    must fit the UI's width; `erasure sla --json` has the exact instants."""
+def needs(r: SlaRow, kinds: Collection[str]) -> str:
+    """Who must act on the request now (empty: nobody yet): residue or another exception the operator
+    clears -> operator; a pack awaiting attestation -> DPO; a breached deadline -> both."""
+    who: list[str] = []
+    operator = [k for k in sorted(kinds) if k in KINDS and KINDS[k].who == "operator"]
+    if r.state in (RequestState.exception, RequestState.failed, RequestState.reopened, RequestState.rejected):
+        who.append("operator" + (f" ({', '.join(operator)})" if operator else f" ({r.state.value})"))
+    elif operator:
+        who.append(f"operator ({', '.join(operator)})")
+    if r.state is RequestState.awaiting_attestation:
+        who.append("DPO (attest)")
+    if r.breached:
+        who += [w for w in ("operator", "DPO") if not any(x.startswith(w) for x in who)]
+    return " + ".join(who)
+
+
+def table_rows(rows: Sequence[SlaRow], kinds: Mapping[str, Collection[str]] | None = None) -> list[dict[str, Any]]:
+    """The table artifact's rows (`TABLE_COLUMNS`), the deadline to the minute in UTC; `kinds`: each
+    request's open exception kinds. A request that needs someone never reads `ok`."""
     out = []
     for r in rows:
-        d = r.as_dict()
-        d["deadline"], d["target"] = _minute(d["deadline"]), _minute(d["target"])
-        d["status"] = "BREACHED" if r.breached else "at risk" if r.at_risk else "ok"
-        out.append({k: d[k] for k in TABLE_COLUMNS})
+        who = needs(r, (kinds or {}).get(r.request_id, ()))
+        status = "BREACHED" if r.breached else "at risk" if r.at_risk else "needs action" if who else "ok"
+        state = r.state.value + (" (paused)" if r.paused else "") + (" (extended)" if r.extended else "")
+        if "residue" in (kinds or {}).get(r.request_id, ()):
+            state = "residue"
+        out.append(
+            {
+                "request_id": r.request_id,
+                "law": r.legal_basis.value,
+                "state": state,
+                "deadline": _minute(iso_utc(r.deadline)),
+                "days_left": r.days_left,
+                "status": status,
+                "needs": who,
+            }
+        )
     return out
+
+
+def open_kinds(engine: Any, rows: Sequence[SlaRow]) -> dict[str, set[str]]:
+    """Each listed request's open exception kinds."""
+    return {r.request_id: {e.kind for e in requests.exceptions(engine, r.request_id, open_only=True)} for r in rows}
 
 
 def emit_deadline_events(rows: Sequence[SlaRow]) -> dict[str, int]:
@@ -138,12 +162,13 @@ def sla_monitor(
             engine, now=now, policy=ClockPolicy.from_env(), at_risk_days=at_risk_days, legal_bases=legal_bases
         )
         counts = state_counts(engine)
+        kinds = open_kinds(engine, rows)
     finally:
         engine.close()
     s = summarise(rows)
     create_table_artifact(
         key=TABLE_KEY,
-        table=table_rows(rows),
+        table=table_rows(rows, kinds),
         description=f"Open erasure requests against their legal deadlines, {iso_utc(now)}: "
         f"{s.open} open, {s.breached} breached, {s.at_risk} at risk.",
     )

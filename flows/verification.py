@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import State, flow, get_run_logger, task
-from prefect.states import Completed, Failed
+from prefect.states import Completed
 
 from erasure.tiers import Tier
 from flows.common import RequestId
+from flows.ended import failed
 from service import cascade
 from service.common import checked_request_id, home
 from service.outcome import Outcome, Result
@@ -43,4 +44,4 @@ def verification(request_id: RequestId, tiers: list[Tier] | None = None) -> Stat
     if outcome is Outcome.all_clear:
         return Completed(message=why, data=doc)
     cascade.record(home(), {request_id: Result(outcome, why)})
-    return Failed(name="BystandersLost" if outcome is Outcome.bystanders_lost else "Residue", message=why, data=doc)
+    return failed(why, doc, name="BystandersLost" if outcome is Outcome.bystanders_lost else "Residue")

@@ -11,10 +11,11 @@ from typing import Annotated
 
 from prefect import State, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.states import Completed, Failed
+from prefect.states import Completed
 
 from erasure.models import StepRecord
 from flows.common import RequestId, described, store_writer
+from flows.ended import failed
 from service import cascade, stages
 from service.common import checked_request_id, home
 from service.outcome import Result, counts
@@ -119,7 +120,7 @@ def erasure_window(request_ids: RequestIds = None) -> State:
     data = {"requests": {rid: r.to_json() for rid, r in results.items()}, "counts": counts(results)}
     if all(r.outcome.settled for r in results.values()):
         return Completed(message=f"window: {summary}", data=data)
-    return Failed(message=f"window: {summary}", data=data)
+    return failed(f"window: {summary}", data)
 
 
 def _window(request_ids: list[str]) -> dict[str, Result]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from erasure.errors import BystandersLost, Conflict, ErasureError, RequestBlocked, VerificationFailed
 from erasure.states import RequestState
@@ -18,6 +18,19 @@ from erasure.states import RequestState
 
 class RunFailed(ErasureError):
     """The cascade did not complete (or a request of a window did not)."""
+
+
+class RunEnded(ErasureError):
+    """A flow run that ended short of all clear, as its Failed state's data: `str(err)` is the state's
+    one-sentence message and `data` what the readers of the run need (ids and counts only). Prefect
+    resolves a Failed state's data into an exception; a bare dict there ends the run in a TypeError."""
+
+    def __init__(self, message: str, data: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.data: dict[str, Any] = dict(data)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled with its data (a result store, a subprocess)
+        return (type(self), (str(self), self.data))
 
 
 class Outcome(StrEnum):

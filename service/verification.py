@@ -16,6 +16,8 @@ from typing import Any, TypedDict
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
+from erasure.exception_kinds import MENTION_IN_OTHERS_CONTENT as OTHERS_CONTENT
+from erasure.exception_kinds import UNSCANNED_CONTENT as UNSCANNED
 from erasure.ledger import ledger_key
 from erasure.subject import Subject
 from probes import manifest
@@ -244,9 +246,6 @@ def scan_manifest(h: Home, request_id: str, result: Verification) -> dict[str, A
     return manifest.summary(doc)
 
 
-UNSCANNED = "unscanned_content"
-
-
 def _sync_exceptions(
     engine: Any, request_id: str, kind: str, opened: list[tuple[str, str, dict[str, Any]]], ground: str
 ) -> None:
@@ -274,7 +273,6 @@ def record_unscanned(engine: Any, request_id: str, unscanned: list[dict[str, Any
     _sync_exceptions(engine, request_id, UNSCANNED, opened, "verification")
 
 
-OTHERS_CONTENT = "mention_in_others_content"
 OTHERS_GROUND = (
     "the subject is named inside another person's content that the erasure may not rewrite (their attachment): "
     "attributed to its owner; review it with them"

@@ -13,9 +13,10 @@ from typing import Any
 import apsw
 
 from erasure import requests
-from erasure.backups import HELD_IN_BACKUP, holding, iso, list_backups
+from erasure.backups import holding, iso, list_backups
 from erasure.config import Home
 from erasure.errors import ErasureError
+from erasure.exception_kinds import HELD_IN_BACKUP
 from erasure.targets import home_targets
 from erasure.tiers import BYTES_SCOPE
 from tasks import backup_rewrite

@@ -341,9 +341,10 @@ def test_sla_monitor_publishes_artifacts_events_and_metrics(console: Console, ru
     table = arts["erasure-sla"]
     assert table.type == "table" and table.flow_run_id == sla.id
     rows = {r["request_id"]: r for r in json.loads(table.data)}  # type: ignore[arg-type]
-    assert rows["sla-late"]["breached"] is True and rows["sla-late"]["days_left"] == -5
-    assert rows["sla-risk"]["at_risk"] is True and rows["sla-risk"]["days_left"] == 3
-    assert rows["sla-ok"]["at_risk"] is False and rows["sla-ok"]["breached"] is False
+    assert rows["sla-late"]["status"] == "BREACHED" and rows["sla-late"]["days_left"] == -5
+    assert rows["sla-late"]["needs"] == "operator + DPO"
+    assert rows["sla-risk"]["status"] == "at risk" and rows["sla-risk"]["days_left"] == 3
+    assert rows["sla-ok"]["status"] == "ok" and rows["sla-ok"]["needs"] == ""
     assert arts["erasure-sla-report"].type == "markdown"
     assert "`sla-late`" in str(arts["erasure-sla-report"].data)
     assert not {rid for _, rid in got} & {"erasure.request.sla-ok"}

@@ -439,7 +439,7 @@ def test_exceptions_idempotent_by_key(engine: apsw.Connection) -> None:
         engine, "req-existing", "fine_tune", "model_trained_on_subject", "model-7", {"corpus_version": 4}
     )
     c = requests.open_exception(
-        engine, "req-existing", Tier.subprocessors, "subprocessor_failed", "crm", ground="Art.17(3)(b)"
+        engine, "req-existing", Tier.subprocessors, "subprocessor_not_confirmed", "crm", ground="Art.17(3)(b)"
     )
     assert a == b != c
     rows = requests.exceptions(engine, "req-existing")

@@ -15,6 +15,7 @@ import pytest
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
+from flows.ended import state_data
 from memory import holds
 from memory.schema import open_store
 from service.outcome import Outcome, Result, window_error
@@ -52,13 +53,13 @@ def _run(path: str, h: Home) -> tuple[Outcome, int | None, str | None]:
         from flows.erasure_request import erasure_request
 
         state = erasure_request(RID, return_state=True)
-        result = Result.from_json(state.result(raise_on_failure=False))
+        result = Result.from_json(state_data(state))
         assert result is not None, state
         return result.outcome, None, state.name
     from flows.window import erasure_window
 
     state = erasure_window([RID], return_state=True)
-    got = cast(dict[str, Any], state.result(raise_on_failure=False))["requests"]
+    got = cast(dict[str, Any], state_data(state))["requests"]
     assert list(got) == [RID], got
     result = Result.from_json(got[RID])
     assert result is not None, got

@@ -189,28 +189,21 @@ def test_sla_artifact_table_in_the_ui(console: Console, page: Any) -> None:
     headers = [h.strip() for h in table.locator("th").all_inner_texts()]
     assert {
         "request_id",
-        "legal_basis",
+        "law",
         "state",
         "deadline",
         "days_left",
-        "extended",
-        "paused",
-        "at_risk",
-        "breached",
         "status",
+        "needs",
     } <= set(headers)
     cells = {}
     for rid in ("ui-late", "ui-risk", "ui-ok"):
         texts = [t.strip() for t in table.locator("tr", has_text=rid).locator("td").all_inner_texts()]
         cells[rid] = dict(zip(headers, texts, strict=True))
-    assert cells["ui-late"]["legal_basis"] == "CCPA" and cells["ui-late"]["days_left"] == "-5"
-    assert (cells["ui-late"]["breached"], cells["ui-late"]["status"]) == ("true", "BREACHED")
-    assert (cells["ui-risk"]["days_left"], cells["ui-risk"]["at_risk"], cells["ui-risk"]["status"]) == (
-        "4",
-        "true",
-        "at risk",
-    )
-    assert (cells["ui-ok"]["at_risk"], cells["ui-ok"]["breached"], cells["ui-ok"]["status"]) == ("false", "false", "ok")
+    assert cells["ui-late"]["law"] == "CCPA" and cells["ui-late"]["days_left"] == "-5"
+    assert (cells["ui-late"]["status"], cells["ui-late"]["needs"]) == ("BREACHED", "operator + DPO")
+    assert (cells["ui-risk"]["days_left"], cells["ui-risk"]["status"]) == ("4", "at risk")
+    assert (cells["ui-ok"]["status"], cells["ui-ok"]["needs"]) == ("ok", "")
     page.screenshot(path=str(SHOTS / "sla-artifact-table.png"), full_page=True)
 
 

@@ -16,6 +16,7 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.subject import Subject
 from erasure.tiers import CASCADE_ORDER
+from flows.ended import state_data
 from memory import holds
 from memory.schema import create
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, owned_counts, submit
@@ -65,7 +66,7 @@ def window(ids: list[str] | None) -> tuple[Any, dict[str, dict[str, Any]]]:
     from flows.window import erasure_window
 
     state = erasure_window(ids, return_state=True)
-    data = cast(dict[str, Any], state.result(raise_on_failure=False))
+    data = cast(dict[str, Any], state_data(state))
     return state, data["requests"]
 
 

@@ -13,6 +13,7 @@ import apsw
 
 from erasure.clocks import iso_utc, parse_utc
 from erasure.errors import NotFound
+from erasure.exception_kinds import check_kind
 from erasure.requests._common import json_text, opt_utc, utc_now, writing
 from erasure.tiers import Tier, scope_name
 
@@ -44,7 +45,9 @@ def open_exception(
     now: datetime | None = None,
 ) -> int:
     """Open an exception (idempotent on (request, tier, kind, item_key): an existing one keeps its id,
-    detail and opening time, and is open again if it had been closed). Returns its id."""
+    detail and opening time, and is open again if it had been closed). Returns its id. A `kind` that
+    `erasure.exception_kinds` does not explain is refused (`ValueError`)."""
+    check_kind(kind)
     t = scope_name(tier)
     with writing(conn):
         conn.execute(

@@ -15,6 +15,7 @@ from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError
+from erasure.exception_kinds import BEYOND_REACH
 from erasure.models import StepRecord, StepStatus
 from erasure.server_control import ServerControl, quiesced
 from erasure.targets import Target
@@ -131,8 +132,6 @@ def count_target(target: Target, subject: Any) -> dict[str, int | None]:
 
 
 # --- what a kind says lies beyond the erasure's reach ------------------------------------------------
-
-BEYOND_REACH = "beyond_reach"
 
 
 def record_beyond_reach(engine: Any, request_id: str, target: Target, eraser: Any) -> int:

@@ -1,0 +1,113 @@
+"""`erasure request run --json` and the pack agree on all clear, in every exit path (issue 35): the
+JSON's `all_clear` is true only when the pack it wrote says `erased`, and its `pack_status` is the
+status the pack's signed statement states (read here from the tarball itself, not through our code)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from erasure.config import Home
+from erasure.exception_kinds import KINDS
+from proof.verify.wire import ENGINE_ENVELOPE
+from tests.cascade_fixtures import SUBJECT, build_store, submit
+from tests.cli_fixtures import erasure
+
+RID = "req-ann-1"
+
+
+@pytest.fixture
+def ready(home: Home, tmp_path: Path, prefect_harness: None) -> Home:
+    from proof.keys import generate_keypair
+
+    build_store(home, tmp_path)
+    submit(home)
+    generate_keypair("engine", home.keys_dir)
+    return home
+
+
+def pack_status(h: Home) -> str | None:
+    """The status in the pack's engine-signed statement (None: no pack)."""
+    path = h.evidence_dir(RID) / "proof.tar.gz"
+    if not path.exists():
+        return None
+    with tarfile.open(path) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith(ENGINE_ENVELOPE))
+        f = tar.extractfile(member)
+        assert f is not None
+        envelope = json.loads(f.read())
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    return str(statement["predicate"]["status"])
+
+
+def run_json(h: Home) -> tuple[int, dict[str, Any] | None]:
+    res = erasure("request", "run", RID, "--home", str(h.root), "--json")
+    try:
+        return res.code, json.loads(res.out)
+    except ValueError:
+        return res.code, None
+
+
+def agree(h: Home, doc: dict[str, Any] | None) -> None:
+    status = pack_status(h)
+    if doc is None:  # refused before a run: nothing printed claims all clear
+        assert status is None
+        return
+    assert doc["pack_status"] == status
+    assert doc["all_clear"] is (status == "erased"), (doc["all_clear"], status)
+
+
+def test_exit_0_with_exceptions_is_not_all_clear(ready: Home) -> None:
+    code, doc = run_json(ready)
+    assert code == 0 and doc is not None
+    agree(ready, doc)
+    assert doc["pack_status"] == "erasedWithExceptions" and doc["all_clear"] is False
+    assert doc["probes_all_clear"] is True  # the probes found nothing; the exception is the model
+    (exc,) = [e for e in doc["exceptions"] if e["kind"] == "model_trained_on_subject"]
+    assert exc["meaning"] == KINDS["model_trained_on_subject"].meaning
+
+
+def test_exit_7_residue(ready: Home) -> None:
+    leak = ready.store_dir / "exports" / "crm-dump.txt"
+    leak.parent.mkdir(parents=True, exist_ok=True)
+    leak.write_text(f"contact: {SUBJECT.email}\n")
+    code, doc = run_json(ready)
+    assert code == 7 and doc is not None
+    agree(ready, doc)
+    assert doc["pack_status"] == "notErased" and doc["all_clear"] is False
+
+
+def test_exit_6_held(ready: Home) -> None:
+    from memory import holds
+    from memory.schema import open_store
+
+    store = open_store(ready.store_dir)
+    holds.place(store, SUBJECT.id, "litigation: case 2026-201", "legal-team")
+    store.close()
+    code, doc = run_json(ready)
+    assert code == 6 and doc is not None
+    agree(ready, doc)
+    assert doc["all_clear"] is False and doc["pack_status"] is None
+
+
+def test_exit_4_no_such_request(ready: Home) -> None:
+    res = erasure("request", "run", "req-nobody", "--home", str(ready.root), "--json")
+    assert res.code == 4 and '"all_clear": true' not in res.out
+
+
+def test_exit_3_no_engine_key(ready: Home) -> None:
+    (ready.keys_dir / "engine.pem").unlink()
+    code, doc = run_json(ready)
+    assert code == 3
+    agree(ready, doc)
+
+
+def test_exit_2_bad_input(ready: Home) -> None:
+    res = erasure("request", "run", "--all", RID, "--home", str(ready.root), "--json")
+    assert res.code == 2 and '"all_clear": true' not in res.out
+    assert pack_status(ready) is None
