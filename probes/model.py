@@ -91,6 +91,20 @@ class OthersContent(BaseModel):
     """How many of the subject's identifier spellings were found there."""
 
 
+class ResidueFile(BaseModel):
+    """A file the raw byte scan found the subject in, after the cascade. The path is in memory only, as
+    the scan manifest's: `probes.manifest.label` names it before anything is written."""
+
+    model_config = ConfigDict(frozen=True)
+
+    folder: str
+    """The scanned folder's name (the store's, or another folder of the home)."""
+    rel: str
+    tier: str
+    hits: int
+    """How many of the subject's needles (spellings, content pieces) were found there."""
+
+
 class Verification(BaseModel):
     """Every probe result of one verification run."""
 
@@ -104,6 +118,8 @@ class Verification(BaseModel):
     scanned: dict[str, list[ScannedFile]] = {}
     """Every file the raw byte scans read, by scanned folder (its name): the scan manifest's source. Paths
     in memory only: `probes.manifest` labels them before anything is written."""
+    residue_files: list[ResidueFile] = []
+    """Where the raw byte scans found the subject (the operator's list of places to look)."""
 
     @property
     def all_clear(self) -> bool:

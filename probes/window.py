@@ -42,6 +42,7 @@ from probes.folded import folded_groups
 from probes.harvest import canary_windows, harvest, sample_vectors
 from probes.identity import ID_TABLES, email_entities, ids_by_fold, spellings, store_ids_in
 from probes.keys import SubjectKeys
+from probes.located import residue_files
 from probes.model import (
     BYTES,
     DEFAULT_HTTP_TIMEOUT,
@@ -49,11 +50,12 @@ from probes.model import (
     Measurement,
     OthersContent,
     ProbeResult,
+    ResidueFile,
     Unscanned,
     Verification,
     population_key,
 )
-from probes.needles import VECTOR_PIECE_BYTES, Needle, NeedleKind, distinctive_pieces
+from probes.needles import SUBJECT_KINDS, VECTOR_PIECE_BYTES, Needle, NeedleKind, distinctive_pieces
 from probes.registry import MEASURES
 from probes.resolve import PersonalEntities, exclusive_entities, resolve_keys
 from probes.store import BLOBS_DIR, CORPORA_DIR, DB_FILE, SESSIONS_DIR, open_store
@@ -331,11 +333,16 @@ def _measure_tiers(ctx: ProbeContext, tiers: Iterable[str]) -> dict[str, list[Me
 
 
 def _scan(
-    root: Path, owned: Sequence[Sequence[Needle]], *, manifest: bool = False
+    root: Path,
+    owned: Sequence[Sequence[Needle]],
+    *,
+    manifest: bool = False,
+    files_out: list[dict[int, list[str]]] | None = None,
 ) -> tuple[list[dict[int, int]], int, list[ScannedFile]]:
     """One scan of `root` for several owners' needles, each distinct needle once (a window's subjects
     share its canaries): per owner, the indexes (into its own list) found with their hit counts; the
-    files that could not be read; and (`manifest`) every file read, with its size and SHA-256."""
+    files that could not be read; and (`manifest`) every file read, with its size and SHA-256.
+    `files_out` (one dict per owner): the files each found index was found in, by relative path."""
     distinct: dict[tuple[bytes, bool], list[tuple[int, int]]] = {}
     for who, needles in enumerate(owned):
         for i, x in enumerate(needles):
@@ -348,6 +355,8 @@ def _scan(
     for h in report.found:
         for who, i in distinct[keys[h.index]]:
             hits[who][i] = h.hits
+            if files_out is not None:
+                files_out[who][i] = h.files
     return hits, len(report.unreadable), list(report.files)
 
 
@@ -417,12 +426,16 @@ def _others_content(store_dir: Path, fps: Sequence[Fingerprint]) -> Callable[[st
 
 
 def _found_by_owner(
-    store_dir: Path, fps: Sequence[Fingerprint], *, manifest: bool = False
+    store_dir: Path,
+    fps: Sequence[Fingerprint],
+    *,
+    manifest: bool = False,
+    files_out: list[dict[int, list[str]]] | None = None,
 ) -> tuple[list[set[int]], list[dict[int, int]], int, list[ScannedFile]]:
     """One scan of the store with every subject's needles: per subject, the indexes (into its own
     needles) found and their hit counts; the files that could not be read; and (`manifest`) every file
-    read."""
-    hits, unreadable, files = _scan(store_dir, [fp.needles for fp in fps], manifest=manifest)
+    read (`files_out`: as `_scan`)."""
+    hits, unreadable, files = _scan(store_dir, [fp.needles for fp in fps], manifest=manifest, files_out=files_out)
     return [set(h) for h in hits], hits, unreadable, files
 
 
@@ -551,8 +564,9 @@ def verify_window(
     unscanned: list[Unscanned] = []
     scanned: dict[str, list[ScannedFile]] = {}
     others: list[list[OthersContent]] = [[] for _ in pairs]
+    located: list[list[ResidueFile]] = [[] for _ in pairs]
     if BYTES in wanted:
-        per_subject, unscanned, scanned, others = _byte_results(Path(store_dir), pairs, list(extra_roots))
+        per_subject, unscanned, scanned, others, located = _byte_results(Path(store_dir), pairs, list(extra_roots))
         for i, found in enumerate(per_subject):
             results[i] += found
     groups: dict[str, list[int]] = {}
@@ -570,23 +584,37 @@ def verify_window(
     order = {t: k for k, t in enumerate(PROBE_TIERS)}
     return [
         Verification(
-            probes=sorted(r, key=lambda p: order[p.tier]), unscanned=unscanned, scanned=scanned, others_content=o
+            probes=sorted(r, key=lambda p: order[p.tier]),
+            unscanned=unscanned,
+            scanned=scanned,
+            others_content=o,
+            residue_files=where,
         )
-        for r, o in zip(results, others, strict=True)
+        for r, o, where in zip(results, others, located, strict=True)
     ]
 
 
 def _byte_results(
     store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], extra_roots: list[Path]
-) -> tuple[list[list[ProbeResult]], list[Unscanned], dict[str, list[ScannedFile]], list[list[OthersContent]]]:
+) -> tuple[
+    list[list[ProbeResult]],
+    list[Unscanned],
+    dict[str, list[ScannedFile]],
+    list[list[OthersContent]],
+    list[list[ResidueFile]],
+]:
     """Per subject, the byte probes' results (raw, folded and decoded views of the store; raw and
     decoded views of the home's other folders); the store's files no view could read; every file the raw
-    scans read, by folder name (the scan manifest); and per subject, where others' content names them."""
+    scans read, by folder name (the scan manifest); per subject, where others' content names them; and
+    per subject, the files the raw scans found them in."""
     fps = [fp for _s, fp in pairs]
     scanned: dict[str, list[ScannedFile]] = {}
     aside: list[dict[str, set[int]]] = [{} for _ in fps]
+    store_files: list[dict[int, list[str]]] = [{} for _ in fps]
     try:
-        found, _hits, unreadable, scanned[store_dir.name] = _found_by_owner(store_dir, fps, manifest=True)
+        found, _hits, unreadable, scanned[store_dir.name] = _found_by_owner(
+            store_dir, fps, manifest=True, files_out=store_files
+        )
         folded = folded_groups(store_dir, [fp.needles for fp in fps])
         viewed, unscanned = _views(
             store_dir,
@@ -612,10 +640,12 @@ def _byte_results(
             [],
             {},
             [[] for _ in pairs],
+            [[] for _ in pairs],
         )
     # The home's other folders: identifiers and content only (what a copy or a log line would hold), raw
     # and through the decoded views (what no view reads there is the engine's own: not listed).
     homes: list[dict[str, int]] = [{} for _ in pairs]
+    located: list[list[ResidueFile]] = [[] for _ in pairs]
     home_needles = [
         [n for n in fp.needles if n.kind in (NeedleKind.identifier, NeedleKind.content, NeedleKind.shared_identifier)]
         for fp in fps
@@ -623,16 +653,15 @@ def _byte_results(
     for root in extra_roots:
         if not root.is_dir() or not any(home_needles):
             continue
-        hits, unreadable_here, scanned[root.name] = _scan(root, home_needles, manifest=True)
+        here: list[dict[int, list[str]]] = [{} for _ in pairs]
+        hits, unreadable_here, scanned[root.name] = _scan(root, home_needles, manifest=True, files_out=here)
         seen, _ = _views(root, home_needles, report_unscanned=False)
         for i, (needles, h) in enumerate(zip(home_needles, hits, strict=True)):
-            homes[i][root.name] = len(
-                {
-                    needles[j].group
-                    for j in _confirmed(needles, set(h), seen[i])
-                    if needles[j].kind is not NeedleKind.shared_identifier
-                }
-            )
+            kept = {
+                j for j in _confirmed(needles, set(h), seen[i]) if needles[j].kind is not NeedleKind.shared_identifier
+            }
+            homes[i][root.name] = len({needles[j].group for j in kept})
+            located[i] += residue_files(root.name, here[i], kept, lambda _rel: BYTES)
         unreadable += unreadable_here
     out = []
     for fp, f, fo, v, home, mine_aside in zip(
@@ -648,6 +677,9 @@ def _byte_results(
             fp.needles, f, unreadable, home, folded=len(fo) if person_seen else 0, viewed=v
         )
         out.append(_paired(BYTES, measured, fp.bystanders))
+        k = len(out) - 1
+        residue_needles = {i for i in f if fp.needles[i].kind in SUBJECT_KINDS}
+        located[k] = residue_files(store_dir.name, store_files[k], residue_needles, _store_tier) + located[k]
     others = [
         [
             OthersContent(
@@ -661,7 +693,11 @@ def _byte_results(
         for mine in aside
     ]
     tiers = [u.model_copy(update={"tier": _STORE_FOLDER_TIERS.get(u.folder, BYTES)}) for u in unscanned]
-    return out, tiers, scanned, others
+    return out, tiers, scanned, others, located
+
+
+def _store_tier(rel: str) -> str:
+    return _STORE_FOLDER_TIERS.get(rel.split("/", 1)[0] if "/" in rel else "", BYTES)
 
 
 def _confirmed(needles: Sequence[Needle], raw: set[int], viewed: set[int]) -> set[int]:

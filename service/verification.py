@@ -203,6 +203,12 @@ def record_verification(
     doc["needles"] = fp.needle_stats
     if result.scanned:
         doc["scan_manifest"] = scan_manifest(h, request_id, result)
+    if result.residue_files:  # by their scan-manifest labels: a path can name someone
+        labels = ledger_key(h)
+        doc["residue_files"] = [
+            {"tier": r.tier, "file": manifest.label(labels, r.folder, r.rel), "hits": r.hits}
+            for r in result.residue_files
+        ]
     if not doc["all_clear"]:
         for tier in doc.get("failing_tiers", []):
             requests.open_exception(
@@ -366,7 +372,5 @@ def probe_subjects(
             got = target_probes.verify(target, subject, tfp)
             probes += got.probes
             unscanned += got.unscanned
-        out.append(
-            Verification(probes=probes, unscanned=unscanned, scanned=ref.scanned, others_content=ref.others_content)
-        )
+        out.append(ref.model_copy(update={"probes": probes, "unscanned": unscanned}))
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -71,6 +72,25 @@ def test_a_residue_run_ends_without_a_traceback(ready) -> None:  # type: ignore[
     text = logs_of(run.id)
     assert "Finished in state Failed" in text
     assert "Traceback" not in text and "TypeError" not in text, text[-3000:]
+
+
+def test_a_residue_run_names_the_file_by_its_scan_manifest_label(ready) -> None:  # type: ignore[no-untyped-def]
+    """Issue 35: "residue found in: bytes" named no file. verification.json now lists where the byte scan
+    found the subject, each file by its scan-manifest label (a path that could name someone as its keyed
+    hash), and the run summary shows that list to the operator."""
+    from flows.erasure_request import erasure_request
+    from flows.run_report import residue_locations
+    from probes import manifest
+    from service.verification import ledger_key
+
+    leak = plant_residue(ready)
+    erasure_request("req-ann-1", return_state=True)
+    ver = json.loads((ready.evidence_dir("req-ann-1") / "verification.json").read_text())
+    rel = str(leak.relative_to(ready.store_dir))
+    expected = manifest.label(ledger_key(ready), ready.store_dir.name, rel)
+    assert ver["residue_files"] == [{"tier": "bytes", "file": expected, "hits": 1}]
+    assert expected.startswith("hmac:") and str(SUBJECT.email) not in json.dumps(ver["residue_files"])
+    assert any(loc["location"] == f"file `{expected}`" for loc in residue_locations(ver))
 
 
 def test_the_sla_table_names_who_must_act_and_fits_1280_px(home: Home) -> None:
