@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from erasure.config import Home
+from erasure.errors import NotFound
 from proof.keyring import read_beside
 from proof.keys import keyid, load_public_key
 from proof.tarball import write_atomic
@@ -72,7 +73,10 @@ def write_dpo_kit(h: Home, to: Path, request_id: str | None = None) -> list[str]
     """The DPO's signing kit in `to` (see the module docstring); the names written, sorted."""
     engine_pem = signoff.engine_pub_path(h).read_bytes()
     ring = read_beside(h.keys_dir)
-    audit_pub = audit_public_pem(h) if request_id is not None else None  # a pack has a checkpoint
+    try:
+        audit_pub = audit_public_pem(h)
+    except NotFound:  # no checkpoint yet, so no pack of this store to check with it
+        audit_pub = None
     files = {DPO_SIGNER_ZIPAPP: dpo_signer_zipapp(), VERIFIER_ZIPAPP: verifier_zipapp(), "engine.pub.pem": engine_pem}
     extra = []
     if ring is not None:  # the keys the pack's signatures are checked against, with their validity

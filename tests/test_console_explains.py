@@ -78,10 +78,10 @@ def test_a_residue_run_names_the_file_by_its_scan_manifest_label(ready) -> None:
     """Issue 35: "residue found in: bytes" named no file. verification.json now lists where the byte scan
     found the subject, each file by its scan-manifest label (a path that could name someone as its keyed
     hash), and the run summary shows that list to the operator."""
+    from erasure.ledger import ledger_key
     from flows.erasure_request import erasure_request
     from flows.run_report import residue_locations
     from probes import manifest
-    from service.verification import ledger_key
 
     leak = plant_residue(ready)
     erasure_request("req-ann-1", return_state=True)
