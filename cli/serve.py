@@ -362,8 +362,8 @@ def run_console(
         if metrics_port:
             from service.metrics import serve_metrics, stop_metrics
 
-            metrics_server = serve_metrics(h, metrics_port, addr=host)
-            _say(f"metrics: http://{host}:{metrics_port}/metrics")
+            metrics_server = serve_metrics(h, metrics_port, secret=prefect_auth.home_secret(h), addr=host)
+            _say(f"metrics: http://{host}:{metrics_port}/metrics (Basic auth: the home's credential)")
         if sla_now:
             run_deployment_now(api, "sla-monitor/sla-monitor", secret=env[prefect_auth.CLIENT_VAR])
         _say(f"ready: Prefect UI at http://{host}:{port}  (logs in {log_dir}; Ctrl-C stops)")
