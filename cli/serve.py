@@ -33,7 +33,7 @@ import typer
 
 from cli import prefect_api, prefect_auth
 from cli.common import HomeOpt, home_of
-from cli.server_state import read_state, server_alive
+from cli.server_state import own_server, read_state
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
 
@@ -297,7 +297,7 @@ def _running_server(h: Home, host: str, port: int) -> tuple[str, int] | None:
     it). None when host:port is free; `ConfigError` when something else answers there (another user's
     Prefect server, or anything else): never adopted."""
     state = read_state(h)
-    if state is not None and server_alive(state) and prefect_auth.is_ours(state.api_url, prefect_auth.home_secret(h)):
+    if state is not None and own_server(state) and prefect_auth.is_ours(state.api_url, prefect_auth.home_secret(h)):
         return state.host, state.port
     if port_in_use(host, port):
         what = (

@@ -32,6 +32,7 @@ from cli.server_state import (
     ServerState,
     clear_state,
     log_dir,
+    own_server,
     pid_alive,
     read_state,
     server_alive,
@@ -112,7 +113,7 @@ def start_server(
     say = say or (lambda msg: None)
     st = read_state(h)
     if st is not None and server_alive(st):
-        if prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)):
+        if own_server(st) and prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)):
             return st
         raise ConfigError(
             f"the home's server (pid {st.server_pid}) runs but does not answer at {st.api_url}: "
@@ -246,7 +247,7 @@ def status_of(h: Home) -> dict[str, Any]:
         return {"running": False, "home": str(h.root)}
     alive = server_alive(st)
     secret = prefect_auth.home_secret(h)
-    healthy = alive and prefect_auth.is_ours(st.api_url, secret)
+    healthy = alive and own_server(st) and prefect_auth.is_ours(st.api_url, secret)
     doc: dict[str, Any] = {
         "running": healthy,
         "home": str(h.root),
