@@ -178,6 +178,12 @@ def prefect_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "prefect", *args]
 
 
+def worker_cmd(project_dir: Path = PROJECT_ROOT) -> list[str]:
+    """The pinned worker (cli/prefect_worker.py): runs prefect.yaml's flows from the installed code, never
+    the pool's command, a deployment's pull steps or its job variables."""
+    return [sys.executable, "-m", "cli.prefect_worker", "--pool", POOL, "--project-dir", str(project_dir)]
+
+
 def wait_healthy(api_url: str, *, timeout: float = HEALTH_TIMEOUT, alive: Callable[[], bool] = lambda: True) -> None:
     """Poll `<api>/health` until it answers true; `ConfigError` on timeout or if `alive()` turns false."""
     deadline = time.monotonic() + timeout
@@ -356,7 +362,7 @@ def run_console(
         _say("creating the pool if needed and deploying prefect.yaml ...")
         ensure_pool(api, env, project_dir)
         # The worker starts while prefect.yaml deploys: both take seconds, and runs wait for the worker.
-        stack.start("worker", prefect_cmd("worker", "start", "--pool", POOL, "--type", "process"), project_dir)
+        stack.start("worker", worker_cmd(project_dir), project_dir)
         stack.run("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), project_dir)
         _say(f"deployed after {time.monotonic() - t0:.1f} s")
         if metrics_port:

@@ -108,7 +108,7 @@ def start_server(
 ) -> ServerState:
     """Start the home's server, pool, deployments and workers in the background. Idempotent: a running
     server is returned as it is. `ConfigError` (exit 3) when something fails (all started is stopped)."""
-    from cli.serve import ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy  # httpx: only to start
+    from cli.serve import ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy, worker_cmd  # httpx: to start
 
     say = say or (lambda msg: None)
     st = read_state(h)
@@ -157,13 +157,7 @@ def start_server(
         ensure_pool(api, env, project_dir)
         _run_logged("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), env, project_dir, logs)
         for i in range(1, workers + 1):
-            w = _spawn(
-                f"worker-{i}",
-                prefect_cmd("worker", "start", "--pool", "erasure-local", "--type", "process"),
-                env,
-                project_dir,
-                logs,
-            )
+            w = _spawn(f"worker-{i}", worker_cmd(project_dir), env, project_dir, logs)
             started.append(w.pid)
             st.worker_pids.append(w.pid)
         write_state(h, st)
