@@ -349,7 +349,7 @@ def run_console(
                 from cli import postgres as pg
 
                 started_postgres = not pg.is_running(pg.Cluster.of(h))
-                env["PREFECT_API_DATABASE_CONNECTION_URL"] = pg.start(h).url
+                env.update(pg.start(h).server_env)
                 _say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
             elif prefect_api.database_url_is_default():
                 prefect_api.migrate_database(h, home_dir=h.prefect_home)

@@ -131,7 +131,7 @@ def start_server(
         if postgres:
             from cli import postgres as pg
 
-            env["PREFECT_API_DATABASE_CONNECTION_URL"] = pg.start(h).url
+            env.update(pg.start(h).server_env)
             say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
         else:
             env.pop("PREFECT_API_DATABASE_CONNECTION_URL", None)
