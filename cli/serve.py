@@ -33,6 +33,7 @@ import typer
 
 from cli import prefect_api, prefect_auth
 from cli.common import HomeOpt, home_of
+from cli.run_as import worker_env, worker_user
 from cli.server_state import own_server, read_state
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
@@ -233,18 +234,22 @@ class Stack:
     procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
-    def start(self, name: str, cmd: list[str], cwd: Path) -> subprocess.Popen[bytes]:
-        """Start a long-running child in its own session; output to `<log_dir>/<name>.log`."""
+    def start(
+        self, name: str, cmd: list[str], cwd: Path, env: dict[str, str] | None = None, **user: Any
+    ) -> subprocess.Popen[bytes]:
+        """Start a long-running child in its own session; output to `<log_dir>/<name>.log`; `env`
+        instead of the stack's, `user`: `cli.run_as.worker_user`'s keywords."""
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
         proc = subprocess.Popen(
             cmd,
             cwd=cwd,
-            env=self.env,
+            env=self.env if env is None else env,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            **user,
         )
         self.procs.append((name, proc))
         return proc
@@ -362,7 +367,7 @@ def run_console(
         _say("creating the pool if needed and deploying prefect.yaml ...")
         ensure_pool(api, env, project_dir)
         # The worker starts while prefect.yaml deploys: both take seconds, and runs wait for the worker.
-        stack.start("worker", worker_cmd(project_dir), project_dir)
+        stack.start("worker", worker_cmd(project_dir), project_dir, worker_env(h, env), **worker_user(h))
         stack.run("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), project_dir)
         _say(f"deployed after {time.monotonic() - t0:.1f} s")
         if metrics_port:

@@ -28,6 +28,7 @@ import typer
 
 from cli import prefect_api, prefect_auth
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.run_as import worker_env, worker_user
 from cli.server_state import (
     ServerState,
     clear_state,
@@ -52,18 +53,25 @@ AUTOMATION_FILE = PROJECT_ROOT / "automations" / "notify-dpo.yaml"
 WEBHOOK_BLOCK = "erasure-dpo-webhook"
 
 
-def _spawn(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path) -> subprocess.Popen[bytes]:
-    """A detached child (own session, so it outlives this command) logging to `<logs>/<name>.log`."""
+def _spawn(
+    name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path, **user: Any
+) -> subprocess.Popen[bytes]:
+    """A detached child (own session, so it outlives this command) logging to `<logs>/<name>.log`;
+    `user`: `cli.run_as.worker_user`'s keywords."""
     with open(logs / f"{name}.log", "ab") as log:
-        return subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            return subprocess.Popen(
+                cmd,
+                cwd=cwd,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                **user,
+            )
+        except PermissionError as exc:  # as the home's owner (cli/run_as.py), who must reach the virtualenv
+            raise ConfigError(f"cannot start the {name} as the home's owner: {exc.filename} is closed to it") from None
 
 
 def _run_logged(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path, timeout: float = 300.0) -> None:
@@ -157,7 +165,7 @@ def start_server(
         ensure_pool(api, env, project_dir)
         _run_logged("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), env, project_dir, logs)
         for i in range(1, workers + 1):
-            w = _spawn(f"worker-{i}", worker_cmd(project_dir), env, project_dir, logs)
+            w = _spawn(f"worker-{i}", worker_cmd(project_dir), worker_env(h, env), project_dir, logs, **worker_user(h))
             started.append(w.pid)
             st.worker_pids.append(w.pid)
         write_state(h, st)
