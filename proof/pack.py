@@ -38,6 +38,7 @@ from proof.verify.timestamp import TIMESTAMP_FILES, envelope_signature, parse_re
 from proof.verify.wire import (
     ATTESTATION,
     AUDIT,
+    AUDIT_NONE_FORMAT,
     DPO_ENVELOPE,
     DPO_PREDICATE,
     DPO_TSR,
@@ -165,8 +166,10 @@ def seal_files(
     certificate, manifest.json, SHA256SUMS and the engine's envelope. Checks nothing. `timestamped`:
     the manifest says the envelopes get RFC 3161 tokens (the caller adds them)."""
     files = dict(evidence_files)
-    files[ATTESTATION] = render(predicate, tool_version=tool_version(), timestamped=timestamped).encode("utf-8")
     audit = json.loads(files[AUDIT]).get("format")
+    files[ATTESTATION] = render(
+        predicate, tool_version=tool_version(), timestamped=timestamped, audited=audit != AUDIT_NONE_FORMAT
+    ).encode("utf-8")
     files[MANIFEST] = _manifest(files, predicate, algorithm_of(key), audit, timestamped)
     files[SUMS] = _sums(files)
     files[ENGINE_ENVELOPE] = envelope_bytes(sign_envelope(erasure_statement(files, predicate), key))
@@ -422,7 +425,9 @@ def signing_request_of(pack_path: Path, engine_pub: bytes | Path | None, *, keyr
         raise PackRejected(exc.check, str(exc)) from exc
     _top, files = verify.extract(data)
     covered = {k: v for k, v in files.items() if not k.startswith(SIGNATURES_DIR) or k == ENGINE_ENVELOPE}
-    return signing_request(result.request_id, result.engine_keyid, result.status, subjects(covered))
+    return signing_request(
+        result.request_id, result.engine_keyid, result.status, subjects(covered), files[ENGINE_ENVELOPE]
+    )
 
 
 def attach_attestation(
