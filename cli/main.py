@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -158,9 +158,22 @@ app = typer.Typer(
 
 
 @app.callback()
-def _erasure() -> None:
+def _erasure(
+    api_url: Annotated[
+        str | None,
+        typer.Option(
+            "--api-url",
+            help="The Prefect API to use, trusted with the home's credential (PREFECT_API_URL alone gets it "
+            "only when it is the home's own server).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
     # A callback makes `app` a group while its commands are not registered with typer (help: __doc__).
-    pass
+    if api_url:
+        from cli.prefect_api import name_api_url
+
+        name_api_url(api_url)
 
 
 @functools.cache

@@ -1,13 +1,20 @@
 """A PostgreSQL cluster for Prefect's server, under `<ERASURE_HOME>/postgres` (`erasure server start
 --postgres`, `make serve POSTGRES=1`).
 
-Debian's `postgresql` package (`initdb`, `pg_ctl` in `/usr/lib/postgresql/<version>/bin`). PostgreSQL
-refuses to run as root, and CI runs as root: then every PostgreSQL command runs as the package's
-`postgres` user (`runuser`), which owns the cluster's folder. The cluster listens on a Unix socket in
-`<ERASURE_HOME>/postgres/run` only (no TCP port); local connections are trusted, and only the cluster's
-owner (and root) can enter the socket's folder. As root, the home gets the `postgres` group and mode 0710
-(traverse only, no world access) so that `postgres` reaches its cluster inside. Prefect connects with
-`postgresql+asyncpg://prefect@/prefect?host=<socket folder>`.
+Debian's `postgresql` package (`initdb`, `pg_ctl` in `/usr/lib/postgresql/<version>/bin`). Who may reach
+Prefect's database (issue 34: the shared `postgres` account, with `trust` and a superuser role, rewrote
+the work pool in SQL):
+- the cluster runs as an OS user of its own: ourselves, or, as root (PostgreSQL refuses root), the
+  dedicated system user `erasure-pg` (created when missing; never Debian's shared `postgres`);
+- it listens on a Unix socket in `<ERASURE_HOME>/postgres/run` only (no TCP), a folder only that user
+  (and root) can enter; the home gets that user's group with traverse only (0710);
+- `pg_hba.conf` has two lines and rejects the rest: the cluster's own OS user as its superuser by `peer`
+  (administration: initdb, createdb, roles), and the role `prefect` to the database `prefect` by
+  password (scram-sha-256). `prefect` is no superuser, cannot create roles or databases, and owns only
+  its database; PUBLIC may not connect to it;
+- the password is in `<ERASURE_HOME>/keys/postgres-prefect.pgpass` (0600), given to the Prefect server
+  as `PGPASSFILE` (a path: the password is in no environment and no command line).
+Prefect connects with `postgresql+asyncpg://prefect@/prefect?host=<socket folder>`.
 """
 
 from __future__ import annotations
@@ -16,18 +23,22 @@ import contextlib
 import glob
 import os
 import pwd
+import secrets
 import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from erasure.child_env import child_env
 from erasure.config import Home
 from erasure.errors import ConfigError
+from erasure.files import FILE_MODE
 
 DB_USER = "prefect"
 DB_NAME = "prefect"
-RUN_AS = "postgres"  # when we are root
+RUN_AS = "erasure-pg"  # when we are root: a system user of its own, never the shared `postgres`
+PASSFILE = "postgres-prefect.pgpass"
 START_TIMEOUT = 120
 #: sun_path is 108 bytes on Linux, with its terminating NUL.
 MAX_SOCKET_PATH = 107
@@ -38,10 +49,11 @@ class Cluster:
     """Paths of the home's cluster."""
 
     root: Path
+    keys_dir: Path
 
     @classmethod
     def of(cls, h: Home) -> Cluster:
-        return cls(h.root / "postgres")
+        return cls(h.root / "postgres", h.keys_dir)
 
     @property
     def data(self) -> Path:
@@ -59,6 +71,16 @@ class Cluster:
     def url(self) -> str:
         """Prefect's `PREFECT_API_DATABASE_CONNECTION_URL` for this cluster."""
         return f"postgresql+asyncpg://{DB_USER}@/{DB_NAME}?host={self.socket_dir}"
+
+    @property
+    def passfile(self) -> Path:
+        """The `prefect` role's password, in libpq's passfile format (0600, in the home's keys)."""
+        return self.keys_dir / PASSFILE
+
+    @property
+    def server_env(self) -> dict[str, str]:
+        """What the Prefect server needs to reach its database: the URL and the passfile's path."""
+        return {"PREFECT_API_DATABASE_CONNECTION_URL": self.url, "PGPASSFILE": str(self.passfile)}
 
 
 def bindir() -> Path:
@@ -79,20 +101,43 @@ def _as_owner(cmd: list[str]) -> list[str]:
     """`cmd` as the cluster's owner: ourselves, or the `postgres` user when we are root."""
     if os.geteuid() != 0:
         return cmd
+    return ["runuser", "-u", _owner().pw_name, "--", *cmd]
+
+
+def _owner() -> pwd.struct_passwd:
+    """The cluster's OS user: ourselves, or as root `erasure-pg` (a system user, created when missing)."""
+    if os.geteuid() != 0:
+        return pwd.getpwuid(os.geteuid())
     try:
-        pwd.getpwnam(RUN_AS)
+        return pwd.getpwnam(RUN_AS)
     except KeyError:
-        raise ConfigError(
-            f"PostgreSQL refuses to run as root and there is no `{RUN_AS}` user: "
-            "install Debian's postgresql package (`make postgres`)"
-        ) from None
-    return ["runuser", "-u", RUN_AS, "--", *cmd]
+        pass
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    nologin = shutil.which("nologin") or "/usr/sbin/nologin"
+    cmd = [useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent"]
+    done = subprocess.run([*cmd, "--shell", nologin, RUN_AS], capture_output=True, text=True, check=False)
+    if done.returncode != 0 and "already exists" not in done.stderr:
+        raise ConfigError(f"cannot create the system user `{RUN_AS}` for PostgreSQL: {done.stderr.strip()}")
+    return pwd.getpwnam(RUN_AS)
 
 
-def _run(cmd: list[str], what: str, timeout: float = START_TIMEOUT) -> str:
+def _superuser() -> str:
+    """The cluster's superuser role: its OS user's name (`peer` authentication maps one to the other)."""
+    return _owner().pw_name
+
+
+def _run(cmd: list[str], what: str, timeout: float = START_TIMEOUT, sql: str | None = None) -> str:
+    """Run a PostgreSQL tool as the cluster's owner, with the allowlisted environment; `sql` on stdin."""
     try:
         proc = subprocess.run(
-            _as_owner(cmd), capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+            _as_owner(cmd),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=child_env(),
+            input=sql,
+            stdin=None if sql is not None else subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
         raise ConfigError(f"PostgreSQL: {what} did not finish within {timeout:.0f} s") from None
@@ -103,14 +148,14 @@ def _run(cmd: list[str], what: str, timeout: float = START_TIMEOUT) -> str:
 
 
 def _give_to_owner(c: Cluster) -> None:
-    """As root: the cluster's folder belongs to `postgres`, which must also be able to reach it."""
+    """The cluster's folder belongs to its OS user, which must also be able to reach it."""
     c.root.mkdir(parents=True, exist_ok=True)
     c.socket_dir.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         c.root.chmod(0o700)
         c.socket_dir.chmod(0o700)
         return
-    pw = pwd.getpwnam(RUN_AS)
+    pw = _owner()
     for p in (c.root, c.socket_dir, c.log):
         with contextlib.suppress(FileNotFoundError):
             os.lchown(p, pw.pw_uid, pw.pw_gid)
@@ -121,20 +166,20 @@ def _give_to_owner(c: Cluster) -> None:
         (
             str(d)
             for d in [c.root.parent, *c.root.parent.parents]
-            if subprocess.run(["runuser", "-u", RUN_AS, "--", "test", "-x", str(d)], check=False).returncode != 0
+            if subprocess.run(["runuser", "-u", pw.pw_name, "--", "test", "-x", str(d)], check=False).returncode != 0
         ),
         None,
     )
     if blocked is not None:
         raise ConfigError(
-            f"the `{RUN_AS}` user cannot reach {c.root}: {blocked} is closed to it "
+            f"the `{pw.pw_name}` user cannot reach {c.root}: {blocked} is closed to it "
             f"(chmod o+x {blocked}, or use an ERASURE_HOME it can reach)"
         )
 
 
 def _let_postgres_through(home: Path, gid: int) -> None:
-    """`postgres` must pass through the home (0700) to reach its own 0700 cluster folder inside: the home
-    gets the `postgres` group with traverse only (0710), never the world (an older version added o+x,
+    """The cluster's user must pass through the home (0700) to reach its own 0700 cluster folder inside: the
+    home gets that user's group with traverse only (0710), never the world (an older version added o+x,
     which let every local user reach whatever in the home was not 0600/0700: it is taken back). A home
     someone else owns is left as it is (the reachability check below names what blocks)."""
     st = home.stat()
@@ -157,14 +202,22 @@ def is_running(c: Cluster) -> bool:
         capture_output=True,
         text=True,
         check=False,
+        env=child_env(),
         stdin=subprocess.DEVNULL,
     )
     return proc.returncode == 0
 
 
+HBA = """# Written by erasure (cli/postgres.py): anything not named here is rejected.
+local all {superuser} peer
+local {db} {user} scram-sha-256
+"""
+
+
 def start(h: Home) -> Cluster:
-    """Create the cluster on first use (initdb, the `prefect` database), start it with pg_ctl on its Unix
-    socket, and return it. Idempotent: a running cluster is left as it is."""
+    """Create the cluster on first use (initdb, the `prefect` role and database), start it with pg_ctl on
+    its Unix socket, and return it. Idempotent: a running cluster is left as it is; the role's settings
+    and password (from its passfile, made when missing) are set again at every start."""
     c = Cluster.of(h)
     socket = c.socket_dir / ".s.PGSQL.5432"
     if len(str(socket)) > MAX_SOCKET_PATH:
@@ -172,6 +225,7 @@ def start(h: Home) -> Cluster:
             f"the PostgreSQL socket path {socket} is longer than {MAX_SOCKET_PATH} bytes: use a shorter ERASURE_HOME"
         )
     b = bindir()
+    _refuse_older_cluster(c)
     _give_to_owner(c)
     fresh = not (c.data / "PG_VERSION").exists()
     if fresh:
@@ -181,8 +235,8 @@ def start(h: Home) -> Cluster:
                 "-D",
                 str(c.data),
                 "-U",
-                DB_USER,
-                "--auth-local=trust",
+                _superuser(),
+                "--auth-local=peer",
                 "--auth-host=reject",
                 "-E",
                 "UTF8",
@@ -191,6 +245,8 @@ def start(h: Home) -> Cluster:
             ],
             "initdb",
         )
+        hba = HBA.format(superuser=_superuser(), db=DB_NAME, user=DB_USER)
+        _run(["sh", "-c", 'cat > "$0"', str(c.data / "pg_hba.conf")], "writing pg_hba.conf", sql=hba)
     if not is_running(c):
         opts = f"-c listen_addresses='' -k {c.socket_dir} -c unix_socket_permissions=0700"
         _run(
@@ -209,19 +265,75 @@ def start(h: Home) -> Cluster:
             ],
             "pg_ctl start",
         )
-    if fresh or not _database_exists(c, b):
-        _run([str(b / "createdb"), "-h", str(c.socket_dir), "-U", DB_USER, DB_NAME], "createdb")
+    _ensure_role(c, b, _password(c))
     return c
+
+
+def _refuse_older_cluster(c: Cluster) -> None:
+    """A cluster an older version made (Debian's `postgres` owns it, local connections trusted, `prefect`
+    a superuser) is not taken over silently."""
+    if not (c.data / "PG_VERSION").exists():
+        return
+    if c.data.stat().st_uid != _owner().pw_uid or "trust" in _hba_methods(c.data / "pg_hba.conf"):
+        raise ConfigError(
+            f"the PostgreSQL cluster in {c.root} was made by an older version (it runs as another user or "
+            "trusts local connections): `erasure server stop`, move that folder away and start again "
+            "(Prefect's run history there is not kept; see docs/security.md)"
+        )
+
+
+def _hba_methods(hba: Path) -> set[str]:
+    try:
+        lines = hba.read_text().splitlines()
+    except OSError:
+        return set()
+    return {ln.split()[-1] for ln in lines if ln.strip() and not ln.lstrip().startswith("#")}
+
+
+def _password(c: Cluster) -> str:
+    """The `prefect` role's password, from its passfile (`*:*:prefect:prefect:<password>`), made when
+    missing (0600, created exclusively)."""
+    try:
+        return c.passfile.read_text().strip().rsplit(":", 1)[1]
+    except (FileNotFoundError, IndexError):
+        pass
+    password = secrets.token_hex(24)
+    c.passfile.parent.mkdir(parents=True, exist_ok=True)
+    c.passfile.unlink(missing_ok=True)
+    fd = os.open(c.passfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        os.write(fd, f"*:*:{DB_NAME}:{DB_USER}:{password}\n".encode())
+    finally:
+        os.close(fd)
+    return password
+
+
+def _ensure_role(c: Cluster, b: Path, password: str) -> None:
+    """The `prefect` role (no superuser, no role or database creation, its password) and its database,
+    which it owns and PUBLIC may not connect to. SQL on stdin: the password is on no command line."""
+    psql = [str(b / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(c.socket_dir), "-U", _superuser()]
+    role = (
+        f"DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{DB_USER}') "
+        f"THEN CREATE ROLE {DB_USER}; END IF; END$$;\n"
+        f"ALTER ROLE {DB_USER} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
+        f"PASSWORD '{password}';\n"
+    )
+    _run([*psql, "-d", "postgres", "-f", "-"], "creating the prefect role", sql=role)
+    if not _database_exists(c, b):
+        _run([str(b / "createdb"), "-h", str(c.socket_dir), "-U", _superuser(), "-O", DB_USER, DB_NAME], "createdb")
+    grants = f"REVOKE ALL ON DATABASE {DB_NAME} FROM PUBLIC;\nALTER DATABASE {DB_NAME} OWNER TO {DB_USER};\n"
+    _run([*psql, "-d", "postgres", "-f", "-"], "the prefect database's grants", sql=grants)
 
 
 def _database_exists(c: Cluster, b: Path) -> bool:
     out = _run(
         [
             str(b / "psql"),
+            "-X",
             "-h",
             str(c.socket_dir),
             "-U",
-            DB_USER,
+            _superuser(),
             "-d",
             "postgres",
             "-tAc",

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cli import prefect_auth
-from cli.server_state import running_api
+from cli.server_state import own_server, read_state, running_api
 from erasure.config import Home
 from erasure.errors import ConfigError
 
@@ -142,14 +142,44 @@ def prepare(h: Home) -> str | None:
     return None
 
 
+_NAMED: set[str] = set()
+"""API URLs the user named on the command line (`erasure --api-url URL`): the home's credential may go
+there, as they said."""
+
+
+def name_api_url(api_url: str) -> None:
+    """`erasure --api-url URL`: use this server, and send it the home's credential (the user's word)."""
+    url = api_url.rstrip("/")
+    _NAMED.add(url)
+    os.environ["PREFECT_API_URL"] = url
+
+
 def _home_credential_for(h: Home, api_url: str) -> None:
-    """`PREFECT_API_URL` named the home's own server (`make serve`, `erasure server start`) and no
-    credential was given: send the home's."""
+    """`PREFECT_API_URL` is set and no credential was given: send the home's only to the home's own
+    server (its state file's address, where its own process listens: `own_server`), or to a URL named
+    with `--api-url`. A stale export that now names another user's listener gets nothing (issue 34)."""
     if os.environ.get(prefect_auth.CLIENT_VAR) or os.environ.get("PREFECT_API_KEY"):
         return
     secret = prefect_auth.home_secret(h)
+    if api_url.rstrip("/") in _NAMED:
+        os.environ[prefect_auth.CLIENT_VAR] = secret
+        return
+    st = read_state(h)
+    if st is None or st.api_url != _normal(api_url) or not own_server(st):
+        return
     if prefect_auth.is_ours(api_url, secret):
         os.environ[prefect_auth.CLIENT_VAR] = secret
+
+
+def _normal(api_url: str) -> str:
+    """`http://host:port/api`, as the state file writes it (`localhost` is not rewritten: not ours)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(api_url.rstrip("/"))
+    try:
+        return f"{parts.scheme}://{parts.hostname}:{parts.port}{parts.path}"
+    except ValueError:
+        return api_url
 
 
 def _require_healthy(api_url: str) -> None:

@@ -33,7 +33,8 @@ import typer
 
 from cli import prefect_api, prefect_auth
 from cli.common import HomeOpt, home_of
-from cli.server_state import read_state, server_alive
+from cli.run_as import worker_env, worker_user
+from cli.server_state import own_server, read_state
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
 
@@ -178,6 +179,12 @@ def prefect_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "prefect", *args]
 
 
+def worker_cmd(project_dir: Path = PROJECT_ROOT) -> list[str]:
+    """The pinned worker (cli/prefect_worker.py): runs prefect.yaml's flows from the installed code, never
+    the pool's command, a deployment's pull steps or its job variables."""
+    return [sys.executable, "-m", "cli.prefect_worker", "--pool", POOL, "--project-dir", str(project_dir)]
+
+
 def wait_healthy(api_url: str, *, timeout: float = HEALTH_TIMEOUT, alive: Callable[[], bool] = lambda: True) -> None:
     """Poll `<api>/health` until it answers true; `ConfigError` on timeout or if `alive()` turns false."""
     deadline = time.monotonic() + timeout
@@ -227,18 +234,22 @@ class Stack:
     procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
-    def start(self, name: str, cmd: list[str], cwd: Path) -> subprocess.Popen[bytes]:
-        """Start a long-running child in its own session; output to `<log_dir>/<name>.log`."""
+    def start(
+        self, name: str, cmd: list[str], cwd: Path, env: dict[str, str] | None = None, **user: Any
+    ) -> subprocess.Popen[bytes]:
+        """Start a long-running child in its own session; output to `<log_dir>/<name>.log`; `env`
+        instead of the stack's, `user`: `cli.run_as.worker_user`'s keywords."""
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
         proc = subprocess.Popen(
             cmd,
             cwd=cwd,
-            env=self.env,
+            env=self.env if env is None else env,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            **user,
         )
         self.procs.append((name, proc))
         return proc
@@ -297,7 +308,7 @@ def _running_server(h: Home, host: str, port: int) -> tuple[str, int] | None:
     it). None when host:port is free; `ConfigError` when something else answers there (another user's
     Prefect server, or anything else): never adopted."""
     state = read_state(h)
-    if state is not None and server_alive(state) and prefect_auth.is_ours(state.api_url, prefect_auth.home_secret(h)):
+    if state is not None and own_server(state) and prefect_auth.is_ours(state.api_url, prefect_auth.home_secret(h)):
         return state.host, state.port
     if port_in_use(host, port):
         what = (
@@ -343,7 +354,7 @@ def run_console(
                 from cli import postgres as pg
 
                 started_postgres = not pg.is_running(pg.Cluster.of(h))
-                env["PREFECT_API_DATABASE_CONNECTION_URL"] = pg.start(h).url
+                env.update(pg.start(h).server_env)
                 _say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
             elif prefect_api.database_url_is_default():
                 prefect_api.migrate_database(h, home_dir=h.prefect_home)
@@ -356,14 +367,14 @@ def run_console(
         _say("creating the pool if needed and deploying prefect.yaml ...")
         ensure_pool(api, env, project_dir)
         # The worker starts while prefect.yaml deploys: both take seconds, and runs wait for the worker.
-        stack.start("worker", prefect_cmd("worker", "start", "--pool", POOL, "--type", "process"), project_dir)
+        stack.start("worker", worker_cmd(project_dir), project_dir, worker_env(h, env), **worker_user(h))
         stack.run("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), project_dir)
         _say(f"deployed after {time.monotonic() - t0:.1f} s")
         if metrics_port:
             from service.metrics import serve_metrics, stop_metrics
 
-            metrics_server = serve_metrics(h, metrics_port, addr=host)
-            _say(f"metrics: http://{host}:{metrics_port}/metrics")
+            metrics_server = serve_metrics(h, metrics_port, secret=prefect_auth.home_secret(h), addr=host)
+            _say(f"metrics: http://{host}:{metrics_port}/metrics (Basic auth: the home's credential)")
         from cli.desk import desk_cmd, desk_port, how_to_log_in
 
         dport = desk_port(host, port)

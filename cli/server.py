@@ -28,10 +28,12 @@ import typer
 
 from cli import prefect_api, prefect_auth
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.run_as import worker_env, worker_user
 from cli.server_state import (
     ServerState,
     clear_state,
     log_dir,
+    own_server,
     pid_alive,
     read_state,
     server_alive,
@@ -53,18 +55,25 @@ AUTOMATION_FILE = PROJECT_ROOT / "automations" / "notify-dpo.yaml"
 WEBHOOK_BLOCK = "erasure-dpo-webhook"
 
 
-def _spawn(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path) -> subprocess.Popen[bytes]:
-    """A detached child (own session, so it outlives this command) logging to `<logs>/<name>.log`."""
+def _spawn(
+    name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path, **user: Any
+) -> subprocess.Popen[bytes]:
+    """A detached child (own session, so it outlives this command) logging to `<logs>/<name>.log`;
+    `user`: `cli.run_as.worker_user`'s keywords."""
     with open(logs / f"{name}.log", "ab") as log:
-        return subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            return subprocess.Popen(
+                cmd,
+                cwd=cwd,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                **user,
+            )
+        except PermissionError as exc:  # as the home's owner (cli/run_as.py), who must reach the virtualenv
+            raise ConfigError(f"cannot start the {name} as the home's owner: {exc.filename} is closed to it") from None
 
 
 def _run_logged(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path, timeout: float = 300.0) -> None:
@@ -119,11 +128,11 @@ def start_server(
 def _start_server(
     h: Home, *, host: str, port: int, workers: int, postgres: bool, project_dir: Path, say: Any
 ) -> ServerState:
-    from cli.serve import ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy  # httpx: only to start
+    from cli.serve import ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy, worker_cmd  # httpx: to start
 
     st = read_state(h)
     if st is not None and server_alive(st):
-        if prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)):
+        if own_server(st) and prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)):
             return st
         raise ConfigError(
             f"the home's server (pid {st.server_pid}) runs but does not answer at {st.api_url}: "
@@ -141,7 +150,7 @@ def _start_server(
         if postgres:
             from cli import postgres as pg
 
-            env["PREFECT_API_DATABASE_CONNECTION_URL"] = pg.start(h).url
+            env.update(pg.start(h).server_env)
             say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
         else:
             env.pop("PREFECT_API_DATABASE_CONNECTION_URL", None)
@@ -167,13 +176,7 @@ def _start_server(
         ensure_pool(api, env, project_dir)
         _run_logged("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), env, project_dir, logs)
         for i in range(1, workers + 1):
-            w = _spawn(
-                f"worker-{i}",
-                prefect_cmd("worker", "start", "--pool", "erasure-local", "--type", "process"),
-                env,
-                project_dir,
-                logs,
-            )
+            w = _spawn(f"worker-{i}", worker_cmd(project_dir), worker_env(h, env), project_dir, logs, **worker_user(h))
             started.append(w.pid)
             st.worker_pids.append(w.pid)
         from cli.desk import desk_cmd, desk_port
@@ -271,7 +274,7 @@ def status_of(h: Home) -> dict[str, Any]:
         return {"running": False, "starting": starting(h), "home": str(h.root)}
     alive = server_alive(st)
     secret = prefect_auth.home_secret(h)
-    healthy = alive and prefect_auth.is_ours(st.api_url, secret)
+    healthy = alive and own_server(st) and prefect_auth.is_ours(st.api_url, secret)
     doc: dict[str, Any] = {
         "running": healthy,
         "starting": not healthy and starting(h),

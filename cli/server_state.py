@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -119,10 +121,71 @@ def server_alive(st: ServerState) -> bool:
     return pid_alive(st.server_pid)
 
 
+def _listeners(port: int) -> list[tuple[bytes, int]]:
+    """Every TCP socket listening on `port` (any address, v4 and v6): (packed address, inode)."""
+    out: list[tuple[bytes, int]] = []
+    for table, size in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            addr, _, hexport = f[1].partition(":")
+            if f[3] != "0A" or int(hexport, 16) != port:
+                continue
+            raw = bytes.fromhex(addr)  # 32-bit words in host (little-endian) order
+            packed = b"".join(raw[i : i + 4][::-1] for i in range(0, size, 4))
+            out.append((packed, int(f[9])))
+    return out
+
+
+def _session_sockets(sid: int) -> set[int]:
+    """The socket inodes held open by the processes of session `sid` (a server and its children)."""
+    inodes: set[int] = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[3]) != sid:
+                continue
+            for fd in (proc / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(int(target[8:-1]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return inodes
+
+
+def listens_as(pid: int, host: str, port: int) -> bool:
+    """True when whatever accepts connections to host:port is held by the session that `pid` leads (the
+    server `start` spawned in a session of its own): no other process, of this user or another, listens
+    there on that address or on a wildcard one. What this reads is the kernel's, not the peer's word."""
+    try:
+        want = ipaddress.ip_address("127.0.0.1" if host == "localhost" else host)
+    except ValueError:
+        return False
+    matching = []
+    for packed, inode in _listeners(port):
+        addr = ipaddress.ip_address(packed)
+        mapped = addr.ipv4_mapped if isinstance(addr, ipaddress.IPv6Address) else None
+        if addr.is_unspecified or addr == want or mapped == want:
+            matching.append(inode)
+    return bool(matching) and set(matching) <= _session_sockets(pid)
+
+
+def own_server(st: ServerState) -> bool:
+    """True when the state file's server is alive and is what listens on its address: only then is the
+    home's credential sent there."""
+    return server_alive(st) and listens_as(st.server_pid, st.host, st.port)
+
+
 def running_api(h: Home) -> str | None:
-    """The API URL of the home's server when it is up (its process alive, and the server there takes
-    the home's credential and refuses requests without it), else None."""
+    """The API URL of the home's server when it is up (its process alive and listening on the state
+    file's address, and the server there takes the home's credential and refuses requests without it),
+    else None."""
     st = read_state(h)
-    if st is None or not server_alive(st):
+    if st is None or not own_server(st):
         return None
     return st.api_url if prefect_auth.is_ours(st.api_url, prefect_auth.home_secret(h)) else None

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from erasure.child_env import child_env
 from erasure.errors import ConfigError
 from erasure.targets import Target
 
@@ -149,6 +150,7 @@ def list_backups(target: Target) -> list[Backup]:
                     timeout=LIST_TIMEOUT,
                     check=True,
                     cwd=target.base_dir,
+                    env=child_env(),
                     stdin=subprocess.DEVNULL,
                 )
             except (OSError, subprocess.SubprocessError) as exc:

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from erasure.child_env import child_env
 from erasure.errors import ErasureError
 
 HEARTBEATS = ("/api/v2/heartbeat", "/api/v1/heartbeat")
@@ -139,11 +140,12 @@ def heartbeat(url: str, timeout: float = PROBE_TIMEOUT) -> bool:
 
 
 def run_command(argv: tuple[str, ...], timeout: float) -> int:
-    """Run one argv (no shell, stdio to /dev/null, its own session); its exit status (-1: timed out,
-    -2: could not be run)."""
+    """Run one argv (no shell, stdio to /dev/null, its own session, the allowlisted environment of
+    `erasure.child_env`: no credential of ours); its exit status (-1: timed out, -2: could not be run)."""
     try:
         done = subprocess.run(
             list(argv),
+            env=child_env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -5,21 +5,29 @@ Two ways out:
 - a textfile (node_exporter's textfile collector format), written atomically by the sla-monitor flow
   after each run; default `<ERASURE_HOME>/metrics/erasure_sla.prom`;
 - an HTTP endpoint that recomputes on every scrape: `python -m service.metrics --port 9464`, or
-  `erasure serve --metrics-port 9464`.
+  `erasure serve --metrics-port 9464`. It answers only a scrape that carries the home's credential
+  (HTTP Basic, the password being the content of `<home>/keys/prefect-api.auth`, as Prometheus's
+  `basic_auth.password_file` sends it): every open request's id, state and deadline are not for any
+  local user. Anything else gets 401 and no metric.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import contextlib
+import hmac
 import signal
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+from prometheus_client import CollectorRegistry, make_wsgi_app, write_to_textfile
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -29,6 +37,8 @@ from erasure.engine import open_engine
 from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise
 
 TEXTFILE_NAME = "erasure_sla.prom"
+CREDENTIAL_FILE = "prefect-api.auth"
+"""The home's credential (`cli.prefect_auth` creates it): the scraper's password too."""
 _REQ_LABELS = ["request_id", "legal_basis", "state", "extended", "paused"]
 
 
@@ -124,11 +134,56 @@ def write_textfile(
     return path
 
 
-def serve_metrics(h: Home, port: int, *, addr: str = "127.0.0.1", at_risk_days: int = DEFAULT_AT_RISK_DAYS) -> Any:
-    """Serve live metrics on `addr:port` in a daemon thread; returns the server (`stop_metrics` it)."""
+def credential_file(h: Home) -> Path:
+    """The file whose content a scrape must carry as its Basic password."""
+    return h.keys_dir / CREDENTIAL_FILE
+
+
+def authorized(header: str | None, secret: str) -> bool:
+    """True when an `Authorization` header is HTTP Basic with `secret` as its password (any user name),
+    or as its whole token (how Prefect's clients send the same credential). Compared in constant time."""
+    if not header or not secret or not header.startswith("Basic "):
+        return False
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    password = decoded.partition(":")[2]
+    return hmac.compare_digest(decoded.encode(), secret.encode()) or hmac.compare_digest(
+        password.encode(), secret.encode()
+    )
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No access log (request ids are in the answers, not in the paths; nothing to keep)."""
+
+
+def serve_metrics(
+    h: Home, port: int, *, secret: str, addr: str = "127.0.0.1", at_risk_days: int = DEFAULT_AT_RISK_DAYS
+) -> Any:
+    """Serve live metrics on `addr:port` in a daemon thread, to a scrape with the credential `secret`
+    only; returns the server (`stop_metrics` it)."""
+    if not secret:
+        raise ValueError("the metrics endpoint needs a credential")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SlaCollector(h, at_risk_days=at_risk_days))
-    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    metrics = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        if not authorized(environ.get("HTTP_AUTHORIZATION"), secret):
+            start_response(
+                "401 Unauthorized", [("Content-Type", "text/plain"), ("WWW-Authenticate", 'Basic realm="erasure"')]
+            )
+            return [b"the home's credential is required\n"]
+        return metrics(environ, start_response)
+
+    server = make_server(addr, port, app, _Server, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, name="erasure-metrics", daemon=True).start()
     return server
 
 
@@ -160,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(out)
         return 0
-    server = serve_metrics(h, args.port, addr=args.addr, at_risk_days=args.at_risk_days)
+    try:
+        secret = credential_file(h).read_text().strip()
+    except OSError as exc:
+        p.error(f"cannot read the home's credential {credential_file(h)}: {exc.strerror} (start the server once)")
+    server = serve_metrics(h, args.port, secret=secret, addr=args.addr, at_risk_days=args.at_risk_days)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print(f"metrics on http://{args.addr}:{args.port}/metrics", flush=True)

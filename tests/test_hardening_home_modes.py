@@ -2,8 +2,8 @@
 umask 022 and with `--postgres`. `erasure server start --postgres` used to make the home world-
 traversable (o+x) while `demo-subjects.json` (names, emails, phones), `server/state.json`, the server's
 logs, session and corpus files were 0644 in 0755 folders: any local user read them. Now files are
-0600 and folders 0700; the one folder the `postgres` user needs to pass through, the home itself, is
-0710 with the `postgres` group, never open to the world.
+0600 and folders 0700; the one folder the cluster's user (`erasure-pg`) needs to pass through, the home itself, is
+0710 with its group, never open to the world.
 
 Real commands in subprocesses (`erasure store init --demo`, `erasure server start --postgres`), a real
 PostgreSQL cluster, and a real second OS user (`nobody`, through `runuser`) who tries to read."""
@@ -103,11 +103,12 @@ def test_a_demo_home_is_its_owners_only(demo_home: tuple[Path, dict[str, str]]) 
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root and runuser")
-def test_with_postgres_only_the_postgres_group_passes_through_the_home(demo_home: tuple[Path, dict[str, str]]) -> None:
+def test_with_postgres_only_the_clusters_group_passes_through_the_home(demo_home: tuple[Path, dict[str, str]]) -> None:
+    """The cluster's own system user (`erasure-pg`, issue 34), never Debian's shared `postgres`."""
     try:
-        pg = pwd.getpwnam("postgres")
+        pwd.getpwnam("postgres")
     except KeyError:
-        pytest.skip("no postgres user (make postgres)")
+        pytest.skip("no PostgreSQL (make postgres)")
     home, env = demo_home
     res = _erasure(
         env,
@@ -131,7 +132,7 @@ def test_with_postgres_only_the_postgres_group_passes_through_the_home(demo_home
             assert not _as_other_can_read(p), p
         st = home.stat()
         assert stat.S_IMODE(st.st_mode) == 0o710, oct(st.st_mode)
-        assert st.st_gid == pg.pw_gid, grp.getgrgid(st.st_gid).gr_name
+        assert st.st_gid == pwd.getpwnam("erasure-pg").pw_gid, grp.getgrgid(st.st_gid).gr_name
         assert _open_to_others(home, {home: 0o710}) == []
     finally:
         with contextlib.suppress(subprocess.TimeoutExpired):

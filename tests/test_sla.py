@@ -277,11 +277,11 @@ def test_live_metrics_endpoint_recomputes_on_every_scrape(home: Home, engine: ap
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = serve_metrics(home, port)
+    server = serve_metrics(home, port, secret="scrape-secret")
     try:
 
         def scrape() -> dict[str, Any]:
-            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5, auth=("prometheus", "scrape-secret")).text
             return {f.name: f for f in text_string_to_metric_families(text)}
 
         assert scrape()["erasure_requests_open"].samples[0].value == 0
