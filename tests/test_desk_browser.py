@@ -11,7 +11,6 @@ import io
 import re
 import shutil
 import subprocess
-import sys
 import time
 import zipfile
 from collections.abc import Iterator
@@ -59,12 +58,9 @@ def desk_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Con
 
 
 def _sign(machine: Path, request: str) -> str:
-    """The kit's signer as the DPO runs it: Debian's python3 where its cryptography can sign."""
+    """The kit's signer as the DPO runs it: Debian's own python3 (cryptography 38 on Debian 12)."""
     cmd = [str(machine / "kit" / "erasure-dpo-sign.pyz"), "--key", str(machine / "dpo.pem"), "--yes", request]
     done = subprocess.run([str(DEBIAN_PYTHON), *cmd], capture_output=True, text=True, timeout=120, check=False)
-    if done.returncode != 0 and "deterministic_signing" in done.stderr:
-        # TODO(issue 35, h-docs): the signer on Debian's cryptography 38; until then the project's Python.
-        done = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
