@@ -18,7 +18,8 @@ import typer
 from typer._click.exceptions import ClickException
 from typer.core import TyperCommand, TyperGroup
 
-from erasure.errors import ErasureError
+from erasure.errors import ErasureError, StoreError
+from erasure.sqlite import DAMAGED
 
 # Commands are registered lazily: `erasure --help` and commands that run no flow must answer at once,
 # so a command's module (and what it imports: Prefect, the flows, numpy, ...) is imported only when that
@@ -193,6 +194,9 @@ def run(args: Sequence[str] | None = None) -> int:
     except ErasureError as exc:
         typer.echo(f"error: {exc}", err=True)
         return exc.exit_code
+    except DAMAGED as exc:  # a page found damaged after the database opened
+        typer.echo(f"error: a database is damaged ({exc}): restore it from a backup", err=True)
+        return StoreError.exit_code
     except ClickException as exc:  # typer's own click: usage errors (exit 2) and file errors
         exc.show()
         return exc.exit_code

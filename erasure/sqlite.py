@@ -27,6 +27,10 @@ JournalMode = Literal["wal", "delete"]
 Connection = apsw.Connection
 
 
+DAMAGED = (apsw.NotADBError, apsw.CorruptError)
+"""SQLite's errors for a file that is not a database or whose pages are damaged: a store problem (exit 8)."""
+
+
 def _vec0_path() -> str:
     """sqlite-vec's loadable extension, found without importing `sqlite_vec` (whose import pulls in
     numpy: a quarter of a second on every command that opens a database)."""
@@ -91,13 +95,17 @@ def connect(
         conn.enable_load_extension(False)
     except apsw.Error as exc:  # pragma: no cover - depends on the build
         raise ConfigError(f"sqlite-vec could not be loaded: {exc}") from exc
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA secure_delete=ON")
-    _check_features(conn)
-    if not readonly:
-        if journal_mode is not None:
-            conn.execute(f"PRAGMA journal_mode={journal_mode}")
-        conn.execute("PRAGMA synchronous=NORMAL")
+    try:
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA secure_delete=ON")
+        _check_features(conn)
+        if not readonly:
+            if journal_mode is not None:
+                conn.execute(f"PRAGMA journal_mode={journal_mode}")
+            conn.execute("PRAGMA synchronous=NORMAL")
+    except DAMAGED as exc:
+        conn.close()
+        raise StoreError(f"the database at {p} is damaged or is not a SQLite database ({exc})") from exc
     return conn
 
 

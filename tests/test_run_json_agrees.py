@@ -111,3 +111,15 @@ def test_exit_2_bad_input(ready: Home) -> None:
     res = erasure("request", "run", "--all", RID, "--home", str(ready.root), "--json")
     assert res.code == 2 and '"all_clear": true' not in res.out
     assert pack_status(ready) is None
+
+
+def test_exit_8_store_problem(ready: Home) -> None:
+    """The store's database is damaged: the run stops with a store problem and claims nothing."""
+    db = ready.store_dir / "memory.db"
+    db.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4080)
+    for side in ("memory.db-wal", "memory.db-shm"):
+        (ready.store_dir / side).unlink(missing_ok=True)
+    code, doc = run_json(ready)
+    assert code == 8, (code, doc)
+    agree(ready, doc)
+    assert doc is None or doc["all_clear"] is False
