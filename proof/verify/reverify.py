@@ -20,6 +20,7 @@ from typing import Any
 
 from proof.verify.envelopes import PublicKey, check_signature, check_statement, load_public_key
 from proof.verify.errors import PackError, ReverifyError, checking, fail
+from proof.verify.files import read_regular
 from proof.verify.strict_json import utc_time
 from proof.verify.wire import REVERIFY_PREDICATE, REVERIFY_SUBJECT, keyid_of
 
@@ -103,14 +104,7 @@ def check_files(paths: Sequence[str], engine_pub_pem: bytes, request_id: str, pa
         key = load_public_key(engine_pub_pem, "engine")
         statements = []
         for p in paths:
-            try:
-                with open(p, "rb") as fh:
-                    data = fh.read(MAX_STATEMENT_BYTES + 1)
-            except OSError as exc:
-                fail(ReverifyError, f"cannot read {Path(p).name}: {exc.strerror}")
-            if len(data) > MAX_STATEMENT_BYTES:
-                fail(ReverifyError, f"{Path(p).name} is larger than a re-verification statement can be")
-            statements.append((Path(p).name, data))
+            statements.append((Path(p).name, read_regular(p, MAX_STATEMENT_BYTES, Path(p).name, ReverifyError)))
     return check_reverifications(statements, key, request_id, pack_name)
 
 

@@ -38,7 +38,7 @@ from typing import IO, Any
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from proof.verify.archive import Unpacked, check_file_set, unpack
+from proof.verify.archive import MAX_PACK_BYTES, Unpacked, check_file_set, unpack
 from proof.verify.audit import check_audit_log
 from proof.verify.consistency import check_consistency
 from proof.verify.digests import check_checksums, check_subjects
@@ -65,6 +65,7 @@ from proof.verify.errors import (
     checking,
     fail,
 )
+from proof.verify.files import open_regular
 from proof.verify.keyring import Keyring, check_validity, keys_for, parse_keyring
 from proof.verify.timestamp import check_timestamps, load_roots
 from proof.verify.wire import (
@@ -325,10 +326,7 @@ def verify_pack(
     ring = _keyring(keyring, engine_pub_pem, dpo_pub_pem)
     engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
     roots = _tsa_roots(tsa_root_pem)
-    try:
-        fh = open(pack_path, "rb")  # noqa: SIM115 (closed below)
-    except OSError as exc:
-        raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
+    fh = open_regular(pack_path, MAX_PACK_BYTES, "the pack", ArchiveError)
     with fh:
         try:
             return _run(fh, engine_key, dpo_key, require_dpo, audit_key, ring, roots)

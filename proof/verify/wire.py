@@ -30,6 +30,8 @@ DPO_PREDICATE = "https://erasure-cascade.dev/dpo-attestation/v1"
 FOLLOWUP_PREDICATE = "https://erasure-cascade.dev/backups-followup/v1"
 """A statement, signed once no declared backup holds the subject, over the pack (beside it, not in it)."""
 FOLLOWUP_FILE = "backups-followup.intoto.json"
+FOLLOWUP_MAX_BYTES = 1 << 20
+"""The most a follow-up statement can be: the verifier refuses a larger file before reading it."""
 REVERIFY_PREDICATE = "https://erasure-cascade.dev/reverification/v1"
 """A statement, signed at each later re-verification, over the pack's name (beside the pack, not in it)."""
 REVERIFY_FILE = re.compile(r"reverify-([1-9][0-9]{0,8})\.intoto\.json")
