@@ -154,6 +154,7 @@ def test_rotation_closes_the_old_window_where_the_new_one_opens(tmp_path: Path) 
     assert sorted(p.name for p in keys_dir.iterdir() if not p.name.startswith(".")) == [
         "engine.pem",
         "engine.pub.pem",
+        "engine.rotation.json",  # the hand-over, signed by the retired key and the new one
         "keyring.json",
     ]
     again = rotate(keys_dir, "engine", algorithm="ed25519")
