@@ -31,11 +31,12 @@ from proof.verify.wire import (
 )
 
 
-def statement_files(evidence_dir: Path) -> list[tuple[int, Path]]:
-    """The re-verification statements beside a pack, (n, path) in order."""
+def statement_files(evidence_dir: Path, prefix: str = "") -> list[tuple[int, Path]]:
+    """The re-verification statements of one pack (`prefix`: `proof.history.statement_prefix`), (n, path)
+    in order."""
     found = []
     for p in evidence_dir.iterdir() if evidence_dir.is_dir() else ():
-        m = REVERIFY_FILE.fullmatch(p.name)
+        m = REVERIFY_FILE.fullmatch(p.name[len(prefix) :]) if p.name.startswith(prefix) else None
         if m and p.is_file():
             found.append((int(m.group(1)), p))
     return sorted(found)
@@ -54,7 +55,11 @@ def reverification_statement(pack_name: str, predicate: Mapping[str, Any]) -> by
 
 
 def write_reverification(
-    evidence_dir: Path, engine_key_path: Path, predicate: Mapping[str, Any], forbidden: Sequence[str]
+    evidence_dir: Path,
+    engine_key_path: Path,
+    predicate: Mapping[str, Any],
+    forbidden: Sequence[str],
+    prefix: str = "",
 ) -> Path:
     """Sign the next `reverify-<n>.intoto.json` beside the pack (n = one more than the last; the
     predicate's `sequence`, `previous` and `engine_keyid` are set here: `previous` chains it to the
@@ -62,13 +67,13 @@ def write_reverification(
     `forbidden`: the subject's identifiers, in memory only; a statement that would hold one is refused
     (`IdentifierInPack`) before it is written."""
     key = load_private_key(engine_key_path)
-    before = statement_files(evidence_dir)
+    before = statement_files(evidence_dir, prefix)
     n = (before[-1][0] if before else 0) + 1
     previous = hashlib.sha256(before[-1][1].read_bytes()).hexdigest() if before else str(predicate["pack_name"])
     pred = {**predicate, "sequence": n, "previous": previous, "engine_keyid": keyid(key)}
     payload = reverification_statement(str(pred["pack_name"]), pred)
     data = envelope_bytes(sign_envelope(payload, key))
     scan_identifiers({"re-verification statement": payload}, forbidden)
-    out = evidence_dir / f"reverify-{n}.intoto.json"
+    out = evidence_dir / f"{prefix}reverify-{n}.intoto.json"
     write_atomic(out, data, replace=False)  # a concurrent re-verification never overwrites this one
     return out

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from erasure.config import Home
+from proof.history import PACK_NAME
 from proof.keys import generate_keypair
-from proof.pack import PACK_NAME
 from proof.tsa import REPLY_TYPE, TimestampAuthority, TimestampFailed
 from service.cascade import run_requests
 from service.outcome import Outcome

@@ -75,6 +75,7 @@ from proof.verify.wire import (
     ENGINE_ENVELOPE,
     ERASURE_PREDICATE,
     MANIFEST,
+    PACK_FILE,
     SIGNATURES_DIR,
     keyid_of,
     sha256_hex,
@@ -108,6 +109,9 @@ class VerifyResult:
     engine_timestamp: str | None = None
     dpo_timestamp: str | None = None
     """The genTimes of the engine's and the DPO's tokens (YYYY-MM-DDTHH:MM:SS[.ffffff]Z) once verified."""
+    previous_pack: str | None = None
+    """A rerun's pack names the request's pack before it (manifest.json `previous_pack`: that pack's
+    name); None for a request's first pack."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -125,6 +129,8 @@ class VerifyResult:
             )
         if not self.audit_key_pinned:
             notes.append("the audit checkpoint key was NOT pinned: give --audit-key to check it")
+        if self.previous_pack is not None:
+            notes.append(f"a rerun's pack: it follows the request's earlier pack {self.previous_pack[:16]}...")
         if self.timestamps == "not checked":
             notes.append("the RFC 3161 timestamps were NOT checked: give --tsa-root to check them")
         return "OK" + (f" ({'; '.join(notes)})" if notes else "")
@@ -171,6 +177,7 @@ def _checks(
         manifest = check_file_set(
             pack.top, set(files), files[MANIFEST].data if MANIFEST in files else None, require_dpo=require_dpo
         )
+    previous = _previous_pack(manifest)
     checks.append(ArchiveError.check)
     # 2 signature (without an engine key: the payload only, for showing a pack)
     has_dpo = DPO_ENVELOPE in files
@@ -249,7 +256,27 @@ def _checks(
         timestamps=stamps.state,
         engine_timestamp=stamps.engine_time,
         dpo_timestamp=stamps.dpo_time,
+        previous_pack=previous,
     )
+
+
+def _previous_pack(manifest: dict[str, Any]) -> str | None:
+    """The name of the pack before this one, as manifest.json gives it (check 1: well-formed or absent)."""
+    if "previous_pack" not in manifest:
+        return None
+    prev = manifest["previous_pack"]
+    name = prev.get("pack_name") if isinstance(prev, dict) else None
+    if (
+        not isinstance(prev, dict)
+        or set(prev) != {"file", "pack_name"}
+        or not isinstance(prev["file"], str)
+        or PACK_FILE.fullmatch(prev["file"]) is None
+        or not isinstance(name, str)
+        or len(name) != 64
+        or any(c not in "0123456789abcdef" for c in name)
+    ):
+        fail(ArchiveError, "manifest.json names its previous pack in a form the writer never writes")
+    return name
 
 
 KEY_VALIDITY_CHECK = "key-validity"
