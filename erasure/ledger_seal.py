@@ -98,24 +98,26 @@ def check(conn: apsw.Connection, key: bytes, home: Home) -> None:
     sealed = [(int(str(s)), str(m)) for s, m in conn.execute("SELECT seq, mac FROM seals ORDER BY seq")]
     try:
         head = json.loads(head_path.read_text())
-        head_ok = head["mac"] == _head(key, len(sealed), sealed[-1][1] if sealed else _GENESIS)
-        head_ok = head_ok and int(head["entries"]) == len(sealed)
+        count = int(head["entries"])
+        # the head may trail the seals by what a concurrent `seal` is writing: it names a prefix of them
+        head_ok = 0 <= count <= len(sealed) and head["mac"] == _head(
+            key, count, sealed[count - 1][1] if count else _GENESIS
+        )
     except (OSError, ValueError, KeyError, TypeError):
         head_ok = False
-    if head_ok and len(chain) > len(sealed) and chain[: len(sealed)] == sealed:
-        # entries recorded after the last seal (a process that died between the two): they only add
-        # erasures to replay, never hide one; sealed now
-        seal(conn, key, home)
-        return
-    if chain != sealed:
+    if not head_ok:
+        raise LedgerTampered(
+            f"the ledger of erasures does not match its head ({head_path}): entries were removed from its"
+            " end, or the head was replaced; nothing that trusts it runs until that is resolved"
+        )
+    if chain[: len(sealed)] != sealed:
         bad = next((s for (s, m), sm in zip(chain, sealed, strict=False) if (s, m) != sm), None)
         where = f"entry {bad}" if bad is not None else "its number of entries"
         raise LedgerTampered(
             f"the ledger of erasures was changed outside the product ({where} does not match its seal):"
             " nothing that trusts it runs (restore checks, replays) until it is restored from a copy that verifies"
         )
-    if not head_ok:
-        raise LedgerTampered(
-            f"the ledger of erasures does not match its head ({home.keys_dir / HEAD_FILE}): entries were removed"
-            " from its end, or the head was replaced; nothing that trusts it runs until that is resolved"
-        )
+    if len(chain) > len(sealed):
+        # entries recorded after the last seal (a process that died between the two): they only add
+        # erasures to replay, never hide one; sealed now
+        seal(conn, key, home)
