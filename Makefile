@@ -47,13 +47,13 @@ quick: bootstrap ## the inner loop: ruff, contracts, and the tests in no tier (n
 	@mkdir -p $(PREFECT_HOME)
 	$(VENV)/bin/pytest -q -p no:cacheprovider -n auto -m "$(QUICK_TESTS)"
 
-unit: bootstrap ## the whole test suite at CI's hypothesis budget, the generated red team at full size (6 windows, 300 scenarios: ~10 min on 2 CPUs)
+unit: bootstrap ## the whole test suite at CI's hypothesis budget; the red teams at CI size (2 windows of 50 generated scenarios, 150 document scenarios: every attack drawn)
 	@mkdir -p $(PREFECT_HOME)
-	ERASURE_TEST_FULL=1 REDTEAM_EXAMPLES=6 $(VENV)/bin/pytest -q
+	ERASURE_TEST_FULL=1 REDTEAM_EXAMPLES=2 REDTEAM_DOCS_SCENARIOS=150 $(VENV)/bin/pytest -q --durations=25
 
-redteam: bootstrap ## only the generated red team: 6 windows, 300 scenarios
+redteam: bootstrap ## only the generated red teams, at full size: 6 windows (300 scenarios) and 500 document scenarios
 	@mkdir -p $(PREFECT_HOME)
-	ERASURE_TEST_FULL=1 REDTEAM_EXAMPLES=6 $(VENV)/bin/pytest -q -m redteam_generated
+	ERASURE_TEST_FULL=1 REDTEAM_EXAMPLES=6 REDTEAM_DOCS_SCENARIOS=500 $(VENV)/bin/pytest -q -m redteam_generated
 
 test: lint typecheck contracts browser postgres ocr unit ## everything CI runs
 
@@ -62,6 +62,9 @@ demo: bootstrap ## build a demo store, submit a request, erase, verify, sign, at
 
 # Only the standard library builds it (no .venv needed): a regulator can rebuild it from a checkout and
 # compare its sha256 with the one `erasure export` shipped.
+where: ## print the path of the erasure command (it is not on PATH: run it by this path, or add .venv/bin to PATH)
+	@echo $(CURDIR)/$(VENV)/bin/erasure
+
 verifier: ## the offline verifier as one file: dist/erasure-verify.pyz (python dist/erasure-verify.pyz PACK ...)
 	python3 -m proof.verifier_zipapp dist/erasure-verify.pyz
 

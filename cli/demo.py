@@ -94,13 +94,22 @@ def main() -> int:
         engine = open_engine(h.engine_db)
         sub = requests.submit(engine, env, now=datetime.now(UTC))
         engine.close()
-        console.print(f"{REQUEST_ID}: GDPR, legal deadline {sub.deadline.isoformat()}, target {sub.target.isoformat()}")
+        console.print(f"{REQUEST_ID}: GDPR, legal deadline {_utc(sub.deadline)}, our target {_utc(sub.target)}")
 
         console.rule("4. erasure-request flow: cascade, verification, engine-signed pack")
         state = run_flow(REQUEST_ID, h)
         ver = json.loads((h.evidence_dir(REQUEST_ID) / "verification.json").read_text())
+        console.print()
         console.print(verification_table(ver))
-        console.print(f"all_clear: {str(ver['all_clear']).lower()}")
+        console.print(
+            "independent probes: "
+            + ("no residue of the subject found" if ver["all_clear"] else "RESIDUE found")
+            + (
+                f"; {len(ver.get('exceptions', []))} exception(s), explained with the pack below"
+                if ver.get("exceptions")
+                else ""
+            )
+        )
         if not state.is_completed():
             console.print(f"[red]flow ended {state.name}: {state.message}[/red]")
             return 1
@@ -108,17 +117,18 @@ def main() -> int:
         for s in services:
             s.stop()
 
-    console.rule("5. DPO attestation")
+    console.rule("5. the DPO reviews the engine-signed pack, then attests it")
     pack = current_pack(h.evidence_dir(REQUEST_ID))
     engine_pub, dpo_pub = h.keys_dir / "engine.pub.pem", h.keys_dir / "dpo.pub.pem"
     print_summary(summary(pack, engine_pub=engine_pub))
     sealed = seal(h, REQUEST_ID, h.keys_dir / "dpo.pem")
+    console.print()
     console.print(
-        f"sealed pack: {pack} ({sealed['status']})"
+        f"the DPO attested: sealed pack {pack} ({sealed['status']})"
         + (f"; requester notified ({sealed['outbox']})" if sealed["outbox"] else "")
     )
 
-    console.rule("6. offline verification (python -m proof.verify)")
+    console.rule("6. offline verification, as the regulator does it")
     audit_pub = h.keys_dir / "audit.pub.pem"  # what `erasure keys audit --out` writes: the regulator pins it
     audit_pub.write_bytes(checkpoint_public_pem(h.store_dir))
     out = subprocess.run(
@@ -138,8 +148,21 @@ def main() -> int:
         text=True,
         check=False,
     )
-    console.print(out.stdout.strip() or out.stderr.strip())
+    console.print(out.stdout.strip() or out.stderr.strip(), markup=False, highlight=False)
+    console.rule("next")
+    console.print(
+        "Start the compliance team's console (the Prefect UI and the request desk) with"
+        " `.venv/bin/erasure server start`: it prints the address to open and where its credential is."
+        f" The regulator's folder: `.venv/bin/erasure export {REQUEST_ID} --to DIR`.",
+        markup=False,
+        highlight=False,
+    )
     return out.returncode
+
+
+def _utc(when: datetime) -> str:
+    """A time to the second, in UTC (a deadline's end of day reads 23:59:59, not 23:59:59.999999)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 if __name__ == "__main__":

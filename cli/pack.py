@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +20,7 @@ from proof.history import current_pack
 from proof.keyring import read_beside
 from proof.keys import load_private_key, public_key_pem
 from proof.pack import attest, summary, write_pack
+from proof.verify.explain import exception_line
 from proof.verify.keyring import read_keyring
 
 app = typer.Typer(help="Build, show, attest and verify signed proof packs.", no_args_is_help=True)
@@ -56,9 +58,12 @@ def print_summary(s: dict[str, Any]) -> None:
     def line(text: str) -> None:
         console.print(verifier.printable(text), markup=False, highlight=False, soft_wrap=True)
 
+    def second(when: Any) -> str:  # to the second, in UTC: the pack's times end in Z
+        return re.sub(r"\.\d+(?=Z$)", "", str(when))
+
     line(
-        f"request {s['request_id']}  legal basis {s['legal_basis']}  received {s['received_at']}"
-        f"  verified {s['verified_at']}"
+        f"request {s['request_id']}  legal basis {s['legal_basis']}  received {second(s['received_at'])}"
+        f"  verified {second(s['verified_at'])}"
     )
     v = s["verification"]
     line(
@@ -76,7 +81,7 @@ def print_summary(s: dict[str, Any]) -> None:
     console.print(table)
     line("exceptions: " + ("none" if not s["exceptions"] else str(len(s["exceptions"]))))
     for exc in s["exceptions"]:
-        line(f"  - {exc}")
+        line(f"  - {exception_line(exc)}")
     line("out of scope:")
     for item in s["out_of_scope"]:
         line(f"  - {item}")
@@ -91,7 +96,7 @@ def print_summary(s: dict[str, Any]) -> None:
     elif s.get("dpo_attestation") == "not checked":
         line("DPO attestation: present, NOT verified (pass --engine-key and --dpo-key with the trusted keys)")
     else:
-        line("DPO attestation: none yet")
+        line("DPO attestation: not signed yet (the pack awaits the DPO)")
     if s.get("timestamps") == "engine clock":
         line("times: the engine's own clock (no timestamp authority)")
     elif s.get("timestamps"):

@@ -364,9 +364,15 @@ def run_console(
 
             metrics_server = serve_metrics(h, metrics_port, addr=host)
             _say(f"metrics: http://{host}:{metrics_port}/metrics")
+        from cli.desk import desk_cmd, desk_port, how_to_log_in
+
+        dport = desk_port(host, port)
+        stack.start("desk", desk_cmd(h, host, dport, api), project_dir)
         if sla_now:
             run_deployment_now(api, "sla-monitor/sla-monitor", secret=env[prefect_auth.CLIENT_VAR])
         _say(f"ready: Prefect UI at http://{host}:{port}  (logs in {log_dir}; Ctrl-C stops)")
+        for line in how_to_log_in(h, f"http://{host}:{port}", f"http://{host}:{dport}"):
+            _say(line)
         while not stop.wait(0.5):
             dead = stack.dead()
             if dead is not None:

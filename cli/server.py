@@ -165,10 +165,21 @@ def start_server(
             )
             started.append(w.pid)
             st.worker_pids.append(w.pid)
+        from cli.desk import desk_cmd, desk_port
+
+        dport = desk_port(host, port)
+        _spawn("desk", desk_cmd(h, host, dport, api), env, project_dir, logs)
         write_state(h, st)
+        if workers:
+            from cli.serve import run_deployment_now
+
+            run_deployment_now(api, "sla-monitor/sla-monitor", secret=env[prefect_auth.CLIENT_VAR])
         say(f"deployed after {time.monotonic() - t0:.1f} s")
         return st
     except BaseException:
+        from cli.desk import stop_desk
+
+        stop_desk(h)
         for pid in reversed(started):
             _kill_group(pid)
         clear_state(h)
@@ -184,6 +195,9 @@ def stop_server(h: Home) -> dict[str, Any]:
     """Stop the workers, the server and (if it started it) PostgreSQL. Returns what it stopped."""
     st = read_state(h)
     out: dict[str, Any] = {"workers": 0, "server": False, "postgres": False}
+    from cli.desk import stop_desk
+
+    out["desk"] = stop_desk(h)
     if st is not None:
         for pid in st.worker_pids:
             if pid_alive(pid):
@@ -301,6 +315,11 @@ def start(
         ("already running" if already else "ready") + f": Prefect UI at {st.ui_url}  (API {st.api_url}; "
         f"logs in {log_dir(h)}; `erasure server stop` stops it)"
     )
+    from cli.desk import how_to_log_in
+    from service.intake import desk_url
+
+    for line in how_to_log_in(h, st.ui_url, desk_url(h) or "(not started)"):
+        _say(line)
 
 
 @app.command("stop")

@@ -90,4 +90,8 @@ def _signed_off(request_id: str, state: RequestState | None) -> State:
     data = {"request_id": request_id, "request_state": state.value if state else None}
     if state is RequestState.rejected:
         return Failed(name="Rejected", message="the DPO rejected the pack: nothing was sent", data=data)
+    if state is RequestState.awaiting_attestation:
+        return Completed(
+            message=f"still awaiting the DPO's attestation: `erasure attest {request_id}` or a new run", data=data
+        )
     return Completed(message=f"sealed by the DPO ({state.value if state else '?'})", data=data)

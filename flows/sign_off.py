@@ -4,7 +4,9 @@ After the pack is written, a run started from a deployment suspends (`suspend_fl
 `wait_for_input`: no worker is held) with a form in the UI. Its description shows the per-tier table,
 the open exceptions, the pack's statement digest, and the one command the DPO runs on their own
 machine (`erasure-dpo-sign.pyz`, from `erasure export --dpo-kit`) with the signing request; they paste
-the envelope it prints into the form, or reject with a reason code. The run then checks the envelope
+the envelope it prints into the form, or reject with the signed rejection the same signer prints (`--reject REASON`);
+an unsigned reject, or an envelope made for another request or pack, changes nothing and the form
+asks again. The run then checks the envelope
 against the pinned DPO key, seals the pack and notifies the requester (`service.signoff`), or records
 the rejection. The DPO's private key never reaches Prefect: only their signature does.
 
@@ -27,10 +29,10 @@ from pydantic import Field
 from erasure import requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import NotFound
+from erasure.errors import ErasureError, NotFound
 from erasure.states import RequestState
 from flows import run_report
-from service import signoff
+from service import intake, signoff
 
 PAUSE_KEY = "dpo-sign-off"
 
@@ -41,11 +43,13 @@ class DpoSignOff(RunInput):
     decision: Literal["attest", "reject"] = Field(description="Attest the pack, or reject it.")
     envelope: str = Field(
         default="",
-        description="To attest: the one line erasure-dpo-sign.pyz printed (your signature; never your key).",
+        description="The one line erasure-dpo-sign.pyz printed: your attestation, or with decision reject your"
+        " signed rejection (`--reject REASON`). Your signature only, never your key.",
     )
-    reason: signoff.RejectReason = Field(
-        default=signoff.RejectReason.other, description="To reject: why (a code; nothing is sent to the requester)."
-    )
+
+
+#: How many answers one run asks for before it stops asking (each needs a person).
+MAX_ASKS = 20
 
 
 def waits_for_dpo(h: Home) -> bool:
@@ -67,14 +71,17 @@ def request_state(h: Home, request_id: str) -> RequestState | None:
         engine.close()
 
 
-def description(h: Home, request_id: str) -> str:
-    """The form's Markdown: what the DPO attests and the command that signs it (no identifier)."""
+def description(h: Home, request_id: str, refused: str | None = None) -> str:
+    """The form's Markdown: what the DPO attests and the command that signs it (no identifier); with
+    `refused`, why the previous answer changed nothing."""
     rep = run_report.report(h, request_id, Completed(message="waiting for the DPO's sign-off"))
     rows = rep["rows"]
     pack = rep["pack"] or {}
+    desk = intake.desk_url(h)
     lines = [
         f"# DPO sign-off: erasure request `{request_id}`",
         "",
+        *([f"> **Your last answer was refused, nothing changed:** {refused}. Paste another.", ""] if refused else []),
         "| tier | status | before | after | residue |",
         "| --- | --- | --- | --- | --- |",
         *(f"| {r['tier']} | {r['status']} | {r['before']} | {r['after']} | {r['residue']} |" for r in rows),
@@ -83,31 +90,64 @@ def description(h: Home, request_id: str) -> str:
         + (", ".join(f"{k} ({n})" for k, n in sorted(rep["exceptions"].items())) or "none")
         + f". Pack sha256: `{pack.get('sha256', '?')}`.",
         "",
-        "**To attest**, run on your own machine (your key never leaves it), then paste the line it prints"
+        "**1. Save the signing request** as `signing-request.txt`: "
+        + (
+            f"[signing-request.txt]({desk}/requests/{request_id}/signing-request.txt) from the request desk, or "
+            if desk
+            else ""
+        )
+        + f"`erasure attest {request_id} --signing-request > signing-request.txt`, or copy this line:",
+        "",
+        "```",
+        signoff.signing_request(h, request_id),
+        "```",
+        "",
+        "**2. To attest**, run on your own machine (your key never leaves it), then paste the line it prints"
         " into *envelope* with decision *attest*:",
         "",
         "```",
-        f"python erasure-dpo-sign.pyz --key dpo.pem {signoff.signing_request(h, request_id)}",
+        "python3 erasure-dpo-sign.pyz --key dpo.pem signing-request.txt",
         "```",
         "",
-        "**To reject**, choose decision *reject* and a reason: the request goes to `rejected`, nothing is sent.",
+        "**To reject**, run the same command with `--reject REASON` instead, paste the line it prints into"
+        " *envelope* and choose decision *reject*: the request goes to `rejected`, nothing is sent. A reject"
+        " without your signature changes nothing.",
     ]
     return "\n".join(lines)
 
 
+def answer_refused(h: Home, request_id: str, answer: DpoSignOff) -> str | None:
+    """Act on the DPO's answer; None when it sealed or rejected, else why it changed nothing."""
+    try:
+        if answer.decision == "reject":
+            signoff.reject(h, request_id, answer.envelope)
+        else:
+            signoff.seal(h, request_id, envelope=answer.envelope)
+    except ErasureError as exc:
+        return str(exc)
+    return None
+
+
 def sign_off(h: Home, request_id: str) -> RequestState | None:
-    """Ask the DPO in the UI and act on the answer; returns the request's state after it."""
-    if request_state(h, request_id) is RequestState.awaiting_attestation:
+    """Ask the DPO in the UI and act on the answer; a refused answer (another request's or another
+    pack's envelope, an unsigned reject) changes nothing and the run asks again. Returns the request's
+    state after it. A resumed run replays the answers already given (each suspension has its own key)."""
+    refused: str | None = None
+    for n in range(MAX_ASKS):
+        if request_state(h, request_id) is not RequestState.awaiting_attestation:
+            break
         answer = suspend_flow_run(
-            wait_for_input=DpoSignOff.with_initial_data(description=description(h, request_id), decision="attest"),
-            key=PAUSE_KEY,
+            wait_for_input=DpoSignOff.with_initial_data(
+                description=description(h, request_id, refused), decision="attest"
+            ),
+            key=PAUSE_KEY if n == 0 else f"{PAUSE_KEY}-{n + 1}",
         )
-        state = request_state(h, request_id)
-        if state is RequestState.awaiting_attestation:  # not already done by `erasure attest`
-            if answer.decision == "reject":
-                signoff.reject(h, request_id, answer.reason)
-            else:
-                signoff.seal(h, request_id, envelope=answer.envelope)
+        if request_state(h, request_id) is not RequestState.awaiting_attestation:
+            break  # already done by `erasure attest`
+        refused = answer_refused(h, request_id, answer)
+        if refused is None:
+            break
+        get_run_logger().warning("request %s: the DPO's answer was refused: %s", request_id, refused)
     state = request_state(h, request_id)
     get_run_logger().info("request %s: %s after the DPO's sign-off", request_id, state.value if state else "?")
     return state

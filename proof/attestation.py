@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from proof.verify.explain import exception_line, tier_table
 from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE
 
-_WIDTHS = (14, 22, 8, 8, 8)
+
+def _exception_lines(exc: Any) -> list[str]:
+    ground = exc.get("ground") if isinstance(exc, Mapping) else None
+    return [f"  - {exception_line(exc)}", *([f"    Ground recorded: {ground}"] if ground else [])]
 
 
-def _count(v: Any) -> str:
-    return "-" if v is None else str(v)
-
-
-def _exception_line(exc: Any) -> str:
-    if isinstance(exc, Mapping):
-        tier, kind, ground = exc.get("tier"), exc.get("kind"), exc.get("ground")
-        if tier and kind:
-            rest = {k: v for k, v in exc.items() if k not in ("tier", "kind", "ground")}
-            line = f"{tier}: {kind}" + (f" (Art.17(3) ground: {ground})" if ground else "")
-            return line + (f" {json.dumps(rest, sort_keys=True)}" if rest else "")
-    return json.dumps(exc, sort_keys=True)
+def verify_command(request_id: str, *, audited: bool, timestamped: bool) -> str:
+    """The verifier's command for this pack as `erasure export` ships it: the exported file names."""
+    return (
+        f"python3 erasure-verify.pyz {request_id}-proof.tar.gz --engine-key engine.pub.pem --dpo-key dpo.pub.pem"
+        + (" --audit-key audit.pub.pem" if audited else " --no-audit-key")
+        + (" --tsa-root tsa-root.pem" if timestamped else "")
+    )
 
 
 def _mention_lines(mentions: Mapping[str, Any]) -> list[str]:
@@ -33,22 +31,12 @@ def _mention_lines(mentions: Mapping[str, Any]) -> list[str]:
     return lines or ["  (none found)"]
 
 
-def render(predicate: Mapping[str, Any], *, tool_version: str, timestamped: bool = False) -> str:
+def render(predicate: Mapping[str, Any], *, tool_version: str, timestamped: bool = False, audited: bool = True) -> str:
     """The certificate text for an erasure-proof predicate (request id, dates, tiers, scope, keys).
-    `timestamped`: the signatures get RFC 3161 tokens; else the times are the engine's own clock."""
-    head = ("tier", "status", "before", "after", "residue")
-    rows = [head] + [
-        (tier, str(row["status"]), _count(row["before"]), _count(row["after"]), _count(row["residue"]))
-        for tier, row in predicate["tiers"].items()
-    ]
-    table = [
-        "  "
-        + r[0].ljust(_WIDTHS[0])
-        + r[1].ljust(_WIDTHS[1])
-        + "".join(c.rjust(w) for c, w in zip(r[2:], _WIDTHS[2:], strict=True))
-        for r in rows
-    ]
-    exceptions = [f"  - {_exception_line(e)}" for e in predicate["exceptions"]] or ["  (none)"]
+    `timestamped`: the signatures get RFC 3161 tokens; else the times are the engine's own clock.
+    `audited`: the pack carries audit-log checkpoints, checked against the store's audit key."""
+    table = tier_table(predicate["tiers"])
+    exceptions = [line for e in predicate["exceptions"] for line in _exception_lines(e)] or ["  (none)"]
     scope: Sequence[str] = predicate["out_of_scope"]
     lines = [
         "ERASURE CERTIFICATE",
@@ -97,9 +85,10 @@ def render(predicate: Mapping[str, Any], *, tool_version: str, timestamped: bool
         ),
         "",
         "This certificate names no data subject: request.json holds the subject's identifiers only as",
-        "salted commitments. Verify offline with the trusted public keys (never keys from the pack):",
-        "  python -m proof.verify proof.tar.gz --engine-key engine.pub.pem --dpo-key dpo.pub.pem",
-        "or with standard tools: see docs/verify-with-openssl.md.",
+        "salted commitments. Verify it offline, in the folder `erasure export` writes for you, with the",
+        "trusted public keys you confirmed with the controller (never keys from the pack):",
+        "  " + verify_command(predicate["request_id"], audited=audited, timestamped=timestamped),
+        "or with standard tools only: the recipe in VERIFY.md, in the same folder.",
         "",
         f"Written by erasure-cascade {tool_version}.",
     ]

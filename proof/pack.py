@@ -27,6 +27,7 @@ from proof.attestation import render
 from proof.dsse import sign_envelope
 from proof.errors import AlreadyAttested, EvidenceInvalid, PackRejected, SameKeyRefused
 from proof.evidence import EVIDENCE_ROLES, Evidence, load_evidence, scan_identifiers
+from proof.history import PACK_NAME as PACK_NAME
 from proof.history import current_pack, next_target, sealed_again
 from proof.keyring import check_signing_key, read_beside
 from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
@@ -39,6 +40,7 @@ from proof.verify.timestamp import TIMESTAMP_FILES, envelope_signature, parse_re
 from proof.verify.wire import (
     ATTESTATION,
     AUDIT,
+    AUDIT_NONE_FORMAT,
     DPO_ENVELOPE,
     DPO_PREDICATE,
     DPO_TSR,
@@ -177,8 +179,10 @@ def seal_files(
     the manifest says the envelopes get RFC 3161 tokens (the caller adds them). `previous`: the pack
     before this one (`proof.history`), named in the manifest."""
     files = dict(evidence_files)
-    files[ATTESTATION] = render(predicate, tool_version=tool_version(), timestamped=timestamped).encode("utf-8")
     audit = json.loads(files[AUDIT]).get("format")
+    files[ATTESTATION] = render(
+        predicate, tool_version=tool_version(), timestamped=timestamped, audited=audit != AUDIT_NONE_FORMAT
+    ).encode("utf-8")
     files[MANIFEST] = _manifest(files, predicate, algorithm_of(key), audit, timestamped, previous)
     files[SUMS] = _sums(files)
     files[ENGINE_ENVELOPE] = envelope_bytes(sign_envelope(erasure_statement(files, predicate), key))
@@ -443,7 +447,9 @@ def signing_request_of(pack_path: Path, engine_pub: bytes | Path | None, *, keyr
         raise PackRejected(exc.check, str(exc)) from exc
     _top, files = verify.extract(data)
     covered = {k: v for k, v in files.items() if not k.startswith(SIGNATURES_DIR) or k == ENGINE_ENVELOPE}
-    return signing_request(result.request_id, result.engine_keyid, result.status, subjects(covered))
+    return signing_request(
+        result.request_id, result.engine_keyid, result.status, subjects(covered), files[ENGINE_ENVELOPE]
+    )
 
 
 def attach_attestation(

@@ -104,3 +104,38 @@ def drain_inbox(
             (result.vaulted if res.created else result.already_present).append(res.request_id)
             inbox_mod.shred(path)
     return result
+
+
+def submit_envelope(
+    h: Home, raw: bytes, *, source: str = "the form", now: datetime | None = None
+) -> requests.SubmitResult:
+    """Validate an envelope given as JSON (the request desk's form; `InputError` naming the field, never
+    quoting a value), vault it and start its legal clock; idempotent for the same envelope."""
+    at = now or datetime.now(UTC)
+    envelope = parse_envelope(raw, source=source, now=at)
+    with _engine(h) as engine:
+        return requests.submit(engine, envelope, now=at, policy=ClockPolicy.from_env())
+
+
+def list_requests(h: Home) -> list[requests.RequestRow]:
+    """Every request in the vault, soonest deadline first (ids, states and clocks: no identifier)."""
+    with _engine(h) as engine:
+        return requests.list_requests(engine)
+
+
+DESK_FILE = "desk.json"
+
+
+def desk_file(h: Home) -> Path:
+    """Where the running request desk writes its address and pid (`cli.desk`)."""
+    return h.root / "server" / DESK_FILE
+
+
+def desk_url(h: Home) -> str | None:
+    """The running request desk's address, or None."""
+    import json
+
+    try:
+        return str(json.loads(desk_file(h).read_text())["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

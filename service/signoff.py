@@ -24,6 +24,8 @@ from proof.keyring import read_beside
 from proof.keys import keyid, load_private_key, load_public_key, public_key_pem
 from proof.pack import attach_attestation, signing_request_of, summary
 from proof.pack import attest as sign_attestation
+from proof.tarball import write_atomic
+from service import dpo_answers
 
 
 def pack_path(h: Home, request_id: str) -> Path:
@@ -164,6 +166,7 @@ def seal(
     if not mine and dpo_key is not None:
         sign_attestation(pack, dpo_key, engine_pub=engine_pub, passphrase=passphrase, keyring=ring)
     elif not mine and envelope is not None:
+        dpo_answers.check_attestation(envelope, request_id, signing_request(h, request_id), dpo_pub)
         attach_attestation(pack, envelope, engine_pub=engine_pub, dpo_pub=dpo_pub, keyring=ring)
     sealed = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub if ring is None else None, keyring=ring)
     outbox = None
@@ -184,7 +187,8 @@ def seal(
 
 
 class RejectReason(StrEnum):
-    """Why a DPO refuses to attest (a code, never free text: it goes to the request's log)."""
+    """Why a DPO refuses to attest, as recorded in the request's log (the DPO's own words stay in their
+    signed rejection, kept beside the pack): a known code, else `other`."""
 
     evidence_incomplete = "evidence_incomplete"
     scope_wrong = "scope_wrong"
@@ -196,21 +200,40 @@ class RejectReason(StrEnum):
 REJECT_REASONS = tuple(r.value for r in RejectReason)
 
 
-def reject(h: Home, request_id: str, reason: str) -> None:
-    """The DPO refuses to attest: the request goes to `rejected` (an open exception the SLA table
-    keeps watching), the refusal is logged with its reason code, and nothing is sent to anyone."""
-    if reason not in REJECT_REASONS:
-        raise InputError(f"reason {reason!r} is not one of {', '.join(REJECT_REASONS)}")
+def reject(h: Home, request_id: str, envelope: str) -> dict[str, Any]:
+    """The DPO refuses to attest, with their signed rejection (`service.dpo_answers`: signed by the
+    pinned DPO key, for this request and its current pack). The request goes to `rejected` (an open
+    exception the SLA table keeps watching), the refusal is logged with its reason code, the envelope
+    is kept beside the pack, and nothing is sent to anyone. Without a valid signed rejection nothing
+    changes (`InputError`)."""
     engine = open_engine(h.engine_db)
     try:
         row = requests.get(engine, request_id)
-        if row.state != RequestState.awaiting_attestation:
-            raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
-        with transaction(engine):
-            requests.set_state(engine, request_id, RequestState.rejected, f"DPO: {reason}")
-            requests.log_event(engine, request_id, "pack.rejected", {"reason": reason})
     finally:
         engine.close()
+    if row.state != RequestState.awaiting_attestation:
+        raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
+    pack = pack_path(h, request_id)
+    digests = dpo_answers.pack_digests(pack, signing_request(h, request_id))
+    rejection = dpo_answers.check_rejection(envelope, request_id, digests, pinned_dpo_pub(h).read_bytes())
+    kept = h.evidence_dir(request_id) / f"dpo-rejection-{rejection.pack_sha256[:16]}.dsse.json"
+    write_atomic(kept, rejection.envelope + b"\n", 0o644)
+    code = rejection.reason if rejection.reason in REJECT_REASONS else RejectReason.other.value
+    engine = open_engine(h.engine_db)
+    try:
+        with transaction(engine):
+            if requests.get(engine, request_id).state != RequestState.awaiting_attestation:
+                raise RequestBlocked(f"request {request_id} changed state while the rejection was checked")
+            requests.set_state(engine, request_id, RequestState.rejected, f"DPO: {code}")
+            requests.log_event(
+                engine,
+                request_id,
+                "pack.rejected",
+                {"reason": code, "envelope": kept.name, "at": rejection.rejected_at},
+            )
+    finally:
+        engine.close()
+    return {"request_id": request_id, "rejected": True, "reason": code, "envelope": str(kept)}
 
 
 def signing_request(h: Home, request_id: str) -> str:

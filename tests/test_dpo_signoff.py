@@ -1,7 +1,7 @@
 """The DPO signs on their own machine with the standalone signer (`erasure-dpo-sign.pyz` from `erasure
 export --dpo-kit`), and only their signature comes back: `erasure attest --envelope` (and the run's
 sign-off form, tests/test_dpo_signoff_flow.py) checks it against the pinned keys/dpo.pub.pem, seals,
-notifies; `--reject CODE` records a refusal and sends nothing. Attacks on the envelope are refused and
+notifies; a rejection must be signed too (tests/test_dpo_signed_reject.py). Attacks on the envelope are refused and
 change nothing: each is a fixture named after it."""
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ def _pack(h: Home) -> Path:
 def test_the_kit_signs_and_attest_seals_with_only_the_signature(awaiting: Home, dpo_machine: Path) -> None:  # noqa: F811
     assert sorted(p.name for p in (dpo_machine / "kit").iterdir()) == [
         "DPO-SIGN.md",
+        "audit.pub.pem",
         "engine.pub.pem",
         "erasure-dpo-sign.pyz",
         "erasure-verify.pyz",
@@ -103,17 +104,6 @@ def test_the_kit_signs_and_attest_seals_with_only_the_signature(awaiting: Home, 
     assert _state(awaiting) == "notified"
     verified = kit_verify(awaiting, dpo_machine, REQ)
     assert verified.returncode == 0 and verified.stdout.startswith("OK"), verified.stdout + verified.stderr
-
-
-def test_reject_records_the_code_and_sends_nothing(awaiting: Home, dpo_machine: Path) -> None:  # noqa: F811
-    before = _pack(awaiting).read_bytes()
-    done = erasure("attest", REQ, "--reject", "scope_wrong", "--home", str(awaiting.root))
-    assert done.code == 0, done.err
-    assert _state(awaiting) == "rejected"
-    assert _pack(awaiting).read_bytes() == before
-    assert not (awaiting.outbox_dir / f"{REQ}.eml").exists()
-    bad = erasure("attest", REQ, "--reject", "because I said so", "--home", str(awaiting.root))
-    assert bad.code != 0
 
 
 # --- attacks on the envelope: each refused, the pack and the request unchanged ---------------------

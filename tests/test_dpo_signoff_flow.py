@@ -1,12 +1,14 @@
 """The DPO's sign-off inside the `erasure-request` run, on a real Prefect server with a worker (the
 console `make serve` starts): a run started by deployment, with a DPO key pinned, writes the pack and
-suspends with a form; the DPO's answer resumes it. Attested: the run completes, the request is
+suspends with a form; the DPO's answer resumes it (an unsigned reject changes nothing: it asks
+again). Attested: the run completes, the request is
 notified, the pack verifies offline with both keys. Rejected: the run ends `Rejected`, the request is
 `rejected`, nothing is sent. The form's description shows the signing request and no identifier.
 (The same form through a real browser: tests/test_ui_browser.py.)"""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
 from collections.abc import Iterable, Iterator
@@ -23,6 +25,7 @@ from service import signoff
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
 from tests.cli_fixtures import erasure
 from tests.test_deployments import Console, start_console, stop_console, wait_final
+from tests.test_dpo_signed_reject import rejection
 from tests.test_dpo_signoff import kit_verify, signer
 
 SUSPEND_TIMEOUT = 300.0
@@ -70,6 +73,22 @@ def _wait_paused(client: Any, run_id: Any) -> Any:
         time.sleep(1.0)
 
 
+def _wait_repaused(client: Any, run_id: Any, before: Any) -> Any:
+    """The run paused again, under a new pause key (it asks the DPO again)."""
+    deadline = time.monotonic() + SUSPEND_TIMEOUT
+    while True:
+        run = client.read_flow_run(run_id)
+        if run.state.is_paused() and run.state.state_details.pause_key != before.state.state_details.pause_key:
+            return run
+        assert not run.state.is_final(), (run.state.name, run.state.message)
+        assert time.monotonic() < deadline, run.state
+        time.sleep(1.0)
+
+
+def _pack_sha(h: Home, rid: str) -> str:
+    return hashlib.sha256((h.evidence_dir(rid) / "proof.tar.gz").read_bytes()).hexdigest()
+
+
 def _erase_by_deployment(request_ids: Iterable[str]) -> dict[str, Any]:
     """Start `erasure-request` by deployment for each request (the worker runs them); their run ids."""
     from prefect.client.schemas.objects import FlowRun
@@ -109,7 +128,15 @@ def test_the_run_waits_for_the_dpo_and_their_answer_finishes_it(signing_console:
         line = signer(machine, signoff.signing_request(h, "req-sign-1"))
         assert line.returncode == 0, line.stderr
         resume_flow_run(ids["req-sign-1"], run_input={"decision": "attest", "envelope": line.stdout.strip()})
-        resume_flow_run(ids["req-sign-2"], run_input={"decision": "reject", "reason": "scope_wrong"})
+        # Issue 34 finding 5: an unsigned reject (the API credential alone) changes nothing; the run asks again.
+        resume_flow_run(ids["req-sign-2"], run_input={"decision": "reject"})
+        again = _wait_repaused(client, ids["req-sign-2"], paused["req-sign-2"])
+        text = client.read_flow_run_input(
+            flow_run_id=again.id, key=keyset_from_paused_state(again.state)["description"]
+        )
+        assert "was refused, nothing changed" in text and _state(h, "req-sign-2") == "awaiting attestation"
+        signed = rejection(machine / "dpo.pem", "req-sign-2", _pack_sha(h, "req-sign-2"))
+        resume_flow_run(ids["req-sign-2"], run_input={"decision": "reject", "envelope": signed})
         done = wait_final(client, ids)
 
     attested, rejected = done["req-sign-1"].state, done["req-sign-2"].state
@@ -125,7 +152,7 @@ def test_the_run_waits_for_the_dpo_and_their_answer_finishes_it(signing_console:
 def test_the_dpo_answers_in_the_prefect_ui(signing_console: tuple[Console, Path]) -> None:
     """The real UI in chromium: the suspended run's Resume form shows the description; the envelope
     the standalone signer printed is pasted and submitted (the run completes, the pack verifies), and
-    the other run is rejected with a reason from the form (it ends Rejected)."""
+    the other run is rejected with the DPO's signed rejection pasted into the form (it ends Rejected)."""
     from playwright.sync_api import expect
     from prefect.client.orchestration import get_client
 
@@ -157,8 +184,9 @@ def test_the_dpo_answers_in_the_prefect_ui(signing_console: tuple[Console, Path]
         selects = form.locator("button.p-select-button__control")
         selects.nth(0).press(" ")  # the design system's select opens from the keyboard
         page.get_by_role("option", name="reject", exact=True).click()
-        selects.nth(1).press(" ")
-        page.get_by_role("option", name="scope_wrong", exact=True).click()
+        form.locator("textarea").first.fill(
+            rejection(machine / "dpo.pem", "req-sign-ui-2", _pack_sha(h, "req-sign-ui-2"))
+        )
         page.screenshot(path=str(SHOTS / "dpo-sign-off-reject.png"), full_page=True)
         form.get_by_role("button", name="Submit").click()
         expect(form).to_be_hidden(timeout=TIMEOUT_MS)  # the resume call takes seconds on a busy machine

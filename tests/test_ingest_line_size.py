@@ -68,8 +68,8 @@ def test_a_line_of_exactly_the_maximum_is_ingested(store_home: Home, tmp_path: P
     assert report["ingested"] == 1 and report["chunks"] > MAX_LINE_BYTES // CHUNK_CHARS
 
 
-def test_the_readme_states_the_maximum_line_size() -> None:
-    readme = (PROJECT_ROOT / "README.md").read_text()
+def test_the_docs_state_the_maximum_line_size() -> None:
+    readme = (PROJECT_ROOT / "docs" / "requests.md").read_text()
     assert f"{MAX_LINE_BYTES:,} bytes" in readme
 
 

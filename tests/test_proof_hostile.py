@@ -144,7 +144,7 @@ def genuine(tmp_path_factory: pytest.TempPathFactory) -> Genuine:
 
 def test_the_genuine_pack_verifies_in_little_memory(genuine: Genuine) -> None:
     run = run_verifier(genuine.path, genuine.keys)
-    assert (run.returncode, run.stdout) == (0, "OK\n"), run.stderr
+    assert (run.returncode, run.stdout.split(":")[0]) == (0, "OK"), run.stderr
     assert 0 < run.peak_kib < PEAK_LIMIT_KIB
 
 

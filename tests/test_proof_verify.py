@@ -193,7 +193,7 @@ def test_pack_show_command_names_no_identifier(tmp_path: Path, keys: Keys) -> No
     res = CliRunner().invoke(pack_app, ["show", str(pack), "--engine-key", str(keys.engine_pub)])
     assert res.exit_code == 0, res.output
     assert "erasedWithExceptions" in res.output and "fine_tune" in res.output and "model_trained" in res.output
-    assert "NOT checked" not in res.output and "DPO attestation: none yet" in res.output
+    assert "NOT checked" not in res.output and "DPO attestation: not signed yet" in res.output
     unchecked = CliRunner().invoke(pack_app, ["show", str(pack)])
     assert "signature NOT checked" in unchecked.output
     as_json = CliRunner().invoke(pack_app, ["show", str(pack), "--json"])

@@ -319,7 +319,8 @@ def _example(home: Home, tmp: Path, plan: list[Scenario], namesake_clear: bool) 
         elif not clear and plan[i].owner == "namesake" and namesake_clear:
             problems.append(
                 f"{rid} {plan[i]}: not all clear although the name left is a namesake's own: status "
-                f"{manifest.get('status')}, exceptions {sorted(kinds)}"
+                f"{manifest.get('status')}, exceptions {sorted(kinds)}, unscanned "
+                f"{[(u.get('reason'), u.get('folder')) for u in ver.get('unscanned_content', [])][:3]}"
             )
         elif not clear and res.code == 0 and not kinds & HONEST_KINDS:
             problems.append(

@@ -65,6 +65,7 @@ from proof.verify.errors import (
     checking,
     fail,
 )
+from proof.verify.explain import exception_line
 from proof.verify.files import open_regular
 from proof.verify.keyring import Keyring, check_validity, keys_for, parse_keyring
 from proof.verify.timestamp import check_timestamps, load_roots
@@ -109,6 +110,8 @@ class VerifyResult:
     engine_timestamp: str | None = None
     dpo_timestamp: str | None = None
     """The genTimes of the engine's and the DPO's tokens (YYYY-MM-DDTHH:MM:SS[.ffffff]Z) once verified."""
+    exceptions: tuple[str, ...] = ()
+    """The pack's open exceptions, one `tier: kind (item): sentence` each (`explain.exception_line`)."""
     previous_pack: str | None = None
     """A rerun's pack names the request's pack before it (manifest.json `previous_pack`: that pack's
     name); None for a request's first pack."""
@@ -133,7 +136,10 @@ class VerifyResult:
             notes.append(f"a rerun's pack: it follows the request's earlier pack {self.previous_pack[:16]}...")
         if self.timestamps == "not checked":
             notes.append("the RFC 3161 timestamps were NOT checked: give --tsa-root to check them")
-        return "OK" + (f" ({'; '.join(notes)})" if notes else "")
+        said = "OK" + (f" ({'; '.join(notes)})" if notes else "")
+        if self.exceptions:  # the status the signatures vouch for, and what each exception means
+            said += f": status {self.status}, {len(self.exceptions)} exception(s): " + " | ".join(self.exceptions)
+        return said
 
 
 def _run(
@@ -256,6 +262,7 @@ def _checks(
         timestamps=stamps.state,
         engine_timestamp=stamps.engine_time,
         dpo_timestamp=stamps.dpo_time,
+        exceptions=tuple(exception_line(e) for e in predicate["exceptions"]),
         previous_pack=previous,
     )
 
