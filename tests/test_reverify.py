@@ -178,7 +178,7 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     line = next(
         x.strip() for x in (out / "VERIFY.md").read_text().splitlines() if "erasure-verify.pyz" in x and "--" in x
     )
-    assert line.startswith("python erasure-verify.pyz") and line.endswith(f"--reverify {first.name}"), line
+    assert line.startswith("python3 erasure-verify.pyz") and line.endswith(f"--reverify {first.name}"), line
     shipped = subprocess.run([sys.executable, *line.split()[1:]], cwd=out, capture_output=True, text=True, check=False)
     assert shipped.returncode == 0 and "re-verification 1 at" in shipped.stdout, shipped.stdout + shipped.stderr
 
