@@ -21,8 +21,8 @@
                                     (`timestamp`); without one, tokens are NOT checked, and the result
                                     says so
 10 reverify       ReverifyError     re-verification statements given beside the pack: signed by the
-                                    engine key, naming this pack, all clear (`reverify`; run by the
-                                    command line after 1-9)
+                                    engine key, naming this pack, all clear, one chain without a gap
+                                    (`reverify`; run by the command line after 1-9)
 
 Trusted public keys come from the caller (single keys, or a keyring), never from the pack. Without a
 DPO key (`require_dpo=False`), a DPO envelope in the pack is NOT checked and the result says so.
