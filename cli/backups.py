@@ -14,6 +14,7 @@ from cli.targets import TargetsOpt, targets_for
 from erasure.backups import iso, list_backups
 from erasure.config import Home
 from erasure.engine import open_engine
+from proof.history import current_pack
 
 app = typer.Typer(
     help="Declared backups: what they still hold and until when; follow-up statements once they are gone.",
@@ -33,7 +34,7 @@ def followups(h: Home, now: datetime | None = None) -> dict[str, Any]:
         holds = open_holds(engine, h, now)
         written: list[str] = []
         for rid, mine in by_request(holds).items():
-            pack = h.evidence_dir(rid) / "proof.tar.gz"
+            pack = current_pack(h.evidence_dir(rid))
             if all(x.ended for x in mine) and pack.exists() and (h.keys_dir / "engine.pem").exists():
                 write_followup(
                     h.evidence_dir(rid),

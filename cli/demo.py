@@ -28,6 +28,7 @@ from memory.demo import build_demo, write_subjects_file
 from memory.schema import create
 from memory.subprocessor_service import start_demo_processors
 from memory.subprocessors import register_demo
+from proof.history import current_pack
 from proof.keys import generate_keypair
 from proof.pack import summary
 from service.signoff import seal
@@ -117,7 +118,7 @@ def main() -> int:
             s.stop()
 
     console.rule("5. the DPO reviews the engine-signed pack, then attests it")
-    pack = h.evidence_dir(REQUEST_ID) / "proof.tar.gz"
+    pack = current_pack(h.evidence_dir(REQUEST_ID))
     engine_pub, dpo_pub = h.keys_dir / "engine.pub.pem", h.keys_dir / "dpo.pub.pem"
     print_summary(summary(pack, engine_pub=engine_pub))
     sealed = seal(h, REQUEST_ID, h.keys_dir / "dpo.pem")

@@ -16,8 +16,9 @@ import typer
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.errors import ConfigError
-from proof.keyring import adopt, enroll, enroll_public, keyring_path, rotate
+from proof.keyring import adopt, enroll, enroll_public, keyring_path, rotate, trust_first
 from proof.keys import algorithm_of, generate_keypair, keyid, load_private_key, load_public_key
+from proof.rotation import MAX_ROTATION_BYTES, KeyNotProven, rotation_file
 from proof.tarball import write_atomic
 from proof.verify.keyring import format_time
 
@@ -151,6 +152,7 @@ def rotate_key(
         "keyring": str(r.keyring),
         "private_key": str(r.private),
         "public_key": str(r.public),
+        "rotation_statement": str(r.statement),
     }
     if json_out:
         print_json(result)
@@ -160,6 +162,7 @@ def rotate_key(
         f"  retired: {r.retired_keyid} (valid until {r.at})",
         f"  current: {r.keyid} ({r.algorithm}) in {r.private}",
         f"  keyring: {r.keyring} (give it to verifiers)",
+        f"  rotation statement: {r.statement} (send it with {r.public.name}: `erasure keys enrol` needs it)",
     ):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
@@ -170,6 +173,15 @@ def enrol_key(
     public_key: Annotated[
         Path, typer.Argument(help="The new public key (PEM), rotated on its holder's machine.", show_default=False)
     ],
+    rotation: Annotated[
+        Path | None,
+        typer.Option(
+            "--rotation",
+            help="The rotation statement `keys rotate` wrote beside the new key (default: <role>.rotation.json"
+            " beside PUBLIC_KEY).",
+            show_default=False,
+        ),
+    ] = None,
     keys_dir: Annotated[
         Path | None,
         typer.Option("--keys-dir", help="The keys folder (default: the home's keys/).", show_default=False),
@@ -177,23 +189,72 @@ def enrol_key(
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Make a public key the role's current key in the keyring, from the next whole second.
+    """Make a rotated public key the role's current key in the keyring, from the next whole second.
 
     For a key rotated elsewhere (the DPO runs `erasure keys rotate --role dpo --keys-dir DIR` on their
-    own machine and sends the new dpo.pub.pem): the previous key stays in the keyring, valid until now,
-    and <role>.pub.pem here is replaced by the new one. No private key is involved."""
+    own machine and sends the new dpo.pub.pem with dpo.rotation.json). The rotation statement must be
+    signed by the role's current key here (the hand-over) and by the new key (proof of possession):
+    anything else is refused. The previous key stays in the keyring, valid until now, and <role>.pub.pem
+    here is replaced by the new one. A first key is trusted with `erasure keys trust`."""
     where = keys_dir if keys_dir is not None else home_of(home).keys_dir
-    kid, at = enroll_public(where, role.value, public_key)
-    result = {"role": role.value, "keyid": kid, "valid_from": format_time(at), "keyring": str(keyring_path(where))}
+    statement = rotation if rotation is not None else rotation_file(public_key.parent, role.value)
+    try:
+        proof = statement.read_bytes()[: MAX_ROTATION_BYTES + 1]
+    except OSError as exc:
+        raise KeyNotProven(
+            f"no rotation statement at {statement} ({exc.strerror}): a key is enrolled only with the statement"
+            f" its holder's `erasure keys rotate` wrote, signed by the current {role.value} key and the new one"
+        ) from exc
+    kid, at = enroll_public(where, role.value, public_key, proof)
+    _enrolled(role.value, kid, format_time(at), where, json_out, "proven by the current key and the new key")
+
+
+def _enrolled(role: str, kid: str, at: str, where: Path, json_out: bool, how: str) -> None:
+    result = {"role": role, "keyid": kid, "valid_from": at, "keyring": str(keyring_path(where)), "trusted": how}
     if json_out:
         print_json(result)
         return
     console.print(
-        f"{role.value} key {kid} current from {result['valid_from']} in {result['keyring']}",
+        f"{role} key {kid} current from {at} in {result['keyring']} ({how})",
         markup=False,
         highlight=False,
         soft_wrap=True,
     )
+
+
+@app.command("trust")
+def trust_key(
+    role: Annotated[Role, typer.Option("--role", help="Whose key: the engine's or the DPO's.", show_default=False)],
+    public_key: Annotated[Path, typer.Argument(help="The public key (PEM) to trust.", show_default=False)],
+    fingerprint: Annotated[
+        str,
+        typer.Option(
+            "--fingerprint",
+            help="The key's id (sha256 of its public DER), read out by its holder (`erasure keys fingerprint`)"
+            " and compared by you, in person or by a channel you trust.",
+            show_default=False,
+        ),
+    ],
+    replace: Annotated[
+        bool,
+        typer.Option("--replace", help="Replace a current key of the role that is lost (its window closes now)."),
+    ] = False,
+    keys_dir: Annotated[
+        Path | None,
+        typer.Option("--keys-dir", help="The keys folder (default: the home's keys/).", show_default=False),
+    ] = None,
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Trust a role's FIRST key on your word: no earlier key vouches for it.
+
+    What is trusted: that PUBLIC_KEY is the key whose fingerprint you compared with its holder. Every
+    later key of the role is enrolled with `erasure keys enrol` and its rotation statement. Refused while
+    the role has a current key, unless --replace (that key is lost)."""
+    where = keys_dir if keys_dir is not None else home_of(home).keys_dir
+    kid, at = trust_first(where, role.value, public_key, fingerprint, replace=replace)
+    how = "trusted on your word: its fingerprint was compared with its holder; no earlier key vouches for it"
+    _enrolled(role.value, kid, format_time(at), where, json_out, how)
 
 
 @app.command()

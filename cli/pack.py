@@ -16,9 +16,10 @@ from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.keys import PassphraseEnvOpt, passphrase_from_env
 from erasure.errors import ConfigError
 from proof import verify as verifier
+from proof.history import current_pack
 from proof.keyring import read_beside
 from proof.keys import load_private_key, public_key_pem
-from proof.pack import PACK_NAME, attest, summary, write_pack
+from proof.pack import attest, summary, write_pack
 from proof.verify.explain import exception_line
 from proof.verify.keyring import read_keyring
 
@@ -31,7 +32,7 @@ EngineKeyOpt = Annotated[
 
 
 def _pack_file(path: Path) -> Path:
-    return path / PACK_NAME if path.is_dir() else path
+    return current_pack(path) if path.is_dir() else path
 
 
 def _read_key(path: Path, role: str) -> bytes:

@@ -18,6 +18,7 @@ from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.targets import TargetsOpt, targets_for
 from erasure import ledger
 from erasure.errors import ErasureError, VerificationFailed
+from proof.history import current_pack
 
 app = typer.Typer(
     help="Restored stores: show their erasure epochs against the ledger, replay their erasures.", no_args_is_help=True
@@ -164,7 +165,7 @@ def replay_one(h: Any, t: Any, entry: ledger.Entry, tenant: str, run_flow: Any, 
             )
         raise ReplayFailed(f"replay {rid} of {entry.request_id} did not complete: {state.message or state.name}")
     rp.finish(h, t, entry, rid, "all_clear")
-    pack = h.evidence_dir(rid) / "proof.tar.gz"
+    pack = current_pack(h.evidence_dir(rid))
     return {
         "original": entry.request_id,
         "replay": rid,

@@ -65,10 +65,19 @@ def advance(conn: apsw.Connection, request_id: str) -> int:
 
 
 def raise_to(conn: apsw.Connection, epoch: int, marker: str) -> int:
-    """Bring the epoch up to at least `epoch` (a replay that re-applied the ledger up to it)."""
+    """Bring the epoch up to at least `epoch` (a replay that re-applied the ledger up to it). The marker
+    row is written even when the store is already past `epoch` (the replay's own erasure advanced it):
+    it is what accounts for the ledger's entry in the store (`tasks.epochs`)."""
     ensure(conn)
-    if current(conn) < epoch:
-        conn.execute(
-            "INSERT OR REPLACE INTO erasure_epoch(request_id, epoch, at) VALUES (?, ?, ?)", (marker, epoch, _now())
-        )
+    conn.execute(
+        "INSERT OR REPLACE INTO erasure_epoch(request_id, epoch, at) VALUES (?, ?, ?)", (marker, epoch, _now())
+    )
     return current(conn)
+
+
+def rows(conn: apsw.Connection) -> dict[str, int]:
+    """Every row of the store's epoch table: request id (or replay marker) -> epoch."""
+    has = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'erasure_epoch'").fetchone()
+    if has is None:
+        return {}
+    return {str(r): int(str(e)) for r, e in conn.execute("SELECT request_id, epoch FROM erasure_epoch")}

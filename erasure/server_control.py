@@ -19,8 +19,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from erasure.errors import ErasureError
 HEARTBEATS = ("/api/v2/heartbeat", "/api/v1/heartbeat")
 """Chroma's heartbeat: v2 since chromadb 1.0 (1.5 answers v1 with 410 Gone), v1 before."""
 PROBE_TIMEOUT = 2.0
+HEARTBEAT_MAX_BYTES = 64 * 1024
 POLL = 0.2
 COMMAND_GRACE = 30.0
 """A command may run this long beyond the wait it belongs to before it is killed."""
@@ -118,24 +117,22 @@ def answers(url: str, timeout: float = PROBE_TIMEOUT) -> bool:
         return True
 
 
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-"""No proxy from the environment: the server whose folder we edit runs on this machine."""
-
-
 def heartbeat(url: str, timeout: float = PROBE_TIMEOUT) -> bool:
-    """Whether the server's heartbeat answers 200 (v2, then v1 where v2 is unknown)."""
+    """Whether the server's heartbeat answers 200 (v2, then v1 where v2 is unknown). Each probe ends
+    within `timeout` seconds, connect to last byte (`erasure.peer_http`: a server that drips its answer
+    cannot hold the store's lock), reads at most a few KB, follows no redirect and uses no proxy."""
+    from erasure.peer_http import PeerClient, PeerError
+
     base = url.rstrip("/")
-    for path in HEARTBEATS:
-        try:
-            with _OPENER.open(base + path, timeout=timeout) as resp:
-                if resp.status == 200:
-                    return True
-        except urllib.error.HTTPError as exc:
-            if exc.code in (404, 410):
+    with PeerClient(connect_timeout=timeout, max_bytes=HEARTBEAT_MAX_BYTES) as client:
+        for path in HEARTBEATS:
+            try:
+                answer = client.request("GET", base + path, deadline=time.monotonic() + timeout)
+            except PeerError:
+                return False
+            if answer.status_code in (404, 410):
                 continue  # this version serves the other path
-            return exc.code in (401, 403)  # up, behind its authentication
-        except (OSError, ValueError):
-            return False
+            return answer.status_code in (200, 401, 403)  # 401/403: up, behind its authentication
     return False
 
 

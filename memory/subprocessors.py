@@ -3,7 +3,7 @@
 The wire protocol is the one `memory.subprocessor_service` serves (see its docstring). A processor is a
 peer we do not trust: every request has a total deadline (`timeout`: connect to last byte, a peer
 dripping one byte at a time included), every call one more over its retries and backoff (`deadline`),
-an answer is read up to `memory.peer_http.MAX_RESPONSE_BYTES`, and the ids and times it returns are
+an answer is read up to `erasure.peer_http.MAX_RESPONSE_BYTES`, and the ids and times it returns are
 bounded before they are kept (`MAX_TICKET`, `MAX_TIME_TEXT`). Transient failures (HTTP 429, 502, 503,
 504, connection errors and timeouts) are retried with exponential backoff. No HTTP call runs inside a
 store transaction that this module opens; error messages name the processor's URL and HTTP status,
@@ -24,9 +24,9 @@ import apsw
 
 from erasure.clocks import parse_utc
 from erasure.errors import ErasureError
+from erasure.peer_http import Answer, PeerClient, PeerError, PeerUnreachable
 from erasure.sqlite import transaction
 from memory import suppression
-from memory.peer_http import Answer, PeerClient, PeerError, PeerUnreachable
 from memory.subprocessor_service import DEMO_PROCESSORS, RunningService
 
 TRANSIENT_STATUS = frozenset({429, 502, 503, 504})

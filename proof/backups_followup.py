@@ -17,6 +17,7 @@ from typing import Any
 
 from erasure.errors import InputError
 from proof.dsse import sign_envelope
+from proof.history import current_pack
 from proof.keyring import check_signing_key, read_beside
 from proof.keys import keyid, load_private_key
 from proof.verify.strict_json import utc_time
@@ -49,14 +50,14 @@ def followup_statement(
 def write_followup(
     evidence_dir: Path, engine_key_path: Path, request_id: str, backups: Sequence[dict[str, Any]], stated_at: str
 ) -> Path:
-    """Sign the follow-up statement over `evidence_dir/proof.tar.gz` with the engine key and write it
+    """Sign the follow-up statement over the request's current pack with the engine key and write it
     beside the pack. `backups`: {ref, expires_at, ended ('expired' | 'deleted' | 'rewritten')} per backup."""
     key = load_private_key(engine_key_path)
     when = utc_time(stated_at)
     if when is None:
         raise InputError(f"stated_at {stated_at!r} is not a UTC time")
     check_signing_key(read_beside(Path(engine_key_path).parent), key, "engine", when)  # never a retired key
-    pack = (evidence_dir / PACK_FILE).read_bytes()
+    pack = current_pack(evidence_dir).read_bytes()
     payload = followup_statement(pack, request_id, backups, stated_at, keyid(key))
     out = evidence_dir / FOLLOWUP_FILE
     out.write_bytes(envelope_bytes(sign_envelope(payload, key)))

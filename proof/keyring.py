@@ -13,6 +13,10 @@ signing time written to the second never falls on the wrong side of T):
    key is gone from the folder. A copy kept elsewhere stays useless: every signer checks its key
    against the keyring (`check_signing_key`) and the verifier refuses a signature made after T.
 
+With 3 goes the rotation statement (`proof.rotation`, `<role>.rotation.json`): the hand-over signed by
+the retired key and by the new one, which the other side's `keys enrol` (`enroll_public`) requires. A
+first key of a role is enrolled by `trust_first`, on the operator's word and its typed fingerprint.
+
 A crash between 3 and 4 leaves the retired key in place: signing is then refused (fail-closed) and
 `erasure keys rotate` run again completes a fresh rotation.
 """
@@ -30,7 +34,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from erasure.errors import ConfigError, Conflict, InputError
-from proof.keys import PrivateKey, PublicKey, algorithm_of, generate_keypair, keyid, load_public_key, public_key_pem
+from proof.keys import (
+    PrivateKey,
+    PublicKey,
+    algorithm_of,
+    generate_keypair,
+    keyid,
+    load_private_key,
+    load_public_key,
+    public_key_pem,
+)
+from proof.rotation import KeyNotProven, check_rotation, rotation_file, rotation_statement
 from proof.tarball import write_atomic
 from proof.verify.errors import PackError
 from proof.verify.keyring import (
@@ -63,6 +77,8 @@ class Rotation:
     keyring: Path
     private: Path
     public: Path
+    statement: Path
+    """The rotation statement (`proof.rotation`): what the other side's `keys enrol` needs."""
 
 
 def keyring_path(keys_dir: Path) -> Path:
@@ -175,14 +191,54 @@ def enroll(keys_dir: Path, role: str, public_key: PublicKey) -> datetime:
     return at
 
 
-def enroll_public(keys_dir: Path, role: str, pub_file: Path) -> tuple[str, datetime]:
-    """A key rotated on its holder's own machine (the DPO's), on the controller's side: the public key
-    in `pub_file` becomes the role's current key in the keyring of `keys_dir` from the next whole second
-    (the previous one valid until then) and the pinned `<role>.pub.pem` there. Returns (keyid, time)."""
+def current_key(keys_dir: Path, role: str) -> PublicKey | None:
+    """The role's current key on this side: the keyring's, or without a keyring the pinned `<role>.pub.pem`."""
+    ring = load(keys_dir)
+    if ring is not None:
+        entry = ring.current(role)
+        return load_public_key(entry.public_key_pem.encode("ascii")) if entry is not None else None
+    pinned = Path(keys_dir) / f"{role}.pub.pem"
+    return load_public_key(pinned) if pinned.is_file() else None
+
+
+def enroll_public(keys_dir: Path, role: str, pub_file: Path, rotation: bytes) -> tuple[str, datetime]:
+    """A key rotated on its holder's own machine (the DPO's), on the controller's side: once `rotation`
+    (`proof.rotation`) proves it, signed by the role's current key here and by the new key itself, the
+    public key in `pub_file` becomes the role's current key in the keyring of `keys_dir` from the next
+    whole second (the previous one valid until then) and the pinned `<role>.pub.pem`. `KeyNotProven`
+    otherwise. Returns (keyid, time)."""
     key = load_public_key(Path(pub_file))
+    current = current_key(keys_dir, role)
+    if current is None:
+        raise KeyNotProven(
+            f"there is no current {role} key here to vouch for key {keyid(key)[:16]}...: a first key is"
+            f" trusted explicitly with `erasure keys trust --role {role}`"
+        )
+    check_rotation(rotation, role, current, key)
+    return _pin(keys_dir, role, key)
+
+
+def _pin(keys_dir: Path, role: str, key: PublicKey) -> tuple[str, datetime]:
     at = enroll(keys_dir, role, key)
     write_atomic(Path(keys_dir) / f"{role}.pub.pem", public_key_pem(key), 0o644)
     return keyid(key), at
+
+
+def trust_first(keys_dir: Path, role: str, pub_file: Path, fingerprint: str, *, replace: bool) -> tuple[str, datetime]:
+    """The role's first key, taken on the operator's word: no earlier key vouches for it, so its
+    `fingerprint` (its keyid, compared with its holder out of band) must be typed in. Refused while the
+    role has a current key, unless `replace` (a lost key: said so, and the old key's window closes)."""
+    key = load_public_key(Path(pub_file))
+    kid = keyid(key)
+    if fingerprint.strip().lower() != kid:
+        raise KeyNotProven(f"{pub_file} is key {kid}, not the fingerprint given ({fingerprint.strip()[:64]})")
+    current = current_key(keys_dir, role)
+    if current is not None and not replace:
+        raise Conflict(
+            f"the {role} role already has a current key ({keyid(current)[:16]}...): a new one is enrolled with"
+            f" its rotation statement (`erasure keys enrol`), or, if that key is lost, trusted with --replace"
+        )
+    return _pin(keys_dir, role, key)
 
 
 def _adopted(ring: Keyring | None, role: str, pub_path: Path) -> tuple[Keyring | None, KeyEntry]:
@@ -243,13 +299,36 @@ def rotate(
         shutil.rmtree(staging, ignore_errors=True)
         new = generate_keypair(role, staging, algorithm=algorithm or old.algorithm, passphrase=passphrase)
         try:
+            retired = _private(priv, passphrase)
             at = next_whole_second()
+            statement = rotation_statement(role, retired, load_private_key(new.private, passphrase), format_time(at))
+            write_atomic(rotation_file(keys_dir, role), statement, 0o644)
             _write(keys_dir, _with(ring, role, load_public_key(new.public), at))
             os.replace(new.public, pub)
             os.replace(new.private, priv)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return Rotation(role, old.keyid, new.keyid, new.algorithm, format_time(at), keyring_path(keys_dir), priv, pub)
+    return Rotation(
+        role,
+        old.keyid,
+        new.keyid,
+        new.algorithm,
+        format_time(at),
+        keyring_path(keys_dir),
+        priv,
+        pub,
+        rotation_file(keys_dir, role),
+    )
+
+
+def _private(path: Path, passphrase: str | bytes | None) -> PrivateKey:
+    """The retired private key, to sign its hand-over: with the new key's passphrase, or none."""
+    try:
+        return load_private_key(path, passphrase)
+    except ConfigError:
+        if passphrase is None:
+            raise
+        return load_private_key(path, None)
 
 
 def check_signing_key(ring: bytes | None, key: PrivateKey | PublicKey, role: str, signing_time: datetime) -> None:

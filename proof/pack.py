@@ -27,6 +27,8 @@ from proof.attestation import render
 from proof.dsse import sign_envelope
 from proof.errors import AlreadyAttested, EvidenceInvalid, PackRejected, SameKeyRefused
 from proof.evidence import EVIDENCE_ROLES, Evidence, load_evidence, scan_identifiers
+from proof.history import PACK_NAME as PACK_NAME
+from proof.history import current_pack, next_target, sealed_again
 from proof.keyring import check_signing_key, read_beside
 from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
 from proof.statement import dpo_statement, erasure_statement, subjects
@@ -59,7 +61,6 @@ from proof.verify.wire import (
     tiers_table,
 )
 
-PACK_NAME = "proof.tar.gz"
 _CLOCK_SKEW = timedelta(minutes=5)
 """How far in the future a DPO's own clock may put their signing time."""
 MANIFEST_FORMAT = "erasure-proof-manifest/v1"
@@ -120,7 +121,12 @@ def mentions_summary(steps: Sequence[Mapping[str, Any]], exceptions: Sequence[An
 
 
 def _manifest(
-    files: Mapping[str, bytes], predicate: Mapping[str, Any], algorithm: str, audit_format: Any, timestamped: bool
+    files: Mapping[str, bytes],
+    predicate: Mapping[str, Any],
+    algorithm: str,
+    audit_format: Any,
+    timestamped: bool,
+    previous: Mapping[str, Any] | None = None,
 ) -> bytes:
     roles = {**EVIDENCE_ROLES, ATTESTATION: "attestation"}
     times: dict[str, Any] = (
@@ -140,6 +146,7 @@ def _manifest(
             {"path": name, "size": len(files[name]), "sha256": sha256_hex(files[name]), "role": roles[name]}
             for name in sorted(files)
         ],
+        **({"previous_pack": dict(previous)} if previous is not None else {}),
         "signatures": {"engine": ENGINE_ENVELOPE, "dpo": DPO_ENVELOPE},
         "versions": {
             "tool": "erasure-cascade",
@@ -160,17 +167,23 @@ def _sums(files: Mapping[str, bytes]) -> bytes:
 
 
 def seal_files(
-    evidence_files: Mapping[str, bytes], predicate: Mapping[str, Any], key: PrivateKey, *, timestamped: bool = False
+    evidence_files: Mapping[str, bytes],
+    predicate: Mapping[str, Any],
+    key: PrivateKey,
+    *,
+    timestamped: bool = False,
+    previous: Mapping[str, Any] | None = None,
 ) -> dict[str, bytes]:
     """Every file of an engine-signed pack from the evidence files and a predicate: adds the
     certificate, manifest.json, SHA256SUMS and the engine's envelope. Checks nothing. `timestamped`:
-    the manifest says the envelopes get RFC 3161 tokens (the caller adds them)."""
+    the manifest says the envelopes get RFC 3161 tokens (the caller adds them). `previous`: the pack
+    before this one (`proof.history`), named in the manifest."""
     files = dict(evidence_files)
     audit = json.loads(files[AUDIT]).get("format")
     files[ATTESTATION] = render(
         predicate, tool_version=tool_version(), timestamped=timestamped, audited=audit != AUDIT_NONE_FORMAT
     ).encode("utf-8")
-    files[MANIFEST] = _manifest(files, predicate, algorithm_of(key), audit, timestamped)
+    files[MANIFEST] = _manifest(files, predicate, algorithm_of(key), audit, timestamped, previous)
     files[SUMS] = _sums(files)
     files[ENGINE_ENVELOPE] = envelope_bytes(sign_envelope(erasure_statement(files, predicate), key))
     return files
@@ -237,7 +250,8 @@ def write_pack(
     tsa: TimestampAuthority | Literal["env"] | None = "env",
 ) -> Path:
     """Derive the status per tier, sign with the engine key, write the pack files into
-    `evidence_dir` and `proof.tar.gz` (or `out`); return the tar's path.
+    `evidence_dir` and the request's next pack (`proof.history.next_target`: `proof.tar.gz`, or beside
+    the sealed ones `proof-<n>.tar.gz`, never over them) or `out`; return the tar's path.
 
     `tsa` (default: the one `ERASURE_TSA_URL` names, if any) timestamps the engine's signature: its
     token goes beside the envelope; `TimestampFailed` if it cannot (no pack is written without it).
@@ -266,7 +280,16 @@ def write_pack(
         raise EvidenceInvalid("verification.json: verified_at is not a UTC time: pack not written")
     check_signing_key(ring, key, "engine", verified_at or datetime.now(UTC))
     authority = TimestampAuthority.from_env() if tsa == "env" else tsa
-    files = seal_files(ev.files, predicate, key, timestamped=authority is not None)
+    target, previous = (Path(out), None) if out is not None else next_target(evidence_dir)
+    if out is None:
+
+        def statement_for(prev: Mapping[str, Any] | None) -> bytes:
+            built = seal_files(ev.files, predicate, key, timestamped=authority is not None, previous=prev)
+            return erasure_statement(built, predicate)
+
+        if (standing := sealed_again(evidence_dir, target, statement_for)) is not None:
+            return standing  # an identical rerun: the sealed pack stands as it is
+    files = seal_files(ev.files, predicate, key, timestamped=authority is not None, previous=previous)
     scan_identifiers({**files, "(signed statement)": erasure_statement(files, predicate)}, forbidden)
     if authority is not None:
         files[ENGINE_TSR] = _kept_token(evidence_dir, ENGINE_TSR, files[ENGINE_ENVELOPE]) or authority.timestamp(
@@ -287,7 +310,6 @@ def write_pack(
             write_atomic(evidence_dir / name, files[name])
         else:
             (evidence_dir / name).unlink(missing_ok=True)
-    target = Path(out) if out is not None else evidence_dir / PACK_NAME
     write_atomic(target, tar)
     return target
 
@@ -521,7 +543,7 @@ def summary(
     keys) both signatures are checked against it: each key as of its statement's signing time."""
     pack_path = Path(pack_path)
     if pack_path.is_dir():
-        pack_path = pack_path / PACK_NAME
+        pack_path = current_pack(pack_path)
     if dpo_pub is not None and engine_pub is None:
         raise InputError("the DPO's attestation is checked with the engine's key too: give both")
     if keyring is not None and engine_pub is not None:

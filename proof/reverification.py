@@ -4,12 +4,15 @@ and written beside its pack as `reverify-<n>.intoto.json`; the pack itself is ne
 A DSSE envelope over an in-toto Statement v1 whose one subject is the pack's name (the sha256 of the
 engine's signed statement, `VerifyResult.pack_name`: it does not change with the container or the DPO's
 attestation) and whose predicate (`REVERIFY_PREDICATE`) says when the probes ran again, whether all
-was clear, the residue per tier, and which scanned files changed since the pack's scan manifest. Ids,
+was clear, the residue per tier, and which scanned files changed since the pack's scan manifest.
+The statements are a chain: each names the one before (`previous`: the sha256 of its file, or the
+pack's name for the first), so leaving one out (a statement that found the subject again) is seen. Ids,
 counts, times, digests and keyed path hashes only. The verifier checks it (`proof/verify/reverify.py`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,11 +31,12 @@ from proof.verify.wire import (
 )
 
 
-def statement_files(evidence_dir: Path) -> list[tuple[int, Path]]:
-    """The re-verification statements beside a pack, (n, path) in order."""
+def statement_files(evidence_dir: Path, prefix: str = "") -> list[tuple[int, Path]]:
+    """The re-verification statements of one pack (`prefix`: `proof.history.statement_prefix`), (n, path)
+    in order."""
     found = []
     for p in evidence_dir.iterdir() if evidence_dir.is_dir() else ():
-        m = REVERIFY_FILE.fullmatch(p.name)
+        m = REVERIFY_FILE.fullmatch(p.name[len(prefix) :]) if p.name.startswith(prefix) else None
         if m and p.is_file():
             found.append((int(m.group(1)), p))
     return sorted(found)
@@ -51,17 +55,25 @@ def reverification_statement(pack_name: str, predicate: Mapping[str, Any]) -> by
 
 
 def write_reverification(
-    evidence_dir: Path, engine_key_path: Path, predicate: Mapping[str, Any], forbidden: Sequence[str]
+    evidence_dir: Path,
+    engine_key_path: Path,
+    predicate: Mapping[str, Any],
+    forbidden: Sequence[str],
+    prefix: str = "",
 ) -> Path:
     """Sign the next `reverify-<n>.intoto.json` beside the pack (n = one more than the last; the
-    predicate's `sequence` and `engine_keyid` are set here). `forbidden`: the subject's identifiers, in
-    memory only; a statement that would hold one is refused (`IdentifierInPack`) before it is written."""
+    predicate's `sequence`, `previous` and `engine_keyid` are set here: `previous` chains it to the
+    statement before, the sha256 of that file's bytes, or for the first one to the pack's name).
+    `forbidden`: the subject's identifiers, in memory only; a statement that would hold one is refused
+    (`IdentifierInPack`) before it is written."""
     key = load_private_key(engine_key_path)
-    n = (statement_files(evidence_dir)[-1][0] if statement_files(evidence_dir) else 0) + 1
-    pred = {**predicate, "sequence": n, "engine_keyid": keyid(key)}
+    before = statement_files(evidence_dir, prefix)
+    n = (before[-1][0] if before else 0) + 1
+    previous = hashlib.sha256(before[-1][1].read_bytes()).hexdigest() if before else str(predicate["pack_name"])
+    pred = {**predicate, "sequence": n, "previous": previous, "engine_keyid": keyid(key)}
     payload = reverification_statement(str(pred["pack_name"]), pred)
     data = envelope_bytes(sign_envelope(payload, key))
     scan_identifiers({"re-verification statement": payload}, forbidden)
-    out = evidence_dir / f"reverify-{n}.intoto.json"
+    out = evidence_dir / f"{prefix}reverify-{n}.intoto.json"
     write_atomic(out, data, replace=False)  # a concurrent re-verification never overwrites this one
     return out

@@ -4,6 +4,9 @@ When `ERASURE_TSA_URL` is set, `write_pack` and `attest` ask that TSA for a toke
 signature bytes of the envelope they just signed and store the TimeStampResp, as the TSA sent it, in
 the pack (signatures/engine.tsr, signatures/dpo.tsr). `ERASURE_TSA_ROOT` (a PEM file) pins the TSA's
 root for the writer's own check of the pack; the regulator pins it again with `--tsa-root`.
+`ERASURE_TSA_TIMEOUT` (seconds, default 30) bounds the whole exchange, connect to last byte; the
+reply is read as it streams in, at most `MAX_REPLY_BYTES`. An erasure asks the TSA only after it
+released the store's lock (`service.cascade.erase_window`).
 
 The request (RFC 3161 2.4.1) is DER written here: version 1, messageImprint (SHA-256), a random
 64-bit nonce, certReq true (the token carries the TSA's certificate, so it verifies offline). The
@@ -15,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +29,8 @@ from proof.verify.timestamp import SHA256, check_token, load_roots, parse_respon
 
 TSA_URL_ENV = "ERASURE_TSA_URL"
 TSA_ROOT_ENV = "ERASURE_TSA_ROOT"
+TSA_TIMEOUT_ENV = "ERASURE_TSA_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0
 QUERY_TYPE, REPLY_TYPE = "application/timestamp-query", "application/timestamp-reply"
 MAX_REPLY_BYTES = 64 * 1024
 
@@ -60,7 +66,8 @@ class TimestampAuthority:
 
     url: str
     root: bytes | None = None
-    timeout: float = 30.0
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds the whole exchange may take, connect to last byte."""
 
     @classmethod
     def from_env(cls) -> TimestampAuthority | None:
@@ -73,32 +80,47 @@ class TimestampAuthority:
             root = Path(root_path).read_bytes() if root_path else None
         except OSError as exc:
             raise ConfigError(f"{TSA_ROOT_ENV}={root_path}: {exc.strerror}") from exc
-        return cls(url, root)
+        raw = os.environ.get(TSA_TIMEOUT_ENV, "").strip()
+        try:
+            timeout = float(raw) if raw else DEFAULT_TIMEOUT
+        except ValueError:
+            timeout = -1.0
+        if not 0 < timeout <= 600:
+            raise ConfigError(f"{TSA_TIMEOUT_ENV}={raw}: seconds the TSA exchange may take, more than 0, at most 600")
+        return cls(url, root, timeout)
 
     def timestamp(self, signature: bytes) -> bytes:
         """A TimeStampResp over sha256(`signature`), checked: granted, our imprint and nonce, and (with
-        `root`) the whole token as the offline verifier checks it."""
-        import httpx  # here, not at the top: commands that never timestamp stay light (tests/test_cli_lazy.py)
+        `root`) the whole token as the offline verifier checks it. The whole exchange, connect to last
+        byte, ends within `timeout` seconds (a TSA dripping one byte a second included), and a reply
+        larger than `MAX_REPLY_BYTES` is refused as it streams in, never read whole."""
+        from erasure.peer_http import PeerClient, PeerError, PeerTooLarge  # lazy: tests/test_cli_lazy.py
 
         digest = hashlib.sha256(signature).digest()
         nonce = secrets.randbits(63) | 1
+        query = timestamp_request(digest, nonce)
         try:
-            reply = httpx.post(
-                self.url,
-                content=timestamp_request(digest, nonce),
-                headers={"Content-Type": QUERY_TYPE, "Accept": REPLY_TYPE},
-                timeout=self.timeout,
-            )
-        except httpx.HTTPError as exc:
-            raise TimestampFailed(f"the timestamp authority at {self.url} cannot be reached: {exc}") from exc
-        if reply.status_code != 200 or reply.headers.get("Content-Type", "").split(";")[0].strip() != REPLY_TYPE:
+            with PeerClient(connect_timeout=min(5.0, self.timeout), max_bytes=MAX_REPLY_BYTES) as client:
+                reply = client.request(
+                    "POST",
+                    self.url,
+                    raw=(QUERY_TYPE, query),
+                    accept=REPLY_TYPE,
+                    deadline=time.monotonic() + self.timeout,
+                )
+        except PeerTooLarge as exc:
+            raise TimestampFailed(f"the timestamp reply is larger than {MAX_REPLY_BYTES} bytes: refused") from exc
+        except PeerError as exc:
+            raise TimestampFailed(
+                f"the timestamp authority at {self.url} cannot be reached or did not answer"
+                f" within {self.timeout:g} s: {exc}"
+            ) from exc
+        if reply.status_code != 200 or reply.content_type.split(";")[0].strip() != REPLY_TYPE:
             raise TimestampFailed(
                 f"the timestamp authority at {self.url} answered HTTP {reply.status_code}"
-                f" ({reply.headers.get('Content-Type', 'no content type')}), not a timestamp reply"
+                f" ({reply.content_type or 'no content type'}), not a timestamp reply"
             )
         data = reply.content
-        if len(data) > MAX_REPLY_BYTES:
-            raise TimestampFailed(f"the timestamp reply is larger than {MAX_REPLY_BYTES} bytes")
         try:
             token = parse_response(data)
         except (ValueError, IndexError) as exc:  # der.DerError, or a part missing

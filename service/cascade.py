@@ -16,7 +16,8 @@ code (the CLI).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from typing import TypeVar
 
 from erasure import requests
@@ -95,8 +96,7 @@ def run_requests(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
         record(h, results)
         windows = [[rid] for rid in go] if scope_of(h).per_subject else [go]
         for window in (w for w in windows if w):
-            with stages.writer(), store_lock(h):
-                results |= erase_window(h, window, stages)
+            results |= erase_window(h, window, stages, lock=lambda: _store_held(h, stages))
     return {rid: results[rid] for rid in request_ids}
 
 
@@ -111,10 +111,21 @@ def _before_the_cascade(rid: str, pf: Preflight | Failure, results: dict[str, Re
     return pf.action is Action.run if isinstance(pf, Preflight) else False
 
 
-def erase_window(h: Home, request_ids: list[str], stages: Stages) -> dict[str, Result]:
-    """Fingerprint, footprints, the nine steps, one scrub, every other target, verification and packs,
-    for requests that passed their preflight, under the store's lock (the caller's). A request leaves
-    the window at its first stage that does not finish (recorded); the others go on."""
+@contextlib.contextmanager
+def _store_held(h: Home, stages: Stages) -> Iterator[None]:
+    """The store's writer slot and its lock, together."""
+    with stages.writer(), store_lock(h):
+        yield
+
+
+def erase_window(
+    h: Home, request_ids: list[str], stages: Stages, lock: Callable[[], AbstractContextManager[object]] | None = None
+) -> dict[str, Result]:
+    """Fingerprint, footprints, the nine steps, one scrub, every other target and verification, for
+    requests that passed their preflight, under `lock()` (the store's writer slot and lock; without
+    one, the caller holds them); then the packs, with the store released: a pack may wait on a
+    timestamp authority, and no erasure of the store waits on that. A request leaves the window at its
+    first stage that does not finish (recorded); the others go on."""
     results: dict[str, Result] = {}
     active = list(request_ids)
     exceptions: set[str] = set()
@@ -143,34 +154,39 @@ def erase_window(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
 
     record(h, {}, also=request_ids)
     try:
-        whole(stages.fingerprint, "fingerprint")
-        scope = scope_of(h)
-        if active and scope.reference:
-            with runner.shared_mentions(active, h):  # the store's texts read once for every step of every request
-                drop(stages.footprint(active), "footprint")
-                for tier in CASCADE_ORDER:
-                    if not active:
-                        break
-                    got = stages.step(tier.value, active)
-                    exceptions |= {
-                        rid for rid, r in got.items() if isinstance(r, StepRecord) and r.status is StepStatus.exception
-                    }
-                    drop(got, f"step {tier.value}")
-            if active:
-                whole(stages.scrub, "byte hygiene")
-        for target in scope.others:
-            if not active:
-                break
-            erased = stages.target(target.name, active)
-            exceptions |= {rid for rid, r in erased.items() if not isinstance(r, Failure) and r["mentions"]}
-            drop(erased, f"target {target.name}")
-        verdicts = whole(stages.verify, "verification") or {}
-        verified = [rid for rid in active if not isinstance(verdicts.get(rid), Failure)]
-        packs = stages.packs(verified) if verified else {}
+        with lock() if lock is not None else contextlib.nullcontext():
+            whole(stages.fingerprint, "fingerprint")
+            scope = scope_of(h)
+            if active and scope.reference:
+                with runner.shared_mentions(active, h):  # the store's texts read once for every step of every request
+                    drop(stages.footprint(active), "footprint")
+                    for tier in CASCADE_ORDER:
+                        if not active:
+                            break
+                        got = stages.step(tier.value, active)
+                        exceptions |= {
+                            rid
+                            for rid, r in got.items()
+                            if isinstance(r, StepRecord) and r.status is StepStatus.exception
+                        }
+                        drop(got, f"step {tier.value}")
+                if active:
+                    whole(stages.scrub, "byte hygiene")
+            for target in scope.others:
+                if not active:
+                    break
+                erased = stages.target(target.name, active)
+                exceptions |= {rid for rid, r in erased.items() if not isinstance(r, Failure) and r["mentions"]}
+                drop(erased, f"target {target.name}")
+            verdicts = whole(stages.verify, "verification") or {}
+            verified = [rid for rid in active if not isinstance(verdicts.get(rid), Failure)]
+            for rid in verified:  # the ledger of erasures (issue 26) reads the store's epochs: under its lock
+                v = verdicts[rid]
+                if not isinstance(v, Failure) and judge(v)[0] is Outcome.all_clear:
+                    epochs.record_completed(rid, h)
+        packs = stages.packs(verified) if verified else {}  # the store released: a TSA may be slow
         for rid in active:
             results[rid] = _judged(verdicts.get(rid, Failure("no verdict")), packs.get(rid), rid in exceptions)
-            if results[rid].outcome is Outcome.all_clear:
-                epochs.record_completed(rid, h)  # hook (issue 26): the ledger of erasures
     except Exception as exc:
         # Never leave a request `running`: the SLA monitor shows the recorded state.
         for rid in request_ids:

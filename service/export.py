@@ -15,9 +15,11 @@ from erasure.errors import ConfigError, Conflict, InputError, RequestBlocked
 from erasure.models import REQUEST_ID_MAX_CHARS
 from proof.errors import PackRejected
 from proof.evidence import REQUEST_ID
+from proof.history import packs, statement_prefix
 from proof.keyring import read_beside
 from proof.keys import keyid, load_public_key
-from proof.pack import PACK_NAME, summary
+from proof.pack import summary
+from proof.reverification import statement_files
 from proof.tsa import TSA_ROOT_ENV
 from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
 from proof.verify import PackError, printable, verify_bytes
@@ -161,10 +163,11 @@ def export_files(
     except PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
     # Re-verifications signed since the pack (issue 27): they go along, and VERIFY.md checks them.
-    statements = sorted(
-        pack.parent.glob("reverify-*.intoto.json"), key=lambda p: int(p.name.split("-")[1].split(".")[0])
-    )
-    name = f"{request_id}-{PACK_NAME}"
+    statements = [p for _n, p in statement_files(pack.parent, statement_prefix(pack))]
+    # The whole history goes along (issue 34): every earlier pack and every pack's statements.
+    history = {f"{request_id}-{p.name}": p.read_bytes() for _n, p in packs(pack.parent) if p != pack}
+    chains = sorted(p for p in pack.parent.glob("*reverify-*.intoto.json") if p.is_file() and not p.is_symlink())
+    name = f"{request_id}-{pack.name}"
     note = verify_md(
         **_keyring_slots(ring),
         request_id=request_id,
@@ -188,7 +191,8 @@ def export_files(
         **({"audit.pub.pem": audit_pub} if audit_pub else {}),
         **({KEYRING_FILE: ring} if ring is not None else {}),
         **({"tsa-root.pem": tsa_pem} if tsa_pem else {}),
-        **{p.name: p.read_bytes() for p in statements},
+        **history,
+        **{p.name: p.read_bytes() for p in chains},
         "VERIFY.md": note.encode("utf-8"),
         VERIFIER_ZIPAPP: verifier_zipapp(),
     }

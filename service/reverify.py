@@ -33,8 +33,8 @@ from erasure.states import RequestState
 from erasure.subject import Subject
 from probes import manifest
 from proof import verify
+from proof.history import current_pack, statement_prefix
 from proof.keys import load_private_key, public_key_pem
-from proof.pack import PACK_NAME
 from proof.reverification import statement_files, write_reverification
 from service.common import checked_request_id, request_lock, store_lock
 from service.verification import duty_records, probe_subjects, take_all
@@ -67,7 +67,7 @@ def check_reverifiable(h: Home, request_id: str) -> Subject:
                 f"request {request_id} is {row.state.value!r}: only a sealed request is re-verified"
                 " (after the DPO attested its pack)"
             )
-        if not (h.evidence_dir(request_id) / PACK_NAME).is_file():
+        if not current_pack(h.evidence_dir(request_id)).is_file():
             raise NotFound(f"request {request_id} has no proof pack in its evidence folder: nothing to re-verify")
         try:
             return requests.load_envelope(engine, request_id).subject
@@ -85,7 +85,7 @@ def _pack_facts(h: Home, request_id: str) -> tuple[str, dict[str, Any]]:
     """The pack's name (checked against the engine's key: this is our pack, whole) and the
     `verification.json` it holds."""
     pub = public_key_pem(load_private_key(h.keys_dir / "engine.pem").public_key())
-    pack = h.evidence_dir(request_id) / PACK_NAME
+    pack = current_pack(h.evidence_dir(request_id))
     try:
         result = verify.verify_pack(pack, pub, None, require_dpo=False)
         _top, files = verify.extract(verify.read_pack(pack))
@@ -165,10 +165,13 @@ def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
             "sha256": hashlib.sha256(scanned_bytes).hexdigest(),
         },
     }
-    path = write_reverification(h.evidence_dir(request_id), h.keys_dir / "engine.pem", predicate, subject.identifiers())
-    n = int(path.name.split("-")[1].split(".")[0])
+    prefix = _prefix(h, request_id)
+    path = write_reverification(
+        h.evidence_dir(request_id), h.keys_dir / "engine.pem", predicate, subject.identifiers(), prefix
+    )
+    n = int(path.name.removeprefix(prefix).split("-")[1].split(".")[0])
     # This scan's whole manifest, named by the signed statement's digest: what the next comparison needs.
-    (path.parent / f"reverify-{n}.{manifest.FILE}").write_bytes(scanned_bytes)
+    (path.parent / f"{prefix}reverify-{n}.{manifest.FILE}").write_bytes(scanned_bytes)
     engine = open_engine(h.engine_db)
     try:
         if predicate["all_clear"]:
@@ -200,7 +203,7 @@ def last_checked(h: Home, request_id: str) -> datetime | None:
         times.append(str(doc["verified_at"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    for _n, p in statement_files(h.evidence_dir(request_id)):
+    for _n, p in statement_files(h.evidence_dir(request_id), _prefix(h, request_id)):
         try:
             env = json.loads(p.read_bytes())
             times.append(str(json.loads(base64.b64decode(env["payload"]))["predicate"]["reverified_at"]))
@@ -236,5 +239,10 @@ def due_requests(h: Home, days: int = DEFAULT_DAYS, *, now: datetime | None = No
 
 
 def statements_of(h: Home, request_id: str) -> list[Path]:
-    """The request's re-verification statements, in order."""
-    return [p for _n, p in statement_files(h.evidence_dir(request_id))]
+    """The re-verification statements of the request's current pack, in order."""
+    return [p for _n, p in statement_files(h.evidence_dir(request_id), _prefix(h, request_id))]
+
+
+def _prefix(h: Home, request_id: str) -> str:
+    """The prefix of the current pack's statements (`proof.history`: each pack has its own chain)."""
+    return statement_prefix(current_pack(h.evidence_dir(request_id)))

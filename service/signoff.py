@@ -19,16 +19,17 @@ from erasure.files import private_dirs
 from erasure.sqlite import transaction
 from erasure.states import RequestState
 from proof.errors import PackRejected
+from proof.history import current_pack
 from proof.keyring import read_beside
 from proof.keys import keyid, load_private_key, load_public_key, public_key_pem
-from proof.pack import PACK_NAME, attach_attestation, signing_request_of, summary
+from proof.pack import attach_attestation, signing_request_of, summary
 from proof.pack import attest as sign_attestation
 from proof.tarball import write_atomic
 from service import dpo_answers
 
 
 def pack_path(h: Home, request_id: str) -> Path:
-    p = h.evidence_dir(request_id) / PACK_NAME
+    p = current_pack(h.evidence_dir(request_id))
     if not p.exists():
         raise NotFound(f"no proof pack for {request_id} at {p}: run `erasure request run {request_id}` first")
     return p

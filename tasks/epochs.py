@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from erasure import epoch, ledger, requests
+from erasure import epoch, ledger, ledger_seal, requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError, RequestBlocked
@@ -175,6 +175,7 @@ def record_completed(request_id: str, home: Home) -> list[int]:
     book = ledger.open_ledger(home)
     engine = open_engine(home.engine_db)
     try:
+        ledger_seal.check(book, key, home)  # never extend a ledger that was changed behind our back
         if ledger.is_replay(book, request_id):
             return []
         row = requests.get(engine, request_id)
@@ -197,6 +198,7 @@ def record_completed(request_id: str, home: Home) -> list[int]:
                     sticky=_sticky(home, target, request_id),
                 )
             )
+        ledger_seal.seal(book, key, home)
         return seqs
     finally:
         engine.close()
@@ -236,6 +238,7 @@ def epochs(home: Home, targets: Targets | None = None) -> list[TargetEpoch]:
         return [TargetEpoch(t.name, t.kind, 0, 0, ()) for t in targets.targets]
     book = ledger.open_ledger(home)
     try:
+        ledger_seal.check(book, ledger.ledger_key(home), home)  # a ledger changed behind our back is trusted by nothing
         out = []
         for t in targets.targets:
             try:
@@ -244,11 +247,36 @@ def epochs(home: Home, targets: Targets | None = None) -> list[TargetEpoch]:
                 now = target_epoch(t, home)
             except ErasureError:
                 continue  # an unusable target (unknown kind, bad keys): listed with its error elsewhere
+            now = _accounted(t, home, book, now)
             pending = tuple(e.request_id for e in ledger.entries(book, t.name, after_epoch=now))
             out.append(TargetEpoch(t.name, t.kind, now, ledger.last_epoch(book, t.name), pending))
         return out
     finally:
         book.close()
+
+
+def _accounted(target: Target, home: Home, book: apsw.Connection, now: int) -> int:
+    """The store's epoch as far as its own rows account for the ledger's erasures: each entry up to `now`
+    needs its request's row at its epoch, or the marker of its replay. An epoch raised by hand (an
+    edited or inserted row of a restored store) accounts for nothing: the store counts as restored from
+    the first entry it cannot show. (A kind that keeps its epoch itself, PostgreSQL, is taken at its word.)"""
+    if _keeper(target) is not None:
+        return now
+    path = epoch_db(target, home)
+    if not path.exists():
+        return now
+    conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    conn.setbusytimeout(30_000)
+    try:
+        held = epoch.rows(conn)
+    finally:
+        conn.close()
+    for e in ledger.entries(book, target.name):
+        if e.epoch > now:
+            break
+        if held.get(e.request_id) != e.epoch and f"replay:{target.name}:{e.seq}" not in held:
+            return e.epoch - 1
+    return now
 
 
 def refuse_if_restored(

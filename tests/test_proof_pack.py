@@ -233,10 +233,15 @@ def test_rewrite_keeps_a_still_valid_attestation_and_drops_a_stale_one(tmp_path:
     (ev / "subprocessor-receipts.jsonl").write_bytes(
         (ev / "subprocessor-receipts.jsonl").read_bytes() + json.dumps(late).encode() + b"\n"
     )
-    write_pack(ev, keys.engine)
+    newer = write_pack(ev, keys.engine)
     assert not (ev / "signatures/dpo.intoto.json").exists()
-    assert "signatures/dpo.intoto.json" not in read_members(pack)[1]
-    verify.verify_pack(pack, keys.engine_pem, None, require_dpo=False)
+    # the sealed pack is never rewritten (issue 34): the new evidence goes into the next pack, beside it
+    assert newer == ev / "proof-2.tar.gz" and pack.read_bytes() == attested
+    assert "signatures/dpo.intoto.json" not in read_members(newer)[1]
+    result = verify.verify_pack(newer, keys.engine_pem, None, require_dpo=False)
+    assert result.previous_pack == verify.verify_pack(pack, keys.engine_pem, keys.dpo_pem).pack_name
+    assert write_pack(ev, keys.engine) == newer  # a draft awaiting attestation is replaced by its own rerun
+    assert sorted(p.name for p in ev.glob("proof*.tar.gz")) == ["proof-2.tar.gz", "proof.tar.gz"]
 
 
 def test_out_path_and_evidence_dir_are_independent(tmp_path: Path, keys: Keys) -> None:

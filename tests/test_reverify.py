@@ -178,7 +178,7 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     line = next(
         x.strip() for x in (out / "VERIFY.md").read_text().splitlines() if "erasure-verify.pyz" in x and "--" in x
     )
-    assert line.startswith("python erasure-verify.pyz") and line.endswith(f"--reverify {first.name}"), line
+    assert line.startswith("python3 erasure-verify.pyz") and line.endswith(f"--reverify {first.name}"), line
     shipped = subprocess.run([sys.executable, *line.split()[1:]], cwd=out, capture_output=True, text=True, check=False)
     assert shipped.returncode == 0 and "re-verification 1 at" in shipped.stdout, shipped.stdout + shipped.stderr
 
@@ -247,6 +247,10 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     again = erasure("request", "run", RID, "--home", h, "--json")
     assert again.code == 0, again.out[-2000:] + again.err[-2000:]
     assert _state(home, RID) == "awaiting attestation"
+    with smtp_sink(monkeypatch):
+        _a_reopened_requests_rerun_leaves_the_first_pack_beside_the_new_one(
+            home, tmp_path, pack, pack_bytes, first, second
+        )
 
     # The other request's vault entry is gone: nothing to probe with, said plainly, nothing written.
     engine = open_engine(home.engine_db)
@@ -268,3 +272,42 @@ def test_the_reverify_due_deployment_runs_daily_with_a_30_day_default() -> None:
     assert due["parameters"] == {"days": 30}
     assert [s.get("interval") for s in due["schedules"]] == [86400]
     assert deps["reverification"]["entrypoint"] == "flows.reverification:reverification"
+
+
+def _a_reopened_requests_rerun_leaves_the_first_pack_beside_the_new_one(
+    home: Home, tmp_path: Path, pack: Path, pack_bytes: bytes, first: Path, second: Path
+) -> None:
+    """Evidence is append-only (issue 34, finding 11): the rerun of the reopened request wrote its pack
+    beside the sealed one, which stays byte for byte with its statements; the new pack names it, is
+    signed off and re-verified in a chain of its own, and the export ships the whole history."""
+    h = str(home.root)
+    newer = home.evidence_dir(RID) / "proof-2.tar.gz"
+    assert pack.read_bytes() == pack_bytes and newer.is_file()
+    earlier = _verify(pack, home, first)
+    assert earlier.returncode == 0, earlier.stdout  # the first pack still verifies as the regulator holds it
+    shown = subprocess.run(
+        [sys.executable, "-m", "proof.verify", str(newer), "--engine-key", str(home.keys_dir / "engine.pub.pem"),
+         "--no-dpo", "--no-audit-key", "--json"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stdout
+    first_name = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "proof.verify", str(pack), "--engine-key", str(home.keys_dir / "engine.pub.pem"),
+             "--no-dpo", "--no-audit-key", "--json"],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, check=False,
+        ).stdout
+    )["pack_name"]  # fmt: skip
+    assert json.loads(shown.stdout)["previous_pack"] == first_name
+    assert erasure("attest", RID, "--dpo-key", str(home.keys_dir / "dpo.pem"), "--yes", "--home", h).code == 0
+    assert pack.read_bytes() == pack_bytes
+    clean = erasure("request", "reverify", RID, "--home", h, "--json")
+    assert clean.code in (0, 7), clean.out[-2000:] + clean.err[-2000:]
+    own = home.evidence_dir(RID) / "proof-2.reverify-1.intoto.json"
+    assert json.loads(clean.out)["statement"] == own.name and json.loads(clean.out)["sequence"] == 1
+    out = tmp_path / "export-history"
+    assert erasure("export", RID, "--to", str(out), "--home", h).code == 0
+    assert (out / f"{RID}-proof.tar.gz").read_bytes() == pack_bytes
+    assert (out / f"{RID}-proof-2.tar.gz").read_bytes() == newer.read_bytes()
+    for statement in (first, second, own):
+        assert (out / statement.name).read_bytes() == statement.read_bytes()

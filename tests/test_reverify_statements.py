@@ -135,3 +135,55 @@ def test_a_statement_that_would_name_the_subject_is_never_written(packed: tuple[
     with pytest.raises(IdentifierInPack):
         _sign(home, name, changed_files={"compared": False, "reason": f"note about {SUBJECT.email}"})
     assert not list(home.evidence_dir(REQ).glob("reverify-*"))
+
+
+# --- the chain (issue 34, finding 10) -------------------------------------------------------------
+
+
+def test_leaving_out_the_statement_that_found_the_subject_again_is_refused(packed: tuple[Home, Path, str]) -> None:
+    """Pack + statements 1 and 3, while statement 2 found the subject again: a gap, refused."""
+    home, pack, name = packed
+    first = _sign(home, name)
+    _found = _sign(home, name, all_clear=False, residue={"episodic": 2}, residue_tiers=["episodic"])
+    third = _sign(home, name)
+    got = _verify(home, pack, "--reverify", str(first), str(third))
+    assert got.returncode == 1 and got.stdout.count("\n") == 1, got.stdout
+    assert got.stdout.startswith("FAIL: reverify: the chain of re-verifications has a gap: statement 2 is missing")
+
+
+def test_a_chain_given_without_its_first_statement_is_refused(packed: tuple[Home, Path, str]) -> None:
+    home, pack, name = packed
+    _sign(home, name)
+    second = _sign(home, name)
+    got = _verify(home, pack, "--reverify", str(second))
+    assert got.returncode == 1 and "statement 1 is missing" in got.stdout
+
+
+def test_a_statement_swapped_for_another_signed_one_breaks_the_chain(
+    packed: tuple[Home, Path, str], tmp_path: Path
+) -> None:
+    """Statement 2 found the subject; a second, clean statement 2 is signed in a copy of the folder (the
+    engine key's holder re-running a re-verification until it comes out clear): it names the same
+    statement 1, but statement 3 names the real statement 2, so the swap is seen."""
+    home, pack, name = packed
+    first = _sign(home, name)
+    found = _sign(home, name, all_clear=False, residue={"episodic": 2}, residue_tiers=["episodic"])
+    third = _sign(home, name)
+    aside = third.rename(tmp_path / third.name)
+    found.unlink()  # a clean one in its place
+    clean_second = _sign(home, name)
+    assert clean_second.name == found.name
+    got = _verify(home, pack, "--reverify", str(first), str(clean_second), str(aside))
+    assert got.returncode == 1 and "re-verification 3 does not name the statement before it" in got.stdout
+
+
+def test_the_verifier_reports_the_chain_length_and_its_latest_statement(packed: tuple[Home, Path, str]) -> None:
+    home, pack, name = packed
+    paths = [str(_sign(home, name, reverified_at=f"2026-12-0{i}T00:00:00Z")) for i in (1, 2, 3)]
+    got = _verify(home, pack, "--reverify", *reversed(paths))  # any order on the command line
+    assert got.returncode == 0, got.stdout
+    assert (
+        got.stdout.startswith("OK (") and "re-verification chain of 3, latest 3 at 2026-12-03T00:00:00Z" in got.stdout
+    )
+    js = json.loads(_verify(home, pack, "--json", "--reverify", *paths).stdout)
+    assert js["reverification_chain"] == {"length": 3, "latest": 3, "latest_at": "2026-12-03T00:00:00Z"}

@@ -61,7 +61,7 @@ def test_export_ships_the_tsa_root_and_the_verifier_line_checks_the_tokens(
     note = (out / "VERIFY.md").read_text()
     assert "--tsa-root tsa-root.pem" in note and "openssl ts -verify -in" in note
     assert "Times: RFC 3161 timestamps from the TSA" in note
-    step = re.search(r"^ +(python erasure-verify\.pyz .*)$", note, re.M)
+    step = re.search(r"^ +(python3 erasure-verify\.pyz .*)$", note, re.M)
     assert step is not None
     run = subprocess.run(
         [sys.executable, "-I", *step.group(1).split()[1:], "--json"],

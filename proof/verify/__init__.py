@@ -15,6 +15,8 @@ Modules, in the order a pack meets them:
     wire         the wire format, defined once (the writer imports it too): names, canonical JSON,
                  DSSE PAE, key ids, audit hashes, Merkle leaf and node, the status rules
     errors       the one error hierarchy (`PackError`, one subclass per check) and its safety net
+    files        every file read, given or beside the pack: regular files only (no link, FIFO or
+                 device), sizes checked before reading, under one memory ceiling
     strict_json  JSON as every check reads it
     verifier     the checks 0-8 in order (their list is at its top), `verify_pack`
     archive      check 1: one gzip member, one ustar stream, exactly the manifest's files

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from proof.verify.errors import ArchiveError, checking, fail
+from proof.verify.files import open_regular
 from proof.verify.strict_json import json_object, parse_json
 from proof.verify.wire import (
     DPO_ENVELOPE,
@@ -485,7 +486,7 @@ def read_pack(pack_path: str | Path) -> bytes:
     """The bytes of a pack file (at most `MAX_PACK_BYTES`); `ArchiveError` if it cannot be read or is
     no gzip file at all (checked on its first bytes, so a device of endless bytes is refused at once)."""
     try:
-        with open(pack_path, "rb") as fh:
+        with open_regular(pack_path, MAX_PACK_BYTES, "the pack", ArchiveError) as fh:
             head = fh.read(2)
             if head != b"\x1f\x8b":
                 fail(ArchiveError, "not a readable tar.gz: not a gzip file")

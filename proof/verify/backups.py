@@ -12,7 +12,6 @@ Stdlib and cryptography only, like the verifier that calls it. Steps:
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import tarfile
 from pathlib import Path
@@ -23,10 +22,19 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from proof.verify.wire import FOLLOWUP_FILE, FOLLOWUP_PREDICATE, STATEMENT_TYPE, keyid_of, pae
+from proof.verify.archive import MAX_PACK_BYTES
+from proof.verify.files import open_regular, present, read_regular, sha256_regular
+from proof.verify.wire import (
+    FOLLOWUP_FILE,
+    FOLLOWUP_MAX_BYTES,
+    FOLLOWUP_PREDICATE,
+    STATEMENT_TYPE,
+    keyid_of,
+    pae,
+)
 
 HELD = "held_in_backup_until"
-MAX_BYTES = 1 << 20
+MAX_BYTES = FOLLOWUP_MAX_BYTES
 
 
 class FollowupError(Exception):
@@ -64,7 +72,10 @@ def _verified_payload(envelope: dict[str, Any], engine_pub_pem: bytes) -> dict[s
 
 def _pack_predicate(pack: Path) -> dict[str, Any]:
     """The pack's engine statement predicate (its signature is the main verifier's business)."""
-    with tarfile.open(pack, "r:gz") as tar:
+    with (
+        open_regular(pack, MAX_PACK_BYTES, "the pack", FollowupError, charge=False) as raw,
+        tarfile.open(fileobj=raw, mode="r:gz") as tar,
+    ):
         for m in tar.getmembers():
             if m.isfile() and m.name.endswith("signatures/engine.intoto.json") and m.size <= MAX_BYTES:
                 f = tar.extractfile(m)
@@ -78,11 +89,11 @@ def _pack_predicate(pack: Path) -> dict[str, Any]:
 
 def verify_followup(pack: Path, statement: Path, engine_pub_pem: bytes) -> dict[str, Any]:
     """Check `statement` against `pack` (steps in the module's docstring); returns its predicate."""
-    envelope = json.loads(statement.read_bytes()[:MAX_BYTES])
+    envelope = json.loads(read_regular(statement, MAX_BYTES, FOLLOWUP_FILE, FollowupError))
     doc = _verified_payload(envelope, engine_pub_pem)
     if doc.get("predicateType") != FOLLOWUP_PREDICATE or doc.get("_type") != STATEMENT_TYPE:
         raise FollowupError("not a backups-followup statement")
-    digest = hashlib.sha256(pack.read_bytes()).hexdigest()
+    digest = sha256_regular(pack, MAX_PACK_BYTES, "the pack", FollowupError)
     if doc.get("subject") != [{"name": "proof.tar.gz", "digest": {"sha256": digest}}]:
         raise FollowupError("its subject is not this pack")
     pred = doc.get("predicate")
@@ -115,7 +126,7 @@ def check_beside(pack: str | Path, engine_pub_pem: bytes) -> str | None:
     """Hook of `proof.verify`: check the follow-up statement beside `pack` when there is one; None when
     there is none, else a note. Raises `FollowupError`."""
     statement = Path(pack).with_name(FOLLOWUP_FILE)
-    if not statement.exists():
+    if not present(statement):
         return None
     pred = verify_followup(Path(pack), statement, engine_pub_pem)
     return f"backups follow-up of {pred.get('stated_at')}: no backup holds the subject"

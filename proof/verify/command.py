@@ -18,7 +18,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from proof.verify import backups, reverify
+from proof.verify import backups, files, reverify
 from proof.verify.envelopes import read_key
 from proof.verify.errors import KeyArgumentError, PackError, checking, fail, printable
 from proof.verify.keyring import followup_key, pem_of, read_keyring
@@ -73,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of one line")
     args = parser.parse_args(argv)
+    files.reset_ceiling()
     if args.keyring is not None and (args.engine_key is not None or args.dpo_key is not None):
         parser.error("give either --keyring or --engine-key/--dpo-key, not both")
     if args.keyring is None and args.engine_key is None:

@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from proof.verify.errors import KeyArgumentError, SignatureError, StatementError, fail
+from proof.verify.files import read_regular
 from proof.verify.strict_json import json_object, parse_json, utc_time
 from proof.verify.wire import (
     P256_ORDER,
@@ -50,19 +51,13 @@ MAX_KEY_BYTES = 64 * 1024
 
 def read_key(path: str | Path, role: str) -> bytes:
     """A key file's bytes, read up to `MAX_KEY_BYTES` (a device of endless bytes is refused)."""
-    return read_bounded(path, MAX_KEY_BYTES, f"the {role} key", ": not a PEM public key")
+    return read_bounded(path, MAX_KEY_BYTES, f"the {role} key")
 
 
-def read_bounded(path: str | Path, limit: int, what: str, why: str = "") -> bytes:
-    """A trusted input file's bytes, at most `limit` of them (`KeyArgumentError` otherwise)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise KeyArgumentError(f"cannot read {what} {path}: {exc.strerror}") from exc
-    if len(data) > limit:
-        fail(KeyArgumentError, f"{what} {path} is larger than {limit} bytes{why}")
-    return data
+def read_bounded(path: str | Path, limit: int, what: str) -> bytes:
+    """A trusted input file's bytes: a regular file of at most `limit` bytes (`KeyArgumentError`
+    otherwise; `files.read_regular`)."""
+    return read_regular(path, limit, f"{what} {path}", KeyArgumentError)
 
 
 def load_public_key(pem: bytes, role: str) -> PublicKey:

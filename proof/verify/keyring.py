@@ -45,8 +45,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from proof.verify.envelopes import PublicKey, load_public_key, read_bounded, unverified_payload
 from proof.verify.errors import KeyArgumentError, SignatureError, fail
+from proof.verify.files import present, read_regular
 from proof.verify.strict_json import json_object, parse_json, utc_time
-from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE, FOLLOWUP_FILE, keyid_of
+from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE, FOLLOWUP_FILE, FOLLOWUP_MAX_BYTES, keyid_of
 
 KEYRING_FORMAT = "erasure-keyring/v1"
 KEYRING_FILE = "keyring.json"
@@ -258,10 +259,11 @@ def followup_key(keyring: bytes, pack: str | Path) -> bytes | None:
     is no follow-up or it names no key the keyring holds for the engine (the follow-up check then
     refuses it against the pack's own engine key)."""
     path = Path(pack).with_name(FOLLOWUP_FILE)
-    if not path.is_file():
+    if not present(path):
         return None
+    env_bytes = read_regular(path, FOLLOWUP_MAX_BYTES, FOLLOWUP_FILE, SignatureError)
     try:
-        env = json.loads(path.read_bytes()[:MAX_KEYRING_BYTES])
+        env = json.loads(env_bytes)
         kid = env["signatures"][0]["keyid"]
         stated = json.loads(base64.b64decode(env["payload"], validate=True))["predicate"]["stated_at"]
     except (ValueError, TypeError, KeyError, IndexError):

@@ -7,8 +7,12 @@ For each statement, in the order given:
 2. it is an in-toto Statement v1 of the re-verification predicate, its one subject this pack's name
    (the sha256 of the pack's engine statement) and its predicate for the pack's request, naming the
    engine key and the same pack name;
-3. its sequence numbers are distinct, and it says all clear: a statement that found the subject again
-   is a failure of the pack's claim (the request was reopened), reported with its tiers.
+3. it says all clear: a statement that found the subject again is a failure of the pack's claim (the
+   request was reopened), reported with its tiers;
+4. together they are one chain without a gap: sequences 1..n, each statement's `previous` the sha256
+   of the file of the one before (the first's: the pack's name). Leaving out a statement (one that
+   found the subject again) breaks the chain and is refused. The result names the chain's length and
+   its latest statement: what was given ends there (a regulator compares that with the export's date).
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ from typing import Any
 
 from proof.verify.envelopes import PublicKey, check_signature, check_statement, load_public_key
 from proof.verify.errors import PackError, ReverifyError, checking, fail
+from proof.verify.files import read_regular
 from proof.verify.strict_json import utc_time
-from proof.verify.wire import REVERIFY_PREDICATE, REVERIFY_SUBJECT, keyid_of
+from proof.verify.wire import REVERIFY_PREDICATE, REVERIFY_SUBJECT, keyid_of, sha256_hex
 
 REVERIFY_FIELDS: dict[str, Callable[[Any], bool]] = {
     "request_id": lambda v: isinstance(v, str),
     "pack_name": lambda v: isinstance(v, str),
     "sequence": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+    "previous": lambda v: isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v),
     "reverified_at": lambda v: utc_time(v) is not None,
     "all_clear": lambda v: isinstance(v, bool),
     "residue": lambda v: isinstance(v, dict),
@@ -38,11 +44,14 @@ REVERIFY_FIELDS: dict[str, Callable[[Any], bool]] = {
 
 @dataclass(frozen=True)
 class Reverified:
-    """One statement that passed: its sequence number, time, and what changed since the pack's scan."""
+    """One statement that passed: its sequence number, time, what changed since the pack's scan, the
+    digest it names as the one before it and its own file's digest."""
 
     sequence: int
     reverified_at: str
     changed_files: dict[str, Any]
+    previous: str = ""
+    digest: str = ""
 
     def note(self) -> str:
         """One line for the verifier's output (counts only)."""
@@ -78,18 +87,40 @@ def check_one(data: bytes, name: str, engine_key: PublicKey, request_id: str, pa
                 f"{name}: re-verification {pred['sequence']} at {pred['reverified_at']} found the subject"
                 f" again (residue in: {tiers}); the request was reopened",
             )
-        return Reverified(pred["sequence"], pred["reverified_at"], dict(pred["changed_files"]))
+        return Reverified(
+            pred["sequence"], pred["reverified_at"], dict(pred["changed_files"]), pred["previous"], sha256_hex(data)
+        )
 
 
 def check_reverifications(
     statements: Sequence[tuple[str, bytes]], engine_key: PublicKey, request_id: str, pack_name: str
 ) -> list[Reverified]:
-    """Check 10 on every (name, bytes) given, in order; their sequence numbers must be distinct."""
-    out = [check_one(data, name, engine_key, request_id, pack_name) for name, data in statements]
+    """Check 10 on every (name, bytes) given: each statement (steps 1-3), then the chain (step 4).
+    Returns them in chain order."""
+    out = sorted((check_one(data, name, engine_key, request_id, pack_name) for name, data in statements), key=_seq)
     seqs = [r.sequence for r in out]
     if len(set(seqs)) != len(seqs):
         fail(ReverifyError, "two re-verification statements carry the same sequence number")
+    before = pack_name
+    for want, r in enumerate(out, start=1):
+        if r.sequence != want:
+            fail(
+                ReverifyError,
+                f"the chain of re-verifications has a gap: statement {want} is missing before statement"
+                f" {r.sequence} (every statement since the pack must be given)",
+            )
+        if r.previous != before:
+            fail(
+                ReverifyError,
+                f"re-verification {r.sequence} does not name the statement before it"
+                f" ({'the pack' if want == 1 else f'statement {want - 1}'}): the chain is broken",
+            )
+        before = r.digest
     return out
+
+
+def _seq(r: Reverified) -> int:
+    return r.sequence
 
 
 MAX_STATEMENT_BYTES = 1 << 20
@@ -103,14 +134,7 @@ def check_files(paths: Sequence[str], engine_pub_pem: bytes, request_id: str, pa
         key = load_public_key(engine_pub_pem, "engine")
         statements = []
         for p in paths:
-            try:
-                with open(p, "rb") as fh:
-                    data = fh.read(MAX_STATEMENT_BYTES + 1)
-            except OSError as exc:
-                fail(ReverifyError, f"cannot read {Path(p).name}: {exc.strerror}")
-            if len(data) > MAX_STATEMENT_BYTES:
-                fail(ReverifyError, f"{Path(p).name} is larger than a re-verification statement can be")
-            statements.append((Path(p).name, data))
+            statements.append((Path(p).name, read_regular(p, MAX_STATEMENT_BYTES, Path(p).name, ReverifyError)))
     return check_reverifications(statements, key, request_id, pack_name)
 
 
@@ -119,6 +143,11 @@ def as_dict(reverified: Sequence[Reverified]) -> dict[str, Any]:
     if not reverified:
         return {}
     return {
+        "reverification_chain": {
+            "length": len(reverified),
+            "latest": reverified[-1].sequence,
+            "latest_at": reverified[-1].reverified_at,
+        },
         "reverifications": [
             {
                 "sequence": r.sequence,
@@ -127,7 +156,7 @@ def as_dict(reverified: Sequence[Reverified]) -> dict[str, Any]:
                 "changed_files": r.changed_files,
             }
             for r in reverified
-        ]
+        ],
     }
 
 
@@ -135,5 +164,7 @@ def with_notes(line: str, reverified: Sequence[Reverified]) -> str:
     """The verifier's OK line with one note per statement checked."""
     if not reverified:
         return line
-    notes = "; ".join(r.note() for r in reverified)
+    last = reverified[-1]
+    chain = f"re-verification chain of {len(reverified)}, latest {last.sequence} at {last.reverified_at}"
+    notes = "; ".join([chain, *(r.note() for r in reverified)])
     return f"{line[:-1]}; {notes})" if line.endswith(")") else f"{line} ({notes})"

@@ -21,8 +21,8 @@
                                     (`timestamp`); without one, tokens are NOT checked, and the result
                                     says so
 10 reverify       ReverifyError     re-verification statements given beside the pack: signed by the
-                                    engine key, naming this pack, all clear (`reverify`; run by the
-                                    command line after 1-9)
+                                    engine key, naming this pack, all clear, one chain without a gap
+                                    (`reverify`; run by the command line after 1-9)
 
 Trusted public keys come from the caller (single keys, or a keyring), never from the pack. Without a
 DPO key (`require_dpo=False`), a DPO envelope in the pack is NOT checked and the result says so.
@@ -38,7 +38,7 @@ from typing import IO, Any
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from proof.verify.archive import Unpacked, check_file_set, unpack
+from proof.verify.archive import MAX_PACK_BYTES, Unpacked, check_file_set, unpack
 from proof.verify.audit import check_audit_log
 from proof.verify.consistency import check_consistency
 from proof.verify.digests import check_checksums, check_subjects
@@ -66,6 +66,7 @@ from proof.verify.errors import (
     fail,
 )
 from proof.verify.explain import exception_line
+from proof.verify.files import open_regular
 from proof.verify.keyring import Keyring, check_validity, keys_for, parse_keyring
 from proof.verify.timestamp import check_timestamps, load_roots
 from proof.verify.wire import (
@@ -75,6 +76,7 @@ from proof.verify.wire import (
     ENGINE_ENVELOPE,
     ERASURE_PREDICATE,
     MANIFEST,
+    PACK_FILE,
     SIGNATURES_DIR,
     keyid_of,
     sha256_hex,
@@ -110,6 +112,9 @@ class VerifyResult:
     """The genTimes of the engine's and the DPO's tokens (YYYY-MM-DDTHH:MM:SS[.ffffff]Z) once verified."""
     exceptions: tuple[str, ...] = ()
     """The pack's open exceptions, one `tier: kind (item): sentence` each (`explain.exception_line`)."""
+    previous_pack: str | None = None
+    """A rerun's pack names the request's pack before it (manifest.json `previous_pack`: that pack's
+    name); None for a request's first pack."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -127,6 +132,8 @@ class VerifyResult:
             )
         if not self.audit_key_pinned:
             notes.append("the audit checkpoint key was NOT pinned: give --audit-key to check it")
+        if self.previous_pack is not None:
+            notes.append(f"a rerun's pack: it follows the request's earlier pack {self.previous_pack[:16]}...")
         if self.timestamps == "not checked":
             notes.append("the RFC 3161 timestamps were NOT checked: give --tsa-root to check them")
         said = "OK" + (f" ({'; '.join(notes)})" if notes else "")
@@ -176,6 +183,7 @@ def _checks(
         manifest = check_file_set(
             pack.top, set(files), files[MANIFEST].data if MANIFEST in files else None, require_dpo=require_dpo
         )
+    previous = _previous_pack(manifest)
     checks.append(ArchiveError.check)
     # 2 signature (without an engine key: the payload only, for showing a pack)
     has_dpo = DPO_ENVELOPE in files
@@ -255,7 +263,27 @@ def _checks(
         engine_timestamp=stamps.engine_time,
         dpo_timestamp=stamps.dpo_time,
         exceptions=tuple(exception_line(e) for e in predicate["exceptions"]),
+        previous_pack=previous,
     )
+
+
+def _previous_pack(manifest: dict[str, Any]) -> str | None:
+    """The name of the pack before this one, as manifest.json gives it (check 1: well-formed or absent)."""
+    if "previous_pack" not in manifest:
+        return None
+    prev = manifest["previous_pack"]
+    name = prev.get("pack_name") if isinstance(prev, dict) else None
+    if (
+        not isinstance(prev, dict)
+        or set(prev) != {"file", "pack_name"}
+        or not isinstance(prev["file"], str)
+        or PACK_FILE.fullmatch(prev["file"]) is None
+        or not isinstance(name, str)
+        or len(name) != 64
+        or any(c not in "0123456789abcdef" for c in name)
+    ):
+        fail(ArchiveError, "manifest.json names its previous pack in a form the writer never writes")
+    return name
 
 
 KEY_VALIDITY_CHECK = "key-validity"
@@ -332,10 +360,7 @@ def verify_pack(
     ring = _keyring(keyring, engine_pub_pem, dpo_pub_pem)
     engine_key, dpo_key, audit_key = _keys(engine_pub_pem, dpo_pub_pem, audit_pub_pem)
     roots = _tsa_roots(tsa_root_pem)
-    try:
-        fh = open(pack_path, "rb")  # noqa: SIM115 (closed below)
-    except OSError as exc:
-        raise ArchiveError(f"cannot read the pack: {exc.strerror}") from exc
+    fh = open_regular(pack_path, MAX_PACK_BYTES, "the pack", ArchiveError)
     with fh:
         try:
             return _run(fh, engine_key, dpo_key, require_dpo, audit_key, ring, roots)

@@ -29,7 +29,11 @@ ERASURE_PREDICATE = "https://erasure-cascade.dev/erasure-proof/v1"
 DPO_PREDICATE = "https://erasure-cascade.dev/dpo-attestation/v1"
 FOLLOWUP_PREDICATE = "https://erasure-cascade.dev/backups-followup/v1"
 """A statement, signed once no declared backup holds the subject, over the pack (beside it, not in it)."""
+PACK_FILE = re.compile(r"proof(?:-([1-9][0-9]{0,5}))?\.tar\.gz")
+"""A request's packs in its evidence folder: `proof.tar.gz`, then `proof-<n>.tar.gz` (`proof.history`)."""
 FOLLOWUP_FILE = "backups-followup.intoto.json"
+FOLLOWUP_MAX_BYTES = 1 << 20
+"""The most a follow-up statement can be: the verifier refuses a larger file before reading it."""
 REVERIFY_PREDICATE = "https://erasure-cascade.dev/reverification/v1"
 """A statement, signed at each later re-verification, over the pack's name (beside the pack, not in it)."""
 REVERIFY_FILE = re.compile(r"reverify-([1-9][0-9]{0,8})\.intoto\.json")

@@ -1,4 +1,5 @@
-"""HTTP to peers we do not trust (the subprocessors), with a total deadline and a byte cap.
+"""HTTP to peers we do not trust (the subprocessors, a timestamp authority, a server's heartbeat), with a
+total deadline and a byte cap.
 
 httpx's timeouts are per socket operation: a peer that sends one byte every few seconds never trips
 them and holds a call for as long as it likes, and a peer that answers 64 MiB is read whole. Here every
@@ -42,10 +43,11 @@ class PeerInvalid(PeerError):
 
 @dataclass(frozen=True)
 class Answer:
-    """A peer's answer: its status and at most `max_bytes` of body."""
+    """A peer's answer: its status, at most `max_bytes` of body, and its Content-Type ("" when none)."""
 
     status_code: int
     content: bytes
+    content_type: str = ""
 
     def json(self) -> Any:
         """The body as JSON (`ValueError` when it is not)."""
@@ -130,16 +132,21 @@ class PeerClient:
         body: dict[str, Any] | None = None,
         params: dict[str, str] | None = None,
         deadline: float,
+        raw: tuple[str, bytes] | None = None,
+        accept: str = "application/json",
     ) -> Answer:
-        """Send one request and read its answer by `deadline` (a `time.monotonic()` value).
-        `PeerUnreachable` on a transient failure (the deadline passing is one), `PeerTooLarge` when the
-        answer is larger than `max_bytes`."""
+        """Send one request and read its answer by `deadline` (a `time.monotonic()` value). The body is
+        `body` as JSON, or `raw` (its content type, its bytes). `PeerUnreachable` on a transient failure
+        (the deadline passing is one), `PeerTooLarge` when the answer is larger than `max_bytes`."""
         if params:
             url = f"{url}?{urlencode(params)}"
-        content = b"" if body is None else json.dumps(body).encode("utf-8")
-        headers = [("Accept", "application/json")]
-        if body is not None:
-            headers.append(("Content-Type", "application/json"))
+        if raw is not None:
+            content_type, content = raw
+        else:
+            content_type, content = "application/json", b"" if body is None else json.dumps(body).encode("utf-8")
+        headers = [("Accept", accept)]
+        if body is not None or raw is not None:
+            headers.append(("Content-Type", content_type))
         self._deadline.at = deadline
         left = deadline - time.monotonic()
         if left <= 0:
@@ -158,7 +165,8 @@ class PeerClient:
                     if size > self.max_bytes:
                         raise PeerTooLarge(f"answer is larger than {self.max_bytes:,} bytes")
                     chunks.append(chunk)
-                return Answer(resp.status, b"".join(chunks))
+                kind = next((v for k, v in resp.headers if k.lower() == b"content-type"), b"")
+                return Answer(resp.status, b"".join(chunks), kind.decode("latin-1"))
         except httpcore.TimeoutException as exc:
             raise PeerUnreachable(type(exc).__name__) from None
         except (httpcore.NetworkError, httpcore.RemoteProtocolError) as exc:
