@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := python3 -m uv
 
-.PHONY: help bootstrap demo test quick lint typecheck contracts unit redteam serve bench clean verifier
+.PHONY: help bootstrap demo test quick lint typecheck contracts unit redteam serve bench clean verifier tools
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -55,7 +55,7 @@ redteam: bootstrap ## only the generated red teams, at full size: 6 windows (300
 	@mkdir -p $(PREFECT_HOME)
 	ERASURE_TEST_FULL=1 REDTEAM_EXAMPLES=6 REDTEAM_DOCS_SCENARIOS=500 $(VENV)/bin/pytest -q -m redteam_generated
 
-test: lint typecheck contracts browser postgres ocr unit ## everything CI runs
+test: lint typecheck contracts browser postgres ocr tools unit ## everything CI runs
 
 demo: bootstrap ## build a demo store, submit a request, erase, verify, sign, attest, verify offline
 	$(VENV)/bin/python -m cli.demo
@@ -87,6 +87,11 @@ postgres: ## Debian's PostgreSQL for Prefect's server (`erasure server start --p
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; }
 	@ls /usr/lib/postgresql/*/bin/initdb
+
+tools: ## Debian's jq and openssl: the regulator's manual route (VERIFY.md) is tested with them (installed only when missing)
+	@command -v jq >/dev/null && command -v openssl >/dev/null || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends jq openssl; }
+	@jq --version && openssl version
 
 ocr: ## Debian's tesseract-ocr: the probes read text in images (installed only when tesseract is missing)
 	@command -v tesseract >/dev/null || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \

@@ -32,9 +32,11 @@ this folder. Your private key stays on this machine; only your signature goes ba
     openssl pkey -pubin -in dpo.pub.pem -outform DER -out dpo.pub.der
     sha256sum dpo.pub.der
 
-Give `dpo.pub.pem` (never `dpo.pem`) to the privacy team. They enrol it on the engine's machine with
-`erasure keys enrol --role dpo dpo.pub.pem`, which prints the key id it pinned: it must be the
-sha256 the last command printed. Tell them over the phone or in person, not in the same message.
+Give `dpo.pub.pem` (never `dpo.pem`) to the privacy team, and read them the sha256 the last command
+printed over the phone or in person, not in the same message. They trust your first key on the engine's
+machine with `erasure keys trust --role dpo dpo.pub.pem --fingerprint KEYID`, KEYID being what you read
+them: it refuses a key whose id differs. A later key of yours is enrolled only with a rotation statement
+signed by your current key and the new one (docs/keys.md of the product, "The DPO rotates").
 """
 
 NO_REQUEST = """
