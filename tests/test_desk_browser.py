@@ -23,7 +23,7 @@ import pytest
 from cli.prefect_auth import headers, home_secret
 from erasure.config import Home
 from proof.keys import generate_keypair
-from proof.verify.signer import read_signing_request, signing_request
+from proof.verify.signer import load_signing_key, read_signing_request, sign_request
 from tests.cascade_fixtures import SUBJECT, SUBJECT_PHRASE, build_store
 from tests.cli_fixtures import erasure
 from tests.test_deployments import Console, start_console, stop_console
@@ -153,10 +153,12 @@ def test_a_request_from_the_desk_to_the_regulators_export(desk_console: tuple[Co
         request = Path(dl.value.path()).read_text().strip()
         assert read_signing_request(request)["request_id"] == RID
 
-        # A wrong envelope first: signed by the DPO, but for another request. Refused; the run waits.
+        # A wrong envelope first: signed by the DPO's key, but for another request (the kit's signer itself
+        # refuses a request whose engine statement names another: made here with its signing function).
         other = read_signing_request(request)
         other["request_id"] = "req-desk-other"
-        wrong = _sign(machine, signing_request(**other))
+        dpo_key = load_signing_key((machine / "dpo.pem").read_bytes(), None)
+        wrong = sign_request(dpo_key, other).decode()
         _resume_in_ui(page, ui, run["id"], wrong, "desk-dpo-wrong-envelope.png")
         again = _wait_paused(c, run_id, not_key=run["state"]["state_details"]["pause_key"])
         assert _state(h) == "awaiting attestation"

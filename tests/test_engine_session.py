@@ -70,7 +70,7 @@ def test_a_request_run_opens_the_engine_database_once(ready: Home, monkeypatch: 
     counts = count_opens(monkeypatch)
     res = erasure("request", "run", "req-ann-1", "--home", str(ready.root), "--json")
     assert res.code == 0, res.out + res.err
-    assert json.loads(res.out)["all_clear"] is True
+    assert json.loads(res.out)["probes_all_clear"] is True  # the pack declares the model: not all clear
     assert all(v == 0 for v in owned_counts(ready, SUBJECT).values())
     assert counts["engine.db"] == 1, dict(counts)
     assert counts["envelope"] == 1, dict(counts)

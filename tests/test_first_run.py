@@ -120,6 +120,6 @@ def test_first_request_run_in_a_brand_new_home_on_a_busy_machine(tmp_path: Path,
     run = _erasure(env, "request", "run", "req-first-0001", "--json")
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout)
-    assert out["all_clear"] is True and out["state"] == "awaiting attestation"
+    assert out["probes_all_clear"] is True and out["state"] == "awaiting attestation"
     # Prefect's database lives in this home, not in a warm home elsewhere.
     assert (tmp_path / "home" / "prefect" / "prefect.db").exists()
