@@ -424,6 +424,7 @@ def test_a_rerun_after_exit_10_retakes_the_baseline_the_failed_run_made_stale(
         _earlier_release(mp)
         first = erasure("request", "run", "req-case7-0002", "--json", "--home", h)
     assert first.code == 10, first
+    assert json.loads(first.out)["all_clear"] is False  # issue 35: the JSON never claims what the pack does not
     lost = _verification(home, "req-case7-0002")["lost_bystander_tiers"]
     assert lost and not _verification(home, "req-case7-0002")["residue_tiers"]
 

@@ -123,3 +123,19 @@ def test_exit_8_store_problem(ready: Home) -> None:
     assert code == 8, (code, doc)
     agree(ready, doc)
     assert doc is None or doc["all_clear"] is False
+
+
+def test_exit_1_erased_but_no_pack_a_retired_engine_key_signs_nothing(ready: Home) -> None:
+    """A copy of the engine key kept after a rotation: the subject is erased and verified, but the pack
+    writer refuses the retired key, so the run fails (exit 1, `NoPack`) and nothing printed claims all
+    clear."""
+    import shutil
+
+    kept = ready.root / "kept-engine.pem"
+    shutil.copyfile(ready.keys_dir / "engine.pem", kept)
+    assert erasure("keys", "rotate", "--role", "engine", "--home", str(ready.root)).code == 0
+    shutil.copyfile(kept, ready.keys_dir / "engine.pem")
+    code, doc = run_json(ready)
+    assert code == 1 and doc is not None and doc["flow_state"] == "NoPack", (code, doc)
+    agree(ready, doc)
+    assert pack_status(ready) is None and doc["all_clear"] is False
