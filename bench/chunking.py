@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory.ingest import chunk_text, ingest
+from memory.ingest import ingest
+from memory.ingest_text import chunk_text
 from memory.items import MAX_LINE_BYTES, read_jsonl
 from memory.schema import create
 

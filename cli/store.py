@@ -18,6 +18,7 @@ from erasure.errors import InputError
 from erasure.sqlite import journal_mode
 from memory import demo as demo_mod
 from memory import ingest as ingest_mod
+from memory import store_census
 from memory.items import read_jsonl
 from memory.schema import create, open_store
 
@@ -128,7 +129,7 @@ def stats(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     h = home_of(home)
     conn = open_store(h.store_dir)
     try:
-        counts = demo_mod.table_counts(conn)
+        counts = store_census.table_counts(conn)
         mode = journal_mode(conn)
     finally:
         conn.close()

@@ -8,7 +8,7 @@ with a seeded token stream and fixed timestamps, so the same seed gives the same
 Shape of the data:
 - every person has an id (`subj-0001` for subjects, `user-000123` for bystanders), a unique name,
   an email, a phone and two distinctive phrases of their own (`<adj> <noun> #000123-1`);
-- each item has 2-6 turns: sentences drawn from a vocabulary (topics are from `ingest.TOPICS`, so
+- each item has 2-6 turns: sentences drawn from a vocabulary (topics are from `ingest_text.TOPICS`, so
   bystanders SHARE topic entities with subjects), the person's phrases, sometimes their email or
   phone; every sentence in the store is distinct (so a nearest-neighbour probe with a subject's own
   vectors never meets a bystander's identical vector);
@@ -42,8 +42,24 @@ from erasure.sqlite import checkpoint_truncate, transaction
 from erasure.subject import Subject
 from memory import corpora
 from memory.blobs import BlobData
+from memory.demo_words import (
+    ADJECTIVES,
+    CITIES,
+    CONTACT_TEMPLATES,
+    DAYS,
+    DOMAINS,
+    FIRST_NAMES,
+    NOUNS,
+    PERSONAL_TEMPLATES,
+    SOURCES,
+    SYLLABLES,
+    TEMPLATES,
+    VERBS,
+)
 from memory.embedder import Embedder, HashingEmbedder
-from memory.ingest import TOPICS, IngestSource, add_derived_frames, ingest_sources, sync_subprocessors
+from memory.ingest import IngestSource, add_derived_frames, ingest_sources, sync_subprocessors
+from memory.ingest_text import TOPICS
+from memory.store_census import table_counts
 
 MIN_FRAMES, MAX_FRAMES = 1_000, 1_000_000
 FRAMES_PER_SUBJECT = 60
@@ -54,187 +70,6 @@ BASE_MODEL = "demo-base-7b"
 BASE_TIME = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 DERIVED_SHARE = 0.03  # first-order derived frames, of N
 SECOND_ORDER_SHARE = 0.005
-
-# No first name is a suffix of another, and every surname has three 3-letter syllables: so no
-# full name is a substring of another one.
-FIRST_NAMES = (
-    "Amara",
-    "Bruno",
-    "Celeste",
-    "Dmitri",
-    "Esther",
-    "Farid",
-    "Greta",
-    "Hugo",
-    "Ingrid",
-    "Jasper",
-    "Kalinda",
-    "Lorenzo",
-    "Mirela",
-    "Nikolai",
-    "Odette",
-    "Pavel",
-    "Quentin",
-    "Rosalind",
-    "Soren",
-    "Tamsin",
-    "Ulrike",
-    "Viktor",
-    "Wilhelmina",
-    "Xavier",
-    "Yolanda",
-    "Zoltan",
-    "Beatrix",
-    "Cosimo",
-    "Delphine",
-    "Evander",
-    "Fenella",
-    "Gideon",
-    "Henrike",
-    "Ignatius",
-    "Juniper",
-    "Leopold",
-    "Marisol",
-    "Octavia",
-    "Percival",
-    "Seraphine",
-    "Thaddeus",
-    "Valentina",
-    "Wolfram",
-    "Ysolde",
-)
-SYLLABLES = (
-    "bel",
-    "cor",
-    "dan",
-    "fen",
-    "gal",
-    "hol",
-    "kar",
-    "lem",
-    "mor",
-    "nev",
-    "pel",
-    "qui",
-    "ros",
-    "sav",
-    "tor",
-    "val",
-    "wen",
-    "zar",
-    "bra",
-    "dru",
-    "fro",
-    "gri",
-    "kle",
-    "pra",
-    "sto",
-    "tru",
-    "vik",
-    "lun",
-)
-ADJECTIVES = (
-    "amber",
-    "brass",
-    "cobalt",
-    "dappled",
-    "emerald",
-    "faded",
-    "gilded",
-    "hollow",
-    "indigo",
-    "jagged",
-    "lacquered",
-    "mossy",
-    "nimble",
-    "opal",
-    "pewter",
-    "quilted",
-    "rusty",
-    "saffron",
-    "tawny",
-    "umber",
-    "velvet",
-    "woolen",
-    "zigzag",
-    "crimson",
-    "frosted",
-    "golden",
-    "silver",
-    "striped",
-)
-NOUNS = (
-    "umbrella",
-    "kayak",
-    "teapot",
-    "lantern",
-    "bicycle",
-    "accordion",
-    "compass",
-    "typewriter",
-    "telescope",
-    "hammock",
-    "ukulele",
-    "satchel",
-    "thermos",
-    "kettle",
-    "canoe",
-    "easel",
-    "gramophone",
-    "windchime",
-    "scooter",
-    "birdhouse",
-    "sextant",
-    "harmonica",
-    "toolbox",
-    "backpack",
-)
-CITIES = (
-    "Valparaiso",
-    "Tromso",
-    "Windhoek",
-    "Ljubljana",
-    "Cusco",
-    "Hobart",
-    "Tallinn",
-    "Porto",
-    "Nagasaki",
-    "Mombasa",
-    "Reykjavik",
-    "Quito",
-    "Tbilisi",
-    "Galway",
-    "Antigua",
-    "Bergen",
-)
-DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-VERBS = ("ordered", "returned", "cancelled", "renewed", "booked", "paid for", "lost", "repaired")
-DOMAINS = ("example.org", "example.net", "example.com", "mail.example")
-SOURCES = ("chat", "email", "voice", "ticket")
-TEMPLATES = (
-    "I have a question about {topic} for the {adj} {noun} I bought in {city}.",
-    "Can you check the {topic} status for reference {ref}?",
-    "My {topic} appointment moved to {day} at {time}.",
-    "The {topic} charge of {amount} looks wrong to me.",
-    "Please remind me about {topic} on {day} before {time}.",
-    "I spoke with someone in {city} about {topic} last {day}.",
-    "Thanks, the {adj} {noun} arrived in {city} on {day} at {time}.",
-    "Could you compare the {topic} and {topic2} plans for {amount} a month?",
-    "Last time the {noun} was {adj} and the {topic} team called me at {time}.",
-    "I {verb} the {adj} {noun} on {day} and still wait for the {topic} answer.",
-    "Is the {topic} offer from {city} still valid for reference {ref}?",
-    "We {verb} a {noun} for {amount} and want to discuss {topic} on {day}.",
-)
-PERSONAL_TEMPLATES = (
-    "It is about my {phrase}, case {ref}.",
-    "Remember my {phrase} from case {ref}?",
-    "The {phrase} still needs attention regarding {topic} and case {ref}.",
-)
-CONTACT_TEMPLATES = (
-    "You can reach me at {email} about reference {ref}.",
-    "Call me back on {phone} about reference {ref}.",
-    "This is {name} again about reference {ref}.",
-)
 
 
 @dataclass(frozen=True)
@@ -573,42 +408,6 @@ def build_demo(
     )
 
 
-COUNTED_TABLES = (
-    "raw_archive",
-    "frames",
-    "frame_refs",
-    "frame_chunks",
-    "frames_fts",
-    "frame_vectors",
-    "chunk_vectors",
-    "kg_entities",
-    "kg_relations",
-    "kg_entity_frames",
-    "working_sessions",
-    "blobs",
-    "blob_locations",
-    "ft_corpora",
-    "ft_examples",
-    "model_lineage",
-    "recall_cache",
-    "subprocessors",
-    "subprocessor_records",
-    "audit_log",
-    "audit_vault",
-    "erased_subjects",
-    "holds",
-)
-
-
-def table_counts(conn: apsw.Connection) -> dict[str, int]:
-    """Row count of every store table."""
-    out: dict[str, int] = {}
-    for t in COUNTED_TABLES:
-        row = conn.execute(f"SELECT count(*) FROM {t}").fetchone()
-        out[t] = int(row[0]) if row else 0
-    return out
-
-
 def write_subjects_file(path: Path, subjects: list[Subject], *, seed: int, tenant: str) -> Path:
     """Write the demo's request input: `{"format": "demo-subjects/v1", "seed", "tenant", "subjects":
     [{"id", "email", "name", "phone"}]}`."""
@@ -621,49 +420,3 @@ def write_subjects_file(path: Path, subjects: list[Subject], *, seed: int, tenan
     private_dirs(path.parent)
     write_private(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))  # names people
     return path
-
-
-# Columns hashed by `content_digest`: everything except secrets, salts and what derives from them.
-_DIGEST_SQL = (
-    "SELECT key, value FROM store_meta WHERE key NOT IN ('subject_key_secret') ORDER BY key",
-    "SELECT archive_id, archive_uid, source, source_ref, subject_id, content, created_at, erased_at, erasure_ref"
-    " FROM raw_archive ORDER BY archive_id",  # not item_key: keyed by the secret
-    "SELECT frame_id, kind, subject_id, archive_id, turn_key, turn_seq, content, created_at"
-    " FROM frames ORDER BY frame_id",  # not item_key: keyed by the secret
-    "SELECT * FROM frame_refs ORDER BY frame_id, ref_frame_id",
-    "SELECT * FROM frame_chunks ORDER BY chunk_id",
-    "SELECT rowid, content FROM frames_fts ORDER BY rowid",
-    "SELECT frame_id, embedding FROM frame_vectors ORDER BY frame_id",
-    "SELECT chunk_id, embedding FROM chunk_vectors ORDER BY chunk_id",
-    "SELECT * FROM kg_entities ORDER BY entity_id",
-    "SELECT * FROM kg_relations ORDER BY relation_id",
-    "SELECT * FROM kg_entity_frames ORDER BY entity_id, frame_id",
-    "SELECT * FROM working_sessions ORDER BY session_id",
-    "SELECT * FROM blobs ORDER BY blob_key",
-    "SELECT * FROM blob_locations ORDER BY blob_key, location",
-    "SELECT * FROM ft_corpora ORDER BY corpus_id",
-    "SELECT * FROM ft_examples ORDER BY example_id",
-    "SELECT * FROM model_lineage ORDER BY model_id",
-    "SELECT * FROM recall_cache ORDER BY cache_id",
-    "SELECT record_id, processor, subject_id, source, source_ref, created_at FROM subprocessor_records"
-    " ORDER BY record_id",
-    "SELECT seq, at, event, actor FROM audit_log ORDER BY seq",
-    "SELECT seq, field, subject_id, value FROM audit_vault ORDER BY seq, field",
-)
-
-
-def content_digest(conn: apsw.Connection, store_dir: Path) -> str:
-    """sha256 over the store's content: every table (minus secrets, salts and hashes made from them)
-    and every file beside the database (sessions, blobs, corpora), by relative path."""
-    h = hashlib.sha256()
-    for sql in _DIGEST_SQL:
-        h.update(sql.encode())
-        for row in conn.execute(sql):
-            h.update(repr(row).encode())
-    root = Path(store_dir)
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith("memory.db") or rel == "audit-checkpoint.key":
-            continue
-        h.update(rel.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()

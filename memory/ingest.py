@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
-import re
 import secrets
 import stat
 import time
@@ -52,119 +51,12 @@ from erasure.sqlite import transaction
 from erasure.subject import Subject
 from memory import audit, blobs, corpora, keyed, sessions, suppression
 from memory.embedder import Embedder, HashingEmbedder, to_blob
+from memory.ingest_text import chunk_text, person_name, split_turns, summary_text, topics_of
 from memory.items import MemoryItem, item_key
+from memory.row_ids import EntityCache, IdAllocator
 
 BATCH_ITEMS = 500
-CHUNK_CHARS = 300
-SUMMARY_QUOTE_CHARS = 200
 INGEST_EVENT = "memory.ingest"
-
-TOPICS: tuple[str, ...] = (
-    "billing",
-    "shipping",
-    "refund",
-    "password",
-    "invoice",
-    "subscription",
-    "delivery",
-    "warranty",
-    "account",
-    "privacy",
-    "travel",
-    "insurance",
-    "mortgage",
-    "pharmacy",
-    "appointment",
-    "vaccination",
-    "taxes",
-    "payroll",
-    "pension",
-    "gardening",
-    "football",
-    "cooking",
-    "photography",
-    "hiking",
-    "music",
-    "chess",
-    "astronomy",
-    "cycling",
-    "knitting",
-    "painting",
-    "budget",
-    "holiday",
-    "wedding",
-    "recipe",
-    "marathon",
-    "laptop",
-    "printer",
-    "router",
-    "headphones",
-    "parking",
-    "rent",
-    "loan",
-)
-"""The fixed topic vocabulary: a topic entity is created for each term an item mentions."""
-_TOPIC_RE = re.compile(r"\b(" + "|".join(TOPICS) + r")\b", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-# --- text helpers ----------------------------------------------------------------------------------
-
-
-def split_turns(content: str) -> list[str]:
-    """Sentences/turns of `content`: lines, then sentences ending in . ! or ?; empty parts dropped."""
-    out: list[str] = []
-    for line in content.splitlines():
-        out += [s.strip() for s in _SENTENCE_END.split(line) if s.strip()]
-    return out or [content.strip()]
-
-
-def chunk_text(text: str, size: int = CHUNK_CHARS) -> list[str]:
-    """Split `text` into chunks of at most `size` characters, at spaces where possible.
-
-    Each chunk ends at the last space within `size` characters of its start (else at `size`), loses
-    its trailing whitespace, and the next one starts after the whitespace that follows. Linear in the
-    length: it walks an offset through `text` instead of copying the rest of it per chunk."""
-    n = len(text)
-    if n <= size:
-        return [text]
-    chunks: list[str] = []
-    pos = 0
-    while n - pos > size:
-        cut = text.rfind(" ", pos, pos + size + 1) - pos
-        if cut <= 0:
-            cut = size
-        chunks.append(text[pos : pos + cut].rstrip())
-        pos += cut
-        while pos < n and text[pos].isspace():
-            pos += 1
-    if pos < n:
-        chunks.append(text[pos:])
-    return chunks
-
-
-def topics_of(content: str) -> list[str]:
-    """Topic terms mentioned in `content`, lowercase, in order of first mention."""
-    seen: dict[str, None] = {}
-    for m in _TOPIC_RE.finditer(content):
-        seen.setdefault(m.group(1).lower(), None)
-    return list(seen)
-
-
-def person_name(subject: Subject) -> str:
-    """The name of the subject's person entity: their name, else their id."""
-    return subject.name or subject.id
-
-
-def summary_text(subject: Subject, source: str, first_sentence: str, topics: Sequence[str]) -> str:
-    """A short summary that names the subject and quotes the first sentence."""
-    quote = (
-        first_sentence
-        if len(first_sentence) <= SUMMARY_QUOTE_CHARS
-        else (first_sentence[:SUMMARY_QUOTE_CHARS].rstrip() + "...")
-    )
-    about = ", ".join(topics[:3]) if topics else "general matters"
-    return f'{person_name(subject)} discussed {about} in {source}. They said: "{quote}"'
 
 
 # --- inputs and report -----------------------------------------------------------------------------
@@ -250,68 +142,6 @@ class IngestReport:
         for k, v in asdict(other).items():
             if isinstance(v, int) and not isinstance(v, bool):
                 setattr(self, k, getattr(self, k) + v)
-
-
-# --- id allocation ---------------------------------------------------------------------------------
-
-_ID_COLUMNS = {
-    "raw_archive": "archive_id",
-    "frames": "frame_id",
-    "frame_chunks": "chunk_id",
-    "kg_entities": "entity_id",
-    "kg_relations": "relation_id",
-}
-
-
-class IdAllocator:
-    """Hands out row ids above both the table's max and its high-water mark `store_meta.hwm.<table>`.
-    Create and `save()` inside the writing transaction."""
-
-    def __init__(self, conn: apsw.Connection) -> None:
-        self._next: dict[str, int] = {}
-        for table, col in _ID_COLUMNS.items():
-            top = conn.execute(f"SELECT coalesce(max({col}), 0) FROM {table}").fetchone()
-            hwm = conn.execute("SELECT value FROM store_meta WHERE key=?", (f"hwm.{table}",)).fetchone()
-            self._next[table] = max(int(top[0]) if top else 0, int(hwm[0]) if hwm else 0) + 1
-
-    def take(self, table: str, n: int = 1) -> int:
-        """Reserve `n` consecutive ids of `table`; returns the first."""
-        first = self._next[table]
-        self._next[table] = first + n
-        return first
-
-    def save(self, conn: apsw.Connection) -> None:
-        """Persist the high-water marks."""
-        conn.executemany(
-            "INSERT OR REPLACE INTO store_meta(key, value) VALUES (?, ?)",
-            [(f"hwm.{t}", str(n - 1)) for t, n in self._next.items()],
-        )
-
-
-class EntityCache:
-    """(kind, name) -> entity_id, creating entities on a miss. Valid within one transaction."""
-
-    def __init__(self) -> None:
-        self._ids: dict[tuple[str, str], int] = {}
-        self.created = 0
-
-    def get(self, conn: apsw.Connection, ids: IdAllocator, kind: str, name: str, now: str) -> int:
-        """The id of entity (kind, name), created if it does not exist."""
-        key = (kind, name)
-        hit = self._ids.get(key)
-        if hit is not None:
-            return hit
-        row = conn.execute("SELECT entity_id FROM kg_entities WHERE kind=? AND name=?", key).fetchone()
-        if row is not None:
-            eid = int(row[0])
-        else:
-            eid = ids.take("kg_entities")
-            conn.execute(
-                "INSERT INTO kg_entities(entity_id, kind, name, created_at) VALUES (?,?,?,?)", (eid, kind, name, now)
-            )
-            self.created += 1
-        self._ids[key] = eid
-        return eid
 
 
 # --- the batch writer ------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ import apsw
 
 from memory.embedder import Embedder, HashingEmbedder, to_blob
 from memory.frames import chunk_ids_of, delete_chunk_vectors
-from memory.ingest import IdAllocator, chunk_text
+from memory.ingest_text import chunk_text
+from memory.row_ids import IdAllocator
 from memory.sessions import stored_session_path, write_session
 
 

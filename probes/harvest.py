@@ -58,7 +58,7 @@ class Harvest:
 
 
 class Facts(Protocol):
-    """What the needle choice asks of the whole store (`probes.window.StoreFacts`, read once a window)."""
+    """What the needle choice asks of the whole store (`probes.store_facts.StoreFacts`, read once a window)."""
 
     @property
     def vector_holders(self) -> dict[bytes, set[tuple[str, int]]]: ...

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from tests.cli_fixtures import CliResult, erasure
-from tests.oracle import Person, Scan, scan_home, scan_tree
+from tests.oracle import Scan, scan_home, scan_tree
+from tests.oracle_person import Person
 
 HONEST_KINDS = frozenset({"unscanned_content", "mention_ambiguous", "mention_reported", "mention_in_others_content"})
 """Exceptions that say specifically why a request is not all clear (docs/matching.md 7.2: another

@@ -15,8 +15,10 @@ from erasure.config import Home
 from erasure.errors import Conflict, InputError
 from erasure.sqlite import transaction
 from memory import subprocessors
-from memory.demo import FIRST_NAMES, DemoResult, build_demo, content_digest, table_counts
+from memory.demo import DemoResult, build_demo
+from memory.demo_words import FIRST_NAMES
 from memory.schema import create
+from memory.store_census import content_digest, table_counts
 from memory.subprocessor_service import start_service
 
 FRAMES, SUBJECTS = 1500, 3

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import probes.view_payloads as view_payloads
 import probes.views as views
 from probes.documents import identify, images
 from probes.documents.formats import SQLITE, SQLITE_JOURNAL, SQLITE_WAL
@@ -143,7 +144,7 @@ def test_a_container_past_the_depth_limit_is_declared(tmp_path: Path) -> None:
 
 
 def test_a_member_past_the_size_limit_is_declared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(views, "MAX_MEMBER", 4096)
+    monkeypatch.setattr(view_payloads, "MAX_MEMBER", 4096)
     for name in ("gzip", "zstd", "tar", "7z"):
         data = CONTAINERS[name](docs.html() + b" " * 10_000)
         assert [r for r, *_ in _declared(tmp_path / name, data)] == ["container-too-large"], name

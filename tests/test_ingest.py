@@ -22,12 +22,13 @@ from erasure.config import Home
 from erasure.errors import InputError
 from erasure.sqlite import transaction
 from memory import corpora, subprocessors
-from memory.demo import table_counts
 from memory.embedder import TRIGRAM_WEIGHT, WORD_SALT, HashingEmbedder, P, to_blob
 from memory.frames import purge_frames
-from memory.ingest import IngestSource, ingest, ingest_sources, split_turns
+from memory.ingest import IngestSource, ingest, ingest_sources
+from memory.ingest_text import split_turns
 from memory.items import MemoryItem, read_jsonl
 from memory.schema import create
+from memory.store_census import table_counts
 from memory.subprocessor_service import start_service
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ingest"

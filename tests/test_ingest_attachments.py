@@ -152,9 +152,9 @@ def test_blob_copies_are_private(store_home: Home, folder: Path) -> None:
 def test_an_attachment_swapped_after_the_check_is_refused_and_nothing_is_written(
     store_home: Home, folder: Path, swap: str
 ) -> None:
-    from memory.demo import table_counts
     from memory.ingest import ingest
     from memory.schema import open_store
+    from memory.store_census import table_counts
 
     path = folder / "items.jsonl"
     path.write_text(_line("conv-1", ["files/receipt.txt"]) + "\n")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import InputError
-from memory.ingest import CHUNK_CHARS, chunk_text
+from memory.ingest_text import CHUNK_CHARS, chunk_text
 from memory.items import MAX_LINE_BYTES, read_jsonl
 from tests import budget
 from tests.cli_fixtures import erasure, snapshot

@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from tests.cli_fixtures import erasure
-from tests.oracle import Person, scan_tree
+from tests.oracle import scan_tree
+from tests.oracle_person import Person
 from tests.redteam_fixtures import (
     archive_content,
     assert_truthful,

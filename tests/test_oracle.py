@@ -26,7 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import budget
-from tests.oracle import Person, canonical_forms, scan_bytes, scan_text, scan_tree, split_phone
+from tests.oracle import scan_bytes, scan_text, scan_tree
+from tests.oracle_person import Person, canonical_forms, split_phone
 
 JANE = Person(id="usr-jd-4471", email="jane.doe@mail.example", name="Jane Doe", phone="+44 20 7946 0001")
 JUERGEN = Person(id="kunde-2231", email="j.mueller@post.example", name="Jürgen Weiß", phone="+49 30 1234 5678")

@@ -39,7 +39,8 @@ from hypothesis import strategies as st
 
 from erasure.config import Home
 from tests.cli_fixtures import erasure
-from tests.oracle import Person, Scan, scan_home
+from tests.oracle import Scan, scan_home
+from tests.oracle_person import Person
 from tests.redteam_fixtures import HONEST_KINDS, archive_content, blob_digests, home_env, ok, pack_files, redaction_of
 
 SCENARIOS = 50

@@ -21,10 +21,10 @@ from erasure.config import Home
 from erasure.errors import InputError
 from erasure.subject import Subject
 from memory import suppression
-from memory.demo import COUNTED_TABLES
 from memory.ingest import ingest
 from memory.items import MemoryItem
 from memory.schema import create
+from memory.store_census import COUNTED_TABLES
 from service.consent import allow_reingest
 from tasks import runner
 from tasks.runner import run_cascade

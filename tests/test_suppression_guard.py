@@ -16,10 +16,10 @@ from erasure.config import Home
 from erasure.errors import NotFound
 from erasure.sqlite import transaction
 from memory import keyed, suppression
-from memory.demo import COUNTED_TABLES
 from memory.ingest import ingest
 from memory.items import MemoryItem, read_jsonl
 from memory.schema import create
+from memory.store_census import COUNTED_TABLES
 
 ONE = Path(__file__).parent / "fixtures" / "ingest" / "one_item.jsonl"
 OTHER = MemoryItem.model_validate(

@@ -23,7 +23,7 @@ from memory.schema import create
 from probes.context import ProbeContext
 from probes.fingerprint import take_fingerprint
 from probes.semantic import measure
-from probes.window import StoreFacts
+from probes.store_facts import StoreFacts
 from tests import budget
 
 

@@ -21,7 +21,7 @@ from probes.needles import (
     VECTOR_PIECE_BYTES,
     distinctive_pieces,
 )
-from probes.window import _VectorMatcher
+from probes.vector_matcher import VectorMatcher
 from tests import budget
 
 vectors = st.lists(st.sampled_from([0.0, 0.0, 0.0, 0.125, -0.25, 0.5]), min_size=128, max_size=128).map(
@@ -87,7 +87,7 @@ def test_the_matcher_finds_exactly_the_rows_holding_a_vector_or_a_piece(
     wanted_at: dict[int, set[bytes]] = {}
     for at, piece in pieces:
         wanted_at.setdefault(at, set()).add(piece)
-    found = set(_VectorMatcher([vector], wanted_at).holders(rows))
+    found = set(VectorMatcher([vector], wanted_at).holders(rows))
     want: set[tuple[int, bytes, int | None]] = {(rid, data, None) for rid, data in rows if data == vector}
     want |= {
         (rid, data[at : at + VECTOR_PIECE_BYTES], at)

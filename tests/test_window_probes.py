@@ -10,7 +10,7 @@ import apsw
 
 from probes.needles import Needle, NeedleKind
 from probes.resolve import PersonalEntities, fts_hit_outside
-from probes.window import _scan
+from probes.window_bytes import _scan
 
 
 def _needle(data: bytes, *, caseless: bool = False, kind: NeedleKind = NeedleKind.canary) -> Needle:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import phonenumbers
 import regex
 
-from tests.oracle import _DASH_TABLE, _drop_format
+from tests.oracle_person import _DASH_TABLE, _drop_format
 
 MAX_GAP = 3
 """Tokens allowed between the given and the family name in scripts that separate words."""

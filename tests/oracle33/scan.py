@@ -16,9 +16,10 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from tests.oracle import HOME_EXCLUDE, MAX_DEPTH, MAX_FILE, SQLITE_MAGIC, Hit, Scan, Seen, _Scanner
+from tests.oracle import HOME_EXCLUDE, MAX_DEPTH, MAX_FILE, Hit, Scan, Seen, _Scanner
 from tests.oracle33.match import Matcher, Person33
 from tests.oracle33.readers import byte_documents, text_documents
+from tests.oracle_views import SQLITE_MAGIC
 
 
 class DocScanner(_Scanner):

@@ -1,0 +1,101 @@
+"""SQLite files read through SQL by the decoded views (`probes.views`): every text or blob value,
+long ones whole (overflow pages joined) and short ones each on its own where a trigger is in them, and
+the values the file's freed pages still hold."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from pathlib import Path
+
+from erasure.sqlite import connect
+from probes.documents.freed import freed_payloads
+from probes.matcher import GENERIC_NAMES
+from probes.view_payloads import FileScan, read_payload
+
+LONG_SQL_VALUE = 4000
+"""SQLite values longer than a page's local payload (page size less its headers; this when the page size
+cannot be read) may lie on overflow pages: they are read through SQL as well."""
+
+SQL_BATCH = 4096
+"""Short SQL values looked at in one trigger pass."""
+
+
+def _short_values(scan: FileScan, values: list[bytes]) -> None:
+    """Short values, each read on its own where one pass over them all finds a trigger in it. On a page,
+    SQLite writes a row's columns one after the other with nothing between them (`summary`, an id, then
+    the text run together), so the raw view cannot tell where one value ends: docs/matching.md reads
+    each value as its own text."""
+    joined = b"\x00".join(values)
+    starts: list[int] = []
+    at = 0
+    for v in values:
+        starts.append(at)
+        at += len(v) + 1
+    # An identifier's trigger, or an escape or full-width run that may spell one (base64 runs and containers
+    # in them are read by the raw view of the file's bytes, as before).
+    hit = sorted(
+        {
+            bisect_right(starts, end - 1) - 1
+            for pid, end in scan.matcher.triggers(joined)
+            if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] in ("escapes", "fullwidth")
+        }
+    )
+    # Each is read as a guess (explicit checks only): a value that proves to be no format (a hash whose
+    # bytes only look like an escape, or that puremagic would call an image) is matched as text, never
+    # declared. The file it sits in is identified and read, its pages raw.
+    for i in hit:
+        if scan.budget.take(len(values[i])):
+            read_payload(scan, values[i], 1, whole_file=False, speculative=True)
+
+
+def read_sql_values(scan: FileScan, path: str) -> None:
+    """Text and blob values of a SQLite file, read through SQL: long ones whole (overflow pages joined),
+    short ones each on its own where a trigger is in them (`_short_values`)."""
+    try:
+        conn = connect(Path(path), readonly=True)
+    except Exception:
+        return
+    try:
+        page = conn.execute("PRAGMA page_size").fetchone()
+        longest_local = int(page[0]) - 64 if page else LONG_SQL_VALUE
+        virtual = [
+            str(r[0])
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL%'")
+        ]
+        # Shadow tables of full-text and vector indexes hold index segments and vector chunks, not
+        # anyone's text as written (the raw view reads their bytes).
+        tables = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'"
+            )
+            if not any(str(r[0]).startswith(f"{v}_") for v in virtual)
+        ]
+        for table in tables:
+            cols = [str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')]
+            for col in cols:
+                short: list[bytes] = []
+                for (value,) in conn.execute(
+                    f'SELECT "{col}" FROM "{table}" WHERE typeof("{col}") IN (\'text\', \'blob\')'
+                ):
+                    data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
+                    if len(data) <= longest_local:
+                        short.append(data)
+                        if len(short) >= SQL_BATCH:
+                            _short_values(scan, short)
+                            short = []
+                    elif scan.budget.take(len(data)):
+                        read_payload(scan, data, 1, whole_file=False)
+                if short:
+                    _short_values(scan, short)
+    except Exception:
+        return
+    finally:
+        conn.close()
+
+
+def read_freed_pages(scan: FileScan, path: str) -> None:
+    """A SQLite file's freed pages, read as the values they held (`probes.documents.freed`)."""
+    for data in freed_payloads(path):
+        if scan.budget.take(len(data)):
+            scan.matcher.match_text(data.replace(b"\x00", b" ").decode("utf-8", "replace"), scan.hits)
