@@ -15,7 +15,7 @@ from cli.dpo_kit import write_dpo_kit
 from cli.pack import print_summary
 from erasure.errors import InputError
 from proof.keyring import read_beside
-from proof.pack import summary
+from proof.review import summary
 from proof.tarball import write_atomic
 from proof.verify import printable
 from service import signoff

@@ -30,7 +30,7 @@ from memory.subprocessor_service import start_demo_processors
 from memory.subprocessors import register_demo
 from proof.history import current_pack
 from proof.keys import generate_keypair
-from proof.pack import summary
+from proof.review import summary
 from service.signoff import seal
 
 FRAMES = 5000

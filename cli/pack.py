@@ -19,7 +19,8 @@ from proof import verify as verifier
 from proof.history import current_pack
 from proof.keyring import read_beside
 from proof.keys import load_private_key, public_key_pem
-from proof.pack import attest, summary, write_pack
+from proof.pack import attest, write_pack
+from proof.review import summary
 from proof.verify.explain import exception_line
 from proof.verify.keyring import read_keyring
 

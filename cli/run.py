@@ -207,7 +207,8 @@ def run(
 def pack_verdict(h: Home, request_id: str) -> dict[str, Any] | None:
     """The status the request's pack states and its exceptions, each with its explanation (None: no
     pack). What `--json` says about all clear is read from here, so it never contradicts the pack."""
-    from proof.pack import PACK_NAME, summary
+    from proof.pack import PACK_NAME
+    from proof.review import summary
 
     path = h.evidence_dir(request_id) / PACK_NAME
     if not path.is_file():

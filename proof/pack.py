@@ -1,4 +1,4 @@
-"""The proof pack: write and sign it (engine), attest it (DPO), and summarise it for review.
+"""The proof pack: write and sign it (engine) and attest it (DPO); `proof.review` summarises it for the DPO.
 
 `write_pack` adds to `evidence/erasure/<request_id>/`: attestation.txt, manifest.json, SHA256SUMS
 and signatures/engine.intoto.json, then packs everything into a reproducible proof.tar.gz.
@@ -28,7 +28,7 @@ from proof.dsse import sign_envelope
 from proof.errors import AlreadyAttested, EvidenceInvalid, PackRejected, SameKeyRefused
 from proof.evidence import EVIDENCE_ROLES, Evidence, load_evidence, scan_identifiers
 from proof.history import PACK_NAME as PACK_NAME
-from proof.history import current_pack, next_target, sealed_again
+from proof.history import next_target, sealed_again
 from proof.keyring import check_signing_key, read_beside
 from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
 from proof.statement import dpo_statement, erasure_statement, subjects
@@ -51,7 +51,6 @@ from proof.verify.wire import (
     SIGNATURES_DIR,
     STATEMENT_TYPE,
     SUMS,
-    TIERS,
     TIME_SOURCE_ENGINE,
     TIME_SOURCE_RFC3161,
     all_clear_problems,
@@ -314,7 +313,8 @@ def write_pack(
     return target
 
 
-def _read_pack(pack_path: Path) -> bytes:
+def read_pack(pack_path: Path) -> bytes:
+    """The pack file's bytes, read by the verifier's rules (`NotFound`, `PackRejected`)."""
     if not pack_path.is_file():
         raise NotFound(f"no proof pack at {pack_path}")
     try:
@@ -355,7 +355,7 @@ def attest(
     """
     pack_path = Path(pack_path)
     key = load_private_key(dpo_key_path, passphrase)
-    data = _read_pack(pack_path)
+    data = read_pack(pack_path)
     engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     try:
         result = (
@@ -373,7 +373,7 @@ def attest(
     top, files = verify.extract(data)
     when = attested_at or _now()
     at = verify.utc_time(when)
-    verified = verify.utc_time(_predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE).get("verified_at"))
+    verified = verify.utc_time(predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE).get("verified_at"))
     if at is None:
         raise InputError(f"attested_at {verify.printable(when)!r} is not a UTC time (YYYY-MM-DDTHH:MM:SSZ)")
     if verified is not None and at < verified.replace(microsecond=0):
@@ -439,7 +439,7 @@ def signing_request_of(pack_path: Path, engine_pub: bytes | Path | None, *, keyr
     """The line the DPO's standalone signer signs (`proof.verify.signer`): the pack's request id,
     engine key id, status and the subjects of the DPO's statement. The pack must verify first (with
     the engine's key, or against `keyring`)."""
-    data = _read_pack(Path(pack_path))
+    data = read_pack(Path(pack_path))
     engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     try:
         result = _engine_checked(data, engine_pem, keyring)
@@ -471,7 +471,7 @@ def attach_attestation(
     pack_path = Path(pack_path)
     engine_pem = public_key_pem(load_public_key(engine_pub)) if engine_pub is not None else None
     dpo_key = load_public_key(dpo_pub)
-    data = _read_pack(pack_path)
+    data = read_pack(pack_path)
     try:
         signed = envelope_bytes(json.loads(envelope))
     except (ValueError, TypeError) as exc:
@@ -489,7 +489,7 @@ def attach_attestation(
     if keyid(dpo_key) == result.engine_keyid:
         raise SameKeyRefused("the pinned DPO key is the engine's key: the DPO must attest with a key of their own")
     at = verify.utc_time(when) if isinstance(when, str) else None
-    verified = verify.utc_time(_predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE).get("verified_at"))
+    verified = verify.utc_time(predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE).get("verified_at"))
     late = at is not None and at > datetime.now(UTC) + _CLOCK_SKEW
     if at is None or late or (verified is not None and at < verified.replace(microsecond=0)):
         raise InputError(
@@ -516,88 +516,8 @@ def attach_attestation(
     return pack_path
 
 
-def _count(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
-
-
-def _predicate_of(envelope: bytes, name: str) -> dict[str, Any]:
+def predicate_of(envelope: bytes, name: str) -> dict[str, Any]:
+    """The predicate of a pack's envelope (its signature not checked here); {} when it has none."""
     _, payload, _ = verify.unverified_payload(envelope, name)
     pred = json.loads(payload).get("predicate")
     return pred if isinstance(pred, dict) else {}
-
-
-def summary(
-    pack_path: Path,
-    *,
-    engine_pub: bytes | Path | None = None,
-    dpo_pub: bytes | Path | None = None,
-    keyring: bytes | None = None,
-) -> dict[str, Any]:
-    """What the DPO is shown before attesting: per-tier table, exceptions, scope, verification result,
-    receipts by status, keys. Counts and ids only. The pack is checked first (signatures too when
-    `engine_pub` is given; `signatures_verified` says which); `PackRejected` if it fails.
-
-    `attested` is true only when the DPO's envelope verified under `dpo_pub` (a trusted key, which
-    needs `engine_pub` too); an envelope present but not checked is `dpo_attestation: "not checked"`,
-    never "attested", and its claimed key and time are not shown. With `keyring` (instead of the two
-    keys) both signatures are checked against it: each key as of its statement's signing time."""
-    pack_path = Path(pack_path)
-    if pack_path.is_dir():
-        pack_path = current_pack(pack_path)
-    if dpo_pub is not None and engine_pub is None:
-        raise InputError("the DPO's attestation is checked with the engine's key too: give both")
-    if keyring is not None and engine_pub is not None:
-        raise InputError("give either a keyring or the engine's (and DPO's) keys, not both")
-    data = _read_pack(pack_path)
-    try:
-        result = (
-            verify.verify_bytes(data, None, None, require_dpo=False, keyring=keyring)
-            if keyring is not None
-            else verify.verify_bytes(
-                data,
-                public_key_pem(load_public_key(engine_pub)),
-                public_key_pem(load_public_key(dpo_pub)) if dpo_pub is not None else None,
-                require_dpo=False,
-            )
-            if engine_pub is not None
-            else verify.verify_contents(data)
-        )
-    except verify.PackError as exc:
-        raise PackRejected(exc.check, str(exc)) from exc
-    _, files = verify.extract(data)
-    pred = _predicate_of(files[ENGINE_ENVELOPE], ENGINE_ENVELOPE)
-    ver = json.loads(files["verification.json"])
-    probes = ver["probes"]
-    receipts: dict[str, int] = {}
-    for line in files["subprocessor-receipts.jsonl"].decode("utf-8").splitlines():
-        if line.strip():
-            st = str(json.loads(line).get("status"))
-            receipts[st] = receipts.get(st, 0) + 1
-    return {
-        "request_id": result.request_id,
-        "legal_basis": pred["legal_basis"],
-        "received_at": pred["received_at"],
-        "verified_at": pred["verified_at"],
-        "status": result.status,
-        "all_clear": result.all_clear,
-        "tiers": [{"tier": t, **pred["tiers"][t]} for t in TIERS],
-        "exceptions": pred["exceptions"],
-        "out_of_scope": pred["out_of_scope"],
-        "verification": {
-            "all_clear": ver["all_clear"],
-            "probes": len(probes),
-            "residue": sum(int(p["residue"]) for p in probes),
-            "methods": sorted({f"{p['tier']}/{p['method']}" for p in probes}),
-            "bystanders_before": sum(_count(p.get("bystanders_before")) for p in probes),
-            "bystanders_after": sum(_count(p.get("bystanders_after")) for p in probes),
-        },
-        "receipts": dict(sorted(receipts.items())),
-        "engine_keyid": result.engine_keyid,
-        "attested": result.dpo_attestation == "verified",
-        "dpo_attestation": result.dpo_attestation,
-        "dpo_keyid": result.dpo_keyid,
-        "attested_at": result.attested_at,
-        "signatures_verified": result.signatures_verified,
-        "pack_name": result.pack_name,
-        "timestamps": result.timestamps,
-    }

@@ -18,8 +18,8 @@ from proof.evidence import REQUEST_ID
 from proof.history import packs, statement_prefix
 from proof.keyring import read_beside
 from proof.keys import keyid, load_public_key
-from proof.pack import summary
 from proof.reverification import statement_files
+from proof.review import summary
 from proof.tsa import TSA_ROOT_ENV
 from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
 from proof.verify import PackError, printable, verify_bytes

@@ -22,8 +22,9 @@ from proof.errors import PackRejected
 from proof.history import current_pack
 from proof.keyring import read_beside
 from proof.keys import keyid, load_private_key, load_public_key, public_key_pem
-from proof.pack import attach_attestation, signing_request_of, summary
+from proof.pack import attach_attestation, signing_request_of
 from proof.pack import attest as sign_attestation
+from proof.review import summary
 from proof.tarball import write_atomic
 from service import dpo_answers
 

@@ -33,7 +33,8 @@ from hypothesis import strategies as st
 
 from proof import verify
 from proof.keys import load_private_key, sign
-from proof.pack import attest, summary, write_pack
+from proof.pack import attest, write_pack
+from proof.review import summary
 from tests import budget
 from tests.proof_fixtures import Keys, make_evidence, make_keys
 

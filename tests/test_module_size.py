@@ -24,10 +24,6 @@ GENERATED: dict[str, tuple[str, str]] = {
     ),
 }
 
-#: Temporary: another branch is editing proof/ and its tests; the lead splits this file after merging it.
-#: Delete this set (and its use below) once the split has landed.
-SPLIT_AFTER_PROOF_MERGE = {"tests/test_proof_tamper.py"}
-
 
 def line_count(path: Path) -> int:
     """The number of lines of a file, as `wc -l` counts them (a last line without newline counts too)."""
@@ -41,7 +37,7 @@ def modules() -> list[Path]:
 
 
 def test_no_module_is_over_600_lines() -> None:
-    exempt = set(GENERATED) | SPLIT_AFTER_PROOF_MERGE
+    exempt = set(GENERATED)
     over = {
         rel: n
         for path in modules()
@@ -58,12 +54,6 @@ def test_the_generated_exemptions_are_still_generated() -> None:
         assert text.startswith(header) and "Generated from" in text[:1000], (
             f"{rel} no longer starts with its generator's header: it is exempt only as generated data ({reason})"
         )
-
-
-def test_the_temporary_exemptions_are_still_needed() -> None:
-    for rel in SPLIT_AFTER_PROOF_MERGE:
-        path = ROOT / rel
-        assert path.is_file() and line_count(path) > LIMIT, f"{rel} is under the limit now: drop it from the set"
 
 
 def test_the_covered_folders_hold_python_modules() -> None:

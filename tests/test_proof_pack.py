@@ -17,7 +17,8 @@ from erasure.errors import ConfigError, InputError, NotFound
 from erasure.tiers import CASCADE_ORDER
 from proof import verify
 from proof.errors import AlreadyAttested, EvidenceInvalid, IdentifierInPack, SameKeyRefused
-from proof.pack import attest, summary, write_pack
+from proof.pack import attest, write_pack
+from proof.review import summary
 from proof.verify.wire import TIERS
 from tests.proof_fixtures import (
     IDENTIFIERS,

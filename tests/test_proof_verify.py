@@ -19,7 +19,8 @@ from cli.pack import app as pack_app
 from erasure.config import Home
 from proof import verify
 from proof.errors import PackRejected
-from proof.pack import attest, summary, write_pack
+from proof.pack import attest, write_pack
+from proof.review import summary
 from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
 from tests.proof_fixtures import (
     IDENTIFIERS,
