@@ -2,7 +2,8 @@
 
 For each row of `subprocessors`: `GET {base_url}/v1/lookup?subject_ref=<subject id>` must answer
 `{"count": 0}`. A processor that does not answer (after `ATTEMPTS` tries on connection errors and 5xx,
-each over by the probe's HTTP timeout in all, however slowly the peer drips its answer) or answers
+each over by the probe's HTTP timeout in all, however slowly the peer drips its answer: the deadline
+client of `erasure.peer_http`, a transport only) or answers
 nonsense (or more than `MAX_ANSWER` bytes) is residue-unknown: residue 1 under method
 `lookup-unreachable:<name>`. The same lookup for a few other subjects the processor holds (sampled in
 the fingerprint) gives the bystander count: a deletion call that took others' records with it shows as
@@ -12,15 +13,9 @@ a drop. The store's own
 
 from __future__ import annotations
 
-import json
-import ssl
 import time
-from collections.abc import Iterable
-from typing import Any
-from urllib.parse import urlencode
 
-import httpcore
-
+from erasure.peer_http import PeerClient, PeerError, PeerUnreachable
 from probes.context import ProbeContext, to_results
 from probes.model import Measurement, ProbeResult
 from probes.store import count, ids_in, open_store
@@ -36,83 +31,21 @@ class Unreachable(Exception):
     """The processor gave no count: no answer within the deadline, an error, or nonsense."""
 
 
-class _Deadline:
-    """Every socket operation of the probe's lookups waits at most what is left until `at`: httpx's
-    per-read timeouts alone let a peer dripping one byte at a time hold a lookup forever."""
-
-    def __init__(self) -> None:
-        self.at = 0.0
-
-    def left(self, timeout: float | None) -> float:
-        left = self.at - time.monotonic()
-        if left <= 0:
-            raise httpcore.ReadTimeout("deadline")
-        return left if timeout is None else min(timeout, left)
-
-
-class _Stream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream, deadline: _Deadline) -> None:
-        self._inner, self._deadline = inner, deadline
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, self._deadline.left(timeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, self._deadline.left(timeout))
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
-        return _Stream(
-            self._inner.start_tls(ssl_context, server_hostname, self._deadline.left(timeout)), self._deadline
-        )
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _Backend(httpcore.SyncBackend):
-    def __init__(self, deadline: _Deadline) -> None:
-        self._deadline = deadline
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        return _Stream(
-            super().connect_tcp(host, port, self._deadline.left(timeout), local_address, socket_options), self._deadline
-        )
-
-
-def _get_count(pool: httpcore.ConnectionPool, deadline: _Deadline, url: str, timeout: float) -> int | None:
+def _get_count(client: PeerClient, url: str, subject_ref: str, timeout: float) -> int | None:
     """One GET within `timeout` seconds in all: the count, None for a transient failure (retry), or
     `Unreachable` for an answer that will not change (4xx, nonsense, too large)."""
-    deadline.at = time.monotonic() + timeout
-    limits = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
     try:
-        with pool.stream("GET", url, headers=[("Accept", "application/json")], extensions={"timeout": limits}) as resp:
-            if resp.status >= 500 or resp.status == 429:
-                return None
-            body = b""
-            for chunk in resp.iter_stream():
-                body += chunk
-                if len(body) > MAX_ANSWER:
-                    raise Unreachable
-    except (httpcore.TimeoutException, httpcore.NetworkError, httpcore.RemoteProtocolError):
+        resp = client.request("GET", url, params={"subject_ref": subject_ref}, deadline=time.monotonic() + timeout)
+    except PeerUnreachable:
         return None
-    except httpcore.UnsupportedProtocol:
+    except PeerError:  # too large, or a URL that cannot be asked
         raise Unreachable from None
-    if resp.status != 200:
+    if resp.status_code >= 500 or resp.status_code == 429:
+        return None
+    if resp.status_code != 200:
         raise Unreachable
     try:
-        n = json.loads(body).get("count")
+        n = resp.json().get("count")
     except (ValueError, AttributeError):
         raise Unreachable from None
     if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
@@ -125,17 +58,16 @@ class Lookups:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._deadline = _Deadline()
-        self._pool = httpcore.ConnectionPool(network_backend=_Backend(self._deadline), max_connections=2)
+        self._client = PeerClient(connect_timeout=timeout, max_bytes=MAX_ANSWER)
 
     def count(self, base_url: str, subject_ref: str) -> int:
         """`GET {base_url}/v1/lookup?subject_ref=...`: the count; `Unreachable` after `ATTEMPTS` tries
         of at most `timeout` seconds each, or at once on an answer that is not a count."""
-        url = f"{base_url.rstrip('/')}/v1/lookup?{urlencode({'subject_ref': subject_ref})}"
+        url = f"{base_url.rstrip('/')}/v1/lookup"
         for attempt in range(ATTEMPTS):
             if attempt:
                 time.sleep(BACKOFF * attempt)
-            n = _get_count(self._pool, self._deadline, url, self.timeout)
+            n = _get_count(self._client, url, subject_ref, self.timeout)
             if n is not None:
                 return n
         raise Unreachable
@@ -144,7 +76,7 @@ class Lookups:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._pool.close()
+        self._client.close()
 
 
 def lookup(base_url: str, subject_ref: str, *, timeout: float) -> int:
