@@ -19,7 +19,8 @@ Then the byte hygiene of `hygiene.py` beside it (VACUUM FULL,
 statistics, CHECKPOINT, WAL cycles) on every run, also when nothing was found: a rerun after a crash
 between the deletes and the rewrite must still remove the bytes. Other people's items and threads that
 name the subject are counted (`mentions`), never changed. What the erasure cannot reach (WAL archive,
-standbys, replication slots, logical replication) is returned by `beyond_reach` and becomes an
+standbys, replication slots, logical replication, a server log that may name the subject and cannot be
+read: `server_log.py`) is returned by `beyond_reach` and becomes an
 exception in the pack.
 """
 
@@ -488,7 +489,8 @@ class LangGraphPostgresEraser:
             conn.close()
 
     def beyond_reach(self, target: Target) -> list[dict[str, Any]]:
-        """WAL archive, standbys, replication slots, logical replication: declared, never erased."""
+        """WAL archive, standbys, replication slots, logical replication, an unread server log: declared,
+        never erased."""
         return pg_hygiene.beyond_reach(postgres_target(target))
 
 
