@@ -83,6 +83,12 @@ def _names_subject(path: Path) -> bool:
     return SUBJECT.email.lower().encode() in path.read_bytes().lower()
 
 
+def _raw_subject(path: Path) -> bool:
+    """Any identifier of the subject, in any case (a plain byte search, apart from the probes' matcher)."""
+    data = path.read_bytes().lower()
+    return any(s.lower().encode() in data for s in (SUBJECT.id, SUBJECT.email or "", SUBJECT.name or "") if s)
+
+
 def _declared_log(ver: dict) -> list[dict]:  # type: ignore[type-arg]
     return [
         e for e in ver["exceptions"] if (e["kind"], e["item_key"]) == ("beyond_reach", "target:prod-agent:server_log")
@@ -136,3 +142,13 @@ def test_a_duplicate_key_logged_by_the_collector_in_the_data_directory_is_residu
     named = {f["file"] for f in got["ver"]["residue_files"] if f.get("target") == "prod-agent"}
     assert {f"data_dir/log/{p.name}" for p in logs if _names_subject(p)} <= named, named
     assert not _declared_log(got["ver"])
+
+    # The same request again with `rewrite_logs`: the log rotated, the closed files rewritten without the
+    # subject's lines: no byte of the subject in any log file, and the run ends clean.
+    toml = home.root / "targets.toml"
+    toml.write_text(toml.read_text() + "rewrite_logs = true\n")
+    again = cli(home, "request", "run", "req-pglog-a", "--json")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [p.name for p in sorted((pg.data / "log").iterdir()) if _raw_subject(p)] == []
+    ver = json.loads((home.evidence_dir("req-pglog-a") / "verification.json").read_text())
+    assert ver["all_clear"] is True and not ver.get("residue_files")

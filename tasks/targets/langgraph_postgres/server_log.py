@@ -11,7 +11,9 @@ folder this process can read; any other destination only through the target's `l
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +92,76 @@ def declaration(cfg: PostgresTarget, conn: psycopg.Connection[Any]) -> dict[str,
         "shipped copies (or record the log's retention as the date they expire); to stop it, set "
         "log_statement = ddl and log_parameter_max_length(_on_error) = 0",
     }
+
+
+def _folders(cfg: PostgresTarget, s: dict[str, str]) -> list[Path]:
+    out = []
+    if s.get("logging_collector") == "on":
+        folder = Path(s.get("log_directory", "log"))
+        out.append(folder if folder.is_absolute() or cfg.data_dir is None else cfg.data_dir / folder)
+    if cfg.log_dir is not None:
+        out.append(cfg.log_dir)
+    return [d for d in out if _can_read(d)]
+
+
+def _rotate(conn: psycopg.Connection[Any], cfg: PostgresTarget) -> Path | None:
+    """Rotate the collector's log until it writes to a new file (its name can hold the second only):
+    the file it writes to now, or None (no collector, or it would not move on)."""
+
+    def current() -> str | None:
+        row = conn.execute("SELECT pg_current_logfile()").fetchone()
+        return str(row[0]) if row and row[0] else None
+
+    before = current()
+    for _ in range(4):
+        conn.execute("SELECT pg_rotate_logfile()")
+        for _ in range(20):
+            now = current()
+            if now is not None and now != before:
+                p = Path(now)
+                return p if p.is_absolute() or cfg.data_dir is None else cfg.data_dir / p
+            time.sleep(0.1)
+        time.sleep(1.0)
+    return None
+
+
+def _without(path: Path, lows: list[bytes]) -> int:
+    """Rewrite `path` without its lines that hold a needle (case-insensitive), in place of it (same
+    owner and mode); how many lines went."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines if not any(n in line.lower() for n in lows)]
+    if len(kept) == len(lines):
+        return 0
+    st = path.stat()
+    tmp = path.with_name(f".{path.name}.erasure-tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, st.st_mode & 0o777)
+    with os.fdopen(fd, "wb") as f:
+        f.write(b"".join(kept))
+        f.flush()
+        os.fsync(f.fileno())
+    with contextlib.suppress(PermissionError):
+        os.chown(tmp, st.st_uid, st.st_gid)
+    os.replace(tmp, path)
+    return len(lines) - len(kept)
+
+
+def rewrite(cfg: PostgresTarget, conn: psycopg.Connection[Any], needles: list[bytes]) -> dict[str, int]:
+    """`rewrite_logs`: rotate the collector's log, then rewrite every closed log file that names the
+    subject without those lines. Counts only. Without the collector the server keeps its log file open
+    (stderr): it is left as it is, and the verification names it."""
+    s = _settings(conn)
+    if s.get("logging_collector") != "on":
+        return {"log_rotated": 0, "log_files_rewritten": 0}
+    live = _rotate(conn, cfg)
+    if live is None:
+        return {"log_rotated": 0, "log_files_rewritten": 0}
+    lows = [n.lower() for n in needles if n]
+    files = lines = 0
+    for folder in _folders(cfg, s):
+        for path in sorted(folder.iterdir()):
+            if path.is_symlink() or not path.is_file() or path.resolve() == live.resolve():
+                continue
+            gone = _without(path, lows)
+            files += gone > 0
+            lines += gone
+    return {"log_rotated": 1, "log_files_rewritten": files, "log_lines_removed": lines}
