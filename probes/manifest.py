@@ -54,9 +54,18 @@ SAFE_PARTS = frozenset(
         "prefect.db-wal",
         "prefect.db-shm",
         "metrics",
+        # a PostgreSQL target's folders, by role (probes.targets.langgraph_postgres), and PostgreSQL's own
+        "data_dir",
+        "log_dir",
+        "log_directory",
+        "base",
+        "global",
+        "pg_wal",
+        "log",
+        "pg_log",
     }
 )
-"""Names our software gives files and folders: they cannot name a person."""
+"""Names our software (or the database it erases) gives files and folders: they cannot name a person."""
 
 _TOKEN = re.compile(r"[0-9a-f]{16,128}(\.[a-z0-9]{1,8}){0,2}")
 """A random token (blob keys are `secrets.token_hex`): hex digits alone spell no one."""
@@ -65,8 +74,18 @@ _SAFE_FILE = re.compile(r"v[0-9]{1,9}\.jsonl")
 """A corpus version's file (`corpora/<name>/v<n>.jsonl`; the corpus name is a name someone chose)."""
 
 
+_PG_LOG = re.compile(r"postgresql(-[0-9]{1,6})*(-main)?(_[0-9]{4,6})?\.(log|csv|json)(\.[0-9]{1,3})?")
+"""A PostgreSQL server log: `log_filename`'s default (`postgresql-%Y-%m-%d_%H%M%S.log`) or Debian's
+`postgresql-<version>-main.log` (and its rotations): digits and names PostgreSQL gives."""
+
+
 def _safe_part(part: str) -> bool:
-    return part in SAFE_PARTS or bool(_TOKEN.fullmatch(part)) or bool(_SAFE_FILE.fullmatch(part))
+    return (
+        part in SAFE_PARTS
+        or bool(_TOKEN.fullmatch(part))
+        or bool(_SAFE_FILE.fullmatch(part))
+        or bool(_PG_LOG.fullmatch(part))
+    )
 
 
 def label(key: bytes, root: str, rel: str) -> str:

@@ -103,6 +103,9 @@ class ResidueFile(BaseModel):
     tier: str
     hits: int
     """How many of the subject's needles (spellings, content pieces) were found there."""
+    target: str | None = None
+    """The target whose files these are (None: the reference store or the home); `folder` is then the
+    kind's role for the folder (`data_dir`, `log_dir`), never its path."""
 
 
 class Verification(BaseModel):

@@ -207,6 +207,7 @@ def record_verification(
         labels = ledger_key(h)
         doc["residue_files"] = [
             {"tier": r.tier, "file": manifest.label(labels, r.folder, r.rel), "hits": r.hits}
+            | ({"target": r.target} if r.target else {})
             for r in result.residue_files
         ]
     if not doc["all_clear"]:
@@ -366,11 +367,12 @@ def probe_subjects(
     )
     out: list[Verification] = []
     for (subject, fp), ref in zip(pairs, found, strict=True):
-        probes, unscanned = list(ref.probes), list(ref.unscanned)
+        probes, unscanned, located = list(ref.probes), list(ref.unscanned), list(ref.residue_files)
         for target in scope.others:
             tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
             got = target_probes.verify(target, subject, tfp)
             probes += got.probes
             unscanned += got.unscanned
-        out.append(ref.model_copy(update={"probes": probes, "unscanned": unscanned}))
+            located += got.residue_files
+        out.append(ref.model_copy(update={"probes": probes, "unscanned": unscanned, "residue_files": located}))
     return out

@@ -132,22 +132,23 @@ class Cluster:
     def pg_ctl(self, *args: str) -> str:
         return _run([str(self.bindir / "pg_ctl"), "-D", str(self.data), *args])
 
-    def start(self, *settings: str) -> None:
+    def start(self, *settings: str, log: Path | None = None) -> None:
+        """Start with `settings` (`-c`), the server's stderr into `log` (default: `log` beside the data)."""
         opts = " ".join(
             [
                 f"-c listen_addresses='' -k {self.socket_dir} -c unix_socket_permissions=0700",
                 *(f"-c {s}" for s in settings),
             ]
         )
-        self.pg_ctl("-l", str(self.root / "log"), "-o", opts, "-w", "-t", "120", "start")
+        self.pg_ctl("-l", str(log or self.root / "log"), "-o", opts, "-w", "-t", "120", "start")
 
     def stop(self) -> None:
         with contextlib.suppress(RuntimeError):
             self.pg_ctl("-m", "fast", "-w", "-t", "60", "stop")
 
-    def restart(self, *settings: str) -> None:
+    def restart(self, *settings: str, log: Path | None = None) -> None:
         self.stop()
-        self.start(*settings)
+        self.start(*settings, log=log)
 
 
 def _owned_dir(prefix: str) -> Path:

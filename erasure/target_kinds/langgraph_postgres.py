@@ -16,6 +16,12 @@ its probe: only the keys, checked, never code that reads or writes the cluster.
     lock_timeout_ms = 2000                 # optional: how long one statement waits on the agent's locks
     wait_seconds = 120                     # optional: how long the eraser retries before it gives up
     wal_cycles = 16                        # optional: most WAL switch + CHECKPOINT cycles
+    log_dir = "/var/log/postgresql"        # optional: where the server log lands when not in data_dir
+    rewrite_logs = false                   # optional: rotate the log, remove the subject's lines from closed files
+
+The server log is part of the target: with `logging_collector` on, its files in `data_dir` (or an
+absolute `log_directory`) are read; anything else (stderr caught by the service manager, Debian's
+/var/log/postgresql) is read only from `log_dir`, else declared.
 
 A password in `url` (`user:secret@` or `password=`) is refused: credentials come from the environment
 or a file. Without `data_dir` (a managed service) the byte scan cannot run: the pack says so.
@@ -59,6 +65,12 @@ class PostgresTarget:
     lock_timeout_ms: int
     wait_seconds: float
     wal_cycles: int
+    log_dir: Path | None = None
+    """Where the server writes its log when it is not under `data_dir` (stderr caught by pg_ctl -l, the
+    service manager or Debian's /var/log/postgresql)."""
+    rewrite_logs: bool = False
+    """After the erasure, rotate the collector's log and rewrite the closed files that name the subject
+    without those lines (off by default: logs are often kept for audit)."""
 
     def data_dir_readable(self) -> bool:
         """Whether this process can read the cluster's files (`base/`, `pg_wal/`)."""
@@ -142,6 +154,13 @@ def _int(target: Target, key: str, default: int, low: int, high: int, where: str
     return v
 
 
+def _flag(target: Target, key: str, where: str) -> bool:
+    v = target.value(key, False)
+    if not isinstance(v, bool):
+        raise ConfigError(f"{where}: key {key!r} must be true or false")
+    return v
+
+
 def postgres_target(target: Target) -> PostgresTarget:
     """The target's keys (`ConfigError` naming the key that is wrong)."""
     where = f"targets: target {target.name!r} ({target.kind})"
@@ -170,6 +189,8 @@ def postgres_target(target: Target) -> PostgresTarget:
         lock_timeout_ms=_int(target, "lock_timeout_ms", 2000, 10, 600_000, where),
         wait_seconds=float(_int(target, "wait_seconds", 120, 1, 86_400, where)),
         wal_cycles=_int(target, "wal_cycles", 16, 0, 1000, where),
+        log_dir=target.path("log_dir"),
+        rewrite_logs=_flag(target, "rewrite_logs", where),
     )
 
 

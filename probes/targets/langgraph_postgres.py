@@ -14,6 +14,9 @@ Bytes: when the cluster's data directory (`data_dir`) is readable, `files()` ret
 PostgreSQL" becomes an `unscanned_content` exception, never all clear by bytes. So does a WAL archive
 or a streaming standby: files the probe cannot read that hold copies.
 
+The server log (`probes.targets.pg_logs`): its readable files are scanned too, and a log that may
+hold the subject but cannot be read is declared unscanned.
+
 Known limit: PostgreSQL compresses values over about 2 kB (pglz or lz4, in line or in TOAST); no
 decoded view reads those, so a dead compressed copy is invisible to the byte scan (the logical probes
 see every live row, and VACUUM FULL leaves no dead one).
@@ -46,6 +49,7 @@ from erasure.tiers import Tier
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
+from probes.targets import pg_logs
 from probes.targets.base import TargetFingerprint
 from probes.views import Unscanned
 
@@ -282,8 +286,19 @@ class LangGraphPostgresProbe:
     kind: ClassVar[str] = KIND
 
     def files(self, target: Target) -> list[Path]:
+        """The data directory (when readable) and every readable folder of the server log."""
+        return list(self.folders(target).values())
+
+    def folders(self, target: Target) -> dict[str, Path]:
+        """`files`, by role (`data_dir`, `log_directory`, `log_dir`): how residue names its folder."""
         cfg = postgres_target(target)
-        return [cfg.data_dir] if cfg.data_dir is not None and cfg.data_dir_readable() else []
+        out = {"data_dir": cfg.data_dir} if cfg.data_dir is not None and cfg.data_dir_readable() else {}
+        conn = _connect(cfg)
+        try:
+            settings = pg_logs.read_settings(conn)
+        finally:
+            conn.close()
+        return out | pg_logs.places(cfg, settings)[0]
 
     def unscanned(self, target: Target, fp: TargetFingerprint | None = None) -> list[Unscanned]:
         """What holds the subject's bytes and cannot be read here: the data directory of a managed
@@ -313,6 +328,9 @@ class LangGraphPostgresProbe:
             row = conn.execute("SELECT count(*) FROM pg_stat_replication").fetchone()
             if row is not None and int(row[0]):
                 add("standbys", f"{int(row[0])} streaming standby(s): their files are not read by this probe")
+            reason = pg_logs.unscanned_reason(cfg, pg_logs.read_settings(conn))
+            if reason is not None:
+                add("server_log", reason)
         finally:
             conn.close()
         return out

@@ -12,7 +12,8 @@ from erasure.server_control import ServerNotStopped, quiesced
 from erasure.subject import Subject
 from erasure.targets import Target
 from probes.bytescan import scan_tree
-from probes.model import BYTES, ProbeResult, Unscanned, Verification
+from probes.located import residue_files
+from probes.model import BYTES, ProbeResult, ResidueFile, Unscanned, Verification
 from probes.needles import SUBJECT_KINDS, NeedleKind
 from probes.targets.base import TargetFingerprint, probe_for
 from probes.views import scan_views
@@ -33,9 +34,20 @@ def byte_results(target: Target, fp: TargetFingerprint) -> list[ProbeResult]:
     return _bytes(target, fp)[0]
 
 
-def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], list[Unscanned]]:
+def _folders(kind_probe: object, target: Target) -> dict[Path, str]:
+    """Each folder to scan -> how residue names it: the kind's role for it (`folders(target)`, e.g.
+    `data_dir`, `log_dir`), else its own name."""
+    folders = getattr(kind_probe, "folders", None)
+    if folders is not None:
+        named: dict[str, Path] = folders(target)
+        by_path = {p.resolve(): role for role, p in named.items()}
+        return {root: by_path.get(root, root.name) for root in scan_roots(list(named.values()))}
+    return {root: root.name for root in scan_roots(kind_probe.files(target))}  # type: ignore[attr-defined]
+
+
+def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], list[Unscanned], list[ResidueFile]]:
     kind_probe = probe_for(target)
-    roots = scan_roots(kind_probe.files(target))
+    roots = _folders(kind_probe, target)
     needles = fp.needles
     found: set[int] = set()
     viewed: set[int] = set()
@@ -44,14 +56,17 @@ def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], li
     unscanned: list[Unscanned] = list(getattr(kind_probe, "unscanned", lambda _t, _fp: [])(target, fp))
     unreadable = 0
     texts = [n.view() for n in needles]
+    where: dict[str, dict[int, list[str]]] = {}
     for root in roots:
         report = scan_tree(root, [n.data for n in needles], caseless={i for i, n in enumerate(needles) if n.caseless})
         found |= report.found_indexes()
+        where[roots[root]] = {h.index: list(h.files) for h in report.found}
         unreadable += len(report.unreadable)
         views = scan_views(root, texts)
         viewed |= views.found_indexes()
         unscanned += [u.model_copy(update={"target": target.name}) for u in views.unscanned]
     out: list[ProbeResult] = []
+    residue: set[int] = set()
     for kind in SUBJECT_KINDS:
         groups = {n.group for n in needles if n.kind is kind}
         if groups:
@@ -72,6 +87,7 @@ def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], li
                     )
                 )
                 hit -= explained
+            residue |= {i for i in found if needles[i].kind is kind and needles[i].group in hit}
             out.append(
                 ProbeResult(
                     tier=BYTES,
@@ -106,7 +122,12 @@ def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], li
             target=target.name,
         )
     )
-    return out, unscanned
+    located = [
+        f.model_copy(update={"target": target.name})
+        for folder, files_of in where.items()
+        for f in residue_files(folder, files_of, residue, lambda _rel: BYTES)
+    ]
+    return out, unscanned, located
 
 
 def take(target: Target, subject: Subject) -> TargetFingerprint:
@@ -128,7 +149,7 @@ def verify(target: Target, subject: Subject, fp: TargetFingerprint) -> Verificat
     with quiesced(server(target) if server is not None else None, "the verification") as window:
         if window.control is not None:
             _still_listening(window.control.url, target.name)
-        out, unscanned = _bytes(target, fp)
+        out, unscanned, located = _bytes(target, fp)
         measured = probe_for(target).measure(target, subject, fp)
     window.raise_if_down()
     if window.control is not None:
@@ -156,7 +177,7 @@ def verify(target: Target, subject: Subject, fp: TargetFingerprint) -> Verificat
                 target=target.name,
             )
         )
-    return Verification(probes=out, unscanned=unscanned)
+    return Verification(probes=out, unscanned=unscanned, residue_files=located)
 
 
 def _still_listening(url: str, target: str) -> None:

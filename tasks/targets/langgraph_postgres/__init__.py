@@ -19,7 +19,8 @@ Then the byte hygiene of `hygiene.py` beside it (VACUUM FULL,
 statistics, CHECKPOINT, WAL cycles) on every run, also when nothing was found: a rerun after a crash
 between the deletes and the rewrite must still remove the bytes. Other people's items and threads that
 name the subject are counted (`mentions`), never changed. What the erasure cannot reach (WAL archive,
-standbys, replication slots, logical replication) is returned by `beyond_reach` and becomes an
+standbys, replication slots, logical replication, a server log that may name the subject and cannot be
+read: `server_log.py`) is returned by `beyond_reach` and becomes an
 exception in the pack.
 """
 
@@ -45,6 +46,7 @@ from erasure.tiers import Tier
 from tasks.targets.base import TierOutcome
 from tasks.targets.langgraph_postgres import epoch as pg_epoch
 from tasks.targets.langgraph_postgres import hygiene as pg_hygiene
+from tasks.targets.langgraph_postgres import server_log
 
 KIND = "langgraph-postgres"
 ITEM_TABLES = ("store_vectors", "store")
@@ -290,6 +292,14 @@ def _needles(subject: Subject, found: _Found) -> list[bytes]:
     return [n for n in dict.fromkeys([*out, *found.content, *found.vector_pieces]) if len(n) >= 6]
 
 
+def _rewrite_logs(cfg: PostgresTarget, needles: list[bytes]) -> dict[str, int]:
+    conn = pg_hygiene.connect(cfg, autocommit=True)
+    try:
+        return server_log.rewrite(cfg, conn, needles)
+    finally:
+        conn.close()
+
+
 class LangGraphPostgresEraser:
     """The erasing side of kind `langgraph-postgres` (see the module docstring)."""
 
@@ -334,8 +344,9 @@ class LangGraphPostgresEraser:
             conn.close()
         rewritten = pg_hygiene.rewrite(cfg, [t for t in (*ITEM_TABLES, *THREAD_TABLES) if t in present])
         wal = pg_hygiene.wal_cycles(cfg, _needles(subject, before))
+        logs = _rewrite_logs(cfg, _needles(subject, before)) if cfg.rewrite_logs else {}
         after = _measure(cfg, subject)
-        hygiene = {"delete_ms": delete_ms, **rewritten, **wal}
+        hygiene = {"delete_ms": delete_ms, **rewritten, **wal, **logs}
         return {
             Tier.working: TierOutcome(
                 len(before.threads),
@@ -488,7 +499,8 @@ class LangGraphPostgresEraser:
             conn.close()
 
     def beyond_reach(self, target: Target) -> list[dict[str, Any]]:
-        """WAL archive, standbys, replication slots, logical replication: declared, never erased."""
+        """WAL archive, standbys, replication slots, logical replication, an unread server log: declared,
+        never erased."""
         return pg_hygiene.beyond_reach(postgres_target(target))
 
 

@@ -38,6 +38,7 @@ from psycopg import errors, sql
 
 from erasure.errors import StoreError
 from erasure.target_kinds.langgraph_postgres import PostgresTarget
+from tasks.targets.langgraph_postgres import server_log
 
 T = TypeVar("T")
 RETRYABLE = (errors.LockNotAvailable, errors.DeadlockDetected, errors.SerializationFailure, errors.QueryCanceled)
@@ -190,7 +191,8 @@ def wal_cycles(cfg: PostgresTarget, needles: list[bytes]) -> dict[str, int]:
 
 def beyond_reach(cfg: PostgresTarget) -> list[dict[str, Any]]:
     """What holds copies of the cluster's WAL or data that the erasure cannot rewrite: WAL archiving,
-    streaming standbys, replication slots, logical subscriptions. Each: `what` (a stable key), `detail`
+    streaming standbys, replication slots, logical subscriptions, a server log the verification cannot
+    read (`server_log`). Each: `what` (a stable key), `detail`
     (counts and settings, no data) and `ground` (what the team must do)."""
     conn = connect(cfg, autocommit=True)
     try:
@@ -244,6 +246,9 @@ def beyond_reach(cfg: PostgresTarget) -> list[dict[str, Any]]:
                     "too, or drop unused slots",
                 }
             )
+        log = server_log.declaration(cfg, conn)
+        if log is not None:
+            out.append(log)
         subs = int(one("SELECT count(*) FROM pg_subscription") or 0)
         pubs = int(one("SELECT count(*) FROM pg_publication") or 0)
         if subs or pubs:
