@@ -96,6 +96,12 @@ class Cluster:
     def socket_dir(self) -> Path:
         return self.root / "run"
 
+    @property
+    def log_dir(self) -> Path:
+        """Where the server's stderr log goes (outside the data directory, as on Debian): a target names it
+        with `log_dir` so the probes read it; without that the pack declares the log (issue 37)."""
+        return self.root / "server-log"
+
     def url(self, database: str = DATABASE, user: str = SUPERUSER) -> str:
         """A libpq URL over the Unix socket (no password: trust on the socket)."""
         return f"postgresql://{user}@/{database}?host={self.socket_dir}"
@@ -133,14 +139,14 @@ class Cluster:
         return _run([str(self.bindir / "pg_ctl"), "-D", str(self.data), *args])
 
     def start(self, *settings: str, log: Path | None = None) -> None:
-        """Start with `settings` (`-c`), the server's stderr into `log` (default: `log` beside the data)."""
+        """Start with `settings` (`-c`), the server's stderr into `log` (default: `log_dir`/postgresql.log)."""
         opts = " ".join(
             [
                 f"-c listen_addresses='' -k {self.socket_dir} -c unix_socket_permissions=0700",
                 *(f"-c {s}" for s in settings),
             ]
         )
-        self.pg_ctl("-l", str(log or self.root / "log"), "-o", opts, "-w", "-t", "120", "start")
+        self.pg_ctl("-l", str(log or self.log_dir / "postgresql.log"), "-o", opts, "-w", "-t", "120", "start")
 
     def stop(self) -> None:
         with contextlib.suppress(RuntimeError):
@@ -167,7 +173,7 @@ def cluster(bindir: Path, *settings: str, prefix: str = "pg-", wal_segsize_mb: i
     root = _owned_dir(prefix)
     c = Cluster(bindir, root)
     try:
-        _run(["mkdir", "-m", "0700", str(c.socket_dir)])
+        _run(["mkdir", "-m", "0700", str(c.socket_dir), str(c.log_dir)])
         _run(
             [
                 str(bindir / "initdb"),

@@ -115,6 +115,7 @@ lock_timeout_ms = 500
 wal_cycles = 40
 '''
         + (f'data_dir = "{c.data}"\n' if data_dir else "")
+        + f'log_dir = "{c.log_dir}"\n'  # the server's log, read by the probes (else declared: issue 37)
     )
 
 
