@@ -27,7 +27,7 @@ from tests.langgraph_sqlite_fixtures import (
     person_items,
     thread_config,
 )
-from tests.pg_cluster import Cluster
+from tests.pg_cluster import SUPERUSER, Cluster
 
 __all__ = ["BYSTANDERS", "MORE_SUBJECTS", "SUBJECT", "Agent", "PgMemory", "build_memory", "make_target"]
 
@@ -63,14 +63,14 @@ class Agent:
 
 
 @contextmanager
-def agent(cluster: Cluster, database: str, *, indexed: bool) -> Iterator[Agent]:
+def agent(cluster: Cluster, database: str, *, indexed: bool, user: str = SUPERUSER) -> Iterator[Agent]:
     """An agent connected as LangGraph's docs show (autocommit, dict rows), tables set up on first use."""
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
     from psycopg import connect
     from psycopg.rows import dict_row
 
-    conn = connect(cluster.url(database), autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    conn = connect(cluster.url(database, user), autocommit=True, prepare_threshold=0, row_factory=dict_row)
     try:
         index = {"dims": DIMS, "embed": HashEmbeddings().embed_documents, "fields": ["text"]} if indexed else None
         store = PostgresStore(conn, index=index)  # type: ignore[arg-type]

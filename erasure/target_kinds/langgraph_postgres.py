@@ -16,6 +16,7 @@ its probe: only the keys, checked, never code that reads or writes the cluster.
     lock_timeout_ms = 2000                 # optional: how long one statement waits on the agent's locks
     wait_seconds = 120                     # optional: how long the eraser retries before it gives up
     wal_cycles = 16                        # optional: most WAL switch + CHECKPOINT cycles
+    online_rewrite = true                  # optional: false = always VACUUM FULL (never REPACK, pg_repack)
 
 A password in `url` (`user:secret@` or `password=`) is refused: credentials come from the environment
 or a file. Without `data_dir` (a managed service) the byte scan cannot run: the pack says so.
@@ -59,6 +60,9 @@ class PostgresTarget:
     lock_timeout_ms: int
     wait_seconds: float
     wal_cycles: int
+    online_rewrite: bool = True
+    """Rewrite the touched tables online where the server offers it (REPACK CONCURRENTLY, pg_repack;
+    `pg_repack`'s extension is created when available and the role is a superuser), else VACUUM FULL."""
 
     def data_dir_readable(self) -> bool:
         """Whether this process can read the cluster's files (`base/`, `pg_wal/`)."""
@@ -142,6 +146,13 @@ def _int(target: Target, key: str, default: int, low: int, high: int, where: str
     return v
 
 
+def _bool(target: Target, key: str, default: bool, where: str) -> bool:
+    v = target.value(key, default)
+    if not isinstance(v, bool):
+        raise ConfigError(f"{where}: key {key!r} must be true or false")
+    return v
+
+
 def postgres_target(target: Target) -> PostgresTarget:
     """The target's keys (`ConfigError` naming the key that is wrong)."""
     where = f"targets: target {target.name!r} ({target.kind})"
@@ -170,6 +181,7 @@ def postgres_target(target: Target) -> PostgresTarget:
         lock_timeout_ms=_int(target, "lock_timeout_ms", 2000, 10, 600_000, where),
         wait_seconds=float(_int(target, "wait_seconds", 120, 1, 86_400, where)),
         wal_cycles=_int(target, "wal_cycles", 16, 0, 1000, where),
+        online_rewrite=_bool(target, "online_rewrite", True, where),
     )
 
 
