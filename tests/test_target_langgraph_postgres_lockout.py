@@ -171,3 +171,55 @@ def test_lockout_without_pg_repack_vacuum_full_runs_and_records_what_it_locked(t
         assert w.longest * 1000 <= detail["vacuum_full_ms"] + 1500, (w.longest, detail)
         assert detail["vacuum_full_store_ms"] >= 0.5 * w.longest * 1000 - 200, (w.longest, detail)
         assert holding(relation_files(c, "appdb", "store")) == []
+
+
+PASSWORD = "s3cret:with\\colon and space"
+
+
+@pytest.mark.slow
+def test_pg_repack_password_never_on_its_command_line_nor_in_its_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/proc/PID/cmdline is readable by every local user: the pg_repack client gets the password in a
+    0600 file, and an environment without the run's own variables (PGPASSWORD, Prefect's credential)."""
+    with cluster(_pg15(), *SETTINGS, wal_segsize_mb=1) as c:
+        c.psql(f"CREATE ROLE pw SUPERUSER LOGIN PASSWORD '{PASSWORD}'")
+        hba = c.data / "pg_hba.conf"
+        hba.write_text("local all pw scram-sha-256\n" + hba.read_text())
+        c.psql("SELECT pg_reload_conf()")
+        with agent(c, "agent", indexed=False) as a:
+            build_memory(a, "agent")
+        pad(c, "agent")
+        monkeypatch.setenv("AGENT_PG_PASSWORD", PASSWORD)
+        monkeypatch.setenv("PGPASSWORD", PASSWORD)
+        monkeypatch.setenv("PREFECT_API_AUTH_STRING", "admin:prefect-credential")
+        target = make_target(c, "agent", url=c.url("agent", "pw"), password_env="AGENT_PG_PASSWORD", wal_cycles=40)
+        seen: list[tuple[bytes, bytes]] = []
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.is_set():
+                for proc in Path("/proc").iterdir():
+                    try:
+                        cmd = (proc / "cmdline").read_bytes()
+                        if b"pg_repack" in cmd.split(b"\0")[0]:
+                            seen.append((cmd, (proc / "environ").read_bytes()))
+                    except OSError:
+                        continue
+                time.sleep(0.005)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            outcome = ERASER.erase(target, SUBJECT)
+        finally:
+            stop.set()
+            watcher.join()
+        detail = outcome[Tier.semantic].detail
+        assert detail.get("rewrite_by_pg_repack", 0) >= 2 and "pg_repack_exit" not in detail, detail
+        assert [cmd for cmd, _env in seen if b"--table" in cmd], "the pg_repack client was never seen rewriting"
+        for cmd, env in seen:
+            assert b"s3cret" not in cmd
+            assert b"s3cret" not in env and b"prefect-credential" not in env
+            assert b"PGPASSFILE=" in env or b"--table" not in cmd
+        assert holding(relation_files(c, "agent", "store")) == []
