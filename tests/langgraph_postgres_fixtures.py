@@ -7,6 +7,8 @@ People, topics and the local embedding are those of the SQLite fixtures (`langgr
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -176,3 +178,44 @@ def subject_gone(a: Agent, mem: PgMemory, who: Subject = SUBJECT) -> None:
     assert a.store.search(("users", who.id), limit=100) == []
     for tid in mem.threads[who.id]:
         assert a.graph.get_state(thread_config(tid, who.id)).values == {}
+
+
+LIVE = ("users", "usr-live-0001", "memories")
+"""Where the writing agent puts its notes (nobody's erasure touches them)."""
+
+
+class Writer(threading.Thread):
+    """The agent: a LangGraph `store.put` every 50 ms on its own connection, each one timed."""
+
+    def __init__(self, a: Any) -> None:
+        super().__init__(daemon=True)
+        self.a = a
+        self.stop = threading.Event()
+        self.ok = 0
+        self.longest = 0.0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            try:
+                self.a.store.put(LIVE, f"m{i}", {"text": f"a live note, number {i}"})
+                self.ok += 1
+            except Exception as exc:  # counted, asserted on below
+                self.errors.append(type(exc).__name__)
+            self.longest = max(self.longest, time.monotonic() - t0)
+            i += 1
+            self.stop.wait(0.05)
+
+
+@contextmanager
+def writing(c: Cluster, database: str, user: str) -> Iterator[Writer]:
+    with agent(c, database, indexed=False, user=user) as a:
+        w = Writer(a)
+        w.start()
+        try:
+            yield w
+        finally:
+            w.stop.set()
+            w.join()

@@ -13,22 +13,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from erasure.tiers import Tier
 from tasks.targets.langgraph_postgres import ERASER
-from tests.langgraph_postgres_fixtures import SUBJECT, agent, build_memory, make_target
+from tests.langgraph_postgres_fixtures import LIVE, SUBJECT, Writer, agent, build_memory, make_target, writing
 from tests.pg_cluster import Cluster, cluster, debian_bindir
 
 PADDING_ROWS = 100_000
 SETTINGS = ("min_wal_size=4MB", "max_wal_size=16MB")
 NEEDLES = [s.lower().encode() for s in (SUBJECT.id, SUBJECT.email or "", SUBJECT.name or "")]
-LIVE = ("users", "usr-live-0001", "memories")
 
 
 def _pg15() -> Path:
@@ -36,43 +32,6 @@ def _pg15() -> Path:
     assert debian_bindir() is not None and (found / "initdb").exists(), "Debian PostgreSQL 15 missing (make postgres)"
     assert (found / "pg_repack").exists(), "pg_repack missing (make postgres installs postgresql-15-repack)"
     return found
-
-
-class Writer(threading.Thread):
-    """The agent: a LangGraph `store.put` every 50 ms on its own connection, each one timed."""
-
-    def __init__(self, a: Any) -> None:
-        super().__init__(daemon=True)
-        self.a = a
-        self.stop = threading.Event()
-        self.ok = 0
-        self.longest = 0.0
-        self.errors: list[str] = []
-
-    def run(self) -> None:
-        i = 0
-        while not self.stop.is_set():
-            t0 = time.monotonic()
-            try:
-                self.a.store.put(LIVE, f"m{i}", {"text": f"a live note, number {i}"})
-                self.ok += 1
-            except Exception as exc:  # counted, asserted on below
-                self.errors.append(type(exc).__name__)
-            self.longest = max(self.longest, time.monotonic() - t0)
-            i += 1
-            self.stop.wait(0.05)
-
-
-@contextmanager
-def writing(c: Cluster, database: str, user: str) -> Iterator[Writer]:
-    with agent(c, database, indexed=False, user=user) as a:
-        w = Writer(a)
-        w.start()
-        try:
-            yield w
-        finally:
-            w.stop.set()
-            w.join()
 
 
 def pad(c: Cluster, database: str) -> None:
