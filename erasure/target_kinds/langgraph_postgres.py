@@ -18,6 +18,7 @@ its probe: only the keys, checked, never code that reads or writes the cluster.
     wal_cycles = 16                        # optional: most WAL switch + CHECKPOINT cycles
     log_dir = "/var/log/postgresql"        # optional: where the server log lands when not in data_dir
     rewrite_logs = false                   # optional: rotate the log, remove the subject's lines from closed files
+    online_rewrite = true                  # optional: false = always VACUUM FULL (never REPACK, pg_repack)
 
 The server log is part of the target: with `logging_collector` on, its files in `data_dir` (or an
 absolute `log_directory`) are read; anything else (stderr caught by the service manager, Debian's
@@ -71,6 +72,9 @@ class PostgresTarget:
     rewrite_logs: bool = False
     """After the erasure, rotate the collector's log and rewrite the closed files that name the subject
     without those lines (off by default: logs are often kept for audit)."""
+    online_rewrite: bool = True
+    """Rewrite the touched tables online where the server offers it (REPACK CONCURRENTLY, pg_repack;
+    `pg_repack`'s extension is created when available and the role is a superuser), else VACUUM FULL."""
 
     def data_dir_readable(self) -> bool:
         """Whether this process can read the cluster's files (`base/`, `pg_wal/`)."""
@@ -154,8 +158,8 @@ def _int(target: Target, key: str, default: int, low: int, high: int, where: str
     return v
 
 
-def _flag(target: Target, key: str, where: str) -> bool:
-    v = target.value(key, False)
+def _bool(target: Target, key: str, default: bool, where: str) -> bool:
+    v = target.value(key, default)
     if not isinstance(v, bool):
         raise ConfigError(f"{where}: key {key!r} must be true or false")
     return v
@@ -190,7 +194,8 @@ def postgres_target(target: Target) -> PostgresTarget:
         wait_seconds=float(_int(target, "wait_seconds", 120, 1, 86_400, where)),
         wal_cycles=_int(target, "wal_cycles", 16, 0, 1000, where),
         log_dir=target.path("log_dir"),
-        rewrite_logs=_flag(target, "rewrite_logs", where),
+        rewrite_logs=_bool(target, "rewrite_logs", False, where),
+        online_rewrite=_bool(target, "online_rewrite", True, where),
     )
 
 
