@@ -92,11 +92,14 @@ def test_a_rebuilt_engine_never_reuses_another_runs_cached_steps(ready, tmp_path
 
     assert erasure_request("req-ann-1", return_state=True).is_completed()
     from erasure.ledger import ledger_path
+    from erasure.ledger_seal import HEAD_FILE
 
     # The whole home rebuilt, its ledger of erasures too: with the ledger kept, the new store would be
     # a restored one, refused until replayed (tests/test_restore_reference.py).
     for d in (ready.store_dir, ready.engine_dir, ready.evidence_dir("req-ann-1"), ledger_path(ready).parent):
         shutil.rmtree(d)
+    # and the ledger's sealed head beside its key (a head without its ledger is a ledger cut short)
+    (ready.keys_dir / HEAD_FILE).unlink()
     ready.ensure()
     build_store(ready, tmp_path / "again")
     submit(ready)

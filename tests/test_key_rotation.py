@@ -256,7 +256,7 @@ def test_a_pack_signed_before_a_rotation_is_signed_off_after_it_by_the_dpos_new_
     assert stale.returncode == 0, stale.stderr
     refused = erasure("attest", REQ, "--envelope", stale.stdout.strip(), "--yes", "--home", h)
     assert refused.code != 0 and _state(awaiting) == "awaiting attestation", refused.err
-    assert "has no signature by the given DPO key" in refused.err  # the pinned DPO key is the new one
+    assert "not signed by the pinned DPO key" in refused.err  # the pinned DPO key is the new one
     line = signer(dpo_machine, request)
     done = erasure("attest", REQ, "--envelope", line.stdout.strip(), "--yes", "--home", h)
     assert done.code == 0, done.err
