@@ -146,6 +146,8 @@ class Cluster:
                 *(f"-c {s}" for s in settings),
             ]
         )
+        if log is None:
+            _run(["mkdir", "-p", "-m", "0700", str(self.log_dir)])
         self.pg_ctl("-l", str(log or self.log_dir / "postgresql.log"), "-o", opts, "-w", "-t", "120", "start")
 
     def stop(self) -> None:
@@ -173,7 +175,7 @@ def cluster(bindir: Path, *settings: str, prefix: str = "pg-", wal_segsize_mb: i
     root = _owned_dir(prefix)
     c = Cluster(bindir, root)
     try:
-        _run(["mkdir", "-m", "0700", str(c.socket_dir), str(c.log_dir)])
+        _run(["mkdir", "-m", "0700", str(c.socket_dir)])
         _run(
             [
                 str(bindir / "initdb"),
