@@ -172,6 +172,18 @@ scenarios = st.fixed_dictionaries(
         "crash_after": None,
     }
 )
+@example(  # a full-width address beside a namesake: read as the (ambiguous) name only, kept, all clear
+    s={
+        "id_spelling": "same",
+        "mention": {"email"},
+        "mention_case": "fullwidth",
+        "phone_spelling": "compact",
+        "namesake": True,
+        "alias": False,
+        "concurrent": False,
+        "crash_after": None,
+    }
+)
 def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -10,6 +10,11 @@ from collections.abc import Iterator
 from erasure.matching.words import CHAR, WORD, Word, kind, same_record, words
 
 _LOCAL_EXTRA = frozenset(".+-'")
+_COMPATIBLE = str.maketrans(
+    {"\uff20": "@", "\ufe6b": "@", "\uff0e": ".", "\ufe52": ".", "\uff0b": "+", "\ufe62": "+", "\uff0d": "-"}
+    | {"\ufe63": "-", "\uff07": "'"}
+)
+"""4.1: the compatibility forms of the address's punctuation, one character for one (offsets unchanged)."""
 
 
 def _word_char(ch: str) -> bool:
@@ -38,6 +43,7 @@ def canonical_local(local: str) -> str:
 
 def addresses(text: str) -> Iterator[tuple[int, int, str, str]]:
     """4.1: (start, end, local, domain) of every address in `text`."""
+    text = text.translate(_COMPATIBLE)
     at = text.find("@")
     n = len(text)
     while at >= 0:

@@ -113,7 +113,7 @@ class Rule:
             (p.spelt[0] for p in spelt_ps),
             *(p.digests for p in digest_ps),
         )
-        at = bool(self._emails) and "@" in text
+        at = bool(self._emails) and any(sign in text for sign in emails.AT_SIGNS)
         # The structure view only removes characters (blanks them), so its digits are a subsequence of the
         # raw view's: a tail that is not even a subsequence of the raw digits is in neither view.
         raw_digits = phones.digits(text) if self._phones else ""
@@ -156,7 +156,7 @@ class Rule:
                 for ep in digest_ps:
                     for s, e in emails.find_digests(ep, t):
                         _add(hits, "email", s, e, False)
-            if at and "@" in view:
+            if at and any(sign in view for sign in emails.AT_SIGNS):
                 for s, e in emails.find_addresses(self._emails, view):
                     _add(hits, "email", s, e, False)
             if phone:

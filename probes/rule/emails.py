@@ -21,6 +21,16 @@ _LOCAL_PUNCT = frozenset(".+-'")
 # (outside the character-scripts) and `-`; two labels or more. Greedy, so a final `.` is left out.
 _DOMAIN = f"[{WORD_OUTSIDE}\\-]+(?:\\.[{WORD_OUTSIDE}\\-]+)+"
 _PRECEDED_BY = frozenset(".+@-")  # 4.3
+# 4.1, last sentence: characters NFKC maps one for one to the address's punctuation stand for it.
+PUNCTUATION_FORMS = {
+    "@": "\uff20\ufe6b",
+    ".": "\uff0e\ufe52",
+    "+": "\uff0b\ufe62",
+    "-": "\uff0d\ufe63",
+    "'": "\uff07",
+}
+_AS_ASCII = {ord(form): ascii_char for ascii_char, forms in PUNCTUATION_FORMS.items() for form in forms}
+AT_SIGNS = ("@", *PUNCTUATION_FORMS["@"])
 
 
 @cache
@@ -98,6 +108,7 @@ def find_addresses(ps: list[EmailPattern], view: str) -> Iterator[tuple[int, int
     if not wanted:
         return
     local_re, domain_re = _regexes()
+    view = view.translate(_AS_ASCII)  # one character for one: the offsets are the view's
     at = view.find("@")
     while at >= 0:
         start = at
