@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,6 +203,33 @@ def _window(home: Any, tmp: Path, scenarios: list[Scenario]) -> WindowReport:
     return report
 
 
+def _beyond_rule_3_3(sc: Scenario, left: Any) -> Any:
+    """`left` without the oracle's reading of a bystander's everyday sentence as the name across lower-case
+    words ("the path rose up the hill" for Rose Hill). The oracle reads case-folded text with any three
+    words between the two names; docs/matching.md 3.3 allows only middle names, initials and capitalised
+    words there, so that sentence does not name the subject and an all clear is right. Adjacent words
+    ("a sandy shore") and a sentence end between them ("April. May we") stay the oracle's finds: there
+    the rule reports an ambiguous mention, never all clear."""
+    if sc.attack != "everyday-words":
+        return left
+    sentences = [
+        " ".join(re.findall(r"\w+", str(p.item["content"]).casefold())) for p in sc.plants if p.item and p.exact
+    ]
+    given, family = (sc.subject.given or "").casefold(), (sc.subject.family or "").casefold()
+
+    def across_lower_words(text: str) -> bool:
+        words = text.split()
+        between = words[1:-1]
+        return (
+            len(words) > 2
+            and {words[0], words[-1]} == {given, family}
+            and any(text in sentence for sentence in sentences)
+            and all(len(w) > 1 for w in between)
+        )
+
+    return type(left)([h for h in left.hits if not (h.kind == "name" and across_lower_words(h.text))], left.unread)
+
+
 def _judge(home: Any, sc: Scenario, first: str, final: str, left: Any, report: WindowReport) -> list[Problem]:
     files = pack_files(home, sc.request_id)
     manifest = json.loads(files["manifest.json"]) if "manifest.json" in files else {}
@@ -212,6 +240,7 @@ def _judge(home: Any, sc: Scenario, first: str, final: str, left: Any, report: W
     report.statuses[sc.request_id] = status
     clear = final == "all_clear" and status == "erased" and manifest.get("all_clear") is True
     out: list[Problem] = []
+    left = _beyond_rule_3_3(sc, left)
     if clear and left:
         out.append(Problem("false all clear", sc, f"ALL CLEAR while the oracle finds: {left.summary(3)}"))
     elif first == "residue" and final == "residue":
