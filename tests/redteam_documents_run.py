@@ -204,12 +204,16 @@ def _window(home: Any, tmp: Path, scenarios: list[Scenario]) -> WindowReport:
 
 
 def _beyond_rule_3_3(sc: Scenario, left: Any) -> Any:
-    """`left` without the oracle's reading of a bystander's everyday sentence as the name across lower-case
-    words ("the path rose up the hill" for Rose Hill). The oracle reads case-folded text with any three
-    words between the two names; docs/matching.md 3.3 allows only middle names, initials and capitalised
-    words there, so that sentence does not name the subject and an all clear is right. Adjacent words
-    ("a sandy shore") and a sentence end between them ("April. May we") stay the oracle's finds: there
-    the rule reports an ambiguous mention, never all clear."""
+    """`left` without two readings of the oracle that are not the subject. The raw bytes of a compressed
+    pack read as latin-1 (two-letter names turn up in them by chance; the members, read decompressed,
+    still count). And a bystander's everyday sentence read as the name across lower-case words ("the
+    path rose up the hill" for Rose Hill): the oracle reads case-folded text with any three words between
+    the two names, while docs/matching.md 3.3 allows only middle names, initials and capitalised words
+    there, so that sentence does not name the subject and an all clear is right. Adjacent words ("a
+    sandy shore") and a sentence end between them ("April. May we") stay finds: the rule reports them."""
+    # The raw bytes of a compressed pack read as latin-1 are noise: two-letter names ("Li Na") turn up in
+    # them by chance. The pack's members are read decompressed by the oracle's other views, which count.
+    left = type(left)([h for h in left.hits if not (h.view == "latin-1" and h.file.endswith(".tar.gz"))], left.unread)
     if sc.attack != "everyday-words":
         return left
     sentences = [
