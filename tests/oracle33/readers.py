@@ -56,10 +56,14 @@ logging.getLogger("pdfminer").setLevel(logging.ERROR)
 def html_text(text: str) -> Iterator[View]:
     """HTML/XML text content, tags as separators, and each table row as one record."""
     from bs4 import BeautifulSoup
+    from bs4.exceptions import ParserRejectedMarkup
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        soup = BeautifulSoup(text, "html.parser")
+        try:
+            soup = BeautifulSoup(text, "html.parser")
+        except ParserRejectedMarkup:  # bytes that only look like markup (a decoding of random bytes):
+            return  # the text itself is read by the other views
     yield "html-text", soup.get_text(" ")
     rows = [" ".join(c.get_text(" ") for c in tr.find_all(["td", "th"])) for tr in soup.find_all("tr")]
     if rows:
