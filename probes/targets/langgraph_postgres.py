@@ -14,7 +14,7 @@ Bytes: when the cluster's data directory (`data_dir`) is readable, `files()` ret
 PostgreSQL" becomes an `unscanned_content` exception, never all clear by bytes. So does a WAL archive
 or a streaming standby: files the probe cannot read that hold copies.
 
-The server log (`probes.targets.pg_logs`): its readable files are scanned too, and a log that may
+The server log (`probes.postgres_logs`): its readable files are scanned too, and a log that may
 hold the subject but cannot be read is declared unscanned.
 
 Known limit: PostgreSQL compresses values over about 2 kB (pglz or lz4, in line or in TOAST); no
@@ -46,10 +46,10 @@ from erasure.target_kinds.langgraph_postgres import SUBJECT_LABEL, PostgresTarge
 from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS
 from erasure.targets import Target
 from erasure.tiers import Tier
+from probes import postgres_logs as pg_logs
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
-from probes.targets import pg_logs
 from probes.targets.base import TargetFingerprint
 from probes.views import Unscanned
 
