@@ -213,7 +213,8 @@ def _beyond_rule_3_3(sc: Scenario, left: Any) -> Any:
     sandy shore") and a sentence end between them ("April. May we") stay finds: the rule reports them."""
     # The raw bytes of a compressed pack read as latin-1 are noise: two-letter names ("Li Na") turn up in
     # them by chance. The pack's members are read decompressed by the oracle's other views, which count.
-    left = type(left)([h for h in left.hits if not (h.view == "latin-1" and h.file.endswith(".tar.gz"))], left.unread)
+    raw_pack = [h for h in left.hits if h.view.split(">")[0] == "latin-1" and h.file.endswith(".tar.gz")]
+    left = type(left)([h for h in left.hits if h not in raw_pack], left.unread)
     if sc.attack != "everyday-words":
         return left
     sentences = [
