@@ -92,10 +92,11 @@ postgres: ## Debian's PostgreSQL (Prefect's server, `erasure server start --post
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql-$$v-repack; }
 	@ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_repack
 
-tools: ## Debian's jq and openssl: the regulator's manual route (VERIFY.md) is tested with them (installed only when missing)
-	@command -v jq >/dev/null && command -v openssl >/dev/null || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
-	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends jq openssl; }
-	@jq --version && openssl version
+tools: ## Debian's jq, openssl and curl: the regulator's manual route (VERIFY.md) and the metrics attack are tested with them (installed only when missing)
+	@command -v jq >/dev/null && command -v openssl >/dev/null && command -v curl >/dev/null || { \
+	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends jq openssl curl; }
+	@jq --version && openssl version && curl --version | head -1
 
 ocr: ## Debian's tesseract-ocr: the probes read text in images (installed only when tesseract is missing)
 	@command -v tesseract >/dev/null || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && \
