@@ -36,7 +36,7 @@ from tests.langgraph_postgres_fixtures import (
     subject_gone,
 )
 from tests.langgraph_sqlite_fixtures import thread_config
-from tests.pg_cluster import Cluster, cluster, debian_bindir, embedded_bindir
+from tests.pg_cluster import DATABASE, Cluster, cluster, debian_bindir, embedded_bindir
 
 SETTINGS = ("min_wal_size=4MB", "max_wal_size=64MB")
 RAW = [s.lower().encode() for s in (SUBJECT.id, SUBJECT.email or "", SUBJECT.name or "")]
@@ -101,13 +101,17 @@ def submit(home: Home, tmp_path: Path, request_id: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def targets_toml(home: Home, c: Cluster, *, data_dir: bool = True) -> None:
+def targets_toml(
+    home: Home, c: Cluster, *, data_dir: bool = True, log_dir: bool = True, database: str = DATABASE, extra: str = ""
+) -> None:
+    """The home's targets.toml naming the cluster's agent store; `log_dir`: the server's log folder, read by
+    the probes (else the pack declares the log: issue 37); `extra`: more keys of the target."""
     (home.root / "targets.toml").write_text(
         f'''
 [[targets]]
 name = "prod-agent"
 kind = "langgraph-postgres"
-url = "{c.url()}"
+url = "{c.url(database)}"
 namespace = ["users", "{{subject_id}}"]
 thread_key = "user_id"
 episodic = ["episodes"]
@@ -115,7 +119,8 @@ lock_timeout_ms = 500
 wal_cycles = 40
 '''
         + (f'data_dir = "{c.data}"\n' if data_dir else "")
-        + f'log_dir = "{c.log_dir}"\n'  # the server's log, read by the probes (else declared: issue 37)
+        + (f'log_dir = "{c.log_dir}"\n' if log_dir else "")
+        + extra
     )
 
 

@@ -24,7 +24,7 @@ import pytest
 from erasure.config import Home
 from tests.langgraph_postgres_fixtures import SUBJECT, agent, build_memory, subject_gone
 from tests.pg_cluster import Cluster, cluster
-from tests.test_target_langgraph_postgres import SETTINGS, _bindir, cli, submit
+from tests.test_target_langgraph_postgres import SETTINGS, _bindir, cli, submit, targets_toml
 
 AUDITED = (*SETTINGS, "log_statement=mod")
 
@@ -55,20 +55,7 @@ def _attack(c: Cluster, database: str, home: Home, tmp_path: Path, rid: str, ext
                 "INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s)",
                 (".".join(contact), SUBJECT.email, json.dumps({"text": "primary address"})),
             )
-        (home.root / "targets.toml").write_text(
-            f'''
-[[targets]]
-name = "prod-agent"
-kind = "langgraph-postgres"
-url = "{c.url(database)}"
-namespace = ["users", "{{subject_id}}"]
-thread_key = "user_id"
-episodic = ["episodes"]
-lock_timeout_ms = 500
-wal_cycles = 40
-data_dir = "{c.data}"
-{extra_toml}'''
-        )
+        targets_toml(home, c, log_dir=False, database=database, extra=extra_toml)
         submit(home, tmp_path, rid)
         run = cli(home, "request", "run", rid, "--json")
         subject_gone(a, mem)
