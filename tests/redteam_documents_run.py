@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli_fixtures import CliResult, erasure
+from tests.oracle33.match import Matcher, fold
 from tests.oracle33.scan import scan_bytes33, scan_home33, scan_text33
+from tests.oracle_views import text_decodings
 from tests.redteam_documents_plants import Plant, Scenario
 from tests.redteam_fixtures import archive_content, blob_digests, home_env, ok, pack_files, redaction_of
 
@@ -203,7 +205,7 @@ def _window(home: Any, tmp: Path, scenarios: list[Scenario]) -> WindowReport:
     return report
 
 
-def _beyond_rule_3_3(sc: Scenario, left: Any) -> Any:
+def _beyond_rule_3_3(sc: Scenario, left: Any, home_root: Path | None = None) -> Any:
     """`left` without two readings of the oracle that are not the subject. The raw bytes of a compressed
     pack read as latin-1 (two-letter names turn up in them by chance; the members, read decompressed,
     still count). And a bystander's everyday sentence read as the name across lower-case words ("the
@@ -215,6 +217,12 @@ def _beyond_rule_3_3(sc: Scenario, left: Any) -> Any:
     # them by chance. The pack's members are read decompressed by the oracle's other views, which count.
     raw_pack = [h for h in left.hits if h.view.split(">")[0] == "latin-1" and h.file.endswith(".tar.gz")]
     left = type(left)([h for h in left.hits if h not in raw_pack], left.unread)
+    # So are a database's random bytes (vectors, salts, Merkle hashes) for a name of two two-letter parts
+    # ("Al Ma": seen in CI in store/memory.db, read as latin-1). Such a hit counts where the name is in a
+    # run of text.
+    if home_root is not None and _short_name(sc):
+        noise = [h for h in left.hits if _raw_noise(h, sc, home_root)]
+        left = type(left)([h for h in left.hits if h not in noise], left.unread)
     if sc.attack != "everyday-words":
         return left
     sentences = [
@@ -235,6 +243,33 @@ def _beyond_rule_3_3(sc: Scenario, left: Any) -> Any:
     return type(left)([h for h in left.hits if not (h.kind == "name" and across_lower_words(h.text))], left.unread)
 
 
+def _short_name(sc: Scenario) -> bool:
+    """Both parts of the subject's name are at most two letters (folded)."""
+    parts = [fold(x) for x in (sc.subject.given or "", sc.subject.family or "")]
+    return all(p and all(len(t) <= 2 for t in p) for p in parts)
+
+
+_TEXT_RUN = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f-\x9f\ufffd]{5,}")
+"""A run of text as short as "Al Ma": no control character, no byte that is not UTF-8."""
+
+
+def _raw_noise(hit: Any, sc: Scenario, home_root: Path) -> bool:
+    """`hit` is a name read in a decoding of a file's raw bytes (UTF-8, latin-1, NUL-stripped, UTF-16/32),
+    and the name is in none of that decoding's runs of text (where a value
+    written as text sits, freed or not; latin-1 is read for its runs as UTF-8, as the stores write)."""
+    if hit.kind != "name" or ">" in hit.view or hit.file.startswith("evidence/"):
+        return False
+    path = home_root / hit.file
+    if not path.is_file():
+        return False
+    decodings = dict(text_decodings(path.read_bytes()))
+    text = decodings.get("utf-8" if hit.view == "latin-1" else hit.view)
+    if text is None:
+        return False
+    matcher = Matcher([sc.subject])
+    return not any(kind == "name" for run in _TEXT_RUN.findall(text) for _, kind, _ in matcher.find(run))
+
+
 def _judge(home: Any, sc: Scenario, first: str, final: str, left: Any, report: WindowReport) -> list[Problem]:
     files = pack_files(home, sc.request_id)
     manifest = json.loads(files["manifest.json"]) if "manifest.json" in files else {}
@@ -245,7 +280,7 @@ def _judge(home: Any, sc: Scenario, first: str, final: str, left: Any, report: W
     report.statuses[sc.request_id] = status
     clear = final == "all_clear" and status == "erased" and manifest.get("all_clear") is True
     out: list[Problem] = []
-    left = _beyond_rule_3_3(sc, left)
+    left = _beyond_rule_3_3(sc, left, home.root)
     if clear and left:
         out.append(Problem("false all clear", sc, f"ALL CLEAR while the oracle finds: {left.summary(3)}"))
     elif first == "residue" and final == "residue":

@@ -260,7 +260,35 @@ def erase_once_and_check(store: Store, where: str = "none", at: int = 0, *, use_
         if store.space == "ip":
             assert all(len(v) == min(3, len(store.bystanders)) for v in near_after.values()), near_after
         else:
-            assert near_after == near
+            # Measured against the exact ranking of the bystanders' own vectors, not against the answer
+            # before the erasure: HNSW may leave a record out of either answer (seen in CI: the third
+            # neighbour missing from the ranking taken before the run).
+            exact = exact_neighbours(vectors, store.space, 3, set(near_after))
+            assert recall(near_after, exact) >= 0.9, (near_after, exact)
+            assert recall(near, exact) >= 0.9, (near, exact)
+
+
+def exact_neighbours(vectors: dict[str, bytes], space: str, k: int, queries: set[str]) -> dict[str, list[str]]:
+    """The oracle: each query's `k` nearest bystanders by brute force over the vectors, in Chroma's
+    distances (squared L2, or one minus the cosine)."""
+    ids = sorted(vectors)
+    matrix = np.stack([np.frombuffer(vectors[i], dtype="<f4").astype(np.float64) for i in ids])
+    out: dict[str, list[str]] = {}
+    for rid in queries:
+        q = matrix[ids.index(rid)]
+        if space == "l2":
+            dist = ((matrix - q) ** 2).sum(axis=1)
+        else:
+            norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
+            dist = 1.0 - (matrix @ q) / np.where(norms == 0, 1.0, norms)
+        out[rid] = [ids[j] for j in np.argsort(dist, kind="stable")[:k]]
+    return out
+
+
+def recall(answers: dict[str, list[str]], exact: dict[str, list[str]]) -> float:
+    """The share of the exact neighbours that the index's answers hold."""
+    wanted = sum(len(v) for v in exact.values())
+    return sum(len(set(answers[rid]) & set(v)) for rid, v in exact.items()) / max(wanted, 1)
 
 
 # --- the tests ----------------------------------------------------------------------------------------------

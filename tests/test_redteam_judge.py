@@ -1,0 +1,67 @@
+"""The red team's judge (tests/redteam_documents_run.py) discounts a two-letter name read by chance in a
+database's random bytes, and only that: a name written as text in the same file still counts."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.oracle33.match import Person33
+from tests.oracle33.scan import scan_tree33
+from tests.redteam_documents_plants import Scenario
+from tests.redteam_documents_run import _beyond_rule_3_3
+
+AL_MA = Person33("usr-1", given="Ma", family="Al", name="Al Ma")
+
+
+def left_after_judging(root: Path, data: bytes, person: Person33 = AL_MA) -> list[str]:
+    """The files the judge still holds against `person` when `store/memory.db` holds `data`."""
+    (root / "store").mkdir(parents=True, exist_ok=True)
+    (root / "store" / "memory.db").write_bytes(data)
+    scan = scan_tree33(root, [person])
+    left = _beyond_rule_3_3(Scenario(1, "glued-name", "en_US", person), scan, root)
+    return sorted({h.file for h in left.hits if h.kind == "name"})
+
+
+def test_the_name_split_by_binary_bytes_is_noise(tmp_path: Path) -> None:
+    noise = os.urandom(64) + b"\x93al\x01\xfe ma\x00" + os.urandom(64)
+    assert scan_tree33_names(tmp_path, noise), "the oracle must read the raw name for this test to mean anything"
+    assert left_after_judging(tmp_path, noise) == []
+
+
+def test_the_name_in_a_run_of_text_counts(tmp_path: Path) -> None:
+    text = os.urandom(64) + b"\x05\x17Hello, this is Al Ma: my order 3 is late.\x00" + os.urandom(64)
+    assert left_after_judging(tmp_path, text) == ["store/memory.db"]
+
+
+def test_a_longer_name_is_never_discounted(tmp_path: Path) -> None:
+    person = Person33("usr-2", given="Anna", family="Jo", name="Jo Anna")
+    noise = b"\x93jo\x01\xfe anna\x00"
+    assert left_after_judging(tmp_path, noise, person) == ["store/memory.db"]
+
+
+def scan_tree33_names(root: Path, data: bytes) -> bool:
+    (root / "raw").mkdir(exist_ok=True)
+    (root / "raw" / "f.bin").write_bytes(data)
+    found = any(h.kind == "name" for h in scan_tree33(root / "raw", [AL_MA]).hits)
+    (root / "raw" / "f.bin").unlink()
+    return found
+
+
+@settings(max_examples=25, deadline=None, database=None)
+@given(
+    before=st.binary(max_size=200),
+    after=st.binary(max_size=200),
+    sentence=st.sampled_from(
+        ["this is Al Ma here", "Al Ma, accounts", "signed: Ma Al (desk)", "dear Al  Ma,", "Al Ma", "MA AL"]
+    ),
+)
+def test_any_text_naming_the_subject_survives_the_discount(before: bytes, after: bytes, sentence: str) -> None:
+    """Whatever binary surrounds it, text naming the subject is a find: a sentence, or the name alone."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data = before + b"\x00" + sentence.encode() + b"\x00" + after
+        assert left_after_judging(Path(tmp), data) == ["store/memory.db"]
