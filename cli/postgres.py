@@ -34,6 +34,7 @@ from erasure.child_env import child_env
 from erasure.config import Home
 from erasure.errors import ConfigError
 from erasure.files import FILE_MODE
+from erasure.service_user import ensure_system_user
 
 DB_USER = "prefect"
 DB_NAME = "prefect"
@@ -108,17 +109,7 @@ def _owner() -> pwd.struct_passwd:
     """The cluster's OS user: ourselves, or as root `erasure-pg` (a system user, created when missing)."""
     if os.geteuid() != 0:
         return pwd.getpwuid(os.geteuid())
-    try:
-        return pwd.getpwnam(RUN_AS)
-    except KeyError:
-        pass
-    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-    nologin = shutil.which("nologin") or "/usr/sbin/nologin"
-    cmd = [useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent"]
-    done = subprocess.run([*cmd, "--shell", nologin, RUN_AS], capture_output=True, text=True, check=False)
-    if done.returncode != 0 and "already exists" not in done.stderr:
-        raise ConfigError(f"cannot create the system user `{RUN_AS}` for PostgreSQL: {done.stderr.strip()}")
-    return pwd.getpwnam(RUN_AS)
+    return ensure_system_user(RUN_AS)
 
 
 def _superuser() -> str:
@@ -181,9 +172,9 @@ def _let_postgres_through(home: Path, gid: int) -> None:
     """The cluster's user must pass through the home (0700) to reach its own 0700 cluster folder inside: the
     home gets that user's group with traverse only (0710), never the world (an older version added o+x,
     which let every local user reach whatever in the home was not 0600/0700: it is taken back). A home
-    someone else owns is left as it is (the reachability check below names what blocks)."""
+    someone else owns is left as it is unless we are root (the reachability check below names what blocks)."""
     st = home.stat()
-    if st.st_uid != os.geteuid():
+    if st.st_uid != os.geteuid() and os.geteuid() != 0:
         return
     if st.st_gid != gid:
         os.chown(home, -1, gid)
