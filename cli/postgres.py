@@ -34,7 +34,7 @@ from erasure.child_env import child_env
 from erasure.config import Home
 from erasure.errors import ConfigError
 from erasure.files import FILE_MODE
-from erasure.service_user import ensure_system_user
+from erasure.service_user import acl_allow, ensure_system_user, let_through
 
 DB_USER = "prefect"
 DB_NAME = "prefect"
@@ -153,6 +153,7 @@ def _give_to_owner(c: Cluster) -> None:
     c.root.chmod(0o700)
     c.socket_dir.chmod(0o700)
     _let_postgres_through(c.root.parent, pw.pw_gid)
+    let_through(c.root.parent.parent, pw.pw_uid)  # the folders above the home: traverse only, that user only
     blocked = next(
         (
             str(d)
@@ -182,6 +183,20 @@ def _let_postgres_through(home: Path, gid: int) -> None:
     if mode & 0o007 == 0o001:
         mode &= ~0o001
     home.chmod(mode)
+
+
+def let_in(h: Home, uid: int) -> None:
+    """As root: let the OS user `uid` (the one the Prefect server runs as, erasure/service_user.py) reach the
+    cluster's socket, and no one else: a traverse entry on the socket folder and read-write on the socket
+    (made again at every start) in their ACLs. It then still needs the `prefect` role's password."""
+    c = Cluster.of(h)
+    try:
+        for path, perm in ((c.root, 1), (c.socket_dir, 1), (c.socket_dir / ".s.PGSQL.5432", 6)):
+            acl_allow(path, uid, perm)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot let the service user reach PostgreSQL's socket ({exc.strerror}): {exc.filename}"
+        ) from None
 
 
 def is_running(c: Cluster) -> bool:

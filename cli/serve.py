@@ -36,7 +36,7 @@ from cli.common import HomeOpt, home_of
 from cli.server_state import own_server, read_state
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
-from erasure.service_user import become, take_home
+from erasure.service_user import become, runs_as, take_home
 
 POOL = "erasure-local"
 HEALTH_TIMEOUT = 120.0
@@ -61,6 +61,9 @@ def serve_env(
             "ERASURE_EVIDENCE": str(h.evidence_root),
             "ERASURE_PROJECT_DIR": str(project_dir),
             "PREFECT_HOME": str(h.prefect_home),
+            # The server copies its UI into this folder: by default the virtualenv's, which a server run by
+            # another user (the home's, erasure/service_user.py) may not write, and which stays shared.
+            "PREFECT_UI_STATIC_DIRECTORY": str(h.prefect_home / "ui"),
             "PREFECT_API_URL": f"http://{host}:{port}/api",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "DO_NOT_TRACK": "1",
@@ -340,8 +343,9 @@ def run_console(
 
             pg.start(h)
         pw = take_home(h)
+        if postgres:
+            pg.let_in(h, pw.pw_uid)
         become(pw, h)
-        _say(f"runs execute as {pw.pw_name} (uid {pw.pw_uid}), not root")
     reuse = _running_server(h, host, port)
     if reuse is not None:
         host, port = reuse
@@ -388,7 +392,9 @@ def run_console(
         stack.start("desk", desk_cmd(h, host, dport, api), project_dir)
         if sla_now:
             run_deployment_now(api, "sla-monitor/sla-monitor", secret=env[prefect_auth.CLIENT_VAR])
-        _say(f"ready: Prefect UI at http://{host}:{port}  (logs in {log_dir}; Ctrl-C stops)")
+        _say(
+            f"ready: Prefect UI at http://{host}:{port}  (logs in {log_dir}; Ctrl-C stops); runs execute as {runs_as()}"
+        )
         for line in how_to_log_in(h, f"http://{host}:{port}", f"http://{host}:{dport}"):
             _say(line)
         while not stop.wait(0.5):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import signal
 import subprocess
 import time
@@ -43,7 +42,7 @@ from cli.server_state import (
 )
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
-from erasure.service_user import acting_as, become, home_owner, take_home
+from erasure.service_user import acting_as, become, home_owner, runs_as, take_home
 
 app = typer.Typer(
     help="The home's long-lived Prefect server and worker in the background: start, stop, status.", no_args_is_help=True
@@ -124,8 +123,9 @@ def start_server(
 
                 pg.start(h)
             pw = take_home(h)
+            if postgres:
+                pg.let_in(h, pw.pw_uid)
             become(pw, h)
-            say(f"runs execute as {pw.pw_name} (uid {pw.pw_uid}), not root")
         return _start_server(
             h,
             host=host,
@@ -210,7 +210,7 @@ def _start_server(
         for pid in reversed(started):
             _kill_group(pid)
         clear_state(h)
-        if postgres:
+        if postgres and not pg_ready:  # a cluster root started is `erasure-pg`'s: it stays up, the next start reuses it
             from cli import postgres as pg
 
             with contextlib.suppress(ErasureError):
@@ -338,14 +338,13 @@ def start(
     st = start_server(h, host=host, port=port, workers=workers, postgres=postgres, say=None if json_out else _say)
     already = before is not None and before.server_pid == st.server_pid
     if json_out:
-        runs_as = pwd.getpwuid(os.geteuid()).pw_name
         print_json(
-            {**asdict(st), "api_url": st.api_url, "ui_url": st.ui_url, "already_running": already, "runs_as": runs_as}
+            {**asdict(st), "api_url": st.api_url, "ui_url": st.ui_url, "already_running": already, "runs_as": runs_as()}
         )
         return
     _say(
         ("already running" if already else "ready") + f": Prefect UI at {st.ui_url}  (API {st.api_url}; "
-        f"logs in {log_dir(h)}; `erasure server stop` stops it)"
+        f"logs in {log_dir(h)}; `erasure server stop` stops it); runs execute as {runs_as()}"
     )
     from cli.desk import how_to_log_in
     from service.intake import desk_url

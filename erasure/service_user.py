@@ -98,6 +98,14 @@ def become_home_owner(h: Home) -> pwd.struct_passwd | None:
     return pw
 
 
+def runs_as() -> str:
+    """This process's user name (after `become`: the one every run it starts executes as)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
+
+
 def become(pw: pwd.struct_passwd, h: Home) -> None:
     """Drop every privilege of root for good: no supplementary group, `pw`'s group and user as real,
     effective and saved ids; HOME, USER and LOGNAME follow (HOME: its own, or the home when it has none)."""
@@ -174,7 +182,7 @@ def let_through(path: Path, uid: int) -> None:
         if not d.is_dir() or _passes(d.stat(), uid):
             continue
         try:
-            _acl_add_traverse(d, uid)
+            acl_allow(d, uid, 1)
         except OSError as exc:
             raise ConfigError(
                 f"the service user (uid {uid}) cannot reach {target}: {d} is closed to it and its ACL "
@@ -184,13 +192,16 @@ def let_through(path: Path, uid: int) -> None:
 
 def _passes(st: os.stat_result, uid: int) -> bool:
     """Whether `uid` (with no supplementary group) may traverse a folder with this status: its owner, the
-    world's x bit, or an ACL entry already there (checked by `_acl_add_traverse`, which adds none twice)."""
+    world's x bit (an ACL entry already there is added again, which changes nothing)."""
     if st.st_uid == uid:
         return bool(st.st_mode & stat.S_IXUSR)
     return bool(st.st_mode & stat.S_IXOTH)
 
 
-def _acl_add_traverse(d: Path, uid: int) -> None:
+def acl_allow(path: Path, uid: int, perm: int) -> None:
+    """Add `perm` (rwx bits, 0-7) for `uid` to `path`'s access ACL (the mask widened to let it through;
+    the owning group's own entry is unchanged). `OSError` when the file system has no ACLs."""
+    d = path
     mode = d.stat().st_mode
     try:
         raw = os.getxattr(d, _ACL_XATTR, follow_symlinks=False)
@@ -204,9 +215,9 @@ def _acl_add_traverse(d: Path, uid: int) -> None:
             (_OTHER, mode & 7, _NO_ID),
         ]
     by_key = {(tag, ident): perm for tag, perm, ident in entries}
-    by_key[(_USER, uid)] = by_key.get((_USER, uid), 0) | 1
+    by_key[(_USER, uid)] = by_key.get((_USER, uid), 0) | perm
     group = by_key.get((_GROUP_OBJ, _NO_ID), (mode >> 3) & 7)
-    by_key[(_MASK, _NO_ID)] = by_key.get((_MASK, _NO_ID), group) | 1
+    by_key[(_MASK, _NO_ID)] = by_key.get((_MASK, _NO_ID), group) | by_key[(_USER, uid)]
     blob = struct.pack("<I", _ACL_VERSION) + b"".join(
         _ENTRY.pack(tag, perm, ident) for (tag, ident), perm in sorted(by_key.items())
     )
