@@ -24,11 +24,10 @@ from pathlib import Path
 import pytest
 
 from erasure.config import Home
-from erasure.service_user import SERVICE_USER
+from erasure.errors import ConfigError
+from erasure.service_user import SERVICE_USER, ensure_system_user, take_home
 from tests.process_fixtures import clean_env, erasure, free_port
 from tests.test_hardening_server_auth import Server, deployment_id, operator_client, wait_final
-
-pytestmark = pytest.mark.prefect
 
 START_TIMEOUT = 600
 
@@ -67,6 +66,7 @@ def _textfile(h: Home) -> Path:
     return h.root / "metrics" / "erasure_sla.prom"
 
 
+@pytest.mark.prefect
 def test_a_flow_run_on_a_home_root_set_up_does_not_run_as_root(root_server: Server) -> None:
     h = root_server.home
     _textfile(h).unlink(missing_ok=True)
@@ -82,6 +82,7 @@ def test_a_flow_run_on_a_home_root_set_up_does_not_run_as_root(root_server: Serv
     assert groups == [str(pwd.getpwnam(SERVICE_USER).pw_gid)]  # no supplementary group (root's or any)
 
 
+@pytest.mark.prefect
 def test_the_server_and_its_worker_hold_no_root_id(root_server: Server) -> None:
     st = json.loads((root_server.home.root / "server" / "state.json").read_text())
     svc = pwd.getpwnam(SERVICE_USER).pw_uid
@@ -89,6 +90,7 @@ def test_the_server_and_its_worker_hold_no_root_id(root_server: Server) -> None:
         assert _uids(pid) == [svc] * 4, pid
 
 
+@pytest.mark.prefect
 def test_the_home_is_the_service_users_and_its_secrets_stay_private(root_server: Server) -> None:
     h = root_server.home
     svc = pwd.getpwnam(SERVICE_USER).pw_uid
@@ -100,6 +102,7 @@ def test_the_home_is_the_service_users_and_its_secrets_stay_private(root_server:
     assert nobody.returncode != 0
 
 
+@pytest.mark.prefect
 def test_a_second_start_reuses_the_service_user(root_server: Server) -> None:
     before = pwd.getpwnam(SERVICE_USER)
     res = erasure(root_server.env, "server", "start", "--json", timeout=START_TIMEOUT)
@@ -111,6 +114,7 @@ def test_a_second_start_reuses_the_service_user(root_server: Server) -> None:
     assert len(lines) == 1
 
 
+@pytest.mark.prefect
 def test_a_root_operators_command_writes_as_the_service_user(root_server: Server) -> None:
     """`erasure store init` run by root on the home: the new store is the runs' (they erase in it)."""
     h = root_server.home
@@ -119,3 +123,41 @@ def test_a_root_operators_command_writes_as_the_service_user(root_server: Server
     made = [h.store_db, *h.store_dir.iterdir()]
     svc = pwd.getpwnam(SERVICE_USER).pw_uid
     assert h.store_db.exists() and {p.stat().st_uid for p in made} == {svc}
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: giving a home away is root's")
+
+
+@needs_root
+def test_giving_the_home_follows_no_link_a_run_planted(tmp_path: Path) -> None:
+    """A run (the home's user) plants a symbolic link and a hard link to root's files in the home; the next
+    root `server start` gives the home again, and root's files stay root's."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret, other = outside / "shadow", outside / "other"
+    secret.write_text("root's")
+    other.write_text("root's too")
+    h = Home.resolve(tmp_path / "home", tmp_path / "evidence").ensure()
+    (h.store_dir / "link").symlink_to(secret)
+    (h.store_dir / "dir-link").symlink_to(outside, target_is_directory=True)
+    os.link(other, h.store_dir / "hard")
+    pw = take_home(h)
+    assert pw.pw_name == SERVICE_USER
+    assert h.store_dir.stat().st_uid == pw.pw_uid
+    assert (secret.stat().st_uid, other.stat().st_uid, outside.stat().st_uid) == (0, 0, 0)
+    assert (h.store_dir / "link").lstat().st_uid == pw.pw_uid  # the link itself, harmless
+
+
+@needs_root
+@pytest.mark.parametrize("name", ["passwd", ".bashrc"])
+def test_a_folder_that_is_not_a_home_is_not_given_away(tmp_path: Path, name: str) -> None:
+    """`--home /etc` by mistake, as root: nothing of it changes hands."""
+    ensure_system_user(SERVICE_USER)
+    folder = tmp_path / "etc"
+    folder.mkdir(mode=0o755)
+    (folder / name).write_text("x")
+    (folder / name).chmod(0o644)
+    h = Home.resolve(folder, tmp_path / "evidence")
+    with pytest.raises(ConfigError, match="does not look like an erasure home"):
+        take_home(h)
+    assert {p.stat().st_uid for p in [folder, *folder.iterdir()]} == {0}
