@@ -108,12 +108,16 @@ def runs_as() -> str:
 
 def become(pw: pwd.struct_passwd, h: Home) -> None:
     """Drop every privilege of root for good: no supplementary group, `pw`'s group and user as real,
-    effective and saved ids; HOME, USER and LOGNAME follow (HOME: its own, or the home when it has none)."""
+    effective and saved ids; HOME, USER, LOGNAME and PREFECT_HOME follow (HOME: its own, or the home when it
+    has none)."""
     os.setgroups([])
     os.setgid(pw.pw_gid)
     os.setuid(pw.pw_uid)
     home_dir = pw.pw_dir if os.path.isdir(pw.pw_dir) and os.access(pw.pw_dir, os.W_OK) else str(h.root)
-    os.environ.update({"HOME": home_dir, "USER": pw.pw_name, "LOGNAME": pw.pw_name})
+    # Prefect's own home too: one named in the environment (root's) is not this user's to read.
+    os.environ.update(
+        {"HOME": home_dir, "USER": pw.pw_name, "LOGNAME": pw.pw_name, "PREFECT_HOME": str(h.prefect_home)}
+    )
 
 
 def _refuse_foreign(root: Path) -> None:
