@@ -89,7 +89,7 @@ def start_worker(root: Path, api: str, n: int, secret: str, owner: int) -> tuple
     (root / f"worker-{n}-prefect").mkdir(exist_ok=True)
     for d in (cwd, root / f"worker-{n}-prefect"):
         os.chown(d, owner, -1)
-    user = {"user": owner, "extra_groups": []} if os.geteuid() == 0 and owner != 0 else {}
+    drop = os.geteuid() == 0 and owner != 0
     env = clean_env(PREFECT_API_URL=api, PREFECT_HOME=str(root / f"worker-{n}-prefect"), PREFECT_API_AUTH_STRING=secret)
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
@@ -100,7 +100,8 @@ def start_worker(root: Path, api: str, n: int, secret: str, owner: int) -> tuple
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            **user,
+            user=owner if drop else None,
+            extra_groups=[] if drop else None,
         )
     return proc, log
 
