@@ -8,7 +8,7 @@ home's owner: an account the operator gave the home to (`chown -R erasure: $ERAS
 
 - `ensure_system_user`: the one way a system user is made (`erasure-svc` here, `erasure-pg` for
   PostgreSQL): no login, no home folder, a group of its own; reused when it exists.
-- `take_home`: the home (but its `postgres/`, which is `erasure-pg`'s) and the evidence folder are
+- `take_home`: the home (but its `postgres/`, which is `erasure-pg`'s) and `<evidence>/erasure` are
   given to that user, files through a descriptor walk that never follows a link nor changes a file
   with more than one name; the folders it must pass through to reach them, the project and the Python
   interpreter get a traverse-only ACL entry for that user where they are closed to it.
@@ -61,7 +61,7 @@ def home_owner(h: Home) -> pwd.struct_passwd | None:
         return None
     try:
         uid = h.root.stat().st_uid
-    except FileNotFoundError:
+    except OSError:  # not there yet, or not a folder: `Home.ensure` says so
         return None
     if uid == 0:
         return None
@@ -80,9 +80,8 @@ def take_home(h: Home) -> pwd.struct_passwd:
     h.evidence_root.mkdir(parents=True, exist_ok=True)
     _refuse_foreign(h.root)
     _give(h.root, pw.pw_uid, keep=_KEEP)
-    (h.evidence_root / "erasure").mkdir(exist_ok=True)  # all that runs write there (`Home.evidence_dir`)
-    _own(h.evidence_root, pw.pw_uid)
-    _give(h.evidence_root / "erasure", pw.pw_uid)
+    (h.evidence_root / "erasure").mkdir(mode=0o700, exist_ok=True)  # runs write only there (`Home.evidence_dir`)
+    _give(h.evidence_root / "erasure", pw.pw_uid)  # the evidence folder itself may be shared: not given
     interpreter = Path(sys.executable)
     for path in (h.root, h.evidence_root, PROJECT_ROOT, interpreter.parent, interpreter.resolve().parent):
         let_through(path, pw.pw_uid)
