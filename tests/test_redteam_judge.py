@@ -38,6 +38,23 @@ def test_the_name_in_a_run_of_text_counts(tmp_path: Path) -> None:
     assert left_after_judging(tmp_path, text) == ["store/memory.db"]
 
 
+def test_the_name_escaped_in_a_run_of_text_counts(tmp_path: Path) -> None:
+    """A percent- or JSON-escaped name is text too: read in the run's own views, not discounted."""
+    for escaped in (b"q=Al%20Ma&x=1", b'{"n":"Al\\u0020Ma"}', b"Al&#32;Ma"):
+        data = os.urandom(64) + b"\x00" + escaped + b"\x00" + os.urandom(64)
+        assert left_after_judging(tmp_path, data) == ["store/memory.db"], escaped
+
+
+def test_random_bytes_that_read_as_the_name_in_any_unescaped_view_are_noise(tmp_path: Path) -> None:
+    """Seed 15 of random.Random: 100 kB whose latin-1 reading, and its JSON, percent, QP, form and HTML
+    views, hold 'al y 7 i ma' (found by drawing random files, as a database's vectors and hashes are)."""
+    import random
+
+    data = random.Random(15).randbytes(100_000)
+    assert scan_tree33_names(tmp_path, data)
+    assert left_after_judging(tmp_path, data) == []
+
+
 def test_a_longer_name_is_never_discounted(tmp_path: Path) -> None:
     person = Person33("usr-2", given="Anna", family="Jo", name="Jo Anna")
     noise = b"\x93jo\x01\xfe anna\x00"
