@@ -23,10 +23,10 @@ from erasure.engine import engine_session, open_engine
 from erasure.errors import ConfigError, ErasureError, InputError
 from erasure.exception_kinds import explain
 from erasure.tiers import CASCADE_ORDER
-from proof.verify.wire import ERASED
 from service.common import targets_of
 from service.outcome import Outcome, Result, RunFailed
 from service.scope import home_tenant, step_records
+from wire.format import ERASED
 
 __all__ = ["RunFailed", "run", "run_flow", "steps_table"]
 

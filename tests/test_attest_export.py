@@ -28,12 +28,12 @@ from proof.dsse import sign_envelope
 from proof.errors import PackRejected, SameKeyRefused
 from proof.keys import generate_keypair, keyid, load_private_key
 from proof.statement import dpo_statement
-from proof.verify.wire import envelope_bytes
 from service.packs import write_engine_pack
 from service.verification import take_and_seal_fingerprint
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import SUBJECT, build_store, submit
 from tests.proof_fixtures import json_edit, read_members, repack, sums_of
+from wire.format import envelope_bytes
 
 REQ = "req-ann-1"
 

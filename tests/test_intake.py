@@ -30,7 +30,7 @@ from erasure.models import (
 from erasure.sqlite import transaction
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER, Tier
-from proof.verify.wire import canonical_json, sha256_hex
+from wire.format import canonical_json, sha256_hex
 
 FIXTURES = Path(__file__).parent / "fixtures" / "requests"
 POLICY = ClockPolicy()
