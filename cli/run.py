@@ -17,7 +17,7 @@ from cli.live import run_with_table
 from cli.request import app as request_app
 from cli.targets import TargetsOpt, targets_for
 from cli.window import run_window
-from erasure import requests
+from erasure import request_records as requests
 from erasure.config import Home
 from erasure.engine import engine_session, open_engine
 from erasure.errors import ConfigError, ErasureError, InputError

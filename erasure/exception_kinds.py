@@ -1,7 +1,7 @@
 """Every kind of exception a request can end with, each explained in one sentence for the people who
 read it (the compliance team in the run summary, the DPO in the sign-off form, a regulator in
 attestation.txt), and who acts on it next. One table: every surface reads it, and
-`requests.open_exception` refuses a kind it does not list, so no kind is ever shown unexplained.
+`request_records.open_exception` refuses a kind it does not list, so no kind is ever shown unexplained.
 
 The sentences themselves are defined once in `wire.explain`, which the standalone verifier and
 the DPO's signer carry (standard library only): the regulator reads the same words."""

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import wire.format
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.models import is_safe_token
@@ -44,7 +44,7 @@ def oracle_is_request_id(value: str) -> bool:
 def _state(h: Home, rid: str) -> str:
     engine = open_engine(h.engine_db)
     try:
-        return requests.get(engine, rid).state.value
+        return request_records.get(engine, rid).state.value
     finally:
         engine.close()
 

@@ -1,4 +1,4 @@
-"""What the engine-database modules of `erasure.requests` share: writing in one transaction (a savepoint
+"""What the engine-database modules of `erasure.request_records` share: writing in one transaction (a savepoint
 inside the caller's), timestamps, JSON columns, and the event-log insert. The pack's wire format
 (canonical JSON, digests, receipt statuses) comes in here only, from `wire.format`."""
 
