@@ -20,7 +20,7 @@ from erasure import request_records
 from erasure.sqlite import checkpoint_truncate, transaction
 from erasure.tiers import Tier
 from memory import audit
-from tasks.base import BaseStep, Keys, StepContext
+from tasks.tier_step import BaseStep, Keys, StepContext
 
 EVIDENCE_FILE = "audit-log-redaction.json"
 

@@ -21,9 +21,9 @@ from memory.keyed import hashed_key
 from memory.redact import rewrite_archive, rewrite_frame
 from tasks import mentions
 from tasks.attribution import ItemMentions, frame_owners
-from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
 from tasks.mentions import archives_mentioning, frames_mentioning
 from tasks.resolve import archive_ids, primary_frames
+from tasks.tier_step import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
 
 
 class EpisodicStep(BaseStep):

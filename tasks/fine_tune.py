@@ -23,7 +23,7 @@ from erasure.sqlite import one, transaction
 from erasure.tiers import Tier
 from tasks import mentions
 from tasks.attribution import Attribution, ItemMentions
-from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
+from tasks.tier_step import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
 
 
 def _co_subjects(ctx: StepContext) -> list[tuple[Identity, set[tuple[str, str]], set[str]]]:

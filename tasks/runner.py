@@ -31,7 +31,6 @@ from memory import audit, holds, keyed, suppression
 from memory.schema import open_store
 from tasks import mentions
 from tasks.audit_log import AuditLogStep
-from tasks.base import ExceptionSpec, Keys, StepContext, TierStep
 from tasks.crash import maybe_crash
 from tasks.derivatives import DerivativesStep
 from tasks.episodic import EpisodicStep
@@ -41,6 +40,7 @@ from tasks.resolve import archive_ids, derived_closure, primary_frames, quoting_
 from tasks.scrub import scrub_store
 from tasks.semantic import SemanticStep
 from tasks.subprocessors import SubprocessorsStep
+from tasks.tier_step import ExceptionSpec, Keys, StepContext, TierStep
 from tasks.uploads import UploadsStep
 from tasks.vectors import VectorsStep
 from tasks.working import WorkingStep

@@ -14,7 +14,7 @@ from erasure.sqlite import one, transaction
 from erasure.tiers import Tier
 from memory import subprocessors as sp
 from tasks import mentions
-from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext
+from tasks.tier_step import BaseStep, ExceptionSpec, Keys, StepContext
 
 
 class SubprocessorsStep(BaseStep):
