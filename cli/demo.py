@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from cli.common import console, home_of
 from cli.pack import print_summary
 from cli.run import run_flow, verification_table
-from erasure import requests
+from erasure import request_records as requests
 from erasure.engine import open_engine
 from erasure.errors import ErasureError
 from erasure.models import ErasureRequestEnvelope

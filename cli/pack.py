@@ -21,8 +21,8 @@ from proof.keyring import read_beside
 from proof.keys import load_private_key, public_key_pem
 from proof.pack import attest, write_pack
 from proof.review import summary
-from proof.verify.explain import exception_line
 from proof.verify.keyring import read_keyring
+from wire.explain import exception_line
 
 app = typer.Typer(help="Build, show, attest and verify signed proof packs.", no_args_is_help=True)
 

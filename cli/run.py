@@ -17,16 +17,16 @@ from cli.live import run_with_table
 from cli.request import app as request_app
 from cli.targets import TargetsOpt, targets_for
 from cli.window import run_window
-from erasure import requests
+from erasure import request_records as requests
 from erasure.config import Home
 from erasure.engine import engine_session, open_engine
 from erasure.errors import ConfigError, ErasureError, InputError
 from erasure.exception_kinds import explain
 from erasure.tiers import CASCADE_ORDER
-from proof.verify.wire import ERASED
 from service.common import targets_of
 from service.outcome import Outcome, Result, RunFailed
 from service.scope import home_tenant, step_records
+from wire.format import ERASED
 
 __all__ = ["RunFailed", "run", "run_flow", "steps_table"]
 

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
-from erasure import requests
+from erasure import request_records as requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import InputError, NotFound

@@ -93,7 +93,7 @@ def check(
     json_out: JsonOpt = False,
 ) -> None:
     """Per target and tier, how many items the request's subject has there now (nothing is erased)."""
-    from erasure import requests
+    from erasure import request_records as requests
     from erasure.engine import open_engine
     from tasks.runner import prepare
     from tasks.targets.runner import count_target

@@ -11,7 +11,7 @@ from cli import prefect_api
 from cli.common import console, print_json
 from cli.live import run_with_table
 from cli.targets import targets_for
-from erasure import requests
+from erasure import request_records as requests
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ConfigError, ErasureError

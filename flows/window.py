@@ -14,8 +14,9 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed
 
 from erasure.models import StepRecord
-from flows.common import RequestId, described, store_writer
 from flows.ended import failed
+from flows.parameters import RequestId, described
+from flows.store_slot import store_writer
 from service import cascade, stages
 from service.common import checked_request_id, home
 from service.outcome import Result, counts

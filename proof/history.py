@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from proof import verify
-from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE, MANIFEST, PACK_FILE
+from wire.format import DPO_ENVELOPE, ENGINE_ENVELOPE, MANIFEST, PACK_FILE
 
 PACK_NAME = "proof.tar.gz"
 

@@ -37,7 +37,7 @@ from proof.tsa import TimestampAuthority
 from proof.verify.envelopes import check_signature
 from proof.verify.signer import signing_request
 from proof.verify.timestamp import TIMESTAMP_FILES, envelope_signature, parse_response
-from proof.verify.wire import (
+from wire.format import (
     ATTESTATION,
     AUDIT,
     AUDIT_NONE_FORMAT,
@@ -85,7 +85,7 @@ def tool_version() -> str:
 
 
 def build_predicate(ev: Evidence, engine_keyid: str, out_of_scope: Sequence[str]) -> dict[str, Any]:
-    """The erasure-proof predicate, derived from the records (by the status rules of `proof.verify.wire`)."""
+    """The erasure-proof predicate, derived from the records (by the status rules of `wire.format`)."""
     probes, exceptions = ev.verification["probes"], ev.verification.get("exceptions", [])
     tiers = tiers_table(ev.steps, probes)
     all_clear = bool(ev.verification["all_clear"])

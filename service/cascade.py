@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import engine_session, open_engine
 from erasure.errors import Conflict
@@ -44,7 +44,9 @@ def pending(h: Home) -> list[str]:
     holds the request's lock, and the window skips it)."""
     engine = open_engine(h.engine_db)
     try:
-        return [r.request_id for r in requests.list_requests(engine, [RequestState.submitted, RequestState.running])]
+        return [
+            r.request_id for r in request_records.list_requests(engine, [RequestState.submitted, RequestState.running])
+        ]
     finally:
         engine.close()
 
@@ -54,10 +56,10 @@ def record(h: Home, results: Mapping[str, Result], *, also: Iterable[str] = ()) 
     engine = open_engine(h.engine_db)
     try:
         for rid in also:
-            requests.set_state(engine, rid, RequestState.running)
+            request_records.set_state(engine, rid, RequestState.running)
         for rid, result in results.items():
             if result.outcome.state is not None:
-                requests.set_state(engine, rid, result.outcome.state, result.detail)
+                request_records.set_state(engine, rid, result.outcome.state, result.detail)
     finally:
         engine.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import NotFound
@@ -28,8 +28,8 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
     checked_request_id(request_id)
     engine = open_engine(h.engine_db)
     try:
-        subject = requests.load_envelope(engine, request_id).subject
-        requests.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
+        subject = request_records.load_envelope(engine, request_id).subject
+        request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
         store = open_store(h.store_dir)
         try:
             keys = [
@@ -50,7 +50,7 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
             identities = 0 if source else suppression.allow_identities_of(store, request_id, reason, actor)
         finally:
             store.close()
-        requests.log_event(
+        request_records.log_event(
             engine, request_id, "suppression.allowed", {"keys": allowed, "source": source, "identities": identities}
         )
     finally:

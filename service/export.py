@@ -24,9 +24,9 @@ from proof.tsa import TSA_ROOT_ENV
 from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
 from proof.verify import PackError, printable, verify_bytes
 from proof.verify.keyring import KEYRING_FILE, pem_of
-from proof.verify.wire import sha256_hex
 from service import signoff
 from service.verify_note import TSA_STEPS, verify_md
+from wire.format import sha256_hex
 
 
 def _audit_pub(h: Home) -> bytes | None:

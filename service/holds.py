@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.states import RequestState
@@ -53,11 +53,11 @@ def _checked(h: Home, reason: str, actor: str, *, request_id: str | None = None,
     engine = open_engine(h.engine_db)
     try:
         subject = (
-            requests.load_envelope(engine, checked_request_id(request_id)).subject
+            request_records.load_envelope(engine, checked_request_id(request_id)).subject
             if request_id is not None
-            else requests.subject_by_id(engine, subject_id)
+            else request_records.subject_by_id(engine, subject_id)
         )
-        requests.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
+        request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
         return subject
     finally:
         engine.close()
@@ -84,11 +84,13 @@ def _release(h: Home, subject_id: str, reason: str, actor: str, request_id: str 
     engine = open_engine(h.engine_db)
     try:
         if request_id is not None:
-            requests.log_event(engine, request_id, "hold.released", {"hold_ids": released, "active_holds": active})
+            request_records.log_event(
+                engine, request_id, "hold.released", {"hold_ids": released, "active_holds": active}
+            )
         if active == 0:
-            for rid in requests.requests_of_subject(engine, subject_id):
-                if requests.get(engine, rid).state is RequestState.blocked:
-                    requests.set_state(engine, rid, RequestState.submitted, UNBLOCKED)
+            for rid in request_records.requests_of_subject(engine, subject_id):
+                if request_records.get(engine, rid).state is RequestState.blocked:
+                    request_records.set_state(engine, rid, RequestState.submitted, UNBLOCKED)
     finally:
         engine.close()
     return {"released": released, "active_holds": active}
@@ -113,7 +115,7 @@ def place_hold(h: Home, request_id: str, reason: str, actor: str) -> RequestHold
     placed = _place(h, subject.id, reason, actor)
     engine = open_engine(h.engine_db)
     try:
-        requests.log_event(engine, request_id, "hold.placed", dict(placed))
+        request_records.log_event(engine, request_id, "hold.placed", dict(placed))
     finally:
         engine.close()
     return {"request_id": request_id, **placed}

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from proof.pack import write_pack
@@ -23,12 +23,12 @@ def write_evidence(request_id: str, h: Home) -> Path:
     """Write request.json and subprocessor-receipts.jsonl beside the steps and probe results."""
     engine = open_engine(h.engine_db)
     try:
-        row = requests.get(engine, request_id)
-        env = requests.load_envelope(engine, request_id)
-        salt = requests.subject_salt(engine, request_id)
+        row = request_records.get(engine, request_id)
+        env = request_records.load_envelope(engine, request_id)
+        salt = request_records.subject_salt(engine, request_id)
         subject = env.subject
         commitments = {
-            k: requests.commit_identifier(salt, v)
+            k: request_records.commit_identifier(salt, v)
             for k, v in (("id", subject.id), ("email", subject.email), ("name", subject.name), ("phone", subject.phone))
             if v
         }
@@ -75,7 +75,7 @@ def write_evidence(request_id: str, h: Home) -> Path:
                     else r.completed_at.isoformat().replace("+00:00", "Z"),
                     "attempts": r.attempts,
                 }
-                for r in requests.receipts(engine, request_id)
+                for r in request_records.receipts(engine, request_id)
             ],
         )
         return out
@@ -87,7 +87,7 @@ def forbidden_strings(request_id: str, h: Home) -> list[str]:
     """The subject's identifiers, in memory only: the pack writer refuses a pack that contains any."""
     engine = open_engine(h.engine_db)
     try:
-        return requests.load_envelope(engine, request_id).subject.identifiers()
+        return request_records.load_envelope(engine, request_id).subject.identifiers()
     finally:
         engine.close()
 

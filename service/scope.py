@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.models import StepRecord
@@ -65,8 +65,8 @@ def step_records(h: Home, request_id: str) -> dict[str, dict[str, StepRecord]]:
     try:
         out: dict[str, dict[str, StepRecord]] = {}
         if scope.reference:
-            out[REFERENCE] = {s.step: s for s in requests.steps(engine, request_id)}
-        for s in requests.target_steps(engine, request_id):
+            out[REFERENCE] = {s.step: s for s in request_records.steps(engine, request_id)}
+        for s in request_records.target_steps(engine, request_id):
             out.setdefault(str(s.target), {})[s.step] = s
     finally:
         engine.close()

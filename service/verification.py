@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.exception_kinds import MENTION_IN_OTHERS_CONTENT as OTHERS_CONTENT
@@ -47,7 +47,7 @@ def duty_records(h: Home) -> list[str]:
         known = set()
         for name in names:
             try:
-                requests.load_envelope(engine, name[: -len(".eml")])
+                request_records.load_envelope(engine, name[: -len(".eml")])
             except Exception:  # not a request of this vault: not a duty record
                 continue
             known.add(name)
@@ -82,7 +82,7 @@ def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
     ct, key = fingerprint_paths(h, request_id)
     engine = open_engine(h.engine_db)
     try:
-        subject = requests.load_envelope(engine, request_id).subject
+        subject = request_records.load_envelope(engine, request_id).subject
         if ct.exists() and key.exists():
             old = Fingerprint.unseal(ct, key)
             if _bystanders_lost_last_time(h, request_id):
@@ -97,7 +97,7 @@ def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
             fp = old.with_bystanders_of(take_all(h, subject), why)
             destroy(ct, key)
             fp.seal(ct, key)
-            requests.log_event(engine, request_id, "fingerprint.baseline_retaken", {"baseline": why})
+            request_records.log_event(engine, request_id, "fingerprint.baseline_retaken", {"baseline": why})
             return {"request_id": request_id, "fingerprint": "baseline-retaken"}
     finally:
         engine.close()
@@ -144,7 +144,7 @@ def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
     if fresh:
         engine = open_engine(h.engine_db)
         try:
-            subjects = [requests.load_envelope(engine, rid).subject for rid in fresh]
+            subjects = [request_records.load_envelope(engine, rid).subject for rid in fresh]
         finally:
             engine.close()
         for rid, fp in zip(fresh, take_window_all(h, subjects), strict=True):
@@ -212,13 +212,13 @@ def record_verification(
         ]
     if not doc["all_clear"]:
         for tier in doc.get("failing_tiers", []):
-            requests.open_exception(
+            request_records.open_exception(
                 engine, request_id, tier, "residue", "verification", {"probe": "independent", "tier": tier}
             )
     else:
-        for e in requests.exceptions(engine, request_id, open_only=True):
+        for e in request_records.exceptions(engine, request_id, open_only=True):
             if e.kind == "residue":
-                requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
+                request_records.close_exception(engine, e.exception_id)  # an earlier residue is gone now
     keys = fp.needle_stats.get(OTHERS_KEYS, 0)
     if keys:  # other people's source keys that name the subject: theirs, declared (never residue)
         doc.setdefault("others_content", []).append(
@@ -230,7 +230,7 @@ def record_verification(
     # Every open exception of the request (ids only) travels into the signed pack.
     doc["exceptions"] = [
         {"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
-        for e in requests.exceptions(engine, request_id, open_only=True)
+        for e in request_records.exceptions(engine, request_id, open_only=True)
     ]
     evidence = h.evidence_dir(request_id)
     evidence.mkdir(parents=True, exist_ok=True)
@@ -259,11 +259,11 @@ def _sync_exceptions(
     """One open exception of `kind` per (tier, item key, detail) in `opened`; those of `kind` a later
     verification no longer finds are closed."""
     for tier, key, detail in opened:
-        requests.open_exception(engine, request_id, tier, kind, key, detail, ground)
+        request_records.open_exception(engine, request_id, tier, kind, key, detail, ground)
     keep = {(tier, key) for tier, key, _detail in opened}
-    for e in requests.exceptions(engine, request_id, open_only=True):
+    for e in request_records.exceptions(engine, request_id, open_only=True):
         if e.kind == kind and (e.tier, e.item_key) not in keep:
-            requests.close_exception(engine, e.exception_id)
+            request_records.close_exception(engine, e.exception_id)
 
 
 def record_unscanned(engine: Any, request_id: str, unscanned: list[dict[str, Any]]) -> None:
@@ -339,7 +339,7 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
         pairs: list[tuple[Subject, Fingerprint]] = []
         sealed: list[bool] = []
         for rid in request_ids:
-            subject = requests.load_envelope(engine, rid).subject
+            subject = request_records.load_envelope(engine, rid).subject
             ct, key = fingerprint_paths(h, rid)
             sealed.append(ct.exists() and key.exists())
             pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(h, subject)))

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from proof.verify.wire import (
+from wire.format import (
     DPO_ENVELOPE,
     DPO_PREDICATE,
     ENGINE_ENVELOPE,

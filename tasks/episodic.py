@@ -12,7 +12,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import ClassVar
 
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import iso_utc
 from erasure.sqlite import one
 from erasure.tiers import Tier
@@ -21,9 +21,9 @@ from memory.keyed import hashed_key
 from memory.redact import rewrite_archive, rewrite_frame
 from tasks import mentions
 from tasks.attribution import ItemMentions, frame_owners
-from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
 from tasks.mentions import archives_mentioning, frames_mentioning
 from tasks.resolve import archive_ids, primary_frames
+from tasks.tier_step import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
 
 
 class EpisodicStep(BaseStep):
@@ -112,9 +112,9 @@ class EpisodicStep(BaseStep):
         if frames:
             chunks = chunk_ids_of(ctx.store, frames)
             # Write-ahead: later tiers must reach these after the rows that link them are gone.
-            requests.add_footprint(ctx.engine, ctx.request_id, Tier.vectors, "frame", [str(f) for f in frames])
-            requests.add_footprint(ctx.engine, ctx.request_id, Tier.vectors, "chunk", [str(c) for c in chunks])
-            requests.add_footprint(ctx.engine, ctx.request_id, Tier.derivatives, "fts", [str(f) for f in frames])
+            request_records.add_footprint(ctx.engine, ctx.request_id, Tier.vectors, "frame", [str(f) for f in frames])
+            request_records.add_footprint(ctx.engine, ctx.request_id, Tier.vectors, "chunk", [str(c) for c in chunks])
+            request_records.add_footprint(ctx.engine, ctx.request_id, Tier.derivatives, "fts", [str(f) for f in frames])
             delete_frame_rows(ctx.store, frames)
             ctx.add_detail(frames=len(frames), chunks=len(chunks))
         room = limit - len(frames)

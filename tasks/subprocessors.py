@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import parse_utc
 from erasure.sqlite import one, transaction
 from erasure.tiers import Tier
 from memory import subprocessors as sp
 from tasks import mentions
-from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext
+from tasks.tier_step import BaseStep, ExceptionSpec, Keys, StepContext
 
 
 class SubprocessorsStep(BaseStep):
@@ -38,7 +38,7 @@ class SubprocessorsStep(BaseStep):
         if mentions.policy() != "redact":
             return set()
         out: set[str] = set()
-        for aid in sorted(requests.footprint(ctx.engine, ctx.request_id, Tier.episodic, "mention_archive")):
+        for aid in sorted(request_records.footprint(ctx.engine, ctx.request_id, Tier.episodic, "mention_archive")):
             for (rid,) in ctx.store.execute(
                 "SELECT r.record_id FROM raw_archive a JOIN subprocessor_records r"
                 " ON r.source = a.source AND r.source_ref = a.source_ref"
@@ -49,7 +49,7 @@ class SubprocessorsStep(BaseStep):
         return out
 
     def _unrectified(self, ctx: StepContext, keys: Keys) -> list[str]:
-        done = requests.footprint(ctx.engine, ctx.request_id, self.tier, "rectified")
+        done = request_records.footprint(ctx.engine, ctx.request_id, self.tier, "rectified")
         return sorted(set(keys.get("mention_record", set())) - done, key=int)
 
     def _rectify(self, ctx: StepContext, keys: Keys) -> None:
@@ -68,11 +68,11 @@ class SubprocessorsStep(BaseStep):
             except sp.SubprocessorError as exc:
                 self._fail(ctx, str(row[0]), str(exc))
                 continue
-            requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "rectified", [rid])
+            request_records.add_footprint(ctx.engine, ctx.request_id, self.tier, "rectified", [rid])
             ctx.add_detail(mentions_rectified=1 if confirmed else 0, mention_records_unknown=0 if confirmed else 1)
 
     def _done(self, ctx: StepContext) -> set[str]:
-        return {r.processor for r in requests.receipts(ctx.engine, ctx.request_id) if r.status == "done"}
+        return {r.processor for r in request_records.receipts(ctx.engine, ctx.request_id) if r.status == "done"}
 
     def _records_left(self, ctx: StepContext, name: str) -> int:
         sql = "SELECT count(*) FROM subprocessor_records WHERE processor = ? AND subject_id = ?"
@@ -115,7 +115,7 @@ class SubprocessorsStep(BaseStep):
                 # counts every HTTP request: the deletion call with its retries, then the polls.
                 completed = parse_utc(receipt.completed_at) if receipt.completed_at else None
                 attempts = first.attempts + (receipt.attempts if receipt is not first else 0)
-                requests.upsert_receipt(
+                request_records.upsert_receipt(
                     ctx.engine,
                     ctx.request_id,
                     name,
@@ -140,7 +140,7 @@ class SubprocessorsStep(BaseStep):
 
     def _fail(self, ctx: StepContext, name: str, why: str) -> None:
         # `why` comes from our HTTP client (status codes, timeouts), never from the subject's data.
-        requests.upsert_receipt(ctx.engine, ctx.request_id, name, "failed", detail={"error": why[:300]})
+        request_records.upsert_receipt(ctx.engine, ctx.request_id, name, "failed", detail={"error": why[:300]})
         ctx.add_detail(processors_failed=1)
 
     def exceptions(self, ctx: StepContext, keys: Keys) -> list[ExceptionSpec]:

@@ -19,7 +19,6 @@ from proof import verify
 from proof.errors import AlreadyAttested, EvidenceInvalid, IdentifierInPack, SameKeyRefused
 from proof.pack import attest, write_pack
 from proof.review import summary
-from proof.verify.wire import TIERS
 from tests.proof_fixtures import (
     IDENTIFIERS,
     Keys,
@@ -29,6 +28,7 @@ from tests.proof_fixtures import (
     make_keys,
     read_members,
 )
+from wire.format import TIERS
 
 WRITTEN = ("attestation.txt", "manifest.json", "SHA256SUMS", "signatures/engine.intoto.json", "proof.tar.gz")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError
@@ -46,7 +46,7 @@ def erase_target(request_id: str, target: Target, home: Home) -> TargetErased:
     eraser.check(target)
     engine = open_engine(home.engine_db)
     try:
-        subject = requests.load_envelope(engine, request_id).subject
+        subject = request_records.load_envelope(engine, request_id).subject
         started = datetime.now(UTC)
         # hook (issue 25): a target served by a running server is erased only while it is down.
         with quiesced(server_of(eraser, target), "the erasure") as window:
@@ -88,9 +88,9 @@ def erase_target(request_id: str, target: Target, home: Home) -> TargetErased:
                     ended_at=ended,
                     detail={"kind": target.kind, **(out.detail if out else {}), **window.detail()},
                 )
-            requests.upsert_step(engine, record)
+            request_records.upsert_step(engine, record)
         if mentions:
-            requests.open_exception(
+            request_records.open_exception(
                 engine,
                 request_id,
                 BYTES_SCOPE,
@@ -147,7 +147,7 @@ def record_beyond_reach(engine: Any, request_id: str, target: Target, eraser: An
     for item in found:
         key = prefix + str(item["what"])
         keep.add(key)
-        requests.open_exception(
+        request_records.open_exception(
             engine,
             request_id,
             BYTES_SCOPE,
@@ -156,7 +156,7 @@ def record_beyond_reach(engine: Any, request_id: str, target: Target, eraser: An
             {"target": target.name, "what": item["what"], **item.get("detail", {})},
             str(item["ground"]),
         )
-    for e in requests.exceptions(engine, request_id, open_only=True):
+    for e in request_records.exceptions(engine, request_id, open_only=True):
         if e.kind == BEYOND_REACH and e.item_key.startswith(prefix) and e.item_key not in keep:
-            requests.close_exception(engine, e.exception_id)
+            request_records.close_exception(engine, e.exception_id)
     return len(keep)

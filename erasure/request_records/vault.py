@@ -16,8 +16,8 @@ from erasure.engine import EngineConnection
 from erasure.errors import NotFound
 from erasure.identity import fold
 from erasure.models import ErasureRequestEnvelope, refuse_if_mentions_anyone, refuse_if_mentions_subject
-from erasure.requests._common import canonical_json, sha256_hex, writing
-from erasure.requests.events import log_event
+from erasure.request_records._common import canonical_json, sha256_hex, writing
+from erasure.request_records.events import log_event
 from erasure.subject import Subject
 
 
