@@ -7,6 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,7 @@ def test_the_name_escaped_in_a_run_of_text_counts(tmp_path: Path) -> None:
         assert left_after_judging(tmp_path, data) == ["store/memory.db"], escaped
 
 
+@pytest.mark.slow  # the oracle reads 100 kB of random bytes in every view twice: about 45 s
 def test_random_bytes_that_read_as_the_name_in_any_unescaped_view_are_noise(tmp_path: Path) -> None:
     """Seed 15 of random.Random: 100 kB whose latin-1 reading, and its JSON, percent, QP, form and HTML
     views, hold 'al y 7 i ma' (found by drawing random files, as a database's vectors and hashes are)."""
