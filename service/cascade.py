@@ -4,9 +4,9 @@ Per request: its own preflight, footprint, nine step records, verification.json 
 for the window: the fingerprint's store facts and byte scan, the byte-hygiene scrub, the verification's
 byte scan and tier probes. A held request is skipped and reported (`blocked`, with the items held); a
 request whose stage cannot finish leaves the window there (state `exception`, a rerun resumes it), the
-others go on. A home whose targets include stores other than the reference store erases its requests
-one by one, each a window of one: those stores' probes count bystanders per subject, so an erasure and
-its probe there must not see another subject's erasure in between.
+others go on. Other targets are erased for the whole window too, a served one (a Chroma server) with
+its server stopped once for all the window's erasures and once for all its verifications; their
+bystander baselines leave out the window's other subjects (`service.verification.window_baselines`).
 
 The stages come from the caller (`service.stages.Stages`): Prefect tasks in the flows, plain functions
 without Prefect. How each request ended is an `Outcome`, which decides its state (here) and the exit
@@ -94,9 +94,8 @@ def run_requests(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
                     ),
                 )
         record(h, results)
-        windows = [[rid] for rid in go] if scope_of(h).per_subject else [go]
-        for window in (w for w in windows if w):
-            results |= erase_window(h, window, stages, lock=lambda: _store_held(h, stages))
+        if go:
+            results |= erase_window(h, go, stages, lock=lambda: _store_held(h, stages))
     return {rid: results[rid] for rid in request_ids}
 
 

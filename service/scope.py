@@ -25,12 +25,6 @@ class Scope:
     tenant: str
     """The tenant targets.toml names (the reference store's own is `home_tenant`)."""
 
-    @property
-    def per_subject(self) -> bool:
-        """Whether a window's requests run one by one: other targets' probes count bystanders per subject,
-        so an erasure and its probe there must not see another subject's erasure in between."""
-        return bool(self.others)
-
 
 def scope_of(h: Home) -> Scope:
     """The scope of `h`'s erasures, from its targets (`targets.toml`, else the reference store alone)."""

@@ -8,12 +8,12 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from erasure.server_control import ServerNotStopped, quiesced
+from erasure.server_control import ServerNotStopped, Window, quiesced
 from erasure.subject import Subject
 from erasure.targets import Target
 from probes.bytescan import scan_tree
 from probes.located import residue_files
-from probes.model import BYTES, ProbeResult, ResidueFile, Unscanned, Verification
+from probes.model import BYTES, Measurement, ProbeResult, ResidueFile, Unscanned, Verification
 from probes.needles import SUBJECT_KINDS, NeedleKind
 from probes.targets.base import TargetFingerprint, probe_for
 from probes.views import scan_views
@@ -141,19 +141,42 @@ def probe(target: Target, subject: Subject, fp: TargetFingerprint) -> list[Probe
 
 
 def verify(target: Target, subject: Subject, fp: TargetFingerprint) -> Verification:
-    """`probe`, with the target's files that no decoded view could read. A target served by a running
-    server (issue 25: a `chroma` target with `url`) is read only while the server is down: stopped for
-    the reading and started again (or, managed by others, found stopped); a server that does not come
-    back fails the verification (`ServerNotStarted`), never a silent all clear."""
+    """`probe`, with the target's files that no decoded view could read (a window of one: `verify_window`);
+    a server that does not come back fails it (`ServerNotStarted`), never a silent all clear."""
+    found, window = verify_window(target, [(subject, fp)])
+    window.raise_if_down()
+    return found[0]
+
+
+def verify_window(
+    target: Target, pairs: list[tuple[Subject, TargetFingerprint]], requests: tuple[str, ...] = ()
+) -> tuple[list[Verification], Window]:
+    """`verify` for every (subject, fingerprint) of a window, and the stretch the target's server was
+    down for them. A target served by a running server (issue 25: a `chroma` target with `url`) is read
+    only while the server is down: stopped once for every subject's reading (issue 37) and started
+    again (or, managed by others, found stopped). The caller records the window's outage, then calls
+    `raise_if_down`: a server that did not come back fails the verification."""
     server = getattr(probe_for(target), "server", None)
-    with quiesced(server(target) if server is not None else None, "the verification") as window:
+    found: list[tuple[list[ProbeResult], list[Unscanned], list[ResidueFile], list[tuple[str, Measurement]]]] = []
+    with quiesced(server(target) if server is not None else None, "the verification", requests) as window:
         if window.control is not None:
             _still_listening(window.control.url, target.name)
-        out, unscanned, located = _bytes(target, fp)
-        measured = probe_for(target).measure(target, subject, fp)
-    window.raise_if_down()
+        for subject, fp in pairs:
+            out, unscanned, located = _bytes(target, fp)
+            found.append((out, unscanned, located, list(probe_for(target).measure(target, subject, fp))))
     if window.control is not None:
         log.info("target %s: server unavailable %.2f s for the verification", target.name, window.seconds)
+    return [_verification(target, fp, *got) for (_s, fp), got in zip(pairs, found, strict=True)], window
+
+
+def _verification(
+    target: Target,
+    fp: TargetFingerprint,
+    out: list[ProbeResult],
+    unscanned: list[Unscanned],
+    located: list[ResidueFile],
+    measured: list[tuple[str, Measurement]],
+) -> Verification:
     for tier, m in measured:
         before = fp.bystanders.get(m.population, m.bystanders)
         out.append(
