@@ -7,6 +7,9 @@ request whose stage cannot finish leaves the window there (state `exception`, a 
 others go on. Other targets are erased for the whole window too, a served one (a Chroma server) with
 its server stopped once for all the window's erasures and once for all its verifications; their
 bystander baselines leave out the window's other subjects (`service.verification.window_baselines`).
+A home with a target whose probes count bystanders only per subject (`Scope.per_subject`: LangGraph,
+mem0) erases its requests one by one, each a window of one, so an erasure and its probe there never see
+another subject's erasure in between.
 
 The stages come from the caller (`service.stages.Stages`): Prefect tasks in the flows, plain functions
 without Prefect. How each request ended is an `Outcome`, which decides its state (here) and the exit
@@ -94,8 +97,9 @@ def run_requests(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
                     ),
                 )
         record(h, results)
-        if go:
-            results |= erase_window(h, go, stages, lock=lambda: _store_held(h, stages))
+        windows = [[rid] for rid in go] if scope_of(h).per_subject else [go]
+        for window in (w for w in windows if w):
+            results |= erase_window(h, window, stages, lock=lambda: _store_held(h, stages))
     return {rid: results[rid] for rid in request_ids}
 
 

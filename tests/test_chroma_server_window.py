@@ -38,7 +38,8 @@ RIDS = tuple(f"req-chroma-win-000{i}" for i in range(1, len(WINDOW) + 1))
 def _document(owner: str, i: int, collection: str) -> str:
     for s in WINDOW:
         if s.id == owner:
-            return f"{s.name} wrote {collection} entry {i}: {s.name.split()[0].lower()}{collection}{i} note, reach them at {s.email} or {s.phone}"  # type: ignore[union-attr]  # noqa: E501
+            word = f"{str(s.name).split()[0].lower()}{collection}{i}"
+            return f"{s.name} wrote {collection} entry {i}: {word} note, reach them at {s.email} or {s.phone}"
     return f"{owner} logged {collection} item {i} walrus{collection}{i} harbour at noon"
 
 
@@ -67,10 +68,10 @@ def _records_of(srv: Server, subject: Subject) -> int:
     )
 
 
-def _prepare(home: Home, tmp_path: Path, srv: Server) -> None:
+def _prepare(home: Home, tmp_path: Path, srv: Server, **extra: Any) -> None:
     from proof.keys import generate_keypair
 
-    keys = {
+    keys: dict[str, Any] = {
         "name": TARGET,
         "kind": "chroma",
         "path": str(srv.db),
@@ -78,6 +79,7 @@ def _prepare(home: Home, tmp_path: Path, srv: Server) -> None:
         "url": srv.url,
         "stop": [str(srv.stop_script)],
         "start": [str(srv.start_script)],
+        **extra,
     }
     (home.root / "targets.toml").write_text(
         "[[targets]]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in keys.items()) + "\n"
@@ -146,8 +148,35 @@ def test_a_window_of_three_stops_the_server_twice_and_every_request_records_both
 
         # Nothing of any subject of the window in any file (the independent oracle), nor through the server;
         # the bystanders read back identical.
-        for s in WINDOW:
-            scan = oracle.scan_tree(srv.db, s)
+        for subject in WINDOW:
+            scan = oracle.scan_tree(srv.db, subject)
             assert not scan, scan.summary()
-            assert _records_of(srv, s) == 0
+            assert _records_of(srv, subject) == 0
         assert view(srv.client(), bystanders) == before
+
+
+def test_a_server_that_does_not_come_back_after_the_window_fails_every_request_of_it(
+    home: Home, tmp_path: Path, prefect_harness: None
+) -> None:
+    with chroma_server(tmp_path / "srv") as srv:
+        _build(srv, per_collection=30)
+        _prepare(home, tmp_path, srv, start=["/bin/false"])
+
+        res = erasure("request", "run", *RIDS, "--home", str(home.root), "--json")
+
+        assert res.code != 0, res.out[-2000:]
+        report = json.loads(res.out)["requests"]
+        assert {rid: r["outcome"] for rid, r in report.items()} == dict.fromkeys(RIDS, "failed"), report
+        for r in report.values():
+            assert "did not start again" in r["detail"] and "the server is down" in r["detail"], r
+        assert not any(s.id in res.out + res.err for s in WINDOW)
+        assert not srv.up() and srv.calls() == ["start", "stop"]  # stopped once for the whole window
+        for rid in RIDS:
+            steps = _served_steps(home, rid)
+            assert steps and all(s["status"] == "failed" and s["after_count"] == 0 for s in steps), steps
+            for s in steps:
+                (outage,) = s["detail"]["outages"]
+                assert s["detail"]["server_down"] == 1 and outage["restarted"] == 0 and outage["started_at"] is None
+                assert outage["requests"] == len(RIDS)
+            ver = home.evidence_dir(rid) / "verification.json"
+            assert not ver.exists() or json.loads(ver.read_text())["all_clear"] is not True

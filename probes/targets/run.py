@@ -156,7 +156,7 @@ def verify_window(
     only while the server is down: stopped once for every subject's reading (issue 37) and started
     again (or, managed by others, found stopped). The caller records the window's outage, then calls
     `raise_if_down`: a server that did not come back fails the verification."""
-    server = getattr(probe_for(target), "server", None)
+    server = getattr(probe_for(target), "server", None) if pairs else None  # nothing to read: no stop
     found: list[tuple[list[ProbeResult], list[Unscanned], list[ResidueFile], list[tuple[str, Measurement]]]] = []
     with quiesced(server(target) if server is not None else None, "the verification", requests) as window:
         if window.control is not None:

@@ -80,7 +80,8 @@ def erase_target_window(request_ids: list[str], target: Target, home: Home) -> d
                 out[rid] = exc
         erased: dict[str, _Erased] = {}
         # hook (issue 25): a target served by a running server is erased only while it is down.
-        with quiesced(server_of(eraser, target), "the erasure", tuple(subjects)) as window:
+        server = server_of(eraser, target) if subjects else None  # nothing to erase: no stop
+        with quiesced(server, "the erasure", tuple(subjects)) as window:
             for rid, subject in subjects.items():
                 try:
                     erased[rid] = _erase_one(rid, subject, target, eraser, home, served=window.control is not None)
