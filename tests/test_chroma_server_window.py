@@ -180,3 +180,31 @@ def test_a_server_that_does_not_come_back_after_the_window_fails_every_request_o
                 assert outage["requests"] == len(RIDS)
             ver = home.evidence_dir(rid) / "verification.json"
             assert not ver.exists() or json.loads(ver.read_text())["all_clear"] is not True
+
+
+def test_a_windows_bystander_baselines_leave_out_its_other_subjects_and_only_them(tmp_path: Path) -> None:
+    """Two subjects of one window on a chroma store (the PersistentClient folder; no server needed): their
+    bystander baselines, taken together before either erasure, count the third person's records only
+    (counted apart, from what was written), so each verification after both erasures finds nothing lost;
+    the raw baselines would say the other subject's erased records were bystanders lost."""
+    from probes.targets import run as target_probes
+    from service.verification import window_baselines
+    from tasks.targets.chroma import ERASER
+    from tests.chroma_fixtures import build_memory, target_for
+
+    mem = build_memory(tmp_path / "chroma", per_collection=60, batch=60)
+    target = target_for(mem.path)
+    subjects = [SUBJECT, Subject(id=BYSTANDERS[0])]
+    raw = [target_probes.take(target, s) for s in subjects]
+    fixed = window_baselines(target, raw)
+    third = sum(1 for r in mem.records if r.metadata.get(SUBJECT_KEY) == BYSTANDERS[1])
+    assert third > 0 and [fp.bystanders["records"] for fp in fixed] == [third, third]
+    assert all(fp.bystanders["records"] > third for fp in raw)
+    assert [fp.bystanders["collections"] for fp in fixed] == [fp.bystanders["collections"] for fp in raw]
+
+    for s in subjects:
+        assert not any(o.after for o in ERASER.erase(target, s).values())
+    for s, fp, before in zip(subjects, fixed, raw, strict=True):
+        got = target_probes.verify(target, s, fp)
+        assert not [p for p in got.probes if p.residue or p.lost_bystanders()], got.probes
+        assert any(p.lost_bystanders() for p in target_probes.verify(target, s, before).probes)
