@@ -208,3 +208,26 @@ def test_a_windows_bystander_baselines_leave_out_its_other_subjects_and_only_the
         got = target_probes.verify(target, s, fp)
         assert not [p for p in got.probes if p.residue or p.lost_bystanders()], got.probes
         assert any(p.lost_bystanders() for p in target_probes.verify(target, s, before).probes)
+
+
+def test_one_scan_for_a_windows_subjects_finds_what_each_subjects_own_scan_finds(tmp_path: Path) -> None:
+    """The verification reads the target's files once for all the window's subjects (the outage lasts one
+    scan, not one per subject): each subject's byte probes and residue files are those of a scan of its
+    needles alone. One subject erased, one not: the hits stay with their own subject."""
+    from probes.targets import run as target_probes
+    from tasks.targets.chroma import ERASER
+    from tests.chroma_fixtures import build_memory, target_for
+
+    mem = build_memory(tmp_path / "chroma", per_collection=40, batch=40)
+    target = target_for(mem.path)
+    subjects = [SUBJECT, Subject(id=BYSTANDERS[0]), Subject(id=BYSTANDERS[1])]
+    fps = [target_probes.take(target, s) for s in subjects]
+    ERASER.erase(target, SUBJECT)
+
+    together, _window = target_probes.verify_window(target, list(zip(subjects, fps, strict=True)))
+    for s, fp, got in zip(subjects, fps, together, strict=True):
+        alone = target_probes.verify(target, s, fp)
+        assert [p for p in got.probes if p.tier == "bytes"] == [p for p in alone.probes if p.tier == "bytes"]
+        assert got.residue_files == alone.residue_files and got.unscanned == alone.unscanned
+    hits = [sum(p.residue for p in v.probes if p.tier == "bytes" and p.method.startswith("scan:")) for v in together]
+    assert hits[0] == 0 and hits[1] > 0 and hits[2] > 0
