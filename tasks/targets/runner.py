@@ -1,4 +1,4 @@
-"""Erase one request's subject from one target and record it: one step record per (target, tier).
+"""Erase a window's subjects from one target and record it: one step record per (request, target, tier).
 
 Tiers the target's kind does not hold are recorded as `skipped` with the reason "not applicable",
 never as erased. A tier left with items fails the step (a rerun resumes: every kind's `erase` is
@@ -39,15 +39,6 @@ class TargetErased(TypedDict):
 
 class TargetIncomplete(ErasureError):
     """A target still holds items of the subject after its erase."""
-
-
-def erase_target(request_id: str, target: Target, home: Home) -> TargetErased:
-    """Erase the request's subject from `target`; write its step records; return counts only (a window
-    of one: `erase_target_window`)."""
-    got = erase_target_window([request_id], target, home)[request_id]
-    if isinstance(got, Exception):
-        raise got
-    return got
 
 
 @dataclass
