@@ -4,9 +4,12 @@ Per request: its own preflight, footprint, nine step records, verification.json 
 for the window: the fingerprint's store facts and byte scan, the byte-hygiene scrub, the verification's
 byte scan and tier probes. A held request is skipped and reported (`blocked`, with the items held); a
 request whose stage cannot finish leaves the window there (state `exception`, a rerun resumes it), the
-others go on. A home whose targets include stores other than the reference store erases its requests
-one by one, each a window of one: those stores' probes count bystanders per subject, so an erasure and
-its probe there must not see another subject's erasure in between.
+others go on. Other targets are erased for the whole window too, a served one (a Chroma server) with
+its server stopped once for all the window's erasures and once for all its verifications; their
+bystander baselines leave out the window's other subjects (`service.verification.window_baselines`).
+A home with a target whose probes count bystanders only per subject (`Scope.per_subject`: LangGraph,
+mem0) erases its requests one by one, each a window of one, so an erasure and its probe there never see
+another subject's erasure in between.
 
 The stages come from the caller (`service.stages.Stages`): Prefect tasks in the flows, plain functions
 without Prefect. How each request ended is an `Outcome`, which decides its state (here) and the exit

@@ -24,18 +24,25 @@ class Scope:
     others: tuple[Target, ...]
     tenant: str
     """The tenant targets.toml names (the reference store's own is `home_tenant`)."""
-
-    @property
-    def per_subject(self) -> bool:
-        """Whether a window's requests run one by one: other targets' probes count bystanders per subject,
-        so an erasure and its probe there must not see another subject's erasure in between."""
-        return bool(self.others)
+    per_subject: bool = False
+    """Whether a window's requests run one by one (each a window of one): a target's probes count a
+    bystander population the window's other subjects cannot be taken out of (another person's hits of
+    the subject's shared identifiers), so an erasure and its probe there must not see another subject's
+    erasure in between. A kind whose probe declares `window_baselines` takes a window whole."""
 
 
 def scope_of(h: Home) -> Scope:
     """The scope of `h`'s erasures, from its targets (`targets.toml`, else the reference store alone)."""
+    from probes.targets.base import probe_for
+
     targets = targets_of(h)
-    return Scope(reference=targets.reference() is not None, others=targets.external(), tenant=targets.tenant)
+    others = targets.external()
+    return Scope(
+        reference=targets.reference() is not None,
+        others=others,
+        tenant=targets.tenant,
+        per_subject=any(not getattr(probe_for(t), "window_baselines", False) for t in others),
+    )
 
 
 def home_tenant(h: Home) -> str:

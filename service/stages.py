@@ -23,7 +23,7 @@ from service.scope import scope_of
 from service.verification import Verdict, seal_fingerprints, verdict_of, verify_requests
 from tasks import runner
 from tasks.preflight import Preflight, preflight
-from tasks.targets.runner import TargetErased, erase_target
+from tasks.targets.runner import TargetErased, erase_target_window
 
 T = TypeVar("T")
 
@@ -79,9 +79,17 @@ def run_tier(h: Home, step: str, request_ids: list[str]) -> dict[str, StepRecord
 
 
 def erase_target_all(h: Home, name: str, request_ids: list[str]) -> dict[str, TargetErased | Failure]:
-    """Erase every request's subject from the target `name` (one step record per tier)."""
+    """Erase every request's subject from the target `name` (one step record per tier); a served target's
+    server is stopped once for all of them (`erase_target_window`)."""
     target = targets_of(h).by_name(name)
-    return each(request_ids, lambda rid: erase_target(rid, target, h))
+    try:
+        got = erase_target_window(request_ids, target, h)
+    except Exception as exc:  # before anything was touched: the window as a whole
+        return dict.fromkeys(request_ids, Failure(user_reason(exc), isinstance(exc, ErasureError)))
+    return {
+        rid: Failure(user_reason(r), isinstance(r, ErasureError)) if isinstance(r, Exception) else r
+        for rid, r in got.items()
+    }
 
 
 def scrub_all(h: Home, request_ids: list[str]) -> dict[str, object]:

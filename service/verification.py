@@ -9,6 +9,7 @@ ends all clear. Re-verifying later, without a fingerprint, probes with the ident
 from __future__ import annotations
 
 import json
+import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
@@ -19,17 +20,21 @@ from erasure.engine import open_engine
 from erasure.exception_kinds import MENTION_IN_OTHERS_CONTENT as OTHERS_CONTENT
 from erasure.exception_kinds import UNSCANNED_CONTENT as UNSCANNED
 from erasure.ledger import ledger_key
+from erasure.server_control import Window
 from erasure.subject import Subject
+from erasure.targets import Target
 from probes import manifest
 from probes.fingerprint import Fingerprint, destroy
 from probes.harvest import OTHERS_KEYS
 from probes.keys import SubjectKeys
 from probes.run import Verification, to_json
 from probes.targets import run as target_probes
+from probes.targets.base import TargetFingerprint
 from probes.window import take_window, verify_window
 from service.outcome import Outcome
 from service.scope import scope_of
 from tasks.backup_holds import hold_in_backups
+from tasks.targets.runner import record_outage
 
 
 def duty_records(h: Home) -> list[str]:
@@ -123,10 +128,30 @@ def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
         ]
     if not scope.others:
         return fps
-    return [
-        fp.model_copy(update={"targets": {t.name: target_probes.take(t, s) for t in scope.others}})
-        for fp, s in zip(fps, subjects, strict=True)
-    ]
+    taken = [{t.name: target_probes.take(t, s) for t in scope.others} for s in subjects]
+    for t in scope.others:
+        fixed = window_baselines(t, [got[t.name] for got in taken])
+        for got, fp in zip(taken, fixed, strict=True):
+            got[t.name] = fp
+    return [fp.model_copy(update={"targets": got}) for fp, got in zip(fps, taken, strict=True)]
+
+
+def window_baselines(target: Target, fps: list[TargetFingerprint]) -> list[TargetFingerprint]:
+    """The bystander baselines of a window's subjects in one target, taken together before any erasure,
+    made to leave out the window's other subjects: a subject's verification runs after
+    every erasure of the window, and the other subjects' items, erased meanwhile, are not bystanders it
+    lost. A subject's items in a population are what the kind counts there for nobody (every item a
+    bystander: a fingerprint of a subject no store holds) less what it counts as the subject's
+    bystanders; each subject's baseline loses the other subjects' items."""
+    if len(fps) < 2:
+        return fps
+    total = target_probes.take(target, Subject(id=f"window-baseline-{secrets.token_hex(16)}")).bystanders
+    own = [{p: max(0, total.get(p, n) - n) for p, n in fp.bystanders.items()} for fp in fps]
+    out = []
+    for i, fp in enumerate(fps):
+        others = {p: sum(o.get(p, 0) for j, o in enumerate(own) if j != i) for p in fp.bystanders}
+        out.append(fp.model_copy(update={"bystanders": {p: max(0, n - others[p]) for p, n in fp.bystanders.items()}}))
+    return out
 
 
 def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
@@ -343,10 +368,14 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
             ct, key = fingerprint_paths(h, rid)
             sealed.append(ct.exists() and key.exists())
             pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(h, subject)))
+        outages: list[tuple[Target, Window]] = []
+        results = probe_subjects(h, pairs, tiers, outages, tuple(request_ids))
+        for target, window in outages:  # every stretch a served target was down, in each request's steps
+            record_outage(h, request_ids, target, window)
+        for _target, window in outages:
+            window.raise_if_down()
         docs: dict[str, dict[str, Any]] = {}
-        for rid, (_subject, fp), result, was_sealed in zip(
-            request_ids, pairs, probe_subjects(h, pairs, tiers), sealed, strict=True
-        ):
+        for rid, (_subject, fp), result, was_sealed in zip(request_ids, pairs, results, sealed, strict=True):
             docs[rid] = record_verification(h, engine, rid, result, fp, was_sealed)
         return docs
     finally:
@@ -354,25 +383,38 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
 
 
 def probe_subjects(
-    h: Home, pairs: list[tuple[Subject, Fingerprint]], tiers: list[str] | None = None
+    h: Home,
+    pairs: list[tuple[Subject, Fingerprint]],
+    tiers: list[str] | None = None,
+    outages: list[tuple[Target, Window]] | None = None,
+    request_ids: tuple[str, ...] = (),
 ) -> list[Verification]:
     """The probes' verdict on each (subject, fingerprint): the reference store's probes once for all
-    (one byte scan of the store and the home's other folders), every other target's per subject.
-    Writes nothing."""
+    (one byte scan of the store and the home's other folders), every other target's for each subject,
+    a served target's with its server stopped once for all of them. Writes nothing. With `outages`, each
+    served target's stretch down is added to it (the caller records it, then `raise_if_down`);
+    without, a server that did not come back raises here."""
     scope = scope_of(h)
     found = (
         verify_window(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h))
         if scope.reference
         else [Verification(probes=[], unscanned=[]) for _ in pairs]
     )
+    per_target: list[list[Verification]] = []
+    for target in scope.others:
+        tpairs = [(s, fp.targets.get(target.name) or target_probes.take(target, s)) for s, fp in pairs]
+        got, window = target_probes.verify_window(target, tpairs, request_ids)
+        if outages is None:
+            window.raise_if_down()
+        else:
+            outages.append((target, window))
+        per_target.append(got)
     out: list[Verification] = []
-    for (subject, fp), ref in zip(pairs, found, strict=True):
+    for i, ref in enumerate(found):
         probes, unscanned, located = list(ref.probes), list(ref.unscanned), list(ref.residue_files)
-        for target in scope.others:
-            tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
-            got = target_probes.verify(target, subject, tfp)
-            probes += got.probes
-            unscanned += got.unscanned
-            located += got.residue_files
+        for got in per_target:
+            probes += got[i].probes
+            unscanned += got[i].unscanned
+            located += got[i].residue_files
         out.append(ref.model_copy(update={"probes": probes, "unscanned": unscanned, "residue_files": located}))
     return out
