@@ -121,10 +121,12 @@ def _store_held(h: Home, stages: Stages) -> Iterator[None]:
 def erase_window(
     h: Home, request_ids: list[str], stages: Stages, lock: Callable[[], AbstractContextManager[object]] | None = None
 ) -> dict[str, Result]:
-    """Fingerprint, footprints, the nine steps, one scrub, every other target and verification, for
-    requests that passed their preflight, under `lock()` (the store's writer slot and lock; without
-    one, the caller holds them); then the packs, with the store released: a pack may wait on a
-    timestamp authority, and no erasure of the store waits on that. A request leaves the window at its
+    """The subprocessors' HTTP calls first, with the store not locked (a processor may be slow, and no
+    erasure of the store waits on that); then fingerprint, footprints, the nine steps (step 8 only
+    drops the local records of processors whose receipts say done), one scrub, every other target and
+    verification, for requests that passed their preflight, under `lock()` (the store's writer slot
+    and lock; without one, the caller holds them); then the packs, with the store released: a pack
+    may wait on a timestamp authority, and no erasure of the store waits on that. A request leaves the window at its
     first stage that does not finish (recorded); the others go on."""
     results: dict[str, Result] = {}
     active = list(request_ids)
@@ -154,6 +156,8 @@ def erase_window(
 
     record(h, {}, also=request_ids)
     try:
+        if scope_of(h).reference:  # step 8's HTTP, with no lock of the store held (issue 34)
+            drop(stages.subprocessors(active), "subprocessor calls")
         with lock() if lock is not None else contextlib.nullcontext():
             whole(stages.fingerprint, "fingerprint")
             scope = scope_of(h)

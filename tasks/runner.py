@@ -40,7 +40,7 @@ from tasks.identity import StoreIds, resolve_store_ids
 from tasks.resolve import archive_ids, derived_closure, primary_frames, quoting_frames, subject_items, subject_sources
 from tasks.scrub import scrub_store
 from tasks.semantic import SemanticStep
-from tasks.subprocessors import SubprocessorsStep
+from tasks.subprocessors import SubprocessorsStep, call_processors
 from tasks.uploads import UploadsStep
 from tasks.vectors import VectorsStep
 from tasks.working import WorkingStep
@@ -225,6 +225,24 @@ def prepare(request_id: str, home: Home) -> dict[str, int]:
                 step = STEPS[tier]
                 out[tier.value] = step.count(ctx, _tier_keys(ctx, tier, step))
         return out
+
+
+def call_subprocessors(request_id: str, home: Home) -> None:
+    """Step 8's HTTP calls (`tasks.subprocessors.call_processors`), made before the run takes the
+    store's lock: no lock of ours held, nothing written to the store. Skipped when the request's data
+    classes leave subprocessors out; `HoldActive` (nothing asked) when the subject is under a hold."""
+    if Tier.subprocessors not in _data_classes(request_id, home):
+        return
+    with open_context(request_id, home, quoting=False, frames=False) as ctx:
+        held = sum(holds.active_holds(ctx.store, sid) for sid in ctx.ids())
+        if held:
+            raise HoldActive(f"subprocessor calls refused: {held} active litigation hold(s) on the subject")
+        own: set[int] = set()
+        for sid in ctx.ids():
+            own |= archive_ids(ctx.store, sid)
+        found = {int(a) for a in requests.footprint(ctx.engine, request_id, Tier.episodic, "mention_archive")}
+        found |= set(mentions.archives_mentioning(ctx.store, ctx.who(), own))
+        call_processors(ctx, EpisodicStep().texts_after(ctx, found))
 
 
 def _data_classes(request_id: str, home: Home) -> tuple[Tier, ...]:
@@ -429,6 +447,7 @@ def run_cascade(request_id: str, home: Home, *, batch_size: int = 10_000) -> lis
     """The reference store's nine steps in order, then the byte scrub, for one request: no preflight,
     verification or pack (tests, crash drills, benches; a run is `service.cascade`, which calls the
     same functions stage by stage). Stops at the first step that cannot finish, after recording it."""
+    call_subprocessors(request_id, home)
     with shared_mentions([request_id], home):
         prepare(request_id, home)
         records = [run_step(request_id, tier, home, batch_size=batch_size) for tier in CASCADE_ORDER]
