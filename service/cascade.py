@@ -27,6 +27,7 @@ from erasure.errors import Conflict
 from erasure.models import StepRecord, StepStatus
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
+from proof.history import start_run
 from service.common import engine_key_present, request_lock, store_lock, user_reason
 from service.outcome import Outcome, Result
 from service.scope import scope_of
@@ -156,6 +157,8 @@ def erase_window(
 
     record(h, {}, also=request_ids)
     try:
+        for rid in request_ids:  # a reopened request's rerun writes its files in a run folder of its own
+            start_run(h.evidence_dir(rid))
         if scope_of(h).reference:  # step 8's HTTP, with no lock of the store held (issue 34)
             drop(stages.subprocessors(active), "subprocessor calls")
         with lock() if lock is not None else contextlib.nullcontext():

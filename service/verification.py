@@ -155,7 +155,7 @@ def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
 
 def _bystanders_lost_last_time(h: Home, request_id: str) -> bool:
     """Whether the request's last verification ended with other people's data lost (exit 10)."""
-    path = h.evidence_dir(request_id) / "verification.json"
+    path = h.run_dir(request_id) / "verification.json"
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -232,7 +232,7 @@ def record_verification(
         {"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
         for e in requests.exceptions(engine, request_id, open_only=True)
     ]
-    evidence = h.evidence_dir(request_id)
+    evidence = h.run_dir(request_id)
     evidence.mkdir(parents=True, exist_ok=True)
     (evidence / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if doc["all_clear"] and sealed:
@@ -247,7 +247,7 @@ def scan_manifest(h: Home, request_id: str, result: Verification) -> dict[str, A
     never in a pack). The whole manifest is written beside the pack (`scan-manifest.json`), and
     `verification.json` names its digest (and holds its entries, unless there are too many)."""
     doc = manifest.to_json(manifest.entries(ledger_key(h), result.scanned))
-    evidence = h.evidence_dir(request_id)
+    evidence = h.run_dir(request_id)
     evidence.mkdir(parents=True, exist_ok=True)
     (evidence / manifest.FILE).write_bytes(manifest.document_bytes(doc))
     return manifest.summary(doc)

@@ -170,7 +170,7 @@ def open_context(
             store_dir=home.store_dir,
             store=store,
             engine=engine,
-            evidence_dir=home.evidence_dir(request_id),
+            evidence_dir=home.run_dir(request_id),
             sources=[(str(a), str(b)) for a, b in sources],
             batch_size=batch_size,
             subject_ids=subject_ids,
@@ -423,7 +423,7 @@ def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
             detail={"reason": "not in the request's data classes"},
         )
         requests.upsert_step(engine, record)
-        write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
+        write_steps_jsonl(engine, request_id, home.run_dir(request_id))
         return record.model_dump(mode="json")
     finally:
         engine.close()

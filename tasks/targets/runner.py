@@ -100,7 +100,7 @@ def erase_target(request_id: str, target: Target, home: Home) -> TargetErased:
                 MENTION_GROUND,
             )
         record_beyond_reach(engine, request_id, target, eraser)
-        write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
+        write_steps_jsonl(engine, request_id, home.run_dir(request_id))
         window.raise_if_down()  # erased and recorded, but the server did not come back: the step fails
         if left:
             raise TargetIncomplete(f"target {target.name}: items left in {', '.join(left)}: rerun to resume")
