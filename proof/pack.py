@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from erasure.errors import ConfigError, InputError, NotFound
+from erasure.evidence_runs import current_run_dir
 from proof import verify
 from proof.attestation import render
 from proof.dsse import sign_envelope
@@ -267,10 +268,11 @@ def write_pack(
     evidence_dir = Path(evidence_dir)
     key = load_private_key(engine_key_path, passphrase)
     target, previous = (Path(out), None) if out is not None else next_target(evidence_dir)
-    # The loose files are those of the run that writes this pack (`proof.history.run_of`): a sealed
-    # run's folder is never written to again.
+    # The evidence is the current run's (`erasure.evidence_runs`); the pack's loose files go to the
+    # folder of the run that writes this pack (`proof.history.run_of`), with a copy of the evidence
+    # when that is a new one: a sealed run's folder is never written to again.
     run = evidence_dir if out is not None else run_of(target)
-    ev = load_evidence(run)
+    ev = load_evidence(evidence_dir if out is not None else current_run_dir(evidence_dir))
     if ev.verification["all_clear"]:
         problems = all_clear_problems(ev.steps, ev.verification["probes"])
         if problems:
@@ -307,6 +309,9 @@ def write_pack(
             files[DPO_TSR] = dpo_token
     tar = tar_gz_bytes(ev.request_id, files)
     _self_check(tar, public_key_pem(key.public_key()), None, ring, authority)
+    for name, data in ev.files.items():  # a new run folder gets the evidence it was built from
+        if not (run / name).is_file():
+            write_atomic(run / name, data)
     for name in (ATTESTATION, MANIFEST, SUMS, ENGINE_ENVELOPE):
         write_atomic(run / name, files[name])
     for name in (ENGINE_TSR, DPO_ENVELOPE, DPO_TSR):
