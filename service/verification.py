@@ -115,7 +115,12 @@ def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
     """Every subject's fingerprint (`take_all`), the reference store's taken as one window."""
     scope = scope_of(h)
     if scope.reference:
-        fps = take_window(h.store_dir, subjects)
+        engine = open_engine(h.engine_db)
+        try:  # other erasures call processors with the store unlocked: their subjects are no bystanders
+            erased = requests.every_store_id(engine)
+        finally:
+            engine.close()
+        fps = take_window(h.store_dir, subjects, not_bystanders=erased)
     else:
         fps = [
             Fingerprint(subject_id=s.id, subject_ids=[s.id], taken_at=datetime.now(UTC), keys=SubjectKeys())

@@ -148,3 +148,33 @@ def test_a_slow_subprocessor_keeps_no_other_erasure_of_the_store_waiting(
         assert [(r.processor, r.status) for r in requests.receipts(engine, SLOW)] == [("crm-sync", "failed")]
     finally:
         engine.close()
+
+
+def test_another_erasures_subject_is_never_sampled_as_a_processors_bystander(home: Home, tmp_path: Path) -> None:
+    """Its deletion call runs with the store unlocked, so it may land between this fingerprint and its
+    verification: sampled, it would read as another person's data lost at the processor."""
+    from service.verification import take_window_all
+    from tests.cascade_fixtures import SUBJECT
+
+    with start_service("crm-sync", home.services_dir) as svc:
+        build_store(home, tmp_path, processors=[svc])
+        conn = create(home.store_dir)
+        try:  # a third person has a record at the processor too: the sample keeps someone
+            conn.execute(
+                "INSERT INTO subprocessor_records(processor, subject_id, source, source_ref, remote_ref, created_at)"
+                " SELECT processor, ?, source, 'conv-x', remote_ref, created_at FROM subprocessor_records LIMIT 1",
+                ("user-carol-0001",),
+            )
+        finally:
+            conn.close()
+        submit(home, SLOW)
+        submit(home, OTHER, BYSTANDER)
+        before = take_window_all(home, [BYSTANDER])[0].keys.subprocessor_bystanders["crm-sync"]
+        assert SUBJECT.id in before  # no request has recorded the subject's store ids yet
+        engine = open_engine(home.engine_db)
+        try:
+            requests.add_store_ids(engine, SLOW, [SUBJECT.id])  # what its run records before any call
+        finally:
+            engine.close()
+        after = take_window_all(home, [BYSTANDER])[0].keys.subprocessor_bystanders["crm-sync"]
+        assert after == sorted(set(before) - {SUBJECT.id}) and after
