@@ -20,7 +20,7 @@ from memory.frames import chunk_ids_of, delete_frame_rows
 from memory.keyed import hashed_key
 from memory.redact import rewrite_archive, rewrite_frame
 from tasks import mentions
-from tasks.attribution import ItemMentions, frame_owners
+from tasks.attribution import Attribution, ItemMentions, frame_owners
 from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
 from tasks.mentions import archives_mentioning, frames_mentioning
 from tasks.resolve import archive_ids, primary_frames
@@ -139,7 +139,7 @@ class EpisodicStep(BaseStep):
         mentions of the subject redacted as `_redact_mentions` writes them (the subprocessors' copies
         are rectified with it before the store's lock is taken)."""
         who = ctx.who()
-        att = mentions.attribution(ctx.store, who, ctx.ids())
+        att: Attribution | None = None
         out: dict[int, str] = {}
         for aid in sorted(archive_ids):
             row = ctx.store.execute(
@@ -148,8 +148,10 @@ class EpisodicStep(BaseStep):
             if row is None or row[0] is None:
                 continue
             text, owners = str(row[0]), (() if row[1] is None else (str(row[1]),))
-            if mentions.policy() == "redact" and mentions.item_mentions(who, att, text, owners).redact:
-                text = mentions.redact_item(who, att, text, owners)[0]
+            if mentions.policy() == "redact" and who.names_in(text):
+                att = att or mentions.attribution(ctx.store, who, ctx.ids())
+                if mentions.item_mentions(who, att, text, owners).redact:
+                    text = mentions.redact_item(who, att, text, owners)[0]
             out[aid] = text
         return out
 

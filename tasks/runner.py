@@ -237,12 +237,21 @@ def call_subprocessors(request_id: str, home: Home) -> None:
         held = sum(holds.active_holds(ctx.store, sid) for sid in ctx.ids())
         if held:
             raise HoldActive(f"subprocessor calls refused: {held} active litigation hold(s) on the subject")
-        own: set[int] = set()
-        for sid in ctx.ids():
-            own |= archive_ids(ctx.store, sid)
-        found = {int(a) for a in requests.footprint(ctx.engine, request_id, Tier.episodic, "mention_archive")}
-        found |= set(mentions.archives_mentioning(ctx.store, ctx.who(), own))
-        call_processors(ctx, EpisodicStep().texts_after(ctx, found))
+        found: set[int] = set()
+        if mentions.policy() == "redact":  # other people's archive rows naming the subject, with a processor's copy
+            own: set[int] = set()
+            for sid in ctx.ids():
+                own |= archive_ids(ctx.store, sid)
+            found = {int(a) for a in requests.footprint(ctx.engine, request_id, Tier.episodic, "mention_archive")}
+            who = ctx.who()
+            for aid, text in ctx.store.execute(
+                "SELECT DISTINCT a.archive_id, a.content FROM raw_archive a JOIN subprocessor_records r"
+                " ON r.source = a.source AND r.source_ref = a.source_ref"
+                " WHERE r.remote_ref IS NOT NULL AND a.erased_at IS NULL AND a.content IS NOT NULL"
+            ):
+                if int(aid) not in own and who.names_in(str(text)):
+                    found.add(int(aid))
+        call_processors(ctx, EpisodicStep().texts_after(ctx, found) if found else {})
 
 
 def _data_classes(request_id: str, home: Home) -> tuple[Tier, ...]:
