@@ -166,7 +166,7 @@ def run(
 
     result = Result.from_json(state_data(state))
     outcome = result.outcome if result is not None else Outcome.failed
-    ver_path = h.evidence_dir(request_id) / "verification.json"
+    ver_path = h.run_dir(request_id) / "verification.json"
     doc = json.loads(ver_path.read_text()) if ver_path.exists() else {}
     engine = open_engine(h.engine_db)
     try:

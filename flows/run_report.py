@@ -61,7 +61,7 @@ def resource_id(request_id: str) -> str:
 
 
 def _verification(h: Home, request_id: str) -> dict[str, Any] | None:
-    path = h.evidence_dir(request_id) / "verification.json"
+    path = h.run_dir(request_id) / "verification.json"
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -47,6 +47,13 @@ def window_fingerprint(request_ids: list[str]) -> dict[str, str]:
     return seal_fingerprints(home(), request_ids)
 
 
+@task(name="window-subprocessors", retries=0, cache_policy=NO_CACHE)
+def window_subprocessors(request_ids: list[str]) -> dict[str, Failure | None]:
+    """Step 8's HTTP calls (deletions, rectifications, receipts), before the store's writer slot and
+    lock are taken: a slow processor keeps no other erasure of the store waiting."""
+    return stages.subprocessors_all(home(), request_ids)
+
+
 @task(name="window-footprint", retries=0, cache_policy=NO_CACHE)
 def window_footprint(request_ids: list[str]) -> dict[str, dict[str, int] | Failure]:
     """Every request's footprint before its first deletion (counts per tier)."""
@@ -102,6 +109,7 @@ WINDOW = Stages(
     scrub=window_scrub,
     verify=window_verification,
     packs=window_packs,
+    subprocessors=window_subprocessors,
     writer=lambda: store_writer(home()),
 )
 

@@ -30,6 +30,7 @@ from erasure.errors import Conflict
 from erasure.models import StepRecord, StepStatus
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
+from proof.history import start_run
 from service.common import engine_key_present, request_lock, store_lock, user_reason
 from service.outcome import Outcome, Result
 from service.scope import scope_of
@@ -126,10 +127,12 @@ def _store_held(h: Home, stages: Stages) -> Iterator[None]:
 def erase_window(
     h: Home, request_ids: list[str], stages: Stages, lock: Callable[[], AbstractContextManager[object]] | None = None
 ) -> dict[str, Result]:
-    """Fingerprint, footprints, the nine steps, one scrub, every other target and verification, for
-    requests that passed their preflight, under `lock()` (the store's writer slot and lock; without
-    one, the caller holds them); then the packs, with the store released: a pack may wait on a
-    timestamp authority, and no erasure of the store waits on that. A request leaves the window at its
+    """The subprocessors' HTTP calls first, with the store not locked (a processor may be slow, and no
+    erasure of the store waits on that); then fingerprint, footprints, the nine steps (step 8 only
+    drops the local records of processors whose receipts say done), one scrub, every other target and
+    verification, for requests that passed their preflight, under `lock()` (the store's writer slot
+    and lock; without one, the caller holds them); then the packs, with the store released: a pack
+    may wait on a timestamp authority, and no erasure of the store waits on that. A request leaves the window at its
     first stage that does not finish (recorded); the others go on."""
     results: dict[str, Result] = {}
     active = list(request_ids)
@@ -159,6 +162,10 @@ def erase_window(
 
     record(h, {}, also=request_ids)
     try:
+        for rid in request_ids:  # a reopened request's rerun writes its files in a run folder of its own
+            start_run(h.evidence_dir(rid))
+        if scope_of(h).reference:  # step 8's HTTP, with no lock of the store held (issue 34)
+            drop(stages.subprocessors(active), "subprocessor calls")
         with lock() if lock is not None else contextlib.nullcontext():
             whole(stages.fingerprint, "fingerprint")
             scope = scope_of(h)

@@ -33,7 +33,7 @@ from erasure.states import RequestState
 from erasure.subject import Subject
 from probes import manifest
 from proof import verify
-from proof.history import current_pack, statement_prefix
+from proof.history import current_pack, run_of, statement_prefix
 from proof.keys import load_private_key, public_key_pem
 from proof.reverification import statement_files, write_reverification
 from service.common import checked_request_id, request_lock, store_lock
@@ -105,7 +105,7 @@ small (the verifier reads at most 1 MiB of one), and this scan's whole manifest 
 def _changes(h: Home, before_doc: dict[str, Any], now: list[manifest.ManifestEntry]) -> dict[str, Any]:
     """Which files changed since the pack's scan manifest (labels under the same key)."""
     named = before_doc.get("scan_manifest")
-    before = manifest.from_json(named, h.evidence_dir(str(before_doc.get("request_id"))))
+    before = manifest.from_json(named, run_of(current_pack(h.evidence_dir(str(before_doc.get("request_id"))))))
     if before is None:
         why = (
             "the pack's verification.json has no scan manifest"
@@ -201,7 +201,7 @@ def last_checked(h: Home, request_id: str) -> datetime | None:
     statement beside it); None when neither can be read."""
     times: list[str] = []
     try:
-        doc = json.loads((h.evidence_dir(request_id) / "verification.json").read_text())
+        doc = json.loads((run_of(current_pack(h.evidence_dir(request_id))) / "verification.json").read_text())
         times.append(str(doc["verified_at"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass

@@ -54,6 +54,12 @@ def preflight_all(h: Home, request_ids: list[str]) -> dict[str, Preflight | Fail
     return each(request_ids, lambda rid: preflight(rid, h, reference=scope.reference, tenant=scope.tenant))
 
 
+def subprocessors_all(h: Home, request_ids: list[str]) -> dict[str, Failure | None]:
+    """Step 8's HTTP calls for every request (`tasks.runner.call_subprocessors`), made before the store's
+    lock and writer slot are taken: a slow processor keeps no other erasure of the store waiting."""
+    return each(request_ids, lambda rid: runner.call_subprocessors(rid, h))
+
+
 def footprint_all(h: Home, request_ids: list[str]) -> dict[str, dict[str, int] | Failure]:
     """Every request's footprint in the reference store before its first deletion (counts per tier)."""
     return each(request_ids, lambda rid: runner.prepare(rid, h))
@@ -120,6 +126,8 @@ class Stages:
     scrub: Callable[[list[str]], dict[str, object]]
     verify: Callable[[list[str]], dict[str, Verdict | Failure]]
     packs: Callable[[list[str]], dict[str, str | Failure]]
+    subprocessors: Callable[[list[str]], dict[str, Failure | None]]
+    """Step 8's HTTP calls, before the store's lock is taken (`subprocessors_all`)."""
     writer: Callable[[], AbstractContextManager[object]] = nullcontext
     """One writer per store across machines (the flows: Prefect's global concurrency slot)."""
 
@@ -135,4 +143,5 @@ def direct(h: Home) -> Stages:
         scrub=lambda ids: scrub_all(h, ids),
         verify=lambda ids: verify_all(h, ids),
         packs=lambda ids: packs_all(h, ids),
+        subprocessors=lambda ids: subprocessors_all(h, ids),
     )

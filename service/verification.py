@@ -120,7 +120,12 @@ def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
     """Every subject's fingerprint (`take_all`), the reference store's taken as one window."""
     scope = scope_of(h)
     if scope.reference:
-        fps = take_window(h.store_dir, subjects)
+        engine = open_engine(h.engine_db)
+        try:  # other erasures call processors with the store unlocked: their subjects are no bystanders
+            erased = request_records.every_store_id(engine)
+        finally:
+            engine.close()
+        fps = take_window(h.store_dir, subjects, not_bystanders=erased)
     else:
         fps = [
             Fingerprint(subject_id=s.id, subject_ids=[s.id], taken_at=datetime.now(UTC), keys=SubjectKeys())
@@ -180,7 +185,7 @@ def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
 
 def _bystanders_lost_last_time(h: Home, request_id: str) -> bool:
     """Whether the request's last verification ended with other people's data lost (exit 10)."""
-    path = h.evidence_dir(request_id) / "verification.json"
+    path = h.run_dir(request_id) / "verification.json"
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -257,7 +262,7 @@ def record_verification(
         {"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
         for e in request_records.exceptions(engine, request_id, open_only=True)
     ]
-    evidence = h.evidence_dir(request_id)
+    evidence = h.run_dir(request_id)
     evidence.mkdir(parents=True, exist_ok=True)
     (evidence / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if doc["all_clear"] and sealed:
@@ -272,7 +277,7 @@ def scan_manifest(h: Home, request_id: str, result: Verification) -> dict[str, A
     never in a pack). The whole manifest is written beside the pack (`scan-manifest.json`), and
     `verification.json` names its digest (and holds its entries, unless there are too many)."""
     doc = manifest.to_json(manifest.entries(ledger_key(h), result.scanned))
-    evidence = h.evidence_dir(request_id)
+    evidence = h.run_dir(request_id)
     evidence.mkdir(parents=True, exist_ok=True)
     (evidence / manifest.FILE).write_bytes(manifest.document_bytes(doc))
     return manifest.summary(doc)

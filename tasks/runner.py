@@ -39,7 +39,7 @@ from tasks.identity import StoreIds, resolve_store_ids
 from tasks.resolve import archive_ids, derived_closure, primary_frames, quoting_frames, subject_items, subject_sources
 from tasks.scrub import scrub_store
 from tasks.semantic import SemanticStep
-from tasks.subprocessors import SubprocessorsStep
+from tasks.subprocessors import SubprocessorsStep, call_processors
 from tasks.tier_step import ExceptionSpec, Keys, StepContext, TierStep
 from tasks.uploads import UploadsStep
 from tasks.vectors import VectorsStep
@@ -174,7 +174,7 @@ def open_context(
             store_dir=home.store_dir,
             store=store,
             engine=engine,
-            evidence_dir=home.evidence_dir(request_id),
+            evidence_dir=home.run_dir(request_id),
             sources=[(str(a), str(b)) for a, b in sources],
             batch_size=batch_size,
             subject_ids=subject_ids,
@@ -231,6 +231,35 @@ def prepare(request_id: str, home: Home) -> dict[str, int]:
                 step = STEPS[tier]
                 out[tier.value] = step.count(ctx, _tier_keys(ctx, tier, step))
         return out
+
+
+def call_subprocessors(request_id: str, home: Home) -> None:
+    """Step 8's HTTP calls (`tasks.subprocessors.call_processors`), made before the run takes the
+    store's lock: no lock of ours held, nothing written to the store. Skipped when the request's data
+    classes leave subprocessors out; `HoldActive` (nothing asked) when the subject is under a hold."""
+    if Tier.subprocessors not in _data_classes(request_id, home):
+        return
+    with open_context(request_id, home, quoting=False, frames=False) as ctx:
+        held = sum(holds.active_holds(ctx.store, sid) for sid in ctx.ids())
+        if held:
+            raise HoldActive(f"subprocessor calls refused: {held} active litigation hold(s) on the subject")
+        found: set[int] = set()
+        if mentions.policy() == "redact":  # other people's archive rows naming the subject, with a processor's copy
+            own: set[int] = set()
+            for sid in ctx.ids():
+                own |= archive_ids(ctx.store, sid)
+            found = {
+                int(a) for a in request_records.footprint(ctx.engine, request_id, Tier.episodic, "mention_archive")
+            }
+            who = ctx.who()
+            for aid, text in ctx.store.execute(
+                "SELECT DISTINCT a.archive_id, a.content FROM raw_archive a JOIN subprocessor_records r"
+                " ON r.source = a.source AND r.source_ref = a.source_ref"
+                " WHERE r.remote_ref IS NOT NULL AND a.erased_at IS NULL AND a.content IS NOT NULL"
+            ):
+                if int(aid) not in own and who.names_in(str(text)):
+                    found.add(int(aid))
+        call_processors(ctx, EpisodicStep().texts_after(ctx, found) if found else {})
 
 
 def _data_classes(request_id: str, home: Home) -> tuple[Tier, ...]:
@@ -415,7 +444,7 @@ def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
             detail={"reason": "not in the request's data classes"},
         )
         request_records.upsert_step(engine, record)
-        write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
+        write_steps_jsonl(engine, request_id, home.run_dir(request_id))
         return record.model_dump(mode="json")
     finally:
         engine.close()
@@ -441,6 +470,7 @@ def run_cascade(request_id: str, home: Home, *, batch_size: int = 10_000) -> lis
     """The reference store's nine steps in order, then the byte scrub, for one request: no preflight,
     verification or pack (tests, crash drills, benches; a run is `service.cascade`, which calls the
     same functions stage by stage). Stops at the first step that cannot finish, after recording it."""
+    call_subprocessors(request_id, home)
     with shared_mentions([request_id], home):
         prepare(request_id, home)
         records = [run_step(request_id, tier, home, batch_size=batch_size) for tier in CASCADE_ORDER]

@@ -104,6 +104,11 @@ def store_ids(conn: apsw.Connection, request_id: str) -> set[str]:
     }
 
 
+def every_store_id(conn: apsw.Connection) -> set[str]:
+    """The store ids of every request's subject (vault data): people being, or once, erased."""
+    return {str(r[0]) for r in conn.execute("SELECT DISTINCT subject_id FROM vault_store_ids")}
+
+
 def add_store_ids(conn: apsw.Connection, request_id: str, ids: Iterable[str]) -> None:
     """Record more of the subject's store ids (it only grows, like the footprint)."""
     with writing(conn):

@@ -148,7 +148,7 @@ def _record(
             MENTION_GROUND,
         )
     record_beyond_reach(engine, request_id, target, eraser)
-    write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
+    write_steps_jsonl(engine, request_id, home.run_dir(request_id))
     window.raise_if_down()  # erased and recorded, but the server did not come back: the step fails
     if left:
         raise TargetIncomplete(f"target {target.name}: items left in {', '.join(left)}: rerun to resume")
@@ -188,7 +188,7 @@ def record_outage(home: Home, request_ids: list[str], target: Target, window: Wi
                     ),
                 )
             if steps:
-                write_steps_jsonl(engine, rid, home.evidence_dir(rid))
+                write_steps_jsonl(engine, rid, home.run_dir(rid))
     finally:
         engine.close()
 
