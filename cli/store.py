@@ -81,7 +81,7 @@ def init(
         out = store.init_store(
             h,
             tenant=tenant,
-            journal=journal.value,
+            journal="wal" if journal is Journal.wal else "delete",
             demo=demo,
             frames=frames,
             subjects=subjects,

@@ -270,7 +270,7 @@ def identity_refs(conn: apsw.Connection, subject: Subject) -> dict[str, int]:
         f"SELECT erasure_ref, count(*) FROM erased_identities WHERE digest IN ({marks}) GROUP BY erasure_ref",
         digests,
     ).fetchall()
-    return {str(ref): int(n) for ref, n in rows}
+    return {str(ref): n for ref, n in rows if isinstance(n, int)}
 
 
 def allow_identities_of(conn: apsw.Connection, erasure_ref: str, reason: str, actor: str) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from erasure.config import Home
-from erasure.sqlite import journal_mode
+from erasure.sqlite import JournalMode, journal_mode
 from memory import demo as demo_mod
 from memory import ingest as ingest_mod
 from memory import store_census
@@ -24,7 +24,7 @@ def init_store(
     h: Home,
     *,
     tenant: str,
-    journal: str,
+    journal: JournalMode,
     demo: bool = False,
     frames: int | None = None,
     subjects: int | None = None,
