@@ -31,7 +31,7 @@ from erasure.exception_kinds import KINDS, explain
 from erasure.models import is_safe_token
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from proof.history import current_pack
+from service.pack_files import newest_pack
 
 EVENT_COMPLETED = "erasure.request.completed"
 EVENT_AWAITING = "erasure.request.awaiting-attestation"
@@ -120,7 +120,7 @@ def tier_rows(h: Home, request_id: str, verification: dict[str, Any] | None) -> 
 
 
 def _pack(h: Home, request_id: str) -> dict[str, Any] | None:
-    path = current_pack(h.evidence_dir(request_id))
+    path = newest_pack(h, request_id)
     try:
         data = path.read_bytes()
     except OSError:

@@ -20,10 +20,8 @@ from flows.store_slot import store_writer
 from service import cascade, stages
 from service.common import checked_request_id, home
 from service.outcome import Result, counts
-from service.stages import Failure, Stages
+from service.stages import Failure, Preflight, Stages, TargetErased
 from service.verification import Verdict, seal_fingerprints
-from tasks.preflight import Preflight
-from tasks.targets.runner import TargetErased
 
 RequestIds = Annotated[
     list[RequestId] | None,

@@ -126,3 +126,30 @@ def release_hold(h: Home, request_id: str, reason: str, actor: str) -> RequestHo
     subject's blocked requests go back to `submitted`. `NotFound` if the subject has no active hold."""
     subject = _checked(h, reason, actor, request_id=request_id)
     return {"request_id": request_id, **_release(h, subject.id, reason, actor, request_id)}
+
+
+KEY_PREFIX = 12
+"""How much of a subject's keyed hash a hold listing shows (never the subject id)."""
+
+
+def list_holds(h: Home) -> list[dict[str, object]]:
+    """Every hold: id, a prefix of the keyed hash naming its subject, status, dates, reasons, actors."""
+    conn = open_store(h.store_dir)
+    try:
+        rows = holds.list_holds(conn)
+    finally:
+        conn.close()
+    return [
+        {
+            "hold_id": x.hold_id,
+            "subject_key_prefix": x.subject_key[:KEY_PREFIX],
+            "active": x.active,
+            "reason": x.reason,
+            "placed_at": x.placed_at,
+            "placed_by": x.placed_by,
+            "released_at": x.released_at,
+            "release_reason": x.release_reason,
+            "released_by": x.released_by,
+        }
+        for x in rows
+    ]

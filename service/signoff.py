@@ -264,3 +264,10 @@ def engine_pub_path(h: Home) -> Path:
     if not pub.exists():
         raise ConfigError(f"no engine public key at {pub}")
     return pub
+
+
+def review(h: Home, request_id: str) -> dict[str, Any]:
+    """What the DPO reviews before signing: the summary of the request's pack, checked with the home's
+    keyring (else the engine's public key)."""
+    ring = read_beside(h.keys_dir)
+    return summary(pack_path(h, request_id), engine_pub=engine_pub_path(h) if ring is None else None, keyring=ring)

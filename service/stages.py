@@ -22,8 +22,10 @@ from service.packs import write_engine_pack
 from service.scope import scope_of
 from service.verification import Verdict, seal_fingerprints, verdict_of, verify_requests
 from tasks import runner
-from tasks.preflight import Preflight, preflight
-from tasks.targets.runner import TargetErased, erase_target_window
+from tasks.preflight import Preflight as Preflight  # re-exported: the flows name the stages' results
+from tasks.preflight import preflight
+from tasks.targets.runner import TargetErased as TargetErased
+from tasks.targets.runner import erase_target_window
 
 T = TypeVar("T")
 

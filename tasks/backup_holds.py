@@ -1,7 +1,7 @@
 """Backups that still hold a request's subject: opened as `held_in_backup_until` exceptions when the
 request is verified (so its pack lists each with its expiry and says erasedWithExceptions), listed for
 the team while open, and ended when each backup has expired or is gone (then the follow-up statement
-is due: `cli/backups.py` signs it with `proof/backups_followup.py`)."""
+is due: `service/restore.py` signs it with `proof/backups_followup.py`)."""
 
 from __future__ import annotations
 
