@@ -132,10 +132,10 @@ def verify_pack(
 
 
 def pack_verdict(h: Home, request_id: str) -> dict[str, Any] | None:
-    """The status the request's pack states (`all_clear`: whether that status is erased) and its
+    """The status the request's newest pack states (`all_clear`: whether that status is erased) and its
     exceptions, each with its explanation (None: no pack). What `erasure request run --json` says
     about all clear is read from here, so it never contradicts the pack."""
-    path = h.evidence_dir(request_id) / PACK_NAME
+    path = newest_pack(h, request_id)
     if not path.is_file():
         return None
     try:
