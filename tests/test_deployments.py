@@ -42,6 +42,7 @@ from tests.process_fixtures import free_port
 DEPLOYMENTS = {
     "erasure-request",
     "erasure-window",
+    "erasure-replay",
     "verification",
     "reverification",
     "reverify-due",
@@ -207,6 +208,9 @@ def runs(console: Console) -> dict[str, Any]:
         done = wait_final(client, {"hold": first["hold"]})
         blocked = trigger("erasure-request/erasure-request", request_id="req-hold")
         done = wait_final(client, {**first, "blocked": blocked})
+        # after the erasure: a replay beside it could see the ledger a moment ahead of the store's epoch
+        replay = trigger("erasure-replay/erasure-replay", target="reference")
+        done |= wait_final(client, {"replay": replay})
     return done
 
 
@@ -276,6 +280,14 @@ def test_erasure_request_by_deployment_completes_on_the_worker(console: Console,
     assert run.state.is_completed(), (run.state.type, run.state.message)
     assert state is RequestState.awaiting_attestation
     assert (console.home.evidence_dir("req-ann-1") / "verification.json").exists()
+
+
+def test_replay_by_deployment_runs_on_the_worker(console: Console, runs: dict[str, Any]) -> None:
+    """The UI's replay of a store that was not restored: nothing to replay, Completed, epochs equal."""
+    run = runs["replay"]
+    assert run.parameters == {"target": "reference"} and run.deployment_id is not None
+    assert run.state.is_completed(), (run.state.type, run.state.message)
+    assert run.state.message == "0 replayed on reference"
 
 
 def test_hold_placed_by_request_id_blocks_that_requests_erasure(console: Console, runs: dict[str, Any]) -> None:
