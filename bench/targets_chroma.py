@@ -37,64 +37,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from chroma_people import person, text  # bench/chroma_people.py
+
 import tasks.targets.chroma as chroma_eraser
 from erasure.subject import Subject
 from erasure.tiers import Tier
 from tasks.targets.chroma import ERASER
 from tests.chroma_fixtures import client, embed, reopen, target_for
 
-WORDS = (
-    "parcel",
-    "refund",
-    "invoice",
-    "appointment",
-    "clinic",
-    "router",
-    "boots",
-    "ferry",
-    "recipe",
-    "pension",
-    "printer",
-    "library",
-    "violin",
-    "holiday",
-    "courier",
-    "pharmacy",
-    "allergy",
-    "lesson",
-    "dentist",
-    "insurance",
-    "mortgage",
-    "garden",
-    "bicycle",
-    "passport",
-    "visa",
-    "flight",
-    "hotel",
-    "museum",
-    "concert",
-    "ticket",
-    "warranty",
-    "laptop",
-    "phone",
-    "tablet",
-    "charger",
-    "kettle",
-    "oven",
-    "fridge",
-)
 KEY = "user_id"
 BATCH = 5000
 PARTS = ("api_delete", "sql_delete", "rewrite_indexes", "hygiene")
-
-
-def person(i: int) -> Subject:
-    return Subject(id=f"usr-{i:05d}", email=f"person{i:05d}@example.org", name=f"Person Number{i:05d}")
-
-
-def text(owner: int, n: int) -> str:
-    w = [WORDS[(owner * 7 + n * 13 + k * 5) % len(WORDS)] for k in range(12)]
-    return f"Note {n} of person{owner:05d}: " + " ".join(w) + f" item{n}"
 
 
 def build(path: Path, size: int, people: int) -> dict[str, float]:

@@ -61,7 +61,7 @@ class Writer(threading.Thread):
 
 
 def _build(srv: Server, size: int, people: int) -> None:
-    from targets_chroma import person, text  # bench/targets_chroma.py
+    from chroma_people import person, text  # bench/chroma_people.py
 
     client = srv.client()
     for name, space in (("notes", "cosine"), ("facts", "l2")):
@@ -79,7 +79,7 @@ def _build(srv: Server, size: int, people: int) -> None:
 
 
 def _home(root: Path, srv: Server, window: int) -> tuple[Home, list[str]]:
-    from targets_chroma import person
+    from chroma_people import person  # bench/chroma_people.py
 
     from proof.keys import generate_keypair
     from service.intake import submit_envelope
