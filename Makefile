@@ -24,7 +24,7 @@ $(VENV)/.synced: pyproject.toml uv.lock
 	@touch $@
 
 bootstrap: $(VENV)/.synced ## create .venv from the lock file (and compile the project's bytecode)
-	@$(PY) -m compileall -q erasure memory tasks probes proof flows cli >/dev/null
+	@$(PY) -m compileall -q wire erasure memory tasks probes proof service flows cli >/dev/null
 
 lint: bootstrap ## ruff: the rules, and the tree formatted (`ruff format` fixes it)
 	$(VENV)/bin/ruff check .

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import apsw
 
 from bench.erase_baseline import baseline
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.models import ErasureRequestEnvelope
@@ -184,7 +184,7 @@ def submit(home: Home, tenant: str, subject: Subject, request_id: str) -> None:
     )
     engine = open_engine(home.engine_db)
     try:
-        requests.submit(engine, env, now=datetime.now(UTC))
+        request_records.submit(engine, env, now=datetime.now(UTC))
     finally:
         engine.close()
 

@@ -195,7 +195,7 @@ def prepare_request(src: Path, dest: Path, subject: Any, request_id: str, engine
 def prepare_home(src: Path, dest: Path, requested: list[tuple[Any, str]], engine_key: Path) -> Path:
     """A fresh home at `dest`: a copy of the demo store, the engine key, one request vaulted for each
     (subject, request id)."""
-    from erasure import requests
+    from erasure import request_records
     from erasure.config import Home
     from erasure.engine import open_engine
     from erasure.models import ErasureRequestEnvelope
@@ -222,7 +222,7 @@ def prepare_home(src: Path, dest: Path, requested: list[tuple[Any, str]], engine
                     "reason": "Art.17 request (benchmark)",
                 }
             )
-            requests.submit(engine, env, now=datetime.now(UTC))
+            request_records.submit(engine, env, now=datetime.now(UTC))
     finally:
         engine.close()
     return h.root

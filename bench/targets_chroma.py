@@ -3,6 +3,7 @@ the same subject, side by side, at two sizes.
 
     .venv/bin/python bench/targets_chroma.py                        # 10k and 100k items, 3 runs
     .venv/bin/python bench/targets_chroma.py --sizes 10000 --runs 5
+    .venv/bin/python bench/targets_chroma.py --server --sizes 2000 --window 5   # server mode
 
 A memory of N items is built once per size with the real framework (chromadb 1.5 PersistentClient, the
 test suite's 64-dim local embedding, default HNSW settings): two collections (`notes` cosine, `facts`
@@ -14,6 +15,12 @@ full-text rebuild and VACUUM), timed whole and by part. Medians over `--runs` ru
 subject each run), in seconds. The framework's delete leaves the subject's vectors, log rows and
 full-text postings on disk (tests/test_target_chroma.py); ours leaves nothing, and two of its parts
 grow with the store (the full-text rebuild and VACUUM), reported apart.
+
+Server mode (`--server`, bench/targets_chroma_server.py): the store is served by a real `chroma run`
+(tests/chroma_server_fixtures.py's start and stop scripts), an agent's HttpClient writes a record every
+50 ms throughout, and a window of `--window` requests runs through the one cascade driver (no Prefect).
+It reports the server's stops, each outage and their sum, the window's time, and the writing client's
+calls and refused calls.
 """
 
 from __future__ import annotations
@@ -30,64 +37,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from chroma_people import person, text  # bench/chroma_people.py
+
 import tasks.targets.chroma as chroma_eraser
 from erasure.subject import Subject
 from erasure.tiers import Tier
 from tasks.targets.chroma import ERASER
 from tests.chroma_fixtures import client, embed, reopen, target_for
 
-WORDS = (
-    "parcel",
-    "refund",
-    "invoice",
-    "appointment",
-    "clinic",
-    "router",
-    "boots",
-    "ferry",
-    "recipe",
-    "pension",
-    "printer",
-    "library",
-    "violin",
-    "holiday",
-    "courier",
-    "pharmacy",
-    "allergy",
-    "lesson",
-    "dentist",
-    "insurance",
-    "mortgage",
-    "garden",
-    "bicycle",
-    "passport",
-    "visa",
-    "flight",
-    "hotel",
-    "museum",
-    "concert",
-    "ticket",
-    "warranty",
-    "laptop",
-    "phone",
-    "tablet",
-    "charger",
-    "kettle",
-    "oven",
-    "fridge",
-)
 KEY = "user_id"
 BATCH = 5000
 PARTS = ("api_delete", "sql_delete", "rewrite_indexes", "hygiene")
-
-
-def person(i: int) -> Subject:
-    return Subject(id=f"usr-{i:05d}", email=f"person{i:05d}@example.org", name=f"Person Number{i:05d}")
-
-
-def text(owner: int, n: int) -> str:
-    w = [WORDS[(owner * 7 + n * 13 + k * 5) % len(WORDS)] for k in range(12)]
-    return f"Note {n} of person{owner:05d}: " + " ".join(w) + f" item{n}"
 
 
 def build(path: Path, size: int, people: int) -> dict[str, float]:
@@ -152,7 +112,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="runs per size (medians)")
     ap.add_argument("--people", type=int, default=100, help="people in the memory (the subject has size/people items)")
     ap.add_argument("--work-dir", type=Path, default=Path("/tmp/erasure-bench-chroma"))
+    ap.add_argument("--server", action="store_true", help="server mode: a window on a served store, an agent writing")
+    ap.add_argument("--window", type=int, default=5, help="server mode: requests in the window")
     args = ap.parse_args()
+    if args.server:
+        from targets_chroma_server import serve_window  # bench/targets_chroma_server.py
+
+        for size in [int(x) for x in args.sizes.split(",")]:
+            serve_window(args.work_dir / f"server-{size}", size, args.people, args.window)
+        return
     spent = timed_parts()
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:

@@ -11,15 +11,11 @@ from typing import Annotated
 import typer
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
-from cli.dpo_kit import write_dpo_kit
 from cli.pack import print_summary
 from erasure.errors import InputError
-from proof.keyring import read_beside
-from proof.review import summary
-from proof.tarball import write_atomic
-from proof.verify import printable
 from service import signoff
-from service.export import check_request_id, export_files, refuse_unsafe_target
+from service.export import dpo_kit_to, export_to
+from service.pack_files import printable
 
 
 def attest(
@@ -70,12 +66,7 @@ def attest(
         return
     if sum(x is not None for x in (dpo_key, envelope, reject)) != 1:
         raise InputError("give exactly one of --dpo-key, --envelope, --reject and --signing-request")
-    ring = read_beside(h.keys_dir)
-    s = summary(
-        signoff.pack_path(h, request_id),
-        engine_pub=signoff.engine_pub_path(h) if ring is None else None,
-        keyring=ring,
-    )
+    s = signoff.review(h, request_id)
     if not json_out:
         print_summary(s)
     if reject is not None:
@@ -187,10 +178,7 @@ def export(
     if to is None:
         raise InputError("--to DIR is required")
     if dpo_kit:
-        if request_id is not None:
-            check_request_id(request_id)
-        refuse_unsafe_target(to, force)
-        written = write_dpo_kit(home_of(home), to, request_id)
+        written = dpo_kit_to(home_of(home), to, request_id, force=force)
         if json_out:
             print_json({"dpo_kit": str(to), "files": written})
         else:
@@ -198,14 +186,7 @@ def export(
         return
     if request_id is None:
         raise InputError("give the request id to export (or --dpo-kit)")
-    check_request_id(request_id)
-    refuse_unsafe_target(to, force)
-    files = export_files(home_of(home), request_id, dpo_key=dpo_key, tsa_root=tsa_root)
-    refuse_unsafe_target(to, force)
-    to.mkdir(parents=True, exist_ok=True)
-    for fname, body in files.items():  # one rename each: a symbolic link in the way is replaced, never followed
-        write_atomic(to / fname, body, 0o644)
-    written = sorted(p.name for p in to.iterdir())
+    written = export_to(home_of(home), request_id, to, force=force, dpo_key=dpo_key, tsa_root=tsa_root)
     if json_out:
         print_json({"request_id": request_id, "exported_to": str(to), "files": written})
     else:

@@ -8,47 +8,28 @@ verification, engine-signed pack), has the DPO attest, and verifies the sealed p
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cli.common import console, home_of
 from cli.pack import print_summary
 from cli.run import run_flow, verification_table
-from erasure import requests
-from erasure.engine import open_engine
 from erasure.errors import ErasureError
-from erasure.models import ErasureRequestEnvelope
-from memory.audit import checkpoint_public_pem
-from memory.demo import build_demo, write_subjects_file
-from memory.schema import create
-from memory.subprocessor_service import start_demo_processors
-from memory.subprocessors import register_demo
-from proof.history import current_pack
-from proof.keys import generate_keypair
-from proof.review import summary
+from service import demo, runs
+from service.demo import FRAMES, REQUEST_ID, SUBJECTS
+from service.pack_files import newest_pack, review_pack
 from service.signoff import seal
-
-FRAMES = 5000
-SUBJECTS = 3
-SEED = 7
-REQUEST_ID = "req-demo-0001"
 
 
 def main() -> int:
     h = home_of(None)
-    for d in (h.store_dir, h.engine_dir, h.services_dir, h.evidence_dir(REQUEST_ID)):
-        shutil.rmtree(d, ignore_errors=True)
-    h.ensure()
+    demo.reset(h)
     console.rule("1. the agent-memory store")
-    services = start_demo_processors(h.services_dir)
+    services = demo.start_processors(h)
     try:
-        conn = create(h.store_dir)
-        register_demo(conn, services)
         columns = (
             TextColumn("building demo store"),
             BarColumn(),
@@ -57,48 +38,24 @@ def main() -> int:
         )
         with Progress(*columns, console=console) as bar:
             task = bar.add_task("build", total=FRAMES)
-            result = build_demo(
-                conn,
-                h.store_dir,
-                frames=FRAMES,
-                subjects=SUBJECTS,
-                seed=SEED,
-                on_progress=lambda done, total: bar.update(task, completed=done, total=total),
+            result = demo.build_store(
+                h, services, on_progress=lambda done, total: bar.update(task, completed=done, total=total)
             )
-        conn.close()
-        write_subjects_file(h.root / "demo-subjects.json", result.subjects, seed=SEED, tenant="default")
         console.print(
             f"{result.frames} frames, {result.people} people ({SUBJECTS} demo subjects), "
             f"{len(services)} subprocessors on 127.0.0.1, in {result.elapsed:.1f} s"
         )
 
         console.rule("2. keys")
-        for role in ("engine", "dpo"):
-            if not (h.keys_dir / f"{role}.pem").exists():
-                generate_keypair(role, h.keys_dir)
-        console.print(f"engine and DPO keys in {h.keys_dir} (ECDSA P-256)")
+        console.print(f"engine and DPO keys in {demo.make_keys(h)} (ECDSA P-256)")
 
         console.rule("3. the request")
-        subject = result.subjects[0]
-        env = ErasureRequestEnvelope.model_validate(
-            {
-                "request_id": REQUEST_ID,
-                "tenant_id": "default",
-                "subject": subject.model_dump(exclude_none=True),
-                "legal_basis": "GDPR",
-                "received_at": (datetime.now(UTC) - timedelta(days=3)).isoformat(),
-                "requester_identity_proof_ref": "idv/demo-0001",
-                "reason": "Art.17 request via the privacy portal",
-            }
-        )
-        engine = open_engine(h.engine_db)
-        sub = requests.submit(engine, env, now=datetime.now(UTC))
-        engine.close()
+        sub = demo.submit(h, result.subjects[0])
         console.print(f"{REQUEST_ID}: GDPR, legal deadline {_utc(sub.deadline)}, our target {_utc(sub.target)}")
 
         console.rule("4. erasure-request flow: cascade, verification, engine-signed pack")
         state = run_flow(REQUEST_ID, h)
-        ver = json.loads((h.evidence_dir(REQUEST_ID) / "verification.json").read_text())
+        ver = runs.verification_doc(h, REQUEST_ID)
         console.print()
         console.print(verification_table(ver))
         console.print(
@@ -118,9 +75,9 @@ def main() -> int:
             s.stop()
 
     console.rule("5. the DPO reviews the engine-signed pack, then attests it")
-    pack = current_pack(h.evidence_dir(REQUEST_ID))
+    pack = newest_pack(h, REQUEST_ID)
     engine_pub, dpo_pub = h.keys_dir / "engine.pub.pem", h.keys_dir / "dpo.pub.pem"
-    print_summary(summary(pack, engine_pub=engine_pub))
+    print_summary(review_pack(pack, engine_key=engine_pub))
     sealed = seal(h, REQUEST_ID, h.keys_dir / "dpo.pem")
     console.print()
     console.print(
@@ -129,8 +86,7 @@ def main() -> int:
     )
 
     console.rule("6. offline verification, as the regulator does it")
-    audit_pub = h.keys_dir / "audit.pub.pem"  # what `erasure keys audit --out` writes: the regulator pins it
-    audit_pub.write_bytes(checkpoint_public_pem(h.store_dir))
+    audit_pub = demo.pin_audit_key(h)  # what `erasure keys audit --out` writes: the regulator pins it
     out = subprocess.run(
         [
             sys.executable,

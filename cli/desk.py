@@ -33,9 +33,9 @@ from erasure.config import Home
 from erasure.errors import ErasureError
 from erasure.models import LegalBasis
 from erasure.states import RequestState
-from proof.pack import PACK_NAME
 from service import intake, signoff
 from service.export import check_request_id, export_zip
+from service.pack_files import PACK_NAME
 
 COOKIE = "erasure_desk"
 MAX_FORM_BYTES = 64 * 1024

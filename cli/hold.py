@@ -10,15 +10,13 @@ import typer
 from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
-from memory import holds
-from memory.schema import open_store
+from service.holds import list_holds as all_holds
 from service.holds import place_subject_hold, release_subject_holds
 
 app = typer.Typer(
     help="Litigation holds: while one is active on a subject, nothing of them is erased.", no_args_is_help=True
 )
 
-KEY_PREFIX = 12
 SubjectOpt = Annotated[
     str, typer.Option("--subject-id", help="The subject's platform id (never printed).", show_default=False)
 ]
@@ -67,39 +65,20 @@ def release(
 @app.command("list")
 def list_holds(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Every hold: id, subject key prefix, dates, status."""
-    conn = open_store(home_of(home).store_dir)
-    try:
-        rows = holds.list_holds(conn)
-    finally:
-        conn.close()
+    rows = all_holds(home_of(home))
     if json_out:
-        print_json(
-            [
-                {
-                    "hold_id": h.hold_id,
-                    "subject_key_prefix": h.subject_key[:KEY_PREFIX],
-                    "active": h.active,
-                    "reason": h.reason,
-                    "placed_at": h.placed_at,
-                    "placed_by": h.placed_by,
-                    "released_at": h.released_at,
-                    "release_reason": h.release_reason,
-                    "released_by": h.released_by,
-                }
-                for h in rows
-            ]
-        )
+        print_json(rows)
         return
-    t = Table(title=f"holds ({sum(h.active for h in rows)} active)")
+    t = Table(title=f"holds ({sum(bool(x['active']) for x in rows)} active)")
     for col in ("id", "subject key", "status", "placed", "released", "reason"):
         t.add_column(col)
-    for h in rows:
+    for x in rows:
         t.add_row(
-            str(h.hold_id),
-            h.subject_key[:KEY_PREFIX] + "…",
-            "active" if h.active else "released",
-            h.placed_at,
-            h.released_at or "",
-            h.reason,
+            str(x["hold_id"]),
+            f"{x['subject_key_prefix']}…",
+            "active" if x["active"] else "released",
+            str(x["placed_at"]),
+            str(x["released_at"] or ""),
+            str(x["reason"]),
         )
     console.print(t)

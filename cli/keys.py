@@ -16,11 +16,7 @@ import typer
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.errors import ConfigError
-from proof.keyring import adopt, enroll, enroll_public, keyring_path, rotate, trust_first
-from proof.keys import algorithm_of, generate_keypair, keyid, load_private_key, load_public_key
-from proof.rotation import MAX_ROTATION_BYTES, KeyNotProven, rotation_file
-from proof.tarball import write_atomic
-from proof.verify.keyring import format_time
+from service import keys
 
 app = typer.Typer(
     help="Create and rotate signing keys (engine, DPO), show key fingerprints and the audit key.",
@@ -80,27 +76,17 @@ def generate(
     The key is enrolled in the folder's keyring.json as the role's current key, from the next whole
     second (a key it replaces with --force is valid until then); rotate with `erasure keys rotate`."""
     out_dir = out if out is not None else home_of(home).keys_dir
-    if force:
-        adopt(out_dir, role.value)  # the key it replaces keeps its place in the keyring
-    files = generate_keypair(
-        role.value, out_dir, algorithm=algorithm.value, passphrase=passphrase_from_env(passphrase_env), force=force
+    result = keys.generate(
+        out_dir, role.value, algorithm=algorithm.value, passphrase=passphrase_from_env(passphrase_env), force=force
     )
-    since = enroll(out_dir, role.value, load_public_key(files.public))
-    result = {
-        "role": role.value,
-        "algorithm": files.algorithm,
-        "keyid": files.keyid,
-        "private_key": str(files.private),
-        "public_key": str(files.public),
-        "encrypted": passphrase_env is not None,
-        "keyring": str(keyring_path(out_dir)),
-        "valid_from": format_time(since),
-    }
     if json_out:
         print_json(result)
         return
     console.print(
-        f"{role.value} key ({files.algorithm}) keyid {files.keyid}", markup=False, highlight=False, soft_wrap=True
+        f"{role.value} key ({result['algorithm']}) keyid {result['keyid']}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
     console.print(
         f"  keyring: {result['keyring']} (valid from {result['valid_from']})",
@@ -108,8 +94,10 @@ def generate(
         highlight=False,
         soft_wrap=True,
     )
-    console.print(f"  private: {files.private} (keep it secret)", markup=False, highlight=False, soft_wrap=True)
-    console.print(f"  public:  {files.public} (give it to verifiers)", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"  private: {result['private_key']} (keep it secret)", markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"  public:  {result['public_key']} (give it to verifiers)", markup=False, highlight=False, soft_wrap=True
+    )
 
 
 @app.command("rotate")
@@ -137,32 +125,22 @@ def rotate_key(
     still verify with the keyring); the retired private key is removed from the folder and nothing
     signs with it again. Give the new keyring.json to your regulators."""
     where = keys_dir if keys_dir is not None else home_of(home).keys_dir
-    r = rotate(
+    r = keys.rotate_key(
         where,
         role.value,
         algorithm=algorithm.value if algorithm is not None else None,
         passphrase=passphrase_from_env(passphrase_env),
     )
-    result = {
-        "role": r.role,
-        "retired_keyid": r.retired_keyid,
-        "keyid": r.keyid,
-        "algorithm": r.algorithm,
-        "rotated_at": r.at,
-        "keyring": str(r.keyring),
-        "private_key": str(r.private),
-        "public_key": str(r.public),
-        "rotation_statement": str(r.statement),
-    }
     if json_out:
-        print_json(result)
+        print_json(r)
         return
     for line in (
-        f"{r.role} key rotated at {r.at}",
-        f"  retired: {r.retired_keyid} (valid until {r.at})",
-        f"  current: {r.keyid} ({r.algorithm}) in {r.private}",
-        f"  keyring: {r.keyring} (give it to verifiers)",
-        f"  rotation statement: {r.statement} (send it with {r.public.name}: `erasure keys enrol` needs it)",
+        f"{r['role']} key rotated at {r['rotated_at']}",
+        f"  retired: {r['retired_keyid']} (valid until {r['rotated_at']})",
+        f"  current: {r['keyid']} ({r['algorithm']}) in {r['private_key']}",
+        f"  keyring: {r['keyring']} (give it to verifiers)",
+        f"  rotation statement: {r['rotation_statement']} (send it with {Path(r['public_key']).name}:"
+        " `erasure keys enrol` needs it)",
     ):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
@@ -197,25 +175,16 @@ def enrol_key(
     anything else is refused. The previous key stays in the keyring, valid until now, and <role>.pub.pem
     here is replaced by the new one. A first key is trusted with `erasure keys trust`."""
     where = keys_dir if keys_dir is not None else home_of(home).keys_dir
-    statement = rotation if rotation is not None else rotation_file(public_key.parent, role.value)
-    try:
-        proof = statement.read_bytes()[: MAX_ROTATION_BYTES + 1]
-    except OSError as exc:
-        raise KeyNotProven(
-            f"no rotation statement at {statement} ({exc.strerror}): a key is enrolled only with the statement"
-            f" its holder's `erasure keys rotate` wrote, signed by the current {role.value} key and the new one"
-        ) from exc
-    kid, at = enroll_public(where, role.value, public_key, proof)
-    _enrolled(role.value, kid, format_time(at), where, json_out, "proven by the current key and the new key")
+    _enrolled(keys.enrol(where, role.value, public_key, rotation), json_out)
 
 
-def _enrolled(role: str, kid: str, at: str, where: Path, json_out: bool, how: str) -> None:
-    result = {"role": role, "keyid": kid, "valid_from": at, "keyring": str(keyring_path(where)), "trusted": how}
+def _enrolled(result: dict[str, str], json_out: bool) -> None:
     if json_out:
         print_json(result)
         return
     console.print(
-        f"{role} key {kid} current from {at} in {result['keyring']} ({how})",
+        f"{result['role']} key {result['keyid']} current from {result['valid_from']} in {result['keyring']}"
+        f" ({result['trusted']})",
         markup=False,
         highlight=False,
         soft_wrap=True,
@@ -252,9 +221,7 @@ def trust_key(
     later key of the role is enrolled with `erasure keys enrol` and its rotation statement. Refused while
     the role has a current key, unless --replace (that key is lost)."""
     where = keys_dir if keys_dir is not None else home_of(home).keys_dir
-    kid, at = trust_first(where, role.value, public_key, fingerprint, replace=replace)
-    how = "trusted on your word: its fingerprint was compared with its holder; no earlier key vouches for it"
-    _enrolled(role.value, kid, format_time(at), where, json_out, how)
+    _enrolled(keys.trust(where, role.value, public_key, fingerprint, replace=replace), json_out)
 
 
 @app.command()
@@ -264,17 +231,11 @@ def fingerprint(
     json_out: JsonOpt = False,
 ) -> None:
     """Print a key's id: sha256 of its public key's SubjectPublicKeyInfo DER (as in the pack)."""
-    try:
-        text = key.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read {key}: {exc.strerror}") from exc
-    loaded = (
-        load_private_key(key, passphrase_from_env(passphrase_env)) if b"PRIVATE KEY" in text else load_public_key(text)
-    )
+    result = keys.fingerprint(key, lambda: passphrase_from_env(passphrase_env))
     if json_out:
-        print_json({"keyid": keyid(loaded), "algorithm": algorithm_of(loaded)})
+        print_json(result)
         return
-    console.print(keyid(loaded), markup=False, highlight=False, soft_wrap=True)
+    console.print(result["keyid"], markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("audit")
@@ -287,14 +248,9 @@ def audit_key(
 ) -> None:
     """Print the store's audit checkpoint public key (PEM) and its key id: the key a regulator pins with
     `python -m proof.verify --audit-key` (`erasure export` ships it as audit.pub.pem)."""
-    from memory.audit import checkpoint_public_pem
-
-    pem = checkpoint_public_pem(home_of(home).store_dir)
-    kid = keyid(load_public_key(pem))
-    if out is not None:
-        write_atomic(out, pem, 0o644)
+    result = keys.audit_key(home_of(home).store_dir, out)
     if json_out:
-        print_json({"keyid": kid, "algorithm": "ed25519", "public_key_pem": pem.decode("ascii")})
+        print_json(result)
         return
-    console.print(f"audit checkpoint key {kid}", markup=False, highlight=False, soft_wrap=True)
-    console.print(pem.decode("ascii").rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"audit checkpoint key {result['keyid']}", markup=False, highlight=False, soft_wrap=True)
+    console.print(result["public_key_pem"].rstrip("\n"), markup=False, highlight=False, soft_wrap=True)

@@ -14,15 +14,8 @@ from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.keys import PassphraseEnvOpt, passphrase_from_env
-from erasure.errors import ConfigError
-from proof import verify as verifier
-from proof.history import current_pack
-from proof.keyring import read_beside
-from proof.keys import load_private_key, public_key_pem
-from proof.pack import attest, write_pack
-from proof.review import summary
-from proof.verify.explain import exception_line
-from proof.verify.keyring import read_keyring
+from service import pack_files
+from service.pack_files import PackError, exception_line, printable
 
 app = typer.Typer(help="Build, show, attest and verify signed proof packs.", no_args_is_help=True)
 
@@ -32,32 +25,12 @@ EngineKeyOpt = Annotated[
 ]
 
 
-def _pack_file(path: Path) -> Path:
-    return current_pack(path) if path.is_dir() else path
-
-
-def _read_key(path: Path, role: str) -> bytes:
-    """A key file, read up to the verifier's cap (the zero device is refused, not read for ever)."""
-    try:
-        return verifier.read_key(path, role)
-    except verifier.PackError as exc:
-        raise ConfigError(str(exc)) from exc
-
-
-def _read_keyring(path: Path) -> bytes:
-    """A keyring file, read up to the verifier's cap."""
-    try:
-        return read_keyring(str(path))
-    except verifier.PackError as exc:
-        raise ConfigError(str(exc)) from exc
-
-
 def print_summary(s: dict[str, Any]) -> None:
     """The summary for a person at a terminal. Every string that came from the pack is escaped
-    (`proof.verify.printable`): a pack cannot move the cursor, rewrite a line or hide text."""
+    (`service.pack_files.printable`): a pack cannot move the cursor, rewrite a line or hide text."""
 
     def line(text: str) -> None:
-        console.print(verifier.printable(text), markup=False, highlight=False, soft_wrap=True)
+        console.print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
     def second(when: Any) -> str:  # to the second, in UTC: the pack's times end in Z
         return re.sub(r"\.\d+(?=Z$)", "", str(when))
@@ -75,7 +48,7 @@ def print_summary(s: dict[str, Any]) -> None:
     for row in s["tiers"]:
         table.add_row(
             *(
-                verifier.printable(str("-" if row[k] is None else row[k]))
+                printable(str("-" if row[k] is None else row[k]))
                 for k in ("tier", "status", "before", "after", "residue")
             )
         )
@@ -131,17 +104,9 @@ def build(
     json_out: JsonOpt = False,
 ) -> None:
     """Sign the evidence of one request with the engine key and write proof.tar.gz (reproducibly)."""
-    path = Path(target)
-    h = None
-    if not path.is_dir():
-        h = home_of(home)
-        path = h.evidence_dir(target)
-    keys_dir = (h or home_of(home)).keys_dir
-    if key is None:
-        key = keys_dir / "engine.pem"
-    ring = read_beside(keys_dir)  # the home's keyring: a key it retired signs nothing, wherever its file is
-    pack = write_pack(path, key, passphrase=passphrase_from_env(passphrase_env), out=out, keyring=ring)
-    s = summary(pack)
+    pack, s = pack_files.build_pack(
+        home_of(home), target, key=key, passphrase=passphrase_from_env(passphrase_env), out=out
+    )
     if json_out:
         print_json(
             {
@@ -155,7 +120,7 @@ def build(
         )
         return
     console.print(
-        verifier.printable(f"wrote {pack}  status {s['status']}  name sha256:{s['pack_name']}"),
+        printable(f"wrote {pack}  status {s['status']}  name sha256:{s['pack_name']}"),
         markup=False,
         highlight=False,
         soft_wrap=True,
@@ -186,11 +151,7 @@ def show(
     """What the DPO reviews: status per tier, exceptions, scope, probes, receipts, keys (no identifiers)."""
     if dpo_key is not None and engine_key is None:
         raise typer.BadParameter("--dpo-key needs --engine-key (the DPO's statement names the engine's key)")
-    s = summary(
-        _pack_file(pack),
-        engine_pub=_read_key(engine_key, "engine") if engine_key else None,
-        dpo_pub=_read_key(dpo_key, "DPO") if dpo_key else None,
-    )
+    s = pack_files.review_pack(pack, engine_key=engine_key, dpo_key=dpo_key)
     if json_out:
         print_json(s)
         return
@@ -222,18 +183,19 @@ def attest_cmd(
     """As the DPO: review the pack, then sign the attestation with your own key (rewrites the pack)."""
     if (engine_key is None) == (keyring is None):
         raise typer.BadParameter("give --engine-key or --keyring (one of them)")
-    path = _pack_file(pack)
-    engine_pem = _read_key(engine_key, "engine") if engine_key else None
-    ring = _read_keyring(keyring) if keyring else None
-    s = summary(path, engine_pub=engine_pem, keyring=ring)
+    s = pack_files.review_pack(pack, engine_key=engine_key, keyring=keyring)
     if not json_out:
         print_summary(s)
     if not yes and not typer.confirm(f"Attest request {s['request_id']} ({s['status']}) with your key?"):
         raise typer.Abort()
-    passphrase = passphrase_from_env(passphrase_env)
-    attest(path, key, engine_pub=engine_pem, passphrase=passphrase, force=force, keyring=ring)
-    dpo_pub = public_key_pem(load_private_key(key, passphrase).public_key())
-    after = summary(path, engine_pub=engine_pem, dpo_pub=dpo_pub if ring is None else None, keyring=ring)
+    path, after = pack_files.attest_pack(
+        pack,
+        key,
+        engine_key=engine_key,
+        keyring=keyring,
+        passphrase=passphrase_from_env(passphrase_env),
+        force=force,
+    )
     if json_out:
         print_json(
             {
@@ -246,7 +208,7 @@ def attest_cmd(
         )
         return
     console.print(
-        verifier.printable(f"attested {path}  dpo key {after['dpo_keyid']}"),
+        printable(f"attested {path}  dpo key {after['dpo_keyid']}"),
         markup=False,
         highlight=False,
         soft_wrap=True,
@@ -311,22 +273,20 @@ def verify_cmd(
     if audit_key is None and not no_audit_key:
         raise typer.BadParameter("--audit-key is required (or --no-audit-key, which pins nothing)")
     try:
-        result = verifier.verify_pack(
-            _pack_file(pack),
-            _read_key(engine_key, "engine") if engine_key else None,
-            _read_key(dpo_key, "DPO") if dpo_key else None,
+        result = pack_files.verify_pack(
+            pack,
+            engine_key=engine_key,
+            dpo_key=dpo_key,
             require_dpo=not no_dpo,
-            audit_pub_pem=_read_key(audit_key, "audit") if audit_key else None,
-            keyring=_read_keyring(keyring) if keyring else None,
-            tsa_root_pem=_read_key(tsa_root, "TSA root") if tsa_root else None,
+            audit_key=audit_key,
+            keyring=keyring,
+            tsa_root=tsa_root,
         )
-    except verifier.PackError as exc:
+    except PackError as exc:
         if json_out:
             print_json({"ok": False, "check": exc.check, "error": str(exc)})
         else:
-            console.print(
-                verifier.printable(f"FAIL: {exc.check}: {exc}"), markup=False, highlight=False, soft_wrap=True
-            )
+            console.print(printable(f"FAIL: {exc.check}: {exc}"), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     if json_out:
         print_json({"ok": True, **result.as_dict()})

@@ -5,7 +5,6 @@ ephemeral Prefect server started for this process."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
@@ -17,16 +16,15 @@ from cli.live import run_with_table
 from cli.request import app as request_app
 from cli.targets import TargetsOpt, targets_for
 from cli.window import run_window
-from erasure import requests
 from erasure.config import Home
-from erasure.engine import engine_session, open_engine
-from erasure.errors import ConfigError, ErasureError, InputError
-from erasure.exception_kinds import explain
+from erasure.engine import engine_session
+from erasure.errors import InputError
 from erasure.tiers import CASCADE_ORDER
-from proof.verify.wire import ERASED
-from service.common import targets_of
+from service import runs
+from service.common import engine_key_present
 from service.outcome import Outcome, Result, RunFailed
-from service.scope import home_tenant, step_records
+from service.pack_files import pack_verdict
+from service.scope import step_records
 
 __all__ = ["RunFailed", "run", "run_flow", "steps_table"]
 
@@ -70,29 +68,11 @@ def verification_table(doc: dict[str, Any]) -> Table:
     return t
 
 
-def _refuse_before_the_flow(request_id: str, h: Home) -> None:
-    """An unknown request (exit 4) or another tenant's (exit 6) is refused here, before a flow run
-    exists; the flow's preflight checks everything again. The tenant is the reference store's, else
-    the one targets.toml names. Reads request rows and store metadata only, never the vault."""
-    from tasks.epochs import refuse_if_restored
-
-    refuse_if_restored(h, request_id=request_id, targets=targets_of(h))  # hook (issue 26): a restored store waits
-    tenant = home_tenant(h)
-    engine = open_engine(h.engine_db)
-    try:
-        requests.check_tenant(engine, request_id, tenant)
-    finally:
-        engine.close()
-
-
 def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
     """Run the flow in this process, refreshing the step table while it runs. Returns its final state."""
-    if not (h.keys_dir / "engine.pem").exists():
-        raise ConfigError(
-            f"no engine signing key at {h.keys_dir / 'engine.pem'}: run `erasure keys generate --role engine` first"
-        )
+    engine_key_present(h)
     prefect_api.prepare(h)
-    _refuse_before_the_flow(request_id, h)
+    runs.refuse_before_the_flow(h, request_id)
     from flows.erasure_request import erasure_request
 
     return run_with_table(
@@ -155,24 +135,14 @@ def run(
     h = home_of(home)
     targets_for(h, targets)  # validates the file (exit 3 naming the key) and exports it to the flow
     if confirm_aliases is not None:
-        engine = open_engine(h.engine_db)
-        try:
-            requests.get(engine, request_id)
-            requests.confirm_aliases(engine, request_id, confirm_aliases)
-        finally:
-            engine.close()
+        runs.confirm_aliases(h, request_id, confirm_aliases)
     state = run_flow(request_id, h, live=not json_out)
     from flows.ended import state_data
 
     result = Result.from_json(state_data(state))
     outcome = result.outcome if result is not None else Outcome.failed
-    ver_path = h.evidence_dir(request_id) / "verification.json"
-    doc = json.loads(ver_path.read_text()) if ver_path.exists() else {}
-    engine = open_engine(h.engine_db)
-    try:
-        row = requests.get(engine, request_id)
-    finally:
-        engine.close()
+    doc = runs.verification_doc(h, request_id)
+    row = runs.request_row(h, request_id)
     pack = pack_verdict(h, request_id)
     if json_out:
         print_json(
@@ -183,7 +153,7 @@ def run(
                 "outcome": outcome.value,
                 "state": row.state.value,
                 "state_detail": row.state_detail,
-                "all_clear": pack["status"] == ERASED if pack else False,
+                "all_clear": pack["all_clear"] if pack else False,
                 "pack_status": pack["status"] if pack else None,
                 "probes_all_clear": doc.get("all_clear"),
                 "exceptions": pack["exceptions"] if pack else [],
@@ -202,24 +172,3 @@ def run(
     error = outcome.error(state.message or "the cascade did not complete")
     if error is not None:
         raise error
-
-
-def pack_verdict(h: Home, request_id: str) -> dict[str, Any] | None:
-    """The status the request's pack states and its exceptions, each with its explanation (None: no
-    pack). What `--json` says about all clear is read from here, so it never contradicts the pack."""
-    from proof.pack import PACK_NAME
-    from proof.review import summary
-
-    path = h.evidence_dir(request_id) / PACK_NAME
-    if not path.is_file():
-        return None
-    try:
-        s = summary(path)
-    except ErasureError as exc:  # a pack that does not check says so, never all clear
-        return {"status": f"unreadable ({exc})", "exceptions": []}
-    exceptions = [
-        {"tier": e.get("tier"), "kind": e.get("kind"), "meaning": explain(str(e.get("kind")))}
-        for e in s["exceptions"]
-        if isinstance(e, dict)
-    ]
-    return {"status": s["status"], "exceptions": exceptions}

@@ -15,12 +15,7 @@ from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, err_console, home_of, print_json
 from erasure.errors import InputError
-from erasure.sqlite import journal_mode
-from memory import demo as demo_mod
-from memory import ingest as ingest_mod
-from memory import store_census
-from memory.items import read_jsonl
-from memory.schema import create, open_store
+from service import store
 
 app = typer.Typer(
     help="The agent-memory store: create it (empty or with demo data) and inspect it.", no_args_is_help=True
@@ -52,7 +47,7 @@ def init(
         int | None,
         typer.Option(
             "--frames",
-            help=f"Demo size in frames ({demo_mod.MIN_FRAMES:,}-{demo_mod.MAX_FRAMES:,}; default 10,000).",
+            help=f"Demo size in frames ({store.DEMO_MIN_FRAMES:,}-{store.DEMO_MAX_FRAMES:,}; default 10,000).",
             show_default=False,
         ),
     ] = None,
@@ -72,80 +67,42 @@ def init(
     if not demo and (frames, subjects, seed) != (None, None, None):
         raise InputError("--frames, --subjects and --seed only apply with --demo")
     h = home_of(home)
-    conn = create(h.store_dir, tenant_id=tenant, journal_mode=journal.value)
-    out: dict[str, Any] = {"store": str(h.store_dir), "tenant": tenant, "journal": journal_mode(conn)}
-    if demo:
-        n, k, s = frames or 10_000, subjects or 5, 7 if seed is None else seed
-        with Progress(
-            TextColumn("building demo store"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("frames"),
-            TimeElapsedColumn(),
-            console=err_console,
-            disable=json_out,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("demo", total=n)
-            result = demo_mod.build_demo(
-                conn,
-                h.store_dir,
-                frames=n,
-                subjects=k,
-                seed=s,
-                on_progress=lambda done, _total: bar.update(task, completed=done),
-            )
-        path = demo_mod.write_subjects_file(h.root / demo_mod.SUBJECTS_FILE, result.subjects, seed=s, tenant=tenant)
-        out.update(
-            {
-                "seed": s,
-                "people": result.people,
-                "subjects": len(result.subjects),
-                "items": result.items,
-                "frames": result.frames,
-                "derived_frames": result.derived,
-                "second_order_frames": result.second_order,
-                "recall_cache": result.recall_cache,
-                "model_trained": result.model_id,
-                "seconds": result.elapsed,
-                "subjects_file": str(path),
-            }
+    with Progress(
+        TextColumn("building demo store"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("frames"),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=json_out or not demo,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("demo", total=frames or store.DEMO_FRAMES, visible=demo)
+        out = store.init_store(
+            h,
+            tenant=tenant,
+            journal="wal" if journal is Journal.wal else "delete",
+            demo=demo,
+            frames=frames,
+            subjects=subjects,
+            seed=seed,
+            on_progress=lambda done, _total: bar.update(task, completed=done),
         )
-    conn.close()
     if json_out:
         print_json(out)
     else:
         console.print(_table("store", out))
 
 
-def _dir_stats(path: Path) -> tuple[int, int]:
-    files = [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
-    return len(files), sum(p.stat().st_size for p in files)
-
-
 @app.command()
 def stats(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Row counts of every store table and the size of its files (no content)."""
-    h = home_of(home)
-    conn = open_store(h.store_dir)
-    try:
-        counts = store_census.table_counts(conn)
-        mode = journal_mode(conn)
-    finally:
-        conn.close()
-    files: dict[str, Any] = {}
-    for name in ("memory.db", "memory.db-wal", "memory.db-journal"):
-        p = h.store_dir / name
-        files[name] = p.stat().st_size if p.exists() else 0
-    for sub in ("sessions", "blobs", "corpora"):
-        n, size = _dir_stats(h.store_dir / sub)
-        files[f"{sub}/ files"] = n
-        files[f"{sub}/ bytes"] = size
+    doc = store.store_stats(home_of(home))
     if json_out:
-        print_json({"store": str(h.store_dir), "journal": mode, "tables": counts, "files": files})
+        print_json(doc)
         return
-    console.print(_table(f"tables ({h.store_dir})", counts))
-    console.print(_table(f"files (journal {mode})", files))
+    console.print(_table(f"tables ({doc['store']})", doc["tables"]))
+    console.print(_table(f"files (journal {doc['journal']})", doc["files"]))
 
 
 def ingest(
@@ -156,16 +113,8 @@ def ingest(
     """Ingest memory items into the store: the whole file is validated before anything is written;
     erased (suppressed) and already-ingested items are skipped and counted; items of an erased
     identity (id, email or phone) are held, stored nowhere, and counted."""
-    items = read_jsonl(file)
-    h = home_of(home)
-    from tasks.epochs import refuse_if_restored
-
-    refuse_if_restored(h, only="reference")  # hook (issue 26): no ingest into a restored store before its replay
-    conn = open_store(h.store_dir)
-    try:
-        report = ingest_mod.ingest(conn, h.store_dir, items)
-    finally:
-        conn.close()
+    items = store.read_items(file)
+    report = store.ingest_items(home_of(home), items)
     if json_out:
         print_json(report.as_dict())
     else:

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.config import Home
-from erasure.errors import ErasureError
-from erasure.targets import REFERENCE, Targets, load_targets
+from erasure.targets import Targets, load_targets
 from erasure.tiers import CASCADE_ORDER
 
 app = typer.Typer(
@@ -37,41 +36,14 @@ def targets_for(h: Home, file: Path | None) -> Targets:
     return load_targets(h.root, h.store_dir, file)
 
 
-def _tiers_and_files(target: Any, h: Home) -> tuple[list[str], list[Path]]:
-    if target.kind == REFERENCE:
-        return [t.value for t in CASCADE_ORDER], [h.store_db]
-    from tasks.targets.base import eraser_for
-
-    eraser = eraser_for(target)
-    eraser.check(target)
-    return [t.value for t in eraser.tiers], eraser.files(target)
-
-
 @app.command("list")
 def list_(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt = False) -> None:
     """Each target: its kind, the tiers it holds, and whether its files are reachable."""
     h = home_of(home)
     found = targets_for(h, targets)
-    rows: list[dict[str, Any]] = []
-    for t in found.targets:
-        try:
-            tiers, files = _tiers_and_files(t, h)
-            missing = [str(f) for f in files if not f.exists()]
-            rows.append(
-                {
-                    "name": t.name,
-                    "kind": t.kind,
-                    "tiers": tiers,
-                    "reachable": not missing,
-                    "missing": missing,
-                    "error": None,
-                }
-            )
-        except ErasureError as exc:
-            rows.append(
-                {"name": t.name, "kind": t.kind, "tiers": [], "reachable": False, "missing": [], "error": str(exc)}
-            )
-    _annotate_restored(rows, h, found)  # hook (issue 26): restored stores and what they wait to replay
+    from service.targets import target_rows  # tasks is heavy for the CLI's start: only when listing
+
+    rows = target_rows(h, found)
     if json_out:
         print_json({"tenant": found.tenant, "source": str(found.source) if found.source else None, "targets": rows})
         return
@@ -93,25 +65,10 @@ def check(
     json_out: JsonOpt = False,
 ) -> None:
     """Per target and tier, how many items the request's subject has there now (nothing is erased)."""
-    from erasure import requests
-    from erasure.engine import open_engine
-    from tasks.runner import prepare
-    from tasks.targets.runner import count_target
+    from service.targets import subject_counts
 
     h = home_of(home)
-    found = targets_for(h, targets)
-    engine = open_engine(h.engine_db)
-    try:
-        subject = requests.load_envelope(engine, request).subject
-    finally:
-        engine.close()
-    out: dict[str, dict[str, int | None]] = {}
-    for t in found.targets:
-        if t.kind == REFERENCE:
-            counts = prepare(request, h)
-            out[t.name] = {tier.value: counts.get(tier.value) for tier in CASCADE_ORDER}
-        else:
-            out[t.name] = count_target(t, subject)
+    out = subject_counts(h, targets_for(h, targets), request)
     if json_out:
         print_json({"request_id": request, "targets": out})
         return
@@ -122,14 +79,3 @@ def check(
     for tier in CASCADE_ORDER:
         table.add_row(tier.value, *["n/a" if out[n][tier.value] is None else str(out[n][tier.value]) for n in out])
     console.print(table)
-
-
-def _annotate_restored(rows: list[dict[str, Any]], h: Any, found: Any) -> None:
-    """Each row gets `restored` and `to_replay` (the original request ids a restored store waits to replay)."""
-    from tasks.epochs import epochs  # only when listing: tasks is heavy for the CLI's start
-
-    by_name = {e.target: e for e in epochs(h, found)}
-    for row in rows:
-        e = by_name.get(row["name"])
-        row["restored"] = bool(e and e.restored)
-        row["to_replay"] = list(e.pending) if e else []

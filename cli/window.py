@@ -11,11 +11,12 @@ from cli import prefect_api
 from cli.common import console, print_json
 from cli.live import run_with_table
 from cli.targets import targets_for
-from erasure import requests
+from erasure import request_records as requests
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import ConfigError, ErasureError
+from erasure.errors import ErasureError
 from erasure.tiers import CASCADE_ORDER
+from service.common import engine_key_present
 from service.outcome import Outcome, Result, RunFailed, window_error
 
 
@@ -47,10 +48,7 @@ def _ids_to_show(h: Home, request_ids: list[str] | None) -> list[str]:
 
 def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, targets: Any) -> None:
     """Run the erasure-window flow in this process; print per-request outcomes; raise on any failure."""
-    if not (h.keys_dir / "engine.pem").exists():
-        raise ConfigError(
-            f"no engine signing key at {h.keys_dir / 'engine.pem'}: run `erasure keys generate --role engine` first"
-        )
+    engine_key_present(h)
     targets_for(h, targets)
     prefect_api.prepare(h)
     shown = _ids_to_show(h, request_ids)

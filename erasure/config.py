@@ -73,6 +73,13 @@ class Home:
         """`evidence/erasure/<request_id>/`; `request_id` must already be validated as a safe token."""
         return self.evidence_root / "erasure" / request_id
 
+    def run_dir(self, request_id: str) -> Path:
+        """The folder of the request's current run's loose evidence files (`erasure.evidence_runs`): the
+        request's folder for its first run, `run-<n>/` in it for the n-th."""
+        from erasure.evidence_runs import current_run_dir
+
+        return current_run_dir(self.evidence_dir(request_id))
+
     def ensure(self) -> Home:
         """Create the home and its folders, each 0700 when this call makes it. Folders inside the home
         that are ours but readable by others (an older version made them 0755) are made 0700; the home

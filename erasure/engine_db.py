@@ -1,5 +1,5 @@
 """`Engine`: the engine database's owner (sqlite-utils' `Database` is the model). One connection, the
-`erasure.requests` operations bound to it and grouped by concern, and the envelopes it has validated
+`erasure.request_records` operations bound to it and grouped by concern, and the envelopes it has validated
 (once each):
 
     with Engine.open(home.engine_db) as engine:
@@ -20,7 +20,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import apsw
 
-from erasure import requests as ops
+from erasure import request_records as ops
 from erasure.engine import EngineConnection, engine_id, engine_session, open_engine
 
 P = ParamSpec("P")
@@ -35,7 +35,7 @@ class _Concern:
 
 
 class _Bound(Generic[P, R]):
-    """An `erasure.requests` function with its connection argument bound to the concern's."""
+    """An `erasure.request_records` function with its connection argument bound to the concern's."""
 
     def __init__(self, fn: Callable[Concatenate[apsw.Connection, P], R]) -> None:
         self.fn = fn

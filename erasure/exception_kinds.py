@@ -1,9 +1,9 @@
 """Every kind of exception a request can end with, each explained in one sentence for the people who
 read it (the compliance team in the run summary, the DPO in the sign-off form, a regulator in
 attestation.txt), and who acts on it next. One table: every surface reads it, and
-`requests.open_exception` refuses a kind it does not list, so no kind is ever shown unexplained.
+`request_records.open_exception` refuses a kind it does not list, so no kind is ever shown unexplained.
 
-The sentences themselves are defined once in `proof.verify.explain`, which the standalone verifier and
+The sentences themselves are defined once in `wire.explain`, which the standalone verifier and
 the DPO's signer carry (standard library only): the regulator reads the same words."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from proof.verify.explain import EXPLANATIONS, explain
+from wire.explain import EXPLANATIONS, explain
 
 __all__ = ["KINDS", "Kind", "check_kind", "explain"]
 
@@ -31,7 +31,7 @@ HELD_IN_BACKUP = "held_in_backup_until"
 
 @dataclass(frozen=True)
 class Kind:
-    """One exception kind: what it means (its one sentence, `proof.verify.explain`), who acts next and
+    """One exception kind: what it means (its one sentence, `wire.explain`), who acts next and
     what they do."""
 
     meaning: str

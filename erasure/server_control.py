@@ -6,7 +6,10 @@ target that names its server (`url`) is erased, and read by the probes, only whi
 the side that needs the folder opens a `Window` (`quiesced`), which stops the server (runs the
 target's `stop` argv) or waits until it is stopped (its `stopped_check` argv exits 0, or, with nothing
 but `url`, the URL no longer answers), both bounded; and, when it closes, runs `start` and waits until
-the heartbeat answers. The window measures how long the server was unavailable.
+the heartbeat answers. The window measures how long the server was unavailable, and names the requests
+it covered: an erasure window of many requests opens one `Window` per served target for all their
+erasures, and one for all their verifications. Each such outage goes into the step records of every
+request it covered (`Window.outage`, `with_outage`).
 
 Process control only: nothing here reads or writes a store, and nothing it returns or raises carries an
 identifier or content (commands' output is discarded; errors name the URL, the key and exit codes).
@@ -22,6 +25,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 from erasure.child_env import child_env
@@ -34,6 +39,8 @@ HEARTBEAT_MAX_BYTES = 64 * 1024
 POLL = 0.2
 COMMAND_GRACE = 30.0
 """A command may run this long beyond the wait it belongs to before it is killed."""
+LISTED_REQUESTS = 50
+"""An outage names the requests it covered up to this many (beyond, their count only)."""
 
 
 class ServerNotStopped(ErasureError):
@@ -71,8 +78,13 @@ class Window:
     """One stretch with the server down: how long it lasted, and whether it came back."""
 
     control: ServerControl | None
+    what: str = "the erasure"
+    requests: tuple[str, ...] = ()
+    """The requests whose work this stretch covered (request ids: tokens, never identifiers)."""
     stopped_at: float | None = None
     ended_at: float | None = None
+    stopped_wall: datetime | None = None
+    ended_wall: datetime | None = None
     restarted: bool = False
     start_error: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -86,21 +98,49 @@ class Window:
         end = self.ended_at if self.ended_at is not None else time.monotonic()
         return round(end - self.stopped_at, 2)
 
-    def detail(self) -> dict[str, float | int]:
-        """For a step record: counts and seconds only."""
-        if self.control is None:
-            return {}
-        out: dict[str, float | int] = {"unavailable_seconds": self.seconds, "server_restarted": int(self.restarted)}
-        if not self.control.managed:
-            out["server_left_stopped"] = 1
-        if self.start_error is not None:
-            out["server_down"] = 1
-        return out
+    def outage(self) -> dict[str, Any]:
+        """This stretch for a step record: what it was for, when the server stopped and came back (UTC),
+        how long, whether it came back, and the requests it covered (ids and counts only)."""
+        return {
+            "during": self.what.removeprefix("the "),
+            "stopped_at": self.stopped_wall.isoformat() if self.stopped_wall else None,
+            "started_at": self.ended_wall.isoformat() if self.ended_wall and self.restarted else None,
+            "seconds": self.seconds,
+            "restarted": int(self.restarted),
+            "requests": len(self.requests),
+            **({"request_ids": list(self.requests)} if len(self.requests) <= LISTED_REQUESTS else {}),
+        }
+
+    def detail(self) -> dict[str, Any]:
+        """For a step record: this stretch as its only outage (`with_outage`)."""
+        return with_outage({}, self)
 
     def raise_if_down(self) -> None:
         """`ServerNotStarted` when the server we stopped did not come back."""
         if self.start_error is not None:
             raise ServerNotStarted(self.start_error)
+
+
+def with_outage(detail: dict[str, Any], w: Window) -> dict[str, Any]:
+    """A step record's detail with one more outage of its target's server: `outages` lists every one
+    (the erasure's, the verification's), `unavailable_seconds` is their sum and `server_stops` their
+    count, `server_restarted` says whether every one ended with the server back, `server_down` that
+    one did not. Unchanged for a target without a server."""
+    if w.control is None:
+        return detail
+    outages = [*detail.get("outages", []), w.outage()]
+    out = {
+        **detail,
+        "outages": outages,
+        "server_stops": len(outages),
+        "unavailable_seconds": round(sum(float(o["seconds"]) for o in outages), 2),
+        "server_restarted": int(all(o["restarted"] for o in outages)),
+    }
+    if not w.control.managed:
+        out["server_left_stopped"] = 1
+    if w.start_error is not None:
+        out["server_down"] = 1
+    return out
 
 
 def answers(url: str, timeout: float = PROBE_TIMEOUT) -> bool:
@@ -207,6 +247,7 @@ def _start(c: ServerControl, w: Window, what: str) -> None:
             break
         time.sleep(POLL)
     w.ended_at = time.monotonic()
+    w.ended_wall = datetime.now(UTC)
     if code == 0:
         w.restarted = True
         return
@@ -222,16 +263,18 @@ def _start(c: ServerControl, w: Window, what: str) -> None:
 
 
 @contextmanager
-def quiesced(c: ServerControl | None, what: str) -> Iterator[Window]:
-    """A window with the server down (no-op for a target without a server). Stops it (or waits until it
-    is stopped) on entry; on exit starts it again (managed) and waits for its heartbeat, or, when others
-    manage it, leaves it stopped. A start that fails is kept in `Window.start_error` (the caller records
-    its step, then `raise_if_down`); when the body raised too, the body's error is raised with it."""
-    w = Window(control=c)
+def quiesced(c: ServerControl | None, what: str, requests: tuple[str, ...] = ()) -> Iterator[Window]:
+    """A window with the server down (no-op for a target without a server), for the work of `requests`.
+    Stops it (or waits until it is stopped) on entry; on exit starts it again (managed) and waits for
+    its heartbeat, or, when others manage it, leaves it stopped. A start that fails is kept in
+    `Window.start_error` (the caller records its steps, then `raise_if_down`); when the body raised
+    too, the body's error is raised with it."""
+    w = Window(control=c, what=what, requests=tuple(requests))
     if c is None:
         yield w
         return
     w.stopped_at = stop(c, what)
+    w.stopped_wall = datetime.now(UTC) - timedelta(seconds=time.monotonic() - w.stopped_at)
     try:
         yield w
     except BaseException as exc:
@@ -244,3 +287,4 @@ def quiesced(c: ServerControl | None, what: str) -> Iterator[Window]:
         _start(c, w, what)
     else:
         w.ended_at = time.monotonic()
+        w.ended_wall = datetime.now(UTC)

@@ -19,7 +19,7 @@ from typing import Any
 
 import apsw
 
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import ClockPolicy, iso_utc
 from erasure.errors import InputError
 from erasure.models import LegalBasis
@@ -108,10 +108,10 @@ def sla_rows(
     policy = policy or ClockPolicy.from_env()
     bases = None if legal_bases is None else {LegalBasis(b) for b in legal_bases}
     out: list[SlaRow] = []
-    for row in requests.list_requests(conn, OPEN_STATES):
+    for row in request_records.list_requests(conn, OPEN_STATES):
         if bases is not None and row.legal_basis not in bases:
             continue
-        clock = requests.deadline_of(conn, row.request_id, now=now, policy=policy)
+        clock = request_records.deadline_of(conn, row.request_id, now=now, policy=policy)
         breached = clock.overdue(now)
         out.append(
             SlaRow(

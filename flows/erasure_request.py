@@ -13,8 +13,8 @@ from prefect.states import Completed
 
 from erasure.states import RequestState
 from flows import run_report, sign_off
-from flows.common import RequestId
 from flows.ended import failed, state_data
+from flows.parameters import RequestId
 from flows.verification import verification
 from flows.window import WINDOW, window_fingerprint, window_footprint, window_packs, window_preflight, window_step
 from service import cascade

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from prefect import flow, get_run_logger
 
-from flows.common import RequestId, described
+from flows.parameters import RequestId, described
 from service.clocks import ClockOp, ClockView, clock_operation
 from service.common import home
 from service.consent import Reconsented, allow_reingest

@@ -11,7 +11,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.events import emit_event
 
 from erasure.config import Home
-from erasure.engine import open_engine
+from service.restore import restored_and_held
 
 EVENT_RESTORED = "erasure.target.restored"
 EVENT_HELD = "erasure.request.held-in-backup"
@@ -20,15 +20,7 @@ TABLE_KEY = "erasure-restored-and-backups"
 
 def report(h: Home, *, emit: bool = True) -> dict[str, Any]:
     """Hook of the SLA monitor: restored targets and open backup expiries, as an artifact and events."""
-    from tasks.backup_holds import open_holds
-    from tasks.epochs import epochs
-
-    restored = [e.as_dict() for e in epochs(h) if e.restored]
-    engine = open_engine(h.engine_db)
-    try:
-        held = [x.as_dict() for x in open_holds(engine, h) if x.ended is None]
-    finally:
-        engine.close()
+    restored, held = restored_and_held(h)
     rows = [
         {
             "what": "restored store",

@@ -14,8 +14,8 @@ from prefect import State, flow, get_run_logger, task
 from prefect.events import emit_event
 from prefect.states import Completed
 
-from flows.common import RequestId, described
 from flows.ended import failed
+from flows.parameters import RequestId, described
 from service.common import checked_request_id, home
 from service.reverify import DEFAULT_DAYS, due_requests, reverify_request
 

@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError, NotFound
@@ -31,7 +31,7 @@ from erasure.exception_kinds import KINDS, explain
 from erasure.models import is_safe_token
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
-from proof.history import current_pack
+from service.pack_files import newest_pack
 
 EVENT_COMPLETED = "erasure.request.completed"
 EVENT_AWAITING = "erasure.request.awaiting-attestation"
@@ -61,7 +61,7 @@ def resource_id(request_id: str) -> str:
 
 
 def _verification(h: Home, request_id: str) -> dict[str, Any] | None:
-    path = h.evidence_dir(request_id) / "verification.json"
+    path = h.run_dir(request_id) / "verification.json"
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -74,7 +74,7 @@ def tier_rows(h: Home, request_id: str, verification: dict[str, Any] | None) -> 
     reference store's nine tiers first, then each other target's tiers as `<target>/<tier>`."""
     engine = open_engine(h.engine_db)
     try:
-        recs = requests.steps(engine, request_id)
+        recs = request_records.steps(engine, request_id)
     finally:
         engine.close()
     residue: Counter[tuple[str | None, str]] = Counter()
@@ -120,7 +120,7 @@ def tier_rows(h: Home, request_id: str, verification: dict[str, Any] | None) -> 
 
 
 def _pack(h: Home, request_id: str) -> dict[str, Any] | None:
-    path = current_pack(h.evidence_dir(request_id))
+    path = newest_pack(h, request_id)
     try:
         data = path.read_bytes()
     except OSError:
@@ -301,10 +301,10 @@ def report(h: Home, request_id: str, state: Any) -> dict[str, Any]:
     engine = open_engine(h.engine_db)
     try:
         try:
-            request_state = requests.get(engine, request_id).state
+            request_state = request_records.get(engine, request_id).state
         except NotFound:
             request_state = None
-        kinds = Counter(e.kind for e in requests.exceptions(engine, request_id, open_only=True))
+        kinds = Counter(e.kind for e in request_records.exceptions(engine, request_id, open_only=True))
     finally:
         engine.close()
     verification = _verification(h, request_id)

@@ -26,7 +26,7 @@ from prefect.input import RunInput
 from prefect.states import Completed
 from pydantic import Field
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError, NotFound
@@ -65,7 +65,7 @@ def request_state(h: Home, request_id: str) -> RequestState | None:
     """The request's state now (None if the engine does not know it)."""
     engine = open_engine(h.engine_db)
     try:
-        return requests.get(engine, request_id).state
+        return request_records.get(engine, request_id).state
     except NotFound:
         return None
     finally:

@@ -20,14 +20,14 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.events import emit_event
 
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import ClockPolicy, iso_utc
 from erasure.engine import open_engine
 from erasure.exception_kinds import KINDS
 from erasure.models import LegalBasis
 from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise, to_markdown
 from erasure.states import RequestState
-from flows.common import described
+from flows.parameters import described
 from service.common import home
 from service.metrics import default_textfile, write_textfile
 
@@ -91,7 +91,9 @@ def table_rows(rows: Sequence[SlaRow], kinds: Mapping[str, Collection[str]] | No
 
 def open_kinds(engine: Any, rows: Sequence[SlaRow]) -> dict[str, set[str]]:
     """Each listed request's open exception kinds."""
-    return {r.request_id: {e.kind for e in requests.exceptions(engine, r.request_id, open_only=True)} for r in rows}
+    return {
+        r.request_id: {e.kind for e in request_records.exceptions(engine, r.request_id, open_only=True)} for r in rows
+    }
 
 
 def emit_deadline_events(rows: Sequence[SlaRow]) -> dict[str, int]:

@@ -9,8 +9,8 @@ from prefect import State, flow, get_run_logger, task
 from prefect.states import Completed
 
 from erasure.tiers import Tier
-from flows.common import RequestId
 from flows.ended import failed
+from flows.parameters import RequestId
 from service import cascade
 from service.common import checked_request_id, home
 from service.outcome import Outcome, Result

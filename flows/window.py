@@ -14,15 +14,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed
 
 from erasure.models import StepRecord
-from flows.common import RequestId, described, store_writer
 from flows.ended import failed
+from flows.parameters import RequestId, described
+from flows.store_slot import store_writer
 from service import cascade, stages
 from service.common import checked_request_id, home
 from service.outcome import Result, counts
-from service.stages import Failure, Stages
+from service.stages import Failure, Preflight, Stages, TargetErased
 from service.verification import Verdict, seal_fingerprints
-from tasks.preflight import Preflight
-from tasks.targets.runner import TargetErased
 
 RequestIds = Annotated[
     list[RequestId] | None,
@@ -44,6 +43,13 @@ def window_fingerprint(request_ids: list[str]) -> dict[str, str]:
     """The probes' fingerprints of every subject, sealed per request, taken together (one store-facts
     read, one byte scan, one bystander baseline); one sealed by an earlier run is kept."""
     return seal_fingerprints(home(), request_ids)
+
+
+@task(name="window-subprocessors", retries=0, cache_policy=NO_CACHE)
+def window_subprocessors(request_ids: list[str]) -> dict[str, Failure | None]:
+    """Step 8's HTTP calls (deletions, rectifications, receipts), before the store's writer slot and
+    lock are taken: a slow processor keeps no other erasure of the store waiting."""
+    return stages.subprocessors_all(home(), request_ids)
 
 
 @task(name="window-footprint", retries=0, cache_policy=NO_CACHE)
@@ -101,6 +107,7 @@ WINDOW = Stages(
     scrub=window_scrub,
     verify=window_verification,
     packs=window_packs,
+    subprocessors=window_subprocessors,
     writer=lambda: store_writer(home()),
 )
 

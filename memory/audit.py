@@ -1,6 +1,6 @@
 """The store's audit log (tier 9): a hash chain whose personal fields are salted commitments, and a
 Merkle tree over the chain (RFC 6962 / RFC 9162 section 2.1, in `memory/audit_tree.py`). Its hashes,
-signed statements and names are the proof pack's wire format, defined once in `proof.verify.wire`
+signed statements and names are the proof pack's wire format, defined once in `wire.format`
 (stdlib and `cryptography` only), which the offline verifier checks them with.
 
 Layout (tables in `memory/schema.py`):
@@ -48,15 +48,24 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from erasure.errors import ConfigError, NotFound, StoreError
 from erasure.sqlite import transaction
 from memory import audit_tree
-from proof.verify import wire
-from proof.verify.wire import GENESIS, audit_entry_hash, canonical_json, checkpoint_statement, keyid_of
+from wire.format import (
+    AUDIT_FORMAT,
+    AUDIT_HASH_RULE,
+    AUDIT_REDACTION_EVENT,
+    GENESIS,
+    MERKLE_TREE_RULE,
+    audit_entry_hash,
+    canonical_json,
+    checkpoint_statement,
+    keyid_of,
+)
 
 SALT_BYTES = 16
 KEY_FILE = "audit-checkpoint.key"  # same name as memory.schema.AUDIT_KEY_FILE
 CHECKPOINT_TYPE_V1 = "audit-checkpoint/v1"
 """Checkpoints signed before the Merkle tree: still verified in the store, never put in evidence."""
-EVIDENCE_FORMAT = wire.AUDIT_FORMAT
-REDACTION_EVENT = wire.AUDIT_REDACTION_EVENT
+EVIDENCE_FORMAT = AUDIT_FORMAT
+REDACTION_EVENT = AUDIT_REDACTION_EVENT
 """The entry the audit-log step appends after redacting; `fields.request_id` names the request."""
 
 
@@ -520,8 +529,8 @@ def redaction_evidence(
         raise StoreError("the audit vault still holds values of the subject")
     return {
         "format": EVIDENCE_FORMAT,
-        "hash": wire.AUDIT_HASH_RULE,
-        "tree": wire.MERKLE_TREE_RULE,
+        "hash": AUDIT_HASH_RULE,
+        "tree": MERKLE_TREE_RULE,
         "checkpoint_key": {
             "key_id": kid,
             "public_key_pem": public.public_bytes(

@@ -12,7 +12,7 @@ fills it once). Every left subtree in the RFC's recursion is such an aligned per
 at any size and a consistency proof each need O(log n) lookups, and a multiproof of k leaves
 O(k log n).
 
-The leaf and node hashes are the wire format's (`proof.verify.wire`), shared with the offline
+The leaf and node hashes are the wire format's (`wire.format`), shared with the offline
 verifier, which checks these proofs with its own code (`proof/verify/merkle.py`); this module only
 builds them, and `recompute` re-derives the stored nodes from the entries for `verify_chain`.
 """
@@ -26,7 +26,7 @@ import apsw
 
 from erasure.errors import StoreError
 from erasure.sqlite import transaction
-from proof.verify.wire import MERKLE_EMPTY_ROOT, merkle_leaf, merkle_node, merkle_split
+from wire.format import MERKLE_EMPTY_ROOT, merkle_leaf, merkle_node, merkle_split
 
 _BATCH = 20_000
 

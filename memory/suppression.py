@@ -259,6 +259,20 @@ def allow_identity(conn: apsw.Connection, subject: Subject, reason: str, actor: 
     return sorted(kinds)
 
 
+def identity_refs(conn: apsw.Connection, subject: Subject) -> dict[str, int]:
+    """The erasures whose erased-identity rows `subject` matches (what `allow_identity` would remove),
+    with how many rows each: request ids and counts, never a digest."""
+    digests = sorted({d for _kind, d in identity_digests(identity_secret(conn), subject)})
+    if not digests:
+        return {}
+    marks = ",".join("?" * len(digests))
+    rows = conn.execute(
+        f"SELECT erasure_ref, count(*) FROM erased_identities WHERE digest IN ({marks}) GROUP BY erasure_ref",
+        digests,
+    ).fetchall()
+    return {str(ref): n for ref, n in rows if isinstance(n, int)}
+
+
 def allow_identities_of(conn: apsw.Connection, erasure_ref: str, reason: str, actor: str) -> int:
     """Re-consent for a whole erasure: remove the identity rows that request `erasure_ref` recorded, and
     audit it. Opens its own transaction. Returns how many rows were removed."""

@@ -11,6 +11,7 @@ the subject's frames or touching the subject's entities.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import apsw
@@ -192,10 +193,16 @@ def exclusive_entities(conn: apsw.Connection, frames: set[int]) -> set[int]:
 
 
 def resolve_keys(
-    conn: apsw.Connection, subject: Subject, ids: list[str] | None = None, entities: PersonalEntities | None = None
+    conn: apsw.Connection,
+    subject: Subject,
+    ids: list[str] | None = None,
+    entities: PersonalEntities | None = None,
+    not_bystanders: Collection[str] = (),
 ) -> SubjectKeys:
     """Every key that reaches the subject (under any of its store `ids`), from the store as it is now
-    (`entities`: the store's personal entities, when a window has read them already)."""
+    (`entities`: the store's personal entities, when a window has read them already). The processors'
+    bystander samples leave out `not_bystanders`: the store ids of other erasures, whose deletion calls
+    run with no lock of the store held and may land between this fingerprint and its verification."""
     ids = ids or [subject.id]
     sid = json_list(ids)
     pairs = subject_pairs(conn, sid)
@@ -255,7 +262,7 @@ def resolve_keys(
                     f" AND subject_id NOT {IN_IDS}"
                     " AND remote_ref IS NOT NULL ORDER BY subject_id LIMIT ?",
                     p,
-                    sid,
+                    json_list([*ids, *not_bystanders]),
                     BYSTANDER_SAMPLE,
                 )
             )

@@ -19,7 +19,7 @@ are cut from people outside the window, so no co-subject's erasure reads as a by
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,11 +64,13 @@ class Member:
     keys: SubjectKeys
 
 
-def _members(conn: apsw.Connection, facts: StoreFacts, subjects: Sequence[Subject]) -> list[Member]:
+def _members(
+    conn: apsw.Connection, facts: StoreFacts, subjects: Sequence[Subject], not_bystanders: Collection[str]
+) -> list[Member]:
     out = []
     for s in subjects:
         ids = store_ids_in(conn, s, facts.ids_by_fold, facts.emails)
-        out.append(Member(s, ids, resolve_keys(conn, s, ids, facts.personal_entities)))
+        out.append(Member(s, ids, resolve_keys(conn, s, ids, facts.personal_entities, not_bystanders)))
     return out
 
 
@@ -118,16 +120,21 @@ def _measure_tiers(ctx: ProbeContext, tiers: Iterable[str]) -> dict[str, list[Me
 
 
 def take_window(
-    store_dir: Path, subjects: Sequence[Subject], *, http_timeout: float = DEFAULT_HTTP_TIMEOUT
+    store_dir: Path,
+    subjects: Sequence[Subject],
+    *,
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT,
+    not_bystanders: Collection[str] = (),
 ) -> list[Fingerprint]:
-    """Every subject's fingerprint before the cascade, with the window's shared bystander baseline."""
+    """Every subject's fingerprint before the cascade, with the window's shared bystander baseline
+    (`not_bystanders`: store ids never sampled as a processor's bystanders, `resolve_keys`)."""
     if not subjects:
         return []
     store_dir = Path(store_dir)
     window = uuid.uuid4().hex
     with open_store(store_dir) as conn:
         facts = StoreFacts(conn)
-        members = _members(conn, facts, subjects)
+        members = _members(conn, facts, subjects, not_bystanders)
         window_ids = {i for m in members for i in m.ids}
         window_spellings = [s.lower() for m in members for _k, s in spellings(m.subject, m.ids)]
         for m in members:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from proof.verify.explain import exception_line, tier_table
-from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE
+from wire.explain import exception_line, tier_table
+from wire.format import DPO_ENVELOPE, ENGINE_ENVELOPE
 
 
 def _exception_lines(exc: Any) -> list[str]:

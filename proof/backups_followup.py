@@ -21,7 +21,7 @@ from proof.history import current_pack
 from proof.keyring import check_signing_key, read_beside
 from proof.keys import keyid, load_private_key
 from proof.verify.strict_json import utc_time
-from proof.verify.wire import FOLLOWUP_FILE, FOLLOWUP_PREDICATE, STATEMENT_TYPE, canonical_json, envelope_bytes
+from wire.format import FOLLOWUP_FILE, FOLLOWUP_PREDICATE, STATEMENT_TYPE, canonical_json, envelope_bytes
 
 PACK_FILE = "proof.tar.gz"
 

@@ -9,7 +9,7 @@ import base64
 from typing import Any
 
 from proof.keys import PrivateKey, keyid, sign
-from proof.verify.wire import PAYLOAD_TYPE, pae
+from wire.format import PAYLOAD_TYPE, pae
 
 
 def sign_envelope(payload: bytes, key: PrivateKey, payload_type: str = PAYLOAD_TYPE) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from erasure.models import REQUEST_ID_MAX_CHARS, SAFE_TOKEN
 from proof.errors import EvidenceInvalid, IdentifierInPack
-from proof.verify.wire import RECEIPT_STATUSES, TIERS, step_order
+from wire.format import RECEIPT_STATUSES, TIERS, step_order
 
 EVIDENCE_ROLES: dict[str, str] = {
     "request.json": "request",

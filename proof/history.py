@@ -7,6 +7,10 @@ pack's manifest.json names the pack before it (`previous_pack`: its file and its
 engine statement, which the verifier reports). Only a pack still awaiting attestation, which never left
 the engine, is replaced by a rerun of its own run.
 
+Each run's loose working files are kept apart the same way (`erasure.evidence_runs`): the first run's in
+the request's folder, run n's in `run-<n>/` (`start_run`, `run_of`), so nothing a sealed run left is
+rewritten either.
+
 Each pack has its own chain of re-verification statements: `reverify-<n>.intoto.json` for the first,
 `proof-<k>.reverify-<n>.intoto.json` for the k-th (`statement_prefix`).
 """
@@ -19,8 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from erasure.evidence_runs import run_dir
 from proof import verify
-from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE, MANIFEST, PACK_FILE
+from wire.format import DPO_ENVELOPE, ENGINE_ENVELOPE, MANIFEST, PACK_FILE
 
 PACK_NAME = "proof.tar.gz"
 
@@ -101,3 +106,24 @@ def next_target(evidence_dir: Path) -> tuple[Path, dict[str, Any] | None]:
     before = dict(found).get(target - 1)
     previous = {"file": before.name, "pack_name": pack_name_of(before)} if before is not None else None
     return Path(evidence_dir) / pack_file(target), previous
+
+
+def pack_number(pack: Path) -> int:
+    """The n of a pack named `proof.tar.gz` (1) or `proof-<n>.tar.gz`; 1 for any other name."""
+    m = PACK_FILE.fullmatch(Path(pack).name)
+    return int(m.group(1)) if m and m.group(1) else 1
+
+
+def run_of(pack: Path) -> Path:
+    """The folder of the loose files of the run that wrote `pack` (`erasure.evidence_runs.run_dir`)."""
+    return run_dir(Path(pack).parent, pack_number(pack))
+
+
+def start_run(evidence_dir: Path) -> Path:
+    """Start the folder of the run about to write the request's next pack (`next_target`): `run-<n>/`
+    beside a sealed pack, so the rerun of a reopened request leaves every file of the earlier runs as
+    it is; the current folder when the newest pack still awaits attestation (its own run again)."""
+    target, _previous = next_target(evidence_dir)
+    folder = run_dir(Path(evidence_dir), pack_number(target))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

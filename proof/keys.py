@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from erasure.errors import ConfigError, Conflict, InputError
 from proof.tarball import write_atomic
 from proof.verify.signer import signature
-from proof.verify.wire import keyid_of
+from wire.format import keyid_of
 
 PrivateKey = ec.EllipticCurvePrivateKey | Ed25519PrivateKey
 PublicKey = ec.EllipticCurvePublicKey | Ed25519PublicKey

@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from erasure.errors import ConfigError, InputError, NotFound
+from erasure.evidence_runs import current_run_dir
 from proof import verify
 from proof.attestation import render
 from proof.dsse import sign_envelope
 from proof.errors import AlreadyAttested, EvidenceInvalid, PackRejected, SameKeyRefused
 from proof.evidence import EVIDENCE_ROLES, Evidence, load_evidence, scan_identifiers
 from proof.history import PACK_NAME as PACK_NAME
-from proof.history import next_target, sealed_again
+from proof.history import next_target, run_of, sealed_again
 from proof.keyring import check_signing_key, read_beside
 from proof.keys import PrivateKey, algorithm_of, keyid, load_private_key, load_public_key, public_key_pem
 from proof.statement import dpo_statement, erasure_statement, subjects
@@ -37,7 +38,7 @@ from proof.tsa import TimestampAuthority
 from proof.verify.envelopes import check_signature
 from proof.verify.signer import signing_request
 from proof.verify.timestamp import TIMESTAMP_FILES, envelope_signature, parse_response
-from proof.verify.wire import (
+from wire.format import (
     ATTESTATION,
     AUDIT,
     AUDIT_NONE_FORMAT,
@@ -85,7 +86,7 @@ def tool_version() -> str:
 
 
 def build_predicate(ev: Evidence, engine_keyid: str, out_of_scope: Sequence[str]) -> dict[str, Any]:
-    """The erasure-proof predicate, derived from the records (by the status rules of `proof.verify.wire`)."""
+    """The erasure-proof predicate, derived from the records (by the status rules of `wire.format`)."""
     probes, exceptions = ev.verification["probes"], ev.verification.get("exceptions", [])
     tiers = tiers_table(ev.steps, probes)
     all_clear = bool(ev.verification["all_clear"])
@@ -248,9 +249,11 @@ def write_pack(
     keyring: bytes | None = None,
     tsa: TimestampAuthority | Literal["env"] | None = "env",
 ) -> Path:
-    """Derive the status per tier, sign with the engine key, write the pack files into
-    `evidence_dir` and the request's next pack (`proof.history.next_target`: `proof.tar.gz`, or beside
-    the sealed ones `proof-<n>.tar.gz`, never over them) or `out`; return the tar's path.
+    """Derive the status per tier, sign with the engine key, write the request's next pack in its folder
+    `evidence_dir` (`proof.history.next_target`: `proof.tar.gz`, or beside the sealed ones
+    `proof-<n>.tar.gz`, never over them) from the loose files of its run (`proof.history.run_of`: the
+    folder itself for the first, `run-<n>/` after), and the pack's loose files there too; or, with
+    `out`, the pack at `out` from the files in `evidence_dir`. Returns the tar's path.
 
     `tsa` (default: the one `ERASURE_TSA_URL` names, if any) timestamps the engine's signature: its
     token goes beside the envelope; `TimestampFailed` if it cannot (no pack is written without it).
@@ -264,7 +267,12 @@ def write_pack(
     """
     evidence_dir = Path(evidence_dir)
     key = load_private_key(engine_key_path, passphrase)
-    ev = load_evidence(evidence_dir)
+    target, previous = (Path(out), None) if out is not None else next_target(evidence_dir)
+    # The evidence is the current run's (`erasure.evidence_runs`); the pack's loose files go to the
+    # folder of the run that writes this pack (`proof.history.run_of`), with a copy of the evidence
+    # when that is a new one: a sealed run's folder is never written to again.
+    run = evidence_dir if out is not None else run_of(target)
+    ev = load_evidence(evidence_dir if out is not None else current_run_dir(evidence_dir))
     if ev.verification["all_clear"]:
         problems = all_clear_problems(ev.steps, ev.verification["probes"])
         if problems:
@@ -279,7 +287,6 @@ def write_pack(
         raise EvidenceInvalid("verification.json: verified_at is not a UTC time: pack not written")
     check_signing_key(ring, key, "engine", verified_at or datetime.now(UTC))
     authority = TimestampAuthority.from_env() if tsa == "env" else tsa
-    target, previous = (Path(out), None) if out is not None else next_target(evidence_dir)
     if out is None:
 
         def statement_for(prev: Mapping[str, Any] | None) -> bytes:
@@ -291,24 +298,27 @@ def write_pack(
     files = seal_files(ev.files, predicate, key, timestamped=authority is not None, previous=previous)
     scan_identifiers({**files, "(signed statement)": erasure_statement(files, predicate)}, forbidden)
     if authority is not None:
-        files[ENGINE_TSR] = _kept_token(evidence_dir, ENGINE_TSR, files[ENGINE_ENVELOPE]) or authority.timestamp(
+        files[ENGINE_TSR] = _kept_token(run, ENGINE_TSR, files[ENGINE_ENVELOPE]) or authority.timestamp(
             envelope_signature(files[ENGINE_ENVELOPE])
         )
-    dpo = _keep_dpo(evidence_dir, files)
-    dpo_token = _kept_token(evidence_dir, DPO_TSR, dpo) if dpo is not None and authority is not None else None
+    dpo = _keep_dpo(run, files)
+    dpo_token = _kept_token(run, DPO_TSR, dpo) if dpo is not None and authority is not None else None
     if dpo is not None and (authority is None or dpo_token is not None):
         files[DPO_ENVELOPE] = dpo
         if dpo_token is not None:
             files[DPO_TSR] = dpo_token
     tar = tar_gz_bytes(ev.request_id, files)
     _self_check(tar, public_key_pem(key.public_key()), None, ring, authority)
+    for name, data in ev.files.items():  # a new run folder gets the evidence it was built from
+        if not (run / name).is_file():
+            write_atomic(run / name, data)
     for name in (ATTESTATION, MANIFEST, SUMS, ENGINE_ENVELOPE):
-        write_atomic(evidence_dir / name, files[name])
+        write_atomic(run / name, files[name])
     for name in (ENGINE_TSR, DPO_ENVELOPE, DPO_TSR):
         if name in files:
-            write_atomic(evidence_dir / name, files[name])
+            write_atomic(run / name, files[name])
         else:
-            (evidence_dir / name).unlink(missing_ok=True)
+            (run / name).unlink(missing_ok=True)  # the unsealed run's own stale signature, never a sealed run's
     write_atomic(target, tar)
     return target
 
@@ -417,7 +427,7 @@ def _stamp_dpo(files: dict[str, bytes], tsa: TimestampAuthority | Literal["env"]
 
 def _write_attested(pack_path: Path, tar: bytes, files: Mapping[str, bytes]) -> None:
     write_atomic(pack_path, tar)
-    beside = pack_path.parent
+    beside = run_of(pack_path)
     if (beside / MANIFEST).is_file() and (beside / MANIFEST).read_bytes() == files[MANIFEST]:
         write_atomic(beside / DPO_ENVELOPE, files[DPO_ENVELOPE])
         if DPO_TSR in files:

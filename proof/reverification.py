@@ -21,7 +21,7 @@ from proof.dsse import sign_envelope
 from proof.evidence import scan_identifiers
 from proof.keys import keyid, load_private_key
 from proof.tarball import write_atomic
-from proof.verify.wire import (
+from wire.format import (
     REVERIFY_FILE,
     REVERIFY_PREDICATE,
     REVERIFY_SUBJECT,

@@ -13,7 +13,7 @@ from proof.errors import PackRejected
 from proof.history import current_pack
 from proof.keys import load_public_key, public_key_pem
 from proof.pack import predicate_of, read_pack
-from proof.verify.wire import ENGINE_ENVELOPE, TIERS
+from wire.format import ENGINE_ENVELOPE, TIERS
 
 
 def _count(v: Any) -> int:

@@ -21,7 +21,7 @@ from proof.dsse import sign_envelope
 from proof.keys import PrivateKey, PublicKey, keyid, load_public_key, public_key_pem
 from proof.verify.envelopes import check_signature
 from proof.verify.errors import PackError
-from proof.verify.wire import canonical_json, envelope_bytes
+from wire.format import canonical_json, envelope_bytes
 
 ROTATION_FORMAT = "erasure-key-rotation/v1"
 ROTATION_PAYLOAD_TYPE = "application/vnd.erasure.key-rotation+json"

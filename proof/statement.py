@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from proof.verify.signer import dpo_statement_bytes
-from proof.verify.wire import (
+from wire.format import (
     ENGINE_ENVELOPE,
     ERASURE_PREDICATE,
     SIGNATURES_DIR,

@@ -1,6 +1,6 @@
 """The offline verifier as one file for the regulator: `erasure-verify.pyz`, a zipapp (PEP 441) of
-`proof/verify/` that runs `python -m proof.verify`'s command, with nothing but Python and
-`cryptography`.
+`proof/verify/` and the wire format it reads (`wire/`) that runs `python -m proof.verify`'s command,
+with nothing but Python and `cryptography`.
 
     python erasure-verify.pyz PACK --engine-key PUB --dpo-key PUB --audit-key PUB [--json]
 
@@ -20,14 +20,19 @@ VERIFIER_ZIPAPP = "erasure-verify.pyz"
 DPO_SIGNER_ZIPAPP = "erasure-dpo-sign.pyz"
 """The DPO's standalone signer (`proof.verify.signer`), the same package with another entry point."""
 _SOURCES = Path(__file__).parent
+_ROOT = _SOURCES.parent
 _SHEBANG = b"#!/usr/bin/env python3\n"
 
 
 def _members(entry: str) -> list[tuple[str, bytes]]:
-    """(name in the archive, bytes): the verifier package, its parent's (empty) __init__, and a
-    __main__ that runs `entry`'s `main`."""
-    files = [_SOURCES / "__init__.py", *sorted((_SOURCES / "verify").glob("*.py"))]
-    members = [(p.relative_to(_SOURCES.parent).as_posix(), p.read_bytes()) for p in files]
+    """(name in the archive, bytes): the verifier package, its parent's (empty) __init__, the wire
+    format package, and a __main__ that runs `entry`'s `main`."""
+    files = [
+        _SOURCES / "__init__.py",
+        *sorted((_SOURCES / "verify").glob("*.py")),
+        *sorted((_ROOT / "wire").glob("*.py")),
+    ]
+    members = [(p.relative_to(_ROOT).as_posix(), p.read_bytes()) for p in files]
     main = f"import sys\n\nfrom {entry} import main\n\nsys.exit(main())\n".encode()
     return sorted([*members, ("__main__.py", main)])
 

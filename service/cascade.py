@@ -4,9 +4,12 @@ Per request: its own preflight, footprint, nine step records, verification.json 
 for the window: the fingerprint's store facts and byte scan, the byte-hygiene scrub, the verification's
 byte scan and tier probes. A held request is skipped and reported (`blocked`, with the items held); a
 request whose stage cannot finish leaves the window there (state `exception`, a rerun resumes it), the
-others go on. A home whose targets include stores other than the reference store erases its requests
-one by one, each a window of one: those stores' probes count bystanders per subject, so an erasure and
-its probe there must not see another subject's erasure in between.
+others go on. Other targets are erased for the whole window too, a served one (a Chroma server) with
+its server stopped once for all the window's erasures and once for all its verifications; their
+bystander baselines leave out the window's other subjects (`service.verification.window_baselines`).
+A home with a target whose probes count bystanders only per subject (`Scope.per_subject`: LangGraph,
+mem0) erases its requests one by one, each a window of one, so an erasure and its probe there never see
+another subject's erasure in between.
 
 The stages come from the caller (`service.stages.Stages`): Prefect tasks in the flows, plain functions
 without Prefect. How each request ended is an `Outcome`, which decides its state (here) and the exit
@@ -20,13 +23,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import engine_session, open_engine
 from erasure.errors import Conflict
 from erasure.models import StepRecord, StepStatus
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
+from proof.history import start_run
 from service.common import engine_key_present, request_lock, store_lock, user_reason
 from service.outcome import Outcome, Result
 from service.scope import scope_of
@@ -44,7 +48,9 @@ def pending(h: Home) -> list[str]:
     holds the request's lock, and the window skips it)."""
     engine = open_engine(h.engine_db)
     try:
-        return [r.request_id for r in requests.list_requests(engine, [RequestState.submitted, RequestState.running])]
+        return [
+            r.request_id for r in request_records.list_requests(engine, [RequestState.submitted, RequestState.running])
+        ]
     finally:
         engine.close()
 
@@ -54,10 +60,10 @@ def record(h: Home, results: Mapping[str, Result], *, also: Iterable[str] = ()) 
     engine = open_engine(h.engine_db)
     try:
         for rid in also:
-            requests.set_state(engine, rid, RequestState.running)
+            request_records.set_state(engine, rid, RequestState.running)
         for rid, result in results.items():
             if result.outcome.state is not None:
-                requests.set_state(engine, rid, result.outcome.state, result.detail)
+                request_records.set_state(engine, rid, result.outcome.state, result.detail)
     finally:
         engine.close()
 
@@ -121,10 +127,12 @@ def _store_held(h: Home, stages: Stages) -> Iterator[None]:
 def erase_window(
     h: Home, request_ids: list[str], stages: Stages, lock: Callable[[], AbstractContextManager[object]] | None = None
 ) -> dict[str, Result]:
-    """Fingerprint, footprints, the nine steps, one scrub, every other target and verification, for
-    requests that passed their preflight, under `lock()` (the store's writer slot and lock; without
-    one, the caller holds them); then the packs, with the store released: a pack may wait on a
-    timestamp authority, and no erasure of the store waits on that. A request leaves the window at its
+    """The subprocessors' HTTP calls first, with the store not locked (a processor may be slow, and no
+    erasure of the store waits on that); then fingerprint, footprints, the nine steps (step 8 only
+    drops the local records of processors whose receipts say done), one scrub, every other target and
+    verification, for requests that passed their preflight, under `lock()` (the store's writer slot
+    and lock; without one, the caller holds them); then the packs, with the store released: a pack
+    may wait on a timestamp authority, and no erasure of the store waits on that. A request leaves the window at its
     first stage that does not finish (recorded); the others go on."""
     results: dict[str, Result] = {}
     active = list(request_ids)
@@ -154,6 +162,10 @@ def erase_window(
 
     record(h, {}, also=request_ids)
     try:
+        for rid in request_ids:  # a reopened request's rerun writes its files in a run folder of its own
+            start_run(h.evidence_dir(rid))
+        if scope_of(h).reference:  # step 8's HTTP, with no lock of the store held (issue 34)
+            drop(stages.subprocessors(active), "subprocessor calls")
         with lock() if lock is not None else contextlib.nullcontext():
             whole(stages.fingerprint, "fingerprint")
             scope = scope_of(h)

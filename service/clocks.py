@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import TypedDict
 
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import ClockPolicy, Deadline, iso_utc
 from erasure.config import Home
 from erasure.engine import open_engine
@@ -58,11 +58,11 @@ def clock_operation(
     engine = open_engine(h.engine_db)
     try:
         if op is ClockOp.extend:
-            clock = requests.extend(engine, request_id, reason, now=now, until=until, policy=policy)
+            clock = request_records.extend(engine, request_id, reason, now=now, until=until, policy=policy)
         elif op is ClockOp.pause:
-            clock = requests.pause(engine, request_id, reason, now=now, policy=policy)
+            clock = request_records.pause(engine, request_id, reason, now=now, policy=policy)
         else:
-            clock = requests.resume(engine, request_id, reason, now=now, policy=policy)
+            clock = request_records.resume(engine, request_id, reason, now=now, policy=policy)
     finally:
         engine.close()
     return clock_view(request_id, clock)

@@ -1,6 +1,6 @@
 """What every operation shares: the home from the environment, request ids checked as tokens, a failure's
 user-facing reason, and the locks that keep two runs of one request (or two erasures of one store)
-apart. No Prefect here: the flows' one-writer slot is Prefect's own (`flows.common.store_writer`)."""
+apart. No Prefect here: the flows' one-writer slot is Prefect's own (`flows.store_slot.store_writer`)."""
 
 from __future__ import annotations
 

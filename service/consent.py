@@ -1,16 +1,27 @@
-"""Re-consent: an erased request's subject may be ingested again (the `suppression-allow` deployment)."""
+"""Re-consent: an erased request's subject may be ingested again (the `suppression-allow` deployment, and
+`erasure suppression allow` by request, by key or by the identity of an ingest file's line), and the
+sticky-erasure lists it edits. Every re-consent writes one engine event, `suppression.allowed`
+(`_log_allowed`): ids and counts only."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+import json
+from pathlib import Path
+from typing import Any, TypedDict
 
-from erasure import requests
+import apsw
+
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import NotFound
+from erasure.errors import InputError, NotFound
+from erasure.subject import Subject
 from memory import keyed, suppression
+from memory.items import item_key, parse_line
 from memory.schema import open_store
 from service.common import checked_request_id
+
+EVENT = "suppression.allowed"
 
 
 class Reconsented(TypedDict):
@@ -28,8 +39,8 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
     checked_request_id(request_id)
     engine = open_engine(h.engine_db)
     try:
-        subject = requests.load_envelope(engine, request_id).subject
-        requests.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
+        subject = request_records.load_envelope(engine, request_id).subject
+        request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
         store = open_store(h.store_dir)
         try:
             keys = [
@@ -50,9 +61,121 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
             identities = 0 if source else suppression.allow_identities_of(store, request_id, reason, actor)
         finally:
             store.close()
-        requests.log_event(
-            engine, request_id, "suppression.allowed", {"keys": allowed, "source": source, "identities": identities}
-        )
+        _log_allowed(engine, request_id, keys=allowed, identities=identities, source=source)
     finally:
         engine.close()
     return {"request_id": request_id, "allowed": allowed, "identities": identities}
+
+
+def _log_allowed(
+    engine: apsw.Connection, request_id: str | None, *, keys: int, identities: int, source: str | None = None
+) -> None:
+    """The engine's event of one re-consent, on the request whose erasure it undoes (ids and counts)."""
+    request_records.log_event(engine, request_id, EVENT, {"keys": keys, "source": source, "identities": identities})
+
+
+def list_suppressed(h: Home) -> tuple[list[dict[str, Any]], int]:
+    """Every suppressed (source, source_ref) key (keyed hashes, when and by which request), and how many
+    keyed hashes of erased identities the store keeps (never shown)."""
+    conn = open_store(h.store_dir)
+    try:
+        keys = suppression.list_suppressed(conn)
+        identities = suppression.erased_identity_count(conn)
+    finally:
+        conn.close()
+    return [dict(k.__dict__) for k in keys], identities
+
+
+def allow_key(h: Home, source: str, source_ref: str, reason: str, actor: str) -> None:
+    """Re-consent for one item: remove its (source, source_ref) key from the suppression list (audited
+    in the store; the engine's event names the request that erased it). `NotFound` when not listed;
+    free text naming the erased subject or anyone in the request vault is refused first."""
+    conn = open_store(h.store_dir)
+    try:
+        request_ref = suppression.request_ref_of(conn, source, source_ref)
+        engine = open_engine(h.engine_db)
+        try:
+            texts = {"reason": reason, "actor": actor}
+            request_records.refuse_if_names_a_subject(engine, texts, request_records.subject_of(engine, request_ref))
+            if not suppression.allow(conn, source, source_ref, reason, actor):
+                raise NotFound("that key is not on the suppression list")
+            _log_allowed(engine, request_ref, keys=1, identities=0)
+        finally:
+            engine.close()
+    finally:
+        conn.close()
+
+
+def subject_of_line(spec: str) -> tuple[Subject, str, str]:
+    """The subject, source and source_ref of line LINE of an ingest file (`FILE.jsonl:LINE`, 1-based, as
+    `erasure ingest` numbers lines). `InputError` naming the place, never a value."""
+    path, sep, num = spec.rpartition(":")
+    if not sep or not path or not num.isdigit() or int(num) < 1:
+        raise InputError("--identity-of: expected FILE.jsonl:LINE (a line number from 1)")
+    where = f"{path}:{num}"
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    if int(num) > len(lines) or not lines[int(num) - 1].strip():
+        raise InputError(f"{where}: no item on that line")
+    try:
+        obj = json.loads(lines[int(num) - 1].decode("utf-8"))
+        subject = Subject.model_validate(obj["subject"])
+        return subject, str(obj["source"]), str(obj["source_ref"])
+    except (ValueError, KeyError, TypeError):
+        raise InputError(f"{where}: not an ingest line with a valid subject") from None
+
+
+def allow_identity(h: Home, spec: str, reason: str, actor: str) -> tuple[list[str], bool]:
+    """Re-consent by identity: release the erased identity (id, email, phone) that holds the item on
+    line `spec` (`FILE.jsonl:LINE`) of an ingest file, with one engine event per erasure it undoes.
+    Returns the kinds released and whether that item's own (source, source_ref) key is still
+    suppressed. `NotFound` when no erased identity matches."""
+    subject, source, source_ref = subject_of_line(spec)
+    engine = open_engine(h.engine_db)
+    try:
+        request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
+        conn = open_store(h.store_dir)
+        try:
+            refs = suppression.identity_refs(conn, subject)
+            kinds = suppression.allow_identity(conn, subject, reason, actor)
+            if not kinds:
+                raise NotFound("no erased identity matches the subject of that line")
+            key_still = suppression.is_suppressed(conn, source, source_ref)
+        finally:
+            conn.close()
+        for ref, rows in refs.items():
+            _log_allowed(engine, ref, keys=0, identities=rows)
+    finally:
+        engine.close()
+    return kinds, key_still
+
+
+def check_file(h: Home, file: Path) -> list[dict[str, object]]:
+    """Which lines of an ingest file the suppression guard would stop, by line number (nothing is
+    written): `skipped_suppressed` (an erased source key) or `held_erased_identity` (an erased id,
+    email or phone)."""
+    conn = open_store(h.store_dir)
+    rows: list[dict[str, object]] = []
+    try:
+        guard = suppression.IdentityGuard(conn)
+        base = file.resolve().parent
+        try:
+            raw = file.read_bytes()
+        except OSError as exc:
+            raise InputError(f"{file}: cannot read ({exc.strerror})") from None
+        for lineno, line in enumerate(raw.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            item = parse_line(line.decode("utf-8", errors="replace"), f"{file}:{lineno}", base)
+            key = item_key(
+                keyed.identity_secret(conn), item.source, item.source_ref, item.subject.id, item.content, item.item_id
+            )
+            if suppression.check(conn, item.source, item.source_ref, key) is not suppression.Guard.allowed:
+                rows.append({"line": lineno, "verdict": "skipped_suppressed"})
+            elif guard.check(item.subject) is not suppression.Guard.allowed:
+                rows.append({"line": lineno, "verdict": "held_erased_identity"})
+    finally:
+        conn.close()
+    return rows

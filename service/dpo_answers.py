@@ -28,7 +28,7 @@ from proof.verify import PackError
 from proof.verify.envelopes import check_signature
 from proof.verify.signer import SignerError, engine_statement, read_signing_request
 from proof.verify.strict_json import utc_time
-from proof.verify.wire import PAYLOAD_TYPE, canonical_json, envelope_bytes
+from wire.format import PAYLOAD_TYPE, canonical_json, envelope_bytes
 
 REJECTION_TYPE = "application/vnd.erasure.rejection+json"
 REJECTION_FIELDS = ("pack_sha256", "reason", "rejected_at", "request_id")

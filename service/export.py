@@ -20,13 +20,14 @@ from proof.keyring import read_beside
 from proof.keys import keyid, load_public_key
 from proof.reverification import statement_files
 from proof.review import summary
+from proof.tarball import write_atomic
 from proof.tsa import TSA_ROOT_ENV
 from proof.verifier_zipapp import VERIFIER_ZIPAPP, verifier_zipapp
 from proof.verify import PackError, printable, verify_bytes
 from proof.verify.keyring import KEYRING_FILE, pem_of
-from proof.verify.wire import sha256_hex
 from service import signoff
 from service.verify_note import TSA_STEPS, verify_md
+from wire.format import sha256_hex
 
 
 def _audit_pub(h: Home) -> bytes | None:
@@ -213,3 +214,36 @@ def export_zip(h: Home, request_id: str) -> bytes:
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, body)
     return buf.getvalue()
+
+
+def export_to(
+    h: Home,
+    request_id: str,
+    to: Path,
+    *,
+    force: bool = False,
+    dpo_key: Path | None = None,
+    tsa_root: Path | None = None,
+) -> list[str]:
+    """`erasure export`: the checked `export_files` written into `to` (a real directory, new or empty
+    unless `force`; one rename a file, so a symbolic link in the way is replaced, never followed).
+    Returns the names in `to`, sorted."""
+    check_request_id(request_id)
+    refuse_unsafe_target(to, force)
+    files = export_files(h, request_id, dpo_key=dpo_key, tsa_root=tsa_root)
+    refuse_unsafe_target(to, force)
+    to.mkdir(parents=True, exist_ok=True)
+    for fname, body in files.items():
+        write_atomic(to / fname, body, 0o644)
+    return sorted(p.name for p in to.iterdir())
+
+
+def dpo_kit_to(h: Home, to: Path, request_id: str | None = None, *, force: bool = False) -> list[str]:
+    """`erasure export --dpo-kit`: the DPO's signing kit (`service.dpo_kit`) written into `to` (checked
+    as for an export). Returns the names written, sorted."""
+    from service.dpo_kit import write_dpo_kit
+
+    if request_id is not None:
+        check_request_id(request_id)
+    refuse_unsafe_target(to, force)
+    return write_dpo_kit(h, to, request_id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.states import RequestState
@@ -53,11 +53,11 @@ def _checked(h: Home, reason: str, actor: str, *, request_id: str | None = None,
     engine = open_engine(h.engine_db)
     try:
         subject = (
-            requests.load_envelope(engine, checked_request_id(request_id)).subject
+            request_records.load_envelope(engine, checked_request_id(request_id)).subject
             if request_id is not None
-            else requests.subject_by_id(engine, subject_id)
+            else request_records.subject_by_id(engine, subject_id)
         )
-        requests.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
+        request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
         return subject
     finally:
         engine.close()
@@ -84,11 +84,13 @@ def _release(h: Home, subject_id: str, reason: str, actor: str, request_id: str 
     engine = open_engine(h.engine_db)
     try:
         if request_id is not None:
-            requests.log_event(engine, request_id, "hold.released", {"hold_ids": released, "active_holds": active})
+            request_records.log_event(
+                engine, request_id, "hold.released", {"hold_ids": released, "active_holds": active}
+            )
         if active == 0:
-            for rid in requests.requests_of_subject(engine, subject_id):
-                if requests.get(engine, rid).state is RequestState.blocked:
-                    requests.set_state(engine, rid, RequestState.submitted, UNBLOCKED)
+            for rid in request_records.requests_of_subject(engine, subject_id):
+                if request_records.get(engine, rid).state is RequestState.blocked:
+                    request_records.set_state(engine, rid, RequestState.submitted, UNBLOCKED)
     finally:
         engine.close()
     return {"released": released, "active_holds": active}
@@ -113,7 +115,7 @@ def place_hold(h: Home, request_id: str, reason: str, actor: str) -> RequestHold
     placed = _place(h, subject.id, reason, actor)
     engine = open_engine(h.engine_db)
     try:
-        requests.log_event(engine, request_id, "hold.placed", dict(placed))
+        request_records.log_event(engine, request_id, "hold.placed", dict(placed))
     finally:
         engine.close()
     return {"request_id": request_id, **placed}
@@ -124,3 +126,30 @@ def release_hold(h: Home, request_id: str, reason: str, actor: str) -> RequestHo
     subject's blocked requests go back to `submitted`. `NotFound` if the subject has no active hold."""
     subject = _checked(h, reason, actor, request_id=request_id)
     return {"request_id": request_id, **_release(h, subject.id, reason, actor, request_id)}
+
+
+KEY_PREFIX = 12
+"""How much of a subject's keyed hash a hold listing shows (never the subject id)."""
+
+
+def list_holds(h: Home) -> list[dict[str, object]]:
+    """Every hold: id, a prefix of the keyed hash naming its subject, status, dates, reasons, actors."""
+    conn = open_store(h.store_dir)
+    try:
+        rows = holds.list_holds(conn)
+    finally:
+        conn.close()
+    return [
+        {
+            "hold_id": x.hold_id,
+            "subject_key_prefix": x.subject_key[:KEY_PREFIX],
+            "active": x.active,
+            "reason": x.reason,
+            "placed_at": x.placed_at,
+            "placed_by": x.placed_by,
+            "released_at": x.released_at,
+            "release_reason": x.release_reason,
+            "released_by": x.released_by,
+        }
+        for x in rows
+    ]

@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 
 from erasure import inbox as inbox_mod
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import ClockPolicy
 from erasure.config import Home
 from erasure.engine import open_engine
@@ -33,12 +33,12 @@ def _engine(h: Home) -> Iterator[apsw.Connection]:
         conn.close()
 
 
-def submit_file(h: Home, file: Path, *, now: datetime | None = None) -> requests.SubmitResult:
+def submit_file(h: Home, file: Path, *, now: datetime | None = None) -> request_records.SubmitResult:
     """Validate the envelope in `file` (before opening anything: bad input writes nothing), vault it and
     start its legal clock; idempotent for the same envelope."""
     envelope = load_envelope_file(file)
     with _engine(h) as engine:
-        return requests.submit(engine, envelope, now=now or datetime.now(UTC), policy=ClockPolicy.from_env())
+        return request_records.submit(engine, envelope, now=now or datetime.now(UTC), policy=ClockPolicy.from_env())
 
 
 @dataclass
@@ -94,7 +94,7 @@ def drain_inbox(
                 continue
             try:
                 envelope: ErasureRequestEnvelope = parse_envelope(raw, source=f"envelope {name}", now=at)
-                res = requests.submit(engine, envelope, now=at, policy=policy)
+                res = request_records.submit(engine, envelope, now=at, policy=policy)
             except ErasureError as exc:
                 message = str(exc) if str(exc).startswith(f"envelope {name}") else f"envelope {name}: {exc}"
                 inbox_mod.keep_rejected(h, raw, message, name=name, now=at)
@@ -108,19 +108,19 @@ def drain_inbox(
 
 def submit_envelope(
     h: Home, raw: bytes, *, source: str = "the form", now: datetime | None = None
-) -> requests.SubmitResult:
+) -> request_records.SubmitResult:
     """Validate an envelope given as JSON (the request desk's form; `InputError` naming the field, never
     quoting a value), vault it and start its legal clock; idempotent for the same envelope."""
     at = now or datetime.now(UTC)
     envelope = parse_envelope(raw, source=source, now=at)
     with _engine(h) as engine:
-        return requests.submit(engine, envelope, now=at, policy=ClockPolicy.from_env())
+        return request_records.submit(engine, envelope, now=at, policy=ClockPolicy.from_env())
 
 
-def list_requests(h: Home) -> list[requests.RequestRow]:
+def list_requests(h: Home) -> list[request_records.RequestRow]:
     """Every request in the vault, soonest deadline first (ids, states and clocks: no identifier)."""
     with _engine(h) as engine:
-        return requests.list_requests(engine)
+        return request_records.list_requests(engine)
 
 
 DESK_FILE = "desk.json"

@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
+from proof.history import next_target, run_of
 from proof.pack import write_pack
 from service.scope import scope_of
 
@@ -20,15 +21,16 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def write_evidence(request_id: str, h: Home) -> Path:
-    """Write request.json and subprocessor-receipts.jsonl beside the steps and probe results."""
+    """Write request.json and subprocessor-receipts.jsonl beside the steps and probe results, in the
+    folder of the run whose pack comes next (`proof.history.run_of`); returns that folder."""
     engine = open_engine(h.engine_db)
     try:
-        row = requests.get(engine, request_id)
-        env = requests.load_envelope(engine, request_id)
-        salt = requests.subject_salt(engine, request_id)
+        row = request_records.get(engine, request_id)
+        env = request_records.load_envelope(engine, request_id)
+        salt = request_records.subject_salt(engine, request_id)
         subject = env.subject
         commitments = {
-            k: requests.commit_identifier(salt, v)
+            k: request_records.commit_identifier(salt, v)
             for k, v in (("id", subject.id), ("email", subject.email), ("name", subject.name), ("phone", subject.phone))
             if v
         }
@@ -44,7 +46,7 @@ def write_evidence(request_id: str, h: Home) -> Path:
             "reason_digest": hashlib.sha256(env.reason.encode()).hexdigest(),
             "requester_identity_proof_digest": hashlib.sha256(env.requester_identity_proof_ref.encode()).hexdigest(),
         }
-        out = h.evidence_dir(request_id)
+        out = run_of(next_target(h.evidence_dir(request_id))[0])
         out.mkdir(parents=True, exist_ok=True)
         if not scope_of(h).reference:
             # No reference store among the targets: no audit log of ours to redact, and the pack says so.
@@ -75,7 +77,7 @@ def write_evidence(request_id: str, h: Home) -> Path:
                     else r.completed_at.isoformat().replace("+00:00", "Z"),
                     "attempts": r.attempts,
                 }
-                for r in requests.receipts(engine, request_id)
+                for r in request_records.receipts(engine, request_id)
             ],
         )
         return out
@@ -87,13 +89,13 @@ def forbidden_strings(request_id: str, h: Home) -> list[str]:
     """The subject's identifiers, in memory only: the pack writer refuses a pack that contains any."""
     engine = open_engine(h.engine_db)
     try:
-        return requests.load_envelope(engine, request_id).subject.identifiers()
+        return request_records.load_envelope(engine, request_id).subject.identifiers()
     finally:
         engine.close()
 
 
 def write_engine_pack(request_id: str, h: Home) -> dict[str, Any]:
     """Evidence files, then the engine-signed pack. Returns the pack path (no identifiers)."""
-    out = write_evidence(request_id, h)
-    pack = write_pack(out, h.keys_dir / "engine.pem", forbidden=forbidden_strings(request_id, h))
+    write_evidence(request_id, h)
+    pack = write_pack(h.evidence_dir(request_id), h.keys_dir / "engine.pem", forbidden=forbidden_strings(request_id, h))
     return {"request_id": request_id, "pack": str(pack)}

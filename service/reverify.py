@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import NotFound, RequestBlocked
@@ -33,7 +33,7 @@ from erasure.states import RequestState
 from erasure.subject import Subject
 from probes import manifest
 from proof import verify
-from proof.history import current_pack, statement_prefix
+from proof.history import current_pack, run_of, statement_prefix
 from proof.keys import load_private_key, public_key_pem
 from proof.reverification import statement_files, write_reverification
 from service.common import checked_request_id, request_lock, store_lock
@@ -61,7 +61,7 @@ def check_reverifiable(h: Home, request_id: str) -> Subject:
     checked_request_id(request_id)
     engine = open_engine(h.engine_db)
     try:
-        row = requests.get(engine, request_id)
+        row = request_records.get(engine, request_id)
         if row.state not in REVERIFIABLE:
             raise RequestBlocked(
                 f"request {request_id} is {row.state.value!r}: only a sealed request is re-verified"
@@ -70,7 +70,7 @@ def check_reverifiable(h: Home, request_id: str) -> Subject:
         if not current_pack(h.evidence_dir(request_id)).is_file():
             raise NotFound(f"request {request_id} has no proof pack in its evidence folder: nothing to re-verify")
         try:
-            return requests.load_envelope(engine, request_id).subject
+            return request_records.load_envelope(engine, request_id).subject
         except NotFound as exc:
             raise VaultEmpty(
                 f"request {request_id} cannot be re-verified: the request vault no longer holds its subject"
@@ -105,7 +105,7 @@ small (the verifier reads at most 1 MiB of one), and this scan's whole manifest 
 def _changes(h: Home, before_doc: dict[str, Any], now: list[manifest.ManifestEntry]) -> dict[str, Any]:
     """Which files changed since the pack's scan manifest (labels under the same key)."""
     named = before_doc.get("scan_manifest")
-    before = manifest.from_json(named, h.evidence_dir(str(before_doc.get("request_id"))))
+    before = manifest.from_json(named, run_of(current_pack(h.evidence_dir(str(before_doc.get("request_id"))))))
     if before is None:
         why = (
             "the pack's verification.json has no scan manifest"
@@ -175,20 +175,22 @@ def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
     engine = open_engine(h.engine_db)
     try:
         if predicate["all_clear"]:
-            requests.log_event(engine, request_id, REVERIFIED_EVENT, {"sequence": n, "all_clear": True}, now=at)
+            request_records.log_event(engine, request_id, REVERIFIED_EVENT, {"sequence": n, "all_clear": True}, now=at)
         else:
             for tier in residue_tiers:
-                requests.open_exception(
+                request_records.open_exception(
                     engine, request_id, tier, "residue", f"reverification-{n}", {"probe": "reverification"}, now=at
                 )
-            requests.set_state(
+            request_records.set_state(
                 engine,
                 request_id,
                 RequestState.reopened,
                 f"re-verification {n}: residue in {', '.join(residue_tiers)}",
                 now=at,
             )
-            requests.log_event(engine, request_id, REOPENED_EVENT, {"sequence": n, "tiers": residue_tiers}, now=at)
+            request_records.log_event(
+                engine, request_id, REOPENED_EVENT, {"sequence": n, "tiers": residue_tiers}, now=at
+            )
     finally:
         engine.close()
     return {**predicate, "sequence": n, "statement": path.name, "reopened": not predicate["all_clear"]}
@@ -199,7 +201,7 @@ def last_checked(h: Home, request_id: str) -> datetime | None:
     statement beside it); None when neither can be read."""
     times: list[str] = []
     try:
-        doc = json.loads((h.evidence_dir(request_id) / "verification.json").read_text())
+        doc = json.loads((run_of(current_pack(h.evidence_dir(request_id))) / "verification.json").read_text())
         times.append(str(doc["verified_at"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass
@@ -227,7 +229,7 @@ def due_requests(h: Home, days: int = DEFAULT_DAYS, *, now: datetime | None = No
     at = now or datetime.now(UTC)
     engine = open_engine(h.engine_db)
     try:
-        rows = requests.list_requests(engine, sorted(REVERIFIABLE))
+        rows = request_records.list_requests(engine, sorted(REVERIFIABLE))
     finally:
         engine.close()
     due: list[tuple[datetime, str]] = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.models import StepRecord
@@ -24,18 +24,25 @@ class Scope:
     others: tuple[Target, ...]
     tenant: str
     """The tenant targets.toml names (the reference store's own is `home_tenant`)."""
-
-    @property
-    def per_subject(self) -> bool:
-        """Whether a window's requests run one by one: other targets' probes count bystanders per subject,
-        so an erasure and its probe there must not see another subject's erasure in between."""
-        return bool(self.others)
+    per_subject: bool = False
+    """Whether a window's requests run one by one (each a window of one): a target's probes count a
+    bystander population the window's other subjects cannot be taken out of (another person's hits of
+    the subject's shared identifiers), so an erasure and its probe there must not see another subject's
+    erasure in between. A kind whose probe declares `window_baselines` takes a window whole."""
 
 
 def scope_of(h: Home) -> Scope:
     """The scope of `h`'s erasures, from its targets (`targets.toml`, else the reference store alone)."""
+    from probes.targets.base import probe_for
+
     targets = targets_of(h)
-    return Scope(reference=targets.reference() is not None, others=targets.external(), tenant=targets.tenant)
+    others = targets.external()
+    return Scope(
+        reference=targets.reference() is not None,
+        others=others,
+        tenant=targets.tenant,
+        per_subject=any(not getattr(probe_for(t), "window_baselines", False) for t in others),
+    )
 
 
 def home_tenant(h: Home) -> str:
@@ -65,8 +72,8 @@ def step_records(h: Home, request_id: str) -> dict[str, dict[str, StepRecord]]:
     try:
         out: dict[str, dict[str, StepRecord]] = {}
         if scope.reference:
-            out[REFERENCE] = {s.step: s for s in requests.steps(engine, request_id)}
-        for s in requests.target_steps(engine, request_id):
+            out[REFERENCE] = {s.step: s for s in request_records.steps(engine, request_id)}
+        for s in request_records.target_steps(engine, request_id):
             out.setdefault(str(s.target), {})[s.step] = s
     finally:
         engine.close()

@@ -11,7 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ConfigError, InputError, NotFound, RequestBlocked
@@ -39,7 +39,7 @@ def pack_path(h: Home, request_id: str) -> Path:
 def _message(h: Home, request_id: str, pack_ref: str, verified_at: str) -> EmailMessage:
     engine = open_engine(h.engine_db)
     try:
-        subject = requests.load_envelope(engine, request_id).subject
+        subject = request_records.load_envelope(engine, request_id).subject
     finally:
         engine.close()
     msg = EmailMessage()
@@ -102,8 +102,8 @@ def _deliver(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path 
 
 
 def _record_notified(engine: Any, request_id: str, pack_ref: str) -> None:
-    requests.set_state(engine, request_id, RequestState.notified)
-    requests.log_event(
+    request_records.set_state(engine, request_id, RequestState.notified)
+    request_records.log_event(
         engine,
         request_id,
         "requester.notified",
@@ -144,7 +144,7 @@ def seal(
         raise InputError("give the DPO's key or the envelope they signed, not both")
     engine = open_engine(h.engine_db)
     try:
-        row = requests.get(engine, request_id)
+        row = request_records.get(engine, request_id)
     finally:
         engine.close()
     if row.state != RequestState.awaiting_attestation:
@@ -176,8 +176,8 @@ def seal(
     engine = open_engine(h.engine_db)
     try:
         with transaction(engine):
-            requests.set_state(engine, request_id, RequestState.sealed)
-            requests.log_event(
+            request_records.set_state(engine, request_id, RequestState.sealed)
+            request_records.log_event(
                 engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"], "pack": sealed["pack_name"]}
             )
             if sealed["all_clear"]:
@@ -209,7 +209,7 @@ def reject(h: Home, request_id: str, envelope: str) -> dict[str, Any]:
     changes (`InputError`)."""
     engine = open_engine(h.engine_db)
     try:
-        row = requests.get(engine, request_id)
+        row = request_records.get(engine, request_id)
     finally:
         engine.close()
     if row.state != RequestState.awaiting_attestation:
@@ -223,10 +223,10 @@ def reject(h: Home, request_id: str, envelope: str) -> dict[str, Any]:
     engine = open_engine(h.engine_db)
     try:
         with transaction(engine):
-            if requests.get(engine, request_id).state != RequestState.awaiting_attestation:
+            if request_records.get(engine, request_id).state != RequestState.awaiting_attestation:
                 raise RequestBlocked(f"request {request_id} changed state while the rejection was checked")
-            requests.set_state(engine, request_id, RequestState.rejected, f"DPO: {code}")
-            requests.log_event(
+            request_records.set_state(engine, request_id, RequestState.rejected, f"DPO: {code}")
+            request_records.log_event(
                 engine,
                 request_id,
                 "pack.rejected",
@@ -264,3 +264,10 @@ def engine_pub_path(h: Home) -> Path:
     if not pub.exists():
         raise ConfigError(f"no engine public key at {pub}")
     return pub
+
+
+def review(h: Home, request_id: str) -> dict[str, Any]:
+    """What the DPO reviews before signing: the summary of the request's pack, checked with the home's
+    keyring (else the engine's public key)."""
+    ring = read_beside(h.keys_dir)
+    return summary(pack_path(h, request_id), engine_pub=engine_pub_path(h) if ring is None else None, keyring=ring)

@@ -22,8 +22,10 @@ from service.packs import write_engine_pack
 from service.scope import scope_of
 from service.verification import Verdict, seal_fingerprints, verdict_of, verify_requests
 from tasks import runner
-from tasks.preflight import Preflight, preflight
-from tasks.targets.runner import TargetErased, erase_target
+from tasks.preflight import Preflight as Preflight  # re-exported: the flows name the stages' results
+from tasks.preflight import preflight
+from tasks.targets.runner import TargetErased as TargetErased
+from tasks.targets.runner import erase_target_window
 
 T = TypeVar("T")
 
@@ -54,6 +56,12 @@ def preflight_all(h: Home, request_ids: list[str]) -> dict[str, Preflight | Fail
     return each(request_ids, lambda rid: preflight(rid, h, reference=scope.reference, tenant=scope.tenant))
 
 
+def subprocessors_all(h: Home, request_ids: list[str]) -> dict[str, Failure | None]:
+    """Step 8's HTTP calls for every request (`tasks.runner.call_subprocessors`), made before the store's
+    lock and writer slot are taken: a slow processor keeps no other erasure of the store waiting."""
+    return each(request_ids, lambda rid: runner.call_subprocessors(rid, h))
+
+
 def footprint_all(h: Home, request_ids: list[str]) -> dict[str, dict[str, int] | Failure]:
     """Every request's footprint in the reference store before its first deletion (counts per tier)."""
     return each(request_ids, lambda rid: runner.prepare(rid, h))
@@ -79,9 +87,17 @@ def run_tier(h: Home, step: str, request_ids: list[str]) -> dict[str, StepRecord
 
 
 def erase_target_all(h: Home, name: str, request_ids: list[str]) -> dict[str, TargetErased | Failure]:
-    """Erase every request's subject from the target `name` (one step record per tier)."""
+    """Erase every request's subject from the target `name` (one step record per tier); a served target's
+    server is stopped once for all of them (`erase_target_window`)."""
     target = targets_of(h).by_name(name)
-    return each(request_ids, lambda rid: erase_target(rid, target, h))
+    try:
+        got = erase_target_window(request_ids, target, h)
+    except Exception as exc:  # before anything was touched: the window as a whole
+        return dict.fromkeys(request_ids, Failure(user_reason(exc), isinstance(exc, ErasureError)))
+    return {
+        rid: Failure(user_reason(r), isinstance(r, ErasureError)) if isinstance(r, Exception) else r
+        for rid, r in got.items()
+    }
 
 
 def scrub_all(h: Home, request_ids: list[str]) -> dict[str, object]:
@@ -112,6 +128,8 @@ class Stages:
     scrub: Callable[[list[str]], dict[str, object]]
     verify: Callable[[list[str]], dict[str, Verdict | Failure]]
     packs: Callable[[list[str]], dict[str, str | Failure]]
+    subprocessors: Callable[[list[str]], dict[str, Failure | None]]
+    """Step 8's HTTP calls, before the store's lock is taken (`subprocessors_all`)."""
     writer: Callable[[], AbstractContextManager[object]] = nullcontext
     """One writer per store across machines (the flows: Prefect's global concurrency slot)."""
 
@@ -127,4 +145,5 @@ def direct(h: Home) -> Stages:
         scrub=lambda ids: scrub_all(h, ids),
         verify=lambda ids: verify_all(h, ids),
         packs=lambda ids: packs_all(h, ids),
+        subprocessors=lambda ids: subprocessors_all(h, ids),
     )

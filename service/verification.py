@@ -9,27 +9,32 @@ ends all clear. Re-verifying later, without a fingerprint, probes with the ident
 from __future__ import annotations
 
 import json
+import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.exception_kinds import MENTION_IN_OTHERS_CONTENT as OTHERS_CONTENT
 from erasure.exception_kinds import UNSCANNED_CONTENT as UNSCANNED
 from erasure.ledger import ledger_key
+from erasure.server_control import Window
 from erasure.subject import Subject
+from erasure.targets import Target
 from probes import manifest
 from probes.fingerprint import Fingerprint, destroy
 from probes.harvest import OTHERS_KEYS
 from probes.keys import SubjectKeys
 from probes.run import Verification, to_json
 from probes.targets import run as target_probes
+from probes.targets.base import TargetFingerprint
 from probes.window import take_window, verify_window
 from service.outcome import Outcome
 from service.scope import scope_of
 from tasks.backup_holds import hold_in_backups
+from tasks.targets.runner import record_outage
 
 
 def duty_records(h: Home) -> list[str]:
@@ -47,7 +52,7 @@ def duty_records(h: Home) -> list[str]:
         known = set()
         for name in names:
             try:
-                requests.load_envelope(engine, name[: -len(".eml")])
+                request_records.load_envelope(engine, name[: -len(".eml")])
             except Exception:  # not a request of this vault: not a duty record
                 continue
             known.add(name)
@@ -82,7 +87,7 @@ def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
     ct, key = fingerprint_paths(h, request_id)
     engine = open_engine(h.engine_db)
     try:
-        subject = requests.load_envelope(engine, request_id).subject
+        subject = request_records.load_envelope(engine, request_id).subject
         if ct.exists() and key.exists():
             old = Fingerprint.unseal(ct, key)
             if _bystanders_lost_last_time(h, request_id):
@@ -97,7 +102,7 @@ def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
             fp = old.with_bystanders_of(take_all(h, subject), why)
             destroy(ct, key)
             fp.seal(ct, key)
-            requests.log_event(engine, request_id, "fingerprint.baseline_retaken", {"baseline": why})
+            request_records.log_event(engine, request_id, "fingerprint.baseline_retaken", {"baseline": why})
             return {"request_id": request_id, "fingerprint": "baseline-retaken"}
     finally:
         engine.close()
@@ -115,7 +120,12 @@ def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
     """Every subject's fingerprint (`take_all`), the reference store's taken as one window."""
     scope = scope_of(h)
     if scope.reference:
-        fps = take_window(h.store_dir, subjects)
+        engine = open_engine(h.engine_db)
+        try:  # other erasures call processors with the store unlocked: their subjects are no bystanders
+            erased = request_records.every_store_id(engine)
+        finally:
+            engine.close()
+        fps = take_window(h.store_dir, subjects, not_bystanders=erased)
     else:
         fps = [
             Fingerprint(subject_id=s.id, subject_ids=[s.id], taken_at=datetime.now(UTC), keys=SubjectKeys())
@@ -123,10 +133,30 @@ def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
         ]
     if not scope.others:
         return fps
-    return [
-        fp.model_copy(update={"targets": {t.name: target_probes.take(t, s) for t in scope.others}})
-        for fp, s in zip(fps, subjects, strict=True)
-    ]
+    taken = [{t.name: target_probes.take(t, s) for t in scope.others} for s in subjects]
+    for t in scope.others:
+        fixed = window_baselines(t, [got[t.name] for got in taken])
+        for got, fp in zip(taken, fixed, strict=True):
+            got[t.name] = fp
+    return [fp.model_copy(update={"targets": got}) for fp, got in zip(fps, taken, strict=True)]
+
+
+def window_baselines(target: Target, fps: list[TargetFingerprint]) -> list[TargetFingerprint]:
+    """The bystander baselines of a window's subjects in one target, taken together before any erasure,
+    made to leave out the window's other subjects: a subject's verification runs after
+    every erasure of the window, and the other subjects' items, erased meanwhile, are not bystanders it
+    lost. A subject's items in a population are what the kind counts there for nobody (every item a
+    bystander: a fingerprint of a subject no store holds) less what it counts as the subject's
+    bystanders; each subject's baseline loses the other subjects' items."""
+    if len(fps) < 2:
+        return fps
+    total = target_probes.take(target, Subject(id=f"window-baseline-{secrets.token_hex(16)}")).bystanders
+    own = [{p: max(0, total.get(p, n) - n) for p, n in fp.bystanders.items()} for fp in fps]
+    out = []
+    for i, fp in enumerate(fps):
+        others = {p: sum(o.get(p, 0) for j, o in enumerate(own) if j != i) for p in fp.bystanders}
+        out.append(fp.model_copy(update={"bystanders": {p: max(0, n - others[p]) for p, n in fp.bystanders.items()}}))
+    return out
 
 
 def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
@@ -144,7 +174,7 @@ def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
     if fresh:
         engine = open_engine(h.engine_db)
         try:
-            subjects = [requests.load_envelope(engine, rid).subject for rid in fresh]
+            subjects = [request_records.load_envelope(engine, rid).subject for rid in fresh]
         finally:
             engine.close()
         for rid, fp in zip(fresh, take_window_all(h, subjects), strict=True):
@@ -155,7 +185,7 @@ def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
 
 def _bystanders_lost_last_time(h: Home, request_id: str) -> bool:
     """Whether the request's last verification ended with other people's data lost (exit 10)."""
-    path = h.evidence_dir(request_id) / "verification.json"
+    path = h.run_dir(request_id) / "verification.json"
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -212,13 +242,13 @@ def record_verification(
         ]
     if not doc["all_clear"]:
         for tier in doc.get("failing_tiers", []):
-            requests.open_exception(
+            request_records.open_exception(
                 engine, request_id, tier, "residue", "verification", {"probe": "independent", "tier": tier}
             )
     else:
-        for e in requests.exceptions(engine, request_id, open_only=True):
+        for e in request_records.exceptions(engine, request_id, open_only=True):
             if e.kind == "residue":
-                requests.close_exception(engine, e.exception_id)  # an earlier residue is gone now
+                request_records.close_exception(engine, e.exception_id)  # an earlier residue is gone now
     keys = fp.needle_stats.get(OTHERS_KEYS, 0)
     if keys:  # other people's source keys that name the subject: theirs, declared (never residue)
         doc.setdefault("others_content", []).append(
@@ -230,9 +260,9 @@ def record_verification(
     # Every open exception of the request (ids only) travels into the signed pack.
     doc["exceptions"] = [
         {"tier": e.tier, "kind": e.kind, "item_key": e.item_key, "ground": e.ground}
-        for e in requests.exceptions(engine, request_id, open_only=True)
+        for e in request_records.exceptions(engine, request_id, open_only=True)
     ]
-    evidence = h.evidence_dir(request_id)
+    evidence = h.run_dir(request_id)
     evidence.mkdir(parents=True, exist_ok=True)
     (evidence / "verification.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if doc["all_clear"] and sealed:
@@ -247,7 +277,7 @@ def scan_manifest(h: Home, request_id: str, result: Verification) -> dict[str, A
     never in a pack). The whole manifest is written beside the pack (`scan-manifest.json`), and
     `verification.json` names its digest (and holds its entries, unless there are too many)."""
     doc = manifest.to_json(manifest.entries(ledger_key(h), result.scanned))
-    evidence = h.evidence_dir(request_id)
+    evidence = h.run_dir(request_id)
     evidence.mkdir(parents=True, exist_ok=True)
     (evidence / manifest.FILE).write_bytes(manifest.document_bytes(doc))
     return manifest.summary(doc)
@@ -259,11 +289,11 @@ def _sync_exceptions(
     """One open exception of `kind` per (tier, item key, detail) in `opened`; those of `kind` a later
     verification no longer finds are closed."""
     for tier, key, detail in opened:
-        requests.open_exception(engine, request_id, tier, kind, key, detail, ground)
+        request_records.open_exception(engine, request_id, tier, kind, key, detail, ground)
     keep = {(tier, key) for tier, key, _detail in opened}
-    for e in requests.exceptions(engine, request_id, open_only=True):
+    for e in request_records.exceptions(engine, request_id, open_only=True):
         if e.kind == kind and (e.tier, e.item_key) not in keep:
-            requests.close_exception(engine, e.exception_id)
+            request_records.close_exception(engine, e.exception_id)
 
 
 def record_unscanned(engine: Any, request_id: str, unscanned: list[dict[str, Any]]) -> None:
@@ -339,14 +369,18 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
         pairs: list[tuple[Subject, Fingerprint]] = []
         sealed: list[bool] = []
         for rid in request_ids:
-            subject = requests.load_envelope(engine, rid).subject
+            subject = request_records.load_envelope(engine, rid).subject
             ct, key = fingerprint_paths(h, rid)
             sealed.append(ct.exists() and key.exists())
             pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(h, subject)))
+        outages: list[tuple[Target, Window]] = []
+        results = probe_subjects(h, pairs, tiers, outages, tuple(request_ids))
+        for target, window in outages:  # every stretch a served target was down, in each request's steps
+            record_outage(h, request_ids, target, window)
+        for _target, window in outages:
+            window.raise_if_down()
         docs: dict[str, dict[str, Any]] = {}
-        for rid, (_subject, fp), result, was_sealed in zip(
-            request_ids, pairs, probe_subjects(h, pairs, tiers), sealed, strict=True
-        ):
+        for rid, (_subject, fp), result, was_sealed in zip(request_ids, pairs, results, sealed, strict=True):
             docs[rid] = record_verification(h, engine, rid, result, fp, was_sealed)
         return docs
     finally:
@@ -354,25 +388,38 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
 
 
 def probe_subjects(
-    h: Home, pairs: list[tuple[Subject, Fingerprint]], tiers: list[str] | None = None
+    h: Home,
+    pairs: list[tuple[Subject, Fingerprint]],
+    tiers: list[str] | None = None,
+    outages: list[tuple[Target, Window]] | None = None,
+    request_ids: tuple[str, ...] = (),
 ) -> list[Verification]:
     """The probes' verdict on each (subject, fingerprint): the reference store's probes once for all
-    (one byte scan of the store and the home's other folders), every other target's per subject.
-    Writes nothing."""
+    (one byte scan of the store and the home's other folders), every other target's for each subject,
+    a served target's with its server stopped once for all of them. Writes nothing. With `outages`, each
+    served target's stretch down is added to it (the caller records it, then `raise_if_down`);
+    without, a server that did not come back raises here."""
     scope = scope_of(h)
     found = (
         verify_window(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h))
         if scope.reference
         else [Verification(probes=[], unscanned=[]) for _ in pairs]
     )
+    per_target: list[list[Verification]] = []
+    for target in scope.others:
+        tpairs = [(s, fp.targets.get(target.name) or target_probes.take(target, s)) for s, fp in pairs]
+        got, window = target_probes.verify_window(target, tpairs, request_ids)
+        if outages is None:
+            window.raise_if_down()
+        else:
+            outages.append((target, window))
+        per_target.append(got)
     out: list[Verification] = []
-    for (subject, fp), ref in zip(pairs, found, strict=True):
+    for i, ref in enumerate(found):
         probes, unscanned, located = list(ref.probes), list(ref.unscanned), list(ref.residue_files)
-        for target in scope.others:
-            tfp = fp.targets.get(target.name) or target_probes.take(target, subject)
-            got = target_probes.verify(target, subject, tfp)
-            probes += got.probes
-            unscanned += got.unscanned
-            located += got.residue_files
+        for got in per_target:
+            probes += got[i].probes
+            unscanned += got[i].unscanned
+            located += got[i].residue_files
         out.append(ref.model_copy(update={"probes": probes, "unscanned": unscanned, "residue_files": located}))
     return out

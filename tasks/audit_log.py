@@ -16,11 +16,11 @@ import json
 import os
 from typing import ClassVar
 
-from erasure import requests
+from erasure import request_records
 from erasure.sqlite import checkpoint_truncate, transaction
 from erasure.tiers import Tier
 from memory import audit
-from tasks.base import BaseStep, Keys, StepContext
+from tasks.tier_step import BaseStep, Keys, StepContext
 
 EVIDENCE_FILE = "audit-log-redaction.json"
 
@@ -45,16 +45,18 @@ class AuditLogStep(BaseStep):
         return left + (0 if _evidence_current(ctx) else 1)
 
     def erase(self, ctx: StepContext, keys: Keys, limit: int) -> int:
-        before_ids = requests.footprint(ctx.engine, ctx.request_id, self.tier, "checkpoint_before")
+        before_ids = request_records.footprint(ctx.engine, ctx.request_id, self.tier, "checkpoint_before")
         if not before_ids:
             with transaction(ctx.store):
                 cp = audit.checkpoint(ctx.store, ctx.store_dir)
-            requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "checkpoint_before", [cp.checkpoint_id])
+            request_records.add_footprint(
+                ctx.engine, ctx.request_id, self.tier, "checkpoint_before", [cp.checkpoint_id]
+            )
             before_ids = {str(cp.checkpoint_id)}
-        requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "redacted", keys.get("redacted", set()))
+        request_records.add_footprint(ctx.engine, ctx.request_id, self.tier, "redacted", keys.get("redacted", set()))
         # The entry counts every item this request redacted (a resumed run's too): the verifier compares it
         # with the items the evidence lists, so a hidden one shows.
-        total = len(requests.footprint(ctx.engine, ctx.request_id, self.tier, "redacted"))
+        total = len(request_records.footprint(ctx.engine, ctx.request_id, self.tier, "redacted"))
         with transaction(ctx.store):
             count = sum(audit.redact_subject(ctx.store, sid).count for sid in ctx.ids())
             audit.append(
@@ -71,7 +73,7 @@ class AuditLogStep(BaseStep):
         redacted = sorted(
             (int(s), f, c)
             for s, f, c in (
-                k.split("|", 2) for k in requests.footprint(ctx.engine, ctx.request_id, self.tier, "redacted")
+                k.split("|", 2) for k in request_records.footprint(ctx.engine, ctx.request_id, self.tier, "redacted")
             )
         )
         doc = audit.redaction_evidence(

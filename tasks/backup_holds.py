@@ -1,7 +1,7 @@
 """Backups that still hold a request's subject: opened as `held_in_backup_until` exceptions when the
 request is verified (so its pack lists each with its expiry and says erasedWithExceptions), listed for
 the team while open, and ended when each backup has expired or is gone (then the follow-up statement
-is due: `cli/backups.py` signs it with `proof/backups_followup.py`)."""
+is due: `service/restore.py` signs it with `proof/backups_followup.py`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-from erasure import requests
+from erasure import request_records
 from erasure.backups import holding, iso, list_backups
 from erasure.config import Home
 from erasure.errors import ErasureError
@@ -35,7 +35,7 @@ def hold_in_backups(engine: apsw.Connection, request_id: str, home: Home, now: d
     for target in home_targets(home.root, home.store_dir).targets:
         for b in holding(target, erased_at=now, now=now):
             until = iso(b.expires_at)
-            requests.open_exception(
+            request_records.open_exception(
                 engine,
                 request_id,
                 BYTES_SCOPE,
@@ -112,7 +112,7 @@ def close_ended(engine: apsw.Connection, holds: list[Held]) -> None:
     """Close the exceptions of backups that ended (after their follow-up statement was written)."""
     for h in holds:
         if h.ended is not None:
-            requests.close_exception(engine, h.exception_id)
+            request_records.close_exception(engine, h.exception_id)
 
 
 def by_request(holds: list[Held]) -> dict[str, list[Held]]:

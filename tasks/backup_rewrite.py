@@ -6,7 +6,7 @@ For each backup of a rewrite folder (a SQLite file, a folder, or a tar of a fold
    file keys dropped, so nothing of the live store is touched), in a targets file of its own;
 2. the caller re-applies, on the copy, every ledger entry newer than the copy's own erasure epoch (it
    is inside the copy's database, as in any restored store) with the same cascade, verification and
-   signed pack as a replay (`cli/backups.py`, `cli.restore.replay_one`);
+   signed pack as a replay (`service.restore.rewrite_backups`, `service.restore.replay_one`);
 3. `replace`: the erased copy is written beside the backup (`.erasure-new-<name>`), fsynced, given the
    backup's original mtime (the backup time stays what it was), and renamed over it; a folder backup
    is swapped by two renames (the old one moved aside first, then removed);

@@ -10,8 +10,8 @@ from typing import ClassVar
 
 from erasure.tiers import Tier
 from memory.frames import delete_cache_rows, delete_fts_rows, purge_frames
-from tasks.base import BaseStep, Keys, StepContext, existing, in_list, ints
 from tasks.resolve import derived_closure, quoting_frames
+from tasks.tier_step import BaseStep, Keys, StepContext, existing, in_list, ints
 
 
 class DerivativesStep(BaseStep):

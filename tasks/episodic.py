@@ -12,7 +12,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import ClassVar
 
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import iso_utc
 from erasure.sqlite import one
 from erasure.tiers import Tier
@@ -20,10 +20,10 @@ from memory.frames import chunk_ids_of, delete_frame_rows
 from memory.keyed import hashed_key
 from memory.redact import rewrite_archive, rewrite_frame
 from tasks import mentions
-from tasks.attribution import ItemMentions, frame_owners
-from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
+from tasks.attribution import Attribution, ItemMentions, frame_owners
 from tasks.mentions import archives_mentioning, frames_mentioning
 from tasks.resolve import archive_ids, primary_frames
+from tasks.tier_step import BaseStep, ExceptionSpec, Keys, StepContext, existing, ints
 
 
 class EpisodicStep(BaseStep):
@@ -112,9 +112,9 @@ class EpisodicStep(BaseStep):
         if frames:
             chunks = chunk_ids_of(ctx.store, frames)
             # Write-ahead: later tiers must reach these after the rows that link them are gone.
-            requests.add_footprint(ctx.engine, ctx.request_id, Tier.vectors, "frame", [str(f) for f in frames])
-            requests.add_footprint(ctx.engine, ctx.request_id, Tier.vectors, "chunk", [str(c) for c in chunks])
-            requests.add_footprint(ctx.engine, ctx.request_id, Tier.derivatives, "fts", [str(f) for f in frames])
+            request_records.add_footprint(ctx.engine, ctx.request_id, Tier.vectors, "frame", [str(f) for f in frames])
+            request_records.add_footprint(ctx.engine, ctx.request_id, Tier.vectors, "chunk", [str(c) for c in chunks])
+            request_records.add_footprint(ctx.engine, ctx.request_id, Tier.derivatives, "fts", [str(f) for f in frames])
             delete_frame_rows(ctx.store, frames)
             ctx.add_detail(frames=len(frames), chunks=len(chunks))
         room = limit - len(frames)
@@ -133,6 +133,27 @@ class EpisodicStep(BaseStep):
         if mentions.policy() == "redact" and done < limit:
             done += self._redact_mentions(ctx, keys, limit - done)
         return done
+
+    def texts_after(self, ctx: StepContext, archive_ids: set[int]) -> dict[int, str]:
+        """The text each of these live archive rows (other people's) holds once this step has run: its
+        mentions of the subject redacted as `_redact_mentions` writes them (the subprocessors' copies
+        are rectified with it before the store's lock is taken)."""
+        who = ctx.who()
+        att: Attribution | None = None
+        out: dict[int, str] = {}
+        for aid in sorted(archive_ids):
+            row = ctx.store.execute(
+                "SELECT content, subject_id FROM raw_archive WHERE archive_id = ? AND erased_at IS NULL", (aid,)
+            ).fetchone()
+            if row is None or row[0] is None:
+                continue
+            text, owners = str(row[0]), (() if row[1] is None else (str(row[1]),))
+            if mentions.policy() == "redact" and who.names_in(text):
+                att = att or mentions.attribution(ctx.store, who, ctx.ids())
+                if mentions.item_mentions(who, att, text, owners).redact:
+                    text = mentions.redact_item(who, att, text, owners)[0]
+            out[aid] = text
+        return out
 
     def _redact_mentions(self, ctx: StepContext, keys: Keys, limit: int) -> int:
         """Rewrite other people's frames (with chunks, FTS row and vectors) and archive rows that name

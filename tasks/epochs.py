@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from erasure import epoch, ledger, ledger_seal, requests
+from erasure import epoch, ledger, ledger_seal, request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError, RequestBlocked
@@ -178,10 +178,10 @@ def record_completed(request_id: str, home: Home) -> list[int]:
         ledger_seal.check(book, key, home)  # never extend a ledger that was changed behind our back
         if ledger.is_replay(book, request_id):
             return []
-        row = requests.get(engine, request_id)
-        subject = requests.load_envelope(engine, request_id).subject
-        store_ids = {subject.id, *requests.store_ids(engine, request_id)}
-        sources = {tuple(json.loads(k)) for k in requests.footprint(engine, request_id, Tier.episodic, "source")}
+        row = request_records.get(engine, request_id)
+        subject = request_records.load_envelope(engine, request_id).subject
+        store_ids = {subject.id, *request_records.store_ids(engine, request_id)}
+        sources = {tuple(json.loads(k)) for k in request_records.footprint(engine, request_id, Tier.episodic, "source")}
         hashes = ledger.identity_hashes(key, Identity.of(subject))
         hashes += [("store_id", ledger.store_id_hash(key, s)) for s in sorted(store_ids)]
         hashes += [("source_key", ledger.source_key_hash(key, str(s[0]), str(s[1]))) for s in sorted(sources)]

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import iso_utc
 from erasure.files import inside_folder
 from erasure.identity import Identity
@@ -23,7 +23,7 @@ from erasure.sqlite import one, transaction
 from erasure.tiers import Tier
 from tasks import mentions
 from tasks.attribution import Attribution, ItemMentions
-from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
+from tasks.tier_step import BaseStep, ExceptionSpec, Keys, StepContext, in_list, ints
 
 
 def _co_subjects(ctx: StepContext) -> list[tuple[Identity, set[tuple[str, str]], set[str]]]:
@@ -31,13 +31,13 @@ def _co_subjects(ctx: StepContext) -> list[tuple[Identity, set[tuple[str, str]],
     and the footprints their prepare wrote)."""
     out = []
     for rid in ctx.co_requests:
-        subject = requests.load_envelope(ctx.engine, rid).subject
-        sources = {tuple(json.loads(k)) for k in requests.footprint(ctx.engine, rid, Tier.episodic, "source")}
+        subject = request_records.load_envelope(ctx.engine, rid).subject
+        sources = {tuple(json.loads(k)) for k in request_records.footprint(ctx.engine, rid, Tier.episodic, "source")}
         out.append(
             (
                 Identity.of(subject),
                 {(str(a), str(b)) for a, b in sources},
-                {subject.id, *requests.store_ids(ctx.engine, rid)},
+                {subject.id, *request_records.store_ids(ctx.engine, rid)},
             )
         )
     return out
@@ -140,7 +140,7 @@ class FineTuneStep(BaseStep):
         """Files of the corpora this request reached (its keys, and every version an erase of it
         touched since) that are still on disk."""
         ids = set(ints(keys, "corpus")) | {
-            int(c) for c in requests.footprint(ctx.engine, ctx.request_id, self.tier, "corpus")
+            int(c) for c in request_records.footprint(ctx.engine, ctx.request_id, self.tier, "corpus")
         }
         out = []
         for cid in sorted(ids):
@@ -163,7 +163,9 @@ class FineTuneStep(BaseStep):
                 affected = sorted({c for _, c in self._examples(ctx)} | set(ints(keys, "corpus")))
                 # Write-ahead: a version found live here (another erase may have written it after this
                 # step resolved) must have its bytes removed below, and by a rerun after a crash.
-                requests.add_footprint(ctx.engine, ctx.request_id, self.tier, "corpus", [str(c) for c in affected])
+                request_records.add_footprint(
+                    ctx.engine, ctx.request_id, self.tier, "corpus", [str(c) for c in affected]
+                )
                 names = sorted({c[0] for cid in affected if (c := self._corpus(ctx, cid)) is not None})
                 for name in names:
                     removed += self._erase_from(ctx, name, affected, written)

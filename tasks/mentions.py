@@ -58,7 +58,7 @@ from erasure.matching import ascii_triggers
 from erasure.spellings import BASE64_RUN, ESCAPE_PATTERN, Hit
 from memory.schema import db_path
 from tasks.attribution import Attribution, ItemMentions, attribute, build, carriers
-from tasks.base import ExceptionSpec
+from tasks.tier_step import ExceptionSpec
 
 PLACEHOLDER = "[redacted]"
 POLICIES = ("redact", "report")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import RequestBlocked
@@ -47,11 +47,11 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
     whose `tenant` the request must then belong to."""
     engine = open_engine(home.engine_db)
     try:
-        row = requests.get(engine, request_id)
+        row = request_records.get(engine, request_id)
         if row.state in DONE_STATES:
             return Preflight(Action.noop, row.state.value)
         refuse_if_restored(home, request_id=request_id)  # hook (issue 26): a restored store waits for replay
-        envelope = requests.load_envelope(engine, request_id)
+        envelope = request_records.load_envelope(engine, request_id)
         refuse_if_mentions_subject("reason", envelope.reason, envelope.subject)
         if not reference:
             if tenant != row.tenant_id:
@@ -70,7 +70,7 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
                 ids = resolve_store_ids(
                     store,
                     Identity.of(envelope.subject),
-                    confirmed_aliases=requests.confirmed_aliases(engine, request_id),
+                    confirmed_aliases=request_records.confirmed_aliases(engine, request_id),
                 )
             except IdentityConflict as exc:
                 return Preflight(Action.conflict, row.state.value, 0, str(exc))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from erasure import epoch, ledger, requests
+from erasure import epoch, ledger, request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import NotFound
@@ -94,7 +94,7 @@ def _from_vault(home: Home, key: bytes, entry: Entry) -> Found:
     engine = open_engine(home.engine_db)
     try:
         try:
-            subject = requests.load_envelope(engine, entry.request_id).subject
+            subject = request_records.load_envelope(engine, entry.request_id).subject
         except NotFound:
             return Found(None, None)
     finally:
@@ -144,11 +144,11 @@ def submit_replay(home: Home, target: Target, entry: Entry, found: Found, tenant
     engine = open_engine(home.engine_db)
     try:
         try:
-            requests.get(engine, rid)
+            request_records.get(engine, rid)
         except NotFound:
-            requests.submit(engine, env, now=now)
+            request_records.submit(engine, env, now=now)
             if found.aliases:
-                requests.confirm_aliases(engine, rid, found.aliases)
+                request_records.confirm_aliases(engine, rid, found.aliases)
     finally:
         engine.close()
     return rid

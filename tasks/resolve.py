@@ -19,8 +19,8 @@ import apsw
 
 from erasure.identity import Identity
 from memory.items import item_key
-from tasks.base import in_list
 from tasks.mentions import derived_mentioning
+from tasks.tier_step import in_list
 
 
 def subject_sources(conn: apsw.Connection, subject_id: str) -> set[tuple[str, str]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import apsw
 
-from erasure import epoch, requests
+from erasure import epoch, request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError, HoldActive
@@ -31,7 +31,6 @@ from memory import audit, holds, keyed, suppression
 from memory.schema import open_store
 from tasks import mentions
 from tasks.audit_log import AuditLogStep
-from tasks.base import ExceptionSpec, Keys, StepContext, TierStep
 from tasks.crash import maybe_crash
 from tasks.derivatives import DerivativesStep
 from tasks.episodic import EpisodicStep
@@ -40,7 +39,8 @@ from tasks.identity import StoreIds, resolve_store_ids
 from tasks.resolve import archive_ids, derived_closure, primary_frames, quoting_frames, subject_items, subject_sources
 from tasks.scrub import scrub_store
 from tasks.semantic import SemanticStep
-from tasks.subprocessors import SubprocessorsStep
+from tasks.subprocessors import SubprocessorsStep, call_processors
+from tasks.tier_step import ExceptionSpec, Keys, StepContext, TierStep
 from tasks.uploads import UploadsStep
 from tasks.vectors import VectorsStep
 from tasks.working import WorkingStep
@@ -90,7 +90,7 @@ def shared_mentions(request_ids: list[str], home: Home) -> Iterator[None]:
     alias that appears later is for the next run, and the probes, which resolve on their own, see it)."""
     engine = open_engine(home.engine_db)
     try:
-        whos = [Identity.of(requests.load_envelope(engine, rid).subject) for rid in request_ids]
+        whos = [Identity.of(request_records.load_envelope(engine, rid).subject) for rid in request_ids]
     finally:
         engine.close()
     keys = [(str(home.store_dir), rid) for rid in request_ids]
@@ -110,7 +110,9 @@ def _store_ids(
     key = (str(store_dir), request_id)
     found = _RESOLVED.get(key)
     if found is None:
-        found = resolve_store_ids(store, identity, confirmed_aliases=requests.confirmed_aliases(engine, request_id))
+        found = resolve_store_ids(
+            store, identity, confirmed_aliases=request_records.confirmed_aliases(engine, request_id)
+        )
         if key in _RESOLVED:
             _RESOLVED[key] = found
     return found
@@ -134,30 +136,32 @@ def open_context(
     engine = open_engine(home.engine_db)
     store = open_store(home.store_dir)
     try:
-        envelope = requests.load_envelope(engine, request_id)
+        envelope = request_records.load_envelope(engine, request_id)
         subject = envelope.subject
         identity = Identity.of(subject)
         found = _store_ids(store, engine, request_id, identity, home.store_dir)
-        known_ids = requests.store_ids(engine, request_id)
+        known_ids = request_records.store_ids(engine, request_id)
         if set(found.all()) - known_ids:
-            requests.add_store_ids(engine, request_id, sorted(set(found.all()) - known_ids))
+            request_records.add_store_ids(engine, request_id, sorted(set(found.all()) - known_ids))
         subject_ids = tuple(sorted({subject.id, *known_ids, *found.all()}))
-        stored = {tuple(json.loads(k)) for k in requests.footprint(engine, request_id, Tier.episodic, "source")}
+        stored = {tuple(json.loads(k)) for k in request_records.footprint(engine, request_id, Tier.episodic, "source")}
         live: set[tuple[str, str]] = set()
         for sid in subject_ids:
             live |= subject_sources(store, sid)
         if live - stored:
-            requests.add_footprint(
+            request_records.add_footprint(
                 engine, request_id, Tier.episodic, "source", [json.dumps(list(s)) for s in sorted(live - stored)]
             )
         sources = sorted(stored | live)
         secret = keyed.identity_secret(store)
-        known_items = {tuple(json.loads(k)) for k in requests.footprint(engine, request_id, Tier.episodic, "item")}
+        known_items = {
+            tuple(json.loads(k)) for k in request_records.footprint(engine, request_id, Tier.episodic, "item")
+        }
         live_items: set[tuple[str, str, str]] = set()
         for sid in subject_ids:
             live_items |= subject_items(store, secret, sid)
         if live_items - known_items:
-            requests.add_footprint(
+            request_records.add_footprint(
                 engine,
                 request_id,
                 Tier.episodic,
@@ -170,7 +174,7 @@ def open_context(
             store_dir=home.store_dir,
             store=store,
             engine=engine,
-            evidence_dir=home.evidence_dir(request_id),
+            evidence_dir=home.run_dir(request_id),
             sources=[(str(a), str(b)) for a, b in sources],
             batch_size=batch_size,
             subject_ids=subject_ids,
@@ -179,8 +183,8 @@ def open_context(
             items=[(str(a), str(b), str(c)) for a, b, c in sorted(known_items | live_items)],
         )
         if frames:
-            known = {int(f) for f in requests.footprint(engine, request_id, Tier.episodic, "frame")}
-            known |= {int(f) for f in requests.footprint(engine, request_id, Tier.derivatives, "derived")}
+            known = {int(f) for f in request_records.footprint(engine, request_id, Tier.episodic, "frame")}
+            known |= {int(f) for f in request_records.footprint(engine, request_id, Tier.derivatives, "derived")}
             primary: set[int] = set()
             for sid in subject_ids:
                 primary |= primary_frames(store, sid, archive_ids(store, sid))
@@ -197,10 +201,10 @@ def _tier_keys(ctx: StepContext, tier: Tier, step: TierStep) -> Keys:
     live = step.resolve(ctx)
     keys: Keys = {}
     for kind in sorted(set(live) | _kinds(ctx, tier)):
-        stored = requests.footprint(ctx.engine, ctx.request_id, tier, kind)
+        stored = request_records.footprint(ctx.engine, ctx.request_id, tier, kind)
         new = live.get(kind, set()) - stored
         if new:
-            requests.add_footprint(ctx.engine, ctx.request_id, tier, kind, sorted(new))
+            request_records.add_footprint(ctx.engine, ctx.request_id, tier, kind, sorted(new))
         keys[kind] = stored | live.get(kind, set())
     return keys
 
@@ -218,7 +222,9 @@ def prepare(request_id: str, home: Home) -> dict[str, int]:
     """Resolve the subject's whole footprint before the first deletion; returns item counts per tier."""
     envelope_tiers = set(_data_classes(request_id, home))
     with open_context(request_id, home) as ctx:
-        requests.add_footprint(ctx.engine, request_id, Tier.episodic, "frame", sorted(str(f) for f in ctx.frames))
+        request_records.add_footprint(
+            ctx.engine, request_id, Tier.episodic, "frame", sorted(str(f) for f in ctx.frames)
+        )
         out: dict[str, int] = {}
         for tier in CASCADE_ORDER:
             if tier in envelope_tiers or tier in ALWAYS_RUN:
@@ -227,10 +233,39 @@ def prepare(request_id: str, home: Home) -> dict[str, int]:
         return out
 
 
+def call_subprocessors(request_id: str, home: Home) -> None:
+    """Step 8's HTTP calls (`tasks.subprocessors.call_processors`), made before the run takes the
+    store's lock: no lock of ours held, nothing written to the store. Skipped when the request's data
+    classes leave subprocessors out; `HoldActive` (nothing asked) when the subject is under a hold."""
+    if Tier.subprocessors not in _data_classes(request_id, home):
+        return
+    with open_context(request_id, home, quoting=False, frames=False) as ctx:
+        held = sum(holds.active_holds(ctx.store, sid) for sid in ctx.ids())
+        if held:
+            raise HoldActive(f"subprocessor calls refused: {held} active litigation hold(s) on the subject")
+        found: set[int] = set()
+        if mentions.policy() == "redact":  # other people's archive rows naming the subject, with a processor's copy
+            own: set[int] = set()
+            for sid in ctx.ids():
+                own |= archive_ids(ctx.store, sid)
+            found = {
+                int(a) for a in request_records.footprint(ctx.engine, request_id, Tier.episodic, "mention_archive")
+            }
+            who = ctx.who()
+            for aid, text in ctx.store.execute(
+                "SELECT DISTINCT a.archive_id, a.content FROM raw_archive a JOIN subprocessor_records r"
+                " ON r.source = a.source AND r.source_ref = a.source_ref"
+                " WHERE r.remote_ref IS NOT NULL AND a.erased_at IS NULL AND a.content IS NOT NULL"
+            ):
+                if int(aid) not in own and who.names_in(str(text)):
+                    found.add(int(aid))
+        call_processors(ctx, EpisodicStep().texts_after(ctx, found) if found else {})
+
+
 def _data_classes(request_id: str, home: Home) -> tuple[Tier, ...]:
     engine = open_engine(home.engine_db)
     try:
-        return requests.get(engine, request_id).data_classes
+        return request_records.get(engine, request_id).data_classes
     finally:
         engine.close()
 
@@ -287,7 +322,7 @@ def run_step(
                 f"step {tier.value} refused: {held} active litigation hold(s) on the subject; nothing erased"
             )
         keys = _tier_keys(ctx, tier, step)
-        prev = {s.step: s for s in requests.steps(ctx.engine, request_id)}.get(tier.value)
+        prev = {s.step: s for s in request_records.steps(ctx.engine, request_id)}.get(tier.value)
         counted = before
         before = step.count(ctx, keys)
         if prev is not None and prev.status in FINISHED and before == 0:
@@ -299,7 +334,7 @@ def run_step(
         if counted is not None:
             before = max(before, counted)  # counted before a co-request of its window erased a shared whole
         started = _now()
-        requests.upsert_step(
+        request_records.upsert_step(
             ctx.engine,
             StepRecord(
                 request_id=request_id,
@@ -331,11 +366,13 @@ def run_step(
         after = step.count(ctx, keys)
         specs = step.exceptions(ctx, keys)
         for spec in specs:
-            requests.open_exception(ctx.engine, request_id, tier, spec.kind, spec.item_key, spec.detail, spec.ground)
+            request_records.open_exception(
+                ctx.engine, request_id, tier, spec.kind, spec.item_key, spec.detail, spec.ground
+            )
         current = {(s.kind, s.item_key) for s in specs}
-        for row in requests.exceptions(ctx.engine, request_id, open_only=True):
+        for row in request_records.exceptions(ctx.engine, request_id, open_only=True):
             if row.tier == tier.value and (row.kind, row.item_key) not in current:
-                requests.close_exception(ctx.engine, row.exception_id)  # resolved by this run
+                request_records.close_exception(ctx.engine, row.exception_id)  # resolved by this run
         _close_resolved(ctx, tier, step, specs)
         status = _status(after, specs)
         detail = {
@@ -355,7 +392,7 @@ def run_step(
             removed_digest=_digest(keys),
             detail=detail,
         )
-        requests.upsert_step(ctx.engine, record)
+        request_records.upsert_step(ctx.engine, record)
         write_steps_jsonl(ctx.engine, request_id, ctx.evidence_dir)
         maybe_crash(f"end:{tier.value}")
         if status == StepStatus.failed:
@@ -377,7 +414,9 @@ def _keep_finished(ctx: StepContext, tier: Tier, step: TierStep, keys: Keys, pre
     if _status(0, specs) != prev.status:
         return None
     for spec in specs:
-        requests.open_exception(ctx.engine, ctx.request_id, tier, spec.kind, spec.item_key, spec.detail, spec.ground)
+        request_records.open_exception(
+            ctx.engine, ctx.request_id, tier, spec.kind, spec.item_key, spec.detail, spec.ground
+        )
     _close_resolved(ctx, tier, step, specs)
     write_steps_jsonl(ctx.engine, ctx.request_id, ctx.evidence_dir)
     return prev.model_dump(mode="json")
@@ -387,9 +426,9 @@ def _close_resolved(ctx: StepContext, tier: Tier, step: TierStep, specs: list[Ex
     """Close the open exceptions of kinds this step can resolve that it no longer reports."""
     kinds: frozenset[str] = getattr(step, "resolvable_kinds", frozenset())
     reported = {(s.kind, s.item_key) for s in specs}
-    for row in requests.exceptions(ctx.engine, ctx.request_id, open_only=True):
+    for row in request_records.exceptions(ctx.engine, ctx.request_id, open_only=True):
         if row.tier == tier.value and row.kind in kinds and (row.kind, row.item_key) not in reported:
-            requests.close_exception(ctx.engine, row.exception_id)
+            request_records.close_exception(ctx.engine, row.exception_id)
 
 
 def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
@@ -404,8 +443,8 @@ def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
             ended_at=now,
             detail={"reason": "not in the request's data classes"},
         )
-        requests.upsert_step(engine, record)
-        write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
+        request_records.upsert_step(engine, record)
+        write_steps_jsonl(engine, request_id, home.run_dir(request_id))
         return record.model_dump(mode="json")
     finally:
         engine.close()
@@ -417,9 +456,11 @@ def write_steps_jsonl(engine: apsw.Connection, request_id: str, evidence_dir: Pa
     evidence_dir.mkdir(parents=True, exist_ok=True)
     lines = [
         json.dumps(s.model_dump(mode="json", exclude={"target"}), sort_keys=True)
-        for s in requests.steps(engine, request_id)
+        for s in request_records.steps(engine, request_id)
     ]
-    lines += [json.dumps(s.model_dump(mode="json"), sort_keys=True) for s in requests.target_steps(engine, request_id)]
+    lines += [
+        json.dumps(s.model_dump(mode="json"), sort_keys=True) for s in request_records.target_steps(engine, request_id)
+    ]
     tmp = evidence_dir / "steps.jsonl.tmp"
     tmp.write_text("".join(line + "\n" for line in lines))
     tmp.replace(evidence_dir / "steps.jsonl")
@@ -429,6 +470,7 @@ def run_cascade(request_id: str, home: Home, *, batch_size: int = 10_000) -> lis
     """The reference store's nine steps in order, then the byte scrub, for one request: no preflight,
     verification or pack (tests, crash drills, benches; a run is `service.cascade`, which calls the
     same functions stage by stage). Stops at the first step that cannot finish, after recording it."""
+    call_subprocessors(request_id, home)
     with shared_mentions([request_id], home):
         prepare(request_id, home)
         records = [run_step(request_id, tier, home, batch_size=batch_size) for tier in CASCADE_ORDER]
@@ -459,7 +501,7 @@ def scrub_window(request_ids: list[str], home: Home) -> dict[str, Any]:
     engine = open_engine(home.engine_db)
     try:
         for request_id in request_ids:
-            requests.log_event(
+            request_records.log_event(
                 engine,
                 request_id,
                 "store.scrubbed",

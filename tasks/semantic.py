@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from erasure.tiers import Tier
-from tasks.base import BaseStep, Keys, StepContext, existing, in_list, ints
 from tasks.identity import personal_entities
+from tasks.tier_step import BaseStep, Keys, StepContext, existing, in_list, ints
 
 
 class SemanticStep(BaseStep):

@@ -14,7 +14,7 @@ import fsspec
 from erasure.sqlite import one
 from erasure.tiers import Tier
 from memory.blobs import blob_file
-from tasks.base import BaseStep, Keys, StepContext, existing
+from tasks.tier_step import BaseStep, Keys, StepContext, existing
 
 
 def _locations(ctx: StepContext, key: str) -> set[str]:

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from erasure.tiers import Tier
 from memory.frames import chunk_ids_of, delete_chunk_vectors, delete_frame_vectors
-from tasks.base import BaseStep, Keys, StepContext, ints
+from tasks.tier_step import BaseStep, Keys, StepContext, ints
 
 
 def _present(ctx: StepContext, table: str, column: str, ids: list[int]) -> list[int]:

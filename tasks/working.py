@@ -13,8 +13,8 @@ from memory.redact import rewrite_session
 from memory.sessions import stored_session_path
 from tasks import mentions
 from tasks.attribution import ItemMentions
-from tasks.base import BaseStep, ExceptionSpec, Keys, StepContext, existing
 from tasks.mentions import sessions_mentioning
+from tasks.tier_step import BaseStep, ExceptionSpec, Keys, StepContext, existing
 
 
 class WorkingStep(BaseStep):

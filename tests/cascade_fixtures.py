@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.models import ErasureRequestEnvelope
@@ -176,7 +176,7 @@ def submit(
     env = ErasureRequestEnvelope.model_validate(body)
     engine = open_engine(home.engine_db)
     try:
-        requests.submit(engine, env, now=datetime.now(UTC))
+        request_records.submit(engine, env, now=datetime.now(UTC))
     finally:
         engine.close()
     return env

@@ -7,11 +7,20 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
+from tests import budget
 from tests.tiers import TIERS
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+
+# CI's full budget draws the same examples on every run (a failure in CI is the same failure on a laptop
+# with `ERASURE_TEST_FULL=1`, and a green local full run is the run CI will see); the tenth budget of the
+# inner loop, and `HYPOTHESIS_EXPLORE=1` at any size, draw new ones each time. A test's own settings win.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile("ci" if budget.full() and not os.environ.get("HYPOTHESIS_EXPLORE") else "explore")
 
 
 @pytest.fixture

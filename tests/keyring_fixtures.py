@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from proof.dsse import sign_envelope
 from proof.keys import keyid, load_private_key, load_public_key, public_key_pem
 from proof.statement import dpo_statement
-from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE, dpo_statement_text, envelope_bytes
 from tests.proof_fixtures import json_edit, read_members, repack, reseal
+from wire.format import DPO_ENVELOPE, ENGINE_ENVELOPE, dpo_statement_text, envelope_bytes
 
 
 def iso(t: datetime) -> str:

@@ -531,7 +531,7 @@ def resign_statement(files: dict[str, bytes], engine_key: Path) -> None:
     """Re-sign the engine envelope over the current files, keeping its predicate (in place)."""
     from proof.dsse import sign_envelope
     from proof.statement import erasure_statement
-    from proof.verify.wire import envelope_bytes
+    from wire.format import envelope_bytes
 
     env = json.loads(files["signatures/engine.intoto.json"])
     predicate = json.loads(base64.b64decode(env["payload"]))["predicate"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli_fixtures import CliResult, erasure
-from tests.oracle33.match import Matcher, fold
+from tests.oracle33.match import fold
 from tests.oracle33.scan import scan_bytes33, scan_home33, scan_text33
 from tests.oracle_views import text_decodings
 from tests.redteam_documents_plants import Plant, Scenario
@@ -221,7 +221,8 @@ def _beyond_rule_3_3(sc: Scenario, left: Any, home_root: Path | None = None) -> 
     # ("Al Ma": seen in CI in store/memory.db, read as latin-1). Such a hit counts where the name is in a
     # run of text.
     if home_root is not None and _short_name(sc):
-        noise = [h for h in left.hits if _raw_noise(h, sc, home_root)]
+        cache: dict[tuple[str, str], bool] = {}
+        noise = [h for h in left.hits if _raw_noise(h, sc, home_root, cache)]
         left = type(left)([h for h in left.hits if h not in noise], left.unread)
     if sc.attack != "everyday-words":
         return left
@@ -253,21 +254,29 @@ _TEXT_RUN = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f-\x9f\ufffd]{5,}")
 """A run of text as short as "Al Ma": no control character, no byte that is not UTF-8."""
 
 
-def _raw_noise(hit: Any, sc: Scenario, home_root: Path) -> bool:
-    """`hit` is a name read in a decoding of a file's raw bytes (UTF-8, latin-1, NUL-stripped, UTF-16/32),
-    and the name is in none of that decoding's runs of text (where a value
-    written as text sits, freed or not; latin-1 is read for its runs as UTF-8, as the stores write)."""
-    if hit.kind != "name" or ">" in hit.view or hit.file.startswith("evidence/"):
+_RAW_DECODINGS = ("utf-8", "latin-1", "nul-stripped", "utf-16", "utf-32")
+_BETWEEN_RUNS = "\n~ qqqq qqqq qqqq qqqq ~\n"
+"""Between two runs: more tokens than the oracle allows between a given and a family name."""
+
+
+def _raw_noise(hit: Any, sc: Scenario, home_root: Path, cache: dict[tuple[str, str], bool]) -> bool:
+    """`hit` is a name read in a decoding of a file's raw bytes (UTF-8, latin-1, NUL-stripped, UTF-16/32)
+    or in a view unescaped from one, and the oracle, reading each of that decoding's runs of text alone
+    with all its views, finds no name there (a value written as text sits in such a run, freed or not,
+    escaped or not; latin-1 is read for its runs as UTF-8, as the stores write)."""
+    root = hit.view.split(">")[0]
+    if hit.kind != "name" or not root.startswith(_RAW_DECODINGS) or hit.file.startswith("evidence/"):
         return False
-    path = home_root / hit.file
-    if not path.is_file():
-        return False
-    decodings = dict(text_decodings(path.read_bytes()))
-    text = decodings.get("utf-8" if hit.view == "latin-1" else hit.view)
-    if text is None:
-        return False
-    matcher = Matcher([sc.subject])
-    return not any(kind == "name" for run in _TEXT_RUN.findall(text) for _, kind, _ in matcher.find(run))
+    key = (hit.file, "utf-8" if root == "latin-1" else root)
+    if key not in cache:
+        path = home_root / hit.file
+        text = dict(text_decodings(path.read_bytes())).get(key[1]) if path.is_file() else None
+        if text is None:
+            cache[key] = False
+        else:
+            runs = _BETWEEN_RUNS.join(_TEXT_RUN.findall(text))
+            cache[key] = not any(h.kind == "name" for h in scan_text33(runs, [sc.subject]).hits)
+    return cache[key]
 
 
 def _judge(home: Any, sc: Scenario, first: str, final: str, left: Any, report: WindowReport) -> list[Problem]:

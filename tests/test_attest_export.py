@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import Conflict, InputError, RequestBlocked
@@ -28,12 +28,12 @@ from proof.dsse import sign_envelope
 from proof.errors import PackRejected, SameKeyRefused
 from proof.keys import generate_keypair, keyid, load_private_key
 from proof.statement import dpo_statement
-from proof.verify.wire import envelope_bytes
 from service.packs import write_engine_pack
 from service.verification import take_and_seal_fingerprint
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import SUBJECT, build_store, submit
 from tests.proof_fixtures import json_edit, read_members, repack, sums_of
+from wire.format import envelope_bytes
 
 REQ = "req-ann-1"
 
@@ -41,7 +41,7 @@ REQ = "req-ann-1"
 def _state(h: Home) -> str:
     engine = open_engine(h.engine_db)
     try:
-        return requests.get(engine, REQ).state.value
+        return request_records.get(engine, REQ).state.value
     finally:
         engine.close()
 
@@ -91,7 +91,7 @@ def _build_awaiting(home: Home, tmp_path: Path) -> None:
     assert probes_task.fn(REQ)["all_clear"]
     write_engine_pack(REQ, home)
     engine = open_engine(home.engine_db)
-    requests.set_state(engine, REQ, RequestState.awaiting_attestation)
+    request_records.set_state(engine, REQ, RequestState.awaiting_attestation)
     engine.close()
 
 
@@ -143,7 +143,7 @@ def test_attest_asks_first_and_a_no_signs_nothing(awaiting: Home) -> None:
 
 def test_attest_refuses_a_request_that_is_not_awaiting_attestation(awaiting: Home) -> None:
     engine = open_engine(awaiting.engine_db)
-    requests.set_state(engine, REQ, RequestState.exception)
+    request_records.set_state(engine, REQ, RequestState.exception)
     engine.close()
     result = CliRunner().invoke(app, ["attest", REQ, "--dpo-key", str(awaiting.keys_dir / "dpo.pem"), "--yes"])
     assert isinstance(result.exception, RequestBlocked)

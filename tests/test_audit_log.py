@@ -17,12 +17,13 @@ from typing import Any
 import apsw
 import pytest
 
+import wire.format
 from erasure.config import Home
 from erasure.errors import StoreError
 from erasure.sqlite import checkpoint_truncate, connect, transaction
 from memory import audit, audit_tree, schema
 from proof import verify
-from proof.verify import archive, wire
+from proof.verify import archive
 
 ALICE = "subj-alice"
 BOB = "subj-bob"
@@ -196,7 +197,7 @@ def test_rewritten_tail_is_caught_by_a_checkpoint(home: Home, store: apsw.Connec
     for seq, at, event, actor, fields, _prev, _digest in rows[4:]:
         if seq == 5:
             fields = '{"rows":99}'
-        digest = wire.audit_entry_hash(
+        digest = wire.format.audit_entry_hash(
             prev, {"seq": seq, "at": at, "event": event, "actor": actor, "fields": json.loads(fields)}
         )
         raw.execute(

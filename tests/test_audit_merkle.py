@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import wire.format
 from erasure.config import Home
 from erasure.sqlite import connect, transaction
 from memory import audit, audit_tree, schema
 from proof import verify
-from proof.verify import wire
 from tests import budget
 from tests.proof_fixtures import audit_document, consistency_proof, inclusion_path, leaf_hash, mth, multiproof
 
@@ -280,13 +280,13 @@ def _make_old_store(home: Home, entries: int) -> None:
         tuple[Any, ...], conn.execute("SELECT seq, entry_hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
     )
     at = audit.iso_utc()
-    v1 = wire.canonical_json({"type": "audit-checkpoint/v1", "seq": seq, "head_hash": head, "at": at})
+    v1 = wire.format.canonical_json({"type": "audit-checkpoint/v1", "seq": seq, "head_hash": head, "at": at})
     conn.execute("DROP TABLE audit_merkle")
     conn.execute("ALTER TABLE audit_checkpoints DROP COLUMN tree_size")
     conn.execute("ALTER TABLE audit_checkpoints DROP COLUMN root_hash")
     conn.execute(
         "INSERT INTO audit_checkpoints(seq, head_hash, at, key_id, signature) VALUES (?, ?, ?, ?, ?)",
-        (seq, head, at, wire.keyid_of(key.public_key()), base64.b64encode(key.sign(v1)).decode()),
+        (seq, head, at, wire.format.keyid_of(key.public_key()), base64.b64encode(key.sign(v1)).decode()),
     )
     conn.close()
 

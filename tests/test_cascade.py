@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from memory.schema import create
@@ -75,7 +75,7 @@ def test_step_records_are_one_per_step_and_written_to_evidence(built) -> None:  
     run_cascade("req-ann-1", built)
     run_cascade("req-ann-1", built)  # idempotent: a second run changes nothing
     engine = open_engine(built.engine_db)
-    steps = requests.steps(engine, "req-ann-1")
+    steps = request_records.steps(engine, "req-ann-1")
     assert len(steps) == 9
     lines = (built.evidence_dir("req-ann-1") / "steps.jsonl").read_text().splitlines()
     assert len(lines) == 9

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import PROJECT_ROOT, Home
 from erasure.engine import open_engine
 from tests.cli_fixtures import erasure
@@ -207,8 +207,8 @@ def test_another_tenants_request_exits_6_before_any_flow_starts(
     assert _flow_runs(migrated_prefect_home) == 0
     engine = open_engine(home.engine_db)
     try:
-        assert requests.get(engine, "req-gdpr-0001").state.value == "submitted"
-        assert requests.steps(engine, "req-gdpr-0001") == []
+        assert request_records.get(engine, "req-gdpr-0001").state.value == "submitted"
+        assert request_records.steps(engine, "req-gdpr-0001") == []
     finally:
         engine.close()
 

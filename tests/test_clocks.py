@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import (
     ClockEvent,
     ClockPolicy,
@@ -290,36 +290,36 @@ def envelope(basis: LegalBasis = GDPR, rid: str = "req-1") -> ErasureRequestEnve
 
 def test_vault_pause_resume_extend_update_the_stored_deadline(home) -> None:  # type: ignore[no-untyped-def]
     conn = open_engine(home.engine_db)
-    requests.submit(conn, envelope(), now=at("2024-01-31", "11:00"), policy=POLICY)
-    assert requests.get(conn, "req-1").deadline == eod("2024-02-29")
+    request_records.submit(conn, envelope(), now=at("2024-01-31", "11:00"), policy=POLICY)
+    assert request_records.get(conn, "req-1").deadline == eod("2024-02-29")
 
-    requests.pause(conn, "req-1", "identity verification pending", now=at("2024-02-01"), policy=POLICY)
-    row = requests.get(conn, "req-1")
+    request_records.pause(conn, "req-1", "identity verification pending", now=at("2024-02-01"), policy=POLICY)
+    row = request_records.get(conn, "req-1")
     assert row.state is RequestState.paused
-    requests.resume(conn, "req-1", "identity verified", now=at("2024-02-03"), policy=POLICY)
-    row = requests.get(conn, "req-1")
+    request_records.resume(conn, "req-1", "identity verified", now=at("2024-02-03"), policy=POLICY)
+    row = request_records.get(conn, "req-1")
     assert row.state is RequestState.submitted
     assert row.deadline == eod("2024-02-29") + timedelta(days=2)
     assert row.target == row.deadline - timedelta(days=7)
 
-    d = requests.extend(conn, "req-1", "complex request: many tiers", now=at("2024-02-10"), policy=POLICY)
+    d = request_records.extend(conn, "req-1", "complex request: many tiers", now=at("2024-02-10"), policy=POLICY)
     assert d.deadline == eod("2024-04-29") + timedelta(days=2)
-    assert requests.get(conn, "req-1").deadline == d.deadline
-    kinds = [e.kind for e in requests.clock_events(conn, "req-1")]
+    assert request_records.get(conn, "req-1").deadline == d.deadline
+    kinds = [e.kind for e in request_records.clock_events(conn, "req-1")]
     assert kinds == ["pause", "resume", "extend"]
     events = [r[0] for r in conn.execute("SELECT event FROM engine_events ORDER BY seq")]
     assert events == ["request.submitted", "request.paused", "request.resumed", "request.extended"]
 
     before = conn.execute("SELECT COUNT(*) FROM clock_events").fetchone()
     with pytest.raises(Conflict):
-        requests.extend(conn, "req-1", "again", now=at("2024-02-11"), policy=POLICY)
+        request_records.extend(conn, "req-1", "again", now=at("2024-02-11"), policy=POLICY)
     assert conn.execute("SELECT COUNT(*) FROM clock_events").fetchone() == before
 
 
 def test_vault_clock_refusals_write_nothing(home) -> None:  # type: ignore[no-untyped-def]
     conn = open_engine(home.engine_db)
-    requests.submit(conn, envelope(), now=at("2024-01-31", "11:00"), policy=POLICY)
-    requests.submit(conn, envelope(POPIA, "req-za"), now=at("2024-01-31", "11:00"), policy=POLICY)
+    request_records.submit(conn, envelope(), now=at("2024-01-31", "11:00"), policy=POLICY)
+    request_records.submit(conn, envelope(POPIA, "req-za"), now=at("2024-01-31", "11:00"), policy=POLICY)
 
     def snapshot() -> list[object]:
         return [
@@ -329,22 +329,22 @@ def test_vault_clock_refusals_write_nothing(home) -> None:  # type: ignore[no-un
 
     before = snapshot()
     with pytest.raises(InputError, match="no extension"):
-        requests.extend(conn, "req-za", "busy", now=at("2024-02-01"), policy=POLICY)
+        request_records.extend(conn, "req-za", "busy", now=at("2024-02-01"), policy=POLICY)
     with pytest.raises(Conflict):
-        requests.extend(conn, "req-1", "late notice", now=at("2024-03-02"), policy=POLICY)
+        request_records.extend(conn, "req-1", "late notice", now=at("2024-03-02"), policy=POLICY)
     with pytest.raises(InputError, match="legal maximum"):
-        requests.extend(conn, "req-1", "long", now=at("2024-02-02"), until=date(2024, 5, 1), policy=POLICY)
+        request_records.extend(conn, "req-1", "long", now=at("2024-02-02"), until=date(2024, 5, 1), policy=POLICY)
     with pytest.raises(InputError, match="subject's name"):
-        requests.pause(conn, "req-1", "waiting on Zelda's passport", now=at("2024-02-02"), policy=POLICY)
+        request_records.pause(conn, "req-1", "waiting on Zelda's passport", now=at("2024-02-02"), policy=POLICY)
     with pytest.raises(InputError, match="subject's email"):
-        requests.pause(conn, "req-1", "sent to ZELDA.Q@example.org", now=at("2024-02-02"), policy=POLICY)
+        request_records.pause(conn, "req-1", "sent to ZELDA.Q@example.org", now=at("2024-02-02"), policy=POLICY)
     with pytest.raises(Conflict, match="not paused"):
-        requests.resume(conn, "req-1", "verified", now=at("2024-02-02"), policy=POLICY)
+        request_records.resume(conn, "req-1", "verified", now=at("2024-02-02"), policy=POLICY)
     with pytest.raises(InputError, match="reason"):
-        requests.pause(conn, "req-1", "   ", now=at("2024-02-02"), policy=POLICY)
-    requests.set_state(conn, "req-1", RequestState.running, now=at("2024-02-02"))
+        request_records.pause(conn, "req-1", "   ", now=at("2024-02-02"), policy=POLICY)
+    request_records.set_state(conn, "req-1", RequestState.running, now=at("2024-02-02"))
     mid = snapshot()
     with pytest.raises(Conflict, match="running"):
-        requests.pause(conn, "req-1", "identity check", now=at("2024-02-03"), policy=POLICY)
+        request_records.pause(conn, "req-1", "identity check", now=at("2024-02-03"), policy=POLICY)
     assert snapshot() == mid
     assert before[1] == mid[1] == []

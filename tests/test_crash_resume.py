@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.tiers import CASCADE_ORDER, Tier
@@ -152,10 +152,10 @@ def end_state(h: Home) -> dict[str, Any]:
     try:
         steps = [
             (s.step, s.status.value, s.before_count, s.after_count, s.removed_digest)
-            for s in requests.steps(engine, REQUEST)
+            for s in request_records.steps(engine, REQUEST)
         ]
-        exceptions = sorted((e.tier, e.kind, e.item_key) for e in requests.exceptions(engine, REQUEST))
-        receipts = sorted((r.processor, r.status) for r in requests.receipts(engine, REQUEST))
+        exceptions = sorted((e.tier, e.kind, e.item_key) for e in request_records.exceptions(engine, REQUEST))
+        receipts = sorted((r.processor, r.status) for r in request_records.receipts(engine, REQUEST))
         step_rows = cast(
             tuple[Any, ...],
             engine.execute("SELECT count(*) FROM step_records WHERE request_id = ?", (REQUEST,)).fetchone(),

@@ -23,7 +23,7 @@ from typing import Any, cast
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import PROJECT_ROOT, Home
 from erasure.engine import open_engine
 from erasure.errors import Conflict, InputError, NotFound
@@ -42,6 +42,7 @@ from tests.process_fixtures import free_port
 DEPLOYMENTS = {
     "erasure-request",
     "erasure-window",
+    "erasure-replay",
     "verification",
     "reverification",
     "reverify-due",
@@ -76,7 +77,7 @@ def envelope(rid: str, basis: str, days_ago: float, subject: dict[str, str] | No
 def vault(h: Home, env: ErasureRequestEnvelope) -> None:
     engine = open_engine(h.engine_db)
     try:
-        requests.submit(engine, env, now=datetime.now(UTC))
+        request_records.submit(engine, env, now=datetime.now(UTC))
     finally:
         engine.close()
 
@@ -207,6 +208,9 @@ def runs(console: Console) -> dict[str, Any]:
         done = wait_final(client, {"hold": first["hold"]})
         blocked = trigger("erasure-request/erasure-request", request_id="req-hold")
         done = wait_final(client, {**first, "blocked": blocked})
+        # after the erasure: a replay beside it could see the ledger a moment ahead of the store's epoch
+        replay = trigger("erasure-replay/erasure-replay", target="reference")
+        done |= wait_final(client, {"replay": replay})
     return done
 
 
@@ -267,8 +271,8 @@ def test_erasure_request_by_deployment_completes_on_the_worker(console: Console,
     assert run.work_pool_name == "erasure-local" and run.deployment_id is not None
     engine = open_engine(console.home.engine_db)
     try:
-        steps = {s.step: s.status.value for s in requests.steps(engine, "req-ann-1")}
-        state = requests.get(engine, "req-ann-1").state
+        steps = {s.step: s.status.value for s in request_records.steps(engine, "req-ann-1")}
+        state = request_records.get(engine, "req-ann-1").state
     finally:
         engine.close()
     assert set(steps) == {t.value for t in CASCADE_ORDER}
@@ -276,6 +280,14 @@ def test_erasure_request_by_deployment_completes_on_the_worker(console: Console,
     assert run.state.is_completed(), (run.state.type, run.state.message)
     assert state is RequestState.awaiting_attestation
     assert (console.home.evidence_dir("req-ann-1") / "verification.json").exists()
+
+
+def test_replay_by_deployment_runs_on_the_worker(console: Console, runs: dict[str, Any]) -> None:
+    """The UI's replay of a store that was not restored: nothing to replay, Completed, epochs equal."""
+    run = runs["replay"]
+    assert run.parameters == {"target": "reference"} and run.deployment_id is not None
+    assert run.state.is_completed(), (run.state.type, run.state.message)
+    assert run.state.message == "0 replayed on reference"
 
 
 def test_hold_placed_by_request_id_blocks_that_requests_erasure(console: Console, runs: dict[str, Any]) -> None:
@@ -291,7 +303,7 @@ def test_hold_placed_by_request_id_blocks_that_requests_erasure(console: Console
     assert blocked.state.is_failed() and blocked.state.name == "Blocked", blocked.state
     engine = open_engine(console.home.engine_db)
     try:
-        assert requests.get(engine, "req-hold").state is RequestState.blocked
+        assert request_records.get(engine, "req-hold").state is RequestState.blocked
         events = [
             r[0] for r in engine.execute("SELECT event FROM engine_events WHERE request_id = 'req-hold' ORDER BY seq")
         ]
@@ -306,7 +318,7 @@ def test_intake_vaults_the_inbox_and_deletes_the_file(console: Console, runs: di
     assert not list(console.home.inbox_dir.glob("*.json"))
     engine = open_engine(console.home.engine_db)
     try:
-        assert requests.get(engine, "req-inbox").state is RequestState.submitted
+        assert request_records.get(engine, "req-inbox").state is RequestState.submitted
     finally:
         engine.close()
 
@@ -399,14 +411,14 @@ def test_hold_place_and_release_by_request_id(store_home: Home) -> None:
     assert placed["active_holds"] == 1
     engine = open_engine(store_home.engine_db)
     try:
-        requests.set_state(engine, "req-a", RequestState.blocked, "held: 1 items")
+        request_records.set_state(engine, "req-a", RequestState.blocked, "held: 1 items")
     finally:
         engine.close()
     released = service_holds.release_hold(store_home, "req-a", "case closed", "legal")
     assert released == {"request_id": "req-a", "released": [placed["hold_id"]], "active_holds": 0}
     engine = open_engine(store_home.engine_db)
     try:
-        assert requests.get(engine, "req-a").state is RequestState.submitted
+        assert request_records.get(engine, "req-a").state is RequestState.submitted
         events = [r[0] for r in engine.execute("SELECT event FROM engine_events WHERE request_id='req-a' ORDER BY seq")]
     finally:
         engine.close()

@@ -22,12 +22,12 @@ from erasure.errors import InputError
 from proof.dsse import sign_envelope
 from proof.keys import generate_keypair, load_private_key
 from proof.verify.signer import load_signing_key, read_signing_request, sign_request
-from proof.verify.wire import canonical_json
 from service import signoff
 from service.dpo_answers import REJECTION_TYPE, WrongEnvelope
 from tests.cli_fixtures import erasure
 from tests.test_attest_export import REQ, _state, awaiting  # noqa: F401  (the fixture)
 from tests.test_dpo_signoff import dpo_machine  # noqa: F401  (the fixture)
+from wire.format import canonical_json
 
 
 def _pack(h: Home) -> Path:

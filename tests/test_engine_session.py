@@ -18,7 +18,7 @@ from typing import Any
 import apsw
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import engine_session, open_engine
 from erasure.engine_db import Engine
@@ -98,7 +98,7 @@ def test_open_engine_inside_a_session_lends_its_connection_and_close_gives_it_ba
             b = open_engine(home.engine_db)
             assert a is b is conn is inner
             b.close()
-        assert requests.get(conn, "req-ann-1").state is RequestState.submitted  # still open
+        assert request_records.get(conn, "req-ann-1").state is RequestState.submitted  # still open
     with pytest.raises(apsw.ConnectionClosedError):
         conn.execute("SELECT 1")
     outside = open_engine(home.engine_db)  # no session: a connection of its own
@@ -112,7 +112,7 @@ def test_the_envelope_is_validated_once_per_connection(home: Home, monkeypatch: 
     with Engine.open(home.engine_db) as engine:
         first = engine.vault.load_envelope("req-ann-1")
         assert engine.vault.load_envelope("req-ann-1") is first
-        assert requests.load_envelope(engine.conn, "req-ann-1") is first
+        assert request_records.load_envelope(engine.conn, "req-ann-1") is first
     with Engine.open(home.engine_db) as engine:
         assert engine.vault.load_envelope("req-ann-1") == first
     assert counts["envelope"] == 2 and counts["engine.db"] == 2
@@ -142,7 +142,7 @@ def test_threads_that_copy_the_context_share_the_connection_one_at_a_time(home: 
             theirs = open_engine(home.engine_db)  # waits until the main thread gives it back
             order.append("thread took it")
             assert theirs is conn
-            requests.set_state(theirs, "req-ann-1", RequestState.running)
+            request_records.set_state(theirs, "req-ann-1", RequestState.running)
             theirs.close()
 
         t = threading.Thread(target=contextvars.copy_context().run, args=(other,))
@@ -152,7 +152,7 @@ def test_threads_that_copy_the_context_share_the_connection_one_at_a_time(home: 
         mine.close()
         t.join(timeout=10)
         assert order == ["main took it", "main gives it back", "thread took it"]
-        assert requests.get(conn, "req-ann-1").state is RequestState.running
+        assert request_records.get(conn, "req-ann-1").state is RequestState.running
 
 
 def test_a_thread_without_the_context_or_kept_waiting_opens_its_own(
@@ -166,7 +166,7 @@ def test_a_thread_without_the_context_or_kept_waiting_opens_its_own(
 
     def grab(name: str) -> None:
         got[name] = open_engine(home.engine_db)
-        requests.get(got[name], "req-ann-1")
+        request_records.get(got[name], "req-ann-1")
         got[name].close()
 
     with engine_session(home.engine_db) as conn:

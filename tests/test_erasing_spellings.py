@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.identity import Identity
@@ -171,7 +171,7 @@ def erase(home: Home, request_id: str, subject: Subject) -> list[Any]:
         run_cascade(request_id, home)
     engine = open_engine(home.engine_db)
     try:
-        return requests.exceptions(engine, request_id, open_only=True)
+        return request_records.exceptions(engine, request_id, open_only=True)
     finally:
         engine.close()
 

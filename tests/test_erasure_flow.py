@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.engine import open_engine
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, SUBJECT_PHRASE, build_store, owned_counts, submit
 
@@ -49,7 +49,7 @@ def test_flow_erases_verifies_and_leaves_nothing_personal_in_prefect(ready) -> N
     ver = json.loads((ready.evidence_dir("req-ann-1") / "verification.json").read_text())
     assert ver["all_clear"] is True and ver["probes"]
     engine = open_engine(ready.engine_db)
-    assert requests.get(engine, "req-ann-1").state.value == "awaiting attestation"
+    assert request_records.get(engine, "req-ann-1").state.value == "awaiting attestation"
     assert (ready.evidence_dir("req-ann-1") / "proof.tar.gz").exists()
     files = _prefect_files()
     assert files, "found none of Prefect's files to check"
@@ -80,7 +80,7 @@ def test_a_held_subject_blocks_the_run_and_nothing_is_erased(ready) -> None:  # 
     assert state.name == "Blocked" and "held" in (state.message or "")
     assert owned_counts(ready, SUBJECT) == before
     engine = open_engine(ready.engine_db)
-    assert requests.get(engine, "req-ann-1").state.value == "blocked"
+    assert request_records.get(engine, "req-ann-1").state.value == "blocked"
 
 
 def test_a_rebuilt_engine_never_reuses_another_runs_cached_steps(ready, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import PROJECT_ROOT, Home
 from erasure.engine import open_engine
 from erasure.exception_kinds import KINDS
@@ -113,7 +113,7 @@ def test_an_unexplained_kind_cannot_be_opened(home: Home) -> None:
     engine = open_engine(home.engine_db)
     try:
         with pytest.raises(ValueError, match="no explanation"):
-            requests.open_exception(engine, "req-x", "bytes", "some_new_kind", "k")
+            request_records.open_exception(engine, "req-x", "bytes", "some_new_kind", "k")
     finally:
         engine.close()
 

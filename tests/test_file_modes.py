@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ConfigError
@@ -122,7 +122,7 @@ def vaulted(home: Home, umask_022: object) -> Home:
     envelope = parse_envelope((FIXTURES / "requests" / "gdpr.json").read_bytes())
     engine = open_engine(home.engine_db)
     try:
-        requests.submit(engine, envelope, now=datetime.now(UTC))
+        request_records.submit(engine, envelope, now=datetime.now(UTC))
     finally:
         engine.close()
     return home
@@ -137,7 +137,7 @@ def _notify(h: Home) -> Path | None:
 def _state(h: Home) -> str:
     engine = open_engine(h.engine_db)
     try:
-        return requests.get(engine, RID).state.value
+        return request_records.get(engine, RID).state.value
     finally:
         engine.close()
 

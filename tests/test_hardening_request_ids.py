@@ -19,12 +19,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from erasure import requests
+import wire.format
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.models import is_safe_token
 from proof.evidence import REQUEST_ID
-from proof.verify import wire
 from tests.cascade_fixtures import SUBJECT, build_store, owned_counts
 from tests.cli_fixtures import erasure
 
@@ -44,7 +44,7 @@ def oracle_is_request_id(value: str) -> bool:
 def _state(h: Home, rid: str) -> str:
     engine = open_engine(h.engine_db)
     try:
-        return requests.get(engine, rid).state.value
+        return request_records.get(engine, rid).state.value
     finally:
         engine.close()
 
@@ -127,7 +127,7 @@ def test_one_limit_submit_writer_verifier_and_export_agree() -> None:
     from erasure.models import REQUEST_ID_MAX_CHARS
 
     assert REQUEST_ID_MAX_CHARS == 128
-    assert REQUEST_ID.pattern == wire.REQUEST_ID.pattern
+    assert REQUEST_ID.pattern == wire.format.REQUEST_ID.pattern
     assert REQUEST_ID.fullmatch(LONGEST_ID) and not REQUEST_ID.fullmatch(LONGEST_ID + "9")
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert "1-64" not in readme and not re.search(r"\b64 (characters|chars)\b", readme)
@@ -143,4 +143,4 @@ def test_every_layer_accepts_exactly_the_ids_of_the_rule(value: str) -> None:
     want = oracle_is_request_id(value)
     assert is_safe_token(value) is want
     assert (REQUEST_ID.fullmatch(value) is not None) is want
-    assert (wire.REQUEST_ID.fullmatch(value) is not None) is want
+    assert (wire.format.REQUEST_ID.fullmatch(value) is not None) is want

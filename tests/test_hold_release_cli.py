@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from tests.cascade_fixtures import SUBJECT, build_store, owned_counts, submit
@@ -64,7 +64,7 @@ def held(home: Home, tmp_path: Path, prefect_harness: None) -> Home:
 def state_of(home: Home) -> str:
     engine = open_engine(home.engine_db)
     try:
-        return requests.get(engine, REQUEST).state.value
+        return request_records.get(engine, REQUEST).state.value
     finally:
         engine.close()
 

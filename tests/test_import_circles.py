@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import grimp
 
-PACKAGES = ("erasure", "memory", "tasks", "probes", "proof", "service", "flows", "cli")
+PACKAGES = ("wire", "erasure", "memory", "tasks", "probes", "proof", "service", "flows", "cli")
 
 
 def circles(graph: grimp.ImportGraph) -> list[frozenset[str]]:

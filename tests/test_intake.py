@@ -15,7 +15,7 @@ import apsw
 import pytest
 from pydantic import ValidationError
 
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import ClockPolicy
 from erasure.config import Home
 from erasure.engine import open_engine
@@ -30,7 +30,7 @@ from erasure.models import (
 from erasure.sqlite import transaction
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER, Tier
-from proof.verify.wire import canonical_json, sha256_hex
+from wire.format import canonical_json, sha256_hex
 
 FIXTURES = Path(__file__).parent / "fixtures" / "requests"
 POLICY = ClockPolicy()
@@ -54,9 +54,9 @@ def write(tmp_path: Path, body: dict[str, Any] | str | bytes, name: str = "req.j
     return p
 
 
-def intake(conn: apsw.Connection, path: Path, now: datetime = NOW) -> requests.SubmitResult:
+def intake(conn: apsw.Connection, path: Path, now: datetime = NOW) -> request_records.SubmitResult:
     """What `erasure request submit` does: parse the file, then vault it."""
-    return requests.submit(conn, load_envelope_file(path, now=now), now=now, policy=POLICY)
+    return request_records.submit(conn, load_envelope_file(path, now=now), now=now, policy=POLICY)
 
 
 def snapshot(home: Home) -> tuple[dict[str, str], list[list[tuple[Any, ...]]]]:
@@ -206,7 +206,7 @@ def test_submit_refuses_an_envelope_from_the_future_of_its_now(engine: apsw.Conn
     env = load_envelope_file(FIXTURES / "gdpr.json")
     before = snapshot(home)
     with pytest.raises(InputError, match="future"):
-        requests.submit(engine, env, now=env.received_at - timedelta(hours=1), policy=POLICY)
+        request_records.submit(engine, env, now=env.received_at - timedelta(hours=1), policy=POLICY)
     assert snapshot(home) == before
 
 
@@ -253,7 +253,7 @@ def test_identical_envelope_twice_is_idempotent(engine: apsw.Connection, home: H
 
 def test_submit_stores_row_vault_and_event(engine: apsw.Connection, tmp_path: Path) -> None:
     res = intake(engine, write(tmp_path, good()))
-    row = requests.get(engine, "req-gdpr-0001")
+    row = request_records.get(engine, "req-gdpr-0001")
     assert row.state is RequestState.submitted
     assert row.received_at == datetime(2024, 1, 31, 8, 30, tzinfo=UTC)  # +01:00 stored as UTC
     assert row.data_classes == CASCADE_ORDER
@@ -271,15 +271,15 @@ def test_submit_stores_row_vault_and_event(engine: apsw.Connection, tmp_path: Pa
         ).fetchone(),
     )
     assert json.loads(detail) == {"legal_basis": "GDPR", "deadline": "2024-02-29T23:59:59.999999Z"}
-    env = requests.load_envelope(engine, "req-gdpr-0001")
+    env = request_records.load_envelope(engine, "req-gdpr-0001")
     assert env == load_envelope_file(FIXTURES / "gdpr.json")
     assert row.envelope_sha256 == sha256_hex(canonical_json(env.canonical_dict()))
 
 
 def test_identifiers_stay_in_the_vault(engine: apsw.Connection, tmp_path: Path) -> None:
     intake(engine, write(tmp_path, good()))
-    requests.set_state(engine, "req-gdpr-0001", RequestState.running, "cascade started")
-    requests.pause(engine, "req-existing", "identity verification", now=NOW, policy=POLICY)
+    request_records.set_state(engine, "req-gdpr-0001", RequestState.running, "cascade started")
+    request_records.pause(engine, "req-existing", "identity verification", now=NOW, policy=POLICY)
 
     def dump(table: str) -> str:
         return json.dumps(engine.execute(f"SELECT * FROM {table}").fetchall(), default=str).lower()
@@ -294,23 +294,23 @@ def test_identifiers_stay_in_the_vault(engine: apsw.Connection, tmp_path: Path) 
 
 def test_each_request_gets_its_own_salt(engine: apsw.Connection, tmp_path: Path) -> None:
     intake(engine, write(tmp_path, good()))
-    a, b = requests.subject_salt(engine, "req-gdpr-0001"), requests.subject_salt(engine, "req-existing")
+    a, b = request_records.subject_salt(engine, "req-gdpr-0001"), request_records.subject_salt(engine, "req-existing")
     assert len(a) == len(b) == 32
     assert a != b
-    assert requests.commit_identifier(a, "subj-0001") == hashlib.sha256(a + b"subj-0001").hexdigest()
-    assert requests.commit_identifier(a, "subj-0001") != requests.commit_identifier(b, "subj-0001")
+    assert request_records.commit_identifier(a, "subj-0001") == hashlib.sha256(a + b"subj-0001").hexdigest()
+    assert request_records.commit_identifier(a, "subj-0001") != request_records.commit_identifier(b, "subj-0001")
     with pytest.raises(NotFound):
-        requests.subject_salt(engine, "nope")
+        request_records.subject_salt(engine, "nope")
 
 
 def test_all_fixture_envelopes_submit(home: Home) -> None:
     conn = open_engine(home.engine_db)
     for path in sorted(FIXTURES.glob("*.json")):
         assert intake(conn, path, now=datetime(2024, 8, 1, tzinfo=UTC)).created
-    ccpa = requests.get(conn, "req-ccpa-0001")
+    ccpa = request_records.get(conn, "req-ccpa-0001")
     assert ccpa.data_classes == (Tier.working, Tier.episodic, Tier.uploads)
     assert ccpa.deadline == datetime(2024, 4, 16, 23, 59, 59, 999999, tzinfo=UTC)
-    assert [r.request_id for r in requests.list_requests(conn)] == [
+    assert [r.request_id for r in request_records.list_requests(conn)] == [
         "req-gdpr-0001",
         "req-ccpa-0001",
         "req-popia-0001",
@@ -323,21 +323,21 @@ def test_all_fixture_envelopes_submit(home: Home) -> None:
 
 def test_get_state_list_and_events(engine: apsw.Connection, tmp_path: Path) -> None:
     with pytest.raises(NotFound):
-        requests.get(engine, "missing")
+        request_records.get(engine, "missing")
     with pytest.raises(NotFound):
-        requests.load_envelope(engine, "missing")
+        request_records.load_envelope(engine, "missing")
     with pytest.raises(NotFound):
-        requests.set_state(engine, "missing", RequestState.running)
+        request_records.set_state(engine, "missing", RequestState.running)
     intake(engine, write(tmp_path, good()))
-    requests.set_state(engine, "req-gdpr-0001", RequestState.blocked, "held: 12 items")
-    row = requests.get(engine, "req-gdpr-0001")
+    request_records.set_state(engine, "req-gdpr-0001", RequestState.blocked, "held: 12 items")
+    row = request_records.get(engine, "req-gdpr-0001")
     assert (row.state, row.state_detail) == (RequestState.blocked, "held: 12 items")
-    assert [r.request_id for r in requests.list_requests(engine, [RequestState.blocked])] == ["req-gdpr-0001"]
-    assert [r.request_id for r in requests.list_requests(engine, ["submitted"])] == ["req-existing"]
-    assert requests.list_requests(engine, []) == []
+    assert [r.request_id for r in request_records.list_requests(engine, [RequestState.blocked])] == ["req-gdpr-0001"]
+    assert [r.request_id for r in request_records.list_requests(engine, ["submitted"])] == ["req-existing"]
+    assert request_records.list_requests(engine, []) == []
     with pytest.raises(ValueError):
-        requests.set_state(engine, "req-gdpr-0001", "done")
-    seq = requests.log_event(engine, "req-gdpr-0001", "attestation.signed", {"keyid": "ab12"})
+        request_records.set_state(engine, "req-gdpr-0001", "done")
+    seq = request_records.log_event(engine, "req-gdpr-0001", "attestation.signed", {"keyid": "ab12"})
     assert engine.execute("SELECT event, detail FROM engine_events WHERE seq = ?", (seq,)).fetchone() == (
         "attestation.signed",
         '{"keyid":"ab12"}',
@@ -360,12 +360,12 @@ def _record(step: str, status: StepStatus, before: int | None, after: int | None
 
 def test_step_records_one_row_per_step(engine: apsw.Connection) -> None:
     t0 = datetime(2024, 2, 2, tzinfo=UTC)
-    requests.upsert_step(engine, _record("vectors", StepStatus.running, 5, None, t0))
-    requests.upsert_step(engine, _record("working", StepStatus.erased, 2, 0, t0 + timedelta(minutes=1)))
-    requests.upsert_step(engine, _record("vectors", StepStatus.erased, 5, 0, t0 + timedelta(minutes=2)))
-    requests.upsert_step(engine, _record("preflight", StepStatus.skipped, None, None, t0))
+    request_records.upsert_step(engine, _record("vectors", StepStatus.running, 5, None, t0))
+    request_records.upsert_step(engine, _record("working", StepStatus.erased, 2, 0, t0 + timedelta(minutes=1)))
+    request_records.upsert_step(engine, _record("vectors", StepStatus.erased, 5, 0, t0 + timedelta(minutes=2)))
+    request_records.upsert_step(engine, _record("preflight", StepStatus.skipped, None, None, t0))
     assert engine.execute("SELECT COUNT(*) FROM step_records").fetchone() == (3,)
-    got = requests.steps(engine, "req-existing")
+    got = request_records.steps(engine, "req-existing")
     assert [s.step for s in got] == ["working", "vectors", "preflight"]
     vec = got[1]
     assert (vec.status, vec.before_count, vec.after_count) == (StepStatus.erased, 5, 0)
@@ -411,53 +411,53 @@ def test_removed_digest_is_sorted_length_prefixed_sha256() -> None:
 
 
 def test_footprint_only_grows_and_counts_new_keys(engine: apsw.Connection) -> None:
-    assert requests.add_footprint(engine, "req-existing", Tier.episodic, "frame", [1, 2, 3]) == 3
-    assert requests.add_footprint(engine, "req-existing", "episodic", "frame", ["3", "4"]) == 1
-    assert requests.add_footprint(engine, "req-existing", Tier.vectors, "chunk", ["c1"]) == 1
-    assert requests.footprint(engine, "req-existing", Tier.episodic, "frame") == {"1", "2", "3", "4"}
-    assert requests.footprint(engine, "req-existing", Tier.episodic, "chunk") == set()
+    assert request_records.add_footprint(engine, "req-existing", Tier.episodic, "frame", [1, 2, 3]) == 3
+    assert request_records.add_footprint(engine, "req-existing", "episodic", "frame", ["3", "4"]) == 1
+    assert request_records.add_footprint(engine, "req-existing", Tier.vectors, "chunk", ["c1"]) == 1
+    assert request_records.footprint(engine, "req-existing", Tier.episodic, "frame") == {"1", "2", "3", "4"}
+    assert request_records.footprint(engine, "req-existing", Tier.episodic, "chunk") == set()
     with pytest.raises(ValueError):
-        requests.add_footprint(engine, "req-existing", "backups", "frame", ["1"])
+        request_records.add_footprint(engine, "req-existing", "backups", "frame", ["1"])
 
 
 def test_writes_inside_a_callers_transaction_roll_back_with_it(engine: apsw.Connection) -> None:
     with pytest.raises(RuntimeError), transaction(engine):
-        requests.add_footprint(engine, "req-existing", Tier.uploads, "blob", ["k1"])
-        requests.log_event(engine, "req-existing", "x")
+        request_records.add_footprint(engine, "req-existing", Tier.uploads, "blob", ["k1"])
+        request_records.log_event(engine, "req-existing", "x")
         raise RuntimeError("crash between the writes and the commit")
-    assert requests.footprint(engine, "req-existing", Tier.uploads, "blob") == set()
+    assert request_records.footprint(engine, "req-existing", Tier.uploads, "blob") == set()
     with transaction(engine):
-        requests.add_footprint(engine, "req-existing", Tier.uploads, "blob", ["k1"])
-    assert requests.footprint(engine, "req-existing", Tier.uploads, "blob") == {"k1"}
+        request_records.add_footprint(engine, "req-existing", Tier.uploads, "blob", ["k1"])
+    assert request_records.footprint(engine, "req-existing", Tier.uploads, "blob") == {"k1"}
 
 
 def test_exceptions_idempotent_by_key(engine: apsw.Connection) -> None:
-    a = requests.open_exception(
+    a = request_records.open_exception(
         engine, "req-existing", Tier.fine_tune, "model_trained_on_subject", "model-7", {"corpus_version": 3}
     )
-    b = requests.open_exception(
+    b = request_records.open_exception(
         engine, "req-existing", "fine_tune", "model_trained_on_subject", "model-7", {"corpus_version": 4}
     )
-    c = requests.open_exception(
+    c = request_records.open_exception(
         engine, "req-existing", Tier.subprocessors, "subprocessor_not_confirmed", "crm", ground="Art.17(3)(b)"
     )
     assert a == b != c
-    rows = requests.exceptions(engine, "req-existing")
+    rows = request_records.exceptions(engine, "req-existing")
     assert [(r.tier, r.item_key, r.detail) for r in rows] == [
         ("fine_tune", "model-7", {"corpus_version": 3}),
         ("subprocessors", "crm", {}),
     ]
     assert rows[1].ground == "Art.17(3)(b)"
-    requests.close_exception(engine, c)
-    assert [r.exception_id for r in requests.exceptions(engine, "req-existing", open_only=True)] == [a]
+    request_records.close_exception(engine, c)
+    assert [r.exception_id for r in request_records.exceptions(engine, "req-existing", open_only=True)] == [a]
     with pytest.raises(NotFound):
-        requests.close_exception(engine, 999)
+        request_records.close_exception(engine, 999)
 
 
 def test_receipts_upsert_keeps_first_request_time(engine: apsw.Connection) -> None:
     t0 = datetime(2024, 2, 2, tzinfo=UTC)
-    requests.upsert_receipt(engine, "req-existing", "crm", "pending", ticket_id="T-1", attempts=1, now=t0)
-    requests.upsert_receipt(
+    request_records.upsert_receipt(engine, "req-existing", "crm", "pending", ticket_id="T-1", attempts=1, now=t0)
+    request_records.upsert_receipt(
         engine,
         "req-existing",
         "crm",
@@ -467,15 +467,15 @@ def test_receipts_upsert_keeps_first_request_time(engine: apsw.Connection) -> No
         detail={"http": 200},
         now=t0 + timedelta(hours=1),
     )
-    requests.upsert_receipt(engine, "req-existing", "analytics", "failed", now=t0)
-    got = requests.receipts(engine, "req-existing")
+    request_records.upsert_receipt(engine, "req-existing", "analytics", "failed", now=t0)
+    got = request_records.receipts(engine, "req-existing")
     assert [r.processor for r in got] == ["analytics", "crm"]
     crm = got[1]
     assert (crm.status, crm.ticket_id, crm.attempts, crm.detail) == ("done", "T-1", 2, {"http": 200})
     assert (crm.requested_at, crm.completed_at) == (t0, t0 + timedelta(hours=1))
     assert got[0].attempts == 0
     with pytest.raises(ValueError):
-        requests.upsert_receipt(engine, "req-existing", "crm", "deleted")
+        request_records.upsert_receipt(engine, "req-existing", "crm", "deleted")
 
 
 def test_canonical_json() -> None:
@@ -498,19 +498,19 @@ def test_an_exception_can_name_the_byte_scope_but_no_made_up_tier(tmp_path) -> N
     from erasure.engine import open_engine
 
     conn = open_engine(tmp_path / "engine.db")
-    requests.open_exception(conn, "req-1", "bytes", "residue", "verification")
-    assert [e.tier for e in requests.exceptions(conn, "req-1")] == ["bytes"]
+    request_records.open_exception(conn, "req-1", "bytes", "residue", "verification")
+    assert [e.tier for e in request_records.exceptions(conn, "req-1")] == ["bytes"]
     with pytest.raises(ValueError):
-        requests.open_exception(conn, "req-1", "bytez", "residue", "verification")
+        request_records.open_exception(conn, "req-1", "bytez", "residue", "verification")
 
 
 def test_an_exception_that_recurs_after_it_was_closed_is_open_again(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from erasure.engine import open_engine
 
     conn = open_engine(tmp_path / "engine.db")
-    eid = requests.open_exception(conn, "req-1", "bytes", "residue", "verification")
-    requests.close_exception(conn, eid)
-    assert requests.exceptions(conn, "req-1", open_only=True) == []
-    again = requests.open_exception(conn, "req-1", "bytes", "residue", "verification")
+    eid = request_records.open_exception(conn, "req-1", "bytes", "residue", "verification")
+    request_records.close_exception(conn, eid)
+    assert request_records.exceptions(conn, "req-1", open_only=True) == []
+    again = request_records.open_exception(conn, "req-1", "bytes", "residue", "verification")
     assert again == eid
-    assert [e.exception_id for e in requests.exceptions(conn, "req-1", open_only=True)] == [eid]
+    assert [e.exception_id for e in request_records.exceptions(conn, "req-1", open_only=True)] == [eid]

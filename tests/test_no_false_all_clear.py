@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.subject import Subject
@@ -120,7 +120,7 @@ def run(home: Home, request_id: str) -> tuple[object, dict[str, object]]:
 def steps_detail(home: Home, request_id: str) -> dict[str, dict[str, Any]]:
     engine = open_engine(home.engine_db)
     try:
-        return {s.step: s.detail or {} for s in requests.steps(engine, request_id)}
+        return {s.step: s.detail or {} for s in request_records.steps(engine, request_id)}
     finally:
         engine.close()
 
@@ -236,7 +236,7 @@ def test_case_3_a_second_id_for_the_same_person_needs_confirmation(store: Home) 
     state, _ = run(store, "req-case-3")
     assert not state.is_completed() and "1 other subject id" in (state.message or "")  # type: ignore[attr-defined]
     engine = open_engine(store.engine_db)
-    requests.confirm_aliases(engine, "req-case-3", 1)
+    request_records.confirm_aliases(engine, "req-case-3", 1)
     engine.close()
     state, ver = run(store, "req-case-3")
     assert state.is_completed(), state.message  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from flows.ended import state_data
@@ -73,14 +73,16 @@ def _end(h: Home) -> dict[str, Any]:
     verification document, its open exceptions, and whether a pack exists."""
     engine = open_engine(h.engine_db)
     try:
-        row = requests.get(engine, RID)
+        row = request_records.get(engine, RID)
         # Not the removed digest: it hashes the erased items' keys, and a store built again has other
         # session and blob keys (random by design).
         steps = [
             s.model_dump(mode="json", exclude={"started_at", "ended_at", "removed_digest"})
-            for s in requests.steps(engine, RID)
+            for s in request_records.steps(engine, RID)
         ]
-        exceptions = sorted((e.tier, e.kind, e.item_key) for e in requests.exceptions(engine, RID, open_only=True))
+        exceptions = sorted(
+            (e.tier, e.kind, e.item_key) for e in request_records.exceptions(engine, RID, open_only=True)
+        )
     finally:
         engine.close()
     for s in steps:

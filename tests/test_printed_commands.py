@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from erasure.config import Home
 from proof.verify.signer import REJECTION_PAYLOAD_TYPE
-from proof.verify.wire import pae
 from tests.test_attest_export import REQ, awaiting  # noqa: F401  (the fixture)
+from wire.format import pae
 
 DEBIAN = ("/usr/bin/python3", "/usr/bin/openssl", "/usr/bin/jq", "/usr/bin/sha256sum")
 RUNS = ("python3 ", "openssl ", "sha256sum ", "bash ")

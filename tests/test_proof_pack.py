@@ -19,7 +19,6 @@ from proof import verify
 from proof.errors import AlreadyAttested, EvidenceInvalid, IdentifierInPack, SameKeyRefused
 from proof.pack import attest, write_pack
 from proof.review import summary
-from proof.verify.wire import TIERS
 from tests.proof_fixtures import (
     IDENTIFIERS,
     Keys,
@@ -29,6 +28,7 @@ from tests.proof_fixtures import (
     make_keys,
     read_members,
 )
+from wire.format import TIERS
 
 WRITTEN = ("attestation.txt", "manifest.json", "SHA256SUMS", "signatures/engine.intoto.json", "proof.tar.gz")
 
@@ -234,8 +234,10 @@ def test_rewrite_keeps_a_still_valid_attestation_and_drops_a_stale_one(tmp_path:
     (ev / "subprocessor-receipts.jsonl").write_bytes(
         (ev / "subprocessor-receipts.jsonl").read_bytes() + json.dumps(late).encode() + b"\n"
     )
+    kept = {p: p.read_bytes() for p in ev.rglob("*") if p.is_file()}
     newer = write_pack(ev, keys.engine)
-    assert not (ev / "signatures/dpo.intoto.json").exists()
+    assert {p: p.read_bytes() for p in kept} == kept  # the sealed run's loose files stay, its DPO envelope too
+    assert (ev / "run-2/manifest.json").is_file() and not (ev / "run-2/signatures/dpo.intoto.json").exists()
     # the sealed pack is never rewritten (issue 34): the new evidence goes into the next pack, beside it
     assert newer == ev / "proof-2.tar.gz" and pack.read_bytes() == attested
     assert "signatures/dpo.intoto.json" not in read_members(newer)[1]

@@ -19,7 +19,6 @@ from proof.dsse import sign_envelope
 from proof.keys import keyid, load_private_key
 from proof.pack import write_pack
 from proof.statement import dpo_statement
-from proof.verify.wire import canonical_json, envelope_bytes
 from tests.proof_fixtures import (
     Keys,
     audit_document,
@@ -41,6 +40,7 @@ from tests.proof_fixtures import (
     sums_of,
 )
 from tests.tamper_fixtures import DPO_ENV, ENGINE_ENV, Pack, bump_first_digit, pack_fixture  # noqa: F401  (the fixture)
+from wire.format import canonical_json, envelope_bytes
 
 # --- envelopes and keys --------------------------------------------------------------------------
 

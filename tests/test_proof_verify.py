@@ -39,6 +39,8 @@ from tests.proof_fixtures import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+DEBIAN_PYTHON = Path("/usr/bin/python3")
+"""A regulator's Python: the system's, with its own `cryptography` and no virtual environment."""
 
 
 def _attested(tmp: Path, keys: Keys, scenario: str = "erased") -> Path:
@@ -103,9 +105,9 @@ def _pin(keys: Keys, engine: Path) -> list[str]:
     return ["--engine-key", str(engine), "--audit-key", str(keys.audit_pub)]
 
 
-def _run(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+def _run(args: list[str], cwd: Path = ROOT, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run([python, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_module_cli_prints_ok_or_fail_with_exit_codes(tmp_path: Path, keys: Keys) -> None:
@@ -137,10 +139,24 @@ def test_module_cli_no_dpo_for_a_pack_awaiting_attestation(tmp_path: Path, keys:
     assert (res.returncode, res.stdout) == (0, "OK\n")
 
 
-def test_the_verifier_as_one_file_runs_alone_with_only_the_stdlib_and_cryptography(tmp_path: Path, keys: Keys) -> None:
+@pytest.mark.parametrize(
+    "python",
+    [
+        pytest.param(sys.executable, id="venv"),
+        pytest.param(
+            str(DEBIAN_PYTHON),
+            id="debian",
+            marks=pytest.mark.skipif(not DEBIAN_PYTHON.exists(), reason="no /usr/bin/python3 on this machine"),
+        ),
+    ],
+)
+def test_the_verifier_as_one_file_runs_alone_with_only_the_stdlib_and_cryptography(
+    tmp_path: Path, keys: Keys, python: str
+) -> None:
     """erasure-verify.pyz, built as `make verifier` and `erasure export` build it, copied where no
-    project is on sys.path and run by an isolated interpreter: OK on a real pack, FAIL on a tampered
-    one; it loads nothing of the project from outside itself."""
+    project is on sys.path and run by an isolated interpreter (the venv's, and Debian's own with no
+    venv): OK on a real pack, FAIL on a tampered one; it loads nothing of the project from outside
+    itself, and carries the wire format (`wire/`) it reads."""
     built = tmp_path / "dist" / VERIFIER_ZIPAPP
     assert _run(["-m", "proof.verifier_zipapp", str(built)]).returncode == 0
     assert built.read_bytes() == verifier_zipapp()  # the same sources give the same bytes
@@ -149,12 +165,12 @@ def test_the_verifier_as_one_file_runs_alone_with_only_the_stdlib_and_cryptograp
     shutil.copy(built, alone / VERIFIER_ZIPAPP)
     pack = shutil.copy(_attested(tmp_path, keys), alone / "pack.tar.gz")
     args = ["-I", VERIFIER_ZIPAPP, "pack.tar.gz", *_pin(keys, keys.engine_pub), "--dpo-key", str(keys.dpo_pub)]
-    res = _run(args, cwd=alone)
+    res = _run(args, cwd=alone, python=python)
     assert (res.returncode, res.stdout, res.stderr) == (0, "OK\n", "")
     top, files = read_members(Path(pack))
     files["verification.json"] = json_edit(files["verification.json"], lambda d: d.update(all_clear=False))
     Path(pack).write_bytes(repack(top, files))
-    res = _run(args, cwd=alone)
+    res = _run(args, cwd=alone, python=python)
     assert (res.returncode, res.stdout) == (
         1,
         "FAIL: subjects: verification.json does not match its digest in signatures/engine.intoto.json\n",
@@ -163,10 +179,12 @@ def test_the_verifier_as_one_file_runs_alone_with_only_the_stdlib_and_cryptograp
         "import sys; sys.path.insert(0, sys.argv[1]); import proof.verify; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('erasure', 'memory', 'pydantic', 'apsw', 'typer', 'rich', 'prefect') or "
-        "(m.startswith('proof') and not getattr(sys.modules[m], '__file__', '').startswith(sys.argv[1]))))"
+        "(m.split('.')[0] in ('proof', 'wire') and "
+        "not getattr(sys.modules[m], '__file__', '').startswith(sys.argv[1]))), "
+        "'wire.format' in sys.modules)"
     )
-    res = _run(["-I", "-c", probe, str(alone / VERIFIER_ZIPAPP)], cwd=alone)
-    assert res.stdout.strip() == "[]", res.stderr
+    res = _run(["-I", "-c", probe, str(alone / VERIFIER_ZIPAPP)], cwd=alone, python=python)
+    assert res.stdout.strip() == "[] True", res.stderr
 
 
 # --- erasure pack ... -----------------------------------------------------------------------------

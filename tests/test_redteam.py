@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.subject import Subject
@@ -255,7 +255,7 @@ def test_all_clear_means_nothing_of_the_subject_in_any_byte(s: dict[str, object]
         submit(home, "req-rt-1", subject=asked)
         if s["alias"]:
             engine = open_engine(home.engine_db)
-            requests.confirm_aliases(engine, "req-rt-1", 1)
+            request_records.confirm_aliases(engine, "req-rt-1", 1)
             engine.close()
         results: dict[str, bool] = {}
         threads = []

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from erasure import requests
+from erasure import request_records
 from erasure.config import PROJECT_ROOT, Home
 from erasure.engine import open_engine
 from erasure.errors import Conflict, InputError, NotFound
@@ -96,7 +96,7 @@ def test_show_includes_the_step_summary(cli_home: Home) -> None:
     conn = open_engine(cli_home.engine_db)
     t0 = datetime(2024, 2, 2, tzinfo=UTC)
     for step, before in (("vectors", 9), ("working", 2)):
-        requests.upsert_step(
+        request_records.upsert_step(
             conn,
             StepRecord(
                 request_id="req-gdpr-0001",

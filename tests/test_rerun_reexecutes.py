@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.states import RequestState
@@ -38,7 +38,7 @@ def test_a_rerun_after_residue_erases_again(home: Home, tmp_path: Path, prefect_
     )
     conn.close()
     engine = open_engine(home.engine_db)
-    requests.set_state(engine, "req-rerun-1", RequestState.exception, "residue found by a later check")
+    request_records.set_state(engine, "req-rerun-1", RequestState.exception, "residue found by a later check")
     engine.close()
     state = erasure_request("req-rerun-1", return_state=True)
     assert state.is_completed(), state.message
@@ -79,7 +79,7 @@ def test_a_short_numeric_subject_id_is_erased_and_the_request_never_sticks(
     submit(home, "req-short-1", subject=short)
     state = erasure_request("req-short-1", return_state=True)
     engine = open_engine(home.engine_db)
-    row = requests.get(engine, "req-short-1")
+    row = request_records.get(engine, "req-short-1")
     engine.close()
     assert row.state is not RequestState.running
     assert state.is_completed(), state.message

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -148,3 +149,35 @@ def test_the_ledger_outlives_the_request_vault(home: Home, tmp_path: Path, erase
     assert replay.code == 0, replay.out[-3000:] + replay.err[-3000:]
     assert oracle.scan_home(home.root, home.evidence_root, *THREE).hits == []
     assert os.path.exists(home.root / "ledger" / "erasures.db")
+
+
+def test_the_replay_flow_is_the_commands_shell(home: Home, tmp_path: Path, erased_three: dict[str, Path]) -> None:
+    """`erasure-replay` (the UI's way) runs the same service call as `erasure restore replay`: the three
+    erased again through the request flow as subflows, epochs caught up, a result of ids and counts only."""
+    from flows.replay import erasure_replay
+
+    restore_folder(erased_three["online"], home.store_dir)
+    assert any(oracle.scan_tree(home.store_dir, who).hits for who in THREE)
+
+    state = erasure_replay("reference", return_state=True)
+
+    assert state.is_completed(), (state.name, state.message)
+    out = cast(dict[str, Any], state.result())
+    assert out["restored"] is False and out["store_epoch"] == out["ledger_epoch"] == 3
+    assert [r["original request"] for r in out["replays"]] == REQUESTS
+    assert {r["outcome"] for r in out["replays"]} == {"all_clear"}
+    assert all(r["pack"] == "proof.tar.gz" for r in out["replays"]), out
+    assert oracle.scan_home(home.root, home.evidence_root, *THREE).hits == []
+    shown = json.dumps(out)
+    for who in THREE:
+        assert all(v not in shown for v in (who.id, who.email, who.name) if v)
+
+
+def test_a_replay_that_cannot_run_fails_the_flow_with_one_sentence(home: Home, erased_three: dict[str, Path]) -> None:
+    """A replay on a target the home does not have ends Failed with a sentence, never a traceback state."""
+    from flows.replay import erasure_replay
+
+    state = erasure_replay("no-such-target", return_state=True)
+
+    assert state.is_failed() and state.name == "ReplayFailed", (state.name, state.message)
+    assert "no-such-target" in (state.message or "")

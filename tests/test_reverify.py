@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import PROJECT_ROOT, Home
 from erasure.engine import open_engine
 from service.reverify import due_requests
@@ -68,7 +68,7 @@ def _predicate(statement: Path) -> dict[str, Any]:
 def _state(home: Home, rid: str) -> str:
     engine = open_engine(home.engine_db)
     try:
-        return requests.get(engine, rid).state.value
+        return request_records.get(engine, rid).state.value
     finally:
         engine.close()
 
@@ -223,7 +223,9 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     assert _state(home, RID) == "reopened"
     engine = open_engine(home.engine_db)
     try:
-        opened = [e for e in requests.exceptions(engine, RID, open_only=True) if e.item_key == "reverification-2"]
+        opened = [
+            e for e in request_records.exceptions(engine, RID, open_only=True) if e.item_key == "reverification-2"
+        ]
     finally:
         engine.close()
     assert sorted(e.tier for e in opened) == sorted(doc["residue_tiers"])

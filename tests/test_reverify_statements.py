@@ -22,9 +22,9 @@ from erasure.config import PROJECT_ROOT, Home
 from proof.dsse import sign_envelope
 from proof.keys import keyid, load_private_key
 from proof.reverification import reverification_statement, write_reverification
-from proof.verify.wire import envelope_bytes
 from tests.cascade_fixtures import SUBJECT
 from tests.test_attest_export import REQ, awaiting  # noqa: F401  (the fixture)
+from wire.format import envelope_bytes
 
 
 @pytest.fixture

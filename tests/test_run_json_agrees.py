@@ -14,9 +14,9 @@ import pytest
 
 from erasure.config import Home
 from erasure.exception_kinds import KINDS
-from proof.verify.wire import ENGINE_ENVELOPE
 from tests.cascade_fixtures import SUBJECT, build_store, submit
 from tests.cli_fixtures import erasure
+from wire.format import ENGINE_ENVELOPE
 
 RID = "req-ann-1"
 

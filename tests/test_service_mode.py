@@ -35,7 +35,7 @@ from typing import Any, cast
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import PROJECT_ROOT, Home
 from erasure.engine import open_engine
 from erasure.models import ErasureRequestEnvelope
@@ -207,7 +207,7 @@ def logs_of(run_ids: list[Any]) -> list[Any]:
 def request_state(h: Home, request_id: str) -> RequestState:
     engine = open_engine(h.engine_db)
     try:
-        return requests.get(engine, request_id).state
+        return request_records.get(engine, request_id).state
     finally:
         engine.close()
 
@@ -273,7 +273,7 @@ def test_hand_started_workers_run_every_deployment(service: Service) -> None:
                 "SELECT event FROM engine_events WHERE request_id = ? ORDER BY seq", ("req-clock-1",)
             )
         ]
-        clock = requests.get(engine, "req-clock-1")
+        clock = request_records.get(engine, "req-clock-1")
     finally:
         engine.close()
     assert {"request.paused", "request.resumed", "request.extended"} <= set(events), events
@@ -323,8 +323,8 @@ def test_eight_requests_at_once_queue_on_the_store_and_all_complete(service: Ser
     engine = open_engine(h.engine_db)
     try:
         for rid in QUEUED:
-            assert requests.get(engine, rid).state is RequestState.awaiting_attestation, rid
-            steps = {s.step: s for s in requests.steps(engine, rid)}
+            assert request_records.get(engine, rid).state is RequestState.awaiting_attestation, rid
+            steps = {s.step: s for s in request_records.steps(engine, rid)}
             assert set(steps) == {t.value for t in CASCADE_ORDER}, rid
             assert steps["episodic"].before_count and steps["episodic"].after_count == 0, rid
     finally:

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from cli.sla import sla
-from erasure import requests
+from erasure import request_records
 from erasure.clocks import ClockPolicy, iso_utc
 from erasure.config import Home
 from erasure.engine import open_engine
@@ -49,7 +49,7 @@ def envelope(rid: str, basis: LegalBasis, received: datetime) -> ErasureRequestE
 
 def submit(conn: apsw.Connection, rid: str, basis: LegalBasis, days_ago: float, now: datetime = NOW) -> None:
     received = now - timedelta(days=days_ago)
-    requests.submit(conn, envelope(rid, basis, received), now=received + timedelta(minutes=1), policy=POLICY)
+    request_records.submit(conn, envelope(rid, basis, received), now=received + timedelta(minutes=1), policy=POLICY)
 
 
 @pytest.fixture
@@ -69,12 +69,12 @@ def mixed(engine: apsw.Connection) -> apsw.Connection:
     submit(engine, "r-today", LegalBasis.CCPA, 45)  # deadline tonight: 0 days left, not breached
     submit(engine, "r-late", LegalBasis.CCPA, 50)  # 5 days overdue
     submit(engine, "r-paused", LegalBasis.GDPR, 2)
-    requests.pause(engine, "r-paused", "identity verification", now=NOW - timedelta(days=1), policy=POLICY)
+    request_records.pause(engine, "r-paused", "identity verification", now=NOW - timedelta(days=1), policy=POLICY)
     submit(engine, "r-ext", LegalBasis.GDPR, 20)
-    requests.extend(engine, "r-ext", "complex request", now=NOW - timedelta(days=1), policy=POLICY)
+    request_records.extend(engine, "r-ext", "complex request", now=NOW - timedelta(days=1), policy=POLICY)
     submit(engine, "r-closed", LegalBasis.CCPA, 60)
-    requests.set_state(engine, "r-closed", RequestState.notified)
-    requests.set_state(engine, "r-edge-in", RequestState.blocked, "held: 3 items")
+    request_records.set_state(engine, "r-closed", RequestState.notified)
+    request_records.set_state(engine, "r-edge-in", RequestState.blocked, "held: 3 items")
     return engine
 
 
@@ -127,7 +127,7 @@ def test_paused_and_extended_are_shown_and_a_pause_keeps_days_left(mixed: apsw.C
 
 def test_a_request_waiting_for_the_dpo_shows_how_long_it_has_waited(engine: apsw.Connection) -> None:
     submit(engine, "r-dpo", LegalBasis.GDPR, 10)
-    requests.set_state(engine, "r-dpo", RequestState.awaiting_attestation, now=NOW - timedelta(days=3, hours=12))
+    request_records.set_state(engine, "r-dpo", RequestState.awaiting_attestation, now=NOW - timedelta(days=3, hours=12))
     submit(engine, "r-new", LegalBasis.GDPR, 0.25)  # vaulted six hours ago, state unchanged since
     rows = by_id(engine)
     assert rows["r-dpo"].state is RequestState.awaiting_attestation
@@ -213,11 +213,11 @@ def test_clock_operations_are_audited_and_shown_in_every_sla_view(engine: apsw.C
     assert extended["extended"] is True
     events = [r[0] for r in engine.execute("SELECT event FROM engine_events WHERE request_id = 'r-clock' ORDER BY seq")]
     assert events == ["request.submitted", "request.paused", "request.resumed", "request.extended"]
-    assert [e.kind for e in requests.clock_events(engine, "r-clock")] == ["pause", "resume", "extend"]
+    assert [e.kind for e in request_records.clock_events(engine, "r-clock")] == ["pause", "resume", "extend"]
 
     row = by_id_now(engine, now + timedelta(days=2))["r-clock"]
     assert row.extended and not row.paused
-    assert row.deadline == requests.get(engine, "r-clock").deadline
+    assert row.deadline == request_records.get(engine, "r-clock").deadline
 
     app = typer.Typer()
     app.command()(sla)

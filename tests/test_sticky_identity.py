@@ -262,7 +262,7 @@ def test_matching_is_by_identity_and_never_by_name(home: Home) -> None:
 
 
 def test_confirmed_aliases_are_sticky_by_id_too(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from erasure import requests
+    from erasure import request_records
     from erasure.engine import open_engine
 
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
@@ -274,7 +274,7 @@ def test_confirmed_aliases_are_sticky_by_id_too(home: Home, tmp_path: Path, monk
     conn.close()
     submit(home, REQUEST)
     engine = open_engine(home.engine_db)
-    requests.confirm_aliases(engine, REQUEST, 1)
+    request_records.confirm_aliases(engine, REQUEST, 1)
     engine.close()
     run_cascade(REQUEST, home)
     # the alias id alone (no email) comes back under a new ref: held

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.models import StepStatus
@@ -39,13 +39,15 @@ def _records_left(home: Home) -> int:
         conn.close()
 
 
-def _engine_view(home: Home) -> tuple[list[requests.ReceiptRow], list[requests.ExceptionRow], dict[str, str]]:
+def _engine_view(
+    home: Home,
+) -> tuple[list[request_records.ReceiptRow], list[request_records.ExceptionRow], dict[str, str]]:
     engine = open_engine(home.engine_db)
     try:
         return (
-            requests.receipts(engine, REQUEST),
-            requests.exceptions(engine, REQUEST),
-            {s.step: s.status.value for s in requests.steps(engine, REQUEST)},
+            request_records.receipts(engine, REQUEST),
+            request_records.exceptions(engine, REQUEST),
+            {s.step: s.status.value for s in request_records.steps(engine, REQUEST)},
         )
     finally:
         engine.close()

@@ -168,6 +168,25 @@ def test_hold_form_describes_its_fields_and_refuses_an_email(console: Console, p
     assert flow_runs_of(console, "hold-place") == 0
 
 
+def test_replay_form_takes_a_target_name_and_refuses_an_email(console: Console, page: Any) -> None:
+    """The restore replay from the UI: one field, the target's name, described; an email is refused by
+    the form before any run exists."""
+    from playwright.sync_api import expect
+
+    page.goto(
+        f"{ui(console)}/deployments/deployment/{deployment_id(console, 'erasure-replay')}/run", wait_until="networkidle"
+    )
+    expect(page.get_by_text("target (Optional)", exact=True)).to_be_visible()
+    expect(page.get_by_text("as targets.toml spells it")).to_be_visible()
+    boxes = page.locator("textarea")
+    expect(boxes).to_have_count(1)
+    boxes.first.fill("someone@example.org")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.get_by_text("does not match").first).to_be_visible()
+    page.screenshot(path=str(SHOTS / "erasure-replay-refuses-an-email.png"), full_page=True)
+    assert flow_runs_of(console, "erasure-replay") == 0
+
+
 def test_sla_artifact_table_in_the_ui(console: Console, page: Any) -> None:
     from playwright.sync_api import expect
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from proof.pack import attest, write_pack
-from proof.verify.wire import FOLLOWUP_FILE
 from tests.proof_fixtures import make_evidence, make_keys
 from tests.test_proof_hostile import PEAK_LIMIT_KIB, Genuine, Run, assert_one_fail_line, run_verifier
+from wire.format import FOLLOWUP_FILE
 
 GIB = 1024**3
 QUICK_SECONDS = 20.0

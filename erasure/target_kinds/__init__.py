@@ -77,17 +77,29 @@ TargetPath = Annotated[Path, BeforeValidator(_path)]
 """A path key: relative paths are read from the targets file's folder, absolute ones as given."""
 
 
-def config_model(target: Target) -> type[KindConfig]:
-    """The configuration model of the target's kind: `CONFIG` of `erasure/target_kinds/<kind>.py`
-    (`ConfigError` when the kind has none)."""
-    name = f"erasure.target_kinds.{target.module}"
+def kind_part(target: Target, package: str, attr: str, missing: str, absent: str | None = None) -> Any:
+    """The one kind loader: `attr` of the kind's module in `package` (`erasure.target_kinds` its
+    configuration model, `tasks.targets` its eraser, `probes.targets` its probe). `ConfigError` naming
+    the target and saying `absent` (default: the kind has no `missing`) when there is no such module,
+    and the kind has no `missing` when the module lacks `attr`."""
+    name = f"{package}.{target.module}"
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name != name:
             raise
-        raise ConfigError(f"targets: target {target.name!r}: kind {target.kind!r} has no configuration model") from exc
-    model: Any = getattr(module, "CONFIG", None)
+        why = absent or f"kind {target.kind!r} has no {missing}"
+        raise ConfigError(f"targets: target {target.name!r}: {why}") from exc
+    part = getattr(module, attr, None)
+    if part is None:
+        raise ConfigError(f"targets: kind {target.kind!r} has no {missing}")
+    return part
+
+
+def config_model(target: Target) -> type[KindConfig]:
+    """The configuration model of the target's kind: `CONFIG` of `erasure/target_kinds/<kind>.py`
+    (`ConfigError` when the kind has none)."""
+    model: Any = kind_part(target, "erasure.target_kinds", "CONFIG", "configuration model")
     if not (isinstance(model, type) and issubclass(model, KindConfig)):
         raise ConfigError(f"targets: kind {target.kind!r} has no configuration model")
     return model

@@ -21,15 +21,13 @@ same for every kind. Counts only, never an identifier or content, in anything re
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from erasure.errors import ConfigError
 from erasure.subject import Subject
-from erasure.target_kinds import check_config
+from erasure.target_kinds import check_config, kind_part
 from erasure.targets import Target
 from probes.model import Measurement
 from probes.needles import Needle
@@ -67,14 +65,6 @@ class TargetProbe(Protocol):
 
 def probe_for(target: Target) -> TargetProbe:
     """The probing module of the target's kind (`ConfigError` for a kind nobody implements)."""
-    try:
-        module = importlib.import_module(f"probes.targets.{target.module}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"probes.targets.{target.module}":
-            raise
-        raise ConfigError(f"targets: target {target.name!r}: no probe for kind {target.kind!r}") from exc
-    probe: Any = getattr(module, "PROBE", None)
-    if probe is None:
-        raise ConfigError(f"targets: kind {target.kind!r} has no probe")
+    probe: TargetProbe = kind_part(target, "probes.targets", "PROBE", "probe", f"no probe for kind {target.kind!r}")
     check_config(target)  # its keys, read by the kind's one configuration model
-    return probe  # type: ignore[no-any-return]
+    return probe

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import logging
 import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from erasure.server_control import ServerNotStopped, quiesced
+from erasure.server_control import ServerNotStopped, Window, quiesced
 from erasure.subject import Subject
 from erasure.targets import Target
 from probes.bytescan import scan_tree
 from probes.located import residue_files
-from probes.model import BYTES, ProbeResult, ResidueFile, Unscanned, Verification
+from probes.model import BYTES, Measurement, ProbeResult, ResidueFile, Unscanned, Verification
 from probes.needles import SUBJECT_KINDS, NeedleKind
 from probes.targets.base import TargetFingerprint, probe_for
 from probes.views import scan_views
@@ -45,26 +46,56 @@ def _folders(kind_probe: object, target: Target) -> dict[Path, str]:
     return {root: root.name for root in scan_roots(kind_probe.files(target))}  # type: ignore[attr-defined]
 
 
-def _bytes(target: Target, fp: TargetFingerprint) -> tuple[list[ProbeResult], list[Unscanned], list[ResidueFile]]:
+@dataclass
+class _Scanned:
+    """What one reading of the target's folders found of one subject's needles (indexes into them)."""
+
+    found: set[int] = field(default_factory=set)
+    viewed: set[int] = field(default_factory=set)
+    where: dict[str, dict[int, list[str]]] = field(default_factory=dict)
+    unreadable: int = 0
+    unscanned: list[Unscanned] = field(default_factory=list)
+
+
+def _scan(target: Target, fps: list[TargetFingerprint]) -> list[_Scanned]:
+    """One byte scan and one pass of the decoded views over the target's folders for every subject's
+    needles at once (a window reads each file once, not once per subject); per subject what it found."""
     kind_probe = probe_for(target)
     roots = _folders(kind_probe, target)
-    needles = fp.needles
-    found: set[int] = set()
-    viewed: set[int] = set()
+    needles = [n for fp in fps for n in fp.needles]
+    starts = [0]
+    for fp in fps:
+        starts.append(starts[-1] + len(fp.needles))
     # What the kind knows it cannot read (a managed cluster's files, a WAL archive, values it stored
     # compressed): never certified.
-    unscanned: list[Unscanned] = list(getattr(kind_probe, "unscanned", lambda _t, _fp: [])(target, fp))
-    unreadable = 0
+    out = [_Scanned(unscanned=list(getattr(kind_probe, "unscanned", lambda _t, _fp: [])(target, fp))) for fp in fps]
     texts = [n.view() for n in needles]
-    where: dict[str, dict[int, list[str]]] = {}
+
+    def mine(i: int, indexes: set[int]) -> set[int]:
+        return {x - starts[i] for x in indexes if starts[i] <= x < starts[i + 1]}
+
     for root in roots:
         report = scan_tree(root, [n.data for n in needles], caseless={i for i, n in enumerate(needles) if n.caseless})
-        found |= report.found_indexes()
-        where[roots[root]] = {h.index: list(h.files) for h in report.found}
-        unreadable += len(report.unreadable)
         views = scan_views(root, texts)
-        viewed |= views.found_indexes()
-        unscanned += [u.model_copy(update={"target": target.name}) for u in views.unscanned]
+        found, viewed = report.found_indexes(), views.found_indexes()
+        unscanned = [u.model_copy(update={"target": target.name}) for u in views.unscanned]
+        for i, got in enumerate(out):
+            got.found |= mine(i, found)
+            got.where[roots[root]] = {
+                h.index - starts[i]: list(h.files) for h in report.found if starts[i] <= h.index < starts[i + 1]
+            }
+            got.unreadable += len(report.unreadable)
+            got.viewed |= mine(i, viewed)
+            got.unscanned += unscanned
+    return out
+
+
+def _bytes(
+    target: Target, fp: TargetFingerprint, scanned: _Scanned | None = None
+) -> tuple[list[ProbeResult], list[Unscanned], list[ResidueFile]]:
+    got = scanned if scanned is not None else _scan(target, [fp])[0]
+    needles = fp.needles
+    found, viewed, where, unreadable, unscanned = got.found, got.viewed, got.where, got.unreadable, got.unscanned
     out: list[ProbeResult] = []
     residue: set[int] = set()
     for kind in SUBJECT_KINDS:
@@ -141,19 +172,43 @@ def probe(target: Target, subject: Subject, fp: TargetFingerprint) -> list[Probe
 
 
 def verify(target: Target, subject: Subject, fp: TargetFingerprint) -> Verification:
-    """`probe`, with the target's files that no decoded view could read. A target served by a running
-    server (issue 25: a `chroma` target with `url`) is read only while the server is down: stopped for
-    the reading and started again (or, managed by others, found stopped); a server that does not come
-    back fails the verification (`ServerNotStarted`), never a silent all clear."""
-    server = getattr(probe_for(target), "server", None)
-    with quiesced(server(target) if server is not None else None, "the verification") as window:
+    """`probe`, with the target's files that no decoded view could read (a window of one: `verify_window`);
+    a server that does not come back fails it (`ServerNotStarted`), never a silent all clear."""
+    found, window = verify_window(target, [(subject, fp)])
+    window.raise_if_down()
+    return found[0]
+
+
+def verify_window(
+    target: Target, pairs: list[tuple[Subject, TargetFingerprint]], requests: tuple[str, ...] = ()
+) -> tuple[list[Verification], Window]:
+    """`verify` for every (subject, fingerprint) of a window, and the stretch the target's server was
+    down for them. A target served by a running server (issue 25: a `chroma` target with `url`) is read
+    only while the server is down: stopped once for every subject's reading (issue 37) and started
+    again (or, managed by others, found stopped). The caller records the window's outage, then calls
+    `raise_if_down`: a server that did not come back fails the verification."""
+    server = getattr(probe_for(target), "server", None) if pairs else None  # nothing to read: no stop
+    found: list[tuple[list[ProbeResult], list[Unscanned], list[ResidueFile], list[tuple[str, Measurement]]]] = []
+    with quiesced(server(target) if server is not None else None, "the verification", requests) as window:
         if window.control is not None:
             _still_listening(window.control.url, target.name)
-        out, unscanned, located = _bytes(target, fp)
-        measured = probe_for(target).measure(target, subject, fp)
-    window.raise_if_down()
+        scanned = _scan(target, [fp for _s, fp in pairs])
+        for (subject, fp), got in zip(pairs, scanned, strict=True):
+            out, unscanned, located = _bytes(target, fp, got)
+            found.append((out, unscanned, located, list(probe_for(target).measure(target, subject, fp))))
     if window.control is not None:
         log.info("target %s: server unavailable %.2f s for the verification", target.name, window.seconds)
+    return [_verification(target, fp, *got) for (_s, fp), got in zip(pairs, found, strict=True)], window
+
+
+def _verification(
+    target: Target,
+    fp: TargetFingerprint,
+    out: list[ProbeResult],
+    unscanned: list[Unscanned],
+    located: list[ResidueFile],
+    measured: list[tuple[str, Measurement]],
+) -> Verification:
     for tier, m in measured:
         before = fp.bystanders.get(m.population, m.bystanders)
         out.append(

@@ -4,7 +4,8 @@
         --audit-key audit.pub.pem [--tsa-root tsa-root.pem] [--json]
     python -m proof.verify proof.tar.gz --keyring keyring.json --audit-key audit.pub.pem [--tsa-root ...] [--json]
 
-It imports nothing else of this project (import-linter checks it), so it also ships as one file,
+It imports nothing else of this project but the ground-floor `wire` package (the pack's wire format,
+defined once: the writer imports it too; import-linter checks both), so it also ships as one file,
 `erasure-verify.pyz` (`make verifier`; `erasure export` writes it beside the pack), and a regulator
 runs it with nothing but Python and `cryptography`. Trusted public keys come from the command line,
 never from the pack. A pack's name is the sha256 of the engine's signed statement
@@ -12,8 +13,6 @@ never from the pack. A pack's name is the sha256 of the engine's signed statemen
 
 Modules, in the order a pack meets them:
 
-    wire         the wire format, defined once (the writer imports it too): names, canonical JSON,
-                 DSSE PAE, key ids, audit hashes, Merkle leaf and node, the status rules
     errors       the one error hierarchy (`PackError`, one subclass per check) and its safety net
     files        every file read, given or beside the pack: regular files only (no link, FIFO or
                  device), sizes checked before reading, under one memory ceiling
@@ -52,7 +51,7 @@ from proof.verify.errors import (
 from proof.verify.merkle import verify_consistency, verify_inclusion, verify_multiproof
 from proof.verify.strict_json import utc_time
 from proof.verify.verifier import VerifyResult, verify_bytes, verify_contents, verify_pack
-from proof.verify.wire import MERKLE_EMPTY_ROOT, TIERS, keyid_of, merkle_leaf, merkle_node
+from wire.format import MERKLE_EMPTY_ROOT, TIERS, keyid_of, merkle_leaf, merkle_node
 
 __all__ = [
     "MERKLE_EMPTY_ROOT",

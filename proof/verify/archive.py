@@ -31,7 +31,7 @@ from typing import IO, Any
 from proof.verify.errors import ArchiveError, checking, fail
 from proof.verify.files import open_regular
 from proof.verify.strict_json import json_object, parse_json
-from proof.verify.wire import (
+from wire.format import (
     DPO_ENVELOPE,
     DPO_TSR,
     ENGINE_ENVELOPE,

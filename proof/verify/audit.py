@@ -39,7 +39,7 @@ from proof.verify.envelopes import MAX_KEY_BYTES
 from proof.verify.errors import AuditLogError, fail, printable
 from proof.verify.merkle import verify_consistency, verify_inclusion, verify_multiproof
 from proof.verify.strict_json import count, is_int, json_object, parse_json, utc_time
-from proof.verify.wire import (
+from wire.format import (
     AUDIT,
     AUDIT_ENTRY_KEYS,
     AUDIT_FORMAT,

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from proof.verify.archive import MAX_PACK_BYTES
 from proof.verify.files import open_regular, present, read_regular, sha256_regular
-from proof.verify.wire import (
+from wire.format import (
     FOLLOWUP_FILE,
     FOLLOWUP_MAX_BYTES,
     FOLLOWUP_PREDICATE,

@@ -28,7 +28,7 @@ from typing import Any
 from proof.verify.audit import AuditSummary
 from proof.verify.errors import ConsistencyError, fail
 from proof.verify.strict_json import count, json_object, parse_json, parse_jsonl, utc_time
-from proof.verify.wire import (
+from wire.format import (
     AUDIT,
     AUDIT_REDACTION_EVENT,
     RECEIPT_STATUSES,

@@ -12,7 +12,7 @@ from typing import Any
 from proof.verify.archive import Blob
 from proof.verify.errors import ChecksumError, SubjectError, fail
 from proof.verify.strict_json import is_int
-from proof.verify.wire import MANIFEST, SUMS
+from wire.format import MANIFEST, SUMS
 
 _SUMS_LINE = re.compile(r"([0-9a-f]{64})  ([^\n]+)")
 

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from proof.verify.errors import KeyArgumentError, SignatureError, StatementError, fail
 from proof.verify.files import read_regular
 from proof.verify.strict_json import json_object, parse_json, utc_time
-from proof.verify.wire import (
+from wire.format import (
     P256_ORDER,
     PAYLOAD_TYPE,
     STATEMENT_TYPE,

@@ -47,7 +47,7 @@ from proof.verify.envelopes import PublicKey, load_public_key, read_bounded, unv
 from proof.verify.errors import KeyArgumentError, SignatureError, fail
 from proof.verify.files import present, read_regular
 from proof.verify.strict_json import json_object, parse_json, utc_time
-from proof.verify.wire import DPO_ENVELOPE, ENGINE_ENVELOPE, FOLLOWUP_FILE, FOLLOWUP_MAX_BYTES, keyid_of
+from wire.format import DPO_ENVELOPE, ENGINE_ENVELOPE, FOLLOWUP_FILE, FOLLOWUP_MAX_BYTES, keyid_of
 
 KEYRING_FORMAT = "erasure-keyring/v1"
 KEYRING_FILE = "keyring.json"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 
-from proof.verify.wire import MERKLE_EMPTY_ROOT, merkle_node, merkle_split
+from wire.format import MERKLE_EMPTY_ROOT, merkle_node, merkle_split
 
 
 def verify_inclusion(leaf: bytes, index: int, size: int, path: Sequence[bytes], root: bytes) -> bool:

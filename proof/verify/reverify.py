@@ -26,7 +26,7 @@ from proof.verify.envelopes import PublicKey, check_signature, check_statement, 
 from proof.verify.errors import PackError, ReverifyError, checking, fail
 from proof.verify.files import read_regular
 from proof.verify.strict_json import utc_time
-from proof.verify.wire import REVERIFY_PREDICATE, REVERIFY_SUBJECT, keyid_of, sha256_hex
+from wire.format import REVERIFY_PREDICATE, REVERIFY_SUBJECT, keyid_of, sha256_hex
 
 REVERIFY_FIELDS: dict[str, Callable[[Any], bool]] = {
     "request_id": lambda v: isinstance(v, str),

@@ -36,8 +36,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
-from proof.verify.explain import exception_line, tier_table
-from proof.verify.wire import (
+from wire.explain import exception_line, tier_table
+from wire.format import (
     DPO_PREDICATE,
     ENGINE_ENVELOPE,
     P256_ORDER,

@@ -47,7 +47,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from proof.verify import der
 from proof.verify.errors import KeyArgumentError, TimestampError, checking, fail
 from proof.verify.strict_json import utc_time
-from proof.verify.wire import (
+from wire.format import (
     DPO_ENVELOPE,
     DPO_TSR,
     ENGINE_ENVELOPE,

@@ -65,11 +65,11 @@ from proof.verify.errors import (
     checking,
     fail,
 )
-from proof.verify.explain import exception_line
 from proof.verify.files import open_regular
 from proof.verify.keyring import Keyring, check_validity, keys_for, parse_keyring
 from proof.verify.timestamp import check_timestamps, load_roots
-from proof.verify.wire import (
+from wire.explain import exception_line
+from wire.format import (
     AUDIT,
     DPO_ENVELOPE,
     DPO_PREDICATE,

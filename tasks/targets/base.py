@@ -21,19 +21,18 @@ Nothing here may put an identifier or content in its return values: counts only.
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import ClassVar, Protocol, TypeVar, runtime_checkable
 
 import apsw
 
-from erasure.errors import ConfigError, StoreError
+from erasure.errors import StoreError
 from erasure.sqlite import checkpoint_truncate, journal_mode
 from erasure.subject import Subject
-from erasure.target_kinds import check_config
+from erasure.target_kinds import check_config, kind_part
 from erasure.targets import Target
 from erasure.tiers import Tier
 
@@ -84,17 +83,9 @@ def epoch_keeper(eraser: object) -> EpochKeeper | None:
 
 def eraser_for(target: Target) -> TargetEraser:
     """The erasing module of the target's kind (`ConfigError` for a kind nobody implements)."""
-    try:
-        module = importlib.import_module(f"tasks.targets.{target.module}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"tasks.targets.{target.module}":
-            raise
-        raise ConfigError(f"targets: target {target.name!r}: unknown kind {target.kind!r}") from exc
-    eraser: Any = getattr(module, "ERASER", None)
-    if eraser is None:
-        raise ConfigError(f"targets: kind {target.kind!r} has no eraser")
+    eraser: TargetEraser = kind_part(target, "tasks.targets", "ERASER", "eraser", f"unknown kind {target.kind!r}")
     check_config(target)  # its keys, read by the kind's one configuration model
-    return eraser  # type: ignore[no-any-return]
+    return eraser
 
 
 T = TypeVar("T")

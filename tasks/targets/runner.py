@@ -1,4 +1,4 @@
-"""Erase one request's subject from one target and record it: one step record per (target, tier).
+"""Erase a window's subjects from one target and record it: one step record per (request, target, tier).
 
 Tiers the target's kind does not hold are recorded as `skipped` with the reason "not applicable",
 never as erased. A tier left with items fails the step (a rerun resumes: every kind's `erase` is
@@ -8,18 +8,19 @@ idempotent). Other people's items that name the subject are counted and reported
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from erasure import requests
+from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError
 from erasure.exception_kinds import BEYOND_REACH
 from erasure.models import StepRecord, StepStatus
-from erasure.server_control import ServerControl, quiesced
+from erasure.server_control import ServerControl, Window, quiesced, with_outage
 from erasure.targets import Target
-from erasure.tiers import BYTES_SCOPE, CASCADE_ORDER
+from erasure.tiers import BYTES_SCOPE, CASCADE_ORDER, Tier
 from tasks.runner import write_steps_jsonl
 from tasks.targets.base import epoch_keeper, eraser_for
 
@@ -40,79 +41,154 @@ class TargetIncomplete(ErasureError):
     """A target still holds items of the subject after its erase."""
 
 
-def erase_target(request_id: str, target: Target, home: Home) -> TargetErased:
-    """Erase the request's subject from `target`; write its step records; return counts only."""
+@dataclass
+class _Erased:
+    """One request's erasure of the target, done while its server was down, not yet recorded."""
+
+    started: datetime
+    ended: datetime
+    mentions: int
+    outcomes: dict[Tier, Any]
+
+
+def erase_target_window(request_ids: list[str], target: Target, home: Home) -> dict[str, TargetErased | Exception]:
+    """Erase every request's subject from `target`, one after another; write their step records; per
+    request its counts, or the error that stopped it (the others go on). A target served by a running
+    server (issue 25) is erased only while it is down, and the server is stopped once for the whole
+    window (issue 37): every request's step records carry that outage, and fail when the server did not
+    come back. An error before anything is touched (the kind's check, a server that will not stop)
+    raises for the window as a whole."""
     eraser = eraser_for(target)
     eraser.check(target)
     engine = open_engine(home.engine_db)
+    out: dict[str, TargetErased | Exception] = {}
     try:
-        subject = requests.load_envelope(engine, request_id).subject
-        started = datetime.now(UTC)
+        subjects: dict[str, Any] = {}
+        for rid in request_ids:
+            try:
+                subjects[rid] = request_records.load_envelope(engine, rid).subject
+            except Exception as exc:  # one request's failure must not stop the window
+                out[rid] = exc
+        erased: dict[str, _Erased] = {}
         # hook (issue 25): a target served by a running server is erased only while it is down.
-        with quiesced(server_of(eraser, target), "the erasure") as window:
-            mentions = eraser.mentions(target, subject)
-            keeper = epoch_keeper(eraser)  # its epoch advances inside the deletes' transaction (issue 26)
-            outcomes = keeper.erase(target, subject, request_id) if keeper else eraser.erase(target, subject)
-            if window.control is not None and not any(o.after for o in outcomes.values()):
-                from tasks.epochs import advance_target
+        server = server_of(eraser, target) if subjects else None  # nothing to erase: no stop
+        with quiesced(server, "the erasure", tuple(subjects)) as window:
+            for rid, subject in subjects.items():
+                try:
+                    erased[rid] = _erase_one(rid, subject, target, eraser, home, served=window.control is not None)
+                except Exception as exc:
+                    out[rid] = exc
+        for rid, done in erased.items():
+            try:
+                out[rid] = _record(engine, rid, target, eraser, home, done, window)
+            except Exception as exc:
+                out[rid] = exc
+        return {rid: out[rid] for rid in request_ids}
+    finally:
+        engine.close()
 
-                advance_target(target, home, request_id)  # the epoch lives in the folder: written while down
-        ended = datetime.now(UTC)
-        left: list[str] = []
-        for tier in CASCADE_ORDER:
-            if tier not in eraser.tiers:
-                record = StepRecord(
-                    request_id=request_id,
-                    step=tier.value,
-                    target=target.name,
-                    status=StepStatus.skipped,
-                    started_at=started,
-                    ended_at=ended,
-                    detail={"reason": NOT_APPLICABLE},
-                )
-            else:
-                out = outcomes.get(tier)
-                before = out.before if out else 0
-                after = out.after if out else 0
-                if after:
-                    left.append(tier.value)
-                status = StepStatus.failed if after or window.start_error else StepStatus.erased
-                record = StepRecord(
-                    request_id=request_id,
-                    step=tier.value,
-                    target=target.name,
-                    status=status,
-                    before_count=before,
-                    after_count=after,
-                    started_at=started,
-                    ended_at=ended,
-                    detail={"kind": target.kind, **(out.detail if out else {}), **window.detail()},
-                )
-            requests.upsert_step(engine, record)
-        if mentions:
-            requests.open_exception(
-                engine,
-                request_id,
-                BYTES_SCOPE,
-                "mention_reported",
-                f"target:{target.name}",
-                {"target": target.name, "items": mentions},
-                MENTION_GROUND,
-            )
-        record_beyond_reach(engine, request_id, target, eraser)
-        write_steps_jsonl(engine, request_id, home.evidence_dir(request_id))
-        window.raise_if_down()  # erased and recorded, but the server did not come back: the step fails
-        if left:
-            raise TargetIncomplete(f"target {target.name}: items left in {', '.join(left)}: rerun to resume")
+
+def _erase_one(rid: str, subject: Any, target: Target, eraser: Any, home: Home, *, served: bool) -> _Erased:
+    started = datetime.now(UTC)
+    mentions = eraser.mentions(target, subject)
+    keeper = epoch_keeper(eraser)  # its epoch advances inside the deletes' transaction (issue 26)
+    outcomes = keeper.erase(target, subject, rid) if keeper else eraser.erase(target, subject)
+    if served and not any(o.after for o in outcomes.values()):
         from tasks.epochs import advance_target
 
-        advance_target(target, home, request_id)  # hook (issue 26): the target's erasure epoch, after its erasure
-        return {
-            "target": target.name,
-            "kind": target.kind,
-            "mentions": mentions,
-            "tiers": {t.value: [o.before, o.after] for t, o in outcomes.items()},
-        }
+        advance_target(target, home, rid)  # the epoch lives in the folder: written while down
+    return _Erased(started, datetime.now(UTC), mentions, outcomes)
+
+
+def _record(
+    engine: Any, request_id: str, target: Target, eraser: Any, home: Home, done: _Erased, window: Window
+) -> TargetErased:
+    """One request's step records (with the window's outage) and exceptions; raises when the server did
+    not come back or items are left."""
+    outcomes = done.outcomes
+    left: list[str] = []
+    for tier in CASCADE_ORDER:
+        if tier not in eraser.tiers:
+            record = StepRecord(
+                request_id=request_id,
+                step=tier.value,
+                target=target.name,
+                status=StepStatus.skipped,
+                started_at=done.started,
+                ended_at=done.ended,
+                detail={"reason": NOT_APPLICABLE},
+            )
+        else:
+            out = outcomes.get(tier)
+            before = out.before if out else 0
+            after = out.after if out else 0
+            if after:
+                left.append(tier.value)
+            status = StepStatus.failed if after or window.start_error else StepStatus.erased
+            record = StepRecord(
+                request_id=request_id,
+                step=tier.value,
+                target=target.name,
+                status=status,
+                before_count=before,
+                after_count=after,
+                started_at=done.started,
+                ended_at=done.ended,
+                detail=with_outage({"kind": target.kind, **(out.detail if out else {})}, window),
+            )
+        request_records.upsert_step(engine, record)
+    if done.mentions:
+        request_records.open_exception(
+            engine,
+            request_id,
+            BYTES_SCOPE,
+            "mention_reported",
+            f"target:{target.name}",
+            {"target": target.name, "items": done.mentions},
+            MENTION_GROUND,
+        )
+    record_beyond_reach(engine, request_id, target, eraser)
+    write_steps_jsonl(engine, request_id, home.run_dir(request_id))
+    window.raise_if_down()  # erased and recorded, but the server did not come back: the step fails
+    if left:
+        raise TargetIncomplete(f"target {target.name}: items left in {', '.join(left)}: rerun to resume")
+    from tasks.epochs import advance_target
+
+    advance_target(target, home, request_id)  # hook (issue 26): the target's erasure epoch, after its erasure
+    return {
+        "target": target.name,
+        "kind": target.kind,
+        "mentions": done.mentions,
+        "tiers": {t.value: [o.before, o.after] for t, o in outcomes.items()},
+    }
+
+
+def record_outage(home: Home, request_ids: list[str], target: Target, window: Window) -> None:
+    """Add an outage of the target's server (the verification's) to the step records of every request it
+    covered, and rewrite their steps.jsonl: the pack then states every outage, not the first only."""
+    if window.control is None:
+        return
+    engine = open_engine(home.engine_db)
+    try:
+        for rid in request_ids:
+            steps = [
+                s
+                for s in request_records.target_steps(engine, rid)
+                if s.target == target.name and s.status is not StepStatus.skipped
+            ]
+            for s in steps:
+                failed = s.status is StepStatus.failed or window.start_error is not None
+                request_records.upsert_step(
+                    engine,
+                    s.model_copy(
+                        update={
+                            "detail": with_outage(s.detail, window),
+                            "status": StepStatus.failed if failed else s.status,
+                        }
+                    ),
+                )
+            if steps:
+                write_steps_jsonl(engine, rid, home.run_dir(rid))
     finally:
         engine.close()
 
@@ -147,7 +223,7 @@ def record_beyond_reach(engine: Any, request_id: str, target: Target, eraser: An
     for item in found:
         key = prefix + str(item["what"])
         keep.add(key)
-        requests.open_exception(
+        request_records.open_exception(
             engine,
             request_id,
             BYTES_SCOPE,
@@ -156,7 +232,7 @@ def record_beyond_reach(engine: Any, request_id: str, target: Target, eraser: An
             {"target": target.name, "what": item["what"], **item.get("detail", {})},
             str(item["ground"]),
         )
-    for e in requests.exceptions(engine, request_id, open_only=True):
+    for e in request_records.exceptions(engine, request_id, open_only=True):
         if e.kind == BEYOND_REACH and e.item_key.startswith(prefix) and e.item_key not in keep:
-            requests.close_exception(engine, e.exception_id)
+            request_records.close_exception(engine, e.exception_id)
     return len(keep)

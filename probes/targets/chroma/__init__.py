@@ -116,6 +116,9 @@ class ChromaProbe:
     """The probing side of kind `chroma` (see the package docstring)."""
 
     kind: ClassVar[str] = KIND
+    window_baselines: ClassVar[bool] = True
+    """Every bystander population here is "the kind's items less the subject's": a window's requests can
+    be verified after all their erasures (`service.verification.window_baselines`)."""
 
     def files(self, target: Target) -> list[Path]:
         return [ChromaConfig.of(target).path]

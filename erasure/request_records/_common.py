@@ -1,6 +1,6 @@
-"""What the engine-database modules of `erasure.requests` share: writing in one transaction (a savepoint
+"""What the engine-database modules of `erasure.request_records` share: writing in one transaction (a savepoint
 inside the caller's), timestamps, JSON columns, and the event-log insert. The pack's wire format
-(canonical JSON, digests, receipt statuses) comes in here only, from `proof.verify.wire`."""
+(canonical JSON, digests, receipt statuses) comes in here only, from `wire.format`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import apsw
 
 from erasure.clocks import iso_utc, parse_utc
 from erasure.sqlite import transaction
-from proof.verify.wire import RECEIPT_STATUSES, canonical_json, sha256_hex
+from wire.format import RECEIPT_STATUSES, canonical_json, sha256_hex
 
 __all__ = [
     "RECEIPT_STATUSES",

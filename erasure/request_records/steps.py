@@ -10,7 +10,7 @@ import apsw
 
 from erasure.clocks import iso_utc
 from erasure.models import StepRecord
-from erasure.requests._common import json_text, writing
+from erasure.request_records._common import json_text, writing
 from erasure.tiers import CASCADE_ORDER, Tier
 
 

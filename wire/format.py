@@ -1,12 +1,13 @@
-"""The wire format of a proof pack, defined once: the writer (`proof/`, `memory/audit*.py`,
-`erasure.requests`) and the offline verifier import it; no one keeps a copy.
+"""The wire format of a proof pack, defined once: the writer (`proof/`), the store's audit log
+(`memory/audit*.py`), the request vault (`erasure/`) and the offline verifier import it; no one keeps a
+copy.
 
 It holds the names (files, types, predicate URIs, formats), the encodings that are hashed or signed
 (canonical JSON, DSSE PAE, an envelope's file form, a key's id), the audit log's hashes (chain entry,
 checkpoint statement, RFC 9162 Merkle leaf and node) and the status rules of check 8.
 
 It imports only the standard library and `cryptography` (the verifier's own rule: import-linter
-checks it), and nothing of this project, so every side may import it without a cycle.
+checks it), and nothing of this project (the ground floor: every side may import it, no arrow climbs).
 """
 
 from __future__ import annotations

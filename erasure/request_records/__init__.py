@@ -1,5 +1,6 @@
 """The request vault API over the engine database (`erasure.engine.open_engine`): a facade over one
-module per concern, so `from erasure import requests; requests.set_state(conn, ...)` works everywhere.
+module per concern, so `from erasure import request_records; request_records.set_state(conn, ...)`
+works everywhere.
 
 - `intake`: submit, the request row (get, list, tenant check) and its state
 - `vault`: the envelope (identifiers), salt, store ids, confirmed aliases, free-text checks
@@ -16,10 +17,10 @@ nothing behind.
 
 from __future__ import annotations
 
-from erasure.requests.clocks import MAX_REASON, clock_events, deadline_of, extend, pause, resume
-from erasure.requests.events import log_event
-from erasure.requests.exceptions import ExceptionRow, close_exception, exceptions, open_exception
-from erasure.requests.intake import (
+from erasure.request_records.clocks import MAX_REASON, clock_events, deadline_of, extend, pause, resume
+from erasure.request_records.events import log_event
+from erasure.request_records.exceptions import ExceptionRow, close_exception, exceptions, open_exception
+from erasure.request_records.intake import (
     SALT_BYTES,
     RequestRow,
     SubmitResult,
@@ -29,14 +30,15 @@ from erasure.requests.intake import (
     set_state,
     submit,
 )
-from erasure.requests.receipts import ReceiptRow, receipts, upsert_receipt
-from erasure.requests.steps import add_footprint, footprint, steps, target_steps, upsert_step
-from erasure.requests.vault import (
+from erasure.request_records.receipts import ReceiptRow, receipts, upsert_receipt
+from erasure.request_records.steps import add_footprint, footprint, steps, target_steps, upsert_step
+from erasure.request_records.vault import (
     add_store_ids,
     commit_identifier,
     confirm_aliases,
     confirmed_aliases,
     envelope_digest,
+    every_store_id,
     load_envelope,
     refuse_if_names_a_subject,
     requests_of_subject,
@@ -64,6 +66,7 @@ __all__ = [
     "confirmed_aliases",
     "deadline_of",
     "envelope_digest",
+    "every_store_id",
     "exceptions",
     "extend",
     "footprint",

@@ -15,8 +15,8 @@ import apsw
 from erasure.clocks import ClockPolicy, effective_deadline, iso_utc, parse_utc
 from erasure.errors import Conflict, InputError, NotFound, RequestBlocked
 from erasure.models import CLOCK_SKEW, ErasureRequestEnvelope, LegalBasis, refuse_if_mentions_anyone
-from erasure.requests._common import canonical_json, insert_event, utc_now, writing
-from erasure.requests.vault import envelope_digest, vault_subjects
+from erasure.request_records._common import canonical_json, insert_event, utc_now, writing
+from erasure.request_records.vault import envelope_digest, vault_subjects
 from erasure.states import RequestState
 from erasure.tiers import Tier
 

@@ -11,7 +11,7 @@ from typing import Any
 import apsw
 
 from erasure.clocks import iso_utc, parse_utc
-from erasure.requests._common import RECEIPT_STATUSES, json_text, opt_utc, utc_now, writing
+from erasure.request_records._common import RECEIPT_STATUSES, json_text, opt_utc, utc_now, writing
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from erasure.engine import EngineConnection
 from erasure.errors import NotFound
 from erasure.identity import fold
 from erasure.models import ErasureRequestEnvelope, refuse_if_mentions_anyone, refuse_if_mentions_subject
-from erasure.requests._common import canonical_json, sha256_hex, writing
-from erasure.requests.events import log_event
+from erasure.request_records._common import canonical_json, sha256_hex, writing
+from erasure.request_records.events import log_event
 from erasure.subject import Subject
 
 
@@ -102,6 +102,11 @@ def store_ids(conn: apsw.Connection, request_id: str) -> set[str]:
     return {
         str(r[0]) for r in conn.execute("SELECT subject_id FROM vault_store_ids WHERE request_id = ?", (request_id,))
     }
+
+
+def every_store_id(conn: apsw.Connection) -> set[str]:
+    """The store ids of every request's subject (vault data): people being, or once, erased."""
+    return {str(r[0]) for r in conn.execute("SELECT DISTINCT subject_id FROM vault_store_ids")}
 
 
 def add_store_ids(conn: apsw.Connection, request_id: str, ids: Iterable[str]) -> None:

@@ -2,7 +2,7 @@
 attestation.txt, the demo and the summaries all explain an exception with these words.
 
 A pack's exception is `{"tier", "kind", "item_key", "ground"}` (verification.json); it names no
-person. Standard library only, like the rest of the verifier.
+person. Standard library only; the verifier's `.pyz` carries it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""What the flows share beyond the service layer: typed parameters for the UI forms and the
-one-writer-per-store slot (a Prefect global concurrency limit)."""
+"""One writer per store: the store's slot, a Prefect global concurrency limit of 1 that every flow
+which writes to a store holds, so requests on one store queue instead of meeting in SQLite's busy
+timeout."""
 
 from __future__ import annotations
 
@@ -9,32 +10,9 @@ import hashlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
-
-from pydantic import Field
+from typing import Any
 
 from erasure.config import Home
-
-
-def described(description: str, **constraints: Any) -> Any:
-    """A pydantic `Field` for a flow parameter whose description reaches the UI form.
-
-    Prefect 3.9.1 builds the parameter schema with an outer `Field(description=<docstring or None>)`
-    that overrides the description of a `Field` inside `Annotated` (constraints survive); a
-    `json_schema_extra` description is merged instead, so we set both."""
-    return Field(description=description, json_schema_extra={"description": description}, **constraints)
-
-
-RequestId = Annotated[
-    str,
-    described(
-        min_length=1,
-        max_length=128,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
-        description="The request id (as given by `erasure request submit` or the inbox). Never an email or a name.",
-    ),
-]
-
 
 #: The store slot names this process (this flow run and the child flows it runs in-process) holds.
 _held_slots: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("erasure_store_slots", default=frozenset())

@@ -14,7 +14,7 @@ import apsw
 from erasure.clocks import iso_utc, parse_utc
 from erasure.errors import NotFound
 from erasure.exception_kinds import check_kind
-from erasure.requests._common import json_text, opt_utc, utc_now, writing
+from erasure.request_records._common import json_text, opt_utc, utc_now, writing
 from erasure.tiers import Tier, scope_name
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import apsw
 
-from erasure.requests._common import insert_event, utc_now, writing
+from erasure.request_records._common import insert_event, utc_now, writing
 
 
 def log_event(

@@ -19,9 +19,9 @@ from erasure.clocks import (
     parse_utc,
 )
 from erasure.errors import Conflict, InputError
-from erasure.requests._common import insert_event, json_text, utc_now, writing
-from erasure.requests.intake import get
-from erasure.requests.vault import load_envelope, refuse_if_names_a_subject
+from erasure.request_records._common import insert_event, json_text, utc_now, writing
+from erasure.request_records.intake import get
+from erasure.request_records.vault import load_envelope, refuse_if_names_a_subject
 from erasure.states import OPEN_STATES, RequestState
 
 MAX_REASON = 2000

@@ -1,0 +1,78 @@
+"""The agent memories a request erases from (`erasure targets ...`): each target's tiers, whether its
+files are reachable and whether it was restored; how much of a request's subject each holds now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from erasure import request_records
+from erasure.config import Home
+from erasure.engine import open_engine
+from erasure.errors import ErasureError
+from erasure.targets import REFERENCE, Target, Targets
+from erasure.tiers import CASCADE_ORDER
+
+
+def _tiers_and_files(target: Target, h: Home) -> tuple[list[str], list[Path]]:
+    if target.kind == REFERENCE:
+        return [t.value for t in CASCADE_ORDER], [h.store_db]
+    from tasks.targets.base import eraser_for
+
+    eraser = eraser_for(target)
+    eraser.check(target)
+    return [t.value for t in eraser.tiers], eraser.files(target)
+
+
+def target_rows(h: Home, found: Targets) -> list[dict[str, Any]]:
+    """Each target: its kind, the tiers it holds, whether its files are reachable (else which are
+    missing, or the error that says why not), and whether it was restored (`to_replay`: the original
+    request ids it waits to replay)."""
+    from tasks.epochs import epochs  # only when listing: tasks is heavy for the CLI's start
+
+    rows: list[dict[str, Any]] = []
+    for t in found.targets:
+        try:
+            tiers, files = _tiers_and_files(t, h)
+            missing = [str(f) for f in files if not f.exists()]
+            rows.append(
+                {
+                    "name": t.name,
+                    "kind": t.kind,
+                    "tiers": tiers,
+                    "reachable": not missing,
+                    "missing": missing,
+                    "error": None,
+                }
+            )
+        except ErasureError as exc:
+            rows.append(
+                {"name": t.name, "kind": t.kind, "tiers": [], "reachable": False, "missing": [], "error": str(exc)}
+            )
+    by_name = {e.target: e for e in epochs(h, found)}  # hook (issue 26): restored stores and what they wait for
+    for row in rows:
+        e = by_name.get(row["name"])
+        row["restored"] = bool(e and e.restored)
+        row["to_replay"] = list(e.pending) if e else []
+    return rows
+
+
+def subject_counts(h: Home, found: Targets, request_id: str) -> dict[str, dict[str, int | None]]:
+    """Per target and tier, how many items the request's subject has there now (nothing is erased;
+    None: the kind holds no such tier)."""
+    from tasks.runner import prepare
+    from tasks.targets.runner import count_target
+
+    engine = open_engine(h.engine_db)
+    try:
+        subject = request_records.load_envelope(engine, request_id).subject
+    finally:
+        engine.close()
+    out: dict[str, dict[str, int | None]] = {}
+    for t in found.targets:
+        if t.kind == REFERENCE:
+            counts = prepare(request_id, h)
+            out[t.name] = {tier.value: counts.get(tier.value) for tier in CASCADE_ORDER}
+        else:
+            out[t.name] = count_target(t, subject)
+    return out
