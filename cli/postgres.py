@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import grp
 import os
 import pwd
 import secrets
@@ -34,7 +35,7 @@ from erasure.child_env import child_env
 from erasure.config import Home
 from erasure.errors import ConfigError
 from erasure.files import FILE_MODE
-from erasure.service_user import acl_allow, ensure_system_user, let_through
+from erasure.service_user import acl_allow, add_to_group, ensure_system_user, let_through
 
 DB_USER = "prefect"
 DB_NAME = "prefect"
@@ -150,8 +151,11 @@ def _give_to_owner(c: Cluster) -> None:
     for p in (c.root, c.socket_dir, c.log):
         with contextlib.suppress(FileNotFoundError):
             os.lchown(p, pw.pw_uid, pw.pw_gid)
-    c.root.chmod(0o700)
+    # The runs' user (erasure/service_user.py) reads the cluster's files through its group: the byte
+    # scan covers every folder of the home, Prefect's database too (it must never hold an identifier).
+    c.root.chmod(0o750)
     c.socket_dir.chmod(0o700)
+    _group_readable(c.data)
     _let_postgres_through(c.root.parent, pw.pw_gid)
     let_through(c.root.parent.parent, pw.pw_uid)  # the folders above the home: traverse only, that user only
     blocked = next(
@@ -167,6 +171,22 @@ def _give_to_owner(c: Cluster) -> None:
             f"the `{pw.pw_name}` user cannot reach {c.root}: {blocked} is closed to it "
             f"(chmod o+x {blocked}, or use an ERASURE_HOME it can reach)"
         )
+
+
+def _group_readable(data: Path) -> None:
+    """A cluster made before its files were group-readable (initdb without --allow-group-access): its
+    folders get g+rx and its files g+r, as PostgreSQL itself would have made them (never anything for
+    others); the server keeps group read for what it writes next, from the data folder's mode."""
+    if not data.is_dir() or stat.S_IMODE(data.stat().st_mode) == 0o750:
+        return
+    for dirpath, dirs, files in os.walk(data):
+        os.chmod(dirpath, 0o750)
+        for name in files:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode):
+                os.chmod(path, (stat.S_IMODE(st.st_mode) & 0o700) | 0o040)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(dirpath, d))]
 
 
 def _let_postgres_through(home: Path, gid: int) -> None:
@@ -187,11 +207,17 @@ def _let_postgres_through(home: Path, gid: int) -> None:
 
 def let_in(h: Home, uid: int) -> None:
     """As root: let the OS user `uid` (the one the Prefect server runs as, erasure/service_user.py) reach the
-    cluster's socket, and no one else: a traverse entry on the socket folder and read-write on the socket
-    (made again at every start) in their ACLs. It then still needs the `prefect` role's password."""
+    cluster's socket and read its files, and no one else: read and traverse entries on the cluster and socket
+    folders, read-write on the socket (made again at every start). It still needs the role's password."""
     c = Cluster.of(h)
+    # The cluster's files are group-readable (--allow-group-access): the runs' user reads them as a member
+    # of its user's group, for the byte scan of every folder of the home (Prefect's database too).
+    owner = _owner()
+    add_to_group(pwd.getpwuid(uid).pw_name, grp.getgrgid(owner.pw_gid).gr_name)
     try:
-        for path, perm in ((c.root, 1), (c.socket_dir, 1), (c.socket_dir / ".s.PGSQL.5432", 6)):
+        # read and traverse: a named entry for the user outranks its group's (the byte scan lists every
+        # folder of the home; a socket is no file)
+        for path, perm in ((c.root, 5), (c.socket_dir, 5), (c.socket_dir / ".s.PGSQL.5432", 6)):
             acl_allow(path, uid, perm)
     except OSError as exc:
         raise ConfigError(
@@ -244,6 +270,7 @@ def start(h: Home) -> Cluster:
                 _superuser(),
                 "--auth-local=peer",
                 "--auth-host=reject",
+                "--allow-group-access",
                 "-E",
                 "UTF8",
                 "--no-locale",

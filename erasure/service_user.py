@@ -19,6 +19,7 @@ home's owner: an account the operator gave the home to (`chown -R erasure: $ERAS
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
 import pwd
 import shutil
@@ -34,8 +35,11 @@ from erasure.errors import ConfigError
 
 SERVICE_USER = "erasure-svc"
 """The system user runs execute as when root starts the server on a home root owns."""
-_KEEP = ("postgres",)
-"""Folders of the home that stay their own user's (PostgreSQL's cluster runs as `erasure-pg`)."""
+_CLUSTER = "postgres"
+"""The home's folder of Prefect's PostgreSQL cluster (cli/postgres.py): its own OS user's (`erasure-pg`),
+readable by the runs' user through that user's group."""
+_KEEP = (_CLUSTER,)
+"""Folders of the home that stay their own user's."""
 _SHARED_NAMES = ("targets.toml", "demo-subjects.json")
 """Files of a home that people write, readable by others as their umask made them."""
 
@@ -52,6 +56,18 @@ def ensure_system_user(name: str) -> pwd.struct_passwd:
     if done.returncode != 0 and "already exists" not in done.stderr:
         raise ConfigError(f"cannot create the system user `{name}`: {done.stderr.strip()}")
     return pwd.getpwnam(name)
+
+
+def add_to_group(user: str, group: str) -> None:
+    """`user` becomes a member of `group` (`usermod -a -G`; idempotent): read access to what that group may
+    read, for every process that user starts, however it is started (`become`, runuser, su)."""
+    with contextlib.suppress(KeyError):
+        if user in grp.getgrnam(group).gr_mem:
+            return
+    usermod = shutil.which("usermod") or "/usr/sbin/usermod"
+    done = subprocess.run([usermod, "-a", "-G", group, user], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ConfigError(f"cannot add `{user}` to the group `{group}`: {done.stderr.strip()}")
 
 
 def home_owner(h: Home) -> pwd.struct_passwd | None:
@@ -106,10 +122,10 @@ def runs_as() -> str:
 
 
 def become(pw: pwd.struct_passwd, h: Home) -> None:
-    """Drop every privilege of root for good: no supplementary group, `pw`'s group and user as real,
-    effective and saved ids; HOME, USER, LOGNAME and PREFECT_HOME follow (HOME: its own, or the home when it
-    has none)."""
-    os.setgroups([])
+    """Drop every privilege of root for good: `pw`'s own groups (none of root's), its group and user as
+    real, effective and saved ids; HOME, USER, LOGNAME and PREFECT_HOME follow
+    (HOME: its own, or the home when it has none)."""
+    os.initgroups(pw.pw_name, pw.pw_gid)  # its own groups only: with PostgreSQL, the cluster's (add_to_group)
     os.setgid(pw.pw_gid)
     os.setuid(pw.pw_uid)
     home_dir = pw.pw_dir if os.path.isdir(pw.pw_dir) and os.access(pw.pw_dir, os.W_OK) else str(h.root)
@@ -125,6 +141,8 @@ def _refuse_foreign(root: Path) -> None:
     given away."""
     for entry in os.scandir(root):
         mode = entry.stat(follow_symlinks=False).st_mode
+        if entry.name == _CLUSTER and not mode & 0o007:  # Prefect's PostgreSQL: its group reads it (0750)
+            continue
         if mode & 0o066 and entry.name not in _SHARED_NAMES:
             raise ConfigError(
                 f"{root} does not look like an erasure home ({entry.name} is not the product's): it is not given "

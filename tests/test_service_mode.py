@@ -21,6 +21,7 @@ import contextlib
 import itertools
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -79,6 +80,12 @@ class Service:
     workers: list[tuple[subprocess.Popen[bytes], Path]] = field(default_factory=list)
 
 
+def _own_groups(uid: int) -> list[int]:
+    """The supplementary groups `uid` has by /etc/group (none of root's)."""
+    pw = pwd.getpwuid(uid)
+    return os.getgrouplist(pw.pw_name, pw.pw_gid)
+
+
 def start_worker(root: Path, api: str, n: int, secret: str, owner: int) -> tuple[subprocess.Popen[bytes], Path]:
     """`prefect worker start --pool erasure-local`, by hand: its own process and session, an unrelated
     working folder, its own Prefect home, and no ERASURE_* variable; only the server's credential. As the
@@ -101,7 +108,7 @@ def start_worker(root: Path, api: str, n: int, secret: str, owner: int) -> tuple
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             user=owner if drop else None,
-            extra_groups=[] if drop else None,
+            extra_groups=_own_groups(owner) if drop else None,  # as runuser gives them: the user's own
         )
     return proc, log
 
