@@ -185,3 +185,43 @@ def test_a_window_ends_as_its_worst_request(outcomes: list[Outcome], expected: O
     assert window_outcome(outcomes) is expected
     err = window_error(outcomes)
     assert (0 if err is None else err.exit_code) == expected.exit_code
+
+
+def test_the_verification_subflow_leaves_the_request_state_to_its_driver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_harness: None
+) -> None:
+    """Nothing erased yet, so the probes find the subject. As another flow's subflow (how the
+    erasure-request flow runs it) the verification flow returns `residue` and writes no request state:
+    the cascade driver is the one writer. Run on its own (its deployment) it is its request's driver
+    and records the outcome's state."""
+    from prefect import flow
+
+    from erasure import request_records
+    from erasure.config import Home
+    from erasure.engine import open_engine
+    from flows.verification import verification
+    from tests.cascade_fixtures import build_store, submit
+
+    h = Home.resolve(tmp_path / "home", tmp_path / "evidence").ensure()
+    monkeypatch.setenv("ERASURE_HOME", str(h.root))
+    monkeypatch.setenv("ERASURE_EVIDENCE", str(h.evidence_root))
+    build_store(h, tmp_path / "build")
+    submit(h, "req-verify-1")
+
+    def request_state() -> RequestState:
+        engine = open_engine(h.engine_db)
+        try:
+            return request_records.get(engine, "req-verify-1").state
+        finally:
+            engine.close()
+
+    @flow(name="a-driver-of-verification", persist_result=False)
+    def driver() -> tuple[Outcome | None, str]:
+        state = verification("req-verify-1", return_state=True)
+        return outcome_of(state), state.name
+
+    assert driver() == (Outcome.residue, "Residue")
+    assert request_state() is RequestState.submitted
+    alone = verification("req-verify-1", return_state=True)
+    assert outcome_of(alone) is Outcome.residue and alone.name == "Residue", alone
+    assert request_state() is Outcome.residue.state is RequestState.exception
