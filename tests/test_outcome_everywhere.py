@@ -216,7 +216,7 @@ def test_the_verification_subflow_leaves_the_request_state_to_its_driver(
             engine.close()
 
     @flow(name="a-driver-of-verification", persist_result=False)
-    def driver() -> tuple[Outcome | None, str]:
+    def driver() -> tuple[Outcome | None, str | None]:
         state = verification("req-verify-1", return_state=True)
         return outcome_of(state), state.name
 
