@@ -20,6 +20,7 @@ from cli.run import run_flow, verification_table
 from erasure.errors import ErasureError
 from service import demo, runs
 from service.demo import FRAMES, REQUEST_ID, SUBJECTS
+from service.outcome import Outcome
 from service.pack_files import newest_pack, review_pack
 from service.signoff import seal
 
@@ -67,9 +68,12 @@ def main() -> int:
                 else ""
             )
         )
-        if not state.is_completed():
+        from flows.ended import outcome_of
+
+        outcome = outcome_of(state) or Outcome.failed
+        if outcome.exit_code:
             console.print(f"[red]flow ended {state.name}: {state.message}[/red]")
-            return 1
+            return outcome.exit_code
     finally:
         for s in services:
             s.stop()

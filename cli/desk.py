@@ -241,7 +241,7 @@ def start_run(api_url: str, secret: str, request_id: str) -> str:
     import httpx
 
     try:
-        with httpx.Client(base_url=api_url, timeout=30.0, headers=prefect_auth.headers(secret)) as c:
+        with prefect_auth.api_client(api_url, secret) as c:
             r = c.get("/deployments/name/erasure-request/erasure-request")
             r.raise_for_status()
             params = {"parameters": {"request_id": request_id}}  # the request id alone, never an identifier

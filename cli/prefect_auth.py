@@ -17,10 +17,14 @@ import contextlib
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from erasure.config import Home
 from erasure.errors import ConfigError
 from erasure.files import FILE_MODE
+
+if TYPE_CHECKING:
+    import httpx
 
 AUTH_FILE = "prefect-api.auth"
 SERVER_VAR = "PREFECT_SERVER_API_AUTH_STRING"
@@ -81,9 +85,13 @@ def headers(secret: str | None) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(secret.encode()).decode()}
 
 
-def client_headers() -> dict[str, str]:
-    """Headers for this process's own requests: the credential its Prefect client uses."""
-    return headers(os.environ.get(CLIENT_VAR))
+def api_client(api_url: str, secret: str | None, timeout: float = 30.0) -> httpx.Client:
+    """An HTTP client for the Prefect REST API at `api_url` with the credential `secret`. It is Prefect's
+    own client class, so it retries what Prefect's clients retry: a 503 the server sends while its
+    database is busy, a 429, a 502, a dropped connection. Statuses are returned, not raised."""
+    from prefect.client.base import PrefectHttpxSyncClient
+
+    return PrefectHttpxSyncClient(base_url=api_url, timeout=timeout, headers=headers(secret), raise_on_all_errors=False)
 
 
 def is_ours(api_url: str, secret: str, timeout: float = 3.0) -> bool:

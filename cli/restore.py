@@ -14,9 +14,8 @@ from rich.table import Table
 
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.targets import TargetsOpt, targets_for
-from service.restore import ReplayFailed
 
-__all__ = ["ReplayFailed", "app"]
+__all__ = ["app"]
 
 app = typer.Typer(
     help="Restored stores: show their erasure epochs against the ledger, replay their erasures.", no_args_is_help=True

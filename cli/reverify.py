@@ -12,7 +12,7 @@ from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.live import run_with_table
 from cli.request import IdArg
 from cli.request import app as request_app
-from erasure.errors import ErasureError, VerificationFailed
+from service.outcome import Outcome
 
 
 def _table(doc: dict[str, Any]) -> Table:
@@ -49,20 +49,20 @@ def reverify(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False)
     h = home_of(home)
     check_reverifiable(h, request_id)  # refused here, before a flow run exists, with its reason
     prefect_api.prepare(h)
-    from flows.ended import state_data
+    from flows.ended import outcome_of, state_data
     from flows.reverification import reverification
 
     state = run_with_table(lambda: reverification(request_id, return_state=True), None)
-    doc = state_data(state)
-    if not isinstance(doc, dict):
-        raise ErasureError(f"the re-verification did not complete: {state.message or state.name}")
+    doc, outcome = state_data(state), outcome_of(state)
+    if outcome is None or not isinstance(doc, dict):
+        Outcome.failed.raise_error(f"the re-verification did not complete: {state.message or state.name}")
+        return
     if json_out:
         print_json({"flow_state": state.name, **doc})
     else:
         console.print(_table(doc))
         console.print(_changed_line(doc["changed_files"]))
         console.print(f"statement: {h.evidence_dir(request_id) / doc['statement']}")
-        if doc["reopened"]:
+        if outcome is Outcome.reopened:
             console.print(f"request reopened: {state.message}")
-    if doc["reopened"]:
-        raise VerificationFailed(state.message or "the subject is back: request reopened")
+    outcome.raise_error(state.message or "the subject is back: request reopened")

@@ -22,11 +22,11 @@ from erasure.errors import InputError
 from erasure.tiers import CASCADE_ORDER
 from service import runs
 from service.common import engine_key_present
-from service.outcome import Outcome, Result, RunFailed
+from service.outcome import Outcome, Result
 from service.pack_files import pack_verdict
 from service.scope import step_records
 
-__all__ = ["RunFailed", "run", "run_flow", "steps_table"]
+__all__ = ["run", "run_flow", "steps_table"]
 
 
 def steps_table(h: Home, request_id: str, title: str = "cascade") -> Table:
@@ -169,6 +169,4 @@ def run(
             console.print(f"pack status: {pack['status']}", markup=False)
             for e in pack["exceptions"]:
                 console.print(f"  exception {e['tier']}: {e['kind']}: {e['meaning']}", markup=False)
-    error = outcome.error(state.message or "the cascade did not complete")
-    if error is not None:
-        raise error
+    outcome.raise_error(state.message or "the cascade did not complete")

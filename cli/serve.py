@@ -157,8 +157,7 @@ def ensure_pool(api_url: str, env: dict[str, str], project_dir: Path = PROJECT_R
     (its other settings, e.g. a concurrency limit someone set, are kept). `env` is the environment
     `prefect deploy` runs with (its credential is sent). Returns True when it created the pool."""
     template = pool_job_template(deployment_env(env, project_dir))
-    auth = prefect_auth.headers(env.get(prefect_auth.CLIENT_VAR))
-    with httpx.Client(base_url=api_url, timeout=30.0, headers=auth) as c:
+    with prefect_auth.api_client(api_url, env.get(prefect_auth.CLIENT_VAR)) as c:
         r = c.get(f"/work_pools/{POOL}")
         if r.status_code == 404:
             r = c.post("/work_pools/", json={"name": POOL, "type": "process", "base_job_template": template})
@@ -219,8 +218,7 @@ def run_deployment_now(
     """Create a flow run of deployment `flow/deployment` through the REST API (with the credential
     `secret`, else this process's own); returns its id."""
     flow_name, dep_name = name.split("/", 1)
-    auth = prefect_auth.headers(secret) if secret else prefect_auth.client_headers()
-    with httpx.Client(base_url=api_url, timeout=30.0, headers=auth) as c:
+    with prefect_auth.api_client(api_url, secret or os.environ.get(prefect_auth.CLIENT_VAR)) as c:
         r = c.get(f"/deployments/name/{flow_name}/{dep_name}")
         r.raise_for_status()
         r = c.post(f"/deployments/{r.json()['id']}/create_flow_run", json={"parameters": parameters or {}})

@@ -244,10 +244,9 @@ def stop_server(h: Home) -> dict[str, Any]:
 def next_runs(api_url: str, secret: str | None, names: tuple[str, ...] = SCHEDULED) -> dict[str, dict[str, Any]]:
     """For each deployment (flow and deployment share the name): its schedules and its next scheduled run.
     `secret`: the server's credential."""
-    import httpx
 
     out: dict[str, dict[str, Any]] = {}
-    with httpx.Client(base_url=api_url, timeout=10.0, headers=prefect_auth.headers(secret)) as c:
+    with prefect_auth.api_client(api_url, secret, timeout=10.0) as c:
         for name in names:
             r = c.get(f"/deployments/name/{name}/{name}")
             if r.status_code == 404:

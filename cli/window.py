@@ -17,7 +17,7 @@ from erasure.engine import open_engine
 from erasure.errors import ErasureError
 from erasure.tiers import CASCADE_ORDER
 from service.common import engine_key_present
-from service.outcome import Outcome, Result, RunFailed, window_error
+from service.outcome import Outcome, Result, window_error
 
 
 def progress_table(h: Home, request_ids: list[str]) -> Table:
@@ -89,7 +89,7 @@ def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, target
         console.print(t)
         console.print(f"flow state: {state.name}: {state.message or ''}")
     if not report and not state.is_completed():
-        raise RunFailed(state.message or "the window did not run")
+        Outcome.failed.raise_error(state.message or "the window did not run")
     error = window_error(r.outcome if r is not None else Outcome.failed for r in results.values())
     if error is not None:
         raise error

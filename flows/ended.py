@@ -1,5 +1,6 @@
-"""How a flow run that did not end all clear ends: a Failed state whose message is a sentence and whose
-data is a `RunEnded` carrying the run's result, and the one reader of a finished run's data.
+"""How every flow run ends: the one place a Prefect state is built, from an `Outcome` (its type and
+name), and the one reader of a finished run's data. A run that did not end all clear ends in a Failed
+state whose message is a sentence and whose data is a `RunEnded` carrying the run's result.
 
 Prefect raises a failed run's exception at the end of a deployed run (`python -m prefect.engine`) and
 logs it with its traceback, twice. For a `RunEnded` the state already says everything, so the filter
@@ -12,14 +13,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefect import State
-from prefect.states import Failed
+from prefect.states import Completed, Failed
 
-from service.outcome import RunEnded
+from service.outcome import Outcome, RunEnded
 
 
-def failed(message: str, data: Mapping[str, Any], name: str = "Failed") -> State:
-    """A Failed state named `name`: `message` (one sentence, no identifier), `data` for its readers."""
-    return Failed(name=name, message=message, data=RunEnded(message, data))
+def ended(outcome: Outcome, message: str | None, data: Mapping[str, Any] | None = None) -> State:
+    """The state a run that ended in `outcome` ends in: its type and name are the outcome's, `message`
+    one sentence (no identifier), `data` (ids and counts) for its readers, carrying `outcome` too."""
+    doc = {**(data or {}), "outcome": outcome.value}
+    if outcome.completed:
+        return Completed(name=outcome.state_name, message=message, data=doc)
+    text = message or outcome.value
+    return Failed(name=outcome.state_name, message=text, data=RunEnded(text, doc))
+
+
+def outcome_of(state: Any) -> Outcome | None:
+    """The outcome a finished flow run's state names in its data (None: it names none, or crashed)."""
+    return Outcome.of(state_data(state))
 
 
 def state_data(state: Any) -> Any:

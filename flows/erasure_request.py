@@ -9,11 +9,10 @@ from __future__ import annotations
 import dataclasses
 
 from prefect import State, flow, get_run_logger
-from prefect.states import Completed
 
 from erasure.states import RequestState
 from flows import run_report, sign_off
-from flows.ended import failed, state_data
+from flows.ended import ended, state_data
 from flows.parameters import RequestId
 from flows.verification import verification
 from flows.window import WINDOW, window_fingerprint, window_footprint, window_packs, window_preflight, window_step
@@ -50,13 +49,10 @@ SINGLE = dataclasses.replace(
 
 
 def flow_state(request_id: str, result: Result) -> State:
-    """The Prefect state of one request's run: its outcome decides the name, its result is the data."""
+    """The Prefect state of one request's run: its outcome decides it, its result is the data."""
     data = {"request_id": request_id, **result.to_json()}
-    if result.outcome is Outcome.all_clear:
-        return Completed(message=cascade.ALL_CLEAR_MESSAGE, data=data)
-    if result.outcome.completed:
-        return Completed(message=result.detail, data=data)
-    return failed(result.detail or result.outcome.value, data, name=result.outcome.state_name)
+    all_clear = result.outcome is Outcome.all_clear
+    return ended(result.outcome, cascade.ALL_CLEAR_MESSAGE if all_clear else result.detail, data)
 
 
 @flow(
@@ -88,11 +84,11 @@ def erasure_request(request_id: RequestId) -> State:
 
 
 def _signed_off(request_id: str, state: RequestState | None) -> State:
+    """The run's end after the DPO's answer: rejected, or all clear (sealed, or still awaiting it)."""
     data = {"request_id": request_id, "request_state": state.value if state else None}
     if state is RequestState.rejected:
-        return failed("the DPO rejected the pack: nothing was sent", data, name="Rejected")
+        return ended(Outcome.rejected, "the DPO rejected the pack: nothing was sent", data)
     if state is RequestState.awaiting_attestation:
-        return Completed(
-            message=f"still awaiting the DPO's attestation: `erasure attest {request_id}` or a new run", data=data
-        )
-    return Completed(message=f"sealed by the DPO ({state.value if state else '?'})", data=data)
+        why = f"still awaiting the DPO's attestation: `erasure attest {request_id}` or a new run"
+        return ended(Outcome.all_clear, why, data)
+    return ended(Outcome.all_clear, f"sealed by the DPO ({state.value if state else '?'})", data)

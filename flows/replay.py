@@ -11,13 +11,13 @@ from typing import Annotated, Any
 
 from prefect import State, flow, get_run_logger
 from prefect.artifacts import create_table_artifact
-from prefect.states import Completed
 
 from erasure.errors import ErasureError
-from flows.ended import failed
+from flows.ended import ended
 from flows.erasure_request import erasure_request
 from flows.parameters import described
 from service.common import home, targets_of
+from service.outcome import Outcome
 from service.restore import replay
 
 TargetName = Annotated[
@@ -45,7 +45,7 @@ def erasure_replay(target: TargetName = "reference") -> State:
     try:
         doc = replay(h, targets_of(h), target, run)
     except ErasureError as exc:  # a replay that did not end all clear: the store stays refused
-        return failed(str(exc), {"target": target}, name="ReplayFailed")
+        return ended(Outcome.replay_failed, str(exc), {"target": target})
     rows = [
         {
             "original request": r["original"],
@@ -72,4 +72,4 @@ def erasure_replay(target: TargetName = "reference") -> State:
     log.info(
         "target %s: %d replayed, epoch %s of %s", doc["target"], len(rows), doc["store_epoch"], doc["ledger_epoch"]
     )
-    return Completed(message=f"{len(rows)} replayed on {doc['target']}", data=summary)
+    return ended(Outcome.all_clear if rows else Outcome.noop, f"{len(rows)} replayed on {doc['target']}", summary)

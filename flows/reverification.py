@@ -12,11 +12,11 @@ from typing import Annotated, Any
 
 from prefect import State, flow, get_run_logger, task
 from prefect.events import emit_event
-from prefect.states import Completed
 
-from flows.ended import failed
+from flows.ended import ended, outcome_of
 from flows.parameters import RequestId, described
 from service.common import checked_request_id, home
+from service.outcome import Outcome
 from service.reverify import DEFAULT_DAYS, due_requests, reverify_request
 
 EVENT_REOPENED = "erasure.request.reopened"
@@ -49,9 +49,9 @@ def reverification(request_id: RequestId) -> State:
     if doc["reopened"]:
         emit_event(event=EVENT_REOPENED, resource=resource, payload=payload)
         why = f"the subject is back: residue in {', '.join(doc['residue_tiers'])}; request reopened"
-        return failed(why, doc, name="Reopened")
+        return ended(Outcome.reopened, why, doc)
     emit_event(event=EVENT_REVERIFIED, resource=resource, payload=payload)
-    return Completed(message=f"re-verification {doc['sequence']}: all clear", data=doc)
+    return ended(Outcome.all_clear, f"re-verification {doc['sequence']}: all clear", doc)
 
 
 @flow(name="reverify-due", persist_result=False)
@@ -69,13 +69,9 @@ def reverify_due(
     own; returns how many were all clear, reopened, or could not be re-verified (by request id)."""
     out: dict[str, list[str]] = {"all_clear": [], "reopened": [], "not_reverified": []}
     for rid in due_requests(home(), days):
-        state = reverification(rid, return_state=True)
-        if state.is_completed():
-            out["all_clear"].append(rid)
-        elif state.name == "Reopened":
-            out["reopened"].append(rid)
-        else:
-            out["not_reverified"].append(rid)
+        outcome = outcome_of(reverification(rid, return_state=True))
+        key = str(outcome) if outcome in (Outcome.all_clear, Outcome.reopened) else "not_reverified"
+        out[key].append(rid)
     get_run_logger().info(
         "re-verified %d request(s): %d all clear, %d reopened, %d not re-verified",
         sum(len(v) for v in out.values()),

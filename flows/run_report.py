@@ -31,6 +31,7 @@ from erasure.exception_kinds import KINDS, explain
 from erasure.models import is_safe_token
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
+from service.outcome import Outcome
 from service.pack_files import newest_pack
 
 EVENT_COMPLETED = "erasure.request.completed"
@@ -138,7 +139,7 @@ def _outcome(state: Any, request_state: RequestState | None) -> tuple[str, list[
         if request_state in (RequestState.sealed, RequestState.notified):
             return "sealed", events
         return "completed", events
-    if state.name == "Blocked":
+    if state.name == Outcome.held.state_name:
         return "blocked", [EVENT_BLOCKED]
     return "failed", [EVENT_FAILED]
 

@@ -23,7 +23,6 @@ from prefect import get_run_logger
 from prefect.context import FlowRunContext
 from prefect.flow_runs import suspend_flow_run
 from prefect.input import RunInput
-from prefect.states import Completed
 from pydantic import Field
 
 from erasure import request_records
@@ -33,7 +32,9 @@ from erasure.errors import ErasureError, NotFound
 from erasure.exception_kinds import explain
 from erasure.states import RequestState
 from flows import run_report
+from flows.ended import ended
 from service import intake, signoff
+from service.outcome import Outcome
 
 PAUSE_KEY = "dpo-sign-off"
 
@@ -75,7 +76,7 @@ def request_state(h: Home, request_id: str) -> RequestState | None:
 def description(h: Home, request_id: str, refused: str | None = None) -> str:
     """The form's Markdown: what the DPO attests and the command that signs it (no identifier); with
     `refused`, why the previous answer changed nothing."""
-    rep = run_report.report(h, request_id, Completed(message="waiting for the DPO's sign-off"))
+    rep = run_report.report(h, request_id, ended(Outcome.all_clear, "waiting for the DPO's sign-off"))
     rows = rep["rows"]
     pack = rep["pack"] or {}
     desk = intake.desk_url(h)

@@ -1,15 +1,19 @@
 """The `verification` flow: independent probes after the cascade (`service.verification`), in a flow
-run of its own (and its own deployment, so a past request can be re-verified later)."""
+run of its own (and its own deployment, so a past request can be re-verified later).
+
+It returns its outcome. As the `erasure-request` flow's subflow it writes no request state: the
+cascade driver records the outcome, once. Run on its own (its deployment) it is its request's
+driver, and records the outcome the same way (`service.cascade.record`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from prefect import State, flow, get_run_logger, task
-from prefect.states import Completed
+from prefect.context import FlowRunContext
 
 from erasure.tiers import Tier
-from flows.ended import failed
+from flows.ended import ended
 from flows.parameters import RequestId
 from service import cascade
 from service.common import checked_request_id, home
@@ -41,7 +45,12 @@ def verification(request_id: RequestId, tiers: list[Tier] | None = None) -> Stat
             p["bystanders_after"],
         )
     outcome, why = judge(verdict_of(doc))
-    if outcome is Outcome.all_clear:
-        return Completed(message=why, data=doc)
-    cascade.record(home(), {request_id: Result(outcome, why)})
-    return failed(why, doc, name="BystandersLost" if outcome is Outcome.bystanders_lost else "Residue")
+    if outcome is not Outcome.all_clear and not _a_subflow():
+        cascade.record(home(), {request_id: Result(outcome, why)})
+    return ended(outcome, why, doc)
+
+
+def _a_subflow() -> bool:
+    """Whether this run is another flow's subflow (its parent records the outcome)."""
+    ctx = FlowRunContext.get()
+    return ctx is not None and ctx.flow_run is not None and ctx.flow_run.parent_task_run_id is not None

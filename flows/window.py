@@ -11,15 +11,14 @@ from typing import Annotated
 
 from prefect import State, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.states import Completed
 
 from erasure.models import StepRecord
-from flows.ended import failed
+from flows.ended import ended
 from flows.parameters import RequestId, described
 from flows.store_slot import store_writer
 from service import cascade, stages
 from service.common import checked_request_id, home
-from service.outcome import Result, counts
+from service.outcome import Outcome, Result, counts, window_outcome
 from service.stages import Failure, Preflight, Stages, TargetErased
 from service.verification import Verdict, seal_fingerprints
 
@@ -120,14 +119,12 @@ def erasure_window(request_ids: RequestIds = None) -> State:
     h = home()
     ids = list(dict.fromkeys(checked_request_id(r) for r in request_ids)) if request_ids else cascade.pending(h)
     if not ids:
-        return Completed(message="no request to run", data={"requests": {}})
+        return ended(Outcome.noop, "no request to run", {"requests": {}})
     results = cascade.run_requests(h, ids, WINDOW)
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts(results).items()))
     get_run_logger().info("window of %d request(s): %s", len(ids), summary)
     data = {"requests": {rid: r.to_json() for rid, r in results.items()}, "counts": counts(results)}
-    if all(r.outcome.settled for r in results.values()):
-        return Completed(message=f"window: {summary}", data=data)
-    return failed(f"window: {summary}", data)
+    return ended(window_outcome(r.outcome for r in results.values()), f"window: {summary}", data)
 
 
 def _window(request_ids: list[str]) -> dict[str, Result]:

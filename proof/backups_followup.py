@@ -1,6 +1,7 @@
 """The follow-up statement: once no declared backup holds a request's subject any longer, the engine
-signs a statement over the request's pack that says so, beside the pack in its evidence folder
-(`backups-followup.intoto.json`). The verifier checks it (`proof/verify/backups.py`).
+signs a statement over the request's pack that says so, beside the pack in its evidence folder, once
+(`backups-followup.intoto.json`; a later pack's `proof-<n>.backups-followup.intoto.json`). The verifier
+checks it (`proof/verify/backups.py`).
 
 It is a DSSE envelope over an in-toto Statement v1 whose subject is the pack (`proof.tar.gz` and its
 sha256) and whose predicate lists every backup the pack said held the subject (`held_in_backup_until`
@@ -21,19 +22,24 @@ from proof.history import current_pack
 from proof.keyring import check_signing_key, read_beside
 from proof.keys import keyid, load_private_key
 from proof.verify.strict_json import utc_time
-from wire.format import FOLLOWUP_FILE, FOLLOWUP_PREDICATE, STATEMENT_TYPE, canonical_json, envelope_bytes
+from wire.format import FOLLOWUP_PREDICATE, STATEMENT_TYPE, canonical_json, envelope_bytes, followup_name
 
 PACK_FILE = "proof.tar.gz"
 
 
 def followup_statement(
-    pack: bytes, request_id: str, backups: Sequence[dict[str, Any]], stated_at: str, engine_keyid: str
+    pack: bytes,
+    request_id: str,
+    backups: Sequence[dict[str, Any]],
+    stated_at: str,
+    engine_keyid: str,
+    pack_name: str = PACK_FILE,
 ) -> bytes:
     """The canonical Statement bytes (see the module's docstring)."""
     return canonical_json(
         {
             "_type": STATEMENT_TYPE,
-            "subject": [{"name": PACK_FILE, "digest": {"sha256": hashlib.sha256(pack).hexdigest()}}],
+            "subject": [{"name": pack_name, "digest": {"sha256": hashlib.sha256(pack).hexdigest()}}],
             "predicateType": FOLLOWUP_PREDICATE,
             "predicate": {
                 "request_id": request_id,
@@ -57,8 +63,11 @@ def write_followup(
     if when is None:
         raise InputError(f"stated_at {stated_at!r} is not a UTC time")
     check_signing_key(read_beside(Path(engine_key_path).parent), key, "engine", when)  # never a retired key
-    pack = current_pack(evidence_dir).read_bytes()
-    payload = followup_statement(pack, request_id, backups, stated_at, keyid(key))
-    out = evidence_dir / FOLLOWUP_FILE
-    out.write_bytes(envelope_bytes(sign_envelope(payload, key)))
+    pack_path = current_pack(evidence_dir)
+    out = evidence_dir / followup_name(pack_path.name)
+    if out.exists() or out.is_symlink():  # made once: evidence is never written over (issue 34)
+        return out
+    payload = followup_statement(pack_path.read_bytes(), request_id, backups, stated_at, keyid(key), pack_path.name)
+    with open(out, "xb") as f:
+        f.write(envelope_bytes(sign_envelope(payload, key)))
     return out

@@ -27,7 +27,7 @@ from proof.verify import PackError, printable, verify_bytes
 from proof.verify.keyring import KEYRING_FILE, pem_of
 from service import signoff
 from service.verify_note import TSA_STEPS, verify_md
-from wire.format import sha256_hex
+from wire.format import followup_name, sha256_hex
 
 
 def _audit_pub(h: Home) -> bytes | None:
@@ -169,6 +169,12 @@ def export_files(
     history = {f"{request_id}-{p.name}": p.read_bytes() for _n, p in packs(pack.parent) if p != pack}
     chains = sorted(p for p in pack.parent.glob("*reverify-*.intoto.json") if p.is_file() and not p.is_symlink())
     name = f"{request_id}-{pack.name}"
+    # Each pack's backups follow-up, named as the verifier looks for it beside the pack's exported name.
+    followups = {
+        followup_name(f"{request_id}-{p.name}"): f.read_bytes()
+        for _n, p in packs(pack.parent)
+        if (f := p.with_name(followup_name(p.name))).is_file() and not f.is_symlink()
+    }
     note = verify_md(
         **_keyring_slots(ring),
         request_id=request_id,
@@ -194,6 +200,7 @@ def export_files(
         **({"tsa-root.pem": tsa_pem} if tsa_pem else {}),
         **history,
         **{p.name: p.read_bytes() for p in chains},
+        **followups,
         "VERIFY.md": note.encode("utf-8"),
         VERIFIER_ZIPAPP: verifier_zipapp(),
     }

@@ -1,8 +1,11 @@
-"""How one request's run ended (`Outcome`), and what that means everywhere: the request's state, the
-Prefect state's name, the error (and so the exit code) of `erasure request run`, and a window's verdict.
+"""How a run ended (`Outcome`), and what that means everywhere: the request's state, the Prefect
+state (its type and name), and the error (and so the exit code) of the command that ran it.
 
-One decision, read by every surface: the cascade driver (`service.cascade`), the `erasure-request`,
-`erasure-window` and `verification` flows, and the CLI.
+One decision, read by every surface: the cascade driver (`service.cascade`), re-verification
+(`service.reverify`), the restore replay (`service.restore`), every flow (each ends through
+`flows.ended.ended`, the one place a Prefect state is built) and every command (each raises
+`Outcome.error`, and `cli.main` turns the error into its exit code). The README's "Exit codes" table
+lists every member (tests/test_outcome_everywhere.py keeps it true).
 """
 
 from __future__ import annotations
@@ -33,8 +36,12 @@ class RunEnded(ErasureError):
         return (type(self), (str(self), self.data))
 
 
+class ReplayFailed(ErasureError):
+    """A replay of a restored store did not end all clear (the store stays refused)."""
+
+
 class Outcome(StrEnum):
-    """How one request's run ended."""
+    """How a run ended: one request's, a window's, a re-verification's, a DPO's sign-off, a replay's."""
 
     all_clear = "all_clear"  # erased, verified all clear, pack written
     noop = "noop"  # already completed: nothing to do
@@ -46,6 +53,9 @@ class Outcome(StrEnum):
     no_pack = "no_pack"  # erased and verified, but the signed pack was not written
     residue = "residue"  # the probes found the subject
     bystanders_lost = "bystanders_lost"  # no residue, but other people's data shrank
+    reopened = "reopened"  # a re-verification found the subject again: the request is reopened
+    rejected = "rejected"  # the DPO signed a reject: nothing is sent, the request is rejected
+    replay_failed = "replay_failed"  # a restored store's replay did not end all clear (the store stays refused)
 
     @property
     def state(self) -> RequestState | None:
@@ -59,24 +69,36 @@ class Outcome(StrEnum):
 
     @property
     def completed(self) -> bool:
-        """Whether the run of this request alone ends in a Completed Prefect state (exit 0)."""
+        """The Prefect state's type: Completed (exit 0) or else Failed."""
         return self in (Outcome.all_clear, Outcome.noop)
 
     @property
     def state_name(self) -> str:
-        """The Prefect state's name for a run of this request alone (the UI and `run_report` show it)."""
+        """The Prefect state's name (the UI, `run_report` and `--json`'s `flow_state` show it)."""
         return _STATE_NAMES.get(self, "Completed" if self.completed else "Failed")
 
     def error(self, message: str) -> ErasureError | None:
-        """What `erasure request run ID` raises (its class carries the exit code); None: exit 0."""
+        """What the command that ran it raises (its class carries the exit code); None: exit 0."""
         cls = _ERRORS.get(self, None if self.completed else RunFailed)
         return None if cls is None else cls(message)
 
+    def raise_error(self, message: str) -> None:
+        """Raise `error(message)`; return only when this outcome exits 0."""
+        err = self.error(message)
+        if err is not None:
+            raise err
+
     @property
     def exit_code(self) -> int:
-        """The exit code of `erasure request run ID` for this outcome."""
+        """The exit code of the command that ran it."""
         err = self.error("")
         return 0 if err is None else err.exit_code
+
+    @classmethod
+    def of(cls, data: object) -> Outcome | None:
+        """The outcome a flow's result data names (`{"outcome": ...}`); None when it names none."""
+        value = data.get("outcome") if isinstance(data, Mapping) else None
+        return cls(value) if value in set(cls) else None
 
 
 _STATES: dict[Outcome, RequestState] = {
@@ -87,18 +109,26 @@ _STATES: dict[Outcome, RequestState] = {
     Outcome.no_pack: RequestState.exception,
     Outcome.residue: RequestState.exception,
     Outcome.bystanders_lost: RequestState.exception,
+    Outcome.reopened: RequestState.reopened,
+    Outcome.rejected: RequestState.rejected,
 }
 _STATE_NAMES = {
     Outcome.held: "Blocked",
     Outcome.conflict: "IdentityConflict",
     Outcome.no_pack: "NoPack",
+    Outcome.residue: "Residue",
     Outcome.bystanders_lost: "BystandersLost",
+    Outcome.reopened: "Reopened",
+    Outcome.rejected: "Rejected",
+    Outcome.replay_failed: "ReplayFailed",
 }
 _ERRORS: dict[Outcome, type[ErasureError]] = {
     Outcome.held: RequestBlocked,
     Outcome.conflict: Conflict,
     Outcome.residue: VerificationFailed,
     Outcome.bystanders_lost: BystandersLost,
+    Outcome.reopened: VerificationFailed,
+    Outcome.replay_failed: ReplayFailed,
 }
 
 
@@ -132,27 +162,39 @@ class Result:
     @classmethod
     def from_json(cls, data: object) -> Result | None:
         """The result a flow's state data carries; None when it carries none (the run crashed)."""
-        if not isinstance(data, Mapping) or data.get("outcome") not in set(Outcome):
+        outcome = Outcome.of(data)
+        if outcome is None or not isinstance(data, Mapping):
             return None
         detail, pack = data.get("detail"), data.get("pack")
-        return cls(
-            Outcome(data["outcome"]),
-            detail if isinstance(detail, str) else None,
-            pack if isinstance(pack, str) else None,
-        )
+        return cls(outcome, detail if isinstance(detail, str) else None, pack if isinstance(pack, str) else None)
+
+
+def window_outcome(outcomes: Iterable[Outcome]) -> Outcome:
+    """A window's outcome: nothing to do when it had no request; all clear when every request is settled
+    (all clear, held, or already done); else residue over others' data lost over failed."""
+    found = set(outcomes)
+    if not found:
+        return Outcome.noop
+    if all(o.settled for o in found):
+        return Outcome.all_clear
+    if Outcome.residue in found:
+        return Outcome.residue
+    if Outcome.bystanders_lost in found:
+        return Outcome.bystanders_lost
+    return Outcome.failed
+
+
+_WINDOW_MESSAGES = {
+    Outcome.residue: "a request of the window ended with residue: see the table",
+    Outcome.bystanders_lost: "a request of the window lost other people's data: see the table",
+    Outcome.failed: "a request of the window did not complete: see the table",
+}
 
 
 def window_error(outcomes: Iterable[Outcome]) -> ErasureError | None:
-    """What a window's `erasure request run` raises: none when every request is settled (all clear, held,
-    or already done); else residue (7) over others' data lost (10) over anything else (1)."""
-    found = set(outcomes)
-    if all(o.settled for o in found):
-        return None
-    if Outcome.residue in found:
-        return VerificationFailed("a request of the window ended with residue: see the table")
-    if Outcome.bystanders_lost in found:
-        return BystandersLost("a request of the window lost other people's data: see the table")
-    return RunFailed("a request of the window did not complete: see the table")
+    """What a window's `erasure request run` raises: `window_outcome`'s error (none: exit 0)."""
+    outcome = window_outcome(outcomes)
+    return outcome.error(_WINDOW_MESSAGES.get(outcome, ""))
 
 
 def counts(results: Mapping[str, Result]) -> dict[str, int]:

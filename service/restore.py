@@ -21,14 +21,10 @@ from erasure import ledger
 from erasure.backups import iso
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.errors import ErasureError, VerificationFailed
 from erasure.targets import Target, Targets
 from proof.history import current_pack
+from service.outcome import Outcome
 from service.runs import verification_doc
-
-
-class ReplayFailed(ErasureError):
-    """A replay did not end all clear (the store stays refused)."""
 
 
 class RunState(Protocol):
@@ -81,7 +77,7 @@ def _targets_env(path: Path | None) -> Iterator[None]:
 def replay(h: Home, found: Targets, target: str, run: RunFlow) -> dict[str, Any]:
     """Re-apply every erasure newer than `target`'s epoch (see the module docstring); one row per
     replay, and the store's epoch against the ledger's after. Raises on the first replay that did not
-    end all clear (`VerificationFailed` on residue, else `ReplayFailed`)."""
+    end all clear (`Outcome.residue`'s error on residue, else `Outcome.replay_failed`'s)."""
     from tasks import replay as rp
     from tasks.epochs import epochs
 
@@ -141,10 +137,12 @@ def replay_one(
         finally:
             book.close()
         if doc and not doc.get("all_clear"):
-            raise VerificationFailed(
+            Outcome.residue.raise_error(
                 f"replay {rid} of {entry.request_id}: verification found residue; the store stays refused"
             )
-        raise ReplayFailed(f"replay {rid} of {entry.request_id} did not complete: {state.message or state.name}")
+        Outcome.replay_failed.raise_error(
+            f"replay {rid} of {entry.request_id} did not complete: {state.message or state.name}"
+        )
     rp.finish(h, t, entry, rid, "all_clear")
     pack = current_pack(h.evidence_dir(rid))
     return {

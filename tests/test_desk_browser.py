@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from cli.prefect_auth import headers, home_secret
+from cli.prefect_auth import api_client, home_secret
 from erasure.config import Home
 from proof.keys import generate_keypair
 from proof.verify.signer import load_signing_key, read_signing_request, sign_request
@@ -66,7 +65,8 @@ def _sign(machine: Path, request: str) -> str:
 
 
 def _run_of(c: Console, run_id: str) -> dict[str, Any]:
-    r = httpx.get(f"{c.api}/flow_runs/{run_id}", headers=headers(home_secret(c.home)), timeout=10)
+    with api_client(c.api, home_secret(c.home), timeout=10) as api:
+        r = api.get(f"/flow_runs/{run_id}")
     r.raise_for_status()
     return dict(r.json())
 

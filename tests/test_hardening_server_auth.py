@@ -19,7 +19,6 @@ server-side validation and process-worker configuration.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import shutil
@@ -130,13 +129,11 @@ def auth_file(h: Home) -> Path:
 
 def operator_client(srv: Server) -> Any:
     """The operator's own HTTP client: the home's credentials, read from its key file."""
-    import httpx
+    from cli.prefect_auth import api_client
 
     path = auth_file(srv.home)
-    if not path.exists():  # the unfixed code has none (and needs none)
-        return httpx.Client(base_url=srv.api, timeout=30.0)
-    token = base64.b64encode(path.read_text().strip().encode()).decode()
-    return httpx.Client(base_url=srv.api, timeout=30.0, headers={"Authorization": f"Basic {token}"})
+    # the unfixed code has none (and needs none); Prefect's own client retries a busy server's 503 as the CLI does
+    return api_client(srv.api, path.read_text().strip() if path.exists() else None)
 
 
 def deployment_id(srv: Server, name: str) -> str:

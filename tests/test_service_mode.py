@@ -389,11 +389,11 @@ def test_serve_reuses_the_running_server_and_keeps_the_pool(service: Service) ->
     running server, leaves the pool's settings alone (no --overwrite), and stops only its own worker."""
     import httpx
 
-    from cli.prefect_auth import headers, home_secret
+    from cli.prefect_auth import api_client, home_secret
 
-    pool = f"{service.api}/work_pools/erasure-local"
-    auth = headers(home_secret(service.home))
-    httpx.patch(pool, json={"concurrency_limit": 7}, timeout=30, headers=auth).raise_for_status()
+    pool = "/work_pools/erasure-local"
+    api = api_client(service.api, home_secret(service.home))
+    api.patch(pool, json={"concurrency_limit": 7}).raise_for_status()
     out = service.root / "serve.out"
     with open(out, "wb") as fh:
         proc = subprocess.Popen(
@@ -420,10 +420,11 @@ def test_serve_reuses_the_running_server_and_keeps_the_pool(service: Service) ->
             assert proc.poll() is None and time.monotonic() < deadline, out.read_text()
             time.sleep(0.5)
         assert f"reusing the Prefect server at {service.api}" in out.read_text()
-        assert httpx.get(pool, timeout=30, headers=auth).json()["concurrency_limit"] == 7
+        assert api.get(pool).json()["concurrency_limit"] == 7
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=120)
-        httpx.patch(pool, json={"concurrency_limit": None}, timeout=30, headers=auth)
+        api.patch(pool, json={"concurrency_limit": None})
+        api.close()
     assert proc.returncode == 0, out.read_text()
     assert httpx.get(f"{service.api}/health", timeout=10).json() is True  # the server it reused still runs

@@ -106,22 +106,25 @@ def ui(console: Console) -> str:
     return console.api.removesuffix("/api")
 
 
-def auth(console: Console) -> dict[str, str]:
-    """The console's credential (issue 23: the home's server requires it), as HTTP headers."""
-    from cli.prefect_auth import headers, home_secret
+def api(console: Console) -> httpx.Client:
+    """The console's REST API with its credential (issue 23: the home's server requires it), through
+    Prefect's own client (it retries a busy server's 503 as the CLI does)."""
+    from cli.prefect_auth import api_client, home_secret
 
-    return headers(home_secret(console.home))
+    return api_client(console.api, home_secret(console.home))
 
 
 def deployment_id(console: Console, name: str) -> str:
-    r = httpx.get(f"{console.api}/deployments/name/{name}/{name}", timeout=10, headers=auth(console))
+    with api(console) as c:
+        r = c.get(f"/deployments/name/{name}/{name}")
     r.raise_for_status()
     return str(r.json()["id"])
 
 
 def flow_runs_of(console: Console, name: str) -> int:
     body = {"deployments": {"id": {"any_": [deployment_id(console, name)]}}}
-    return int(httpx.post(f"{console.api}/flow_runs/count", json=body, timeout=10, headers=auth(console)).json())
+    with api(console) as c:
+        return int(c.post("/flow_runs/count", json=body).json())
 
 
 def test_erasure_request_form_has_our_fields(console: Console, page: Any) -> None:
@@ -192,12 +195,15 @@ def test_sla_artifact_table_in_the_ui(console: Console, page: Any) -> None:
 
     deadline = time.monotonic() + 120
     while True:  # the start-up sla-monitor run, executed by the worker
-        arts = httpx.post(
-            f"{console.api}/artifacts/filter",
-            json={"artifacts": {"key": {"any_": ["erasure-sla"]}}},
-            headers=auth(console),
-            timeout=10,
-        ).json()
+        arts = (
+            api(console)
+            .post(
+                "/artifacts/filter",
+                json={"artifacts": {"key": {"any_": ["erasure-sla"]}}},
+                timeout=10,
+            )
+            .json()
+        )
         if arts:
             break
         assert time.monotonic() < deadline, "no erasure-sla artifact: did the sla-monitor run?"
@@ -282,17 +288,16 @@ def finished_run(console: Console, dpo_webhook: tuple[str, list[bytes]]) -> str:
     assert res.returncode == 0, res.stderr
     submit(console.home, "req-ann-1")
     dep = deployment_id(console, "erasure-request")
-    r = httpx.post(
-        f"{console.api}/deployments/{dep}/create_flow_run",
+    r = api(console).post(
+        f"/deployments/{dep}/create_flow_run",
         json={"parameters": {"request_id": "req-ann-1"}},
         timeout=30,
-        headers=auth(console),
     )
     r.raise_for_status()
     run_id = str(r.json()["id"])
     deadline = time.monotonic() + 300
     while True:
-        run = httpx.get(f"{console.api}/flow_runs/{run_id}", timeout=10, headers=auth(console)).json()
+        run = api(console).get(f"/flow_runs/{run_id}").json()
         if run["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
             break
         assert time.monotonic() < deadline, run["state"]

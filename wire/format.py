@@ -33,8 +33,10 @@ FOLLOWUP_PREDICATE = "https://erasure-cascade.dev/backups-followup/v1"
 PACK_FILE = re.compile(r"proof(?:-([1-9][0-9]{0,5}))?\.tar\.gz")
 """A request's packs in its evidence folder: `proof.tar.gz`, then `proof-<n>.tar.gz` (`proof.history`)."""
 FOLLOWUP_FILE = "backups-followup.intoto.json"
+"""The follow-up statement of the first pack; a later pack's is `proof-<n>.` + this (`followup_name`)."""
 FOLLOWUP_MAX_BYTES = 1 << 20
 """The most a follow-up statement can be: the verifier refuses a larger file before reading it."""
+
 REVERIFY_PREDICATE = "https://erasure-cascade.dev/reverification/v1"
 """A statement, signed at each later re-verification, over the pack's name (beside the pack, not in it)."""
 REVERIFY_FILE = re.compile(r"reverify-([1-9][0-9]{0,8})\.intoto\.json")
@@ -295,3 +297,10 @@ def all_clear_problems(steps: Sequence[Mapping[str, Any]], probes: Sequence[Mapp
             continue
         problems.append(f"step {rec['step']} ends with after_count {after}")
     return problems
+
+
+def followup_name(pack_name: str) -> str:
+    """The follow-up statement's file name beside the pack named `pack_name`: each pack its own, so a
+    statement once made is never written over by the next pack's."""
+    stem = pack_name.removesuffix(".tar.gz")
+    return FOLLOWUP_FILE if stem == "proof" else f"{stem}.{FOLLOWUP_FILE}"

@@ -25,10 +25,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from proof.verify.archive import MAX_PACK_BYTES
 from proof.verify.files import open_regular, present, read_regular, sha256_regular
 from wire.format import (
-    FOLLOWUP_FILE,
     FOLLOWUP_MAX_BYTES,
     FOLLOWUP_PREDICATE,
+    PACK_FILE,
     STATEMENT_TYPE,
+    followup_name,
     keyid_of,
     pae,
 )
@@ -89,12 +90,17 @@ def _pack_predicate(pack: Path) -> dict[str, Any]:
 
 def verify_followup(pack: Path, statement: Path, engine_pub_pem: bytes) -> dict[str, Any]:
     """Check `statement` against `pack` (steps in the module's docstring); returns its predicate."""
-    envelope = json.loads(read_regular(statement, MAX_BYTES, FOLLOWUP_FILE, FollowupError))
+    envelope = json.loads(read_regular(statement, MAX_BYTES, statement.name, FollowupError))
     doc = _verified_payload(envelope, engine_pub_pem)
     if doc.get("predicateType") != FOLLOWUP_PREDICATE or doc.get("_type") != STATEMENT_TYPE:
         raise FollowupError("not a backups-followup statement")
     digest = sha256_regular(pack, MAX_PACK_BYTES, "the pack", FollowupError)
-    if doc.get("subject") != [{"name": "proof.tar.gz", "digest": {"sha256": digest}}]:
+    subject = doc.get("subject")
+    named = subject[0].get("name") if isinstance(subject, list) and subject and isinstance(subject[0], dict) else None
+    # the digest binds it to the pack; the name is the pack's in the evidence folder (an export adds the request id)
+    if not isinstance(named, str) or not (PACK_FILE.fullmatch(named) or named == Path(pack).name):
+        raise FollowupError("its subject is not this pack")
+    if subject != [{"name": named, "digest": {"sha256": digest}}]:
         raise FollowupError("its subject is not this pack")
     pred = doc.get("predicate")
     if not isinstance(pred, dict):
@@ -125,7 +131,7 @@ def verify_followup(pack: Path, statement: Path, engine_pub_pem: bytes) -> dict[
 def check_beside(pack: str | Path, engine_pub_pem: bytes) -> str | None:
     """Hook of `proof.verify`: check the follow-up statement beside `pack` when there is one; None when
     there is none, else a note. Raises `FollowupError`."""
-    statement = Path(pack).with_name(FOLLOWUP_FILE)
+    statement = Path(pack).with_name(followup_name(Path(pack).name))
     if not present(statement):
         return None
     pred = verify_followup(Path(pack), statement, engine_pub_pem)

@@ -47,7 +47,7 @@ from proof.verify.envelopes import PublicKey, load_public_key, read_bounded, unv
 from proof.verify.errors import KeyArgumentError, SignatureError, fail
 from proof.verify.files import present, read_regular
 from proof.verify.strict_json import json_object, parse_json, utc_time
-from wire.format import DPO_ENVELOPE, ENGINE_ENVELOPE, FOLLOWUP_FILE, FOLLOWUP_MAX_BYTES, keyid_of
+from wire.format import DPO_ENVELOPE, ENGINE_ENVELOPE, FOLLOWUP_MAX_BYTES, followup_name, keyid_of
 
 KEYRING_FORMAT = "erasure-keyring/v1"
 KEYRING_FILE = "keyring.json"
@@ -258,10 +258,10 @@ def followup_key(keyring: bytes, pack: str | Path) -> bytes | None:
     which must have been valid at its statement's `stated_at` (else `SignatureError`). None when there
     is no follow-up or it names no key the keyring holds for the engine (the follow-up check then
     refuses it against the pack's own engine key)."""
-    path = Path(pack).with_name(FOLLOWUP_FILE)
+    path = Path(pack).with_name(followup_name(Path(pack).name))
     if not present(path):
         return None
-    env_bytes = read_regular(path, FOLLOWUP_MAX_BYTES, FOLLOWUP_FILE, SignatureError)
+    env_bytes = read_regular(path, FOLLOWUP_MAX_BYTES, path.name, SignatureError)
     try:
         env = json.loads(env_bytes)
         kid = env["signatures"][0]["keyid"]
@@ -275,7 +275,7 @@ def followup_key(keyring: bytes, pack: str | Path) -> bytes | None:
     if when is None or not entry.valid_at(when):
         fail(
             SignatureError,
-            f"{FOLLOWUP_FILE} was signed at stated_at {printable_time(stated)} by the engine key"
+            f"{path.name} was signed at stated_at {printable_time(stated)} by the engine key"
             f" {entry.keyid[:16]}..., which is valid {entry.window()}",
         )
     return entry.public_key_pem.encode("ascii")
