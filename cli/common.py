@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from erasure.config import Home
+from erasure.service_user import become_home_owner
 
 console = Console()
 err_console = Console(stderr=True)
@@ -24,9 +25,14 @@ HomeOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 
 
-def home_of(home: Path | None) -> Home:
-    """Resolve, create and export the home so Prefect and subprocesses use it too."""
-    h = Home.resolve(home).ensure()
+def home_of(home: Path | None, *, as_root: bool = False) -> Home:
+    """Resolve, create and export the home so Prefect and subprocesses use it too. Run by root on a home
+    given to a user, the command becomes that user first (erasure/service_user.py); `as_root`: the
+    commands that set up and stop the server, which need root for that and drop it themselves."""
+    h = Home.resolve(home)
+    if not as_root:
+        become_home_owner(h)
+    h = h.ensure()
     h.export_env()
     return h
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import grp
 import os
 import pwd
 import secrets
@@ -34,6 +35,7 @@ from erasure.child_env import child_env
 from erasure.config import Home
 from erasure.errors import ConfigError
 from erasure.files import FILE_MODE
+from erasure.service_user import acl_allow, add_to_group, ensure_system_user, let_through
 
 DB_USER = "prefect"
 DB_NAME = "prefect"
@@ -108,17 +110,7 @@ def _owner() -> pwd.struct_passwd:
     """The cluster's OS user: ourselves, or as root `erasure-pg` (a system user, created when missing)."""
     if os.geteuid() != 0:
         return pwd.getpwuid(os.geteuid())
-    try:
-        return pwd.getpwnam(RUN_AS)
-    except KeyError:
-        pass
-    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-    nologin = shutil.which("nologin") or "/usr/sbin/nologin"
-    cmd = [useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent"]
-    done = subprocess.run([*cmd, "--shell", nologin, RUN_AS], capture_output=True, text=True, check=False)
-    if done.returncode != 0 and "already exists" not in done.stderr:
-        raise ConfigError(f"cannot create the system user `{RUN_AS}` for PostgreSQL: {done.stderr.strip()}")
-    return pwd.getpwnam(RUN_AS)
+    return ensure_system_user(RUN_AS)
 
 
 def _superuser() -> str:
@@ -159,9 +151,13 @@ def _give_to_owner(c: Cluster) -> None:
     for p in (c.root, c.socket_dir, c.log):
         with contextlib.suppress(FileNotFoundError):
             os.lchown(p, pw.pw_uid, pw.pw_gid)
-    c.root.chmod(0o700)
+    # The runs' user (erasure/service_user.py) reads the cluster's files through its group: the byte
+    # scan covers every folder of the home, Prefect's database too (it must never hold an identifier).
+    c.root.chmod(0o750)
     c.socket_dir.chmod(0o700)
+    _group_readable(c.data)
     _let_postgres_through(c.root.parent, pw.pw_gid)
+    let_through(c.root.parent.parent, pw.pw_uid)  # the folders above the home: traverse only, that user only
     blocked = next(
         (
             str(d)
@@ -177,13 +173,29 @@ def _give_to_owner(c: Cluster) -> None:
         )
 
 
+def _group_readable(data: Path) -> None:
+    """A cluster made before its files were group-readable (initdb without --allow-group-access): its
+    folders get g+rx and its files g+r, as PostgreSQL itself would have made them (never anything for
+    others); the server keeps group read for what it writes next, from the data folder's mode."""
+    if not data.is_dir() or stat.S_IMODE(data.stat().st_mode) == 0o750:
+        return
+    for dirpath, dirs, files in os.walk(data):
+        os.chmod(dirpath, 0o750)
+        for name in files:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode):
+                os.chmod(path, (stat.S_IMODE(st.st_mode) & 0o700) | 0o040)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(dirpath, d))]
+
+
 def _let_postgres_through(home: Path, gid: int) -> None:
     """The cluster's user must pass through the home (0700) to reach its own 0700 cluster folder inside: the
     home gets that user's group with traverse only (0710), never the world (an older version added o+x,
     which let every local user reach whatever in the home was not 0600/0700: it is taken back). A home
-    someone else owns is left as it is (the reachability check below names what blocks)."""
+    someone else owns is left as it is unless we are root (the reachability check below names what blocks)."""
     st = home.stat()
-    if st.st_uid != os.geteuid():
+    if st.st_uid != os.geteuid() and os.geteuid() != 0:
         return
     if st.st_gid != gid:
         os.chown(home, -1, gid)
@@ -191,6 +203,26 @@ def _let_postgres_through(home: Path, gid: int) -> None:
     if mode & 0o007 == 0o001:
         mode &= ~0o001
     home.chmod(mode)
+
+
+def let_in(h: Home, uid: int) -> None:
+    """As root: let the OS user `uid` (the one the Prefect server runs as, erasure/service_user.py) reach the
+    cluster's socket and read its files, and no one else: read and traverse entries on the cluster and socket
+    folders, read-write on the socket (made again at every start). It still needs the role's password."""
+    c = Cluster.of(h)
+    # The cluster's files are group-readable (--allow-group-access): the runs' user reads them as a member
+    # of its user's group, for the byte scan of every folder of the home (Prefect's database too).
+    owner = _owner()
+    add_to_group(pwd.getpwuid(uid).pw_name, grp.getgrgid(owner.pw_gid).gr_name)
+    try:
+        # read and traverse: a named entry for the user outranks its group's (the byte scan lists every
+        # folder of the home; a socket is no file)
+        for path, perm in ((c.root, 5), (c.socket_dir, 5), (c.socket_dir / ".s.PGSQL.5432", 6)):
+            acl_allow(path, uid, perm)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot let the service user reach PostgreSQL's socket ({exc.strerror}): {exc.filename}"
+        ) from None
 
 
 def is_running(c: Cluster) -> bool:
@@ -238,6 +270,7 @@ def start(h: Home) -> Cluster:
                 _superuser(),
                 "--auth-local=peer",
                 "--auth-host=reject",
+                "--allow-group-access",
                 "-E",
                 "UTF8",
                 "--no-locale",

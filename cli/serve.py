@@ -33,10 +33,10 @@ import typer
 
 from cli import prefect_api, prefect_auth
 from cli.common import HomeOpt, home_of
-from cli.run_as import worker_env, worker_user
 from cli.server_state import own_server, read_state
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
+from erasure.service_user import become, runs_as, take_home
 
 POOL = "erasure-local"
 HEALTH_TIMEOUT = 120.0
@@ -61,6 +61,9 @@ def serve_env(
             "ERASURE_EVIDENCE": str(h.evidence_root),
             "ERASURE_PROJECT_DIR": str(project_dir),
             "PREFECT_HOME": str(h.prefect_home),
+            # The server copies its UI into this folder: by default the virtualenv's, which a server run by
+            # another user (the home's, erasure/service_user.py) may not write, and which stays shared.
+            "PREFECT_UI_STATIC_DIRECTORY": str(h.prefect_home / "ui"),
             "PREFECT_API_URL": f"http://{host}:{port}/api",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "DO_NOT_TRACK": "1",
@@ -232,22 +235,18 @@ class Stack:
     procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
-    def start(
-        self, name: str, cmd: list[str], cwd: Path, env: dict[str, str] | None = None, **user: Any
-    ) -> subprocess.Popen[bytes]:
-        """Start a long-running child in its own session; output to `<log_dir>/<name>.log`; `env`
-        instead of the stack's, `user`: `cli.run_as.worker_user`'s keywords."""
+    def start(self, name: str, cmd: list[str], cwd: Path) -> subprocess.Popen[bytes]:
+        """Start a long-running child in its own session; output to `<log_dir>/<name>.log`."""
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
         proc = subprocess.Popen(
             cmd,
             cwd=cwd,
-            env=self.env if env is None else env,
+            env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            **user,
         )
         self.procs.append((name, proc))
         return proc
@@ -331,8 +330,20 @@ def run_console(
 ) -> int:
     """Start (or reuse) the server, then pool, deployments, worker (and metrics); block until `stop` is
     set or a child dies; stop everything it started. Returns 0 after a requested stop, 1 when a child
-    died."""
+    died. As root: PostgreSQL is started as `erasure-pg`, the home is given to the user runs execute as
+    (erasure/service_user.py) and this process becomes that user before anything else starts; the
+    cluster then outlives it (`erasure server stop` as root, or the next `serve`, finds it)."""
     stop = stop or threading.Event()
+    pg_ready = os.geteuid() == 0 and postgres
+    if os.geteuid() == 0:
+        if postgres:
+            from cli import postgres as pg
+
+            pg.start(h)
+        pw = take_home(h)
+        if postgres:
+            pg.let_in(h, pw.pw_uid)
+        become(pw, h)
     reuse = _running_server(h, host, port)
     if reuse is not None:
         host, port = reuse
@@ -351,8 +362,8 @@ def run_console(
             if postgres:
                 from cli import postgres as pg
 
-                started_postgres = not pg.is_running(pg.Cluster.of(h))
-                env.update(pg.start(h).server_env)
+                started_postgres = not pg_ready and not pg.is_running(pg.Cluster.of(h))
+                env.update((pg.Cluster.of(h) if pg_ready else pg.start(h)).server_env)
                 _say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
             elif prefect_api.database_url_is_default():
                 prefect_api.migrate_database(h, home_dir=h.prefect_home)
@@ -365,7 +376,7 @@ def run_console(
         _say("creating the pool if needed and deploying prefect.yaml ...")
         ensure_pool(api, env, project_dir)
         # The worker starts while prefect.yaml deploys: both take seconds, and runs wait for the worker.
-        stack.start("worker", worker_cmd(project_dir), project_dir, worker_env(h, env), **worker_user(h))
+        stack.start("worker", worker_cmd(project_dir), project_dir)
         stack.run("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), project_dir)
         _say(f"deployed after {time.monotonic() - t0:.1f} s")
         if metrics_port:
@@ -379,7 +390,9 @@ def run_console(
         stack.start("desk", desk_cmd(h, host, dport, api), project_dir)
         if sla_now:
             run_deployment_now(api, "sla-monitor/sla-monitor", secret=env[prefect_auth.CLIENT_VAR])
-        _say(f"ready: Prefect UI at http://{host}:{port}  (logs in {log_dir}; Ctrl-C stops)")
+        _say(
+            f"ready: Prefect UI at http://{host}:{port}  (logs in {log_dir}; Ctrl-C stops); runs execute as {runs_as()}"
+        )
         for line in how_to_log_in(h, f"http://{host}:{port}", f"http://{host}:{dport}"):
             _say(line)
         while not stop.wait(0.5):
@@ -413,7 +426,7 @@ def serve(
     ] = False,
 ) -> None:
     """Start the local Prefect server + UI, deploy prefect.yaml, start a worker; Ctrl-C stops all."""
-    h = home_of(home)
+    h = home_of(home, as_root=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

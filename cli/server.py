@@ -28,7 +28,6 @@ import typer
 
 from cli import prefect_api, prefect_auth
 from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
-from cli.run_as import worker_env, worker_user
 from cli.server_state import (
     ServerState,
     clear_state,
@@ -43,6 +42,7 @@ from cli.server_state import (
 )
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
+from erasure.service_user import acting_as, become, home_owner, runs_as, take_home
 
 app = typer.Typer(
     help="The home's long-lived Prefect server and worker in the background: start, stop, status.", no_args_is_help=True
@@ -55,25 +55,18 @@ AUTOMATION_FILE = PROJECT_ROOT / "automations" / "notify-dpo.yaml"
 WEBHOOK_BLOCK = "erasure-dpo-webhook"
 
 
-def _spawn(
-    name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path, **user: Any
-) -> subprocess.Popen[bytes]:
-    """A detached child (own session, so it outlives this command) logging to `<logs>/<name>.log`;
-    `user`: `cli.run_as.worker_user`'s keywords."""
+def _spawn(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path) -> subprocess.Popen[bytes]:
+    """A detached child (own session, so it outlives this command) logging to `<logs>/<name>.log`."""
     with open(logs / f"{name}.log", "ab") as log:
-        try:
-            return subprocess.Popen(
-                cmd,
-                cwd=cwd,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                **user,
-            )
-        except PermissionError as exc:  # as the home's owner (cli/run_as.py), who must reach the virtualenv
-            raise ConfigError(f"cannot start the {name} as the home's owner: {exc.filename} is closed to it") from None
+        return subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
 
 def _run_logged(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path, timeout: float = 300.0) -> None:
@@ -117,16 +110,36 @@ def start_server(
     say: Any = None,
 ) -> ServerState:
     """Start the home's server, pool, deployments and workers in the background. Idempotent: a running
-    server is returned as it is. `ConfigError` (exit 3) when something fails (all started is stopped)."""
+    server is returned as it is. `ConfigError` (exit 3) when something fails (all started is stopped).
+
+    As root, it first starts PostgreSQL (as `erasure-pg`) and gives the home to the user runs execute
+    as (erasure/service_user.py), then becomes that user for good: everything it starts runs as it."""
     say = say or (lambda msg: None)
     with start_lock(h, lambda: say("the home's server is starting (another `erasure server start`): waiting for it")):
+        pg_ready = os.geteuid() == 0 and postgres
+        if os.geteuid() == 0:
+            if postgres:
+                from cli import postgres as pg
+
+                pg.start(h)
+            pw = take_home(h)
+            if postgres:
+                pg.let_in(h, pw.pw_uid)
+            become(pw, h)
         return _start_server(
-            h, host=host, port=port, workers=workers, postgres=postgres, project_dir=project_dir, say=say
+            h,
+            host=host,
+            port=port,
+            workers=workers,
+            postgres=postgres,
+            pg_ready=pg_ready,
+            project_dir=project_dir,
+            say=say,
         )
 
 
 def _start_server(
-    h: Home, *, host: str, port: int, workers: int, postgres: bool, project_dir: Path, say: Any
+    h: Home, *, host: str, port: int, workers: int, postgres: bool, pg_ready: bool, project_dir: Path, say: Any
 ) -> ServerState:
     from cli.serve import ensure_pool, port_in_use, prefect_cmd, serve_env, wait_healthy, worker_cmd  # httpx: to start
 
@@ -150,7 +163,7 @@ def _start_server(
         if postgres:
             from cli import postgres as pg
 
-            env.update(pg.start(h).server_env)
+            env.update((pg.Cluster.of(h) if pg_ready else pg.start(h)).server_env)
             say(f"PostgreSQL running on {pg.Cluster.of(h).socket_dir}")
         else:
             env.pop("PREFECT_API_DATABASE_CONNECTION_URL", None)
@@ -176,7 +189,7 @@ def _start_server(
         ensure_pool(api, env, project_dir)
         _run_logged("deploy", prefect_cmd("--no-prompt", "deploy", "--all"), env, project_dir, logs)
         for i in range(1, workers + 1):
-            w = _spawn(f"worker-{i}", worker_cmd(project_dir), worker_env(h, env), project_dir, logs, **worker_user(h))
+            w = _spawn(f"worker-{i}", worker_cmd(project_dir), env, project_dir, logs)
             started.append(w.pid)
             st.worker_pids.append(w.pid)
         from cli.desk import desk_cmd, desk_port
@@ -197,7 +210,7 @@ def _start_server(
         for pid in reversed(started):
             _kill_group(pid)
         clear_state(h)
-        if postgres:
+        if postgres and not pg_ready:  # a cluster root started is `erasure-pg`'s: it stays up, the next start reuses it
             from cli import postgres as pg
 
             with contextlib.suppress(ErasureError):
@@ -211,18 +224,19 @@ def stop_server(h: Home) -> dict[str, Any]:
     out: dict[str, Any] = {"workers": 0, "server": False, "postgres": False}
     from cli.desk import stop_desk
 
-    out["desk"] = stop_desk(h)
-    if st is not None:
-        for pid in st.worker_pids:
-            if pid_alive(pid):
-                out["workers"] += 1
-            _kill_group(pid)
-        out["server"] = pid_alive(st.server_pid)
-        _kill_group(st.server_pid)
-        if st.postgres:
-            from cli import postgres as pg
+    with acting_as(home_owner(h)):  # the pids are read from files the runs' user can write
+        out["desk"] = stop_desk(h)
+        if st is not None:
+            for pid in st.worker_pids:
+                if pid_alive(pid):
+                    out["workers"] += 1
+                _kill_group(pid)
+            out["server"] = pid_alive(st.server_pid)
+            _kill_group(st.server_pid)
+    if st is not None and st.postgres:
+        from cli import postgres as pg
 
-            out["postgres"] = pg.stop(h)
+        out["postgres"] = pg.stop(h)
     clear_state(h)
     return out
 
@@ -318,16 +332,18 @@ def start(
     json_out: JsonOpt = False,
 ) -> None:
     """Start Prefect's server (UI on 127.0.0.1), deploy prefect.yaml and start a worker, in the background."""
-    h = home_of(home)
+    h = home_of(home, as_root=True)
     before = read_state(h)
     st = start_server(h, host=host, port=port, workers=workers, postgres=postgres, say=None if json_out else _say)
     already = before is not None and before.server_pid == st.server_pid
     if json_out:
-        print_json({**asdict(st), "api_url": st.api_url, "ui_url": st.ui_url, "already_running": already})
+        print_json(
+            {**asdict(st), "api_url": st.api_url, "ui_url": st.ui_url, "already_running": already, "runs_as": runs_as()}
+        )
         return
     _say(
         ("already running" if already else "ready") + f": Prefect UI at {st.ui_url}  (API {st.api_url}; "
-        f"logs in {log_dir(h)}; `erasure server stop` stops it)"
+        f"logs in {log_dir(h)}; `erasure server stop` stops it); runs execute as {runs_as()}"
     )
     from cli.desk import how_to_log_in
     from service.intake import desk_url
@@ -339,7 +355,7 @@ def start(
 @app.command("stop")
 def stop(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Stop the home's workers, server and PostgreSQL cluster (whatever `erasure server start` started)."""
-    h = home_of(home)
+    h = home_of(home, as_root=True)
     out = stop_server(h)
     if json_out:
         print_json(out)
@@ -355,7 +371,7 @@ def status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Is the home's server up; its workers, database, logs, and the next run of sla-monitor and intake.
 
     Exits 0 when the server answers, 1 when it does not run."""
-    h = home_of(home)
+    h = home_of(home, as_root=True)
     doc = status_of(h)
     if json_out:
         print_json(doc)

@@ -21,6 +21,7 @@ import contextlib
 import itertools
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -79,12 +80,23 @@ class Service:
     workers: list[tuple[subprocess.Popen[bytes], Path]] = field(default_factory=list)
 
 
-def start_worker(root: Path, api: str, n: int, secret: str) -> tuple[subprocess.Popen[bytes], Path]:
+def _own_groups(uid: int) -> list[int]:
+    """The supplementary groups `uid` has by /etc/group (none of root's)."""
+    pw = pwd.getpwuid(uid)
+    return os.getgrouplist(pw.pw_name, pw.pw_gid)
+
+
+def start_worker(root: Path, api: str, n: int, secret: str, owner: int) -> tuple[subprocess.Popen[bytes], Path]:
     """`prefect worker start --pool erasure-local`, by hand: its own process and session, an unrelated
-    working folder, its own Prefect home, and no ERASURE_* variable; only the server's credential."""
+    working folder, its own Prefect home, and no ERASURE_* variable; only the server's credential. As the
+    home's `owner` (uid): root's `server start` gave the home to its service user, and runs are never root's."""
     cwd = root / f"elsewhere-{n}"
     cwd.mkdir(exist_ok=True)
     log = root / f"worker-{n}.log"
+    (root / f"worker-{n}-prefect").mkdir(exist_ok=True)
+    for d in (cwd, root / f"worker-{n}-prefect"):
+        os.chown(d, owner, -1)
+    drop = os.geteuid() == 0 and owner != 0
     env = clean_env(PREFECT_API_URL=api, PREFECT_HOME=str(root / f"worker-{n}-prefect"), PREFECT_API_AUTH_STRING=secret)
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
@@ -95,6 +107,8 @@ def start_worker(root: Path, api: str, n: int, secret: str) -> tuple[subprocess.
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            user=owner if drop else None,
+            extra_groups=_own_groups(owner) if drop else None,  # as runuser gives them: the user's own
         )
     return proc, log
 
@@ -140,7 +154,7 @@ def service(request: pytest.FixtureRequest) -> Iterator[Service]:
     api = json.loads(res.stdout)["api_url"]
     svc = Service(backend, root, h, api, env, subjects)
     try:
-        svc.workers = [start_worker(root, api, n, home_secret(h)) for n in (1, 2)]
+        svc.workers = [start_worker(root, api, n, home_secret(h), h.root.stat().st_uid) for n in (1, 2)]
         with temporary_settings({PREFECT_API_URL: api, PREFECT_API_AUTH_STRING: home_secret(h)}):
             pause_the_hourly_window()
             yield svc

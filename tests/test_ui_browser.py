@@ -29,7 +29,7 @@ import pytest
 from cli.prefect_auth import home_secret
 from erasure.config import PROJECT_ROOT, Home
 from tests.cascade_fixtures import SUBJECT, SUBJECT_PHRASE, build_store, submit
-from tests.test_deployments import Console, envelope, start_console, stop_console, vault
+from tests.test_deployments import Console, envelope, give_back, start_console, stop_console, vault
 
 pytestmark = pytest.mark.browser
 
@@ -287,6 +287,7 @@ def finished_run(console: Console, dpo_webhook: tuple[str, list[bytes]]) -> str:
     )
     assert res.returncode == 0, res.stderr
     submit(console.home, "req-ann-1")
+    give_back(console.home)
     dep = deployment_id(console, "erasure-request")
     r = api(console).post(
         f"/deployments/{dep}/create_flow_run",
