@@ -15,7 +15,8 @@ its probe: only the keys, checked, never code that reads or writes the cluster.
     data_dir = "/var/lib/postgresql/18/main"  # optional: the cluster's files, when this machine can read them
     lock_timeout_ms = 2000                 # optional: how long one statement waits on the agent's locks
     wait_seconds = 120                     # optional: how long the eraser retries before it gives up
-    wal_cycles = 16                        # optional: most WAL switch + CHECKPOINT cycles
+    wal_cycles = 200                       # optional override: most WAL switch + CHECKPOINT cycles (default:
+                                           # derived from max_wal_size + wal_keep_size / wal_segment_size)
     log_dir = "/var/log/postgresql"        # optional: where the server log lands when not in data_dir
     rewrite_logs = false                   # optional: rotate the log, remove the subject's lines from closed files
     online_rewrite = true                  # optional: false = always VACUUM FULL (never REPACK, pg_repack)
@@ -65,7 +66,8 @@ class PostgresTarget:
     data_dir: Path | None
     lock_timeout_ms: int
     wait_seconds: float
-    wal_cycles: int
+    wal_cycles: int | None
+    """An explicit limit of WAL switch + CHECKPOINT cycles; None: derived from the server's settings."""
     log_dir: Path | None = None
     """Where the server writes its log when it is not under `data_dir` (stderr caught by pg_ctl -l, the
     service manager or Debian's /var/log/postgresql)."""
@@ -192,7 +194,7 @@ def postgres_target(target: Target) -> PostgresTarget:
         data_dir=target.path("data_dir"),
         lock_timeout_ms=_int(target, "lock_timeout_ms", 2000, 10, 600_000, where),
         wait_seconds=float(_int(target, "wait_seconds", 120, 1, 86_400, where)),
-        wal_cycles=_int(target, "wal_cycles", 16, 0, 1000, where),
+        wal_cycles=None if target.value("wal_cycles") is None else _int(target, "wal_cycles", 0, 0, 100_000, where),
         log_dir=target.path("log_dir"),
         rewrite_logs=_bool(target, "rewrite_logs", False, where),
         online_rewrite=_bool(target, "online_rewrite", True, where),
