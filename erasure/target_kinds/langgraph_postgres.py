@@ -20,6 +20,7 @@ its probe: only the keys, checked, never code that reads or writes the cluster.
     log_dir = "/var/log/postgresql"        # optional: where the server log lands when not in data_dir
     rewrite_logs = false                   # optional: rotate the log, remove the subject's lines from closed files
     online_rewrite = true                  # optional: false = always VACUUM FULL (never REPACK, pg_repack)
+    pg_bindir = "/usr/lib/postgresql/18/bin"  # optional: where the probe finds pg_waldump (compressed WAL)
 
 The server log is part of the target: with `logging_collector` on, its files in `data_dir` (or an
 absolute `log_directory`) are read; anything else (stderr caught by the service manager, Debian's
@@ -77,6 +78,8 @@ class PostgresTarget:
     online_rewrite: bool = True
     """Rewrite the touched tables online where the server offers it (REPACK CONCURRENTLY, pg_repack;
     `pg_repack`'s extension is created when available and the role is a superuser), else VACUUM FULL."""
+    pg_bindir: Path | None = None
+    """Where the probe looks first for `pg_waldump` of the server's version, to read compressed WAL."""
 
     def data_dir_readable(self) -> bool:
         """Whether this process can read the cluster's files (`base/`, `pg_wal/`)."""
@@ -198,6 +201,7 @@ def postgres_target(target: Target) -> PostgresTarget:
         log_dir=target.path("log_dir"),
         rewrite_logs=_bool(target, "rewrite_logs", False, where),
         online_rewrite=_bool(target, "online_rewrite", True, where),
+        pg_bindir=target.path("pg_bindir"),
     )
 
 

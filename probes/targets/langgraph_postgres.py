@@ -15,7 +15,9 @@ PostgreSQL" becomes an `unscanned_content` exception, never all clear by bytes. 
 or a streaming standby: files the probe cannot read that hold copies.
 
 The server log (`probes.postgres_logs`): its readable files are scanned too, and a log that may
-hold the subject but cannot be read is declared unscanned.
+hold the subject but cannot be read is declared unscanned. Compressed WAL (`probes.postgres_wal`): with
+`wal_compression` on, the full-page images in `pg_wal/` are written out decompressed by `pg_waldump
+--save-fullpage` and scanned (`extracted`); without a pg_waldump that can, the WAL is declared.
 
 Known limit: PostgreSQL compresses values over about 2 kB (pglz or lz4, in line or in TOAST); no
 decoded view reads those, so a dead compressed copy is invisible to the byte scan (the logical probes
@@ -29,10 +31,12 @@ digests (each other person's item with its vectors, each other thread with all i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import struct
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -47,6 +51,7 @@ from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS
 from erasure.targets import Target
 from erasure.tiers import Tier
 from probes import postgres_logs as pg_logs
+from probes import postgres_wal as pg_wal
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
@@ -300,6 +305,36 @@ class LangGraphPostgresProbe:
             conn.close()
         return out | pg_logs.places(cfg, settings)[0]
 
+    @contextlib.contextmanager
+    def extracted(self, target: Target) -> Iterator[tuple[dict[str, Path], list[Unscanned]]]:
+        """With `wal_compression` on and a readable data directory: every full-page image of `pg_wal/`
+        decompressed by `pg_waldump --save-fullpage` into a temporary folder (`pg_wal_fullpages`), and
+        the runs of WAL pages it could not read, declared (`probes.postgres_wal`)."""
+        cfg = postgres_target(target)
+        if cfg.data_dir is None or not cfg.data_dir_readable():
+            yield {}, []
+            return
+        conn = _connect(cfg)
+        try:
+            method = pg_wal.compression(conn)
+            exe = pg_wal.waldump(conn, cfg.pg_bindir) if method != "off" else None
+        finally:
+            conn.close()
+        if exe is None:  # off, or declared by `unscanned`
+            yield {}, []
+            return
+        with pg_wal.fullpages(cfg.data_dir, exe) as (pages, unread):
+            gaps = [
+                Unscanned(
+                    sha256=_digest(f"{target.name}\x00wal_fullpages".encode()),
+                    size=0,
+                    reason=f"{unread} run(s) of WAL pages pg_waldump could not read (wal_compression = {method}):"
+                    " their compressed full-page images are unread",
+                    target=target.name,
+                )
+            ] * bool(unread)
+            yield {"pg_wal_fullpages": pages}, gaps
+
     def unscanned(self, target: Target, fp: TargetFingerprint | None = None) -> list[Unscanned]:
         """What holds the subject's bytes and cannot be read here: the data directory of a managed
         service, a WAL archive, streaming standbys, and the subject's values PostgreSQL stored
@@ -311,7 +346,8 @@ class LangGraphPostgresProbe:
             key = _digest(f"{target.name}\x00{what}".encode())
             out.append(Unscanned(sha256=key, size=0, reason=reason, target=target.name))
 
-        if not (cfg.data_dir is not None and cfg.data_dir_readable()):
+        readable = cfg.data_dir is not None and cfg.data_dir_readable()
+        if not readable:
             add("data_dir", NOT_READABLE)
         compressed = int(fp.state.get("compressed_values", 0)) if fp is not None else 0
         if compressed:
@@ -328,6 +364,16 @@ class LangGraphPostgresProbe:
             row = conn.execute("SELECT count(*) FROM pg_stat_replication").fetchone()
             if row is not None and int(row[0]):
                 add("standbys", f"{int(row[0])} streaming standby(s): their files are not read by this probe")
+            method = pg_wal.compression(conn)
+            if readable and method != "off" and pg_wal.waldump(conn, cfg.pg_bindir) is None:
+                add(
+                    "wal_compression",
+                    f"WAL not read: wal_compression = {method} compresses the full-page images in pg_wal/, and no"
+                    " pg_waldump of this server's version with --save-fullpage (PostgreSQL 16+) was found to"
+                    " read them: turn wal_compression off, or let the segments written before it be recycled"
+                    " (pg_switch_wal() + CHECKPOINT cycles until max_wal_size of WAL has passed), or give the"
+                    " target a pg_bindir",
+                )
             reason = pg_logs.unscanned_reason(cfg, pg_logs.read_settings(conn))
             if reason is not None:
                 add("server_log", reason)
