@@ -51,6 +51,7 @@ from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS
 from erasure.targets import Target
 from erasure.tiers import Tier
 from probes import postgres_logs as pg_logs
+from probes import postgres_statements as pg_statements
 from probes import postgres_wal as pg_wal
 from probes.identity import spellings
 from probes.model import Measurement
@@ -285,6 +286,21 @@ def _nearest(cfg: PostgresTarget, vectors: list[bytes]) -> int:
         conn.close()
 
 
+def _statements(cfg: PostgresTarget, subject: Subject) -> list[tuple[str, Measurement]]:
+    """Texts of `pg_stat_statements` that name the subject (where installed and readable; an unreadable
+    view is declared by `unscanned`)."""
+    conn = _connect(cfg)
+    try:
+        if not pg_statements.installed(conn):
+            return []
+        rows, _unread = pg_statements.texts(conn)
+    finally:
+        conn.close()
+    words = [s for _k, s in spellings(subject, [subject.id]) if len(s.encode()) >= MIN_IDENTIFIER_BYTES]
+    named = pg_statements.naming(rows, words)
+    return [(Tier.semantic, Measurement("pg_stat_statements-query-texts", named, "statements", len(rows) - named))]
+
+
 class LangGraphPostgresProbe:
     """The probing side of kind `langgraph-postgres` (see the module docstring)."""
 
@@ -374,6 +390,10 @@ class LangGraphPostgresProbe:
                     " (pg_switch_wal() + CHECKPOINT cycles until max_wal_size of WAL has passed), or give the"
                     " target a pg_bindir",
                 )
+            if pg_statements.installed(conn):
+                unread = pg_statements.texts(conn)[1]
+                if unread is not None:
+                    add("pg_stat_statements", f"{unread}: utility statements keep their literals there")
             reason = pg_logs.unscanned_reason(cfg, pg_logs.read_settings(conn))
             if reason is not None:
                 add("server_log", reason)
@@ -453,36 +473,42 @@ class LangGraphPostgresProbe:
         episodic = sum(1 for t in view.subject_items.values() if t is Tier.episodic)
         nv = len(view.other_vectors)
         return [
-            (
-                Tier.working,
-                Measurement("threads-by-metadata", len(view.subject_threads), "threads", len(view.other_threads)),
-            ),
-            (Tier.working, Measurement("threads-by-id", left_threads, "checkpoint-rows", view.other_thread_rows)),
-            (
-                Tier.working,
-                Measurement(
-                    "threads-content-digests", 0, "threads-unchanged", _unchanged(baseline, view.others, "thread")[1]
+            *_statements(cfg, subject),
+            *[
+                (
+                    Tier.working,
+                    Measurement("threads-by-metadata", len(view.subject_threads), "threads", len(view.other_threads)),
                 ),
-            ),
-            (Tier.episodic, Measurement("items-under-namespace", episodic, "items", view.other_items)),
-            (
-                Tier.semantic,
-                Measurement("items-under-namespace", len(view.subject_items) - episodic, "items", view.other_items),
-            ),
-            (Tier.semantic, Measurement("items-by-key", left_items, "items", view.other_items)),
-            (
-                Tier.semantic,
-                Measurement("items-under-unconfigured-layouts", view.unconfigured_items, "items", view.other_items),
-            ),
-            (
-                Tier.semantic,
-                Measurement(
-                    "items-content-digests", 0, "items-unchanged", _unchanged(baseline, view.others, "item")[1]
+                (Tier.working, Measurement("threads-by-id", left_threads, "checkpoint-rows", view.other_thread_rows)),
+                (
+                    Tier.working,
+                    Measurement(
+                        "threads-content-digests",
+                        0,
+                        "threads-unchanged",
+                        _unchanged(baseline, view.others, "thread")[1],
+                    ),
                 ),
-            ),
-            (Tier.vectors, Measurement("vectors-under-namespace", view.subject_vector_rows, "vectors", nv)),
-            (Tier.vectors, Measurement("vectors-by-bytes", by_bytes, "vectors", nv)),
-            (Tier.vectors, Measurement("vectors-nearest-neighbour", near, "vectors", nv)),
+                (Tier.episodic, Measurement("items-under-namespace", episodic, "items", view.other_items)),
+                (
+                    Tier.semantic,
+                    Measurement("items-under-namespace", len(view.subject_items) - episodic, "items", view.other_items),
+                ),
+                (Tier.semantic, Measurement("items-by-key", left_items, "items", view.other_items)),
+                (
+                    Tier.semantic,
+                    Measurement("items-under-unconfigured-layouts", view.unconfigured_items, "items", view.other_items),
+                ),
+                (
+                    Tier.semantic,
+                    Measurement(
+                        "items-content-digests", 0, "items-unchanged", _unchanged(baseline, view.others, "item")[1]
+                    ),
+                ),
+                (Tier.vectors, Measurement("vectors-under-namespace", view.subject_vector_rows, "vectors", nv)),
+                (Tier.vectors, Measurement("vectors-by-bytes", by_bytes, "vectors", nv)),
+                (Tier.vectors, Measurement("vectors-nearest-neighbour", near, "vectors", nv)),
+            ],
         ]
 
 

@@ -44,7 +44,7 @@ from psycopg import errors, sql
 
 from erasure.errors import StoreError
 from erasure.target_kinds.langgraph_postgres import PostgresTarget
-from tasks.targets.langgraph_postgres import online, server_log
+from tasks.targets.langgraph_postgres import online, server_log, statements
 
 T = TypeVar("T")
 RETRYABLE = (errors.LockNotAvailable, errors.DeadlockDetected, errors.SerializationFailure, errors.QueryCanceled)
@@ -309,9 +309,9 @@ def beyond_reach(cfg: PostgresTarget) -> list[dict[str, Any]]:
                     "too, or drop unused slots",
                 }
             )
-        log = server_log.declaration(cfg, conn)
-        if log is not None:
-            out.append(log)
+        for entry in (server_log.declaration(cfg, conn), statements.declaration(conn)):
+            if entry is not None:
+                out.append(entry)
         subs = int(one("SELECT count(*) FROM pg_subscription") or 0)
         pubs = int(one("SELECT count(*) FROM pg_publication") or 0)
         if subs or pubs:
