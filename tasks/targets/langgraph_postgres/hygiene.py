@@ -219,8 +219,10 @@ def wal_cycles(cfg: PostgresTarget, needles: list[bytes]) -> dict[str, int]:
         # Compressed full-page images hold the subject where a byte search cannot see it: the search
         # cannot tell when to stop, so every segment is cycled out.
         compressed = row is not None and str(row[0]) != "off"
-        limit = cfg.wal_cycles if cfg.wal_cycles is not None else wal_limit(conn)
         listed = _listed(conn)
+        # max_wal_size is a soft limit (a burst of writes, a slot, wal_keep_size can keep more): never
+        # fewer cycles than segments are there now.
+        limit = cfg.wal_cycles if cfg.wal_cycles is not None else max(wal_limit(conn), (listed or 0) + 1)
         out: dict[str, int] = {
             "wal_data_dir_readable": int(readable),
             "wal_compression_on": int(compressed),
