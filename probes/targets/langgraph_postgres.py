@@ -18,6 +18,8 @@ The server log (`probes.postgres_logs`): its readable files are scanned too, and
 hold the subject but cannot be read is declared unscanned. Compressed WAL (`probes.postgres_wal`): with
 `wal_compression` on, the full-page images in `pg_wal/` are written out decompressed by `pg_waldump
 --save-fullpage` and scanned (`extracted`); without a pg_waldump that can, the WAL is declared.
+`pg_stat_statements` (`probes.postgres_statements`), where installed: a statement text naming the
+subject is residue (`pg_stat_statements-query-texts`), a view the probe cannot read is declared.
 
 Known limit: PostgreSQL compresses values over about 2 kB (pglz or lz4, in line or in TOAST); no
 decoded view reads those, so a dead compressed copy is invisible to the byte scan (the logical probes

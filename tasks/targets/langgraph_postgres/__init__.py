@@ -16,7 +16,8 @@ most `lock_timeout_ms` on the agent's row locks, and the whole transaction is re
 get them) it resolves the subject's namespaces, items and threads and deletes their vectors, items,
 writes, blobs and checkpoints, and advances the database's erasure epoch (`epoch.py`, issue 26).
 Then the byte hygiene of `hygiene.py` beside it (VACUUM FULL,
-statistics, CHECKPOINT, WAL cycles) on every run, also when nothing was found: a rerun after a crash
+statistics, CHECKPOINT, `pg_stat_statements` texts naming the subject: `statements.py`, WAL cycles)
+on every run, also when nothing was found: a rerun after a crash
 between the deletes and the rewrite must still remove the bytes. Other people's items and threads that
 name the subject are counted (`mentions`), never changed. What the erasure cannot reach (WAL archive,
 standbys, replication slots, logical replication, a server log that may name the subject and cannot be
