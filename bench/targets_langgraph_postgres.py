@@ -79,7 +79,7 @@ def framework_delete(c: Cluster, db: str, indexed: bool) -> float:
 
 
 def ours(c: Cluster, db: str, *, online: bool = True) -> dict[str, float]:
-    target = make_target(c, db, wal_cycles=64, online_rewrite=online)
+    target = make_target(c, db, online_rewrite=online)
     with writing(c, db, SUPERUSER) as w:
         time.sleep(0.3)
         t0 = time.perf_counter()
@@ -94,6 +94,7 @@ def ours(c: Cluster, db: str, *, online: bool = True) -> dict[str, float]:
         "stats_checkpoint": (d.get("statistics_ms", 0) + d["checkpoint_ms"]) / 1000,
         "wal": d["wal_cycles_ms"] / 1000,
         "cycles": d["wal_cycles"],
+        "cycles_limit": d["wal_cycles_limit"],
         "lockout": max(vf, default=0) / 1000,
         "stall": w.longest,
         "pg_repack": d.get("rewrite_by_pg_repack", 0) + d.get("rewrite_by_repack_concurrently", 0),

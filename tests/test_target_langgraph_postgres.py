@@ -102,10 +102,18 @@ def submit(home: Home, tmp_path: Path, request_id: str) -> None:
 
 
 def targets_toml(
-    home: Home, c: Cluster, *, data_dir: bool = True, log_dir: bool = True, database: str = DATABASE, extra: str = ""
+    home: Home,
+    c: Cluster,
+    *,
+    data_dir: bool = True,
+    log_dir: bool = True,
+    database: str = DATABASE,
+    extra: str = "",
+    wal_cycles: int | None = 40,
 ) -> None:
     """The home's targets.toml naming the cluster's agent store; `log_dir`: the server's log folder, read by
-    the probes (else the pack declares the log: issue 37); `extra`: more keys of the target."""
+    the probes (else the pack declares the log: issue 37); `extra`: more keys of the target; `wal_cycles`:
+    the explicit override (None: the limit the eraser derives from the server's settings)."""
     (home.root / "targets.toml").write_text(
         f'''
 [[targets]]
@@ -116,8 +124,8 @@ namespace = ["users", "{{subject_id}}"]
 thread_key = "user_id"
 episodic = ["episodes"]
 lock_timeout_ms = 500
-wal_cycles = 40
 '''
+        + (f"wal_cycles = {wal_cycles}\n" if wal_cycles is not None else "")
         + (f'data_dir = "{c.data}"\n' if data_dir else "")
         + (f'log_dir = "{c.log_dir}"\n' if log_dir else "")
         + extra

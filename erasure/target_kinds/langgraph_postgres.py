@@ -15,10 +15,12 @@ its probe: only the keys, checked, never code that reads or writes the cluster.
     data_dir = "/var/lib/postgresql/18/main"  # optional: the cluster's files, when this machine can read them
     lock_timeout_ms = 2000                 # optional: how long one statement waits on the agent's locks
     wait_seconds = 120                     # optional: how long the eraser retries before it gives up
-    wal_cycles = 16                        # optional: most WAL switch + CHECKPOINT cycles
+    wal_cycles = 200                       # optional override: most WAL switch + CHECKPOINT cycles (default:
+                                           # derived from max_wal_size + wal_keep_size / wal_segment_size)
     log_dir = "/var/log/postgresql"        # optional: where the server log lands when not in data_dir
     rewrite_logs = false                   # optional: rotate the log, remove the subject's lines from closed files
     online_rewrite = true                  # optional: false = always VACUUM FULL (never REPACK, pg_repack)
+    pg_bindir = "/usr/lib/postgresql/18/bin"  # optional: where the probe finds pg_waldump (compressed WAL)
 
 The server log is part of the target: with `logging_collector` on, its files in `data_dir` (or an
 absolute `log_directory`) are read; anything else (stderr caught by the service manager, Debian's
@@ -65,7 +67,8 @@ class PostgresTarget:
     data_dir: Path | None
     lock_timeout_ms: int
     wait_seconds: float
-    wal_cycles: int
+    wal_cycles: int | None
+    """An explicit limit of WAL switch + CHECKPOINT cycles; None: derived from the server's settings."""
     log_dir: Path | None = None
     """Where the server writes its log when it is not under `data_dir` (stderr caught by pg_ctl -l, the
     service manager or Debian's /var/log/postgresql)."""
@@ -75,6 +78,8 @@ class PostgresTarget:
     online_rewrite: bool = True
     """Rewrite the touched tables online where the server offers it (REPACK CONCURRENTLY, pg_repack;
     `pg_repack`'s extension is created when available and the role is a superuser), else VACUUM FULL."""
+    pg_bindir: Path | None = None
+    """Where the probe looks first for `pg_waldump` of the server's version, to read compressed WAL."""
 
     def data_dir_readable(self) -> bool:
         """Whether this process can read the cluster's files (`base/`, `pg_wal/`)."""
@@ -192,10 +197,11 @@ def postgres_target(target: Target) -> PostgresTarget:
         data_dir=target.path("data_dir"),
         lock_timeout_ms=_int(target, "lock_timeout_ms", 2000, 10, 600_000, where),
         wait_seconds=float(_int(target, "wait_seconds", 120, 1, 86_400, where)),
-        wal_cycles=_int(target, "wal_cycles", 16, 0, 1000, where),
+        wal_cycles=None if target.value("wal_cycles") is None else _int(target, "wal_cycles", 0, 0, 100_000, where),
         log_dir=target.path("log_dir"),
         rewrite_logs=_bool(target, "rewrite_logs", False, where),
         online_rewrite=_bool(target, "online_rewrite", True, where),
+        pg_bindir=target.path("pg_bindir"),
     )
 
 

@@ -14,7 +14,9 @@ PostgreSQL's data directory (the `langgraph-postgres` kind scans its cluster's):
 `PG_VERSION` and `global/pg_control`. In it, relation files (`base/`, `global/`: 8 KiB pages whose first
 and last page headers are PostgreSQL's), WAL segments (`pg_wal/`: a power-of-two size, the WAL page magic
 and a long header), SLRU files (`pg_xact/`, `pg_multixact/`, ...: whole pages), and the control,
-relation-mapper, relcache-init and replication state files (by their own magic numbers) are identified.
+relation-mapper, relcache-init and replication state files (by their own magic numbers) are identified;
+outside it, so are the page images `pg_waldump --save-fullpage` writes out of compressed WAL
+(`probes.postgres_wal`: `<lsn>.<tablespace>.<database>.<relation>.<block>_<fork>`, one 8 KiB page each).
 Pages and WAL are read raw, around their triggers (tuples and WAL records hold text as written; the
 kind's probe reads the live rows itself). Text files there (configuration, the server's logs) are text.
 
@@ -67,6 +69,8 @@ def layout_format(path: str, size: int) -> str | None:
     pg_root = _pg_root(folder)
     if pg_root is not None:
         return _postgres_format(path, size, pg_root)
+    if _FULLPAGE.match(name):
+        return _fullpage_format(path, size)
     if name.endswith("-journal"):
         return SQLITE_JOURNAL if _persisted_journal(path, size) else None
     if name not in (HEADER_FILE, DATA_FILE, LENGTH_FILE, LINKS_FILE):
@@ -135,6 +139,8 @@ _BLCKSZ = 8192
 _PAGE_VERSION = 0x2004  # pd_pagesize_version: 8192 | layout version 4
 _RELATION = re.compile(r"^\d+(?:_(?:fsm|vm|init))?(?:\.\d+)?$")
 _WAL_SEGMENT = re.compile(r"^[0-9A-F]{24}(?:\.partial)?$")
+_FULLPAGE = re.compile(r"^[0-9A-F]{8}-[0-9A-F]{8}-[0-9A-F]{8}\.\d+\.\d+\.\d+\.\d+_(?:main|fsm|vm|init)$")
+"""A page image `pg_waldump --save-fullpage` wrote out of the WAL (`probes.postgres_wal`)."""
 _SLRU_DIRS = frozenset({"pg_xact", "pg_subtrans", "pg_commit_ts", "pg_serial", "pg_notify", "pg_multixact"})
 _STATE_MAGIC = {
     "pg_filenode.map": (0x592717,),
@@ -175,6 +181,17 @@ def _page_ok(page: bytes) -> bool:
     if (lower, upper, special, version) == (0, 0, 0, 0):
         return True
     return bool(version == _PAGE_VERSION and 24 <= lower <= upper <= special <= _BLCKSZ)
+
+
+def _fullpage_format(path: str, size: int) -> str | None:
+    if size != _BLCKSZ:
+        return None
+    try:
+        with open(path, "rb") as f:
+            page = f.read(_BLCKSZ)
+    except OSError:
+        return None
+    return PG_PAGES if _page_ok(page) else None
 
 
 def _postgres_format(path: str, size: int, root: str) -> str | None:

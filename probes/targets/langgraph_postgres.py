@@ -15,7 +15,11 @@ PostgreSQL" becomes an `unscanned_content` exception, never all clear by bytes. 
 or a streaming standby: files the probe cannot read that hold copies.
 
 The server log (`probes.postgres_logs`): its readable files are scanned too, and a log that may
-hold the subject but cannot be read is declared unscanned.
+hold the subject but cannot be read is declared unscanned. Compressed WAL (`probes.postgres_wal`): with
+`wal_compression` on, the full-page images in `pg_wal/` are written out decompressed by `pg_waldump
+--save-fullpage` and scanned (`extracted`); without a pg_waldump that can, the WAL is declared.
+`pg_stat_statements` (`probes.postgres_statements`), where installed: a statement text naming the
+subject is residue (`pg_stat_statements-query-texts`), a view the probe cannot read is declared.
 
 Known limit: PostgreSQL compresses values over about 2 kB (pglz or lz4, in line or in TOAST); no
 decoded view reads those, so a dead compressed copy is invisible to the byte scan (the logical probes
@@ -29,10 +33,12 @@ digests (each other person's item with its vectors, each other thread with all i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import struct
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -47,6 +53,8 @@ from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS
 from erasure.targets import Target
 from erasure.tiers import Tier
 from probes import postgres_logs as pg_logs
+from probes import postgres_statements as pg_statements
+from probes import postgres_wal as pg_wal
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
@@ -280,6 +288,21 @@ def _nearest(cfg: PostgresTarget, vectors: list[bytes]) -> int:
         conn.close()
 
 
+def _statements(cfg: PostgresTarget, subject: Subject) -> list[tuple[str, Measurement]]:
+    """Texts of `pg_stat_statements` that name the subject (where installed and readable; an unreadable
+    view is declared by `unscanned`)."""
+    conn = _connect(cfg)
+    try:
+        if not pg_statements.installed(conn):
+            return []
+        rows, _unread = pg_statements.texts(conn)
+    finally:
+        conn.close()
+    words = [s for _k, s in spellings(subject, [subject.id]) if len(s.encode()) >= MIN_IDENTIFIER_BYTES]
+    named = pg_statements.naming(rows, words)
+    return [(Tier.semantic, Measurement("pg_stat_statements-query-texts", named, "statements", len(rows) - named))]
+
+
 class LangGraphPostgresProbe:
     """The probing side of kind `langgraph-postgres` (see the module docstring)."""
 
@@ -300,6 +323,36 @@ class LangGraphPostgresProbe:
             conn.close()
         return out | pg_logs.places(cfg, settings)[0]
 
+    @contextlib.contextmanager
+    def extracted(self, target: Target) -> Iterator[tuple[dict[str, Path], list[Unscanned]]]:
+        """With `wal_compression` on and a readable data directory: every full-page image of `pg_wal/`
+        decompressed by `pg_waldump --save-fullpage` into a temporary folder (`pg_wal_fullpages`), and
+        the runs of WAL pages it could not read, declared (`probes.postgres_wal`)."""
+        cfg = postgres_target(target)
+        if cfg.data_dir is None or not cfg.data_dir_readable():
+            yield {}, []
+            return
+        conn = _connect(cfg)
+        try:
+            method = pg_wal.compression(conn)
+            exe = pg_wal.waldump(conn, cfg.pg_bindir) if method != "off" else None
+        finally:
+            conn.close()
+        if exe is None:  # off, or declared by `unscanned`
+            yield {}, []
+            return
+        with pg_wal.fullpages(cfg.data_dir, exe) as (pages, unread):
+            gaps = [
+                Unscanned(
+                    sha256=_digest(f"{target.name}\x00wal_fullpages".encode()),
+                    size=0,
+                    reason=f"{unread} run(s) of WAL pages pg_waldump could not read (wal_compression = {method}):"
+                    " their compressed full-page images are unread",
+                    target=target.name,
+                )
+            ] * bool(unread)
+            yield {"pg_wal_fullpages": pages}, gaps
+
     def unscanned(self, target: Target, fp: TargetFingerprint | None = None) -> list[Unscanned]:
         """What holds the subject's bytes and cannot be read here: the data directory of a managed
         service, a WAL archive, streaming standbys, and the subject's values PostgreSQL stored
@@ -311,7 +364,8 @@ class LangGraphPostgresProbe:
             key = _digest(f"{target.name}\x00{what}".encode())
             out.append(Unscanned(sha256=key, size=0, reason=reason, target=target.name))
 
-        if not (cfg.data_dir is not None and cfg.data_dir_readable()):
+        readable = cfg.data_dir is not None and cfg.data_dir_readable()
+        if not readable:
             add("data_dir", NOT_READABLE)
         compressed = int(fp.state.get("compressed_values", 0)) if fp is not None else 0
         if compressed:
@@ -328,6 +382,20 @@ class LangGraphPostgresProbe:
             row = conn.execute("SELECT count(*) FROM pg_stat_replication").fetchone()
             if row is not None and int(row[0]):
                 add("standbys", f"{int(row[0])} streaming standby(s): their files are not read by this probe")
+            method = pg_wal.compression(conn)
+            if readable and method != "off" and pg_wal.waldump(conn, cfg.pg_bindir) is None:
+                add(
+                    "wal_compression",
+                    f"WAL not read: wal_compression = {method} compresses the full-page images in pg_wal/, and no"
+                    " pg_waldump of this server's version with --save-fullpage (PostgreSQL 16+) was found to"
+                    " read them: turn wal_compression off, or let the segments written before it be recycled"
+                    " (pg_switch_wal() + CHECKPOINT cycles until max_wal_size of WAL has passed), or give the"
+                    " target a pg_bindir",
+                )
+            if pg_statements.installed(conn):
+                unread = pg_statements.texts(conn)[1]
+                if unread is not None:
+                    add("pg_stat_statements", f"{unread}: utility statements keep their literals there")
             reason = pg_logs.unscanned_reason(cfg, pg_logs.read_settings(conn))
             if reason is not None:
                 add("server_log", reason)
@@ -407,36 +475,42 @@ class LangGraphPostgresProbe:
         episodic = sum(1 for t in view.subject_items.values() if t is Tier.episodic)
         nv = len(view.other_vectors)
         return [
-            (
-                Tier.working,
-                Measurement("threads-by-metadata", len(view.subject_threads), "threads", len(view.other_threads)),
-            ),
-            (Tier.working, Measurement("threads-by-id", left_threads, "checkpoint-rows", view.other_thread_rows)),
-            (
-                Tier.working,
-                Measurement(
-                    "threads-content-digests", 0, "threads-unchanged", _unchanged(baseline, view.others, "thread")[1]
+            *_statements(cfg, subject),
+            *[
+                (
+                    Tier.working,
+                    Measurement("threads-by-metadata", len(view.subject_threads), "threads", len(view.other_threads)),
                 ),
-            ),
-            (Tier.episodic, Measurement("items-under-namespace", episodic, "items", view.other_items)),
-            (
-                Tier.semantic,
-                Measurement("items-under-namespace", len(view.subject_items) - episodic, "items", view.other_items),
-            ),
-            (Tier.semantic, Measurement("items-by-key", left_items, "items", view.other_items)),
-            (
-                Tier.semantic,
-                Measurement("items-under-unconfigured-layouts", view.unconfigured_items, "items", view.other_items),
-            ),
-            (
-                Tier.semantic,
-                Measurement(
-                    "items-content-digests", 0, "items-unchanged", _unchanged(baseline, view.others, "item")[1]
+                (Tier.working, Measurement("threads-by-id", left_threads, "checkpoint-rows", view.other_thread_rows)),
+                (
+                    Tier.working,
+                    Measurement(
+                        "threads-content-digests",
+                        0,
+                        "threads-unchanged",
+                        _unchanged(baseline, view.others, "thread")[1],
+                    ),
                 ),
-            ),
-            (Tier.vectors, Measurement("vectors-under-namespace", view.subject_vector_rows, "vectors", nv)),
-            (Tier.vectors, Measurement("vectors-by-bytes", by_bytes, "vectors", nv)),
-            (Tier.vectors, Measurement("vectors-nearest-neighbour", near, "vectors", nv)),
+                (Tier.episodic, Measurement("items-under-namespace", episodic, "items", view.other_items)),
+                (
+                    Tier.semantic,
+                    Measurement("items-under-namespace", len(view.subject_items) - episodic, "items", view.other_items),
+                ),
+                (Tier.semantic, Measurement("items-by-key", left_items, "items", view.other_items)),
+                (
+                    Tier.semantic,
+                    Measurement("items-under-unconfigured-layouts", view.unconfigured_items, "items", view.other_items),
+                ),
+                (
+                    Tier.semantic,
+                    Measurement(
+                        "items-content-digests", 0, "items-unchanged", _unchanged(baseline, view.others, "item")[1]
+                    ),
+                ),
+                (Tier.vectors, Measurement("vectors-under-namespace", view.subject_vector_rows, "vectors", nv)),
+                (Tier.vectors, Measurement("vectors-by-bytes", by_bytes, "vectors", nv)),
+                (Tier.vectors, Measurement("vectors-nearest-neighbour", near, "vectors", nv)),
+            ],
         ]
 
 

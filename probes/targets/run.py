@@ -3,6 +3,7 @@ byte scan of every file it has, after. The same for every kind; the kind's modul
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -61,14 +62,26 @@ def _scan(target: Target, fps: list[TargetFingerprint]) -> list[_Scanned]:
     """One byte scan and one pass of the decoded views over the target's folders for every subject's
     needles at once (a window reads each file once, not once per subject); per subject what it found."""
     kind_probe = probe_for(target)
-    roots = _folders(kind_probe, target)
+    # What the kind decodes itself into a folder of its own for the scan (compressed WAL pages), and
+    # what of it could not be decoded.
+    extracted = getattr(kind_probe, "extracted", None)
+    with extracted(target) if extracted is not None else contextlib.nullcontext(({}, [])) as (more, unread):
+        roots = _folders(kind_probe, target) | {p.resolve(): role for role, p in more.items()}
+        return _scan_roots(target, kind_probe, fps, roots, unread)
+
+
+def _scan_roots(
+    target: Target, kind_probe: object, fps: list[TargetFingerprint], roots: dict[Path, str], unread: list[Unscanned]
+) -> list[_Scanned]:
     needles = [n for fp in fps for n in fp.needles]
     starts = [0]
     for fp in fps:
         starts.append(starts[-1] + len(fp.needles))
     # What the kind knows it cannot read (a managed cluster's files, a WAL archive, values it stored
     # compressed): never certified.
-    out = [_Scanned(unscanned=list(getattr(kind_probe, "unscanned", lambda _t, _fp: [])(target, fp))) for fp in fps]
+    out = [
+        _Scanned(unscanned=[*getattr(kind_probe, "unscanned", lambda _t, _fp: [])(target, fp), *unread]) for fp in fps
+    ]
     texts = [n.view() for n in needles]
 
     def mine(i: int, indexes: set[int]) -> set[int]:

@@ -16,7 +16,8 @@ most `lock_timeout_ms` on the agent's row locks, and the whole transaction is re
 get them) it resolves the subject's namespaces, items and threads and deletes their vectors, items,
 writes, blobs and checkpoints, and advances the database's erasure epoch (`epoch.py`, issue 26).
 Then the byte hygiene of `hygiene.py` beside it (VACUUM FULL,
-statistics, CHECKPOINT, WAL cycles) on every run, also when nothing was found: a rerun after a crash
+statistics, CHECKPOINT, `pg_stat_statements` texts naming the subject: `statements.py`, WAL cycles)
+on every run, also when nothing was found: a rerun after a crash
 between the deletes and the rewrite must still remove the bytes. Other people's items and threads that
 name the subject are counted (`mentions`), never changed. What the erasure cannot reach (WAL archive,
 standbys, replication slots, logical replication, a server log that may name the subject and cannot be
@@ -46,7 +47,7 @@ from erasure.tiers import Tier
 from tasks.targets.base import TierOutcome
 from tasks.targets.langgraph_postgres import epoch as pg_epoch
 from tasks.targets.langgraph_postgres import hygiene as pg_hygiene
-from tasks.targets.langgraph_postgres import server_log
+from tasks.targets.langgraph_postgres import server_log, statements
 
 KIND = "langgraph-postgres"
 ITEM_TABLES = ("store_vectors", "store")
@@ -292,6 +293,14 @@ def _needles(subject: Subject, found: _Found) -> list[bytes]:
     return [n for n in dict.fromkeys([*out, *found.content, *found.vector_pieces]) if len(n) >= 6]
 
 
+def _reset_statements(cfg: PostgresTarget, needles: list[bytes]) -> dict[str, int]:
+    conn = pg_hygiene.connect(cfg, autocommit=True)
+    try:
+        return statements.reset(cfg, conn, needles)
+    finally:
+        conn.close()
+
+
 def _rewrite_logs(cfg: PostgresTarget, needles: list[bytes]) -> dict[str, int]:
     conn = pg_hygiene.connect(cfg, autocommit=True)
     try:
@@ -343,10 +352,11 @@ class LangGraphPostgresEraser:
         finally:
             conn.close()
         rewritten = pg_hygiene.rewrite(cfg, [t for t in (*ITEM_TABLES, *THREAD_TABLES) if t in present])
+        stats = _reset_statements(cfg, _needles(subject, before))
         wal = pg_hygiene.wal_cycles(cfg, _needles(subject, before))
         logs = _rewrite_logs(cfg, _needles(subject, before)) if cfg.rewrite_logs else {}
         after = _measure(cfg, subject)
-        hygiene = {"delete_ms": delete_ms, **rewritten, **wal, **logs}
+        hygiene = {"delete_ms": delete_ms, **rewritten, **stats, **wal, **logs}
         return {
             Tier.working: TierOutcome(
                 len(before.threads),

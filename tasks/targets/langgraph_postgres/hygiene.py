@@ -22,14 +22,18 @@ recycled segment kept it until it was overwritten. So, in order:
    reuse) still holds its old records until WAL is written over it. When the data directory is
    readable we search the segments after each cycle for the subject's identifiers and content (a
    plain byte search of our own: the independent probe scans them again through every decoded
-   view) and stop when none holds them; without it we run as many cycles as `pg_ls_waldir()` lists
-   segments. Bounded by `wal_cycles`, and reported (cycles, segments holding the subject before and
-   after) in the step record.
+   view) and stop when none holds them; without it, or with `wal_compression` on (a compressed
+   full-page image hides the subject from a byte search), we run one cycle more than `pg_ls_waldir()`
+   lists segments. Bounded by how many segments the server can hold (`max_wal_size` + `wal_keep_size`
+   in `wal_segment_size` segments: `wal_limit`), never a constant a larger store runs out of; a
+   target's `wal_cycles` overrides that limit. Reported (cycles, the limit, segments holding the
+   subject before and after) in the step record.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -40,7 +44,7 @@ from psycopg import errors, sql
 
 from erasure.errors import StoreError
 from erasure.target_kinds.langgraph_postgres import PostgresTarget
-from tasks.targets.langgraph_postgres import online, server_log
+from tasks.targets.langgraph_postgres import online, server_log, statements
 
 T = TypeVar("T")
 RETRYABLE = (errors.LockNotAvailable, errors.DeadlockDetected, errors.SerializationFailure, errors.QueryCanceled)
@@ -168,32 +172,77 @@ def segments_holding(data_dir: Path, needles: Iterable[bytes]) -> int:
     return n
 
 
+_UNIT = re.compile(r"^(\d*)\s*(B|kB|MB|GB|TB)$")
+_UNIT_BYTES = {"B": 1, "kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+
+
+def _setting_bytes(setting: str, unit: str | None) -> int:
+    """A size setting of `pg_settings` (`setting` in `unit`, e.g. 1024 in MB, 16777216 in B) in bytes."""
+    m = _UNIT.match(unit or "B")
+    if m is None:
+        raise StoreError(f"langgraph-postgres: unexpected unit {unit!r} of a WAL size setting")
+    return int(setting) * int(m.group(1) or 1) * _UNIT_BYTES[m.group(2)]
+
+
+def wal_limit(conn: psycopg.Connection[Any]) -> int:
+    """How many segments the server can hold at once, so how many switch + CHECKPOINT cycles write over or
+    remove every one of them: `max_wal_size` (recycled segments are kept up to it) plus `wal_keep_size`
+    (kept after a checkpoint), in `wal_segment_size` segments, plus the segment being written and the one
+    switched to."""
+    rows = conn.execute(
+        "SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)",
+        (["max_wal_size", "wal_keep_size", "wal_segment_size"],),
+    ).fetchall()
+    size = {str(name): _setting_bytes(str(setting), unit) for name, setting, unit in rows}
+    segment = size.get("wal_segment_size") or 16 << 20
+    held = size.get("max_wal_size", 1 << 30) + size.get("wal_keep_size", 0)
+    return -(-held // segment) + 2
+
+
+def _listed(conn: psycopg.Connection[Any]) -> int | None:
+    try:
+        row = conn.execute("SELECT count(*) FROM pg_ls_waldir()").fetchone()
+    except errors.InsufficientPrivilege:
+        return None
+    return int(row[0]) if row else None
+
+
 def wal_cycles(cfg: PostgresTarget, needles: list[bytes]) -> dict[str, int]:
-    """Switch WAL segments and checkpoint until no segment holds a needle (data directory readable), or
-    as many times as there are segments (not readable); at most `cfg.wal_cycles`. Counts only."""
+    """Switch WAL segments and checkpoint until no segment holds a needle (data directory readable and WAL
+    not compressed), else once more than there are segments (each cycle writes over or removes one); at
+    most the limit derived from the server's settings (`wal_limit`), or `cfg.wal_cycles` when the target
+    sets it. Counts only."""
     conn = connect(cfg, autocommit=True)
     try:
         readable = cfg.data_dir_readable() and cfg.data_dir is not None
-        out: dict[str, int] = {"wal_data_dir_readable": int(readable)}
+        row = conn.execute("SELECT current_setting('wal_compression')").fetchone()
+        # Compressed full-page images hold the subject where a byte search cannot see it: the search
+        # cannot tell when to stop, so every segment is cycled out.
+        compressed = row is not None and str(row[0]) != "off"
+        listed = _listed(conn)
+        # max_wal_size is a soft limit (a burst of writes, a slot, wal_keep_size can keep more): never
+        # fewer cycles than segments are there now.
+        limit = cfg.wal_cycles if cfg.wal_cycles is not None else max(wal_limit(conn), (listed or 0) + 1)
+        out: dict[str, int] = {
+            "wal_data_dir_readable": int(readable),
+            "wal_compression_on": int(compressed),
+            "wal_cycles_limit": limit,
+            "wal_cycles_limit_explicit": int(cfg.wal_cycles is not None),
+        }
         if readable:
             assert cfg.data_dir is not None
             holding = segments_holding(cfg.data_dir, needles)
             out["wal_segments_with_subject_before"] = holding
-            target = cfg.wal_cycles
         else:
-            try:
-                row = conn.execute("SELECT count(*) FROM pg_ls_waldir()").fetchone()
-                target = min(cfg.wal_cycles, int(row[0]) + 1 if row else cfg.wal_cycles)
-            except errors.InsufficientPrivilege:
-                target = cfg.wal_cycles
             holding = 1
+        target = limit if readable and not compressed else min(limit, listed + 1 if listed is not None else limit)
         started = time.perf_counter()
         cycles = 0
-        while cycles < target and holding:
+        while cycles < target and (holding or compressed):
             conn.execute("SELECT pg_switch_wal()")
             retry_locked(cfg, lambda: conn.execute("CHECKPOINT"), "CHECKPOINT")
             cycles += 1
-            if readable:
+            if readable and (not compressed or cycles == target):  # compressed: the search cannot stop it
                 assert cfg.data_dir is not None
                 holding = segments_holding(cfg.data_dir, needles)
         out["wal_cycles"] = cycles
@@ -262,9 +311,9 @@ def beyond_reach(cfg: PostgresTarget) -> list[dict[str, Any]]:
                     "too, or drop unused slots",
                 }
             )
-        log = server_log.declaration(cfg, conn)
-        if log is not None:
-            out.append(log)
+        for entry in (server_log.declaration(cfg, conn), statements.declaration(conn)):
+            if entry is not None:
+                out.append(entry)
         subs = int(one("SELECT count(*) FROM pg_subscription") or 0)
         pubs = int(one("SELECT count(*) FROM pg_publication") or 0)
         if subs or pubs:
