@@ -246,8 +246,7 @@ def verify_window(
     extra root) with every subject's needles, the tier probes once with the union of their keys, and
     subject by subject only where the union found residue. Fingerprints taken in different windows (a
     rerun) are probed group by group: each group has its own bystander baseline."""
-    probed = probe_store(store_dir, pairs, tiers=tiers, http_timeout=http_timeout, extra_roots=extra_roots)
-    return probed.finish(subprocessors.ask(probed.wanted(), http_timeout))
+    return probe_store(store_dir, pairs, tiers=tiers, http_timeout=http_timeout, extra_roots=extra_roots).ask()
 
 
 @dataclass(frozen=True)
@@ -278,6 +277,11 @@ class StoreProbes:
 
     results: list[Verification]
     pending: list[_Pending] = field(default_factory=list)
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT
+
+    def ask(self) -> list[Verification]:
+        """`finish` on the processors' answers, asked now (`subprocessors.ask`)."""
+        return self.finish(subprocessors.ask(self.wanted(), self.http_timeout))
 
     def wanted(self) -> list[subprocessors.Pair]:
         """Every lookup the verdicts need, each once."""
@@ -343,6 +347,7 @@ def probe_store(
             for r, o, where in zip(results, others, located, strict=True)
         ],
         pending,
+        http_timeout,
     )
 
 

@@ -30,11 +30,10 @@ from erasure.ledger import ledger_key
 from erasure.server_control import Window
 from erasure.subject import Subject
 from erasure.targets import Target
-from probes import manifest, subprocessors
+from probes import manifest
 from probes.fingerprint import Fingerprint, destroy
 from probes.harvest import OTHERS_KEYS
 from probes.keys import SubjectKeys
-from probes.model import DEFAULT_HTTP_TIMEOUT
 from probes.run import Verification, to_json
 from probes.targets import run as target_probes
 from probes.targets.base import TargetFingerprint
@@ -452,16 +451,11 @@ class Probed:
     store: StoreProbes | None
     """The reference store's (None: the home has none)."""
     per_target: list[list[Verification]]
-    http_timeout: float = DEFAULT_HTTP_TIMEOUT
 
     def finish(self) -> list[Verification]:
         """Ask the processors, then each subject's verification: the reference store's and every
         other target's probes together."""
-        found = (
-            self.store.finish(subprocessors.ask(self.store.wanted(), self.http_timeout))
-            if self.store is not None
-            else [Verification(probes=[], unscanned=[]) for _ in range(self.n)]
-        )
+        found = self.store.ask() if self.store is not None else [Verification(probes=[], unscanned=[])] * self.n
         out: list[Verification] = []
         for i, ref in enumerate(found):
             probes, unscanned, located = list(ref.probes), list(ref.unscanned), list(ref.residue_files)
