@@ -13,6 +13,8 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from probes.documents import RS, Unread, read
 from probes.documents.containers import DECODE_ERRORS, TooLarge, decompress
 from probes.documents.formats import (
@@ -191,20 +193,23 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
     """Find triggers in `data`; decode what they point at; match windows around identifier triggers."""
     ends: list[int] = []
     done_to = {name: -1 for name in GENERIC_NAMES}
+    generic = len(GENERIC_NAMES)
     for pid, end in scan.matcher.triggers(data):
-        if pid >= len(GENERIC_NAMES):
-            if pid - len(GENERIC_NAMES) not in scan.matcher.found:
+        if pid >= generic:  # a needle's raw or escaped spelling
+            if pid - generic not in scan.matcher.found:
                 ends.append(end)
             continue
         name = GENERIC_NAMES[pid]
-        if end <= done_to[name]:
+        if end <= done_to[name] or name == "magic":  # a magic counts only where base64 decodes (below)
             continue
-        if name in ("escapes", "fullwidth"):
+        if name == "fullwidth":
             ends.append(end)
-        elif name == "base64":
-            done_to[name] = _base64_run(scan, data, end, depth)
         else:
             done_to[name] = _embedded_container(scan, data, end, name, depth)
+    done = -1
+    for at in base64_stream(scan, data):
+        if at > done:
+            done = _base64_run(scan, data, at + 1, depth)
     if match_windows:
         for a, b in _windows(ends, len(data)):
             window = data[a:b]
@@ -213,6 +218,67 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
                 for codec, width in WIDE_CODECS:
                     for shift in range(width):
                         scan.matcher.match_text(window[shift:].decode(codec, "replace"), scan.hits)
+
+
+_B64_KEEP = np.zeros(256, dtype=bool)
+_B64_KEEP[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")] = True
+_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
+BASE64_NESTED = 2
+"""Base64 inside base64 looked for in the bulk decoding (deeper nesting is read as each run is decoded)."""
+
+
+def _runs(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, length) of every run of base64 characters of at least `MIN_BASE64 - GLUED`, and each
+    character's byte value."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    mask = np.concatenate(([False], _B64_KEEP[raw], [False]))
+    edges = np.flatnonzero(mask[1:] != mask[:-1])
+    starts, lengths = edges[0::2], edges[1::2] - edges[0::2]
+    long = lengths >= MIN_BASE64 - GLUED
+    return starts[long], lengths[long], raw
+
+
+def _decode_runs(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray, skip: int) -> tuple[bytes, np.ndarray]:
+    """Every run decoded from its `skip`-th character (one of the four alignments a run with glued
+    characters before it may have), each padded to whole groups, all in one C call; and where each run's
+    characters start in the padded stream."""
+    body = np.maximum(lengths - skip, 0)
+    padded = body + (-body % 4)
+    out_starts = np.concatenate(([0], np.cumsum(padded)[:-1])).astype(np.int64)
+    stream = np.full(int(padded.sum()), ord("A"), dtype=np.uint8)
+    within = np.arange(int(body.sum()), dtype=np.int64) - np.repeat(np.cumsum(body) - body, body)
+    stream[np.repeat(out_starts, body) + within] = raw[np.repeat(starts + skip, body) + within]
+    return binascii.a2b_base64(stream.tobytes().translate(_URLSAFE)), out_starts
+
+
+def base64_stream(scan: FileScan, data: bytes, level: int = 1) -> list[int]:
+    """Where in `data` a base64 run holds something to read: a needle's spelling (raw or escaped, or in
+    base64 again, `BASE64_NESTED` deep), a container's or a document's magic. Every run of base64
+    characters is decoded at each of its four alignments (both alphabets as one), all runs at once in one
+    C call per alignment, and one trigger pass over each decoding finds the hits. Returns offsets in
+    `data` inside the runs to read."""
+    starts, lengths, raw = _runs(data)
+    if not len(starts):
+        return []
+    generic = len(GENERIC_NAMES)
+    wanted = {GENERIC_NAMES.index(n) for n in GENERIC_NAMES if n != "flate"}
+    at: list[int] = []
+    for skip in range(4):
+        decoded, out_starts = _decode_runs(raw, starts, lengths, skip)
+        ends = [
+            end
+            for pid, end in scan.matcher.triggers(decoded)
+            if (pid >= generic and pid - generic not in scan.matcher.found) or pid in wanted
+        ]
+        if level < BASE64_NESTED:
+            ends += [a + 1 for a in base64_stream(scan, decoded, level + 1)]
+        for end in ends:
+            char = max(0, end - 1) // 3 * 4
+            run = int(np.searchsorted(out_starts, char, side="right")) - 1
+            at.append(int(starts[run]) + skip + min(char - int(out_starts[run]), int(lengths[run]) - 1 - skip))
+    return sorted(set(at))
 
 
 def _base64_run(scan: FileScan, data: bytes, end: int, depth: int) -> int:

@@ -31,13 +31,13 @@ def _short_values(scan: FileScan, values: list[bytes]) -> None:
     for v in values:
         starts.append(at)
         at += len(v) + 1
-    # An identifier's trigger, or an escape or full-width run that may spell one (base64 runs and containers
+    # An identifier's trigger (raw, escaped or in base64), or a full-width run that may spell one (base64 runs and containers
     # in them are read by the raw view of the file's bytes, as before).
     hit = sorted(
         {
             bisect_right(starts, end - 1) - 1
             for pid, end in scan.matcher.triggers(joined)
-            if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] in ("escapes", "fullwidth")
+            if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] == "fullwidth"
         }
     )
     # Each is read as a guess (explicit checks only): a value that proves to be no format (a hash whose
