@@ -246,6 +246,9 @@ _GENERIC: dict[str, bytes] = {
     # a format's magic: looked at only in base64 runs' decoded bytes (`probes.view_payloads`), where a
     # payload starts that is read as that format
     "magic": b"|".join(_escape(m) for m in _MAGICS),
+    # a run of base64 characters long enough to read (reported once per scan): the payload's base64 runs
+    # are decoded (`probes.view_payloads.base64_stream`)
+    "base64-run": rb"[A-Za-z0-9+/_\-]{%d}" % MIN_BASE64,
     "gzip": rb"\x1f\x8b\x08",
     "bz2": rb"BZh[1-9]1AY&SY",
     "xz": rb"\xfd7zXZ\x00",
@@ -271,7 +274,7 @@ a verification, look for the same needles."""
 def _compile(needles: tuple[tuple[str, str], ...]) -> _Compiled:
     expressions = [_GENERIC[n] for n in GENERIC_NAMES]
     ids = list(range(len(GENERIC_NAMES)))
-    flags = [0] * len(GENERIC_NAMES)
+    flags = [hyperscan.HS_FLAG_SINGLEMATCH if n == "base64-run" else 0 for n in GENERIC_NAMES]
     for index, (kind, text) in enumerate(needles):
         if kind.startswith("identifier"):
             ident = ident_kind(kind, text)
@@ -394,6 +397,12 @@ class Matcher:
         if self.once:
             self.found |= best.keys()
 
+    def _scratch(self) -> hyperscan.Scratch:
+        if not hasattr(self._local, "scratch"):  # a scratch space is one thread's at a time
+            with self._lock:
+                self._local.scratch = self._compiled.scratch.clone()
+        return self._local.scratch  # type: ignore[no-any-return]
+
     def triggers(self, data: bytes) -> list[tuple[int, int]]:
         """(trigger id, end offset) of every trigger in `data`, in one hyperscan pass: ids below
         `len(GENERIC_NAMES)` are generic, then one per needle (a raw or escaped spelling of it)."""
@@ -402,10 +411,7 @@ class Matcher:
         def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             out.append((pid, end))
 
-        if not hasattr(self._local, "scratch"):  # a scratch space is one thread's at a time
-            with self._lock:
-                self._local.scratch = self._compiled.scratch.clone()
-        self._compiled.db.scan(data, match_event_handler=on_match, scratch=self._local.scratch)
+        self._compiled.db.scan(data, match_event_handler=on_match, scratch=self._scratch())
         return sorted(out, key=lambda t: t[1])
 
 

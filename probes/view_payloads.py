@@ -13,8 +13,6 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from probes.documents import RS, Unread, read
 from probes.documents.containers import DECODE_ERRORS, TooLarge, decompress
 from probes.documents.formats import (
@@ -194,20 +192,22 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
     ends: list[int] = []
     done_to = {name: -1 for name in GENERIC_NAMES}
     generic = len(GENERIC_NAMES)
+    runs = False
     for pid, end in scan.matcher.triggers(data):
         if pid >= generic:  # a needle's raw or escaped spelling
             if pid - generic not in scan.matcher.found:
                 ends.append(end)
             continue
         name = GENERIC_NAMES[pid]
-        if end <= done_to[name] or name == "magic":  # a magic counts only where base64 decodes (below)
+        runs = runs or name == "base64-run"
+        if end <= done_to[name] or name in ("magic", "base64-run"):  # a magic counts where base64 decodes
             continue
         if name == "fullwidth":
             ends.append(end)
         else:
             done_to[name] = _embedded_container(scan, data, end, name, depth)
     done = -1
-    for at in base64_stream(scan, data):
+    for at in base64_stream(scan, data) if runs else ():
         if at > done:
             done = _base64_run(scan, data, at + 1, depth)
     if match_windows:
@@ -220,65 +220,43 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
                         scan.matcher.match_text(window[shift:].decode(codec, "replace"), scan.hits)
 
 
-_B64_KEEP = np.zeros(256, dtype=bool)
-_B64_KEEP[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")] = True
-_URLSAFE = bytes.maketrans(b"-_", b"+/")
-
-
+_B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_AS_BASE64 = bytes.maketrans(
+    bytes(range(256)), bytes(c if c in _B64_CHARS else (b"+" if c == 45 else b"/" if c == 95 else b"A")[0] for c in range(256))
+)
+"""Every byte as base64 reads it: its own characters as they are (url-safe `-` and `_` as `+` and `/`),
+any other byte `A`. A run then decodes correctly wherever the decoding starts on its first character,
+its last bytes too (a partial group's bits are its own), and every offset stays an offset of the data."""
 BASE64_NESTED = 2
 """Base64 inside base64 looked for in the bulk decoding (deeper nesting is read as each run is decoded)."""
 
 
-def _runs(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(start, length) of every run of base64 characters of at least `MIN_BASE64 - GLUED`, and each
-    character's byte value."""
-    raw = np.frombuffer(data, dtype=np.uint8)
-    mask = np.concatenate(([False], _B64_KEEP[raw], [False]))
-    edges = np.flatnonzero(mask[1:] != mask[:-1])
-    starts, lengths = edges[0::2], edges[1::2] - edges[0::2]
-    long = lengths >= MIN_BASE64 - GLUED
-    return starts[long], lengths[long], raw
-
-
-def _decode_runs(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray, skip: int) -> tuple[bytes, np.ndarray]:
-    """Every run decoded from its `skip`-th character (one of the four alignments a run with glued
-    characters before it may have), each padded to whole groups, all in one C call; and where each run's
-    characters start in the padded stream."""
-    body = np.maximum(lengths - skip, 0)
-    padded = body + (-body % 4)
-    out_starts = np.concatenate(([0], np.cumsum(padded)[:-1])).astype(np.int64)
-    stream = np.full(int(padded.sum()), ord("A"), dtype=np.uint8)
-    within = np.arange(int(body.sum()), dtype=np.int64) - np.repeat(np.cumsum(body) - body, body)
-    stream[np.repeat(out_starts, body) + within] = raw[np.repeat(starts + skip, body) + within]
-    return binascii.a2b_base64(stream.tobytes().translate(_URLSAFE)), out_starts
-
-
 def base64_stream(scan: FileScan, data: bytes, level: int = 1) -> list[int]:
     """Where in `data` a base64 run holds something to read: a needle's spelling (raw or escaped, or in
-    base64 again, `BASE64_NESTED` deep), a container's or a document's magic. Every run of base64
-    characters is decoded at each of its four alignments (both alphabets as one), all runs at once in one
-    C call per alignment, and one trigger pass over each decoding finds the hits. Returns offsets in
-    `data` inside the runs to read."""
-    starts, lengths, raw = _runs(data)
-    if not len(starts):
-        return []
+    base64 again, `BASE64_NESTED` deep), a container's or a document's magic. The whole of `data`, read
+    as base64 (`_AS_BASE64`), is decoded at each of its four shifts in one C call each, so that every run
+    is decoded at its own alignment in one of them; one trigger pass over each decoding finds the hits.
+    Returns offsets in `data` inside the runs to read. Called only for data with a run of `MIN_BASE64`
+    (the trigger `base64-run`)."""
+    stream = data.translate(_AS_BASE64)
     generic = len(GENERIC_NAMES)
-    wanted = {GENERIC_NAMES.index(n) for n in GENERIC_NAMES if n != "flate"}
-    at: list[int] = []
-    for skip in range(4):
-        decoded, out_starts = _decode_runs(raw, starts, lengths, skip)
+    at: set[int] = set()
+    for shift in range(4):
+        decoded = binascii.a2b_base64(stream[shift : shift + (len(stream) - shift) // 4 * 4])
+        found = scan.matcher.triggers(decoded)
         ends = [
             end
-            for pid, end in scan.matcher.triggers(decoded)
-            if (pid >= generic and pid - generic not in scan.matcher.found) or pid in wanted
+            for pid, end in found
+            if (pid - generic not in scan.matcher.found if pid >= generic else GENERIC_NAMES[pid] in _IN_BASE64)
         ]
-        if level < BASE64_NESTED:
+        if level < BASE64_NESTED and any(pid == _RUN for pid, _end in found):
             ends += [a + 1 for a in base64_stream(scan, decoded, level + 1)]
-        for end in ends:
-            char = max(0, end - 1) // 3 * 4
-            run = int(np.searchsorted(out_starts, char, side="right")) - 1
-            at.append(int(starts[run]) + skip + min(char - int(out_starts[run]), int(lengths[run]) - 1 - skip))
-    return sorted(set(at))
+        at.update(min(len(data) - 1, shift + max(0, end - 1) // 3 * 4) for end in ends)
+    return sorted(at)
+
+
+_IN_BASE64 = frozenset(n for n in GENERIC_NAMES if n not in ("flate", "base64-run"))
+_RUN = GENERIC_NAMES.index("base64-run")
 
 
 def _base64_run(scan: FileScan, data: bytes, end: int, depth: int) -> int:
