@@ -9,9 +9,11 @@ characters, BOM), every dash a hyphen, diacritics stripped, every run of white s
 them (each of the probe's phone forms, national trunk form included, is its own needle); emails with
 any `+tag`; names and ids with their tokens in either order and any separators between them.
 
-Triggers: a fragment of an identifier that survives every text encoding, a phone's digits with encoded
-separators, and the generic ones (an escape run, a base64 or UTF-16 run, a container's magic), found in
-one hyperscan pass over a file's bytes.
+Triggers: a fragment of an identifier that survives every text encoding, raw and in every escaped
+spelling (`probes.encoded`: the needles are encoded, not the haystack), an id's words in order, a
+name's longer required part, a digit, an encoded separator and a digit where a phone is looked for, and
+the generic ones (a full-width run, a base64 run, a container's magic), found in one hyperscan pass over
+a file's bytes; the database is compiled once per process for a set of needles (`compiled`).
 
 Text views: JSON string escapes (`\\u0040`, surrogate pairs, `\\n`); percent-encoding (`%40`, with and
 without `+` as a space); HTML entities (named and numeric); quoted-printable (`=40`, soft breaks); and

@@ -222,7 +222,8 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
 
 _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _AS_BASE64 = bytes.maketrans(
-    bytes(range(256)), bytes(c if c in _B64_CHARS else (b"+" if c == 45 else b"/" if c == 95 else b"A")[0] for c in range(256))
+    bytes(range(256)),
+    bytes(c if c in _B64_CHARS else (b"+" if c == 45 else b"/" if c == 95 else b"A")[0] for c in range(256)),
 )
 """Every byte as base64 reads it: its own characters as they are (url-safe `-` and `_` as `+` and `/`),
 any other byte `A`. A run then decodes correctly wherever the decoding starts on its first character,
