@@ -74,8 +74,8 @@ _EMAIL_SHAPE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _SEP_RAW = rb"[^0-9A-Za-z]{0,12}"
 """Between a phone's digits in raw bytes: separators in any byte encoding (UTF-8 dashes are three bytes;
 UTF-16 and UTF-32 text puts NULs between the digits).
-Encoded separators (`\\u2011`, `%E2%80%91`, `&#8209;`) hold digits: the generic escape triggers open a
-window there instead (a trigger per phone with them costs a tenth of a second to compile)."""
+Encoded separators (`\\u2011`, `%E2%80%91`, `&#8209;`) hold digits: `_DIGIT_ESCAPE_DIGIT` opens a
+window there instead."""
 _DIGIT_ESCAPE_DIGIT = (
     rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};|\x5cu[0-9a-fA-F]{4})"
     rb"[^A-Za-z0-9]{0,2}[0-9]"
@@ -146,7 +146,8 @@ def _patterns(kind: str, text: str, ident: str = "") -> tuple[list[tuple[str, st
         if ident == "name":
             # Every hit of a name holds its given and its family name (docs/matching.md 3.3, 3.4): the
             # longer of the two is trigger enough (a namesake's given name opens no window).
-            pick = -1 if len(tokens[-1]) >= len(tokens[0]) else 0 if pick is None else pick
+            if pick is None:
+                pick = -1 if len(tokens[-1]) >= len(tokens[0]) else 0
             tokens = [tokens[pick]]
         long = [t for t in tokens if len(t) >= MIN_FRAGMENT]
         triggers += long or [variant]

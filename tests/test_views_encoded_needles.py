@@ -116,3 +116,15 @@ def test_base64_at_every_alignment_inside_other_text(tmp_path: Path) -> None:
         (tmp_path / f"{k}.log").write_text(f"INFO payload={body} done")
     report = scan_views(tmp_path, [("identifier", "jane.doe@post.example")])
     assert report.found == {0: 1}  # once: a needle found is not looked for again
+
+
+def test_a_namesakes_given_name_or_another_id_sharing_a_word_opens_no_window() -> None:
+    """Every hit of a name holds its family name and its given name, every hit of an id all its words in
+    order: a namesake's given name, or `user-000123` for the id `subj-zz-000123`, is no trigger (on the
+    100k store these opened 44,000 windows for a person the store did not hold)."""
+    from probes.matcher import GENERIC_NAMES, Matcher
+
+    matcher = Matcher([("identifier", "Farid Quillfeather"), ("identifier", "subj-zz-000123")])
+    needle_hits = lambda data: [p for p, _e in matcher.triggers(data) if p >= len(GENERIC_NAMES)]  # noqa: E731
+    assert needle_hits(b"farid.wenquibra@example.org; Farid Wenquibra; user-000123; zz 000123") == []
+    assert needle_hits(b"Quillfeather") and needle_hits(b"SUBJ_ZZ_000123") and needle_hits(b"subj%2Dzz%2D000123")
