@@ -125,6 +125,9 @@ def test_a_namesakes_given_name_or_another_id_sharing_a_word_opens_no_window() -
     from probes.matcher import GENERIC_NAMES, Matcher
 
     matcher = Matcher([("identifier", "Farid Quillfeather"), ("identifier", "subj-zz-000123")])
-    needle_hits = lambda data: [p for p, _e in matcher.triggers(data) if p >= len(GENERIC_NAMES)]  # noqa: E731
+
+    def needle_hits(data: bytes) -> list[int]:
+        return [p for p, _e in matcher.triggers(data) if p >= len(GENERIC_NAMES)]
+
     assert needle_hits(b"farid.wenquibra@example.org; Farid Wenquibra; user-000123; zz 000123") == []
     assert needle_hits(b"Quillfeather") and needle_hits(b"SUBJ_ZZ_000123") and needle_hits(b"subj%2Dzz%2D000123")
