@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.clocks import ClockPolicy
 from erasure.engine import open_engine
 from erasure.sla import DEFAULT_AT_RISK_DAYS, sla_rows, to_markdown

@@ -29,7 +29,7 @@ from probes.harvest import OTHERS_KEYS
 from probes.keys import SubjectKeys
 from probes.run import Verification, to_json
 from probes.targets import run as target_probes
-from probes.targets.base import TargetFingerprint
+from probes.targets.probe import TargetFingerprint
 from probes.window import take_window, verify_window
 from service.outcome import Outcome
 from service.scope import scope_of

@@ -15,8 +15,8 @@ import tasks.targets
 from erasure.errors import ConfigError
 from erasure.target_kinds import KindConfig, config_model
 from erasure.targets import Target
-from probes.targets.base import probe_for
-from tasks.targets.base import eraser_for
+from probes.targets.probe import probe_for
+from tasks.targets.eraser import eraser_for
 
 NOT_KINDS = {"base", "run", "runner"}
 KINDS = sorted(
