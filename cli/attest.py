@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.pack import print_summary
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.errors import InputError
 from service import signoff
 from service.export import dpo_kit_to, export_to

@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cli.common import console, home_of
 from cli.pack import print_summary
 from cli.run import run_flow, verification_table
+from cli.shell import console, home_of
 from erasure.errors import ErasureError
 from service import demo, runs
 from service.demo import FRAMES, REQUEST_ID, SUBJECTS

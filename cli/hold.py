@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from service.holds import list_holds as all_holds
 from service.holds import place_subject_hold, release_subject_holds
 

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.errors import ConfigError
 from service import keys
 

@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 
 from cli import prefect_api
-from cli.common import console
+from cli.shell import console
 
 
 def run_with_table(call: Callable[[], Any], table: Callable[[], Table] | None, *, transient: bool = False) -> Any:

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.keys import PassphraseEnvOpt, passphrase_from_env
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from service import pack_files
 from service.pack_files import PackError, exception_line, printable
 

@@ -15,7 +15,7 @@ import apsw
 import typer
 from rich.table import Table
 
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure import request_records as requests
 from erasure.clocks import ClockPolicy, iso_utc
 from erasure.engine import open_engine

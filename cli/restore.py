@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.targets import TargetsOpt, targets_for
 
 __all__ = ["app"]

@@ -8,10 +8,10 @@ from typing import Any
 from rich.table import Table
 
 from cli import prefect_api
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.live import run_with_table
 from cli.request import IdArg
 from cli.request import app as request_app
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from service.outcome import Outcome
 
 

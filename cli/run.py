@@ -11,9 +11,9 @@ import typer
 from rich.table import Table
 
 from cli import prefect_api
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.live import run_with_table
 from cli.request import app as request_app
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.targets import TargetsOpt, targets_for
 from cli.window import run_window
 from erasure.config import Home

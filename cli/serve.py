@@ -32,8 +32,8 @@ import httpx
 import typer
 
 from cli import prefect_api, prefect_auth
-from cli.common import HomeOpt, home_of
 from cli.server_state import own_server, read_state
+from cli.shell import HomeOpt, home_of
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
 from erasure.service_user import become, runs_as, take_home

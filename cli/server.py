@@ -27,7 +27,6 @@ from typing import Annotated, Any
 import typer
 
 from cli import prefect_api, prefect_auth
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.server_state import (
     ServerState,
     clear_state,
@@ -40,6 +39,7 @@ from cli.server_state import (
     starting,
     write_state,
 )
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
 from erasure.service_user import acting_as, become, home_owner, runs_as, take_home

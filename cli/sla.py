@@ -7,9 +7,8 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.clocks import ClockPolicy
 from erasure.engine import open_engine
 from erasure.sla import DEFAULT_AT_RISK_DAYS, sla_rows, to_markdown
@@ -45,6 +44,8 @@ def sla(
     if markdown:
         console.print(to_markdown(rows, now=now, at_risk_days=at_risk_days), markup=False, highlight=False)
         return
+    from rich.table import Table  # only for the table: `--json` does not pay for it
+
     table = Table(
         "request",
         "basis",

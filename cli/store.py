@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cli.common import HomeOpt, JsonOpt, console, err_console, home_of, print_json
+from cli.shell import HomeOpt, JsonOpt, console, err_console, home_of, print_json
 from erasure.errors import InputError
 from service import store
 

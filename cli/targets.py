@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from cli.common import HomeOpt, JsonOpt, console, home_of, print_json
+from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.config import Home
 from erasure.targets import Targets, load_targets
 from erasure.tiers import CASCADE_ORDER

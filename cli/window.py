@@ -8,8 +8,8 @@ from typing import Any
 from rich.table import Table
 
 from cli import prefect_api
-from cli.common import console, print_json
 from cli.live import run_with_table
+from cli.shell import console, print_json
 from cli.targets import targets_for
 from erasure import request_records as requests
 from erasure.config import Home

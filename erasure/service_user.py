@@ -19,6 +19,7 @@ home's owner: an account the operator gave the home to (`chown -R erasure: $ERAS
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import grp
 import os
 import pwd
@@ -27,6 +28,7 @@ import stat
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,28 +48,70 @@ _SHARED_NAMES = ("targets.toml", "demo-subjects.json")
 
 def ensure_system_user(name: str) -> pwd.struct_passwd:
     """The system user `name`, created when missing (`useradd --system`, its own group, no home folder,
-    no login shell). Idempotent: an existing user is reused as it is."""
+    no login shell). Idempotent: an existing user is reused as it is; two processes creating it at once
+    make one user (`_accounts_lock`)."""
     with contextlib.suppress(KeyError):
         return pwd.getpwnam(name)
-    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-    nologin = shutil.which("nologin") or "/usr/sbin/nologin"
-    cmd = [useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent", "--shell", nologin]
-    done = subprocess.run([*cmd, name], capture_output=True, text=True, check=False)
-    if done.returncode != 0 and "already exists" not in done.stderr:
-        raise ConfigError(f"cannot create the system user `{name}`: {done.stderr.strip()}")
-    return pwd.getpwnam(name)
+    with _accounts_lock():
+        with contextlib.suppress(KeyError):  # made meanwhile by the process that held the lock
+            return pwd.getpwnam(name)
+        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+        nologin = shutil.which("nologin") or "/usr/sbin/nologin"
+        cmd = [
+            useradd,
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            nologin,
+        ]
+        done = _account_tool([*cmd, name])
+        if done.returncode != 0 and "already exists" not in done.stderr:
+            raise ConfigError(f"cannot create the system user `{name}`: {done.stderr.strip()}")
+        return pwd.getpwnam(name)
+
+
+ACCOUNTS_LOCK = Path("/run/lock/erasure-accounts.lock")
+"""Serialises this product's own useradd/usermod calls: shadow's tools do not always exclude each other
+(seen here: four `useradd` of one name at once, three exited 0 and the uid read back changed between
+them)."""
+
+
+@contextlib.contextmanager
+def _accounts_lock() -> Iterator[None]:
+    path = ACCOUNTS_LOCK if ACCOUNTS_LOCK.parent.is_dir() else Path("/tmp") / ACCOUNTS_LOCK.name
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _account_tool(cmd: list[str], wait: float = 30.0) -> subprocess.CompletedProcess[str]:
+    """Run useradd/usermod; while another process (an administrator's tool) holds the account files'
+    lock ("cannot lock /etc/passwd; try again later."), try again for up to `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode == 0 or "try again later" not in done.stderr or time.monotonic() > deadline:
+            return done
+        time.sleep(0.2)
 
 
 def add_to_group(user: str, group: str) -> None:
     """`user` becomes a member of `group` (`usermod -a -G`; idempotent): read access to what that group may
     read, for every process that user starts, however it is started (`become`, runuser, su)."""
-    with contextlib.suppress(KeyError):
-        if user in grp.getgrnam(group).gr_mem:
-            return
-    usermod = shutil.which("usermod") or "/usr/sbin/usermod"
-    done = subprocess.run([usermod, "-a", "-G", group, user], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise ConfigError(f"cannot add `{user}` to the group `{group}`: {done.stderr.strip()}")
+    with _accounts_lock():
+        with contextlib.suppress(KeyError):
+            if user in grp.getgrnam(group).gr_mem:
+                return
+        usermod = shutil.which("usermod") or "/usr/sbin/usermod"
+        done = _account_tool([usermod, "-a", "-G", group, user])
+        if done.returncode != 0:
+            raise ConfigError(f"cannot add `{user}` to the group `{group}`: {done.stderr.strip()}")
 
 
 def home_owner(h: Home) -> pwd.struct_passwd | None:

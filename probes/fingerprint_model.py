@@ -39,7 +39,7 @@ from erasure.errors import Conflict, ErasureError, InputError
 from probes.harvest import VectorRef
 from probes.keys import SubjectKeys
 from probes.needles import Needle
-from probes.targets.base import TargetFingerprint
+from probes.targets.probe import TargetFingerprint
 
 FORMAT: Literal["probe-fingerprint/v1"] = "probe-fingerprint/v1"
 _MAGIC = b"PFP1"

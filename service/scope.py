@@ -33,7 +33,7 @@ class Scope:
 
 def scope_of(h: Home) -> Scope:
     """The scope of `h`'s erasures, from its targets (`targets.toml`, else the reference store alone)."""
-    from probes.targets.base import probe_for
+    from probes.targets.probe import probe_for
 
     targets = targets_of(h)
     others = targets.external()

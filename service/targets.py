@@ -17,7 +17,7 @@ from erasure.tiers import CASCADE_ORDER
 def _tiers_and_files(target: Target, h: Home) -> tuple[list[str], list[Path]]:
     if target.kind == REFERENCE:
         return [t.value for t in CASCADE_ORDER], [h.store_db]
-    from tasks.targets.base import eraser_for
+    from tasks.targets.eraser import eraser_for
 
     eraser = eraser_for(target)
     eraser.check(target)

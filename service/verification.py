@@ -36,7 +36,7 @@ from probes.harvest import OTHERS_KEYS
 from probes.keys import SubjectKeys
 from probes.run import Verification, to_json
 from probes.targets import run as target_probes
-from probes.targets.base import TargetFingerprint
+from probes.targets.probe import TargetFingerprint
 from probes.window import StoreProbes, probe_store, take_window
 from service.outcome import Outcome
 from service.scope import scope_of

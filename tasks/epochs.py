@@ -13,7 +13,7 @@ Where each kind keeps its epoch (`erasure.epoch`, a table `erasure_epoch`):
   then taken for restored and replayed (idempotent): the safe side;
 - langgraph-postgres: in a table `erasure_epoch` of the agent's own database (configured schema),
   advanced by the eraser in the same transaction as its deletes; a `pg_dump`/`pg_basebackup` carries
-  it. A kind like it exposes the hook `tasks.targets.base.EpochKeeper` (`epoch_current`,
+  it. A kind like it exposes the hook `tasks.targets.eraser.EpochKeeper` (`epoch_current`,
   `epoch_advance`, `epoch_raise`), which the functions here call instead of opening a SQLite file.
 
 A target is restored when its epoch is behind the ledger's newest entry for it. Until it is replayed,
@@ -39,7 +39,7 @@ from erasure.targets import REFERENCE, Target, Targets, home_targets
 from erasure.tiers import Tier
 
 if TYPE_CHECKING:
-    from tasks.targets.base import EpochKeeper
+    from tasks.targets.eraser import EpochKeeper
 
 
 class StoreRestored(RequestBlocked):
@@ -50,7 +50,7 @@ def epoch_db(target: Target, home: Home) -> Path:
     """The SQLite file that holds `target`'s erasure epoch."""
     if target.kind == REFERENCE:
         return home.store_db if target.path("path") is None else Path(str(target.path("path"))) / "memory.db"
-    from tasks.targets.base import eraser_for
+    from tasks.targets.eraser import eraser_for
 
     return eraser_for(target).files(target)[0]
 
@@ -59,7 +59,7 @@ def _keeper(target: Target) -> EpochKeeper | None:
     """The target's eraser when its kind keeps its epoch itself (langgraph-postgres), else None."""
     if target.kind == REFERENCE:
         return None
-    from tasks.targets.base import epoch_keeper, eraser_for
+    from tasks.targets.eraser import epoch_keeper, eraser_for
 
     return epoch_keeper(eraser_for(target))
 
@@ -71,7 +71,7 @@ def tracks_epoch(target: Target, home: Home) -> bool:
         return True
     if _keeper(target) is not None:
         return True
-    from tasks.targets.base import eraser_for
+    from tasks.targets.eraser import eraser_for
 
     files = eraser_for(target).files(target)
     return bool(files) and not files[0].is_dir()

@@ -50,7 +50,7 @@ _RUN = re.compile(r"[^\x00-\x1f\x7f\ufffd]{3,}")
 
 def sqlite_files(target: Target) -> list[Path]:
     """Every SQLite database among the target's files (folders walked), in a stable order."""
-    from tasks.targets.base import eraser_for
+    from tasks.targets.eraser import eraser_for
 
     out: list[Path] = []
     for path in eraser_for(target).files(target):
@@ -116,7 +116,7 @@ def harvest(target: Target) -> set[str]:
     """Every candidate string of every row of every SQLite database of `target` (in memory only); a kind
     whose eraser has `replay_strings(target)` (langgraph-postgres) gives its rows' strings itself."""
     out: set[str] = set()
-    from tasks.targets.base import eraser_for
+    from tasks.targets.eraser import eraser_for
 
     own = getattr(eraser_for(target), "replay_strings", None)
     if own is not None:  # a kind not in SQLite files (langgraph-postgres) reads its own rows

@@ -39,6 +39,8 @@ TIERS = (
     "subprocessors",
     "audit_log",
 )
+"""The nine tiers in cascade order as DESIGN.md lists them: the tests' own copy (an oracle apart from
+erasure.tiers and wire.format), the one every test that checks the order reads."""
 SUBJECT = {
     "id": "subj-alice-7731",
     "email": "alice.liddell@example.org",

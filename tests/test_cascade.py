@@ -13,6 +13,7 @@ from erasure.engine import open_engine
 from memory.schema import create
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, SUBJECT_PHRASE, build_store, owned_counts, store_bytes, submit
+from tests.proof_fixtures import TIERS
 
 
 @pytest.fixture
@@ -27,17 +28,7 @@ def test_every_tier_of_the_subject_is_erased_and_the_bystander_keeps_everything(
     before_bystander = owned_counts(built, BYSTANDER)
     assert before_subject["frames"] > 0 and before_subject["blobs"] > 0 and before_subject["ft_examples"] > 0
     records = run_cascade("req-ann-1", built)
-    assert [r["step"] for r in records] == [
-        "working",
-        "episodic",
-        "semantic",
-        "vectors",
-        "fine_tune",
-        "uploads",
-        "derivatives",
-        "subprocessors",
-        "audit_log",
-    ]
+    assert [r["step"] for r in records] == list(TIERS)
     assert all(r["after_count"] == 0 for r in records)
     assert {r["step"]: r["status"] for r in records}["fine_tune"] == "exception"  # a model was trained on it
     assert all(v == 0 for v in owned_counts(built, SUBJECT).values())

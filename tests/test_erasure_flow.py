@@ -10,6 +10,7 @@ import pytest
 from erasure import request_records
 from erasure.engine import open_engine
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, SUBJECT_PHRASE, build_store, owned_counts, submit
+from tests.proof_fixtures import TIERS
 
 
 @pytest.fixture
@@ -115,17 +116,7 @@ def test_request_run_prints_the_table_and_exits_0(ready) -> None:  # type: ignor
 
     result = CliRunner().invoke(app, ["request", "run", "req-ann-1"], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
-    for tier in (
-        "working",
-        "episodic",
-        "semantic",
-        "vectors",
-        "fine_tune",
-        "uploads",
-        "derivatives",
-        "subprocessors",
-        "audit_log",
-    ):
+    for tier in TIERS:
         assert tier in result.output
     assert "all_clear: true" in result.output
     for needle in SUBJECT.identifiers():

@@ -14,6 +14,7 @@ import pytest
 
 from flows.run_report import EVENT_AWAITING, EVENT_BLOCKED, EVENT_COMPLETED, artifact_key, summary_key
 from tests.cascade_fixtures import SUBJECT, SUBJECT_PHRASE, build_store, submit
+from tests.proof_fixtures import TIERS
 
 
 @pytest.fixture
@@ -80,17 +81,7 @@ def test_a_finished_run_publishes_its_tier_table_summary_and_events(ready) -> No
     (table,) = artifacts("erasure-run-req-ann-1", run_id)
     rows = json.loads(table.data)
     by_tier = {r["tier"]: r for r in rows}
-    assert list(by_tier)[:9] == [
-        "working",
-        "episodic",
-        "semantic",
-        "vectors",
-        "fine_tune",
-        "uploads",
-        "derivatives",
-        "subprocessors",
-        "audit_log",
-    ]
+    assert list(by_tier)[:9] == list(TIERS)
     assert by_tier["episodic"]["before"] > 0 and by_tier["episodic"]["after"] == 0
     assert all(r["residue"] == 0 for r in rows), rows  # all clear: the probes found nothing anywhere
     assert by_tier["bytes (every file)"]["status"] == "scanned"

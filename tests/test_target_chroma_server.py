@@ -190,8 +190,8 @@ def test_server_keys_are_checked_by_the_one_model_on_both_sides(
     tmp_path: Path, keys: dict[str, Any], says: str
 ) -> None:
     from erasure.errors import ConfigError
-    from probes.targets.base import probe_for
-    from tasks.targets.base import eraser_for
+    from probes.targets.probe import probe_for
+    from tasks.targets.eraser import eraser_for
     from tests.chroma_fixtures import target_for
 
     (tmp_path / "plain.txt").write_text("not a program\n")

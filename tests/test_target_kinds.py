@@ -15,10 +15,11 @@ import tasks.targets
 from erasure.errors import ConfigError
 from erasure.target_kinds import KindConfig, config_model
 from erasure.targets import Target
-from probes.targets.base import probe_for
-from tasks.targets.base import eraser_for
+from probes.targets.probe import probe_for
+from tasks.targets.eraser import eraser_for
 
-NOT_KINDS = {"base", "run", "runner"}
+NOT_KINDS = {"eraser", "probe", "run", "runner"}
+"""Modules of tasks/targets and probes/targets that are not kinds: each side's protocol and its runner."""
 KINDS = sorted(
     m.name.replace("_", "-") for m in pkgutil.iter_modules(tasks.targets.__path__) if m.name not in NOT_KINDS
 )

@@ -29,6 +29,7 @@ import pytest
 from cli.prefect_auth import home_secret
 from erasure.config import PROJECT_ROOT, Home
 from tests.cascade_fixtures import SUBJECT, SUBJECT_PHRASE, build_store, submit
+from tests.proof_fixtures import TIERS
 from tests.test_deployments import Console, envelope, give_back, start_console, stop_console, vault
 
 pytestmark = pytest.mark.browser
@@ -324,17 +325,7 @@ def test_a_finished_run_shows_its_tier_table_and_summary(console: Console, page:
     expect(table).to_be_visible()
     headers = [h.strip() for h in table.locator("th").all_inner_texts()]
     assert {"tier", "status", "before", "after", "residue"} <= set(headers), headers
-    for tier in (
-        "working",
-        "episodic",
-        "semantic",
-        "vectors",
-        "fine_tune",
-        "uploads",
-        "derivatives",
-        "subprocessors",
-        "audit_log",
-    ):
+    for tier in TIERS:
         expect(table.locator("tr", has_text=tier).first).to_be_visible()
     row = dict(
         zip(

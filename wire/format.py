@@ -16,11 +16,11 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 # --- names ---------------------------------------------------------------------------------------
 
@@ -136,9 +136,9 @@ P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 
 def keyid_of(public_key: ec.EllipticCurvePublicKey | Ed25519PublicKey) -> str:
     """A key's id: the sha256 hex of its SubjectPublicKeyInfo DER."""
-    return sha256_hex(
-        public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat  # on first use: 10 ms
+
+    return sha256_hex(public_key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo))
 
 
 def dpo_statement_text(request_id: str, engine_keyid: str, status: str) -> str:

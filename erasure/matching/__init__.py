@@ -11,10 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from wordfreq import zipf_frequency
-
 from erasure.matching.addresses import Email
-from erasure.matching.names import Name, everyday
+from erasure.matching.names import Name, everyday, zipf
 from erasure.matching.phones import Phone
 from erasure.matching.words import RS, Word, canonical_word, structure_view, views, words
 
@@ -55,7 +53,7 @@ class Finder:
         for v in who.ids:
             joined = "".join(w.canon for w in words(v))
             if joined:
-                ambiguous = joined.isdigit() or everyday(joined) or zipf_frequency(joined, "en") >= ID_WORD_ZIPF
+                ambiguous = joined.isdigit() or everyday(joined) or zipf(joined) >= ID_WORD_ZIPF
                 self.ids.append((joined, ambiguous))
         self.unparsed_phones = len(who.phones) - len(self.phones)
 

@@ -1,1 +1,1 @@
-"""Probing modules for the agent memories teams run, one per kind (see `probes.targets.base`)."""
+"""Probing modules for the agent memories teams run, one per kind (see `probes.targets.probe`)."""

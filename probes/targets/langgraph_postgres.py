@@ -58,7 +58,7 @@ from probes import postgres_wal as pg_wal
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
-from probes.targets.base import TargetFingerprint
+from probes.targets.probe import TargetFingerprint
 from probes.views import Unscanned
 
 KIND = "langgraph-postgres"

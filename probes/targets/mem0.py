@@ -52,7 +52,7 @@ from probes.bytescan import scan_tree
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, MIN_NONZERO_FLOATS, NeedleKind, NeedleSet, plain_windows
-from probes.targets.base import TargetFingerprint
+from probes.targets.probe import TargetFingerprint
 from probes.targets.run import scan_roots
 
 KIND = "mem0"

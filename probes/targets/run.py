@@ -17,7 +17,7 @@ from probes.bytescan import scan_tree
 from probes.located import residue_files
 from probes.model import BYTES, Measurement, ProbeResult, ResidueFile, Unscanned, Verification
 from probes.needles import SUBJECT_KINDS, NeedleKind
-from probes.targets.base import TargetFingerprint, probe_for
+from probes.targets.probe import TargetFingerprint, probe_for
 from probes.views import scan_views
 
 log = logging.getLogger(__name__)

@@ -1,1 +1,1 @@
-"""Erasing modules for the agent memories teams run, one per kind (see `tasks.targets.base`)."""
+"""Erasing modules for the agent memories teams run, one per kind (see `tasks.targets.eraser`)."""

@@ -66,7 +66,7 @@ from erasure.subject import Subject
 from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS, SUBJECT_LABEL, LangGraphSqliteConfig
 from erasure.targets import Target
 from erasure.tiers import Tier
-from tasks.targets.base import TierOutcome, rebuild_pages, retry_busy
+from tasks.targets.eraser import TierOutcome, rebuild_pages, retry_busy
 
 KIND = "langgraph-sqlite"
 _SIDECARS = ("-wal", "-shm", "-journal")

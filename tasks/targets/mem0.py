@@ -84,7 +84,7 @@ from erasure.target_kinds.mem0 import Mem0Config
 from erasure.targets import Target
 from erasure.tiers import Tier
 from erasure.untrusted import QDRANT_POINT_CLASSES, PickledRecord, load_pickle
-from tasks.targets.base import TierOutcome, rebuild_pages, retry_busy
+from tasks.targets.eraser import TierOutcome, rebuild_pages, retry_busy
 
 KIND = "mem0"
 ENTITY_SUFFIX = "_entities"

@@ -22,7 +22,7 @@ from erasure.server_control import ServerControl, Window, quiesced, with_outage
 from erasure.targets import Target
 from erasure.tiers import BYTES_SCOPE, CASCADE_ORDER, Tier
 from tasks.runner import write_steps_jsonl
-from tasks.targets.base import epoch_keeper, eraser_for
+from tasks.targets.eraser import epoch_keeper, eraser_for
 
 NOT_APPLICABLE = "not applicable: this target's kind holds no such tier"
 MENTION_GROUND = "mention reported: another person's item in this target names the subject (not erased)"

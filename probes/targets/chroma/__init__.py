@@ -59,9 +59,9 @@ from probes.needles import (
     plain_windows,
     vector_pieces,
 )
-from probes.targets.base import TargetFingerprint
 from probes.targets.chroma.indexes import fts_rowids, index_folders, read_index
 from probes.targets.chroma.store import Seen, fold_id, has_table, mentioned_texts, open_store, see
+from probes.targets.probe import TargetFingerprint
 
 KIND = "chroma"
 MAX_CONTENT_GROUPS = 256

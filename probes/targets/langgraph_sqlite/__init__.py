@@ -52,8 +52,8 @@ from probes.bytescan import scan_tree
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
-from probes.targets.base import TargetFingerprint
 from probes.targets.langgraph_sqlite.records import content_digests, digest, open_ro, read_view, table_names, unchanged
+from probes.targets.probe import TargetFingerprint
 from probes.targets.run import scan_roots
 
 KIND = "langgraph-sqlite"

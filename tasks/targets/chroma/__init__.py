@@ -98,7 +98,6 @@ from erasure.subject import Subject
 from erasure.target_kinds.chroma import ChromaConfig
 from erasure.targets import Target
 from erasure.tiers import Tier
-from tasks.targets.base import TierOutcome, rebuild_pages, retry_busy
 from tasks.targets.chroma.api import api_delete
 from tasks.targets.chroma.hnsw import (
     check_segments,
@@ -125,6 +124,7 @@ from tasks.targets.chroma.sql import (
     segment_ids,
     sql_delete,
 )
+from tasks.targets.eraser import TierOutcome, rebuild_pages, retry_busy
 
 KIND = "chroma"
 STORE = "the chroma store"

@@ -17,8 +17,8 @@ import apsw
 
 from erasure.sqlite import connect
 from erasure.target_kinds.chroma import ChromaConfig
-from tasks.targets.base import WAIT_SECONDS
 from tasks.targets.chroma.sql import DB_FILE, Collection, Found
+from tasks.targets.eraser import WAIT_SECONDS
 
 if TYPE_CHECKING:
     from chromadb.api.client import Client

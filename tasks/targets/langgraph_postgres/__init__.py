@@ -44,7 +44,7 @@ from erasure.target_kinds.langgraph_postgres import SUBJECT_LABEL, PostgresTarge
 from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS
 from erasure.targets import Target
 from erasure.tiers import Tier
-from tasks.targets.base import TierOutcome
+from tasks.targets.eraser import TierOutcome
 from tasks.targets.langgraph_postgres import epoch as pg_epoch
 from tasks.targets.langgraph_postgres import hygiene as pg_hygiene
 from tasks.targets.langgraph_postgres import server_log, statements
