@@ -15,7 +15,15 @@ from flows import run_report, sign_off
 from flows.ended import ended, state_data
 from flows.parameters import RequestId
 from flows.verification import verification
-from flows.window import WINDOW, window_fingerprint, window_footprint, window_packs, window_preflight, window_step
+from flows.window import (
+    WINDOW,
+    window_fingerprint,
+    window_footprint,
+    window_packs,
+    window_preflight,
+    window_probe,
+    window_step,
+)
 from service import cascade
 from service.common import checked_request_id, home
 from service.outcome import Outcome, Result
@@ -43,6 +51,7 @@ SINGLE = dataclasses.replace(
     fingerprint=window_fingerprint.with_options(name="fingerprint"),
     footprint=window_footprint.with_options(name="footprint"),
     step=window_step.with_options(name="cascade-step"),
+    probe=window_probe.with_options(name="store-probes"),
     verify=_verify_in_its_own_run,
     packs=window_packs.with_options(name="proof-pack"),
 )

@@ -85,6 +85,13 @@ def window_scrub(request_ids: list[str]) -> dict[str, object]:
     return stages.scrub_all(home(), request_ids)
 
 
+@task(name="window-store-probes", retries=0, cache_policy=NO_CACHE)
+def window_probe(request_ids: list[str]) -> dict[str, str]:
+    """The store's part of the verification, under the store's lock; kept in this process for the
+    verification, which asks the processors after the lock is released."""
+    return stages.probe_all(home(), request_ids)
+
+
 @task(name="window-verification", retries=0, cache_policy=NO_CACHE)
 def window_verification(request_ids: list[str]) -> dict[str, Verdict | Failure]:
     """The independent probes for every request at once; each request's verification.json."""
@@ -104,6 +111,7 @@ WINDOW = Stages(
     step=window_step,
     target=window_target,
     scrub=window_scrub,
+    probe=window_probe,
     verify=window_verification,
     packs=window_packs,
     subprocessors=window_subprocessors,

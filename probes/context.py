@@ -26,6 +26,9 @@ class ProbeContext:
     of it but the request vault and the keys."""
     others: tuple[Subject, ...] = ()
     """The window's other subjects, when `fingerprint` stands for a whole window (`probes.window`)."""
+    lookups: bool = True
+    """Whether the subprocessors' probe asks the processors (off: the store's records only; the
+    service makes the lookups with the store unlocked, `probes.window.StoreProbes`)."""
 
     def spellings(self) -> list[tuple[str, str]]:
         """(kind, spelling) of every identifier of the subject (of every subject of the window)."""

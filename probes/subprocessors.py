@@ -9,11 +9,17 @@ nonsense (or more than `MAX_ANSWER` bytes) is residue-unknown: residue 1 under m
 the fingerprint) gives the bystander count: a deletion call that took others' records with it shows as
 a drop. The store's own
 `subprocessor_records` rows of the subject are residue too.
+
+The measurement comes in two parts, so that no lookup is made while the store is locked (issue 34):
+`read_store` reads the inventory and the store's records (under the caller's lock), `ask` makes the
+lookups (no store), `measured` combines them. `measure` does all three at once.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 
 from erasure.peer_http import PeerClient, PeerError, PeerUnreachable
 from probes.context import ProbeContext, to_results
@@ -85,30 +91,87 @@ def lookup(base_url: str, subject_ref: str, *, timeout: float) -> int:
         return lookups.count(base_url, subject_ref)
 
 
-def measure(ctx: ProbeContext) -> list[Measurement]:
-    """One lookup result per processor, and the store's records of the subject."""
-    keys = ctx.fingerprint.keys
+Pair = tuple[str, str]
+"""(base_url, subject_ref): one lookup."""
+Answers = Mapping[Pair, int | None]
+"""Each lookup's count; None: the processor gave none (`Unreachable`)."""
+
+
+@dataclass(frozen=True)
+class StorePart:
+    """What the store says for one probe: its processors (name, base_url) and its records."""
+
+    processors: tuple[tuple[str, str], ...]
+    records: Measurement
+
+
+def read_store(ctx: ProbeContext) -> StorePart:
+    """The store's part of the measurement: the inventory and the subject's (and others') records."""
     with open_store(ctx.store_dir) as conn:
-        processors = [
+        processors = tuple(
             (str(n), str(u)) for n, u in conn.execute("SELECT name, base_url FROM subprocessors ORDER BY name")
-        ]
+        )
         records = count(conn, f"SELECT count(*) FROM subprocessor_records WHERE subject_id {ids_in()}", (ctx.ids_json,))
         record_others = count(
             conn, f"SELECT count(*) FROM subprocessor_records WHERE subject_id NOT {ids_in()}", (ctx.ids_json,)
         )
-    out = [Measurement("records-by-subject-id", records, "records", record_others)]
-    if not processors:
-        return out
-    with Lookups(ctx.http_timeout) as lookups:
-        for name, url in processors:
-            try:
-                residue = sum(lookups.count(url, sid) for sid in ctx.ids)
-                others = sum(lookups.count(url, ref) for ref in keys.subprocessor_bystanders.get(name, []))
-            except Unreachable:
-                out.append(Measurement(f"lookup-unreachable:{name}", 1, f"unreachable:{name}", 0))
+    return StorePart(processors, Measurement("records-by-subject-id", records, "records", record_others))
+
+
+def wanted(part: StorePart, ctx: ProbeContext) -> list[Pair]:
+    """The lookups `measured` needs for `ctx` (its subject's ids and bystander samples), each once."""
+    refs = ctx.fingerprint.keys.subprocessor_bystanders
+    return list(dict.fromkeys((url, ref) for name, url in part.processors for ref in (*ctx.ids, *refs.get(name, []))))
+
+
+def ask(pairs: Iterable[Pair], timeout: float) -> dict[Pair, int | None]:
+    """Every lookup (no store handle): its count, or None when the processor gave none. After one
+    lookup of a processor gives none, its other lookups are not made (each would wait as long)."""
+    out: dict[Pair, int | None] = {}
+    dead: set[str] = set()
+    with Lookups(timeout) as lookups:
+        for url, ref in dict.fromkeys(pairs):
+            if url in dead:
+                out[(url, ref)] = None
                 continue
-            out.append(Measurement(f"lookup:{name}", residue, f"processor:{name}", others))
+            try:
+                out[(url, ref)] = lookups.count(url, ref)
+            except Unreachable:
+                out[(url, ref)] = None
+                dead.add(url)
     return out
+
+
+def measured(part: StorePart, ctx: ProbeContext, answers: Answers) -> list[Measurement]:
+    """The store's records and one lookup result per processor, from `answers` (a lookup not there
+    counts as unanswered: residue-unknown)."""
+    refs = ctx.fingerprint.keys.subprocessor_bystanders
+    out = [part.records]
+    for name, url in part.processors:
+        residue = [answers.get((url, sid)) for sid in ctx.ids]
+        others = [answers.get((url, ref)) for ref in refs.get(name, [])]
+        if _unanswered(residue) or _unanswered(others):
+            out.append(Measurement(f"lookup-unreachable:{name}", 1, f"unreachable:{name}", 0))
+        else:
+            out.append(
+                Measurement(
+                    f"lookup:{name}", sum(n or 0 for n in residue), f"processor:{name}", sum(n or 0 for n in others)
+                )
+            )
+    return out
+
+
+def _unanswered(counts: Collection[int | None]) -> bool:
+    return any(n is None for n in counts)
+
+
+def measure(ctx: ProbeContext) -> list[Measurement]:
+    """One lookup result per processor, and the store's records of the subject (with `ctx.lookups`
+    off: the records only)."""
+    part = read_store(ctx)
+    if not ctx.lookups:
+        return [part.records]
+    return measured(part, ctx, ask(wanted(part, ctx), ctx.http_timeout))
 
 
 def probe(ctx: ProbeContext) -> list[ProbeResult]:

@@ -19,8 +19,8 @@ are cut from people outside the window, so no co-subject's erasure reads as a by
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,7 +28,7 @@ import apsw
 
 from erasure.errors import ErasureError, InputError
 from erasure.subject import Subject
-from probes import byte_residue
+from probes import byte_residue, subprocessors
 from probes.bytescan import ScannedFile
 from probes.context import ProbeContext
 from probes.fingerprint_model import Fingerprint
@@ -125,9 +125,12 @@ def take_window(
     *,
     http_timeout: float = DEFAULT_HTTP_TIMEOUT,
     not_bystanders: Collection[str] = (),
+    lookups: bool = True,
 ) -> list[Fingerprint]:
     """Every subject's fingerprint before the cascade, with the window's shared bystander baseline
-    (`not_bystanders`: store ids never sampled as a processor's bystanders, `resolve_keys`)."""
+    (`not_bystanders`: store ids never sampled as a processor's bystanders, `resolve_keys`). Without
+    `lookups`, no processor is asked (the store may be locked): the processors' populations have no
+    baseline, and the verification's lookups judge them (`StoreProbes`)."""
     if not subjects:
         return []
     store_dir = Path(store_dir)
@@ -178,7 +181,12 @@ def take_window(
     fps = kept_fps
     union, others = _union(fps, subjects)
     ctx = ProbeContext(
-        store_dir=store_dir, subject=subjects[0], fingerprint=union, http_timeout=http_timeout, others=others
+        store_dir=store_dir,
+        subject=subjects[0],
+        fingerprint=union,
+        http_timeout=http_timeout,
+        others=others,
+        lookups=lookups,
     )
     shared: dict[str, int] = {}
     union_before: dict[str, int] = {}
@@ -238,6 +246,74 @@ def verify_window(
     extra root) with every subject's needles, the tier probes once with the union of their keys, and
     subject by subject only where the union found residue. Fingerprints taken in different windows (a
     rerun) are probed group by group: each group has its own bystander baseline."""
+    return probe_store(store_dir, pairs, tiers=tiers, http_timeout=http_timeout, extra_roots=extra_roots).ask()
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """One group's subprocessors tier as the store gave it; its processors not asked yet."""
+
+    members: list[int]
+    union: tuple[ProbeContext, subprocessors.StorePart] | Exception
+    solo: list[tuple[ProbeContext, subprocessors.StorePart] | Exception]
+    baseline: dict[str, int]
+
+    def judged(self, answers: subprocessors.Answers) -> list[list[ProbeResult]]:
+        """Each member's subprocessors results on `answers`."""
+
+        def counted(got: tuple[ProbeContext, subprocessors.StorePart] | Exception) -> list[Measurement] | Exception:
+            return got if isinstance(got, Exception) else subprocessors.measured(got[1], got[0], answers)
+
+        tier = subprocessors.TIER
+        solo = self.solo
+        return _paired_tier(tier, counted(self.union), lambda k: counted(solo[k]), len(self.members), self.baseline)
+
+
+@dataclass(frozen=True)
+class StoreProbes:
+    """A window's probes of the store, taken under its lock: every probe but the processors' lookups,
+    which `finish` adds from answers asked with the store unlocked (`subprocessors.ask` on `wanted`),
+    so no erasure of the store waits on a processor (issue 34)."""
+
+    results: list[Verification]
+    pending: list[_Pending] = field(default_factory=list)
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT
+
+    def ask(self) -> list[Verification]:
+        """`finish` on the processors' answers, asked now (`subprocessors.ask`)."""
+        return self.finish(subprocessors.ask(self.wanted(), self.http_timeout))
+
+    def wanted(self) -> list[subprocessors.Pair]:
+        """Every lookup the verdicts need, each once."""
+        out: list[subprocessors.Pair] = []
+        for p in self.pending:
+            for got in (p.union, *p.solo):
+                if not isinstance(got, Exception):
+                    out += subprocessors.wanted(got[1], got[0])
+        return list(dict.fromkeys(out))
+
+    def finish(self, answers: subprocessors.Answers) -> list[Verification]:
+        """Each subject's verification with the subprocessors tier judged on `answers`."""
+        results = [list(v.probes) for v in self.results]
+        for p in self.pending:
+            for i, found in zip(p.members, p.judged(answers), strict=True):
+                results[i] += found
+        order = {t: k for k, t in enumerate(PROBE_TIERS)}
+        return [
+            v.model_copy(update={"probes": sorted(r, key=lambda x: order[x.tier])})
+            for v, r in zip(self.results, results, strict=True)
+        ]
+
+
+def probe_store(
+    store_dir: Path,
+    pairs: Sequence[tuple[Subject, Fingerprint]],
+    *,
+    tiers: Iterable[str] | None = None,
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT,
+    extra_roots: Iterable[Path] = (),
+) -> StoreProbes:
+    """`verify_window`'s reading of the store (under the caller's lock), no processor asked."""
     for subject, fp in pairs:
         if fp.subject_id != subject.id:
             raise InputError("a fingerprint was taken for another subject")
@@ -257,26 +333,49 @@ def verify_window(
     groups: dict[str, list[int]] = {}
     for i, (_s, fp) in enumerate(pairs):
         groups.setdefault(fp.window or f"solo-{i}", []).append(i)
+    pending: list[_Pending] = []
     for members in groups.values():
-        for i, found in zip(
-            members,
-            _tier_results(
-                Path(store_dir), [pairs[i] for i in members], [t for t in wanted if t != BYTES], http_timeout
-            ),
-            strict=True,
-        ):
+        group = [pairs[i] for i in members]
+        tier_found = _tier_results(Path(store_dir), group, [t for t in wanted if t != BYTES], http_timeout)
+        for i, found in zip(members, tier_found, strict=True):
             results[i] += found
-    order = {t: k for k, t in enumerate(PROBE_TIERS)}
-    return [
-        Verification(
-            probes=sorted(r, key=lambda p: order[p.tier]),
-            unscanned=unscanned,
-            scanned=scanned,
-            others_content=o,
-            residue_files=where,
-        )
-        for r, o, where in zip(results, others, located, strict=True)
-    ]
+        if subprocessors.TIER in wanted:
+            pending.append(_store_part(Path(store_dir), members, group, http_timeout))
+    return StoreProbes(
+        [
+            Verification(probes=r, unscanned=unscanned, scanned=scanned, others_content=o, residue_files=where)
+            for r, o, where in zip(results, others, located, strict=True)
+        ],
+        pending,
+        http_timeout,
+    )
+
+
+def _store_part(
+    store_dir: Path, members: list[int], pairs: Sequence[tuple[Subject, Fingerprint]], http_timeout: float
+) -> _Pending:
+    """The subprocessors tier's store part for a group: the union's, and each subject's own (the
+    lookups may find residue in the union, and whose it is is told subject by subject)."""
+
+    def read(ctx: ProbeContext) -> tuple[ProbeContext, subprocessors.StorePart] | Exception:
+        try:
+            return ctx, subprocessors.read_store(ctx)
+        except (ErasureError, apsw.Error, OSError) as exc:
+            return exc
+
+    union, others = _union([fp for _s, fp in pairs], [s for s, _fp in pairs])
+    ctx = ProbeContext(
+        store_dir=store_dir, subject=pairs[0][0], fingerprint=union, http_timeout=http_timeout, others=others
+    )
+    solo = (
+        [
+            read(ProbeContext(store_dir=store_dir, subject=s, fingerprint=fp, http_timeout=http_timeout))
+            for s, fp in pairs
+        ]
+        if len(pairs) > 1
+        else []
+    )
+    return _Pending(members, read(ctx), solo, pairs[0][1].bystanders)
 
 
 def _error(tier: str, exc: Exception) -> list[ProbeResult]:
@@ -290,6 +389,7 @@ def _error(tier: str, exc: Exception) -> list[ProbeResult]:
 def _tier_results(
     store_dir: Path, pairs: Sequence[tuple[Subject, Fingerprint]], tiers: list[str], http_timeout: float
 ) -> list[list[ProbeResult]]:
+    """Every tier's results but the subprocessors' (`_store_part`: asked with the store unlocked)."""
     subjects = [s for s, _fp in pairs]
     fps = [fp for _s, fp in pairs]
     union, others = _union(fps, subjects)
@@ -298,25 +398,41 @@ def _tier_results(
         store_dir=store_dir, subject=subjects[0], fingerprint=union, http_timeout=http_timeout, others=others
     )
     out: list[list[ProbeResult]] = [[] for _ in pairs]
-    for tier, measured in _measure_tiers(ctx, tiers).items():
-        if isinstance(measured, Exception):
-            for r in out:
-                r += _error(tier, measured)
+    for tier, measured in _measure_tiers(ctx, [t for t in tiers if t != subprocessors.TIER]).items():
+
+        def solo(k: int, tier: str = tier) -> list[Measurement] | Exception:
+            subject, fp = pairs[k]
+            own = ProbeContext(store_dir=store_dir, subject=subject, fingerprint=fp, http_timeout=http_timeout)
+            return _measure_tiers(own, [tier])[tier]
+
+        for r, found in zip(out, _paired_tier(tier, measured, solo, len(pairs), baseline), strict=True):
+            r += found
+    return out
+
+
+def _paired_tier(
+    tier: str,
+    measured: list[Measurement] | Exception,
+    solo: Callable[[int], list[Measurement] | Exception],
+    n: int,
+    baseline: dict[str, int],
+) -> list[list[ProbeResult]]:
+    """One tier's results for each of `n` subjects from the union's measurement; where the union
+    found residue, each subject's own (`solo(k)`) says whose it is, and the bystanders stay the
+    window's (a co-subject's items are not this subject's bystanders)."""
+    if isinstance(measured, Exception):
+        return [_error(tier, measured) for _ in range(n)]
+    if n == 1 or not any(m.residue for m in measured):
+        return [paired(tier, measured, baseline) for _ in range(n)]
+    window_population = {m.method: m.bystanders for m in measured}
+    out: list[list[ProbeResult]] = []
+    for k in range(n):
+        own = solo(k)
+        if isinstance(own, Exception):
+            out.append(_error(tier, own))
             continue
-        if len(pairs) == 1 or not any(m.residue for m in measured):
-            for r in out:
-                r += paired(tier, measured, baseline)
-            continue
-        # Residue in the union: whose? Each subject's own probe of this tier gives its residue; the
-        # bystanders stay the window's (a co-subject's items are not this subject's bystanders).
-        window_population = {m.method: m.bystanders for m in measured}
-        for (subject, fp), r in zip(pairs, out, strict=True):
-            solo = ProbeContext(store_dir=store_dir, subject=subject, fingerprint=fp, http_timeout=http_timeout)
-            own = _measure_tiers(solo, [tier])[tier]
-            if isinstance(own, Exception):
-                r += _error(tier, own)
-                continue
-            r += paired(
+        out.append(
+            paired(
                 tier,
                 [
                     Measurement(m.method, m.residue, m.population, window_population.get(m.method, m.bystanders))
@@ -324,4 +440,5 @@ def _tier_results(
                 ],
                 baseline,
             )
+        )
     return out

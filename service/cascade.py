@@ -130,10 +130,12 @@ def erase_window(
     """The subprocessors' HTTP calls first, with the store not locked (a processor may be slow, and no
     erasure of the store waits on that); then fingerprint, footprints, the nine steps (step 8 only
     drops the local records of processors whose receipts say done), one scrub, every other target and
-    verification, for requests that passed their preflight, under `lock()` (the store's writer slot
-    and lock; without one, the caller holds them); then the packs, with the store released: a pack
-    may wait on a timestamp authority, and no erasure of the store waits on that. A request leaves the window at its
-    first stage that does not finish (recorded); the others go on."""
+    the store's part of the verification, for requests that passed their preflight, under `lock()`
+    (the store's writer slot and lock; without one, the caller holds them); then, with the store
+    released, the processors' lookups and each request's verdict (the ledger entry of an all-clear
+    one under `lock()` again, briefly) and the packs: a processor or a timestamp authority may be
+    slow, and no erasure of the store waits on that. A request leaves the window at its first stage
+    that does not finish (recorded); the others go on."""
     results: dict[str, Result] = {}
     active = list(request_ids)
     exceptions: set[str] = set()
@@ -190,11 +192,18 @@ def erase_window(
                 erased = stages.target(target.name, active)
                 exceptions |= {rid for rid, r in erased.items() if not isinstance(r, Failure) and r["mentions"]}
                 drop(erased, f"target {target.name}")
-            verdicts = whole(stages.verify, "verification") or {}
-            verified = [rid for rid in active if not isinstance(verdicts.get(rid), Failure)]
-            for rid in verified:  # the ledger of erasures (issue 26) reads the store's epochs: under its lock
-                v = verdicts[rid]
-                if not isinstance(v, Failure) and judge(v)[0] is Outcome.all_clear:
+            whole(stages.probe, "verification")  # the store's part of it, under the lock
+        # The processors asked, with the store released (issue 34), then each request judged whole.
+        verdicts = whole(stages.verify, "verification") or {}
+        verified = [rid for rid in active if not isinstance(verdicts.get(rid), Failure)]
+        cleared = [
+            rid
+            for rid, v in verdicts.items()
+            if rid in verified and not isinstance(v, Failure) and judge(v)[0] is Outcome.all_clear
+        ]
+        if cleared:  # the ledger of erasures (issue 26) reads the store's epochs: under its lock, again
+            with lock() if lock is not None else contextlib.nullcontext():
+                for rid in cleared:
                     epochs.record_completed(rid, h)
         packs = stages.packs(verified) if verified else {}  # the store released: a TSA may be slow
         for rid in active:

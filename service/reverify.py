@@ -37,7 +37,7 @@ from proof.history import current_pack, run_of, statement_prefix
 from proof.keys import load_private_key, public_key_pem
 from proof.reverification import statement_files, write_reverification
 from service.common import checked_request_id, request_lock, store_lock
-from service.verification import duty_records, probe_subjects, take_all
+from service.verification import duty_records, probe_store_subjects, take_all
 
 REVERIFIABLE = frozenset({RequestState.sealed, RequestState.notified})
 """A request is re-verified once its pack is sealed (and after the requester was told)."""
@@ -133,9 +133,9 @@ def reverify_request(h: Home, request_id: str, *, now: datetime | None = None) -
 def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
     subject = check_reverifiable(h, request_id)
     pack_name, pack_verification = _pack_facts(h, request_id)
-    with store_lock(h):  # no erasure moves the store while its probes run
-        fp = take_all(h, subject)
-        result = probe_subjects(h, [(subject, fp)])[0]
+    with store_lock(h):  # no erasure moves the store while its probes read it
+        probed = probe_store_subjects(h, [(subject, take_all(h, subject))])
+    result = probed.finish()[0]  # the processors asked with the store released (issue 34)
     if not result.probes:  # zero probes is never all clear, nor a finding: nothing was re-verified
         raise RequestBlocked(f"request {request_id}: no probe could run (no store or target in this home)")
     at = now or datetime.now(UTC)

@@ -20,7 +20,7 @@ from erasure.tiers import Tier
 from service.common import targets_of, user_reason
 from service.packs import write_engine_pack
 from service.scope import scope_of
-from service.verification import Verdict, seal_fingerprints, verdict_of, verify_requests
+from service.verification import Verdict, keep_probes, seal_fingerprints, verdict_of, verify_requests
 from tasks import runner
 from tasks.preflight import Preflight as Preflight  # re-exported: the flows name the stages' results
 from tasks.preflight import preflight
@@ -105,6 +105,13 @@ def scrub_all(h: Home, request_ids: list[str]) -> dict[str, object]:
     return runner.scrub_window(request_ids, h)
 
 
+def probe_all(h: Home, request_ids: list[str]) -> dict[str, str]:
+    """The store's part of every request's verification, read under the store's lock and kept in this
+    process (`service.verification.keep_probes`) for `verify_all`, which asks the processors after."""
+    keep_probes(h, request_ids)
+    return dict.fromkeys(request_ids, "probed")
+
+
 def verify_all(h: Home, request_ids: list[str]) -> dict[str, Verdict | Failure]:
     """The independent probes for every request at once; each request's verification.json."""
     return {rid: verdict_of(doc) for rid, doc in verify_requests(h, request_ids).items()}
@@ -126,7 +133,10 @@ class Stages:
     step: Callable[[str, list[str]], dict[str, StepRecord | Failure]]
     target: Callable[[str, list[str]], dict[str, TargetErased | Failure]]
     scrub: Callable[[list[str]], dict[str, object]]
+    probe: Callable[[list[str]], dict[str, str]]
+    """The store's part of the verification, under the store's lock (`probe_all`)."""
     verify: Callable[[list[str]], dict[str, Verdict | Failure]]
+    """The verification finished with the store released: the processors asked, each verdict."""
     packs: Callable[[list[str]], dict[str, str | Failure]]
     subprocessors: Callable[[list[str]], dict[str, Failure | None]]
     """Step 8's HTTP calls, before the store's lock is taken (`subprocessors_all`)."""
@@ -143,6 +153,7 @@ def direct(h: Home) -> Stages:
         step=lambda s, ids: run_tier(h, s, ids),
         target=lambda n, ids: erase_target_all(h, n, ids),
         scrub=lambda ids: scrub_all(h, ids),
+        probe=lambda ids: probe_all(h, ids),
         verify=lambda ids: verify_all(h, ids),
         packs=lambda ids: packs_all(h, ids),
         subprocessors=lambda ids: subprocessors_all(h, ids),

@@ -4,12 +4,19 @@ The fingerprint (needles: identifiers, distinctive content, raw vector bytes) is
 own code before the cascade and sealed to disk under a fresh key (AES-GCM); a run that crashes between
 cascade and verification unseals it on the rerun. Verification destroys key and ciphertext when it
 ends all clear. Re-verifying later, without a fingerprint, probes with the identifiers from the vault.
+
+No processor is asked while the store is locked (issue 34): a fingerprint taken here asks none (the
+processors' populations have no baseline), and a verification reads the store first (`probe_requests`,
+under the caller's lock; an erasure window keeps what it read in this process, `keep_probes`), then asks
+the processors with the store released, and judges each request on the whole (`verify_requests`).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
@@ -30,7 +37,7 @@ from probes.keys import SubjectKeys
 from probes.run import Verification, to_json
 from probes.targets import run as target_probes
 from probes.targets.probe import TargetFingerprint
-from probes.window import take_window, verify_window
+from probes.window import StoreProbes, probe_store, take_window
 from service.outcome import Outcome
 from service.scope import scope_of
 from tasks.backup_holds import hold_in_backups
@@ -125,7 +132,7 @@ def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
             erased = request_records.every_store_id(engine)
         finally:
             engine.close()
-        fps = take_window(h.store_dir, subjects, not_bystanders=erased)
+        fps = take_window(h.store_dir, subjects, not_bystanders=erased, lookups=False)
     else:
         fps = [
             Fingerprint(subject_id=s.id, subject_ids=[s.id], taken_at=datetime.now(UTC), keys=SubjectKeys())
@@ -363,7 +370,58 @@ def verify_request(h: Home, request_id: str, tiers: list[str] | None = None) -> 
 def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """`verify_request` for several requests at once: the reference store's probes run once for all of
     them (`probes.window.verify_window`: one byte scan, the tier probes with the union of their keys),
-    every other target's probes per request. Returns each request's verification.json."""
+    every other target's probes per request. The store's part is the one an erasure window read under
+    the store's lock (`keep_probes`), or read now; the processors are asked here. Returns each
+    request's verification.json."""
+    with _kept_lock:
+        kept = _kept.get(h.root)
+        if kept is not None and kept.request_ids == tuple(request_ids) and kept.tiers == tiers:
+            del _kept[h.root]
+        else:
+            kept = None
+    probing = kept or probe_requests(h, request_ids, tiers)
+    results = probing.probed.finish()  # the processors' lookups: the caller holds no lock of the store
+    engine = open_engine(h.engine_db)
+    try:
+        docs: dict[str, dict[str, Any]] = {}
+        for rid, (_subject, fp), result, was_sealed in zip(
+            request_ids, probing.pairs, results, probing.sealed, strict=True
+        ):
+            docs[rid] = record_verification(h, engine, rid, result, fp, was_sealed)
+        return docs
+    finally:
+        engine.close()
+
+
+@dataclass(frozen=True)
+class Probing:
+    """A verification's reading of the store (`probe_requests`): each request's subject and
+    fingerprint, whether it was sealed, and the probes so far (in this process only: identifiers)."""
+
+    request_ids: tuple[str, ...]
+    tiers: list[str] | None
+    pairs: list[tuple[Subject, Fingerprint]]
+    sealed: list[bool]
+    probed: Probed
+
+
+_kept: dict[Path, Probing] = {}
+"""Per home, the store's part of the verification its running window read under the store's lock."""
+_kept_lock = threading.Lock()
+
+
+def keep_probes(h: Home, request_ids: list[str]) -> None:
+    """Read the store's part of the requests' verification now (the caller holds the store's lock) and
+    keep it in this process for their `verify_requests`, which asks the processors after the lock is
+    released. One window per home at a time: a newer one replaces what an older one left."""
+    probing = probe_requests(h, request_ids)
+    with _kept_lock:
+        _kept[h.root] = probing
+
+
+def probe_requests(h: Home, request_ids: list[str], tiers: list[str] | None = None) -> Probing:
+    """Every probe of the requests' verification but the processors' lookups: fingerprints unsealed
+    (or taken now, from the vault), the store and every other target probed, outages recorded."""
     engine = open_engine(h.engine_db)
     try:
         pairs: list[tuple[Subject, Fingerprint]] = []
@@ -373,38 +431,56 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
             ct, key = fingerprint_paths(h, rid)
             sealed.append(ct.exists() and key.exists())
             pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(h, subject)))
-        outages: list[tuple[Target, Window]] = []
-        results = probe_subjects(h, pairs, tiers, outages, tuple(request_ids))
-        for target, window in outages:  # every stretch a served target was down, in each request's steps
-            record_outage(h, request_ids, target, window)
-        for _target, window in outages:
-            window.raise_if_down()
-        docs: dict[str, dict[str, Any]] = {}
-        for rid, (_subject, fp), result, was_sealed in zip(request_ids, pairs, results, sealed, strict=True):
-            docs[rid] = record_verification(h, engine, rid, result, fp, was_sealed)
-        return docs
     finally:
         engine.close()
+    outages: list[tuple[Target, Window]] = []
+    probed = probe_store_subjects(h, pairs, tiers, outages, tuple(request_ids))
+    for target, window in outages:  # every stretch a served target was down, in each request's steps
+        record_outage(h, request_ids, target, window)
+    for _target, window in outages:
+        window.raise_if_down()
+    return Probing(tuple(request_ids), tiers, pairs, sealed, probed)
 
 
-def probe_subjects(
+@dataclass(frozen=True)
+class Probed:
+    """The probes of some subjects as the store and the other targets gave them; the processors'
+    lookups still to make (`finish`, with no lock of the store held)."""
+
+    n: int
+    store: StoreProbes | None
+    """The reference store's (None: the home has none)."""
+    per_target: list[list[Verification]]
+
+    def finish(self) -> list[Verification]:
+        """Ask the processors, then each subject's verification: the reference store's and every
+        other target's probes together."""
+        found = self.store.ask() if self.store is not None else [Verification(probes=[], unscanned=[])] * self.n
+        out: list[Verification] = []
+        for i, ref in enumerate(found):
+            probes, unscanned, located = list(ref.probes), list(ref.unscanned), list(ref.residue_files)
+            for got in self.per_target:
+                probes += got[i].probes
+                unscanned += got[i].unscanned
+                located += got[i].residue_files
+            out.append(ref.model_copy(update={"probes": probes, "unscanned": unscanned, "residue_files": located}))
+        return out
+
+
+def probe_store_subjects(
     h: Home,
     pairs: list[tuple[Subject, Fingerprint]],
     tiers: list[str] | None = None,
     outages: list[tuple[Target, Window]] | None = None,
     request_ids: tuple[str, ...] = (),
-) -> list[Verification]:
-    """The probes' verdict on each (subject, fingerprint): the reference store's probes once for all
-    (one byte scan of the store and the home's other folders), every other target's for each subject,
-    a served target's with its server stopped once for all of them. Writes nothing. With `outages`, each
-    served target's stretch down is added to it (the caller records it, then `raise_if_down`);
-    without, a server that did not come back raises here."""
+) -> Probed:
+    """Each (subject, fingerprint) probed, but for the processors' lookups: the reference store's
+    probes once for all (one byte scan of the store and the home's other folders), every other
+    target's for each subject, a served target's with its server stopped once for all of them. Writes
+    nothing. With `outages`, each served target's stretch down is added to it (the caller records it,
+    then `raise_if_down`); without, a server that did not come back raises here."""
     scope = scope_of(h)
-    found = (
-        verify_window(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h))
-        if scope.reference
-        else [Verification(probes=[], unscanned=[]) for _ in pairs]
-    )
+    store = probe_store(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h)) if scope.reference else None
     per_target: list[list[Verification]] = []
     for target in scope.others:
         tpairs = [(s, fp.targets.get(target.name) or target_probes.take(target, s)) for s, fp in pairs]
@@ -414,12 +490,4 @@ def probe_subjects(
         else:
             outages.append((target, window))
         per_target.append(got)
-    out: list[Verification] = []
-    for i, ref in enumerate(found):
-        probes, unscanned, located = list(ref.probes), list(ref.unscanned), list(ref.residue_files)
-        for got in per_target:
-            probes += got[i].probes
-            unscanned += got[i].unscanned
-            located += got[i].residue_files
-        out.append(ref.model_copy(update={"probes": probes, "unscanned": unscanned, "residue_files": located}))
-    return out
+    return Probed(len(pairs), store, per_target)

@@ -154,9 +154,10 @@ def test_a_window_erases_every_subject_to_the_byte_and_no_one_else(
     # The store's texts (and personal entities, for attribution) were read for mentions once for the
     # whole window, not per request and step.
     assert sorted(whole_reads) == ["frames", "kg_entities", "raw_archive", "working_sessions"]
-    # One task per step for the whole window, not one per request and step (and one for the processors' calls).
+    # One task per step for the whole window, not one per request and step (and one for the processors'
+    # calls, one for the verification's reading of the store under its lock).
     names = task_names(state.state_details.flow_run_id)
-    assert len(names) == 7 + len(CASCADE_ORDER), names
+    assert len(names) == 8 + len(CASCADE_ORDER), names
     assert sum(n.startswith("step-") for n in names) == len(CASCADE_ORDER)
 
 
