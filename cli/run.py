@@ -21,7 +21,7 @@ from erasure.engine import engine_session
 from erasure.errors import InputError
 from erasure.tiers import CASCADE_ORDER
 from service import runs
-from service.common import engine_key_present
+from service.home import engine_key_present
 from service.outcome import Outcome, Result
 from service.pack_files import pack_verdict
 from service.scope import step_records

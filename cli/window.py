@@ -16,7 +16,7 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import ErasureError
 from erasure.tiers import CASCADE_ORDER
-from service.common import engine_key_present
+from service.home import engine_key_present
 from service.outcome import Outcome, Result, window_error
 
 

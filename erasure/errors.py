@@ -62,3 +62,9 @@ class StoreError(ErasureError):
     """The agent-memory store is missing, corrupt or of another tenant."""
 
     exit_code = 8
+
+
+def user_reason(exc: BaseException) -> str:
+    """Why a run failed, for the request's state: our errors carry a user-facing message without
+    identifiers; any other error is named by its type only (its text could hold anything)."""
+    return str(exc)[:300] if isinstance(exc, ErasureError) else f"unexpected {type(exc).__name__}: see the run's logs"

@@ -78,6 +78,13 @@ def is_safe_token(value: str) -> bool:
     return SAFE_TOKEN.fullmatch(value) is not None
 
 
+def checked_request_id(request_id: str) -> str:
+    """`request_id` when it is a safe token, else `InputError`."""
+    if not is_safe_token(request_id):
+        raise InputError("request_id: not a safe token (letters, digits, '.', '_', '-'; at most 128)")
+    return request_id
+
+
 def _check_token(value: str) -> str:
     if not is_safe_token(value):
         raise ValueError(_TOKEN_RULE)

@@ -10,6 +10,7 @@ import dataclasses
 
 from prefect import State, flow, get_run_logger
 
+from erasure.models import checked_request_id
 from erasure.states import RequestState
 from flows import run_report, sign_off
 from flows.ended import ended, state_data
@@ -25,7 +26,7 @@ from flows.window import (
     window_step,
 )
 from service import cascade
-from service.common import checked_request_id, home
+from service.home import home
 from service.outcome import Outcome, Result
 from service.stages import Failure
 from service.verification import Verdict, verdict_of

@@ -18,9 +18,9 @@ from prefect import flow, get_run_logger
 
 from flows.parameters import RequestId, described
 from service.clocks import ClockOp, ClockView, clock_operation
-from service.common import home
 from service.consent import Reconsented, allow_reingest
 from service.holds import RequestHoldPlaced, RequestHoldsReleased, place_hold, release_hold
+from service.home import home
 from service.intake import drain_inbox
 
 # UI forms take no free text: Prefect keeps every parameter in its database before a run could refuse

@@ -16,7 +16,7 @@ from erasure.errors import ErasureError
 from flows.ended import ended
 from flows.erasure_request import erasure_request
 from flows.parameters import described
-from service.common import home, targets_of
+from service.home import home, targets_of
 from service.outcome import Outcome
 from service.restore import replay
 

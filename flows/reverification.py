@@ -13,9 +13,10 @@ from typing import Annotated, Any
 from prefect import State, flow, get_run_logger, task
 from prefect.events import emit_event
 
+from erasure.models import checked_request_id
 from flows.ended import ended, outcome_of
 from flows.parameters import RequestId, described
-from service.common import checked_request_id, home
+from service.home import home
 from service.outcome import Outcome
 from service.reverify import DEFAULT_DAYS, due_requests, reverify_request
 

@@ -329,7 +329,7 @@ def publish(flow: Any, flow_run: Any, state: Any) -> None:
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
     from prefect.events import emit_event
 
-    from service.common import home
+    from service.home import home
 
     request_id = (flow_run.parameters or {}).get("request_id")
     if not isinstance(request_id, str) or not is_safe_token(request_id):

@@ -28,7 +28,7 @@ from erasure.models import LegalBasis
 from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise, to_markdown
 from erasure.states import RequestState
 from flows.parameters import described
-from service.common import home
+from service.home import home
 from service.metrics import default_textfile, write_textfile
 
 TABLE_KEY = "erasure-sla"

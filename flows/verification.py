@@ -12,11 +12,12 @@ from typing import Any
 from prefect import State, flow, get_run_logger, task
 from prefect.context import FlowRunContext
 
+from erasure.models import checked_request_id
 from erasure.tiers import Tier
 from flows.ended import ended
 from flows.parameters import RequestId
 from service import cascade
-from service.common import checked_request_id, home
+from service.home import home
 from service.outcome import Outcome, Result
 from service.verification import judge, verdict_of, verify_request
 

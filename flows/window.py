@@ -12,12 +12,12 @@ from typing import Annotated
 from prefect import State, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from erasure.models import StepRecord
+from erasure.models import StepRecord, checked_request_id
 from flows.ended import ended
 from flows.parameters import RequestId, described
 from flows.store_slot import store_writer
 from service import cascade, stages
-from service.common import checked_request_id, home
+from service.home import home
 from service.outcome import Outcome, Result, counts, window_outcome
 from service.stages import Failure, Preflight, Stages, TargetErased
 from service.verification import Verdict, seal_fingerprints

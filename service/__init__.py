@@ -22,5 +22,7 @@ Prefect, typer or rich.
 - `service.verification`: the sealed fingerprint, the probes, `verification.json`
 - `service.packs`: the engine-signed proof pack
 - `service.metrics`: Prometheus metrics of the open requests
-- `service.common`: the home, request ids, the run locks
+- `service.home`: the home from the environment, its engine key and targets; `service.locks` the run
+  locks (a request id is checked by `erasure.models.checked_request_id`, a failure told by
+  `erasure.errors.user_reason`)
 """

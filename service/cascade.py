@@ -26,12 +26,13 @@ from typing import TypeVar
 from erasure import request_records
 from erasure.config import Home
 from erasure.engine import engine_session, open_engine
-from erasure.errors import Conflict
+from erasure.errors import Conflict, user_reason
 from erasure.models import StepRecord, StepStatus
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
 from proof.history import start_run
-from service.common import engine_key_present, request_lock, store_lock, user_reason
+from service.home import engine_key_present
+from service.locks import request_lock, store_lock
 from service.outcome import Outcome, Result
 from service.scope import scope_of
 from service.stages import Failure, Stages

@@ -12,7 +12,7 @@ from erasure import request_records
 from erasure.clocks import ClockPolicy, Deadline, iso_utc
 from erasure.config import Home
 from erasure.engine import open_engine
-from service.common import checked_request_id
+from erasure.models import checked_request_id
 
 
 class ClockOp(StrEnum):

@@ -15,11 +15,11 @@ from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import InputError, NotFound
+from erasure.models import checked_request_id
 from erasure.subject import Subject
 from memory import keyed, suppression
 from memory.items import item_key, parse_line
 from memory.schema import open_store
-from service.common import checked_request_id
 
 EVENT = "suppression.allowed"
 

@@ -12,11 +12,11 @@ from typing import TypedDict
 from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
+from erasure.models import checked_request_id
 from erasure.states import RequestState
 from erasure.subject import Subject
 from memory import holds
 from memory.schema import open_store
-from service.common import checked_request_id
 
 UNBLOCKED = "hold released: run again to erase"
 

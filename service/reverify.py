@@ -29,6 +29,7 @@ from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import NotFound, RequestBlocked
 from erasure.ledger import ledger_key
+from erasure.models import checked_request_id
 from erasure.states import RequestState
 from erasure.subject import Subject
 from probes import manifest
@@ -36,7 +37,7 @@ from proof import verify
 from proof.history import current_pack, run_of, statement_prefix
 from proof.keys import load_private_key, public_key_pem
 from proof.reverification import statement_files, write_reverification
-from service.common import checked_request_id, request_lock, store_lock
+from service.locks import request_lock, store_lock
 from service.verification import duty_records, probe_store_subjects, take_all
 
 REVERIFIABLE = frozenset({RequestState.sealed, RequestState.notified})

@@ -11,7 +11,7 @@ from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.request_records import RequestRow
-from service.common import targets_of
+from service.home import targets_of
 from service.scope import home_tenant
 
 

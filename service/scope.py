@@ -13,7 +13,7 @@ from erasure.engine import open_engine
 from erasure.models import StepRecord
 from erasure.targets import REFERENCE, Target
 from memory.schema import meta, open_store
-from service.common import targets_of
+from service.home import targets_of
 
 
 @dataclass(frozen=True)

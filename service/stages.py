@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from erasure.config import Home
-from erasure.errors import ErasureError
+from erasure.errors import ErasureError, user_reason
 from erasure.models import StepRecord
 from erasure.tiers import Tier
-from service.common import targets_of, user_reason
+from service.home import targets_of
 from service.packs import write_engine_pack
 from service.scope import scope_of
 from service.verification import Verdict, keep_probes, seal_fingerprints, verdict_of, verify_requests

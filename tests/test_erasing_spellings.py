@@ -35,7 +35,7 @@ from memory.ingest import ingest
 from memory.items import MemoryItem
 from memory.schema import create
 from memory.sessions import session_path
-from service.common import store_lock
+from service.locks import store_lock
 from tasks import mentions
 from tasks.runner import run_cascade
 from tests import budget

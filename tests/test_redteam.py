@@ -34,7 +34,7 @@ from memory.items import MemoryItem
 from memory.schema import create
 from probes.fingerprint import take_fingerprint
 from probes.run import run_probes
-from service.common import store_lock
+from service.locks import store_lock
 from tasks.runner import prepare, run_cascade, run_step
 from tests import budget
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
