@@ -294,7 +294,7 @@ def _signature(s: _State) -> bool:
         s.engine_keyid = claimed or ""
     if DPO_ENVELOPE in files and s.dpo_key is not None:
         s.d_payload = check_signature(files[DPO_ENVELOPE].data, DPO_ENVELOPE, s.dpo_key, "DPO")
-    elif trust.require_dpo:  # `Trust.from_pem` and `keys_for` leave no way here; kept as the last word
+    elif trust.require_dpo:  # only a Trust built by hand gets here (`from_pem` and `keys_for` refuse sooner)
         fail(KeyArgumentError, "no DPO key was given to check the DPO's attestation")
     return s.engine_key is not None
 
