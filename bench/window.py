@@ -71,14 +71,14 @@ def _check(home: Path, subjects: list[Any], request_ids: list[str], keys: Path) 
     """Every pack verifies offline; no subject's identifier in any byte of the home (but the vault and
     the keys); returns the largest pack's size in bytes."""
     from probes.bytescan import scan_tree
-    from proof.verify import PackError, verify_pack
+    from proof.verify import PackError, Trust, Verifier
 
-    engine_pub = (keys / "engine.pub.pem").read_bytes()
+    verifier = Verifier(Trust.from_pem((keys / "engine.pub.pem").read_bytes(), None, require_dpo=False))
     largest = 0
     for rid in request_ids:
         pack = home / "evidence" / "erasure" / rid / "proof.tar.gz"
         try:
-            verify_pack(pack, engine_pub, None, require_dpo=False)
+            verifier.verify(pack)
         except PackError as exc:
             raise SystemExit(f"{rid}: the pack does not verify: {exc}") from exc
         largest = max(largest, pack.stat().st_size)

@@ -17,7 +17,6 @@ Artifacts and events hold request ids, states, counts and digests: never an iden
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -33,6 +32,7 @@ from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
 from service.outcome import Outcome
 from service.pack_files import newest_pack
+from service.runs import verification_doc
 
 EVENT_COMPLETED = "erasure.request.completed"
 EVENT_AWAITING = "erasure.request.awaiting-attestation"
@@ -59,15 +59,6 @@ def summary_key(request_id: str) -> str:
 def resource_id(request_id: str) -> str:
     """The Prefect resource of a request in events (the same as the SLA monitor's)."""
     return f"erasure.request.{request_id}"
-
-
-def _verification(h: Home, request_id: str) -> dict[str, Any] | None:
-    path = h.run_dir(request_id) / "verification.json"
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 def tier_rows(h: Home, request_id: str, verification: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -308,7 +299,7 @@ def report(h: Home, request_id: str, state: Any) -> dict[str, Any]:
         kinds = Counter(e.kind for e in request_records.exceptions(engine, request_id, open_only=True))
     finally:
         engine.close()
-    verification = _verification(h, request_id)
+    verification = verification_doc(h, request_id) or None
     pack = _pack(h, request_id)
     outcome, events = _outcome(state, request_state)
     return {

@@ -15,10 +15,9 @@ from erasure.errors import ConfigError, Conflict, InputError, RequestBlocked
 from erasure.models import REQUEST_ID_MAX_CHARS
 from proof.errors import PackRejected
 from proof.evidence import REQUEST_ID
-from proof.history import packs, statement_prefix
+from proof.evidence_folder import EvidenceFolder
 from proof.keyring import read_beside
 from proof.keys import keyid, load_public_key
-from proof.reverification import statement_files
 from proof.review import summary
 from proof.tarball import write_atomic
 from proof.tsa import TSA_ROOT_ENV
@@ -164,16 +163,15 @@ def export_files(
     except PackError as exc:
         raise PackRejected(exc.check, str(exc)) from exc
     # Re-verifications signed since the pack (issue 27): they go along, and VERIFY.md checks them.
-    statements = [p for _n, p in statement_files(pack.parent, statement_prefix(pack))]
+    folder = EvidenceFolder(pack.parent)
+    statements = folder.statements(pack)
     # The whole history goes along (issue 34): every earlier pack and every pack's statements.
-    history = {f"{request_id}-{p.name}": p.read_bytes() for _n, p in packs(pack.parent) if p != pack}
-    chains = sorted(p for p in pack.parent.glob("*reverify-*.intoto.json") if p.is_file() and not p.is_symlink())
+    history = {f"{request_id}-{p.name}": p.read_bytes() for p in folder.packs if p != pack}
+    chains = sorted(s for p in folder.packs for s in folder.statements(p))
     name = f"{request_id}-{pack.name}"
     # Each pack's backups follow-up, named as the verifier looks for it beside the pack's exported name.
     followups = {
-        followup_name(f"{request_id}-{p.name}"): f.read_bytes()
-        for _n, p in packs(pack.parent)
-        if (f := p.with_name(followup_name(p.name))).is_file() and not f.is_symlink()
+        followup_name(f"{request_id}-{p.name}"): f.read_bytes() for p in folder.packs if (f := folder.followup(p))
     }
     note = verify_md(
         **_keyring_slots(ring),

@@ -34,6 +34,7 @@ from erasure.states import RequestState
 from erasure.subject import Subject
 from probes import manifest
 from proof import verify
+from proof.evidence_folder import EvidenceFolder
 from proof.history import current_pack, run_of, statement_prefix
 from proof.keys import load_private_key, public_key_pem
 from proof.reverification import statement_files, write_reverification
@@ -201,12 +202,10 @@ def last_checked(h: Home, request_id: str) -> datetime | None:
     """When the request was last verified or re-verified (the pack's verification, or the newest
     statement beside it); None when neither can be read."""
     times: list[str] = []
-    try:
-        doc = json.loads((run_of(current_pack(h.evidence_dir(request_id))) / "verification.json").read_text())
+    ev = EvidenceFolder.of(h, request_id)
+    if (doc := ev.verification_of(ev.newest)) is not None and "verified_at" in doc:
         times.append(str(doc["verified_at"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    for _n, p in statement_files(h.evidence_dir(request_id), _prefix(h, request_id)):
+    for p in ev.statements():
         try:
             env = json.loads(p.read_bytes())
             times.append(str(json.loads(base64.b64decode(env["payload"]))["predicate"]["reverified_at"]))

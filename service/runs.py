@@ -4,13 +4,13 @@ verification), read once for the command to print."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.request_records import RequestRow
+from proof.evidence_folder import EvidenceFolder
 from service.home import targets_of
 from service.scope import home_tenant
 
@@ -51,6 +51,6 @@ def request_row(h: Home, request_id: str) -> RequestRow:
 
 
 def verification_doc(h: Home, request_id: str) -> dict[str, Any]:
-    """The request's verification.json (probes, residue, bystanders; no identifiers), `{}` when none yet."""
-    path = h.run_dir(request_id) / "verification.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    """The current run's verification.json (probes, residue, bystanders; no identifiers), `{}` when none
+    yet (or it is not a JSON object)."""
+    return EvidenceFolder.of(h, request_id).verification or {}

@@ -38,6 +38,7 @@ from probes.run import Verification, to_json
 from probes.targets import run as target_probes
 from probes.targets.probe import TargetFingerprint
 from probes.window import StoreProbes, probe_store, take_window
+from proof.evidence_folder import EvidenceFolder
 from service.outcome import Outcome
 from service.scope import scope_of
 from tasks.backup_holds import hold_in_backups
@@ -192,12 +193,8 @@ def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
 
 def _bystanders_lost_last_time(h: Home, request_id: str) -> bool:
     """Whether the request's last verification ended with other people's data lost (exit 10)."""
-    path = h.run_dir(request_id) / "verification.json"
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(doc, dict) and bool(doc.get("lost_bystander_tiers"))
+    doc = EvidenceFolder.of(h, request_id).verification
+    return doc is not None and bool(doc.get("lost_bystander_tiers"))
 
 
 def _other_erasure_since(engine: Any, request_id: str, since: datetime) -> bool:

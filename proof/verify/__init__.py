@@ -17,16 +17,19 @@ Modules, in the order a pack meets them:
     files        every file read, given or beside the pack: regular files only (no link, FIFO or
                  device), sizes checked before reading, under one memory ceiling
     strict_json  JSON as every check reads it
-    verifier     the checks 0-8 in order (their list is at its top), `verify_pack`
+    verifier     `Trust` (the keys given: check 0) and `Verifier`, whose `STEPS` are checks 1-12 in
+                 order (their list is at its top); `verify_pack` and `verify_bytes` wrap them
     archive      check 1: one gzip member, one ustar stream, exactly the manifest's files
     envelopes    keys, check 2 (DSSE signatures) and check 3 (in-toto statements)
-    keyring      check 2 with a keyring: each key by keyid, of its role, valid at the signing time
+    keyring      checks 2 and 10 with a keyring: each key by keyid, of its role, valid at the signing time
     digests      checks 4 and 5: subjects, manifest.json and SHA256SUMS
     merkle       RFC 9162 inclusion, multiproof and consistency proofs
     audit        check 7: the audit-log redaction evidence
     consistency  check 8: the claims follow from the records
     der          a small strict DER reader (the standard library only)
     timestamp    check 9: the RFC 3161 tokens over the envelopes' signatures, against a pinned TSA root
+    reverify     check 11: re-verification statements given beside the pack
+    backups      check 12: the backups follow-up statement beside the pack
     command      the command line (`__main__` runs it)
 """
 
@@ -50,11 +53,12 @@ from proof.verify.errors import (
 )
 from proof.verify.merkle import verify_consistency, verify_inclusion, verify_multiproof
 from proof.verify.strict_json import utc_time
-from proof.verify.verifier import VerifyResult, verify_bytes, verify_contents, verify_pack
+from proof.verify.verifier import STEPS, Trust, Verifier, VerifyResult, verify_bytes, verify_contents, verify_pack
 from wire.format import MERKLE_EMPTY_ROOT, TIERS, keyid_of, merkle_leaf, merkle_node
 
 __all__ = [
     "MERKLE_EMPTY_ROOT",
+    "STEPS",
     "TIERS",
     "ArchiveError",
     "AuditLogError",
@@ -68,6 +72,8 @@ __all__ = [
     "StatementError",
     "SubjectError",
     "TimestampError",
+    "Trust",
+    "Verifier",
     "VerifyResult",
     "check_audit_log",
     "extract",

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from proof.verify.archive import MAX_PACK_BYTES
+from proof.verify.errors import PackError
 from proof.verify.files import open_regular, present, read_regular, sha256_regular
 from wire.format import (
     FOLLOWUP_MAX_BYTES,
@@ -38,8 +39,8 @@ HELD = "held_in_backup_until"
 MAX_BYTES = FOLLOWUP_MAX_BYTES
 
 
-class FollowupError(Exception):
-    """The follow-up statement failed a check (one line)."""
+class FollowupError(PackError):
+    """Check 12: the follow-up statement failed a check (one line)."""
 
     check = "backups-followup"
 
@@ -128,27 +129,22 @@ def verify_followup(pack: Path, statement: Path, engine_pub_pem: bytes) -> dict[
     return pred
 
 
-def check_beside(pack: str | Path, engine_pub_pem: bytes) -> str | None:
-    """Hook of `proof.verify`: check the follow-up statement beside `pack` when there is one; None when
-    there is none, else a note. Raises `FollowupError`."""
+def beside(pack: str | Path) -> Path | None:
+    """The follow-up statement's file beside `pack`, when anything is there (read: regular files only)."""
     statement = Path(pack).with_name(followup_name(Path(pack).name))
-    if not present(statement):
+    return statement if present(statement) else None
+
+
+def check_beside(pack: str | Path, engine_pub_pem: bytes) -> str | None:
+    """Check the follow-up statement beside `pack` when there is one; None when there is none, else a
+    note. Raises `FollowupError`."""
+    statement = beside(pack)
+    if statement is None:
         return None
     pred = verify_followup(Path(pack), statement, engine_pub_pem)
+    return note(pred)
+
+
+def note(pred: dict[str, Any]) -> str:
+    """The verifier's note on a follow-up that passed (its predicate)."""
     return f"backups follow-up of {pred.get('stated_at')}: no backup holds the subject"
-
-
-def hook(pack: str | Path, engine_pub_pem: bytes, json_out: bool) -> int | None:
-    """The verifier's hook: check a follow-up statement beside the pack when there is one. On failure
-    it prints `FAIL: backups-followup: <why>` (or JSON) and returns 1; else None (a note on success)."""
-    try:
-        note = check_beside(pack, engine_pub_pem)
-    except (FollowupError, OSError, ValueError) as exc:
-        if json_out:
-            print(json.dumps({"ok": False, "check": FollowupError.check, "error": str(exc)}, sort_keys=True))
-        else:
-            print(f"FAIL: backups-followup: {exc}")
-        return 1
-    if note and not json_out:
-        print(f"backups-followup: OK ({note})")
-    return None

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 from proof.verify import backups, files, reverify
 from proof.verify.envelopes import read_key
-from proof.verify.errors import KeyArgumentError, PackError, checking, fail, printable
-from proof.verify.keyring import followup_key, pem_of, read_keyring
-from proof.verify.verifier import verify_pack
+from proof.verify.errors import KeyArgumentError, PackError, checking, printable
+from proof.verify.keyring import read_keyring
+from proof.verify.verifier import Trust, Verifier
 
 DESCRIPTION = "Offline verifier of an erasure proof pack: the Python standard library and `cryptography` only."
 
@@ -92,33 +92,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             audit = read_key(args.audit_key, "audit") if args.audit_key else None
             ring = read_keyring(args.keyring) if args.keyring else None
             tsa_root = read_key(args.tsa_root, "TSA root") if args.tsa_root else None
-        result = verify_pack(
-            args.pack,
-            engine,
-            dpo,
-            require_dpo=not args.no_dpo,
-            audit_pub_pem=audit,
-            keyring=ring,
-            tsa_root_pem=tsa_root,
+        trust = Trust.from_pem(
+            engine, dpo, require_dpo=not args.no_dpo, audit_pub_pem=audit, keyring=ring, tsa_root_pem=tsa_root
         )
-        # a follow-up beside the pack: the pack's engine key, or with a keyring the engine key that signed it
-        if ring is not None:
-            engine_pem = followup_key(ring, args.pack) or pem_of(ring, result.engine_keyid)
-        elif engine is not None:
-            engine_pem = engine
-        else:
-            fail(KeyArgumentError, "no engine key and no keyring was given")
-        reverified = reverify.check_files(args.reverify, engine_pem, result.request_id, result.pack_name)
+        # and what lies beside the pack: the statements given, a backups follow-up when there is one
+        result = Verifier(trust).verify(args.pack, statements=args.reverify, followup=backups.beside(args.pack))
     except PackError as exc:
         if args.json:
             _say(json.dumps({"ok": False, "check": exc.check, "error": str(exc)}, sort_keys=True))
         else:
             _say(f"FAIL: {exc.check}: {exc}")
         return 1
-    if (followup := backups.hook(args.pack, engine_pem, args.json)) is not None:  # a backups follow-up beside it
-        return followup
+    if result.followup is not None and not args.json:
+        _say(f"backups-followup: OK ({result.followup})")
     if args.json:
-        _say(json.dumps({"ok": True, **result.as_dict(), **reverify.as_dict(reverified)}, sort_keys=True))
+        _say(json.dumps({"ok": True, **result.as_dict(), **reverify.as_dict(result.reverified)}, sort_keys=True))
     else:
-        _say(reverify.with_notes(result.line(), reverified))
+        _say(reverify.with_notes(result.line(), result.reverified))
     return 0

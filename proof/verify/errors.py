@@ -33,6 +33,8 @@ class PackError(Exception):
     """The pack failed a check. `check` names it; `str(err)` says why, in one line of printable ASCII."""
 
     check = "pack"
+    step: int | None = None
+    """The number of the verifier's step that raised it (`verifier.STEPS`); None outside a verification."""
 
     def __init__(self, why: str) -> None:
         super().__init__(printable(why))
@@ -100,7 +102,7 @@ class TimestampError(PackError):
 
 
 class ReverifyError(PackError):
-    """Check 10: a re-verification statement given beside the pack does not hold, or says the subject is
+    """Check 11: a re-verification statement given beside the pack does not hold, or says the subject is
     back."""
 
     check = "reverify"

@@ -45,9 +45,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from proof.verify.envelopes import PublicKey, load_public_key, read_bounded, unverified_payload
 from proof.verify.errors import KeyArgumentError, SignatureError, fail
-from proof.verify.files import present, read_regular
+from proof.verify.files import read_regular
 from proof.verify.strict_json import json_object, parse_json, utc_time
-from wire.format import DPO_ENVELOPE, ENGINE_ENVELOPE, FOLLOWUP_MAX_BYTES, followup_name, keyid_of
+from wire.format import DPO_ENVELOPE, ENGINE_ENVELOPE, FOLLOWUP_MAX_BYTES, keyid_of
 
 KEYRING_FORMAT = "erasure-keyring/v1"
 KEYRING_FILE = "keyring.json"
@@ -252,33 +252,30 @@ def pem_of(keyring: bytes | None, kid: str) -> bytes:
     return entry.public_key_pem.encode("ascii")
 
 
-def followup_key(keyring: bytes, pack: str | Path) -> bytes | None:
-    """With a keyring, the key to check the backups follow-up beside `pack` with (it may be signed long
-    after the pack, by a later engine key): the PEM of the keyring's engine key its envelope names,
-    which must have been valid at its statement's `stated_at` (else `SignatureError`). None when there
-    is no follow-up or it names no key the keyring holds for the engine (the follow-up check then
-    refuses it against the pack's own engine key)."""
-    path = Path(pack).with_name(followup_name(Path(pack).name))
-    if not present(path):
-        return None
-    env_bytes = read_regular(path, FOLLOWUP_MAX_BYTES, path.name, SignatureError)
+def followup_key(keyring: Keyring, statement: Path) -> KeyEntry | None:
+    """With a keyring, the key to check the backups follow-up `statement` with (it may be signed long
+    after the pack, by a later engine key): the keyring's engine key its envelope names, which must
+    have been valid at its statement's `stated_at` (else `SignatureError`). None when it names no key
+    the keyring holds for the engine (the follow-up check then refuses it against the pack's own
+    engine key)."""
+    env_bytes = read_regular(statement, FOLLOWUP_MAX_BYTES, statement.name, SignatureError)
     try:
         env = json.loads(env_bytes)
         kid = env["signatures"][0]["keyid"]
         stated = json.loads(base64.b64decode(env["payload"], validate=True))["predicate"]["stated_at"]
     except (ValueError, TypeError, KeyError, IndexError):
         return None
-    entry = parse_keyring(keyring).by_keyid(kid) if isinstance(kid, str) else None
+    entry = keyring.by_keyid(kid) if isinstance(kid, str) else None
     if entry is None or entry.role != "engine":
         return None
     when = utc_time(stated)
     if when is None or not entry.valid_at(when):
         fail(
             SignatureError,
-            f"{path.name} was signed at stated_at {printable_time(stated)} by the engine key"
+            f"{statement.name} was signed at stated_at {printable_time(stated)} by the engine key"
             f" {entry.keyid[:16]}..., which is valid {entry.window()}",
         )
-    return entry.public_key_pem.encode("ascii")
+    return entry
 
 
 def printable_time(v: Any) -> str:

@@ -1,4 +1,4 @@
-"""Check 10: the re-verification statements given beside a pack (`reverify-<n>.intoto.json`, written by
+"""Check 11: the re-verification statements given beside a pack (`reverify-<n>.intoto.json`, written by
 `proof/reverification.py` each time a sealed request is probed again). Stdlib and cryptography only.
 
 For each statement, in the order given:
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proof.verify.envelopes import PublicKey, check_signature, check_statement, load_public_key
+from proof.verify.envelopes import PublicKey, check_signature, check_statement
 from proof.verify.errors import PackError, ReverifyError, checking, fail
 from proof.verify.files import read_regular
 from proof.verify.strict_json import utc_time
@@ -95,7 +95,7 @@ def check_one(data: bytes, name: str, engine_key: PublicKey, request_id: str, pa
 def check_reverifications(
     statements: Sequence[tuple[str, bytes]], engine_key: PublicKey, request_id: str, pack_name: str
 ) -> list[Reverified]:
-    """Check 10 on every (name, bytes) given: each statement (steps 1-3), then the chain (step 4).
+    """Check 11 on every (name, bytes) given: each statement (steps 1-3), then the chain (step 4).
     Returns them in chain order."""
     out = sorted((check_one(data, name, engine_key, request_id, pack_name) for name, data in statements), key=_seq)
     seqs = [r.sequence for r in out]
@@ -126,16 +126,9 @@ def _seq(r: Reverified) -> int:
 MAX_STATEMENT_BYTES = 1 << 20
 
 
-def check_files(paths: Sequence[str], engine_pub_pem: bytes, request_id: str, pack_name: str) -> list[Reverified]:
-    """Check 10 on statement files (the command line's `--reverify FILE...`)."""
-    if not paths:
-        return []
-    with checking(ReverifyError):
-        key = load_public_key(engine_pub_pem, "engine")
-        statements = []
-        for p in paths:
-            statements.append((Path(p).name, read_regular(p, MAX_STATEMENT_BYTES, Path(p).name, ReverifyError)))
-    return check_reverifications(statements, key, request_id, pack_name)
+def read_statements(paths: Sequence[str | Path]) -> list[tuple[str, bytes]]:
+    """The statement files given (the command line's `--reverify FILE...`), (name, bytes) each."""
+    return [(Path(p).name, read_regular(p, MAX_STATEMENT_BYTES, Path(p).name, ReverifyError)) for p in paths]
 
 
 def as_dict(reverified: Sequence[Reverified]) -> dict[str, Any]:
