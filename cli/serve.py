@@ -226,6 +226,23 @@ def run_deployment_now(
         return str(r.json()["id"])
 
 
+def leave_root(h: Home, *, postgres: bool) -> bool:
+    """As root (else nothing): start PostgreSQL as `erasure-pg` when `postgres`, give the home to the user
+    runs execute as (erasure/service_user.py), let that user into the cluster, and become it for good.
+    Returns whether the cluster is already up (started here, as root)."""
+    if os.geteuid() != 0:
+        return False
+    from cli import postgres as pg
+
+    if postgres:
+        pg.start(h)
+    pw = take_home(h)
+    if postgres:
+        pg.let_in(h, pw.pw_uid)
+    become(pw, h)
+    return postgres
+
+
 @dataclass
 class Stack:
     """The children `erasure serve` started, stopped in reverse order by their process groups."""
@@ -334,16 +351,7 @@ def run_console(
     (erasure/service_user.py) and this process becomes that user before anything else starts; the
     cluster then outlives it (`erasure server stop` as root, or the next `serve`, finds it)."""
     stop = stop or threading.Event()
-    pg_ready = os.geteuid() == 0 and postgres
-    if os.geteuid() == 0:
-        if postgres:
-            from cli import postgres as pg
-
-            pg.start(h)
-        pw = take_home(h)
-        if postgres:
-            pg.let_in(h, pw.pw_uid)
-        become(pw, h)
+    pg_ready = leave_root(h, postgres=postgres)
     reuse = _running_server(h, host, port)
     if reuse is not None:
         host, port = reuse

@@ -42,7 +42,7 @@ from cli.server_state import (
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.config import PROJECT_ROOT, Home
 from erasure.errors import ConfigError, ErasureError
-from erasure.service_user import acting_as, become, home_owner, runs_as, take_home
+from erasure.service_user import acting_as, home_owner, runs_as
 
 app = typer.Typer(
     help="The home's long-lived Prefect server and worker in the background: start, stop, status.", no_args_is_help=True
@@ -116,16 +116,9 @@ def start_server(
     as (erasure/service_user.py), then becomes that user for good: everything it starts runs as it."""
     say = say or (lambda msg: None)
     with start_lock(h, lambda: say("the home's server is starting (another `erasure server start`): waiting for it")):
-        pg_ready = os.geteuid() == 0 and postgres
-        if os.geteuid() == 0:
-            if postgres:
-                from cli import postgres as pg
+        from cli.serve import leave_root
 
-                pg.start(h)
-            pw = take_home(h)
-            if postgres:
-                pg.let_in(h, pw.pw_uid)
-            become(pw, h)
+        pg_ready = leave_root(h, postgres=postgres)
         return _start_server(
             h,
             host=host,
