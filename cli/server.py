@@ -53,6 +53,8 @@ STOP_TIMEOUT = 20.0
 SCHEDULED = ("sla-monitor", "intake")
 AUTOMATION_FILE = PROJECT_ROOT / "automations" / "notify-dpo.yaml"
 WEBHOOK_BLOCK = "erasure-dpo-webhook"
+DESK_TIMEOUT = 60.0
+"""How long `server start` waits for the request desk to listen before it prints where it is."""
 
 
 def _spawn(name: str, cmd: list[str], env: dict[str, str], cwd: Path, logs: Path) -> subprocess.Popen[bytes]:
@@ -188,7 +190,10 @@ def _start_server(
         from cli.desk import desk_cmd, desk_port
 
         dport = desk_port(host, port)
-        _spawn("desk", desk_cmd(h, host, dport, api), env, project_dir, logs)
+        desk = _spawn("desk", desk_cmd(h, host, dport, api), env, project_dir, logs)
+        deadline = time.monotonic() + DESK_TIMEOUT  # `start` prints the desk's address: once it answers
+        while not port_in_use(host, dport) and desk.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
         write_state(h, st)
         if workers:
             from cli.serve import run_deployment_now
@@ -329,9 +334,19 @@ def start(
     before = read_state(h)
     st = start_server(h, host=host, port=port, workers=workers, postgres=postgres, say=None if json_out else _say)
     already = before is not None and before.server_pid == st.server_pid
+    from service.intake import desk_url
+
+    desk = desk_url(h)
     if json_out:
         print_json(
-            {**asdict(st), "api_url": st.api_url, "ui_url": st.ui_url, "already_running": already, "runs_as": runs_as()}
+            {
+                **asdict(st),
+                "api_url": st.api_url,
+                "ui_url": st.ui_url,
+                "desk_url": desk,
+                "already_running": already,
+                "runs_as": runs_as(),
+            }
         )
         return
     _say(
@@ -339,9 +354,8 @@ def start(
         f"logs in {log_dir(h)}; `erasure server stop` stops it); runs execute as {runs_as()}"
     )
     from cli.desk import how_to_log_in
-    from service.intake import desk_url
 
-    for line in how_to_log_in(h, st.ui_url, desk_url(h) or "(not started)"):
+    for line in how_to_log_in(h, st.ui_url, desk or "(not started)"):
         _say(line)
 
 

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,8 @@ class Server:
     home: Home
     api: str
     env: dict[str, str]
+    started: dict[str, Any] = field(default_factory=dict)
+    """What `erasure server start --json` printed."""
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +117,8 @@ def server() -> Iterator[Server]:
         erasure(env, "server", "stop")
         shutil.rmtree(root, ignore_errors=True)
         raise AssertionError(f"erasure server start failed:\n{res.stdout}\n{res.stderr}")
-    srv = Server(root, h, json.loads(res.stdout)["api_url"], env)
+    started = json.loads(res.stdout)
+    srv = Server(root, h, started["api_url"], env, started)
     try:
         yield srv
     finally:
@@ -165,6 +168,16 @@ def test_the_credentials_are_the_homes_own_and_private(server: Server) -> None:
         [RUNUSER, "-u", "nobody", "--", "cat", str(path)], capture_output=True, text=True, check=False
     )
     assert peek.returncode != 0 and not peek.stdout
+
+
+def test_start_names_the_request_desk_it_started_and_it_answers(server: Server) -> None:
+    """`server start` printed the desk as "(not started)" when it read the desk's address before the desk
+    (a child it had just spawned) had written it: it now waits for the desk to listen."""
+    import httpx
+
+    desk = server.started.get("desk_url")
+    assert isinstance(desk, str) and desk.startswith("http://127.0.0.1:"), server.started
+    assert httpx.get(f"{desk}/login", timeout=10).status_code == 200
 
 
 def test_nobody_without_credentials_gets_401(server: Server) -> None:
