@@ -9,11 +9,9 @@ characters, BOM), every dash a hyphen, diacritics stripped, every run of white s
 them (each of the probe's phone forms, national trunk form included, is its own needle); emails with
 any `+tag`; names and ids with their tokens in either order and any separators between them.
 
-Triggers: a fragment of an identifier that survives every text encoding, raw and in every escaped
-spelling (`probes.encoded`: the needles are encoded, not the haystack), an id's words in order, a
-name's longer required part, a digit, an encoded separator and a digit where a phone is looked for, and
-the generic ones (a full-width run, a base64 run, a container's magic), found in one hyperscan pass over
-a file's bytes; the database is compiled once per process for a set of needles (`compiled`).
+Triggers: a fragment of an identifier that survives every text encoding, a phone's digits with encoded
+separators, and the generic ones (an escape run, a base64 or UTF-16 run, a container's magic), found in
+one hyperscan pass over a file's bytes.
 
 Text views: JSON string escapes (`\\u0040`, surrogate pairs, `\\n`); percent-encoding (`%40`, with and
 without `+` as a space); HTML entities (named and numeric); quoted-printable (`=40`, soft breaks); and
@@ -28,13 +26,11 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from urllib.parse import unquote, unquote_plus
 
 import hyperscan
 
 from probes.bytescan import _escape
-from probes.encoded import escaped
 from probes.rule import Found, Person, Rule
 
 MIN_BASE64 = 12
@@ -74,14 +70,8 @@ _EMAIL_SHAPE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _SEP_RAW = rb"[^0-9A-Za-z]{0,12}"
 """Between a phone's digits in raw bytes: separators in any byte encoding (UTF-8 dashes are three bytes;
 UTF-16 and UTF-32 text puts NULs between the digits).
-Encoded separators (`\\u2011`, `%E2%80%91`, `&#8209;`) hold digits: `_DIGIT_ESCAPE_DIGIT` opens a
-window there instead."""
-_DIGIT_ESCAPE_DIGIT = (
-    rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};|\x5cu[0-9a-fA-F]{4})"
-    rb"[^A-Za-z0-9]{0,2}[0-9]"
-)
-"""An encoded separator between two digits: where a phone is looked for, a window is read there (the
-phone's digits joined by every escaped separator make a pattern hyperscan refuses as too large)."""
+Encoded separators (`\\u2011`, `%E2%80%91`, `&#8209;`) hold digits: the generic escape triggers open a
+window there instead (a trigger per phone with them costs a tenth of a second to compile)."""
 _PHONE_SEP = r"[\s\-.()/]{0,3}"
 _DIGITS_ONLY = "\x00"
 """Marks a regex's required text as digits, to be looked for in the window's digits alone."""
@@ -104,7 +94,7 @@ def _name_variants(text: str) -> list[str]:
     return list(dict.fromkeys(v for v in out if v.strip()))
 
 
-def _patterns(kind: str, text: str, ident: str = "") -> tuple[list[tuple[str, str]], list[str | bytes]]:
+def _patterns(kind: str, text: str) -> tuple[list[tuple[str, str]], list[str | bytes]]:
     """(canonical regexes, raw-byte triggers) for one needle's text. Each regex comes with a text every
     match of it contains (a phone's: its digits, which the window's digits alone contain, whatever
     separates them), so that a window without it is passed over by a substring test. A trigger is a
@@ -133,46 +123,21 @@ def _patterns(kind: str, text: str, ident: str = "") -> tuple[list[tuple[str, st
         return [(rx, _DIGITS_ONLY + (digits[1:] if national else digits))], [trigger]
     regexes: list[tuple[str, str]] = []
     triggers: list[str | bytes] = []
-    pick: int | None = None
     for variant in _name_variants(text):
         tokens = _TOKEN.findall(variant)
         if not tokens:
             continue
         orders = [tokens] if len(tokens) == 1 else [tokens, [tokens[-1], *tokens[:-1]]]
         regexes += [(_boundary(_TOKEN_SEP.join(re.escape(t) for t in order)), max(tokens, key=len)) for order in orders]
-        if ident == "id":
-            triggers.append(_id_expression(tokens))
-            continue
-        if ident == "name":
-            # Every hit of a name holds its given and its family name (docs/matching.md 3.3, 3.4): the
-            # longer of the two is trigger enough (a namesake's given name opens no window).
-            if pick is None:
-                pick = -1 if len(tokens[-1]) >= len(tokens[0]) else 0
-            tokens = [tokens[pick]]
         long = [t for t in tokens if len(t) >= MIN_FRAGMENT]
         triggers += long or [variant]
     lowered = unicodedata.normalize("NFKC", text)
-    for written in (lowered.lower(), lowered.casefold()):
-        tokens = _TOKEN.findall(written)
-        for token in tokens if pick is None or not tokens else [tokens[pick]]:
-            # Non-ASCII letters are escaped or re-encoded by software; the ASCII runs between them survive.
-            triggers += [run for run in re.findall(rf"[a-z0-9]{{{MIN_FRAGMENT},}}", token) if run != token]
-            if not token.isascii():
-                triggers.append(token)
+    for token in _TOKEN.findall(lowered.lower()) + _TOKEN.findall(lowered.casefold()):
+        # Non-ASCII letters are escaped or re-encoded by software; the ASCII runs between them survive.
+        triggers += [run for run in re.findall(rf"[a-z0-9]{{{MIN_FRAGMENT},}}", token) if run != token]
+        if not token.isascii():
+            triggers.append(token)
     return list(dict.fromkeys(regexes)), list(dict.fromkeys(triggers))
-
-
-_ID_SEP = (
-    rb"(?:[^A-Za-z0-9]{0,3}|(?:%[0-9A-Fa-f]{2}){1,3}|\x5cu[0-9A-Fa-f]{4}|&#[xX]?[0-9A-Fa-f]{2,7};|&[A-Za-z]{2,8};"
-    rb"|(?:=[0-9A-F]{2}){1,3})"
-)
-
-
-def _id_expression(tokens: Sequence[str]) -> bytes:
-    """An id's words in order, each raw or escaped, with at most one separator (raw or escaped) between
-    them: every hit of an id holds its words so (docs/matching.md 6.1, 6.1b), and one word alone (`000123`
-    of `user-000123`) would open a window at every other id that shares it."""
-    return _ID_SEP.join(b"(?:" + escaped(t) + b")" for t in tokens)
 
 
 IDENT_KINDS = ("id", "email", "name", "phone")
@@ -218,40 +183,21 @@ def _expressions(trigger: str | bytes) -> list[bytes]:
     return [_escape(trigger.encode(codec)) for codec in ("utf-8", *(c for c, _w in WIDE_CODECS))]
 
 
-# Generic triggers: where a container starts, whoever's data it holds (escapes and base64 text are found
-# by the needles' encoded spellings, `probes.encoded`).
-_MAGICS = (
-    b"\x1f\x8b\x08",
-    b"BZh",
-    b"\xfd7zXZ\x00",
-    b"PK\x03\x04",
-    b"PK\x05\x06",
-    b"%PDF-",
-    b"\x89PNG\r\n\x1a\n",
-    b"\xff\xd8\xff",
-    b"GIF8",
-    b"II*\x00",
-    b"MM\x00*",
-    b"{\\rtf",
-    b"SQLite format 3\x00",
-    b"\x28\xb5\x2f\xfd",
-    b"\x04\x22\x4d\x18",
-    b"7z\xbc\xaf\x27\x1c",
-    b"RIFF",
-    b"\x80\x04\x95",
-    b"\x78\x9c",
-    b"\x78\xda",
-)
-"""Magics of formats `probes.documents.formats.binary_format` identifies (a pickle of protocol 4 or 5,
-zlib at the default and best levels), looked for where a base64 run decodes."""
+# Generic triggers: where an encoding or a container starts, whoever's data it holds.
 _GENERIC: dict[str, bytes] = {
+    # an encoded separator between two digits (a phone), two escapes in a row, an escaped dash or
+    # space, one entity, two quoted-printable octets
+    "escapes": rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};)[^A-Za-z0-9]{0,2}[0-9]"
+    rb"|(?:\\u[0-9a-fA-F]{4}){2}|\\u20[0-9a-fA-F]{2}|\\u00[aA][0dD]|(?:%[0-9A-Fa-f]{2}){2}|%[Cc]2%[Aa]0"
+    rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}",
     "fullwidth": rb"(?:\xef[\xbc\xbd][\x80-\xbf]){3}",
-    # a format's magic: looked at only in base64 runs' decoded bytes (`probes.view_payloads`), where a
-    # payload starts that is read as that format
-    "magic": b"|".join(_escape(m) for m in _MAGICS),
-    # a run of base64 characters long enough to read (reported once per scan): the payload's base64 runs
-    # are decoded (`probes.view_payloads.base64_stream`)
-    "base64-run": rb"[A-Za-z0-9+/_\-]{%d}" % MIN_BASE64,
+    # A run's start, once (anchored on the byte before it), with a capital, digit or symbol among its
+    # first characters: a long lower-case word is not base64 (12 lower-case letters in a row start
+    # 2 in 100,000 base64 runs), and triggers cost a decode each.
+    # `-` is left out of the trigger (not of the run it finds): ISO timestamps ("2025-01-06T22") are
+    # in every row of a store, and a url-safe run has a stretch without `-` long enough anyway.
+    "base64": rb"(?:^|[^A-Za-z0-9+/_])[A-Za-z0-9+/_][a-z]{0,%d}[A-Z0-9+/_][A-Za-z0-9+/_]{%d}"
+    % (MIN_BASE64 - 2, MIN_BASE64 - 2),
     "gzip": rb"\x1f\x8b\x08",
     "bz2": rb"BZh[1-9]1AY&SY",
     "xz": rb"\xfd7zXZ\x00",
@@ -261,62 +207,21 @@ _GENERIC: dict[str, bytes] = {
 GENERIC_NAMES = list(_GENERIC)
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    db: hyperscan.Database
-    scratch: hyperscan.Scratch
+_GENERIC_DB: list[tuple[hyperscan.Database, hyperscan.Scratch]] = []
 
 
-_COMPILED: dict[tuple[tuple[str, str], ...], _Compiled] = {}
-_COMPILED_LOCK = threading.Lock()
-MAX_COMPILED = 8
-"""Trigger databases kept per process, by their needles: the requests of a window, and each probe of
-a verification, look for the same needles."""
-
-
-def _compile(needles: tuple[tuple[str, str], ...]) -> _Compiled:
-    expressions = [_GENERIC[n] for n in GENERIC_NAMES]
-    ids = list(range(len(GENERIC_NAMES)))
-    flags = [hyperscan.HS_FLAG_SINGLEMATCH if n == "base64-run" else 0 for n in GENERIC_NAMES]
-    for index, (kind, text) in enumerate(needles):
-        if kind.startswith("identifier"):
-            ident = ident_kind(kind, text)
-            triggers = _patterns("identifier", text, ident)[1]
-        elif kind == "content":
-            ident = "content"
-            triggers = _patterns(kind, text)[1]
-        else:
-            continue
-        exprs: list[bytes] = []
-        for trigger in triggers:
-            exprs += _expressions(trigger)
-            if isinstance(trigger, str):
-                exprs.append(escaped(trigger))
-        if ident == "phone":
-            exprs.append(_DIGIT_ESCAPE_DIGIT)
-        if ident == "id":  # in UTF-16 or UTF-32 text, by its longest word
-            longest = max(_TOKEN.findall(canonical(text)) or [text], key=len)
-            exprs += _expressions(longest)[1:]
-        for e in dict.fromkeys(exprs):
-            expressions.append(e)
-            ids.append(len(GENERIC_NAMES) + index)
-            flags.append(hyperscan.HS_FLAG_CASELESS)
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=expressions, ids=ids, flags=flags)
-    return _Compiled(db, hyperscan.Scratch(db))
-
-
-def compiled(needles: Sequence[tuple[str, str]]) -> _Compiled:
-    """The triggers' database for `needles`, compiled once per process and kept (`MAX_COMPILED`)."""
-    key = tuple((k, t) for k, t in needles)
-    with _COMPILED_LOCK:
-        got = _COMPILED.get(key)
-        if got is None:
-            got = _compile(key)
-            if len(_COMPILED) >= MAX_COMPILED:
-                _COMPILED.pop(next(iter(_COMPILED)))
-            _COMPILED[key] = got
-        return got
+def _generic_db() -> tuple[hyperscan.Database, hyperscan.Scratch]:
+    """The generic triggers' database, compiled once per process (a scratch of its own per matcher)."""
+    if not _GENERIC_DB:
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(
+            expressions=[_GENERIC[n] for n in GENERIC_NAMES],
+            ids=list(range(len(GENERIC_NAMES))),
+            flags=[0] * len(GENERIC_NAMES),
+        )
+        _GENERIC_DB.append((db, hyperscan.Scratch(db)))
+    db, scratch = _GENERIC_DB[0]
+    return db, scratch.clone()
 
 
 class Matcher:
@@ -331,6 +236,9 @@ class Matcher:
         self.regexes: list[tuple[int, re.Pattern[str], str]] = []
         self.rules: list[tuple[int, Rule]] = []
         """Identifier needles, each matched by docs/matching.md (`probes.rule`): only unambiguous hits count."""
+        expressions: list[bytes] = []
+        ids: list[int] = []
+        flags: list[int] = []
         shared: list[tuple[str, str]] = []
         every: list[tuple[str, str]] = []
         self.keys: list[re.Pattern[str]] = []
@@ -345,15 +253,26 @@ class Matcher:
                 ident = (ident_kind(kind, text), text)
                 self.rules.append((index, Rule(person_of([ident]))))
                 every.append(ident)
+                triggers = _patterns("identifier", text)[1]
             elif kind == "content":
-                rxs, _triggers = _patterns(kind, text)
+                rxs, triggers = _patterns(kind, text)
                 self.regexes += [(index, re.compile(rx), literal) for rx, literal in rxs]
-        self.needles = len(needles)
-        self._compiled = compiled(needles)
+            else:
+                continue
+            for t in (e for trigger in triggers for e in _expressions(trigger)):
+                expressions.append(t)
+                ids.append(len(_GENERIC) + index)
+                flags.append(hyperscan.HS_FLAG_CASELESS)
+        self.db: hyperscan.Database | None = None
+        if expressions:
+            self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            self.db.compile(expressions=expressions, ids=ids, flags=flags)
+            self._scratch = hyperscan.Scratch(self.db)
         self.every = Rule(person_of(every))
         """All identifier needles as one person: a text with no hit of it holds none of them."""
         self.shared = Rule(person_of(shared)) if shared else None
         """Other people's own identifiers (a namesake's name): a hit inside one of theirs is theirs."""
+        self.generic, self._generic_scratch = _generic_db()
         self._local = threading.local()
         self._lock = threading.Lock()
         self.once = once
@@ -400,21 +319,20 @@ class Matcher:
         if self.once:
             self.found |= best.keys()
 
-    def _scratch(self) -> hyperscan.Scratch:
-        if not hasattr(self._local, "scratch"):  # a scratch space is one thread's at a time
-            with self._lock:
-                self._local.scratch = self._compiled.scratch.clone()
-        return self._local.scratch  # type: ignore[no-any-return]
-
     def triggers(self, data: bytes) -> list[tuple[int, int]]:
-        """(trigger id, end offset) of every trigger in `data`, in one hyperscan pass: ids below
-        `len(GENERIC_NAMES)` are generic, then one per needle (a raw or escaped spelling of it)."""
+        """(trigger id, end offset) of every trigger in `data` (ids below `len(GENERIC_NAMES)` are generic)."""
         out: list[tuple[int, int]] = []
 
         def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             out.append((pid, end))
 
-        self._compiled.db.scan(data, match_event_handler=on_match, scratch=self._scratch())
+        if not hasattr(self._local, "generic"):  # a scratch space is one thread's at a time
+            with self._lock:
+                self._local.generic = self._generic_scratch.clone()
+                self._local.needles = self._scratch.clone() if self.db is not None else None
+        self.generic.scan(data, match_event_handler=on_match, scratch=self._local.generic)
+        if self.db is not None:
+            self.db.scan(data, match_event_handler=on_match, scratch=self._local.needles)
         return sorted(out, key=lambda t: t[1])
 
 

@@ -191,25 +191,20 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
     """Find triggers in `data`; decode what they point at; match windows around identifier triggers."""
     ends: list[int] = []
     done_to = {name: -1 for name in GENERIC_NAMES}
-    generic = len(GENERIC_NAMES)
-    runs = False
     for pid, end in scan.matcher.triggers(data):
-        if pid >= generic:  # a needle's raw or escaped spelling
-            if pid - generic not in scan.matcher.found:
+        if pid >= len(GENERIC_NAMES):
+            if pid - len(GENERIC_NAMES) not in scan.matcher.found:
                 ends.append(end)
             continue
         name = GENERIC_NAMES[pid]
-        runs = runs or name == "base64-run"
-        if end <= done_to[name] or name in ("magic", "base64-run"):  # a magic counts where base64 decodes
+        if end <= done_to[name]:
             continue
-        if name == "fullwidth":
+        if name in ("escapes", "fullwidth"):
             ends.append(end)
+        elif name == "base64":
+            done_to[name] = _base64_run(scan, data, end, depth)
         else:
             done_to[name] = _embedded_container(scan, data, end, name, depth)
-    done = -1
-    for at in base64_stream(scan, data) if runs else ():
-        if at > done:
-            done = _base64_run(scan, data, at + 1, depth)
     if match_windows:
         for a, b in _windows(ends, len(data)):
             window = data[a:b]
@@ -218,46 +213,6 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
                 for codec, width in WIDE_CODECS:
                     for shift in range(width):
                         scan.matcher.match_text(window[shift:].decode(codec, "replace"), scan.hits)
-
-
-_B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-_AS_BASE64 = bytes.maketrans(
-    bytes(range(256)),
-    bytes(c if c in _B64_CHARS else (b"+" if c == 45 else b"/" if c == 95 else b"A")[0] for c in range(256)),
-)
-"""Every byte as base64 reads it: its own characters as they are (url-safe `-` and `_` as `+` and `/`),
-any other byte `A`. A run then decodes correctly wherever the decoding starts on its first character,
-its last bytes too (a partial group's bits are its own), and every offset stays an offset of the data."""
-BASE64_NESTED = 2
-"""Base64 inside base64 looked for in the bulk decoding (deeper nesting is read as each run is decoded)."""
-
-
-def base64_stream(scan: FileScan, data: bytes, level: int = 1) -> list[int]:
-    """Where in `data` a base64 run holds something to read: a needle's spelling (raw or escaped, or in
-    base64 again, `BASE64_NESTED` deep), a container's or a document's magic. The whole of `data`, read
-    as base64 (`_AS_BASE64`), is decoded at each of its four shifts in one C call each, so that every run
-    is decoded at its own alignment in one of them; one trigger pass over each decoding finds the hits.
-    Returns offsets in `data` inside the runs to read. Called only for data with a run of `MIN_BASE64`
-    (the trigger `base64-run`)."""
-    stream = data.translate(_AS_BASE64)
-    generic = len(GENERIC_NAMES)
-    at: set[int] = set()
-    for shift in range(4):
-        decoded = binascii.a2b_base64(stream[shift : shift + (len(stream) - shift) // 4 * 4])
-        found = scan.matcher.triggers(decoded)
-        ends = [
-            end
-            for pid, end in found
-            if (pid - generic not in scan.matcher.found if pid >= generic else GENERIC_NAMES[pid] in _IN_BASE64)
-        ]
-        if level < BASE64_NESTED and any(pid == _RUN for pid, _end in found):
-            ends += [a + 1 for a in base64_stream(scan, decoded, level + 1)]
-        at.update(min(len(data) - 1, shift + max(0, end - 1) // 3 * 4) for end in ends)
-    return sorted(at)
-
-
-_IN_BASE64 = frozenset(n for n in GENERIC_NAMES if n not in ("flate", "base64-run"))
-_RUN = GENERIC_NAMES.index("base64-run")
 
 
 def _base64_run(scan: FileScan, data: bytes, end: int, depth: int) -> int:

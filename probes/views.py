@@ -17,14 +17,11 @@ with records separated by U+001E; text payloads are read besides through the tex
 Each identifier is matched in one canonical form, with its own regexes and raw-byte triggers
 (`probes.matcher`: the canonical form, the needles' patterns and the text views are described there).
 
-Speed: each payload is parsed once per scan, for every needle of every subject in it. The needles are
-encoded, not the haystack, wherever an encoding is a mapping of characters: one hyperscan pass over a
-file's bytes finds each identifier's fragments raw and in any mix of percent, JSON, HTML-entity,
-quoted-printable and full-width spellings (`probes.encoded`), a phone's digits with an encoded separator,
-and a container's magic; only windows around these hits are decoded and matched. Base64 is decoded in
-bulk: every run of a payload at its four alignments in one C call each, scanned by the same database
-(`probes.view_payloads.base64_stream`); only runs with a hit are read. Documents and containers are
-parsed whole, within `MAX_MEMBER` and `MAX_DECODED_PER_FILE`.
+Speed: each payload is parsed once per scan, for every needle of every subject in it. A large plain or
+SQLite file is never decoded whole: one hyperscan pass over its bytes finds triggers (a fragment of an
+identifier that survives every text encoding, a phone's digits with encoded separators, an escape run,
+a base64 or UTF-16 run, a container's magic), and only windows around them are decoded. Documents and
+containers are parsed whole, within `MAX_MEMBER` and `MAX_DECODED_PER_FILE`.
 
 Default deny: nothing unread is certified. A file (or a member, or a stream) that is not positively
 identified and read is listed as `Unscanned`, with its digest, size and reason (`unidentified-format`,
