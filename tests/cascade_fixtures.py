@@ -3,6 +3,7 @@ them, derived frames that reference and quote the subject, a trained model, and 
 
 from __future__ import annotations
 
+import fcntl
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -253,3 +254,14 @@ def set_journal_mode(home: Home, mode: str) -> None:
 
     conn = connect(db_path(home.store_dir), journal_mode=mode)  # type: ignore[arg-type]
     conn.close()
+
+
+def store_lock_free(h: Home) -> bool:
+    """Whether another process could take the store's lock now (flock: per open file description)."""
+    with open(h.engine_dir / "locks" / "store.lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return True

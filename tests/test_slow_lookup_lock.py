@@ -9,7 +9,6 @@ slow subject's processor ends residue-unknown (`lookup-unreachable`), never all 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import http.client
 import json
 import threading
@@ -36,7 +35,7 @@ from service.cascade import run_requests
 from service.outcome import Outcome, Result
 from service.reverify import reverify_request
 from service.stages import direct
-from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
+from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, store_lock_free, submit
 
 SLOW = "req-slow-1"
 OTHER = "req-other-2"
@@ -71,7 +70,7 @@ class Trickler:
         url = urlsplit(req.path)
         if url.path == "/v1/lookup":
             if self.watching:
-                self.lock_free_at_lookup.append(_store_lock_free(self.home))
+                self.lock_free_at_lookup.append(store_lock_free(self.home))
             if self.slow.is_set() and parse_qs(url.query).get("subject_ref") == [self.slow_ref]:
                 self.asked.set()
                 try:
@@ -146,17 +145,6 @@ def trickler(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
             t.release.set()
             t.server.shutdown()
             t.server.server_close()
-
-
-def _store_lock_free(h: Home) -> bool:
-    """Whether another process could take the store's lock now (flock: per open file description)."""
-    with open(h.engine_dir / "locks" / "store.lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return True
 
 
 def _while_trickling(t: Trickler, slow_run: Callable[[], object]) -> tuple[Result, float, bool]:

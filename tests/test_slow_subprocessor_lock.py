@@ -7,7 +7,6 @@ a failed receipt and a retryable step, never a success."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import socket
 import threading
 import time
@@ -27,7 +26,7 @@ from proof.keys import generate_keypair
 from service.cascade import run_requests
 from service.outcome import Outcome, Result
 from service.stages import direct
-from tests.cascade_fixtures import BYSTANDER, build_store, submit
+from tests.cascade_fixtures import BYSTANDER, build_store, store_lock_free, submit
 
 SLOW = "req-slow-1"
 OTHER = "req-other-2"
@@ -70,7 +69,7 @@ class Trickler:
                 data += chunk
             if data.startswith(b"POST /v1/deletions"):
                 assert self.home is not None
-                self.lock_free_while_called.append(_store_lock_free(self.home))
+                self.lock_free_while_called.append(store_lock_free(self.home))
                 self.deletion_asked.set()
                 try:
                     for b in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n":
@@ -93,17 +92,6 @@ def trickler(home: Home) -> Iterator[Trickler]:
     yield t
     t.release.set()
     t.sock.close()
-
-
-def _store_lock_free(h: Home) -> bool:
-    """Whether another process could take the store's lock now (flock: per open file description)."""
-    with open(h.engine_dir / "locks" / "store.lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return True
 
 
 def test_a_slow_subprocessor_keeps_no_other_erasure_of_the_store_waiting(

@@ -7,7 +7,6 @@ request rerunnable, and another erasure of the store was never kept waiting."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import socket
 import threading
 import time
@@ -25,7 +24,7 @@ from proof.tsa import REPLY_TYPE, TimestampAuthority, TimestampFailed
 from service.cascade import run_requests
 from service.outcome import Outcome
 from service.stages import direct
-from tests.cascade_fixtures import build_store, submit
+from tests.cascade_fixtures import build_store, store_lock_free, submit
 
 REQ = "req-ann-1"
 GIB = 1024**3
@@ -139,24 +138,13 @@ def test_a_one_gib_tsa_reply_is_refused_without_reading_it_whole(
     assert sum(sent) < 64 * 1024 * 1024  # the server could not push the whole GiB: the client hung up
 
 
-def _store_lock_free(h: Home) -> bool:
-    """Whether another process could take the store's lock now (flock: per open file description)."""
-    with open(h.engine_dir / "locks" / "store.lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return True
-
-
 def test_a_trickling_tsa_ends_the_run_with_no_pack_and_the_store_lock_released(
     home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tsa_server: Callable[..., Tsa]
 ) -> None:
     lock_free_when_asked: list[bool] = []
 
     def trickle_and_check_the_lock(conn: socket.socket) -> None:
-        lock_free_when_asked.append(_store_lock_free(home))
+        lock_free_when_asked.append(store_lock_free(home))
         trickle_one_byte_a_second(conn)
 
     build_store(home, tmp_path)
@@ -172,4 +160,4 @@ def test_a_trickling_tsa_ends_the_run_with_no_pack_and_the_store_lock_released(
     assert not (home.evidence_dir(REQ) / PACK_NAME).exists()
     assert lock_free_when_asked == [True]  # the store was released before the TSA was asked
     assert ended - t.asked[0] < DEADLINE + SLACK  # the run gave up on the TSA at its deadline
-    assert _store_lock_free(home)
+    assert store_lock_free(home)
