@@ -51,7 +51,7 @@ import apsw
 from bench.erase_baseline import baseline
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.models import ErasureRequestEnvelope
 from erasure.sqlite import connect, transaction
 from erasure.subject import Subject
@@ -182,11 +182,8 @@ def submit(home: Home, tenant: str, subject: Subject, request_id: str) -> None:
             "reason": "erasure benchmark",
         }
     )
-    engine = open_engine(home.engine_db)
-    try:
+    with Engine.borrow(home.engine_db) as engine:
         request_records.submit(engine, env, now=datetime.now(UTC))
-    finally:
-        engine.close()
 
 
 def time_cascade(home: Home, request_id: str, batch_size: int) -> dict[str, float]:

@@ -197,7 +197,7 @@ def prepare_home(src: Path, dest: Path, requested: list[tuple[Any, str]], engine
     (subject, request id)."""
     from erasure import request_records
     from erasure.config import Home
-    from erasure.engine import open_engine
+    from erasure.engine_db import Engine
     from erasure.models import ErasureRequestEnvelope
 
     if dest.exists():
@@ -208,8 +208,7 @@ def prepare_home(src: Path, dest: Path, requested: list[tuple[Any, str]], engine
     h.keys_dir.mkdir(parents=True, exist_ok=True)
     for p in engine_key.parent.glob("engine*"):
         shutil.copy2(p, h.keys_dir / p.name)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         for subject, request_id in requested:
             env = ErasureRequestEnvelope.model_validate(
                 {
@@ -223,8 +222,6 @@ def prepare_home(src: Path, dest: Path, requested: list[tuple[Any, str]], engine
                 }
             )
             request_records.submit(engine, env, now=datetime.now(UTC))
-    finally:
-        engine.close()
     return h.root
 
 

@@ -18,7 +18,7 @@ from rich.table import Table
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure import request_records as requests
 from erasure.clocks import ClockPolicy, iso_utc
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import InputError
 from service.clocks import ClockOp, clock_operation, clock_view
 from service.intake import submit_file
@@ -33,11 +33,8 @@ IdArg = Annotated[str, typer.Argument(help="The request id.", show_default=False
 
 @contextmanager
 def _engine(home: Path | None) -> Iterator[apsw.Connection]:
-    conn = open_engine(home_of(home).engine_db)
-    try:
+    with Engine.borrow(home_of(home).engine_db) as conn:
         yield conn
-    finally:
-        conn.close()
 
 
 @app.command()

@@ -17,7 +17,7 @@ from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.targets import TargetsOpt, targets_for
 from cli.window import run_window
 from erasure.config import Home
-from erasure.engine import engine_session
+from erasure.engine_db import Engine
 from erasure.errors import InputError
 from erasure.tiers import CASCADE_ORDER
 from service import runs
@@ -29,9 +29,9 @@ from service.scope import step_records
 __all__ = ["run", "run_flow", "steps_table"]
 
 
-def steps_table(h: Home, request_id: str, title: str = "cascade") -> Table:
+def steps_table(engine: Engine, h: Home, request_id: str, title: str = "cascade") -> Table:
     """Per-tier before/after table from the engine's step records (counts only)."""
-    by_target = step_records(h, request_id)
+    by_target = step_records(engine, h, request_id)
     t = Table(title=f"{title}: {request_id}")
     for col in ("#", "target", "tier", "status", "before", "after", "removed digest"):
         t.add_column(col, justify="right" if col in ("#", "before", "after") else "left")
@@ -75,9 +75,12 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
     runs.refuse_before_the_flow(h, request_id)
     from flows.erasure_request import erasure_request
 
-    return run_with_table(
-        lambda: erasure_request(request_id, return_state=True), (lambda: steps_table(h, request_id)) if live else None
-    )
+    if not live:
+        return run_with_table(lambda: erasure_request(request_id, return_state=True), None)
+    with Engine.open(h.engine_db) as watcher:  # the live table reads on its own connection, beside the run's
+        return run_with_table(
+            lambda: erasure_request(request_id, return_state=True), lambda: steps_table(watcher, h, request_id)
+        )
 
 
 @request_app.command("run")
@@ -125,7 +128,7 @@ def run(
         raise InputError("give request ids or --all, not both")
     if not all_submitted and not ids:
         raise InputError("give a request id (or several, or --all)")
-    ctx.with_resource(engine_session(home_of(home).engine_db))  # one connection a run
+    ctx.with_resource(Engine.session(home_of(home).engine_db))  # the run's engine: one connection
     if all_submitted or len(ids) > 1:
         if confirm_aliases is not None:
             raise InputError("--confirm-aliases applies to one request: run that request on its own")

@@ -10,7 +10,7 @@ import typer
 
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.clocks import ClockPolicy
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.sla import DEFAULT_AT_RISK_DAYS, sla_rows, to_markdown
 
 
@@ -33,11 +33,8 @@ def sla(
     """Open requests against their legal deadlines (days left, state, extended, paused, at risk, breached)."""
     h = home_of(home)
     now = datetime.now(UTC)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         rows = sla_rows(engine, now=now, policy=ClockPolicy.from_env(), at_risk_days=at_risk_days)
-    finally:
-        engine.close()
     if json_out:
         print_json([r.as_dict() for r in rows])
         return

@@ -3,6 +3,7 @@ table of every request's progress, then one line per request."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from rich.table import Table
@@ -13,37 +14,37 @@ from cli.shell import console, print_json
 from cli.targets import targets_for
 from erasure import request_records as requests
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError
 from erasure.tiers import CASCADE_ORDER
 from service.home import engine_key_present
 from service.outcome import Outcome, Result, window_error
 
 
-def progress_table(h: Home, request_ids: list[str]) -> Table:
+def progress_table(engine: Engine, request_ids: list[str]) -> Table:
     """Every request's state and how many of its nine steps are finished (counts only)."""
     t = Table(title=f"erasure window: {len(request_ids)} request(s)")
     for col in ("request", "state", "steps done"):
         t.add_column(col, justify="right" if col == "steps done" else "left")
-    engine = open_engine(h.engine_db)
-    try:
+    with engine.lent() as conn:
         for rid in request_ids:
             try:
-                row = requests.get(engine, rid)
+                row = requests.get(conn, rid)
             except ErasureError:
                 t.add_row(rid, "[red]unknown[/red]", "")
                 continue
-            done = sum(1 for s in requests.steps(engine, rid) if s.status.value in ("erased", "exception", "skipped"))
+            done = sum(1 for s in requests.steps(conn, rid) if s.status.value in ("erased", "exception", "skipped"))
             t.add_row(rid, row.state.value, f"{done}/{len(CASCADE_ORDER)}")
-    finally:
-        engine.close()
     return t
 
 
 def _ids_to_show(h: Home, request_ids: list[str] | None) -> list[str]:
     from service import cascade  # the driver brings the probes (numpy, hyperscan): only for a run
 
-    return request_ids or cascade.pending(h)
+    if request_ids:
+        return request_ids
+    with Engine.session(h.engine_db) as engine:  # the command's, entered by `request run`
+        return cascade.pending(engine)
 
 
 def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, targets: Any) -> None:
@@ -55,11 +56,14 @@ def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, target
     from flows.ended import state_data
     from flows.window import erasure_window
 
-    state = run_with_table(
-        lambda: erasure_window(request_ids, return_state=True),
-        (lambda: progress_table(h, shown)) if not json_out and shown else None,
-        transient=True,
-    )
+    with contextlib.ExitStack() as watching:
+        if not json_out and shown:  # the live table reads on its own connection, beside the run's
+            watcher = watching.enter_context(Engine.open(h.engine_db))
+        state = run_with_table(
+            lambda: erasure_window(request_ids, return_state=True),
+            (lambda: progress_table(watcher, shown)) if not json_out and shown else None,
+            transient=True,
+        )
     data = state_data(state)
     report: dict[str, dict[str, Any]] = (data or {}).get("requests", {}) if isinstance(data, dict) else {}
     results = {rid: Result.from_json(r) for rid, r in report.items()}

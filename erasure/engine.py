@@ -5,21 +5,14 @@ request is evidence), request state and clock, the subject footprint (ids only),
 exceptions, subprocessor receipts and the engine's own event log. Nothing here is erased by a
 cascade; after an erasure the vault still names whom the request was for.
 
-One run, one connection: inside `engine_session(path)` every `open_engine(path)` (in this context, and
-in threads that copy it) lends the session's connection, and its `close()` gives it back instead of
-closing it. A lent connection is used by one thread at a time (a thread that waits too long for it
-opens a connection of its own, so no two waits can ever block each other).
+`open_engine` is the one place a connection to it is made; who opens one, and how a run shares it,
+is `erasure.engine_db.Engine`'s business.
 """
 
 from __future__ import annotations
 
 import secrets
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import apsw
@@ -27,10 +20,6 @@ import apsw
 from erasure.files import tighten
 from erasure.models import ErasureRequestEnvelope
 from erasure.sqlite import connect, transaction
-
-LEND_WAIT_SECONDS = 0.5
-"""How long `open_engine` waits for a session's connection another thread is using before it opens a
-connection of its own (a live progress table reading while a step writes, say)."""
 
 ENGINE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS engine_meta(
@@ -158,64 +147,17 @@ CREATE INDEX IF NOT EXISTS ix_engine_events_request ON engine_events(request_id)
 
 class EngineConnection(apsw.Connection):
     """A connection to the engine database. It keeps the envelopes it has validated (`envelopes`, by
-    request id: a vaulted envelope never changes), and while a session lends it out, `close()` gives
-    it back instead of closing it."""
+    request id: a vaulted envelope never changes)."""
 
     def __init__(self, filename: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(filename, *args, **kwargs)
         self.envelopes: dict[str, ErasureRequestEnvelope] = {}
-        self.session: _Session | None = None
-
-    def close(self, force: bool = False) -> None:
-        """Close the connection; inside its session, give it back (the session closes it at its end)."""
-        if self.session is not None:
-            self.session.give_back()
-            return
-        super().close(force)
 
 
-class _Session:
-    """One engine connection lent to every `open_engine` of a run, one thread at a time."""
-
-    def __init__(self, conn: EngineConnection) -> None:
-        self.conn = conn
-        self._lock = threading.RLock()
-        self._held = threading.local()
-
-    def lend(self) -> bool:
-        """Take the connection for this thread (again, if it has it already); False when another
-        thread kept it past `LEND_WAIT_SECONDS`."""
-        if not self._lock.acquire(timeout=LEND_WAIT_SECONDS):
-            return False
-        self._held.depth = getattr(self._held, "depth", 0) + 1
-        return True
-
-    def give_back(self) -> None:
-        """This thread is done with one loan (a `close()` without a loan does nothing)."""
-        depth = getattr(self._held, "depth", 0)
-        if depth:
-            self._held.depth = depth - 1
-            self._lock.release()
-
-    def end(self) -> None:
-        """Close the connection for real, once no thread holds it (or after the wait)."""
-        got = self._lock.acquire(timeout=LEND_WAIT_SECONDS)
-        try:
-            self.conn.session = None
-            self.conn.close()
-        finally:
-            if got:
-                self._lock.release()
-
-
-_SESSIONS: ContextVar[Mapping[str, _Session]] = ContextVar("erasure_engine_sessions", default=MappingProxyType({}))
-
-
-def _key(path: Path) -> str:
-    return str(Path(path).resolve())
-
-
-def _open(path: Path) -> EngineConnection:
+def open_engine(path: Path) -> EngineConnection:
+    """Open (creating if needed) the engine database at `path`: a new connection, every call. It is
+    ours and its vault names subjects: created 0600 (`connect`), and made 0600 again if it was left
+    readable by others. Only entry points open one, through `erasure.engine_db.Engine`."""
     for suffix in ("", "-wal", "-shm", "-journal"):
         tighten(Path(f"{path}{suffix}"))
     conn = connect(path, factory=EngineConnection)
@@ -224,38 +166,6 @@ def _open(path: Path) -> EngineConnection:
         conn.execute(ENGINE_SCHEMA)
         conn.execute("INSERT OR IGNORE INTO engine_meta(key, value) VALUES ('engine_id', ?)", (secrets.token_hex(16),))
     return conn
-
-
-def open_engine(path: Path) -> EngineConnection:
-    """Open (creating if needed) the engine database at `path`. It is ours and its vault names
-    subjects: created 0600 (`connect`), and made 0600 again if it was left readable by others.
-    Inside `engine_session(path)`, the session's connection (close it as usual: that gives it back)."""
-    sessions = _SESSIONS.get()
-    session = sessions.get(_key(path)) if sessions else None
-    if session is not None and session.lend():
-        return session.conn
-    return _open(path)
-
-
-@contextmanager
-def engine_session(path: Path) -> Iterator[EngineConnection]:
-    """One connection to the engine database at `path` for everything run inside (this context, and
-    threads started with a copy of it, as `contextvars.copy_context().run`): `open_engine(path)` lends
-    it, and its `close()` is a no-op until the session ends. A session inside a session of the same
-    path is the outer one."""
-    key = _key(path)
-    sessions = _SESSIONS.get()
-    if key in sessions:
-        yield sessions[key].conn
-        return
-    session = _Session(_open(path))
-    session.conn.session = session
-    token = _SESSIONS.set({**sessions, key: session})
-    try:
-        yield session.conn
-    finally:
-        _SESSIONS.reset(token)
-        session.end()
 
 
 def engine_id(conn: apsw.Connection) -> str:

@@ -6,22 +6,44 @@
         engine.requests.set_state("req-1", RequestState.running)
         subject = engine.vault.load_envelope("req-1").subject
 
-`Engine.session(path)` is `erasure.engine.engine_session` with an `Engine` around the shared
-connection: every `open_engine(path)` inside it gets that one connection.
+Who opens it, and how it goes down (issue 36: one explicit engine):
+
+- An entry point opens it once: a CLI command, a flow, the request desk, a bench script, a test.
+  `Engine.open(path)` is a connection of its own (always a new one); `Engine.session(path)` is the
+  run's engine, which the entry point passes down: service functions take `engine: Engine`.
+- Prefect runs tasks in threads, and a task's parameters never carry anything but ids and counts, so
+  an engine does not travel through them. A task borrows the run's engine from one registry instead,
+  keyed by the database's path (`Engine.borrow(home.engine_db)`): the registry is a context variable
+  that `Engine.session` fills, so it reaches the threads that run with a copy of the session's context
+  (Prefect's task runner, `cli.live`) and no other thread. A task called outside any session (a
+  script, a test) is its own entry point: it opens a connection for its block and closes it.
+- The connection is used by one thread at a time: `engine.lent()` (and `Engine.borrow`) holds it for
+  one block. A thread that cannot get it within `LEND_WAIT_SECONDS` raises `EngineBusy`; nothing ever
+  opens a second connection behind the run's back. Within a run the flow runs its tasks one after
+  another, so the wait is never long; a reader beside the run (the CLI's live progress table) opens
+  its own engine on purpose (`Engine.open`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import apsw
 
 from erasure import request_records as ops
-from erasure.engine import EngineConnection, engine_id, engine_session, open_engine
+from erasure.engine import EngineConnection, engine_id, open_engine
+from erasure.errors import EngineBusy
+
+LEND_WAIT_SECONDS = 30.0
+"""How long a thread waits for the run's engine while another thread of the run holds it, before it
+raises `EngineBusy` (a run's tasks run one after another: a long wait is a bug, never a reason to open
+a second connection)."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -115,7 +137,8 @@ class Evidence(_Concern):
 
 class Engine:
     """The engine database's owner: one connection, the operations by concern (`requests`, `vault`,
-    `clocks`, `steps`, `evidence`), each request's envelope validated once."""
+    `clocks`, `steps`, `evidence`), each request's envelope validated once. Opened by an entry point
+    and passed down; used by one thread at a time (`lent`)."""
 
     def __init__(self, conn: EngineConnection) -> None:
         self.conn = conn
@@ -124,18 +147,59 @@ class Engine:
         self.clocks = Clocks(conn)
         self.steps = Steps(conn)
         self.evidence = Evidence(conn)
+        self._lock = threading.RLock()
 
     @classmethod
     def open(cls, path: Path) -> Engine:
-        """The engine database at `path` (`open_engine`: inside a session, the session's connection)."""
+        """The engine database at `path`, on a connection of its own (a new one, every call)."""
         return cls(open_engine(path))
 
     @classmethod
     @contextmanager
     def session(cls, path: Path) -> Iterator[Engine]:
-        """`engine_session(path)`: one connection for everything run inside, as an `Engine`."""
-        with engine_session(path) as conn:
-            yield cls(conn)
+        """The run's engine: opened here, registered for this context (and the threads that run with a
+        copy of it) so the run's tasks borrow it, closed at the end. A session inside a session of the
+        same path is the outer one."""
+        key = _key(path)
+        runs = _RUNS.get()
+        if key in runs:
+            yield runs[key]
+            return
+        engine = cls.open(path)
+        token = _RUNS.set({**runs, key: engine})
+        try:
+            yield engine
+        finally:
+            _RUNS.reset(token)
+            with engine.lent():  # no thread of the run is inside a block when it closes
+                engine.close()
+
+    @classmethod
+    @contextmanager
+    def borrow(cls, path: Path) -> Iterator[EngineConnection]:
+        """For a task: the run's engine connection (`session`'s, found by `path`) for this block, one
+        thread at a time. Outside any session the caller is its own entry point: a connection of its
+        own for the block."""
+        engine = _RUNS.get().get(_key(path))
+        if engine is None:
+            with cls.open(path) as own:
+                yield own.conn
+            return
+        with engine.lent() as conn:
+            yield conn
+
+    @contextmanager
+    def lent(self) -> Iterator[EngineConnection]:
+        """The connection, held by this thread for the block (again, if it holds it already). Raises
+        `EngineBusy` when another thread keeps it past `LEND_WAIT_SECONDS`."""
+        if not self._lock.acquire(timeout=LEND_WAIT_SECONDS):
+            raise EngineBusy(
+                f"the engine database is held by another thread of this run for more than {LEND_WAIT_SECONDS:g} s"
+            )
+        try:
+            yield self.conn
+        finally:
+            self._lock.release()
 
     @property
     def id(self) -> str:
@@ -143,7 +207,7 @@ class Engine:
         return engine_id(self.conn)
 
     def close(self) -> None:
-        """Close the connection (inside a session: give it back)."""
+        """Close the connection."""
         self.conn.close()
 
     def __enter__(self) -> Engine:
@@ -151,3 +215,11 @@ class Engine:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+_RUNS: ContextVar[Mapping[str, Engine]] = ContextVar("erasure_run_engines", default=MappingProxyType({}))
+"""The registry of run engines, by resolved database path (`Engine.session` fills it)."""
+
+
+def _key(path: Path) -> str:
+    return str(Path(path).resolve())

@@ -64,6 +64,12 @@ class StoreError(ErasureError):
     exit_code = 8
 
 
+class EngineBusy(ErasureError):
+    """Another thread of this process kept the run's engine connection past the wait
+    (`erasure.engine_db.LEND_WAIT_SECONDS`): one run uses its engine from one thread at a time, so this
+    is a bug to report. Nothing opened a second connection behind the run's back."""
+
+
 def user_reason(exc: BaseException) -> str:
     """Why a run failed, for the request's state: our errors carry a user-facing message without
     identifiers; any other error is named by its type only (its text could hold anything)."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError, NotFound
 from erasure.exception_kinds import KINDS, explain
 from erasure.models import is_safe_token
@@ -64,11 +64,8 @@ def resource_id(request_id: str) -> str:
 def tier_rows(h: Home, request_id: str, verification: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Per tier: the step's status and counts (engine step records) and the probes' residue; the
     reference store's nine tiers first, then each other target's tiers as `<target>/<tier>`."""
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         recs = request_records.steps(engine, request_id)
-    finally:
-        engine.close()
     residue: Counter[tuple[str | None, str]] = Counter()
     probed: set[tuple[str | None, str]] = set()
     for p in (verification or {}).get("probes", []):
@@ -290,15 +287,12 @@ def summary_markdown(
 def report(h: Home, request_id: str, state: Any) -> dict[str, Any]:
     """Everything `publish` puts in the UI, computed from the engine and the evidence folder."""
     request_state: RequestState | None
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         try:
             request_state = request_records.get(engine, request_id).state
         except NotFound:
             request_state = None
         kinds = Counter(e.kind for e in request_records.exceptions(engine, request_id, open_only=True))
-    finally:
-        engine.close()
     verification = verification_doc(h, request_id) or None
     pack = _pack(h, request_id)
     outcome, events = _outcome(state, request_state)

@@ -27,7 +27,7 @@ from pydantic import Field
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError, NotFound
 from erasure.exception_kinds import explain
 from erasure.states import RequestState
@@ -64,13 +64,11 @@ def waits_for_dpo(h: Home) -> bool:
 
 def request_state(h: Home, request_id: str) -> RequestState | None:
     """The request's state now (None if the engine does not know it)."""
-    engine = open_engine(h.engine_db)
-    try:
-        return request_records.get(engine, request_id).state
-    except NotFound:
-        return None
-    finally:
-        engine.close()
+    with Engine.borrow(h.engine_db) as engine:
+        try:
+            return request_records.get(engine, request_id).state
+        except NotFound:
+            return None
 
 
 def description(h: Home, request_id: str, refused: str | None = None) -> str:

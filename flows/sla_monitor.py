@@ -22,7 +22,7 @@ from prefect.events import emit_event
 
 from erasure import request_records
 from erasure.clocks import ClockPolicy, iso_utc
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.exception_kinds import KINDS
 from erasure.models import LegalBasis
 from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise, to_markdown
@@ -158,15 +158,12 @@ def sla_monitor(
     log = get_run_logger()
     h = home()
     now = datetime.now(UTC)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         rows = sla_rows(
             engine, now=now, policy=ClockPolicy.from_env(), at_risk_days=at_risk_days, legal_bases=legal_bases
         )
         counts = state_counts(engine)
         kinds = open_kinds(engine, rows)
-    finally:
-        engine.close()
     s = summarise(rows)
     create_table_artifact(
         key=TABLE_KEY,

@@ -12,6 +12,7 @@ from typing import Any
 from prefect import State, flow, get_run_logger, task
 from prefect.context import FlowRunContext
 
+from erasure.engine_db import Engine
 from erasure.models import checked_request_id
 from erasure.tiers import Tier
 from flows.ended import ended
@@ -47,7 +48,8 @@ def verification(request_id: RequestId, tiers: list[Tier] | None = None) -> Stat
         )
     outcome, why = judge(verdict_of(doc))
     if outcome is not Outcome.all_clear and not _a_subflow():
-        cascade.record(home(), {request_id: Result(outcome, why)})
+        with Engine.session(home().engine_db) as engine:  # its parent's, when it has one
+            cascade.record(engine, {request_id: Result(outcome, why)})
     return ended(outcome, why, doc)
 
 

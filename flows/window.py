@@ -12,6 +12,7 @@ from typing import Annotated
 from prefect import State, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from erasure.engine_db import Engine
 from erasure.models import StepRecord, checked_request_id
 from flows.ended import ended
 from flows.parameters import RequestId, described
@@ -125,7 +126,11 @@ def erasure_window(request_ids: RequestIds = None) -> State:
     run left running), verify each independently, write each one's signed pack. Held requests are
     skipped and reported."""
     h = home()
-    ids = list(dict.fromkeys(checked_request_id(r) for r in request_ids)) if request_ids else cascade.pending(h)
+    if request_ids:
+        ids = list(dict.fromkeys(checked_request_id(r) for r in request_ids))
+    else:
+        with Engine.session(h.engine_db) as engine:
+            ids = cascade.pending(engine)
     if not ids:
         return ended(Outcome.noop, "no request to run", {"requests": {}})
     results = cascade.run_requests(h, ids, WINDOW)
@@ -138,4 +143,6 @@ def erasure_window(request_ids: RequestIds = None) -> State:
 def _window(request_ids: list[str]) -> dict[str, Result]:
     """The window's erasure of requests that passed their preflight (`cascade.erase_window`), without
     the flow's locks: crash drills run it in a process they kill."""
-    return cascade.erase_window(home(), request_ids, WINDOW)
+    h = home()
+    with Engine.session(h.engine_db) as engine:  # this entry point's engine (crash drills run it alone)
+        return cascade.erase_window(h, engine, request_ids, WINDOW)

@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import engine_session, open_engine
+from erasure.engine_db import Engine
 from erasure.errors import Conflict, user_reason
 from erasure.models import StepRecord, StepStatus
 from erasure.states import RequestState
@@ -44,29 +44,23 @@ T = TypeVar("T")
 ALL_CLEAR_MESSAGE = "erased, verified all clear, awaiting DPO attestation"
 
 
-def pending(h: Home) -> list[str]:
+def pending(engine: Engine) -> list[str]:
     """Every submitted request, and every one left `running` (a run that died: one that is still alive
     holds the request's lock, and the window skips it)."""
-    engine = open_engine(h.engine_db)
-    try:
+    with engine.lent() as conn:
         return [
-            r.request_id for r in request_records.list_requests(engine, [RequestState.submitted, RequestState.running])
+            r.request_id for r in request_records.list_requests(conn, [RequestState.submitted, RequestState.running])
         ]
-    finally:
-        engine.close()
 
 
-def record(h: Home, results: Mapping[str, Result], *, also: Iterable[str] = ()) -> None:
+def record(engine: Engine, results: Mapping[str, Result], *, also: Iterable[str] = ()) -> None:
     """Set each request's state as its outcome says (with the detail); `also`: set these `running`."""
-    engine = open_engine(h.engine_db)
-    try:
+    with engine.lent() as conn:
         for rid in also:
-            request_records.set_state(engine, rid, RequestState.running)
+            request_records.set_state(conn, rid, RequestState.running)
         for rid, result in results.items():
             if result.outcome.state is not None:
-                request_records.set_state(engine, rid, result.outcome.state, result.detail)
-    finally:
-        engine.close()
+                request_records.set_state(conn, rid, result.outcome.state, result.detail)
 
 
 def run_requests(h: Home, request_ids: list[str], stages: Stages) -> dict[str, Result]:
@@ -75,7 +69,7 @@ def run_requests(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
     engine_key_present(h)
     results: dict[str, Result] = {}
     with contextlib.ExitStack() as locks:
-        locks.enter_context(engine_session(h.engine_db))  # one engine connection for the whole run
+        engine = locks.enter_context(Engine.session(h.engine_db))  # the run's engine, passed down
         runnable: list[str] = []
         for rid in request_ids:
             try:
@@ -100,10 +94,10 @@ def run_requests(h: Home, request_ids: list[str], stages: Stages) -> dict[str, R
                         else f"litigation hold: {holds} hold(s) on the subject; nothing erased"
                     ),
                 )
-        record(h, results)
+        record(engine, results)
         windows = [[rid] for rid in go] if scope_of(h).per_subject else [go]
         for window in (w for w in windows if w):
-            results |= erase_window(h, window, stages, lock=lambda: _store_held(h, stages))
+            results |= erase_window(h, engine, window, stages, lock=lambda: _store_held(h, stages))
     return {rid: results[rid] for rid in request_ids}
 
 
@@ -126,7 +120,11 @@ def _store_held(h: Home, stages: Stages) -> Iterator[None]:
 
 
 def erase_window(
-    h: Home, request_ids: list[str], stages: Stages, lock: Callable[[], AbstractContextManager[object]] | None = None
+    h: Home,
+    engine: Engine,
+    request_ids: list[str],
+    stages: Stages,
+    lock: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> dict[str, Result]:
     """The subprocessors' HTTP calls first, with the store not locked (a processor may be slow, and no
     erasure of the store waits on that); then fingerprint, footprints, the nine steps (step 8 only
@@ -163,7 +161,7 @@ def erase_window(
             drop(dict.fromkeys(active, Failure(user_reason(exc))), what)
             return None
 
-    record(h, {}, also=request_ids)
+    record(engine, {}, also=request_ids)
     try:
         for rid in request_ids:  # a reopened request's rerun writes its files in a run folder of its own
             start_run(h.evidence_dir(rid))
@@ -213,9 +211,9 @@ def erase_window(
         # Never leave a request `running`: the SLA monitor shows the recorded state.
         for rid in request_ids:
             results.setdefault(rid, Result(Outcome.failed, user_reason(exc)))
-        record(h, results)
+        record(engine, results)
         raise
-    record(h, results)
+    record(engine, results)
     return results
 
 

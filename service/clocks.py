@@ -11,7 +11,7 @@ from typing import TypedDict
 from erasure import request_records
 from erasure.clocks import ClockPolicy, Deadline, iso_utc
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.models import checked_request_id
 
 
@@ -55,14 +55,11 @@ def clock_operation(
     checked_request_id(request_id)
     now = now or datetime.now(UTC)
     policy = ClockPolicy.from_env()
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         if op is ClockOp.extend:
             clock = request_records.extend(engine, request_id, reason, now=now, until=until, policy=policy)
         elif op is ClockOp.pause:
             clock = request_records.pause(engine, request_id, reason, now=now, policy=policy)
         else:
             clock = request_records.resume(engine, request_id, reason, now=now, policy=policy)
-    finally:
-        engine.close()
     return clock_view(request_id, clock)

@@ -13,7 +13,7 @@ import apsw
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import InputError, NotFound
 from erasure.models import checked_request_id
 from erasure.subject import Subject
@@ -37,8 +37,7 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
     `source`), so the subject's items may be ingested again; without a `source`, also the
     erased-identity hashes it recorded. `NotFound` if there are no keys."""
     checked_request_id(request_id)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         subject = request_records.load_envelope(engine, request_id).subject
         request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
         store = open_store(h.store_dir)
@@ -62,8 +61,6 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
         finally:
             store.close()
         _log_allowed(engine, request_id, keys=allowed, identities=identities, source=source)
-    finally:
-        engine.close()
     return {"request_id": request_id, "allowed": allowed, "identities": identities}
 
 
@@ -93,15 +90,12 @@ def allow_key(h: Home, source: str, source_ref: str, reason: str, actor: str) ->
     conn = open_store(h.store_dir)
     try:
         request_ref = suppression.request_ref_of(conn, source, source_ref)
-        engine = open_engine(h.engine_db)
-        try:
+        with Engine.borrow(h.engine_db) as engine:
             texts = {"reason": reason, "actor": actor}
             request_records.refuse_if_names_a_subject(engine, texts, request_records.subject_of(engine, request_ref))
             if not suppression.allow(conn, source, source_ref, reason, actor):
                 raise NotFound("that key is not on the suppression list")
             _log_allowed(engine, request_ref, keys=1, identities=0)
-        finally:
-            engine.close()
     finally:
         conn.close()
 
@@ -133,8 +127,7 @@ def allow_identity(h: Home, spec: str, reason: str, actor: str) -> tuple[list[st
     Returns the kinds released and whether that item's own (source, source_ref) key is still
     suppressed. `NotFound` when no erased identity matches."""
     subject, source, source_ref = subject_of_line(spec)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
         conn = open_store(h.store_dir)
         try:
@@ -147,8 +140,6 @@ def allow_identity(h: Home, spec: str, reason: str, actor: str) -> tuple[list[st
             conn.close()
         for ref, rows in refs.items():
             _log_allowed(engine, ref, keys=0, identities=rows)
-    finally:
-        engine.close()
     return kinds, key_still
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.models import ErasureRequestEnvelope
 from erasure.subject import Subject
 from memory.audit import checkpoint_public_pem
@@ -76,11 +76,8 @@ def submit(h: Home, subject: Subject) -> request_records.SubmitResult:
             "reason": "Art.17 request via the privacy portal",
         }
     )
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         return request_records.submit(engine, env, now=datetime.now(UTC))
-    finally:
-        engine.close()
 
 
 def pin_audit_key(h: Home) -> Path:

@@ -11,7 +11,7 @@ from typing import TypedDict
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.models import checked_request_id
 from erasure.states import RequestState
 from erasure.subject import Subject
@@ -50,8 +50,7 @@ class RequestHoldsReleased(HoldsReleased):
 def _checked(h: Home, reason: str, actor: str, *, request_id: str | None = None, subject_id: str = "") -> Subject:
     """Refuse a reason or actor that names the subject (every identifier the vault knows: read by request
     id, or by subject id) or anyone in the vault, before the store's append-only audit log sees it."""
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         subject = (
             request_records.load_envelope(engine, checked_request_id(request_id)).subject
             if request_id is not None
@@ -59,8 +58,6 @@ def _checked(h: Home, reason: str, actor: str, *, request_id: str | None = None,
         )
         request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
         return subject
-    finally:
-        engine.close()
 
 
 def _place(h: Home, subject_id: str, reason: str, actor: str) -> HoldPlaced:
@@ -81,8 +78,7 @@ def _release(h: Home, subject_id: str, reason: str, actor: str, request_id: str 
         active = holds.active_holds(store, subject_id)
     finally:
         store.close()
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         if request_id is not None:
             request_records.log_event(
                 engine, request_id, "hold.released", {"hold_ids": released, "active_holds": active}
@@ -91,8 +87,6 @@ def _release(h: Home, subject_id: str, reason: str, actor: str, request_id: str 
             for rid in request_records.requests_of_subject(engine, subject_id):
                 if request_records.get(engine, rid).state is RequestState.blocked:
                     request_records.set_state(engine, rid, RequestState.submitted, UNBLOCKED)
-    finally:
-        engine.close()
     return {"released": released, "active_holds": active}
 
 
@@ -113,11 +107,8 @@ def place_hold(h: Home, request_id: str, reason: str, actor: str) -> RequestHold
     """Place a litigation hold on the subject of `request_id` (the `hold-place` deployment)."""
     subject = _checked(h, reason, actor, request_id=request_id)
     placed = _place(h, subject.id, reason, actor)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         request_records.log_event(engine, request_id, "hold.placed", dict(placed))
-    finally:
-        engine.close()
     return {"request_id": request_id, **placed}
 
 

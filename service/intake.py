@@ -17,7 +17,7 @@ from erasure import inbox as inbox_mod
 from erasure import request_records
 from erasure.clocks import ClockPolicy
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError
 from erasure.models import ErasureRequestEnvelope, load_envelope_file, parse_envelope
 
@@ -26,11 +26,8 @@ INBOX_GLOB = "*.json"
 
 @contextlib.contextmanager
 def _engine(h: Home) -> Iterator[apsw.Connection]:
-    conn = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as conn:
         yield conn
-    finally:
-        conn.close()
 
 
 def submit_file(h: Home, file: Path, *, now: datetime | None = None) -> request_records.SubmitResult:

@@ -33,7 +33,7 @@ from prometheus_client.registry import Collector
 
 from erasure.clocks import ClockPolicy
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise
 
 TEXTFILE_NAME = "erasure_sla.prom"
@@ -109,12 +109,9 @@ class SlaCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         """The current metric families."""
         now = datetime.now(UTC)
-        engine = open_engine(self._home.engine_db)
-        try:
+        with Engine.borrow(self._home.engine_db) as engine:
             rows = sla_rows(engine, now=now, policy=self._policy, at_risk_days=self._at_risk_days)
             counts = state_counts(engine)
-        finally:
-            engine.close()
         yield from families(rows, counts, now=now, at_risk_days=self._at_risk_days)
 
 
@@ -204,12 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     h = Home.resolve().ensure()
     if args.port is None:
         now = datetime.now(UTC)
-        engine = open_engine(h.engine_db)
-        try:
+        with Engine.borrow(h.engine_db) as engine:
             rows = sla_rows(engine, now=now, at_risk_days=args.at_risk_days)
             counts = state_counts(engine)
-        finally:
-            engine.close()
         out = write_textfile(
             args.textfile or default_textfile(h), rows, counts, now=now, at_risk_days=args.at_risk_days
         )

@@ -10,7 +10,7 @@ from typing import Any
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from proof.history import next_target, run_of
 from proof.pack import write_pack
 from service.scope import scope_of
@@ -23,8 +23,7 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 def write_evidence(request_id: str, h: Home) -> Path:
     """Write request.json and subprocessor-receipts.jsonl beside the steps and probe results, in the
     folder of the run whose pack comes next (`proof.history.run_of`); returns that folder."""
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         row = request_records.get(engine, request_id)
         env = request_records.load_envelope(engine, request_id)
         salt = request_records.subject_salt(engine, request_id)
@@ -81,17 +80,12 @@ def write_evidence(request_id: str, h: Home) -> Path:
             ],
         )
         return out
-    finally:
-        engine.close()
 
 
 def forbidden_strings(request_id: str, h: Home) -> list[str]:
     """The subject's identifiers, in memory only: the pack writer refuses a pack that contains any."""
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         return request_records.load_envelope(engine, request_id).subject.identifiers()
-    finally:
-        engine.close()
 
 
 def write_engine_pack(request_id: str, h: Home) -> dict[str, Any]:

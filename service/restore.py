@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from erasure import ledger
 from erasure.backups import iso
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.targets import Target, Targets
 from proof.history import current_pack
 from service.outcome import Outcome
@@ -169,8 +169,7 @@ def followups(h: Home, now: datetime | None = None) -> dict[str, Any]:
     from tasks.backup_holds import by_request, close_ended, open_holds
 
     now = now or datetime.now(UTC)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         holds = open_holds(engine, h, now)
         written: list[str] = []
         for rid, mine in by_request(holds).items():
@@ -185,8 +184,6 @@ def followups(h: Home, now: datetime | None = None) -> dict[str, Any]:
                 )
                 close_ended(engine, mine)
                 written.append(rid)
-    finally:
-        engine.close()
     return {"open": [x.as_dict() for x in holds if x.request_id not in written], "followups_written": written}
 
 
@@ -197,11 +194,8 @@ def restored_and_held(h: Home) -> tuple[list[dict[str, Any]], list[dict[str, Any
     from tasks.epochs import epochs
 
     restored = [e.as_dict() for e in epochs(h) if e.restored]
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         held = [x.as_dict() for x in open_holds(engine, h) if x.ended is None]
-    finally:
-        engine.close()
     return restored, held
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import NotFound, RequestBlocked
 from erasure.ledger import ledger_key
 from erasure.models import checked_request_id
@@ -61,8 +61,7 @@ def check_reverifiable(h: Home, request_id: str) -> Subject:
     exists, is sealed (or notified), has its pack, and the vault still holds its subject. Raises
     `NotFound`, `RequestBlocked` or `VaultEmpty` with a message that says which."""
     checked_request_id(request_id)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         row = request_records.get(engine, request_id)
         if row.state not in REVERIFIABLE:
             raise RequestBlocked(
@@ -79,8 +78,6 @@ def check_reverifiable(h: Home, request_id: str) -> Subject:
                 " (its retention ended), so there is nothing to probe with; its pack and earlier"
                 " re-verifications stand as they are"
             ) from exc
-    finally:
-        engine.close()
 
 
 def _pack_facts(h: Home, request_id: str) -> tuple[str, dict[str, Any]]:
@@ -174,8 +171,7 @@ def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
     n = int(path.name.removeprefix(prefix).split("-")[1].split(".")[0])
     # This scan's whole manifest, named by the signed statement's digest: what the next comparison needs.
     (path.parent / f"{prefix}reverify-{n}.{manifest.FILE}").write_bytes(scanned_bytes)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         if predicate["all_clear"]:
             request_records.log_event(engine, request_id, REVERIFIED_EVENT, {"sequence": n, "all_clear": True}, now=at)
         else:
@@ -193,8 +189,6 @@ def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
             request_records.log_event(
                 engine, request_id, REOPENED_EVENT, {"sequence": n, "tiers": residue_tiers}, now=at
             )
-    finally:
-        engine.close()
     return {**predicate, "sequence": n, "statement": path.name, "reopened": not predicate["all_clear"]}
 
 
@@ -227,11 +221,8 @@ def _parse(text: str) -> datetime | None:
 def due_requests(h: Home, days: int = DEFAULT_DAYS, *, now: datetime | None = None) -> list[str]:
     """Sealed (or notified) requests last verified `days` or more days ago, oldest first."""
     at = now or datetime.now(UTC)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         rows = request_records.list_requests(engine, sorted(REVERIFIABLE))
-    finally:
-        engine.close()
     due: list[tuple[datetime, str]] = []
     for row in rows:
         last = last_checked(h, row.request_id)

@@ -8,7 +8,7 @@ from typing import Any
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.request_records import RequestRow
 from proof.evidence_folder import EvidenceFolder
 from service.home import targets_of
@@ -23,31 +23,22 @@ def refuse_before_the_flow(h: Home, request_id: str) -> None:
 
     refuse_if_restored(h, request_id=request_id, targets=targets_of(h))  # hook (issue 26): a restored store waits
     tenant = home_tenant(h)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         request_records.check_tenant(engine, request_id, tenant)
-    finally:
-        engine.close()
 
 
 def confirm_aliases(h: Home, request_id: str, count: int) -> None:
     """The operator reviewed that the request's email also belongs to `count` other subject ids in the
     store: erase them too, as the same person. `NotFound` for an unknown request."""
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         request_records.get(engine, request_id)
         request_records.confirm_aliases(engine, request_id, count)
-    finally:
-        engine.close()
 
 
 def request_row(h: Home, request_id: str) -> RequestRow:
     """The request's row in the engine (its state and state detail)."""
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         return request_records.get(engine, request_id)
-    finally:
-        engine.close()
 
 
 def verification_doc(h: Home, request_id: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.models import StepRecord
 from erasure.targets import REFERENCE, Target
 from memory.schema import meta, open_store
@@ -64,19 +64,16 @@ def audit_public_pem(h: Home) -> bytes | None:
     return checkpoint_public_pem(h.store_dir) if scope_of(h).reference else None
 
 
-def step_records(h: Home, request_id: str) -> dict[str, dict[str, StepRecord]]:
+def step_records(engine: Engine, h: Home, request_id: str) -> dict[str, dict[str, StepRecord]]:
     """The request's step records by target name (the reference store first) and step; a target with
     none yet is listed empty."""
     scope = scope_of(h)
-    engine = open_engine(h.engine_db)
-    try:
+    with engine.lent() as conn:
         out: dict[str, dict[str, StepRecord]] = {}
         if scope.reference:
-            out[REFERENCE] = {s.step: s for s in request_records.steps(engine, request_id)}
-        for s in request_records.target_steps(engine, request_id):
+            out[REFERENCE] = {s.step: s for s in request_records.steps(conn, request_id)}
+        for s in request_records.target_steps(conn, request_id):
             out.setdefault(str(s.target), {})[s.step] = s
-    finally:
-        engine.close()
     for t in scope.others:
         out.setdefault(t.name, {})
     return out

@@ -13,7 +13,7 @@ from typing import Any
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import ConfigError, InputError, NotFound, RequestBlocked
 from erasure.files import private_dirs
 from erasure.sqlite import transaction
@@ -37,11 +37,8 @@ def pack_path(h: Home, request_id: str) -> Path:
 
 
 def _message(h: Home, request_id: str, pack_ref: str, verified_at: str) -> EmailMessage:
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         subject = request_records.load_envelope(engine, request_id).subject
-    finally:
-        engine.close()
     msg = EmailMessage()
     msg["Subject"] = f"Your erasure request {request_id} is complete"
     msg["From"] = os.environ.get("ERASURE_NOTIFY_FROM", "privacy@localhost")
@@ -116,11 +113,8 @@ def notify_requester(h: Home, request_id: str, pack_ref: str, verified_at: str) 
     reach them, so it names them), SMTP when ERASURE_SMTP_HOST is set; then record the request as
     notified. `pack_ref` is the pack's name (the digest of its signed statement)."""
     out = _deliver(h, request_id, pack_ref, verified_at)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         _record_notified(engine, request_id, pack_ref)
-    finally:
-        engine.close()
     return out
 
 
@@ -142,11 +136,8 @@ def seal(
     pack's summary, plus the outbox file when one was written."""
     if (dpo_key is None) == (envelope is None):
         raise InputError("give the DPO's key or the envelope they signed, not both")
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         row = request_records.get(engine, request_id)
-    finally:
-        engine.close()
     if row.state != RequestState.awaiting_attestation:
         raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
     pack = pack_path(h, request_id)
@@ -173,17 +164,13 @@ def seal(
     outbox = None
     if sealed["all_clear"]:
         outbox = _deliver(h, request_id, sealed["pack_name"], sealed["verified_at"])
-    engine = open_engine(h.engine_db)
-    try:
-        with transaction(engine):
-            request_records.set_state(engine, request_id, RequestState.sealed)
-            request_records.log_event(
-                engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"], "pack": sealed["pack_name"]}
-            )
-            if sealed["all_clear"]:
-                _record_notified(engine, request_id, sealed["pack_name"])
-    finally:
-        engine.close()
+    with Engine.borrow(h.engine_db) as engine, transaction(engine):
+        request_records.set_state(engine, request_id, RequestState.sealed)
+        request_records.log_event(
+            engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"], "pack": sealed["pack_name"]}
+        )
+        if sealed["all_clear"]:
+            _record_notified(engine, request_id, sealed["pack_name"])
     return {**sealed, "pack": str(pack), "outbox": str(outbox) if outbox else None}
 
 
@@ -207,11 +194,8 @@ def reject(h: Home, request_id: str, envelope: str) -> dict[str, Any]:
     exception the SLA table keeps watching), the refusal is logged with its reason code, the envelope
     is kept beside the pack, and nothing is sent to anyone. Without a valid signed rejection nothing
     changes (`InputError`)."""
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         row = request_records.get(engine, request_id)
-    finally:
-        engine.close()
     if row.state != RequestState.awaiting_attestation:
         raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
     pack = pack_path(h, request_id)
@@ -220,20 +204,16 @@ def reject(h: Home, request_id: str, envelope: str) -> dict[str, Any]:
     kept = h.evidence_dir(request_id) / f"dpo-rejection-{rejection.pack_sha256[:16]}.dsse.json"
     write_atomic(kept, rejection.envelope + b"\n", 0o644)
     code = rejection.reason if rejection.reason in REJECT_REASONS else RejectReason.other.value
-    engine = open_engine(h.engine_db)
-    try:
-        with transaction(engine):
-            if request_records.get(engine, request_id).state != RequestState.awaiting_attestation:
-                raise RequestBlocked(f"request {request_id} changed state while the rejection was checked")
-            request_records.set_state(engine, request_id, RequestState.rejected, f"DPO: {code}")
-            request_records.log_event(
-                engine,
-                request_id,
-                "pack.rejected",
-                {"reason": code, "envelope": kept.name, "at": rejection.rejected_at},
-            )
-    finally:
-        engine.close()
+    with Engine.borrow(h.engine_db) as engine, transaction(engine):
+        if request_records.get(engine, request_id).state != RequestState.awaiting_attestation:
+            raise RequestBlocked(f"request {request_id} changed state while the rejection was checked")
+        request_records.set_state(engine, request_id, RequestState.rejected, f"DPO: {code}")
+        request_records.log_event(
+            engine,
+            request_id,
+            "pack.rejected",
+            {"reason": code, "envelope": kept.name, "at": rejection.rejected_at},
+        )
     return {"request_id": request_id, "rejected": True, "reason": code, "envelope": str(kept)}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError
 from erasure.targets import REFERENCE, Target, Targets
 from erasure.tiers import CASCADE_ORDER
@@ -63,11 +63,8 @@ def subject_counts(h: Home, found: Targets, request_id: str) -> dict[str, dict[s
     from tasks.runner import prepare
     from tasks.targets.runner import count_target
 
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         subject = request_records.load_envelope(engine, request_id).subject
-    finally:
-        engine.close()
     out: dict[str, dict[str, int | None]] = {}
     for t in found.targets:
         if t.kind == REFERENCE:

@@ -23,7 +23,7 @@ from typing import Any, TypedDict
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.exception_kinds import MENTION_IN_OTHERS_CONTENT as OTHERS_CONTENT
 from erasure.exception_kinds import UNSCANNED_CONTENT as UNSCANNED
 from erasure.ledger import ledger_key
@@ -55,8 +55,7 @@ def duty_records(h: Home) -> list[str]:
     names = sorted(p.name for p in box.iterdir() if p.suffix == ".eml" and p.is_file() and not p.is_symlink())
     if not names:
         return []
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         known = set()
         for name in names:
             try:
@@ -64,8 +63,6 @@ def duty_records(h: Home) -> list[str]:
             except Exception:  # not a request of this vault: not a duty record
                 continue
             known.add(name)
-    finally:
-        engine.close()
     return [f"{box.name}/{n}" for n in sorted(known)]
 
 
@@ -93,8 +90,7 @@ def fingerprint_paths(h: Home, request_id: str) -> tuple[Path, Path]:
 def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
     """Take the fingerprint before the cascade, unless a sealed one from an earlier run exists."""
     ct, key = fingerprint_paths(h, request_id)
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         subject = request_records.load_envelope(engine, request_id).subject
         if ct.exists() and key.exists():
             old = Fingerprint.unseal(ct, key)
@@ -112,8 +108,6 @@ def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
             fp.seal(ct, key)
             request_records.log_event(engine, request_id, "fingerprint.baseline_retaken", {"baseline": why})
             return {"request_id": request_id, "fingerprint": "baseline-retaken"}
-    finally:
-        engine.close()
     fp = take_all(h, subject)
     fp.seal(ct, key)
     return {"request_id": request_id, "fingerprint": "taken", "needles": len(fp.needles)}
@@ -128,11 +122,9 @@ def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
     """Every subject's fingerprint (`take_all`), the reference store's taken as one window."""
     scope = scope_of(h)
     if scope.reference:
-        engine = open_engine(h.engine_db)
-        try:  # other erasures call processors with the store unlocked: their subjects are no bystanders
+        # other erasures call processors with the store unlocked: their subjects are no bystanders
+        with Engine.borrow(h.engine_db) as engine:
             erased = request_records.every_store_id(engine)
-        finally:
-            engine.close()
         fps = take_window(h.store_dir, subjects, not_bystanders=erased, lookups=False)
     else:
         fps = [
@@ -180,11 +172,8 @@ def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
         else:
             fresh.append(rid)
     if fresh:
-        engine = open_engine(h.engine_db)
-        try:
+        with Engine.borrow(h.engine_db) as engine:
             subjects = [request_records.load_envelope(engine, rid).subject for rid in fresh]
-        finally:
-            engine.close()
         for rid, fp in zip(fresh, take_window_all(h, subjects), strict=True):
             fp.seal(*fingerprint_paths(h, rid))
             out[rid] = "taken"
@@ -378,16 +367,13 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
             kept = None
     probing = kept or probe_requests(h, request_ids, tiers)
     results = probing.probed.finish()  # the processors' lookups: the caller holds no lock of the store
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         docs: dict[str, dict[str, Any]] = {}
         for rid, (_subject, fp), result, was_sealed in zip(
             request_ids, probing.pairs, results, probing.sealed, strict=True
         ):
             docs[rid] = record_verification(h, engine, rid, result, fp, was_sealed)
         return docs
-    finally:
-        engine.close()
 
 
 @dataclass(frozen=True)
@@ -419,8 +405,7 @@ def keep_probes(h: Home, request_ids: list[str]) -> None:
 def probe_requests(h: Home, request_ids: list[str], tiers: list[str] | None = None) -> Probing:
     """Every probe of the requests' verification but the processors' lookups: fingerprints unsealed
     (or taken now, from the vault), the store and every other target probed, outages recorded."""
-    engine = open_engine(h.engine_db)
-    try:
+    with Engine.borrow(h.engine_db) as engine:
         pairs: list[tuple[Subject, Fingerprint]] = []
         sealed: list[bool] = []
         for rid in request_ids:
@@ -428,8 +413,6 @@ def probe_requests(h: Home, request_ids: list[str], tiers: list[str] | None = No
             ct, key = fingerprint_paths(h, rid)
             sealed.append(ct.exists() and key.exists())
             pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(h, subject)))
-    finally:
-        engine.close()
     outages: list[tuple[Target, Window]] = []
     probed = probe_store_subjects(h, pairs, tiers, outages, tuple(request_ids))
     for target, window in outages:  # every stretch a served target was down, in each request's steps

@@ -31,7 +31,7 @@ import apsw
 
 from erasure import epoch, ledger, ledger_seal, request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError, RequestBlocked
 from erasure.identity import Identity
 from erasure.sqlite import connect, transaction
@@ -173,35 +173,36 @@ def record_completed(request_id: str, home: Home) -> list[int]:
     targets = home_targets(home.root, home.store_dir)
     key = ledger.ledger_key(home)
     book = ledger.open_ledger(home)
-    engine = open_engine(home.engine_db)
     try:
-        ledger_seal.check(book, key, home)  # never extend a ledger that was changed behind our back
-        if ledger.is_replay(book, request_id):
-            return []
-        row = request_records.get(engine, request_id)
-        subject = request_records.load_envelope(engine, request_id).subject
-        store_ids = {subject.id, *request_records.store_ids(engine, request_id)}
-        sources = {tuple(json.loads(k)) for k in request_records.footprint(engine, request_id, Tier.episodic, "source")}
-        hashes = ledger.identity_hashes(key, Identity.of(subject))
-        hashes += [("store_id", ledger.store_id_hash(key, s)) for s in sorted(store_ids)]
-        hashes += [("source_key", ledger.source_key_hash(key, str(s[0]), str(s[1]))) for s in sorted(sources)]
-        seqs = []
-        for target in (t for t in targets.targets if tracks_epoch(t, home)):
-            seqs.append(
-                ledger.record(
-                    book,
-                    target=target.name,
-                    request_id=request_id,
-                    epoch=_request_epoch(target, home, request_id),
-                    legal_basis=row.legal_basis.value,
-                    hashes=hashes,
-                    sticky=_sticky(home, target, request_id),
+        with Engine.borrow(home.engine_db) as engine:
+            ledger_seal.check(book, key, home)  # never extend a ledger that was changed behind our back
+            if ledger.is_replay(book, request_id):
+                return []
+            row = request_records.get(engine, request_id)
+            subject = request_records.load_envelope(engine, request_id).subject
+            store_ids = {subject.id, *request_records.store_ids(engine, request_id)}
+            sources = {
+                tuple(json.loads(k)) for k in request_records.footprint(engine, request_id, Tier.episodic, "source")
+            }
+            hashes = ledger.identity_hashes(key, Identity.of(subject))
+            hashes += [("store_id", ledger.store_id_hash(key, s)) for s in sorted(store_ids)]
+            hashes += [("source_key", ledger.source_key_hash(key, str(s[0]), str(s[1]))) for s in sorted(sources)]
+            seqs = []
+            for target in (t for t in targets.targets if tracks_epoch(t, home)):
+                seqs.append(
+                    ledger.record(
+                        book,
+                        target=target.name,
+                        request_id=request_id,
+                        epoch=_request_epoch(target, home, request_id),
+                        legal_basis=row.legal_basis.value,
+                        hashes=hashes,
+                        sticky=_sticky(home, target, request_id),
+                    )
                 )
-            )
-        ledger_seal.seal(book, key, home)
-        return seqs
+            ledger_seal.seal(book, key, home)
+            return seqs
     finally:
-        engine.close()
         book.close()
 
 

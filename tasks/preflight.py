@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import RequestBlocked
 from erasure.identity import Identity
 from erasure.models import refuse_if_mentions_subject
@@ -45,8 +45,7 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
 
     `reference` False: the home has no reference store (its targets.toml lists only other stores),
     whose `tenant` the request must then belong to."""
-    engine = open_engine(home.engine_db)
-    try:
+    with Engine.borrow(home.engine_db) as engine:
         row = request_records.get(engine, request_id)
         if row.state in DONE_STATES:
             return Preflight(Action.noop, row.state.value)
@@ -78,5 +77,3 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
         finally:
             store.close()
         return Preflight(Action.blocked if held else Action.run, row.state.value, held)
-    finally:
-        engine.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from erasure import epoch, ledger, request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import NotFound
 from erasure.identity import Identity, fold, normal_email, phone_digits
 from erasure.ledger import Entry
@@ -91,14 +91,11 @@ def _from_store(store_db: Path, key: bytes, entry: Entry) -> Found:
 
 def _from_vault(home: Home, key: bytes, entry: Entry) -> Found:
     """The original request's subject, when its vault still exists and matches the entry's hashes."""
-    engine = open_engine(home.engine_db)
-    try:
+    with Engine.borrow(home.engine_db) as engine:
         try:
             subject = request_records.load_envelope(engine, entry.request_id).subject
         except NotFound:
             return Found(None, None)
-    finally:
-        engine.close()
     if all(entry.has(kind, digest) for kind, digest in ledger.identity_hashes(key, Identity.of(subject))):
         return Found(subject, "vault")
     return Found(None, None)
@@ -141,16 +138,13 @@ def submit_replay(home: Home, target: Target, entry: Entry, found: Found, tenant
             "reason": f"replay of erasure {entry.request_id} after target {target.name} was restored from a backup",
         }
     )
-    engine = open_engine(home.engine_db)
-    try:
+    with Engine.borrow(home.engine_db) as engine:
         try:
             request_records.get(engine, rid)
         except NotFound:
             request_records.submit(engine, env, now=now)
             if found.aliases:
                 request_records.confirm_aliases(engine, rid, found.aliases)
-    finally:
-        engine.close()
     return rid
 
 

@@ -21,7 +21,7 @@ import apsw
 
 from erasure import epoch, request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError, HoldActive
 from erasure.identity import Identity
 from erasure.models import StepRecord, StepStatus, removed_digest
@@ -88,11 +88,8 @@ def shared_mentions(request_ids: list[str], home: Home) -> Iterator[None]:
     (`tasks.mentions.shared`): the text sources are read once for all of them, not once per step; and
     each request's store ids are resolved once (the first resolution holds every id the run erases; an
     alias that appears later is for the next run, and the probes, which resolve on their own, see it)."""
-    engine = open_engine(home.engine_db)
-    try:
+    with Engine.borrow(home.engine_db) as engine:
         whos = [Identity.of(request_records.load_envelope(engine, rid).subject) for rid in request_ids]
-    finally:
-        engine.close()
     keys = [(str(home.store_dir), rid) for rid in request_ids]
     _RESOLVED.update(dict.fromkeys(keys))
     try:
@@ -133,67 +130,68 @@ def open_context(
     text): `prepare` writes them to the footprint, and the derivatives step, which deletes them, finds
     them again itself, so the other steps reach them through the footprint and skip the search.
     `frames=False` leaves `ctx.frames` empty (the scrub needs only the subject's ids)."""
-    engine = open_engine(home.engine_db)
-    store = open_store(home.store_dir)
-    try:
-        envelope = request_records.load_envelope(engine, request_id)
-        subject = envelope.subject
-        identity = Identity.of(subject)
-        found = _store_ids(store, engine, request_id, identity, home.store_dir)
-        known_ids = request_records.store_ids(engine, request_id)
-        if set(found.all()) - known_ids:
-            request_records.add_store_ids(engine, request_id, sorted(set(found.all()) - known_ids))
-        subject_ids = tuple(sorted({subject.id, *known_ids, *found.all()}))
-        stored = {tuple(json.loads(k)) for k in request_records.footprint(engine, request_id, Tier.episodic, "source")}
-        live: set[tuple[str, str]] = set()
-        for sid in subject_ids:
-            live |= subject_sources(store, sid)
-        if live - stored:
-            request_records.add_footprint(
-                engine, request_id, Tier.episodic, "source", [json.dumps(list(s)) for s in sorted(live - stored)]
-            )
-        sources = sorted(stored | live)
-        secret = keyed.identity_secret(store)
-        known_items = {
-            tuple(json.loads(k)) for k in request_records.footprint(engine, request_id, Tier.episodic, "item")
-        }
-        live_items: set[tuple[str, str, str]] = set()
-        for sid in subject_ids:
-            live_items |= subject_items(store, secret, sid)
-        if live_items - known_items:
-            request_records.add_footprint(
-                engine,
-                request_id,
-                Tier.episodic,
-                "item",
-                [json.dumps(list(i)) for i in sorted(live_items - known_items)],
-            )
-        ctx = StepContext(
-            request_id=request_id,
-            subject=subject,
-            store_dir=home.store_dir,
-            store=store,
-            engine=engine,
-            evidence_dir=home.run_dir(request_id),
-            sources=[(str(a), str(b)) for a, b in sources],
-            batch_size=batch_size,
-            subject_ids=subject_ids,
-            identity=identity,
-            co_requests=tuple(r for r in _WINDOW.get() if r != request_id),
-            items=[(str(a), str(b), str(c)) for a, b, c in sorted(known_items | live_items)],
-        )
-        if frames:
-            known = {int(f) for f in request_records.footprint(engine, request_id, Tier.episodic, "frame")}
-            known |= {int(f) for f in request_records.footprint(engine, request_id, Tier.derivatives, "derived")}
-            primary: set[int] = set()
+    with Engine.borrow(home.engine_db) as engine:
+        store = open_store(home.store_dir)
+        try:
+            envelope = request_records.load_envelope(engine, request_id)
+            subject = envelope.subject
+            identity = Identity.of(subject)
+            found = _store_ids(store, engine, request_id, identity, home.store_dir)
+            known_ids = request_records.store_ids(engine, request_id)
+            if set(found.all()) - known_ids:
+                request_records.add_store_ids(engine, request_id, sorted(set(found.all()) - known_ids))
+            subject_ids = tuple(sorted({subject.id, *known_ids, *found.all()}))
+            stored = {
+                tuple(json.loads(k)) for k in request_records.footprint(engine, request_id, Tier.episodic, "source")
+            }
+            live: set[tuple[str, str]] = set()
             for sid in subject_ids:
-                primary |= primary_frames(store, sid, archive_ids(store, sid))
-            quoted = quoting_frames(store, identity) if quoting else set()
-            ctx.frames = known | primary | quoted | derived_closure(store, known | primary | quoted)
-        yield ctx
-    finally:
-        store.close()
-        engine.close()
+                live |= subject_sources(store, sid)
+            if live - stored:
+                request_records.add_footprint(
+                    engine, request_id, Tier.episodic, "source", [json.dumps(list(s)) for s in sorted(live - stored)]
+                )
+            sources = sorted(stored | live)
+            secret = keyed.identity_secret(store)
+            known_items = {
+                tuple(json.loads(k)) for k in request_records.footprint(engine, request_id, Tier.episodic, "item")
+            }
+            live_items: set[tuple[str, str, str]] = set()
+            for sid in subject_ids:
+                live_items |= subject_items(store, secret, sid)
+            if live_items - known_items:
+                request_records.add_footprint(
+                    engine,
+                    request_id,
+                    Tier.episodic,
+                    "item",
+                    [json.dumps(list(i)) for i in sorted(live_items - known_items)],
+                )
+            ctx = StepContext(
+                request_id=request_id,
+                subject=subject,
+                store_dir=home.store_dir,
+                store=store,
+                engine=engine,
+                evidence_dir=home.run_dir(request_id),
+                sources=[(str(a), str(b)) for a, b in sources],
+                batch_size=batch_size,
+                subject_ids=subject_ids,
+                identity=identity,
+                co_requests=tuple(r for r in _WINDOW.get() if r != request_id),
+                items=[(str(a), str(b), str(c)) for a, b, c in sorted(known_items | live_items)],
+            )
+            if frames:
+                known = {int(f) for f in request_records.footprint(engine, request_id, Tier.episodic, "frame")}
+                known |= {int(f) for f in request_records.footprint(engine, request_id, Tier.derivatives, "derived")}
+                primary: set[int] = set()
+                for sid in subject_ids:
+                    primary |= primary_frames(store, sid, archive_ids(store, sid))
+                quoted = quoting_frames(store, identity) if quoting else set()
+                ctx.frames = known | primary | quoted | derived_closure(store, known | primary | quoted)
+            yield ctx
+        finally:
+            store.close()
 
 
 def _tier_keys(ctx: StepContext, tier: Tier, step: TierStep) -> Keys:
@@ -263,11 +261,8 @@ def call_subprocessors(request_id: str, home: Home) -> None:
 
 
 def _data_classes(request_id: str, home: Home) -> tuple[Tier, ...]:
-    engine = open_engine(home.engine_db)
-    try:
+    with Engine.borrow(home.engine_db) as engine:
         return request_records.get(engine, request_id).data_classes
-    finally:
-        engine.close()
 
 
 def _record_batch(ctx: StepContext, tier: Tier, batch: int, removed: int) -> None:
@@ -432,8 +427,7 @@ def _close_resolved(ctx: StepContext, tier: Tier, step: TierStep, specs: list[Ex
 
 
 def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
-    engine = open_engine(home.engine_db)
-    try:
+    with Engine.borrow(home.engine_db) as engine:
         now = _now()
         record = StepRecord(
             request_id=request_id,
@@ -446,8 +440,6 @@ def _skip(request_id: str, tier: Tier, home: Home) -> dict[str, Any]:
         request_records.upsert_step(engine, record)
         write_steps_jsonl(engine, request_id, home.run_dir(request_id))
         return record.model_dump(mode="json")
-    finally:
-        engine.close()
 
 
 def write_steps_jsonl(engine: apsw.Connection, request_id: str, evidence_dir: Path) -> None:
@@ -498,8 +490,7 @@ def scrub_window(request_ids: list[str], home: Home) -> dict[str, Any]:
                 epoch.advance(ctx.store, request_id)  # hook (issue 26): also for a subject the store held nothing of
             purged[request_id] = purge_rejected_for(home, ctx.subject)
     report = scrub_store(home.store_dir)
-    engine = open_engine(home.engine_db)
-    try:
+    with Engine.borrow(home.engine_db) as engine:
         for request_id in request_ids:
             request_records.log_event(
                 engine,
@@ -507,6 +498,4 @@ def scrub_window(request_ids: list[str], home: Home) -> dict[str, Any]:
                 "store.scrubbed",
                 {**report, "inbox_rejected_purged": purged[request_id], "window_requests": len(request_ids)},
             )
-    finally:
-        engine.close()
     return report

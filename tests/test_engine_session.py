@@ -1,8 +1,9 @@
 """One run, one engine connection (issue 24): `erasure request run` through the CLI opens `engine.db`
 once, and validates each request's vaulted envelope once. Counted at the one place a connection to
 the engine database is made (`erasure.engine.connect`), not at the call sites. Then the session's
-rules: nested, shared with threads that copy the context, one thread at a time, closed at its end;
-and `Engine`, the operations bound to one connection."""
+rules: nested, borrowed by threads that copy the context, one thread at a time (a thread kept waiting
+raises `EngineBusy`, it never opens a connection of its own), closed at its end; and `Engine`, the
+operations bound to one connection."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ import pytest
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import engine_session, open_engine
 from erasure.engine_db import Engine
+from erasure.errors import EngineBusy, ErasureError
 from erasure.models import ErasureRequestEnvelope
 from erasure.states import RequestState
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, owned_counts, submit
@@ -89,21 +90,23 @@ def test_a_window_of_two_opens_the_engine_database_once(ready: Home, monkeypatch
 # --- the session's rules --------------------------------------------------------------------------
 
 
-def test_open_engine_inside_a_session_lends_its_connection_and_close_gives_it_back(home: Home) -> None:
+def test_a_task_borrows_the_runs_engine_and_a_task_outside_a_run_opens_its_own(home: Home) -> None:
     submit(home)
-    with engine_session(home.engine_db) as conn:
-        a = open_engine(home.engine_db)
-        a.close()
-        with engine_session(home.engine_db) as inner:  # a session inside one of the same path: the same
-            b = open_engine(home.engine_db)
-            assert a is b is conn is inner
-            b.close()
-        assert request_records.get(conn, "req-ann-1").state is RequestState.submitted  # still open
+    with Engine.session(home.engine_db) as engine:
+        with (
+            Engine.borrow(home.engine_db) as a,
+            Engine.session(home.engine_db) as inner,  # a session inside one of the same path: the same
+            Engine.borrow(home.engine_db) as b,
+        ):
+            assert a is b is engine.conn and inner is engine
+        assert request_records.get(engine.conn, "req-ann-1").state is RequestState.submitted  # still open
     with pytest.raises(apsw.ConnectionClosedError):
-        conn.execute("SELECT 1")
-    outside = open_engine(home.engine_db)  # no session: a connection of its own
-    assert outside is not conn
-    outside.close()
+        engine.conn.execute("SELECT 1")
+    with Engine.borrow(home.engine_db) as outside:  # no run: the caller is its own entry point
+        assert outside is not engine.conn
+        request_records.get(outside, "req-ann-1")
+    with pytest.raises(apsw.ConnectionClosedError):
+        outside.execute("SELECT 1")
 
 
 def test_the_envelope_is_validated_once_per_connection(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,54 +130,59 @@ def test_engine_binds_the_operations_by_concern(home: Home) -> None:
         assert engine.evidence.exceptions("req-ann-1") == []
         assert engine.steps.steps("req-ann-1") == []
         assert len(engine.id) == 32
-        with Engine.open(home.engine_db) as again:  # inside the session: the same connection
-            assert again.conn is engine.conn
+        with Engine.open(home.engine_db) as own:  # `open` is always a connection of its own, said so
+            assert own.conn is not engine.conn
+            assert own.requests.get("req-ann-1").state is RequestState.running
 
 
 def test_threads_that_copy_the_context_share_the_connection_one_at_a_time(home: Home) -> None:
     submit(home)
     order: list[str] = []
-    with engine_session(home.engine_db) as conn:
-        mine = open_engine(home.engine_db)  # this thread holds it
+    with Engine.session(home.engine_db) as engine:
+        mine = engine.lent()
+        mine.__enter__()  # this thread holds it
         order.append("main took it")
 
         def other() -> None:
-            theirs = open_engine(home.engine_db)  # waits until the main thread gives it back
-            order.append("thread took it")
-            assert theirs is conn
-            request_records.set_state(theirs, "req-ann-1", RequestState.running)
-            theirs.close()
+            with Engine.borrow(home.engine_db) as theirs:  # waits until the main thread gives it back
+                order.append("thread took it")
+                assert theirs is engine.conn
+                request_records.set_state(theirs, "req-ann-1", RequestState.running)
 
         t = threading.Thread(target=contextvars.copy_context().run, args=(other,))
         t.start()
         time.sleep(0.1)
         order.append("main gives it back")
-        mine.close()
+        mine.__exit__(None, None, None)
         t.join(timeout=10)
         assert order == ["main took it", "main gives it back", "thread took it"]
-        assert request_records.get(conn, "req-ann-1").state is RequestState.running
+        assert request_records.get(engine.conn, "req-ann-1").state is RequestState.running
 
 
-def test_a_thread_without_the_context_or_kept_waiting_opens_its_own(
+def test_a_thread_kept_waiting_raises_engine_busy_and_opens_no_connection_of_its_own(
     home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import erasure.engine
+    """The old silent fallback (issue 36): a thread that waited more than 0.5 s for the run's connection
+    opened one of its own. Now it raises `EngineBusy`, and no second connection is ever made."""
+    import erasure.engine_db
 
-    monkeypatch.setattr(erasure.engine, "LEND_WAIT_SECONDS", 0.05)
+    monkeypatch.setattr(erasure.engine_db, "LEND_WAIT_SECONDS", 0.05)
     submit(home)
-    got: dict[str, apsw.Connection] = {}
+    counts = count_opens(monkeypatch)
+    got: dict[str, object] = {}
 
-    def grab(name: str) -> None:
-        got[name] = open_engine(home.engine_db)
-        request_records.get(got[name], "req-ann-1")
-        got[name].close()
+    def borrow() -> None:
+        try:
+            with Engine.borrow(home.engine_db) as conn:
+                got["conn"] = conn
+        except BaseException as exc:
+            got["error"] = exc
 
-    with engine_session(home.engine_db) as conn:
-        held = open_engine(home.engine_db)
-        plain = threading.Thread(target=grab, args=("plain",))  # a new thread starts with an empty context
-        waiting = threading.Thread(target=contextvars.copy_context().run, args=(grab, "waiting"))
-        for t in (plain, waiting):
-            t.start()
-            t.join(timeout=10)
-        held.close()
-    assert got["plain"] is not conn and got["waiting"] is not conn
+    with Engine.session(home.engine_db) as engine, engine.lent():  # this thread holds the run's engine
+        waiting = threading.Thread(target=contextvars.copy_context().run, args=(borrow,))
+        waiting.start()
+        waiting.join(timeout=10)
+    assert isinstance(got.get("error"), EngineBusy), got
+    assert isinstance(got["error"], ErasureError)  # one error hierarchy: the CLI prints it and exits 1
+    assert "conn" not in got
+    assert counts["engine.db"] == 1, dict(counts)  # the session's connection, and no other

@@ -8,13 +8,14 @@ idempotent). Other people's items that name the subject are counted and reported
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from erasure import request_records
 from erasure.config import Home
-from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError
 from erasure.exception_kinds import BEYOND_REACH
 from erasure.models import StepRecord, StepStatus
@@ -60,7 +61,8 @@ def erase_target_window(request_ids: list[str], target: Target, home: Home) -> d
     raises for the window as a whole."""
     eraser = eraser_for(target)
     eraser.check(target)
-    engine = open_engine(home.engine_db)
+    borrowed = ExitStack()  # the run's engine, for the whole window
+    engine = borrowed.enter_context(Engine.borrow(home.engine_db))
     out: dict[str, TargetErased | Exception] = {}
     try:
         subjects: dict[str, Any] = {}
@@ -85,7 +87,7 @@ def erase_target_window(request_ids: list[str], target: Target, home: Home) -> d
                 out[rid] = exc
         return {rid: out[rid] for rid in request_ids}
     finally:
-        engine.close()
+        borrowed.close()
 
 
 def _erase_one(rid: str, subject: Any, target: Target, eraser: Any, home: Home, *, served: bool) -> _Erased:
@@ -168,8 +170,7 @@ def record_outage(home: Home, request_ids: list[str], target: Target, window: Wi
     covered, and rewrite their steps.jsonl: the pack then states every outage, not the first only."""
     if window.control is None:
         return
-    engine = open_engine(home.engine_db)
-    try:
+    with Engine.borrow(home.engine_db) as engine:
         for rid in request_ids:
             steps = [
                 s
@@ -189,8 +190,6 @@ def record_outage(home: Home, request_ids: list[str], target: Target, window: Wi
                 )
             if steps:
                 write_steps_jsonl(engine, rid, home.run_dir(rid))
-    finally:
-        engine.close()
 
 
 def server_of(eraser: Any, target: Target) -> ServerControl | None:
