@@ -13,7 +13,7 @@ import pytest
 import probes.targets
 import tasks.targets
 from erasure.errors import ConfigError
-from erasure.target_kinds import KindConfig, config_model
+from erasure.target_kinds import KindConfig, spec_of
 from erasure.targets import Target
 from probes.targets.probe import probe_for
 from tasks.targets.eraser import eraser_for
@@ -35,7 +35,7 @@ def test_every_kind_has_an_eraser_a_probe_and_one_configuration_model() -> None:
     )
     assert probes_kinds == KINDS and {"chroma", "langgraph-sqlite", "mem0"} <= set(KINDS)
     for kind in KINDS:
-        model = config_model(_target(Path("/"), kind))
+        model = spec_of(_target(Path("/"), kind)).config
         assert issubclass(model, KindConfig) and model.model_config.get("frozen")
 
 

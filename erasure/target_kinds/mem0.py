@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 
-from erasure.target_kinds import KindConfig, TargetPath, Text
+from erasure.target_kinds import KindConfig, KindSpec, TargetPath, Text
 
 DEFAULT_COLLECTION = "mem0"
 DEFAULT_LOCK_TIMEOUT = 120.0
@@ -40,4 +40,4 @@ class Mem0Config(KindConfig):
     lock_timeout: Annotated[float, BeforeValidator(_seconds)] = DEFAULT_LOCK_TIMEOUT
 
 
-CONFIG = Mem0Config
+SPEC = KindSpec(Mem0Config)

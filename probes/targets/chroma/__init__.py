@@ -44,7 +44,6 @@ import apsw
 import numpy as np
 
 from erasure.hnsw_format import DELETED
-from erasure.server_control import ServerControl
 from erasure.subject import Subject
 from erasure.target_kinds.chroma import ChromaConfig
 from erasure.targets import Target
@@ -122,11 +121,6 @@ class ChromaProbe:
 
     def files(self, target: Target) -> list[Path]:
         return [ChromaConfig.of(target).path]
-
-    def server(self, target: Target) -> ServerControl | None:
-        """The server that keeps the folder open (`url`): `probes.targets.run.verify` reads the folder only
-        while it is down."""
-        return ChromaConfig.of(target).server(target.name)
 
     def fingerprint(self, target: Target, subject: Subject) -> TargetFingerprint:
         cfg = ChromaConfig.of(target)
