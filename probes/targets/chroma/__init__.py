@@ -4,7 +4,7 @@ Nothing here goes through chromadb nor shares logic with the erasing side: chrom
 read-only (`file:...?mode=ro`) and read with the probe's own queries (`store`), the HNSW files and the
 FTS5 full-text index are parsed here (`indexes`). What both sides take from the domain package is
 settings and format only: the target's keys (`erasure.target_kinds.chroma`), hnswlib's header layout
-(`erasure.hnsw_format`) and the data-only unpickler for the id map (`erasure.untrusted`).
+(`erasure.target_kinds.chroma.hnsw`) and the data-only unpickler for the id map (`erasure.untrusted`).
 
 Methods, after the erasure (each one's residue counts the subject's things):
 
@@ -43,9 +43,9 @@ from typing import Any, ClassVar
 import apsw
 import numpy as np
 
-from erasure.hnsw_format import DELETED
 from erasure.subject import Subject
 from erasure.target_kinds.chroma import ChromaConfig
+from erasure.target_kinds.chroma.hnsw import DELETED
 from erasure.targets import Target
 from erasure.tiers import Tier
 from probes.identity import spellings

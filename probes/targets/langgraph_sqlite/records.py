@@ -127,7 +127,7 @@ class _Namespaces:
         return len(parts) > end and parts[end] in self.episodic
 
 
-def _naming_keys(meta: Any, want: str) -> set[str]:
+def naming_keys(meta: Any, want: str) -> set[str]:
     """The top-level keys of checkpoint metadata whose value is the subject's id (case-folded): a
     thread is the subject's whatever key an app (or an older version of it) named them under."""
     if not isinstance(meta, dict):
@@ -195,7 +195,7 @@ def read_view(conf: LangGraphSqliteConfig, subject: Subject) -> View:
                         meta = json.loads(metadata) if metadata is not None else {}
                     except (ValueError, TypeError):
                         meta = {}
-                    naming = _naming_keys(meta, want)
+                    naming = naming_keys(meta, want)
                     if naming:
                         subject_threads.add(tid)
                         if naming & set(conf.metadata_keys):
