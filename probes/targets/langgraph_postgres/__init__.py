@@ -55,7 +55,7 @@ from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_wi
 from probes.targets.langgraph_postgres import logs as pg_logs
 from probes.targets.langgraph_postgres import statements as pg_statements
 from probes.targets.langgraph_postgres import wal as pg_wal
-from probes.targets.langgraph_sqlite.records import casefold, digest, naming_keys
+from probes.targets.langgraph_sqlite.records import casefold, digest, naming_keys, unchanged
 from probes.targets.probe import TargetFingerprint
 from probes.views import Unscanned
 
@@ -241,11 +241,6 @@ def _compressed(cfg: PostgresTarget, view: _View) -> int:
         conn.close()
 
 
-def _unchanged(before: dict[str, list[str]], now: dict[str, list[str]], kind: str) -> tuple[int, int]:
-    mine = {k: d for k, d in before.items() if k.startswith(f"{kind}\x00")}
-    return len(mine), sum(1 for k, d in mine.items() if k in now and set(d) <= set(now[k]))
-
-
 def _nearest(cfg: PostgresTarget, vectors: list[bytes]) -> int:
     """How many of the subject's vectors still have a copy in `store_vectors` (cosine distance < NEAR)."""
     if not vectors:
@@ -420,8 +415,8 @@ class LangGraphPostgresProbe:
             "vectors": len(view.other_vectors),
             "threads": len(view.other_threads),
             "checkpoint-rows": view.other_thread_rows,
-            "items-unchanged": _unchanged(view.others, view.others, "item")[0],
-            "threads-unchanged": _unchanged(view.others, view.others, "thread")[0],
+            "items-unchanged": unchanged(view.others, view.others, "item", "\x00")[0],
+            "threads-unchanged": unchanged(view.others, view.others, "thread", "\x00")[0],
         }
         subject_before = {
             "items-under-namespace": len(view.subject_items),
@@ -471,7 +466,7 @@ class LangGraphPostgresProbe:
                         "threads-content-digests",
                         0,
                         "threads-unchanged",
-                        _unchanged(baseline, view.others, "thread")[1],
+                        unchanged(baseline, view.others, "thread", "\x00")[1],
                     ),
                 ),
                 (Tier.episodic, Measurement("items-under-namespace", episodic, "items", view.other_items)),
@@ -487,7 +482,10 @@ class LangGraphPostgresProbe:
                 (
                     Tier.semantic,
                     Measurement(
-                        "items-content-digests", 0, "items-unchanged", _unchanged(baseline, view.others, "item")[1]
+                        "items-content-digests",
+                        0,
+                        "items-unchanged",
+                        unchanged(baseline, view.others, "item", "\x00")[1],
                     ),
                 ),
                 (Tier.vectors, Measurement("vectors-under-namespace", view.subject_vector_rows, "vectors", nv)),

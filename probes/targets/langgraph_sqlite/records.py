@@ -272,9 +272,10 @@ def content_digests(conf: LangGraphSqliteConfig, records: set[str]) -> dict[str,
     }
 
 
-def unchanged(before: dict[str, list[str]], now: dict[str, list[str]], kind: str) -> tuple[int, int]:
-    """(records of `kind` in the baseline, those of them whose every row is still there unchanged)."""
-    mine = {k: d for k, d in before.items() if k.startswith(f"{kind}:")}
+def unchanged(before: dict[str, list[str]], now: dict[str, list[str]], kind: str, sep: str = ":") -> tuple[int, int]:
+    """(records of `kind` in the baseline, those of them whose every row is still there unchanged): the
+    records named `<kind><sep>...`."""
+    mine = {k: d for k, d in before.items() if k.startswith(f"{kind}{sep}")}
     return len(mine), sum(1 for k, d in mine.items() if k in now and set(d) <= set(now[k]))
 
 
