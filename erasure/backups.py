@@ -60,8 +60,8 @@ class BackupSource(BaseModel):
     """`hold`: a backup taken before an erasure holds the subject until it expires (the pack says so);
     `rewrite`: `erasure backups rewrite` erases inside each backup of this folder (see `tasks/backup_rewrite.py`)."""
     option: str | None = None
-    """For `rewrite`: the target key whose file or folder each backup is a copy of (default: the kind's first,
-    `store` for langgraph-sqlite, `path` for chroma)."""
+    """For `rewrite`: the target key whose file or folder each backup is a copy of (default: the first of
+    its kind's `backup_paths`, `erasure.target_kinds`)."""
 
     @model_validator(mode="after")
     def _one_place(self) -> BackupSource:

@@ -8,9 +8,9 @@
     store = "agent/store.sqlite"       # kind-specific keys; relative paths are read from this file's folder
 
 Without the file, the one target is the reference store (`kind = "reference"`, path `$ERASURE_HOME/store`).
-This module and each kind's configuration model (`erasure.target_kinds`) are what the erasing side
-(`tasks/targets/`) and the probing side (`probes/targets/`) share: the configuration, never code that
-reads or writes a store. A kind is its model and a module on each side, named after it
+This module and each kind's spec (`erasure.target_kinds`) are what the erasing side (`tasks/targets/`)
+and the probing side (`probes/targets/`) share: the configuration, never code that reads or writes a
+store. A kind (`reference` too) is its spec and a module on each side, named after it
 (`langgraph-sqlite` -> `erasure/target_kinds/langgraph_sqlite.py`, `tasks/targets/langgraph_sqlite`
 and `probes/targets/langgraph_sqlite`); adding one touches nothing else.
 """

@@ -104,12 +104,6 @@ def check_json_depth(text: str, where: str, limit: int = MAX_JSON_DEPTH) -> None
         raise InputError(f"{where}: JSON nested more than {limit} levels deep")
 
 
-QDRANT_POINT_CLASSES = frozenset(
-    f"qdrant_client.http.models.models.{name}" for name in ("PointStruct", "SparseVector", "Record")
-)
-"""The classes a pickled local-Qdrant point names (mem0's vector store): read as `PickledRecord`s."""
-
-
 class PickledRecord:
     """What a class a pickle may name becomes: its fields (the pickled state), never an object of that
     class, and nothing that runs code."""

@@ -25,6 +25,7 @@ from erasure.targets import Target, Targets
 from proof.history import current_pack
 from service.outcome import Outcome
 from service.runs import verification_doc
+from service.scope import home_tenant
 
 
 class RunState(Protocol):
@@ -45,18 +46,6 @@ def epoch_rows(h: Home, found: Targets) -> list[dict[str, Any]]:
     from tasks.epochs import epochs
 
     return [e.as_dict() for e in epochs(h, found)]
-
-
-def _tenant(h: Home, found: Targets) -> str:
-    if found.reference() is None:
-        return str(found.tenant)
-    from memory.schema import meta, open_store
-
-    store = open_store(h.store_dir)
-    try:
-        return meta(store, "tenant_id")
-    finally:
-        store.close()
 
 
 @contextmanager
@@ -90,7 +79,7 @@ def replay(h: Home, found: Targets, target: str, run: RunFlow) -> dict[str, Any]
             pending = ledger.entries(book, t.name, after_epoch=now.store_epoch)
         finally:
             book.close()
-        tenant = _tenant(h, found)
+        tenant = home_tenant(h, found)
         one = rp.replay_targets_file(found.source, t, h, tenant)
         try:
             with _targets_env(one):

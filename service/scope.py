@@ -11,7 +11,7 @@ from erasure import request_records
 from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.models import StepRecord
-from erasure.targets import REFERENCE, Target
+from erasure.targets import REFERENCE, Target, Targets
 from memory.schema import meta, open_store
 from service.home import targets_of
 
@@ -45,11 +45,12 @@ def scope_of(h: Home) -> Scope:
     )
 
 
-def home_tenant(h: Home) -> str:
-    """The tenant a request must belong to: the reference store's, else the one targets.toml names."""
-    scope = scope_of(h)
-    if not scope.reference:
-        return scope.tenant
+def home_tenant(h: Home, targets: Targets | None = None) -> str:
+    """The tenant a request must belong to: the reference store's, else the one targets.toml names
+    (`targets`: the home's own by default)."""
+    targets = targets or targets_of(h)
+    if targets.reference() is None:
+        return targets.tenant
     store = open_store(h.store_dir)
     try:
         return str(meta(store, "tenant_id"))

@@ -10,6 +10,7 @@ from typing import Any
 
 from erasure.config import Home
 from erasure.sqlite import JournalMode, journal_mode
+from erasure.targets import REFERENCE
 from memory import demo as demo_mod
 from memory import ingest as ingest_mod
 from memory import store_census
@@ -96,7 +97,7 @@ def ingest_items(h: Home, items: list[MemoryItem]) -> ingest_mod.IngestReport:
     them until its replay). The report counts what was written, skipped and held."""
     from tasks.epochs import refuse_if_restored
 
-    refuse_if_restored(h, only="reference")  # hook (issue 26): no ingest into a restored store before its replay
+    refuse_if_restored(h, only=REFERENCE)  # hook (issue 26): no ingest into a restored store before its replay
     conn = open_store(h.store_dir)
     try:
         return ingest_mod.ingest(conn, h.store_dir, items)

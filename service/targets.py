@@ -10,13 +10,10 @@ from erasure import request_records
 from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.errors import ErasureError
-from erasure.targets import REFERENCE, Target, Targets
-from erasure.tiers import CASCADE_ORDER
+from erasure.targets import Target, Targets
 
 
-def _tiers_and_files(target: Target, h: Home) -> tuple[list[str], list[Path]]:
-    if target.kind == REFERENCE:
-        return [t.value for t in CASCADE_ORDER], [h.store_db]
+def _tiers_and_files(target: Target) -> tuple[list[str], list[Path]]:
     from tasks.targets.eraser import eraser_for
 
     eraser = eraser_for(target)
@@ -33,7 +30,7 @@ def target_rows(h: Home, found: Targets) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for t in found.targets:
         try:
-            tiers, files = _tiers_and_files(t, h)
+            tiers, files = _tiers_and_files(t)
             missing = [str(f) for f in files if not f.exists()]
             rows.append(
                 {
@@ -60,16 +57,11 @@ def target_rows(h: Home, found: Targets) -> list[dict[str, Any]]:
 def subject_counts(h: Home, found: Targets, request_id: str) -> dict[str, dict[str, int | None]]:
     """Per target and tier, how many items the request's subject has there now (nothing is erased;
     None: the kind holds no such tier)."""
-    from tasks.runner import prepare
     from tasks.targets.runner import count_target
 
     with Engine.borrow(h.engine_db) as engine:
         subject = request_records.load_envelope(engine, request_id).subject
     out: dict[str, dict[str, int | None]] = {}
     for t in found.targets:
-        if t.kind == REFERENCE:
-            counts = prepare(request_id, h)
-            out[t.name] = {tier.value: counts.get(tier.value) for tier in CASCADE_ORDER}
-        else:
-            out[t.name] = count_target(t, subject)
+        out[t.name] = count_target(t, subject, request_id, h)
     return out

@@ -34,10 +34,9 @@ import apsw
 from erasure.backups import WORK_PREFIX, Backup, BackupSource, iso, list_backups, sources
 from erasure.errors import ConfigError
 from erasure.files import private_dirs
+from erasure.target_kinds import spec_of
 from erasure.targets import Target
 
-PATH_OPTIONS: dict[str, tuple[str, ...]] = {"langgraph-sqlite": ("store", "checkpoints"), "chroma": ("path",)}
-"""The kinds whose backups can be rewritten here, and the keys of each that name its files."""
 SIDECAR = WORK_PREFIX + "rewritten.json"
 
 
@@ -64,11 +63,11 @@ def rewrite_sources(target: Target) -> list[tuple[BackupSource, Path]]:
     for src in sources(target):
         if src.mode != "rewrite":
             continue
-        keys = PATH_OPTIONS.get(target.kind)
-        if keys is None:
+        keys = spec_of(target).backup_paths
+        if not keys:
             raise ConfigError(
                 f"targets: target {target.name!r}: backups of kind {target.kind!r} cannot be "
-                "rewritten here (langgraph-sqlite and chroma can): use mode = 'hold'"
+                "rewritten here (its spec names no backup paths): use mode = 'hold'"
             )
         if (src.option or keys[0]) not in keys:
             raise ConfigError(f"targets: target {target.name!r}: backups.option must be one of {', '.join(keys)}")
@@ -106,7 +105,7 @@ def restore_copy(target: Target, src: BackupSource, path: Path, backup: Backup, 
     else:
         restored = work / path.name
         shutil.copy2(path, restored)
-    keys = PATH_OPTIONS[target.kind]
+    keys = spec_of(target).backup_paths
     option = src.option or keys[0]
     opts = {k: v for k, v in target.options().items() if k not in keys and k != "backups"}
     opts[option] = str(restored)

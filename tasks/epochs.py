@@ -34,8 +34,8 @@ from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.errors import ErasureError, RequestBlocked
 from erasure.identity import Identity
-from erasure.sqlite import connect, transaction
-from erasure.targets import REFERENCE, Target, Targets, home_targets
+from erasure.sqlite import transaction
+from erasure.targets import Target, Targets, home_targets
 from erasure.tiers import Tier
 
 if TYPE_CHECKING:
@@ -47,9 +47,7 @@ class StoreRestored(RequestBlocked):
 
 
 def epoch_db(target: Target, home: Home) -> Path:
-    """The SQLite file that holds `target`'s erasure epoch."""
-    if target.kind == REFERENCE:
-        return home.store_db if target.path("path") is None else Path(str(target.path("path"))) / "memory.db"
+    """The SQLite file that holds `target`'s erasure epoch: the first of its eraser's `files`."""
     from tasks.targets.eraser import eraser_for
 
     return eraser_for(target).files(target)[0]
@@ -57,8 +55,6 @@ def epoch_db(target: Target, home: Home) -> Path:
 
 def _keeper(target: Target) -> EpochKeeper | None:
     """The target's eraser when its kind keeps its epoch itself (langgraph-postgres), else None."""
-    if target.kind == REFERENCE:
-        return None
     from tasks.targets.eraser import epoch_keeper, eraser_for
 
     return epoch_keeper(eraser_for(target))
@@ -67,8 +63,6 @@ def _keeper(target: Target) -> EpochKeeper | None:
 def tracks_epoch(target: Target, home: Home) -> bool:
     """Whether `target`'s kind keeps an epoch: the reference store, the kinds with the epoch hook
     (langgraph-postgres) and the kinds whose main file is a SQLite file."""
-    if target.kind == REFERENCE:
-        return True
     if _keeper(target) is not None:
         return True
     from tasks.targets.eraser import eraser_for
@@ -142,29 +136,12 @@ def _request_epoch(target: Target, home: Home, request_id: str) -> int:
         conn.close()
 
 
-def _sticky(home: Home, target: Target, request_id: str) -> dict[str, Any]:
-    """The reference store's own suppression rows of `request_id` (keyed hashes under its secret)."""
-    if target.kind != REFERENCE:
-        return {}
-    conn = connect(epoch_db(target, home), readonly=True)
-    try:
-        keys = [
-            list(r)
-            for r in conn.execute(
-                "SELECT source, source_ref, item_key, erased_at FROM erased_subjects WHERE request_ref = ? ORDER BY id",
-                (request_id,),
-            )
-        ]
-        ids = [
-            list(r)
-            for r in conn.execute(
-                "SELECT kind, digest, created_at FROM erased_identities WHERE erasure_ref = ? ORDER BY kind, digest",
-                (request_id,),
-            )
-        ]
-    finally:
-        conn.close()
-    return {"erased_subjects": keys, "erased_identities": ids}
+def _sticky(target: Target, request_id: str) -> dict[str, Any]:
+    """The target's own suppression rows of `request_id`, when its kind keeps them (`sticky`: reference)."""
+    from tasks.targets.eraser import eraser_for
+
+    sticky = getattr(eraser_for(target), "sticky", None)
+    return sticky(target, request_id) if sticky is not None else {}
 
 
 def record_completed(request_id: str, home: Home) -> list[int]:
@@ -197,7 +174,7 @@ def record_completed(request_id: str, home: Home) -> list[int]:
                         epoch=_request_epoch(target, home, request_id),
                         legal_basis=row.legal_basis.value,
                         hashes=hashes,
-                        sticky=_sticky(home, target, request_id),
+                        sticky=_sticky(target, request_id),
                     )
                 )
             ledger_seal.seal(book, key, home)

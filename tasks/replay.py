@@ -22,18 +22,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from erasure import epoch, ledger, request_records
+from erasure import ledger, request_records
 from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.errors import NotFound
-from erasure.identity import Identity, fold, normal_email, phone_digits
+from erasure.identity import Identity
 from erasure.ledger import Entry
 from erasure.models import REQUEST_ID_MAX_CHARS, ErasureRequestEnvelope
-from erasure.sqlite import connect, transaction
 from erasure.subject import Subject
-from erasure.targets import REFERENCE, Target
-from tasks.epochs import epoch_db, raise_target
-from tasks.identity import SUBJECT_ID_TABLES
+from erasure.targets import Target
+from tasks.epochs import raise_target
 
 
 @dataclass(frozen=True)
@@ -52,43 +50,6 @@ def replay_id(entry: Entry, tag: str = "replay") -> str:
     return entry.request_id[: REQUEST_ID_MAX_CHARS - len(suffix)] + suffix
 
 
-def _from_store(store_db: Path, key: bytes, entry: Entry) -> Found:
-    """The subject as the restored reference store spells them, found by the entry's keyed hashes."""
-    conn = connect(store_db, readonly=True)
-    try:
-        ids: set[str] = set()
-        for table in SUBJECT_ID_TABLES:
-            sql = f"SELECT DISTINCT subject_id FROM {table} WHERE subject_id IS NOT NULL"
-            ids |= {str(r[0]) for r in conn.execute(sql)}
-        matched = sorted(
-            s
-            for s in ids
-            if entry.has("store_id", ledger.store_id_hash(key, s)) or entry.has("id", ledger.keyed(key, "id", fold(s)))
-        )
-        spelled: dict[str, str] = {}
-        for kind, name in conn.execute("SELECT kind, name FROM kg_entities WHERE kind IN ('person', 'email', 'phone')"):
-            kind, name = str(kind), str(name)
-            if kind == "person" and entry.has("name", ledger.keyed(key, "name", fold(name))):
-                spelled.setdefault("name", name)
-            elif kind == "email" and entry.has("email", ledger.keyed(key, "email", normal_email(name))):
-                spelled.setdefault("email", name)
-            elif (
-                kind == "phone"
-                and phone_digits(name)
-                and entry.has("phone", ledger.keyed(key, "phone", phone_digits(name)))
-            ):
-                spelled.setdefault("phone", name)
-    finally:
-        conn.close()
-    if not matched:
-        return Found(None, None)
-    exact = [s for s in matched if entry.has("id", ledger.keyed(key, "id", fold(s)))]
-    main = (exact or matched)[0]
-    subject = Subject.model_validate({"id": main, **spelled})
-    same = {s for s in matched if fold(s) == fold(main)}
-    return Found(subject, "store", len(set(matched) - same))
-
-
 def _from_vault(home: Home, key: bytes, entry: Entry) -> Found:
     """The original request's subject, when its vault still exists and matches the entry's hashes."""
     with Engine.borrow(home.engine_db) as engine:
@@ -103,9 +64,12 @@ def _from_vault(home: Home, key: bytes, entry: Entry) -> Found:
 
 def find_subject(home: Home, target: Target, entry: Entry) -> Found:
     """The subject of `entry` in the restored `target` (see the module's docstring)."""
+    from tasks.targets.eraser import eraser_for
+
     key = ledger.ledger_key(home)
-    if target.kind == REFERENCE:
-        found = _from_store(epoch_db(target, home), key, entry)
+    own = getattr(eraser_for(target), "find_subject", None)  # a kind that reads its subject itself (reference)
+    if own is not None:
+        found: Found = own(target, key, entry)
     else:
         from tasks.replay_find import harvest, match
 
@@ -150,27 +114,13 @@ def submit_replay(home: Home, target: Target, entry: Entry, found: Found, tenant
 
 def finish(home: Home, target: Target, entry: Entry, rid: str, outcome: str) -> int:
     """The entry is re-applied: its sticky rows back in the store and the store's epoch up to the
-    entry's (one transaction on the reference store). Returns the store's epoch."""
+    entry's (one transaction where the kind offers `reapply`). Returns the store's epoch."""
     marker = f"replay:{target.name}:{entry.seq}"
-    if target.kind == REFERENCE:
-        conn = connect(epoch_db(target, home))
-        try:
-            with transaction(conn):
-                for source, ref, item_key, erased_at in entry.sticky.get("erased_subjects", []):
-                    conn.execute(
-                        "INSERT OR IGNORE INTO erased_subjects(source, source_ref, item_key, erased_at, "
-                        "request_ref) VALUES (?, ?, ?, ?, ?)",
-                        (source, ref, item_key, erased_at, entry.request_id),
-                    )
-                for kind, digest, created_at in entry.sticky.get("erased_identities", []):
-                    conn.execute(
-                        "INSERT OR IGNORE INTO erased_identities(kind, digest, erasure_ref, created_at) "
-                        "VALUES (?, ?, ?, ?)",
-                        (kind, digest, entry.request_id, created_at),
-                    )
-                now = epoch.raise_to(conn, entry.epoch, marker)
-        finally:
-            conn.close()
+    from tasks.targets.eraser import eraser_for
+
+    reapply = getattr(eraser_for(target), "reapply", None)  # sticky rows and epoch in one transaction (reference)
+    if reapply is not None:
+        now: int = reapply(target, entry, marker)
     else:
         now = raise_target(target, home, entry.epoch, marker)
     book = ledger.open_ledger(home)

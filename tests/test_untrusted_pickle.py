@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from erasure.untrusted import QDRANT_POINT_CLASSES, PickledRecord, load_pickle
+from erasure.target_kinds.mem0 import QDRANT_POINT_CLASSES
+from erasure.untrusted import PickledRecord, load_pickle
 from tests import budget
 
 HOSTILE = [

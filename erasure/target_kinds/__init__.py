@@ -1,9 +1,11 @@
-"""Each target kind's configuration: one model per kind, read by the erasing side and the probing side.
+"""Each target kind's spec: its configuration model, the keys its backups are copies of, and how to
+quiesce a server that keeps its files open; read by the erasing side and the probing side.
 
 A kind `k-name` has three modules, found by name and listed nowhere: `erasure/target_kinds/k_name.py`
-(its configuration model, `CONFIG`), `tasks/targets/k_name` (its eraser) and `probes/targets/k_name`
-(its probe). This package holds what the sides agree on, the keys of targets.toml and what makes them
-valid, and never code that reads or writes a store: the sides share no logic, only the settings.
+(its `SPEC`), `tasks/targets/k_name` (its `ERASER`) and `probes/targets/k_name` (its `PROBE`); the one
+loader is `kind_part`. This package holds what the sides agree on, the keys of targets.toml and what
+makes them valid, and never code that reads or writes a store: the sides share no logic, only the
+settings (and the facts of a format both read, e.g. `chroma`'s HNSW layout).
 
 A model reads a `Target`'s kind-specific keys (`Target.options()`); relative paths are read from the
 targets file's folder. A key it refuses is a `ConfigError` (exit 3) naming the target and the key.
@@ -13,12 +15,14 @@ Keys a kind does not know are ignored, as they always were.
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
 from erasure.errors import ConfigError
+from erasure.server_control import ServerControl
 from erasure.targets import Target
 
 
@@ -35,6 +39,21 @@ class KindConfig(BaseModel):
             return cls.model_validate(target.options(), context={"base_dir": target.base_dir})
         except ValidationError as exc:
             raise ConfigError(f"targets: target {target.name!r} ({target.kind}): {_message(exc)}") from None
+
+    def server(self, target: str) -> ServerControl | None:
+        """The server that keeps the target's files open and how to quiesce it (None: no server does)."""
+        return None
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """What a kind is, the same for both sides: `SPEC` of `erasure/target_kinds/<kind>.py`."""
+
+    config: type[KindConfig]
+    """The model that reads a target's keys."""
+    backup_paths: tuple[str, ...] = ()
+    """The keys naming the file or folder a backup is a copy of (`mode = "rewrite"`, the first by default);
+    empty: this kind's backups cannot be rewritten, only held."""
 
 
 def _message(exc: ValidationError) -> str:
@@ -79,7 +98,7 @@ TargetPath = Annotated[Path, BeforeValidator(_path)]
 
 def kind_part(target: Target, package: str, attr: str, missing: str, absent: str | None = None) -> Any:
     """The one kind loader: `attr` of the kind's module in `package` (`erasure.target_kinds` its
-    configuration model, `tasks.targets` its eraser, `probes.targets` its probe). `ConfigError` naming
+    spec, `tasks.targets` its eraser, `probes.targets` its probe). `ConfigError` naming
     the target and saying `absent` (default: the kind has no `missing`) when there is no such module,
     and the kind has no `missing` when the module lacks `attr`."""
     name = f"{package}.{target.module}"
@@ -96,15 +115,21 @@ def kind_part(target: Target, package: str, attr: str, missing: str, absent: str
     return part
 
 
-def config_model(target: Target) -> type[KindConfig]:
-    """The configuration model of the target's kind: `CONFIG` of `erasure/target_kinds/<kind>.py`
-    (`ConfigError` when the kind has none)."""
-    model: Any = kind_part(target, "erasure.target_kinds", "CONFIG", "configuration model")
-    if not (isinstance(model, type) and issubclass(model, KindConfig)):
+def spec_of(target: Target) -> KindSpec:
+    """The spec of the target's kind: `SPEC` of `erasure/target_kinds/<kind>.py` (`ConfigError` when
+    the kind has none)."""
+    spec: Any = kind_part(target, "erasure.target_kinds", "SPEC", "configuration model")
+    if not (isinstance(spec, KindSpec) and issubclass(spec.config, KindConfig)):
         raise ConfigError(f"targets: kind {target.kind!r} has no configuration model")
-    return model
+    return spec
 
 
 def check_config(target: Target) -> KindConfig:
     """The target's keys, read by its kind's model (`ConfigError` naming the key that is wrong)."""
-    return config_model(target).of(target)
+    return spec_of(target).config.of(target)
+
+
+def server_of(target: Target) -> ServerControl | None:
+    """The server that keeps the target's files open, quiesced around its erasure and its probes (None:
+    none does)."""
+    return check_config(target).server(target.name)

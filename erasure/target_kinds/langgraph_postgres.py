@@ -42,7 +42,7 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 from pydantic import ConfigDict
 
 from erasure.errors import ConfigError
-from erasure.target_kinds import KindConfig
+from erasure.target_kinds import KindConfig, KindSpec
 from erasure.target_kinds.langgraph_sqlite import SUBJECT_LABEL
 from erasure.targets import Target
 
@@ -217,4 +217,4 @@ class LanggraphPostgresConfig(KindConfig):
         return super().of(target)
 
 
-CONFIG = LanggraphPostgresConfig
+SPEC = KindSpec(LanggraphPostgresConfig)

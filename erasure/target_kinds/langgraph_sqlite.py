@@ -21,7 +21,7 @@ from typing import Annotated, Any, Self
 
 from pydantic import BeforeValidator, model_validator
 
-from erasure.target_kinds import KindConfig, TargetPath, Text, Texts
+from erasure.target_kinds import KindConfig, KindSpec, TargetPath, Text, Texts
 
 SUBJECT_LABEL = "{subject_id}"
 """The label of a namespace prefix that stands for the subject's id."""
@@ -102,4 +102,4 @@ class LangGraphSqliteConfig(KindConfig):
         return self
 
 
-CONFIG = LangGraphSqliteConfig
+SPEC = KindSpec(LangGraphSqliteConfig, backup_paths=("store", "checkpoints"))

@@ -13,8 +13,13 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 
-from erasure.target_kinds import KindConfig, TargetPath, Text
+from erasure.target_kinds import KindConfig, KindSpec, TargetPath, Text
 
+QDRANT_POINT_CLASSES = frozenset(
+    f"qdrant_client.http.models.models.{name}" for name in ("PointStruct", "SparseVector", "Record")
+)
+"""The classes a pickled local-Qdrant point names (a fact of the format both sides read): loaded as
+`erasure.untrusted.PickledRecord`s, every other class refused."""
 DEFAULT_COLLECTION = "mem0"
 DEFAULT_LOCK_TIMEOUT = 120.0
 
@@ -40,4 +45,4 @@ class Mem0Config(KindConfig):
     lock_timeout: Annotated[float, BeforeValidator(_seconds)] = DEFAULT_LOCK_TIMEOUT
 
 
-CONFIG = Mem0Config
+SPEC = KindSpec(Mem0Config)

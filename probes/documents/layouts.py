@@ -1,8 +1,8 @@
 """Files a supported store kind writes in a format with no magic, identified by that kind's layout and
 checked against its content, never by a name alone.
 
-Chroma's HNSW segment folders (`erasure.hnsw_format`): `header.bin` is identified when its 100 bytes are
-a consistent hnswlib header (element size = label offset + 8, vector before label, element counts within
+Chroma's HNSW segment folders (`erasure.target_kinds.chroma.hnsw`): `header.bin` is identified when its
+100 bytes are a consistent hnswlib header (element size = label offset + 8, vector before label, element counts within
 bounds); `data_level0.bin`, `length.bin` and `link_lists.bin` beside such a header when their sizes agree
 with it (rows of the element size, a float per element, 4-byte words). These files hold links, floats
 and integer labels only: no text by their format. Their bytes are still read raw (the subject's own
@@ -16,7 +16,8 @@ and last page headers are PostgreSQL's), WAL segments (`pg_wal/`: a power-of-two
 and a long header), SLRU files (`pg_xact/`, `pg_multixact/`, ...: whole pages), and the control,
 relation-mapper, relcache-init and replication state files (by their own magic numbers) are identified;
 outside it, so are the page images `pg_waldump --save-fullpage` writes out of compressed WAL
-(`probes.postgres_wal`: `<lsn>.<tablespace>.<database>.<relation>.<block>_<fork>`, one 8 KiB page each).
+(`probes.targets.langgraph_postgres.wal`: `<lsn>.<tablespace>.<database>.<relation>.<block>_<fork>`,
+one 8 KiB page each).
 Pages and WAL are read raw, around their triggers (tuples and WAL records hold text as written; the
 kind's probe reads the live rows itself). Text files there (configuration, the server's logs) are text.
 
@@ -36,7 +37,7 @@ import os
 import re
 import struct
 
-from erasure.hnsw_format import DATA_FILE, HEADER_FILE, LENGTH_FILE, LINKS_FILE, HnswHeader
+from erasure.target_kinds.chroma.hnsw import DATA_FILE, HEADER_FILE, LENGTH_FILE, LINKS_FILE, HnswHeader
 
 HNSW = "hnsw-segment"
 SQLITE_JOURNAL = "sqlite-journal"
@@ -140,7 +141,7 @@ _PAGE_VERSION = 0x2004  # pd_pagesize_version: 8192 | layout version 4
 _RELATION = re.compile(r"^\d+(?:_(?:fsm|vm|init))?(?:\.\d+)?$")
 _WAL_SEGMENT = re.compile(r"^[0-9A-F]{24}(?:\.partial)?$")
 _FULLPAGE = re.compile(r"^[0-9A-F]{8}-[0-9A-F]{8}-[0-9A-F]{8}\.\d+\.\d+\.\d+\.\d+_(?:main|fsm|vm|init)$")
-"""A page image `pg_waldump --save-fullpage` wrote out of the WAL (`probes.postgres_wal`)."""
+"""A page image `pg_waldump --save-fullpage` wrote out of the WAL (`probes.targets.langgraph_postgres.wal`)."""
 _SLRU_DIRS = frozenset({"pg_xact", "pg_subtrans", "pg_commit_ts", "pg_serial", "pg_notify", "pg_multixact"})
 _STATE_MAGIC = {
     "pg_filenode.map": (0x592717,),

@@ -44,10 +44,10 @@ import apsw
 
 from erasure.sqlite import connect
 from erasure.subject import Subject
-from erasure.target_kinds.mem0 import Mem0Config
+from erasure.target_kinds.mem0 import QDRANT_POINT_CLASSES, Mem0Config
 from erasure.targets import Target
 from erasure.tiers import Tier
-from erasure.untrusted import QDRANT_POINT_CLASSES, PickledRecord, load_pickle
+from erasure.untrusted import PickledRecord, load_pickle
 from probes.bytescan import scan_tree
 from probes.identity import spellings
 from probes.model import Measurement

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from erasure.server_control import ServerNotStopped, Window, quiesced
 from erasure.subject import Subject
+from erasure.target_kinds import server_of
 from erasure.targets import Target
 from probes.bytescan import scan_tree
 from probes.located import residue_files
@@ -200,9 +201,9 @@ def verify_window(
     only while the server is down: stopped once for every subject's reading (issue 37) and started
     again (or, managed by others, found stopped). The caller records the window's outage, then calls
     `raise_if_down`: a server that did not come back fails the verification."""
-    server = getattr(probe_for(target), "server", None) if pairs else None  # nothing to read: no stop
+    server = server_of(target) if pairs else None  # nothing to read: no stop
     found: list[tuple[list[ProbeResult], list[Unscanned], list[ResidueFile], list[tuple[str, Measurement]]]] = []
-    with quiesced(server(target) if server is not None else None, "the verification", requests) as window:
+    with quiesced(server, "the verification", requests) as window:
         if window.control is not None:
             _still_listening(window.control.url, target.name)
         scanned = _scan(target, [fp for _s, fp in pairs])

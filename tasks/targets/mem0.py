@@ -80,10 +80,10 @@ from erasure.errors import ConfigError, StoreError
 from erasure.identity import Identity, fold
 from erasure.sqlite import connect, scalar, transaction
 from erasure.subject import Subject
-from erasure.target_kinds.mem0 import Mem0Config
+from erasure.target_kinds.mem0 import QDRANT_POINT_CLASSES, Mem0Config
 from erasure.targets import Target
 from erasure.tiers import Tier
-from erasure.untrusted import QDRANT_POINT_CLASSES, PickledRecord, load_pickle
+from erasure.untrusted import PickledRecord, load_pickle
 from tasks.targets.eraser import TierOutcome, rebuild_pages, retry_busy
 
 KIND = "mem0"

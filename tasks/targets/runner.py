@@ -19,7 +19,8 @@ from erasure.engine_db import Engine
 from erasure.errors import ErasureError
 from erasure.exception_kinds import BEYOND_REACH
 from erasure.models import StepRecord, StepStatus
-from erasure.server_control import ServerControl, Window, quiesced, with_outage
+from erasure.server_control import Window, quiesced, with_outage
+from erasure.target_kinds import server_of
 from erasure.targets import Target
 from erasure.tiers import BYTES_SCOPE, CASCADE_ORDER, Tier
 from tasks.runner import write_steps_jsonl
@@ -73,7 +74,7 @@ def erase_target_window(request_ids: list[str], target: Target, home: Home) -> d
                 out[rid] = exc
         erased: dict[str, _Erased] = {}
         # hook (issue 25): a target served by a running server is erased only while it is down.
-        server = server_of(eraser, target) if subjects else None  # nothing to erase: no stop
+        server = server_of(target) if subjects else None  # nothing to erase: no stop
         with quiesced(server, "the erasure", tuple(subjects)) as window:
             for rid, subject in subjects.items():
                 try:
@@ -192,16 +193,15 @@ def record_outage(home: Home, request_ids: list[str], target: Target, window: Wi
                 write_steps_jsonl(engine, rid, home.run_dir(rid))
 
 
-def server_of(eraser: Any, target: Target) -> ServerControl | None:
-    """The server that keeps the target's files open, when its kind has one (`server(target)`)."""
-    server = getattr(eraser, "server", None)
-    return server(target) if server is not None else None
-
-
-def count_target(target: Target, subject: Any) -> dict[str, int | None]:
-    """Per tier of the nine, the subject's items in `target` now (None: the kind holds no such tier)."""
+def count_target(target: Target, subject: Any, request_id: str, home: Home) -> dict[str, int | None]:
+    """Per tier of the nine, the request's subject's items in `target` now (None: the kind holds no such
+    tier; a tier the request's data classes leave out: None too, where the kind counts per request)."""
     eraser = eraser_for(target)
     eraser.check(target)
+    per_request = getattr(eraser, "count_request", None)  # the reference store counts the cascade's footprint
+    if per_request is not None:
+        found: dict[str, int] = per_request(target, request_id, home)
+        return {t.value: found.get(t.value) for t in CASCADE_ORDER}
     counts = eraser.count(target, subject)
     return {t.value: (counts.get(t, 0) if t in eraser.tiers else None) for t in CASCADE_ORDER}
 

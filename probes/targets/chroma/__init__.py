@@ -4,7 +4,7 @@ Nothing here goes through chromadb nor shares logic with the erasing side: chrom
 read-only (`file:...?mode=ro`) and read with the probe's own queries (`store`), the HNSW files and the
 FTS5 full-text index are parsed here (`indexes`). What both sides take from the domain package is
 settings and format only: the target's keys (`erasure.target_kinds.chroma`), hnswlib's header layout
-(`erasure.hnsw_format`) and the data-only unpickler for the id map (`erasure.untrusted`).
+(`erasure.target_kinds.chroma.hnsw`) and the data-only unpickler for the id map (`erasure.untrusted`).
 
 Methods, after the erasure (each one's residue counts the subject's things):
 
@@ -43,10 +43,9 @@ from typing import Any, ClassVar
 import apsw
 import numpy as np
 
-from erasure.hnsw_format import DELETED
-from erasure.server_control import ServerControl
 from erasure.subject import Subject
 from erasure.target_kinds.chroma import ChromaConfig
+from erasure.target_kinds.chroma.hnsw import DELETED
 from erasure.targets import Target
 from erasure.tiers import Tier
 from probes.identity import spellings
@@ -122,11 +121,6 @@ class ChromaProbe:
 
     def files(self, target: Target) -> list[Path]:
         return [ChromaConfig.of(target).path]
-
-    def server(self, target: Target) -> ServerControl | None:
-        """The server that keeps the folder open (`url`): `probes.targets.run.verify` reads the folder only
-        while it is down."""
-        return ChromaConfig.of(target).server(target.name)
 
     def fingerprint(self, target: Target, subject: Subject) -> TargetFingerprint:
         cfg = ChromaConfig.of(target)

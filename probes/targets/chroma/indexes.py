@@ -1,6 +1,6 @@
 """Probing kind `chroma`: the indexes on disk, parsed by the probe itself. HNSW segment folders (the
-format is `erasure.hnsw_format`; reading the vectors, flags and labels out of it is the probe's own
-code) and the FTS5 full-text index's leaf pages (the rowids in their doclists)."""
+format is `erasure.target_kinds.chroma.hnsw`; reading the vectors, flags and labels out of it is the
+probe's own code) and the FTS5 full-text index's leaf pages (the rowids in their doclists)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import apsw
 import numpy as np
 
-from erasure.hnsw_format import DATA_FILE, HEADER_FILE, PICKLE_FILE, HnswHeader
+from erasure.target_kinds.chroma.hnsw import DATA_FILE, HEADER_FILE, PICKLE_FILE, HnswHeader
 from erasure.untrusted import load_pickle
 from probes.targets.chroma.store import has_table
 

@@ -127,7 +127,7 @@ class _Namespaces:
         return len(parts) > end and parts[end] in self.episodic
 
 
-def _naming_keys(meta: Any, want: str) -> set[str]:
+def naming_keys(meta: Any, want: str) -> set[str]:
     """The top-level keys of checkpoint metadata whose value is the subject's id (case-folded): a
     thread is the subject's whatever key an app (or an older version of it) named them under."""
     if not isinstance(meta, dict):
@@ -195,7 +195,7 @@ def read_view(conf: LangGraphSqliteConfig, subject: Subject) -> View:
                         meta = json.loads(metadata) if metadata is not None else {}
                     except (ValueError, TypeError):
                         meta = {}
-                    naming = _naming_keys(meta, want)
+                    naming = naming_keys(meta, want)
                     if naming:
                         subject_threads.add(tid)
                         if naming & set(conf.metadata_keys):
@@ -272,9 +272,10 @@ def content_digests(conf: LangGraphSqliteConfig, records: set[str]) -> dict[str,
     }
 
 
-def unchanged(before: dict[str, list[str]], now: dict[str, list[str]], kind: str) -> tuple[int, int]:
-    """(records of `kind` in the baseline, those of them whose every row is still there unchanged)."""
-    mine = {k: d for k, d in before.items() if k.startswith(f"{kind}:")}
+def unchanged(before: dict[str, list[str]], now: dict[str, list[str]], kind: str, sep: str = ":") -> tuple[int, int]:
+    """(records of `kind` in the baseline, those of them whose every row is still there unchanged): the
+    records named `<kind><sep>...`."""
+    mine = {k: d for k, d in before.items() if k.startswith(f"{kind}{sep}")}
     return len(mine), sum(1 for k, d in mine.items() if k in now and set(d) <= set(now[k]))
 
 

@@ -92,7 +92,6 @@ import apsw
 
 from erasure.errors import ConfigError
 from erasure.identity import Identity
-from erasure.server_control import ServerControl
 from erasure.sqlite import transaction
 from erasure.subject import Subject
 from erasure.target_kinds.chroma import ChromaConfig
@@ -260,10 +259,6 @@ class ChromaEraser:
     def files(self, target: Target) -> list[Path]:
         cfg = ChromaConfig.of(target)
         return [cfg.path / DB_FILE, cfg.path]
-
-    def server(self, target: Target) -> ServerControl | None:
-        """The server that keeps the folder open (`url`), quiesced around the erase by the runner."""
-        return ChromaConfig.of(target).server(target.name)
 
     def count(self, target: Target, subject: Subject) -> dict[Tier, int]:
         cfg = ChromaConfig.of(target)

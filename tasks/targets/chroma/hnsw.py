@@ -1,6 +1,7 @@
 """Kind `chroma`, the HNSW files: each vector segment's index read, its elements classified, the
 index compacted without the dropped ones and written whole, and the new folder swapped in (see the
-package docstring). The file format is `erasure.hnsw_format`; this rewrite is the eraser's own."""
+package docstring). The file format is `erasure.target_kinds.chroma.hnsw`; this rewrite is the eraser's
+own."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from erasure.errors import StoreError
 from erasure.files import inside_folder
-from erasure.hnsw_format import (
+from erasure.target_kinds.chroma.hnsw import (
     DATA_FILE,
     DELETED,
     HEADER_FILE,
@@ -62,7 +63,7 @@ def _read_pickle(path: Path) -> dict[str, Any] | None:
 
 @dataclass
 class Hnsw:
-    """One persisted hnswlib index (`erasure.hnsw_format`) and its id map."""
+    """One persisted hnswlib index (`erasure.target_kinds.chroma.hnsw`) and its id map."""
 
     header: HnswHeader
     data: np.ndarray

@@ -40,14 +40,14 @@ from psycopg import sql
 from erasure.errors import StoreError
 from erasure.identity import Identity, fold
 from erasure.subject import Subject
-from erasure.target_kinds.langgraph_postgres import SUBJECT_LABEL, PostgresTarget, postgres_target
-from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS
+from erasure.target_kinds.langgraph_postgres import PostgresTarget, postgres_target
 from erasure.targets import Target
 from erasure.tiers import Tier
 from tasks.targets.eraser import TierOutcome
 from tasks.targets.langgraph_postgres import epoch as pg_epoch
 from tasks.targets.langgraph_postgres import hygiene as pg_hygiene
 from tasks.targets.langgraph_postgres import server_log, statements
+from tasks.targets.langgraph_sqlite.namespaces import NamespaceMatcher, names_subject
 
 KIND = "langgraph-postgres"
 ITEM_TABLES = ("store_vectors", "store")
@@ -55,47 +55,6 @@ ITEM_TABLES = ("store_vectors", "store")
 THREAD_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
 MIN_CONTENT = 16
 MAX_CONTENT = 400
-
-
-class _Matcher:
-    """Whether a dot-joined namespace is the subject's, and the tier of its items."""
-
-    def __init__(self, cfg: PostgresTarget, subject: Subject) -> None:
-        self.want = fold(subject.id)
-        self.templates = [
-            [
-                (
-                    fold(label.replace(SUBJECT_LABEL, subject.id)) if SUBJECT_LABEL in label else label,
-                    SUBJECT_LABEL in label,
-                )
-                for label in ns
-            ]
-            for ns in cfg.namespaces
-        ]
-        self.episodic = cfg.episodic
-
-    def _configured(self, parts: list[str]) -> int | None:
-        for labels in self.templates:
-            if len(parts) >= len(labels) and all(
-                (fold(p) if folded else p) == label for p, (label, folded) in zip(parts, labels, strict=False)
-            ):
-                return len(labels)
-        return None
-
-    def tier(self, prefix: str) -> Tier | None:
-        """The tier of the items in namespace `prefix` if it is the subject's, else None."""
-        parts = prefix.split(".")
-        end = self._configured(parts)
-        if end is None:
-            own = next((i for i, p in enumerate(parts) if fold(p) == self.want), None)
-            if own is None:
-                return None
-            end = own + 1
-        rest = parts[end:]
-        return Tier.episodic if rest and rest[0] in self.episodic else Tier.semantic
-
-    def unconfigured(self, prefix: str) -> bool:
-        return self._configured(prefix.split(".")) is None
 
 
 @dataclass
@@ -132,20 +91,6 @@ def _item_where(found: _Found) -> tuple[sql.Composable, tuple[Any, ...]]:
     )
 
 
-def _names_subject(meta: Any, want: str) -> set[str]:
-    if not isinstance(meta, dict):
-        return set()
-    return {
-        str(k)
-        for k, v in meta.items()
-        if str(k) not in LANGGRAPH_METADATA_KEYS
-        and not str(k).startswith("langgraph_")
-        and isinstance(v, (str, int))
-        and not isinstance(v, bool)
-        and fold(str(v)) == want
-    }
-
-
 def _leaves(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
@@ -158,7 +103,7 @@ def _leaves(value: Any) -> list[str]:
 
 def _resolve(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subject) -> _Found:
     """The subject's namespaces, keyed items and threads, with counts (inside the caller's transaction)."""
-    matcher = _Matcher(cfg, subject)
+    matcher = NamespaceMatcher(cfg.namespaces, cfg.episodic, subject)
     tables = _tables(conn, cfg.schema)
     found = _Found()
     items = [t for t in ITEM_TABLES if t in tables]
@@ -207,7 +152,7 @@ def _resolve(conn: psycopg.Connection[Any], cfg: PostgresTarget, subject: Subjec
             ).format(_t(cfg, "checkpoints")),
             (subject.id, subject.id),
         ):
-            keys = _names_subject(meta, want)
+            keys = names_subject(meta, want)
             if keys:
                 found.threads[str(tid)] = found.threads.get(str(tid), False) or bool(keys & set(cfg.thread_keys))
         for table in (t for t in THREAD_TABLES if t in tables):

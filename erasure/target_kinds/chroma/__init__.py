@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BeforeValidator, model_validator
 
 from erasure.server_control import ServerControl
-from erasure.target_kinds import KindConfig, TargetPath, Text
+from erasure.target_kinds import KindConfig, KindSpec, TargetPath, Text
 
 MAX_WAIT_SECONDS = 3600.0
 
@@ -138,4 +138,4 @@ class ChromaConfig(KindConfig):
         )
 
 
-CONFIG = ChromaConfig
+SPEC = KindSpec(ChromaConfig, backup_paths=("path",))

@@ -63,10 +63,11 @@ from erasure.errors import InputError, StoreError
 from erasure.identity import Identity, fold
 from erasure.sqlite import connect, scalar, transaction
 from erasure.subject import Subject
-from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS, SUBJECT_LABEL, LangGraphSqliteConfig
+from erasure.target_kinds.langgraph_sqlite import SUBJECT_LABEL, LangGraphSqliteConfig
 from erasure.targets import Target
 from erasure.tiers import Tier
 from tasks.targets.eraser import TierOutcome, rebuild_pages, retry_busy
+from tasks.targets.langgraph_sqlite.namespaces import NamespaceMatcher, names_subject
 
 KIND = "langgraph-sqlite"
 _SIDECARS = ("-wal", "-shm", "-journal")
@@ -93,62 +94,11 @@ def _thread_tables(conn: apsw.Connection) -> list[str]:
     return sorted(t for t, cols in _table_columns(conn).items() if {"thread_id", "checkpoint_id"} <= cols)
 
 
-class _Matcher:
-    """Whether a dot-joined namespace is the subject's, and which tier its items belong to.
-
-    A namespace is the subject's when one of its labels IS the subject's id (whole label, compared
-    after NFKC and case folding, as the cascade compares ids), under a configured prefix or not: an
-    app that wrote the person under a second layout (`("users", id, "prefs")` beside `("memories",
-    id)`) still wrote the person. The configured prefixes (their other labels compared exactly, as
-    LangGraph does) decide the tier and tell which of the subject's layouts nobody configured."""
-
-    def __init__(self, cfg: LangGraphSqliteConfig, subject: Subject) -> None:
-        self.want = fold(subject.id)
-        self.templates: list[list[tuple[str, bool]]] = []
-        for namespace in cfg.prefixes:
-            labels = [label.replace(SUBJECT_LABEL, subject.id) for label in namespace]
-            if any("." in label for label in labels):
-                raise InputError("the subject's id contains '.', which a LangGraph namespace label cannot hold")
-            self.templates.append(
-                [
-                    (fold(label) if SUBJECT_LABEL in t else label, SUBJECT_LABEL in t)
-                    for label, t in zip(labels, namespace, strict=True)
-                ]
-            )
-        self.episodic = frozenset(cfg.episodic)
-
-    def _configured(self, parts: list[str]) -> int | None:
-        """The length of the configured prefix `parts` lies under, if any."""
-        for labels in self.templates:
-            if len(parts) >= len(labels) and all(
-                (fold(part) if folded else part) == label for part, (label, folded) in zip(parts, labels, strict=False)
-            ):
-                return len(labels)
-        return None
-
-    def _own_label(self, parts: list[str]) -> int | None:
-        return next((i for i, part in enumerate(parts) if fold(part) == self.want), None)
-
-    def tier(self, prefix: str) -> Tier | None:
-        """The tier of an item in namespace `prefix` if it is the subject's, else None."""
-        parts = prefix.split(".")
-        end = self._configured(parts)
-        if end is None:
-            own = self._own_label(parts)
-            if own is None:
-                return None
-            end = own + 1
-        rest = parts[end:]
-        return Tier.episodic if rest and rest[0] in self.episodic else Tier.semantic
-
-    def unconfigured_layout(self, prefix: str) -> str | None:
-        """For the subject's namespace outside every configured prefix: its layout (the labels up to
-        the subject's, theirs replaced by the placeholder), used only to count layouts."""
-        parts = prefix.split(".")
-        if self._configured(parts) is not None:
-            return None
-        own = self._own_label(parts)
-        return None if own is None else ".".join([*parts[:own], SUBJECT_LABEL])
+def _matcher(cfg: LangGraphSqliteConfig, subject: Subject) -> NamespaceMatcher:
+    """The subject's namespaces under the target's configuration."""
+    if cfg.prefixes and "." in subject.id:
+        raise InputError("the subject's id contains '.', which a LangGraph namespace label cannot hold")
+    return NamespaceMatcher(cfg.prefixes, cfg.episodic, subject)
 
 
 Scope = tuple[str, str | None]
@@ -156,7 +106,7 @@ Scope = tuple[str, str | None]
 whose key is the subject's id (`store.put(("profiles",), user_id, ...)`)."""
 
 
-def _subject_scopes(conn: apsw.Connection, matcher: _Matcher) -> dict[Scope, Tier]:
+def _subject_scopes(conn: apsw.Connection, matcher: NamespaceMatcher) -> dict[Scope, Tier]:
     out: dict[Scope, Tier] = {}
     tables = _item_tables(conn)
     for table in tables:
@@ -176,30 +126,19 @@ def _where(scope: Scope) -> tuple[str, tuple[str, ...]]:
     return ("prefix = ?", (prefix,)) if key is None else ("prefix = ? AND key = ?", (prefix, key))
 
 
-def _layout(matcher: _Matcher, scope: Scope) -> str | None:
+def _layout(matcher: NamespaceMatcher, scope: Scope) -> str | None:
     """The layout of a scope of the subject's that no configured prefix holds (counted only)."""
     prefix, key = scope
     return f"{prefix}/{SUBJECT_LABEL}" if key is not None else matcher.unconfigured_layout(prefix)
 
 
 def _names_subject(metadata: Any, want: str) -> set[str]:
-    """The top-level keys of a checkpoint's metadata, LangGraph's own aside, whose value is the
-    subject's id (folded)."""
+    """`names_subject` of a checkpoint's metadata as SQLite keeps it (JSON text)."""
     try:
         meta = json.loads(metadata if isinstance(metadata, (str, bytes)) else str(metadata))
     except (ValueError, TypeError):
         return set()
-    if not isinstance(meta, dict):
-        return set()
-    return {
-        str(k)
-        for k, v in meta.items()
-        if str(k) not in LANGGRAPH_METADATA_KEYS
-        and not str(k).startswith("langgraph_")
-        and isinstance(v, (str, int))
-        and not isinstance(v, bool)
-        and fold(str(v)) == want
-    }
+    return names_subject(meta, want)
 
 
 def _subject_threads(conn: apsw.Connection, thread_keys: tuple[str, ...], subject: Subject) -> dict[str, bool]:
@@ -279,7 +218,7 @@ def _measure(cfg: LangGraphSqliteConfig, subject: Subject) -> _Counts:
     if cfg.store is not None:
         conn = _open(cfg.store, "store", readonly=True)
         try:
-            matcher = _Matcher(cfg, subject)
+            matcher = _matcher(cfg, subject)
             scopes = _subject_scopes(conn, matcher)
             counts.items, counts.vectors, counts.orphan_vectors = _count_items(conn, scopes)
             layouts = {sc: layout for sc in scopes if (layout := _layout(matcher, sc)) is not None}
@@ -302,7 +241,7 @@ def _measure(cfg: LangGraphSqliteConfig, subject: Subject) -> _Counts:
 # --- erasing ----------------------------------------------------------------------------------------
 
 
-def _delete_items(conn: apsw.Connection, matcher: _Matcher) -> tuple[dict[Scope, Tier], dict[str, int]]:
+def _delete_items(conn: apsw.Connection, matcher: NamespaceMatcher) -> tuple[dict[Scope, Tier], dict[str, int]]:
     """In one write transaction (so an item the agent writes meanwhile is either seen or waits):
     resolve the subject's namespaces and items, delete their vectors (the framework leaves them), then
     the items."""
@@ -336,7 +275,7 @@ def _delete_threads(conn: apsw.Connection, thread_keys: tuple[str, ...], subject
 def _erase_store(cfg: LangGraphSqliteConfig, subject: Subject, path: Path) -> tuple[dict[Scope, Tier], dict[str, int]]:
     conn = _open(path, "store", readonly=False)
     try:
-        matcher = _Matcher(cfg, subject)
+        matcher = _matcher(cfg, subject)
         return retry_busy(lambda: _delete_items(conn, matcher), f"langgraph-sqlite: {path}")
     finally:
         conn.close()
@@ -452,7 +391,7 @@ def _text_of(kind: Any, data: Any) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _store_mentions(conn: apsw.Connection, matcher: _Matcher, identity: Identity) -> int:
+def _store_mentions(conn: apsw.Connection, matcher: NamespaceMatcher, identity: Identity) -> int:
     if "store" not in _item_tables(conn):
         return 0
     n = 0
@@ -577,7 +516,7 @@ class LangGraphSqliteEraser:
         if cfg.store is not None:
             conn = _open(cfg.store, "store", readonly=True)
             try:
-                n += _store_mentions(conn, _Matcher(cfg, subject), identity)
+                n += _store_mentions(conn, _matcher(cfg, subject), identity)
             finally:
                 conn.close()
         if cfg.checkpoints is not None:

@@ -14,12 +14,12 @@ Bytes: when the cluster's data directory (`data_dir`) is readable, `files()` ret
 PostgreSQL" becomes an `unscanned_content` exception, never all clear by bytes. So does a WAL archive
 or a streaming standby: files the probe cannot read that hold copies.
 
-The server log (`probes.postgres_logs`): its readable files are scanned too, and a log that may
-hold the subject but cannot be read is declared unscanned. Compressed WAL (`probes.postgres_wal`): with
-`wal_compression` on, the full-page images in `pg_wal/` are written out decompressed by `pg_waldump
---save-fullpage` and scanned (`extracted`); without a pg_waldump that can, the WAL is declared.
-`pg_stat_statements` (`probes.postgres_statements`), where installed: a statement text naming the
-subject is residue (`pg_stat_statements-query-texts`), a view the probe cannot read is declared.
+The server log (`.logs`): its readable files are scanned too, and a log that may hold the subject but
+cannot be read is declared unscanned. Compressed WAL (`.wal`): with `wal_compression` on, the full-page
+images in `pg_wal/` are written out decompressed by `pg_waldump --save-fullpage` and scanned
+(`extracted`); without a pg_waldump that can, the WAL is declared. `pg_stat_statements`
+(`.statements`), where installed: a statement text naming the subject is residue
+(`pg_stat_statements-query-texts`), a view the probe cannot read is declared.
 
 Known limit: PostgreSQL compresses values over about 2 kB (pglz or lz4, in line or in TOAST); no
 decoded view reads those, so a dead compressed copy is invisible to the byte scan (the logical probes
@@ -34,10 +34,8 @@ digests (each other person's item with its vectors, each other thread with all i
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import re
 import struct
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,15 +47,15 @@ from psycopg import sql
 from erasure.errors import StoreError
 from erasure.subject import Subject
 from erasure.target_kinds.langgraph_postgres import SUBJECT_LABEL, PostgresTarget, postgres_target
-from erasure.target_kinds.langgraph_sqlite import LANGGRAPH_METADATA_KEYS
 from erasure.targets import Target
 from erasure.tiers import Tier
-from probes import postgres_logs as pg_logs
-from probes import postgres_statements as pg_statements
-from probes import postgres_wal as pg_wal
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
+from probes.targets.langgraph_postgres import logs as pg_logs
+from probes.targets.langgraph_postgres import statements as pg_statements
+from probes.targets.langgraph_postgres import wal as pg_wal
+from probes.targets.langgraph_sqlite.records import casefold, digest, naming_keys, unchanged
 from probes.targets.probe import TargetFingerprint
 from probes.views import Unscanned
 
@@ -68,14 +66,6 @@ NEAR = 1e-4
 MIN_THREAD_ID = 8
 _PRINTABLE = re.compile(rb"[\x20-\x7e]{24,}")
 NOT_READABLE = "bytes not readable: managed PostgreSQL (no readable data_dir)"
-
-
-def _fold(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _connect(cfg: PostgresTarget) -> psycopg.Connection[Any]:
@@ -120,14 +110,14 @@ class _Owner:
     """Whose a namespace is (the probe's own reading of the configuration)."""
 
     def __init__(self, cfg: PostgresTarget, subject: Subject) -> None:
-        self.want = _fold(subject.id)
+        self.want = casefold(subject.id)
         self.templates = [list(ns) for ns in cfg.namespaces]
         self.episodic = cfg.episodic
 
     def _template(self, parts: list[str]) -> list[str] | None:
         for t in self.templates:
             if len(parts) >= len(t) and all(
-                (_fold(p) == self.want) if SUBJECT_LABEL in label else p == label
+                (casefold(p) == self.want) if SUBJECT_LABEL in label else p == label
                 for p, label in zip(parts, t, strict=False)
             ):
                 return t
@@ -136,9 +126,9 @@ class _Owner:
     def tier(self, prefix: str, key: str) -> Tier | None:
         parts = prefix.split(".")
         t = self._template(parts)
-        own = next((i for i, p in enumerate(parts) if _fold(p) == self.want), None)
+        own = next((i for i, p in enumerate(parts) if casefold(p) == self.want), None)
         if t is None and own is None:
-            return Tier.semantic if _fold(key) == self.want else None
+            return Tier.semantic if casefold(key) == self.want else None
         end = len(t) if t is not None else (own or 0) + 1
         return Tier.episodic if len(parts) > end and parts[end] in self.episodic else Tier.semantic
 
@@ -172,7 +162,7 @@ def _read(cfg: PostgresTarget, subject: Subject) -> _View:
                     view.other_items += 1
                     view.other_text.append(f"{prefix}\n{key}\n{text}")
                     view.others.setdefault(f"item\x00{prefix}\x00{key}", []).append(
-                        _digest(f"store\x00{prefix}\x00{key}\x00{text}".encode())[:32]
+                        digest(f"store\x00{prefix}\x00{key}\x00{text}".encode())[:32]
                     )
         if "store_vectors" in tables:
             for prefix, key, field_name, emb in conn.execute(
@@ -185,7 +175,7 @@ def _read(cfg: PostgresTarget, subject: Subject) -> _View:
                 else:
                     view.other_vectors.append(blob)
                     view.others.setdefault(f"item\x00{prefix}\x00{key}", []).append(
-                        _digest(f"vec\x00{field_name}\x00".encode() + blob)[:32]
+                        digest(f"vec\x00{field_name}\x00".encode() + blob)[:32]
                     )
         if "checkpoints" in tables:
             rows: dict[str, list[str]] = {}
@@ -194,22 +184,15 @@ def _read(cfg: PostgresTarget, subject: Subject) -> _View:
                 sql.SQL("SELECT thread_id, metadata, checkpoint::text FROM {}").format(t["checkpoints"])
             ):
                 tid = str(tid)
-                if isinstance(meta, dict) and any(
-                    k not in LANGGRAPH_METADATA_KEYS
-                    and not str(k).startswith("langgraph_")
-                    and isinstance(v, (str, int))
-                    and not isinstance(v, bool)
-                    and _fold(str(v)) == owner.want
-                    for k, v in meta.items()
-                ):
+                if naming_keys(meta, owner.want):
                     view.subject_threads.add(tid)
-                rows.setdefault(tid, []).append(_digest(f"cp\x00{meta}\x00{cp}".encode())[:32])
+                rows.setdefault(tid, []).append(digest(f"cp\x00{meta}\x00{cp}".encode())[:32])
                 texts.setdefault(tid, []).append(str(cp))
             for table in ("checkpoint_blobs", "checkpoint_writes"):
                 if table in tables:
                     for tid, blob in conn.execute(sql.SQL("SELECT thread_id, blob FROM {}").format(t[table])):
                         raw = bytes(blob) if blob is not None else b""
-                        rows.setdefault(str(tid), []).append(_digest(table.encode() + raw)[:32])
+                        rows.setdefault(str(tid), []).append(digest(table.encode() + raw)[:32])
                         texts.setdefault(str(tid), []).extend(m.decode() for m in _PRINTABLE.findall(raw))
             for tid, digests in rows.items():
                 if tid in view.subject_threads:
@@ -256,11 +239,6 @@ def _compressed(cfg: PostgresTarget, view: _View) -> int:
         return n
     finally:
         conn.close()
-
-
-def _unchanged(before: dict[str, list[str]], now: dict[str, list[str]], kind: str) -> tuple[int, int]:
-    mine = {k: d for k, d in before.items() if k.startswith(f"{kind}\x00")}
-    return len(mine), sum(1 for k, d in mine.items() if k in now and set(d) <= set(now[k]))
 
 
 def _nearest(cfg: PostgresTarget, vectors: list[bytes]) -> int:
@@ -327,7 +305,7 @@ class LangGraphPostgresProbe:
     def extracted(self, target: Target) -> Iterator[tuple[dict[str, Path], list[Unscanned]]]:
         """With `wal_compression` on and a readable data directory: every full-page image of `pg_wal/`
         decompressed by `pg_waldump --save-fullpage` into a temporary folder (`pg_wal_fullpages`), and
-        the runs of WAL pages it could not read, declared (`probes.postgres_wal`)."""
+        the runs of WAL pages it could not read, declared (`probes.targets.langgraph_postgres.wal`)."""
         cfg = postgres_target(target)
         if cfg.data_dir is None or not cfg.data_dir_readable():
             yield {}, []
@@ -344,7 +322,7 @@ class LangGraphPostgresProbe:
         with pg_wal.fullpages(cfg.data_dir, exe) as (pages, unread):
             gaps = [
                 Unscanned(
-                    sha256=_digest(f"{target.name}\x00wal_fullpages".encode()),
+                    sha256=digest(f"{target.name}\x00wal_fullpages".encode()),
                     size=0,
                     reason=f"{unread} run(s) of WAL pages pg_waldump could not read (wal_compression = {method}):"
                     " their compressed full-page images are unread",
@@ -361,7 +339,7 @@ class LangGraphPostgresProbe:
         out: list[Unscanned] = []
 
         def add(what: str, reason: str) -> None:
-            key = _digest(f"{target.name}\x00{what}".encode())
+            key = digest(f"{target.name}\x00{what}".encode())
             out.append(Unscanned(sha256=key, size=0, reason=reason, target=target.name))
 
         readable = cfg.data_dir is not None and cfg.data_dir_readable()
@@ -437,8 +415,8 @@ class LangGraphPostgresProbe:
             "vectors": len(view.other_vectors),
             "threads": len(view.other_threads),
             "checkpoint-rows": view.other_thread_rows,
-            "items-unchanged": _unchanged(view.others, view.others, "item")[0],
-            "threads-unchanged": _unchanged(view.others, view.others, "thread")[0],
+            "items-unchanged": unchanged(view.others, view.others, "item", "\x00")[0],
+            "threads-unchanged": unchanged(view.others, view.others, "thread", "\x00")[0],
         }
         subject_before = {
             "items-under-namespace": len(view.subject_items),
@@ -448,7 +426,7 @@ class LangGraphPostgresProbe:
         state = {
             "threads": sorted(view.subject_threads),
             "items": [[p, k] for (p, k) in sorted(view.subject_items)],
-            "vector_digests": sorted({_digest(v) for v in kept}),
+            "vector_digests": sorted({digest(v) for v in kept}),
             "nearest": [v.hex() for v in kept[:MAX_NEAREST]],
             "needle_stats": needles.stats,
             "compressed_values": _compressed(cfg, view),
@@ -470,7 +448,7 @@ class LangGraphPostgresProbe:
             | (gone_items & set(view.subject_items))
         )
         digests = set(fp.state.get("vector_digests", []))
-        by_bytes = sum(1 for v in [*view.subject_vectors, *view.other_vectors] if _digest(v) in digests)
+        by_bytes = sum(1 for v in [*view.subject_vectors, *view.other_vectors] if digest(v) in digests)
         near = _nearest(cfg, [bytes.fromhex(h) for h in fp.state.get("nearest", [])])
         episodic = sum(1 for t in view.subject_items.values() if t is Tier.episodic)
         nv = len(view.other_vectors)
@@ -488,7 +466,7 @@ class LangGraphPostgresProbe:
                         "threads-content-digests",
                         0,
                         "threads-unchanged",
-                        _unchanged(baseline, view.others, "thread")[1],
+                        unchanged(baseline, view.others, "thread", "\x00")[1],
                     ),
                 ),
                 (Tier.episodic, Measurement("items-under-namespace", episodic, "items", view.other_items)),
@@ -504,7 +482,10 @@ class LangGraphPostgresProbe:
                 (
                     Tier.semantic,
                     Measurement(
-                        "items-content-digests", 0, "items-unchanged", _unchanged(baseline, view.others, "item")[1]
+                        "items-content-digests",
+                        0,
+                        "items-unchanged",
+                        unchanged(baseline, view.others, "item", "\x00")[1],
                     ),
                 ),
                 (Tier.vectors, Measurement("vectors-under-namespace", view.subject_vector_rows, "vectors", nv)),
