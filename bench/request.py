@@ -232,8 +232,11 @@ def run_request(home: Path, request_id: str, api: str | None) -> tuple[float, fl
     wall, res = _timed([sys.executable, "-m", "cli.main", "request", "run", request_id, "--json"], env)
     if res.returncode != 0:
         raise SystemExit(f"erasure request run {request_id} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
-    if not json.loads(res.stdout).get("all_clear"):
-        raise SystemExit(f"{request_id}: not all clear")
+    out = json.loads(res.stdout)
+    if not out.get("all_clear"):
+        # a demo subject whose examples a fine-tune trained on ends with that exception declared: the
+        # same work, timed the same; anything else (residue, a failure) exits non-zero above
+        print(f"  {request_id}: {out.get('pack_status')}, exceptions: {len(out.get('exceptions') or [])}", flush=True)
     if api:
         _TASKS.append(_task_seconds(api, f"erasure-{request_id}"))
     return wall, (_run_seconds(api, f"erasure-{request_id}") if api else None)

@@ -18,8 +18,11 @@ import typer
 from typer._click.exceptions import ClickException
 from typer.core import TyperCommand, TyperGroup
 
+from cli import params
 from erasure.errors import ErasureError, StoreError
 from erasure.sqlite import DAMAGED
+
+params.install()  # before any command is built: plain values need no pydantic adapter
 
 # Commands are registered lazily: `erasure --help` and commands that run no flow must answer at once,
 # so a command's module (and what it imports: Prefect, the flows, numpy, ...) is imported only when that

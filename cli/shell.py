@@ -4,17 +4,37 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
 
 from erasure.config import Home
 from erasure.service_user import become_home_owner
 
-console = Console()
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class _LazyConsole:
+    """A rich `Console` made on first use: a command that prints JSON does not import rich (80 ms)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+
+    @cached_property
+    def _console(self) -> Console:
+        from rich.console import Console
+
+        return Console(**self._options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._console, name)
+
+
+console = cast("Console", _LazyConsole())
+err_console = cast("Console", _LazyConsole(stderr=True))
 
 HomeOpt = Annotated[
     Path | None,

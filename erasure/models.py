@@ -198,7 +198,7 @@ def refuse_if_mentions_anyone(field: str, text: str, subjects: Iterable[Subject]
 class ErasureRequestEnvelope(BaseModel):
     """One erasure request as submitted: who, what, under which law, received when, and why."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     request_id: str
     tenant_id: str
@@ -282,7 +282,7 @@ class StepRecord(BaseModel):
     """The record one cascade step leaves: counts before and after, and a digest of what it removed.
     `detail` holds ids and counts only, never identifiers or content."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     request_id: str
     step: str

@@ -35,7 +35,7 @@ def one_addr_spec(v: str) -> bool:
 class Subject(BaseModel):
     """A data subject: the platform's id for them and the identifiers it may hold."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True, defer_build=True)
 
     id: str
     email: str | None = None

@@ -112,3 +112,19 @@ def test_a_lazily_loaded_group_still_has_every_command() -> None:
         assert f" {cmd} " in res.output, cmd
     res = CliRunner().invoke(app, ["nonsense"])
     assert res.exit_code != 0
+
+
+def test_json_output_imports_no_rich_and_tables_still_print(tmp_path: Path) -> None:
+    """The console is made on first print: `sla --json` writes JSON without importing rich (about a
+    quarter of what the command cost), and `sla` without `--json` still prints its rich table."""
+    from memory.schema import create
+
+    create(tmp_path / "home" / "store").close()
+    mods, res = imported_modules(["sla", "--json"], tmp_path / "home")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout) == []
+    assert not {m for m in mods if m.split(".")[0] == "rich"}
+    mods, res = imported_modules(["sla"], tmp_path / "home")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "Open erasure requests (0)" in res.stdout
+    assert "rich.console" in mods
