@@ -44,7 +44,7 @@ FAMILIES: dict[str, int] = {
     "longer-email": 5, "invoice-number": 5, "everyday-words": 5, "glued-name": 5,
     # 6. requests that must be able to end
     "no-trunk-zero": 6, "curly-apostrophe": 6, "cjk-in-text": 6, "bystander-attachment": 6,
-    "conversation-key": 6,
+    "conversation-key": 6, "escaped-url": 6,
 }  # fmt: skip
 """Every attack, and the family bullet of issue 33 it stands for."""
 

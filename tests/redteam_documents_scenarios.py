@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import urllib.parse
 from typing import Any
 
 import brotli
@@ -134,6 +135,11 @@ def build(i: int, attack: str, locale: str, seed: int, variant: int, window: Win
     return sc
 
 
+def _open_references(text: str) -> str:
+    """Every second letter of `text` as a decimal HTML reference without its `;` (as HTML parsers read)."""
+    return "".join(f"&#{ord(c)}" if c.isalpha() and k % 2 else c for k, c in enumerate(text))
+
+
 def _note(sc: Scenario) -> str:
     s = sc.subject
     return f"Contact sheet\nName: {s.name}\nEmail: {s.email}\nPhone: {s.phone}\nOrder: walnut shelves {sc.i}\n"
@@ -255,6 +261,16 @@ def _plants(sc: Scenario, given: str, family: str, variant: int, seed: int, take
     if a == "bystander-attachment":
         text = f"Minutes: {written} ({s.email}) asked about walnut order {i}.\n"
         return [_attached(i, "minutes.txt", text.encode())]
+    if a == "escaped-url":
+        # escapes the probes decode and the eraser once did not (docs/matching.md 1.3.4): form encoding, a
+        # query key ending in hex digits (`tel=020…` is no quoted-printable `=02`), references without `;`
+        links = [
+            "https://crm.example/call?tel=" + urllib.parse.quote_plus(s.phone) + "&ref=x%2Fy",
+            "https://crm.example/call?ref=%C3%A9&tel=" + urllib.parse.quote_plus("0" + s.phone[4:]),
+            f"<p>Contact: {_open_references(written)} &amp; co</p>",
+            "https://crm.example/call?tel=" + urllib.parse.quote("0" + s.phone[4:]),
+        ]
+        return [_mention(i, f"Link: {links[variant % 4]}")]
     if a == "conversation-key":
         ref = f"dm/{bystander(i)['email']}/{s.email}"
         return [Plant(_item(i, 0, bystander(i), "Thanks, the walnut shelves arrived.", ref), True, False)]
