@@ -160,6 +160,11 @@ def email_spellings(draw: st.DrawFn, email: str) -> str:
                 f"'{email}'",
                 f"?email={email}&x=1",
                 email,
+                # format characters inside the address (4.1): copied from a web page or an RTL document
+                f"{local[:2]}\u00ad{local[2:]}@{domain}",
+                f"{local}\u200b@{domain}",
+                f"\u202a{local}@{domain.replace('.', chr(0x200E) + '.', 1)}\u202c",
+                f"{local}@\u2060{domain}\ufeff.",
             ]
         )
     )
