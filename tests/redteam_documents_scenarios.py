@@ -272,6 +272,8 @@ def _plants(sc: Scenario, given: str, family: str, variant: int, seed: int, take
         ]
         return [_mention(i, f"Link: {links[variant % 4]}")]
     if a == "conversation-key":
-        ref = f"dm/{bystander(i)['email']}/{s.email}"
+        # the subject's address, or their number as an SMS bridge keys a thread (5.2: `sms/+44…`)
+        theirs = s.email if variant % 2 == 0 else s.phone.replace(" ", "")
+        ref = f"{'dm' if variant % 2 == 0 else 'sms'}/{bystander(i)['email']}/{theirs}"
         return [Plant(_item(i, 0, bystander(i), "Thanks, the walnut shelves arrived.", ref), True, False)]
     raise AssertionError(f"no plant for {a}")

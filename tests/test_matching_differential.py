@@ -178,7 +178,7 @@ PERSIAN = str.maketrans("0123456789", "۰۱۲۳۴۵۶۷۸۹")
 def phone_spellings(draw: st.DrawFn, national: str) -> str:
     """The phone +44 20 7946 NNNN as texts write it (families 2, 5 and 6)."""
     sub = national[-4:]
-    form = draw(st.integers(0, 8))
+    form = draw(st.integers(0, 10))
     base = [
         f"+44 20 7946 {sub}",
         f"020 7946 {sub}",
@@ -189,6 +189,8 @@ def phone_spellings(draw: st.DrawFn, national: str) -> str:
         f"tel:+44207946{sub}",
         f"(020) 7946-{sub}",
         f"x207946{sub}",
+        f"sms/+44207946{sub}/inbox",  # 5.2: nothing glues onto a `+`
+        f"thread_+44 20 7946 {sub}-2",
     ][form]
     script = draw(st.sampled_from([None, EASTERN, PERSIAN]))
     return base.translate(script) if script else base

@@ -54,6 +54,7 @@ CASES: list[tuple[str, str, int, str]] = [
     ("escaped-url", "en_US", 0, "a form-encoded phone in a bystander's link: tel=%2B44+20+7946+…"),
     ("escaped-url", "ru_RU", 2, "a Cyrillic name in HTML references without their ';'"),
     ("conversation-key", "en_US", 0, "a bystander's conversation key dm/<their email>/<subject email>"),
+    ("conversation-key", "en_US", 1, "a bystander's conversation key sms/<their email>/+44…: the subject's number"),
 ]
 
 
