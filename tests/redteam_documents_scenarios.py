@@ -32,6 +32,7 @@ from tests.redteam_documents_plants import (
     bmp_image,
     docx_runs,
     faker_name,
+    image_with_metadata,
     latin1,
     opaque_bytes,
     pdf_kerned,
@@ -226,6 +227,11 @@ def _plants(sc: Scenario, given: str, family: str, variant: int, seed: int, take
         return [_attached(i, "contacts.7z", buf.getvalue())]
     if a == "bmp":
         return [_attached(i, "scan.bmp", bmp_image(s.email), opaque=True)]
+    if a == "image-metadata":
+        # blank pixels: the subject only in a PNG text chunk (their name) or a JPEG's EXIF Artist (address)
+        if variant % 2:
+            return [_attached(i, "photo.jpg", image_with_metadata(s.email, jpeg=True))]
+        return [_attached(i, "photo.png", image_with_metadata(s.name, jpeg=False))]
     if a == "high-entropy":
         return [_attached(i, "blob.bin", opaque_bytes(_note(sc).encode(), seed), opaque=True)]
     if a == "sqlite-freed":

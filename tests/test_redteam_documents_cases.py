@@ -41,6 +41,8 @@ CASES: list[tuple[str, str, int, str]] = [
     ("brotli", "hi_IN", 0, "a brotli attachment (no magic number)"),
     ("7z", "ko_KR", 0, "a 7z attachment"),
     ("bmp", "th_TH", 0, "a BMP picture of the address"),
+    ("image-metadata", "ru_RU", 0, "a blank PNG whose Author text chunk holds the subject's name"),
+    ("image-metadata", "en_US", 1, "a blank JPEG whose EXIF Artist holds the subject's address"),
     ("high-entropy", "tr_TR", 0, "3 KB of high-entropy bytes holding the contact sheet enciphered"),
     ("sqlite-freed", "vi_VN", 0, "a second SQLite file in the store folder: the address in freed pages, split"),
     ("longer-email", "en_US", 0, "a bystander's mary-lee@… and lee@….au beside subject lee@…"),
