@@ -109,7 +109,7 @@ def name_spellings(draw: st.DrawFn, locale: str, first: str, last: str) -> str:
     if locale in FAMILY_FIRST:
         return draw(st.sampled_from([f"{last}{first}", f"{last} {first}", f"{first}{last}", f"我叫{last}{first}。"]))
     middle = draw(st.sampled_from(["", " Q.", " Q", " Marie", " de la"]))
-    sep = draw(st.sampled_from([" ", "  ", "\n", "\t", ", ", "\u200b", "\u2060", " \u00ad"]))
+    sep = draw(st.sampled_from([" ", "  ", "\n", "\t", ", ", "\u200b", "\u2060", " \u00ad", "<br>", "<br/>\n"]))
     form = draw(st.integers(0, 11))
     apos = draw(st.sampled_from(["", "'s", "\u2019s"]))
     if form == 10:
