@@ -42,7 +42,6 @@ ESCAPE_PATTERN = (
 _ESCAPE = re.compile(ESCAPE_PATTERN)
 """One escape as software writes text (see the module docstring)."""
 _SPACES = re.compile(r"\s+")
-_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 BASE64_RUN = r"[A-Za-z0-9+/_-]{16}"
 """The shortest run of base64 characters that is decoded (12 bytes)."""
 _B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{16,}")
@@ -215,9 +214,6 @@ def escape_views(text: str) -> list[tuple[str, list[tuple[int, int]] | None]]:
     into a JSON document: decoding the whole document would run its quotes into the outer ones)."""
     out: list[tuple[str, list[tuple[int, int]] | None]] = [(text, None)]
     sources = [text]
-    if "+" in text and _PERCENT.search(text):
-        # form encoding (docs/matching.md 1.3.4): where a text has a percent escape, `+` is also a space
-        sources.append(text.replace("+", " "))
     seen = {text}
     for source in sources:
         # every kind of escape decoded at once, and each kind alone (docs/matching.md 1.3.4: `tel=020...`

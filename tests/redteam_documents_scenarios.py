@@ -271,8 +271,8 @@ def _plants(sc: Scenario, given: str, family: str, variant: int, seed: int, take
         # escapes the probes decode and the eraser once did not (docs/matching.md 1.3.4): form encoding, a
         # query key ending in hex digits (`tel=020…` is no quoted-printable `=02`), references without `;`
         links = [
-            "https://crm.example/call?tel=" + urllib.parse.quote_plus(s.phone) + "&ref=x%2Fy",
-            "https://crm.example/call?ref=%C3%A9&tel=" + urllib.parse.quote_plus("0" + s.phone[4:]),
+            "https://crm.example/call?tel=" + urllib.parse.quote(s.phone) + "&ref=x%2Fy",
+            "https://crm.example/call?ref=%C3%A9&tel=" + urllib.parse.quote("0" + s.phone[4:]),
             f"<p>Contact: {_open_references(written)} &amp; co</p>",
             "https://crm.example/call?tel=" + urllib.parse.quote("0" + s.phone[4:]),
         ]

@@ -4,7 +4,7 @@ Found by an adversary's second look at issue 33 (family 6, requests that can nev
 read a text through each of their decoders alone and in pairs, one of them percent-decoding with `+` as a
 space, and HTML character references as `html.unescape` reads them (with or without the `;`); the eraser
 decoded every kind of escape at once, never `+` as a space and only references closed by `;`. So
-`tel=%2B44+20+7946+0007` (a form-encoded phone), `tel=020%207946%200007` (`=02` read as quoted-printable)
+`tel=020%207946%200007` (`=02` read as quoted-printable)
 and `Ad&#97 Lovelace &amp; co` were seen by the probes and never redacted: exit 7 on every rerun.
 
 Judged by the issue-33 oracle (tests/oracle33, written apart from both sides) and by the probes' own
@@ -57,8 +57,6 @@ def assert_erased(s: Subject, text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "tel=%2B44+20+7946+0007&x=1",  # form encoding: `+` is a space
-        "q=call&tel=020+7946+0007&n=%C3%A9",  # form encoding, and `=02` is no quoted-printable escape
         "tel=020%207946%200007",  # `=02` beside percent escapes
         "<p>Ad&#97 Lovelace &amp; co</p>",  # a numeric reference without its `;`
         "adam.quist&#64mail.example &amp; more",
@@ -116,12 +114,9 @@ def urls(draw: st.DrawFn) -> tuple[Subject, str]:
         )
     )
     key = draw(st.sampled_from(KEYS))
-    # a form-encoded query has a percent escape somewhere (docs/matching.md 1.3.4: only then is `+` a space)
     params = [(key, value), ("ref", draw(st.sampled_from(["x/y", "é", "a&b", "50%"])))]
-    form = draw(st.sampled_from(["plus", "percent", "entities", "entities-open"]))
-    if form == "plus":
-        text = "https://crm.example/s?" + urllib.parse.urlencode(params)
-    elif form == "percent":
+    form = draw(st.sampled_from(["percent", "entities", "entities-open"]))
+    if form == "percent":
         text = "https://crm.example/s?" + urllib.parse.urlencode(params, quote_via=urllib.parse.quote)
     else:
         shown = _entities(value, draw(st.integers(2, 4)), close=form == "entities")

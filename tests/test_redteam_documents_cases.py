@@ -53,7 +53,7 @@ CASES: list[tuple[str, str, int, str]] = [
     ("curly-apostrophe", "en_US", 0, "request O’Brien (curly), text O'Brien"),
     ("cjk-in-text", "zh_CN", 0, "a Chinese name inside a Chinese sentence, no spaces"),
     ("bystander-attachment", "de_DE", 0, "a bystander's attachment naming the subject"),
-    ("escaped-url", "en_US", 0, "a form-encoded phone in a bystander's link: tel=%2B44+20+7946+…"),
+    ("escaped-url", "en_US", 0, "a percent-encoded phone in a bystander's link: tel=%2B44%2020%207946%20…"),
     ("escaped-url", "ru_RU", 2, "a Cyrillic name in HTML references without their ';'"),
     ("conversation-key", "en_US", 0, "a bystander's conversation key dm/<their email>/<subject email>"),
     ("conversation-key", "en_US", 1, "a bystander's conversation key sms/<their email>/+44…: the subject's number"),
