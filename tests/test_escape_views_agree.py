@@ -129,3 +129,35 @@ def urls(draw: st.DrawFn) -> tuple[Subject, str]:
 def test_generated_urls_and_references_the_probes_decode_are_redacted(case: tuple[Subject, str]) -> None:
     s, text = case
     assert_erased(s, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see https://x.example/a%20b and call +1 (207) 946-0007",
+        "ref%3D1 +1 207 946 0007",
+        "+1-207-946-0007 https://x.example/?q=a%2Fb",
+    ],
+)
+def test_a_plus_outside_a_form_encoded_run_is_a_plus_for_the_probes(text: str) -> None:
+    """`+` reads as a space only inside a whitespace-free run that is percent-encoded (a URL query, a form
+    body): elsewhere in the same text a bystander's `+1 207 946 0007` is a US number, never the subject's
+    London number without its trunk zero (the CI-size red team's `no-trunk-zero` beside `escaped-url`)."""
+    assert not probes_find(ADA, text)
+    assert not scan_text33(text, [person33(ADA)]).hits
+
+
+@given(
+    prefix=st.sampled_from(["", "note: ", "Ref ", "see x.example/a%20b then "]),
+    sep=st.sampled_from([" ", "-", "."]),
+    escape=st.sampled_from(["%20", "%2F", "%3D", "%40"]),
+)
+@settings(max_examples=budget.examples(60), suppress_health_check=[HealthCheck.too_slow])
+def test_generated_foreign_plus_numbers_beside_escapes_are_not_the_subject(prefix: str, sep: str, escape: str) -> None:
+    text = f"{prefix}call +1{sep}207{sep}946{sep}0007 or see https://x.example/p{escape}q"
+    assert not scan_text33(text, [person33(ADA)]).hits  # the oracle: a US number
+    assert not probes_find(ADA, text)
+
+
+def test_a_form_encoded_phone_is_still_found_by_the_probes() -> None:
+    assert probes_find(ADA, "tel=%2B44+20+7946+0007")
