@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import html
+import html.entities
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -33,9 +34,10 @@ from erasure.matching.words import structure_view, words
 DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u058a\u05be\u1806\u2053\u2e3a\u2e3b\ufe58\ufe63\uff0d"
 """Characters read as a hyphen."""
 _DASH_MAP = dict.fromkeys(map(ord, DASHES), "-")
+_LEGACY_REFS = "|".join(sorted((k for k in html.entities.html5 if not k.endswith(";")), key=len, reverse=True))
 ESCAPE_PATTERN = (
     r"%[0-9A-Fa-f]{2}|=\r?\n|=[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|\\[nrtbf/\"'\\]"
-    r"|&#[0-9]{1,7};|&#[xX][0-9A-Fa-f]{1,6};|&[A-Za-z][A-Za-z0-9]{1,31};"
+    r"|&#[0-9]{1,7};?|&#[xX][0-9A-Fa-f]{1,6};?|&[A-Za-z][A-Za-z0-9]{1,31};|&(?:" + _LEGACY_REFS + ")"
 )
 _ESCAPE = re.compile(ESCAPE_PATTERN)
 """One escape as software writes text (see the module docstring)."""
@@ -130,9 +132,15 @@ def _utf8_run(data: list[tuple[int, int, int]], out: list[str], spans: list[tupl
             k += 1
 
 
-def decode_escapes(text: str) -> tuple[str, list[tuple[int, int]]] | None:
-    """`text` with its escapes decoded, and per decoded character its source span; None if it has none."""
-    found = list(_ESCAPE.finditer(text))
+ESCAPE_KINDS = ("%", "=", "\\", "&")
+"""The kinds of escape, by their first character: percent-encoding, quoted-printable, JSON/Python
+backslash escapes, HTML character references."""
+
+
+def decode_escapes(text: str, kinds: str = "".join(ESCAPE_KINDS)) -> tuple[str, list[tuple[int, int]]] | None:
+    """`text` with its escapes of `kinds` (first characters, see ESCAPE_KINDS) decoded, and per decoded
+    character its source span; None if it has none."""
+    found = [m for m in _ESCAPE.finditer(text) if m.group(0)[0] in kinds]
     if not found:
         return None
     out: list[str] = []
@@ -205,13 +213,24 @@ def escape_views(text: str) -> list[tuple[str, list[tuple[int, int]] | None]]:
     and each JSON string literal with escapes in it decoded on its own (a tool result pasted as a string
     into a JSON document: decoding the whole document would run its quotes into the outer ones)."""
     out: list[tuple[str, list[tuple[int, int]] | None]] = [(text, None)]
-    decoded = decode_escapes(text)
-    for _ in range(MAX_ESCAPE_DEPTH):
-        if decoded is None:
-            break
-        out.append(decoded)
-        inner = decode_escapes(decoded[0])
-        decoded = None if inner is None else (inner[0], [(decoded[1][a][0], decoded[1][b - 1][1]) for a, b in inner[1]])
+    sources = [text]
+    seen = {text}
+    for source in sources:
+        # every kind of escape decoded at once, and each kind alone (docs/matching.md 1.3.4: `tel=020...`
+        # is no quoted-printable `=02` in a URL whose percent escapes are read)
+        for kinds in ("".join(ESCAPE_KINDS), *ESCAPE_KINDS):
+            decoded = decode_escapes(source, kinds)
+            for _ in range(MAX_ESCAPE_DEPTH):
+                if decoded is None or decoded[0] in seen:
+                    break
+                seen.add(decoded[0])
+                out.append(decoded)
+                inner = decode_escapes(decoded[0], kinds)
+                decoded = (
+                    None
+                    if inner is None
+                    else (inner[0], [(decoded[1][a][0], decoded[1][b - 1][1]) for a, b in inner[1]])
+                )
     if "\\" in text and '"' in text:
         for m in list(_JSON_LITERAL.finditer(text))[:MAX_LITERALS]:
             interior = m.group(0)[1:-1]

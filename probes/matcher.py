@@ -26,7 +26,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable, Sequence
-from urllib.parse import unquote, unquote_plus
+from urllib.parse import unquote
 
 import hyperscan
 
@@ -368,10 +368,16 @@ def _percent(text: str) -> str:
     return unquote(text, errors="replace") if _PERCENT.search(text) else text
 
 
+_FORM_RUN = re.compile(r"\S*%[0-9A-Fa-f]{2}\S*")
+
+
 def _percent_plus(text: str) -> str:
-    # Only a text with a percent escape is form-encoded: in any other, `+` is a plus (`+1 (207) 946-0007`
-    # read with its `+` as a space would be a national number of the subject's country).
-    return unquote_plus(text, errors="replace") if _PERCENT.search(text) else text
+    # `+` is a space only inside a whitespace-free run that is percent-encoded (a URL query, a form body):
+    # elsewhere it is a plus, even in the same text (`+1 (207) 946-0007` read with its `+` as a space would
+    # be a national number of the subject's country).
+    if not _PERCENT.search(text):
+        return text
+    return unquote(_FORM_RUN.sub(lambda run: run.group(0).replace("+", " "), text), errors="replace")
 
 
 def _entities(text: str) -> str:

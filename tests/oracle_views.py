@@ -57,8 +57,13 @@ def percent_unescape(text: str) -> str:
 
 
 def form_unescape(text: str) -> str:
-    """application/x-www-form-urlencoded: `+` is a space."""
-    return urllib.parse.unquote_plus(text, errors="replace")
+    """application/x-www-form-urlencoded: `+` is a space, inside a whitespace-free piece that carries a
+    percent escape (a URL query, a form body); a `+` in any other piece of the text stays a plus."""
+    pieces = re.split(r"(\s+)", text)
+    return "".join(
+        urllib.parse.unquote_plus(p, errors="replace") if _PERCENT.search(p) else urllib.parse.unquote(p)
+        for p in pieces
+    )
 
 
 def qp_unescape(text: str) -> str:

@@ -40,11 +40,12 @@ FAMILIES: dict[str, int] = {
     "email-digest": 3, "at-dot": 3,
     # 4. files nobody reads
     "zstd": 4, "lz4": 4, "brotli": 4, "7z": 4, "bmp": 4, "high-entropy": 4, "sqlite-freed": 4,
+    "image-metadata": 4,
     # 5. other people's words
     "longer-email": 5, "invoice-number": 5, "everyday-words": 5, "glued-name": 5,
     # 6. requests that must be able to end
     "no-trunk-zero": 6, "curly-apostrophe": 6, "cjk-in-text": 6, "bystander-attachment": 6,
-    "conversation-key": 6,
+    "conversation-key": 6, "escaped-url": 6,
 }  # fmt: skip
 """Every attack, and the family bullet of issue 33 it stands for."""
 
@@ -268,6 +269,24 @@ def bmp_image(text: str) -> bytes:
     ImageDraw.Draw(img).text((20, 20), text, fill=0, font=font)
     buf = io.BytesIO()
     img.save(buf, format="BMP")
+    return buf.getvalue()
+
+
+def image_with_metadata(text: str, jpeg: bool) -> bytes:
+    """A blank 8x8 picture whose only trace of `text` is beside its pixels: a PNG `Author` text chunk
+    (iTXt where `text` is not Latin-1), or a JPEG's EXIF `Artist`."""
+    from PIL import Image, PngImagePlugin
+
+    buf = io.BytesIO()
+    if jpeg:
+        img = Image.new("RGB", (8, 8), (255, 255, 255))
+        exif = img.getexif()
+        exif[0x013B] = text
+        img.save(buf, format="JPEG", exif=exif)
+    else:
+        info = PngImagePlugin.PngInfo()
+        info.add_text("Author", text)
+        Image.new("L", (8, 8), 255).save(buf, format="PNG", pnginfo=info)
     return buf.getvalue()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import urllib.parse
 from typing import Any
 
 import brotli
@@ -31,6 +32,7 @@ from tests.redteam_documents_plants import (
     bmp_image,
     docx_runs,
     faker_name,
+    image_with_metadata,
     latin1,
     opaque_bytes,
     pdf_kerned,
@@ -134,6 +136,11 @@ def build(i: int, attack: str, locale: str, seed: int, variant: int, window: Win
     return sc
 
 
+def _open_references(text: str) -> str:
+    """Every second letter of `text` as a decimal HTML reference without its `;` (as HTML parsers read)."""
+    return "".join(f"&#{ord(c)}" if c.isalpha() and k % 2 else c for k, c in enumerate(text))
+
+
 def _note(sc: Scenario) -> str:
     s = sc.subject
     return f"Contact sheet\nName: {s.name}\nEmail: {s.email}\nPhone: {s.phone}\nOrder: walnut shelves {sc.i}\n"
@@ -220,6 +227,11 @@ def _plants(sc: Scenario, given: str, family: str, variant: int, seed: int, take
         return [_attached(i, "contacts.7z", buf.getvalue())]
     if a == "bmp":
         return [_attached(i, "scan.bmp", bmp_image(s.email), opaque=True)]
+    if a == "image-metadata":
+        # blank pixels: the subject only in a PNG text chunk (their name) or a JPEG's EXIF Artist (address)
+        if variant % 2:
+            return [_attached(i, "photo.jpg", image_with_metadata(s.email, jpeg=True))]
+        return [_attached(i, "photo.png", image_with_metadata(s.name, jpeg=False))]
     if a == "high-entropy":
         return [_attached(i, "blob.bin", opaque_bytes(_note(sc).encode(), seed), opaque=True)]
     if a == "sqlite-freed":
@@ -255,7 +267,19 @@ def _plants(sc: Scenario, given: str, family: str, variant: int, seed: int, take
     if a == "bystander-attachment":
         text = f"Minutes: {written} ({s.email}) asked about walnut order {i}.\n"
         return [_attached(i, "minutes.txt", text.encode())]
+    if a == "escaped-url":
+        # escapes the probes decode and the eraser once did not (docs/matching.md 1.3.4): form encoding, a
+        # query key ending in hex digits (`tel=020…` is no quoted-printable `=02`), references without `;`
+        links = [
+            "https://crm.example/call?tel=" + urllib.parse.quote(s.phone) + "&ref=x%2Fy",
+            "https://crm.example/call?ref=%C3%A9&tel=" + urllib.parse.quote("0" + s.phone[4:]),
+            f"<p>Contact: {_open_references(written)} &amp; co</p>",
+            "https://crm.example/call?tel=" + urllib.parse.quote("0" + s.phone[4:]),
+        ]
+        return [_mention(i, f"Link: {links[variant % 4]}")]
     if a == "conversation-key":
-        ref = f"dm/{bystander(i)['email']}/{s.email}"
+        # the subject's address, or their number as an SMS bridge keys a thread (5.2: `sms/+44…`)
+        theirs = s.email if variant % 2 == 0 else s.phone.replace(" ", "")
+        ref = f"{'dm' if variant % 2 == 0 else 'sms'}/{bystander(i)['email']}/{theirs}"
         return [Plant(_item(i, 0, bystander(i), "Thanks, the walnut shelves arrived.", ref), True, False)]
     raise AssertionError(f"no plant for {a}")

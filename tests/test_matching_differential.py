@@ -109,7 +109,7 @@ def name_spellings(draw: st.DrawFn, locale: str, first: str, last: str) -> str:
     if locale in FAMILY_FIRST:
         return draw(st.sampled_from([f"{last}{first}", f"{last} {first}", f"{first}{last}", f"我叫{last}{first}。"]))
     middle = draw(st.sampled_from(["", " Q.", " Q", " Marie", " de la"]))
-    sep = draw(st.sampled_from([" ", "  ", "\n", "\t", ", ", "\u200b", "\u2060", " \u00ad"]))
+    sep = draw(st.sampled_from([" ", "  ", "\n", "\t", ", ", "\u200b", "\u2060", " \u00ad", "<br>", "<br/>\n"]))
     form = draw(st.integers(0, 11))
     apos = draw(st.sampled_from(["", "'s", "\u2019s"]))
     if form == 10:
@@ -160,6 +160,11 @@ def email_spellings(draw: st.DrawFn, email: str) -> str:
                 f"'{email}'",
                 f"?email={email}&x=1",
                 email,
+                # format characters inside the address (4.1): copied from a web page or an RTL document
+                f"{local[:2]}\u00ad{local[2:]}@{domain}",
+                f"{local}\u200b@{domain}",
+                f"\u202a{local}@{domain.replace('.', chr(0x200E) + '.', 1)}\u202c",
+                f"{local}@\u2060{domain}\ufeff.",
             ]
         )
     )
@@ -173,7 +178,7 @@ PERSIAN = str.maketrans("0123456789", "۰۱۲۳۴۵۶۷۸۹")
 def phone_spellings(draw: st.DrawFn, national: str) -> str:
     """The phone +44 20 7946 NNNN as texts write it (families 2, 5 and 6)."""
     sub = national[-4:]
-    form = draw(st.integers(0, 8))
+    form = draw(st.integers(0, 10))
     base = [
         f"+44 20 7946 {sub}",
         f"020 7946 {sub}",
@@ -184,6 +189,8 @@ def phone_spellings(draw: st.DrawFn, national: str) -> str:
         f"tel:+44207946{sub}",
         f"(020) 7946-{sub}",
         f"x207946{sub}",
+        f"sms/+44207946{sub}/inbox",  # 5.2: nothing glues onto a `+`
+        f"thread_+44 20 7946 {sub}-2",
     ][form]
     script = draw(st.sampled_from([None, EASTERN, PERSIAN]))
     return base.translate(script) if script else base

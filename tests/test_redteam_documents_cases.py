@@ -41,6 +41,8 @@ CASES: list[tuple[str, str, int, str]] = [
     ("brotli", "hi_IN", 0, "a brotli attachment (no magic number)"),
     ("7z", "ko_KR", 0, "a 7z attachment"),
     ("bmp", "th_TH", 0, "a BMP picture of the address"),
+    ("image-metadata", "ru_RU", 0, "a blank PNG whose Author text chunk holds the subject's name"),
+    ("image-metadata", "en_US", 1, "a blank JPEG whose EXIF Artist holds the subject's address"),
     ("high-entropy", "tr_TR", 0, "3 KB of high-entropy bytes holding the contact sheet enciphered"),
     ("sqlite-freed", "vi_VN", 0, "a second SQLite file in the store folder: the address in freed pages, split"),
     ("longer-email", "en_US", 0, "a bystander's mary-lee@… and lee@….au beside subject lee@…"),
@@ -51,7 +53,10 @@ CASES: list[tuple[str, str, int, str]] = [
     ("curly-apostrophe", "en_US", 0, "request O’Brien (curly), text O'Brien"),
     ("cjk-in-text", "zh_CN", 0, "a Chinese name inside a Chinese sentence, no spaces"),
     ("bystander-attachment", "de_DE", 0, "a bystander's attachment naming the subject"),
+    ("escaped-url", "en_US", 0, "a percent-encoded phone in a bystander's link: tel=%2B44%2020%207946%20…"),
+    ("escaped-url", "ru_RU", 2, "a Cyrillic name in HTML references without their ';'"),
     ("conversation-key", "en_US", 0, "a bystander's conversation key dm/<their email>/<subject email>"),
+    ("conversation-key", "en_US", 1, "a bystander's conversation key sms/<their email>/+44…: the subject's number"),
 ]
 
 

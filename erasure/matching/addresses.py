@@ -7,7 +7,7 @@ import hashlib
 import unicodedata
 from collections.abc import Iterator
 
-from erasure.matching.words import CHAR, WORD, Word, kind, same_record, words
+from erasure.matching.words import CHAR, IGNORED, WORD, Word, kind, same_record, words
 
 _LOCAL_EXTRA = frozenset(".+-'")
 _COMPATIBLE = str.maketrans(
@@ -22,7 +22,8 @@ def _word_char(ch: str) -> bool:
 
 
 def _fold(s: str) -> str:
-    return unicodedata.normalize("NFKC", s).casefold()
+    # 4.1: format characters inside an address are not part of it
+    return unicodedata.normalize("NFKC", "".join(c for c in s if kind(c) != IGNORED)).casefold()
 
 
 def canonical_domain(domain: str) -> str:
@@ -48,21 +49,24 @@ def addresses(text: str) -> Iterator[tuple[int, int, str, str]]:
     n = len(text)
     while at >= 0:
         s = at
-        while s > 0 and (_word_char(text[s - 1]) or text[s - 1] in _LOCAL_EXTRA):
+        while s > 0 and (_word_char(text[s - 1]) or text[s - 1] in _LOCAL_EXTRA or kind(text[s - 1]) == IGNORED):
             s -= 1
         while s < at and not _word_char(text[s]):
             s += 1
         e = at + 1
         labels = 0
         end = -1
-        while True:  # labels separated by single dots
+        while True:  # labels separated by single dots; format characters skipped (4.1)
             k = e
-            while k < n and (_word_char(text[k]) or text[k] == "-"):
+            last = -1
+            while k < n and (_word_char(text[k]) or text[k] == "-" or kind(text[k]) == IGNORED):
+                if kind(text[k]) != IGNORED:
+                    last = k
                 k += 1
-            if k == e:
+            if last < 0:
                 break
             labels += 1
-            end = k
+            end = last + 1
             if k < n and text[k] == ".":
                 e = k + 1
             else:

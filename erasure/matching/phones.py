@@ -5,6 +5,9 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterator
 
+_PLUS = "+\uff0b"
+"""A plus sign, and its full-width form (libphonenumber reads both)."""
+
 
 def _alnum(ch: str) -> bool:
     return unicodedata.category(ch)[0] == "L" or unicodedata.category(ch) == "Nd"
@@ -43,16 +46,21 @@ class Phone:
         for m in phonenumbers.PhoneNumberMatcher(text, self.region, leniency=phonenumbers.Leniency.POSSIBLE):
             if phonenumbers.format_number(m.number, phonenumbers.PhoneNumberFormat.E164) != self.e164:
                 continue
-            if _glued(text, m.start - 1, -1) or _glued(text, m.end, 1):
+            # 5.2: a candidate written with its `+` is tied by no `-`, `_` or `/` (`sms/+44…/inbox`)
+            signed = text[m.start] in _PLUS
+            if _glued(text, m.start - 1, -1, signed) or _glued(text, m.end, 1, signed):
                 continue
             yield m.start, m.end
 
 
-def _glued(text: str, i: int, step: int) -> bool:
-    """5.2: the character at `i` (next to a candidate) ties it to another token."""
+def _glued(text: str, i: int, step: int, signed: bool) -> bool:
+    """5.2: the character at `i` (next to a candidate; `signed`: one that begins with `+`) ties it to
+    another token."""
     if not 0 <= i < len(text):
         return False
     if _alnum(text[i]):
         return True
+    if signed:
+        return False
     j = i + step
     return text[i] in "-_/" and 0 <= j < len(text) and _alnum(text[j])

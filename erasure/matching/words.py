@@ -159,7 +159,7 @@ _TAG = re.compile(r"<[A-Za-z/!?][^<>]{0,2000}>")
 _TAG_NAME = re.compile(r"</?([A-Za-z][A-Za-z0-9]*)")
 BLOCK_TAGS = frozenset(
     {
-        *("p", "div", "br", "tr", "li", "ul", "ol", "table", "h1", "h2", "h3", "h4", "h5", "h6", "section"),
+        *("p", "div", "tr", "li", "ul", "ol", "table", "h1", "h2", "h3", "h4", "h5", "h6", "section"),
         *("article", "header", "footer", "blockquote", "pre", "dd", "dt", "hr", "body", "html", "head", "title"),
     }
 )

@@ -28,7 +28,6 @@ _BLOCK = frozenset(
         "aside",
         "blockquote",
         "body",
-        "br",
         "caption",
         "dd",
         "details",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from probes.documents import formats as fmt
 from probes.documents.containers import DECODE_ERRORS, Room, TooLarge, Unread, brotli_payload, decompress, members
-from probes.documents.images import ocr
+from probes.documents.images import metadata, ocr
 from probes.documents.markup import html_records, xml_records
 from probes.documents.msgpack import read_msgpack
 from probes.documents.office import spreadsheet_rows
@@ -76,10 +76,11 @@ def _unidentified(data: bytes, room: Room) -> Reading:
 
 
 def _image(data: bytes) -> Reading:
+    records, payloads = metadata(data)
     text = ocr(data)
     if text is None:
-        return Reading(fmt.IMAGE, parts=[Unread("image-not-read", data, len(data))])
-    return Reading(fmt.IMAGE, records=[text])
+        return Reading(fmt.IMAGE, records=records, parts=[*payloads, Unread("image-not-read", data, len(data))])
+    return Reading(fmt.IMAGE, records=[text, *records], parts=payloads)
 
 
 def _guarded(parts: Iterable[Part], data: bytes) -> Iterator[Part]:

@@ -10,16 +10,20 @@ from dataclasses import dataclass
 from functools import cache
 
 from probes.rule.text import ViewText
-from probes.rule.words import WORD_OUTSIDE, canonical, is_word_char, word_re
+from probes.rule.words import IGNORED, WORD_OUTSIDE, canonical, is_word_char, word_re
 
 # 4.1: local characters are word characters outside the character-scripts, and `.`, `+`, `-`, `'`; the
 # local part is the maximal run of them directly before the `@`, less its leading characters that are
 # not word characters.
-_LOCAL = f"[{WORD_OUTSIDE}.+\\-']"
+# Format characters (Cf, 2.4) are skipped inside an address: part of the run they stand in, never its
+# first or last character, removed before comparison.
+_LOCAL = f"[{WORD_OUTSIDE}{IGNORED}.+\\-']"
 _LOCAL_PUNCT = frozenset(".+-'")
 # 4.1: the longest run of labels separated by single `.`, a label being a non-empty run of word characters
 # (outside the character-scripts) and `-`; two labels or more. Greedy, so a final `.` is left out.
-_DOMAIN = f"[{WORD_OUTSIDE}\\-]+(?:\\.[{WORD_OUTSIDE}\\-]+)+"
+_LABEL = f"[{IGNORED}]*[{WORD_OUTSIDE}\\-](?:[{IGNORED}]*[{WORD_OUTSIDE}\\-])*"
+_DOMAIN = f"{_LABEL}(?:[{IGNORED}]*\\.{_LABEL})+"
+_IGNORED_RE = re.compile(f"[{IGNORED}]+")
 _PRECEDED_BY = frozenset(".+@-")  # 4.3
 # 4.1, last sentence: characters NFKC maps one for one to the address's punctuation stand for it.
 PUNCTUATION_FORMS = {
@@ -41,7 +45,7 @@ def _regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
 
 def norm_local(local: str) -> str:
     """4.2: NFKC, case folded, everything from the first `+` removed."""
-    return unicodedata.normalize("NFKC", local).casefold().split("+", 1)[0]
+    return unicodedata.normalize("NFKC", _IGNORED_RE.sub("", local)).casefold().split("+", 1)[0]
 
 
 def _label(label: str) -> str:
@@ -57,7 +61,7 @@ def _label(label: str) -> str:
 
 def norm_domain(domain: str) -> str:
     """4.2: NFKC, case folded, each `xn--` label decoded from punycode to Unicode."""
-    return ".".join(_label(x) for x in unicodedata.normalize("NFKC", domain).casefold().split("."))
+    return ".".join(_label(x) for x in unicodedata.normalize("NFKC", _IGNORED_RE.sub("", domain)).casefold().split("."))
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ def find_addresses(ps: list[EmailPattern], view: str) -> Iterator[tuple[int, int
         start = at
         while start > 0 and local_re.match(view, start - 1):
             start -= 1
-        while start < at and view[start] in _LOCAL_PUNCT:
+        while start < at and (view[start] in _LOCAL_PUNCT or _IGNORED_RE.match(view, start)):
             start += 1  # less its leading characters that are not word characters
         d = domain_re.match(view, at + 1)
         if start < at and d is not None and (norm_local(view[start:at]), norm_domain(d.group())) in wanted:

@@ -86,14 +86,16 @@ def _alnum(c: str) -> bool:
 
 def _glued(view: str, start: int, end: int) -> bool:
     """5.2: directly preceded or followed by a letter or digit, or by `-`, `_` or `/` that is itself next
-    to a letter or digit on the other side."""
+    to a letter or digit on the other side (only when the candidate does not begin with `+`)."""
+    # a candidate that begins with its plus sign (or the full-width one) is tied by no `-`, `_` or `/`
+    signed = view[start] in "+\uff0b"
     if start > 0:
         c = view[start - 1]
-        if _alnum(c) or (c in "-_/" and start > 1 and _alnum(view[start - 2])):
+        if _alnum(c) or (not signed and c in "-_/" and start > 1 and _alnum(view[start - 2])):
             return True
     if end < len(view):
         c = view[end]
-        if _alnum(c) or (c in "-_/" and end + 1 < len(view) and _alnum(view[end + 1])):
+        if _alnum(c) or (not signed and c in "-_/" and end + 1 < len(view) and _alnum(view[end + 1])):
             return True
     return False
 

@@ -22,7 +22,6 @@ BLOCK_TAGS = frozenset(
     (
         "p",
         "div",
-        "br",
         "tr",
         "li",
         "ul",
