@@ -84,3 +84,38 @@ def test_any_text_naming_the_subject_survives_the_discount(before: bytes, after:
     with tempfile.TemporaryDirectory() as tmp:
         data = before + b"\x00" + sentence.encode() + b"\x00" + after
         assert left_after_judging(Path(tmp), data) == ["store/memory.db"]
+
+
+def sqlite_with(root: Path, rows: list[bytes | str]) -> bytes:
+    """The bytes of a SQLite database whose table `audit_merkle` holds `rows` (a blob or a text each)."""
+    import apsw
+
+    path = root / "built.db"
+    path.unlink(missing_ok=True)
+    conn = apsw.Connection(str(path))
+    conn.execute("CREATE TABLE audit_merkle(seq INTEGER PRIMARY KEY, node)")
+    for row in rows:
+        conn.execute("INSERT INTO audit_merkle(node) VALUES (?)", (row,))
+    conn.close()
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+def test_a_hash_blob_in_a_database_table_that_reads_as_the_name_is_noise(tmp_path: Path) -> None:
+    """CI (xdist run, 2026-12-05): 'na li' read in `sqlite:audit_merkle>latin-1` of store/memory.db, a
+    Merkle node's random bytes. A value's blob read as latin-1 is as much noise as the file's raw bytes."""
+    blob = os.urandom(20) + b"\x93Al\x01\xfe ma\x00" + os.urandom(11)
+    data = sqlite_with(tmp_path, [os.urandom(32), blob, os.urandom(32)])
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "memory.db").write_bytes(data)
+    views = {h.view for h in scan_tree33(tmp_path, [AL_MA]).hits if h.kind == "name"}
+    assert any(v.startswith("sqlite:audit_merkle") for v in views), (
+        views
+    )  # the oracle reads it: the test means something
+    assert left_after_judging(tmp_path, data) == []
+
+
+def test_the_name_as_text_in_a_database_table_counts(tmp_path: Path) -> None:
+    data = sqlite_with(tmp_path, [os.urandom(32), "note: Al Ma called about order 7", os.urandom(32)])
+    assert left_after_judging(tmp_path, data) == ["store/memory.db"]
