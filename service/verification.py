@@ -360,10 +360,8 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
     the store's lock (`keep_probes`), or read now; the processors are asked here. Returns each
     request's verification.json."""
     with _kept_lock:
-        kept = _kept.get(h.root)
-        if kept is not None and kept.request_ids == tuple(request_ids) and kept.tiers == tiers:
-            del _kept[h.root]
-        else:
+        kept = _kept.pop((h.root, tuple(request_ids)), None)
+        if kept is not None and kept.tiers != tiers:
             kept = None
     probing = kept or probe_requests(h, request_ids, tiers)
     results = probing.probed.finish()  # the processors' lookups: the caller holds no lock of the store
@@ -388,18 +386,20 @@ class Probing:
     probed: Probed
 
 
-_kept: dict[Path, Probing] = {}
-"""Per home, the store's part of the verification its running window read under the store's lock."""
+_kept: dict[tuple[Path, tuple[str, ...]], Probing] = {}
+"""Per home and window (its request ids), the store's part of the verification the window read under the
+store's lock. Per window, not per home: another window of the home may run between a window's reading
+and its processors' lookups (two runs in one process), and must not replace the reading."""
 _kept_lock = threading.Lock()
 
 
 def keep_probes(h: Home, request_ids: list[str]) -> None:
     """Read the store's part of the requests' verification now (the caller holds the store's lock) and
     keep it in this process for their `verify_requests`, which asks the processors after the lock is
-    released. One window per home at a time: a newer one replaces what an older one left."""
+    released. A rerun of the same window replaces what an earlier one left."""
     probing = probe_requests(h, request_ids)
     with _kept_lock:
-        _kept[h.root] = probing
+        _kept[(h.root, tuple(request_ids))] = probing
 
 
 def probe_requests(h: Home, request_ids: list[str], tiers: list[str] | None = None) -> Probing:

@@ -282,6 +282,25 @@ def test_case_7_two_subjects_erased_at_once_both_end_all_clear(store: Home) -> N
     assert home_hits(store, SUBJECT) == {} and home_hits(store, BYSTANDER) == {}
 
 
+def test_case_7_a_windows_store_reading_survives_another_window_of_the_same_home(store: Home) -> None:
+    """Two windows of one home in one process (the two threads above, a worker's runs): A's window read the
+    store under its lock and released it; B's whole window ran before A asked its processors. A's verdict
+    is the reading made under A's lock. (It was kept per home, B's replaced it, and A probed the store
+    again after B's erasure: "other people's data lost in: bytes, working, ..." in an xdist run.)"""
+    from service.verification import keep_probes, take_and_seal_fingerprint, verify_requests
+
+    submit(store, "req-keep-a")
+    take_and_seal_fingerprint("req-keep-a", store)
+    keep_probes(store, ["req-keep-a"])  # A's window, under the store's lock
+    submit(store, "req-keep-b", subject=BYSTANDER)
+    state_b, ver_b = run(store, "req-keep-b")  # B's whole window, A's processors not asked yet
+    assert state_b.is_completed() and ver_b["all_clear"] is True, state_b.message  # type: ignore[attr-defined]
+    doc = verify_requests(store, ["req-keep-a"])["req-keep-a"]
+    lost = [p["tier"] for p in doc["probes"] if p["bystanders_after"] < p["bystanders_before"]]
+    assert lost == [], lost
+    assert any(p["residue"] for p in doc["probes"])  # A's reading: A's cascade never ran, the subject is there
+
+
 def test_a_bystander_loss_is_its_own_verdict_not_residue(store: Home) -> None:
     """Over-erasure (someone else's frame deleted behind the cascade's back) fails as BystandersLost."""
     from probes.fingerprint import take_fingerprint
