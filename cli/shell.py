@@ -32,6 +32,13 @@ class _LazyConsole:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._console, name)
 
+    # Looked up on the class, never through __getattr__: rich's Live and Progress enter their console.
+    def __enter__(self) -> Console:
+        return self._console.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._console.__exit__(*exc)
+
 
 console = cast("Console", _LazyConsole())
 err_console = cast("Console", _LazyConsole(stderr=True))

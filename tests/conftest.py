@@ -72,6 +72,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             found.add("redteam")
         for tier in sorted(found - {m.name for m in item.iter_markers()}):
             item.add_marker(tier)
+    _longest_files_first(items)
+
+
+#: How long a file of each tier tends to take, relative to the others (the slowest tier a test is in counts).
+_FILE_WEIGHT = {"redteam": 5, "postgres": 4, "browser": 3, "framework": 2, "prefect": 1, "cascade": 1}
+
+
+def _longest_files_first(items: list[pytest.Item]) -> None:
+    """The files of the slowest tiers first, each file's tests in their own order. Under pytest-xdist's
+    `--dist loadfile` a file is one unit of work, handed out in this order: a red team started last would
+    run alone on one worker while the others sit idle (longest processing time first)."""
+    weight: dict[str, int] = {}
+    for item in items:
+        w = max((_FILE_WEIGHT.get(m.name, 0) for m in item.iter_markers()), default=0)
+        weight[item.nodeid.split("::")[0]] = max(w, weight.get(item.nodeid.split("::")[0], 0))
+    items.sort(key=lambda item: -weight[item.nodeid.split("::")[0]])
 
 
 _UNTIERED_SECONDS: dict[str, float] = {}

@@ -128,3 +128,24 @@ def test_json_output_imports_no_rich_and_tables_still_print(tmp_path: Path) -> N
     assert res.returncode == 0, res.stderr[-2000:]
     assert "Open erasure requests (0)" in res.stdout
     assert "rich.console" in mods
+
+
+def test_the_lazy_consoles_drive_rich_live_tables_and_progress_bars() -> None:
+    """rich's Live and Progress enter their console (`with console:`), which no __getattr__ forwards: the
+    lazy consoles of cli/shell.py must be context managers too (`erasure request run` failed with a
+    TypeError when its live table started)."""
+    import io
+
+    from rich.live import Live
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from cli.shell import _LazyConsole
+
+    out = io.StringIO()
+    console = _LazyConsole(file=out, force_terminal=False, width=60)
+    with Live(Table("tier"), console=console, transient=False) as live:  # type: ignore[arg-type]
+        live.update(Table("tier", "status"))
+    with Progress(console=console) as bar:  # type: ignore[arg-type]
+        bar.add_task("erasing", total=1)
+    assert "tier" in out.getvalue()

@@ -19,6 +19,7 @@ developing (every attack still runs). REDTEAM_DOCS_REPORT=PATH writes the table,
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import tempfile
@@ -59,7 +60,7 @@ def plan() -> list[tuple[str, int]]:
     rest = (1 - sum(SHARES.values())) / (len(GROUPS) - len(SHARES))
     out: list[tuple[str, int]] = []
     for group, attacks in GROUPS.items():
-        n = max(len(attacks), round(SCENARIOS * SHARES.get(group, rest)))
+        n = max(len(attacks), math.ceil(SCENARIOS * SHARES.get(group, rest)))  # never fewer than SCENARIOS
         while n > 0:
             out.append((group, min(n, WINDOW)))
             n -= WINDOW
@@ -162,12 +163,12 @@ def test_issue33_scenarios_never_certify_leave_stuck_or_rewrite_a_bystander(harn
                 ensure_ascii=False,
             )
         )
-    assert len(ran) >= SCENARIOS, f"{len(ran)} scenarios ran, {SCENARIOS} wanted"
-    assert {s.attack for s in ran} == set(ATTACKS), "an attack of issue 33 was not drawn"
-    assert len({s.locale for s in ran}) >= 12, "names from fewer than 12 Faker locales"
     oracle = [p for p in problems if p.category == "oracle"]
     assert not oracle, "the oracle is blind or trigger-happy:\n" + "\n".join(map(str, oracle[:30]))
     assert not problems, (
         f"{len(problems)} problems in {len(ran)} scenarios ({seconds:.0f} s):\n{summary}\n"
         + "\n".join(map(str, problems[:60]))
     )
+    assert len(ran) >= SCENARIOS, f"{len(ran)} scenarios ran, {SCENARIOS} wanted"
+    assert {s.attack for s in ran} == set(ATTACKS), "an attack of issue 33 was not drawn"
+    assert len({s.locale for s in ran}) >= 12, "names from fewer than 12 Faker locales"
