@@ -51,9 +51,9 @@ quick: bootstrap ## the inner loop: ruff, contracts, and the tests in no tier (n
 # has its own Prefect test server (the session fixture); a file stays on one worker (its module fixtures).
 UNIT_WORKERS ?= 3
 
-unit: bootstrap ## the whole test suite at CI's hypothesis budget, on UNIT_WORKERS workers (3); the red teams at CI size (2 windows of 50 generated scenarios, 160 document scenarios: every attack drawn)
+unit: bootstrap ## the whole test suite at CI's hypothesis budget, on UNIT_WORKERS workers (3); the red teams at CI size (2 windows of 50 generated scenarios and 400 document scenarios: 500 generated scenarios, every attack drawn)
 	@mkdir -p $(PREFECT_HOME)
-	ERASURE_TEST_FULL=1 REDTEAM_EXAMPLES=2 REDTEAM_DOCS_SCENARIOS=160 $(VENV)/bin/pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) --dist loadfile --durations=25
+	ERASURE_TEST_FULL=1 REDTEAM_EXAMPLES=2 REDTEAM_DOCS_SCENARIOS=400 $(VENV)/bin/pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) --dist loadfile --durations=25
 
 redteam: bootstrap ## only the generated red teams, at full size: 6 windows (300 scenarios) and 500 document scenarios
 	@mkdir -p $(PREFECT_HOME)

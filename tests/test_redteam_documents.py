@@ -11,7 +11,7 @@ every request is judged by tests/redteam_documents_run.py: no false all clear, n
 exit 7 twice in a row, no bystander's words changed beyond recorded redactions (byte for byte for
 everyday words, glued names and other people's longer addresses, numbers and foreign phones).
 
-Size: REDTEAM_DOCS_SCENARIOS (default 500, as `make redteam` runs it; 160 in `make test`) in windows of
+Size: REDTEAM_DOCS_SCENARIOS (default 500, as `make redteam` runs it; 400 in `make test`) in windows of
 at most REDTEAM_DOCS_WINDOW (default 100); `REDTEAM_DOCS_SCENARIOS=60 REDTEAM_DOCS_WINDOW=30` while
 developing (every attack still runs). REDTEAM_DOCS_REPORT=PATH writes the table, the problems and the timings as JSON.
 """

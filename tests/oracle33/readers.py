@@ -26,6 +26,7 @@ import tarfile
 import tempfile
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -388,6 +389,28 @@ def sqlite_freed(data: bytes) -> bytes | None:
     return b"\n".join(chains)
 
 
+def png_text_chunks(data: bytes) -> Iterator[View]:
+    """The text a PNG keeps beside its pixels, read chunk by chunk here (stdlib only; the product reads
+    them with its own code): tEXt (latin-1), zTXt (latin-1, zlib), iTXt (UTF-8, zlib when flagged)."""
+    pos = 8
+    while pos + 8 <= len(data):
+        length = int.from_bytes(data[pos : pos + 4], "big")
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+        key, _, rest = body.partition(b"\0")
+        try:
+            if kind == b"tEXt":
+                yield f"png-text:{key.decode('latin-1')}", rest.decode("latin-1")
+            elif kind == b"zTXt":
+                yield f"png-ztext:{key.decode('latin-1')}", zlib.decompress(rest[1:]).decode("latin-1")
+            elif kind == b"iTXt":
+                flag, text = rest[:1], rest[2:].split(b"\0", 2)[-1]  # language and translated keyword
+                out = zlib.decompress(text) if flag == b"\x01" else text
+                yield f"png-itext:{key.decode('latin-1')}", out.decode("utf-8", "replace")
+        except (zlib.error, IndexError):
+            continue
+
+
 def byte_documents(data: bytes) -> Iterator[View]:
     """Every document and container reading of a byte view (found by content, never by name)."""
     if len(data) > MAX_OUT:
@@ -405,6 +428,8 @@ def byte_documents(data: bytes) -> Iterator[View]:
         yield from tar_members(data)
     if data.startswith(_IMAGE_MAGIC):
         yield from image_text(data)
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        yield from png_text_chunks(data)
     for m in re.finditer(rb"\x28\xb5\x2f\xfd", data):
         try:
             out = _zstd(data[m.start() :])
