@@ -83,11 +83,11 @@ def _longest_files_first(items: list[pytest.Item]) -> None:
     """The files of the slowest tiers first, each file's tests in their own order. Under pytest-xdist's
     `--dist loadfile` a file is one unit of work, handed out in this order: a red team started last would
     run alone on one worker while the others sit idle (longest processing time first)."""
-    weight: dict[str, int] = {}
+    weight: dict[Path, int] = {}
     for item in items:
         w = max((_FILE_WEIGHT.get(m.name, 0) for m in item.iter_markers()), default=0)
-        weight[item.nodeid.split("::")[0]] = max(w, weight.get(item.nodeid.split("::")[0], 0))
-    items.sort(key=lambda item: -weight[item.nodeid.split("::")[0]])
+        weight[item.path] = max(w, weight.get(item.path, 0))
+    items.sort(key=lambda item: -weight[item.path])
 
 
 _UNTIERED_SECONDS: dict[str, float] = {}

@@ -264,10 +264,10 @@ def _raw_noise(hit: Any, sc: Scenario, home_root: Path, cache: dict[tuple[str, s
     or of a database value's bytes, or in a view unescaped from one, and the oracle, reading each of that
     decoding's runs of text alone with all its views, finds no name there (a value written as text sits in
     such a run, freed or not, escaped or not; latin-1 is read for its runs as UTF-8, as the stores write)."""
-    root = hit.view.split(">")[0]
+    steps = hit.view.split(">")
+    root = steps[0]
     # A database value's bytes read raw (`sqlite:audit_merkle>latin-1`: a Merkle node's random bytes) are
     # judged as the file's raw bytes are: a value written as text sits in a run of the file's text too.
-    steps = hit.view.split(">")
     if root.startswith("sqlite:") and len(steps) > 1 and steps[1].startswith(_RAW_DECODINGS):
         root = steps[1]
     if hit.kind != "name" or not root.startswith(_RAW_DECODINGS) or hit.file.startswith("evidence/"):
