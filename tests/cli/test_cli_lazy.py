@@ -91,6 +91,22 @@ def test_request_submit_imports_no_prefect(tmp_path: Path) -> None:
     assert not heavy(mods), sorted(heavy(mods))
 
 
+def test_a_command_groups_help_imports_only_typer_and_rich(tmp_path: Path) -> None:
+    """`erasure request --help` lists options and help texts: it needs typer and rich (its help formatter),
+    not what the commands run. It imported pydantic (the request models), the matching rules and the
+    service layer: 5.5x a bare `import typer` (issue 37: the CLI without a flow at most 3x)."""
+    mods, res = imported_modules(["request", "--help"], tmp_path / "home")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "reverify" in res.stdout and "typer.rich_utils" in mods  # the help is whole, and still rich
+    unneeded = {
+        m
+        for m in mods
+        if m.split(".")[0] in ("pydantic", "service", "proof", "anyascii")
+        or m.startswith(("erasure.models", "erasure.matching", "erasure.request_records", "erasure.targets"))
+    }
+    assert not unneeded, sorted(unneeded)
+
+
 def test_the_listed_help_is_each_commands_own_help() -> None:
     """The listing keeps a copy of every command's help so `erasure --help` imports none of them."""
     from cli.main import _LAZY, load_command
