@@ -21,7 +21,8 @@ from erasure.clocks import ClockPolicy, iso_utc
 from erasure.engine_db import Engine
 from erasure.errors import InputError
 from service.clocks import ClockOp, clock_operation, clock_view
-from service.intake import submit_file
+from service.intake import read_envelope
+from service.intake import submit as intake_submit
 
 app = typer.Typer(
     help="Submit erasure requests, show them, and pause, resume or extend their clocks.", no_args_is_help=True
@@ -33,7 +34,7 @@ IdArg = Annotated[str, typer.Argument(help="The request id.", show_default=False
 
 @contextmanager
 def _engine(home: Path | None) -> Iterator[apsw.Connection]:
-    with Engine.borrow(home_of(home).engine_db) as conn:
+    with Engine.session(home_of(home).engine_db) as engine, engine.lent() as conn:  # the command's engine
         yield conn
 
 
@@ -44,7 +45,9 @@ def submit(
     json_out: JsonOpt = False,
 ) -> None:
     """Validate an envelope, vault it and start its legal clock (idempotent for the same file)."""
-    res = submit_file(home_of(home), file)
+    envelope = read_envelope(file)  # before the engine opens: bad input writes nothing
+    with Engine.session(home_of(home).engine_db) as engine:
+        res = intake_submit(engine, envelope)
     out = {
         "request_id": res.request_id,
         "legal_basis": res.legal_basis.value,
@@ -137,7 +140,8 @@ _DONE = {ClockOp.pause: "paused", ClockOp.resume: "resumed", ClockOp.extend: "ex
 def _clock_command(
     op: ClockOp, request_id: str, reason: str, home: Path | None, json_out: bool, until: date | None = None
 ) -> None:
-    out = clock_operation(home_of(home), op, request_id, reason, until=until)
+    with Engine.session(home_of(home).engine_db) as engine:
+        out = clock_operation(engine, op, request_id, reason, until=until)
     if json_out:
         print_json(out)
         return

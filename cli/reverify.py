@@ -12,6 +12,7 @@ from cli.live import run_with_table
 from cli.request import IdArg
 from cli.request import app as request_app
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
+from erasure.engine_db import Engine
 from service.outcome import Outcome
 
 
@@ -47,7 +48,8 @@ def reverify(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False)
     from service.reverify import check_reverifiable  # here: `request list` must not import the probes
 
     h = home_of(home)
-    check_reverifiable(h, request_id)  # refused here, before a flow run exists, with its reason
+    with Engine.session(h.engine_db) as engine:  # refused here, before a flow run exists, with its reason
+        check_reverifiable(engine, h, request_id)
     prefect_api.prepare(h)
     from flows.ended import outcome_of, state_data
     from flows.reverification import reverification

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.config import Home
+from erasure.engine_db import Engine
 from erasure.targets import Targets, load_targets
 from erasure.tiers import CASCADE_ORDER
 
@@ -68,7 +69,8 @@ def check(
     from service.targets import subject_counts
 
     h = home_of(home)
-    out = subject_counts(h, targets_for(h, targets), request)
+    with Engine.session(h.engine_db) as engine:  # the command's engine
+        out = subject_counts(engine, h, targets_for(h, targets), request)
     if json_out:
         print_json({"request_id": request, "targets": out})
         return
