@@ -163,10 +163,10 @@ def followups(engine: Engine, h: Home, now: datetime | None = None) -> dict[str,
         written: list[str] = []
         for rid, mine in by_request(holds).items():
             pack = current_pack(h.evidence_dir(rid))
-            if all(x.ended for x in mine) and pack.exists() and (h.keys_dir / "conn.pem").exists():
+            if all(x.ended for x in mine) and pack.exists() and (h.keys_dir / "engine.pem").exists():
                 write_followup(
                     h.evidence_dir(rid),
-                    h.keys_dir / "conn.pem",
+                    h.keys_dir / "engine.pem",
                     rid,
                     [{"ref": x.ref, "expires_at": x.expires_at, "ended": x.ended} for x in mine],
                     iso(now),
