@@ -81,6 +81,7 @@ def _build(srv: Server, size: int, people: int) -> None:
 def _home(root: Path, srv: Server, window: int) -> tuple[Home, list[str]]:
     from chroma_people import person  # bench/chroma_people.py
 
+    from erasure.engine_db import Engine
     from proof.keys import generate_keypair
     from service.intake import submit_envelope
 
@@ -97,19 +98,20 @@ def _home(root: Path, srv: Server, window: int) -> tuple[Home, list[str]]:
     (h.root / "targets.toml").write_text("[[targets]]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in keys.items()))
     generate_keypair("engine", h.keys_dir)
     rids = []
-    for i in range(1, window + 1):
-        rid = f"req-bench-srv-{i:04d}"
-        envelope = {
-            "request_id": rid,
-            "tenant_id": "default",
-            "subject": person(i).model_dump(exclude_none=True),
-            "legal_basis": "GDPR",
-            "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
-            "requester_identity_proof_ref": "idv/bench",
-            "reason": "Art.17 request",
-        }
-        submit_envelope(h, json.dumps(envelope).encode())
-        rids.append(rid)
+    with Engine.open(h.engine_db) as engine:  # this bench's own
+        for i in range(1, window + 1):
+            rid = f"req-bench-srv-{i:04d}"
+            envelope = {
+                "request_id": rid,
+                "tenant_id": "default",
+                "subject": person(i).model_dump(exclude_none=True),
+                "legal_basis": "GDPR",
+                "received_at": (datetime.now(UTC) - timedelta(days=1)).isoformat(),
+                "requester_identity_proof_ref": "idv/bench",
+                "reason": "Art.17 request",
+            }
+            submit_envelope(engine, json.dumps(envelope).encode())
+            rids.append(rid)
     return h, rids
 
 
@@ -117,6 +119,7 @@ def serve_window(root: Path, size: int, people: int, window: int) -> dict[str, A
     """Build, serve, run a window of `window` requests with the agent writing; print and return the figures."""
     import os
 
+    from erasure.engine_db import Engine
     from service import cascade, stages
 
     shutil.rmtree(root, ignore_errors=True)
@@ -131,7 +134,8 @@ def serve_window(root: Path, size: int, people: int, window: int) -> dict[str, A
         writer.start()
         time.sleep(1.0)  # the agent is writing before the window begins
         t0 = time.monotonic()
-        results = cascade.run_requests(h, rids, stages.direct(h))
+        with Engine.session(h.engine_db) as engine:  # the bench's run engine, passed down
+            results = cascade.run_requests(engine, h, rids, stages.direct(h, engine))
         took = time.monotonic() - t0
         time.sleep(1.0)
         writer.halt.set()

@@ -12,6 +12,7 @@ import typer
 
 from cli.pack import print_summary
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
+from erasure.engine_db import Engine
 from erasure.errors import InputError
 from service import signoff
 from service.export import dpo_kit_to, export_to
@@ -70,7 +71,8 @@ def attest(
     if not json_out:
         print_summary(s)
     if reject is not None:
-        done = signoff.reject(h, request_id, sys.stdin.read() if reject == "-" else reject)
+        with Engine.session(h.engine_db) as engine:  # the command's engine
+            done = signoff.reject(engine, h, request_id, sys.stdin.read() if reject == "-" else reject)
         resume_sign_off(request_id, {"decision": "reject", "envelope": ""})
         if json_out:
             print_json({"request_id": request_id, "sealed": False, "rejected": done["reason"]})
@@ -79,13 +81,15 @@ def attest(
         return
     if not yes and not typer.confirm("Sign this attestation as DPO?", default=False):
         raise typer.Abort()
-    sealed = signoff.seal(
-        h,
-        request_id,
-        dpo_key,
-        passphrase=os.environ.get(passphrase_env) if passphrase_env else None,
-        envelope=(sys.stdin.read() if envelope == "-" else envelope),
-    )
+    with Engine.session(h.engine_db) as engine:  # the command's engine
+        sealed = signoff.seal(
+            engine,
+            h,
+            request_id,
+            dpo_key,
+            passphrase=os.environ.get(passphrase_env) if passphrase_env else None,
+            envelope=(sys.stdin.read() if envelope == "-" else envelope),
+        )
     resume_sign_off(request_id, {"decision": "attest", "envelope": ""})
     if json_out:
         print_json(

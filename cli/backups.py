@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.targets import TargetsOpt, targets_for
+from erasure.engine_db import Engine
 from service import restore
 
 app = typer.Typer(
@@ -26,7 +27,8 @@ def list_(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt = 
     h = home_of(home)
     found = targets_for(h, targets)
     declared = restore.declared_backups(found)
-    doc = {"backups": declared, **restore.followups(h)}
+    with Engine.session(h.engine_db) as engine:  # the command's engine
+        doc = {"backups": declared, **restore.followups(engine, h)}
     if json_out:
         print_json(doc)
         return
@@ -69,9 +71,10 @@ def rewrite(
     found = targets_for(h, targets)
     from cli.run import run_flow
 
-    done = restore.rewrite_backups(
-        h, found.by_name(target), str(found.tenant), lambda rid: run_flow(rid, h, live=False)
-    )
+    with Engine.session(h.engine_db) as engine:  # the command's engine, shared by its runs
+        done = restore.rewrite_backups(
+            h, found.by_name(target), str(found.tenant), lambda rid: run_flow(engine, h, rid, live=False)
+        )
     if json_out:
         print_json({"target": target, "backups": done})
         return

@@ -17,6 +17,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from cli.pack import print_summary
 from cli.run import run_flow, verification_table
 from cli.shell import console, home_of
+from erasure.config import Home
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError
 from service import demo, runs
 from service.demo import FRAMES, REQUEST_ID, SUBJECTS
@@ -28,6 +30,11 @@ from service.signoff import seal
 def main() -> int:
     h = home_of(None)
     demo.reset(h)
+    with Engine.session(h.engine_db) as engine:  # the command's engine, passed down
+        return _show(h, engine)
+
+
+def _show(h: Home, engine: Engine) -> int:
     console.rule("1. the agent-memory store")
     services = demo.start_processors(h)
     try:
@@ -51,11 +58,11 @@ def main() -> int:
         console.print(f"engine and DPO keys in {demo.make_keys(h)} (ECDSA P-256)")
 
         console.rule("3. the request")
-        sub = demo.submit(h, result.subjects[0])
+        sub = demo.submit(engine, result.subjects[0])
         console.print(f"{REQUEST_ID}: GDPR, legal deadline {_utc(sub.deadline)}, our target {_utc(sub.target)}")
 
         console.rule("4. erasure-request flow: cascade, verification, engine-signed pack")
-        state = run_flow(REQUEST_ID, h)
+        state = run_flow(engine, h, REQUEST_ID)
         ver = runs.verification_doc(h, REQUEST_ID)
         console.print()
         console.print(verification_table(ver))
@@ -82,7 +89,7 @@ def main() -> int:
     pack = newest_pack(h, REQUEST_ID)
     engine_pub, dpo_pub = h.keys_dir / "engine.pub.pem", h.keys_dir / "dpo.pub.pem"
     print_summary(review_pack(pack, engine_key=engine_pub))
-    sealed = seal(h, REQUEST_ID, h.keys_dir / "dpo.pem")
+    sealed = seal(engine, h, REQUEST_ID, h.keys_dir / "dpo.pem")
     console.print()
     console.print(
         f"the DPO attested: sealed pack {pack} ({sealed['status']})"

@@ -30,6 +30,7 @@ from starlette.routing import Route
 
 from cli import prefect_auth
 from erasure.config import Home
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError
 from erasure.models import LegalBasis
 from erasure.states import RequestState
@@ -151,6 +152,8 @@ def create_app(h: Home, api_url: str) -> Starlette:
     async def index(request: Request) -> Response:
         if (r := need_login(request)) is not None:
             return r
+        with Engine.session(h.engine_db) as engine:  # each page is an entry point of its own
+            listed = intake.list_requests(engine)
         rows = [
             {
                 "id": row.request_id,
@@ -163,7 +166,7 @@ def create_app(h: Home, api_url: str) -> Starlette:
                 "sealed": row.state in (RequestState.sealed, RequestState.notified),
                 "awaiting": row.state is RequestState.awaiting_attestation,
             }
-            for row in intake.list_requests(h)
+            for row in listed
         ]
         return _page("list.html", rows=rows, ui_url=ui_url, notice=request.query_params.get("filed"))
 
@@ -191,7 +194,8 @@ def create_app(h: Home, api_url: str) -> Starlette:
             "reason": f.get("reason", "").strip(),
         }
         try:
-            done = intake.submit_envelope(h, json.dumps(doc).encode())
+            with Engine.session(h.engine_db) as engine:  # each form is an entry point of its own
+                done = intake.submit_envelope(engine, json.dumps(doc).encode())
             run_id = start_run(api_url, secret, done.request_id)
         except ErasureError as exc:
             return _page("new.html", 400, f=f, bases=[b.value for b in LegalBasis], error=str(exc))

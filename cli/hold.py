@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
+from erasure.engine_db import Engine
 from service.holds import list_holds as all_holds
 from service.holds import place_subject_hold, release_subject_holds
 
@@ -43,7 +44,9 @@ def place(
     subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None, json_out: JsonOpt = False
 ) -> None:
     """Place a hold on a subject."""
-    placed = place_subject_hold(home_of(home), subject_id, reason, _actor(actor))
+    h = home_of(home)
+    with Engine.session(h.engine_db) as engine:  # the command's engine
+        placed = place_subject_hold(engine, h, subject_id, reason, _actor(actor))
     if json_out:
         print_json(placed)
     else:
@@ -55,7 +58,9 @@ def release(
     subject_id: SubjectOpt, reason: ReasonOpt, actor: ActorOpt = None, home: HomeOpt = None, json_out: JsonOpt = False
 ) -> None:
     """Release every active hold on a subject."""
-    released = release_subject_holds(home_of(home), subject_id, reason, _actor(actor))["released"]
+    h = home_of(home)
+    with Engine.session(h.engine_db) as engine:  # the command's engine
+        released = release_subject_holds(engine, h, subject_id, reason, _actor(actor))["released"]
     if json_out:
         print_json({"released": released})
     else:

@@ -4,7 +4,7 @@ Output never names the subject: request ids, states, dates and counts only.
 
 What a command runs is imported in its body: `erasure request --help` builds every command of the group
 (these, `request run`, `request reverify`) and must not import the models, the service layer or rich's
-tables to list them (tests/test_cli_lazy.py).
+tables to list them (tests/cli/test_cli_lazy.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ IdArg = Annotated[str, typer.Argument(help="The request id.", show_default=False
 def _engine(home: Path | None) -> Iterator[apsw.Connection]:
     from erasure.engine_db import Engine  # the request records: pydantic
 
-    with Engine.borrow(home_of(home).engine_db) as conn:
+    with Engine.session(home_of(home).engine_db) as engine, engine.lent() as conn:  # the command's engine
         yield conn
 
 
@@ -47,9 +47,13 @@ def submit(
 ) -> None:
     """Validate an envelope, vault it and start its legal clock (idempotent for the same file)."""
     from erasure.clocks import iso_utc
-    from service.intake import submit_file
+    from erasure.engine_db import Engine
+    from service.intake import read_envelope
+    from service.intake import submit as intake_submit
 
-    res = submit_file(home_of(home), file)
+    envelope = read_envelope(file)  # before the engine opens: bad input writes nothing
+    with Engine.session(home_of(home).engine_db) as engine:
+        res = intake_submit(engine, envelope)
     out = {
         "request_id": res.request_id,
         "legal_basis": res.legal_basis.value,
@@ -154,9 +158,11 @@ _DONE = {"pause": "paused", "resume": "resumed", "extend": "extended"}
 def _clock_command(
     op: str, request_id: str, reason: str, home: Path | None, json_out: bool, until: date | None = None
 ) -> None:
+    from erasure.engine_db import Engine
     from service.clocks import clock_operation
 
-    out = clock_operation(home_of(home), op, request_id, reason, until=until)
+    with Engine.session(home_of(home).engine_db) as engine:
+        out = clock_operation(engine, op, request_id, reason, until=until)
     if json_out:
         print_json(out)
         return

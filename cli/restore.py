@@ -14,6 +14,7 @@ from rich.table import Table
 
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.targets import TargetsOpt, targets_for
+from erasure.engine_db import Engine
 
 __all__ = ["app"]
 
@@ -66,7 +67,8 @@ def replay(
     from service.restore import replay as replay_target
 
     h = home_of(home)
-    doc = replay_target(h, targets_for(h, targets), target, lambda rid: run_flow(rid, h, live=False))
+    with Engine.session(h.engine_db) as engine:  # the command's engine, shared by its runs
+        doc = replay_target(h, targets_for(h, targets), target, lambda rid: run_flow(engine, h, rid, live=False))
     results = doc["replayed"]
     if json_out:
         print_json(doc)

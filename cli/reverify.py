@@ -47,11 +47,13 @@ def reverify(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False)
     # here, not at the top: `request list` and `request --help` must not import the probes
     from cli import prefect_api
     from cli.live import run_with_table
+    from erasure.engine_db import Engine
     from service.outcome import Outcome
     from service.reverify import check_reverifiable
 
     h = home_of(home)
-    check_reverifiable(h, request_id)  # refused here, before a flow run exists, with its reason
+    with Engine.session(h.engine_db) as engine:  # refused here, before a flow run exists, with its reason
+        check_reverifiable(engine, h, request_id)
     prefect_api.prepare(h)
     from flows.ended import outcome_of, state_data
     from flows.reverification import reverification

@@ -73,8 +73,9 @@ def verification_table(doc: dict[str, Any]) -> Table:
     return t
 
 
-def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
-    """Run the flow in this process, refreshing the step table while it runs. Returns its final state."""
+def run_flow(engine: Engine, h: Home, request_id: str, *, live: bool = True) -> Any:
+    """Run the flow in this process (on the command's engine, `engine`: the flow's session is the
+    command's), refreshing the step table while it runs. Returns its final state."""
     from cli import prefect_api
     from cli.live import run_with_table
     from erasure.engine_db import Engine
@@ -83,7 +84,7 @@ def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
 
     engine_key_present(h)
     prefect_api.prepare(h)
-    runs.refuse_before_the_flow(h, request_id)
+    runs.refuse_before_the_flow(engine, h, request_id)
     from flows.erasure_request import erasure_request
 
     if not live:
@@ -145,24 +146,24 @@ def run(
         raise InputError("give request ids or --all, not both")
     if not all_submitted and not ids:
         raise InputError("give a request id (or several, or --all)")
-    ctx.with_resource(Engine.session(home_of(home).engine_db))  # the run's engine: one connection
+    h = home_of(home)
+    engine = ctx.with_resource(Engine.session(h.engine_db))  # the run's engine: one connection, passed down
     if all_submitted or len(ids) > 1:
         if confirm_aliases is not None:
             raise InputError("--confirm-aliases applies to one request: run that request on its own")
-        run_window(home_of(home), ids or None, json_out=json_out, targets=targets)
+        run_window(engine, h, ids or None, json_out=json_out, targets=targets)
         return
     request_id = ids[0]
-    h = home_of(home)
     targets_for(h, targets)  # validates the file (exit 3 naming the key) and exports it to the flow
     if confirm_aliases is not None:
-        runs.confirm_aliases(h, request_id, confirm_aliases)
-    state = run_flow(request_id, h, live=not json_out)
+        runs.confirm_aliases(engine, request_id, confirm_aliases)
+    state = run_flow(engine, h, request_id, live=not json_out)
     from flows.ended import state_data
 
     result = Result.from_json(state_data(state))
     outcome = result.outcome if result is not None else Outcome.failed
     doc = runs.verification_doc(h, request_id)
-    row = runs.request_row(h, request_id)
+    row = runs.request_row(engine, request_id)
     pack = pack_verdict(h, request_id)
     if json_out:
         print_json(

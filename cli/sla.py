@@ -33,8 +33,8 @@ def sla(
     """Open requests against their legal deadlines (days left, state, extended, paused, at risk, breached)."""
     h = home_of(home)
     now = datetime.now(UTC)
-    with Engine.borrow(h.engine_db) as engine:
-        rows = sla_rows(engine, now=now, policy=ClockPolicy.from_env(), at_risk_days=at_risk_days)
+    with Engine.session(h.engine_db) as engine:  # the command's engine
+        rows = sla_rows(engine.conn, now=now, policy=ClockPolicy.from_env(), at_risk_days=at_risk_days)
     if json_out:
         print_json([r.as_dict() for r in rows])
         return

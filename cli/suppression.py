@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
+from erasure.engine_db import Engine
 from erasure.errors import InputError
 from service import consent
 
@@ -82,7 +83,8 @@ def allow(
     h = home_of(home)
     who = actor or _actor()
     if identity_of is not None:
-        kinds, key_still = consent.allow_identity(h, identity_of, reason, who)
+        with Engine.session(h.engine_db) as engine:  # the command's engine
+            kinds, key_still = consent.allow_identity(engine, h, identity_of, reason, who)
         console.print(f"allowed: the erased identity ({', '.join(kinds)}) may be ingested again", highlight=False)
         if key_still:
             console.print(
@@ -93,7 +95,8 @@ def allow(
             )
         return
     assert source is not None and source_ref is not None
-    consent.allow_key(h, source, source_ref, reason, who)
+    with Engine.session(h.engine_db) as engine:  # the command's engine
+        consent.allow_key(engine, h, source, source_ref, reason, who)
     console.print("allowed: the key may be ingested again")
 
 

@@ -71,11 +71,13 @@ def check(
     """Per target and tier, how many items the request's subject has there now (nothing is erased)."""
     from rich.table import Table
 
+    from erasure.engine_db import Engine
     from erasure.tiers import CASCADE_ORDER
     from service.targets import subject_counts
 
     h = home_of(home)
-    out = subject_counts(h, targets_for(h, targets), request)
+    with Engine.session(h.engine_db) as engine:  # the command's engine
+        out = subject_counts(engine, h, targets_for(h, targets), request)
     if json_out:
         print_json({"request_id": request, "targets": out})
         return

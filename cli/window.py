@@ -38,21 +38,19 @@ def progress_table(engine: Engine, request_ids: list[str]) -> Table:
     return t
 
 
-def _ids_to_show(h: Home, request_ids: list[str] | None) -> list[str]:
+def _ids_to_show(engine: Engine, request_ids: list[str] | None) -> list[str]:
     from service import cascade  # the driver brings the probes (numpy, hyperscan): only for a run
 
-    if request_ids:
-        return request_ids
-    with Engine.session(h.engine_db) as engine:  # the command's, entered by `request run`
-        return cascade.pending(engine)
+    return request_ids or cascade.pending(engine)
 
 
-def run_window(h: Home, request_ids: list[str] | None, *, json_out: bool, targets: Any) -> None:
-    """Run the erasure-window flow in this process; print per-request outcomes; raise on any failure."""
+def run_window(engine: Engine, h: Home, request_ids: list[str] | None, *, json_out: bool, targets: Any) -> None:
+    """Run the erasure-window flow in this process (on the command's engine, `engine`: the flow's
+    session is the command's); print per-request outcomes; raise on any failure."""
     engine_key_present(h)
     targets_for(h, targets)
     prefect_api.prepare(h)
-    shown = _ids_to_show(h, request_ids)
+    shown = _ids_to_show(engine, request_ids)
     from flows.ended import state_data
     from flows.window import erasure_window
 

@@ -13,10 +13,12 @@ Who opens it, and how it goes down (issue 36: one explicit engine):
   run's engine, which the entry point passes down: service functions take `engine: Engine`.
 - Prefect runs tasks in threads, and a task's parameters never carry anything but ids and counts, so
   an engine does not travel through them. A task borrows the run's engine from one registry instead,
-  keyed by the database's path (`Engine.borrow(home.engine_db)`): the registry is a context variable
-  that `Engine.session` fills, so it reaches the threads that run with a copy of the session's context
-  (Prefect's task runner, `cli.live`) and no other thread. A task called outside any session (a
-  script, a test) is its own entry point: it opens a connection for its block and closes it.
+  keyed by the database's path (`Engine.borrow(home.engine_db)`; a flow's Prefect task that calls a
+  service function enters `Engine.session`, which inside the run's session is the run's engine): the
+  registry is a context variable that `Engine.session` fills, so it reaches the threads that run with
+  a copy of the session's context (Prefect's task runner, `cli.live`) and no other thread. A task
+  called outside any session (a script, a test) is its own entry point: it opens a connection for its
+  block and closes it.
 - The connection is used by one thread at a time: `engine.lent()` (and `Engine.borrow`) holds it for
   one block. A thread that cannot get it within `LEND_WAIT_SECONDS` raises `EngineBusy`; nothing ever
   opens a second connection behind the run's back. Within a run the flow runs its tasks one after

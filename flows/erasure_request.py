@@ -10,6 +10,7 @@ import dataclasses
 
 from prefect import State, flow, get_run_logger
 
+from erasure.engine_db import Engine
 from erasure.models import checked_request_id
 from erasure.states import RequestState
 from flows import run_report, sign_off
@@ -78,18 +79,19 @@ def erasure_request(request_id: RequestId) -> State:
     checked_request_id(request_id)
     h = home()
     asks_dpo = sign_off.waits_for_dpo(h)
-    if asks_dpo and sign_off.request_state(h, request_id) is RequestState.awaiting_attestation:
-        return _signed_off(request_id, sign_off.sign_off(h, request_id))  # resumed: the pack is written
-    result = cascade.run_requests(h, [request_id], SINGLE)[request_id]
-    get_run_logger().info(
-        "request %s: %s%s", request_id, result.outcome.value, f" ({result.detail})" if result.detail else ""
-    )
-    if (
-        asks_dpo
-        and result.outcome.completed
-        and sign_off.request_state(h, request_id) is RequestState.awaiting_attestation
-    ):
-        return _signed_off(request_id, sign_off.sign_off(h, request_id))
+    with Engine.session(h.engine_db) as engine:  # the run's engine: its tasks borrow it
+        if asks_dpo and sign_off.request_state(engine, request_id) is RequestState.awaiting_attestation:
+            return _signed_off(request_id, sign_off.sign_off(engine, h, request_id))  # resumed: the pack is written
+        result = cascade.run_requests(engine, h, [request_id], SINGLE)[request_id]
+        get_run_logger().info(
+            "request %s: %s%s", request_id, result.outcome.value, f" ({result.detail})" if result.detail else ""
+        )
+        if (
+            asks_dpo
+            and result.outcome.completed
+            and sign_off.request_state(engine, request_id) is RequestState.awaiting_attestation
+        ):
+            return _signed_off(request_id, sign_off.sign_off(engine, h, request_id))
     return flow_state(request_id, result)
 
 

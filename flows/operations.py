@@ -10,12 +10,16 @@ engine's event log for every operation on a request. Results hold ids and counts
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from enum import StrEnum
 from typing import Annotated, Any
 
 from prefect import flow, get_run_logger
 
+from erasure.config import Home
+from erasure.engine_db import Engine
 from flows.parameters import RequestId, described
 from service.clocks import ClockOp, ClockView, clock_operation
 from service.consent import Reconsented, allow_reingest
@@ -98,6 +102,14 @@ ExtendWhy = Annotated[
 ClockWhy = Annotated[ClockReason, described(description="Why the clock is paused or resumed.")]
 
 
+@contextmanager
+def _engine() -> Iterator[tuple[Home, Engine]]:
+    """The flow's home and its engine, opened once for the run and passed down."""
+    h = home()
+    with Engine.session(h.engine_db) as engine:
+        yield h, engine
+
+
 def _reason(code: StrEnum, reference: str) -> str:
     return f"{code.value} ({reference})"
 
@@ -111,7 +123,8 @@ def hold_place(
 ) -> RequestHoldPlaced:
     """Place a litigation hold on the subject of a request: while it is active, nothing of the subject
     is erased (an erasure run ends blocked)."""
-    out = place_hold(home(), request_id, _reason(reason, reference), actor)
+    with _engine() as (h, engine):
+        out = place_hold(engine, h, request_id, _reason(reason, reference), actor)
     get_run_logger().info(
         "hold %s placed for the subject of request %s (%s active)", out["hold_id"], request_id, out["active_holds"]
     )
@@ -123,7 +136,8 @@ def hold_release(
     request_id: RequestId, reference: CaseRef, actor: Actor, reason: ReleaseWhy = ReleaseReason.matter_closed
 ) -> RequestHoldsReleased:
     """Release every active litigation hold on the subject of a request."""
-    out = release_hold(home(), request_id, _reason(reason, reference), actor)
+    with _engine() as (h, engine):
+        out = release_hold(engine, h, request_id, _reason(reason, reference), actor)
     get_run_logger().info("released %d hold(s) for the subject of request %s", len(out["released"]), request_id)
     return out
 
@@ -145,7 +159,8 @@ def suppression_allow(
 ) -> Reconsented:
     """Re-consent: let the subject of an erased request be ingested again (removes the request's
     suppression keys)."""
-    out = allow_reingest(home(), request_id, _reason(reason, reference), actor, source)
+    with _engine() as (h, engine):
+        out = allow_reingest(engine, h, request_id, _reason(reason, reference), actor, source)
     get_run_logger().info("re-allowed %d key(s) of request %s", out["allowed"], request_id)
     return out
 
@@ -164,7 +179,8 @@ def request_extend(
     ] = None,
 ) -> ClockView:
     """Extend a request's legal deadline once, with notice to the subject."""
-    out = clock_operation(home(), ClockOp.extend, request_id, _reason(reason, reference), until=until)
+    with _engine() as (_, engine):
+        out = clock_operation(engine, ClockOp.extend, request_id, _reason(reason, reference), until=until)
     get_run_logger().info("request %s extended: deadline %s", request_id, out["deadline"])
     return out
 
@@ -174,7 +190,8 @@ def request_pause(
     request_id: RequestId, reference: CaseRef, reason: ClockWhy = ClockReason.identity_verification
 ) -> ClockView:
     """Pause a submitted request's clock while the subject's identity is verified."""
-    out = clock_operation(home(), ClockOp.pause, request_id, _reason(reason, reference))
+    with _engine() as (_, engine):
+        out = clock_operation(engine, ClockOp.pause, request_id, _reason(reason, reference))
     get_run_logger().info("request %s paused", request_id)
     return out
 
@@ -184,7 +201,8 @@ def request_resume(
     request_id: RequestId, reference: CaseRef, reason: ClockWhy = ClockReason.identity_verified
 ) -> ClockView:
     """Resume a paused clock: the deadline moves by the whole paused time."""
-    out = clock_operation(home(), ClockOp.resume, request_id, _reason(reason, reference))
+    with _engine() as (_, engine):
+        out = clock_operation(engine, ClockOp.resume, request_id, _reason(reason, reference))
     get_run_logger().info("request %s resumed: deadline %s", request_id, out["deadline"])
     return out
 
@@ -198,7 +216,8 @@ def intake(
     """Drain the inbox: vault each request envelope dropped into `<ERASURE_HOME>/inbox/` and delete
     its file; bad envelopes are kept encrypted in `inbox/rejected/` (random names) with their error,
     and purged after the retention."""
-    out = drain_inbox(home(), limit=limit)
+    with _engine() as (h, engine):
+        out = drain_inbox(engine, h, limit=limit)
     get_run_logger().info(
         "intake: %d vaulted, %d already present, %d rejected, %d expired rejected purged,"
         " %d refused (not regular files)",

@@ -11,6 +11,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.events import emit_event
 
 from erasure.config import Home
+from erasure.engine_db import Engine
 from service.restore import restored_and_held
 
 EVENT_RESTORED = "erasure.target.restored"
@@ -18,9 +19,9 @@ EVENT_HELD = "erasure.request.held-in-backup"
 TABLE_KEY = "erasure-restored-and-backups"
 
 
-def report(h: Home, *, emit: bool = True) -> dict[str, Any]:
+def report(engine: Engine, h: Home, *, emit: bool = True) -> dict[str, Any]:
     """Hook of the SLA monitor: restored targets and open backup expiries, as an artifact and events."""
-    restored, held = restored_and_held(h)
+    restored, held = restored_and_held(engine, h)
     rows = [
         {
             "what": "restored store",

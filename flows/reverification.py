@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from prefect import State, flow, get_run_logger, task
 from prefect.events import emit_event
 
+from erasure.engine_db import Engine
 from erasure.models import checked_request_id
 from flows.ended import ended, outcome_of
 from flows.parameters import RequestId, described
@@ -27,7 +28,9 @@ EVENT_REVERIFIED = "erasure.request.reverified"
 @task(name="reverify", retries=0)
 def reverify_task(request_id: str) -> dict[str, Any]:
     """Probe the request's subject again and sign the statement (ids, counts and keyed hashes only)."""
-    return reverify_request(home(), request_id)
+    h = home()
+    with Engine.session(h.engine_db) as engine:  # the flow's: this thread runs with a copy of its context
+        return reverify_request(engine, h, request_id)
 
 
 @flow(name="reverification", flow_run_name="reverify-{request_id}", persist_result=False)
@@ -69,10 +72,12 @@ def reverify_due(
     """Re-verify every sealed request last verified `days` or more days ago, each in a flow run of its
     own; returns how many were all clear, reopened, or could not be re-verified (by request id)."""
     out: dict[str, list[str]] = {"all_clear": [], "reopened": [], "not_reverified": []}
-    for rid in due_requests(home(), days):
-        outcome = outcome_of(reverification(rid, return_state=True))
-        key = str(outcome) if outcome in (Outcome.all_clear, Outcome.reopened) else "not_reverified"
-        out[key].append(rid)
+    h = home()
+    with Engine.session(h.engine_db) as engine:  # the run's engine: its subflows' tasks borrow it
+        for rid in due_requests(engine, h, days):
+            outcome = outcome_of(reverification(rid, return_state=True))
+            key = str(outcome) if outcome in (Outcome.all_clear, Outcome.reopened) else "not_reverified"
+            out[key].append(rid)
     get_run_logger().info(
         "re-verified %d request(s): %d all clear, %d reopened, %d not re-verified",
         sum(len(v) for v in out.values()),

@@ -61,11 +61,11 @@ def resource_id(request_id: str) -> str:
     return f"erasure.request.{request_id}"
 
 
-def tier_rows(h: Home, request_id: str, verification: dict[str, Any] | None) -> list[dict[str, Any]]:
+def tier_rows(engine: Engine, request_id: str, verification: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Per tier: the step's status and counts (engine step records) and the probes' residue; the
     reference store's nine tiers first, then each other target's tiers as `<target>/<tier>`."""
-    with Engine.borrow(h.engine_db) as engine:
-        recs = request_records.steps(engine, request_id)
+    with engine.lent() as conn:
+        recs = request_records.steps(conn, request_id)
     residue: Counter[tuple[str | None, str]] = Counter()
     probed: set[tuple[str | None, str]] = set()
     for p in (verification or {}).get("probes", []):
@@ -284,15 +284,15 @@ def summary_markdown(
     return "\n".join(lines)
 
 
-def report(h: Home, request_id: str, state: Any) -> dict[str, Any]:
+def report(engine: Engine, h: Home, request_id: str, state: Any) -> dict[str, Any]:
     """Everything `publish` puts in the UI, computed from the engine and the evidence folder."""
     request_state: RequestState | None
-    with Engine.borrow(h.engine_db) as engine:
+    with engine.lent() as conn:
         try:
-            request_state = request_records.get(engine, request_id).state
+            request_state = request_records.get(conn, request_id).state
         except NotFound:
             request_state = None
-        kinds = Counter(e.kind for e in request_records.exceptions(engine, request_id, open_only=True))
+        kinds = Counter(e.kind for e in request_records.exceptions(conn, request_id, open_only=True))
     verification = verification_doc(h, request_id) or None
     pack = _pack(h, request_id)
     outcome, events = _outcome(state, request_state)
@@ -304,7 +304,7 @@ def report(h: Home, request_id: str, state: Any) -> dict[str, Any]:
         "verification": verification,
         "exceptions": kinds,
         "pack": pack,
-        "rows": tier_rows(h, request_id, verification),
+        "rows": tier_rows(engine, request_id, verification),
         "markdown": summary_markdown(request_id, outcome, state, request_state, verification, kinds, pack),
     }
 
@@ -320,7 +320,9 @@ def publish(flow: Any, flow_run: Any, state: Any) -> None:
     if not isinstance(request_id, str) or not is_safe_token(request_id):
         return  # refused before it started: nothing to report under
     try:
-        rep = report(home(), request_id, state)
+        h = home()
+        with Engine.session(h.engine_db) as engine:  # after the flow's end: an entry point of its own
+            rep = report(engine, h, request_id, state)
     except ErasureError:
         return  # no engine (or no such request): nothing to report
     rows = rep["rows"]

@@ -62,19 +62,19 @@ def waits_for_dpo(h: Home) -> bool:
     return deployed and (h.keys_dir / "dpo.pub.pem").is_file()
 
 
-def request_state(h: Home, request_id: str) -> RequestState | None:
+def request_state(engine: Engine, request_id: str) -> RequestState | None:
     """The request's state now (None if the engine does not know it)."""
-    with Engine.borrow(h.engine_db) as engine:
+    with engine.lent() as conn:
         try:
-            return request_records.get(engine, request_id).state
+            return request_records.get(conn, request_id).state
         except NotFound:
             return None
 
 
-def description(h: Home, request_id: str, refused: str | None = None) -> str:
+def description(engine: Engine, h: Home, request_id: str, refused: str | None = None) -> str:
     """The form's Markdown: what the DPO attests and the command that signs it (no identifier); with
     `refused`, why the previous answer changed nothing."""
-    rep = run_report.report(h, request_id, ended(Outcome.all_clear, "waiting for the DPO's sign-off"))
+    rep = run_report.report(engine, h, request_id, ended(Outcome.all_clear, "waiting for the DPO's sign-off"))
     rows = rep["rows"]
     pack = rep["pack"] or {}
     desk = intake.desk_url(h)
@@ -124,39 +124,39 @@ def description(h: Home, request_id: str, refused: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def answer_refused(h: Home, request_id: str, answer: DpoSignOff) -> str | None:
+def answer_refused(engine: Engine, h: Home, request_id: str, answer: DpoSignOff) -> str | None:
     """Act on the DPO's answer; None when it sealed or rejected, else why it changed nothing."""
     try:
         if answer.decision == "reject":
-            signoff.reject(h, request_id, answer.envelope)
+            signoff.reject(engine, h, request_id, answer.envelope)
         else:
-            signoff.seal(h, request_id, envelope=answer.envelope)
+            signoff.seal(engine, h, request_id, envelope=answer.envelope)
     except ErasureError as exc:
         return str(exc)
     return None
 
 
-def sign_off(h: Home, request_id: str) -> RequestState | None:
+def sign_off(engine: Engine, h: Home, request_id: str) -> RequestState | None:
     """Ask the DPO in the UI and act on the answer; a refused answer (another request's or another
     pack's envelope, an unsigned reject) changes nothing and the run asks again. Returns the request's
     state after it. A resumed run replays the answers already given (each suspension has its own key)."""
     refused: str | None = None
     for n in range(MAX_ASKS):
-        if request_state(h, request_id) is not RequestState.awaiting_attestation:
+        if request_state(engine, request_id) is not RequestState.awaiting_attestation:
             break
         answer = suspend_flow_run(
             wait_for_input=DpoSignOff.with_initial_data(
-                description=description(h, request_id, refused), decision="attest"
+                description=description(engine, h, request_id, refused), decision="attest"
             ),
             key=PAUSE_KEY if n == 0 else f"{PAUSE_KEY}-{n + 1}",
         )
-        if request_state(h, request_id) is not RequestState.awaiting_attestation:
+        if request_state(engine, request_id) is not RequestState.awaiting_attestation:
             break  # already done by `erasure attest`
-        refused = answer_refused(h, request_id, answer)
+        refused = answer_refused(engine, h, request_id, answer)
         if refused is None:
             break
         get_run_logger().warning("request %s: the DPO's answer was refused: %s", request_id, refused)
-    state = request_state(h, request_id)
+    state = request_state(engine, request_id)
     get_run_logger().info("request %s: %s after the DPO's sign-off", request_id, state.value if state else "?")
     return state
 

@@ -158,38 +158,39 @@ def sla_monitor(
     log = get_run_logger()
     h = home()
     now = datetime.now(UTC)
-    with Engine.borrow(h.engine_db) as engine:
-        rows = sla_rows(
-            engine, now=now, policy=ClockPolicy.from_env(), at_risk_days=at_risk_days, legal_bases=legal_bases
+    with Engine.session(h.engine_db) as engine:  # the flow's engine
+        with engine.lent() as conn:
+            rows = sla_rows(
+                conn, now=now, policy=ClockPolicy.from_env(), at_risk_days=at_risk_days, legal_bases=legal_bases
+            )
+            counts = state_counts(conn)
+            kinds = open_kinds(conn, rows)
+        s = summarise(rows)
+        create_table_artifact(
+            key=TABLE_KEY,
+            table=table_rows(rows, kinds),
+            description=f"Open erasure requests against their legal deadlines, {iso_utc(now)}: "
+            f"{s.open} open, {s.breached} breached, {s.at_risk} at risk.",
         )
-        counts = state_counts(engine)
-        kinds = open_kinds(engine, rows)
-    s = summarise(rows)
-    create_table_artifact(
-        key=TABLE_KEY,
-        table=table_rows(rows, kinds),
-        description=f"Open erasure requests against their legal deadlines, {iso_utc(now)}: "
-        f"{s.open} open, {s.breached} breached, {s.at_risk} at risk.",
-    )
-    create_markdown_artifact(
-        key=MARKDOWN_KEY,
-        markdown=to_markdown(rows, now=now, at_risk_days=at_risk_days),
-        description="Erasure SLA report",
-    )
-    sent = emit_deadline_events(rows) if emit_events else {EVENT_AT_RISK: 0, EVENT_BREACHED: 0}
-    textfile = Path(metrics_textfile) if metrics_textfile else default_textfile(h)
-    write_textfile(textfile, rows, counts, now=now, at_risk_days=at_risk_days)
-    log.info(
-        "sla: %d open, %d breached, %d at risk; events %d at-risk, %d breached",
-        s.open,
-        s.breached,
-        s.at_risk,
-        sent[EVENT_AT_RISK],
-        sent[EVENT_BREACHED],
-    )
-    from flows.restored import report
+        create_markdown_artifact(
+            key=MARKDOWN_KEY,
+            markdown=to_markdown(rows, now=now, at_risk_days=at_risk_days),
+            description="Erasure SLA report",
+        )
+        sent = emit_deadline_events(rows) if emit_events else {EVENT_AT_RISK: 0, EVENT_BREACHED: 0}
+        textfile = Path(metrics_textfile) if metrics_textfile else default_textfile(h)
+        write_textfile(textfile, rows, counts, now=now, at_risk_days=at_risk_days)
+        log.info(
+            "sla: %d open, %d breached, %d at risk; events %d at-risk, %d breached",
+            s.open,
+            s.breached,
+            s.at_risk,
+            sent[EVENT_AT_RISK],
+            sent[EVENT_BREACHED],
+        )
+        from flows.restored import report
 
-    backups = report(h, emit=emit_events)  # hook (issue 26): restored stores, backups holding subjects
+        backups = report(engine, h, emit=emit_events)  # hook (issue 26): restored stores, backups holding subjects
     return {
         "open": s.open,
         "at_risk": s.at_risk,

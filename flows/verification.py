@@ -27,7 +27,9 @@ from service.verification import judge, verdict_of, verify_request
 def probes_task(request_id: str, tiers: list[str] | None = None) -> dict[str, Any]:
     """Run the probes (every tier, or `tiers` and the byte scan); write verification.json; return it
     (ids and counts only)."""
-    return verify_request(home(), request_id, tiers)
+    h = home()
+    with Engine.session(h.engine_db) as engine:  # the flow's: this thread runs with a copy of its context
+        return verify_request(engine, h, request_id, tiers)
 
 
 @flow(name="verification", flow_run_name="verify-{request_id}", persist_result=False)
@@ -35,20 +37,20 @@ def verification(request_id: RequestId, tiers: list[Tier] | None = None) -> Stat
     """Probe every tier for the request's subject; all clear or a Failed state naming the tiers (its
     data: the verification document, counts only)."""
     checked_request_id(request_id)
-    doc = probes_task(request_id, [*(t.value for t in tiers), "bytes"] if tiers else None)
-    log = get_run_logger()
-    for p in doc["probes"]:
-        log.info(
-            "probe %s/%s: residue %s, bystanders %s -> %s",
-            p["tier"],
-            p["method"],
-            p["residue"],
-            p["bystanders_before"],
-            p["bystanders_after"],
-        )
-    outcome, why = judge(verdict_of(doc))
-    if outcome is not Outcome.all_clear and not _a_subflow():
-        with Engine.session(home().engine_db) as engine:  # its parent's, when it has one
+    with Engine.session(home().engine_db) as engine:  # its parent's, when it has one
+        doc = probes_task(request_id, [*(t.value for t in tiers), "bytes"] if tiers else None)
+        log = get_run_logger()
+        for p in doc["probes"]:
+            log.info(
+                "probe %s/%s: residue %s, bystanders %s -> %s",
+                p["tier"],
+                p["method"],
+                p["residue"],
+                p["bystanders_before"],
+                p["bystanders_after"],
+            )
+        outcome, why = judge(verdict_of(doc))
+        if outcome is not Outcome.all_clear and not _a_subflow():
             cascade.record(engine, {request_id: Result(outcome, why)})
     return ended(outcome, why, doc)
 

@@ -42,7 +42,9 @@ def window_preflight(request_ids: list[str]) -> dict[str, Preflight | Failure]:
 def window_fingerprint(request_ids: list[str]) -> dict[str, str]:
     """The probes' fingerprints of every subject, sealed per request, taken together (one store-facts
     read, one byte scan, one bystander baseline); one sealed by an earlier run is kept."""
-    return seal_fingerprints(home(), request_ids)
+    h = home()
+    with Engine.session(h.engine_db) as engine:  # the flow's: this thread runs with a copy of its context
+        return seal_fingerprints(engine, h, request_ids)
 
 
 @task(name="window-subprocessors", retries=0, cache_policy=NO_CACHE)
@@ -90,19 +92,25 @@ def window_scrub(request_ids: list[str]) -> dict[str, object]:
 def window_probe(request_ids: list[str]) -> dict[str, str]:
     """The store's part of the verification, under the store's lock; kept in this process for the
     verification, which asks the processors after the lock is released."""
-    return stages.probe_all(home(), request_ids)
+    h = home()
+    with Engine.session(h.engine_db) as engine:
+        return stages.probe_all(engine, h, request_ids)
 
 
 @task(name="window-verification", retries=0, cache_policy=NO_CACHE)
 def window_verification(request_ids: list[str]) -> dict[str, Verdict | Failure]:
     """The independent probes for every request at once; each request's verification.json."""
-    return stages.verify_all(home(), request_ids)
+    h = home()
+    with Engine.session(h.engine_db) as engine:
+        return stages.verify_all(engine, h, request_ids)
 
 
 @task(name="proof-packs", retries=0, cache_policy=NO_CACHE)
 def window_packs(request_ids: list[str]) -> dict[str, str | Failure]:
     """Each request's engine-signed pack."""
-    return stages.packs_all(home(), request_ids)
+    h = home()
+    with Engine.session(h.engine_db) as engine:
+        return stages.packs_all(engine, h, request_ids)
 
 
 WINDOW = Stages(
@@ -126,14 +134,11 @@ def erasure_window(request_ids: RequestIds = None) -> State:
     run left running), verify each independently, write each one's signed pack. Held requests are
     skipped and reported."""
     h = home()
-    if request_ids:
-        ids = list(dict.fromkeys(checked_request_id(r) for r in request_ids))
-    else:
-        with Engine.session(h.engine_db) as engine:
-            ids = cascade.pending(engine)
-    if not ids:
-        return ended(Outcome.noop, "no request to run", {"requests": {}})
-    results = cascade.run_requests(h, ids, WINDOW)
+    with Engine.session(h.engine_db) as engine:  # the run's engine: its tasks borrow it
+        ids = list(dict.fromkeys(checked_request_id(r) for r in request_ids or [])) or cascade.pending(engine)
+        if not ids:
+            return ended(Outcome.noop, "no request to run", {"requests": {}})
+        results = cascade.run_requests(engine, h, ids, WINDOW)
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts(results).items()))
     get_run_logger().info("window of %d request(s): %s", len(ids), summary)
     data = {"requests": {rid: r.to_json() for rid, r in results.items()}, "counts": counts(results)}

@@ -63,13 +63,13 @@ def record(engine: Engine, results: Mapping[str, Result], *, also: Iterable[str]
                 request_records.set_state(conn, rid, result.outcome.state, result.detail)
 
 
-def run_requests(h: Home, request_ids: list[str], stages: Stages) -> dict[str, Result]:
+def run_requests(engine: Engine, h: Home, request_ids: list[str], stages: Stages) -> dict[str, Result]:
     """Run these requests as one window (or one by one, see the module): preflight, hold, cascade,
-    verification and packs. Returns each request's `Result`, in the order given."""
+    verification and packs, on the run's engine (the caller's `Engine.session`, which the stages'
+    tasks borrow). Returns each request's `Result`, in the order given."""
     engine_key_present(h)
     results: dict[str, Result] = {}
     with contextlib.ExitStack() as locks:
-        engine = locks.enter_context(Engine.session(h.engine_db))  # the run's engine, passed down
         runnable: list[str] = []
         for rid in request_ids:
             try:

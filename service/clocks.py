@@ -10,7 +10,6 @@ from typing import TypedDict
 
 from erasure import request_records
 from erasure.clocks import ClockPolicy, Deadline, iso_utc
-from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.models import checked_request_id
 
@@ -47,7 +46,13 @@ def clock_view(request_id: str, clock: Deadline) -> ClockView:
 
 
 def clock_operation(
-    h: Home, op: ClockOp | str, request_id: str, reason: str, *, until: date | None = None, now: datetime | None = None
+    engine: Engine,
+    op: ClockOp | str,
+    request_id: str,
+    reason: str,
+    *,
+    until: date | None = None,
+    now: datetime | None = None,
 ) -> ClockView:
     """Pause, resume or extend (to `until`, default the legal maximum) a request's clock; the new clock.
     `ValueError` for an operation that is none of these."""
@@ -55,11 +60,11 @@ def clock_operation(
     checked_request_id(request_id)
     now = now or datetime.now(UTC)
     policy = ClockPolicy.from_env()
-    with Engine.borrow(h.engine_db) as engine:
+    with engine.lent() as conn:
         if op is ClockOp.extend:
-            clock = request_records.extend(engine, request_id, reason, now=now, until=until, policy=policy)
+            clock = request_records.extend(conn, request_id, reason, now=now, until=until, policy=policy)
         elif op is ClockOp.pause:
-            clock = request_records.pause(engine, request_id, reason, now=now, policy=policy)
+            clock = request_records.pause(conn, request_id, reason, now=now, policy=policy)
         else:
-            clock = request_records.resume(engine, request_id, reason, now=now, policy=policy)
+            clock = request_records.resume(conn, request_id, reason, now=now, policy=policy)
     return clock_view(request_id, clock)

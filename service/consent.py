@@ -32,14 +32,16 @@ class Reconsented(TypedDict):
     identities: int
 
 
-def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: str | None = None) -> Reconsented:
+def allow_reingest(
+    engine: Engine, h: Home, request_id: str, reason: str, actor: str, source: str | None = None
+) -> Reconsented:
     """Remove the suppression keys that `request_id`'s erasure recorded (optionally only those of one
     `source`), so the subject's items may be ingested again; without a `source`, also the
     erased-identity hashes it recorded. `NotFound` if there are no keys."""
     checked_request_id(request_id)
-    with Engine.borrow(h.engine_db) as engine:
-        subject = request_records.load_envelope(engine, request_id).subject
-        request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
+    with engine.lent() as conn:
+        subject = request_records.load_envelope(conn, request_id).subject
+        request_records.refuse_if_names_a_subject(conn, {"reason": reason, "actor": actor}, subject)
         store = open_store(h.store_dir)
         try:
             keys = [
@@ -60,7 +62,7 @@ def allow_reingest(h: Home, request_id: str, reason: str, actor: str, source: st
             identities = 0 if source else suppression.allow_identities_of(store, request_id, reason, actor)
         finally:
             store.close()
-        _log_allowed(engine, request_id, keys=allowed, identities=identities, source=source)
+        _log_allowed(conn, request_id, keys=allowed, identities=identities, source=source)
     return {"request_id": request_id, "allowed": allowed, "identities": identities}
 
 
@@ -83,19 +85,19 @@ def list_suppressed(h: Home) -> tuple[list[dict[str, Any]], int]:
     return [dict(k.__dict__) for k in keys], identities
 
 
-def allow_key(h: Home, source: str, source_ref: str, reason: str, actor: str) -> None:
+def allow_key(engine: Engine, h: Home, source: str, source_ref: str, reason: str, actor: str) -> None:
     """Re-consent for one item: remove its (source, source_ref) key from the suppression list (audited
     in the store; the engine's event names the request that erased it). `NotFound` when not listed;
     free text naming the erased subject or anyone in the request vault is refused first."""
     conn = open_store(h.store_dir)
     try:
         request_ref = suppression.request_ref_of(conn, source, source_ref)
-        with Engine.borrow(h.engine_db) as engine:
+        with engine.lent() as db:
             texts = {"reason": reason, "actor": actor}
-            request_records.refuse_if_names_a_subject(engine, texts, request_records.subject_of(engine, request_ref))
+            request_records.refuse_if_names_a_subject(db, texts, request_records.subject_of(db, request_ref))
             if not suppression.allow(conn, source, source_ref, reason, actor):
                 raise NotFound("that key is not on the suppression list")
-            _log_allowed(engine, request_ref, keys=1, identities=0)
+            _log_allowed(db, request_ref, keys=1, identities=0)
     finally:
         conn.close()
 
@@ -121,14 +123,14 @@ def subject_of_line(spec: str) -> tuple[Subject, str, str]:
         raise InputError(f"{where}: not an ingest line with a valid subject") from None
 
 
-def allow_identity(h: Home, spec: str, reason: str, actor: str) -> tuple[list[str], bool]:
+def allow_identity(engine: Engine, h: Home, spec: str, reason: str, actor: str) -> tuple[list[str], bool]:
     """Re-consent by identity: release the erased identity (id, email, phone) that holds the item on
     line `spec` (`FILE.jsonl:LINE`) of an ingest file, with one engine event per erasure it undoes.
     Returns the kinds released and whether that item's own (source, source_ref) key is still
     suppressed. `NotFound` when no erased identity matches."""
     subject, source, source_ref = subject_of_line(spec)
-    with Engine.borrow(h.engine_db) as engine:
-        request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
+    with engine.lent() as db:
+        request_records.refuse_if_names_a_subject(db, {"reason": reason, "actor": actor}, subject)
         conn = open_store(h.store_dir)
         try:
             refs = suppression.identity_refs(conn, subject)
@@ -139,7 +141,7 @@ def allow_identity(h: Home, spec: str, reason: str, actor: str) -> tuple[list[st
         finally:
             conn.close()
         for ref, rows in refs.items():
-            _log_allowed(engine, ref, keys=0, identities=rows)
+            _log_allowed(db, ref, keys=0, identities=rows)
     return kinds, key_still
 
 

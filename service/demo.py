@@ -63,7 +63,7 @@ def make_keys(h: Home) -> Path:
     return h.keys_dir
 
 
-def submit(h: Home, subject: Subject) -> request_records.SubmitResult:
+def submit(engine: Engine, subject: Subject) -> request_records.SubmitResult:
     """The demo's GDPR request for `subject`, received three days ago; its deadlines."""
     env = ErasureRequestEnvelope.model_validate(
         {
@@ -76,8 +76,8 @@ def submit(h: Home, subject: Subject) -> request_records.SubmitResult:
             "reason": "Art.17 request via the privacy portal",
         }
     )
-    with Engine.borrow(h.engine_db) as engine:
-        return request_records.submit(engine, env, now=datetime.now(UTC))
+    with engine.lent() as conn:
+        return request_records.submit(conn, env, now=datetime.now(UTC))
 
 
 def pin_audit_key(h: Home) -> Path:

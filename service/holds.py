@@ -47,16 +47,18 @@ class RequestHoldsReleased(HoldsReleased):
     request_id: str
 
 
-def _checked(h: Home, reason: str, actor: str, *, request_id: str | None = None, subject_id: str = "") -> Subject:
+def _checked(
+    engine: Engine, reason: str, actor: str, *, request_id: str | None = None, subject_id: str = ""
+) -> Subject:
     """Refuse a reason or actor that names the subject (every identifier the vault knows: read by request
     id, or by subject id) or anyone in the vault, before the store's append-only audit log sees it."""
-    with Engine.borrow(h.engine_db) as engine:
+    with engine.lent() as conn:
         subject = (
-            request_records.load_envelope(engine, checked_request_id(request_id)).subject
+            request_records.load_envelope(conn, checked_request_id(request_id)).subject
             if request_id is not None
-            else request_records.subject_by_id(engine, subject_id)
+            else request_records.subject_by_id(conn, subject_id)
         )
-        request_records.refuse_if_names_a_subject(engine, {"reason": reason, "actor": actor}, subject)
+        request_records.refuse_if_names_a_subject(conn, {"reason": reason, "actor": actor}, subject)
         return subject
 
 
@@ -69,7 +71,9 @@ def _place(h: Home, subject_id: str, reason: str, actor: str) -> HoldPlaced:
         store.close()
 
 
-def _release(h: Home, subject_id: str, reason: str, actor: str, request_id: str | None) -> HoldsReleased:
+def _release(
+    engine: Engine, h: Home, subject_id: str, reason: str, actor: str, request_id: str | None
+) -> HoldsReleased:
     """Release every active hold on `subject_id`; with none left, the subject's blocked requests go back
     to `submitted`. `NotFound` if there is no active hold."""
     store = open_store(h.store_dir)
@@ -78,45 +82,43 @@ def _release(h: Home, subject_id: str, reason: str, actor: str, request_id: str 
         active = holds.active_holds(store, subject_id)
     finally:
         store.close()
-    with Engine.borrow(h.engine_db) as engine:
+    with engine.lent() as conn:
         if request_id is not None:
-            request_records.log_event(
-                engine, request_id, "hold.released", {"hold_ids": released, "active_holds": active}
-            )
+            request_records.log_event(conn, request_id, "hold.released", {"hold_ids": released, "active_holds": active})
         if active == 0:
-            for rid in request_records.requests_of_subject(engine, subject_id):
-                if request_records.get(engine, rid).state is RequestState.blocked:
-                    request_records.set_state(engine, rid, RequestState.submitted, UNBLOCKED)
+            for rid in request_records.requests_of_subject(conn, subject_id):
+                if request_records.get(conn, rid).state is RequestState.blocked:
+                    request_records.set_state(conn, rid, RequestState.submitted, UNBLOCKED)
     return {"released": released, "active_holds": active}
 
 
-def place_subject_hold(h: Home, subject_id: str, reason: str, actor: str) -> HoldPlaced:
+def place_subject_hold(engine: Engine, h: Home, subject_id: str, reason: str, actor: str) -> HoldPlaced:
     """Place a litigation hold on the subject whose platform id is `subject_id` (`erasure hold place`)."""
-    _checked(h, reason, actor, subject_id=subject_id)
+    _checked(engine, reason, actor, subject_id=subject_id)
     return _place(h, subject_id, reason, actor)
 
 
-def release_subject_holds(h: Home, subject_id: str, reason: str, actor: str) -> HoldsReleased:
+def release_subject_holds(engine: Engine, h: Home, subject_id: str, reason: str, actor: str) -> HoldsReleased:
     """Release every active hold on the subject whose platform id is `subject_id` (`erasure hold
     release`); the subject's blocked requests go back to `submitted`."""
-    _checked(h, reason, actor, subject_id=subject_id)
-    return _release(h, subject_id, reason, actor, None)
+    _checked(engine, reason, actor, subject_id=subject_id)
+    return _release(engine, h, subject_id, reason, actor, None)
 
 
-def place_hold(h: Home, request_id: str, reason: str, actor: str) -> RequestHoldPlaced:
+def place_hold(engine: Engine, h: Home, request_id: str, reason: str, actor: str) -> RequestHoldPlaced:
     """Place a litigation hold on the subject of `request_id` (the `hold-place` deployment)."""
-    subject = _checked(h, reason, actor, request_id=request_id)
+    subject = _checked(engine, reason, actor, request_id=request_id)
     placed = _place(h, subject.id, reason, actor)
-    with Engine.borrow(h.engine_db) as engine:
-        request_records.log_event(engine, request_id, "hold.placed", dict(placed))
+    with engine.lent() as conn:
+        request_records.log_event(conn, request_id, "hold.placed", dict(placed))
     return {"request_id": request_id, **placed}
 
 
-def release_hold(h: Home, request_id: str, reason: str, actor: str) -> RequestHoldsReleased:
+def release_hold(engine: Engine, h: Home, request_id: str, reason: str, actor: str) -> RequestHoldsReleased:
     """Release every active hold on the subject of `request_id` (the `hold-release` deployment); the
     subject's blocked requests go back to `submitted`. `NotFound` if the subject has no active hold."""
-    subject = _checked(h, reason, actor, request_id=request_id)
-    return {"request_id": request_id, **_release(h, subject.id, reason, actor, request_id)}
+    subject = _checked(engine, reason, actor, request_id=request_id)
+    return {"request_id": request_id, **_release(engine, h, subject.id, reason, actor, request_id)}
 
 
 KEY_PREFIX = 12

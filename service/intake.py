@@ -3,15 +3,11 @@ from the inbox (`erasure intake`, the `intake` deployment)."""
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import apsw
 
 from erasure import inbox as inbox_mod
 from erasure import request_records
@@ -24,18 +20,18 @@ from erasure.models import ErasureRequestEnvelope, load_envelope_file, parse_env
 INBOX_GLOB = "*.json"
 
 
-@contextlib.contextmanager
-def _engine(h: Home) -> Iterator[apsw.Connection]:
-    with Engine.borrow(h.engine_db) as conn:
-        yield conn
+def read_envelope(file: Path) -> ErasureRequestEnvelope:
+    """The envelope in `file`, validated (`InputError` naming the file and the field): the command
+    reads it before it opens the engine, so bad input writes nothing."""
+    return load_envelope_file(file)
 
 
-def submit_file(h: Home, file: Path, *, now: datetime | None = None) -> request_records.SubmitResult:
-    """Validate the envelope in `file` (before opening anything: bad input writes nothing), vault it and
-    start its legal clock; idempotent for the same envelope."""
-    envelope = load_envelope_file(file)
-    with _engine(h) as engine:
-        return request_records.submit(engine, envelope, now=now or datetime.now(UTC), policy=ClockPolicy.from_env())
+def submit(
+    engine: Engine, envelope: ErasureRequestEnvelope, *, now: datetime | None = None
+) -> request_records.SubmitResult:
+    """Vault a validated envelope and start its legal clock; idempotent for the same envelope."""
+    with engine.lent() as conn:
+        return request_records.submit(conn, envelope, now=now or datetime.now(UTC), policy=ClockPolicy.from_env())
 
 
 @dataclass
@@ -61,7 +57,7 @@ class IntakeResult:
 
 
 def drain_inbox(
-    h: Home, *, now: datetime | None = None, policy: ClockPolicy | None = None, limit: int | None = None
+    engine: Engine, h: Home, *, now: datetime | None = None, policy: ClockPolicy | None = None, limit: int | None = None
 ) -> IntakeResult:
     """Vault every `*.json` envelope in the inbox (oldest name first) and delete each file once vaulted
     (also when the identical envelope was already vaulted). A bad or conflicting envelope is kept
@@ -73,7 +69,7 @@ def drain_inbox(
     inbox.mkdir(parents=True, exist_ok=True)
     policy = policy or ClockPolicy.from_env()
     result = IntakeResult()
-    with open(inbox / ".intake.lock", "a+") as lock, _engine(h) as engine:
+    with open(inbox / ".intake.lock", "a+") as lock, engine.lent() as conn:
         fcntl.flock(lock, fcntl.LOCK_EX)
         inbox_mod.seal_legacy(h)
         result.purged = inbox_mod.purge_expired(h, now=now)
@@ -91,7 +87,7 @@ def drain_inbox(
                 continue
             try:
                 envelope: ErasureRequestEnvelope = parse_envelope(raw, source=f"envelope {name}", now=at)
-                res = request_records.submit(engine, envelope, now=at, policy=policy)
+                res = request_records.submit(conn, envelope, now=at, policy=policy)
             except ErasureError as exc:
                 message = str(exc) if str(exc).startswith(f"envelope {name}") else f"envelope {name}: {exc}"
                 inbox_mod.keep_rejected(h, raw, message, name=name, now=at)
@@ -104,20 +100,18 @@ def drain_inbox(
 
 
 def submit_envelope(
-    h: Home, raw: bytes, *, source: str = "the form", now: datetime | None = None
+    engine: Engine, raw: bytes, *, source: str = "the form", now: datetime | None = None
 ) -> request_records.SubmitResult:
     """Validate an envelope given as JSON (the request desk's form; `InputError` naming the field, never
     quoting a value), vault it and start its legal clock; idempotent for the same envelope."""
     at = now or datetime.now(UTC)
-    envelope = parse_envelope(raw, source=source, now=at)
-    with _engine(h) as engine:
-        return request_records.submit(engine, envelope, now=at, policy=ClockPolicy.from_env())
+    return submit(engine, parse_envelope(raw, source=source, now=at), now=at)
 
 
-def list_requests(h: Home) -> list[request_records.RequestRow]:
+def list_requests(engine: Engine) -> list[request_records.RequestRow]:
     """Every request in the vault, soonest deadline first (ids, states and clocks: no identifier)."""
-    with _engine(h) as engine:
-        return request_records.list_requests(engine)
+    with engine.lent() as conn:
+        return request_records.list_requests(conn)
 
 
 DESK_FILE = "desk.json"

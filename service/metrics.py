@@ -109,9 +109,9 @@ class SlaCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         """The current metric families."""
         now = datetime.now(UTC)
-        with Engine.borrow(self._home.engine_db) as engine:
-            rows = sla_rows(engine, now=now, policy=self._policy, at_risk_days=self._at_risk_days)
-            counts = state_counts(engine)
+        with Engine.open(self._home.engine_db) as engine:  # a scrape is an entry point of its own
+            rows = sla_rows(engine.conn, now=now, policy=self._policy, at_risk_days=self._at_risk_days)
+            counts = state_counts(engine.conn)
         yield from families(rows, counts, now=now, at_risk_days=self._at_risk_days)
 
 
@@ -201,9 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     h = Home.resolve().ensure()
     if args.port is None:
         now = datetime.now(UTC)
-        with Engine.borrow(h.engine_db) as engine:
-            rows = sla_rows(engine, now=now, at_risk_days=args.at_risk_days)
-            counts = state_counts(engine)
+        with Engine.open(h.engine_db) as engine:
+            rows = sla_rows(engine.conn, now=now, at_risk_days=args.at_risk_days)
+            counts = state_counts(engine.conn)
         out = write_textfile(
             args.textfile or default_textfile(h), rows, counts, now=now, at_risk_days=args.at_risk_days
         )

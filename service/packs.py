@@ -20,13 +20,13 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
-def write_evidence(request_id: str, h: Home) -> Path:
+def write_evidence(engine: Engine, h: Home, request_id: str) -> Path:
     """Write request.json and subprocessor-receipts.jsonl beside the steps and probe results, in the
     folder of the run whose pack comes next (`proof.history.run_of`); returns that folder."""
-    with Engine.borrow(h.engine_db) as engine:
-        row = request_records.get(engine, request_id)
-        env = request_records.load_envelope(engine, request_id)
-        salt = request_records.subject_salt(engine, request_id)
+    with engine.lent() as conn:
+        row = request_records.get(conn, request_id)
+        env = request_records.load_envelope(conn, request_id)
+        salt = request_records.subject_salt(conn, request_id)
         subject = env.subject
         commitments = {
             k: request_records.commit_identifier(salt, v)
@@ -76,20 +76,22 @@ def write_evidence(request_id: str, h: Home) -> Path:
                     else r.completed_at.isoformat().replace("+00:00", "Z"),
                     "attempts": r.attempts,
                 }
-                for r in request_records.receipts(engine, request_id)
+                for r in request_records.receipts(conn, request_id)
             ],
         )
         return out
 
 
-def forbidden_strings(request_id: str, h: Home) -> list[str]:
+def forbidden_strings(engine: Engine, request_id: str) -> list[str]:
     """The subject's identifiers, in memory only: the pack writer refuses a pack that contains any."""
-    with Engine.borrow(h.engine_db) as engine:
-        return request_records.load_envelope(engine, request_id).subject.identifiers()
+    with engine.lent() as conn:
+        return request_records.load_envelope(conn, request_id).subject.identifiers()
 
 
-def write_engine_pack(request_id: str, h: Home) -> dict[str, Any]:
+def write_engine_pack(engine: Engine, h: Home, request_id: str) -> dict[str, Any]:
     """Evidence files, then the engine-signed pack. Returns the pack path (no identifiers)."""
-    write_evidence(request_id, h)
-    pack = write_pack(h.evidence_dir(request_id), h.keys_dir / "engine.pem", forbidden=forbidden_strings(request_id, h))
+    write_evidence(engine, h, request_id)
+    pack = write_pack(
+        h.evidence_dir(request_id), h.keys_dir / "engine.pem", forbidden=forbidden_strings(engine, request_id)
+    )
     return {"request_id": request_id, "pack": str(pack)}

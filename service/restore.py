@@ -150,7 +150,7 @@ def declared_backups(found: Targets) -> list[dict[str, Any]]:
     return [b.as_dict() for t in found.targets for b in list_backups(t)]
 
 
-def followups(h: Home, now: datetime | None = None) -> dict[str, Any]:
+def followups(engine: Engine, h: Home, now: datetime | None = None) -> dict[str, Any]:
     """Open backup expiries per request; for each request none of whose backups holds the subject any
     longer, sign the follow-up statement beside its pack (with the engine key, when the home has one)
     and close the exceptions. Returns both."""
@@ -158,8 +158,8 @@ def followups(h: Home, now: datetime | None = None) -> dict[str, Any]:
     from tasks.backup_holds import by_request, close_ended, open_holds
 
     now = now or datetime.now(UTC)
-    with Engine.borrow(h.engine_db) as engine:
-        holds = open_holds(engine, h, now)
+    with engine.lent() as conn:
+        holds = open_holds(conn, h, now)
         written: list[str] = []
         for rid, mine in by_request(holds).items():
             pack = current_pack(h.evidence_dir(rid))
@@ -171,20 +171,20 @@ def followups(h: Home, now: datetime | None = None) -> dict[str, Any]:
                     [{"ref": x.ref, "expires_at": x.expires_at, "ended": x.ended} for x in mine],
                     iso(now),
                 )
-                close_ended(engine, mine)
+                close_ended(conn, mine)
                 written.append(rid)
     return {"open": [x.as_dict() for x in holds if x.request_id not in written], "followups_written": written}
 
 
-def restored_and_held(h: Home) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def restored_and_held(engine: Engine, h: Home) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Restored targets waiting for their replay, and backup expiries still open (the SLA monitor's
     report): ids, epochs and times only."""
     from tasks.backup_holds import open_holds
     from tasks.epochs import epochs
 
     restored = [e.as_dict() for e in epochs(h) if e.restored]
-    with Engine.borrow(h.engine_db) as engine:
-        held = [x.as_dict() for x in open_holds(engine, h) if x.ended is None]
+    with engine.lent() as conn:
+        held = [x.as_dict() for x in open_holds(conn, h) if x.ended is None]
     return restored, held
 
 

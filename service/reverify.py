@@ -56,13 +56,13 @@ def _iso(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def check_reverifiable(h: Home, request_id: str) -> Subject:
+def check_reverifiable(engine: Engine, h: Home, request_id: str) -> Subject:
     """The request's subject (from the vault, in memory only) when the request can be re-verified: it
     exists, is sealed (or notified), has its pack, and the vault still holds its subject. Raises
     `NotFound`, `RequestBlocked` or `VaultEmpty` with a message that says which."""
     checked_request_id(request_id)
-    with Engine.borrow(h.engine_db) as engine:
-        row = request_records.get(engine, request_id)
+    with engine.lent() as conn:
+        row = request_records.get(conn, request_id)
         if row.state not in REVERIFIABLE:
             raise RequestBlocked(
                 f"request {request_id} is {row.state.value!r}: only a sealed request is re-verified"
@@ -71,7 +71,7 @@ def check_reverifiable(h: Home, request_id: str) -> Subject:
         if not current_pack(h.evidence_dir(request_id)).is_file():
             raise NotFound(f"request {request_id} has no proof pack in its evidence folder: nothing to re-verify")
         try:
-            return request_records.load_envelope(engine, request_id).subject
+            return request_records.load_envelope(conn, request_id).subject
         except NotFound as exc:
             raise VaultEmpty(
                 f"request {request_id} cannot be re-verified: the request vault no longer holds its subject"
@@ -121,19 +121,19 @@ def _changes(h: Home, before_doc: dict[str, Any], now: list[manifest.ManifestEnt
     return out
 
 
-def reverify_request(h: Home, request_id: str, *, now: datetime | None = None) -> dict[str, Any]:
+def reverify_request(engine: Engine, h: Home, request_id: str, *, now: datetime | None = None) -> dict[str, Any]:
     """Probe a sealed request's subject again, sign `reverify-<n>.intoto.json` beside its pack, and
     reopen the request if anything of the subject is found. Returns the statement's predicate with
     `statement` (its file name) and `reopened` (ids, counts, tier names and keyed hashes only)."""
     with request_lock(h, request_id):  # one run of a request at a time: an erasure, or this (`Conflict`)
-        return _reverify(h, request_id, now)
+        return _reverify(engine, h, request_id, now)
 
 
-def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
-    subject = check_reverifiable(h, request_id)
+def _reverify(engine: Engine, h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
+    subject = check_reverifiable(engine, h, request_id)
     pack_name, pack_verification = _pack_facts(h, request_id)
     with store_lock(h):  # no erasure moves the store while its probes read it
-        probed = probe_store_subjects(h, [(subject, take_all(h, subject))])
+        probed = probe_store_subjects(engine, h, [(subject, take_all(engine, h, subject))])
     result = probed.finish()[0]  # the processors asked with the store released (issue 34)
     if not result.probes:  # zero probes is never all clear, nor a finding: nothing was re-verified
         raise RequestBlocked(f"request {request_id}: no probe could run (no store or target in this home)")
@@ -154,7 +154,7 @@ def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
         "residue_methods": sorted({f"{p.tier}/{p.method}" for p in result.probes if p.residue > 0}),
         "probes": len(result.probes),
         "unscanned_content": len(result.unscanned),
-        "duty_records": duty_records(h),
+        "duty_records": duty_records(engine, h),
         "fingerprint": "taken at re-verification from the request vault's identifiers (no bystander baseline)",
         "changed_files": _changes(h, pack_verification, manifest.from_json(scanned) or []),
         "scan_manifest": {
@@ -171,24 +171,22 @@ def _reverify(h: Home, request_id: str, now: datetime | None) -> dict[str, Any]:
     n = int(path.name.removeprefix(prefix).split("-")[1].split(".")[0])
     # This scan's whole manifest, named by the signed statement's digest: what the next comparison needs.
     (path.parent / f"{prefix}reverify-{n}.{manifest.FILE}").write_bytes(scanned_bytes)
-    with Engine.borrow(h.engine_db) as engine:
+    with engine.lent() as conn:
         if predicate["all_clear"]:
-            request_records.log_event(engine, request_id, REVERIFIED_EVENT, {"sequence": n, "all_clear": True}, now=at)
+            request_records.log_event(conn, request_id, REVERIFIED_EVENT, {"sequence": n, "all_clear": True}, now=at)
         else:
             for tier in residue_tiers:
                 request_records.open_exception(
-                    engine, request_id, tier, "residue", f"reverification-{n}", {"probe": "reverification"}, now=at
+                    conn, request_id, tier, "residue", f"reverification-{n}", {"probe": "reverification"}, now=at
                 )
             request_records.set_state(
-                engine,
+                conn,
                 request_id,
                 RequestState.reopened,
                 f"re-verification {n}: residue in {', '.join(residue_tiers)}",
                 now=at,
             )
-            request_records.log_event(
-                engine, request_id, REOPENED_EVENT, {"sequence": n, "tiers": residue_tiers}, now=at
-            )
+            request_records.log_event(conn, request_id, REOPENED_EVENT, {"sequence": n, "tiers": residue_tiers}, now=at)
     return {**predicate, "sequence": n, "statement": path.name, "reopened": not predicate["all_clear"]}
 
 
@@ -218,11 +216,11 @@ def _parse(text: str) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
-def due_requests(h: Home, days: int = DEFAULT_DAYS, *, now: datetime | None = None) -> list[str]:
+def due_requests(engine: Engine, h: Home, days: int = DEFAULT_DAYS, *, now: datetime | None = None) -> list[str]:
     """Sealed (or notified) requests last verified `days` or more days ago, oldest first."""
     at = now or datetime.now(UTC)
-    with Engine.borrow(h.engine_db) as engine:
-        rows = request_records.list_requests(engine, sorted(REVERIFIABLE))
+    with engine.lent() as conn:
+        rows = request_records.list_requests(conn, sorted(REVERIFIABLE))
     due: list[tuple[datetime, str]] = []
     for row in rows:
         last = last_checked(h, row.request_id)

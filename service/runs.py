@@ -15,7 +15,7 @@ from service.home import targets_of
 from service.scope import home_tenant
 
 
-def refuse_before_the_flow(h: Home, request_id: str) -> None:
+def refuse_before_the_flow(engine: Engine, h: Home, request_id: str) -> None:
     """Refuse here, before a flow run exists: a restored store waiting for its replay or another
     tenant's request (exit 6), an unknown request (exit 4). The flow's
     preflight checks everything again. Reads request rows and store metadata only, never the vault."""
@@ -23,22 +23,22 @@ def refuse_before_the_flow(h: Home, request_id: str) -> None:
 
     refuse_if_restored(h, request_id=request_id, targets=targets_of(h))  # hook (issue 26): a restored store waits
     tenant = home_tenant(h)
-    with Engine.borrow(h.engine_db) as engine:
-        request_records.check_tenant(engine, request_id, tenant)
+    with engine.lent() as conn:
+        request_records.check_tenant(conn, request_id, tenant)
 
 
-def confirm_aliases(h: Home, request_id: str, count: int) -> None:
+def confirm_aliases(engine: Engine, request_id: str, count: int) -> None:
     """The operator reviewed that the request's email also belongs to `count` other subject ids in the
     store: erase them too, as the same person. `NotFound` for an unknown request."""
-    with Engine.borrow(h.engine_db) as engine:
-        request_records.get(engine, request_id)
-        request_records.confirm_aliases(engine, request_id, count)
+    with engine.lent() as conn:
+        request_records.get(conn, request_id)
+        request_records.confirm_aliases(conn, request_id, count)
 
 
-def request_row(h: Home, request_id: str) -> RequestRow:
+def request_row(engine: Engine, request_id: str) -> RequestRow:
     """The request's row in the engine (its state and state detail)."""
-    with Engine.borrow(h.engine_db) as engine:
-        return request_records.get(engine, request_id)
+    with engine.lent() as conn:
+        return request_records.get(conn, request_id)
 
 
 def verification_doc(h: Home, request_id: str) -> dict[str, Any]:

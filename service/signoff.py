@@ -36,9 +36,9 @@ def pack_path(h: Home, request_id: str) -> Path:
     return p
 
 
-def _message(h: Home, request_id: str, pack_ref: str, verified_at: str) -> EmailMessage:
-    with Engine.borrow(h.engine_db) as engine:
-        subject = request_records.load_envelope(engine, request_id).subject
+def _message(engine: Engine, request_id: str, pack_ref: str, verified_at: str) -> EmailMessage:
+    with engine.lent() as conn:
+        subject = request_records.load_envelope(conn, request_id).subject
     msg = EmailMessage()
     msg["Subject"] = f"Your erasure request {request_id} is complete"
     msg["From"] = os.environ.get("ERASURE_NOTIFY_FROM", "privacy@localhost")
@@ -67,9 +67,9 @@ def _outbox_ready(h: Home) -> None:
         os.close(_outbox_fd(h))
 
 
-def _deliver(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path | None:
+def _deliver(engine: Engine, h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path | None:
     """Send (SMTP) or queue (outbox file) the requester's notification; records nothing."""
-    msg = _message(h, request_id, pack_ref, verified_at)
+    msg = _message(engine, request_id, pack_ref, verified_at)
     host = os.environ.get("ERASURE_SMTP_HOST")
     if host:
         with smtplib.SMTP(host, int(os.environ.get("ERASURE_SMTP_PORT", "25")), timeout=30) as smtp:
@@ -108,17 +108,18 @@ def _record_notified(engine: Any, request_id: str, pack_ref: str) -> None:
     )
 
 
-def notify_requester(h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path | None:
+def notify_requester(engine: Engine, h: Home, request_id: str, pack_ref: str, verified_at: str) -> Path | None:
     """Tell the requester the erasure is done: an outbox file by default (0600, the message itself must
     reach them, so it names them), SMTP when ERASURE_SMTP_HOST is set; then record the request as
     notified. `pack_ref` is the pack's name (the digest of its signed statement)."""
-    out = _deliver(h, request_id, pack_ref, verified_at)
-    with Engine.borrow(h.engine_db) as engine:
-        _record_notified(engine, request_id, pack_ref)
+    out = _deliver(engine, h, request_id, pack_ref, verified_at)
+    with engine.lent() as conn:
+        _record_notified(conn, request_id, pack_ref)
     return out
 
 
 def seal(
+    engine: Engine,
     h: Home,
     request_id: str,
     dpo_key: Path | None = None,
@@ -136,8 +137,8 @@ def seal(
     pack's summary, plus the outbox file when one was written."""
     if (dpo_key is None) == (envelope is None):
         raise InputError("give the DPO's key or the envelope they signed, not both")
-    with Engine.borrow(h.engine_db) as engine:
-        row = request_records.get(engine, request_id)
+    with engine.lent() as conn:
+        row = request_records.get(conn, request_id)
     if row.state != RequestState.awaiting_attestation:
         raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
     pack = pack_path(h, request_id)
@@ -163,14 +164,14 @@ def seal(
     sealed = summary(pack, engine_pub=engine_pub, dpo_pub=dpo_pub if ring is None else None, keyring=ring)
     outbox = None
     if sealed["all_clear"]:
-        outbox = _deliver(h, request_id, sealed["pack_name"], sealed["verified_at"])
-    with Engine.borrow(h.engine_db) as engine, transaction(engine):
-        request_records.set_state(engine, request_id, RequestState.sealed)
+        outbox = _deliver(engine, h, request_id, sealed["pack_name"], sealed["verified_at"])
+    with engine.lent() as conn, transaction(conn):
+        request_records.set_state(conn, request_id, RequestState.sealed)
         request_records.log_event(
-            engine, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"], "pack": sealed["pack_name"]}
+            conn, request_id, "pack.attested", {"dpo_keyid": sealed["dpo_keyid"], "pack": sealed["pack_name"]}
         )
         if sealed["all_clear"]:
-            _record_notified(engine, request_id, sealed["pack_name"])
+            _record_notified(conn, request_id, sealed["pack_name"])
     return {**sealed, "pack": str(pack), "outbox": str(outbox) if outbox else None}
 
 
@@ -188,14 +189,14 @@ class RejectReason(StrEnum):
 REJECT_REASONS = tuple(r.value for r in RejectReason)
 
 
-def reject(h: Home, request_id: str, envelope: str) -> dict[str, Any]:
+def reject(engine: Engine, h: Home, request_id: str, envelope: str) -> dict[str, Any]:
     """The DPO refuses to attest, with their signed rejection (`service.dpo_answers`: signed by the
     pinned DPO key, for this request and its current pack). The request goes to `rejected` (an open
     exception the SLA table keeps watching), the refusal is logged with its reason code, the envelope
     is kept beside the pack, and nothing is sent to anyone. Without a valid signed rejection nothing
     changes (`InputError`)."""
-    with Engine.borrow(h.engine_db) as engine:
-        row = request_records.get(engine, request_id)
+    with engine.lent() as conn:
+        row = request_records.get(conn, request_id)
     if row.state != RequestState.awaiting_attestation:
         raise RequestBlocked(f"request {request_id} is {row.state.value}, not awaiting attestation")
     pack = pack_path(h, request_id)
@@ -204,12 +205,12 @@ def reject(h: Home, request_id: str, envelope: str) -> dict[str, Any]:
     kept = h.evidence_dir(request_id) / f"dpo-rejection-{rejection.pack_sha256[:16]}.dsse.json"
     write_atomic(kept, rejection.envelope + b"\n", 0o644)
     code = rejection.reason if rejection.reason in REJECT_REASONS else RejectReason.other.value
-    with Engine.borrow(h.engine_db) as engine, transaction(engine):
-        if request_records.get(engine, request_id).state != RequestState.awaiting_attestation:
+    with engine.lent() as conn, transaction(conn):
+        if request_records.get(conn, request_id).state != RequestState.awaiting_attestation:
             raise RequestBlocked(f"request {request_id} changed state while the rejection was checked")
-        request_records.set_state(engine, request_id, RequestState.rejected, f"DPO: {code}")
+        request_records.set_state(conn, request_id, RequestState.rejected, f"DPO: {code}")
         request_records.log_event(
-            engine,
+            conn,
             request_id,
             "pack.rejected",
             {"reason": code, "envelope": kept.name, "at": rejection.rejected_at},

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from erasure.config import Home
+from erasure.engine_db import Engine
 from erasure.errors import ErasureError, user_reason
 from erasure.models import StepRecord
 from erasure.tiers import Tier
@@ -105,21 +106,21 @@ def scrub_all(h: Home, request_ids: list[str]) -> dict[str, object]:
     return runner.scrub_window(request_ids, h)
 
 
-def probe_all(h: Home, request_ids: list[str]) -> dict[str, str]:
+def probe_all(engine: Engine, h: Home, request_ids: list[str]) -> dict[str, str]:
     """The store's part of every request's verification, read under the store's lock and kept in this
     process (`service.verification.keep_probes`) for `verify_all`, which asks the processors after."""
-    keep_probes(h, request_ids)
+    keep_probes(engine, h, request_ids)
     return dict.fromkeys(request_ids, "probed")
 
 
-def verify_all(h: Home, request_ids: list[str]) -> dict[str, Verdict | Failure]:
+def verify_all(engine: Engine, h: Home, request_ids: list[str]) -> dict[str, Verdict | Failure]:
     """The independent probes for every request at once; each request's verification.json."""
-    return {rid: verdict_of(doc) for rid, doc in verify_requests(h, request_ids).items()}
+    return {rid: verdict_of(doc) for rid, doc in verify_requests(engine, h, request_ids).items()}
 
 
-def packs_all(h: Home, request_ids: list[str]) -> dict[str, str | Failure]:
+def packs_all(engine: Engine, h: Home, request_ids: list[str]) -> dict[str, str | Failure]:
     """Each request's engine-signed pack (its path); evidence missing or contradicting itself: Failure."""
-    return each(request_ids, lambda rid: str(write_engine_pack(rid, h)["pack"]))
+    return each(request_ids, lambda rid: str(write_engine_pack(engine, h, rid)["pack"]))
 
 
 @dataclass(frozen=True)
@@ -144,17 +145,18 @@ class Stages:
     """One writer per store across machines (the flows: Prefect's global concurrency slot)."""
 
 
-def direct(h: Home) -> Stages:
-    """The stages bound to `h`, without Prefect (tests, benches, crash drills)."""
+def direct(h: Home, engine: Engine) -> Stages:
+    """The stages bound to `h` and its engine (the caller's), without Prefect (tests, benches, crash
+    drills)."""
     return Stages(
         preflight=lambda ids: preflight_all(h, ids),
-        fingerprint=lambda ids: seal_fingerprints(h, ids),
+        fingerprint=lambda ids: seal_fingerprints(engine, h, ids),
         footprint=lambda ids: footprint_all(h, ids),
         step=lambda s, ids: run_tier(h, s, ids),
         target=lambda n, ids: erase_target_all(h, n, ids),
         scrub=lambda ids: scrub_all(h, ids),
-        probe=lambda ids: probe_all(h, ids),
-        verify=lambda ids: verify_all(h, ids),
-        packs=lambda ids: packs_all(h, ids),
+        probe=lambda ids: probe_all(engine, h, ids),
+        verify=lambda ids: verify_all(engine, h, ids),
+        packs=lambda ids: packs_all(engine, h, ids),
         subprocessors=lambda ids: subprocessors_all(h, ids),
     )

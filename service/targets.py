@@ -54,13 +54,13 @@ def target_rows(h: Home, found: Targets) -> list[dict[str, Any]]:
     return rows
 
 
-def subject_counts(h: Home, found: Targets, request_id: str) -> dict[str, dict[str, int | None]]:
+def subject_counts(engine: Engine, h: Home, found: Targets, request_id: str) -> dict[str, dict[str, int | None]]:
     """Per target and tier, how many items the request's subject has there now (nothing is erased;
     None: the kind holds no such tier)."""
     from tasks.targets.runner import count_target
 
-    with Engine.borrow(h.engine_db) as engine:
-        subject = request_records.load_envelope(engine, request_id).subject
+    with engine.lent() as conn:
+        subject = request_records.load_envelope(conn, request_id).subject
     out: dict[str, dict[str, int | None]] = {}
     for t in found.targets:
         out[t.name] = count_target(t, subject, request_id, h)

@@ -45,28 +45,28 @@ from tasks.backup_holds import hold_in_backups
 from tasks.targets.runner import record_outage
 
 
-def duty_records(h: Home) -> list[str]:
+def duty_records(engine: Engine, h: Home) -> list[str]:
     """Labels (`outbox/<request id>.eml`) of the requesters' notices waiting in the outbox: like the request
     vault, the controller's own duty records (docs/matching.md 7.3), never residue. A file counts only
     when it is a regular file named after a request of the vault."""
     box = h.outbox_dir
-    if box.is_symlink() or not box.is_dir() or not h.engine_db.exists():
+    if box.is_symlink() or not box.is_dir():
         return []
     names = sorted(p.name for p in box.iterdir() if p.suffix == ".eml" and p.is_file() and not p.is_symlink())
     if not names:
         return []
-    with Engine.borrow(h.engine_db) as engine:
+    with engine.lent() as conn:
         known = set()
         for name in names:
             try:
-                request_records.load_envelope(engine, name[: -len(".eml")])
+                request_records.load_envelope(conn, name[: -len(".eml")])
             except Exception:  # not a request of this vault: not a duty record
                 continue
             known.add(name)
     return [f"{box.name}/{n}" for n in sorted(known)]
 
 
-def home_scan_roots(h: Home) -> list[Path]:
+def home_scan_roots(engine: Engine, h: Home) -> list[Path]:
     """Every folder of the home besides the store that the byte scan covers: all but the request vault
     (engine/) and the keys, and the outbox when it holds nothing but requesters' notices (`duty_records`);
     an outbox with anything else in it is scanned whole."""
@@ -76,7 +76,7 @@ def home_scan_roots(h: Home) -> list[Path]:
     box = h.outbox_dir
     if box.is_dir() and not box.is_symlink():
         entries = sorted(p.name for p in box.iterdir())
-        if entries and len(duty_records(h)) == len(entries):
+        if entries and len(duty_records(engine, h)) == len(entries):
             skip.add(box.name)
     return sorted(p for p in h.root.iterdir() if p.is_dir() and p.name not in skip)
 
@@ -87,44 +87,44 @@ def fingerprint_paths(h: Home, request_id: str) -> tuple[Path, Path]:
     return d / f"{request_id}.sealed", h.keys_dir / f"fingerprint-{request_id}.key"
 
 
-def take_and_seal_fingerprint(request_id: str, h: Home) -> dict[str, Any]:
+def take_and_seal_fingerprint(engine: Engine, h: Home, request_id: str) -> dict[str, Any]:
     """Take the fingerprint before the cascade, unless a sealed one from an earlier run exists."""
     ct, key = fingerprint_paths(h, request_id)
-    with Engine.borrow(h.engine_db) as engine:
-        subject = request_records.load_envelope(engine, request_id).subject
+    with engine.lent() as conn:
+        subject = request_records.load_envelope(conn, request_id).subject
         if ct.exists() and key.exists():
             old = Fingerprint.unseal(ct, key)
             if _bystanders_lost_last_time(h, request_id):
                 why = "retaken-after-bystanders-lost"
-            elif _other_erasure_since(engine, request_id, old.taken_at):
+            elif _other_erasure_since(conn, request_id, old.taken_at):
                 why = "retaken-after-another-erasure"
             else:
                 return {"request_id": request_id, "fingerprint": "reused"}
             # The store's bystanders changed after this baseline (another subject's erasure, or this
             # request's own failed run, which reported its loss): keep the subject's needles and keys
             # from before the cascade, measure the bystanders anew.
-            fp = old.with_bystanders_of(take_all(h, subject), why)
+            fp = old.with_bystanders_of(take_all(engine, h, subject), why)
             destroy(ct, key)
             fp.seal(ct, key)
-            request_records.log_event(engine, request_id, "fingerprint.baseline_retaken", {"baseline": why})
+            request_records.log_event(conn, request_id, "fingerprint.baseline_retaken", {"baseline": why})
             return {"request_id": request_id, "fingerprint": "baseline-retaken"}
-    fp = take_all(h, subject)
+    fp = take_all(engine, h, subject)
     fp.seal(ct, key)
     return {"request_id": request_id, "fingerprint": "taken", "needles": len(fp.needles)}
 
 
-def take_all(h: Home, subject: Subject) -> Fingerprint:
+def take_all(engine: Engine, h: Home, subject: Subject) -> Fingerprint:
     """The fingerprint of the reference store (when the home has one) and of every other target."""
-    return take_window_all(h, [subject])[0]
+    return take_window_all(engine, h, [subject])[0]
 
 
-def take_window_all(h: Home, subjects: list[Subject]) -> list[Fingerprint]:
+def take_window_all(engine: Engine, h: Home, subjects: list[Subject]) -> list[Fingerprint]:
     """Every subject's fingerprint (`take_all`), the reference store's taken as one window."""
     scope = scope_of(h)
     if scope.reference:
         # other erasures call processors with the store unlocked: their subjects are no bystanders
-        with Engine.borrow(h.engine_db) as engine:
-            erased = request_records.every_store_id(engine)
+        with engine.lent() as conn:
+            erased = request_records.every_store_id(conn)
         fps = take_window(h.store_dir, subjects, not_bystanders=erased, lookups=False)
     else:
         fps = [
@@ -159,7 +159,7 @@ def window_baselines(target: Target, fps: list[TargetFingerprint]) -> list[Targe
     return out
 
 
-def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
+def seal_fingerprints(engine: Engine, h: Home, request_ids: list[str]) -> dict[str, str]:
     """Every request's fingerprint, sealed, before its cascade: one taken for all that have none (one
     store-facts read, one byte scan, one bystander baseline); one sealed by an earlier run is kept (or
     its bystander baseline retaken, `take_and_seal_fingerprint`). Returns what happened per request."""
@@ -168,13 +168,13 @@ def seal_fingerprints(h: Home, request_ids: list[str]) -> dict[str, str]:
     for rid in request_ids:
         ct, key = fingerprint_paths(h, rid)
         if ct.exists() and key.exists():
-            out[rid] = str(take_and_seal_fingerprint(rid, h)["fingerprint"])
+            out[rid] = str(take_and_seal_fingerprint(engine, h, rid)["fingerprint"])
         else:
             fresh.append(rid)
     if fresh:
-        with Engine.borrow(h.engine_db) as engine:
-            subjects = [request_records.load_envelope(engine, rid).subject for rid in fresh]
-        for rid, fp in zip(fresh, take_window_all(h, subjects), strict=True):
+        with engine.lent() as conn:
+            subjects = [request_records.load_envelope(conn, rid).subject for rid in fresh]
+        for rid, fp in zip(fresh, take_window_all(engine, h, subjects), strict=True):
             fp.seal(*fingerprint_paths(h, rid))
             out[rid] = "taken"
     return out
@@ -346,14 +346,16 @@ def judge(verdict: Verdict) -> tuple[Outcome, str]:
     return Outcome.residue, "no probe ran"
 
 
-def verify_request(h: Home, request_id: str, tiers: list[str] | None = None) -> dict[str, Any]:
+def verify_request(engine: Engine, h: Home, request_id: str, tiers: list[str] | None = None) -> dict[str, Any]:
     """Run the probes for one request (every tier, or `tiers` and the byte scan) with its sealed
     fingerprint (or one taken now, from the vault); write verification.json; return it (ids and counts
     only)."""
-    return verify_requests(h, [request_id], tiers)[request_id]
+    return verify_requests(engine, h, [request_id], tiers)[request_id]
 
 
-def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = None) -> dict[str, dict[str, Any]]:
+def verify_requests(
+    engine: Engine, h: Home, request_ids: list[str], tiers: list[str] | None = None
+) -> dict[str, dict[str, Any]]:
     """`verify_request` for several requests at once: the reference store's probes run once for all of
     them (`probes.window.verify_window`: one byte scan, the tier probes with the union of their keys),
     every other target's probes per request. The store's part is the one an erasure window read under
@@ -363,14 +365,14 @@ def verify_requests(h: Home, request_ids: list[str], tiers: list[str] | None = N
         kept = _kept.pop((h.root, tuple(request_ids)), None)
         if kept is not None and kept.tiers != tiers:
             kept = None
-    probing = kept or probe_requests(h, request_ids, tiers)
+    probing = kept or probe_requests(engine, h, request_ids, tiers)
     results = probing.probed.finish()  # the processors' lookups: the caller holds no lock of the store
-    with Engine.borrow(h.engine_db) as engine:
+    with engine.lent() as conn:
         docs: dict[str, dict[str, Any]] = {}
         for rid, (_subject, fp), result, was_sealed in zip(
             request_ids, probing.pairs, results, probing.sealed, strict=True
         ):
-            docs[rid] = record_verification(h, engine, rid, result, fp, was_sealed)
+            docs[rid] = record_verification(h, conn, rid, result, fp, was_sealed)
         return docs
 
 
@@ -393,28 +395,28 @@ and its processors' lookups (two runs in one process), and must not replace the 
 _kept_lock = threading.Lock()
 
 
-def keep_probes(h: Home, request_ids: list[str]) -> None:
+def keep_probes(engine: Engine, h: Home, request_ids: list[str]) -> None:
     """Read the store's part of the requests' verification now (the caller holds the store's lock) and
     keep it in this process for their `verify_requests`, which asks the processors after the lock is
     released. A rerun of the same window replaces what an earlier one left."""
-    probing = probe_requests(h, request_ids)
+    probing = probe_requests(engine, h, request_ids)
     with _kept_lock:
         _kept[(h.root, tuple(request_ids))] = probing
 
 
-def probe_requests(h: Home, request_ids: list[str], tiers: list[str] | None = None) -> Probing:
+def probe_requests(engine: Engine, h: Home, request_ids: list[str], tiers: list[str] | None = None) -> Probing:
     """Every probe of the requests' verification but the processors' lookups: fingerprints unsealed
     (or taken now, from the vault), the store and every other target probed, outages recorded."""
-    with Engine.borrow(h.engine_db) as engine:
+    with engine.lent() as conn:
         pairs: list[tuple[Subject, Fingerprint]] = []
         sealed: list[bool] = []
         for rid in request_ids:
-            subject = request_records.load_envelope(engine, rid).subject
+            subject = request_records.load_envelope(conn, rid).subject
             ct, key = fingerprint_paths(h, rid)
             sealed.append(ct.exists() and key.exists())
-            pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(h, subject)))
+            pairs.append((subject, Fingerprint.unseal(ct, key) if sealed[-1] else take_all(engine, h, subject)))
     outages: list[tuple[Target, Window]] = []
-    probed = probe_store_subjects(h, pairs, tiers, outages, tuple(request_ids))
+    probed = probe_store_subjects(engine, h, pairs, tiers, outages, tuple(request_ids))
     for target, window in outages:  # every stretch a served target was down, in each request's steps
         record_outage(h, request_ids, target, window)
     for _target, window in outages:
@@ -448,6 +450,7 @@ class Probed:
 
 
 def probe_store_subjects(
+    engine: Engine,
     h: Home,
     pairs: list[tuple[Subject, Fingerprint]],
     tiers: list[str] | None = None,
@@ -460,7 +463,11 @@ def probe_store_subjects(
     nothing. With `outages`, each served target's stretch down is added to it (the caller records it,
     then `raise_if_down`); without, a server that did not come back raises here."""
     scope = scope_of(h)
-    store = probe_store(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(h)) if scope.reference else None
+    store = (
+        probe_store(h.store_dir, pairs, tiers=tiers, extra_roots=home_scan_roots(engine, h))
+        if scope.reference
+        else None
+    )
     per_target: list[list[Verification]] = []
     for target in scope.others:
         tpairs = [(s, fp.targets.get(target.name) or target_probes.take(target, s)) for s, fp in pairs]

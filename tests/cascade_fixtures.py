@@ -8,11 +8,12 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.models import ErasureRequestEnvelope
 from erasure.sqlite import checkpoint_truncate, transaction
 from erasure.subject import Subject
@@ -21,6 +22,9 @@ from memory.embedder import HashingEmbedder, to_blob
 from memory.ingest import ingest
 from memory.items import MemoryItem
 from memory.schema import create
+
+if TYPE_CHECKING:
+    from service.outcome import Result
 
 SUBJECT = Subject(id="subj-ann-7731", email="annabel.quist@example.org", name="Annabel Quist", phone="+44 20 7946 0001")
 BYSTANDER = Subject(id="user-bob-0042", email="bob.marsh@example.net", name="Bob Marsh", phone="+1 555 0100")
@@ -265,3 +269,13 @@ def store_lock_free(h: Home) -> bool:
             return False
         fcntl.flock(fh, fcntl.LOCK_UN)
         return True
+
+
+def run_direct(h: Home, request_ids: list[str]) -> dict[str, Result]:
+    """`service.cascade.run_requests` without Prefect (`service.stages.direct`), as an entry point: on
+    a run engine of its own (`Engine.session`), which its stages borrow."""
+    from service.cascade import run_requests
+    from service.stages import direct
+
+    with Engine.session(h.engine_db) as engine:
+        return run_requests(engine, h, request_ids, direct(h, engine))

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 
 from tests import budget
 from tests.tiers import TIERS
+
+if TYPE_CHECKING:
+    from erasure.config import Home
+    from erasure.engine_db import Engine
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -32,6 +38,23 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
     monkeypatch.setenv("ERASURE_HOME", str(h.root))
     monkeypatch.setenv("ERASURE_EVIDENCE", str(h.evidence_root))
     return h
+
+
+@pytest.fixture
+def engine_of() -> Iterator[Callable[[Home], Engine]]:
+    """The test as an entry point: `engine_of(h)` is the engine of home `h`, opened once for the test
+    (`Engine.open`) and passed to the service functions it calls; closed at its end."""
+    from erasure.engine_db import Engine
+
+    opened: dict[Path, Engine] = {}
+    with ExitStack() as closing:
+
+        def of(h: Home) -> Engine:
+            if h.engine_db not in opened:
+                opened[h.engine_db] = closing.enter_context(Engine.open(h.engine_db))
+            return opened[h.engine_db]
+
+        yield of
 
 
 @pytest.fixture(scope="session")

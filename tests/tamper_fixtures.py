@@ -1,4 +1,4 @@
-"""The attested pack every tamper test attacks (tests/test_proof_tamper*.py), and what they share."""
+"""The attested pack every tamper test attacks (tests/proof/test_proof_tamper*.py), and what they share."""
 
 from __future__ import annotations
 

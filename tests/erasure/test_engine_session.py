@@ -8,9 +8,11 @@ operations bound to one connection."""
 from __future__ import annotations
 
 import contextvars
+import io
 import json
 import threading
 import time
+import tokenize
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -186,3 +188,84 @@ def test_a_thread_kept_waiting_raises_engine_busy_and_opens_no_connection_of_its
     assert isinstance(got["error"], ErasureError)  # one error hierarchy: the CLI prints it and exits 1
     assert "conn" not in got
     assert counts["engine.db"] == 1, dict(counts)  # the session's connection, and no other
+
+
+# --- who opens it: the entry points, never the service layer ---------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SERVICE_OPENS = {
+    "service/metrics.py": "two entry points of its own: `python -m service.metrics`, and the live endpoint,"
+    " whose every scrape arrives on a server thread and reads on a connection of its own (`Engine.open`)",
+}
+"""The modules of service/ that may open the engine themselves, each with its reason."""
+
+
+def engine_opens(source: str) -> list[str]:
+    """Each place `source` opens or borrows an engine in code (comments and strings left out):
+    `Engine.borrow(`, `Engine.open(`, `Engine.session(`, `Engine(` and `open_engine(`."""
+    toks = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type in (tokenize.NAME, tokenize.OP)]
+    found = []
+    for i, t in enumerate(toks[:-1]):
+        after = toks[i + 1].string
+        if t.string == "open_engine" and after == "(":
+            found.append(f"line {t.start[0]}: open_engine(")
+        elif t.string == "Engine" and after == "(":
+            found.append(f"line {t.start[0]}: Engine(")
+        elif (
+            t.string == "Engine"
+            and after == "."
+            and i + 3 < len(toks)
+            and toks[i + 2].string in ("borrow", "open", "session")
+            and toks[i + 3].string == "("
+        ):
+            found.append(f"line {t.start[0]}: Engine.{toks[i + 2].string}(")
+    return found
+
+
+def opens_under(root: Path, package: str) -> dict[str, list[str]]:
+    """Per module of `package` under `root`, where it opens or borrows an engine."""
+    out = {}
+    for path in sorted((root / package).rglob("*.py")):
+        if got := engine_opens(path.read_text()):
+            out[str(path.relative_to(root))] = got
+    return out
+
+
+def test_the_scan_sees_every_way_of_opening_an_engine_and_no_mention() -> None:
+    code = (
+        "with Engine.borrow(h.engine_db) as c:\n    pass\n"
+        "e = Engine . open (p)\n"
+        "with Engine.session(\n    p\n) as e:\n    pass\n"
+        "conn = open_engine(p)\ne2 = Engine(conn)\n"
+        "# Engine.borrow(h.engine_db) in a comment\n"
+        "'''Engine.session(p) in a docstring'''\n"
+        "def f(engine: Engine) -> None:\n    with engine.lent() as conn:\n        pass\n"
+    )
+    assert [f.split(": ")[1] for f in engine_opens(code)] == [
+        "Engine.borrow(",
+        "Engine.open(",
+        "Engine.session(",
+        "open_engine(",
+        "Engine(",
+    ]
+
+
+def test_no_service_function_opens_or_borrows_the_engine_it_is_given_by_its_caller() -> None:
+    """Issue 36, one explicit engine: the command or flow opens it (`Engine.session`) and passes it
+    down; a service function takes `engine: Engine`. Only the modules in `SERVICE_OPENS`, each an
+    entry point of its own, open one (and each of them still does: the list does not rot)."""
+    found = opens_under(ROOT, "service")
+    assert {m: w for m, w in found.items() if m not in SERVICE_OPENS} == {}
+    assert sorted(found) == sorted(SERVICE_OPENS)
+
+
+def test_commands_and_flows_open_the_engine_and_never_borrow_it() -> None:
+    """The entry points open it and pass it down; `Engine.borrow` is for the tasks Prefect runs in
+    threads with id-only parameters (tasks/), which cannot be handed an engine."""
+    borrowed = {
+        m: [w for w in where if "borrow" in w]
+        for package in ("cli", "flows")
+        for m, where in opens_under(ROOT, package).items()
+    }
+    assert {m: w for m, w in borrowed.items() if w} == {}

@@ -14,6 +14,7 @@ import pytest
 from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import ConfigError
 from erasure.models import parse_envelope
 from erasure.sqlite import connect
@@ -131,7 +132,8 @@ def vaulted(home: Home, umask_022: object) -> Home:
 def _notify(h: Home) -> Path | None:
     from service.signoff import notify_requester
 
-    return notify_requester(h, RID, "ab" * 32, "2024-02-01T00:00:00.000000Z")
+    with Engine.open(h.engine_db) as engine:
+        return notify_requester(engine, h, RID, "ab" * 32, "2024-02-01T00:00:00.000000Z")
 
 
 def _state(h: Home) -> str:

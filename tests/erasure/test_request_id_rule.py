@@ -20,6 +20,7 @@ from erasure.errors import InputError
 from erasure.models import mentions_subject
 from erasure.subject import Subject
 from service.intake import drain_inbox
+from tests.engine_of import EngineOf
 
 SUBJECT = {
     "id": "subj-zqvxk-4471",
@@ -116,12 +117,12 @@ def test_request_id_naming_another_vaulted_subject_is_refused(cli_home: Home, tm
     assert vaulted(cli_home) == ["req-other-1"]
 
 
-def test_inbox_intake_applies_the_same_rule(cli_home: Home) -> None:
+def test_inbox_intake_applies_the_same_rule(cli_home: Home, engine_of: EngineOf) -> None:
     inbox = cli_home.inbox_dir
     (inbox / "a.json").write_text(json.dumps(envelope("req-intake-1")))
     (inbox / "b.json").write_text(json.dumps(envelope("Annabel.Quist-2026")))
     (inbox / "c.json").write_text(json.dumps(envelope("subj-zqvxk-4471")))
-    result = drain_inbox(cli_home)
+    result = drain_inbox(engine_of(cli_home), cli_home)
     assert (result.vaulted, result.rejected) == (["req-intake-1"], 2)
     assert vaulted(cli_home) == ["req-intake-1"]
     errors = sorted(p.read_text() for p in (inbox / "rejected").glob("*.error.txt"))

@@ -37,6 +37,7 @@ from service import clocks, consent, intake
 from service import holds as service_holds
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store
 from tests.cascade_fixtures import submit as submit_subject
+from tests.engine_of import EngineOf
 from tests.process_fixtures import free_port
 
 DEPLOYMENTS = {
@@ -415,15 +416,15 @@ def store_home(home: Home) -> Home:
     return home
 
 
-def test_hold_place_and_release_by_request_id(store_home: Home) -> None:
-    placed = service_holds.place_hold(store_home, "req-a", "litigation: case 77", "legal")
+def test_hold_place_and_release_by_request_id(store_home: Home, engine_of: EngineOf) -> None:
+    placed = service_holds.place_hold(engine_of(store_home), store_home, "req-a", "litigation: case 77", "legal")
     assert placed["active_holds"] == 1
     engine = open_engine(store_home.engine_db)
     try:
         request_records.set_state(engine, "req-a", RequestState.blocked, "held: 1 items")
     finally:
         engine.close()
-    released = service_holds.release_hold(store_home, "req-a", "case closed", "legal")
+    released = service_holds.release_hold(engine_of(store_home), store_home, "req-a", "case closed", "legal")
     assert released == {"request_id": "req-a", "released": [placed["hold_id"]], "active_holds": 0}
     engine = open_engine(store_home.engine_db)
     try:
@@ -433,17 +434,19 @@ def test_hold_place_and_release_by_request_id(store_home: Home) -> None:
         engine.close()
     assert events[-4:] == ["hold.placed", "request.state", "hold.released", "request.state"]
     with pytest.raises(NotFound):
-        service_holds.release_hold(store_home, "req-a", "again", "legal")
+        service_holds.release_hold(engine_of(store_home), store_home, "req-a", "again", "legal")
 
 
 @pytest.mark.parametrize(
     ("field", "text"),
     [("reason", "hold for Mira Oksa"), ("reason", "re mira.oksa@example.net"), ("actor", "subj-ops-77")],
 )
-def test_operations_refuse_text_that_names_the_subject(store_home: Home, field: str, text: str) -> None:
+def test_operations_refuse_text_that_names_the_subject(
+    store_home: Home, field: str, text: str, engine_of: EngineOf
+) -> None:
     args = {"reason": "litigation", "actor": "legal", field: text}
     with pytest.raises(InputError, match=field):
-        service_holds.place_hold(store_home, "req-a", args["reason"], args["actor"])
+        service_holds.place_hold(engine_of(store_home), store_home, "req-a", args["reason"], args["actor"])
     store = create(store_home.store_dir)
     try:
         assert holds.list_holds(store) == []
@@ -451,14 +454,14 @@ def test_operations_refuse_text_that_names_the_subject(store_home: Home, field: 
         store.close()
 
 
-def test_operations_refuse_unknown_or_unsafe_request_ids(store_home: Home) -> None:
+def test_operations_refuse_unknown_or_unsafe_request_ids(store_home: Home, engine_of: EngineOf) -> None:
     with pytest.raises(NotFound):
-        service_holds.place_hold(store_home, "req-nope", "litigation", "legal")
+        service_holds.place_hold(engine_of(store_home), store_home, "req-nope", "litigation", "legal")
     with pytest.raises(InputError):
-        service_holds.place_hold(store_home, "../etc", "litigation", "legal")
+        service_holds.place_hold(engine_of(store_home), store_home, "../etc", "litigation", "legal")
 
 
-def test_suppression_allow_removes_only_that_requests_keys(store_home: Home) -> None:
+def test_suppression_allow_removes_only_that_requests_keys(store_home: Home, engine_of: EngineOf) -> None:
     from erasure.sqlite import transaction
 
     store = create(store_home.store_dir)
@@ -469,10 +472,13 @@ def test_suppression_allow_removes_only_that_requests_keys(store_home: Home) -> 
             suppression.record(store, "chat", "conv-9", "req-other")
     finally:
         store.close()
-    assert consent.allow_reingest(store_home, "req-a", "re-consent given", "dpo", "chat")["allowed"] == 1
-    assert consent.allow_reingest(store_home, "req-a", "re-consent given", "dpo")["allowed"] == 1
+    assert (
+        consent.allow_reingest(engine_of(store_home), store_home, "req-a", "re-consent given", "dpo", "chat")["allowed"]
+        == 1
+    )
+    assert consent.allow_reingest(engine_of(store_home), store_home, "req-a", "re-consent given", "dpo")["allowed"] == 1
     with pytest.raises(NotFound):
-        consent.allow_reingest(store_home, "req-a", "re-consent given", "dpo")
+        consent.allow_reingest(engine_of(store_home), store_home, "req-a", "re-consent given", "dpo")
     store = create(store_home.store_dir)
     try:
         assert [(k.source, k.source_ref) for k in suppression.list_suppressed(store)] == [
@@ -482,16 +488,16 @@ def test_suppression_allow_removes_only_that_requests_keys(store_home: Home) -> 
         store.close()
 
 
-def test_clock_operations_refusals_surface_as_errors(store_home: Home) -> None:
+def test_clock_operations_refusals_surface_as_errors(store_home: Home, engine_of: EngineOf) -> None:
     with pytest.raises(Conflict):
-        clocks.clock_operation(store_home, "resume", "req-a", "not paused")
+        clocks.clock_operation(engine_of(store_home), "resume", "req-a", "not paused")
     with pytest.raises(InputError, match="legal maximum"):
         clocks.clock_operation(
-            store_home, "extend", "req-a", "complex", until=datetime.now(UTC).date() + timedelta(days=400)
+            engine_of(store_home), "extend", "req-a", "complex", until=datetime.now(UTC).date() + timedelta(days=400)
         )
 
 
-def test_drain_inbox_vaults_deletes_and_rejects(home: Home) -> None:
+def test_drain_inbox_vaults_deletes_and_rejects(home: Home, engine_of: EngineOf) -> None:
     inbox = home.inbox_dir
     good = envelope("req-in-1", "GDPR", 1, INBOX_SUBJECT).canonical_dict()
     (inbox / "a.json").write_text(json.dumps(good))
@@ -500,7 +506,7 @@ def test_drain_inbox_vaults_deletes_and_rejects(home: Home) -> None:
     (inbox / "d.json").write_text(json.dumps({**good, "reason": "x"}))  # same id, other body
     (inbox / ".partial.json").write_text("{")  # hidden: a file still being written
     (inbox / "notes.txt").write_text("ignored")
-    res = intake.drain_inbox(home)
+    res = intake.drain_inbox(engine_of(home), home)
     assert res.as_dict() == {
         "vaulted": ["req-in-1"],
         "already_present": ["req-in-1"],
@@ -514,7 +520,7 @@ def test_drain_inbox_vaults_deletes_and_rejects(home: Home) -> None:
     assert len(rejected) == 4 and sum(n.endswith(".rejected") for n in rejected) == 2
     errors = [p.read_text() for p in (inbox / "rejected").glob("*.error.txt")]
     assert any("different body" in e for e in errors)
-    assert intake.drain_inbox(home).as_dict() == {
+    assert intake.drain_inbox(engine_of(home), home).as_dict() == {
         "vaulted": [],
         "already_present": [],
         "rejected": 0,

@@ -21,6 +21,7 @@ import pytest
 
 from cli.prefect_auth import api_client, home_secret
 from erasure.config import Home
+from erasure.engine_db import Engine
 from proof.keys import generate_keypair
 from proof.verify.signer import load_signing_key, read_signing_request, sign_request
 from tests.cascade_fixtures import SUBJECT, SUBJECT_PHRASE, build_store
@@ -198,11 +199,13 @@ def test_a_request_from_the_desk_to_the_regulators_export(desk_console: tuple[Co
 def _list_requests(h: Home) -> list[dict[str, Any]]:
     from service.intake import list_requests
 
-    return [{"request_id": r.request_id} for r in list_requests(h)]
+    with Engine.open(h.engine_db) as engine:
+        return [{"request_id": r.request_id} for r in list_requests(engine)]
 
 
 def _state(h: Home) -> str:
     from flows.sign_off import request_state
 
-    st = request_state(h, RID)
+    with Engine.open(h.engine_db) as engine:
+        st = request_state(engine, RID)
     return st.value if st else "unknown"

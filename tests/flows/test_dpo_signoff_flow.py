@@ -18,6 +18,7 @@ from typing import Any, cast
 import pytest
 
 from erasure.config import Home
+from erasure.engine_db import Engine
 from erasure.subject import Subject
 from flows import sign_off
 from proof.keys import generate_keypair
@@ -103,7 +104,8 @@ def _erase_by_deployment(request_ids: Iterable[str]) -> dict[str, Any]:
 
 
 def _state(h: Home, rid: str) -> str:
-    state = sign_off.request_state(h, rid)
+    with Engine.open(h.engine_db) as engine:
+        state = sign_off.request_state(engine, rid)
     return state.value if state else "unknown"
 
 

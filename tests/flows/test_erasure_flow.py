@@ -10,6 +10,7 @@ import pytest
 from erasure import request_records
 from erasure.engine import open_engine
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, SUBJECT_PHRASE, build_store, owned_counts, submit
+from tests.engine_of import EngineOf
 from tests.proof_fixtures import TIERS
 
 
@@ -154,14 +155,16 @@ def test_request_run_without_an_engine_key_refuses_before_erasing(home, tmp_path
     assert owned_counts(home, SUBJECT) == before
 
 
-def test_a_run_that_died_before_verification_verifies_on_rerun_with_the_sealed_fingerprint(ready) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_that_died_before_verification_verifies_on_rerun_with_the_sealed_fingerprint(  # type: ignore[no-untyped-def]
+    ready, engine_of: EngineOf
+) -> None:
     """The first run sealed the fingerprint and finished the cascade, then died: the rerun's probes use
     the needles taken before the cascade (the subject's content is gone by now), and destroy them."""
     from flows.erasure_request import erasure_request
     from service.verification import fingerprint_paths, take_and_seal_fingerprint
     from tasks.runner import run_cascade
 
-    assert take_and_seal_fingerprint("req-ann-1", ready)["fingerprint"] == "taken"
+    assert take_and_seal_fingerprint(engine_of(ready), ready, "req-ann-1")["fingerprint"] == "taken"
     run_cascade("req-ann-1", ready)
     sealed, key = fingerprint_paths(ready, "req-ann-1")
     assert sealed.exists() and key.exists()

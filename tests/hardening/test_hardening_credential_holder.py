@@ -4,7 +4,7 @@ Prefect credential anyone could PATCH the `erasure-local` pool's `job_configurat
 executed it. The locked template came back only at the next `server start`.
 
 The attacks, as they happened, against `erasure server start`'s own server and worker: the attacker is
-the OS user `nobody` holding the stolen credential (the system's Python, tests/test_hardening_server_auth).
+the OS user `nobody` holding the stolen credential (the system's Python, tests/hardening/test_hardening_server_auth).
 Each plants a payload that would write `id -u` to a marker in a folder `nobody` owns, then starts an
 ordinary run of `sla-monitor`. The worker runs prefect.yaml's flow from the installed code
 (cli/prefect_worker.py): the run completes and no payload runs. A deployment prefect.yaml does not name,

@@ -21,6 +21,7 @@ from cli.main import app
 from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
+from erasure.engine_db import Engine
 from erasure.errors import Conflict, InputError, RequestBlocked
 from erasure.states import RequestState
 from flows.verification import probes_task
@@ -86,13 +87,12 @@ def _build_awaiting(home: Home, tmp_path: Path) -> None:
     submit(home)
     generate_keypair("engine", home.keys_dir)
     generate_keypair("dpo", home.keys_dir)
-    take_and_seal_fingerprint(REQ, home)
-    run_cascade(REQ, home)
-    assert probes_task.fn(REQ)["all_clear"]
-    write_engine_pack(REQ, home)
-    engine = open_engine(home.engine_db)
-    request_records.set_state(engine, REQ, RequestState.awaiting_attestation)
-    engine.close()
+    with Engine.open(home.engine_db) as engine:  # the test's
+        take_and_seal_fingerprint(engine, home, REQ)
+        run_cascade(REQ, home)
+        assert probes_task.fn(REQ)["all_clear"]
+        write_engine_pack(engine, home, REQ)
+        request_records.set_state(engine.conn, REQ, RequestState.awaiting_attestation)
 
 
 def test_attest_seals_verifies_and_notifies_the_requester(awaiting: Home) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from erasure.config import Home
+from erasure.engine_db import Engine
 from erasure.errors import InputError
 from proof.dsse import sign_envelope
 from proof.keys import generate_keypair, load_private_key
@@ -25,6 +26,7 @@ from proof.verify.signer import load_signing_key, read_signing_request, sign_req
 from service import signoff
 from service.dpo_answers import REJECTION_TYPE, WrongEnvelope
 from tests.cli_fixtures import erasure
+from tests.engine_of import EngineOf
 from tests.proof.test_attest_export import REQ, _state, awaiting  # noqa: F401  (the fixture)
 from tests.proof.test_dpo_signoff import dpo_machine  # noqa: F401  (the fixture)
 from wire.format import canonical_json
@@ -55,11 +57,11 @@ def _sha(h: Home) -> str:
 
 def _unchanged(h: Home, answer: str, why: str, *, reject: bool = True) -> None:
     before = _pack(h).read_bytes()
-    with pytest.raises(InputError, match=why):
+    with Engine.open(h.engine_db) as engine, pytest.raises(InputError, match=why):
         if reject:
-            signoff.reject(h, REQ, answer)
+            signoff.reject(engine, h, REQ, answer)
         else:
-            signoff.seal(h, REQ, envelope=answer)
+            signoff.seal(engine, h, REQ, envelope=answer)
     assert _pack(h).read_bytes() == before
     assert _state(h) == "awaiting attestation"
     assert not (h.outbox_dir / f"{REQ}.eml").exists()
@@ -115,7 +117,12 @@ def test_the_signed_rejection_rejects_and_is_kept(awaiting: Home, dpo_machine: P
     assert len(kept) == 1 and json.loads(kept[0].read_text())["payloadType"] == REJECTION_TYPE
 
 
-def test_the_kit_signers_rejection_is_accepted(awaiting: Home, dpo_machine: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_the_kit_signers_rejection_is_accepted(
+    awaiting: Home,  # noqa: F811
+    dpo_machine: Path,  # noqa: F811
+    tmp_path: Path,
+    engine_of: EngineOf,
+) -> None:
     """The rejection the standalone signer prints (`--reject`, run by Debian's own python3 where there is
     one) names the pack as the signer can: by its name, the sha256 of the engine's signed statement."""
     from proof.verifier_zipapp import dpo_signer_zipapp
@@ -134,7 +141,7 @@ def test_the_kit_signers_rejection_is_accepted(awaiting: Home, dpo_machine: Path
     )
     assert done.returncode == 0, done.stderr
     line = done.stdout.strip().splitlines()[-1]
-    signoff.reject(awaiting, REQ, line)
+    signoff.reject(engine_of(awaiting), awaiting, REQ, line)
     assert _state(awaiting) == "rejected"
 
 
@@ -146,12 +153,16 @@ def test_an_attestation_made_for_another_request_names_it(awaiting: Home, dpo_ma
     _unchanged(awaiting, sign_request(key, request).decode(), "made for request req-ann-2", reject=False)
 
 
-def test_an_attestation_made_for_another_pack_says_so(awaiting: Home, dpo_machine: Path) -> None:  # noqa: F811
+def test_an_attestation_made_for_another_pack_says_so(
+    awaiting: Home,  # noqa: F811
+    dpo_machine: Path,  # noqa: F811
+    engine_of: EngineOf,
+) -> None:
     request = read_signing_request(signoff.signing_request(awaiting, REQ))
     request["subject"][0]["digest"]["sha256"] = "0" * 64
     key = load_signing_key((dpo_machine / "dpo.pem").read_bytes(), None)
     with pytest.raises(WrongEnvelope, match="another pack"):
-        signoff.seal(awaiting, REQ, envelope=sign_request(key, request).decode())
+        signoff.seal(engine_of(awaiting), awaiting, REQ, envelope=sign_request(key, request).decode())
     assert _state(awaiting) == "awaiting attestation"
 
 

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from erasure.config import PROJECT_ROOT, Home
+from erasure.engine_db import Engine
 from erasure.errors import InputError
 from proof.errors import PackRejected
 from proof.keys import generate_keypair
@@ -111,8 +112,8 @@ def test_the_kit_signs_and_attest_seals_with_only_the_signature(awaiting: Home, 
 
 def _refused(h: Home, envelope: str) -> None:
     before = _pack(h).read_bytes()
-    with pytest.raises((PackRejected, InputError)):
-        signoff.seal(h, REQ, envelope=envelope)
+    with Engine.open(h.engine_db) as engine, pytest.raises((PackRejected, InputError)):
+        signoff.seal(engine, h, REQ, envelope=envelope)
     assert _pack(h).read_bytes() == before
     assert _state(h) == "awaiting attestation"
     assert not (h.outbox_dir / f"{REQ}.eml").exists()

@@ -21,10 +21,8 @@ from erasure.config import Home
 from proof.history import PACK_NAME
 from proof.keys import generate_keypair
 from proof.tsa import REPLY_TYPE, TimestampAuthority, TimestampFailed
-from service.cascade import run_requests
 from service.outcome import Outcome
-from service.stages import direct
-from tests.cascade_fixtures import build_store, store_lock_free, submit
+from tests.cascade_fixtures import build_store, run_direct, store_lock_free, submit
 
 REQ = "req-ann-1"
 GIB = 1024**3
@@ -153,7 +151,7 @@ def test_a_trickling_tsa_ends_the_run_with_no_pack_and_the_store_lock_released(
     t = tsa_server(trickle_and_check_the_lock)
     monkeypatch.setenv("ERASURE_TSA_URL", t.url)
     monkeypatch.setenv("ERASURE_TSA_TIMEOUT", str(DEADLINE))
-    result = run_requests(home, [REQ], direct(home))[REQ]
+    result = run_direct(home, [REQ])[REQ]
     ended = time.monotonic()
     assert result.outcome is Outcome.no_pack, result
     assert "timestamp" in (result.detail or "")

@@ -21,6 +21,7 @@ from memory.ingest import ingest
 from memory.items import MemoryItem
 from memory.schema import create
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
+from tests.engine_of import EngineOf
 
 NAMESAKE = Subject(id="user-ann-2nd", email="annabel.q@example.com", name="Annabel Quist", phone="+44 20 7946 0001")
 COMPACT_PHONE = "+442079460001"
@@ -244,13 +245,13 @@ def test_case_3_a_second_id_for_the_same_person_needs_confirmation(store: Home) 
     assert home_hits(store, alias) == {}
 
 
-def test_case_7_a_stale_sealed_baseline_is_retaken_after_another_erasure(store: Home) -> None:
+def test_case_7_a_stale_sealed_baseline_is_retaken_after_another_erasure(store: Home, engine_of: EngineOf) -> None:
     """A crash just after A's fingerprint was sealed, then B erased: A's rerun converges, and says so."""
     from service.verification import take_and_seal_fingerprint
 
     submit(store, "req-case-7a")
     submit(store, "req-case-7b", subject=BYSTANDER)
-    assert take_and_seal_fingerprint("req-case-7a", store)["fingerprint"] == "taken"  # then "crash"
+    assert take_and_seal_fingerprint(engine_of(store), store, "req-case-7a")["fingerprint"] == "taken"  # then "crash"
     state_b, ver_b = run(store, "req-case-7b")
     assert state_b.is_completed() and ver_b["all_clear"] is True, state_b.message  # type: ignore[attr-defined]
     state_a, ver_a = run(store, "req-case-7a")
@@ -282,7 +283,9 @@ def test_case_7_two_subjects_erased_at_once_both_end_all_clear(store: Home) -> N
     assert home_hits(store, SUBJECT) == {} and home_hits(store, BYSTANDER) == {}
 
 
-def test_case_7_a_windows_store_reading_survives_another_window_of_the_same_home(store: Home) -> None:
+def test_case_7_a_windows_store_reading_survives_another_window_of_the_same_home(
+    store: Home, engine_of: EngineOf
+) -> None:
     """Two windows of one home in one process (the two threads above, a worker's runs): A's window read the
     store under its lock and released it; B's whole window ran before A asked its processors. A's verdict
     is the reading made under A's lock. (It was kept per home, B's replaced it, and A probed the store
@@ -290,12 +293,12 @@ def test_case_7_a_windows_store_reading_survives_another_window_of_the_same_home
     from service.verification import keep_probes, take_and_seal_fingerprint, verify_requests
 
     submit(store, "req-keep-a")
-    take_and_seal_fingerprint("req-keep-a", store)
-    keep_probes(store, ["req-keep-a"])  # A's window, under the store's lock
+    take_and_seal_fingerprint(engine_of(store), store, "req-keep-a")
+    keep_probes(engine_of(store), store, ["req-keep-a"])  # A's window, under the store's lock
     submit(store, "req-keep-b", subject=BYSTANDER)
     state_b, ver_b = run(store, "req-keep-b")  # B's whole window, A's processors not asked yet
     assert state_b.is_completed() and ver_b["all_clear"] is True, state_b.message  # type: ignore[attr-defined]
-    doc = verify_requests(store, ["req-keep-a"])["req-keep-a"]
+    doc = verify_requests(engine_of(store), store, ["req-keep-a"])["req-keep-a"]
     lost = [p["tier"] for p in doc["probes"] if p["bystanders_after"] < p["bystanders_before"]]
     assert lost == [], lost
     assert any(p["residue"] for p in doc["probes"])  # A's reading: A's cascade never ran, the subject is there
@@ -352,12 +355,14 @@ def test_case_2_a_processors_copy_of_the_mention_is_rectified(
         assert home_hits(home, SUBJECT) == {}
 
 
-def test_case_5_a_rejected_inbox_envelope_of_the_subject_is_purged_by_the_erasure(store: Home) -> None:
+def test_case_5_a_rejected_inbox_envelope_of_the_subject_is_purged_by_the_erasure(
+    store: Home, engine_of: EngineOf
+) -> None:
     from service.intake import drain_inbox
 
     bad = {"request_id": "req-bad", "subject": SUBJECT.model_dump(), "legal_basis": "NOPE"}
     (store.inbox_dir / f"{SUBJECT.email}.json").write_text(json.dumps(bad))
-    assert drain_inbox(store).rejected == 1
+    assert drain_inbox(engine_of(store), store).rejected == 1
     assert list((store.inbox_dir / "rejected").iterdir())
     submit(store, "req-case-5")
     state, ver = run(store, "req-case-5")

@@ -16,10 +16,9 @@ from erasure.states import RequestState
 from proof import verify
 from proof.keys import generate_keypair
 from service import signoff
-from service.cascade import run_requests
 from service.outcome import Outcome
-from service.stages import direct
-from tests.cascade_fixtures import build_store, submit
+from tests.cascade_fixtures import build_store, run_direct, submit
+from tests.engine_of import EngineOf
 
 RID = "req-append-1"
 
@@ -34,19 +33,21 @@ def _digests(folder: Path) -> dict[str, str]:
 
 
 def _run(home: Home) -> None:
-    result = run_requests(home, [RID], direct(home))[RID]
+    result = run_direct(home, [RID])[RID]
     assert result.outcome is Outcome.all_clear, result
 
 
 def test_a_reopened_requests_rerun_leaves_every_earlier_evidence_file_byte_identical(
-    home: Home, tmp_path: Path
+    home: Home,
+    tmp_path: Path,
+    engine_of: EngineOf,
 ) -> None:
     build_store(home, tmp_path)
     generate_keypair("engine", home.keys_dir)
     dpo = generate_keypair("dpo", tmp_path / "dpo-machine")
     submit(home, RID)
     _run(home)
-    signoff.seal(home, RID, dpo.private)
+    signoff.seal(engine_of(home), home, RID, dpo.private)
     folder = home.evidence_dir(RID)
     before = _digests(folder)
     assert {"proof.tar.gz", "verification.json", "steps.jsonl", "signatures/dpo.intoto.json"} <= set(before)
@@ -62,7 +63,7 @@ def test_a_reopened_requests_rerun_leaves_every_earlier_evidence_file_byte_ident
     assert {"proof-2.tar.gz", "run-2/verification.json", "run-2/steps.jsonl"} <= set(after_rerun)
     assert home.run_dir(RID) == folder / "run-2"
 
-    signoff.seal(home, RID, dpo.private)
+    signoff.seal(engine_of(home), home, RID, dpo.private)
     after_seal = _digests(folder)
     assert {k: after_seal.get(k) for k in before} == before
     assert "run-2/signatures/dpo.intoto.json" in after_seal

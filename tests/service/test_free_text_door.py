@@ -23,6 +23,7 @@ from service.clocks import clock_operation
 from service.consent import allow_reingest
 from service.holds import place_hold, release_hold
 from tests.cascade_fixtures import submit
+from tests.engine_of import EngineOf
 
 SUBJECT = Subject(
     id="subj-zqvxk-4471", email="annabel.quist@example.org", name="Annabel Quist", phone="+44 79 5833 1277"
@@ -148,15 +149,15 @@ def test_clock_reasons_are_checked_against_the_vault(vault: Home, text: str, kin
 
 
 @pytest.mark.parametrize(("text", "kind"), [NAMING[2], NAMING[4], NAMING[8]])
-def test_operations_refuse_case_references_and_actors(vault: Home, text: str, kind: str) -> None:
+def test_operations_refuse_case_references_and_actors(vault: Home, text: str, kind: str, engine_of: EngineOf) -> None:
     # the UI's forms build the audited reason as "<code> (<case reference>)"
     before = store_state(vault)
     for call in (
-        lambda: place_hold(vault, "req-door-1", f"litigation ({text})", "legal-team"),
-        lambda: place_hold(vault, "req-door-1", "litigation (case-17)", text),
-        lambda: release_hold(vault, "req-door-1", f"matter-closed ({text})", "legal-team"),
-        lambda: allow_reingest(vault, "req-door-1", f"subject-reconsented ({text})", "dpo"),
-        lambda: clock_operation(vault, "extend", "req-door-1", f"complexity ({text})"),
+        lambda: place_hold(engine_of(vault), vault, "req-door-1", f"litigation ({text})", "legal-team"),
+        lambda: place_hold(engine_of(vault), vault, "req-door-1", "litigation (case-17)", text),
+        lambda: release_hold(engine_of(vault), vault, "req-door-1", f"matter-closed ({text})", "legal-team"),
+        lambda: allow_reingest(engine_of(vault), vault, "req-door-1", f"subject-reconsented ({text})", "dpo"),
+        lambda: clock_operation(engine_of(vault), "extend", "req-door-1", f"complexity ({text})"),
     ):
         with pytest.raises(InputError) as err:
             call()

@@ -19,6 +19,7 @@ from erasure.errors import ConfigError
 from erasure.inbox import inbox_files, key_path, purge_rejected_for, read_rejected, rejected_dir
 from erasure.subject import Subject
 from service.intake import drain_inbox
+from tests.engine_of import EngineOf
 
 SUBJECT = Subject(
     id="subj-zqvxk-4471", email="annabel.quist@example.org", name="Annabel Quist", phone="+44 79 5833 1277"
@@ -50,13 +51,13 @@ def inbox_bytes(h: Home) -> bytes:
 
 
 @pytest.fixture
-def rejected(home: Home) -> Home:
+def rejected(home: Home, engine_of: EngineOf) -> Home:
     """Two rejected envelopes for the subject (one named after their email) and one for someone else."""
     inbox = home.inbox_dir
     (inbox / f"{SUBJECT.email}.json").write_text(json.dumps(body("req-1", SUBJECT, legal_basis="HIPAA")))
     (inbox / "b.json").write_text(json.dumps(body("req-2", SUBJECT, received_at="yesterday")))
     (inbox / "c.json").write_text(json.dumps(body("req-3", OTHER, tenant_id="no spaces allowed")))
-    result = drain_inbox(home, now=NOW)
+    result = drain_inbox(engine_of(home), home, now=NOW)
     assert (result.vaulted, result.rejected) == ([], 3)
     return home
 
@@ -77,20 +78,22 @@ def test_rejected_envelopes_are_encrypted_under_names_that_carry_nothing(rejecte
     assert sorted(json.loads(read_rejected(rejected, p))["request_id"] for p in sealed) == ["req-1", "req-2", "req-3"]
 
 
-def test_rejected_envelopes_are_purged_after_the_retention(rejected: Home, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert drain_inbox(rejected, now=NOW + timedelta(days=29)).purged == 0
+def test_rejected_envelopes_are_purged_after_the_retention(
+    rejected: Home, monkeypatch: pytest.MonkeyPatch, engine_of: EngineOf
+) -> None:
+    assert drain_inbox(engine_of(rejected), rejected, now=NOW + timedelta(days=29)).purged == 0
     assert len(list(rejected_dir(rejected).glob("*.rejected"))) == 3
-    assert drain_inbox(rejected, now=NOW + timedelta(days=30, seconds=1)).purged == 3
+    assert drain_inbox(engine_of(rejected), rejected, now=NOW + timedelta(days=30, seconds=1)).purged == 3
     assert list(rejected_dir(rejected).iterdir()) == []
     monkeypatch.setenv("ERASURE_INBOX_RETENTION_DAYS", "soon")
     with pytest.raises(ConfigError):
-        drain_inbox(rejected, now=NOW)
+        drain_inbox(engine_of(rejected), rejected, now=NOW)
 
 
-def test_retention_is_configured_in_days(rejected: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_retention_is_configured_in_days(rejected: Home, monkeypatch: pytest.MonkeyPatch, engine_of: EngineOf) -> None:
     monkeypatch.setenv("ERASURE_INBOX_RETENTION_DAYS", "2")
-    assert drain_inbox(rejected, now=NOW + timedelta(days=1)).purged == 0
-    assert drain_inbox(rejected, now=NOW + timedelta(days=2, seconds=1)).purged == 3
+    assert drain_inbox(engine_of(rejected), rejected, now=NOW + timedelta(days=1)).purged == 0
+    assert drain_inbox(engine_of(rejected), rejected, now=NOW + timedelta(days=2, seconds=1)).purged == 3
 
 
 def test_purge_rejected_for_removes_only_the_subjects_envelopes(rejected: Home) -> None:
@@ -101,17 +104,17 @@ def test_purge_rejected_for_removes_only_the_subjects_envelopes(rejected: Home) 
     assert len(list(rejected_dir(rejected).glob("*.error.txt"))) == 1
 
 
-def test_purge_matches_any_spelling_of_any_identifier(home: Home) -> None:
+def test_purge_matches_any_spelling_of_any_identifier(home: Home, engine_of: EngineOf) -> None:
     # rejected for a reason unrelated to the subject; the subject is named only by their phone, nationally
     (home.inbox_dir / "x.json").write_text(
         json.dumps(body("req-x", Subject(id="acct-1", phone="07958 331277"), legal_basis="HIPAA"))
     )
-    assert drain_inbox(home, now=NOW).rejected == 1
+    assert drain_inbox(engine_of(home), home, now=NOW).rejected == 1
     assert purge_rejected_for(home, Subject(id="someone-else")) == 0
     assert purge_rejected_for(home, SUBJECT) == 1
 
 
-def test_plaintext_left_by_older_versions_is_sealed_or_purged(home: Home) -> None:
+def test_plaintext_left_by_older_versions_is_sealed_or_purged(home: Home, engine_of: EngineOf) -> None:
     old = home.inbox_dir / "rejected"
     old.mkdir()
     name = f"{SUBJECT.email}.json"
@@ -119,7 +122,7 @@ def test_plaintext_left_by_older_versions_is_sealed_or_purged(home: Home) -> Non
     (old / f"{name}.error.txt").write_text(f"{home.inbox_dir / name}: legal_basis: Input should be 'GDPR'\n")
     (old / "d.json").write_text(json.dumps(body("req-old-2", OTHER, legal_basis="HIPAA")))
     assert purge_rejected_for(home, SUBJECT) == 1  # plaintext is matched as it is
-    drain_inbox(home, now=NOW)  # seals what is left
+    drain_inbox(engine_of(home), home, now=NOW)  # seals what is left
     data = inbox_bytes(home)
     for n in needles(SUBJECT) + needles(OTHER):
         assert n not in data

@@ -19,6 +19,7 @@ from erasure.engine import open_engine
 from service.consent import allow_reingest
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import SUBJECT, build_store, submit
+from tests.engine_of import EngineOf
 
 REQUEST = "req-one-path-1"
 
@@ -73,7 +74,7 @@ def test_a_refused_reconsent_writes_no_event(erased: Home) -> None:
     assert allowed_events(erased) == []
 
 
-def test_the_deployment_and_the_cli_write_the_same_event(erased: Home) -> None:
-    allow_reingest(erased, REQUEST, "re-consent, ticket 36", "dpo")
+def test_the_deployment_and_the_cli_write_the_same_event(erased: Home, engine_of: EngineOf) -> None:
+    allow_reingest(engine_of(erased), erased, REQUEST, "re-consent, ticket 36", "dpo")
     [(rid, detail)] = allowed_events(erased)
     assert rid == REQUEST and set(detail) == {"keys", "source", "identities"}

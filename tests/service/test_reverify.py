@@ -33,6 +33,7 @@ from erasure.engine import open_engine
 from service.reverify import due_requests
 from tests.backup_fixtures import STAYS, THREE, reference_items, request_file
 from tests.cli_fixtures import erasure
+from tests.engine_of import EngineOf
 from tests.flows.test_erasure_flow import _prefect_files
 from tests.flows.test_run_report import events_of
 
@@ -118,7 +119,11 @@ def smtp_sink(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
 
 
 def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
-    home: Home, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch
+    home: Home,
+    tmp_path: Path,
+    prefect_harness: None,
+    monkeypatch: pytest.MonkeyPatch,
+    engine_of: EngineOf,
 ) -> None:
     h = str(home.root)
     assert erasure("store", "init", "--home", h).code == 0
@@ -184,8 +189,8 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
 
     # Due every 30 days from the last (re-)verification.
     now = datetime.now(UTC)
-    assert RID not in due_requests(home, 30, now=now)
-    assert RID in due_requests(home, 30, now=now + timedelta(days=31))
+    assert RID not in due_requests(engine_of(home), home, 30, now=now)
+    assert RID in due_requests(engine_of(home), home, 30, now=now + timedelta(days=31))
 
     # The daily deployment's flow: the other request, last verified 40 days ago (its verification.json
     # in the evidence folder dated back; the pack's own copy is untouched), is re-verified; this one,
@@ -196,10 +201,10 @@ def test_reverification_clean_then_the_subject_is_back_and_the_request_reopens(
     dated = json.loads(other_ver.read_text())
     dated["verified_at"] = (now - timedelta(days=40)).strftime("%Y-%m-%dT%H:%M:%SZ")
     other_ver.write_text(json.dumps(dated))
-    assert due_requests(home, 30) == [OTHER]
+    assert due_requests(engine_of(home), home, 30) == [OTHER]
     assert reverify_due(days=30) == {"all_clear": [OTHER], "reopened": [], "not_reverified": []}
     assert _predicate(home.evidence_dir(OTHER) / "reverify-1.intoto.json")["all_clear"] is True
-    assert due_requests(home, 30) == []
+    assert due_requests(engine_of(home), home, 30) == []
 
     # The subject comes back through another source: held by the guard, let in by a re-consent.
     crm = _crm_item(tmp_path / "crm.jsonl")

@@ -26,6 +26,7 @@ from erasure.sla import COLUMNS, sla_rows, state_counts, summarise, to_markdown
 from erasure.states import RequestState
 from service.clocks import clock_operation
 from service.metrics import default_textfile, families, write_textfile
+from tests.engine_of import EngineOf
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)  # a Tuesday
 POLICY = ClockPolicy()
@@ -200,16 +201,18 @@ def test_metrics_of_an_empty_engine(engine: apsw.Connection) -> None:
     assert names["erasure_request_seconds_to_deadline"].samples == []
 
 
-def test_clock_operations_are_audited_and_shown_in_every_sla_view(engine: apsw.Connection, home: Home) -> None:
+def test_clock_operations_are_audited_and_shown_in_every_sla_view(
+    engine: apsw.Connection, home: Home, engine_of: EngineOf
+) -> None:
     now = datetime.now(UTC)
     submit(engine, "r-clock", LegalBasis.GDPR, 3, now=now)
     submit(engine, "r-ccpa", LegalBasis.CCPA, 44, now=now)  # 1 day left: at risk
     before = by_id_now(engine, now)["r-clock"]
-    paused = clock_operation(home, "pause", "r-clock", "identity verification", now=now)
+    paused = clock_operation(engine_of(home), "pause", "r-clock", "identity verification", now=now)
     assert paused["paused"] is True
-    resumed = clock_operation(home, "resume", "r-clock", "identity verified", now=now + timedelta(days=2))
+    resumed = clock_operation(engine_of(home), "resume", "r-clock", "identity verified", now=now + timedelta(days=2))
     assert resumed["deadline"] == iso_utc(before.deadline + timedelta(days=2))
-    extended = clock_operation(home, "extend", "r-clock", "complex request", now=now + timedelta(days=2))
+    extended = clock_operation(engine_of(home), "extend", "r-clock", "complex request", now=now + timedelta(days=2))
     assert extended["extended"] is True
     events = [r[0] for r in engine.execute("SELECT event FROM engine_events WHERE request_id = 'r-clock' ORDER BY seq")]
     assert events == ["request.submitted", "request.paused", "request.resumed", "request.extended"]

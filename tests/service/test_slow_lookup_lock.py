@@ -31,11 +31,10 @@ from memory.schema import create
 from memory.subprocessor_service import start_service
 from probes import subprocessors as lookups
 from proof.keys import generate_keypair
-from service.cascade import run_requests
 from service.outcome import Outcome, Result
 from service.reverify import reverify_request
-from service.stages import direct
-from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, store_lock_free, submit
+from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, run_direct, store_lock_free, submit
+from tests.engine_of import EngineOf
 
 SLOW = "req-slow-1"
 OTHER = "req-other-2"
@@ -156,7 +155,7 @@ def _while_trickling(t: Trickler, slow_run: Callable[[], object]) -> tuple[Resul
         assert t.asked.wait(180), "the slow subject's processor was never asked"
         t.watching = False
         started = time.monotonic()
-        other = run_requests(t.home, [OTHER], direct(t.home))[OTHER]
+        other = run_direct(t.home, [OTHER])[OTHER]
         took = time.monotonic() - started
         in_flight = not t.trickle_ended.is_set()
     finally:
@@ -170,9 +169,7 @@ def _while_trickling(t: Trickler, slow_run: Callable[[], object]) -> tuple[Resul
 def test_a_trickling_lookup_in_the_verification_keeps_no_other_erasure_waiting(trickler: Trickler) -> None:
     trickler.slow.set()
     slow: dict[str, Result] = {}
-    other, took, in_flight = _while_trickling(
-        trickler, lambda: slow.update(run_requests(trickler.home, [SLOW], direct(trickler.home)))
-    )
+    other, took, in_flight = _while_trickling(trickler, lambda: slow.update(run_direct(trickler.home, [SLOW])))
     assert trickler.lock_free_at_lookup and all(trickler.lock_free_at_lookup), trickler.lock_free_at_lookup
     assert other.outcome is Outcome.all_clear, other
     assert in_flight, f"the second erasure ended only after the slow lookup ({took:.1f} s)"
@@ -183,8 +180,10 @@ def test_a_trickling_lookup_in_the_verification_keeps_no_other_erasure_waiting(t
     assert methods[("subprocessors", "lookup-unreachable:crm-sync")] == 1
 
 
-def test_a_trickling_lookup_in_a_reverification_keeps_no_other_erasure_waiting(trickler: Trickler) -> None:
-    first = run_requests(trickler.home, [SLOW], direct(trickler.home))[SLOW]
+def test_a_trickling_lookup_in_a_reverification_keeps_no_other_erasure_waiting(
+    trickler: Trickler, engine_of: EngineOf
+) -> None:
+    first = run_direct(trickler.home, [SLOW])[SLOW]
     assert first.outcome is Outcome.all_clear, first  # every lookup answered at once
     engine = open_engine(trickler.home.engine_db)
     try:  # the DPO's seal is not what this is about: the engine-signed pack is re-verified as is
@@ -194,7 +193,9 @@ def test_a_trickling_lookup_in_a_reverification_keeps_no_other_erasure_waiting(t
     trickler.lock_free_at_lookup.clear()
     trickler.slow.set()
     got: dict[str, Any] = {}
-    other, took, in_flight = _while_trickling(trickler, lambda: got.update(reverify_request(trickler.home, SLOW)))
+    other, took, in_flight = _while_trickling(
+        trickler, lambda: got.update(reverify_request(engine_of(trickler.home), trickler.home, SLOW))
+    )
     assert trickler.lock_free_at_lookup and all(trickler.lock_free_at_lookup), trickler.lock_free_at_lookup
     assert other.outcome is Outcome.all_clear, other
     assert in_flight, f"the second erasure ended only after the slow lookup ({took:.1f} s)"

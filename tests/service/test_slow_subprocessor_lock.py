@@ -23,10 +23,9 @@ from memory import subprocessors as sp
 from memory.schema import create
 from memory.subprocessor_service import start_service
 from proof.keys import generate_keypair
-from service.cascade import run_requests
 from service.outcome import Outcome, Result
-from service.stages import direct
-from tests.cascade_fixtures import BYSTANDER, build_store, store_lock_free, submit
+from tests.cascade_fixtures import BYSTANDER, build_store, run_direct, store_lock_free, submit
+from tests.engine_of import EngineOf
 
 SLOW = "req-slow-1"
 OTHER = "req-other-2"
@@ -114,12 +113,12 @@ def test_a_slow_subprocessor_keeps_no_other_erasure_of_the_store_waiting(
     monkeypatch.setitem(defaults, "attempts", 1)
 
     slow: dict[str, Result] = {}
-    first = threading.Thread(target=lambda: slow.update(run_requests(home, [SLOW], direct(home))))
+    first = threading.Thread(target=lambda: slow.update(run_direct(home, [SLOW])))
     first.start()
     try:
         assert trickler.deletion_asked.wait(120), "the slow request never called its processor"
         started = time.monotonic()
-        other = run_requests(home, [OTHER], direct(home))[OTHER]
+        other = run_direct(home, [OTHER])[OTHER]
         took = time.monotonic() - started
         still_calling = not trickler.deletion_ended_at
     finally:
@@ -138,7 +137,9 @@ def test_a_slow_subprocessor_keeps_no_other_erasure_of_the_store_waiting(
         engine.close()
 
 
-def test_another_erasures_subject_is_never_sampled_as_a_processors_bystander(home: Home, tmp_path: Path) -> None:
+def test_another_erasures_subject_is_never_sampled_as_a_processors_bystander(
+    home: Home, tmp_path: Path, engine_of: EngineOf
+) -> None:
     """Its deletion call runs with the store unlocked, so it may land between this fingerprint and its
     verification: sampled, it would read as another person's data lost at the processor."""
     from service.verification import take_window_all
@@ -157,12 +158,12 @@ def test_another_erasures_subject_is_never_sampled_as_a_processors_bystander(hom
             conn.close()
         submit(home, SLOW)
         submit(home, OTHER, BYSTANDER)
-        before = take_window_all(home, [BYSTANDER])[0].keys.subprocessor_bystanders["crm-sync"]
+        before = take_window_all(engine_of(home), home, [BYSTANDER])[0].keys.subprocessor_bystanders["crm-sync"]
         assert SUBJECT.id in before  # no request has recorded the subject's store ids yet
         engine = open_engine(home.engine_db)
         try:
             request_records.add_store_ids(engine, SLOW, [SUBJECT.id])  # what its run records before any call
         finally:
             engine.close()
-        after = take_window_all(home, [BYSTANDER])[0].keys.subprocessor_bystanders["crm-sync"]
+        after = take_window_all(engine_of(home), home, [BYSTANDER])[0].keys.subprocessor_bystanders["crm-sync"]
         assert after == sorted(set(before) - {SUBJECT.id}) and after

@@ -34,6 +34,7 @@ from probes.targets import run
 from tasks.targets.langgraph_sqlite import ERASER
 from tests import budget
 from tests.cli_fixtures import erasure
+from tests.engine_of import EngineOf
 from tests.langgraph_sqlite_fixtures import chat_graph, open_saver, open_store
 
 UID = "{subject_id}"
@@ -506,7 +507,11 @@ def test_a_subject_whose_id_is_a_step_number_takes_no_one_elses_thread(tmp_path:
 
 
 def test_another_subjects_erasure_from_the_same_target_after_the_seal_is_discounted(
-    case7: Layouts, home: Home, tmp_path: Path, prefect_harness: None
+    case7: Layouts,
+    home: Home,
+    tmp_path: Path,
+    prefect_harness: None,
+    engine_of: EngineOf,
 ) -> None:
     """A's fingerprint sealed, then a crash; B (a bystander of A's) erased from the same LangGraph file;
     A's rerun retakes the bystander baseline at once instead of counting B's erasure as A's loss."""
@@ -523,7 +528,7 @@ def test_another_subjects_erasure_from_the_same_target_after_the_seal_is_discoun
     }
     _setup_home(home, lay, [both], "req-case7-a")
     _submit(home, "req-case7-b", BYSTANDERS[0])
-    assert take_and_seal_fingerprint("req-case7-a", home)["fingerprint"] == "taken"  # then "crash"
+    assert take_and_seal_fingerprint(engine_of(home), home, "req-case7-a")["fingerprint"] == "taken"  # then "crash"
     h = str(home.root)
     assert erasure("request", "run", "req-case7-b", "--json", "--home", h).code == 0
 

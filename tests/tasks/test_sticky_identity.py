@@ -29,6 +29,7 @@ from service.consent import allow_reingest
 from tasks import runner
 from tasks.runner import run_cascade
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, owned_counts, store_bytes, submit
+from tests.engine_of import EngineOf
 
 REQUEST = "req-ann-1"
 PHRASE = "marmalade-coloured kayak"
@@ -197,8 +198,8 @@ def test_allow_identity_reason_is_checked_at_the_door(erased: Home, tmp_path: Pa
         conn.close()
 
 
-def test_reconsent_of_the_request_releases_its_identities(erased: Home, tmp_path: Path) -> None:
-    out = allow_reingest(erased, REQUEST, "subject-reconsented (case-88)", "dpo")
+def test_reconsent_of_the_request_releases_its_identities(erased: Home, tmp_path: Path, engine_of: EngineOf) -> None:
+    out = allow_reingest(engine_of(erased), erased, REQUEST, "subject-reconsented (case-88)", "dpo")
     assert out["identities"] == 4
     report = json.loads(cli(erased, "ingest", str(jsonl(tmp_path, LINES)), "--json").stdout)
     assert (report["held_erased_identity"], report["ingested"]) == (0, 7)
