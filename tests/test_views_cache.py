@@ -1,7 +1,7 @@
 """The decoded views read a file content once per window (`probes.views.ViewCache`): a blob's replica, or a
-copy of a file in another folder of the home, is not decoded again; and a reading is never reused where
-it could answer differently (a reading that skipped a needle already found). The generator checks the cached scan against each file read alone, with no copy beside
-it to reuse (the slow path as the oracle)."""
+copy of a file in another folder of the home, is not decoded again; and a reading is never reused where it
+could answer differently (a reading that skipped a needle already found). The generator checks the cached
+scan against each file read alone, with no copy beside it to reuse (the slow path as the oracle)."""
 
 from __future__ import annotations
 
