@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from probes import views
 from probes.views import ViewCache, scan_views
+from tests import budget
 
 NAME, EMAIL = "Farid Quillfeather", "farid.q@mail.example"
 NEEDLES = [("identifier", NAME), ("identifier", EMAIL)]
@@ -84,7 +85,7 @@ CONTENTS = [
 ]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=budget.examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(
         st.tuples(st.sampled_from(["", "blobs/p", "blobs/r", "corpora"]), st.integers(0, len(CONTENTS) - 1)),
