@@ -71,11 +71,18 @@ def test_a_subject_id_in_every_row_is_read_once(tmp_path: Path, monkeypatch: pyt
     conn.execute("INSERT INTO frames VALUES (?, ?)", ("subj-0001", f"and then {NAME} wrote"))
     conn.close()
     reads: list[bytes] = []
-    real = view_sqlite.read_payload
 
-    def counting(scan: FileScan, data: bytes, depth: int, **kw: bool) -> None:
+    def counting(
+        scan: FileScan,
+        data: bytes,
+        depth: int,
+        *,
+        whole_file: bool,
+        speculative: bool = False,
+        layout: str | None = None,
+    ) -> None:
         reads.append(data)
-        real(scan, data, depth, **kw)
+        read_payload(scan, data, depth, whole_file=whole_file, speculative=speculative, layout=layout)
 
     monkeypatch.setattr(view_sqlite, "read_payload", counting)
     report = scan_views(tmp_path, NEEDLES)
