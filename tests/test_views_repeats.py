@@ -1,11 +1,13 @@
-"""Short SQLite values are read once per distinct value in a file (`probes.view_sqlite._short_values`): a
-subject id repeated in every row of a table is not parsed and matched again for each row. The generator
-checks it against the reading of every triggered value, one by one (the old loop, written here as the
-oracle): the same needles found and the same declarations (an image value declared once per row)."""
+"""What a file repeats is read once: a short SQLite value (`probes.view_sqlite._short_values`: a subject id
+in every row of a table is not parsed and matched again for each row) and a base64 run
+(`probes.view_payloads._base64_run`: a database writes the same values in many rows). The generators check
+each against reading every repeat again (the old loop, written here as the oracle; for base64 runs, the
+memory turned off): the same needles found and the same declarations (an image declared once per row)."""
 
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from collections import Counter
 from pathlib import Path
@@ -15,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from erasure.sqlite import connect
-from probes import view_sqlite
+from probes import view_payloads, view_sqlite
 from probes.matcher import GENERIC_NAMES, Matcher
-from probes.view_payloads import FileScan, read_payload
+from probes.view_payloads import FileScan, read_payload, read_triggered
 from probes.views import scan_views
 from tests import budget
 
@@ -88,3 +90,48 @@ def test_a_subject_id_in_every_row_is_read_once(tmp_path: Path, monkeypatch: pyt
     report = scan_views(tmp_path, NEEDLES)
     assert 0 in report.found
     assert reads.count(b"subj-0001") == 1  # 501 rows hold it (its "subj" is a trigger of the subject's id)
+
+
+RUNS = [
+    base64.b64encode(f"Dear {NAME}, your parcel".encode()),
+    base64.b64encode(gzip.compress(f"to {EMAIL}".encode(), mtime=0)),
+    base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(200))),  # an image: declared
+    base64.b64encode(b"nothing of anyone in this text"),
+    b"000000Zmemory",
+    b"c0ec8e1f41e9506fa927ea1047a8ce06blobs",
+    base64.b64encode(base64.b64encode(f"{NAME} again".encode())),
+]
+
+
+def _read(data: bytes) -> tuple[set[int], Counter[tuple[str, int]]]:
+    scan = FileScan(Matcher(NEEDLES, once=True), {}, [])
+    read_triggered(scan, data, 0, match_windows=True)
+    return set(scan.hits), Counter((reason, size) for reason, _d, size in scan.unscanned)
+
+
+@settings(max_examples=budget.examples(200), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(RUNS), st.sampled_from([b" ", b"\x00", b'","', b"\n"])), max_size=25))
+def test_repeated_base64_runs_read_once_find_and_declare_what_reading_each_does(
+    pieces: list[tuple[bytes, bytes]],
+) -> None:
+    data = b"".join(run + sep for run, sep in pieces)
+    got = _read(data)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(view_payloads, "MEMO_RUNS", 0)
+        assert got == _read(data)
+
+
+def test_a_repeated_base64_run_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = base64.b64encode(b"nothing of anyone in this text")
+    decodes: list[bytes] = []
+    real = view_payloads._b64decode
+
+    def counting(piece: bytes, urlsafe: bool) -> bytes | None:
+        decodes.append(piece)
+        return real(piece, urlsafe)
+
+    monkeypatch.setattr(view_payloads, "_b64decode", counting)
+    once = _read(run + b" ")
+    n = len(decodes)
+    assert _read((run + b" ") * 50) == once
+    assert len(decodes) == 2 * n
