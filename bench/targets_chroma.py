@@ -13,7 +13,7 @@ as a team would (`collection.delete(where={"user_id": id})` in each collection, 
 on the other `ERASER.erase` runs (delete through the framework, the log, the HNSW rewrite, the
 full-text rebuild and VACUUM), timed whole and by part. Medians over `--runs` runs (a different
 subject each run), in seconds. The framework's delete leaves the subject's vectors, log rows and
-full-text postings on disk (tests/test_target_chroma.py); ours leaves nothing, and two of its parts
+full-text postings on disk (tests/targets/test_target_chroma.py); ours leaves nothing, and two of its parts
 grow with the store (the full-text rebuild and VACUUM), reported apart.
 
 Server mode (`--server`, bench/targets_chroma_server.py): the store is served by a real `chroma run`

@@ -12,15 +12,24 @@ the agent's longest write.
 
     .venv/bin/python bench/targets_langgraph_postgres.py --server pg15 --sizes 100000 --runs 1
 
+`--note-bytes N` gives every item a note of N bytes (hex digests: PostgreSQL's pglz does not shrink
+them) besides its short text, so the tables reach a production agent's size without a vector index:
+the rewrites, and VACUUM FULL's lock-out, grow with the bytes rewritten (issue 37 measured a 493 MB
+table). The `size` column is the five tables' total size (heap, TOAST, indexes) before the erasure.
+
 Columns: the framework's delete (`store.delete` per item found by `store.search`, `delete_thread` per
 thread); our deletes (one transaction); `VACUUM FULL` of the five tables; statistics + CHECKPOINT; the
-WAL switch cycles; and the agent's lock-out: the longest single `VACUUM FULL` (the agent waits on one
-table at a time, at most that long).
+WAL switch cycles (seconds, then the cycles used of the limit derived from the server's `max_wal_size`
+and `wal_keep_size`: the cycles stop once no segment holds the subject); and the agent's lock-out: the
+longest single `VACUUM FULL` (the agent waits on one table at a time, at most that long), and the
+agent's longest write while it ran. With `--server pg15` the online run's columns follow: its whole
+erasure, its rewrite, its WAL cycles and the agent's longest write.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
 import sys
 import time
@@ -46,7 +55,15 @@ def _people() -> list[Subject]:
     ]
 
 
-def build(c: Cluster, db: str, size: int, indexed: bool) -> None:
+def _note(n: int, size: int) -> str:
+    """`size` bytes of hex digests, different for every item (incompressible for pglz)."""
+    out = ""
+    while len(out) < size:
+        out += hashlib.sha256(f"{n}:{len(out)}".encode()).hexdigest()
+    return out[:size]
+
+
+def build(c: Cluster, db: str, size: int, indexed: bool, note_bytes: int = 0) -> None:
     c.psql(f"CREATE DATABASE {db}", "postgres")
     topics = [t for ts in _TOPICS.values() for t in ts]
     with agent(c, db, indexed=indexed) as a:
@@ -54,7 +71,10 @@ def build(c: Cluster, db: str, size: int, indexed: bool) -> None:
         ops = []
         for n in range(size):
             p = people[n % PEOPLE]
-            ops.append(PutOp(("users", p.id, "memories"), f"m-{n}", {"text": f"{topics[n % len(topics)]} ({n})"}))
+            value = {"text": f"{topics[n % len(topics)]} ({n})"}
+            if note_bytes:
+                value["notes"] = _note(n, note_bytes)
+            ops.append(PutOp(("users", p.id, "memories"), f"m-{n}", value))
             if len(ops) == 500:
                 a.store.batch(ops)
                 ops = []
@@ -65,6 +85,17 @@ def build(c: Cluster, db: str, size: int, indexed: bool) -> None:
                 a.graph.invoke(
                     {"messages": [("user", f"Hi, {p.name} here, turn {t}")]}, thread_config(f"thread-{p.id}-{t}", p.id)
                 )
+
+
+def tables_size(c: Cluster, db: str) -> int:
+    """The agent's tables in `db`, with their TOAST and indexes, in bytes."""
+    return int(
+        c.psql(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'",
+            db,
+        ).strip()
+    )
 
 
 def framework_delete(c: Cluster, db: str, indexed: bool) -> float:
@@ -106,20 +137,22 @@ def main() -> int:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--server", choices=["pg18", "pg15"], default="pg18")
+    ap.add_argument("--note-bytes", type=int, default=0, help="a note of this many bytes in every item")
     args = ap.parse_args()
     pg15 = args.server == "pg15"
     bindir = debian_bindir() if pg15 else embedded_bindir()
     assert bindir is not None, "PostgreSQL is not installed (make bootstrap; make postgres for pg15)"
     print(
-        "| kind | items | framework delete | our erasure | deletes | rewrite | stats + CHECKPOINT "
+        "| kind | items | size | framework delete | our erasure | deletes | rewrite | stats + CHECKPOINT "
         "| WAL cycles | VACUUM FULL's longest table | agent's longest write |"
-        + (" online rewrite | its longest write |" if pg15 else "")
+        + (" online: our erasure | its rewrite | its WAL cycles | its longest write |" if pg15 else "")
     )
-    print("| --- " * (12 if pg15 else 10) + "|")
+    print("| --- " * (15 if pg15 else 11) + "|")
     assert BYSTANDERS
     for size in [int(s) for s in args.sizes.split(",") if s]:
         with cluster(bindir, prefix="pgb-") as c:
-            build(c, "base", size, not pg15)
+            build(c, "base", size, not pg15, args.note_bytes)
+            mib = tables_size(c, "base") / (1 << 20)
             fw, us, on = [], [], []
             for r in range(args.runs):
                 c.psql(f"CREATE DATABASE fw{r} TEMPLATE base", "postgres")
@@ -138,11 +171,18 @@ def main() -> int:
                 return statistics.median(x[key] for x in runs)
 
             print(
-                f"| langgraph-postgres {args.server} | {size // 1000}k | {statistics.median(fw):.2f} s "
+                f"| langgraph-postgres {args.server} | {size // 1000}k | {mib:.0f} MiB | {statistics.median(fw):.2f} s "
                 f"| {med('total'):.2f} s | {med('delete'):.2f} s | {med('rewrite'):.2f} s "
-                f"| {med('stats_checkpoint'):.2f} s | {med('wal'):.2f} s ({med('cycles'):.0f}) "
+                f"| {med('stats_checkpoint'):.2f} s "
+                f"| {med('wal'):.2f} s ({med('cycles'):.0f} of {med('cycles_limit'):.0f}) "
                 f"| {med('lockout'):.2f} s | {med('stall'):.2f} s |"
-                + (f" {med('rewrite', on):.2f} s (pg_repack) | {med('stall', on):.2f} s |" if pg15 else ""),
+                + (
+                    f" {med('total', on):.2f} s | {med('rewrite', on):.2f} s (pg_repack) "
+                    f"| {med('wal', on):.2f} s ({med('cycles', on):.0f} of {med('cycles_limit', on):.0f}) "
+                    f"| {med('stall', on):.2f} s |"
+                    if pg15
+                    else ""
+                ),
                 flush=True,
             )
     return 0

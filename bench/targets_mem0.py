@@ -19,7 +19,7 @@ would, from a fresh process state (`Memory(config)` loads the local Qdrant folde
 on the other `ERASER.erase` runs (it reads every point, deletes the subject's history, messages and
 points, VACUUMs each file). Medians over `--runs` runs (a different subject each run), in seconds. The
 framework's delete leaves the history (with a second copy of every text), the raw turns and, from a
-fresh process, the entity records (see tests/test_target_mem0.py); ours leaves nothing, and its cost
+fresh process, the entity records (see tests/targets/test_target_mem0.py); ours leaves nothing, and its cost
 grows with the files (reading every pickled point, VACUUM), which is reported apart.
 
 Local Qdrant warns above 20,000 points that local mode is not meant for that size; the 100k memory is

@@ -26,7 +26,7 @@ params.install()  # before any command is built: plain values need no pydantic a
 
 # Commands are registered lazily: `erasure --help` and commands that run no flow must answer at once,
 # so a command's module (and what it imports: Prefect, the flows, numpy, ...) is imported only when that
-# command is invoked. The help listed for each command is kept here; tests/test_cli_lazy.py checks it
+# command is invoked. The help listed for each command is kept here; tests/cli/test_cli_lazy.py checks it
 # against the real help of each module.
 _LAZY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     # name: (module, attribute, extension modules, short help). A Typer attribute is a command group;

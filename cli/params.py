@@ -5,7 +5,7 @@ on first use: for `erasure sla --json` that is a sixth of all it costs. Most val
 an absent value, a string for a `str` option, a number default in range, a string for a plain `Path`
 option. For those `install` makes typer return what its adapter would have returned, without building
 it; every other value goes to typer's own coercion, built when a value first needs it.
-tests/test_cli_params.py holds the two to the same results and errors.
+tests/cli/test_cli_params.py holds the two to the same results and errors.
 """
 
 from __future__ import annotations

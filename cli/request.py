@@ -1,6 +1,10 @@
 """`erasure request ...` commands: submit an envelope, show and list requests, and run their clocks.
 
 Output never names the subject: request ids, states, dates and counts only.
+
+What a command runs is imported in its body: `erasure request --help` builds every command of the group
+(these, `request run`, `request reverify`) and must not import the models, the service layer or rich's
+tables to list them (tests/test_cli_lazy.py).
 """
 
 from __future__ import annotations
@@ -9,19 +13,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import apsw
 import typer
-from rich.table import Table
 
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
-from erasure import request_records as requests
-from erasure.clocks import ClockPolicy, iso_utc
-from erasure.engine_db import Engine
 from erasure.errors import InputError
-from service.clocks import ClockOp, clock_operation, clock_view
-from service.intake import submit_file
+
+if TYPE_CHECKING:
+    import apsw
 
 app = typer.Typer(
     help="Submit erasure requests, show them, and pause, resume or extend their clocks.", no_args_is_help=True
@@ -33,6 +33,8 @@ IdArg = Annotated[str, typer.Argument(help="The request id.", show_default=False
 
 @contextmanager
 def _engine(home: Path | None) -> Iterator[apsw.Connection]:
+    from erasure.engine_db import Engine  # the request records: pydantic
+
     with Engine.borrow(home_of(home).engine_db) as conn:
         yield conn
 
@@ -44,6 +46,9 @@ def submit(
     json_out: JsonOpt = False,
 ) -> None:
     """Validate an envelope, vault it and start its legal clock (idempotent for the same file)."""
+    from erasure.clocks import iso_utc
+    from service.intake import submit_file
+
     res = submit_file(home_of(home), file)
     out = {
         "request_id": res.request_id,
@@ -68,6 +73,12 @@ def submit(
 @app.command()
 def show(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """A request's state, clock, data classes and step summary (never the subject's identifiers)."""
+    from rich.table import Table
+
+    from erasure import request_records as requests
+    from erasure.clocks import ClockPolicy, iso_utc
+    from service.clocks import clock_view
+
     with _engine(home) as conn:
         row = requests.get(conn, request_id)
         clock = requests.deadline_of(conn, request_id, now=datetime.now(UTC), policy=ClockPolicy.from_env())
@@ -115,6 +126,12 @@ def show(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False) -> 
 @app.command("list")
 def list_(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Every request, soonest deadline first."""
+    from rich.table import Table
+
+    from erasure import request_records as requests
+    from erasure.clocks import ClockPolicy
+    from service.clocks import clock_view
+
     now = datetime.now(UTC)
     policy = ClockPolicy.from_env()
     rows: list[dict[str, Any]] = []
@@ -131,12 +148,14 @@ def list_(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     console.print(table)
 
 
-_DONE = {ClockOp.pause: "paused", ClockOp.resume: "resumed", ClockOp.extend: "extended"}
+_DONE = {"pause": "paused", "resume": "resumed", "extend": "extended"}
 
 
 def _clock_command(
-    op: ClockOp, request_id: str, reason: str, home: Path | None, json_out: bool, until: date | None = None
+    op: str, request_id: str, reason: str, home: Path | None, json_out: bool, until: date | None = None
 ) -> None:
+    from service.clocks import clock_operation
+
     out = clock_operation(home_of(home), op, request_id, reason, until=until)
     if json_out:
         print_json(out)
@@ -153,13 +172,13 @@ def _clock_command(
 @app.command()
 def pause(request_id: IdArg, reason: ReasonOpt, home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Pause the clock while the subject's identity is verified."""
-    _clock_command(ClockOp.pause, request_id, reason, home, json_out)
+    _clock_command("pause", request_id, reason, home, json_out)
 
 
 @app.command()
 def resume(request_id: IdArg, reason: ReasonOpt, home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Resume a paused clock; the deadline moves by the paused time."""
-    _clock_command(ClockOp.resume, request_id, reason, home, json_out)
+    _clock_command("resume", request_id, reason, home, json_out)
 
 
 @app.command()
@@ -180,4 +199,4 @@ def extend(
             day = date.fromisoformat(until)
         except ValueError:
             raise InputError("--until: not an ISO date (YYYY-MM-DD)") from None
-    _clock_command(ClockOp.extend, request_id, reason, home, json_out, until=day)
+    _clock_command("extend", request_id, reason, home, json_out, until=day)

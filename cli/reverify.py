@@ -3,19 +3,19 @@ process, on the same Prefect API as `request run`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
-from cli import prefect_api
-from cli.live import run_with_table
 from cli.request import IdArg
 from cli.request import app as request_app
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
-from service.outcome import Outcome
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def _table(doc: dict[str, Any]) -> Table:
+    from rich.table import Table
+
     t = Table(
         title=f"re-verification {doc['sequence']} of {doc['request_id']}: all clear: {str(doc['all_clear']).lower()}"
     )
@@ -44,7 +44,11 @@ def reverify(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False)
     tier: `erasure request run ID` erases again); 6 when the request is not sealed; 4 when there is no
     such request, no pack, or the request vault no longer holds its subject (nothing to probe with).
     """
-    from service.reverify import check_reverifiable  # here: `request list` must not import the probes
+    # here, not at the top: `request list` and `request --help` must not import the probes
+    from cli import prefect_api
+    from cli.live import run_with_table
+    from service.outcome import Outcome
+    from service.reverify import check_reverifiable
 
     h = home_of(home)
     check_reverifiable(h, request_id)  # refused here, before a flow run exists, with its reason

@@ -1,36 +1,38 @@
 """`erasure request run ID`: run the erasure-request flow with live per-step progress.
 
 On `PREFECT_API_URL` when it is set (a long-lived server, e.g. `make serve`), else on a local
-ephemeral Prefect server started for this process."""
+ephemeral Prefect server started for this process.
+
+What the command runs is imported in its body: `erasure request --help` imports this module to list
+the command (cli/request.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from cli import prefect_api
-from cli.live import run_with_table
 from cli.request import app as request_app
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from cli.targets import TargetsOpt, targets_for
-from cli.window import run_window
-from erasure.config import Home
-from erasure.engine_db import Engine
 from erasure.errors import InputError
-from erasure.tiers import CASCADE_ORDER
-from service import runs
-from service.home import engine_key_present
-from service.outcome import Outcome, Result
-from service.pack_files import pack_verdict
-from service.scope import step_records
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from erasure.config import Home
+    from erasure.engine_db import Engine
 
 __all__ = ["run", "run_flow", "steps_table"]
 
 
 def steps_table(engine: Engine, h: Home, request_id: str, title: str = "cascade") -> Table:
     """Per-tier before/after table from the engine's step records (counts only)."""
+    from rich.table import Table
+
+    from erasure.tiers import CASCADE_ORDER
+    from service.scope import step_records
+
     by_target = step_records(engine, h, request_id)
     t = Table(title=f"{title}: {request_id}")
     for col in ("#", "target", "tier", "status", "before", "after", "removed digest"):
@@ -60,6 +62,9 @@ def steps_table(engine: Engine, h: Home, request_id: str, title: str = "cascade"
 
 
 def verification_table(doc: dict[str, Any]) -> Table:
+    """The verification's probes, one row each (counts only)."""
+    from rich.table import Table
+
     t = Table(title=f"verification: all_clear: {str(doc.get('all_clear')).lower()}")
     for col in ("tier", "method", "residue", "bystanders before", "bystanders after"):
         t.add_column(col, justify="right" if col not in ("tier", "method") else "left")
@@ -70,6 +75,12 @@ def verification_table(doc: dict[str, Any]) -> Table:
 
 def run_flow(request_id: str, h: Home, *, live: bool = True) -> Any:
     """Run the flow in this process, refreshing the step table while it runs. Returns its final state."""
+    from cli import prefect_api
+    from cli.live import run_with_table
+    from erasure.engine_db import Engine
+    from service import runs
+    from service.home import engine_key_present
+
     engine_key_present(h)
     prefect_api.prepare(h)
     runs.refuse_before_the_flow(h, request_id)
@@ -123,6 +134,12 @@ def run(
     and reported; the exit code is 0 when every other request ended all clear, else 7 if any had
     residue, 10 if any lost other people's data, 1 otherwise.
     """
+    from cli.window import run_window
+    from erasure.engine_db import Engine
+    from service import runs
+    from service.outcome import Outcome, Result
+    from service.pack_files import pack_verdict
+
     ids = list(dict.fromkeys(request_ids or []))
     if all_submitted and ids:
         raise InputError("give request ids or --all, not both")

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from cli.shell import HomeOpt, JsonOpt, console, home_of, print_json
 from erasure.config import Home
-from erasure.targets import Targets, load_targets
-from erasure.tiers import CASCADE_ORDER
+
+if TYPE_CHECKING:
+    from erasure.targets import Targets
 
 app = typer.Typer(
     help="The agent memories a request erases from: list them, count a subject in them.", no_args_is_help=True
@@ -31,6 +31,8 @@ TargetsOpt = Annotated[
 
 def targets_for(h: Home, file: Path | None) -> Targets:
     """Load the targets and export the file for flows run from this process."""
+    from erasure.targets import load_targets  # pydantic: not for `--help` of the commands taking TargetsOpt
+
     if file is not None:
         os.environ["ERASURE_TARGETS"] = str(Path(file).resolve())
     return load_targets(h.root, h.store_dir, file)
@@ -39,6 +41,8 @@ def targets_for(h: Home, file: Path | None) -> Targets:
 @app.command("list")
 def list_(home: HomeOpt = None, targets: TargetsOpt = None, json_out: JsonOpt = False) -> None:
     """Each target: its kind, the tiers it holds, and whether its files are reachable."""
+    from rich.table import Table
+
     h = home_of(home)
     found = targets_for(h, targets)
     from service.targets import target_rows  # tasks is heavy for the CLI's start: only when listing
@@ -65,6 +69,9 @@ def check(
     json_out: JsonOpt = False,
 ) -> None:
     """Per target and tier, how many items the request's subject has there now (nothing is erased)."""
+    from rich.table import Table
+
+    from erasure.tiers import CASCADE_ORDER
     from service.targets import subject_counts
 
     h = home_of(home)

@@ -9,7 +9,7 @@ Files under the store directory:
 - `audit-checkpoint.key`: the store's Ed25519 key that signs audit-log checkpoints.
 
 Every lookup an erasure needs (by subject, by `(source, source_ref)`, by archive link, by turn key,
-by reference, by chunk/frame id) is an index; `tests/test_store_schema.py` asserts it with
+by reference, by chunk/frame id) is an index; `tests/memory/test_store_schema.py` asserts it with
 EXPLAIN QUERY PLAN.
 """
 

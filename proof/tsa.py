@@ -94,7 +94,7 @@ class TimestampAuthority:
         `root`) the whole token as the offline verifier checks it. The whole exchange, connect to last
         byte, ends within `timeout` seconds (a TSA dripping one byte a second included), and a reply
         larger than `MAX_REPLY_BYTES` is refused as it streams in, never read whole."""
-        from erasure.peer_http import PeerClient, PeerError, PeerTooLarge  # lazy: tests/test_cli_lazy.py
+        from erasure.peer_http import PeerClient, PeerError, PeerTooLarge  # lazy: tests/cli/test_cli_lazy.py
 
         digest = hashlib.sha256(signature).digest()
         nonce = secrets.randbits(63) | 1

@@ -5,7 +5,7 @@ One decision, read by every surface: the cascade driver (`service.cascade`), re-
 (`service.reverify`), the restore replay (`service.restore`), every flow (each ends through
 `flows.ended.ended`, the one place a Prefect state is built) and every command (each raises
 `Outcome.error`, and `cli.main` turns the error into its exit code). The README's "Exit codes" table
-lists every member (tests/test_outcome_everywhere.py keeps it true).
+lists every member (tests/architecture/test_outcome_everywhere.py keeps it true).
 """
 
 from __future__ import annotations

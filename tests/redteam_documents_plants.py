@@ -5,8 +5,8 @@ a seeded Faker locale unless the attack needs a name of its own), ingest items (
 the attack's items, owned by the subject or by a bystander of this scenario), attachment files to write,
 files to drop into the store folder, and for every planted piece whether it names the subject (the
 oracle must find it before the erasure) and whether it must come out byte for byte. Plain functions,
-no product code: tests/test_redteam_documents.py draws and runs them, tests/test_redteam_documents_cases.py
-names one of each.
+no product code: tests/redteam/test_redteam_documents.py draws and runs them,
+tests/redteam/test_redteam_documents_cases.py names one of each.
 """
 
 from __future__ import annotations

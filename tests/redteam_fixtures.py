@@ -1,4 +1,4 @@
-"""Helpers of the red team's CLI tests (tests/test_issue22_cases.py, tests/test_redteam_generated.py):
+"""Helpers of the red team's CLI tests (tests/redteam/test_issue22_cases.py, tests/redteam/test_redteam_generated.py):
 a home driven only through the real `erasure` command (in this process, on the session's Prefect test
 server), and the one rule every test ends with (`assert_truthful`): either the run says all clear and
 the oracle finds nothing of the subject in any decoded view of any file, or the run says, specifically,

@@ -29,7 +29,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
         "prefect.testing.utilities:prefect_test_harness",
         "cli.prefect_api:prepare",  # migrates a new home's Prefect database (about 10 s)
         "cli.prefect_api:migrate_database",
-        "tests.test_deployments:start_console",  # `erasure serve`: server, deployments, worker
+        "tests.flows.test_deployments:start_console",  # `erasure serve`: server, deployments, worker
     ),
     # the framework stores: LangGraph (SQLite and PostgreSQL), Chroma (folder and server), mem0
     "framework": (
@@ -57,7 +57,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "postgres": ("tests.pg_cluster:cluster",),
     # chromium driven by playwright
     "browser": ("playwright.sync_api:sync_playwright", "playwright.sync_api:expect"),
-    # the generated red teams are marked by hand (`redteam_generated`, and `tests/test_redteam.py`)
+    # the generated red teams are marked by hand (`redteam_generated`, and `tests/redteam/test_redteam.py`)
     "redteam": (),
 }
 

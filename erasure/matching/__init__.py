@@ -2,7 +2,7 @@
 
 `Finder(who).hits(text)` gives every hit of one subject in a text read in the raw, structure and zero-width
 views (1.3.1-1.3.3). The probes implement the same document in their own code (`probes.rule`), and
-tests/test_matching_differential.py holds the two to the same spans. Escapes (1.3.3) are the
+tests/probes/test_matching_differential.py holds the two to the same spans. Escapes (1.3.3) are the
 caller's: `erasure.spellings` decodes them with a map back to the source and asks this module.
 """
 

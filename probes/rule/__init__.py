@@ -1,7 +1,7 @@
 """The matching rule, the probes' implementation: what counts as the person (docs/matching.md, version 5).
 
 The rule is implemented twice, by code that shares nothing: here, for verification, and on the erasing
-side. `tests/test_matching_differential.py` compares both on generated texts; section numbers in comments
+side. `tests/probes/test_matching_differential.py` compares both on generated texts; section numbers in comments
 are those of docs/matching.md.
 
 `Rule(person).find(text)` returns every hit of the person in the text read in the raw view (1.3.1) and

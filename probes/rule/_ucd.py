@@ -1,7 +1,7 @@
 """Unicode ranges by general category for the rule's word classes (docs/matching.md 2.1, 2.3, 2.4).
 
 Generated from `unicodedata` (Unicode 14.0.0, the Python 3.11 of the lock) by `compute_tables()`, so that
-importing the rule costs no scan of 1.1 million code points; `tests/test_probe_rule.py` checks these
+importing the rule costs no scan of 1.1 million code points; `tests/probes/test_probe_rule.py` checks these
 constants against `compute_tables()` on the running interpreter."""
 
 from __future__ import annotations

@@ -323,7 +323,7 @@ def _cms_signature(token: Token, cert: x509.Certificate, name: str) -> None:
 def _readable(cert: x509.Certificate) -> x509.Certificate:
     """`cert`, once every part is read (`cryptography` parses lazily): a certificate with a malformed
     name, extension or key is refused even when the chain does not need it, as `openssl ts -verify`
-    refuses the whole token then (found by tests/test_trusted_time_properties.py)."""
+    refuses the whole token then (found by tests/proof/test_trusted_time_properties.py)."""
     for n in (cert.subject, cert.issuer):
         n.rfc4514_string()
         for attr in n:

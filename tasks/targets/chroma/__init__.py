@@ -9,7 +9,7 @@ the log, `embeddings_queue`), vectors = their vectors (HNSW files of each collec
 and the log), derivatives = the full-text index (`embedding_fulltext_search`, FTS5 trigram).
 
 What the framework's delete (`collection.delete(where={"user_id": ...})`) leaves, measured with
-chromadb 1.5.9 on stores built by it (tests/test_target_chroma.py shows each with the probe):
+chromadb 1.5.9 on stores built by it (tests/targets/test_target_chroma.py shows each with the probe):
 
 - the log: every write is first a row of `embeddings_queue` (id, float32 vector, metadata JSON with the
   document). Chroma purges rows only once every segment of the collection has applied them, and the

@@ -1,0 +1,1 @@
+"""The house's own rules: imports, module size, tiers, one path, kinds, documentation links."""

@@ -1,0 +1,1 @@
+"""The `erasure` command line: exit codes, arguments, start-up cost, what it prints."""

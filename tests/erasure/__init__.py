@@ -1,0 +1,1 @@
+"""The domain package: intake, clocks, the engine database, request ids, file modes."""

@@ -1,0 +1,1 @@
+"""The Prefect flows and deployments, the served console, the UI in a real browser."""

@@ -1,0 +1,1 @@
+"""Security findings, one file each, named after the attack."""

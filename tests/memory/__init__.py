@@ -1,0 +1,1 @@
+"""The reference store: ingest, schema, audit log, the demo store, subprocessors."""

@@ -1,0 +1,1 @@
+"""The independent probes: the matching rule, decoded views, byte scans, documents."""

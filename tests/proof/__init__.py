@@ -1,0 +1,1 @@
+"""The proof pack, its signing keys, trusted time and the offline verifier."""

@@ -1,0 +1,1 @@
+"""The service layer: reverification, re-consent, restores, deadlines, locks."""

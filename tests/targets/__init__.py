@@ -1,0 +1,1 @@
+"""The third-party kinds: LangGraph (SQLite, PostgreSQL), Chroma, mem0."""

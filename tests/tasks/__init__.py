@@ -1,0 +1,1 @@
+"""The cascade's tasks: the nine steps, mention lookups, byte hygiene, backups."""

@@ -1,0 +1,1 @@
+"""The wire format shared by the writer and the verifier."""
