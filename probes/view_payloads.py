@@ -74,6 +74,9 @@ class FileScan:
     """(reason, the bytes when they are a member, size)."""
     budget: _Budget = field(default_factory=_Budget)
     decoded: int = 0
+    runs: dict[tuple[bytes, int], list[tuple[str, bytes | None, int]]] = field(default_factory=dict)
+    """Base64 runs already read in this file (at a depth), with what reading them declared (see
+    `_base64_run`)."""
 
     def opaque(self, reason: str, data: bytes | None, size: int) -> None:
         self.unscanned.append((reason, data, size))
@@ -228,6 +231,27 @@ def _base64_run(scan: FileScan, data: bytes, end: int, depth: int) -> int:
     if len(run) > 2 * MAX_MEMBER:
         scan.opaque("container-too-large", None, len(run))
         return m.end()
+    # A run that this file repeats (a database writes the same values in many rows) is read once: reading
+    # the same bytes again finds nothing new (a needle found is not looked for again), and what it
+    # declared is declared again.
+    key = (run, depth)
+    if key in scan.runs:
+        scan.unscanned += scan.runs[key]
+        return m.end()
+    before = len(scan.unscanned)
+    _base64_pieces(scan, run, depth)
+    if len(run) <= MEMO_RUN and len(scan.runs) < MEMO_RUNS:
+        scan.runs[key] = scan.unscanned[before:]
+    return m.end()
+
+
+MEMO_RUN = 1024
+"""Longest base64 run remembered once read (`FileScan.runs`)."""
+MEMO_RUNS = 1 << 19
+"""Most base64 runs remembered in one file."""
+
+
+def _base64_pieces(scan: FileScan, run: bytes, depth: int) -> None:
     # Base64 of text, or of any bytes, has a capital letter in every few characters; a stretch of
     # NO_CAPITALS without one is a hex digest or a word glued to the run (a database record's fields have
     # no separator between them), never part of it, but for its last few characters (base64 of text may
@@ -243,7 +267,6 @@ def _base64_run(scan: FileScan, data: bytes, end: int, depth: int) -> int:
         back = min(GLUED, begin)  # 0 at the run's own start
         piece = core[begin - back : min(len(core), stop + 3)]
         _base64_piece(scan, piece, range(max(4, back + 1)), depth)
-    return m.end()
 
 
 def _b64decode(piece: bytes, urlsafe: bool) -> bytes | None:

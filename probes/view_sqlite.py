@@ -20,7 +20,9 @@ SQL_BATCH = 4096
 """Short SQL values looked at in one trigger pass."""
 
 
-def _short_values(scan: FileScan, values: list[bytes]) -> None:
+def _short_values(
+    scan: FileScan, values: list[bytes], declared: dict[bytes, list[tuple[str, bytes | None, int]]]
+) -> None:
     """Short values, each read on its own where one pass over them all finds a trigger in it. On a page,
     SQLite writes a row's columns one after the other with nothing between them (`summary`, an id, then
     the text run together), so the raw view cannot tell where one value ends: docs/matching.md reads
@@ -42,10 +44,18 @@ def _short_values(scan: FileScan, values: list[bytes]) -> None:
     )
     # Each is read as a guess (explicit checks only): a value that proves to be no format (a hash whose
     # bytes only look like an escape, or that puremagic would call an image) is matched as text, never
-    # declared. The file it sits in is identified and read, its pages raw.
+    # declared. The file it sits in is identified and read, its pages raw. A value repeated in the file
+    # (`declared`: a subject id in every row of a table) is read once: reading it again finds nothing new
+    # (a needle found is not looked for again), and what it declared is declared again.
     for i in hit:
-        if scan.budget.take(len(values[i])):
-            read_payload(scan, values[i], 1, whole_file=False, speculative=True)
+        value = values[i]
+        if value in declared:
+            scan.unscanned += declared[value]
+            continue
+        before = len(scan.unscanned)
+        if scan.budget.take(len(value)):
+            read_payload(scan, value, 1, whole_file=False, speculative=True)
+        declared[value] = scan.unscanned[before:]
 
 
 def read_sql_values(scan: FileScan, path: str) -> None:
@@ -71,6 +81,7 @@ def read_sql_values(scan: FileScan, path: str) -> None:
             )
             if not any(str(r[0]).startswith(f"{v}_") for v in virtual)
         ]
+        declared: dict[bytes, list[tuple[str, bytes | None, int]]] = {}
         for table in tables:
             cols = [str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')]
             for col in cols:
@@ -82,12 +93,12 @@ def read_sql_values(scan: FileScan, path: str) -> None:
                     if len(data) <= longest_local:
                         short.append(data)
                         if len(short) >= SQL_BATCH:
-                            _short_values(scan, short)
+                            _short_values(scan, short, declared)
                             short = []
                     elif scan.budget.take(len(data)):
                         read_payload(scan, data, 1, whole_file=False)
                 if short:
-                    _short_values(scan, short)
+                    _short_values(scan, short, declared)
     except Exception:
         return
     finally:

@@ -38,9 +38,10 @@ from __future__ import annotations
 import codecs
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -77,6 +78,9 @@ class ViewReport:
     bytes_read: int = 0
     decoded: int = 0
     """Payloads decoded out of the files' bytes (members, streams, base64 runs) and read again."""
+    reused: int = 0
+    """Files whose content (by SHA-256) was already read in this scan or an earlier one of its `ViewCache`,
+    and not read again (a blob and its replicas, a corpus copied to another folder)."""
     seconds: float = 0.0
     set_aside: dict[str, set[int]] = field(default_factory=dict)
     """Per label, the needles found in the files `scan_views` was told are someone else's content (another
@@ -87,15 +91,62 @@ class ViewReport:
         return set(self.found)
 
 
-def _read_file(scan: FileScan, path: str, size: int) -> int:
+Key = tuple[str, str]
+"""A needle as the views match it: (kind, text)."""
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What reading one file's content gave: hits by needle, what was not read (reason, SHA-256, size),
+    payloads decoded, and the needles it looked for (a `once` matcher skips those found before)."""
+
+    hits: dict[Key, int]
+    unscanned: list[tuple[str, str, int]]
+    decoded: int
+    looked_for: frozenset[Key]
+
+
+class ViewCache:
+    """File contents already read through the views, by SHA-256: a content read once in a window (one
+    scan, or the scans of the store and the home's folders) is not read again. A reading is reused only
+    by a scan with the same other people's identifiers (`shared` needles change what counts), and only
+    when it looked for every needle that scan still looks for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._readings: dict[tuple[str, frozenset[Key]], Future[_Reading]] = {}
+
+    def claim(self, key: tuple[str, frozenset[Key]], wanted: frozenset[Key]) -> _Reading | Future[_Reading]:
+        """The reading of `key` if one looked for all of `wanted` (waiting for it if it is under way),
+        else a new future the caller must complete."""
+        while True:
+            with self._lock:
+                got = self._readings.get(key)
+                if got is None or (
+                    got.done() and (got.exception() is not None or not wanted <= got.result().looked_for)
+                ):
+                    mine: Future[_Reading] = Future()
+                    self._readings[key] = mine
+                    return mine
+            try:
+                reading = got.result()
+            except BaseException:  # the reader failed (it reports that itself): read it here again
+                continue
+            if wanted <= reading.looked_for:
+                return reading
+
+
+def _read_file(scan: FileScan, path: str, size: int, data: bytes | None = None) -> int:
     """Read one file through the views; returns the bytes read. A file up to `CHUNK` is read whole as one
-    payload. A larger one: SQLite's files and plain text are read in chunks, around their triggers (a text
-    file whose later bytes stop decoding is declared); a container, document or image whole, up to
-    `MAX_MEMBER`; anything else is declared (`unidentified-format`) and its chunks looked at all the same."""
+    payload (`data`: its bytes, already read). A larger one: SQLite's files and plain text are read in
+    chunks, around their triggers (a text file whose later bytes stop decoding is declared); a container,
+    document or image whole, up to `MAX_MEMBER`; anything else is declared (`unidentified-format`) and its
+    chunks looked at all the same."""
     layout = layout_format(path, size)
     with open(path, "rb", buffering=0) as f:
         if size <= CHUNK or (layout is not None and layout not in PAGED):
-            data = f.read() if layout is None or layout in PAGED else b""
+            if data is None or (layout is not None and layout not in PAGED):
+                data = f.read() if layout is None or layout in PAGED else b""
             read_payload(scan, data, 0, whole_file=True, layout=layout)
             if data.startswith(b"SQLite format 3\x00"):
                 read_sql_values(scan, path)
@@ -154,13 +205,17 @@ def scan_views(
     *,
     report_unscanned: bool = True,
     set_aside: Callable[[str], str | None] | None = None,
+    cache: ViewCache | None = None,
 ) -> ViewReport:
     """Read every regular file under `root` through the decoded views for `needles` ((kind, text) per
     index: `identifier` or `content`; other kinds are not matched in views). Files nobody can read are
     left to the raw scan, which counts them. `report_unscanned` False: what no view reads is not
     listed (a folder of the engine's own ciphertexts). `set_aside(relative path)` gives a label for a
-    file that is someone else's content: its finds go to `ViewReport.set_aside`, never to `found`."""
+    file that is someone else's content: its finds go to `ViewReport.set_aside`, never to `found`.
+    `cache`: file contents (up to `CHUNK`) already read in this window, by SHA-256, are not read again
+    (without one, in this scan: a blob's replicas are read once)."""
     started = time.perf_counter()
+    cache = ViewCache() if cache is None else cache
     forget_layouts()
     report = ViewReport()
     matcher = Matcher(needles, once=True)
@@ -169,42 +224,87 @@ def scan_views(
     files = list(_Walk(Path(root)).files())  # what cannot be listed or read: the raw scan counts it
     labels = {rel: label for _p, rel, _s in files if set_aside and (label := set_aside(rel))}
     aside = Matcher(needles) if labels else matcher
+    indexes: dict[Key, list[int]] = {}
+    for i, key in enumerate(needles):
+        indexes.setdefault(key, []).append(i)
+    looked = frozenset(k for k in indexes if k[0].startswith("identifier") or k[0] == "content")
+    shared = frozenset(k for k in indexes if k[0].startswith("shared"))
 
-    def read(entry: tuple[str, str, int]) -> tuple[FileScan, int] | None:
+    def still_wanted(m: Matcher) -> frozenset[Key]:
+        found = frozenset(m.found)
+        return frozenset(k for k in looked if not all(i in found for i in indexes[k]))
+
+    def read(entry: tuple[str, str, int]) -> tuple[_Reading, int, bool] | None:
+        path, rel, size = entry
         # Someone else's file is read with a matcher of its own: a find there must not stop the search
         # for the same needle in the subject's files (`once`).
-        scan = FileScan(aside if entry[1] in labels else matcher, {}, [])
+        m = aside if rel in labels else matcher
+        data: bytes | None = None
+        digest: str | None = None
+        mine: Future[_Reading] | None = None
         try:
-            return scan, _read_file(scan, entry[0], entry[2])
-        except OSError:
-            return None  # the raw scan counts what cannot be read
+            if size <= CHUNK:
+                with open(path, "rb", buffering=0) as f:
+                    data = f.read()
+                digest = hashlib.sha256(data).hexdigest()
+                # A database is read through SQL with the WAL beside it, and a store kind's file by its
+                # siblings: what they give depends on more than their content.
+                if not data.startswith(b"SQLite format 3\x00") and layout_format(path, size) is None:
+                    got = cache.claim((digest, shared), still_wanted(m))
+                    if isinstance(got, _Reading):
+                        m.found |= {i for k in got.hits for i in indexes.get(k, ())} if m.once else set()
+                        return got, len(data), True
+                    mine = got
+            scan = FileScan(m, {}, [])
+            n = _read_file(scan, path, size, data)
+            hits = {needles[i]: h for i, h in scan.hits.items()}
+            if digest is None and report_unscanned and any(part is None for _r, part, _n in scan.unscanned):
+                digest = _digest_file(path)
+            reading = _Reading(
+                hits=hits,
+                unscanned=[
+                    (reason, digest or "" if part is None else hashlib.sha256(part).hexdigest(), size_)
+                    for reason, part, size_ in scan.unscanned
+                ],
+                decoded=scan.decoded,
+                # A `once` matcher skipped the needles found before (here or by another thread): they
+                # were looked for only if this reading found them.
+                looked_for=still_wanted(m) | frozenset(hits) if m.once else looked,
+            )
+        except BaseException as exc:
+            if mine is not None:
+                mine.set_exception(exc)
+            if isinstance(exc, OSError):
+                return None  # the raw scan counts what cannot be read
+            raise
+        if mine is not None:
+            mine.set_result(reading)
+        return reading, n, False
 
     # Files are read by a few threads: hyperscan, hashing, decompression and file reads release the GIL.
+    ordered = sorted(files, key=lambda e: -e[2])
     with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, os.cpu_count() or 1)) as pool:
-        done = list(pool.map(read, sorted(files, key=lambda e: -e[2])))
-    for (path, rel, _size), got in zip(sorted(files, key=lambda e: -e[2]), done, strict=True):
+        done = list(pool.map(read, ordered))
+    for (_path, rel, _size), got in zip(ordered, done, strict=True):
         if got is None:
             continue
-        scan, n = got
+        reading, n, reused = got
         report.bytes_read += n
-        report.decoded += scan.decoded
+        report.reused += reused
+        report.decoded += 0 if reused else reading.decoded
+        by_index = {i: h for key, h in reading.hits.items() for i in indexes.get(key, ())}
         if rel in labels:
-            if scan.hits:
-                report.set_aside.setdefault(labels[rel], set()).update(scan.hits)
+            if by_index:
+                report.set_aside.setdefault(labels[rel], set()).update(by_index)
         else:
-            for index, hits in scan.hits.items():
+            for index, hits in by_index.items():
                 report.found[index] = report.found.get(index, 0) + hits
         report.files += 1
         if report_unscanned:
-            whole: str | None = None
-            for reason, data, n in scan.unscanned:
-                if data is None:
-                    if whole is None:
-                        whole = _digest_file(path)
-                    digest = whole
-                else:
-                    digest = hashlib.sha256(data).hexdigest()
-                report.unscanned.append(Unscanned(sha256=digest, size=n, reason=reason, folder=_folder(rel)))
+            report.unscanned += [
+                Unscanned(sha256=digest, size=size, reason=reason, folder=_folder(rel))
+                for reason, digest, size in reading.unscanned
+            ]
     report.seconds = time.perf_counter() - started
     return report
 
@@ -221,4 +321,4 @@ def _folder(rel: str) -> str:
     return rel.split("/", 1)[0] if "/" in rel else ""
 
 
-__all__ = ["MAX_DEPTH", "Matcher", "Unscanned", "ViewReport", "canonical", "scan_views"]
+__all__ = ["MAX_DEPTH", "Matcher", "Unscanned", "ViewCache", "ViewReport", "canonical", "scan_views"]

@@ -19,7 +19,7 @@ from probes.located import residue_files
 from probes.model import BYTES, Measurement, OthersContent, ProbeResult, ResidueFile, Unscanned, population_key
 from probes.needles import SUBJECT_KINDS, Needle, NeedleKind
 from probes.store import BLOBS_DIR, CORPORA_DIR, DB_FILE, SESSIONS_DIR, open_store
-from probes.views import scan_views
+from probes.views import ViewCache, scan_views
 
 
 def _scan(
@@ -57,17 +57,19 @@ def _views(
     report_unscanned: bool,
     set_aside: Callable[[str], str | None] | None = None,
     aside: list[dict[str, set[int]]] | None = None,
+    cache: ViewCache | None = None,
 ) -> tuple[list[set[int]], list[Unscanned]]:
     """One read of `root` through the decoded views for several owners' identifier and content needles:
     per owner, the indexes (into its own list) found; and what no view could read. Files `set_aside`
-    labels are someone else's content: per owner, their finds go to `aside` by label."""
+    labels are someone else's content: per owner, their finds go to `aside` by label. `cache`: the
+    window's contents already read (`probes.views.ViewCache`)."""
     distinct: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for who, needles in enumerate(owned):
         for i, x in enumerate(needles):
             if x.view()[0]:
                 distinct.setdefault(x.view(), []).append((who, i))
     keys = list(distinct)
-    report = scan_views(root, keys, report_unscanned=report_unscanned, set_aside=set_aside)
+    report = scan_views(root, keys, report_unscanned=report_unscanned, set_aside=set_aside, cache=cache)
     found: list[set[int]] = [set() for _ in owned]
     for k in report.found:
         for who, i in distinct[keys[k]]:
@@ -146,6 +148,7 @@ def byte_results(
     scanned: dict[str, list[ScannedFile]] = {}
     aside: list[dict[str, set[int]]] = [{} for _ in fps]
     store_files: list[dict[int, list[str]]] = [{} for _ in fps]
+    cache = ViewCache()  # a content the window's scans read once (a blob's replicas, a copy in the home)
     try:
         found, _hits, unreadable, scanned[store_dir.name] = found_by_owner(
             store_dir, fps, manifest=True, files_out=store_files
@@ -157,6 +160,7 @@ def byte_results(
             report_unscanned=True,
             set_aside=_others_content(store_dir, fps),
             aside=aside,
+            cache=cache,
         )
     except (ErasureError, OSError) as exc:
         return (
@@ -190,7 +194,7 @@ def byte_results(
             continue
         here: list[dict[int, list[str]]] = [{} for _ in pairs]
         hits, unreadable_here, scanned[root.name] = _scan(root, home_needles, manifest=True, files_out=here)
-        seen, _ = _views(root, home_needles, report_unscanned=False)
+        seen, _ = _views(root, home_needles, report_unscanned=False, cache=cache)
         for i, (needles, h) in enumerate(zip(home_needles, hits, strict=True)):
             kept = {
                 j for j in _confirmed(needles, set(h), seen[i]) if needles[j].kind is not NeedleKind.shared_identifier
