@@ -192,7 +192,7 @@ def test_a_thread_kept_waiting_raises_engine_busy_and_opens_no_connection_of_its
 
 # --- who opens it: the entry points, never the service layer ---------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SERVICE_OPENS = {
     "service/metrics.py": "two entry points of its own: `python -m service.metrics`, and the live endpoint,"
