@@ -49,11 +49,13 @@ quick: bootstrap ## the inner loop: ruff, contracts, and the tests in no tier (n
 
 # Three workers on two CPUs: the suite waits on servers and subprocesses a third of its time. Each worker
 # has its own Prefect test server (the session fixture); a file stays on one worker (its module fixtures).
+# tests/conftest.py orders the files longest first, and --no-loadscope-reorder keeps that order (xdist's
+# own reorders files by their number of tests, which handed the one-test red team shards out last).
 UNIT_WORKERS ?= 3
 
 unit: bootstrap ## the whole test suite at CI's hypothesis budget, on UNIT_WORKERS workers (3); the red teams at CI size (2 windows of 50 generated scenarios and 400 document scenarios: 500 generated scenarios, every attack drawn)
 	@mkdir -p $(PREFECT_HOME)
-	ERASURE_TEST_FULL=1 REDTEAM_EXAMPLES=2 REDTEAM_DOCS_SCENARIOS=400 $(VENV)/bin/pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) --dist loadfile --durations=25
+	ERASURE_TEST_FULL=1 REDTEAM_EXAMPLES=2 REDTEAM_DOCS_SCENARIOS=400 $(VENV)/bin/pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 redteam: bootstrap ## only the generated red teams, at full size: 6 windows (300 scenarios) and 500 document scenarios
 	@mkdir -p $(PREFECT_HOME)

@@ -100,8 +100,9 @@ class Console:
     out: Path
 
 
-def start_console(h: Home, out: Path, *, sla_now: bool = False) -> Console:
-    """`python -m cli.serve` in its own session; returns once it prints `ready:`."""
+def start_console(h: Home, out: Path, *, sla_now: bool = False, hourly_window: bool = False) -> Console:
+    """`python -m cli.serve` in its own session; returns once it prints `ready:`, with the hourly
+    `erasure-window` deployment paused unless `hourly_window` (see `pause_the_hourly_window`)."""
     port = free_port()
     env = {
         **os.environ,
@@ -137,7 +138,26 @@ def start_console(h: Home, out: Path, *, sla_now: bool = False) -> Console:
             stop_console(c)
             raise AssertionError(f"erasure serve did not become ready:\n{out.read_text()}")
         time.sleep(0.3)
+    if not hourly_window:
+        pause_the_hourly_window(c)
     return c
+
+
+def pause_the_hourly_window(c: Console) -> None:
+    """Pause the `erasure-window` deployment (its schedule stays as prefect.yaml has it). Served as a user
+    serves it, it erases every submitted request of the home at the top of each hour: a test that crossed
+    the hour lost the requests it had submitted to that window (seen at 11:00: req-ann-1 and req-hold
+    ended in a run the test did not start). Pausing deletes the runs already scheduled."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    from cli.prefect_auth import home_secret
+
+    with (
+        temporary_settings({PREFECT_API_URL: c.api, PREFECT_API_AUTH_STRING: home_secret(c.home)}),
+        get_client(sync_client=True) as client,
+    ):
+        client.pause_deployment(client.read_deployment_by_name("erasure-window/erasure-window").id)
 
 
 def stop_console(c: Console) -> None:
