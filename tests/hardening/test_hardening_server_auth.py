@@ -64,7 +64,18 @@ except urllib.error.HTTPError as e:
 
 
 def as_nobody(api: str, method: str, path: str, body: Any = None, auth: str | None = None) -> dict[str, Any]:
-    """One HTTP request to the API as the OS user `nobody`; returns {"status", "body"}."""
+    """One HTTP request to the API as the OS user `nobody`; returns {"status", "body"}. A 503 (Prefect's
+    server on SQLite, busy: seen in a full run at load 4) is tried again, as Prefect's own client does and
+    an attacker would: it is no answer about the credential."""
+    for attempt in range(8):
+        out = _as_nobody_once(api, method, path, body, auth)
+        if out["status"] != 503:
+            break
+        time.sleep(0.5 * 2**attempt)
+    return out
+
+
+def _as_nobody_once(api: str, method: str, path: str, body: Any, auth: str | None) -> dict[str, Any]:
     env = {"PATH": "/usr/bin:/bin", **({"STOLEN_AUTH": auth} if auth else {})}
     res = subprocess.run(
         [
