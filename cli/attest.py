@@ -73,7 +73,7 @@ def attest(
     if reject is not None:
         with Engine.session(h.engine_db) as engine:  # the command's engine
             done = signoff.reject(engine, h, request_id, sys.stdin.read() if reject == "-" else reject)
-        resume_sign_off(request_id, {"decision": "reject", "envelope": ""})
+        resume_signoff(request_id, {"decision": "reject", "envelope": ""})
         if json_out:
             print_json({"request_id": request_id, "sealed": False, "rejected": done["reason"]})
         else:
@@ -90,7 +90,7 @@ def attest(
             passphrase=os.environ.get(passphrase_env) if passphrase_env else None,
             envelope=(sys.stdin.read() if envelope == "-" else envelope),
         )
-    resume_sign_off(request_id, {"decision": "attest", "envelope": ""})
+    resume_signoff(request_id, {"decision": "attest", "envelope": ""})
     if json_out:
         print_json(
             {
@@ -113,12 +113,12 @@ def attest(
         )
 
 
-def resume_sign_off(request_id: str, answer: dict[str, str]) -> None:
+def resume_signoff(request_id: str, answer: dict[str, str]) -> None:
     """Resume the request's run waiting for the DPO in the UI, when a Prefect API is configured (the
     sign-off is done: the run only finishes)."""
     if not os.environ.get("PREFECT_API_URL"):
         return
-    from flows.sign_off import resume_waiting_run
+    from flows.signoff import resume_waiting_run
 
     if resume_waiting_run(request_id, answer):
         console.print("the run waiting for the DPO's sign-off was resumed", markup=False, highlight=False)

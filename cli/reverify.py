@@ -49,7 +49,7 @@ def reverify(request_id: IdArg, home: HomeOpt = None, json_out: JsonOpt = False)
     from cli.live import run_with_table
     from erasure.engine_db import Engine
     from service.outcome import Outcome
-    from service.reverify import check_reverifiable
+    from service.reverification import check_reverifiable
 
     h = home_of(home)
     with Engine.session(h.engine_db) as engine:  # refused here, before a flow run exists, with its reason

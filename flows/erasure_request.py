@@ -13,7 +13,8 @@ from prefect import State, flow, get_run_logger
 from erasure.engine_db import Engine
 from erasure.models import checked_request_id
 from erasure.states import RequestState
-from flows import run_report, sign_off
+from flows import run_report
+from flows import signoff as dpo_signoff
 from flows.ended import ended, state_data
 from flows.parameters import RequestId
 from flows.verification import verification
@@ -78,10 +79,11 @@ def erasure_request(request_id: RequestId) -> State:
     """Erase one request's subject from every tier, verify independently, and write the signed pack."""
     checked_request_id(request_id)
     h = home()
-    asks_dpo = sign_off.waits_for_dpo(h)
+    asks_dpo = dpo_signoff.waits_for_dpo(h)
     with Engine.session(h.engine_db) as engine:  # the run's engine: its tasks borrow it
-        if asks_dpo and sign_off.request_state(engine, request_id) is RequestState.awaiting_attestation:
-            return _signed_off(request_id, sign_off.sign_off(engine, h, request_id))  # resumed: the pack is written
+        if asks_dpo and dpo_signoff.request_state(engine, request_id) is RequestState.awaiting_attestation:
+            # resumed: the pack is written
+            return _signed_off(request_id, dpo_signoff.ask_the_dpo(engine, h, request_id))
         result = cascade.run_requests(engine, h, [request_id], SINGLE)[request_id]
         get_run_logger().info(
             "request %s: %s%s", request_id, result.outcome.value, f" ({result.detail})" if result.detail else ""
@@ -89,9 +91,9 @@ def erasure_request(request_id: RequestId) -> State:
         if (
             asks_dpo
             and result.outcome.completed
-            and sign_off.request_state(engine, request_id) is RequestState.awaiting_attestation
+            and dpo_signoff.request_state(engine, request_id) is RequestState.awaiting_attestation
         ):
-            return _signed_off(request_id, sign_off.sign_off(engine, h, request_id))
+            return _signed_off(request_id, dpo_signoff.ask_the_dpo(engine, h, request_id))
     return flow_state(request_id, result)
 
 

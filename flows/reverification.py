@@ -1,8 +1,8 @@
-"""Re-verification flows (`service.reverify`): `reverification` probes one sealed request again and
+"""Re-verification flows (`service.reverification`): `reverification` probes one sealed request again and
 signs a statement beside its pack; `reverify-due` (a deployment, daily) re-verifies every sealed
 request last verified `days` (default 30) or more days ago.
 
-A request whose subject is back is reopened (`service.reverify`) and an event is emitted,
+A request whose subject is back is reopened (`service.reverification`) and an event is emitted,
 `erasure.request.reopened`, naming the request id and the tiers only, for automations to catch.
 """
 
@@ -19,7 +19,7 @@ from flows.ended import ended, outcome_of
 from flows.parameters import RequestId, described
 from service.home import home
 from service.outcome import Outcome
-from service.reverify import DEFAULT_DAYS, due_requests, reverify_request
+from service.reverification import DEFAULT_DAYS, due_requests, reverify_request
 
 EVENT_REOPENED = "erasure.request.reopened"
 EVENT_REVERIFIED = "erasure.request.reverified"

@@ -2,7 +2,7 @@
 state (its type and name), and the error (and so the exit code) of the command that ran it.
 
 One decision, read by every surface: the cascade driver (`service.cascade`), re-verification
-(`service.reverify`), the restore replay (`service.restore`), every flow (each ends through
+(`service.reverification`), the restore replay (`service.restore`), every flow (each ends through
 `flows.ended.ended`, the one place a Prefect state is built) and every command (each raises
 `Outcome.error`, and `cli.main` turns the error into its exit code). The README's "Exit codes" table
 lists every member (tests/architecture/test_outcome_everywhere.py keeps it true).

@@ -204,7 +204,7 @@ def _list_requests(h: Home) -> list[dict[str, Any]]:
 
 
 def _state(h: Home) -> str:
-    from flows.sign_off import request_state
+    from flows.signoff import request_state
 
     with Engine.open(h.engine_db) as engine:
         st = request_state(engine, RID)

@@ -20,7 +20,7 @@ import pytest
 from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.subject import Subject
-from flows import sign_off
+from flows import signoff as dpo_signoff
 from proof.keys import generate_keypair
 from service import signoff
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, submit
@@ -120,7 +120,7 @@ def _erase_by_deployment(request_ids: Iterable[str]) -> dict[str, Any]:
 
 def _state(h: Home, rid: str) -> str:
     with Engine.open(h.engine_db) as engine:
-        state = sign_off.request_state(engine, rid)
+        state = dpo_signoff.request_state(engine, rid)
     return state.value if state else "unknown"
 
 

@@ -30,7 +30,7 @@ import yaml
 from erasure import request_records
 from erasure.config import PROJECT_ROOT, Home
 from erasure.engine import open_engine
-from service.reverify import due_requests
+from service.reverification import due_requests
 from tests.backup_fixtures import STAYS, THREE, reference_items, request_file
 from tests.cli_fixtures import erasure
 from tests.engine_of import EngineOf

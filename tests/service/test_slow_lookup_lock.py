@@ -32,7 +32,7 @@ from memory.subprocessor_service import start_service
 from probes import subprocessors as lookups
 from proof.keys import generate_keypair
 from service.outcome import Outcome, Result
-from service.reverify import reverify_request
+from service.reverification import reverify_request
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store, run_direct, store_lock_free, submit
 from tests.engine_of import EngineOf
 

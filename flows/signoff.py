@@ -136,7 +136,7 @@ def answer_refused(engine: Engine, h: Home, request_id: str, answer: DpoSignOff)
     return None
 
 
-def sign_off(engine: Engine, h: Home, request_id: str) -> RequestState | None:
+def ask_the_dpo(engine: Engine, h: Home, request_id: str) -> RequestState | None:
     """Ask the DPO in the UI and act on the answer; a refused answer (another request's or another
     pack's envelope, an unsigned reject) changes nothing and the run asks again. Returns the request's
     state after it. A resumed run replays the answers already given (each suspension has its own key)."""
