@@ -44,7 +44,7 @@ def outcome(runtime: Any, name: str, value: Any) -> tuple[str, Any]:
 
 values = st.one_of(
     st.none(),
-    st.text(max_size=12),
+    st.text(st.characters(exclude_characters="\x00"), max_size=12),  # argv and the environment carry no NUL
     st.integers(-5, 500),
     st.floats(allow_nan=False, width=32),
     st.sampled_from(["", "-", ".", "/", "/etc", "/no/such", "~", " 7 ", "1_000", "1e3", "0x10", "3.0"]),
