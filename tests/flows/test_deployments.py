@@ -38,7 +38,7 @@ from service import holds as service_holds
 from tests.cascade_fixtures import BYSTANDER, SUBJECT, build_store
 from tests.cascade_fixtures import submit as submit_subject
 from tests.engine_of import EngineOf
-from tests.process_fixtures import free_port
+from tests.process_fixtures import free_port, pause_the_hourly_window
 
 DEPLOYMENTS = {
     "erasure-request",
@@ -139,25 +139,18 @@ def start_console(h: Home, out: Path, *, sla_now: bool = False, hourly_window: b
             raise AssertionError(f"erasure serve did not become ready:\n{out.read_text()}")
         time.sleep(0.3)
     if not hourly_window:
-        pause_the_hourly_window(c)
+        _pause_the_hourly_window(c)
     return c
 
 
-def pause_the_hourly_window(c: Console) -> None:
-    """Pause the `erasure-window` deployment (its schedule stays as prefect.yaml has it). Served as a user
-    serves it, it erases every submitted request of the home at the top of each hour: a test that crossed
-    the hour lost the requests it had submitted to that window (seen at 11:00: req-ann-1 and req-hold
-    ended in a run the test did not start). Pausing deletes the runs already scheduled."""
-    from prefect.client.orchestration import get_client
+def _pause_the_hourly_window(c: Console) -> None:
+    """`pause_the_hourly_window` on the console's API, with its credential."""
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
     from cli.prefect_auth import home_secret
 
-    with (
-        temporary_settings({PREFECT_API_URL: c.api, PREFECT_API_AUTH_STRING: home_secret(c.home)}),
-        get_client(sync_client=True) as client,
-    ):
-        client.pause_deployment(client.read_deployment_by_name("erasure-window/erasure-window").id)
+    with temporary_settings({PREFECT_API_URL: c.api, PREFECT_API_AUTH_STRING: home_secret(c.home)}):
+        pause_the_hourly_window()
 
 
 def stop_console(c: Console) -> None:

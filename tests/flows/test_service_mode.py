@@ -46,7 +46,7 @@ from erasure.tiers import CASCADE_ORDER
 from memory import holds
 from memory.schema import create, open_store
 from tests.flows.test_deployments import DEPLOYMENTS, vault
-from tests.process_fixtures import clean_env, erasure, free_port
+from tests.process_fixtures import clean_env, erasure, free_port, pause_the_hourly_window
 
 pytestmark = pytest.mark.slow
 
@@ -163,15 +163,6 @@ def service(request: pytest.FixtureRequest) -> Iterator[Service]:
             stop_worker(proc)
         erasure(env, "server", "stop")
         shutil.rmtree(root, ignore_errors=True)
-
-
-def pause_the_hourly_window() -> None:
-    """Were the hour to strike during a test, the scheduled erasure-window run would take every submitted
-    request, the ones a test is about to run itself among them, and hold the store's slot meanwhile."""
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as client:
-        client.pause_deployment(client.read_deployment_by_name("erasure-window/erasure-window").id)
 
 
 def trigger(name: str, **params: Any) -> Any:
