@@ -100,19 +100,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _longest_files_first(items)
 
 
-#: How long a file of each tier tends to take, relative to the others (the slowest tier a test is in counts).
-_FILE_WEIGHT = {"redteam": 5, "postgres": 4, "browser": 3, "framework": 2, "prefect": 1, "cascade": 1}
+#: A file the duration table does not know yet (a new one): seconds it is taken to last, by its slowest tier.
+_TIER_SECONDS = {
+    "redteam": 200.0,
+    "postgres": 120.0,
+    "browser": 90.0,
+    "framework": 40.0,
+    "prefect": 20.0,
+    "cascade": 20.0,
+}
 
 
 def _longest_files_first(items: list[pytest.Item]) -> None:
-    """The files of the slowest tiers first, each file's tests in their own order. Under pytest-xdist's
-    `--dist loadfile` a file is one unit of work, handed out in this order: a red team started last would
-    run alone on one worker while the others sit idle (longest processing time first)."""
-    weight: dict[Path, int] = {}
-    for item in items:
-        w = max((_FILE_WEIGHT.get(m.name, 0) for m in item.iter_markers()), default=0)
-        weight[item.path] = max(w, weight.get(item.path, 0))
-    items.sort(key=lambda item: -weight[item.path])
+    """The longest files first (measured seconds from tests/durations.json, or an estimate from their
+    tiers), each file's tests in their own order. Under pytest-xdist's `--dist loadfile` a file is one
+    unit of work, handed out in this order: a long file started last runs alone on one worker while the
+    others sit idle (longest processing time first)."""
+    from tests import durations
+
+    measured = durations.load()
+    root = items[0].config.rootpath if items else Path()
+    guess: dict[Path, float] = {}
+    for item in items:  # a file's estimate is its slowest test's slowest tier
+        tiers = (_TIER_SECONDS.get(m.name, 1.0) for m in item.iter_markers())
+        guess[item.path] = max([guess.get(item.path, 1.0), *tiers])
+    seconds = {
+        path: measured.get(path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path), est)
+        for path, est in guess.items()
+    }
+    items.sort(key=lambda item: -seconds[item.path])
 
 
 _UNTIERED_SECONDS: dict[str, float] = {}

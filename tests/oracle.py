@@ -27,6 +27,7 @@ How a folder is read:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -135,16 +136,26 @@ _MAGICS = (
 )
 
 
+_MAGIC_ANYWHERE = re.compile(b"|".join(re.escape(m) for m in _MAGICS))
+
+
 def plausible(raw: bytes) -> bool:
     """Decoded base64 worth reading further: text (valid UTF-8), UTF-16/32 (NUL bytes), or a container.
     (Random letters that happen to form a base64 run decode to bytes that are none of these.)"""
-    if b"\x00" in raw or any(m in raw for m in _MAGICS):
+    if b"\x00" in raw or _MAGIC_ANYWHERE.search(raw):
         return True
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError:
         return False
     return True
+
+
+@functools.lru_cache(maxsize=65536)
+def plausible_decodings(run: str) -> tuple[bytes, ...]:
+    """The decodings of a base64 run worth reading further. Kept per run: one text's unescaped views
+    repeat most of its runs (a pack's hex digests in every JSON/QP reading of it)."""
+    return tuple(raw for raw in b64_candidates(run) if plausible(raw))
 
 
 _JUNK_RUN = re.compile(f"[\x00-\x08\x0e-\x1f\x7f\ufffd]{{{JUNK_RUN}}}")
@@ -223,9 +234,8 @@ class _Scanner:
                             t2.encode("latin-1", "ignore"), where, f"{view}>{name}>as-bytes", depth + 1, out, seen
                         )
         for m in B64_RUN.finditer(text):
-            for raw in b64_candidates(m.group(0)):
-                if plausible(raw):
-                    self.scan_bytes(raw, where, f"{view}>base64", depth + 1, out, seen)
+            for raw in plausible_decodings(m.group(0)):
+                self.scan_bytes(raw, where, f"{view}>base64", depth + 1, out, seen)
 
     def scan_bytes(self, data: bytes, where: str, view: str, depth: int, out: list[Hit], seen: Seen) -> None:
         if not seen.first(("b", hash(data), len(data)), depth):
