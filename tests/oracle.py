@@ -105,6 +105,7 @@ class Scan:
 _WINDOW = 400
 """Characters on each side of an anchor that a pattern is run on (longer than any match)."""
 _PHONE_RUN = re.compile(r"[0-9+][0-9\s\-./()\[\]+]*[0-9]")
+_NON_DIGITS = re.compile(r"\D+")
 
 
 class Seen:
@@ -194,7 +195,7 @@ class _Scanner:
                     if kind == "phone":
                         if phone_runs is None:
                             phone_runs = [
-                                (m.start(), m.end(), re.sub(r"\D", "", m.group(0))) for m in _PHONE_RUN.finditer(form)
+                                (m.start(), m.end(), _NON_DIGITS.sub("", m.group(0))) for m in _PHONE_RUN.finditer(form)
                             ]
                         anchors = [(a, b) for a, b, d in phone_runs if pat.nsn and pat.nsn in d]
                     else:

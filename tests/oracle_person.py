@@ -44,6 +44,7 @@ _DASHES = "".join(chr(c) for c in range(0x30000) if unicodedata.category(chr(c))
 _DASH_TABLE = {ord(c): "-" for c in _DASHES}
 _GERMAN = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "Ä": "ae", "Ö": "oe", "Ü": "ue"})
 _WS = re.compile(r"\s+")
+_NON_DIGITS = re.compile(r"\D+")
 _COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 
 
@@ -205,7 +206,7 @@ class Patterns:
     def find(self, text: str) -> Iterator[tuple[str, str]]:
         """(kind, matched canonical text) of every match in every canonical form of `text`."""
         for form in canonical_forms(text):
-            yield from self.find_in_form(form, re.sub(r"\D", "", form))
+            yield from self.find_in_form(form, _NON_DIGITS.sub("", form))
 
     def find_in_form(self, form: str, digits: str) -> Iterator[tuple[str, str]]:
         """(kind, matched text) in one canonical form (`digits`: its digits alone)."""

@@ -60,6 +60,7 @@ _OBFUSCATED = regex.compile(
 _DOT_FORM = regex.compile(_DOTW)
 _HEX = re.compile(r"(?<![0-9a-f])(?:[0-9a-f]{64}|[0-9a-f]{40}|[0-9a-f]{32})(?![0-9a-f])")
 _PHONE_RUN = re.compile(r"[+0-9(][0-9\s().\-/+]{4,}[0-9]")
+_NON_DIGITS = re.compile(r"\D+")
 
 
 def fold(text: str) -> tuple[str, ...]:
@@ -86,13 +87,34 @@ def _fold(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def tokens(folded: str, *, split: bool = False) -> list[str]:
+def digits_of(folded: str) -> str:
+    """The decimal digits of a folded text, in order, nothing between them (kept for short texts: the
+    quick test and the match read the same text)."""
+    return _digits_cached(folded) if len(folded) < 65536 else _NON_DIGITS.sub("", folded)
+
+
+@functools.lru_cache(maxsize=8192)
+def _digits_cached(folded: str) -> str:
+    return _NON_DIGITS.sub("", folded)
+
+
+def tokens(folded: str, *, split: bool = False) -> tuple[str, ...]:
     """Word tokens of a folded text: in-word apostrophes/dashes/underscores dropped (or, `split`, made
-    spaces), every character of a script written without spaces its own token."""
+    spaces), every character of a script written without spaces its own token (kept for short texts,
+    as `fold`)."""
+    return _tokens_cached(folded, split) if len(folded) < 65536 else _tokens(folded, split)
+
+
+@functools.lru_cache(maxsize=8192)
+def _tokens_cached(folded: str, split: bool) -> tuple[str, ...]:
+    return _tokens(folded, split)
+
+
+def _tokens(folded: str, split: bool) -> tuple[str, ...]:
     t = _IN_WORD_JOINER.sub(" " if split else "", folded)
     if _NOSEP_CHAR.search(t):
         t = _NOSEP_CHAR.sub(r" \g<0> ", t)
-    return list(_TOKEN.findall(t))
+    return tuple(_TOKEN.findall(t))
 
 
 def _nosep(toks: Iterable[str]) -> bool:
@@ -217,7 +239,7 @@ class Matcher:
             if self.hexes and set(_HEX.findall(f)) & self.hexes.keys():
                 return True
             if self.phones:
-                digits = re.sub(r"\D", "", f)
+                digits = digits_of(f)
                 if any(p[1] in digits for p in self.phones):
                     return True
         return False
@@ -275,12 +297,12 @@ class Matcher:
             yield from self._phones(f)
 
     def _phones(self, f: str) -> Iterator[tuple[str, str, str]]:
-        digits = re.sub(r"\D", "", f)
+        digits = digits_of(f)
         wanted = [p for p in self.phones if p[1] in digits]
         if not wanted:
             return
         for m in _PHONE_RUN.finditer(f):
-            run_digits = re.sub(r"\D", "", m.group(0))
+            run_digits = _NON_DIGITS.sub("", m.group(0))
             mine = [p for p in wanted if p[1] in run_digits]
             if not mine:
                 continue
