@@ -197,8 +197,9 @@ _GENERIC: dict[str, bytes] = {
     # 2 in 100,000 base64 runs), and triggers cost a decode each.
     # `-` is left out of the trigger (not of the run it finds): ISO timestamps ("2025-01-06T22") are
     # in every row of a store, and a url-safe run has a stretch without `-` long enough anyway.
-    "base64": rb"(?:^|[^A-Za-z0-9+/_])[A-Za-z0-9+/_][a-z]{0,%d}[A-Z0-9+/_][A-Za-z0-9+/_]{%d}"
-    % (MIN_BASE64 - 2, MIN_BASE64 - 2),
+    # Hex digests (a database holds one in every row) are no base64 run: only runs that are not all
+    # hex are triggered (`_base64_trigger`).
+    "base64": b"",
     "gzip": rb"\x1f\x8b\x08",
     "bz2": rb"BZh[1-9]1AY&SY",
     "xz": rb"\xfd7zXZ\x00",
@@ -206,6 +207,42 @@ _GENERIC: dict[str, bytes] = {
     "flate": rb"stream\r?\n",
 }
 GENERIC_NAMES = list(_GENERIC)
+
+BASE64_START = rb"(?:^|[^A-Za-z0-9+/_])[A-Za-z0-9+/_][a-z]{0,%d}[A-Z0-9+/_][A-Za-z0-9+/_]{%d}" % (
+    MIN_BASE64 - 2,
+    MIN_BASE64 - 2,
+)
+"""Where a base64-looking run starts (see `_GENERIC`); `probes.view_payloads` skips a run that is all hex."""
+
+
+def _base64_trigger() -> bytes:
+    """`BASE64_START`, only where the run it starts is not all hex (a run holds `-` or `=`-padding too,
+    `probes.view_payloads._base64_run`): the same runs, less the hex digests, which are skipped once
+    found. A run is not all hex when a `-` stands before its start, or a character that is no hex
+    digit (or a `-`) stands in it: inside the start's match (the same end as `BASE64_START`), or after
+    an all-hex start (the end at the first such character)."""
+    c, n, h = b"[A-Za-z0-9+/_]", b"[G-Zg-z+/_]", b"[0-9a-fA-F]"
+    lower, tail, at = MIN_BASE64 - 2, MIN_BASE64 - 2, b"(?:^|[^A-Za-z0-9+/_])"
+
+    def rep(cls: bytes, lo: int, hi: int) -> bytes:  # hyperscan takes no repeat of zero
+        return b"" if hi == 0 else cls + (b"{%d}" % lo if lo == hi else b"{%d,%d}" % (lo, hi))
+
+    first_in_lower = b"|".join(rep(b"[a-f]", i, i) + b"[g-z]" + rep(b"[a-z]", 0, lower - 1 - i) for i in range(lower))
+    first_in_tail = b"|".join(rep(h, i, i) + n + rep(c, tail - 1 - i, tail - 1 - i) for i in range(tail))
+    start = c + b"[a-z]{0,%d}[A-Z0-9+/_]" % lower
+    return b"|".join(
+        [
+            b"-" + start + c + b"{%d}" % tail,
+            at + n + b"[a-z]{0,%d}[A-Z0-9+/_]" % lower + c + b"{%d}" % tail,
+            at + c + b"(?:" + first_in_lower + b")[A-Z0-9+/_]" + c + b"{%d}" % tail,
+            at + c + b"[a-z]{0,%d}[G-Z+/_]" % lower + c + b"{%d}" % tail,
+            at + start + b"(?:" + first_in_tail + b")",
+            at + h + b"[a-f]{0,%d}[A-F0-9]" % lower + h + b"{%d}" % tail + h + b"*[G-Zg-z+/_\\-]",
+        ]
+    )
+
+
+_GENERIC["base64"] = _base64_trigger()
 
 
 _GENERIC_DB: list[tuple[hyperscan.Database, hyperscan.Scratch]] = []
