@@ -32,6 +32,7 @@ import hyperscan
 
 from probes.bytescan import _escape
 from probes.rule import Found, Person, Rule
+from probes.rule.ids import compile_id
 
 MIN_BASE64 = 12
 """Characters of the shortest base64 run read."""
@@ -196,8 +197,9 @@ _GENERIC: dict[str, bytes] = {
     # 2 in 100,000 base64 runs), and triggers cost a decode each.
     # `-` is left out of the trigger (not of the run it finds): ISO timestamps ("2025-01-06T22") are
     # in every row of a store, and a url-safe run has a stretch without `-` long enough anyway.
-    "base64": rb"(?:^|[^A-Za-z0-9+/_])[A-Za-z0-9+/_][a-z]{0,%d}[A-Z0-9+/_][A-Za-z0-9+/_]{%d}"
-    % (MIN_BASE64 - 2, MIN_BASE64 - 2),
+    # Hex digests (a database holds one in every row) are no base64 run: only runs that are not all
+    # hex are triggered (`_base64_trigger`).
+    "base64": b"",
     "gzip": rb"\x1f\x8b\x08",
     "bz2": rb"BZh[1-9]1AY&SY",
     "xz": rb"\xfd7zXZ\x00",
@@ -205,6 +207,42 @@ _GENERIC: dict[str, bytes] = {
     "flate": rb"stream\r?\n",
 }
 GENERIC_NAMES = list(_GENERIC)
+
+BASE64_START = rb"(?:^|[^A-Za-z0-9+/_])[A-Za-z0-9+/_][a-z]{0,%d}[A-Z0-9+/_][A-Za-z0-9+/_]{%d}" % (
+    MIN_BASE64 - 2,
+    MIN_BASE64 - 2,
+)
+"""Where a base64-looking run starts (see `_GENERIC`); `probes.view_payloads` skips a run that is all hex."""
+
+
+def _base64_trigger() -> bytes:
+    """`BASE64_START`, only where the run it starts is not all hex (a run holds `-` or `=`-padding too,
+    `probes.view_payloads._base64_run`): the same runs, less the hex digests, which are skipped once
+    found. A run is not all hex when a `-` stands before its start, or a character that is no hex
+    digit (or a `-`) stands in it: inside the start's match (the same end as `BASE64_START`), or after
+    an all-hex start (the end at the first such character)."""
+    c, n, h = b"[A-Za-z0-9+/_]", b"[G-Zg-z+/_]", b"[0-9a-fA-F]"
+    lower, tail, at = MIN_BASE64 - 2, MIN_BASE64 - 2, b"(?:^|[^A-Za-z0-9+/_])"
+
+    def rep(cls: bytes, lo: int, hi: int) -> bytes:  # hyperscan takes no repeat of zero
+        return b"" if hi == 0 else cls + (b"{%d}" % lo if lo == hi else b"{%d,%d}" % (lo, hi))
+
+    first_in_lower = b"|".join(rep(b"[a-f]", i, i) + b"[g-z]" + rep(b"[a-z]", 0, lower - 1 - i) for i in range(lower))
+    first_in_tail = b"|".join(rep(h, i, i) + n + rep(c, tail - 1 - i, tail - 1 - i) for i in range(tail))
+    start = c + b"[a-z]{0,%d}[A-Z0-9+/_]" % lower
+    return b"|".join(
+        [
+            b"-" + start + c + b"{%d}" % tail,
+            at + n + b"[a-z]{0,%d}[A-Z0-9+/_]" % lower + c + b"{%d}" % tail,
+            at + c + b"(?:" + first_in_lower + b")[A-Z0-9+/_]" + c + b"{%d}" % tail,
+            at + c + b"[a-z]{0,%d}[G-Z+/_]" % lower + c + b"{%d}" % tail,
+            at + start + b"(?:" + first_in_tail + b")",
+            at + h + b"[a-f]{0,%d}[A-F0-9]" % lower + h + b"{%d}" % tail + h + b"*[G-Zg-z+/_\\-]",
+        ]
+    )
+
+
+_GENERIC["base64"] = _base64_trigger()
 
 
 _GENERIC_DB: list[tuple[hyperscan.Database, hyperscan.Scratch]] = []
@@ -242,6 +280,8 @@ class Matcher:
         shared: list[tuple[str, str]] = []
         every: list[tuple[str, str]] = []
         self.keys: list[re.Pattern[str]] = []
+        self._narrow: list[tuple[int, int, tuple[str, ...]]] = []
+        """Per narrowed trigger (id `_NARROW` + k): its needle's trigger id, its length, the id's spellings."""
         for index, (kind, text) in enumerate(needles):
             if kind == "shared:key":  # another person's source key that names the subject: theirs, as written
                 self.keys.append(re.compile(re.escape(text), re.IGNORECASE))
@@ -259,10 +299,17 @@ class Matcher:
                 self.regexes += [(index, re.compile(rx), literal) for rx, literal in rxs]
             else:
                 continue
-            for t in (e for trigger in triggers for e in _expressions(trigger)):
-                expressions.append(t)
-                ids.append(len(_GENERIC) + index)
-                flags.append(hyperscan.HS_FLAG_CASELESS)
+            spellings = _id_spellings(kind, text)
+            for trigger in triggers:
+                for k, t in enumerate(_expressions(trigger)):
+                    expressions.append(t)
+                    flags.append(hyperscan.HS_FLAG_CASELESS)
+                    if k == 0 and spellings and isinstance(trigger, str) and _ALNUM_RUN.fullmatch(trigger.encode()):
+                        # an id's token in UTF-8: checked against its neighbours (`_plausible`)
+                        ids.append(_NARROW + len(self._narrow))
+                        self._narrow.append((len(_GENERIC) + index, len(trigger), spellings))
+                    else:
+                        ids.append(len(_GENERIC) + index)
         self.db: hyperscan.Database | None = None
         if expressions:
             self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
@@ -323,8 +370,15 @@ class Matcher:
         """(trigger id, end offset) of every trigger in `data` (ids below `len(GENERIC_NAMES)` are generic)."""
         out: list[tuple[int, int]] = []
 
+        narrow = self._narrow
+
         def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            out.append((pid, end))
+            if pid < _NARROW:
+                out.append((pid, end))
+                return
+            needle, length, spellings = narrow[pid - _NARROW]
+            if _plausible(data, end - length, end, spellings):
+                out.append((needle, end))
 
         if not hasattr(self._local, "generic"):  # a scratch space is one thread's at a time
             with self._lock:
@@ -334,6 +388,50 @@ class Matcher:
         if self.db is not None:
             self.db.scan(data, match_event_handler=on_match, scratch=self._local.needles)
         return sorted(out, key=lambda t: t[1])
+
+
+_NARROW = 1 << 20
+"""Trigger ids from here on are an id's tokens, kept only where their neighbours allow the id (`_plausible`)."""
+_ALNUM_RUN = re.compile(rb"[0-9A-Za-z]+")
+_ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_INTRODUCERS = frozenset(b"\\%&#=")
+"""Bytes that start an escape whose own letters and digits follow them (`\\u002d`, `%2D`, `=2D`, `&#45`,
+`&#x2d`, `&amp`, JSON's `\\n`): the letters and digits after one may decode to something else."""
+
+
+def _id_spellings(kind: str, text: str) -> tuple[str, ...]:
+    """An id needle's canonical forms, as the rule compares them (docs/matching.md 6.1) and as the
+    matcher's variants spell them (tokens joined); empty for any other needle, or an id with a form
+    outside ASCII (its tokens are not narrowed)."""
+    if not kind.startswith("identifier") or ident_kind(kind, text) != "id":
+        return ()
+    pattern = compile_id(text)
+    forms = [pattern.canon] if pattern is not None else []
+    forms += ["".join(_TOKEN.findall(v)) for v in _name_variants(text)]
+    if not forms or not all(f.isascii() for f in forms):
+        return ()
+    return tuple(dict.fromkeys(forms))
+
+
+def _plausible(data: bytes, start: int, end: int, spellings: tuple[str, ...]) -> bool:
+    """Whether an id's token at `data[start:end]` can be part of the id. ASCII letters and digits are
+    word characters that are their own canonical form (docs/matching.md 2.1, 2.6), so the run of them
+    around the token lies whole in one word, and a word of the id spells a piece of its canonical form
+    (6.1: all of it; 6.1b: one of the pieces it is joined from). Where an escape's introducer stands
+    before the run, the run's letters before the token may be the escape's own (`%2Dsubj`): only the
+    token and what follows it are compared then (no escape starts with a letter or digit)."""
+    a = start
+    while a > 0 and data[a - 1] in _ALNUM:
+        a -= 1
+    b = end
+    while b < len(data) and data[b] in _ALNUM:
+        b += 1
+    if a > 0 and a < start and data[a - 1] in _INTRODUCERS:
+        a = start
+    if a == start and b == end:
+        return True
+    run = data[a:b].decode("ascii").lower()
+    return any(run in s for s in spellings)
 
 
 def _counted(f: Found, theirs: list[tuple[int, int]]) -> bool:

@@ -50,7 +50,8 @@ only where the text is 36 characters from h to z with no space, capital, digit o
 _NO_CAPITALS = re.compile(rb"[^A-Z]{%d,}" % NO_CAPITALS)
 GLUED = 7
 """Characters of a stretch without capitals that may still be the base64 run's own (see `_base64_run`)."""
-_B64_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+_B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
+_B64_BYTES = frozenset(_B64_CHARS)
 
 
 class _Budget:
@@ -218,10 +219,20 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
                         scan.matcher.match_text(window[shift:].decode(codec, "replace"), scan.hits)
 
 
+def run_start(data: bytes, at: int) -> int:
+    """Where the run of base64 characters (`-` included) that ends at `at` starts: stripped off a slice's
+    end by `bytes.rstrip`, a slice at a time (a loop over bytes in Python cost most of a run's reading)."""
+    while at > 0:
+        lo = max(0, at - 256)
+        kept = len(data[lo:at].rstrip(_B64_CHARS))
+        at = lo + kept
+        if kept:
+            break
+    return at
+
+
 def _base64_run(scan: FileScan, data: bytes, end: int, depth: int) -> int:
-    start = end - 1
-    while start > 0 and data[start - 1] in _B64_BYTES:
-        start -= 1
+    start = run_start(data, end - 1)
     m = _B64_RUN.match(data, start)
     if m is None:
         return end
