@@ -28,7 +28,7 @@ import hashlib
 import itertools
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import phonenumbers
@@ -185,7 +185,7 @@ class _Name:
     nosep: bool
 
 
-def _occurrences(seq: tuple[str, ...], toks: list[str], pos: dict[str, list[int]]) -> list[int]:
+def _occurrences(seq: tuple[str, ...], toks: Sequence[str], pos: dict[str, list[int]]) -> list[int]:
     n = len(seq)
     return [i for i in pos.get(seq[0], []) if tuple(toks[i : i + n]) == seq]
 
