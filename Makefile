@@ -47,13 +47,14 @@ quick: bootstrap ## the inner loop: ruff, contracts, and the tests in no tier (n
 	@mkdir -p $(PREFECT_HOME)
 	$(VENV)/bin/pytest -q -p no:cacheprovider -n auto -m "$(QUICK_TESTS)"
 
-# Three workers on two CPUs: the suite waits on servers and subprocesses a third of its time. Each worker
-# has its own Prefect test server (the session fixture); a file stays on one worker (its module fixtures).
-# tests/conftest.py orders the files longest first, and --no-loadscope-reorder keeps that order (xdist's
-# own reorders files by their number of tests, which handed the one-test red team shards out last).
-UNIT_WORKERS ?= 3
+# Four workers on two CPUs: the suite waits on servers and subprocesses a third of its time (a full run on
+# three used 1.3-1.6 CPUs of 2). Each worker has its own Prefect test server (the session fixture); a file
+# stays on one worker (its module fixtures). tests/conftest.py orders the files longest first by their
+# measured seconds (tests/durations.json), and --no-loadscope-reorder keeps that order (xdist's own
+# reorders files by their number of tests, which handed the one-test red team shards out last).
+UNIT_WORKERS ?= 4
 
-unit: bootstrap ## the whole test suite at CI's hypothesis budget, on UNIT_WORKERS workers (3); the red teams at CI size (2 windows of 50 generated scenarios and 400 document scenarios: 500 generated scenarios, every attack drawn)
+unit: bootstrap ## the whole test suite at CI's hypothesis budget, on UNIT_WORKERS workers (4); the red teams at CI size (2 windows of 50 generated scenarios and 400 document scenarios in windows of at most 50: 500 generated scenarios, every attack drawn)
 	@mkdir -p $(PREFECT_HOME)
 	ERASURE_TEST_FULL=1 REDTEAM_EXAMPLES=2 REDTEAM_DOCS_SCENARIOS=400 $(VENV)/bin/pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 

@@ -12,7 +12,9 @@ exit 7 twice in a row, no bystander's words changed beyond recorded redactions (
 everyday words, glued names and other people's longer addresses, numbers and foreign phones).
 
 Size: REDTEAM_DOCS_SCENARIOS (default 500, as `make redteam` runs it; 400 in `make test`) in windows of
-at most REDTEAM_DOCS_WINDOW (default 100); `REDTEAM_DOCS_SCENARIOS=60 REDTEAM_DOCS_WINDOW=30` while
+at most REDTEAM_DOCS_WINDOW (default 50), a group's share cut into windows of even size (the oracle's
+reading of a window grows faster than its size: 11 s for 30 scenarios, 60 s for 100, measured);
+`REDTEAM_DOCS_SCENARIOS=60 REDTEAM_DOCS_WINDOW=30` while
 developing (every attack still runs). REDTEAM_DOCS_REPORT=PATH writes the table, the problems and the
 timings of each shard as JSON (PATH.K.json).
 
@@ -43,7 +45,7 @@ from tests.redteam_documents_run import CATEGORIES, Problem, WindowReport, run_w
 from tests.redteam_documents_scenarios import Window, build
 
 SCENARIOS = int(os.environ.get("REDTEAM_DOCS_SCENARIOS", "500"))
-WINDOW = int(os.environ.get("REDTEAM_DOCS_WINDOW", "100"))
+WINDOW = int(os.environ.get("REDTEAM_DOCS_WINDOW", "50"))
 ATTACKS = tuple(FAMILIES)
 ATTACHABLE = ("html-tags", "html-table", "xml-fields")
 """Attacks planted in a message's text for even variants and as an attachment for odd ones."""
@@ -68,27 +70,31 @@ def plan() -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for group, attacks in GROUPS.items():
         n = max(len(attacks), math.ceil(SCENARIOS * SHARES.get(group, rest)))  # never fewer than SCENARIOS
-        while n > 0:
-            out.append((group, min(n, WINDOW)))
-            n -= WINDOW
+        count = math.ceil(n / WINDOW)
+        out += [(group, n // count + (k < n % count)) for k in range(count)]
     return out
 
 
 WINDOWS = plan()
-SHARDS = 3
-"""One test file per shard: tests/redteam/test_redteam_documents.py runs shard 0, ..._shard1.py and
-..._shard2.py the others."""
+SHARDS = 4
+"""One test file per shard: tests/redteam/test_redteam_documents.py runs shard 0, ..._shard1.py to
+..._shard3.py the others."""
+
+
+WINDOW_COST = 8
+"""What a window costs besides its scenarios, in scenarios: its store, keys, flow run and the oracle's
+reading of its home (measured: a file window of 9 scenarios about 15 s, a text window 0.8 s a scenario)."""
 
 
 def shard_of() -> list[int]:
-    """The shard of each window of WINDOWS: the largest window first, to the shard with the fewest
-    scenarios so far (longest processing time first)."""
+    """The shard of each window of WINDOWS: the largest window first, to the shard with the least work
+    so far (longest processing time first; a window's work is its size and WINDOW_COST)."""
     load = [0] * SHARDS
     out = [0] * len(WINDOWS)
     for i in sorted(range(len(WINDOWS)), key=lambda i: -WINDOWS[i][1]):
         k = load.index(min(load))
         out[i] = k
-        load[k] += WINDOWS[i][1]
+        load[k] += WINDOWS[i][1] + WINDOW_COST
     return out
 
 

@@ -1,4 +1,4 @@
-"""Issue 33's generated document red team, shard 0 of 3, and the plan all shards share
+"""Issue 33's generated document red team, shard 0 of 4, and the plan all shards share
 (tests/redteam_documents_shards.py says what the scenarios are and why there are shards)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 33's generated document red team, shard 2 of 3 (tests/redteam_documents_shards.py): a file of its
+"""Issue 33's generated document red team, shard 2 of 4 (tests/redteam_documents_shards.py): a file of its
 own, so that `make test`'s workers run the shards side by side."""
 
 from __future__ import annotations
