@@ -207,15 +207,16 @@ def _window(home: Any, tmp: Path, scenarios: list[Scenario]) -> WindowReport:
 
 def _beyond_rule_3_3(sc: Scenario, left: Any, home_root: Path | None = None) -> Any:
     """`left` without two readings of the oracle that are not the subject. The raw bytes of a compressed
-    pack read as latin-1 (two-letter names turn up in them by chance; the members, read decompressed,
+    pack read in a raw text decoding (two-letter names turn up in them by chance; the members, read decompressed,
     still count). And a bystander's everyday sentence read as the name across lower-case words ("the
     path rose up the hill" for Rose Hill): the oracle reads case-folded text with any three words between
     the two names, while docs/matching.md 3.3 allows only middle names, initials and capitalised words
     there, so that sentence does not name the subject and an all clear is right. Adjacent words ("a
     sandy shore") and a sentence end between them ("April. May we") stay finds: the rule reports them."""
-    # The raw bytes of a compressed pack read as latin-1 are noise: two-letter names ("Li Na") turn up in
-    # them by chance. The pack's members are read decompressed by the oracle's other views, which count.
-    raw_pack = [h for h in left.hits if h.view.split(">")[0] == "latin-1" and h.file.endswith(".tar.gz")]
+    # The raw bytes of a compressed pack read in any text decoding (UTF-8, latin-1, UTF-16/32...) are
+    # noise: two-letter names ("Li Na", "Li Ma") turn up in them by chance. The pack's members are read
+    # decompressed by the oracle's other views (`gzip@0>...`), which count.
+    raw_pack = [h for h in left.hits if h.view.split(">")[0].startswith(_RAW_DECODINGS) and h.file.endswith(".tar.gz")]
     left = type(left)([h for h in left.hits if h not in raw_pack], left.unread)
     # So are a database's random bytes (vectors, salts, Merkle hashes) for a name of two two-letter parts
     # ("Al Ma": seen in CI in store/memory.db, read as latin-1). Such a hit counts where the name is in a

@@ -1,5 +1,7 @@
-"""Issue 33 by hand: one case per family bullet, each named after its attack, each a window of one request
-through the real `erasure` CLI, judged by the issue-33 oracle (tests/oracle33) and its rule
+"""Issue 33 by hand: one case per family bullet, each named after its attack, erased through the real
+`erasure` CLI in the window of its group (the generated red team's GROUPS: message-text attacks together,
+each file format in a window of its own, so that a file the product declares unread cannot hide another
+case's false all clear), each case judged on its own by the issue-33 oracle (tests/oracle33) and its rule
 (tests/redteam_documents_run.py): no false all clear, no exit 7 on the run and the rerun, bystanders'
 words unchanged but for recorded redactions (byte for byte where the plant is another person's own
 words). The generated red team (tests/redteam/test_redteam_documents.py) draws the same attacks by the hundred.
@@ -7,13 +9,12 @@ words). The generated red team (tests/redteam/test_redteam_documents.py) draws t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.redteam_documents_plants import FAMILIES
-from tests.redteam_documents_run import probe, run_window
+from tests.redteam_documents_run import WindowReport, probe, run_window
 from tests.redteam_documents_scenarios import Window, build
+from tests.redteam_documents_shards import ATTACHABLE, GROUPS
 
 CASES: list[tuple[str, str, int, str]] = [
     # (attack, Faker locale, variant, what the bystander's item or the attachment holds)
@@ -76,20 +77,51 @@ def test_the_oracle_finds_each_planted_piece_that_names_the_subject_and_no_other
             assert probe(plant, sc) == plant.names_subject, (attack, locale, variant, plant.item, plant.names_subject)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("attack", "locale", "variant", "what"), CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES]
-)  # fmt: skip
-def test_attack(
-    prefect_harness: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, attack: str, locale: str, variant: int,
-    what: str,
-) -> None:  # fmt: skip
-    """One scenario of `attack` (`what`), erased as a window of one, judged by the rule."""
+def group_of(attack: str, variant: int) -> str:
+    """The generated red team's window group of a case: an attachable attack with an odd variant is
+    planted as a file (tests/redteam_documents_plants.py), so it is that file's group."""
+    if attack in ATTACHABLE and variant % 2:
+        return f"family 1 file: {attack}+file"
+    return next(g for g, attacks in GROUPS.items() if attack in attacks)
+
+
+FIRST = 7
+"""A window's first scenario number: a case alone in its window is the scenario it was as a window of one
+(its ids, address and phone are built from this number)."""
+
+
+@pytest.fixture(scope="module")
+def judged(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[WindowReport, str]]:
+    """Every case erased in its group's window, on the session's Prefect server: per case, the window's
+    report and the case's request id."""
     from prefect.settings import PREFECT_API_URL
 
-    monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))
-    sc = build(7, attack, locale, 4242, variant, Window())
-    report = run_window(tmp_path, [sc])
-    assert not report.problems, f"{attack} ({what}), outcome {report.outcomes}, status {report.statuses}:\n" + (
-        "\n".join(map(str, report.problems))
+    windows: dict[str, list[int]] = {}
+    for k, (attack, _locale, variant, _what) in enumerate(CASES):
+        windows.setdefault(group_of(attack, variant), []).append(k)
+    out: dict[int, tuple[WindowReport, str]] = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))
+        for group, cases in windows.items():
+            w = Window()
+            scenarios = [build(FIRST + n, CASES[k][0], CASES[k][1], 4242, CASES[k][2], w) for n, k in enumerate(cases)]
+            report = run_window(tmp_path_factory.mktemp(group.split(":")[0].replace(" ", "-")), scenarios)
+            out.update({k: (report, sc.request_id) for k, sc in zip(cases, scenarios, strict=True)})
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "attack", "variant", "what"), [(k, c[0], c[2], c[3]) for k, c in enumerate(CASES)],
+    ids=[f"{c[0]}-{c[2]}" for c in CASES],
+)  # fmt: skip
+def test_attack(
+    judged: dict[int, tuple[WindowReport, str]], case: int, attack: str, variant: int, what: str
+) -> None:  # fmt: skip
+    """One scenario of `attack` (`what`), erased in its group's window, judged by the rule."""
+    report, rid = judged[case]
+    mine = [p for p in report.problems if p.scenario.request_id == rid]
+    assert not mine, f"{attack} ({what}), outcome {report.outcomes.get(rid)}, status {report.statuses.get(rid)}:\n" + (
+        "\n".join(map(str, mine))
     )
+    assert rid in report.outcomes, f"{rid} was not in its window: {sorted(report.outcomes)}"

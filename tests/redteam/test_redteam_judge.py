@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.oracle import Hit, Scan
 from tests.oracle33.match import Person33
 from tests.oracle33.scan import scan_tree33
 from tests.redteam_documents_plants import Scenario
@@ -119,3 +120,19 @@ def test_a_hash_blob_in_a_database_table_that_reads_as_the_name_is_noise(tmp_pat
 def test_the_name_as_text_in_a_database_table_counts(tmp_path: Path) -> None:
     data = sqlite_with(tmp_path, [os.urandom(32), "note: Al Ma called about order 7", os.urandom(32)])
     assert left_after_judging(tmp_path, data) == ["store/memory.db"]
+
+
+@pytest.mark.parametrize("raw", ["utf-8", "latin-1", "nul-stripped", "utf-16-le@1", "utf-32-be@2"])
+def test_a_name_read_in_any_raw_decoding_of_a_compressed_pack_is_noise(raw: str) -> None:
+    """CI-size run (2026-12-05, shard 2): 'li d a ہy ma' read in the `utf-8` view of a proof.tar.gz's
+    compressed bytes, for a subject Li Ma. The pack's members are read decompressed (`gzip@0>...`), and
+    those readings still count; a raw decoding of deflate output is chance (latin-1 alone was discounted)."""
+    pack = "evidence/erasure/req-d-002/proof.tar.gz"
+    scan = Scan(
+        [
+            Hit(pack, raw, "name", "al d a y ma", AL_MA.id),
+            Hit(pack, "gzip@0>tar:req-d-002/manifest.json>utf-8", "name", "al ma", AL_MA.id),
+        ]
+    )
+    left = _beyond_rule_3_3(Scenario(1, "glued-name", "en_US", AL_MA), scan)
+    assert [h.view for h in left.hits] == ["gzip@0>tar:req-d-002/manifest.json>utf-8"]
