@@ -4,19 +4,23 @@ Each generator checks one against the old code, kept here as its oracle:
 - `binary_format` (magics by first byte) against the loop over every magic;
 - `_NO_CAPITALS` (a stretch found from its start only) against the old pattern's stretches;
 - a base64 run read by `_base64_pieces`, which skips pieces and starts that decode to fewer than
-  `MIN_BASE64 * 3 // 4` bytes, against the old reading of the same run (hits, payloads, declarations)."""
+  `MIN_BASE64 * 3 // 4` bytes, against the old reading of the same run (hits, payloads, declarations);
+- `probes.rule.words.skeleton`, which drops U+FFFD before transliterating, against the old one."""
 
 from __future__ import annotations
 
 import base64
 import re
+import unicodedata
 
+from anyascii import anyascii
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from probes import view_payloads as vp
 from probes.documents import formats
 from probes.matcher import MIN_BASE64, WIDE_TEXT, Matcher, has_wide_text
+from probes.rule import words
 from tests import budget
 
 WIDE_PIECES = [b"\x00", b"\x00\x00\x00", b"a", b"Z", b" ", b"~", b"\x7f", b"\x1f", b"\xff", b"ab", b"\x00a\x00b"]
@@ -159,3 +163,27 @@ def test_the_positive_control_a_name_in_a_glued_run_is_found() -> None:
     scan = vp.FileScan(Matcher(NEEDLES), {}, [])
     vp._base64_pieces(scan, b"user-000645" + base64.b64encode(b"Dear Farid Quillfeather, hello") + b"Thanks", 0)
     assert 2 in scan.hits
+
+
+def _old_skeleton(text: str) -> str:
+    if text.isascii():
+        return words._ASCII_DROP_RE.sub("", text).lower()
+    t = unicodedata.normalize("NFKC", words._DROP_RE.sub("", text))
+    return words._NOT_ALNUM_RE.sub("", words._NON_ASCII_RE.sub(lambda m: anyascii(m.group()), t).lower())
+
+
+@settings(max_examples=budget.examples(3000), deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from("aZ9 -_'\ufffd\u00e9\u00df\u65e5\u0660\u200b\ufb01\u2460\u0301\x00\x80"), max_size=40
+    )
+)
+def test_the_skeleton_drops_replacement_characters_as_the_old_one(text: str) -> None:
+    assert words.skeleton(text) == _old_skeleton(text)
+
+
+@settings(max_examples=budget.examples(1000), deadline=None)
+@given(st.binary(max_size=200))
+def test_the_skeleton_of_bytes_read_as_utf8_is_the_old_one(data: bytes) -> None:
+    text = data.decode("utf-8", "replace")
+    assert words.skeleton(text) == _old_skeleton(text)
