@@ -271,7 +271,7 @@ def _base64_pieces(scan: FileScan, run: bytes, depth: int) -> None:
     # read on in the pieces between such stretches, each from a few characters inside the stretch before
     # it to a few inside the one after it.
     core = run.rstrip(b"=")
-    cuts = [(s.start(), s.end()) for s in _NO_CAPITALS.finditer(core)]
+    cuts = [(s.start(), s.end()) for s in _NO_CAPITALS.finditer(core)] if len(core) >= NO_CAPITALS else []
     bounds = [0, *(x for cut in cuts for x in cut), len(core)]
     for begin, stop in zip(bounds[0::2], bounds[1::2], strict=True):
         if stop - begin < MIN_BASE64 - GLUED:
