@@ -27,6 +27,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from urllib.parse import unquote
 
 import hyperscan
@@ -416,7 +417,7 @@ class Matcher:
         self.generic.scan(data, match_event_handler=on_match, scratch=self._local.generic)
         if self.db is not None:
             self.db.scan(data, match_event_handler=on_match, scratch=self._local.needles)
-        return sorted(out, key=lambda t: t[1])
+        return sorted(out, key=itemgetter(1))
 
 
 _NARROW = 1 << 20
