@@ -6,7 +6,6 @@ is declared on the `FileScan`."""
 
 from __future__ import annotations
 
-import base64
 import binascii
 import re
 import zlib
@@ -282,12 +281,17 @@ def _base64_pieces(scan: FileScan, run: bytes, depth: int) -> None:
             _base64_piece(scan, piece, range(max(4, back + 1)), depth)
 
 
+_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
 def _b64decode(piece: bytes, urlsafe: bool) -> bytes | None:
+    """`base64.b64decode` (or `urlsafe_b64decode`) of `piece`, padded, its last character dropped where it
+    cannot end a group; what those functions call, without their checks of the argument's type."""
     if len(piece) % 4 == 1:
         piece = piece[:-1]
     try:
         padded = piece + b"=" * (-len(piece) % 4)
-        return base64.urlsafe_b64decode(padded) if urlsafe else base64.b64decode(padded)
+        return binascii.a2b_base64(padded.translate(_URLSAFE) if urlsafe else padded)
     except (binascii.Error, ValueError):
         return None
 

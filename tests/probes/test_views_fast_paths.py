@@ -5,11 +5,13 @@ Each generator checks one against the old code, kept here as its oracle:
 - `_NO_CAPITALS` (a stretch found from its start only) against the old pattern's stretches;
 - a base64 run read by `_base64_pieces`, which skips pieces and starts that decode to fewer than
   `MIN_BASE64 * 3 // 4` bytes, against the old reading of the same run (hits, payloads, declarations);
+- `_b64decode` (binascii's decoder called directly) against `base64`'s functions, in that oracle;
 - `probes.rule.words.skeleton`, which drops U+FFFD before transliterating, against the old one."""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import re
 import unicodedata
 
@@ -86,6 +88,16 @@ def test_no_capital_stretches_are_the_old_ones(pieces: list[bytes]) -> None:
 # --- the old reading of a base64 run (before the skips), the oracle ---------------------------------------
 
 
+def _old_b64decode(piece: bytes, urlsafe: bool) -> bytes | None:
+    if len(piece) % 4 == 1:
+        piece = piece[:-1]
+    try:
+        padded = piece + b"=" * (-len(piece) % 4)
+        return base64.urlsafe_b64decode(padded) if urlsafe else base64.b64decode(padded)
+    except (binascii.Error, ValueError):
+        return None
+
+
 def _old_pieces(scan: vp.FileScan, run: bytes, depth: int) -> None:
     core = run.rstrip(b"=")
     cuts = [(s.start(), s.end()) for s in OLD_NO_CAPITALS.finditer(core)]
@@ -105,7 +117,7 @@ def _old_piece(scan: vp.FileScan, core: bytes, starts: range, depth: int) -> Non
     for offset in starts:
         if len(core) - offset < MIN_BASE64 - vp.GLUED:
             break
-        out = vp._b64decode(core[offset:], urlsafe)
+        out = _old_b64decode(core[offset:], urlsafe)
         if out is None or len(out) < MIN_BASE64 * 3 // 4:
             continue
         if best is not None and offset % 4 == best[1] % 4:
@@ -125,7 +137,7 @@ def _old_piece(scan: vp.FileScan, core: bytes, starts: range, depth: int) -> Non
     for other in others:
         scan.matcher.match_text(other[: vp.EDGE].decode("utf-8", "replace"), scan.hits)
     for short in (1, 2, 3):
-        tail = vp._b64decode(core[offset : len(core) - short], urlsafe)
+        tail = _old_b64decode(core[offset : len(core) - short], urlsafe)
         if tail:
             scan.matcher.match_text(tail[-vp.EDGE :].decode("utf-8", "replace"), scan.hits)
 
@@ -187,3 +199,11 @@ def test_the_skeleton_drops_replacement_characters_as_the_old_one(text: str) -> 
 def test_the_skeleton_of_bytes_read_as_utf8_is_the_old_one(data: bytes) -> None:
     text = data.decode("utf-8", "replace")
     assert words.skeleton(text) == _old_skeleton(text)
+
+
+@settings(max_examples=budget.examples(3000), deadline=None)
+@given(st.binary(max_size=40).map(lambda b: base64.b64encode(b) + base64.urlsafe_b64encode(b)), st.integers(0, 80))
+def test_b64decode_is_base64s(encoded: bytes, cut: int) -> None:
+    piece = encoded.rstrip(b"=")[cut:]
+    for urlsafe in (False, True):
+        assert vp._b64decode(piece, urlsafe) == _old_b64decode(piece, urlsafe)
