@@ -6,7 +6,6 @@ is declared on the `FileScan`."""
 
 from __future__ import annotations
 
-import base64
 import binascii
 import re
 import zlib
@@ -23,7 +22,7 @@ from probes.documents.formats import (
     wide_codec,
 )
 from probes.documents.layouts import PAGED
-from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, WIDE_TEXT, Matcher
+from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, Matcher, has_wide_text
 
 MAX_DEPTH = 4
 """Decodings nested in one another (a base64 run in a JSON string in a gzip member is three)."""
@@ -47,7 +46,8 @@ NO_CAPITALS = 48
 """Base64 characters in a row without a capital letter that end a base64 run: 26 of its 64 characters are
 capitals, so 48 without one come once in 10^11 characters of base64 of random bytes; in base64 of text,
 only where the text is 36 characters from h to z with no space, capital, digit or sign among them."""
-_NO_CAPITALS = re.compile(rb"[^A-Z]{%d,}" % NO_CAPITALS)
+_NO_CAPITALS = re.compile(rb"(?<![^A-Z])[^A-Z]{%d,}" % NO_CAPITALS)
+"""Only from a stretch's start (the lookbehind): the same maximal stretches, found in one pass."""
 GLUED = 7
 """Characters of a stretch without capitals that may still be the base64 run's own (see `_base64_run`)."""
 _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
@@ -128,7 +128,7 @@ def _text(scan: FileScan, data: bytes, text: str, depth: int) -> None:
     raw = data if wide_codec(data) is None else text.encode("utf-8", "surrogatepass")
     if len(raw) <= WHOLE_PAYLOAD and depth > 0:
         scan.matcher.match_text(text, scan.hits)
-        read_triggered(scan, raw, depth, match_windows=bool(WIDE_TEXT.search(raw)))
+        read_triggered(scan, raw, depth, match_windows=has_wide_text(raw))
     else:
         read_triggered(scan, raw, depth, match_windows=True)
 
@@ -153,7 +153,7 @@ def read_payload(
     if speculative and reading.format == "unidentified":
         piece = data[:WHOLE_PAYLOAD]
         scan.matcher.match_text(piece.decode("utf-8", "replace"), scan.hits)
-        read_triggered(scan, piece, depth, match_windows=bool(WIDE_TEXT.search(piece)))
+        read_triggered(scan, piece, depth, match_windows=has_wide_text(piece))
         return
     if reading.text is not None:
         _text(scan, data, reading.text, depth)
@@ -213,7 +213,7 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
         for a, b in _windows(ends, len(data)):
             window = data[a:b]
             scan.matcher.match_text(window.decode("utf-8", "replace"), scan.hits)
-            if WIDE_TEXT.search(window):  # a trigger in UTF-16 or UTF-32 (see `_wide`): text in either alignment
+            if has_wide_text(window):  # a trigger in UTF-16 or UTF-32 (see `_wide`): text in either alignment
                 for codec, width in WIDE_CODECS:
                     for shift in range(width):
                         scan.matcher.match_text(window[shift:].decode(codec, "replace"), scan.hits)
@@ -270,22 +270,28 @@ def _base64_pieces(scan: FileScan, run: bytes, depth: int) -> None:
     # read on in the pieces between such stretches, each from a few characters inside the stretch before
     # it to a few inside the one after it.
     core = run.rstrip(b"=")
-    cuts = [(s.start(), s.end()) for s in _NO_CAPITALS.finditer(core)]
+    cuts = [(s.start(), s.end()) for s in _NO_CAPITALS.finditer(core)] if len(core) >= NO_CAPITALS else []
     bounds = [0, *(x for cut in cuts for x in cut), len(core)]
     for begin, stop in zip(bounds[0::2], bounds[1::2], strict=True):
         if stop - begin < MIN_BASE64 - GLUED:
             continue
         back = min(GLUED, begin)  # 0 at the run's own start
         piece = core[begin - back : min(len(core), stop + 3)]
-        _base64_piece(scan, piece, range(max(4, back + 1)), depth)
+        if len(piece) >= MIN_BASE64:  # a shorter one decodes to fewer bytes than are read at any start
+            _base64_piece(scan, piece, range(max(4, back + 1)), depth)
+
+
+_URLSAFE = bytes.maketrans(b"-_", b"+/")
 
 
 def _b64decode(piece: bytes, urlsafe: bool) -> bytes | None:
+    """`base64.b64decode` (or `urlsafe_b64decode`) of `piece`, padded, its last character dropped where it
+    cannot end a group; what those functions call, without their checks of the argument's type."""
     if len(piece) % 4 == 1:
         piece = piece[:-1]
     try:
         padded = piece + b"=" * (-len(piece) % 4)
-        return base64.urlsafe_b64decode(padded) if urlsafe else base64.b64decode(padded)
+        return binascii.a2b_base64(padded.translate(_URLSAFE) if urlsafe else padded)
     except (binascii.Error, ValueError):
         return None
 
@@ -303,7 +309,7 @@ def _base64_piece(scan: FileScan, core: bytes, starts: range, depth: int) -> Non
     best: tuple[float, int, bytes] | None = None
     others: list[bytes] = []
     for offset in starts:
-        if len(core) - offset < MIN_BASE64 - GLUED:
+        if len(core) - offset < MIN_BASE64:  # fewer than MIN_BASE64 * 3 // 4 bytes: never read (below)
             break
         out = _b64decode(core[offset:], urlsafe)
         if out is None or len(out) < MIN_BASE64 * 3 // 4:  # a few bytes of noise can look like text

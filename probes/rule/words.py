@@ -190,7 +190,9 @@ def skeleton(text: str) -> str:
         return _ASCII_DROP_RE.sub("", text).lower()
     t = unicodedata.normalize("NFKC", _DROP_RE.sub("", text))
     # Since 2.6 keeps only ASCII letters and digits, everything else is dropped here too (words run
-    # together: a weaker filter, still a superset).
+    # together: a weaker filter, still a superset). U+FFFD (`?` in ASCII) is dropped before the
+    # transliteration: bytes read as UTF-8 put one in every few characters, each a call of its own.
+    t = t.replace("\ufffd", "")
     return _NOT_ALNUM_RE.sub("", _NON_ASCII_RE.sub(lambda m: anyascii(m.group()), t).lower())
 
 
