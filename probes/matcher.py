@@ -35,6 +35,7 @@ import hyperscan
 from probes.bytescan import _escape
 from probes.rule import Found, Person, Rule
 from probes.rule.ids import compile_id
+from probes.rule.ocr import OcrRule
 
 MIN_BASE64 = 12
 """Characters of the shortest base64 run read."""
@@ -350,6 +351,7 @@ class Matcher:
         self.shared = Rule(person_of(shared)) if shared else None
         """Other people's own identifiers (a namesake's name): a hit inside one of theirs is theirs."""
         self.generic, self._generic_scratch = _generic_db()
+        self._ocr_rules: dict[int, OcrRule] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
         self.once = once
@@ -362,23 +364,35 @@ class Matcher:
         """No needle to look for."""
         return not self.regexes and not self.rules
 
-    def match_text(self, text: str, hits: dict[int, int]) -> None:
+    def _ocr(self, rule: Rule) -> OcrRule:
+        """`rule`'s OCR rule (docs/matching.md 1.5), compiled at its first use."""
+        got = self._ocr_rules.get(id(rule))
+        if got is None:
+            got = self._ocr_rules[id(rule)] = OcrRule(rule.person)
+        return got
+
+    def match_text(self, text: str, hits: dict[int, int], *, ocr: bool = False) -> None:
         """Count each needle's occurrences in `text` read through every text view (the largest count any
         one view gives, so an occurrence seen by several views counts once). Identifiers are found by
         docs/matching.md (`probes.rule`), ambiguous hits not counted; content windows as canonical
         substrings. An occurrence inside one of a `shared` needle (another person's own identifier: a
-        namesake's name, a household phone) is theirs, and not counted."""
+        namesake's name, a household phone) is theirs, and not counted. `ocr`: `text` was read from an
+        image by OCR, and identifiers are found in it by 1.5 (look-alike characters folded)."""
         regexes = [(index, rx, literal) for index, rx, literal in self.regexes if index not in self.found]
         rules = [(index, rule) for index, rule in self.rules if index not in self.found]
         if not regexes and not rules:
             return
         best: dict[int, int] = {}
+
+        def find(rule: Rule, variant: str) -> list[Found]:
+            return self._ocr(rule).find(variant) if ocr else rule.find(variant)
+
         for variant in _text_variants(text):
-            if rules and any(not f.ambiguous for f in self.every.find(variant)):
-                theirs = [(f.start, f.end) for f in self.shared.find(variant)] if self.shared else []
+            if rules and any(not f.ambiguous for f in find(self.every, variant)):
+                theirs = [(f.start, f.end) for f in find(self.shared, variant)] if self.shared else []
                 theirs += [m.span() for rx in self.keys for m in rx.finditer(variant)]
                 for index, rule in rules:
-                    n = sum(1 for f in rule.find(variant) if _counted(f, theirs))
+                    n = sum(1 for f in find(rule, variant) if _counted(f, theirs))
                     if n > best.get(index, 0):
                         best[index] = n
             if not regexes:

@@ -159,6 +159,8 @@ def read_payload(
         _text(scan, data, reading.text, depth)
     if reading.records:
         _match_records(scan, reading.records)
+    for text in reading.ocr:  # docs/matching.md 1.5: look-alike characters folded
+        scan.matcher.match_text(text, scan.hits, ocr=True)
     if reading.format in SQLITE_FILES or reading.format == "unidentified":
         # SQLite's pages: text windows, values stored compressed or encoded. What is not identified is
         # declared (below), and looked at all the same: a hit in it is residue, not only an exception.

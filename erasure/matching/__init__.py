@@ -16,7 +16,7 @@ from erasure.matching.names import Name, everyday, zipf
 from erasure.matching.phones import Phone
 from erasure.matching.words import RS, Word, canonical_word, structure_view, views, words
 
-RULE_VERSION = "5"
+RULE_VERSION = "6"
 ID_WORD_ZIPF = 3.0
 """6.2: an id that is a word at least this frequent in English is ambiguous."""
 

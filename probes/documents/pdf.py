@@ -38,10 +38,11 @@ logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 @dataclass
 class PdfReading:
-    """What a PDF holds: records (page texts, information values), payloads to read again, and what was
-    not read."""
+    """What a PDF holds: records (page texts, information values), its images' text read by OCR, payloads
+    to read again, and what was not read."""
 
     records: list[str] = field(default_factory=list)
+    ocr: list[str] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
     unread: list[Unread] = field(default_factory=list)
 
@@ -155,7 +156,7 @@ def read_pdf(data: bytes, ocr: Callable[[bytes], str | None]) -> PdfReading:
                 if text is None:
                     images_read = False
                 else:
-                    out.records.append(text)
+                    out.ocr.append(text)
         except Exception:
             images_read = False
     try:

@@ -28,11 +28,13 @@ class Reading:
     `format`: its format (`probes.documents.formats`); `text`: the payload as text, when it is text (the
     caller matches it, and reads the escapes and runs in it); `records`: the text its parser produced,
     one string per record; `parts`: payloads inside it to read again (lazily, for archives), parts not
-    read, and names."""
+    read, and names; `ocr`: text read from its pixels by OCR (matched by docs/matching.md 1.5, look-alike
+    characters folded)."""
 
     format: str
     text: str | None = None
     records: list[str] = field(default_factory=list)
+    ocr: list[str] = field(default_factory=list)
     parts: Iterable[Part] = ()
 
 
@@ -80,7 +82,7 @@ def _image(data: bytes) -> Reading:
     text = ocr(data)
     if text is None:
         return Reading(fmt.IMAGE, records=records, parts=[*payloads, Unread("image-not-read", data, len(data))])
-    return Reading(fmt.IMAGE, records=[text, *records], parts=payloads)
+    return Reading(fmt.IMAGE, records=records, ocr=[text], parts=payloads)
 
 
 def _guarded(parts: Iterable[Part], data: bytes) -> Iterator[Part]:
@@ -139,7 +141,7 @@ def _read(data: bytes, room: Room, guess: bool) -> Reading:
         return Reading(kind, records=rows, parts=members(kind, data, room))
     if kind == fmt.PDF:
         pdf = read_pdf(data, ocr)
-        return Reading(kind, records=pdf.records, parts=[*pdf.payloads, *pdf.unread])
+        return Reading(kind, records=pdf.records, ocr=pdf.ocr, parts=[*pdf.payloads, *pdf.unread])
     if kind == fmt.IMAGE:
         return _image(data)
     if kind == fmt.PICKLE:

@@ -1,4 +1,4 @@
-"""The matching rule, the probes' implementation: what counts as the person (docs/matching.md, version 5).
+"""The matching rule, the probes' implementation: what counts as the person (docs/matching.md, version 6).
 
 The rule is implemented twice, by code that shares nothing: here, for verification, and on the erasing
 side. `tests/probes/test_matching_differential.py` compares both on generated texts; section numbers in comments
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from probes.rule import emails, ids, names, phones, views, words
 from probes.rule.text import ViewText
 
-RULE_VERSION = "5"
+RULE_VERSION = "6"
 
 __all__ = ["RULE_VERSION", "Found", "Person", "Rule"]
 

@@ -122,9 +122,9 @@ def test_records_reach_the_matcher_with_a_record_separator(tmp_path: Path) -> No
     seen: list[str] = []
 
     class Recording(Matcher):
-        def match_text(self, text: str, hits: dict[int, int]) -> None:
+        def match_text(self, text: str, hits: dict[int, int], *, ocr: bool = False) -> None:
             seen.append(text)
-            super().match_text(text, hits)
+            super().match_text(text, hits, ocr=ocr)
 
     import probes.views as views
 

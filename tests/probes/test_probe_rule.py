@@ -36,7 +36,7 @@ def name_rule(*names: str) -> Rule:
 
 
 def test_api_version_sorted_and_deduplicated() -> None:
-    assert RULE_VERSION == "5"
+    assert RULE_VERSION == "6"
     rule = Rule(Person(ids=("usr-jd-4471",), names=("Ann Lee",), emails=("lee@acme.com",)))
     text = "<p>Ann Lee</p> usr-jd-4471 lee@acme.com"
     found = rule.find(text)
