@@ -62,12 +62,12 @@ def test_the_red_teams_picture_of_the_address_is_found(tmp_path: Path) -> None:
     assert scan_views(tmp_path, [("identifier", EMAIL)]).found_indexes() == {0}
 
 
-def _misread(value: str, picks: list[int]) -> str:
-    """`value` with each look-alike character replaced by another of its class (the oracle's table),
-    `picks` choosing which (0 keeps it)."""
+def _misread(value: str, picks: list[int], keep: str = "") -> str:
+    """`value` with each look-alike character (but those in `keep`) replaced by another of its class (the
+    oracle's table), `picks` choosing which (0 keeps it)."""
     out = []
     for n, c in enumerate(value):
-        k = CLASS_OF.get(c)
+        k = None if c in keep else CLASS_OF.get(c)
         out.append(c if k is None else k[(k.index(c) + picks[n % len(picks)]) % len(k)])
     return "".join(out)
 
@@ -98,13 +98,18 @@ def _identifier(draw: st.DrawFn) -> tuple[str, str]:
     picks=st.lists(st.integers(0, 3), min_size=1, max_size=8),
     before=st.sampled_from(["", "Contact: ", "Scan of the card of\n", "| "]),
     after=st.sampled_from(["", "\n", " today", " |\n2026"]),
+    around=st.booleans(),
 )
 def test_generated_misreads_are_found_alike_on_both_sides(
-    ident: tuple[str, str], picks: list[int], before: str, after: str
+    ident: tuple[str, str], picks: list[int], before: str, after: str, around: bool
 ) -> None:
+    """`around`: the words around the identifier are misread too, but a table's rule (`|` between spaces):
+    read as the digit 1 beside a phone, it makes a longer number (a known limit; in written text too)."""
     kind, value = ident
     read = _misread(value, picks)
     assert all(CLASS_OF.get(a, a) == CLASS_OF.get(b, b) for a, b in zip(read, value, strict=True))  # the oracle
+    if around:
+        before, after = _misread(before, picks[::-1], keep="|"), _misread(after, picks[::-1], keep="|")
     text = before + read + after
     who = {{"email": "emails", "id": "ids", "phone": "phones", "name": "names"}[kind]: (value,)}
     probe, erase = _both(text, **who)
