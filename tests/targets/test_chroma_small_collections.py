@@ -21,6 +21,8 @@ float32 a cosine index keeps, within a tolerance) in every file of the folder.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from erasure.config import PROJECT_ROOT
 from erasure.subject import Subject
 from probes.targets import run
 from tasks.targets.chroma import ERASER
@@ -316,14 +319,19 @@ def test_redacted_mentions_leave_no_unredacted_copy_in_the_log(tmp_path: Path) -
     erase_once_and_check(store)
 
     # The log rows that lost their metadata still give the HNSW segment what it reads: past the
-    # threshold it applies them and persists, and every record answers for itself.
-    with opened(store.path) as client:
-        col = client.get_collection("notes", embedding_function=hash_embedding())
-        col.add(
-            ids=[f"later-{i}" for i in range(1100)],
-            documents=[f"later note {i} otter{i}" for i in range(1100)],
-            metadatas=[{SUBJECT_KEY: "user-zed-0009"}] * 1100,
-        )
+    # threshold it applies them and persists, and every record answers for itself. The agent writes in
+    # a process of its own: hnswlib persists buffers it never initialised (length.bin), so a process whose
+    # heap held the subject can write them to disk (seen in a full run, where the worker's earlier tests
+    # had the same subject in memory); what this test checks is that nothing on disk brings them back.
+    later = (
+        "from tests.chroma_fixtures import SUBJECT_KEY, hash_embedding, opened\n"
+        f"with opened({str(store.path)!r}) as client:\n"
+        "    col = client.get_collection('notes', embedding_function=hash_embedding())\n"
+        "    col.add(ids=[f'later-{i}' for i in range(1100)],\n"
+        "            documents=[f'later note {i} otter{i}' for i in range(1100)],\n"
+        "            metadatas=[{SUBJECT_KEY: 'user-zed-0009'}] * 1100)\n"
+    )
+    subprocess.run([sys.executable, "-c", later], cwd=PROJECT_ROOT, check=True, timeout=300)
     with opened(store.path) as client:
         col = client.get_collection("notes", embedding_function=hash_embedding())
         assert col.count() == len(store.bystanders) + 1100
