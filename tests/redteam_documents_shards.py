@@ -34,6 +34,7 @@ import random
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,19 @@ def run_shard(shard: int) -> None:
     assert {s.attack for s in ran} == attacks, "an attack of issue 33 was not drawn"
     locales = {s.locale for s in ran}  # 12 or more at CI's size (136 a shard); fewer in a developer's few
     assert len(locales) >= min(12, len(ran) // 4), f"names from {len(locales)} Faker locales only"
+
+
+def shard_test(shard: int) -> Callable[[str], None]:
+    """The test of one shard, for its own file (`test_issue33_... = shard_test(k)`, with the `harness_url`
+    fixture imported beside it): a file is one unit of work for `make test`'s workers."""
+
+    @pytest.mark.slow
+    @pytest.mark.redteam_generated
+    @pytest.mark.timeout(len(WINDOWS) * 900)
+    def test_issue33_scenarios_never_certify_leave_stuck_or_rewrite_a_bystander(harness_url: str) -> None:
+        run_shard(shard)
+
+    test_issue33_scenarios_never_certify_leave_stuck_or_rewrite_a_bystander.__doc__ = (
+        f"Shard {shard}'s windows: no false all clear, no request stuck, no bystander's words changed."
+    )
+    return test_issue33_scenarios_never_certify_leave_stuck_or_rewrite_a_bystander

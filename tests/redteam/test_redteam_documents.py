@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.redteam_documents_shards import (
     ATTACKS,
     GROUPS,
@@ -13,7 +11,7 @@ from tests.redteam_documents_shards import (
     SHARDS,
     WINDOWS,
     harness_url,  # noqa: F401  (the fixture)
-    run_shard,
+    shard_test,
 )
 
 
@@ -27,9 +25,4 @@ def test_the_shards_together_run_every_window_and_every_attack_once() -> None:
     assert max(sizes) - min(sizes) <= max(n for _, n in WINDOWS)
 
 
-@pytest.mark.slow
-@pytest.mark.redteam_generated
-@pytest.mark.timeout(len(WINDOWS) * 900)
-def test_issue33_scenarios_never_certify_leave_stuck_or_rewrite_a_bystander(harness_url: str) -> None:  # noqa: F811
-    """Shard 0's windows: no false all clear, no request stuck, no bystander's words changed."""
-    run_shard(0)
+test_issue33_scenarios_never_certify_leave_stuck_or_rewrite_a_bystander = shard_test(0)
