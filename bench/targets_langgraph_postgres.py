@@ -40,6 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from langgraph.store.base import PutOp
 
 from erasure.subject import Subject
+from probes.model import Verification
+from probes.targets import run
 from tasks.targets.langgraph_postgres import ERASER
 from tests.langgraph_postgres_fixtures import agent, make_target, writing
 from tests.langgraph_sqlite_fixtures import _TOPICS, BYSTANDERS, SUBJECT, thread_config
@@ -109,13 +111,18 @@ def framework_delete(c: Cluster, db: str, indexed: bool) -> float:
         return time.perf_counter() - t0
 
 
-def ours(c: Cluster, db: str, *, online: bool = True) -> dict[str, float]:
+def ours(c: Cluster, db: str, *, online: bool = True, verify: bool = False) -> dict[str, float]:
     target = make_target(c, db, online_rewrite=online)
     with writing(c, db, SUPERUSER) as w:
         time.sleep(0.3)
         t0 = time.perf_counter()
+        fp = run.take(target, SUBJECT) if verify else None
+        t1 = time.perf_counter()
         out = ERASER.erase(target, SUBJECT)
-        total = time.perf_counter() - t0
+        t2 = time.perf_counter()
+        found = run.verify(target, SUBJECT, fp) if fp is not None else None
+        t3 = time.perf_counter()
+        total = t2 - t1
     d = {k: v for o in out.values() for k, v in o.detail.items()}
     vf = [v for k, v in d.items() if k.startswith("vacuum_full_") and k.endswith("_ms") and k != "vacuum_full_ms"]
     return {
@@ -129,7 +136,31 @@ def ours(c: Cluster, db: str, *, online: bool = True) -> dict[str, float]:
         "lockout": max(vf, default=0) / 1000,
         "stall": w.longest,
         "pg_repack": d.get("rewrite_by_pg_repack", 0) + d.get("rewrite_by_repack_concurrently", 0),
+        **(_verdict(found, t1 - t0, t3 - t2, t3 - t0) if found is not None else {}),
     }
+
+
+def _verdict(found: Verification, fingerprint: float, verification: float, whole: float) -> dict[str, float]:
+    """The independent probes' verdict after the erasure: residue they found (a count), files or values no
+    view could read (declared), and the target's whole request: fingerprint + erasure + verification."""
+    return {
+        "fingerprint": fingerprint,
+        "verification": verification,
+        "whole": whole,
+        "residue": sum(p.residue for p in found.probes),
+        "unscanned": len(found.unscanned),
+    }
+
+
+def _verified(runs: list[dict[str, float]]) -> str:
+    """The verdict column: `all clear`, `declared (n unread)` or `RESIDUE n`, for every run."""
+    out = set()
+    for r in runs:
+        if r["residue"]:
+            out.add(f"RESIDUE {r['residue']:.0f}")
+        else:
+            out.add(f"declared ({r['unscanned']:.0f} unread)" if r["unscanned"] else "all clear")
+    return ", ".join(sorted(out))
 
 
 def main() -> int:
@@ -138,6 +169,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--server", choices=["pg18", "pg15"], default="pg18")
     ap.add_argument("--note-bytes", type=int, default=0, help="a note of this many bytes in every item")
+    ap.add_argument(
+        "--verify",
+        action="store_true",
+        help="also the probes' fingerprint before and verification after each of our erasures: a second table "
+        "of the target's whole request (fingerprint + erasure + verification) and the probes' verdict",
+    )
     args = ap.parse_args()
     pg15 = args.server == "pg15"
     bindir = debian_bindir() if pg15 else embedded_bindir()
@@ -149,23 +186,31 @@ def main() -> int:
     )
     print("| --- " * (15 if pg15 else 11) + "|")
     assert BYSTANDERS
+    verified: list[tuple[int, float, list[dict[str, float]], list[dict[str, float]]]] = []
     for size in [int(s) for s in args.sizes.split(",") if s]:
         with cluster(bindir, prefix="pgb-") as c:
             build(c, "base", size, not pg15, args.note_bytes)
             mib = tables_size(c, "base") / (1 << 20)
-            fw, us, on = [], [], []
+            fw: list[float] = []
+            us: list[dict[str, float]] = []
+            on: list[dict[str, float]] = []
             for r in range(args.runs):
                 c.psql(f"CREATE DATABASE fw{r} TEMPLATE base", "postgres")
                 fw.append(framework_delete(c, f"fw{r}", not pg15))
                 c.psql(f"DROP DATABASE fw{r}", "postgres")
-                c.psql(f"CREATE DATABASE us{r} TEMPLATE base", "postgres")
-                us.append(ours(c, f"us{r}", online=not pg15))
-                c.psql(f"DROP DATABASE us{r}", "postgres")
-                if pg15:
-                    c.psql(f"CREATE DATABASE on{r} TEMPLATE base", "postgres")
-                    on.append(ours(c, f"on{r}", online=True))
-                    assert on[-1]["pg_repack"], "pg_repack did not rewrite (make postgres)"
-                    c.psql(f"DROP DATABASE on{r}", "postgres")
+            if args.verify:
+                # The probes read the whole data directory: a template database holding the subject is
+                # residue to them, so each verified run's store is built alone in the cluster.
+                c.psql("DROP DATABASE base", "postgres")
+            for r in range(args.runs):
+                for db, online in ((f"us{r}", not pg15), *(((f"on{r}", True),) if pg15 else ())):
+                    if args.verify:
+                        build(c, db, size, not pg15, args.note_bytes)
+                    else:
+                        c.psql(f"CREATE DATABASE {db} TEMPLATE base", "postgres")
+                    (on if db.startswith("on") else us).append(ours(c, db, online=online, verify=args.verify))
+                    assert not db.startswith("on") or on[-1]["pg_repack"], "pg_repack did not rewrite (make postgres)"
+                    c.psql(f"DROP DATABASE {db}", "postgres")
 
             def med(key: str, runs: list[dict[str, float]] = us) -> float:
                 return statistics.median(x[key] for x in runs)
@@ -185,7 +230,30 @@ def main() -> int:
                 ),
                 flush=True,
             )
+            if args.verify:
+                verified.append((size, mib, us, on))
+    if verified:
+        _print_verified(verified, pg15)
     return 0
+
+
+def _print_verified(rows: list[tuple[int, float, list[dict[str, float]], list[dict[str, float]]]], pg15: bool) -> None:
+    print("\nThe target's whole request (the probes' fingerprint, our erasure, their verification), medians:\n")
+    print("| items | size | rewrite | fingerprint | erasure | verification | whole request | verdict |")
+    print("| --- " * 8 + "|")
+    for size, mib, us, on in rows:
+        for label, runs in (("VACUUM FULL" if pg15 else "ours", us), ("pg_repack", on)):
+            if not runs:
+                continue
+
+            def med(key: str, runs: list[dict[str, float]] = runs) -> float:
+                return statistics.median(x[key] for x in runs)
+
+            print(
+                f"| {size // 1000}k | {mib:.0f} MiB | {label} | {med('fingerprint'):.2f} s | {med('total'):.2f} s "
+                f"| {med('verification'):.2f} s | **{med('whole'):.2f} s** | {_verified(runs)} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
