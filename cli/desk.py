@@ -29,10 +29,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from cli import prefect_auth
+from erasure.clocks import LegalBasis
 from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.errors import ErasureError
-from erasure.models import LegalBasis
 from erasure.states import RequestState
 from service import intake, signoff
 from service.export import check_request_id, export_zip

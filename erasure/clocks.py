@@ -19,12 +19,25 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from erasure.errors import ConfigError, Conflict, InputError
-from erasure.models import LegalBasis
+
+
+class LegalBasis(StrEnum):
+    """The law under which the subject asked for erasure; it decides the clock."""
+
+    GDPR = "GDPR"
+    CCPA = "CCPA"
+    POPIA = "POPIA"
+    KE_DPA = "KE_DPA"
+
+
+CLOCK_SKEW = timedelta(minutes=5)
+"""How far in the future a `received_at` may be before it is refused."""
 
 END_OF_DAY = time(23, 59, 59, 999999)
 CCPA_DAYS = 45

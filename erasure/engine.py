@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
 from erasure.files import tighten
-from erasure.models import ErasureRequestEnvelope
 from erasure.sqlite import connect, transaction
+
+if TYPE_CHECKING:  # pydantic is imported only where an envelope is validated (the CLI answers at once)
+    from erasure.models import ErasureRequestEnvelope
 
 ENGINE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS engine_meta(

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from erasure.config import Home
 from erasure.errors import ConfigError
-from erasure.models import mentions_subject
+from erasure.mentions import mentions_subject
 from erasure.subject import Subject
 
 REJECTED_DIR = "rejected"

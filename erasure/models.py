@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import StrEnum
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,38 +25,20 @@ from pydantic import (
     model_validator,
 )
 
+from erasure.clocks import CLOCK_SKEW, LegalBasis
 from erasure.errors import InputError
-from erasure.identity import MIN_MATCH_CHARS, Identity, fold
+from erasure.mentions import mentions_subject
+from erasure.request_ids import TOKEN_RULE, is_safe_token
 from erasure.subject import Subject
 from erasure.tiers import CASCADE_ORDER, Tier
 from erasure.untrusted import check_json_depth, read_capped
-
-REQUEST_ID_MAX_CHARS = 128
-"""The one limit on request (and tenant) ids: submit, the pack writer, `export` and the offline verifier
-(which keeps its own copy of the pattern, checked equal by the tests) all use it."""
-SAFE_TOKEN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{REQUEST_ID_MAX_CHARS - 1}}}")
-"""Request and tenant ids: they become file names and Prefect parameters (use `fullmatch`)."""
-
-CLOCK_SKEW = timedelta(minutes=5)
-"""How far in the future a `received_at` may be before it is refused."""
 
 MIN_RECEIVED_AT = datetime(2000, 1, 1, tzinfo=UTC)
 """The earliest `received_at` accepted: older than any law this engine knows (the deadline arithmetic
 of year 1 or 9999 would overflow the calendar)."""
 
 MAX_ENVELOPE_BYTES = 1_000_000
-_TOKEN_RULE = f"must be 1-{REQUEST_ID_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with a letter or digit"
-_MIN_TOKEN = 3  # name tokens and email local parts shorter than this would refuse most texts
 REQUEST_ID_FIELD = "request_id"
-
-
-class LegalBasis(StrEnum):
-    """The law under which the subject asked for erasure; it decides the clock."""
-
-    GDPR = "GDPR"
-    CCPA = "CCPA"
-    POPIA = "POPIA"
-    KE_DPA = "KE_DPA"
 
 
 class StepStatus(StrEnum):
@@ -73,21 +52,9 @@ class StepStatus(StrEnum):
     exception = "exception"
 
 
-def is_safe_token(value: str) -> bool:
-    """True when `value` may be used as a request or tenant id (and so as a path component)."""
-    return SAFE_TOKEN.fullmatch(value) is not None
-
-
-def checked_request_id(request_id: str) -> str:
-    """`request_id` when it is a safe token, else `InputError`."""
-    if not is_safe_token(request_id):
-        raise InputError("request_id: not a safe token (letters, digits, '.', '_', '-'; at most 128)")
-    return request_id
-
-
 def _check_token(value: str) -> str:
     if not is_safe_token(value):
-        raise ValueError(_TOKEN_RULE)
+        raise ValueError(TOKEN_RULE)
     return value
 
 
@@ -95,104 +62,6 @@ def _aware_utc(value: datetime) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("must include a timezone offset (e.g. Z or +02:00)")
     return value.astimezone(UTC)
-
-
-def _squash(text: str) -> str:
-    """Letters and digits only, in normal form: what is left of an identifier written without
-    separators (`AnnabelQuist`, `annabel.quist-example.org`, `447958331277`)."""
-    return re.sub(r"[\W_]+", "", fold(text))
-
-
-@lru_cache(maxsize=4096)
-def identifier_needles(subject: Subject) -> tuple[tuple[str, str], ...]:
-    """(kind, normal form) pairs that a text must not contain beyond the identifiers themselves (which
-    `erasure.identity.Identity` matches in every spelling): the email's local part and each name
-    token of at least three characters."""
-    ident = Identity.of(subject)
-    needles: dict[tuple[str, str], None] = {}
-    for email in ident.emails:
-        local = email.split("@", 1)[0]
-        if len(local) >= _MIN_TOKEN:
-            needles[("email", local)] = None
-    for name in ident.names:
-        for tok in re.split(r"[\W_]+", name):
-            if len(tok) >= _MIN_TOKEN:
-                needles[("name", tok)] = None
-    return tuple(needles)
-
-
-@dataclass(frozen=True)
-class _Matcher:
-    identity: Identity
-    whole: tuple[tuple[str, str], ...]
-    """ids, emails and names of 4+ characters, matched as substrings of the folded text."""
-    partial: tuple[tuple[str, re.Pattern[str]], ...]
-    """the email's local part and name tokens, matched as tokens."""
-    squashed_whole: tuple[tuple[str, str], ...]
-    squashed_partial: tuple[tuple[str, str], ...]
-
-
-@lru_cache(maxsize=4096)
-def _matcher(subject: Subject) -> _Matcher:
-    ident = Identity.of(subject)
-    parts = identifier_needles(subject)
-    sq_whole = [(k, _squash(v)) for k, v in ident.items() if k != "phone"]
-    sq_whole += [("phone", d) for d in ident.phone_spellings()]
-    return _Matcher(
-        identity=ident,
-        whole=tuple((k, v) for k, v in ident.items() if k != "phone" and len(v) >= MIN_MATCH_CHARS),
-        partial=tuple((k, re.compile(rf"(?<![^\W_]){re.escape(v)}(?![^\W_])")) for k, v in parts),
-        squashed_whole=tuple((k, v) for k, v in sq_whole if len(v) >= MIN_MATCH_CHARS),
-        squashed_partial=tuple((k, v) for k, v in ((k, _squash(v)) for k, v in parts) if len(v) >= _MIN_TOKEN),
-    )
-
-
-def mentions_subject(text: str, subject: Subject, *, strict: bool = False, partial: bool = True) -> str | None:
-    """The kind of identifier ('id', 'email', 'name', 'phone') of `subject` that `text` contains, or None.
-
-    Built on `erasure.identity`: every identifier in every normalised spelling (NFKC, case folding,
-    phones in E.164 and national spellings with any separators), token-bounded; ids, emails and names
-    of 4+ characters also inside other text. With `partial` (the default) also the email's local part
-    and name tokens of 3+ characters, as tokens. `strict` (for ids, which become file names and
-    Prefect parameters) also refuses all of these with their separators removed (`AnnabelQuist`,
-    `447958331277`), anywhere in the text."""
-    m = _matcher(subject)
-    kind = m.identity.found_in(text)
-    if kind is not None:
-        return kind
-    folded = fold(text)
-    for k, v in m.whole:
-        if v in folded:
-            return k
-    if strict:
-        flat = _squash(text)
-        for k, v in m.squashed_whole + (m.squashed_partial if partial else ()):
-            if v in flat:
-                return k
-    if partial:
-        for k, rx in m.partial:
-            if rx.search(folded):
-                return k
-    return None
-
-
-def refuse_if_mentions_subject(field: str, text: str, subject: Subject) -> None:
-    """Raise `InputError` naming only the field and the kind of identifier, never its value."""
-    kind = mentions_subject(text, subject)
-    if kind is not None:
-        raise InputError(f"{field}: must not contain the subject's identifiers (found the subject's {kind})")
-
-
-def refuse_if_mentions_anyone(field: str, text: str, subjects: Iterable[Subject], *, strict: bool = False) -> None:
-    """Raise `InputError` when `text` holds a whole identifier (any spelling; with `strict`, also with
-    its separators removed) of any of `subjects` (the vault's): the message names the field and the
-    kind, never the value nor whose it is."""
-    for subject in subjects:
-        kind = mentions_subject(text, subject, strict=strict, partial=False)
-        if kind is not None:
-            raise InputError(
-                f"{field}: must not contain a data subject's identifiers (found the {kind} of a subject in the vault)"
-            )
 
 
 class ErasureRequestEnvelope(BaseModel):

@@ -20,9 +20,8 @@ from typing import Any
 import apsw
 
 from erasure import request_records
-from erasure.clocks import ClockPolicy, iso_utc
+from erasure.clocks import ClockPolicy, LegalBasis, iso_utc
 from erasure.errors import InputError
-from erasure.models import LegalBasis
 from erasure.states import OPEN_STATES, RequestState
 
 DEFAULT_AT_RISK_DAYS = 7

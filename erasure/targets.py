@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from erasure.errors import ConfigError
-from erasure.models import SAFE_TOKEN
+from erasure.request_ids import SAFE_TOKEN
 from erasure.untrusted import toml_bounds
 
 TARGETS_FILE = "targets.toml"

@@ -11,7 +11,7 @@ import dataclasses
 from prefect import State, flow, get_run_logger
 
 from erasure.engine_db import Engine
-from erasure.models import checked_request_id
+from erasure.request_ids import checked_request_id
 from erasure.states import RequestState
 from flows import run_report
 from flows import signoff as dpo_signoff

@@ -14,7 +14,7 @@ from prefect import State, flow, get_run_logger, task
 from prefect.events import emit_event
 
 from erasure.engine_db import Engine
-from erasure.models import checked_request_id
+from erasure.request_ids import checked_request_id
 from flows.ended import ended, outcome_of
 from flows.parameters import RequestId, described
 from service.home import home

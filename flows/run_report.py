@@ -27,7 +27,7 @@ from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.errors import ErasureError, NotFound
 from erasure.exception_kinds import KINDS, explain
-from erasure.models import is_safe_token
+from erasure.request_ids import is_safe_token
 from erasure.states import RequestState
 from erasure.tiers import CASCADE_ORDER
 from service.outcome import Outcome

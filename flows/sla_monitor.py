@@ -21,10 +21,9 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.events import emit_event
 
 from erasure import request_records
-from erasure.clocks import ClockPolicy, iso_utc
+from erasure.clocks import ClockPolicy, LegalBasis, iso_utc
 from erasure.engine_db import Engine
 from erasure.exception_kinds import KINDS
-from erasure.models import LegalBasis
 from erasure.sla import DEFAULT_AT_RISK_DAYS, SlaRow, sla_rows, state_counts, summarise, to_markdown
 from erasure.states import RequestState
 from flows.parameters import described

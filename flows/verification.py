@@ -13,7 +13,7 @@ from prefect import State, flow, get_run_logger, task
 from prefect.context import FlowRunContext
 
 from erasure.engine_db import Engine
-from erasure.models import checked_request_id
+from erasure.request_ids import checked_request_id
 from erasure.tiers import Tier
 from flows.ended import ended
 from flows.parameters import RequestId

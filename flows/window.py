@@ -13,7 +13,8 @@ from prefect import State, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from erasure.engine_db import Engine
-from erasure.models import StepRecord, checked_request_id
+from erasure.models import StepRecord
+from erasure.request_ids import checked_request_id
 from flows.ended import ended
 from flows.parameters import RequestId, described
 from flows.store_slot import store_writer

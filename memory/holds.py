@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import apsw
 
 from erasure.errors import InputError, NotFound
-from erasure.models import refuse_if_mentions_subject
+from erasure.mentions import refuse_if_mentions_subject
 from erasure.sqlite import transaction
 from erasure.subject import Subject
 from memory import audit

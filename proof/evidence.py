@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from erasure.models import REQUEST_ID_MAX_CHARS, SAFE_TOKEN
+from erasure.request_ids import REQUEST_ID_MAX_CHARS, SAFE_TOKEN
 from proof.errors import EvidenceInvalid, IdentifierInPack
 from wire.format import RECEIPT_STATUSES, TIERS, step_order
 
@@ -24,7 +24,7 @@ EVIDENCE_ROLES: dict[str, str] = {
 """The files the flows write, each with its role in the manifest. All five are required."""
 
 REQUEST_ID = SAFE_TOKEN
-"""A request id (`erasure.models.SAFE_TOKEN`, the one rule `request submit` applies): a directory name
+"""A request id (`erasure.request_ids.SAFE_TOKEN`, the one rule `request submit` applies): a directory name
 inside a USTAR archive (its 155-byte prefix field holds the top directory and `signatures`)."""
 
 

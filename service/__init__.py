@@ -23,6 +23,6 @@ Prefect, typer or rich.
 - `service.packs`: the engine-signed proof pack
 - `service.metrics`: Prometheus metrics of the open requests
 - `service.home`: the home from the environment, its engine key and targets; `service.locks` the run
-  locks (a request id is checked by `erasure.models.checked_request_id`, a failure told by
+  locks (a request id is checked by `erasure.request_ids.checked_request_id`, a failure told by
   `erasure.errors.user_reason`)
 """

@@ -11,7 +11,7 @@ from typing import TypedDict
 from erasure import request_records
 from erasure.clocks import ClockPolicy, Deadline, iso_utc
 from erasure.engine_db import Engine
-from erasure.models import checked_request_id
+from erasure.request_ids import checked_request_id
 
 
 class ClockOp(StrEnum):

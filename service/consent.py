@@ -15,7 +15,7 @@ from erasure import request_records
 from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.errors import InputError, NotFound
-from erasure.models import checked_request_id
+from erasure.request_ids import checked_request_id
 from erasure.subject import Subject
 from memory import keyed, suppression
 from memory.items import item_key, parse_line

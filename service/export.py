@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import hashes
 
 from erasure.config import Home
 from erasure.errors import ConfigError, Conflict, InputError, RequestBlocked
-from erasure.models import REQUEST_ID_MAX_CHARS
+from erasure.request_ids import REQUEST_ID_MAX_CHARS
 from proof.errors import PackRejected
 from proof.evidence import REQUEST_ID
 from proof.evidence_folder import EvidenceFolder

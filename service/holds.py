@@ -12,7 +12,7 @@ from typing import TypedDict
 from erasure import request_records
 from erasure.config import Home
 from erasure.engine_db import Engine
-from erasure.models import checked_request_id
+from erasure.request_ids import checked_request_id
 from erasure.states import RequestState
 from erasure.subject import Subject
 from memory import holds

@@ -29,7 +29,7 @@ from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.errors import NotFound, RequestBlocked
 from erasure.ledger import ledger_key
-from erasure.models import checked_request_id
+from erasure.request_ids import checked_request_id
 from erasure.states import RequestState
 from erasure.subject import Subject
 from probes import manifest

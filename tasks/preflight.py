@@ -11,7 +11,7 @@ from erasure.config import Home
 from erasure.engine_db import Engine
 from erasure.errors import RequestBlocked
 from erasure.identity import Identity
-from erasure.models import refuse_if_mentions_subject
+from erasure.mentions import refuse_if_mentions_subject
 from erasure.states import RequestState
 from memory import holds
 from memory.schema import meta, open_store

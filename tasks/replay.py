@@ -28,7 +28,8 @@ from erasure.engine_db import Engine
 from erasure.errors import NotFound
 from erasure.identity import Identity
 from erasure.ledger import Entry
-from erasure.models import REQUEST_ID_MAX_CHARS, ErasureRequestEnvelope
+from erasure.models import ErasureRequestEnvelope
+from erasure.request_ids import REQUEST_ID_MAX_CHARS
 from erasure.subject import Subject
 from erasure.targets import Target
 from tasks.epochs import raise_target

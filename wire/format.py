@@ -57,7 +57,7 @@ ATTESTATION = "attestation.txt"
 EVIDENCE = ("request.json", "steps.jsonl", "verification.json", "subprocessor-receipts.jsonl", AUDIT, ATTESTATION)
 """The files every manifest lists: the five the flows write and the certificate."""
 REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-"""The pack's top directory: erasure.models.SAFE_TOKEN, copied (`erasure` is no import of the
+"""The pack's top directory: erasure.request_ids.SAFE_TOKEN, copied (`erasure` is no import of the
 verifier's; a test keeps them equal)."""
 
 TIERS = (

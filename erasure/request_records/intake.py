@@ -8,17 +8,19 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from erasure.clocks import ClockPolicy, effective_deadline, iso_utc, parse_utc
+from erasure.clocks import CLOCK_SKEW, ClockPolicy, LegalBasis, effective_deadline, iso_utc, parse_utc
 from erasure.errors import Conflict, InputError, NotFound, RequestBlocked
-from erasure.models import CLOCK_SKEW, ErasureRequestEnvelope, LegalBasis, refuse_if_mentions_anyone
 from erasure.request_records._common import canonical_json, insert_event, utc_now, writing
 from erasure.request_records.vault import envelope_digest, vault_subjects
 from erasure.states import RequestState
 from erasure.tiers import Tier
+
+if TYPE_CHECKING:  # imported where an envelope is read (see `erasure.request_records.vault`)
+    from erasure.models import ErasureRequestEnvelope
 
 SALT_BYTES = 32
 
@@ -104,6 +106,8 @@ def submit(
                 target=parse_utc(existing[2]),
             )
         # the envelope checked its id against its own subject; here against everyone in the vault
+        from erasure.mentions import refuse_if_mentions_anyone
+
         refuse_if_mentions_anyone("request_id", rid, vault_subjects(conn), strict=True)
         ts = iso_utc(now)
         conn.execute(

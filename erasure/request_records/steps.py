@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import apsw
 
 from erasure.clocks import iso_utc
-from erasure.models import StepRecord
 from erasure.request_records._common import json_text, writing
 from erasure.tiers import CASCADE_ORDER, Tier
+
+if TYPE_CHECKING:  # a pydantic model, imported where records are read (see `erasure.request_records.vault`)
+    from erasure.models import StepRecord
 
 
 def upsert_step(conn: apsw.Connection, record: StepRecord) -> None:
@@ -80,6 +83,8 @@ _STEP_COLUMNS = (
 
 def _records(conn: apsw.Connection, sql: str, cols: tuple[str, ...], request_id: str) -> list[StepRecord]:
     """The rows of `sql` (selecting `cols`, `detail` last) as step records."""
+    from erasure.models import StepRecord
+
     cur = conn.execute(sql.format(cols=", ".join(cols)), (request_id,))
     return [StepRecord.model_validate({**dict(zip(cols, r, strict=True)), "detail": json.loads(r[-1])}) for r in cur]
 

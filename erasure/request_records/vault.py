@@ -9,16 +9,20 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import apsw
 
 from erasure.engine import EngineConnection
 from erasure.errors import NotFound
-from erasure.identity import fold
-from erasure.models import ErasureRequestEnvelope, refuse_if_mentions_anyone, refuse_if_mentions_subject
 from erasure.request_records._common import canonical_json, sha256_hex, writing
 from erasure.request_records.events import log_event
-from erasure.subject import Subject
+
+# The subject and envelope models are pydantic's, imported by the functions that read one: the CLI's
+# commands that only list or count (`erasure sla`) answer without importing pydantic (issue 37).
+if TYPE_CHECKING:
+    from erasure.models import ErasureRequestEnvelope
+    from erasure.subject import Subject
 
 
 def envelope_digest(envelope: ErasureRequestEnvelope) -> str:
@@ -35,6 +39,8 @@ def load_envelope(conn: apsw.Connection, request_id: str) -> ErasureRequestEnvel
     r = conn.execute("SELECT envelope_json FROM vault WHERE request_id = ?", (request_id,)).fetchone()
     if r is None:
         raise NotFound(f"no request {request_id!r} in the vault")
+    from erasure.models import ErasureRequestEnvelope
+
     # Validated at intake; far-future `now` so a stored received_at is never "in the future".
     envelope = ErasureRequestEnvelope.model_validate_json(r[0], context={"now": datetime(9000, 1, 1, tzinfo=UTC)})
     cache[request_id] = envelope
@@ -44,6 +50,8 @@ def load_envelope(conn: apsw.Connection, request_id: str) -> ErasureRequestEnvel
 def vault_subjects(conn: apsw.Connection) -> list[Subject]:
     """Every distinct subject named in the vault, identifiers included: keep them inside the process
     (they check free text at the door)."""
+    from erasure.subject import Subject
+
     seen: dict[Subject, None] = {}
     for (text,) in conn.execute("SELECT envelope_json FROM vault ORDER BY request_id"):
         seen.setdefault(Subject.model_validate(json.loads(text)["subject"]), None)
@@ -53,6 +61,9 @@ def vault_subjects(conn: apsw.Connection) -> list[Subject]:
 def subject_by_id(conn: apsw.Connection, subject_id: str) -> Subject:
     """The vaulted subject whose id is `subject_id` (NFKC + case folding), with every identifier their
     request gave; a subject the vault does not know is returned with its id only."""
+    from erasure.identity import fold
+    from erasure.subject import Subject
+
     want = fold(subject_id)
     for subject in vault_subjects(conn):
         if fold(subject.id) == want:
@@ -62,6 +73,8 @@ def subject_by_id(conn: apsw.Connection, subject_id: str) -> Subject:
 
 def requests_of_subject(conn: apsw.Connection, subject_id: str) -> list[str]:
     """The ids of every vaulted request whose subject id is `subject_id` (NFKC + case folding)."""
+    from erasure.identity import fold
+
     want = fold(subject_id)
     return [
         rid
@@ -72,6 +85,8 @@ def requests_of_subject(conn: apsw.Connection, subject_id: str) -> list[str]:
 
 def subject_of(conn: apsw.Connection, request_id: str | None) -> Subject | None:
     """The subject of `request_id` from the vault, or None when there is no such request."""
+    from erasure.subject import Subject
+
     if request_id is None:
         return None
     r = conn.execute("SELECT envelope_json FROM vault WHERE request_id = ?", (request_id,)).fetchone()
@@ -82,6 +97,8 @@ def refuse_if_names_a_subject(conn: apsw.Connection, texts: Mapping[str, str], s
     """Refuse (`InputError`, naming the field and the kind of identifier, never the value) free text that
     reaches the audit log, the engine or Prefect when it holds an identifier of `subject` (also the
     email's local part and name tokens) or a whole identifier of any subject in the vault."""
+    from erasure.mentions import refuse_if_mentions_anyone, refuse_if_mentions_subject
+
     everyone = vault_subjects(conn)
     for field, text in texts.items():
         if subject is not None:

@@ -131,7 +131,7 @@ def _check_dpo(
 
 
 RECEIVED_SKEW = timedelta(minutes=5)
-"""How far in the future a request's received_at may be when it is submitted (erasure.models.CLOCK_SKEW)."""
+"""How far in the future a request's received_at may be when it is submitted (erasure.clocks.CLOCK_SKEW)."""
 
 
 def _check_checkpoint_times(times: tuple[str, str], received: Any, verified_at: datetime) -> None:

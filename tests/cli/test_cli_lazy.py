@@ -89,6 +89,12 @@ def test_request_submit_imports_no_prefect(tmp_path: Path) -> None:
     mods, res = imported_modules(["request", "show", "req-lazy-1", "--json"], tmp_path / "home")
     assert res.returncode == 0 and "req-lazy-1" in res.stdout
     assert not heavy(mods), sorted(heavy(mods))
+    # Listing and counting read request rows, never an envelope: no pydantic (the models of the envelope,
+    # the subject and the step record), so they answer in about twice a bare `import typer` (issue 37).
+    for args in (["sla", "--json"], ["request", "list", "--json"]):
+        mods, res = imported_modules(args, tmp_path / "home")
+        assert res.returncode == 0 and "req-lazy-1" in res.stdout, (args, res.stderr[-2000:])
+        assert not {m for m in mods if m.split(".")[0] == "pydantic"}, args
 
 
 def test_a_command_groups_help_imports_only_typer_and_rich(tmp_path: Path) -> None:

@@ -95,8 +95,8 @@ def test_a_residue_run_names_the_file_by_its_scan_manifest_label(ready) -> None:
 
 def test_the_sla_table_names_who_must_act_and_fits_1280_px(home: Home) -> None:
     from erasure import request_records as reqs
+    from erasure.clocks import LegalBasis
     from erasure.engine import open_engine
-    from erasure.models import LegalBasis
     from erasure.sla import sla_rows
     from erasure.states import RequestState
     from flows.sla_monitor import TABLE_COLUMNS, open_kinds, table_rows

@@ -15,6 +15,7 @@ from erasure import request_records
 from erasure.clocks import (
     ClockEvent,
     ClockPolicy,
+    LegalBasis,
     check_clock_event,
     effective_deadline,
     extended_deadline,
@@ -24,7 +25,7 @@ from erasure.clocks import (
 )
 from erasure.engine import open_engine
 from erasure.errors import ConfigError, Conflict, InputError
-from erasure.models import ErasureRequestEnvelope, LegalBasis
+from erasure.models import ErasureRequestEnvelope
 from erasure.states import RequestState
 from tests import budget
 

@@ -17,7 +17,7 @@ from cli.main import app
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import InputError
-from erasure.models import mentions_subject
+from erasure.mentions import mentions_subject
 from erasure.subject import Subject
 from service.intake import drain_inbox
 from tests.engine_of import EngineOf

@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from cli.prefect_auth import auth_path, home_secret
+from erasure.clocks import LegalBasis
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.models import LegalBasis
 from tests.process_fixtures import clean_env, free_port
 from tests.service.test_sla import submit
 

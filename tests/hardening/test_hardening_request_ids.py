@@ -23,7 +23,7 @@ import wire.format
 from erasure import request_records
 from erasure.config import Home
 from erasure.engine import open_engine
-from erasure.models import is_safe_token
+from erasure.request_ids import is_safe_token
 from proof.evidence import REQUEST_ID
 from tests.cascade_fixtures import SUBJECT, build_store, owned_counts
 from tests.cli_fixtures import erasure
@@ -124,7 +124,7 @@ def test_a_run_that_erases_and_cannot_write_its_pack_does_not_exit_0(store: Home
 
 
 def test_one_limit_submit_writer_verifier_and_export_agree() -> None:
-    from erasure.models import REQUEST_ID_MAX_CHARS
+    from erasure.request_ids import REQUEST_ID_MAX_CHARS
 
     assert REQUEST_ID_MAX_CHARS == 128
     assert REQUEST_ID.pattern == wire.format.REQUEST_ID.pattern

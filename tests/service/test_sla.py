@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from cli.sla import sla
 from erasure import request_records
-from erasure.clocks import ClockPolicy, iso_utc
+from erasure.clocks import ClockPolicy, LegalBasis, iso_utc
 from erasure.config import Home
 from erasure.engine import open_engine
 from erasure.errors import InputError
-from erasure.models import ErasureRequestEnvelope, LegalBasis
+from erasure.models import ErasureRequestEnvelope
 from erasure.sla import COLUMNS, sla_rows, state_counts, summarise, to_markdown
 from erasure.states import RequestState
 from service.clocks import clock_operation

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import wire.format
-from erasure.models import SAFE_TOKEN
+from erasure.request_ids import SAFE_TOKEN
 from erasure.tiers import CASCADE_ORDER
 
 ROOT = Path(__file__).resolve().parents[2]
