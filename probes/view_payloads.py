@@ -205,7 +205,7 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
         name = GENERIC_NAMES[pid]
         if end <= done_to[name]:
             continue
-        if name in ("escapes", "fullwidth"):
+        if name in ("escapes", "fullwidth", "ignorable"):
             ends.append(end)
         elif name == "base64":
             done_to[name] = _base64_run(scan, data, end, depth)
