@@ -330,6 +330,11 @@ def _generic_db() -> tuple[hyperscan.Database, hyperscan.Scratch]:
     return db, scratch.clone()
 
 
+class Provisional(dict[int, int]):
+    """Hits counted apart (inside a payload pasted into a text, `probes.view_payloads.FileScan.encoded_in`):
+    a `once` matcher that counts a needle here keeps looking for it elsewhere."""
+
+
 class Matcher:
     """Every needle (identifier or content text) as canonical regexes, with one hyperscan database of
     raw-byte triggers for them all."""
@@ -444,7 +449,7 @@ class Matcher:
                     best[index] = n
         for index, n in best.items():
             hits[index] = hits.get(index, 0) + n
-        if self.once:
+        if self.once and not isinstance(hits, Provisional):
             self.found |= best.keys()
 
     def triggers(self, data: bytes) -> list[tuple[int, int]]:

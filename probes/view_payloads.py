@@ -9,7 +9,8 @@ from __future__ import annotations
 import binascii
 import re
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from probes.documents import RS, Unread, read
@@ -22,7 +23,7 @@ from probes.documents.formats import (
     wide_codec,
 )
 from probes.documents.layouts import PAGED
-from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, Matcher, has_wide_text
+from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, Matcher, Provisional, has_wide_text
 
 MAX_DEPTH = 4
 """Decodings nested in one another (a base64 run in a JSON string in a gzip member is three)."""
@@ -79,8 +80,33 @@ class FileScan:
     """Base64 runs already read in this file (at a depth), with what reading them declared (see
     `_base64_run`)."""
 
+    encoded: dict[bytes, dict[int, int]] = field(default_factory=dict)
+    """Hits found inside a base64 run's decodings, by the run, and not in `hits` (see `encoded_in`)."""
+    run: bytes | None = None
+    """The base64 run being read (the outermost one), if any."""
+
     def opaque(self, reason: str, data: bytes | None, size: int) -> None:
         self.unscanned.append((reason, data, size))
+
+    @contextmanager
+    def encoded_in(self, run: bytes) -> Iterator[None]:
+        """Count the hits found while `run`'s decodings are read apart, by the run: a payload pasted into a
+        text (a picture, a document, base64 of text), which the erasing side reads as the text it is and
+        cannot rewrite; whose item holds it is for the caller to say (`probes.window_bytes`). The needles
+        found there are still looked for everywhere else (`Provisional`). A run inside a run's decoding is
+        counted with the outer one: the outer one is what the text holds."""
+        if self.run is not None:
+            yield
+            return
+        outer, self.hits, self.run = self.hits, Provisional(), run
+        try:
+            yield
+        finally:
+            got, self.hits, self.run = self.hits, outer, None
+            if got:
+                mine = self.encoded.setdefault(run, {})
+                for index, n in got.items():
+                    mine[index] = mine.get(index, 0) + n
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -252,7 +278,8 @@ def _base64_run(scan: FileScan, data: bytes, end: int, depth: int) -> int:
         scan.unscanned += scan.runs[key]
         return m.end()
     before = len(scan.unscanned)
-    _base64_pieces(scan, run, depth)
+    with scan.encoded_in(run):
+        _base64_pieces(scan, run, depth)
     if len(run) <= MEMO_RUN and len(scan.runs) < MEMO_RUNS:
         scan.runs[key] = scan.unscanned[before:]
     return m.end()

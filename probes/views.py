@@ -20,8 +20,9 @@ Each identifier is matched in one canonical form, with its own regexes and raw-b
 Speed: each payload is parsed once per scan, for every needle of every subject in it. A large plain or
 SQLite file is never decoded whole: one hyperscan pass over its bytes finds triggers (a fragment of an
 identifier that survives every text encoding, a phone's digits with encoded separators, an escape run,
-a format character beside a letter, a base64 or UTF-16 run, a container's magic), and only windows around them are decoded. Documents and
-containers are parsed whole, within `MAX_MEMBER` and `MAX_DECODED_PER_FILE`.
+a format character beside a letter, a base64 or UTF-16 run, a container's magic), and only windows
+around them are decoded. Documents and containers are parsed whole, within `MAX_MEMBER` and
+`MAX_DECODED_PER_FILE`.
 
 Default deny: nothing unread is certified. A file (or a member, or a stream) that is not positively
 identified and read is listed as `Unscanned`, with its digest, size and reason (`unidentified-format`,
@@ -85,6 +86,12 @@ class ViewReport:
     set_aside: dict[str, set[int]] = field(default_factory=dict)
     """Per label, the needles found in the files `scan_views` was told are someone else's content (another
     person's attachment): not residue, declared by that label (docs/matching.md 7.2)."""
+    plain: set[int] = field(default_factory=set)
+    """Needles of `found` found outside any base64 run's decodings."""
+    encoded: dict[bytes, set[int]] = field(default_factory=dict)
+    """Per base64 run, the needles found inside its decodings (`FileScan.encoded_in`; in `found` too): a
+    payload pasted into a text that the erasing side cannot rewrite, residue unless the caller knows the
+    run to be in another person's item (`probes.window_bytes`)."""
 
     def found_indexes(self) -> set[int]:
         """Indexes of the needles found in at least one view."""
@@ -101,6 +108,7 @@ class _Reading:
     payloads decoded, and the needles it looked for (a `once` matcher skips those found before)."""
 
     hits: dict[Key, int]
+    encoded: dict[bytes, frozenset[Key]]
     unscanned: list[tuple[str, str, int]]
     decoded: int
     looked_for: frozenset[Key]
@@ -258,10 +266,12 @@ def scan_views(
             scan = FileScan(m, {}, [])
             n = _read_file(scan, path, size, data)
             hits = {needles[i]: h for i, h in scan.hits.items()}
+            encoded = {run: frozenset(needles[i] for i in h) for run, h in scan.encoded.items()}
             if digest is None and report_unscanned and any(part is None for _r, part, _n in scan.unscanned):
                 digest = _digest_file(path)
             reading = _Reading(
                 hits=hits,
+                encoded=encoded,
                 unscanned=[
                     (reason, digest or "" if part is None else hashlib.sha256(part).hexdigest(), size_)
                     for reason, part, size_ in scan.unscanned
@@ -293,12 +303,18 @@ def scan_views(
         report.reused += reused
         report.decoded += 0 if reused else reading.decoded
         by_index = {i: h for key, h in reading.hits.items() for i in indexes.get(key, ())}
+        by_run = {run: {i for key in keys for i in indexes.get(key, ())} for run, keys in reading.encoded.items()}
         if rel in labels:
-            if by_index:
-                report.set_aside.setdefault(labels[rel], set()).update(by_index)
+            if by_index or by_run:
+                report.set_aside.setdefault(labels[rel], set()).update(by_index, *by_run.values())
         else:
+            report.plain |= by_index.keys()
+            for index in {i for found_there in by_run.values() for i in found_there}:
+                by_index[index] = by_index.get(index, 0) + 1
             for index, hits in by_index.items():
                 report.found[index] = report.found.get(index, 0) + hits
+            for run, found_there in by_run.items():
+                report.encoded.setdefault(run, set()).update(found_there)
         report.files += 1
         if report_unscanned:
             report.unscanned += [

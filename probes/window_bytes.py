@@ -19,7 +19,7 @@ from probes.located import residue_files
 from probes.model import BYTES, Measurement, OthersContent, ProbeResult, ResidueFile, Unscanned, population_key
 from probes.needles import SUBJECT_KINDS, Needle, NeedleKind
 from probes.store import BLOBS_DIR, CORPORA_DIR, DB_FILE, SESSIONS_DIR, open_store
-from probes.views import ViewCache, scan_views
+from probes.views import ViewCache, ViewReport, scan_views
 
 
 def _scan(
@@ -58,11 +58,14 @@ def _views(
     set_aside: Callable[[str], str | None] | None = None,
     aside: list[dict[str, set[int]]] | None = None,
     cache: ViewCache | None = None,
+    pasted: Callable[[bytes], str | None] | None = None,
 ) -> tuple[list[set[int]], list[Unscanned]]:
     """One read of `root` through the decoded views for several owners' identifier and content needles:
     per owner, the indexes (into its own list) found; and what no view could read. Files `set_aside`
     labels are someone else's content: per owner, their finds go to `aside` by label. `cache`: the
-    window's contents already read (`probes.views.ViewCache`)."""
+    window's contents already read (`probes.views.ViewCache`). `pasted(run)`: a label when a base64 run
+    is pasted in someone else's item (`_pasted_in_others_items`): a needle found only inside such runs'
+    decodings goes to `aside` by their labels."""
     distinct: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for who, needles in enumerate(owned):
         for i, x in enumerate(needles):
@@ -72,8 +75,13 @@ def _views(
     report = scan_views(root, keys, report_unscanned=report_unscanned, set_aside=set_aside, cache=cache)
     found: list[set[int]] = [set() for _ in owned]
     for k in report.found:
+        labels = _pasted_labels(report, k, pasted) if aside is not None else None
         for who, i in distinct[keys[k]]:
-            found[who].add(i)
+            if labels is None or aside is None or owned[who][i].kind not in (NeedleKind.identifier, NeedleKind.content):
+                found[who].add(i)
+            else:
+                for label in labels:
+                    aside[who].setdefault(label, set()).add(i)
     if aside is not None:
         for label, ks in report.set_aside.items():
             for k in ks:
@@ -81,6 +89,42 @@ def _views(
                     if owned[who][i].kind in (NeedleKind.identifier, NeedleKind.content):
                         aside[who].setdefault(label, set()).add(i)
     return found, report.unscanned
+
+
+def _pasted_labels(report: ViewReport, k: int, pasted: Callable[[bytes], str | None] | None) -> list[str] | None:
+    """The labels of the items needle `k` was found pasted in, when it was found only inside base64 runs
+    that each sit in someone else's item; else None (residue)."""
+    if pasted is None or k in report.plain:
+        return None
+    labels = [pasted(run) for run, found_there in report.encoded.items() if k in found_there]
+    return None if not labels or None in labels else sorted({label for label in labels if label})
+
+
+def _pasted_in_others_items(store_dir: Path, mine: set[str]) -> Callable[[bytes], str | None]:
+    """Whether a base64 run is pasted in someone else's item (docs/matching.md 7.2): a live item of the
+    archive whose subject is outside the window holds it, and no live item of the window's subjects does.
+    Its decodings (a picture, a document, base64 of text) are theirs: the erasing side, which reads the
+    item as the text it is, cannot rewrite them in place; reported as `pasted:<sha256 of the run>`. A run
+    in no live item (a freed page, the subject's item the erasure missed) stays residue. `mine`: the window's
+    subjects' ids as the store spells them."""
+
+    def label(run: bytes) -> str | None:
+        try:
+            with open_store(store_dir) as conn:
+                owners = {
+                    sid
+                    for (sid,) in conn.execute(
+                        "SELECT subject_id FROM raw_archive WHERE erased_at IS NULL AND instr(content, ?) > 0",
+                        (run.decode("ascii"),),
+                    )
+                }
+        except Exception:  # no archive to say whose it is: residue
+            return None
+        if not owners or None in owners or owners & mine:
+            return None
+        return f"pasted:{hashlib.sha256(run).hexdigest()[:16]}"
+
+    return label
 
 
 def _others_content(store_dir: Path, fps: Sequence[Fingerprint]) -> Callable[[str], str | None]:
@@ -161,6 +205,7 @@ def byte_results(
             set_aside=_others_content(store_dir, fps),
             aside=aside,
             cache=cache,
+            pasted=_pasted_in_others_items(store_dir, {i for fp in fps for i in (fp.subject_id, *fp.subject_ids)}),
         )
     except (ErasureError, OSError) as exc:
         return (
