@@ -247,6 +247,11 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
                         scan.matcher.match_text(window[shift:].decode(codec, "replace"), scan.hits)
 
 
+def base64_runs(data: bytes) -> list[bytes]:
+    """Every run of base64 characters in `data`, as the views cut one out of a file's bytes."""
+    return _B64_RUN.findall(data)
+
+
 def run_start(data: bytes, at: int) -> int:
     """Where the run of base64 characters (`-` included) that ends at `at` starts: stripped off a slice's
     end by `bytes.rstrip`, a slice at a time (a loop over bytes in Python cost most of a run's reading)."""

@@ -19,6 +19,7 @@ from probes.located import residue_files
 from probes.model import BYTES, Measurement, OthersContent, ProbeResult, ResidueFile, Unscanned, population_key
 from probes.needles import SUBJECT_KINDS, Needle, NeedleKind
 from probes.store import BLOBS_DIR, CORPORA_DIR, DB_FILE, SESSIONS_DIR, open_store
+from probes.view_payloads import base64_runs
 from probes.views import ViewCache, ViewReport, scan_views
 
 
@@ -100,6 +101,11 @@ def _pasted_labels(report: ViewReport, k: int, pasted: Callable[[bytes], str | N
     return None if not labels or None in labels else sorted({label for label in labels if label})
 
 
+PASTED_FRAGMENT = 24
+"""Characters from the middle of a base64 run that find the items holding it (a run cut out of a page's
+bytes may have the columns before and after it glued on; its middle is the item's own)."""
+
+
 def _pasted_in_others_items(store_dir: Path, mine: set[str]) -> Callable[[bytes], str | None]:
     """Whether a base64 run is pasted in someone else's item (docs/matching.md 7.2): a live item of the
     archive whose subject is outside the window holds it, and no live item of the window's subjects does.
@@ -109,15 +115,19 @@ def _pasted_in_others_items(store_dir: Path, mine: set[str]) -> Callable[[bytes]
     subjects' ids as the store spells them."""
 
     def label(run: bytes) -> str | None:
+        core = run.rstrip(b"=")
+        half = min(PASTED_FRAGMENT, len(core) // 2) // 2
+        fragment = core[len(core) // 2 - half : len(core) // 2 + half]
+        owners: set[str | None] = set()
         try:
             with open_store(store_dir) as conn:
-                owners = {
-                    sid
-                    for (sid,) in conn.execute(
-                        "SELECT subject_id FROM raw_archive WHERE erased_at IS NULL AND instr(content, ?) > 0",
-                        (run.decode("ascii"),),
-                    )
-                }
+                for sid, content in conn.execute(
+                    "SELECT subject_id, content FROM raw_archive WHERE erased_at IS NULL AND instr(content, ?) > 0",
+                    (fragment.decode("ascii"),),
+                ):
+                    # the item's own run, which the page's run holds with whatever was glued to it
+                    if any(fragment in r and r.rstrip(b"=") in core for r in base64_runs(str(content).encode())):
+                        owners.add(None if sid is None else str(sid))
         except Exception:  # no archive to say whose it is: residue
             return None
         if not owners or None in owners or owners & mine:

@@ -54,10 +54,11 @@ def _store(root: Path, items: list[tuple[str, str | None]], loose: str | None) -
     words=st.sampled_from(["Contact: ", "Forwarded from ", "cc "]),
     urlsafe=st.booleans(),
     padded=st.booleans(),
-    wrap=st.sampled_from(["markdown", "html", "json", "bare"]),
+    wrap=st.sampled_from(["markdown", "html", "json", "bare", "whole"]),
     bystander=st.from_regex(r"byst-[a-z0-9]{4,8}", fullmatch=True),
 )
 @example(place="others", words="Contact: ", urlsafe=False, padded=True, wrap="markdown", bystander="byst-0001")
+@example(place="others", words="Contact: ", urlsafe=True, padded=False, wrap="whole", bystander="byst-0001")
 def test_a_payload_pasted_in_an_item_is_reported_only_where_it_is_someone_elses(
     tmp_path_factory: object, place: str, words: str, urlsafe: bool, padded: bool, wrap: str, bystander: str
 ) -> None:
@@ -69,6 +70,7 @@ def test_a_payload_pasted_in_an_item_is_reported_only_where_it_is_someone_elses(
         "html": f'<p>see <img src="data:text/plain;base64,{run}"> thanks</p>',
         "json": f'{{"attachment": "{run}", "by": "desk"}}',
         "bare": f"see {run} thanks",
+        "whole": run,  # on its page, glued to the columns before and after it (the id, a timestamp)
     }[wrap]
     placed: dict[str, list[tuple[str, str | None]]] = {
         "others": [(bystander, pasted)],
