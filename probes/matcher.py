@@ -33,7 +33,8 @@ from urllib.parse import unquote
 import hyperscan
 
 from probes.bytescan import _escape
-from probes.rule import Found, Person, Rule, _ucd
+from probes.ignorable import ignorable_trigger
+from probes.rule import Found, Person, Rule
 from probes.rule.ids import compile_id
 from probes.rule.ocr import OcrRule
 
@@ -224,7 +225,7 @@ _GENERIC: dict[str, bytes] = {
     rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}",
     "fullwidth": rb"(?:\xef[\xbc\xbd][\x80-\xbf]){3}",
     # A format character (Cf): words and addresses skip it (docs/matching.md 2.4), so one after every
-    # letter leaves no fragment of an identifier for its own triggers to find (see `_ignorable_trigger`).
+    # letter leaves no fragment of an identifier for its own triggers to find (see `probes.ignorable`).
     "ignorable": b"",
     # A run's start, once (anchored on the byte before it), with a capital, digit or symbol among its
     # first characters: a long lower-case word is not base64 (12 lower-case letters in a row start
@@ -279,38 +280,7 @@ def _base64_trigger() -> bytes:
 _GENERIC["base64"] = _base64_trigger()
 
 
-def _ignorable_trigger() -> bytes:
-    """A format character (docs/matching.md 2.4) touching a letter or digit, in UTF-8 and in UTF-16 and
-    UTF-32 (either byte order): a window around it is read by the rule, which skips it. Only where it
-    touches one (in wide text, between two): a format character's two or three bytes stand in any binary
-    file (4,013 times in a 100k-frame store's database, in floats and page headers; 175 beside a letter),
-    and an identifier spelled with one after each character has one between two letters or digits."""
-    points = [chr(cp) for lo, hi in _ucd.IGNORED for cp in range(lo, hi + 1)]
-    cf = b"(?:" + _encoded_class(points, "utf-8") + b")"
-    # after the last byte of a letter (beyond ASCII too), or before the first byte of one
-    forms = [b"[0-9A-Za-z\\x80-\\xbf]" + cf, cf + b"[0-9A-Za-z\\xc2-\\xf4]"]
-    for codec, _width in WIDE_CODECS:  # between two ASCII letters or digits: wide text has few false starts
-        letter = _escape("A".encode(codec)).replace(b"\\x41", b"[0-9A-Za-z]")
-        forms.append(letter + b"(?:" + _encoded_class(points, codec) + b")+" + letter)
-    return b"|".join(forms)
-
-
-def _encoded_class(chars: Sequence[str], codec: str) -> bytes:
-    """An expression for any of `chars` encoded in `codec`, compact: the encodings that differ only in the
-    byte that changes fastest from one code point to the next (the last in UTF-8 and big-endian, the
-    first of the last code unit in little-endian) share one character class."""
-    groups: dict[tuple[bytes, bytes], list[int]] = {}
-    for ch in chars:
-        e = ch.encode(codec)
-        v = len(e) - (2 if codec == "utf-16-le" else 4 if codec == "utf-32-le" else 1)
-        groups.setdefault((e[:v], e[v + 1 :]), []).append(e[v])
-    return b"|".join(
-        _escape(head) + b"[" + b"".join(b"\\x%02x" % x for x in sorted(set(xs))) + b"]" + _escape(tail)
-        for (head, tail), xs in groups.items()
-    )
-
-
-_GENERIC["ignorable"] = _ignorable_trigger()
+_GENERIC["ignorable"] = ignorable_trigger([c for c, _w in WIDE_CODECS])
 
 
 _GENERIC_DB: list[tuple[hyperscan.Database, hyperscan.Scratch]] = []
