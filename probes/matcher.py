@@ -142,7 +142,21 @@ def _patterns(kind: str, text: str) -> tuple[list[tuple[str, str]], list[str | b
         triggers += [run for run in re.findall(rf"[a-z0-9]{{{MIN_FRAGMENT},}}", token) if run != token]
         if not token.isascii():
             triggers.append(token)
+    joined = "".join(_TOKEN.findall(lowered.casefold()))
+    if " " not in text.strip() and joined.isascii() and len(joined) >= MIN_RECUT and _LETTER_AND_DIGIT.match(joined):
+        # docs/matching.md 6.1b: an id's words may be cut anywhere, one separator between the pieces
+        # (`cust 8841`, `us rj d4 471`, `u s r j d 4 4 7 1`): no token of the id need stand in the text.
+        triggers.append(_RECUT_SEP.join(c.encode() for c in joined))
     return list(dict.fromkeys(regexes)), list(dict.fromkeys(triggers))
+
+
+MIN_RECUT = 6
+"""Shortest id (letters and digits, joined) looked for cut anywhere: a shorter one's letters would stand,
+a separator apart, in too much of any store."""
+_LETTER_AND_DIGIT = re.compile(r"(?=.*[a-z])(?=.*[0-9])")
+_RECUT_SEP = rb"(?:[^0-9A-Za-z\r\n\x1e\x80-\xff]|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2})?"
+"""At most one character between two pieces of an id cut anywhere (6.1b: neither a word character nor a
+line break nor U+001E; a character beyond ASCII is let through whatever it is)."""
 
 
 IDENT_KINDS = ("id", "email", "name", "phone")
