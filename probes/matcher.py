@@ -33,7 +33,7 @@ from urllib.parse import unquote
 import hyperscan
 
 from probes.bytescan import _escape
-from probes.ignorable import ignorable_trigger
+from probes.char_triggers import ignorable_trigger, other_digits_trigger
 from probes.rule import Found, Person, Rule
 from probes.rule.ids import compile_id
 from probes.rule.ocr import OcrRule
@@ -239,8 +239,10 @@ _GENERIC: dict[str, bytes] = {
     rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}",
     "fullwidth": rb"(?:\xef[\xbc\xbd][\x80-\xbf]){3}",
     # A format character (Cf): words and addresses skip it (docs/matching.md 2.4), so one after every
-    # letter leaves no fragment of an identifier for its own triggers to find (see `probes.ignorable`).
+    # letter leaves no fragment of an identifier for its own triggers to find (see `probes.char_triggers`).
     "ignorable": b"",
+    # Decimal digits of another script than ASCII: a phone or an id written in them (see `probes.char_triggers`).
+    "digits": b"",
     # A run's start, once (anchored on the byte before it), with a capital, digit or symbol among its
     # first characters: a long lower-case word is not base64 (12 lower-case letters in a row start
     # 2 in 100,000 base64 runs), and triggers cost a decode each.
@@ -295,6 +297,7 @@ _GENERIC["base64"] = _base64_trigger()
 
 
 _GENERIC["ignorable"] = ignorable_trigger([c for c, _w in WIDE_CODECS])
+_GENERIC["digits"] = other_digits_trigger()
 
 
 _GENERIC_DB: list[tuple[hyperscan.Database, hyperscan.Scratch]] = []

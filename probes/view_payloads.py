@@ -231,7 +231,7 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
         name = GENERIC_NAMES[pid]
         if end <= done_to[name]:
             continue
-        if name in ("escapes", "fullwidth", "ignorable"):
+        if name in ("escapes", "fullwidth", "ignorable", "digits"):
             ends.append(end)
         elif name == "base64":
             done_to[name] = _base64_run(scan, data, end, depth)

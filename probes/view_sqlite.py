@@ -39,7 +39,7 @@ def _short_values(
         {
             bisect_right(starts, end - 1) - 1
             for pid, end in scan.matcher.triggers(joined)
-            if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] in ("escapes", "fullwidth", "ignorable")
+            if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] in ("escapes", "fullwidth", "ignorable", "digits")
         }
     )
     # Each is read as a guess (explicit checks only): a value that proves to be no format (a hash whose

@@ -149,6 +149,7 @@ def test_2_unicode_tables_match_the_interpreter() -> None:
         "IGNORED": _ucd.IGNORED,
         "DASH": _ucd.DASH,
         "PC": _ucd.PC,
+        "DIGIT": _ucd.DIGIT,
     }
 
 

@@ -1,6 +1,8 @@
-"""Format characters (Unicode category Cf) as raw-byte triggers of the decoded views (`probes.matcher`):
-words and addresses skip them (docs/matching.md 2.4), so an identifier written with one after each
-character has no fragment left for its own triggers to find; a window around them is read instead."""
+"""Raw-byte triggers of the decoded views (`probes.matcher`) for classes of characters the rule reads
+where no fragment of an identifier's own spelling stands: format characters (Unicode category Cf), which
+words and addresses skip (docs/matching.md 2.4), so an identifier written with one after each character
+has no fragment left for its own triggers to find; and decimal digits of other scripts, which phones and
+ids are read in (5.2), while their triggers are ASCII digits. A window around them is read instead."""
 
 from __future__ import annotations
 
@@ -24,6 +26,15 @@ def ignorable_trigger(wide_codecs: Sequence[str]) -> bytes:
         letter = _escape("A".encode(codec)).replace(b"\\x41", b"[0-9A-Za-z]")
         forms.append(letter + b"(?:" + _encoded_class(points, codec) + b")+" + letter)
     return b"|".join(forms)
+
+
+def other_digits_trigger() -> bytes:
+    """Two decimal digits (Unicode category Nd) of a script other than ASCII in a row, in UTF-8: a phone or
+    an id written in Eastern Arabic, Persian, Devanagari... digits, which the rule reads as their values
+    (docs/matching.md 5.2)."""
+    digits = [chr(cp) for lo, hi in _ucd.DIGIT for cp in range(max(lo, 0x80), hi + 1)]
+    one = b"(?:" + _encoded_class(digits, "utf-8") + b")"
+    return one + one
 
 
 def _encoded_class(chars: Sequence[str], codec: str) -> bytes:
