@@ -2,11 +2,20 @@
 where no fragment of an identifier's own spelling stands: format characters (Unicode category Cf), which
 words and addresses skip (docs/matching.md 2.4), so an identifier written with one after each character
 has no fragment left for its own triggers to find; and decimal digits of other scripts, which phones and
-ids are read in (5.2), while their triggers are ASCII digits. A window around them is read instead."""
+ids are read in (5.2), while their triggers are ASCII digits. A window around them is read instead.
+
+And triggers for spellings of one identifier in which no fragment of its own spelling need stand: an
+email's digests (4.4), an id cut anywhere (6.1b), a name's letters written with diacritics (3)."""
 
 from __future__ import annotations
 
+import hashlib
+import re
+import threading
 from collections.abc import Sequence
+from functools import lru_cache
+
+import hyperscan
 
 from probes.bytescan import _escape
 from probes.rule import _ucd
@@ -50,3 +59,91 @@ def _encoded_class(chars: Sequence[str], codec: str) -> bytes:
         _escape(head) + b"[" + b"".join(b"\\x%02x" % x for x in sorted(set(xs))) + b"]" + _escape(tail)
         for (head, tail), xs in groups.items()
     )
+
+
+def email_digests(address: str) -> list[str]:
+    """The md5, sha1 and sha256 hexadecimal digests of the address (docs/matching.md 4.4: white space
+    around it removed, lower-cased), each a literal trigger: a hashed address holds no fragment of it."""
+    data = address.strip().lower().encode()
+    return [hashlib.new(name, data).hexdigest() for name in ("md5", "sha1", "sha256")]
+
+
+MIN_RECUT = 6
+"""Shortest id (letters and digits, joined) looked for cut anywhere: a shorter one's letters would stand,
+a separator apart, in too much of any store."""
+_LETTER_AND_DIGIT = re.compile(r"(?=.*[a-z])(?=.*[0-9])")
+_RECUT_SEP = rb"(?:[^0-9A-Za-z\r\n\x1e\x80-\xff]|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2})?"
+"""At most one character between two pieces of an id cut anywhere (6.1b: neither a word character nor a
+line break nor U+001E; a character beyond ASCII is let through whatever it is)."""
+
+
+def recut_triggers(tokens: Sequence[str]) -> list[bytes]:
+    """An id's letters and digits (its case-folded tokens) cut anywhere, one separator between the pieces
+    (docs/matching.md 6.1b: `cust 8841`, `us rj d4 471`, `u s r j d 4 4 7 1`): no token of the id need
+    stand in the text. Ids of letters and digits only, at least `MIN_RECUT` of them."""
+    joined = "".join(tokens)
+    if not joined.isascii() or len(joined) < MIN_RECUT or not _LETTER_AND_DIGIT.match(joined):
+        return []
+    return [_RECUT_SEP.join(c.encode() for c in joined)]
+
+
+MIN_FOLDED = 4
+"""Shortest name token looked for with diacritics on its letters."""
+_LATIN_ACCENTED = rb"\xc3[\x80-\xbf]|[\xc4-\xc8][\x80-\xbf]|\xc9[\x80-\x8f]|\xe1[\xb8-\xbb][\x80-\xbf]"
+"""Any letter of Latin-1, Latin Extended-A and -B and Latin Extended Additional in UTF-8 (the letters with
+diacritics), whichever letter it folds to: one class for every letter keeps the expressions small (the
+rule, on the window, tells `Jóhann` from `Jéhann`)."""
+_MARKS = rb"(?:\xcc[\x80-\xbf]|\xcd[\x80-\xaf])*"
+"""Combining marks (U+0300-U+036F) after a letter: a diacritic written decomposed."""
+
+
+def folded_triggers(tokens: Sequence[str]) -> list[bytes]:
+    """A name's tokens (ASCII letters, at least `MIN_FOLDED`) with any of their letters written with a
+    diacritic, precomposed or followed by combining marks (`Jóhann Quïst` is `Johann Quist` to the rule,
+    docs/matching.md 2.6): a diacritic on every third letter leaves no fragment of the token's own
+    spelling. Letters of other scripts that look alike (Cyrillic `о` for `o`) are not looked for here."""
+    return [
+        b"".join(b"(?:" + _escape(c.encode()) + b"|" + _LATIN_ACCENTED + b")" + _MARKS for c in token)
+        for token in tokens
+        if len(token) >= MIN_FOLDED and token.isascii() and token.isalpha()
+    ]
+
+
+class FoldedTriggers:
+    """The folded triggers of a scan's names (`folded_triggers`) in a hyperscan database of their own,
+    compiled once per set of them in a process (`of`): their character classes make a database slow to
+    compile, and a window's scans (the store, each folder of the home) share one."""
+
+    def __init__(self, triggers: tuple[tuple[int, bytes], ...]) -> None:
+        self._ids = [trigger_id for trigger_id, _t in triggers]
+        self._db: hyperscan.Database | None = None
+        if triggers:
+            self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            self._db.compile(
+                expressions=[t for _i, t in triggers],
+                ids=list(range(len(triggers))),
+                flags=[hyperscan.HS_FLAG_CASELESS] * len(triggers),
+            )
+            self._scratch = hyperscan.Scratch(self._db)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    @lru_cache(maxsize=8)
+    def of(triggers: tuple[tuple[int, bytes], ...]) -> FoldedTriggers:
+        """The database of `triggers` ((trigger id, expression) each), compiled at its first use."""
+        return FoldedTriggers(triggers)
+
+    def scan(self, data: bytes, out: list[tuple[int, int]]) -> None:
+        """Append (trigger id, end offset) of every folded trigger in `data` to `out`."""
+        if self._db is None:
+            return
+        if not hasattr(self._local, "scratch"):  # a scratch space is one thread's at a time
+            with self._lock:
+                self._local.scratch = self._scratch.clone()
+        ids = self._ids
+        self._db.scan(
+            data,
+            match_event_handler=lambda pid, _s, end, _f, _c: out.append((ids[pid], end)),
+            scratch=self._local.scratch,
+        )

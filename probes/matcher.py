@@ -33,7 +33,14 @@ from urllib.parse import unquote
 import hyperscan
 
 from probes.bytescan import _escape
-from probes.char_triggers import ignorable_trigger, other_digits_trigger
+from probes.char_triggers import (
+    FoldedTriggers,
+    email_digests,
+    folded_triggers,
+    ignorable_trigger,
+    other_digits_trigger,
+    recut_triggers,
+)
 from probes.rule import Found, Person, Rule
 from probes.rule.ids import compile_id
 from probes.rule.ocr import OcrRule
@@ -115,7 +122,7 @@ def _patterns(kind: str, text: str) -> tuple[list[tuple[str, str]], list[str | b
         # The trigger is the mailbox's longest run of letters and digits (it survives every text
         # encoding); never the domain, which thousands of other people's addresses share.
         anchor = max(re.findall(r"[a-z0-9]+", local) or [local], key=len)
-        return [(rx, local)], [anchor if len(anchor) >= MIN_FRAGMENT else local]
+        return [(rx, local)], [anchor if len(anchor) >= MIN_FRAGMENT else local, *email_digests(text)]
     digits = re.sub(r"\D", "", text)
     if _PHONE_SHAPE.match(text.strip()) and len(digits) >= 7:
         national = digits.startswith("0") and not digits.startswith("00") and not text.strip().startswith("+")
@@ -142,21 +149,10 @@ def _patterns(kind: str, text: str) -> tuple[list[tuple[str, str]], list[str | b
         triggers += [run for run in re.findall(rf"[a-z0-9]{{{MIN_FRAGMENT},}}", token) if run != token]
         if not token.isascii():
             triggers.append(token)
-    joined = "".join(_TOKEN.findall(lowered.casefold()))
-    if " " not in text.strip() and joined.isascii() and len(joined) >= MIN_RECUT and _LETTER_AND_DIGIT.match(joined):
-        # docs/matching.md 6.1b: an id's words may be cut anywhere, one separator between the pieces
-        # (`cust 8841`, `us rj d4 471`, `u s r j d 4 4 7 1`): no token of the id need stand in the text.
-        triggers.append(_RECUT_SEP.join(c.encode() for c in joined))
+    # spellings in which no fragment of the identifier's own need stand (`probes.char_triggers`)
+    tokens = _TOKEN.findall(lowered.casefold())
+    triggers += recut_triggers(tokens) if " " not in text.strip() else []
     return list(dict.fromkeys(regexes)), list(dict.fromkeys(triggers))
-
-
-MIN_RECUT = 6
-"""Shortest id (letters and digits, joined) looked for cut anywhere: a shorter one's letters would stand,
-a separator apart, in too much of any store."""
-_LETTER_AND_DIGIT = re.compile(r"(?=.*[a-z])(?=.*[0-9])")
-_RECUT_SEP = rb"(?:[^0-9A-Za-z\r\n\x1e\x80-\xff]|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2})?"
-"""At most one character between two pieces of an id cut anywhere (6.1b: neither a word character nor a
-line break nor U+001E; a character beyond ASCII is let through whatever it is)."""
 
 
 IDENT_KINDS = ("id", "email", "name", "phone")
@@ -339,6 +335,7 @@ class Matcher:
         flags: list[int] = []
         shared: list[tuple[str, str]] = []
         every: list[tuple[str, str]] = []
+        folded: list[tuple[int, bytes]] = []
         self.keys: list[re.Pattern[str]] = []
         self._narrow: list[tuple[int, int, tuple[str, ...]]] = []
         """Per narrowed trigger (id `_NARROW` + k): its needle's trigger id, its length, the id's spellings."""
@@ -354,6 +351,8 @@ class Matcher:
                 self.rules.append((index, Rule(person_of([ident]))))
                 every.append(ident)
                 triggers = _patterns("identifier", text)[1]
+                if ident[0] == "name":  # a name's letters with diacritics: a database of their own (below)
+                    folded += [(len(_GENERIC) + index, t) for t in folded_triggers(_TOKEN.findall(text.casefold()))]
             elif kind == "content":
                 rxs, triggers = _patterns(kind, text)
                 self.regexes += [(index, re.compile(rx), literal) for rx, literal in rxs]
@@ -380,6 +379,7 @@ class Matcher:
         self.shared = Rule(person_of(shared)) if shared else None
         """Other people's own identifiers (a namesake's name): a hit inside one of theirs is theirs."""
         self.generic, self._generic_scratch = _generic_db()
+        self.folded = FoldedTriggers.of(tuple(folded))
         self._ocr_rules: dict[int, OcrRule] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -460,6 +460,7 @@ class Matcher:
         self.generic.scan(data, match_event_handler=on_match, scratch=self._local.generic)
         if self.db is not None:
             self.db.scan(data, match_event_handler=on_match, scratch=self._local.needles)
+        self.folded.scan(data, out)
         return sorted(out, key=itemgetter(1))
 
 
