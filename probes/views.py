@@ -20,8 +20,10 @@ Each identifier is matched in one canonical form, with its own regexes and raw-b
 Speed: each payload is parsed once per scan, for every needle of every subject in it. A large plain or
 SQLite file is never decoded whole: one hyperscan pass over its bytes finds triggers (a fragment of an
 identifier that survives every text encoding, a phone's digits with encoded separators, an escape run,
-a format character beside a letter, a base64 or UTF-16 run, a container's magic), and only windows
-around them are decoded. Documents and containers are parsed whole, within `MAX_MEMBER` and
+a base64 or UTF-16 run, a container's magic; and where the rule reads an identifier in which no fragment
+of its own spelling need stand: a format character beside a letter, another script's digits, an id cut
+anywhere, a name's letters with diacritics, an address's digests: `probes.char_triggers`), and only
+windows around them are decoded. Documents and containers are parsed whole, within `MAX_MEMBER` and
 `MAX_DECODED_PER_FILE`.
 
 Default deny: nothing unread is certified. A file (or a member, or a stream) that is not positively
