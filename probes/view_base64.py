@@ -39,6 +39,9 @@ a payload was read: a run is part of a text that was)."""
 LONG = 1300
 """Longest piece judged here: its decodings stay under the KiB `_noise` reads. A longer one's run is let
 through (real payloads, a few in a store)."""
+WHOLE = 1 << 16
+"""A run longer than this is let through (a payload; one longer than `view_payloads.MAX_MEMBER` twice is
+declared there)."""
 FEW = 16
 """Fewer runs than this are all let through: numpy's fixed cost is more than theirs."""
 BATCH = 8192
@@ -81,6 +84,8 @@ def readable_runs(runs: list[bytes]) -> set[bytes]:
 
 
 def _readable(runs: list[bytes]) -> set[bytes]:
+    whole = {run for run in runs if len(run) > WHOLE}
+    runs = [run for run in runs if len(run) <= WHOLE] if whole else runs
     cores = [run.rstrip(b"=") for run in runs]
     lengths = np.fromiter(map(len, cores), dtype=np.int64, count=len(cores))
     joined = np.frombuffer(b"A".join(cores) + b"AAAAA", dtype=np.uint8)  # a capital ends each stretch
@@ -105,7 +110,7 @@ def _readable(runs: list[bytes]) -> set[bytes]:
     chars -= chars % 4 == 1  # the last character cannot end a group: dropped, as `_b64decode` does
     good = _judge(_VALUE[joined], first[piece] + offset, chars * 6 // 8)
     passing[run_of[piece[good]]] = True
-    return {run for run, ok in zip(runs, passing.tolist(), strict=True) if ok}
+    return whole | {run for run, ok in zip(runs, passing.tolist(), strict=True) if ok}
 
 
 def _pieces(joined: npt.NDArray[np.uint8], starts: Ints, lengths: Ints) -> tuple[Ints, Ints, Ints]:

@@ -72,7 +72,7 @@ class FileScan:
     decoded: int = 0
     runs: dict[tuple[bytes, int], list[tuple[str, bytes | None, int]]] = field(default_factory=dict)
     """Base64 runs already read in this file (at a depth), with what reading them declared (see
-    `_base64_run`)."""
+    `_base64_run`; only runs `probes.view_base64.readable_runs` lets through are read, or remembered)."""
 
     def opaque(self, reason: str, data: bytes | None, size: int) -> None:
         self.unscanned.append((reason, data, size))
@@ -196,7 +196,7 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
     for pid, end in triggers:
         if pid == _BASE64 and end > (runs[-1][1] if runs else -1):
             runs.append(_find_run(data, end))
-    readable = readable_runs(list({run for run, _e in runs if run is not None and (run, depth) not in scan.runs}))
+    readable = readable_runs(list({run for run, _e in runs if run is not None}))
     taken = iter(runs)
     for pid, end in triggers:
         if pid >= len(GENERIC_NAMES):
@@ -210,7 +210,8 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
             ends.append(end)
         elif name == "base64":
             run, done_to[name] = next(taken)
-            _base64_run(scan, run, depth, readable)
+            if run in readable:  # else no piece decodes at any start to what is read on: nothing to read or declare
+                _base64_run(scan, run, depth)
         else:
             done_to[name] = _embedded_container(scan, data, end, name, depth)
     if match_windows:
@@ -242,10 +243,9 @@ def _find_run(data: bytes, end: int) -> tuple[bytes | None, int]:
     return (None, end) if m is None else (m.group(0), m.end())
 
 
-def _base64_run(scan: FileScan, run: bytes | None, depth: int, readable: set[bytes]) -> None:
-    """Read one base64 run (`_find_run`), unless it is all hex or can be read on at no start
-    (`readable`: `probes.view_base64.readable_runs` of the runs not yet read)."""
-    if run is None or _HEX.fullmatch(run.rstrip(b"=")):
+def _base64_run(scan: FileScan, run: bytes, depth: int) -> None:
+    """Read one base64 run (`_find_run`) that `probes.view_base64.readable_runs` lets through."""
+    if _HEX.fullmatch(run.rstrip(b"=")):
         return
     if len(run) > 2 * MAX_MEMBER:
         scan.opaque("container-too-large", None, len(run))
@@ -258,8 +258,7 @@ def _base64_run(scan: FileScan, run: bytes | None, depth: int, readable: set[byt
         scan.unscanned += scan.runs[key]
         return
     before = len(scan.unscanned)
-    if run in readable:  # else no piece decodes at any start to what is read on: nothing to read or declare
-        _base64_pieces(scan, run, depth)
+    _base64_pieces(scan, run, depth)
     if len(run) <= MEMO_RUN and len(scan.runs) < MEMO_RUNS:
         scan.runs[key] = scan.unscanned[before:]
 

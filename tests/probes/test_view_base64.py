@@ -111,7 +111,7 @@ NOISE = [b"user-00%04demailref-%07d" % (i, 7 * i) for i in range(vb.FEW)]
 """Glued columns, so that every batch is judged (at least `FEW` runs)."""
 
 
-@settings(max_examples=budget.examples(300), deadline=None)
+@settings(max_examples=budget.examples(150), deadline=None)
 @given(st.lists(_run(), min_size=1, max_size=30))
 def test_a_run_held_back_is_one_the_old_reading_reads_on_at_no_start(runs: list[bytes]) -> None:
     batch = list(dict.fromkeys(runs + NOISE))
