@@ -86,6 +86,8 @@ def readable_runs(runs: list[bytes]) -> set[bytes]:
 def _readable(runs: list[bytes]) -> set[bytes]:
     whole = {run for run in runs if len(run) > WHOLE}
     runs = [run for run in runs if len(run) <= WHOLE] if whole else runs
+    if not runs:
+        return whole
     cores = [run.rstrip(b"=") for run in runs]
     lengths = np.fromiter(map(len, cores), dtype=np.int64, count=len(cores))
     joined = np.frombuffer(b"A".join(cores) + b"AAAAA", dtype=np.uint8)  # a capital ends each stretch

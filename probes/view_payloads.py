@@ -196,7 +196,7 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
     for pid, end in triggers:
         if pid == _BASE64 and end > (runs[-1][1] if runs else -1):
             runs.append(_find_run(data, end))
-    readable = readable_runs(list({run for run, _e in runs if run is not None}))
+    readable = readable_runs(list(dict.fromkeys(run for run, _e in runs if run is not None)))
     taken = iter(runs)
     for pid, end in triggers:
         if pid >= len(GENERIC_NAMES):
