@@ -193,9 +193,11 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
     # The base64 runs first (each once, as the loop below meets them), judged together: which of them
     # can be read on (`probes.view_base64`); the loop reads them in their place among the triggers.
     runs: list[tuple[bytes | None, int]] = []
+    done = -1
     for pid, end in triggers:
-        if pid == _BASE64 and end > (runs[-1][1] if runs else -1):
-            runs.append(_find_run(data, end))
+        if pid == _BASE64 and end > done:
+            run, done = _find_run(data, end)
+            runs.append((run, done))
     readable = readable_runs(list(dict.fromkeys(run for run, _e in runs if run is not None)))
     taken = iter(runs)
     for pid, end in triggers:
@@ -239,7 +241,10 @@ def run_start(data: bytes, at: int) -> int:
 def _find_run(data: bytes, end: int) -> tuple[bytes | None, int]:
     """The base64 run a trigger ending at `end` is in, and where its reading ends (the next base64
     trigger read is past it)."""
-    m = _B64_RUN.match(data, run_start(data, end - 1))
+    at = end - 1
+    lo = max(0, at - 256)
+    kept = len(data[lo:at].rstrip(_B64_CHARS))  # `run_start`'s first slice, where nearly every run starts
+    m = _B64_RUN.match(data, lo + kept if kept or not lo else run_start(data, lo))
     return (None, end) if m is None else (m.group(0), m.end())
 
 

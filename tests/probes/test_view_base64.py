@@ -156,3 +156,17 @@ def test_a_text_is_read_as_without_the_judgement(data: bytes, once: bool) -> Non
         return scan.hits, scan.decoded, scan.unscanned
 
     assert read(True) == read(False)
+
+
+RUN_PIECES = [b"A", b"z", b"0", b"-", b"_", b"=", b" ", b"\x00", b"Qm9i" * 40]
+"""Base64 characters, padding, separators, and a long piece: a run may start more than 256 bytes back."""
+
+
+@settings(max_examples=budget.examples(1000), deadline=None)
+@given(st.lists(st.sampled_from(RUN_PIECES), min_size=1, max_size=80), st.data())
+def test_a_run_is_found_as_run_start_finds_it(pieces: list[bytes], draw: st.DataObject) -> None:
+    """`_find_run` (`run_start`'s first slice taken inline) against `run_start` and the run's pattern."""
+    data = b"".join(pieces)
+    end = draw.draw(st.integers(1, len(data)))
+    m = vp._B64_RUN.match(data, vp.run_start(data, end - 1))
+    assert vp._find_run(data, end) == ((None, end) if m is None else (m.group(0), m.end()))
