@@ -277,20 +277,22 @@ _GENERIC["base64"] = _base64_trigger()
 
 
 _GENERIC_DB: list[tuple[hyperscan.Database, hyperscan.Scratch]] = []
+"""The generic triggers' databases: the base64 start alone, and the others. Hyperscan scans the two in
+0.39 s where one database of them all took 0.49 s (the 100k demo store's database file)."""
 
 
-def _generic_db() -> tuple[hyperscan.Database, hyperscan.Scratch]:
-    """The generic triggers' database, compiled once per process (a scratch of its own per matcher)."""
+def _generic_db() -> list[tuple[hyperscan.Database, hyperscan.Scratch]]:
+    """The generic triggers' databases, compiled once per process (a scratch of its own per matcher)."""
     if not _GENERIC_DB:
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        db.compile(
-            expressions=[_GENERIC[n] for n in GENERIC_NAMES],
-            ids=list(range(len(GENERIC_NAMES))),
-            flags=[0] * len(GENERIC_NAMES),
-        )
-        _GENERIC_DB.append((db, hyperscan.Scratch(db)))
-    db, scratch = _GENERIC_DB[0]
-    return db, scratch.clone()
+        for names in (["base64"], [n for n in GENERIC_NAMES if n != "base64"]):
+            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            db.compile(
+                expressions=[_GENERIC[n] for n in names],
+                ids=[GENERIC_NAMES.index(n) for n in names],
+                flags=[0] * len(names),
+            )
+            _GENERIC_DB.append((db, hyperscan.Scratch(db)))
+    return [(db, scratch.clone()) for db, scratch in _GENERIC_DB]
 
 
 class Matcher:
@@ -350,7 +352,7 @@ class Matcher:
         """All identifier needles as one person: a text with no hit of it holds none of them."""
         self.shared = Rule(person_of(shared)) if shared else None
         """Other people's own identifiers (a namesake's name): a hit inside one of theirs is theirs."""
-        self.generic, self._generic_scratch = _generic_db()
+        self._generic = _generic_db()
         self._ocr_rules: dict[int, OcrRule] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -426,9 +428,10 @@ class Matcher:
 
         if not hasattr(self._local, "generic"):  # a scratch space is one thread's at a time
             with self._lock:
-                self._local.generic = self._generic_scratch.clone()
+                self._local.generic = [scratch.clone() for _db, scratch in self._generic]
                 self._local.needles = self._scratch.clone() if self.db is not None else None
-        self.generic.scan(data, match_event_handler=on_match, scratch=self._local.generic)
+        for (db, _s), scratch in zip(self._generic, self._local.generic, strict=True):
+            db.scan(data, match_event_handler=on_match, scratch=scratch)
         if self.db is not None:
             self.db.scan(data, match_event_handler=on_match, scratch=self._local.needles)
         return sorted(out, key=itemgetter(1))

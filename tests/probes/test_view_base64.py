@@ -5,7 +5,9 @@ judgement must let through (base64 of text with a needle in any case, diacritics
 scripts, UTF-16 text, control-rich text near the noise limit, magics of containers and images, nested
 base64, at any alignment, url-safe, glued to letters, digits, hex digests and `-` on either side) among
 runs of noise (glued columns, random bytes), and the reading of whole texts with and without the
-judgement must find, count and declare the same."""
+judgement must find, count and declare the same. Also: a trigger's run found with `run_start`'s first
+slice inline (`_find_run`), and the generic triggers scanned in two databases (`matcher._generic_db`:
+the base64 start apart), each against the old code."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ import io
 import random
 import zlib
 
+import hyperscan
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from probes import matcher
 from probes import view_base64 as vb
 from probes import view_payloads as vp
 from probes.matcher import Matcher
@@ -170,3 +174,50 @@ def test_a_run_is_found_as_run_start_finds_it(pieces: list[bytes], draw: st.Data
     end = draw.draw(st.integers(1, len(data)))
     m = vp._B64_RUN.match(data, vp.run_start(data, end - 1))
     assert vp._find_run(data, end) == ((None, end) if m is None else (m.group(0), m.end()))
+
+
+TRIGGER_PIECES = [
+    b"user-000645",
+    b"Zm9vYmFyIEZhcmlkIFF1aWxsZmVhdGhlcg==",
+    b"%41%42",
+    b"4%2D5",
+    b"&#70;&#97;",
+    b"=46=61",
+    b"\\u0046\\u0061",
+    "Ｆａｒｉｄ".encode(),
+    b"\x1f\x8b\x08\x00",
+    b"BZh91AY&SY",
+    b"\xfd7zXZ\x00",
+    b"PK\x03\x04",
+    b"stream\n",
+    b"Farid Quillfeather",
+    b"subj-0017",
+    b" ",
+    b"-",
+]
+
+
+@settings(max_examples=budget.examples(200), deadline=None)
+@given(st.lists(st.sampled_from(TRIGGER_PIECES), max_size=40))
+def test_the_generic_triggers_in_two_databases_are_those_of_one(pieces: list[bytes]) -> None:
+    """`matcher._generic_db` scans the base64 start apart from the other generic triggers: the same
+    triggers (one database of them all, the oracle), and the same reading."""
+    data = b"".join(pieces)
+    one = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    names = matcher.GENERIC_NAMES
+    one.compile(expressions=[matcher._GENERIC[n] for n in names], ids=list(range(len(names))), flags=[0] * len(names))
+
+    def read(dbs: list[tuple[hyperscan.Database, hyperscan.Scratch]]) -> tuple[object, ...]:
+        saved = list(matcher._GENERIC_DB)
+        try:
+            matcher._GENERIC_DB[:] = dbs
+            m = Matcher(NEEDLES, once=True)
+            scan = vp.FileScan(m, {}, [])
+            vp.read_triggered(scan, data, 0, match_windows=True)
+            return sorted(Matcher(NEEDLES).triggers(data)), scan.hits, scan.decoded, scan.unscanned
+        finally:
+            matcher._GENERIC_DB[:] = saved
+
+    matcher._generic_db()
+    assert len(matcher._GENERIC_DB) == 2
+    assert read(list(matcher._GENERIC_DB)) == read([(one, hyperscan.Scratch(one))])
