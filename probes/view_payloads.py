@@ -24,6 +24,7 @@ from probes.documents.formats import (
 )
 from probes.documents.layouts import PAGED
 from probes.matcher import GENERIC_NAMES, MIN_BASE64, WIDE_CODECS, Matcher, Provisional, has_wide_text
+from probes.view_base64 import GLUED, NO_CAPITALS, TEXT_NOISE, readable_runs
 
 MAX_DEPTH = 4
 """Decodings nested in one another (a base64 run in a JSON string in a gzip member is three)."""
@@ -43,14 +44,8 @@ MAX_SPAN = 8 * WINDOW
 
 _B64_RUN = re.compile(rb"[A-Za-z0-9+/_\-]+={0,2}")
 _HEX = re.compile(rb"[0-9a-fA-F]+")
-NO_CAPITALS = 48
-"""Base64 characters in a row without a capital letter that end a base64 run: 26 of its 64 characters are
-capitals, so 48 without one come once in 10^11 characters of base64 of random bytes; in base64 of text,
-only where the text is 36 characters from h to z with no space, capital, digit or sign among them."""
 _NO_CAPITALS = re.compile(rb"(?<![^A-Z])[^A-Z]{%d,}" % NO_CAPITALS)
 """Only from a stretch's start (the lookbehind): the same maximal stretches, found in one pass."""
-GLUED = 7
-"""Characters of a stretch without capitals that may still be the base64 run's own (see `_base64_run`)."""
 _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
 _B64_BYTES = frozenset(_B64_CHARS)
 
@@ -78,7 +73,7 @@ class FileScan:
     decoded: int = 0
     runs: dict[tuple[bytes, int], list[tuple[str, bytes | None, int]]] = field(default_factory=dict)
     """Base64 runs already read in this file (at a depth), with what reading them declared (see
-    `_base64_run`)."""
+    `_base64_run`; only runs `probes.view_base64.readable_runs` lets through are read, or remembered)."""
 
     encoded: dict[bytes, dict[int, int]] = field(default_factory=dict)
     """Hits found inside a base64 run's decodings, by the run, and not in `hits` (see `encoded_in`)."""
@@ -110,12 +105,6 @@ class FileScan:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-TEXT_NOISE = 0.3
-"""Share of a decoding's first KiB that may be undecodable or control characters for a base64 run's
-decoding at one alignment to be preferred to the others (which alignment to read a run in, never whether
-a payload was read: a run is part of a text that was)."""
 
 
 def _noise(data: bytes) -> float:
@@ -219,11 +208,25 @@ def _windows(ends: Sequence[int], size: int) -> list[tuple[int, int]]:
     return spans
 
 
+_BASE64 = GENERIC_NAMES.index("base64")
+
+
 def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bool) -> None:
     """Find triggers in `data`; decode what they point at; match windows around identifier triggers."""
     ends: list[int] = []
     done_to = {name: -1 for name in GENERIC_NAMES}
-    for pid, end in scan.matcher.triggers(data):
+    triggers = scan.matcher.triggers(data)
+    # The base64 runs first (each once, as the loop below meets them), judged together: which of them
+    # can be read on (`probes.view_base64`); the loop reads them in their place among the triggers.
+    runs: list[tuple[bytes | None, int]] = []
+    done = -1
+    for pid, end in triggers:
+        if pid == _BASE64 and end > done:
+            run, done = _find_run(data, end)
+            runs.append((run, done))
+    readable = readable_runs(list(dict.fromkeys(run for run, _e in runs if run is not None)))
+    taken = iter(runs)
+    for pid, end in triggers:
         if pid >= len(GENERIC_NAMES):
             if pid - len(GENERIC_NAMES) not in scan.matcher.found:
                 ends.append(end)
@@ -234,7 +237,9 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
         if name in ("escapes", "fullwidth", "ignorable", "digits"):
             ends.append(end)
         elif name == "base64":
-            done_to[name] = _base64_run(scan, data, end, depth)
+            run, done_to[name] = next(taken)
+            if run in readable:  # else no piece decodes at any start to what is read on: nothing to read or declare
+                _base64_run(scan, run, depth)
         else:
             done_to[name] = _embedded_container(scan, data, end, name, depth)
     if match_windows:
@@ -264,30 +269,35 @@ def run_start(data: bytes, at: int) -> int:
     return at
 
 
-def _base64_run(scan: FileScan, data: bytes, end: int, depth: int) -> int:
-    start = run_start(data, end - 1)
-    m = _B64_RUN.match(data, start)
-    if m is None:
-        return end
-    run = m.group(0)
+def _find_run(data: bytes, end: int) -> tuple[bytes | None, int]:
+    """The base64 run a trigger ending at `end` is in, and where its reading ends (the next base64
+    trigger read is past it)."""
+    at = end - 1
+    lo = max(0, at - 256)
+    kept = len(data[lo:at].rstrip(_B64_CHARS))  # `run_start`'s first slice, where nearly every run starts
+    m = _B64_RUN.match(data, lo + kept if kept or not lo else run_start(data, lo))
+    return (None, end) if m is None else (m.group(0), m.end())
+
+
+def _base64_run(scan: FileScan, run: bytes, depth: int) -> None:
+    """Read one base64 run (`_find_run`) that `probes.view_base64.readable_runs` lets through."""
     if _HEX.fullmatch(run.rstrip(b"=")):
-        return m.end()
+        return
     if len(run) > 2 * MAX_MEMBER:
         scan.opaque("container-too-large", None, len(run))
-        return m.end()
+        return
     # A run that this file repeats (a database writes the same values in many rows) is read once: reading
     # the same bytes again finds nothing new (a needle found is not looked for again), and what it
     # declared is declared again.
     key = (run, depth)
     if key in scan.runs:
         scan.unscanned += scan.runs[key]
-        return m.end()
+        return
     before = len(scan.unscanned)
     with scan.encoded_in(run):
         _base64_pieces(scan, run, depth)
     if len(run) <= MEMO_RUN and len(scan.runs) < MEMO_RUNS:
         scan.runs[key] = scan.unscanned[before:]
-    return m.end()
 
 
 MEMO_RUN = 1024

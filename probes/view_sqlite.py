@@ -38,7 +38,7 @@ def _short_values(
     hit = sorted(
         {
             bisect_right(starts, end - 1) - 1
-            for pid, end in scan.matcher.triggers(joined)
+            for pid, end in scan.matcher.triggers(joined, base64=False)
             if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] in ("escapes", "fullwidth", "ignorable", "digits")
         }
     )

@@ -19,6 +19,7 @@ from anyascii import anyascii
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from probes import view_base64 as vb
 from probes import view_payloads as vp
 from probes.documents import formats
 from probes.matcher import MIN_BASE64, WIDE_TEXT, Matcher, has_wide_text
@@ -72,7 +73,7 @@ def test_binary_format_by_first_byte_is_the_old_one(magic: bytes, cut: int, tail
     assert formats.binary_format(data) == _old_binary_format(data)
 
 
-OLD_NO_CAPITALS = re.compile(rb"[^A-Z]{%d,}" % vp.NO_CAPITALS)
+OLD_NO_CAPITALS = re.compile(rb"[^A-Z]{%d,}" % vb.NO_CAPITALS)
 
 
 STRETCH_PIECES = [b"a", b"0", b"Q", b"-", b"c0ec8e1f41e9506fa927ea1047a8ce06", b"Zz" * 20]
@@ -103,9 +104,9 @@ def _old_pieces(scan: vp.FileScan, run: bytes, depth: int) -> None:
     cuts = [(s.start(), s.end()) for s in OLD_NO_CAPITALS.finditer(core)]
     bounds = [0, *(x for cut in cuts for x in cut), len(core)]
     for begin, stop in zip(bounds[0::2], bounds[1::2], strict=True):
-        if stop - begin < MIN_BASE64 - vp.GLUED:
+        if stop - begin < MIN_BASE64 - vb.GLUED:
             continue
-        back = min(vp.GLUED, begin)
+        back = min(vb.GLUED, begin)
         piece = core[begin - back : min(len(core), stop + 3)]
         _old_piece(scan, piece, range(max(4, back + 1)), depth)
 
@@ -115,7 +116,7 @@ def _old_piece(scan: vp.FileScan, core: bytes, starts: range, depth: int) -> Non
     best: tuple[float, int, bytes] | None = None
     others: list[bytes] = []
     for offset in starts:
-        if len(core) - offset < MIN_BASE64 - vp.GLUED:
+        if len(core) - offset < MIN_BASE64 - vb.GLUED:
             break
         out = _old_b64decode(core[offset:], urlsafe)
         if out is None or len(out) < MIN_BASE64 * 3 // 4:
@@ -126,7 +127,7 @@ def _old_piece(scan: vp.FileScan, core: bytes, starts: range, depth: int) -> Non
         noise = (
             0.0 if vp._container_magic(out) or _old_binary_format(out) not in (None, formats.ZLIB) else vp._noise(out)
         )
-        if noise <= vp.TEXT_NOISE and (best is None or noise < best[0]):
+        if noise <= vb.TEXT_NOISE and (best is None or noise < best[0]):
             best = (noise, offset, out)
             others = []
     if best is None:
