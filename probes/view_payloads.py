@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from probes.char_triggers import touches_letter
 from probes.documents import RS, Unread, read
 from probes.documents.containers import DECODE_ERRORS, TooLarge, decompress
 from probes.documents.formats import (
@@ -234,8 +235,9 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
         name = GENERIC_NAMES[pid]
         if end <= done_to[name]:
             continue
-        if name in ("escapes", "fullwidth", "ignorable", "digits"):
-            ends.append(end)
+        if name in ("escapes", "fullwidth", "digits", "ignorable"):
+            if name != "ignorable" or touches_letter(data, end):
+                ends.append(end)
         elif name == "base64":
             run, done_to[name] = next(taken)
             if run in readable:  # else no piece decodes at any start to what is read on: nothing to read or declare

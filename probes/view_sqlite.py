@@ -8,6 +8,7 @@ from bisect import bisect_right
 from pathlib import Path
 
 from erasure.sqlite import connect
+from probes.char_triggers import touches_letter
 from probes.documents.freed import freed_payloads
 from probes.matcher import GENERIC_NAMES
 from probes.view_payloads import FileScan, read_payload
@@ -39,7 +40,9 @@ def _short_values(
         {
             bisect_right(starts, end - 1) - 1
             for pid, end in scan.matcher.triggers(joined, base64=False)
-            if pid >= len(GENERIC_NAMES) or GENERIC_NAMES[pid] in ("escapes", "fullwidth", "ignorable", "digits")
+            if pid >= len(GENERIC_NAMES)
+            or GENERIC_NAMES[pid] in ("escapes", "fullwidth", "digits")
+            or (GENERIC_NAMES[pid] == "ignorable" and touches_letter(joined, end))
         }
     )
     # Each is read as a guess (explicit checks only): a value that proves to be no format (a hash whose
