@@ -157,3 +157,12 @@ class FoldedTriggers:
             match_event_handler=lambda pid, _s, end, _f, _c: out.append((ids[pid], end)),
             scratch=self._local.scratch,
         )
+
+
+def trigger_words(words: Sequence[str], shortest: int) -> list[str]:
+    """The words of a name of two or more words that its triggers are made of: its last word alone, when
+    it has at least `shortest` characters. Every hit of such a name holds its last word (docs/matching.md
+    3.3: the given and the family name; 3.4: every word), so a window around it finds every hit, and the
+    given name, which namesakes share (3,742 of the 4,088 windows of the 100k demo store for an absent
+    person), opens none. A shorter last word (`Li`, `Ng`): every word, as for any other identifier."""
+    return list(words[-1:]) if len(words) >= 2 and len(words[-1]) >= shortest else list(words)

@@ -40,6 +40,7 @@ from probes.char_triggers import (
     ignorable_trigger,
     other_digits_trigger,
     recut_triggers,
+    trigger_words,
 )
 from probes.rule import Found, Person, Rule
 from probes.rule.ids import compile_id
@@ -135,23 +136,24 @@ def _patterns(kind: str, text: str) -> tuple[list[tuple[str, str]], list[str | b
         return [(rx, _DIGITS_ONLY + (digits[1:] if national else digits))], [trigger]
     regexes: list[tuple[str, str]] = []
     triggers: list[str | bytes] = []
+    named = " " in text.strip()  # a name's hits hold its last word: its triggers are made of it alone
     for variant in _name_variants(text):
         tokens = _TOKEN.findall(variant)
         if not tokens:
             continue
         orders = [tokens] if len(tokens) == 1 else [tokens, [tokens[-1], *tokens[:-1]]]
         regexes += [(_boundary(_TOKEN_SEP.join(re.escape(t) for t in order)), max(tokens, key=len)) for order in orders]
-        long = [t for t in tokens if len(t) >= MIN_FRAGMENT]
+        long = [t for t in (trigger_words(tokens, MIN_FRAGMENT) if named else tokens) if len(t) >= MIN_FRAGMENT]
         triggers += long or [variant]
     lowered = unicodedata.normalize("NFKC", text)
-    for token in _TOKEN.findall(lowered.lower()) + _TOKEN.findall(lowered.casefold()):
-        # Non-ASCII letters are escaped or re-encoded by software; the ASCII runs between them survive.
-        triggers += [run for run in re.findall(rf"[a-z0-9]{{{MIN_FRAGMENT},}}", token) if run != token]
-        if not token.isascii():
-            triggers.append(token)
-    # spellings in which no fragment of the identifier's own need stand (`probes.char_triggers`)
-    tokens = _TOKEN.findall(lowered.casefold())
-    triggers += recut_triggers(tokens) if " " not in text.strip() else []
+    for word in (lowered.lower(), lowered.casefold()):
+        words = _TOKEN.findall(word)
+        for token in trigger_words(words, MIN_FRAGMENT) if named else words:
+            # Non-ASCII letters are escaped or re-encoded by software; the ASCII runs between them survive.
+            triggers += [run for run in re.findall(rf"[a-z0-9]{{{MIN_FRAGMENT},}}", token) if run != token]
+            if not token.isascii():
+                triggers.append(token)
+    triggers += [] if named else recut_triggers(_TOKEN.findall(lowered.casefold()))  # `probes.char_triggers`
     return list(dict.fromkeys(regexes)), list(dict.fromkeys(triggers))
 
 
@@ -297,11 +299,9 @@ _GENERIC["digits"] = other_digits_trigger()
 
 
 _GENERIC_DB: list[tuple[hyperscan.Database, hyperscan.Scratch]] = []
-"""The generic triggers' databases: the base64 start alone, other scripts' digits alone (beside the others
-they tripled that database's scan), and the others. Hyperscan scans the base64 start and the others in
-0.39 s where one database of them all took 0.49 s (the 100k demo store's database file)."""
-_BASE64_DB: list[hyperscan.Database] = []
-"""The base64 start's own database, once compiled."""
+"""The generic triggers' databases: the base64 start alone (0.39 s for two databases where one took 0.49 s
+on the 100k demo store's database file), other scripts' digits alone (they tripled the others'), the rest."""
+_BASE64_DB: list[hyperscan.Database] = []  # the base64 start's own database, once compiled
 
 
 def _generic_db() -> list[tuple[hyperscan.Database, hyperscan.Scratch]]:
@@ -358,7 +358,8 @@ class Matcher:
                 every.append(ident)
                 triggers = _patterns("identifier", text)[1]
                 if ident[0] == "name":  # a name's letters with diacritics: a database of their own (below)
-                    folded += [(len(_GENERIC) + index, t) for t in folded_triggers(_TOKEN.findall(text.casefold()))]
+                    words = trigger_words(_TOKEN.findall(text.casefold()), MIN_FRAGMENT)
+                    folded += [(len(_GENERIC) + index, t) for t in folded_triggers(words)]
             elif kind == "content":
                 rxs, triggers = _patterns(kind, text)
                 self.regexes += [(index, re.compile(rx), literal) for rx, literal in rxs]
