@@ -411,7 +411,7 @@ def test_a_view_is_read_in_pieces_cut_at_junk_runs_and_nothing_is_lost() -> None
             st.sampled_from([s for kind in SPELLINGS.values() for s in kind]),
             st.sampled_from(sorted(ENCODINGS)),
             st.binary(min_size=0, max_size=40),
-        ),
+        ).filter(lambda p: p[1] != "latin-1" or all(ord(c) <= 0xFF for c in p[0][1])),  # as `_cases` skips
         min_size=1,
         max_size=6,
     )
