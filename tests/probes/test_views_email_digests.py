@@ -12,31 +12,21 @@ planting: the digest is computed here with hashlib, apart from either side's cod
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from erasure.sqlite import connect
 from probes.views import scan_views
 from tests import budget
+from tests.views_plant import planted
 
 emails = st.from_regex(r"[a-z]{3,8}\.[a-z]{2,8}[0-9]{0,3}@[a-z]{3,8}\.(org|com|example)", fullmatch=True)
 
 
 def _found(tmp: Path, text: str, where: str, email: str) -> dict[int, int]:
-    folder = tmp / "store"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    if where == "file":
-        (folder / "export.csv").write_text(f"visitor,avatar\nbystander-7,{text}\n")
-    else:
-        conn = connect(folder / "app.db", journal_mode="delete")
-        conn.execute("CREATE TABLE visitors(owner TEXT, avatar TEXT)")
-        conn.execute("INSERT INTO visitors VALUES ('byst-0001', ?)", (text,))
-        conn.close()
-    return scan_views(folder, [("identifier:email", email)]).found
+    store = planted(tmp, text, where, line="visitor,avatar\nbystander-7,{}\n")
+    return scan_views(store, [("identifier:email", email)]).found
 
 
 @settings(max_examples=budget.examples(100), deadline=None)

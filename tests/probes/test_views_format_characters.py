@@ -14,15 +14,14 @@ another person's identifier written the same way is the control.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from erasure.sqlite import connect
 from probes.views import scan_views
 from tests import budget
+from tests.views_plant import planted
 
 FORMAT_CHARS = "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2066\u2069\u202a\u202c\u202e\ufeff\u061c\u180e"
 """Soft hyphen, zero-width space / non-joiner / joiner, LRM, RLM, word joiner, function application,
@@ -48,17 +47,7 @@ def _spelled(value: str, marks: list[str], every: bool, keep: list[bool]) -> str
 
 
 def _found(tmp: Path, text: str, codec: str, needle: tuple[str, str], where: str = "file") -> dict[int, int]:
-    folder = tmp / "store"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    if where == "file":
-        (folder / "notes.txt").write_bytes(text.encode(codec))
-    else:  # a row's value, glued on its page to the column before it (SQLite writes no separator)
-        conn = connect(folder / "app.db", journal_mode="delete")
-        conn.execute("CREATE TABLE notes(owner TEXT, body TEXT)")
-        conn.execute("INSERT INTO notes VALUES ('byst-0001', ?)", (text.strip(),))
-        conn.close()
-    return scan_views(folder, [needle]).found
+    return scan_views(planted(tmp, text if where == "file" else text.strip(), where, codec=codec), [needle]).found
 
 
 @settings(max_examples=budget.examples(200), deadline=None)

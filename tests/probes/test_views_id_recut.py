@@ -15,15 +15,14 @@ line break), so every one is the id to the rule, apart from either side's code.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from erasure.sqlite import connect
 from probes.views import scan_views
 from tests import budget
+from tests.views_plant import planted
 
 SEPARATORS = [" ", ".", "-", "/", "_", ":", "\u00b7", "\u2013", "\u00a0"]
 """One character each, none a word character or a line break (U+00A0 is a space; `_` is a connector,
@@ -46,17 +45,8 @@ def _recut(value: str, cuts: list[bool], seps: list[str]) -> str:
 
 
 def _found(tmp: Path, text: str, where: str, value: str) -> dict[int, int]:
-    folder = tmp / "store"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    if where == "file":
-        (folder / "notes.txt").write_text(f"Bystander's note: {text} (call back).\n")
-    else:  # a row's value, glued on its page to the column before it
-        conn = connect(folder / "app.db", journal_mode="delete")
-        conn.execute("CREATE TABLE notes(owner TEXT, body TEXT)")
-        conn.execute("INSERT INTO notes VALUES ('byst-0001', ?)", (text,))
-        conn.close()
-    return scan_views(folder, [("identifier", value)]).found
+    store = planted(tmp, text, where, line="Bystander's note: {} (call back).\n")
+    return scan_views(store, [("identifier", value)]).found
 
 
 @settings(max_examples=budget.examples(120), deadline=None)

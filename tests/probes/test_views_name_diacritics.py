@@ -13,15 +13,14 @@ planting: the accented letters are written out here with the letter each stands 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from erasure.sqlite import connect
 from probes.views import scan_views
 from tests import budget
+from tests.views_plant import planted
 
 ACCENTED = {
     "a": "áàâäãåāăą",
@@ -61,17 +60,8 @@ def _accent(name: str, picks: list[int], decomposed: bool, upper: bool) -> str:
 
 
 def _found(tmp: Path, text: str, where: str, name: str) -> dict[int, int]:
-    folder = tmp / "store"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    if where == "file":
-        (folder / "notes.txt").write_text(f"Bystander's note: {text} called about the walnut shelves.\n")
-    else:
-        conn = connect(folder / "app.db", journal_mode="delete")
-        conn.execute("CREATE TABLE notes(owner TEXT, body TEXT)")
-        conn.execute("INSERT INTO notes VALUES ('byst-0001', ?)", (text,))
-        conn.close()
-    return scan_views(folder, [("identifier:name", name)]).found
+    store = planted(tmp, text, where, line="Bystander's note: {} called about the walnut shelves.\n")
+    return scan_views(store, [("identifier:name", name)]).found
 
 
 @settings(max_examples=budget.examples(120), deadline=None)

@@ -12,17 +12,16 @@ from either side's tables.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from erasure.sqlite import connect
 from erasure.subject import Subject
 from probes.identity import spellings
 from probes.views import scan_views
 from tests import budget
+from tests.views_plant import planted
 
 SCRIPTS = {
     "arabic-indic": 0x0660,
@@ -51,19 +50,10 @@ def _written(form: str, zeros: list[int], seps: list[str]) -> str:
 
 
 def _found(tmp: Path, text: str, where: str) -> dict[int, int]:
-    folder = tmp / "store"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    if where == "file":
-        (folder / "notes.txt").write_text(f"Bystander's note: call {text} tomorrow.\n")
-    else:
-        conn = connect(folder / "app.db", journal_mode="delete")
-        conn.execute("CREATE TABLE notes(owner TEXT, body TEXT)")
-        conn.execute("INSERT INTO notes VALUES ('byst-0001', ?)", (f"call {text}",))
-        conn.close()
+    store = planted(tmp, f"call {text}", where, line="Bystander's note: {} tomorrow.\n")
     subject = Subject(id="usr-ph-0001", phone=PHONE)
     needles = [(f"identifier:{k}", v) for k, v in spellings(subject, [subject.id]) if k == "phone"]
-    return scan_views(folder, needles).found
+    return scan_views(store, needles).found
 
 
 @settings(max_examples=budget.examples(120), deadline=None)
