@@ -212,6 +212,16 @@ def _windows(ends: Sequence[int], size: int) -> list[tuple[int, int]]:
 _BASE64 = GENERIC_NAMES.index("base64")
 
 
+WINDOW_TRIGGERS = ("escapes", "fullwidth", "digits", "ignorable")
+"""Generic triggers that open a window of text (the others point at a run or a container to decode)."""
+
+
+def opens_window(name: str, data: bytes, end: int) -> bool:
+    """Whether the generic trigger `name` ending at `end` opens a window: one of `WINDOW_TRIGGERS`, a
+    format character only where it touches a letter or digit (`probes.char_triggers.touches_letter`)."""
+    return name in WINDOW_TRIGGERS and (name != "ignorable" or touches_letter(data, end))
+
+
 def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bool) -> None:
     """Find triggers in `data`; decode what they point at; match windows around identifier triggers."""
     ends: list[int] = []
@@ -235,8 +245,8 @@ def read_triggered(scan: FileScan, data: bytes, depth: int, *, match_windows: bo
         name = GENERIC_NAMES[pid]
         if end <= done_to[name]:
             continue
-        if name in ("escapes", "fullwidth", "digits", "ignorable"):
-            if name != "ignorable" or touches_letter(data, end):
+        if name in WINDOW_TRIGGERS:
+            if opens_window(name, data, end):
                 ends.append(end)
         elif name == "base64":
             run, done_to[name] = next(taken)

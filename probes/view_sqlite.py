@@ -8,10 +8,9 @@ from bisect import bisect_right
 from pathlib import Path
 
 from erasure.sqlite import connect
-from probes.char_triggers import touches_letter
 from probes.documents.freed import freed_payloads
 from probes.matcher import GENERIC_NAMES
-from probes.view_payloads import FileScan, read_payload
+from probes.view_payloads import FileScan, opens_window, read_payload
 
 LONG_SQL_VALUE = 4000
 """SQLite values longer than a page's local payload (page size less its headers; this when the page size
@@ -34,15 +33,13 @@ def _short_values(
     for v in values:
         starts.append(at)
         at += len(v) + 1
-    # An identifier's trigger, or an escape, a full-width run or a format character that may spell one
-    # (base64 runs and containers in them are read by the raw view of the file's bytes, as before).
+    # An identifier's trigger, or a generic one that opens a window of text (`opens_window`: base64 runs
+    # and containers in the values are read by the raw view of the file's bytes, as before).
     hit = sorted(
         {
             bisect_right(starts, end - 1) - 1
             for pid, end in scan.matcher.triggers(joined, base64=False)
-            if pid >= len(GENERIC_NAMES)
-            or GENERIC_NAMES[pid] in ("escapes", "fullwidth", "digits")
-            or (GENERIC_NAMES[pid] == "ignorable" and touches_letter(joined, end))
+            if pid >= len(GENERIC_NAMES) or opens_window(GENERIC_NAMES[pid], joined, end)
         }
     )
     # Each is read as a guess (explicit checks only): a value that proves to be no format (a hash whose
