@@ -4,6 +4,7 @@ the values the file's freed pages still hold."""
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_right
 from pathlib import Path
 
@@ -60,10 +61,13 @@ def _short_values(
 
 def read_sql_values(scan: FileScan, path: str) -> None:
     """Text and blob values of a SQLite file, read through SQL: long ones whole (overflow pages joined),
-    short ones each on its own where a trigger is in them (`_short_values`)."""
+    short ones each on its own where a trigger is in them (`_short_values`). A file whose values SQLite
+    cannot read to the end (a corrupt page, a file that only looks like a database, one SQLite cannot open)
+    is declared `database-unreadable`: its bytes were read, its values not all of them whole."""
     try:
         conn = connect(Path(path), readonly=True)
     except Exception:
+        scan.opaque(DATABASE_UNREADABLE, None, _size(path))
         return
     try:
         page = conn.execute("PRAGMA page_size").fetchone()
@@ -81,13 +85,18 @@ def read_sql_values(scan: FileScan, path: str) -> None:
             )
             if not any(str(r[0]).startswith(f"{v}_") for v in virtual)
         ]
+        encoding = conn.execute("PRAGMA encoding").fetchone()
+        # A value read as the bytes it is stored as: a text whose bytes are no UTF-8 (SQLite does not check)
+        # would stop Python's decoding of it, and the reading with it. Text in UTF-16 is read as text.
+        as_stored = "CAST({} AS BLOB)" if encoding is not None and str(encoding[0]).upper() == "UTF-8" else "{}"
         declared: dict[bytes, list[tuple[str, bytes | None, int]]] = {}
         for table in tables:
             cols = [str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")')]
             for col in cols:
                 short: list[bytes] = []
+                value_of = as_stored.format(f'"{col}"')
                 for (value,) in conn.execute(
-                    f'SELECT "{col}" FROM "{table}" WHERE typeof("{col}") IN (\'text\', \'blob\')'
+                    f"SELECT {value_of} FROM \"{table}\" WHERE typeof(\"{col}\") IN ('text', 'blob')"
                 ):
                     data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
                     if len(data) <= longest_local:
@@ -100,9 +109,19 @@ def read_sql_values(scan: FileScan, path: str) -> None:
                 if short:
                     _short_values(scan, short, declared)
     except Exception:
-        return
+        scan.opaque(DATABASE_UNREADABLE, None, _size(path))
     finally:
         conn.close()
+
+
+DATABASE_UNREADABLE = "database-unreadable"
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def read_freed_pages(scan: FileScan, path: str) -> None:

@@ -29,9 +29,9 @@ windows around them are decoded. Documents and containers are parsed whole, with
 Default deny: nothing unread is certified. A file (or a member, or a stream) that is not positively
 identified and read is listed as `Unscanned`, with its digest, size and reason (`unidentified-format`,
 `image-not-read`, `encrypted-archive`, `encrypted-pdf`, `container-corrupt`, `container-too-large`,
-`container-too-deep`, ...). There is no entropy test and no "looks like text": a base64 run or a magic
-found inside other bytes is a guess, read on when it decodes to something identified, and matched as
-UTF-8 otherwise (the bytes around it were read). Files a store kind writes in a format with no magic
+`container-too-deep`, `database-unreadable`, ...). There is no entropy test and no "looks like text": a
+base64 run or a magic found inside other bytes is a guess, read on when it decodes to something
+identified, and matched as UTF-8 otherwise (the bytes around it were read). Files a store kind writes in a format with no magic
 (Chroma's HNSW segment files) are identified by that kind's layout, checked against their content
 (`probes.documents.layouts`). No path is reported (a path can spell a person).
 """
