@@ -31,9 +31,9 @@ identified and read is listed as `Unscanned`, with its digest, size and reason (
 `image-not-read`, `encrypted-archive`, `encrypted-pdf`, `container-corrupt`, `container-too-large`,
 `container-too-deep`, `database-unreadable`, ...). There is no entropy test and no "looks like text": a
 base64 run or a magic found inside other bytes is a guess, read on when it decodes to something
-identified, and matched as UTF-8 otherwise (the bytes around it were read). Files a store kind writes in a format with no magic
-(Chroma's HNSW segment files) are identified by that kind's layout, checked against their content
-(`probes.documents.layouts`). No path is reported (a path can spell a person).
+identified, and matched as UTF-8 otherwise (the bytes around it were read). Files a store kind writes
+in a format with no magic (Chroma's HNSW segment files) are identified by that kind's layout, checked
+against their content (`probes.documents.layouts`). No path is reported (a path can spell a person).
 """
 
 from __future__ import annotations
