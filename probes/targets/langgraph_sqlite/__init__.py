@@ -52,6 +52,7 @@ from probes.bytescan import scan_tree
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
+from probes.others_text import naming as naming_in
 from probes.targets.langgraph_sqlite.records import content_digests, digest, open_ro, read_view, table_names, unchanged
 from probes.targets.probe import TargetFingerprint
 from probes.targets.run import scan_roots
@@ -91,7 +92,12 @@ class LangGraphSqliteProbe:
         naming = _bounded(names) if names else None
         other_text = {k: "\n".join(r.text) for k, r in view.others.items()}
         other_low = {k: t.lower() for k, t in other_text.items()}
-        mentions = sum(1 for t in other_text.values() if naming is not None and naming.search(t))
+        # read by the rule, as the views read the files (`probes.others_text`): the eraser reports what the
+        # rule finds in another person's record, and the views would find it there after every erasure
+        named = naming_in(list(other_text.values()), [("identifier", s) for s in names])
+        mentions = sum(
+            1 for t, found in zip(other_text.values(), named, strict=True) if found or (naming and naming.search(t))
+        )
 
         needles = NeedleSet()
         shared: list[str] = []
@@ -105,10 +111,12 @@ class LangGraphSqliteProbe:
             needles.add_group(NeedleKind.identifier, [s.encode()], caseless=True)
         for s in shared:
             needles.add_group(NeedleKind.shared_identifier, [s.encode()], caseless=True)
+        read = {names[i] for found in named for i in found}
         mentioned = [
             n.group
             for n in needles.needles
-            if n.kind is NeedleKind.identifier and any(n.data.decode().lower() in t for t in other_low.values())
+            if n.kind is NeedleKind.identifier
+            and (n.data.decode() in read or any(n.data.decode().lower() in t for t in other_low.values()))
         ]
 
         windows: list[str] = []
