@@ -36,6 +36,7 @@ from probes.bytescan import _escape
 from probes.char_triggers import (
     FoldedTriggers,
     email_digests,
+    escaped_alnum_trigger,
     folded_triggers,
     ignorable_trigger,
     other_digits_trigger,
@@ -231,10 +232,10 @@ def _expressions(trigger: str | bytes) -> list[bytes]:
 # Generic triggers: where an encoding or a container starts, whoever's data it holds.
 _GENERIC: dict[str, bytes] = {
     # an encoded separator between two digits (a phone), two escapes in a row, an escaped dash or
-    # space, one entity, two quoted-printable octets
+    # space, one entity, two quoted-printable octets, one escaped letter or digit (`probes.char_triggers`)
     "escapes": rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};)[^A-Za-z0-9]{0,2}[0-9]"
     rb"|(?:\\u[0-9a-fA-F]{4}){2}|\\u20[0-9a-fA-F]{2}|\\u00[aA][0dD]|(?:%[0-9A-Fa-f]{2}){2}|%[Cc]2%[Aa]0"
-    rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}",
+    rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}|" + escaped_alnum_trigger(),
     "fullwidth": rb"(?:\xef[\xbc\xbd][\x80-\xbf]){3}",
     # A format character (Cf): words and addresses skip it (docs/matching.md 2.4), so one after every
     # letter leaves no fragment of an identifier for its own triggers to find (see `probes.char_triggers`).
@@ -292,8 +293,6 @@ def _base64_trigger() -> bytes:
 
 
 _GENERIC["base64"] = _base64_trigger()
-
-
 _GENERIC["ignorable"] = ignorable_trigger()
 _GENERIC["digits"] = other_digits_trigger()
 

@@ -13,87 +13,140 @@ names the subject is reported (never silently passed over)."""
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from erasure.subject import Subject
+from erasure.targets import Target
 from probes.model import BYTES
 from probes.targets import run
-from tasks.targets.langgraph_sqlite import ERASER
+from tasks.targets.eraser import TargetEraser
 from tests import budget
-from tests.langgraph_sqlite_fixtures import BYSTANDERS, SUBJECT, Memory, build_memory, open_store
+from tests import chroma_fixtures as ch
+from tests import langgraph_sqlite_fixtures as lg
 from tests.oracle33.match import Person33
 from tests.oracle33.scan import scan_text33
 
 EASTERN = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
-assert SUBJECT.email and SUBJECT.name and SUBJECT.phone
-LOCAL, _, DOMAIN = SUBJECT.email.partition("@")
-GIVEN, FAMILY = SUBJECT.name.split()
 
-FORMS = {
-    "nobody": "the parcel came on Tuesday",
-    "email-soft-hyphens": "\u00ad".join(SUBJECT.email),
-    "email-zero-width": f"{LOCAL}\u200b@{DOMAIN}",
-    "email-entities": SUBJECT.email.replace(".", "&#46;").replace("@", "&#64;"),
-    "email-percent": f"mailto:{LOCAL}%40{DOMAIN}",
-    "email-pasted-base64": "data:text/plain;base64," + base64.b64encode(f"card: {SUBJECT.email}".encode()).decode(),
-    "name-json-escaped": json.dumps({"who": SUBJECT.name.replace("a", "\\u0061")})[1:-1].replace("\\\\", "\\"),
-    "name-diacritics": f"{GIVEN.replace('a', 'á', 1)} {FAMILY.replace('O', 'Ó', 1)}",
-    "name-upper-glued-tags": f"<b>{GIVEN.upper()}</b> <i>{FAMILY.upper()}</i>",
-    "phone-eastern-arabic": SUBJECT.phone.translate(EASTERN),
-    "phone-pasted-base64": base64.b64encode(f"call {SUBJECT.phone} after six".encode()).decode(),
-}
-ORACLE_PERSON = Person33(
-    id=SUBJECT.id, email=SUBJECT.email, given=GIVEN, family=FAMILY, phone=SUBJECT.phone, name=SUBJECT.name
-)
+
+def forms(subject: Subject) -> dict[str, str]:
+    """The subject named in each of the rule's families (and a text that names nobody)."""
+    assert subject.email and subject.name and subject.phone
+    local, _, domain = subject.email.partition("@")
+    given, family = subject.name.split()
+    return {
+        "nobody": "the parcel came on Tuesday",
+        "email-soft-hyphens": "\u00ad".join(subject.email),
+        "email-zero-width": f"{local}\u200b@{domain}",
+        "email-entities": subject.email.replace(".", "&#46;").replace("@", "&#64;"),
+        "email-percent": f"mailto:{local}%40{domain}",
+        "email-pasted-base64": "data:text/plain;base64," + base64.b64encode(f"card: {subject.email}".encode()).decode(),
+        "name-json-escaped": json.dumps(subject.name, ensure_ascii=True)[1:-1].replace("a", "\\u0061"),
+        "name-diacritics": f"{given.replace('a', 'á', 1)} {family[0]}\u0301{family[1:]}",
+        "name-upper-in-tags": f"<b>{given.upper()}</b> <i>{family.upper()}</i>",
+        "phone-eastern-arabic": subject.phone.translate(EASTERN),
+        "phone-pasted-base64": base64.b64encode(f"call {subject.phone} after six".encode()).decode(),
+    }
+
+
+FORMS = sorted(forms(lg.SUBJECT))
+
+
+def oracle_names(subject: Subject, text: str) -> bool:
+    """Whether the red team's oracle reads the subject in `text`."""
+    assert subject.name
+    given, family = subject.name.split()
+    person = Person33(
+        id=subject.id, email=subject.email, given=given, family=family, phone=subject.phone, name=subject.name
+    )
+    return bool(scan_text33(text, [person]).hits)
+
+
+@dataclass
+class Kind:
+    """A store kind's memory, built once: a copy of it with one bystander record written in (its target)."""
+
+    subject: Subject
+    eraser: TargetEraser
+    planted: Callable[[Path, str], Target]
+    mentions: int
+    """Records of other people that name the subject in the memory as built."""
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Memory:
-    return build_memory(tmp_path_factory.mktemp("lg") / "base", mentions=False)
+def langgraph_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Kind:
+    from tasks.targets.langgraph_sqlite import ERASER
+
+    base = lg.build_memory(tmp_path_factory.mktemp("lg") / "base", mentions=False)
+
+    def planted(dest: Path, text: str) -> Target:
+        shutil.copytree(base.root, dest)
+        with lg.open_store(dest / base.store_path.name) as store:
+            store.put(("users", lg.BYSTANDERS[0].id, "memories"), "note", {"text": text, "kind": "fact"})
+        return lg.make_target(dest, base.store_path.name, base.checkpoints_path.name)
+
+    return Kind(lg.SUBJECT, ERASER, planted, 0)
 
 
-def _copy(mem: Memory, dest: Path) -> Memory:
-    shutil.copytree(mem.root, dest)
-    return dataclasses.replace(
-        mem,
-        root=dest,
-        store_path=dest / mem.store_path.name,
-        checkpoints_path=dest / mem.checkpoints_path.name,
-        items={k: list(v) for k, v in mem.items.items()},
-        threads={k: list(v) for k, v in mem.threads.items()},
-    )
+@pytest.fixture(scope="module")
+def chroma(tmp_path_factory: pytest.TempPathFactory) -> Kind:
+    from tasks.targets.chroma import ERASER
+
+    base = ch.build_memory(tmp_path_factory.mktemp("ch") / "base" / "chroma", per_collection=60)
+
+    def planted(dest: Path, text: str) -> Target:
+        shutil.copytree(base.path, dest / "chroma")
+        c = ch.reopen(dest / "chroma")
+        try:
+            c.get_collection("facts", embedding_function=ch.hash_embedding()).add(
+                ids=["bystander-note"], documents=[text], metadatas=[{ch.SUBJECT_KEY: ch.BYSTANDERS[0], "n": 0}]
+            )
+        finally:
+            c.close()
+        target: Target = ch.target_for(dest / "chroma")
+        return target
+
+    return Kind(ch.SUBJECT, ERASER, planted, 1)  # the fixture's MENTION_TEXT
 
 
+KINDS = ["langgraph_sqlite", "chroma"]
+
+
+@pytest.mark.parametrize("kind_name", KINDS)
 @settings(
     max_examples=budget.examples(24),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(form=st.sampled_from(sorted(FORMS)), before=st.sampled_from(["note: ", "", "Ask "]))
+@given(form=st.sampled_from(FORMS), before=st.sampled_from(["note: ", "", "Ask "]))
 @example(form="email-soft-hyphens", before="Ask ")
 @example(form="email-pasted-base64", before="note: ")
+@example(form="nobody", before="")
 def test_a_bystanders_record_naming_the_subject_is_a_mention_on_both_sides(
-    base: Memory, tmp_path: Path, form: str, before: str
+    request: pytest.FixtureRequest, kind_name: str, tmp_path: Path, form: str, before: str
 ) -> None:
-    text = f"{before}{FORMS[form]} about the invoice"
-    names = bool(scan_text33(text, [ORACLE_PERSON]).hits)
-    mem = _copy(base, Path(tempfile.mkdtemp(dir=tmp_path)) / "m")
-    with open_store(mem.store_path) as store:
-        store.put(("users", BYSTANDERS[0].id, "memories"), "note", {"text": text, "kind": "fact"})
-    fp = run.take(mem.target, SUBJECT)
-    reported = ERASER.mentions(mem.target, SUBJECT)
-    ERASER.erase(mem.target, SUBJECT)
-    results = run.probe(mem.target, SUBJECT, fp)
+    kind: Kind = request.getfixturevalue(kind_name)
+    text = f"{before}{forms(kind.subject)[form]} about the invoice"
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    try:
+        target = kind.planted(folder / "m", text)
+        fp = run.take(target, kind.subject)
+        reported = kind.eraser.mentions(target, kind.subject)
+        kind.eraser.erase(target, kind.subject)
+        results = run.probe(target, kind.subject, fp)
+    finally:
+        shutil.rmtree(folder)
     residue = {r.method: r.residue for r in results if r.tier == BYTES and r.residue}
     assert residue == {}, f"{form}: residue after the erasure, for ever"
     assert fp.mentions == reported, f"{form}: the probe counts {fp.mentions}, the eraser reports {reported}"
-    if names:
-        assert reported == 1, f"{form}: names the subject (oracle) but is not reported"
-    shutil.rmtree(mem.root)
+    if oracle_names(kind.subject, text):
+        assert reported == kind.mentions + 1, f"{form}: names the subject (oracle) but is not reported"

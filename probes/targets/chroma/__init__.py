@@ -195,7 +195,8 @@ class ChromaProbe:
         mentioned = [
             n.group
             for n in needles.needles
-            if n.kind is NeedleKind.identifier and any(n.data.decode().lower() in text for text in mentions)
+            if n.kind is NeedleKind.identifier
+            and any(n.data.decode().lower() in text or n.data.decode().lower() in read for text, read in mentions)
         ]
         return TargetFingerprint(
             target=target.name,

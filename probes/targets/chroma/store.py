@@ -15,6 +15,7 @@ import apsw
 from erasure.errors import StoreError
 from erasure.sqlite import connect
 from erasure.subject import Subject
+from probes.others_text import naming
 
 DB = "chroma.sqlite3"
 DOC_KEY = "chroma:document"
@@ -171,15 +172,17 @@ def see(conn: apsw.Connection, key: str, subject: Subject, known: dict[str, list
     return Seen(layout, records, mine, log, log_mine, ids)
 
 
-def mentioned_texts(seen: Seen, words: list[str]) -> list[str]:
-    """The strings (lower-cased) of other people's records that name the subject, one per record."""
+def mentioned_texts(seen: Seen, words: list[str]) -> list[tuple[str, set[str]]]:
+    """The strings (lower-cased) of other people's records that name the subject, one per record, each with
+    the `words` (the subject's spellings) the decoded views read in it by the rule (`probes.others_text`:
+    as the eraser reads a record, and as the views will read the files)."""
     mine = {r.rowid for r in seen.mine}
+    others = [r for r in seen.records if r.rowid not in mine and r.texts]
+    named = naming(["\n".join(r.texts) for r in others], [("identifier", w) for w in words])
     out = []
-    for r in seen.records:
-        if r.rowid in mine or not r.texts:
-            continue
+    for r, found in zip(others, named, strict=True):
         low = "\n".join(r.texts).lower()
         digits = re.sub(r"\D", "", low)
-        if any(w in low or (w.lstrip("+").isdigit() and w.lstrip("+") in digits) for w in words):
-            out.append(low)
+        if found or any(w in low or (w.lstrip("+").isdigit() and w.lstrip("+") in digits) for w in words):
+            out.append((low, {words[i] for i in found}))
     return out

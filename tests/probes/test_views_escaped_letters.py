@@ -1,0 +1,76 @@
+"""A name or an address with one of its letters or digits written as an escape is found by the decoded
+views, as the rule reads it (docs/matching.md: text is read through its JSON, percent, HTML and
+quoted-printable escapes).
+
+Found by the lead on 2026-12-06 with the kinds' mention test (tests/targets/test_mentions_by_the_rule.py):
+`Ad\\u0061 Lovel\\u0061ce` in a bystander's record was a mention to the eraser and nothing to the views. The
+views read a file around triggers; a name's trigger is its last word, which one escaped letter breaks, and
+the escape triggers wanted two escapes in a row. The class: any of an identifier's ASCII letters or digits
+written as a JSON, percent, HTML (decimal or hex) or quoted-printable escape, one or several, in a plain
+file or a SQLite value. The oracle is the planting: each escape is written here from the character's
+code point, apart from either side's decoders; the control is the same text with the escaped character
+replaced by another one, which names nobody.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from erasure.subject import Subject
+from probes.identity import spellings
+from probes.views import scan_views
+from tests import budget
+from tests.views_plant import planted
+
+SUBJECT = Subject(id="usr-esc-4417", email="ada.lovelace@example.org", name="Ada Lovelace")
+ESCAPES = {
+    "json": lambda c: f"\\u{ord(c):04x}",
+    "json-upper": lambda c: f"\\u{ord(c):04X}",
+    "percent": lambda c: f"%{ord(c):02X}",
+    "percent-lower": lambda c: f"%{ord(c):02x}",
+    "entity-decimal": lambda c: f"&#{ord(c)};",
+    "entity-hex": lambda c: f"&#x{ord(c):x};",
+    "quoted-printable": lambda c: f"={ord(c):02X}",
+}
+
+
+def _escaped(text: str, at: list[int], how: str) -> str:
+    out = list(text)
+    for i in at:
+        if out[i].isalnum() and out[i].isascii():
+            out[i] = ESCAPES[how](out[i])
+    return "".join(out)
+
+
+def _found(tmp: Path, text: str, where: str, kind: str) -> bool:
+    store = planted(tmp, text, where, line="Bystander's note: {} tomorrow.\n")
+    needles = [(f"identifier:{k}", v) for k, v in spellings(SUBJECT, [SUBJECT.id]) if k == kind]
+    return bool(scan_views(store, needles).found)
+
+
+@settings(max_examples=budget.examples(150), deadline=None)
+@given(
+    kind=st.sampled_from(["name", "email", "id"]),
+    how=st.sampled_from(sorted(ESCAPES)),
+    at=st.lists(st.integers(min_value=0, max_value=40), min_size=1, max_size=3),
+    where=st.sampled_from(["file", "sqlite"]),
+)
+@example(kind="name", how="json", at=[2, 9], where="file")  # Ad\u0061 Lovel\u0061ce
+@example(kind="email", how="percent", at=[10], where="sqlite")
+def test_an_identifier_with_an_escaped_letter_is_found(
+    tmp_path_factory: object, kind: str, how: str, at: list[int], where: str
+) -> None:
+    written = {"name": SUBJECT.name, "email": SUBJECT.email, "id": SUBJECT.id}[kind]
+    assert written
+    positions = sorted({i % len(written) for i in at})
+    text = _escaped(written, positions, how)
+    tmp = Path(str(tmp_path_factory.mktemp("esc")))  # type: ignore[attr-defined]
+    assert _found(tmp, text, where, kind), (kind, how, where, text)
+    # The control: the first escaped character replaced by another before escaping names nobody.
+    i = next((p for p in positions if written[p].isalnum()), None)
+    if i is not None:
+        other = written[:i] + ("q" if written[i] != "q" else "z") + written[i + 1 :]
+        assert not _found(tmp, _escaped(other, positions, how), where, kind), (kind, how, where, other)
