@@ -21,22 +21,32 @@ from probes.matcher import Matcher
 from probes.view_payloads import FileScan, read_payload
 
 
-def naming(texts: Sequence[str | bytes], needles: Sequence[tuple[str, str]]) -> list[set[int]]:
-    """Per text, the indexes of `needles` ((kind, text) as `probes.views.scan_views` takes them) that the
-    decoded views find in it, inside base64 runs included."""
-    out: list[set[int]] = [set() for _ in texts]
-    matcher = Matcher(needles)
-    if matcher.empty or not texts:
+class Naming:
+    """`needles` ((kind, text) as `probes.views.scan_views` takes them) looked for in other people's
+    records, one matcher for every call (its databases are compiled once)."""
+
+    def __init__(self, needles: Sequence[tuple[str, str]]) -> None:
+        self.matcher = Matcher(needles)
+
+    def __call__(self, texts: Sequence[str | bytes]) -> list[set[int]]:
+        """Per text, the indexes of the needles the decoded views find in it, inside base64 runs included."""
+        out: list[set[int]] = [set() for _ in texts]
+        if self.matcher.empty or not texts:
+            return out
+        data = [t.encode("utf-8", "surrogatepass") if isinstance(t, str) else bytes(t) for t in texts]
+        starts: list[int] = []
+        at = 0
+        for d in data:
+            starts.append(at)
+            at += len(d) + 1
+        joined = b"\x00".join(data)
+        for i in sorted({bisect_right(starts, end - 1) - 1 for _pid, end in self.matcher.triggers(joined)}):
+            scan = FileScan(self.matcher, {}, [])
+            read_payload(scan, data[i], 1, whole_file=False, speculative=True)
+            out[i] = set(scan.hits).union(*scan.encoded.values())
         return out
-    data = [t.encode("utf-8", "surrogatepass") if isinstance(t, str) else bytes(t) for t in texts]
-    starts: list[int] = []
-    at = 0
-    for d in data:
-        starts.append(at)
-        at += len(d) + 1
-    joined = b"\x00".join(data)
-    for i in sorted({bisect_right(starts, end - 1) - 1 for _pid, end in matcher.triggers(joined)}):
-        scan = FileScan(matcher, {}, [])
-        read_payload(scan, data[i], 1, whole_file=False, speculative=True)
-        out[i] = set(scan.hits).union(*scan.encoded.values())
-    return out
+
+
+def naming(texts: Sequence[str | bytes], needles: Sequence[tuple[str, str]]) -> list[set[int]]:
+    """Per text, the indexes of `needles` that the decoded views find in it (`Naming`, for one call)."""
+    return Naming(needles)(texts)

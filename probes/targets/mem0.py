@@ -52,6 +52,7 @@ from probes.bytescan import scan_tree
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, MIN_NONZERO_FLOATS, NeedleKind, NeedleSet, plain_windows
+from probes.others_text import Naming
 from probes.targets.probe import TargetFingerprint
 from probes.targets.run import scan_roots
 
@@ -196,16 +197,22 @@ class _Who:
             reverse=True,
         )
         self.pattern = re.compile(rf"(?<!{_WORD})(?:{'|'.join(alts)})(?!{_WORD})", re.IGNORECASE) if alts else None
+        # by the rule too, as the eraser reads a record and the views read the files (`probes.others_text`)
+        self.words = [s for _, s in self.spellings if s.strip()]
+        self.reader = Naming([("identifier", s) for s in self.words])
 
     def owns(self, user_id: object) -> bool:
         return isinstance(user_id, str) and _fold(user_id) in self.folded
 
     def names(self, *texts: object) -> bool:
-        if self.pattern is None:
-            return False
-        return any(
-            isinstance(t, str) and self.pattern.search(unicodedata.normalize("NFKC", t)) is not None for t in texts
-        )
+        strings = [t for t in texts if isinstance(t, str)]
+        if self.pattern is not None and any(self.pattern.search(unicodedata.normalize("NFKC", t)) for t in strings):
+            return True
+        return any(self.reader(strings))
+
+    def read_in(self, texts: list[str]) -> set[str]:
+        """The spellings the rule reads in any of `texts`."""
+        return {self.words[i] for found in self.reader(texts) for i in found}
 
 
 @dataclass
@@ -335,6 +342,7 @@ class Mem0Probe:
         shared identifier: its hits prove nothing about the subject."""
         others = {_fold(u) for u in view.user_ids() if not who.owns(u)}
         low = [t.lower() for t in theirs]
+        read = who.read_in(theirs)
         mentioned: list[int] = []
         for text in dict.fromkeys([s for _, s in who.spellings] + [_scope_escape(i) for i in who.ids]):
             data = text.encode()
@@ -346,7 +354,7 @@ class Mem0Probe:
             if _fold(text) in others or not all(bounded.search(t) for t in inside):
                 needles.add_group(NeedleKind.shared_identifier, [data], caseless=True)
                 continue
-            if needles.add_group(NeedleKind.identifier, [data], caseless=True) and inside:
+            if needles.add_group(NeedleKind.identifier, [data], caseless=True) and (inside or text in read):
                 mentioned.append(needles.needles[-1].group)
         return mentioned
 
