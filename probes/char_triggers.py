@@ -5,17 +5,20 @@ has no fragment left for its own triggers to find; and decimal digits of other s
 ids are read in (5.2), while their triggers are ASCII digits. A window around them is read instead.
 
 And triggers for spellings of one identifier in which no fragment of its own spelling need stand: an
-email's digests (4.4), an id cut anywhere (6.1b), a name's letters written with diacritics (3)."""
+email's digests (4.4), an id cut anywhere (6.1b), a name's letters written with diacritics (3) or as
+Greek or Cyrillic letters the rule transliterates to them; and one letter or digit written as an escape."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 import threading
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
 import hyperscan
+from anyascii import anyascii
 
 from probes.bytescan import _escape
 from probes.rule import _ucd
@@ -121,13 +124,44 @@ _MARKS = rb"(?:\xcc[\x80-\xbf]|\xcd[\x80-\xaf])*"
 """Combining marks (U+0300-U+036F) after a letter: a diacritic written decomposed."""
 
 
+_SCRIPTS = ((0x0370, 0x03FF), (0x0400, 0x052F))
+"""Greek and Cyrillic (with its supplement): letters the rule transliterates into Latin ones one for one."""
+
+
+@lru_cache(maxsize=1)
+def _transliterated() -> dict[str, bytes]:
+    """Per ASCII letter, an expression for the Greek and Cyrillic letters, either case, that the rule's
+    transliteration (`anyascii`, as `probes.rule.words` reads a name) writes as that letter alone."""
+    by: dict[str, list[str]] = {}
+    for lo, hi in _SCRIPTS:
+        for cp in range(lo, hi + 1):
+            ch = chr(cp)
+            if unicodedata.category(ch).startswith("L"):
+                latin = anyascii(ch).lower()
+                if len(latin) == 1 and latin.isascii() and latin.isalpha():
+                    by.setdefault(latin, []).append(ch)
+    return {letter: _encoded_class(chars, "utf-8") for letter, chars in by.items()}
+
+
 def folded_triggers(tokens: Sequence[str]) -> list[bytes]:
     """A name's tokens (ASCII letters, at least `MIN_FOLDED`) with any of their letters written with a
     diacritic, precomposed or followed by combining marks (`Jóhann Quïst` is `Johann Quist` to the rule,
-    docs/matching.md 2.6): a diacritic on every third letter leaves no fragment of the token's own
-    spelling. Letters of other scripts that look alike (Cyrillic `о` for `o`) are not looked for here."""
+    docs/matching.md 2.6), or as a Greek or Cyrillic letter the rule transliterates to it (`Оrtiz` with a
+    Cyrillic `О`, `Ортиз`, `Ορτιζ`): a diacritic on every third letter, or one letter of another script,
+    leaves no fragment of the token's own spelling. A letter of another script that the rule writes as two
+    Latin ones (`ж` for `zh`) is not looked for."""
+    other = _transliterated()
     return [
-        b"".join(b"(?:" + _escape(c.encode()) + b"|" + _LATIN_ACCENTED + b")" + _MARKS for c in token)
+        b"".join(
+            b"(?:"
+            + _escape(c.encode())
+            + b"|"
+            + _LATIN_ACCENTED
+            + (b"|" + other[c] if c in other else b"")
+            + b")"
+            + _MARKS
+            for c in token
+        )
         for token in tokens
         if len(token) >= MIN_FOLDED and token.isascii() and token.isalpha()
     ]
