@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,3 +77,54 @@ async def call(session: Any, tool: str, arguments: dict[str, Any]) -> Answer:
     if res.is_error:
         return Answer(text, {}, text)
     return Answer(None, dict(res.structured_content or {}), text)
+
+
+@contextmanager
+def http_server(h: Home, log: Path) -> Iterator[str]:
+    """`erasure mcp --http 127.0.0.1:PORT` as a subprocess; its endpoint URL, once it answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [*command(), "--http", f"127.0.0.1:{port}"],
+            cwd=PROJECT_ROOT,
+            env=server_env(h),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@asynccontextmanager
+async def http_session(url: str, credential: str | None) -> AsyncIterator[Any]:
+    """An initialised client session over streamable HTTP, sending `credential` as a bearer token."""
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {credential}"} if credential else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as client,
+        streamable_http_client(url, http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
