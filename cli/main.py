@@ -103,6 +103,12 @@ _LAZY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         (),
         "Declared backups: what they still hold and until when; follow-up statements once they are gone.",
     ),  # issue 26
+    "mcp": (
+        "cli.mcp",
+        "mcp",
+        (),
+        "Serve the erasure tools to agents over the Model Context Protocol (stdio, or --http).",
+    ),  # issue 38
     "server": (
         "cli.server",
         "app",

@@ -144,6 +144,15 @@ CREATE TABLE IF NOT EXISTS engine_events(
   detail     TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS ix_engine_events_request ON engine_events(request_id);
+
+-- Confirmation tokens of `erasure mcp` that were used (single use, across processes): the token's
+-- random id and the request it filed, never the identifiers it carried.
+CREATE TABLE IF NOT EXISTS agent_tokens(
+  token_id   TEXT PRIMARY KEY,
+  used_at    TEXT NOT NULL,
+  request_id TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ix_agent_tokens_request ON agent_tokens(request_id);
 """
 
 

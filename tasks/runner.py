@@ -231,6 +231,32 @@ def prepare(request_id: str, home: Home) -> dict[str, int]:
         return out
 
 
+def preview(request_id: str, home: Home) -> dict[str, Any]:
+    """What a run of the request would meet now, erasing nothing (`erasure mcp`'s preview): per tier
+    the subject's items (`items`, as `prepare` counts them) and the mentions in other people's items it
+    would report rather than redact (`reported`: ambiguous, unredactable, or every one under the
+    `report` policy), and the active holds on the subject's store ids (`holds`). Counts only. It writes
+    the request's footprint, so the caller runs it on a scratch engine.
+
+    Raises `IdentityConflict` when the request's email also belongs to other subject ids of the store."""
+    envelope_tiers = set(_data_classes(request_id, home))
+    items: dict[str, int] = {}
+    reported: dict[str, int] = {}
+    with open_context(request_id, home) as ctx:
+        held = sum(holds.active_holds(ctx.store, sid) for sid in ctx.ids())
+        for tier in CASCADE_ORDER:
+            if tier in envelope_tiers or tier in ALWAYS_RUN:
+                step = STEPS[tier]
+                keys = _tier_keys(ctx, tier, step)
+                items[tier.value] = step.count(ctx, keys)
+                reported[tier.value] = sum(
+                    int(e.detail.get("mentions", sum(v for v in e.detail.values() if isinstance(v, int))))
+                    for e in step.exceptions(ctx, keys)
+                    if e.kind.startswith("mention_")
+                )
+    return {"items": items, "reported": reported, "holds": held}
+
+
 def call_subprocessors(request_id: str, home: Home) -> None:
     """Step 8's HTTP calls (`tasks.subprocessors.call_processors`), made before the run takes the
     store's lock: no lock of ours held, nothing written to the store. Skipped when the request's data

@@ -7,6 +7,7 @@ works everywhere.
 - `clocks`: pauses, resumes and the extension
 - `steps`: step records and the footprint
 - `exceptions`, `receipts`, `events`: what could not be erased, subprocessor receipts, the event log
+- `tokens`: the agent surface's used confirmation tokens (single use)
 
 Every function takes an apsw connection to the engine database (`erasure.engine_db.Engine` binds
 them to one). Only the `vault` tables hold the subject's identifiers; request rows, clock events,
@@ -32,6 +33,7 @@ from erasure.request_records.intake import (
 )
 from erasure.request_records.receipts import ReceiptRow, receipts, upsert_receipt
 from erasure.request_records.steps import add_footprint, footprint, steps, target_steps, upsert_step
+from erasure.request_records.tokens import TokenAlreadyUsed, agent_filed, token_use, use_token
 from erasure.request_records.vault import (
     add_store_ids,
     commit_identifier,
@@ -56,8 +58,10 @@ __all__ = [
     "ReceiptRow",
     "RequestRow",
     "SubmitResult",
+    "TokenAlreadyUsed",
     "add_footprint",
     "add_store_ids",
+    "agent_filed",
     "check_tenant",
     "clock_events",
     "close_exception",
@@ -88,7 +92,9 @@ __all__ = [
     "subject_salt",
     "submit",
     "target_steps",
+    "token_use",
     "upsert_receipt",
     "upsert_step",
+    "use_token",
     "vault_subjects",
 ]

@@ -197,6 +197,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICE_OPENS = {
     "service/metrics.py": "two entry points of its own: `python -m service.metrics`, and the live endpoint,"
     " whose every scrape arrives on a server thread and reads on a connection of its own (`Engine.open`)",
+    "service/agent_requests.py": "the MCP preview's scratch engine: a throwaway database in a private folder, never"
+    " the home's, where the cascade's own counting writes its footprint (the vault holds nothing before the confirm)",
 }
 """The modules of service/ that may open the engine themselves, each with its reason."""
 
