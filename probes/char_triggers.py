@@ -73,6 +73,29 @@ def escaped_alnum_trigger() -> bytes:
     return rb"\\u00" + _ALNUM_HEX + rb"|%" + _ALNUM_HEX + rb"|[A-Za-z0-9]" + qp + rb"|" + qp + rb"[A-Za-z0-9]"
 
 
+_COMPATIBILITY_BLOCKS = ((0x2100, 0x214F), (0xFF00, 0xFFEF), (0x1D400, 0x1D7FF), (0x1FBF0, 0x1FBF9))
+"""Letterlike symbols, halfwidth and fullwidth forms, mathematical alphanumerics, segmented digits."""
+
+
+def compatibility_trigger() -> bytes:
+    """A letter or digit in a compatibility form (fullwidth `Ｑ`, mathematical `𝐐`, double-struck `ℚ`, which
+    NFKC writes as one ASCII letter or digit, docs/matching.md 2.1) beside an ASCII letter or digit or
+    another such form, in UTF-8: one of them in a word leaves no fragment of the identifier's own spelling
+    for its triggers. Only letters and decimal digits (circled and superscript forms are symbols, which the
+    rule does not read as letters)."""
+    chars = [
+        ch
+        for lo, hi in _COMPATIBILITY_BLOCKS
+        for ch in map(chr, range(lo, hi + 1))
+        if unicodedata.category(ch) in ("Lu", "Ll", "Lt", "Lo", "Nd")
+        and len(folded := unicodedata.normalize("NFKC", ch)) == 1
+        and folded.isascii()
+        and folded.isalnum()
+    ]
+    form = b"(?:" + _encoded_class(chars, "utf-8") + b")"
+    return b"[0-9A-Za-z]" + form + b"|" + form + b"(?:[0-9A-Za-z]|" + form + b")"
+
+
 def _encoded_class(chars: Sequence[str], codec: str) -> bytes:
     """An expression for any of `chars` encoded in `codec`, compact: the encodings that differ only in the
     byte that changes fastest from one code point to the next (the last in UTF-8 and big-endian, the
@@ -214,3 +237,39 @@ def trigger_words(words: Sequence[str], shortest: int) -> list[str]:
     given name, which namesakes share (3,742 of the 4,088 windows of the 100k demo store for an absent
     person), opens none. A shorter last word (`Li`, `Ng`): every word, as for any other identifier."""
     return list(words[-1:]) if len(words) >= 2 and len(words[-1]) >= shortest else list(words)
+
+
+def base64_start(shortest: int) -> bytes:
+    """Where a base64-looking run of at least `shortest` characters starts: anchored on the byte before it,
+    with a capital, digit or symbol among its first characters (a long lower-case word is not base64)."""
+    return rb"(?:^|[^A-Za-z0-9+/_])[A-Za-z0-9+/_][a-z]{0,%d}[A-Z0-9+/_][A-Za-z0-9+/_]{%d}" % (
+        shortest - 2,
+        shortest - 2,
+    )
+
+
+def base64_trigger(shortest: int) -> bytes:
+    """`base64_start`, only where the run it starts is not all hex (a run holds `-` or `=`-padding too,
+    `probes.view_payloads._base64_run`): the same runs, less the hex digests, which are skipped once
+    found. A run is not all hex when a `-` stands before its start, or a character that is no hex
+    digit (or a `-`) stands in it: inside the start's match (the same end as `base64_start`), or after
+    an all-hex start (the end at the first such character)."""
+    c, n, h = b"[A-Za-z0-9+/_]", b"[G-Zg-z+/_]", b"[0-9a-fA-F]"
+    lower, tail, at = shortest - 2, shortest - 2, b"(?:^|[^A-Za-z0-9+/_])"
+
+    def rep(cls: bytes, lo: int, hi: int) -> bytes:  # hyperscan takes no repeat of zero
+        return b"" if hi == 0 else cls + (b"{%d}" % lo if lo == hi else b"{%d,%d}" % (lo, hi))
+
+    first_in_lower = b"|".join(rep(b"[a-f]", i, i) + b"[g-z]" + rep(b"[a-z]", 0, lower - 1 - i) for i in range(lower))
+    first_in_tail = b"|".join(rep(h, i, i) + n + rep(c, tail - 1 - i, tail - 1 - i) for i in range(tail))
+    start = c + b"[a-z]{0,%d}[A-Z0-9+/_]" % lower
+    return b"|".join(
+        [
+            b"-" + start + c + b"{%d}" % tail,
+            at + n + b"[a-z]{0,%d}[A-Z0-9+/_]" % lower + c + b"{%d}" % tail,
+            at + c + b"(?:" + first_in_lower + b")[A-Z0-9+/_]" + c + b"{%d}" % tail,
+            at + c + b"[a-z]{0,%d}[G-Z+/_]" % lower + c + b"{%d}" % tail,
+            at + start + b"(?:" + first_in_tail + b")",
+            at + h + b"[a-f]{0,%d}[A-F0-9]" % lower + h + b"{%d}" % tail + h + b"*[G-Zg-z+/_\\-]",
+        ]
+    )

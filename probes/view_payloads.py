@@ -212,7 +212,7 @@ def _windows(ends: Sequence[int], size: int) -> list[tuple[int, int]]:
 _BASE64 = GENERIC_NAMES.index("base64")
 
 
-WINDOW_TRIGGERS = ("escapes", "fullwidth", "digits", "ignorable")
+WINDOW_TRIGGERS = ("escapes", "fullwidth", "digits", "ignorable", "compatibility")
 """Generic triggers that open a window of text (the others point at a run or a container to decode)."""
 
 
