@@ -363,3 +363,64 @@ def built_copy(root: Path, cache_dir: Path, *, hold_edge: bool = False) -> Built
     shutil.copytree(src, root, ignore=shutil.ignore_patterns("done", "meta.json", "built.json"))
     meta = json.loads((src / "meta.json").read_text())
     return Built(root, meta["persons"], meta["edges"], meta["episodes"], meta["community"])
+
+
+GROUPS = [*(group_of(p) for p in PEOPLE), TEAM]
+
+
+async def _read_back(driver: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+
+    def keep(kind: str, item: Any) -> None:
+        out[f"{kind}:{item.uuid}"] = hashlib.sha256(item.model_dump_json().encode()).hexdigest()
+
+    for n in await EntityNode.get_by_group_ids(driver, GROUPS, with_embeddings=True):
+        keep("entity", n)
+    for e in await EntityEdge.get_by_group_ids(driver, GROUPS, with_embeddings=True):
+        keep("edge", e)
+    for ep in await EpisodicNode.get_by_group_ids(driver, GROUPS):
+        keep("episode", ep)
+    for c in await CommunityNode.get_by_group_ids(driver, GROUPS):
+        await c.load_name_embedding(driver)
+        keep("community", c)
+    for m in await EpisodicEdge.get_by_group_ids(driver, GROUPS):
+        keep("mentions", m)
+    for h in await CommunityEdge.get_by_group_ids(driver, GROUPS):
+        keep("member", h)
+    return out
+
+
+def read_back(db: Path) -> dict[str, str]:
+    """Every node and edge of every group, read through Graphiti's own API (embeddings loaded): kind:uuid
+    -> SHA-256 of the model's JSON (its content digest)."""
+    return with_driver(db, _read_back)
+
+
+async def _edges_of(driver: Any) -> dict[str, tuple[str, str]]:
+    return {
+        e.uuid: (e.source_node_uuid, e.target_node_uuid)
+        for e in [
+            *await EpisodicEdge.get_by_group_ids(driver, GROUPS),
+            *await CommunityEdge.get_by_group_ids(driver, GROUPS),
+            *await EntityEdge.get_by_group_ids(driver, GROUPS),
+        ]
+    }
+
+
+def subjects_keys(built: Built, digests: dict[str, str]) -> set[str]:
+    """The keys of `read_back` that are the subject's by the erasure rule: their partition's rows, and
+    every edge or link with one of their entities at either end (read through Graphiti's API too)."""
+    sg = group_of(SUBJECT)
+
+    async def partition(driver: Any) -> set[str]:
+        mine = {f"entity:{n.uuid}" for n in await EntityNode.get_by_group_ids(driver, [sg])}
+        mine |= {f"episode:{n.uuid}" for n in await EpisodicNode.get_by_group_ids(driver, [sg])}
+        mine |= {f"edge:{e.uuid}" for e in await EntityEdge.get_by_group_ids(driver, [sg])}
+        mine |= {f"mentions:{e.uuid}" for e in await EpisodicEdge.get_by_group_ids(driver, [sg])}
+        people = {k.split(":", 1)[1] for k in mine if k.startswith("entity:")} | {built.person_uuids[SUBJECT.id]}
+        for uuid, ends in (await _edges_of(driver)).items():
+            if people & set(ends):
+                mine |= {k for k in digests if k.endswith(":" + uuid)}
+        return mine
+
+    return with_driver(built.db, partition)
