@@ -29,6 +29,11 @@ before the rebuild must still remove the bytes): `EXPORT DATABASE` to a private 
 DATABASE` into a new file, which replaces the old one (`os.replace`), and the export removed. The old
 database stays open (and so locked against the agent) until the new file is written.
 
+Record first: with a request id (the cascade always gives one) the graph's erasure epoch (issue 26) is
+advanced inside the deleting transaction, after the deletes and before the commit: a node
+`ErasureEpoch(request_id, epoch, at)` in the Kuzu file (request ids and numbers only), so a failure to
+record rolls the deletes back, and a copy of the file carries the epoch it had (`tasks/epochs.py`).
+
 Locks: Kuzu lets one process open a database for writing. We wait up to `lock_timeout` for the agent to
 close it, then fail with a StoreError that says so.
 """
@@ -43,6 +48,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -202,6 +208,41 @@ class Resolver:
         return fp
 
 
+EPOCH_TABLE = "ErasureEpoch"
+EPOCH_TABLE_SQL = (
+    f"CREATE NODE TABLE IF NOT EXISTS {EPOCH_TABLE}(request_id STRING PRIMARY KEY, epoch INT64, at STRING)"
+)
+"""The graph's erasure epoch (issue 26): one node per erasing request (request ids and numbers only), in
+the Kuzu file itself, so a copy of the file carries the epoch it had when it was taken."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def epoch_current(conn: kuzu.Connection) -> int:
+    """The graph's epoch (0: no erasure touched it)."""
+    if not rows(conn, "CALL SHOW_TABLES() WHERE name = $t RETURN name", {"t": EPOCH_TABLE}):
+        return 0
+    got = rows(conn, f"MATCH (n:{EPOCH_TABLE}) RETURN max(n.epoch)")
+    return int(got[0][0] or 0) if got else 0
+
+
+def epoch_advance(conn: kuzu.Connection, request_id: str) -> int:
+    """Advance the epoch for `request_id`'s erasure, once (inside the deletes' transaction when there is
+    one); returns the epoch of that erasure."""
+    known = rows(conn, f"MATCH (n:{EPOCH_TABLE}) WHERE n.request_id = $id RETURN n.epoch", {"id": request_id})
+    if known:
+        return int(known[0][0])
+    epoch = epoch_current(conn) + 1
+    rows(
+        conn,
+        f"CREATE (:{EPOCH_TABLE} {{request_id: $id, epoch: $epoch, at: $at}})",
+        {"id": request_id, "epoch": epoch, "at": _now()},
+    )
+    return epoch
+
+
 DELETES = (
     ("edges", "MATCH (e:RelatesToNode_) WHERE e.uuid IN $ids DETACH DELETE e"),
     ("episodes", "MATCH (n:Episodic) WHERE n.uuid IN $ids DETACH DELETE n"),
@@ -285,11 +326,15 @@ class GraphitiEraser:
     def mentions(self, target: Target, subject: Subject) -> int:
         return self._read(target, subject).mentions
 
-    def erase(self, target: Target, subject: Subject) -> dict[Tier, TierOutcome]:
+    def erase(self, target: Target, subject: Subject, request_id: str | None = None) -> dict[Tier, TierOutcome]:
+        """Erase (see the module docstring); with `request_id`, the graph's erasure epoch advances in the
+        deletes' own transaction, after the deletes and before the commit (the rule's record first)."""
         self.check(target)
         cfg = GraphitiConfig.of(target)
         resolver = Resolver(cfg, subject)
         with opened(cfg, read_only=False) as (_db, conn):
+            if request_id is not None:
+                rows(conn, EPOCH_TABLE_SQL)  # DDL commits on its own in Kuzu: before the transaction
             rows(conn, "BEGIN TRANSACTION")
             try:
                 fp = resolver.find(conn)
@@ -304,6 +349,8 @@ class GraphitiEraser:
                     if ids:
                         rows(conn, query, {"ids": ids})
                     deleted[what] = len(ids)
+                if request_id is not None:
+                    epoch_advance(conn, request_id)
                 rows(conn, "COMMIT")
             except BaseException:
                 rows(conn, "ROLLBACK")
@@ -329,6 +376,28 @@ class GraphitiEraser:
                 {"communities": deleted["communities"], "sagas": deleted["sagas"], **hygiene},
             ),
         }
+
+    # --- the erasure epoch (issue 26), kept in the graph itself, read and raised by `tasks/epochs.py` --
+
+    def epoch_current(self, target: Target) -> int:
+        """The graph's epoch: 0 when no erasure touched it (no epoch table)."""
+        with opened(GraphitiConfig.of(target), read_only=True) as (_db, conn):
+            return epoch_current(conn)
+
+    def epoch_advance(self, target: Target, request_id: str) -> int:
+        with opened(GraphitiConfig.of(target), read_only=False) as (_db, conn):
+            rows(conn, EPOCH_TABLE_SQL)
+            return epoch_advance(conn, request_id)
+
+    def epoch_raise(self, target: Target, to: int, marker: str) -> int:
+        with opened(GraphitiConfig.of(target), read_only=False) as (_db, conn):
+            rows(conn, EPOCH_TABLE_SQL)
+            rows(
+                conn,
+                "MERGE (n:ErasureEpoch {request_id: $id}) SET n.epoch = $epoch, n.at = $at",
+                {"id": marker, "epoch": to, "at": _now()},
+            )
+            return epoch_current(conn)
 
 
 ERASER = GraphitiEraser()

@@ -144,9 +144,13 @@ def test_erase_leaves_nothing_of_the_subject_and_the_others_read_back_byte_ident
     after = read_back(graph.db)
     assert after == theirs
     assert_all_clear(run.probe(target, SUBJECT, fp))
-    # A rerun finds nothing and changes nothing of the others.
-    again = ERASER.erase(target, SUBJECT)
+    # A rerun finds nothing and changes nothing of the others; the epoch advances once per request.
+    assert ERASER.epoch_current(target) == 0
+    again = ERASER.erase(target, SUBJECT, "req-1")
     assert all(o.before == o.after == 0 for o in again.values())
+    assert ERASER.epoch_current(target) == 1
+    ERASER.erase(target, SUBJECT, "req-1")
+    assert ERASER.epoch_current(target) == ERASER.epoch_advance(target, "req-1") == 1
     assert read_back(graph.db) == theirs
 
 
@@ -170,8 +174,11 @@ def test_a_hold_on_one_of_the_subject_edges_refuses_the_whole_erasure(held_graph
     with pytest.raises(HoldActive, match=r"1 row\(s\) of the subject are under litigation hold; nothing erased"):
         ERASER.erase(target, SUBJECT)
 
+    with pytest.raises(HoldActive):
+        ERASER.erase(target, SUBJECT, "req-held")
     assert read_back(held_graph.db) == before
     assert ERASER.count(target, SUBJECT) == counts
+    assert ERASER.epoch_current(target) == 0  # no record of an erasure that did not happen
     assert set(oracle_bytes(held_graph.root, OWN)) == set(OWN)
     # The hold names one edge: the others' erasure is not held.
     assert ERASER.held(target, BYSTANDERS[0]) == 0
