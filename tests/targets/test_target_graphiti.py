@@ -9,13 +9,15 @@ from __future__ import annotations
 import gc
 import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import kuzu
 import pytest
 
-from erasure.errors import ConfigError, HoldActive
+from erasure.errors import ConfigError, HoldActive, StoreError
 from erasure.tiers import Tier
 from probes.model import ProbeResult
 from probes.targets import run
@@ -234,3 +236,31 @@ def test_config_errors_name_the_key(graph: Built, tmp_path: Path) -> None:
         ERASER.check(graph.target(db=str(tmp_path / "missing.kuzu")))
     with pytest.raises(ConfigError, match="group_template"):
         ERASER.check(graph.target(group_template="user-fixed"))
+
+
+def _agent_holding(db: Path, seconds: float) -> subprocess.Popen[str]:
+    """Another process (the agent) with the database open for writing for `seconds`."""
+    code = f"import kuzu, time; d = kuzu.Database({str(db)!r}); print('open', flush=True); time.sleep({seconds})"
+    agent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert agent.stdout is not None and agent.stdout.readline().strip() == "open"
+    return agent
+
+
+def test_erase_waits_for_the_agent_to_close_the_database(graph: Built) -> None:
+    agent = _agent_holding(graph.db, 2)
+    try:
+        out = ERASER.erase(graph.target(lock_timeout=30), SUBJECT)
+    finally:
+        agent.wait(timeout=30)
+    assert out[Tier.semantic].before > 0 and all(o.after == 0 for o in out.values())
+
+
+def test_erase_gives_up_on_a_database_never_released_and_changes_nothing(graph: Built) -> None:
+    before = read_back(graph.db)
+    agent = _agent_holding(graph.db, 8)
+    try:
+        with pytest.raises(StoreError, match="stayed open in another process"):
+            ERASER.erase(graph.target(lock_timeout=1), SUBJECT)
+    finally:
+        agent.wait(timeout=30)
+    assert read_back(graph.db) == before
