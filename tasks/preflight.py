@@ -46,7 +46,7 @@ class Preflight:
 
 def target_holds(targets: Sequence[Target], subject: Subject) -> int:
     """Rows of the subject under litigation hold in the other targets: a kind whose store marks holds on
-    its own rows (a `graphiti` edge's hold attribute) exposes `held(target, subject) -> int` on its
+    its own rows (an edge carrying a hold attribute) exposes `held(target, subject) -> int` on its
     eraser; hold wins over every target, so the request is blocked before any of them is touched."""
     held = 0
     for target in targets:

@@ -285,11 +285,13 @@ def export_fresh(cfg: GraphitiConfig, conn: kuzu.Connection) -> Path:
 
 
 def replace(cfg: GraphitiConfig, fresh: Path) -> None:
-    """The rebuilt file in place of the old one (whose log, if any, goes with it), durably."""
-    os.replace(fresh, cfg.db)
+    """The rebuilt file in place of the old one, durably. The old file's log goes first (a clean close
+    leaves none; the export already holds what one would): a crash between the two steps must never
+    leave the new file beside a log Kuzu would replay into it."""
     wal = cfg.db.with_name(cfg.db.name + ".wal")
     if wal.exists():
         wal.unlink()
+    os.replace(fresh, cfg.db)
     fd = os.open(cfg.db.parent, os.O_RDONLY)
     try:
         os.fsync(fd)

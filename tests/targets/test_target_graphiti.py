@@ -264,3 +264,25 @@ def test_erase_gives_up_on_a_database_never_released_and_changes_nothing(graph: 
     finally:
         agent.wait(timeout=30)
     assert read_back(graph.db) == before
+
+
+def test_a_rerun_after_a_crash_before_the_rebuild_removes_the_bytes(
+    graph: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tasks.targets.graphiti as kind
+
+    target = graph.target()
+
+    def crash(*_args: Any) -> Path:
+        raise RuntimeError("killed before the rebuild")
+
+    with monkeypatch.context() as m:
+        m.setattr(kind, "export_fresh", crash)
+        with pytest.raises(RuntimeError):
+            ERASER.erase(target, SUBJECT)
+    # The deletes committed; the bytes are still in the file, and nothing on disk says a rebuild is due.
+    assert all(n == 0 for n in ERASER.count(target, SUBJECT).values())
+    assert oracle_bytes(graph.root, OWN)
+    out = ERASER.erase(target, SUBJECT)
+    assert all(o.before == o.after == 0 for o in out.values())
+    assert oracle_bytes(graph.root, OWN) == {} and oracle_vectors(graph.root) == []
