@@ -243,6 +243,14 @@ def epoch_advance(conn: kuzu.Connection, request_id: str) -> int:
     return epoch
 
 
+REPLAY_QUERIES = (
+    "MATCH (n:Entity) RETURN n.name, n.group_id, n.summary, n.attributes",
+    "MATCH (n:RelatesToNode_) RETURN n.name, n.group_id, n.fact, n.attributes",
+    "MATCH (n:Episodic) RETURN n.name, n.group_id, n.content, n.source_description",
+    "MATCH (n:Community) RETURN n.name, n.group_id, n.summary",
+    "MATCH (n:Saga) RETURN n.name, n.group_id",
+)
+
 DELETES = (
     ("edges", "MATCH (e:RelatesToNode_) WHERE e.uuid IN $ids DETACH DELETE e"),
     ("episodes", "MATCH (n:Episodic) WHERE n.uuid IN $ids DETACH DELETE n"),
@@ -378,6 +386,16 @@ class GraphitiEraser:
                 {"communities": deleted["communities"], "sagas": deleted["sagas"], **hygiene},
             ),
         }
+
+    def replay_strings(self, target: Target) -> list[str]:
+        """What a replay after a restore looks for a ledger entry's subject in (`tasks/replay_find.py`:
+        the graph is no SQLite file): every string of every row of Graphiti's tables (in memory only)."""
+        self.check(target)
+        out: list[str] = []
+        with opened(GraphitiConfig.of(target), read_only=True) as (_db, conn):
+            for query in REPLAY_QUERIES:
+                out += [v for row in rows(conn, query) for v in row if isinstance(v, str) and v]
+        return out
 
     # --- the erasure epoch (issue 26), kept in the graph itself, read and raised by `tasks/epochs.py` --
 

@@ -286,3 +286,27 @@ def test_a_rerun_after_a_crash_before_the_rebuild_removes_the_bytes(
     out = ERASER.erase(target, SUBJECT)
     assert all(o.before == o.after == 0 for o in out.values())
     assert oracle_bytes(graph.root, OWN) == {} and oracle_vectors(graph.root) == []
+
+
+def test_values_the_byte_scan_cannot_see_are_declared_never_certified(graph: Built) -> None:
+    from probes.targets.graphiti import PROBE
+
+    target = graph.target()
+    fp = run.take(target, SUBJECT)
+    assert fp.state["compressed_values"] == 0  # Kuzu wrote every value of theirs as it is
+    assert PROBE.unscanned(target, fp) == []
+    hidden = fp.model_copy(update={"state": {**fp.state, "compressed_values": 3}})
+    (declared,) = PROBE.unscanned(target, hidden)
+    assert declared.target == target.name and "3 of the subject's values" in declared.reason
+    assert SUBJECT.id not in declared.model_dump_json()
+
+
+def test_a_replay_after_a_restore_finds_the_subject_in_the_graph(graph: Built) -> None:
+    """A restored graph is no SQLite file: the kind gives the replay its rows' strings itself."""
+    from tasks.replay_find import harvest
+
+    found = harvest(graph.target())
+    assert SUBJECT.email in found and any(SUBJECT.id in s for s in found)
+    ERASER.erase(graph.target(), SUBJECT)
+    found = harvest(graph.target())
+    assert SUBJECT.email not in found and not any(SUBJECT.id in s for s in found)
