@@ -54,7 +54,10 @@ def each(request_ids: list[str], work: Callable[[str], T]) -> dict[str, T | Fail
 def preflight_all(h: Home, request_ids: list[str]) -> dict[str, Preflight | Failure]:
     """Each request's preflight (`tasks.preflight`): run, noop, blocked, conflict; a refusal as Failure."""
     scope = scope_of(h)
-    return each(request_ids, lambda rid: preflight(rid, h, reference=scope.reference, tenant=scope.tenant))
+    return each(
+        request_ids,
+        lambda rid: preflight(rid, h, reference=scope.reference, tenant=scope.tenant, targets=scope.others),
+    )
 
 
 def subprocessors_all(h: Home, request_ids: list[str]) -> dict[str, Failure | None]:

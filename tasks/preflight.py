@@ -3,6 +3,7 @@ and nothing of the subject is under litigation hold (hold wins: then nothing is 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -13,10 +14,13 @@ from erasure.errors import RequestBlocked
 from erasure.identity import Identity
 from erasure.mentions import refuse_if_mentions_subject
 from erasure.states import RequestState
+from erasure.subject import Subject
+from erasure.targets import Target
 from memory import holds
 from memory.schema import meta, open_store
 from tasks.epochs import refuse_if_restored
 from tasks.identity import IdentityConflict, resolve_store_ids
+from tasks.targets.eraser import eraser_for
 
 DONE_STATES = frozenset({RequestState.awaiting_attestation, RequestState.sealed, RequestState.notified})
 
@@ -40,11 +44,31 @@ class Preflight:
     detail: str | None = None
 
 
-def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: str | None = None) -> Preflight:
+def target_holds(targets: Sequence[Target], subject: Subject) -> int:
+    """Rows of the subject under litigation hold in the other targets: a kind whose store marks holds on
+    its own rows (an edge carrying a hold attribute) exposes `held(target, subject) -> int` on its
+    eraser; hold wins over every target, so the request is blocked before any of them is touched."""
+    held = 0
+    for target in targets:
+        count = getattr(eraser_for(target), "held", None)
+        if count is not None:
+            held += int(count(target, subject))
+    return held
+
+
+def preflight(
+    request_id: str,
+    home: Home,
+    *,
+    reference: bool = True,
+    tenant: str | None = None,
+    targets: Sequence[Target] = (),
+) -> Preflight:
     """Check the request before anything is erased; raises `RequestBlocked`/`NotFound` on refusal.
 
     `reference` False: the home has no reference store (its targets.toml lists only other stores),
-    whose `tenant` the request must then belong to."""
+    whose `tenant` the request must then belong to. `targets`: the other targets, whose own holds
+    (`target_holds`) block the request too."""
     with Engine.borrow(home.engine_db) as engine:
         row = request_records.get(engine, request_id)
         if row.state in DONE_STATES:
@@ -57,7 +81,8 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
                 raise RequestBlocked(
                     f"request {request_id} is for tenant {row.tenant_id!r}; these targets belong to {tenant!r}: refused"
                 )
-            return Preflight(Action.run, row.state.value)
+            held = target_holds(targets, envelope.subject)
+            return Preflight(Action.blocked if held else Action.run, row.state.value, held)
         store = open_store(home.store_dir)
         try:
             tenant = meta(store, "tenant_id")
@@ -76,4 +101,5 @@ def preflight(request_id: str, home: Home, *, reference: bool = True, tenant: st
             held = sum(holds.active_holds(store, sid) for sid in {envelope.subject.id, *ids.all()})
         finally:
             store.close()
+        held += target_holds(targets, envelope.subject)
         return Preflight(Action.blocked if held else Action.run, row.state.value, held)

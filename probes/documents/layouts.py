@@ -21,6 +21,11 @@ one 8 KiB page each).
 Pages and WAL are read raw, around their triggers (tuples and WAL records hold text as written; the
 kind's probe reads the live rows itself). Text files there (configuration, the server's logs) are text.
 
+Kuzu's database file (the `graphiti` kind's embedded backend, wherever a copy of it lies): the magic
+`KUZU` and a storage version at the start of a file of whole 4 KiB pages. Its pages are read raw, around
+their triggers: Kuzu writes strings and float32 lists as they are (measured with kuzu 0.11.3; the kind's
+probe declares any of the subject's values it did not find in the bytes before the erasure).
+
 SQLite's rollback journal with no magic: kept by `journal_mode=PERSIST` (after each commit SQLite zeroes
 its header), or of a transaction in flight (the magic is written at commit only); the rest still holds
 page records. It is identified when the file beside it without `-journal` is a SQLite database, its
@@ -74,6 +79,8 @@ def layout_format(path: str, size: int) -> str | None:
         return _fullpage_format(path, size)
     if name.endswith("-journal"):
         return SQLITE_JOURNAL if _persisted_journal(path, size) else None
+    if size and size % _KUZU_PAGE == 0 and _kuzu_header(path):
+        return KUZU_PAGES
     if name not in (HEADER_FILE, DATA_FILE, LENGTH_FILE, LINKS_FILE):
         return None
     try:
@@ -124,6 +131,23 @@ def _records_fit(journal: bytes, size: int, sector: int, page: int) -> bool:
     )
 
 
+# --- Kuzu's database file (the graphiti kind's embedded backend) ---------------------------------------
+
+_KUZU_PAGE = 4096
+_KUZU_MAGIC = b"KUZU"
+
+
+def _kuzu_header(path: str) -> bool:
+    """Kuzu's database header: the magic `KUZU`, then the storage version (a little-endian u64; 39 for
+    kuzu 0.11), at the start of a file of whole 4 KiB pages."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return False
+    return len(head) == 12 and head.startswith(_KUZU_MAGIC) and 0 < struct.unpack_from("<Q", head, 4)[0] < 1 << 16
+
+
 # --- PostgreSQL's data directory (the langgraph-postgres kind's cluster) -----------------------------------
 
 PG_PAGES = "postgres-pages"
@@ -133,7 +157,10 @@ PG_WAL = "postgres-wal"
 PG_STATE = "postgres-state"
 """pg_control, relation-mapper and relcache-init files, replication-origin and slot state: binary
 state with no one's text by its format (its bytes are still read raw)."""
-PAGED = frozenset({SQLITE_JOURNAL, PG_PAGES, PG_WAL})
+KUZU_PAGES = "kuzu-database"
+"""A Kuzu database file (the graphiti kind's embedded backend): 4 KiB pages of column chunks (strings
+and float32 lists as written, read raw)."""
+PAGED = frozenset({SQLITE_JOURNAL, PG_PAGES, PG_WAL, KUZU_PAGES})
 """Layout formats whose pages are read raw, around their triggers, as SQLite's are."""
 
 _BLCKSZ = 8192
