@@ -44,6 +44,7 @@ from erasure.tiers import Tier
 from probes.identity import spellings
 from probes.model import Measurement, Unscanned
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, distinctive_pieces, plain_windows
+from probes.others_text import Naming
 from probes.targets.probe import TargetFingerprint
 
 KIND = "graphiti"
@@ -160,11 +161,18 @@ class _Who:
             reverse=True,
         )
         self.pattern = re.compile(rf"(?<!{_WORD})(?:{'|'.join(alts)})(?!{_WORD})", re.IGNORECASE) if alts else None
+        # by the rule too, as the eraser reads a row and the views read the file (`probes.others_text`)
+        self.words = [s for _, s in self.spellings if s.strip()]
+        self.reader = Naming([("identifier", s) for s in self.words])
 
     def names(self, texts: tuple[str, ...]) -> bool:
-        if self.pattern is None:
-            return False
-        return any(self.pattern.search(unicodedata.normalize("NFKC", t)) is not None for t in texts)
+        if self.pattern is not None and any(self.pattern.search(unicodedata.normalize("NFKC", t)) for t in texts):
+            return True
+        return any(self.reader(list(texts)))
+
+    def read_in(self, texts: list[str]) -> set[str]:
+        """The spellings the rule reads in any of `texts`."""
+        return {self.words[i] for found in self.reader(texts) for i in found}
 
     def owns_entity(self, row: Row) -> bool:
         key = row.attributes.get(self.key)
@@ -243,6 +251,7 @@ class GraphitiProbe:
         keyed = {r.attributes.get(who.key) for r in rows if r.table == "Entity"}
         others = {_fold(k) for k in keyed if isinstance(k, str) and _fold(k) not in who.folded}
         low = [t.lower() for t in theirs]
+        read = who.read_in(theirs)
         mentioned: list[int] = []
         for _, text in who.spellings:
             data = text.encode()
@@ -254,7 +263,7 @@ class GraphitiProbe:
             if _fold(text) in others or not all(bounded.search(t) for t in inside):
                 needles.add_group(NeedleKind.shared_identifier, [data], caseless=True)
                 continue
-            if needles.add_group(NeedleKind.identifier, [data], caseless=True) and inside:
+            if needles.add_group(NeedleKind.identifier, [data], caseless=True) and (inside or text in read):
                 mentioned.append(needles.needles[-1].group)
         return mentioned
 

@@ -18,7 +18,9 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -31,6 +33,7 @@ from probes.targets import run
 from tasks.targets.eraser import TargetEraser
 from tests import budget
 from tests import chroma_fixtures as ch
+from tests import graphiti_fixtures as gr
 from tests import langgraph_sqlite_fixtures as lg
 from tests import mem0_fixtures as m0
 from tests.oracle33.match import Person33
@@ -135,7 +138,37 @@ def mem0() -> Kind:
     return Kind(m0.SUBJECT, ERASER, planted, 0)
 
 
-KINDS = ["langgraph_sqlite", "chroma", "mem0"]
+@pytest.fixture(scope="module")
+def graphiti(tmp_path_factory: pytest.TempPathFactory) -> Kind:
+    from graphiti_core.nodes import EpisodeType, EpisodicNode
+
+    from tasks.targets.graphiti import ERASER
+
+    cache = tmp_path_factory.mktemp("gr-cache")
+
+    def planted(dest: Path, text: str) -> Target:
+        built = gr.built_copy(dest, cache)
+
+        async def episode(driver: Any) -> None:
+            when = datetime(2024, 5, 1, tzinfo=UTC)
+            await EpisodicNode(
+                name="chat",
+                group_id=gr.group_of(gr.BYSTANDERS[0]),
+                source=EpisodeType.message,
+                source_description="support chat",
+                content=text,
+                valid_at=when,
+                created_at=when,
+            ).save(driver)
+
+        gr.with_driver(built.db, episode)
+        target: Target = built.target()
+        return target
+
+    return Kind(gr.SUBJECT, ERASER, planted, 2)  # the fixture's bystander episode and community summary
+
+
+KINDS = ["langgraph_sqlite", "chroma", "mem0", "graphiti"]
 
 
 @pytest.mark.parametrize("kind_name", KINDS)
