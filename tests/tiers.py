@@ -31,7 +31,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
         "cli.prefect_api:migrate_database",
         "tests.flows.test_deployments:start_console",  # `erasure serve`: server, deployments, worker
     ),
-    # the framework stores: LangGraph (SQLite and PostgreSQL), Chroma (folder and server), mem0
+    # the framework stores: LangGraph (SQLite and PostgreSQL), Chroma (folder and server), mem0, Graphiti
     "framework": (
         "tests.chroma_fixtures:client",  # every chromadb client the tests open goes through one of these
         "tests.chroma_fixtures:opened",
@@ -44,6 +44,8 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
         "tests.mem0_fixtures:built_copy",
         "tests.langgraph_sqlite_fixtures:build_memory",
         "tests.langgraph_postgres_fixtures:build_memory",
+        "tests.graphiti_fixtures:with_driver",  # every graph the tests build or read goes through it
+        "tests.graphiti_fixtures:open_driver",
     ),
     # a full cascade: the driver without Prefect, the service's windows, the flows
     "cascade": (

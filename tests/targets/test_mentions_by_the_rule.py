@@ -39,6 +39,10 @@ from tests import mem0_fixtures as m0
 from tests.oracle33.match import Person33
 from tests.oracle33.scan import scan_text33
 
+# Each kind's memory is a fixture the test asks for by name (`request.getfixturevalue`), which the tiers'
+# reading of fixture closures does not see: the framework tier by hand.
+pytestmark = pytest.mark.framework
+
 EASTERN = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
 
 
