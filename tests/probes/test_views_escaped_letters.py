@@ -74,3 +74,27 @@ def test_an_identifier_with_an_escaped_letter_is_found(
     if i is not None:
         other = written[:i] + ("q" if written[i] != "q" else "z") + written[i + 1 :]
         assert not _found(tmp, _escaped(other, positions, how), where, kind), (kind, how, where, other)
+
+
+@settings(max_examples=budget.examples(80), deadline=None)
+@given(
+    kind=st.sampled_from(["name", "email", "id"]),
+    at=st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=2),
+    crlf=st.booleans(),
+    where=st.sampled_from(["file", "sqlite"]),
+)
+@example(kind="name", at=[11], crlf=True, where="file")  # Johann Quis=\r\nt
+def test_an_identifier_cut_by_a_quoted_printable_soft_line_break_is_found(
+    tmp_path_factory: object, kind: str, at: list[int], crlf: bool, where: str
+) -> None:
+    """A quoted-printable body wraps its lines with a soft line break (`=` at the line's end), anywhere,
+    inside a word too; the text it encodes has none (found by the lead comparing the erasing side's
+    reading with the views: `Johann Quis=\\r\\nt`)."""
+    written = {"name": SUBJECT.name, "email": SUBJECT.email, "id": SUBJECT.id}[kind]
+    assert written
+    cuts = sorted({1 + i % (len(written) - 1) for i in at}, reverse=True)
+    text = written
+    for i in cuts:
+        text = text[:i] + ("=\r\n" if crlf else "=\n") + text[i:]
+    tmp = Path(str(tmp_path_factory.mktemp("qpsoft")))  # type: ignore[attr-defined]
+    assert _found(tmp, text, where, kind), (kind, where, text)
