@@ -15,6 +15,7 @@ replaced by another one, which names nobody.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -98,3 +99,28 @@ def test_an_identifier_cut_by_a_quoted_printable_soft_line_break_is_found(
         text = text[:i] + ("=\r\n" if crlf else "=\n") + text[i:]
     tmp = Path(str(tmp_path_factory.mktemp("qpsoft")))  # type: ignore[attr-defined]
     assert _found(tmp, text, where, kind), (kind, where, text)
+
+
+@settings(max_examples=budget.examples(60), deadline=None)
+@given(
+    kind=st.sampled_from(["name", "email", "id", "phone"]),
+    every=st.booleans(),
+    where=st.sampled_from(["file", "sqlite"]),
+)
+@example(kind="phone", every=False, where="file")  # 020%25C2%25A07946%25C2%25A00123
+def test_an_identifier_percent_encoded_twice_is_found(
+    tmp_path_factory: object, kind: str, every: bool, where: str
+) -> None:
+    """A URL inside a URL (a redirect's `next=`) is percent-encoded twice: `%2520` for a space (found by the
+    lead comparing the erasing side's reading with the views: a phone with no-break spaces encoded twice)."""
+    written = {"name": SUBJECT.name, "email": SUBJECT.email, "id": SUBJECT.id, "phone": "+44 20 7946 0123"}[kind]
+    assert written
+    if kind == "phone":
+        written = written.replace(" ", "\u00a0")
+    once = "".join(f"%{b:02X}" for b in written.encode()) if every else quote(written, safe="")
+    text = quote(once, safe="")
+    tmp = Path(str(tmp_path_factory.mktemp("twice")))  # type: ignore[attr-defined]
+    store = planted(tmp, text, where, line="Bystander's note: {} tomorrow.\n")
+    subject = Subject(id=SUBJECT.id, email=SUBJECT.email, name=SUBJECT.name, phone="+44 20 7946 0123")
+    needles = [(f"identifier:{k}", v) for k, v in spellings(subject, [subject.id]) if k == kind]
+    assert scan_views(store, needles).found, (kind, where, text)
