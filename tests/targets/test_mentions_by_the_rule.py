@@ -177,7 +177,7 @@ KINDS = ["langgraph_sqlite", "chroma", "mem0", "graphiti"]
 
 @pytest.mark.parametrize("kind_name", KINDS)
 @settings(
-    max_examples=budget.examples(24),
+    max_examples=budget.examples(12),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
