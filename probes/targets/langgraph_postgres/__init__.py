@@ -34,6 +34,7 @@ digests (each other person's item with its vectors, each other thread with all i
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import struct
 from collections.abc import Iterator
@@ -52,6 +53,7 @@ from erasure.tiers import Tier
 from probes.identity import spellings
 from probes.model import Measurement
 from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, plain_windows, vector_pieces
+from probes.others_text import naming
 from probes.targets.langgraph_postgres import logs as pg_logs
 from probes.targets.langgraph_postgres import statements as pg_statements
 from probes.targets.langgraph_postgres import wal as pg_wal
@@ -103,6 +105,8 @@ class _View:
     others: dict[str, list[str]] = field(default_factory=dict)
     """Bystanders' records (`item\\0prefix\\0key`, `thread\\0id`) -> digests of their rows."""
     other_text: list[str] = field(default_factory=list)
+    other_item_text: list[str] = field(default_factory=list)
+    """Bystanders' items as text, one each (their mentions of the subject are counted)."""
     unconfigured_items: int = 0
 
 
@@ -161,6 +165,7 @@ def _read(cfg: PostgresTarget, subject: Subject) -> _View:
                 else:
                     view.other_items += 1
                     view.other_text.append(f"{prefix}\n{key}\n{text}")
+                    view.other_item_text.append(json.dumps(json.loads(str(text)), ensure_ascii=False))
                     view.others.setdefault(f"item\x00{prefix}\x00{key}", []).append(
                         digest(f"store\x00{prefix}\x00{key}\x00{text}".encode())[:32]
                     )
@@ -386,13 +391,17 @@ class LangGraphPostgresProbe:
         view = _read(cfg, subject)
         other_low = "\n".join(view.other_text).lower()
         needles = NeedleSet()
-        for _kind, s in spellings(subject, [subject.id]):
-            if len(s.encode()) < MIN_IDENTIFIER_BYTES:
-                continue
-            if s.lower() in other_low:
+        words = [s for _kind, s in spellings(subject, [subject.id]) if len(s.encode()) >= MIN_IDENTIFIER_BYTES]
+        # Bystanders' items that name the subject by the rule, read as the views read the files
+        # (`probes.others_text`): mentions, which the eraser reports and leaves; their finds are explained.
+        named = naming(view.other_item_text, [("identifier", s) for s in words])
+        read = {words[i] for found in named for i in found}
+        mentioned: list[int] = []
+        for s in words:
+            if s.lower() in other_low and s not in read:
                 needles.add_group(NeedleKind.shared_identifier, [s.encode()], caseless=True)
-            else:
-                needles.add_group(NeedleKind.identifier, [s.encode()], caseless=True)
+            elif needles.add_group(NeedleKind.identifier, [s.encode()], caseless=True) and s in read:
+                mentioned.append(needles.needles[-1].group)
         windows: list[str] = []
         for text in view.subject_text:
             for w in plain_windows(text, limit=2):
@@ -433,7 +442,13 @@ class LangGraphPostgresProbe:
             "bystander_digests": view.others,
         }
         return TargetFingerprint(
-            target=target.name, needles=needles.needles, bystanders=base, subject_before=subject_before, state=state
+            target=target.name,
+            needles=needles.needles,
+            bystanders=base,
+            subject_before=subject_before,
+            mentions=sum(1 for found in named if found),
+            mentioned_groups=mentioned,
+            state=state,
         )
 
     def measure(self, target: Target, subject: Subject, fp: TargetFingerprint) -> list[tuple[str, Measurement]]:
