@@ -268,13 +268,13 @@ def _store_mentions(conn: psycopg.Connection[Any], cfg: PostgresTarget, found: _
         cur.execute(sql.SQL("SELECT prefix, key, value::text FROM {}").format(_t(cfg, "store")))
         while batch := cur.fetchmany(MENTION_BATCH):
             texts = [
-                None
-                if str(prefix) in found.prefixes or (str(prefix), str(key)) in found.keyed
-                else json.dumps(json.loads(str(text)), ensure_ascii=False)
+                None if str(prefix) in found.prefixes or (str(prefix), str(key)) in found.keyed else str(text)
                 for prefix, key, text in batch
             ]
+            # the value as LangGraph wrote it (jsonb's text form escapes what JSON must: the prefilter,
+            # which takes an escape for a candidate, sees it as it is)
             for i in prefilter.candidates(texts)[0]:
-                n += identity.found_in(texts[i] or "") is not None
+                n += identity.found_in(json.dumps(json.loads(texts[i] or "null"), ensure_ascii=False)) is not None
     return n
 
 
