@@ -441,11 +441,14 @@ class Probed:
         out: list[Verification] = []
         for i, ref in enumerate(found):
             probes, unscanned, located = list(ref.probes), list(ref.unscanned), list(ref.residue_files)
+            others = list(ref.others_content)
             for got in self.per_target:
                 probes += got[i].probes
                 unscanned += got[i].unscanned
                 located += got[i].residue_files
-            out.append(ref.model_copy(update={"probes": probes, "unscanned": unscanned, "residue_files": located}))
+                others += got[i].others_content
+            update = {"probes": probes, "unscanned": unscanned, "residue_files": located, "others_content": others}
+            out.append(ref.model_copy(update=update))
         return out
 
 

@@ -16,7 +16,7 @@ from erasure.target_kinds import server_of
 from erasure.targets import Target
 from probes.bytescan import scan_tree
 from probes.located import residue_files
-from probes.model import BYTES, Measurement, ProbeResult, ResidueFile, Unscanned, Verification
+from probes.model import BYTES, Measurement, OthersContent, ProbeResult, ResidueFile, Unscanned, Verification
 from probes.needles import SUBJECT_KINDS, NeedleKind
 from probes.targets.probe import TargetFingerprint, probe_for
 from probes.views import scan_views
@@ -246,7 +246,15 @@ def _verification(
                 target=target.name,
             )
         )
-    return Verification(probes=out, unscanned=unscanned, residue_files=located)
+    # The probe's own declaration of the mentions whose finds it explained: the pack declares them even
+    # where the eraser's reading of another person's record found less than the probe's (a note pasted
+    # compressed, then base64), never an all clear with the subject in someone's record unsaid.
+    others = (
+        [OthersContent(tier=BYTES, kind="mentions", label=f"target:{target.name}", hits=fp.mentions)]
+        if fp.mentions
+        else []
+    )
+    return Verification(probes=out, unscanned=unscanned, residue_files=located, others_content=others)
 
 
 def _still_listening(url: str, target: str) -> None:

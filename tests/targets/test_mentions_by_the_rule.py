@@ -13,6 +13,7 @@ names the subject is reported (never silently passed over)."""
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import shutil
 import tempfile
@@ -204,3 +205,32 @@ def test_a_bystanders_record_naming_the_subject_is_a_mention_on_both_sides(
     assert fp.mentions == reported, f"{form}: the probe counts {fp.mentions}, the eraser reports {reported}"
     if oracle_names(kind.subject, text):
         assert reported > kind.mentions, f"{form}: names the subject (oracle) but is not reported"
+
+
+def test_a_mention_the_eraser_reads_less_of_is_declared_by_the_verification(
+    langgraph_sqlite: Kind, tmp_path: Path
+) -> None:
+    """A bystander's note holding the subject's card compressed, then base64: the probe's reader opens the
+    gzip stream, the erasing side's matcher reads text, escapes and base64 of text. The mentions the probe
+    explains are declared by the verification itself (`others_content`), so the pack says them whatever
+    the eraser reported."""
+    kind = langgraph_sqlite
+    assert kind.subject.email
+    text = "see " + base64.b64encode(gzip.compress(f"card: {kind.subject.email}".encode())).decode()
+    target = kind.planted(tmp_path / "m", text)
+    fp = run.take(target, kind.subject)
+    reported = kind.eraser.mentions(target, kind.subject)
+    kind.eraser.erase(target, kind.subject)
+    verification = run.verify(target, kind.subject, fp)
+    assert not [r for r in verification.probes if r.residue], "residue after the erasure"
+    assert fp.mentions == 1 and reported <= fp.mentions
+    assert [(o.kind, o.label, o.hits) for o in verification.others_content] == [("mentions", "target:support-agent", 1)]
+
+
+def test_the_targets_declared_mentions_reach_the_requests_verification() -> None:
+    from probes.model import OthersContent, Verification
+    from service.verification import Probed
+
+    declared = OthersContent(tier=BYTES, kind="mentions", label="target:t", hits=2)
+    got = Probed(1, None, [[Verification(probes=[], unscanned=[], others_content=[declared])]]).finish()
+    assert got[0].others_content == [declared]
