@@ -236,7 +236,8 @@ def _expressions(trigger: str | bytes) -> list[bytes]:
 _GENERIC: dict[str, bytes] = {
     # an encoded separator between two digits (a phone), two escapes in a row, an escaped dash or
     # space, one entity, two quoted-printable octets, one escaped letter or digit (`probes.char_triggers`)
-    "escapes": rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};)[^A-Za-z0-9]{0,2}[0-9]"
+    "escapes": rb"[0-9][^A-Za-z0-9]{0,2}(?:%[0-9A-Fa-f]{2}|=[2-3][0-9A-F]|&#?[a-zA-Z0-9]{2,8};|\\u[0-9a-fA-F]{4})"
+    rb"[^A-Za-z0-9]{0,2}[0-9]"
     rb"|(?:\\u[0-9a-fA-F]{4}){2}|\\u20[0-9a-fA-F]{2}|\\u00[aA][0dD]|(?:%[0-9A-Fa-f]{2}){2}|%[Cc]2%[Aa]0"
     rb"|&#x?[0-9a-fA-F]{2,6};|&[a-zA-Z]{2,8};|(?:=[0-9A-F]{2}){2}|" + escaped_alnum_trigger(),
     "fullwidth": rb"(?:\xef[\xbc\xbd][\x80-\xbf]){3}",

@@ -124,3 +124,27 @@ def test_an_identifier_percent_encoded_twice_is_found(
     subject = Subject(id=SUBJECT.id, email=SUBJECT.email, name=SUBJECT.name, phone="+44 20 7946 0123")
     needles = [(f"identifier:{k}", v) for k, v in spellings(subject, [subject.id]) if k == kind]
     assert scan_views(store, needles).found, (kind, where, text)
+
+
+@settings(max_examples=budget.examples(60), deadline=None)
+@given(
+    sep=st.sampled_from([" ", "-", ".", "\u00a0", "/"]),
+    how=st.sampled_from(["json", "json-upper", "percent", "entity-decimal", "entity-hex"]),
+    at=st.integers(min_value=0, max_value=3),
+    where=st.sampled_from(["file", "sqlite"]),
+)
+@example(sep=" ", how="json", at=3, where="file")  # +44 (0)20 7946\u00200123
+def test_a_phone_with_a_separator_written_as_an_escape_is_found(
+    tmp_path_factory: object, sep: str, how: str, at: int, where: str
+) -> None:
+    """One separator between a phone's digit groups written as an escape (found by the lead comparing the
+    erasing side's reading with the views: `\\u0020` between two groups left no trigger)."""
+    groups = ["+44", "(0)20", "7946", "0123"]
+    # percent-encoding escapes a character's UTF-8 bytes (`%C2%A0` for a no-break space), the others its code point
+    escaped = "".join(ESCAPES[how](chr(b)) for b in sep.encode()) if how == "percent" else ESCAPES[how](sep)
+    joined = "".join(g + (escaped if i == at else " ") for i, g in enumerate(groups[:-1])) + groups[-1]
+    tmp = Path(str(tmp_path_factory.mktemp("phonesep")))  # type: ignore[attr-defined]
+    store = planted(tmp, joined, where, line="Bystander's note: call {} tomorrow.\n")
+    subject = Subject(id="usr-ph-0001", phone="+44 20 7946 0123")
+    needles = [(f"identifier:{k}", v) for k, v in spellings(subject, [subject.id]) if k == "phone"]
+    assert scan_views(store, needles).found, (how, where, joined)
