@@ -14,10 +14,13 @@ trigger in them are read whole, as `probes.view_sqlite` reads a database's short
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Sequence
 
 from probes.matcher import Matcher
+from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet
 from probes.view_payloads import FileScan, read_payload
 
 
@@ -50,3 +53,60 @@ class Naming:
 def naming(texts: Sequence[str | bytes], needles: Sequence[tuple[str, str]]) -> list[set[int]]:
     """Per text, the indexes of `needles` that the decoded views find in it (`Naming`, for one call)."""
     return Naming(needles)(texts)
+
+
+WORD = r"[0-9A-Za-z]"
+"""A character a spelling must not touch on either side to stand as a whole token in a record."""
+
+
+def fold_id(text: str) -> str:
+    """An id as the probes compare ids: NFKC, case folded, runs of white space as one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+class Spelled:
+    """The subject's spellings looked for in other people's records: as whole tokens (a caseless pattern on
+    token boundaries), and by the rule as the views read them (`Naming`)."""
+
+    def __init__(self, spellings: Sequence[str]) -> None:
+        self.words = [s for s in spellings if s.strip()]
+        alts = sorted({r"\s+".join(re.escape(w) for w in s.split()) for s in self.words}, key=len, reverse=True)
+        self.pattern = re.compile(rf"(?<!{WORD})(?:{'|'.join(alts)})(?!{WORD})", re.IGNORECASE) if alts else None
+        self.reader = Naming([("identifier", s) for s in self.words])
+
+    def names(self, texts: Sequence[object]) -> bool:
+        """Whether any of `texts` (strings; anything else is passed over) names the subject."""
+        strings = [t for t in texts if isinstance(t, str)]
+        if self.pattern is not None and any(self.pattern.search(unicodedata.normalize("NFKC", t)) for t in strings):
+            return True
+        return any(self.reader(strings))
+
+    def read_in(self, texts: list[str]) -> set[str]:
+        """The spellings the rule reads in any of `texts`."""
+        return {self.words[i] for found in self.reader(texts) for i in found}
+
+
+def identifier_needles(
+    needles: NeedleSet, spelled: Spelled, candidates: Sequence[str], theirs: list[str], others: set[str]
+) -> list[int]:
+    """Identifier needles for `candidates` (the subject's spellings, at least `MIN_IDENTIFIER_BYTES`);
+    returns the groups found inside other people's records `theirs` (their byte hits are explained by the
+    reported mentions). A spelling inside another person's record but not as a whole token there (a longer
+    id containing it), or equal to another person's id (`others`, folded), is a shared identifier: its hits
+    prove nothing about the subject."""
+    low = [t.lower() for t in theirs]
+    read = spelled.read_in(theirs)
+    mentioned: list[int] = []
+    for text in dict.fromkeys(candidates):
+        data = text.encode()
+        if len(data) < MIN_IDENTIFIER_BYTES:
+            needles.bump("identifier_too_short")
+            continue
+        inside = [t for t, t_low in zip(theirs, low, strict=True) if text.lower() in t_low]
+        bounded = re.compile(rf"(?<!{WORD}){re.escape(text)}(?!{WORD})", re.IGNORECASE)
+        if fold_id(text) in others or not all(bounded.search(t) for t in inside):
+            needles.add_group(NeedleKind.shared_identifier, [data], caseless=True)
+            continue
+        if needles.add_group(NeedleKind.identifier, [data], caseless=True) and (inside or text in read):
+            mentioned.append(needles.needles[-1].group)
+    return mentioned

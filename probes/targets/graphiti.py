@@ -28,9 +28,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import re
 import struct
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -43,13 +41,12 @@ from erasure.targets import Target
 from erasure.tiers import Tier
 from probes.identity import spellings
 from probes.model import Measurement, Unscanned
-from probes.needles import MIN_IDENTIFIER_BYTES, NeedleKind, NeedleSet, distinctive_pieces, plain_windows
-from probes.others_text import Naming
+from probes.needles import NeedleKind, NeedleSet, distinctive_pieces, plain_windows
+from probes.others_text import Spelled, fold_id, identifier_needles
 from probes.targets.probe import TargetFingerprint
 
 KIND = "graphiti"
 MAX_CONTENT_GROUPS = 400
-_WORD = r"[0-9A-Za-z]"
 TABLES = ("Entity", "RelatesToNode_", "Episodic", "Community", "Saga")
 TIER_OF = {
     "Entity": Tier.semantic,
@@ -77,8 +74,7 @@ _QUERIES = {
 }
 
 
-def _fold(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+_fold = fold_id
 
 
 def float32(vector: list[float] | tuple[float, ...]) -> bytes:
@@ -155,24 +151,10 @@ class _Who:
         group = cfg.group_of(subject.id)
         self.group = _fold(group) if group else None
         self.spellings = spellings(subject, self.ids)
-        alts = sorted(
-            {r"\s+".join(re.escape(w) for w in s.split()) for _, s in self.spellings if s.strip()},
-            key=len,
-            reverse=True,
-        )
-        self.pattern = re.compile(rf"(?<!{_WORD})(?:{'|'.join(alts)})(?!{_WORD})", re.IGNORECASE) if alts else None
-        # by the rule too, as the eraser reads a row and the views read the file (`probes.others_text`)
-        self.words = [s for _, s in self.spellings if s.strip()]
-        self.reader = Naming([("identifier", s) for s in self.words])
+        self.spelled = Spelled([s for _, s in self.spellings])
 
     def names(self, texts: tuple[str, ...]) -> bool:
-        if self.pattern is not None and any(self.pattern.search(unicodedata.normalize("NFKC", t)) for t in texts):
-            return True
-        return any(self.reader(list(texts)))
-
-    def read_in(self, texts: list[str]) -> set[str]:
-        """The spellings the rule reads in any of `texts`."""
-        return {self.words[i] for found in self.reader(texts) for i in found}
+        return self.spelled.names(texts)
 
     def owns_entity(self, row: Row) -> bool:
         key = row.attributes.get(self.key)
@@ -245,27 +227,11 @@ class GraphitiProbe:
 
     @staticmethod
     def _identifiers(needles: NeedleSet, who: _Who, rows: list[Row], theirs: list[str]) -> list[int]:
-        """Identifier needles; the groups found inside other people's rows (explained by the reported
-        mentions). A spelling inside another person's row but not as a whole token there, or equal to
-        another person's id, is a shared identifier: its hits prove nothing about the subject."""
+        """Identifier needles (`probes.others_text.identifier_needles`, with the other people's entity
+        keys as others' ids)."""
         keyed = {r.attributes.get(who.key) for r in rows if r.table == "Entity"}
         others = {_fold(k) for k in keyed if isinstance(k, str) and _fold(k) not in who.folded}
-        low = [t.lower() for t in theirs]
-        read = who.read_in(theirs)
-        mentioned: list[int] = []
-        for _, text in who.spellings:
-            data = text.encode()
-            if len(data) < MIN_IDENTIFIER_BYTES:
-                needles.bump("identifier_too_short")
-                continue
-            inside = [t for t, t_low in zip(theirs, low, strict=True) if text.lower() in t_low]
-            bounded = re.compile(rf"(?<!{_WORD}){re.escape(text)}(?!{_WORD})", re.IGNORECASE)
-            if _fold(text) in others or not all(bounded.search(t) for t in inside):
-                needles.add_group(NeedleKind.shared_identifier, [data], caseless=True)
-                continue
-            if needles.add_group(NeedleKind.identifier, [data], caseless=True) and (inside or text in read):
-                mentioned.append(needles.needles[-1].group)
-        return mentioned
+        return identifier_needles(needles, who.spelled, [s for _, s in who.spellings], theirs, others)
 
     @staticmethod
     def _content(needles: NeedleSet, s: _Split, corpus: str) -> None:

@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-import re
 import struct
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -51,8 +49,8 @@ from erasure.untrusted import PickledRecord, load_pickle
 from probes.bytescan import scan_tree
 from probes.identity import spellings
 from probes.model import Measurement
-from probes.needles import MIN_IDENTIFIER_BYTES, MIN_NONZERO_FLOATS, NeedleKind, NeedleSet, plain_windows
-from probes.others_text import Naming
+from probes.needles import MIN_NONZERO_FLOATS, NeedleKind, NeedleSet, plain_windows
+from probes.others_text import Spelled, fold_id, identifier_needles
 from probes.targets.probe import TargetFingerprint
 from probes.targets.run import scan_roots
 
@@ -61,11 +59,7 @@ FLOATS_PER_PIECE = 16
 """A vector needle piece: 16 pickled floats (144 bytes)."""
 MAX_CONTENT_GROUPS = 400
 _BINFLOAT = b"G"
-_WORD = r"[0-9A-Za-z]"
-
-
-def _fold(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+_fold = fold_id
 
 
 def _scope_escape(value: str) -> str:
@@ -184,35 +178,20 @@ class _View:
 
 
 class _Who:
-    """The subject as the probe recognises them: ids (folded), and a token-bounded caseless pattern."""
+    """The subject as the probe recognises them: ids (folded), and their spellings (`probes.others_text`)."""
 
     def __init__(self, subject: Subject, view: _View, known_ids: list[str]) -> None:
         want = _fold(subject.id)
         self.ids = sorted({subject.id, *known_ids, *(u for u in view.user_ids() if _fold(u) == want)})
         self.folded = {_fold(i) for i in self.ids}
         self.spellings = spellings(subject, self.ids)
-        alts = sorted(
-            {r"\s+".join(re.escape(w) for w in s.split()) for _, s in self.spellings if s.strip()},
-            key=len,
-            reverse=True,
-        )
-        self.pattern = re.compile(rf"(?<!{_WORD})(?:{'|'.join(alts)})(?!{_WORD})", re.IGNORECASE) if alts else None
-        # by the rule too, as the eraser reads a record and the views read the files (`probes.others_text`)
-        self.words = [s for _, s in self.spellings if s.strip()]
-        self.reader = Naming([("identifier", s) for s in self.words])
+        self.spelled = Spelled([s for _, s in self.spellings])
 
     def owns(self, user_id: object) -> bool:
         return isinstance(user_id, str) and _fold(user_id) in self.folded
 
     def names(self, *texts: object) -> bool:
-        strings = [t for t in texts if isinstance(t, str)]
-        if self.pattern is not None and any(self.pattern.search(unicodedata.normalize("NFKC", t)) for t in strings):
-            return True
-        return any(self.reader(strings))
-
-    def read_in(self, texts: list[str]) -> set[str]:
-        """The spellings the rule reads in any of `texts`."""
-        return {self.words[i] for found in self.reader(texts) for i in found}
+        return self.spelled.names(texts)
 
 
 @dataclass
@@ -336,27 +315,11 @@ class Mem0Probe:
 
     @staticmethod
     def _identifiers(needles: NeedleSet, who: _Who, view: _View, theirs: list[str]) -> list[int]:
-        """Identifier needles; returns the groups found inside other people's records (their byte hits
-        are explained by the reported mentions). A spelling found inside another person's record but
-        not as a whole token there (a longer id containing it), or equal to another person's id, is a
-        shared identifier: its hits prove nothing about the subject."""
+        """Identifier needles: the subject's spellings and their session scopes' escaped ids
+        (`probes.others_text.identifier_needles`, with the other users' ids as others')."""
         others = {_fold(u) for u in view.user_ids() if not who.owns(u)}
-        low = [t.lower() for t in theirs]
-        read = who.read_in(theirs)
-        mentioned: list[int] = []
-        for text in dict.fromkeys([s for _, s in who.spellings] + [_scope_escape(i) for i in who.ids]):
-            data = text.encode()
-            if len(data) < MIN_IDENTIFIER_BYTES:
-                needles.bump("identifier_too_short")
-                continue
-            inside = [t for t, t_low in zip(theirs, low, strict=True) if text.lower() in t_low]
-            bounded = re.compile(rf"(?<!{_WORD}){re.escape(text)}(?!{_WORD})", re.IGNORECASE)
-            if _fold(text) in others or not all(bounded.search(t) for t in inside):
-                needles.add_group(NeedleKind.shared_identifier, [data], caseless=True)
-                continue
-            if needles.add_group(NeedleKind.identifier, [data], caseless=True) and (inside or text in read):
-                mentioned.append(needles.needles[-1].group)
-        return mentioned
+        candidates = [s for _, s in who.spellings] + [_scope_escape(i) for i in who.ids]
+        return identifier_needles(needles, who.spelled, candidates, theirs, others)
 
     @staticmethod
     def _content(needles: NeedleSet, s: _Split, corpus: str) -> None:
