@@ -234,3 +234,18 @@ class NeedleSet:
     def bump(self, stat: str, n: int = 1) -> None:
         """Count something about the selection (kept per kind, withheld per reason)."""
         self.stats[stat] = self.stats.get(stat, 0) + n
+
+
+MAX_TARGET_CONTENT_GROUPS = 400
+"""Content windows a store kind's fingerprint keeps at most."""
+
+
+def add_content_windows(needles: NeedleSet, texts: Iterable[str], corpus: str) -> None:
+    """Content needles from the subject's `texts` (`plain_windows`, each text once): a window that stands
+    in other people's text (`corpus`) proves nothing and is withheld; at most `MAX_TARGET_CONTENT_GROUPS`."""
+    for text in dict.fromkeys(texts):
+        for window in plain_windows(text):
+            if window in corpus:
+                needles.bump("content_in_bystander_text")
+            elif needles.stats.get(NeedleKind.content.value, 0) < MAX_TARGET_CONTENT_GROUPS:
+                needles.add_group(NeedleKind.content, [window.encode()])

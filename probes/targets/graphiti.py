@@ -41,12 +41,11 @@ from erasure.targets import Target
 from erasure.tiers import Tier
 from probes.identity import spellings
 from probes.model import Measurement, Unscanned
-from probes.needles import NeedleKind, NeedleSet, distinctive_pieces, plain_windows
+from probes.needles import NeedleKind, NeedleSet, add_content_windows, distinctive_pieces
 from probes.others_text import Spelled, fold_id, identifier_needles
 from probes.targets.probe import TargetFingerprint
 
 KIND = "graphiti"
-MAX_CONTENT_GROUPS = 400
 TABLES = ("Entity", "RelatesToNode_", "Episodic", "Community", "Saga")
 TIER_OF = {
     "Entity": Tier.semantic,
@@ -235,12 +234,7 @@ class GraphitiProbe:
 
     @staticmethod
     def _content(needles: NeedleSet, s: _Split, corpus: str) -> None:
-        for text in dict.fromkeys(t for r in s.mine for t in r.texts):
-            for window in plain_windows(text):
-                if window in corpus:
-                    needles.bump("content_in_bystander_text")
-                elif needles.stats.get(NeedleKind.content.value, 0) < MAX_CONTENT_GROUPS:
-                    needles.add_group(NeedleKind.content, [window.encode()])
+        add_content_windows(needles, (t for r in s.mine for t in r.texts), corpus)
 
     @staticmethod
     def _vectors(needles: NeedleSet, s: _Split) -> list[str]:

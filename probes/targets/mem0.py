@@ -49,7 +49,7 @@ from erasure.untrusted import PickledRecord, load_pickle
 from probes.bytescan import scan_tree
 from probes.identity import spellings
 from probes.model import Measurement
-from probes.needles import MIN_NONZERO_FLOATS, NeedleKind, NeedleSet, plain_windows
+from probes.needles import MIN_NONZERO_FLOATS, NeedleKind, NeedleSet, add_content_windows
 from probes.others_text import Spelled, fold_id, identifier_needles
 from probes.targets.probe import TargetFingerprint
 from probes.targets.run import scan_roots
@@ -57,7 +57,6 @@ from probes.targets.run import scan_roots
 KIND = "mem0"
 FLOATS_PER_PIECE = 16
 """A vector needle piece: 16 pickled floats (144 bytes)."""
-MAX_CONTENT_GROUPS = 400
 _BINFLOAT = b"G"
 _fold = fold_id
 
@@ -327,12 +326,7 @@ class Mem0Probe:
         for row in (*s.history, *s.orphans):
             mine += [t for t in row[2:4] if isinstance(t, str)]
         mine += [row[2] for row in s.messages if isinstance(row[2], str)]
-        for text in dict.fromkeys(mine):
-            for window in plain_windows(text):
-                if window in corpus:
-                    needles.bump("content_in_bystander_text")
-                elif needles.stats.get(NeedleKind.content.value, 0) < MAX_CONTENT_GROUPS:
-                    needles.add_group(NeedleKind.content, [window.encode()])
+        add_content_windows(needles, mine, corpus)
 
     @staticmethod
     def _vectors(needles: NeedleSet, s: _Split) -> list[str]:
