@@ -7,6 +7,9 @@ import shutil
 from pathlib import Path
 
 from erasure.sqlite import connect
+from erasure.subject import Subject
+from probes.identity import spellings
+from probes.views import scan_views
 
 
 def planted(tmp: Path, text: str, where: str, *, line: str = "{}", codec: str = "utf-8") -> Path:
@@ -23,3 +26,11 @@ def planted(tmp: Path, text: str, where: str, *, line: str = "{}", codec: str = 
         conn.execute("INSERT INTO notes VALUES ('byst-0001', ?)", (text,))
         conn.close()
     return folder
+
+
+def found_in_views(tmp: Path, text: str, where: str, subject: Subject, kind: str) -> bool:
+    """Whether the decoded views find `subject`'s `kind` of identifier (its spellings) in `text` planted in a
+    bystander's note (`planted`)."""
+    store = planted(tmp, text, where, line="Bystander's note: {} tomorrow.\n")
+    needles = [(f"identifier:{k}", v) for k, v in spellings(subject, [subject.id]) if k == kind]
+    return bool(scan_views(store, needles).found)

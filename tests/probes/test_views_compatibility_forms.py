@@ -20,10 +20,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from erasure.subject import Subject
-from probes.identity import spellings
-from probes.views import scan_views
 from tests import budget
-from tests.views_plant import planted
+from tests.views_plant import found_in_views
 
 SUBJECT = Subject(id="usr-jd-4471", email="ada.pasted@mail.example", name="Johann Quist", phone="+44 20 7946 0123")
 MATH = {"bold": (0x1D400, 0x1D7CE), "italic": (0x1D434, None), "double-struck": (0x1D538, 0x1D7D8)}
@@ -49,9 +47,7 @@ def _written(text: str, at: list[int], style: str) -> str:
 
 
 def _found(tmp: Path, text: str, where: str, kind: str) -> bool:
-    store = planted(tmp, text, where, line="Bystander's note: {} tomorrow.\n")
-    needles = [(f"identifier:{k}", v) for k, v in spellings(SUBJECT, [SUBJECT.id]) if k == kind]
-    return bool(scan_views(store, needles).found)
+    return found_in_views(tmp, text, where, SUBJECT, kind)
 
 
 @settings(max_examples=budget.examples(150), deadline=None)

@@ -24,7 +24,7 @@ from erasure.subject import Subject
 from probes.identity import spellings
 from probes.views import scan_views
 from tests import budget
-from tests.views_plant import planted
+from tests.views_plant import found_in_views, planted
 
 SUBJECT = Subject(id="usr-esc-4417", email="ada.lovelace@example.org", name="Ada Lovelace")
 ESCAPES = {
@@ -47,9 +47,7 @@ def _escaped(text: str, at: list[int], how: str) -> str:
 
 
 def _found(tmp: Path, text: str, where: str, kind: str) -> bool:
-    store = planted(tmp, text, where, line="Bystander's note: {} tomorrow.\n")
-    needles = [(f"identifier:{k}", v) for k, v in spellings(SUBJECT, [SUBJECT.id]) if k == kind]
-    return bool(scan_views(store, needles).found)
+    return found_in_views(tmp, text, where, SUBJECT, kind)
 
 
 @settings(max_examples=budget.examples(150), deadline=None)

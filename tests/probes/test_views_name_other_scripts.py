@@ -17,10 +17,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from erasure.subject import Subject
-from probes.identity import spellings
-from probes.views import scan_views
 from tests import budget
-from tests.views_plant import planted
+from tests.views_plant import found_in_views
 
 SUBJECT = Subject(id="usr-cy-0001", name="Dana Ortiz")
 CYRILLIC = dict(zip("abvgdeziklmnoprstuf", "абвгдезиклмнопрстуф", strict=True))
@@ -39,9 +37,7 @@ def _written(word: str, at: list[int], script: dict[str, str]) -> str:
 
 
 def _found(tmp: Path, text: str, where: str) -> bool:
-    store = planted(tmp, text, where, line="Bystander's note: {} tomorrow.\n")
-    needles = [(f"identifier:{k}", v) for k, v in spellings(SUBJECT, [SUBJECT.id]) if k == "name"]
-    return bool(scan_views(store, needles).found)
+    return found_in_views(tmp, text, where, SUBJECT, "name")
 
 
 @settings(max_examples=budget.examples(120), deadline=None)
